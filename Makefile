@@ -1,0 +1,67 @@
+# rpcool - one Makefile. `make` builds examples and tests; `make demo`, `make test`,
+# `make test-host`, `make test-vm`, `make bench`, `make clean`.
+# Conventions (so new parts need no edits here):
+#   examples/NAME.c        -> build/ex/NAME         plain cc -O2 -pthread, as a user would
+#   tests/test_NAME.c      -> build/t/test_NAME      ASan+UBSan; a "// TSAN" line also builds
+#                                                    build/t/test_NAME.tsan with ThreadSanitizer
+#   a "// LIBS: -lfoo" line in a source adds link flags; "// VM" marks a test for the VM tier only
+#   bench/bench_*.sh       run in order by `make bench`
+#   mk/*.mk                extra rules of a component
+CC      ?= cc
+CXX     ?= c++
+BUILD   ?= build
+WARN    = -Wall -Wextra -Werror
+CFLAGS  ?= -O2 -g
+SAN     = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+TSAN    = -fsanitize=thread
+HEADERS = $(wildcard *.h) $(wildcard impl/*.h)
+
+libs_of = $(shell sed -n 's|^// LIBS: ||p' $(1))
+
+EXAMPLE_SRC = $(wildcard examples/*.c)
+EXAMPLES    = $(EXAMPLE_SRC:examples/%.c=$(BUILD)/ex/%)
+TEST_SRC    = $(shell grep -L '^// VM' tests/test_*.c 2>/dev/null)
+TESTS       = $(TEST_SRC:tests/%.c=$(BUILD)/t/%)
+TSAN_TESTS  = $(patsubst tests/%.c,$(BUILD)/t/%.tsan,$(shell grep -l '^// TSAN' $(TEST_SRC) /dev/null 2>/dev/null))
+
+.PHONY: all examples tests demo test test-host test-vm bench clean compile-check
+all: examples tests
+
+examples: $(EXAMPLES)
+tests: $(TESTS) $(TSAN_TESTS)
+
+$(BUILD)/ex/%: examples/%.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) -O2 -pthread -I. $(WARN) $< -o $@ $(call libs_of,$<)
+
+$(BUILD)/t/%: tests/%.c $(HEADERS) tests/t.h
+	@mkdir -p $(@D)
+	$(CC) -std=c11 $(CFLAGS) $(WARN) $(SAN) -pthread -I. $< -o $@ $(call libs_of,$<)
+
+$(BUILD)/t/%.tsan: tests/%.c $(HEADERS) tests/t.h
+	@mkdir -p $(@D)
+	$(CC) -std=c11 $(CFLAGS) $(WARN) $(TSAN) -DT_TSAN=1 -pthread -I. $< -o $@ $(call libs_of,$<)
+
+demo: examples
+	@sh tests/deps.sh demo
+	@sh examples/demo.sh $(BUILD)/ex
+
+test:
+	@sh tests/deps.sh host
+	@sh tests/run.sh all
+
+test-host:
+	@sh tests/deps.sh host
+	@sh tests/run.sh host
+
+test-vm:
+	@sh tests/run.sh vm
+
+bench:
+	@sh tests/deps.sh bench
+	@sh bench/run.sh
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(wildcard mk/*.mk)

@@ -1,0 +1,28 @@
+#!/bin/sh
+# tests/deps.sh demo|host|vm|bench - make sure the Debian packages a job needs are installed.
+# As root, installs what is missing (apt-get update first); otherwise says what to install.
+set -u
+job=${1:-host}
+case $job in
+    demo)  pkgs="gcc make" ;;
+    host)  pkgs="gcc g++ make valgrind" ;;
+    vm)    pkgs="qemu-system-x86 busybox-static cpio kmod rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev perftest libcxl-dev ndctl" ;;
+    bench) pkgs="gcc make hyperfine libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libiceoryx-binding-c-dev libgrpc-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler" ;;
+    *) echo "usage: $0 demo|host|vm|bench"; exit 2 ;;
+esac
+[ -n "${DEPS_EXTRA:-}" ] && pkgs="$pkgs $DEPS_EXTRA"
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "installing:$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null && apt-get install -y -qq $missing >/dev/null || {
+        echo "apt-get install failed for:$missing"; exit 1; }
+else
+    echo "missing Debian packages:$missing"
+    echo "install them with: sudo apt-get install$missing"
+    exit 1
+fi

@@ -1,0 +1,76 @@
+#!/bin/sh
+# tests/run.sh host|vm|all - runs the test tiers and ends with "N passed, N failed".
+# Host tier: the compile check, every tests/test_* binary (ASan+UBSan), their ThreadSanitizer
+# builds, and valgrind over the binaries that say "// VALGRIND". VM tier: tests/vm/run.sh.
+tier=${1:-all}
+BUILD=${BUILD:-build}
+MAKE=${MAKE:-make}
+log=$BUILD/test-logs
+mkdir -p "$log"
+pass=0; fail=0; skip=0
+
+count() { # count FILE: add the ok/FAIL/skip lines of one run's output
+    p=$(grep -c '^ok ' "$1"); f=$(grep -c '^FAIL ' "$1"); s=$(grep -c '^skip ' "$1")
+    pass=$((pass + p)); fail=$((fail + f)); skip=$((skip + s))
+    grep -E '^(FAIL|skip) ' "$1" | sed 's/^/    /'
+}
+
+run_one() { # run_one LABEL CMD...: run a test binary, count its lines, a crash counts as failed
+    label=$1; shift
+    out="$log/$(echo "$label" | tr '/ ' '__').log"
+    timeout 600 "$@" >"$out" 2>&1
+    rc=$?
+    count "$out"
+    if [ $rc -ne 0 ] && ! grep -q '^FAIL ' "$out"; then
+        echo "FAIL $label: exited with status $rc" >>"$out"
+        fail=$((fail + 1)); echo "    FAIL $label: exited with status $rc (log: $out)"
+        tail -n 20 "$out" | sed 's/^/      /'
+    fi
+    echo "  $label: $(grep -c '^ok ' "$out") ok, $(grep -c '^FAIL ' "$out") failed"
+}
+
+host() {
+    echo "== host tier"
+    if ! $MAKE -s all >"$log/build.log" 2>&1; then
+        cat "$log/build.log"; echo "FAIL build"; fail=$((fail + 1)); return
+    fi
+    run_one compile-check sh tests/compile_check.sh
+    for t in $BUILD/t/test_*; do
+        case $t in *.tsan) continue ;; esac
+        [ -x "$t" ] || continue
+        run_one "$(basename $t)" env ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 "$t"
+        if [ -x "$t.tsan" ]; then
+            run_one "$(basename $t).tsan" env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "$t.tsan"
+        fi
+    done
+    # valgrind: the same tests built without sanitizers
+    for src in $(grep -l '^// VALGRIND' tests/test_*.c 2>/dev/null); do
+        n=$(basename "$src" .c)
+        mkdir -p $BUILD/vg
+        if cc -std=c11 -O1 -g -Wall -Wextra -Werror -pthread -I. "$src" -o "$BUILD/vg/$n" \
+            $(sed -n 's|^// LIBS: ||p' "$src") 2>"$log/vg-build-$n.log"; then
+            run_one "$n.valgrind" valgrind -q --error-exitcode=9 --leak-check=full \
+                --errors-for-leak-kinds=definite --trace-children=no "$BUILD/vg/$n" --valgrind
+        else
+            cat "$log/vg-build-$n.log"; fail=$((fail + 1))
+        fi
+    done
+}
+
+vm() {
+    echo "== vm tier"
+    if [ ! -f tests/vm/run.sh ]; then echo "  (no VM tier yet)"; return; fi
+    out="$log/vm.log"
+    sh tests/vm/run.sh 2>&1 | tee "$out" | grep -E '^(ok|FAIL|skip) |^vm:|^==' 
+    count "$out" >/dev/null
+    if ! grep -q '^vm: ' "$out"; then echo "FAIL vm tier: did not finish"; fail=$((fail + 1)); fi
+}
+
+case $tier in
+    host) host ;;
+    vm) vm ;;
+    all) host; vm ;;
+    *) echo "usage: $0 host|vm|all"; exit 2 ;;
+esac
+echo "$pass passed, $fail failed, $skip skipped"
+[ $fail -eq 0 ]
