@@ -27,9 +27,11 @@
        containing '/'         hugetlbfs, a PCI BAR such as ivshmem's .../resource2
        "/dev/daxX.Y"          a device-DAX character device (2 MiB alignment)
        "cxl:regionN"          a CXL region, resolved through libcxl to its /dev/daxX.Y
-   A new heap's address comes from the window [0x600000000000, 0x700000000000), handed out by a
+   A new heap's address comes from the window [0x680000000000, 0x700000000000), handed out by a
    small pod directory that itself lives in shared memory (/dev/shm/shmheap.pod, or $SHMHEAP_POD):
-   no daemon. The address is recorded in the heap's header; every opener maps exactly there with
+   no daemon. A new pod takes its window from $SHMHEAP_WINDOW ("LO-HI" in hex) if set: programs
+   built with ThreadSanitizer can only map inside [0x550000000000, 0x568000000000), so our TSan
+   tests use SHMHEAP_POD=shmheap-tsan.pod SHMHEAP_WINDOW=560000000000-568000000000. The address is recorded in the heap's header; every opener maps exactly there with
    MAP_FIXED_NOREPLACE and fails with SHMHEAP_E_ADDRINUSE rather than replace a mapping. (Hosts
    that share a device but not /dev/shm each keep a directory; the header still decides.)
 
@@ -80,6 +82,13 @@
 */
 #ifndef SHMHEAP_H
 #define SHMHEAP_H
+
+/* The implementation needs GNU extensions of glibc (MAP_FIXED_NOREPLACE, robust mutexes); they
+   must be switched on before the first system header. Define the implementation in a file that
+   includes shmheap.h first, or compile with -D_GNU_SOURCE. */
+#if defined(SHMHEAP_IMPLEMENTATION) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE 1
+#endif
 
 #include <stddef.h>
 #include <stdint.h>
@@ -191,3 +200,1308 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 }
 #endif
 #endif /* SHMHEAP_H */
+
+/* ============================================================================================ */
+/*                                       IMPLEMENTATION                                         */
+/* ============================================================================================ */
+#if defined(SHMHEAP_IMPLEMENTATION) && !defined(SHMHEAP_IMPLEMENTATION_ONCE)
+#define SHMHEAP_IMPLEMENTATION_ONCE
+
+#include "impl/platform.h"
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+#ifdef SHMHEAP_WITH_CXL
+#include "impl/cxl.h"
+#endif
+
+#ifndef SHMHEAP_ASSERT
+#include <assert.h>
+#define SHMHEAP_ASSERT(x) assert(x)
+#endif
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+
+#define SHMHEAP__MAGIC 0x3150414548534d52ull /* "RMSHEAP1" */
+#define SHMHEAP__VERSION 1u
+#define SHMHEAP__SPAN_SHIFT 16
+#define SHMHEAP__SPAN ((size_t)1 << SHMHEAP__SPAN_SHIFT)
+#define SHMHEAP__NCLS 40
+#define SHMHEAP__MAX_SMALL 32768u
+#define SHMHEAP__WORDS 66 /* bitmap words per span: 66 * 63 >= 4096 slots of 16 B */
+#define SHMHEAP__BITS 63  /* slot bits per word; bit 63 marks a closed word */
+#define SHMHEAP__CLOSED (1ull << 63)
+#define SHMHEAP__SLOTMASK (SHMHEAP__CLOSED - 1)
+#define SHMHEAP__STRIPES 16
+#define SHMHEAP__NROOTS 64
+#define SHMHEAP__ROOT_NAME 48
+#define SHMHEAP__ALIGN ((size_t)2 << 20)
+#define SHMHEAP__DEFAULT_SIZE ((size_t)64 << 20)
+/* The default address window. RPCool's kernel uses [0x600000000000, 0x700000000000); its lower
+   part is where AddressSanitizer puts its allocator, so ours starts higher. */
+#define SHMHEAP__WIN_LO 0x680000000000ull
+#define SHMHEAP__WIN_HI 0x700000000000ull
+#define SHMHEAP__NAME_MAX 100
+
+/* A span table entry: state (8 bits), class (8 bits), a FULL hint bit, and an argument:
+   the generation of a small span, the length of a large run, the distance back to its head. */
+enum { SHMHEAP__S_FREE = 0, SHMHEAP__S_SMALL = 1, SHMHEAP__S_HEAD = 2, SHMHEAP__S_CONT = 3 };
+#define SHMHEAP__E_STATE(e) ((unsigned)((e) & 0xff))
+#define SHMHEAP__E_CLS(e) ((unsigned)(((e) >> 8) & 0xff))
+#define SHMHEAP__E_FULL (1ull << 16)
+#define SHMHEAP__E_ARG(e) ((uint32_t)((e) >> 32))
+#define SHMHEAP__E_MAKE(st, cls, arg) \
+    ((uint64_t)(st) | ((uint64_t)(cls) << 8) | ((uint64_t)(uint32_t)(arg) << 32))
+
+/* Intent records of steps taken under the heap mutex (see shmheap__recover). */
+enum { SHMHEAP__J_NONE = 0, SHMHEAP__J_INIT, SHMHEAP__J_RETIRE, SHMHEAP__J_LALLOC, SHMHEAP__J_LFREE };
+
+struct shmheap__root {
+    uint64_t off;  /* offset from the heap base */
+    uint32_t used;
+    char name[SHMHEAP__ROOT_NAME + 4];
+};
+
+struct shmheap__hdr {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t ready;      /* set last by the creator */
+    uint64_t base, size; /* where every process maps it, and how much */
+    uint64_t nspans, entries_off, bitmap_off, data_off;
+    uint64_t gen;        /* generation counter of small spans (under the mutex) */
+    uint64_t free_hint;  /* where to start looking for free spans (under the mutex) */
+    uint64_t recoveries;
+    uint64_t hdr_size;
+    uint64_t reserved[4];
+    char name[128];
+    union { pthread_mutex_t m; char pad[64]; } lock;
+    struct { uint32_t op, cls; uint64_t span, n, gen; } journal;
+    uint64_t pad2[4];
+    struct shmheap__root roots[SHMHEAP__NROOTS];
+    uint64_t cur[SHMHEAP__STRIPES][SHMHEAP__NCLS]; /* span + 1 | word hint << 32 */
+};
+RCP__STATIC_ASSERT(sizeof(pthread_mutex_t) <= 64, "pthread_mutex_t must fit the fixed layout");
+RCP__STATIC_ASSERT(sizeof(struct shmheap__root) == 64, "root layout");
+RCP__STATIC_ASSERT(offsetof(struct shmheap__hdr, lock) == 256, "header layout");
+RCP__STATIC_ASSERT(offsetof(struct shmheap__hdr, roots) == 384, "header layout");
+RCP__STATIC_ASSERT(sizeof(struct shmheap__hdr) == 384 + 64 * 64 + 8 * 16 * 40, "header layout");
+
+struct shmheap {
+    struct shmheap__hdr *hdr;
+    char *base;
+    size_t size;
+    uint64_t *ent; /* span table */
+    uint64_t *bm;  /* bitmaps, SHMHEAP__WORDS per span */
+    char *data;    /* first span */
+    size_t nspans;
+    int refs;
+    char name[SHMHEAP__NAME_MAX + 16];
+    struct shmheap *next;
+};
+
+static const uint32_t shmheap__size[SHMHEAP__NCLS] = {
+    16, 32, 48, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640, 768, 896,
+    1024, 1280, 1536, 1792, 2048, 2560, 3072, 3584, 4096, 5120, 6144, 7168, 8192, 10240, 12288,
+    14336, 16384, 20480, 24576, 28672, 32768};
+/* ceil(2^32 / size): (offset * recip) >> 32 == offset / size exactly for offsets below 2^16. */
+static const uint32_t shmheap__recip[SHMHEAP__NCLS] = {
+    268435456, 134217728, 89478486, 67108864, 53687092, 44739243, 38347923, 33554432, 26843546,
+    22369622, 19173962, 16777216, 13421773, 11184811, 9586981, 8388608, 6710887, 5592406,
+    4793491, 4194304, 3355444, 2796203, 2396746, 2097152, 1677722, 1398102, 1198373, 1048576,
+    838861, 699051, 599187, 524288, 419431, 349526, 299594, 262144, 209716, 174763, 149797,
+    131072};
+
+static void shmheap__log(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    rcp__vlog("SHMHEAP_DEBUG", "shmheap", fmt, ap);
+    va_end(ap);
+}
+
+SHMHEAP_API const char *shmheap_strerror(int code)
+{
+    switch (code) {
+    case 0: return "success";
+    case SHMHEAP_E_BADMAGIC: return "not a shmheap heap (bad magic), or its creator never finished";
+    case SHMHEAP_E_VERSION: return "heap made by an incompatible shmheap layout version";
+    case SHMHEAP_E_TOOSMALL: return "file or device too small for a heap, or header sizes inconsistent";
+    case SHMHEAP_E_FULL: return "heap full";
+    case SHMHEAP_E_DOUBLEFREE: return "block already free (double free)";
+    case SHMHEAP_E_FOREIGN: return "pointer is not inside this heap";
+    case SHMHEAP_E_BADPTR: return "pointer is inside the heap but not the start of a block";
+    case SHMHEAP_E_ADDRINUSE: return "the heap's address range is already taken";
+    case SHMHEAP_E_NOTSUP: return "not supported on this build or machine";
+    case SHMHEAP_E_CORRUPT: return "heap consistency check failed";
+    case SHMHEAP_E_BADNAME: return "malformed heap or root name";
+    case SHMHEAP_E_NOTFOUND: return "no heap, device, region or root of that name";
+    case SHMHEAP_E_EXISTS: return "a heap of that name exists already";
+    case SHMHEAP_E_INVAL: return "invalid argument";
+    default: return code < 0 ? strerror(-code) : "unknown code";
+    }
+}
+
+/* ---- size classes and bitmap words ---- */
+
+static inline unsigned shmheap__cls_of(size_t n)
+{
+    if (n <= 128) return n ? (unsigned)((n + 15) >> 4) - 1 : 0;
+    unsigned e = 63u - (unsigned)__builtin_clzll((unsigned long long)(n - 1));
+    return 8 + (e - 7) * 4 + (unsigned)((n - 1 - ((size_t)1 << e)) >> (e - 2));
+}
+static inline unsigned shmheap__nslots(unsigned c) { return (unsigned)(SHMHEAP__SPAN / shmheap__size[c]); }
+static inline unsigned shmheap__nwords(unsigned c) { return (shmheap__nslots(c) + SHMHEAP__BITS - 1) / SHMHEAP__BITS; }
+/* The value of word w of an empty span of class c: bits of slots past the end are set. */
+static inline uint64_t shmheap__empty_word(unsigned c, unsigned w)
+{
+    unsigned ns = shmheap__nslots(c), first = w * SHMHEAP__BITS;
+    if (first + SHMHEAP__BITS <= ns) return 0;
+    if (first >= ns) return SHMHEAP__SLOTMASK;
+    return SHMHEAP__SLOTMASK & ~((1ull << (ns - first)) - 1);
+}
+
+/* ---- process-local registry of open heaps, and thread stripes ---- */
+
+static pthread_mutex_t shmheap__reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static shmheap *shmheap__reg;
+static RCP__THREAD_LOCAL int shmheap__stripe_tls = -1;
+static unsigned shmheap__stripe_next;
+static pthread_once_t shmheap__once = PTHREAD_ONCE_INIT;
+
+static void shmheap__atfork_child(void) { shmheap__stripe_tls = -1; }
+static void shmheap__init_once(void) { pthread_atfork(NULL, NULL, shmheap__atfork_child); }
+
+static inline unsigned shmheap__stripe(void)
+{
+    int s = shmheap__stripe_tls;
+    if (RCP__UNLIKELY(s < 0)) {
+        unsigned n = rcp__fetch_add(&shmheap__stripe_next, 1u);
+        s = (int)((n + (unsigned)getpid() * 7u) % SHMHEAP__STRIPES);
+        shmheap__stripe_tls = s;
+    }
+    return (unsigned)s;
+}
+
+/* ---- the heap mutex and crash recovery ---- */
+
+static void shmheap__open_words(shmheap *h, size_t s, unsigned c)
+{
+    uint64_t *bm = h->bm + s * SHMHEAP__WORDS;
+    for (unsigned w = 0; w < shmheap__nwords(c); w++)
+        if (rcp__load(&bm[w]) & SHMHEAP__CLOSED) rcp__store(&bm[w], shmheap__empty_word(c, w));
+}
+
+/* Called with the mutex just taken from a dead owner. Every step under the mutex writes its
+   intent first; here an unfinished allocation is undone (nobody got its pointer) and anything
+   that others may already see is completed. */
+static void shmheap__recover(shmheap *h)
+{
+    struct shmheap__hdr *H = h->hdr;
+    uint64_t s = H->journal.span, n = H->journal.n;
+    shmheap__log("recovering %s after a dead lock holder (step %u span %llu)", h->name,
+                 H->journal.op, (unsigned long long)s);
+    if (s >= h->nspans || n > h->nspans - s) H->journal.op = SHMHEAP__J_NONE;
+    switch (H->journal.op) {
+    case SHMHEAP__J_INIT: /* entry published first, words opened after: finish opening */
+        if (rcp__load(&h->ent[s]) == SHMHEAP__E_MAKE(SHMHEAP__S_SMALL, H->journal.cls, H->journal.gen))
+            shmheap__open_words(h, s, H->journal.cls);
+        break;
+    case SHMHEAP__J_RETIRE: /* words closed while empty, then entry freed: reopen if not freed */
+        if (SHMHEAP__E_STATE(rcp__load(&h->ent[s])) == SHMHEAP__S_SMALL) {
+            uint64_t *bm = h->bm + s * SHMHEAP__WORDS;
+            for (unsigned w = 0; w < shmheap__nwords(H->journal.cls); w++)
+                rcp__fetch_and(&bm[w], ~SHMHEAP__CLOSED);
+        }
+        break;
+    case SHMHEAP__J_LALLOC: /* the run was never handed out: undo */
+    case SHMHEAP__J_LFREE:  /* the block was being freed: complete */
+        for (uint64_t i = 0; i < n; i++) rcp__store(&h->ent[s + i], (uint64_t)SHMHEAP__S_FREE);
+        break;
+    default: break;
+    }
+    H->journal.op = SHMHEAP__J_NONE;
+    H->recoveries++;
+}
+
+static int shmheap__lock(shmheap *h)
+{
+    int r = pthread_mutex_lock(&h->hdr->lock.m);
+    if (r == EOWNERDEAD) {
+        shmheap__recover(h);
+        pthread_mutex_consistent(&h->hdr->lock.m);
+        r = 0;
+    }
+    return -r;
+}
+static void shmheap__unlock(shmheap *h) { pthread_mutex_unlock(&h->hdr->lock.m); }
+
+static inline void shmheap__journal(shmheap *h, uint32_t op, uint64_t span, uint64_t n, uint32_t cls, uint64_t gen)
+{
+    struct shmheap__hdr *H = h->hdr;
+    H->journal.span = span;
+    H->journal.n = n;
+    H->journal.cls = cls;
+    H->journal.gen = gen;
+    rcp__store(&H->journal.op, op);
+}
+static inline void shmheap__journal_done(shmheap *h) { rcp__store(&h->hdr->journal.op, (uint32_t)SHMHEAP__J_NONE); }
+
+/* ---- spans (all under the mutex) ---- */
+
+static int shmheap__span_has_free(shmheap *h, size_t s, unsigned c)
+{
+    const uint64_t *bm = h->bm + s * SHMHEAP__WORDS;
+    for (unsigned w = 0; w < shmheap__nwords(c); w++) {
+        uint64_t v = rcp__load_relaxed(&bm[w]);
+        if (!(v & SHMHEAP__CLOSED) && (~v & SHMHEAP__SLOTMASK)) return 1;
+    }
+    return 0;
+}
+
+/* A span of class c with a free slot, starting after `after`; with_full also looks at spans whose
+   FULL hint is set (the hint can be stale). Sets the hint on full spans it passes. */
+static long shmheap__find_partial(shmheap *h, unsigned c, size_t after, int with_full)
+{
+    for (size_t k = 1; k <= h->nspans; k++) {
+        size_t s = (after + k) % h->nspans;
+        uint64_t e = rcp__load(&h->ent[s]);
+        if (SHMHEAP__E_STATE(e) != SHMHEAP__S_SMALL || SHMHEAP__E_CLS(e) != c) continue;
+        if ((e & SHMHEAP__E_FULL) && !with_full) continue;
+        if (shmheap__span_has_free(h, s, c)) {
+            if (e & SHMHEAP__E_FULL) rcp__fetch_and(&h->ent[s], ~SHMHEAP__E_FULL);
+            return (long)s;
+        }
+        if (!(e & SHMHEAP__E_FULL)) rcp__fetch_or(&h->ent[s], SHMHEAP__E_FULL);
+    }
+    return -1;
+}
+
+/* The first run of n free spans whose address is a multiple of align (>= span size). */
+static long shmheap__find_free_run(shmheap *h, size_t n, size_t align)
+{
+    size_t step = align >> SHMHEAP__SPAN_SHIFT, start = 0, s;
+    if (step > 1) {
+        uintptr_t d = (uintptr_t)h->data;
+        start = ((align - d % align) % align) >> SHMHEAP__SPAN_SHIFT;
+    } else {
+        step = 1;
+        if (n == 1 && h->hdr->free_hint < h->nspans) start = h->hdr->free_hint;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        for (s = start; s + n <= h->nspans; s += step) {
+            size_t i = 0;
+            while (i < n && SHMHEAP__E_STATE(rcp__load(&h->ent[s + i])) == SHMHEAP__S_FREE) i++;
+            if (i == n) {
+                if (step == 1) h->hdr->free_hint = s + n;
+                return (long)s;
+            }
+            if (step == 1) s += i; /* skip past the span that stopped us */
+        }
+        if (step != 1 || start == 0) break;
+        start = 0; /* the hint may have skipped free spans: one more pass from the start */
+    }
+    return -1;
+}
+
+static long shmheap__init_span(shmheap *h, unsigned c)
+{
+    long s = shmheap__find_free_run(h, 1, 0);
+    if (s < 0) return -1;
+    uint64_t gen = (++h->hdr->gen) & 0xffffffffu;
+    shmheap__journal(h, SHMHEAP__J_INIT, (uint64_t)s, 1, c, gen);
+    /* Publish the entry before opening words: an allocator whose CAS lands on an opened word
+       then reads this entry (and not an older one) when it validates. */
+    rcp__store(&h->ent[s], SHMHEAP__E_MAKE(SHMHEAP__S_SMALL, c, gen));
+    shmheap__open_words(h, (size_t)s, c);
+    shmheap__journal_done(h);
+    return s;
+}
+
+/* Return empty small spans to the free pool: close each word while it is empty (CAS), so no
+   allocator can take a slot meanwhile; reopen them if one was taken. */
+static int shmheap__retire_empty(shmheap *h)
+{
+    int n = 0;
+    for (size_t s = 0; s < h->nspans; s++) {
+        uint64_t e = rcp__load(&h->ent[s]);
+        if (SHMHEAP__E_STATE(e) != SHMHEAP__S_SMALL) continue;
+        unsigned c = SHMHEAP__E_CLS(e), nw = shmheap__nwords(c), w;
+        uint64_t *bm = h->bm + s * SHMHEAP__WORDS;
+        shmheap__journal(h, SHMHEAP__J_RETIRE, s, 1, c, 0);
+        for (w = 0; w < nw; w++) {
+            uint64_t empty = shmheap__empty_word(c, w);
+            if (!rcp__cas(&bm[w], &empty, empty | SHMHEAP__CLOSED)) break;
+        }
+        if (w == nw) {
+            rcp__store(&h->ent[s], (uint64_t)SHMHEAP__S_FREE);
+            n++;
+        } else {
+            while (w-- > 0) rcp__fetch_and(&bm[w], ~SHMHEAP__CLOSED);
+        }
+        shmheap__journal_done(h);
+    }
+    if (n) h->hdr->free_hint = 0;
+    return n;
+}
+
+/* Slow path of a small allocation: give stripe st a span of class c with room. */
+static int shmheap__refill(shmheap *h, unsigned c, unsigned st, uint64_t seen)
+{
+    uint64_t *curp = &h->hdr->cur[st][c];
+    int r = shmheap__lock(h);
+    if (r) return r;
+    if (rcp__load(curp) != seen) { shmheap__unlock(h); return 0; } /* a thread of this stripe did it */
+    size_t after = (uint32_t)seen ? ((uint32_t)seen - 1) % h->nspans : 0;
+    long s = shmheap__find_partial(h, c, after, 0);
+    if (s < 0) s = shmheap__init_span(h, c);
+    if (s < 0 && shmheap__retire_empty(h)) s = shmheap__init_span(h, c);
+    if (s < 0) s = shmheap__find_partial(h, c, after, 1);
+    if (s >= 0) rcp__store(curp, (uint64_t)s + 1);
+    shmheap__unlock(h);
+    return s < 0 ? SHMHEAP_E_FULL : 0;
+}
+
+/* ---- allocation ---- */
+
+static void *shmheap__small_alloc(shmheap *h, unsigned c)
+{
+    unsigned st = shmheap__stripe();
+    uint64_t *curp = &h->hdr->cur[st][c];
+    for (int attempt = 0; attempt < 8; attempt++) {
+        uint64_t cv = rcp__load_relaxed(curp);
+        size_t s = (size_t)(uint32_t)cv - 1;
+        if ((uint32_t)cv && s < h->nspans) {
+            uint64_t e1 = rcp__load(&h->ent[s]);
+            if (SHMHEAP__E_STATE(e1) == SHMHEAP__S_SMALL && SHMHEAP__E_CLS(e1) == c) {
+                uint64_t *bm = h->bm + s * SHMHEAP__WORDS;
+                unsigned nw = shmheap__nwords(c), w0 = (unsigned)(cv >> 32);
+                if (w0 >= nw) w0 = 0;
+                for (unsigned k = 0, w = w0; k < nw; k++, w = (w + 1 == nw) ? 0 : w + 1) {
+                    uint64_t v = rcp__load_relaxed(&bm[w]);
+                    while (!(v & SHMHEAP__CLOSED) && (~v & SHMHEAP__SLOTMASK)) {
+                        unsigned b = (unsigned)__builtin_ctzll(~v & SHMHEAP__SLOTMASK);
+                        uint64_t bit = 1ull << b;
+                        if (!rcp__cas(&bm[w], &v, v | bit)) continue;
+                        if ((rcp__load(&h->ent[s]) ^ e1) & ~SHMHEAP__E_FULL) {
+                            /* the span changed hands under us: give the bit back */
+                            rcp__fetch_and(&bm[w], ~bit);
+                            goto slow;
+                        }
+                        if (w != w0) rcp__store_relaxed(curp, (cv & 0xffffffffu) | ((uint64_t)w << 32));
+                        return h->data + (s << SHMHEAP__SPAN_SHIFT) + (size_t)(w * SHMHEAP__BITS + b) * shmheap__size[c];
+                    }
+                }
+                if (!(e1 & SHMHEAP__E_FULL)) rcp__fetch_or(&h->ent[s], SHMHEAP__E_FULL);
+            }
+        }
+    slow:
+        if (shmheap__refill(h, c, st, cv) < 0) return NULL;
+    }
+    return NULL;
+}
+
+static void *shmheap__large_alloc(shmheap *h, size_t size, size_t align)
+{
+    size_t n = (size + SHMHEAP__SPAN - 1) >> SHMHEAP__SPAN_SHIFT;
+    if (align < SHMHEAP__SPAN) align = SHMHEAP__SPAN;
+    if (n > h->nspans || shmheap__lock(h)) return NULL;
+    long s = shmheap__find_free_run(h, n, align);
+    if (s < 0 && shmheap__retire_empty(h)) s = shmheap__find_free_run(h, n, align);
+    if (s >= 0) {
+        shmheap__journal(h, SHMHEAP__J_LALLOC, (uint64_t)s, n, 0, 0);
+        for (size_t i = 1; i < n; i++)
+            rcp__store(&h->ent[(size_t)s + i], SHMHEAP__E_MAKE(SHMHEAP__S_CONT, 0, i));
+        rcp__store(&h->ent[s], SHMHEAP__E_MAKE(SHMHEAP__S_HEAD, 0, n));
+        shmheap__journal_done(h);
+    }
+    shmheap__unlock(h);
+    return s < 0 ? NULL : h->data + ((size_t)s << SHMHEAP__SPAN_SHIFT);
+}
+
+SHMHEAP_API int shmheap_alloc(shmheap *h, size_t size, size_t align, void **out)
+{
+    void *p = NULL;
+    *out = NULL;
+    if (!h) return SHMHEAP_E_INVAL;
+    if (align == 0) align = 16;
+    if (align & (align - 1)) return SHMHEAP_E_INVAL;
+    if (size > h->size) return SHMHEAP_E_FULL;
+    if (size <= SHMHEAP__MAX_SMALL && align <= SHMHEAP__MAX_SMALL) {
+        unsigned c = shmheap__cls_of(size);
+        while (shmheap__size[c] % align) c++; /* ends at a power of two >= align at the latest */
+        p = shmheap__small_alloc(h, c);
+    } else {
+        p = shmheap__large_alloc(h, size, align);
+    }
+    if (!p) return SHMHEAP_E_FULL;
+    *out = p;
+    return 0;
+}
+
+SHMHEAP_API void *shmheap_malloc(shmheap *h, size_t size)
+{
+    if (RCP__LIKELY(h && size <= SHMHEAP__MAX_SMALL)) {
+        void *p = shmheap__small_alloc(h, shmheap__cls_of(size));
+        if (!p) errno = ENOMEM;
+        return p;
+    }
+    void *p;
+    if (shmheap_alloc(h, size, 0, &p)) errno = ENOMEM;
+    return p;
+}
+
+SHMHEAP_API void *shmheap_aligned_alloc(shmheap *h, size_t align, size_t size)
+{
+    void *p;
+    int r = shmheap_alloc(h, size, align, &p);
+    if (r) errno = r == SHMHEAP_E_INVAL ? EINVAL : ENOMEM;
+    return p;
+}
+
+SHMHEAP_API void *shmheap_calloc(shmheap *h, size_t count, size_t size)
+{
+    if (size && count > SIZE_MAX / size) { errno = ENOMEM; return NULL; }
+    void *p = shmheap_malloc(h, count * size);
+    if (p) memset(p, 0, count * size);
+    return p;
+}
+
+/* Where p is: 0 and its span/slot, or a SHMHEAP_E_* code. */
+static int shmheap__locate(const shmheap *h, const void *p, size_t *span, uint64_t *entry, unsigned *slot)
+{
+    uintptr_t a = (uintptr_t)p, d = (uintptr_t)h->data;
+    if (a < d || a >= d + (h->nspans << SHMHEAP__SPAN_SHIFT)) return SHMHEAP_E_FOREIGN;
+    size_t off = a - d, s = off >> SHMHEAP__SPAN_SHIFT;
+    uint32_t so = (uint32_t)(off & (SHMHEAP__SPAN - 1));
+    uint64_t e = rcp__load(&h->ent[s]);
+    *span = s;
+    *entry = e;
+    switch (SHMHEAP__E_STATE(e)) {
+    case SHMHEAP__S_SMALL: {
+        unsigned c = SHMHEAP__E_CLS(e);
+        if (c >= SHMHEAP__NCLS) return SHMHEAP_E_CORRUPT;
+        uint32_t idx = (uint32_t)(((uint64_t)so * shmheap__recip[c]) >> 32);
+        if (idx * shmheap__size[c] != so || idx >= shmheap__nslots(c)) return SHMHEAP_E_BADPTR;
+        *slot = idx;
+        return 0;
+    }
+    case SHMHEAP__S_HEAD: return so ? SHMHEAP_E_BADPTR : 0;
+    case SHMHEAP__S_FREE: return SHMHEAP_E_DOUBLEFREE;
+    default: return SHMHEAP_E_BADPTR;
+    }
+}
+
+SHMHEAP_API int shmheap_free(shmheap *h, void *p)
+{
+    size_t s;
+    uint64_t e;
+    unsigned idx = 0;
+    if (!p) return 0;
+    if (!h) return SHMHEAP_E_INVAL;
+    int r = shmheap__locate(h, p, &s, &e, &idx);
+    if (r) return r;
+    if (SHMHEAP__E_STATE(e) == SHMHEAP__S_SMALL) {
+        uint64_t bit = 1ull << (idx % SHMHEAP__BITS);
+        uint64_t old = rcp__fetch_and(&h->bm[s * SHMHEAP__WORDS + idx / SHMHEAP__BITS], ~bit);
+        if (!(old & bit)) return SHMHEAP_E_DOUBLEFREE;
+        if (RCP__UNLIKELY(e & SHMHEAP__E_FULL)) rcp__fetch_and(&h->ent[s], ~SHMHEAP__E_FULL);
+        return 0;
+    }
+    if ((r = shmheap__lock(h))) return r;
+    e = rcp__load(&h->ent[s]);
+    if (SHMHEAP__E_STATE(e) != SHMHEAP__S_HEAD) {
+        r = SHMHEAP__E_STATE(e) == SHMHEAP__S_FREE ? SHMHEAP_E_DOUBLEFREE : SHMHEAP_E_BADPTR;
+    } else {
+        uint64_t n = SHMHEAP__E_ARG(e);
+        shmheap__journal(h, SHMHEAP__J_LFREE, s, n, 0, 0);
+        for (uint64_t i = 0; i < n; i++) rcp__store(&h->ent[s + i], (uint64_t)SHMHEAP__S_FREE);
+        if (s < h->hdr->free_hint) h->hdr->free_hint = s;
+        shmheap__journal_done(h);
+    }
+    shmheap__unlock(h);
+    return r;
+}
+
+SHMHEAP_API size_t shmheap_usable_size(shmheap *h, const void *p)
+{
+    size_t s;
+    uint64_t e;
+    unsigned idx = 0;
+    if (!h || !p || shmheap__locate(h, p, &s, &e, &idx)) return 0;
+    if (SHMHEAP__E_STATE(e) == SHMHEAP__S_HEAD) return (size_t)SHMHEAP__E_ARG(e) << SHMHEAP__SPAN_SHIFT;
+    uint64_t v = rcp__load(&h->bm[s * SHMHEAP__WORDS + idx / SHMHEAP__BITS]);
+    return (v & (1ull << (idx % SHMHEAP__BITS))) ? shmheap__size[SHMHEAP__E_CLS(e)] : 0;
+}
+
+SHMHEAP_API void *shmheap_realloc(shmheap *h, void *p, size_t size)
+{
+    if (!p) return shmheap_malloc(h, size);
+    if (size == 0) { shmheap_free(h, p); return NULL; }
+    size_t have = shmheap_usable_size(h, p);
+    if (!have) { errno = EINVAL; return NULL; }
+    if (size <= have && (size > SHMHEAP__MAX_SMALL || have <= SHMHEAP__MAX_SMALL)) return p;
+    void *q = shmheap_malloc(h, size);
+    if (!q) return NULL;
+    memcpy(q, p, size < have ? size : have);
+    shmheap_free(h, p);
+    return q;
+}
+
+/* ---- names: where a heap lives ---- */
+
+enum { SHMHEAP__K_SHM, SHMHEAP__K_FILE, SHMHEAP__K_DEV };
+struct shmheap__loc {
+    int kind;
+    char path[PATH_MAX];           /* shm object name ("/x") or file path */
+    char key[SHMHEAP__NAME_MAX + 16]; /* canonical name: "shm:x" or the path */
+};
+
+static int shmheap__parse(const char *name, struct shmheap__loc *L)
+{
+    if (!name || !*name || strlen(name) > SHMHEAP__NAME_MAX) return SHMHEAP_E_BADNAME;
+    memset(L, 0, sizeof *L);
+    if (!strncmp(name, "cxl:", 4)) {
+#ifdef SHMHEAP_WITH_CXL
+        int r = rcp__cxl_resolve(name + 4, L->path, sizeof L->path);
+        if (r == -ENOENT || r == -ENODEV) return SHMHEAP_E_NOTFOUND;
+        if (r) return r;
+        L->kind = SHMHEAP__K_DEV;
+        snprintf(L->key, sizeof L->key, "%s", L->path);
+        return 0;
+#else
+        return SHMHEAP_E_NOTSUP;
+#endif
+    }
+    if (!strncmp(name, "shm:", 4)) name += 4;
+    else if (!strncmp(name, "file:", 5)) { name += 5; if (!*name) return SHMHEAP_E_BADNAME; goto file; }
+    if (strchr(name, '/')) goto file;
+    if (!*name || !strcmp(name, ".") || !strcmp(name, "..")) return SHMHEAP_E_BADNAME;
+    L->kind = SHMHEAP__K_SHM;
+    snprintf(L->path, sizeof L->path, "/%s", name);
+    snprintf(L->key, sizeof L->key, "shm:%s", name);
+    return 0;
+file:
+    L->kind = SHMHEAP__K_FILE;
+    snprintf(L->path, sizeof L->path, "%s", name);
+    snprintf(L->key, sizeof L->key, "%s", name);
+    return 0;
+}
+
+/* Size of what fd maps: st_size for files (sysfs PCI resources report their BAR size there),
+   the sysfs size attribute for character devices such as device DAX. */
+static int shmheap__fd_size(int fd, int *is_dev, size_t *size)
+{
+    struct stat st;
+    if (fstat(fd, &st)) return -errno;
+    *is_dev = S_ISCHR(st.st_mode);
+    if (!*is_dev) { *size = (size_t)st.st_size; return 0; }
+    char p[96];
+    snprintf(p, sizeof p, "/sys/dev/char/%u:%u/size", major(st.st_rdev), minor(st.st_rdev));
+    FILE *f = fopen(p, "r");
+    unsigned long long v = 0;
+    if (!f) return SHMHEAP_E_NOTSUP;
+    int ok = fscanf(f, "%llu", &v) == 1;
+    fclose(f);
+    if (!ok) return SHMHEAP_E_NOTSUP;
+    *size = (size_t)v;
+    return 0;
+}
+
+/* ---- the pod directory: address ranges of heaps, in /dev/shm, guarded by flock ---- */
+
+#define SHMHEAP__POD_MAGIC 0x31444f5050414548ull
+#define SHMHEAP__POD_N 1024
+struct shmheap__pod_ent { uint64_t base, size; char key[SHMHEAP__NAME_MAX + 12]; };
+struct shmheap__pod {
+    uint64_t magic;
+    uint32_t version, ready;
+    uint64_t lo, hi;
+    uint64_t reserved[4];
+    struct shmheap__pod_ent e[SHMHEAP__POD_N];
+};
+RCP__STATIC_ASSERT(sizeof(struct shmheap__pod_ent) == 128, "pod entry layout");
+
+struct shmheap__podref { int fd; struct shmheap__pod *p; };
+
+static int shmheap__pod_open(const shmheap_opts *o, struct shmheap__podref *pr)
+{
+    const char *name = (o && o->pod) ? o->pod : getenv("SHMHEAP_POD");
+    char path[NAME_MAX + 2];
+    if (!name || !*name) name = "shmheap.pod";
+    if (strchr(name, '/') || strlen(name) > NAME_MAX - 1) return SHMHEAP_E_BADNAME;
+    snprintf(path, sizeof path, "/%s", name);
+    int fd = shm_open(path, O_RDWR | O_CREAT, 0666);
+    if (fd < 0) return -errno;
+    fchmod(fd, 0666); /* a pod is shared by every user of the host; umask must not narrow it */
+    flock(fd, LOCK_EX);
+    struct stat st;
+    if (fstat(fd, &st) == 0 && (size_t)st.st_size < sizeof(struct shmheap__pod) &&
+        ftruncate(fd, (off_t)sizeof(struct shmheap__pod))) {
+        int e = -errno;
+        close(fd);
+        return e;
+    }
+    void *m = mmap(NULL, sizeof(struct shmheap__pod), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) { int e = -errno; close(fd); return e; }
+    pr->fd = fd;
+    pr->p = (struct shmheap__pod *)m;
+    if (pr->p->magic != SHMHEAP__POD_MAGIC || pr->p->version != 1) {
+        memset(m, 0, sizeof(struct shmheap__pod));
+        unsigned long long lo = SHMHEAP__WIN_LO, hi = SHMHEAP__WIN_HI;
+        const char *w = getenv("SHMHEAP_WINDOW");
+        if (w && (sscanf(w, "%llx-%llx", &lo, &hi) != 2 || lo % SHMHEAP__ALIGN || hi <= lo)) {
+            shmheap__log("ignoring malformed SHMHEAP_WINDOW=%s (want LO-HI in hex)", w);
+            lo = SHMHEAP__WIN_LO;
+            hi = SHMHEAP__WIN_HI;
+        }
+        pr->p->lo = lo;
+        pr->p->hi = hi;
+        pr->p->version = 1;
+        pr->p->magic = SHMHEAP__POD_MAGIC;
+    }
+    return 0; /* flock held until shmheap__pod_close */
+}
+
+static void shmheap__pod_close(struct shmheap__podref *pr)
+{
+    munmap(pr->p, sizeof(struct shmheap__pod));
+    flock(pr->fd, LOCK_UN);
+    close(pr->fd);
+}
+
+static struct shmheap__pod_ent *shmheap__pod_find(struct shmheap__pod *p, const char *key)
+{
+    for (int i = 0; i < SHMHEAP__POD_N; i++)
+        if (p->e[i].base && !strncmp(p->e[i].key, key, sizeof p->e[i].key)) return &p->e[i];
+    return NULL;
+}
+
+/* Entries for shm objects that no longer exist are stale: free their ranges. */
+static void shmheap__pod_sweep(struct shmheap__pod *p)
+{
+    for (int i = 0; i < SHMHEAP__POD_N; i++) {
+        if (!p->e[i].base || strncmp(p->e[i].key, "shm:", 4)) continue;
+        char path[NAME_MAX + 2];
+        snprintf(path, sizeof path, "/%.*s", (int)(sizeof p->e[i].key - 5), p->e[i].key + 4);
+        int fd = shm_open(path, O_RDONLY, 0);
+        if (fd >= 0) close(fd);
+        else if (errno == ENOENT) p->e[i].base = 0;
+    }
+}
+
+static int shmheap__pod_overlaps(struct shmheap__pod *p, uint64_t b, uint64_t n, const char *except)
+{
+    for (int i = 0; i < SHMHEAP__POD_N; i++) {
+        struct shmheap__pod_ent *e = &p->e[i];
+        if (e->base && b < e->base + e->size && e->base < b + n &&
+            (!except || strncmp(e->key, except, sizeof e->key)))
+            return 1;
+    }
+    return 0;
+}
+
+/* The lowest free range of n bytes at or above min in the window, or 0. */
+static uint64_t shmheap__pod_pick(struct shmheap__pod *p, uint64_t n, uint64_t min)
+{
+    uint64_t best = 0;
+    for (int i = -1; i < SHMHEAP__POD_N; i++) {
+        uint64_t c = i < 0 ? p->lo : p->e[i].base ? p->e[i].base + p->e[i].size : 0;
+        if (!c) continue;
+        c = (c + SHMHEAP__ALIGN - 1) & ~(uint64_t)(SHMHEAP__ALIGN - 1);
+        if (c < min || c + n > p->hi || c + n < c) continue;
+        if (best && c >= best) continue;
+        if (!shmheap__pod_overlaps(p, c, n, NULL)) best = c;
+    }
+    if (!best && min > p->lo && min + n <= p->hi && !shmheap__pod_overlaps(p, min, n, NULL)) best = min;
+    return best;
+}
+
+static int shmheap__pod_record(struct shmheap__pod *p, const char *key, uint64_t base, uint64_t n)
+{
+    struct shmheap__pod_ent *e = shmheap__pod_find(p, key);
+    for (int i = 0; !e && i < SHMHEAP__POD_N; i++)
+        if (!p->e[i].base) e = &p->e[i];
+    if (!e) return SHMHEAP_E_FULL;
+    e->base = 0;
+    snprintf(e->key, sizeof e->key, "%s", key);
+    e->size = n;
+    rcp__store(&e->base, base); /* written last: a torn entry is an unused one */
+    return 0;
+}
+
+/* ---- mapping and the header ---- */
+
+static size_t shmheap__meta_bytes(size_t nspans)
+{
+    return sizeof(struct shmheap__hdr) + nspans * 8 + nspans * SHMHEAP__WORDS * 8;
+}
+
+static void shmheap__bind(shmheap *h, void *base)
+{
+    struct shmheap__hdr *H = (struct shmheap__hdr *)base;
+    h->hdr = H;
+    h->base = (char *)base;
+    h->size = (size_t)H->size;
+    h->nspans = (size_t)H->nspans;
+    h->ent = (uint64_t *)(h->base + H->entries_off);
+    h->bm = (uint64_t *)(h->base + H->bitmap_off);
+    h->data = h->base + H->data_off;
+}
+
+/* Checks a header read from a file of file_size bytes. */
+static int shmheap__validate(const struct shmheap__hdr *H, size_t file_size)
+{
+    if (H->magic != SHMHEAP__MAGIC) return SHMHEAP_E_BADMAGIC;
+    if (H->version != SHMHEAP__VERSION) return SHMHEAP_E_VERSION;
+    if (!H->ready) return SHMHEAP_E_BADMAGIC;
+    if (H->hdr_size != sizeof(struct shmheap__hdr) || H->size > file_size || H->size < SHMHEAP__ALIGN ||
+        H->base % SHMHEAP__ALIGN || H->base + H->size < H->base || H->nspans == 0 ||
+        H->entries_off != sizeof(struct shmheap__hdr) ||
+        H->bitmap_off != H->entries_off + H->nspans * 8 ||
+        H->data_off < shmheap__meta_bytes(H->nspans) || H->data_off % SHMHEAP__SPAN ||
+        H->data_off + (H->nspans << SHMHEAP__SPAN_SHIFT) > H->size)
+        return SHMHEAP_E_TOOSMALL;
+    return 0;
+}
+
+static void shmheap__format(void *base, size_t size, const char *key)
+{
+    struct shmheap__hdr *H = (struct shmheap__hdr *)base;
+    size_t n = size >> SHMHEAP__SPAN_SHIFT, meta;
+    while (n && ((meta = (shmheap__meta_bytes(n) + SHMHEAP__SPAN - 1) & ~(SHMHEAP__SPAN - 1)) + (n << SHMHEAP__SPAN_SHIFT)) > size) n--;
+    H->magic = 0; /* an interrupted format must not look like a heap */
+    memset((char *)base + 8, 0, sizeof *H - 8);
+    H->version = SHMHEAP__VERSION;
+    H->base = (uint64_t)(uintptr_t)base;
+    H->size = size;
+    H->nspans = n;
+    H->hdr_size = sizeof *H;
+    H->entries_off = sizeof *H;
+    H->bitmap_off = H->entries_off + n * 8;
+    H->data_off = (shmheap__meta_bytes(n) + SHMHEAP__SPAN - 1) & ~(uint64_t)(SHMHEAP__SPAN - 1);
+    snprintf(H->name, sizeof H->name, "%s", key);
+    uint64_t *ent = (uint64_t *)((char *)base + H->entries_off), *bm = (uint64_t *)((char *)base + H->bitmap_off);
+    for (size_t i = 0; i < n; i++) ent[i] = SHMHEAP__S_FREE;
+    for (size_t i = 0; i < n * SHMHEAP__WORDS; i++) bm[i] = SHMHEAP__CLOSED;
+    pthread_mutexattr_t a;
+    pthread_mutexattr_init(&a);
+    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&H->lock.m, &a);
+    pthread_mutexattr_destroy(&a);
+    H->magic = SHMHEAP__MAGIC;
+    rcp__store(&H->ready, 1u);
+}
+
+static int shmheap__map_at(int fd, uint64_t base, size_t size, void **out)
+{
+    void *m = mmap((void *)(uintptr_t)base, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+    if (m == MAP_FAILED) return errno == EEXIST ? SHMHEAP_E_ADDRINUSE : -errno;
+    if ((uintptr_t)m != base) { /* kernel older than 4.17 ignores MAP_FIXED_NOREPLACE */
+        munmap(m, size);
+        return SHMHEAP_E_ADDRINUSE;
+    }
+    *out = m;
+    return 0;
+}
+
+static shmheap *shmheap__reg_find(const char *key)
+{
+    for (shmheap *h = shmheap__reg; h; h = h->next)
+        if (!strcmp(h->name, key)) return h;
+    return NULL;
+}
+
+static int shmheap__new_handle(void *base, const char *key, shmheap **out)
+{
+    shmheap *h = (shmheap *)calloc(1, sizeof *h);
+    if (!h) return -ENOMEM;
+    shmheap__bind(h, base);
+    h->refs = 1;
+    snprintf(h->name, sizeof h->name, "%s", key);
+    h->next = shmheap__reg;
+    shmheap__reg = h;
+    *out = h;
+    return 0;
+}
+
+static int shmheap__open_fd(const struct shmheap__loc *L, int flags, unsigned mode)
+{
+    int fd = L->kind == SHMHEAP__K_SHM ? shm_open(L->path, flags, mode) : open(L->path, flags | O_CLOEXEC, mode);
+    if (fd < 0) return errno == ENOENT ? SHMHEAP_E_NOTFOUND : errno == EEXIST ? SHMHEAP_E_EXISTS : -errno;
+    return fd;
+}
+
+SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmheap **out)
+{
+    struct shmheap__loc L;
+    shmheap_opts o;
+    int r, fd, created = 0, is_dev = 0;
+    size_t have = 0, size;
+    void *base = NULL;
+    if (!out) return SHMHEAP_E_INVAL;
+    *out = NULL;
+    memset(&o, 0, sizeof o);
+    if (opts) o = *opts;
+    if ((r = shmheap__parse(name, &L))) return r;
+    if (o.addr % SHMHEAP__ALIGN || o.size > ((size_t)1 << 44)) return SHMHEAP_E_INVAL;
+    pthread_once(&shmheap__once, shmheap__init_once);
+    /* an object or file that does not exist yet is made here, exclusively */
+    fd = shmheap__open_fd(&L, O_RDWR | O_CREAT | O_EXCL, o.mode ? o.mode : 0600);
+    if (fd == SHMHEAP_E_EXISTS) fd = shmheap__open_fd(&L, O_RDWR, 0);
+    else if (fd >= 0) created = 1;
+    if (fd < 0) return fd;
+    if ((r = shmheap__fd_size(fd, &is_dev, &have))) goto fail;
+    if (!created) { /* an existing heap is only replaced on request */
+        struct shmheap__hdr H;
+        if (!o.overwrite && have >= sizeof H && pread(fd, &H, sizeof H, 0) == (ssize_t)sizeof H &&
+            H.magic == SHMHEAP__MAGIC) { r = SHMHEAP_E_EXISTS; goto fail; }
+        if (!o.overwrite && L.kind == SHMHEAP__K_SHM) { r = SHMHEAP_E_EXISTS; goto fail; }
+    }
+    size = o.size ? o.size : (have && !created && L.kind != SHMHEAP__K_SHM) ? have : SHMHEAP__DEFAULT_SIZE;
+    size = (size + SHMHEAP__ALIGN - 1) & ~(SHMHEAP__ALIGN - 1);
+    if (created || (have < size && !is_dev && L.kind != SHMHEAP__K_DEV)) {
+        if (ftruncate(fd, (off_t)size)) { r = -errno; goto fail; }
+    } else if (have < size) { r = SHMHEAP_E_TOOSMALL; goto fail; }
+    if (size < SHMHEAP__ALIGN) { r = SHMHEAP_E_TOOSMALL; goto fail; }
+
+    pthread_mutex_lock(&shmheap__reg_lock);
+    if (shmheap__reg_find(L.key)) { r = SHMHEAP_E_EXISTS; goto fail_reg; }
+    {
+        struct shmheap__podref pr;
+        if ((r = shmheap__pod_open(&o, &pr))) goto fail_reg;
+        shmheap__pod_sweep(pr.p);
+        if (o.addr) {
+            r = shmheap__pod_overlaps(pr.p, o.addr, size, L.key) ? SHMHEAP_E_ADDRINUSE
+                                                                  : shmheap__map_at(fd, o.addr, size, &base);
+            if (!r && o.addr >= pr.p->lo && o.addr < pr.p->hi) r = shmheap__pod_record(pr.p, L.key, o.addr, size);
+        } else {
+            uint64_t min = 0, b;
+            r = SHMHEAP_E_ADDRINUSE;
+            for (int tries = 0; tries < 64 && r == SHMHEAP_E_ADDRINUSE; tries++) {
+                struct shmheap__pod_ent *old = shmheap__pod_find(pr.p, L.key);
+                if (old) old->base = 0; /* the name is being replaced: its old range goes */
+                if (!(b = shmheap__pod_pick(pr.p, size, min))) { r = SHMHEAP_E_FULL; break; }
+                r = shmheap__map_at(fd, b, size, &base);
+                min = b + SHMHEAP__ALIGN; /* taken in this process: try above it */
+                if (!r) r = shmheap__pod_record(pr.p, L.key, b, size);
+            }
+        }
+        shmheap__pod_close(&pr);
+        if (r) {
+            if (base) munmap(base, size);
+            goto fail_reg;
+        }
+    }
+    shmheap__format(base, size, L.key);
+    close(fd);
+    if ((r = shmheap__new_handle(base, L.key, out))) munmap(base, size);
+    pthread_mutex_unlock(&shmheap__reg_lock);
+    shmheap__log("created %s at %p, %zu bytes, %zu spans", L.key, base, size, (*out) ? (*out)->nspans : 0);
+    return r;
+fail_reg:
+    pthread_mutex_unlock(&shmheap__reg_lock);
+fail:
+    close(fd);
+    if (created) {
+        if (L.kind == SHMHEAP__K_SHM) shm_unlink(L.path);
+        else unlink(L.path);
+    }
+    shmheap__log("create %s failed: %s", name, shmheap_strerror(r));
+    return r;
+}
+
+SHMHEAP_API int shmheap_open(const char *name, const shmheap_opts *opts, shmheap **out)
+{
+    struct shmheap__loc L;
+    struct shmheap__hdr H;
+    int r, fd, is_dev = 0;
+    size_t have = 0;
+    void *base = NULL;
+    (void)opts;
+    if (!out) return SHMHEAP_E_INVAL;
+    *out = NULL;
+    if ((r = shmheap__parse(name, &L))) return r;
+    pthread_once(&shmheap__once, shmheap__init_once);
+    pthread_mutex_lock(&shmheap__reg_lock);
+    shmheap *h = shmheap__reg_find(L.key);
+    if (h) {
+        h->refs++;
+        *out = h;
+        pthread_mutex_unlock(&shmheap__reg_lock);
+        return 0;
+    }
+    pthread_mutex_unlock(&shmheap__reg_lock);
+    if ((fd = shmheap__open_fd(&L, O_RDWR, 0)) < 0) return fd;
+    if ((r = shmheap__fd_size(fd, &is_dev, &have))) goto out;
+    if (have < sizeof H) { r = SHMHEAP_E_TOOSMALL; goto out; }
+    /* The creator may still be formatting: wait a moment for its ready flag. */
+    for (int i = 0; i < 200; i++) {
+        if (pread(fd, &H, sizeof H, 0) != (ssize_t)sizeof H) {
+            /* device files may refuse pread: read the header through a mapping */
+            void *m = mmap(NULL, sizeof H, PROT_READ, MAP_SHARED, fd, 0);
+            if (m == MAP_FAILED) { r = -errno; goto out; }
+            memcpy(&H, m, sizeof H);
+            munmap(m, sizeof H);
+        }
+        if (H.magic != SHMHEAP__MAGIC || H.ready) break;
+        usleep(5000);
+    }
+    if ((r = shmheap__validate(&H, have))) goto out;
+    pthread_mutex_lock(&shmheap__reg_lock);
+    if ((h = shmheap__reg_find(L.key))) { /* another thread opened it meanwhile */
+        h->refs++;
+        *out = h;
+    } else if (!(r = shmheap__map_at(fd, H.base, (size_t)H.size, &base))) {
+        /* the header could have changed between the read and the map: check the real one */
+        if ((r = shmheap__validate((struct shmheap__hdr *)base, have)) ||
+            ((struct shmheap__hdr *)base)->base != (uint64_t)(uintptr_t)base ||
+            (r = shmheap__new_handle(base, L.key, out))) {
+            if (!r) r = SHMHEAP_E_CORRUPT;
+            munmap(base, (size_t)H.size);
+        }
+    }
+    pthread_mutex_unlock(&shmheap__reg_lock);
+out:
+    close(fd);
+    if (r) shmheap__log("open %s failed: %s", name, shmheap_strerror(r));
+    return r;
+}
+
+SHMHEAP_API int shmheap_close(shmheap *h)
+{
+    if (!h) return SHMHEAP_E_INVAL;
+    pthread_mutex_lock(&shmheap__reg_lock);
+    shmheap **pp = &shmheap__reg;
+    while (*pp && *pp != h) pp = &(*pp)->next;
+    if (!*pp) { pthread_mutex_unlock(&shmheap__reg_lock); return SHMHEAP_E_INVAL; }
+    if (--h->refs == 0) {
+        *pp = h->next;
+        munmap(h->base, h->size);
+        free(h);
+    }
+    pthread_mutex_unlock(&shmheap__reg_lock);
+    return 0;
+}
+
+SHMHEAP_API int shmheap_unlink(const char *name, const shmheap_opts *opts)
+{
+    struct shmheap__loc L;
+    struct shmheap__podref pr;
+    int r = shmheap__parse(name, &L), gone = 0;
+    if (r) return r;
+    if (L.kind == SHMHEAP__K_SHM) {
+        if (shm_unlink(L.path)) r = errno == ENOENT ? SHMHEAP_E_NOTFOUND : -errno;
+        gone = 1;
+    } else {
+        struct stat st;
+        if (stat(L.path, &st)) r = errno == ENOENT ? SHMHEAP_E_NOTFOUND : -errno;
+        else if (S_ISREG(st.st_mode) && strncmp(L.path, "/sys/", 5)) {
+            if (unlink(L.path)) r = -errno;
+            gone = 1;
+        }
+    }
+    if (shmheap__pod_open(opts, &pr) == 0) {
+        struct shmheap__pod_ent *e = shmheap__pod_find(pr.p, L.key);
+        if (e && (gone || r == 0)) e->base = 0;
+        shmheap__pod_close(&pr);
+    }
+    return r;
+}
+
+SHMHEAP_API void *shmheap_base(const shmheap *h) { return h ? h->base : NULL; }
+SHMHEAP_API size_t shmheap_size(const shmheap *h) { return h ? h->size : 0; }
+SHMHEAP_API const char *shmheap_name(const shmheap *h) { return h ? h->name : NULL; }
+
+SHMHEAP_API shmheap *shmheap_of(const void *p)
+{
+    shmheap *r = NULL;
+    pthread_mutex_lock(&shmheap__reg_lock);
+    for (shmheap *h = shmheap__reg; h && !r; h = h->next)
+        if ((const char *)p >= h->base && (const char *)p < h->base + h->size) r = h;
+    pthread_mutex_unlock(&shmheap__reg_lock);
+    return r;
+}
+
+SHMHEAP_API int shmheap_contains(const shmheap *h, const void *p, size_t len)
+{
+    if (!h) return 0;
+    uintptr_t a = (uintptr_t)p, d = (uintptr_t)h->data, end = d + (h->nspans << SHMHEAP__SPAN_SHIFT);
+    return a >= d && a <= end && len <= end - a;
+}
+
+/* ---- named roots ---- */
+
+SHMHEAP_API int shmheap_root_set(shmheap *h, const char *name, void *p)
+{
+    if (!h || !name || !*name || strlen(name) >= SHMHEAP__ROOT_NAME) return SHMHEAP_E_BADNAME;
+    if (p && ((char *)p < h->base || (size_t)((char *)p - h->base) >= h->size)) return SHMHEAP_E_FOREIGN;
+    int r = shmheap__lock(h);
+    if (r) return r;
+    struct shmheap__root *R = h->hdr->roots, *free_slot = NULL;
+    r = p ? SHMHEAP_E_FULL : SHMHEAP_E_NOTFOUND;
+    for (int i = 0; i < SHMHEAP__NROOTS; i++) {
+        if (!R[i].used) { if (!free_slot) free_slot = &R[i]; continue; }
+        if (strncmp(R[i].name, name, sizeof R[i].name)) continue;
+        if (p) rcp__store(&R[i].off, (uint64_t)((char *)p - h->base));
+        else rcp__store(&R[i].used, 0u);
+        free_slot = NULL;
+        r = 0;
+        break;
+    }
+    if (r && p && free_slot) { /* name and offset first, then the used flag */
+        snprintf(free_slot->name, sizeof free_slot->name, "%s", name);
+        free_slot->off = (uint64_t)((char *)p - h->base);
+        rcp__store(&free_slot->used, 1u);
+        r = 0;
+    }
+    shmheap__unlock(h);
+    return r;
+}
+
+SHMHEAP_API void *shmheap_root_get(shmheap *h, const char *name)
+{
+    void *p = NULL;
+    if (!h || !name || shmheap__lock(h)) return NULL;
+    for (int i = 0; i < SHMHEAP__NROOTS && !p; i++) {
+        struct shmheap__root *R = &h->hdr->roots[i];
+        if (R->used && !strncmp(R->name, name, sizeof R->name) && R->off < h->size) p = h->base + R->off;
+    }
+    shmheap__unlock(h);
+    return p;
+}
+
+/* ---- consistency check ---- */
+
+static int shmheap__bad(shmheap_stats *st, const char *fmt, ...)
+{
+    char buf[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (st) snprintf(st->problem, sizeof st->problem, "%s", buf);
+    shmheap__log("check: %s", buf);
+    return SHMHEAP_E_CORRUPT;
+}
+
+SHMHEAP_API int shmheap_check(shmheap *h, shmheap_stats *st)
+{
+    shmheap_stats local;
+    if (!h) return SHMHEAP_E_INVAL;
+    if (!st) st = &local;
+    memset(st, 0, sizeof *st);
+    struct shmheap__hdr *H = h->hdr;
+    int r = shmheap__validate(H, h->size);
+    if (r) return shmheap__bad(st, "header invalid: %s", shmheap_strerror(r));
+    if (H->base != (uint64_t)(uintptr_t)h->base || H->nspans != h->nspans) return shmheap__bad(st, "header changed");
+    if ((r = shmheap__lock(h))) return r;
+    r = 0;
+    st->size = h->size;
+    st->data_bytes = h->nspans << SHMHEAP__SPAN_SHIFT;
+    st->recoveries = H->recoveries;
+    if (H->journal.op != SHMHEAP__J_NONE) r = shmheap__bad(st, "unfinished step %u", H->journal.op);
+    for (size_t s = 0; s < h->nspans && !r; s++) {
+        uint64_t e = rcp__load(&h->ent[s]), *bm = h->bm + s * SHMHEAP__WORDS;
+        unsigned state = SHMHEAP__E_STATE(e), w;
+        if (state == SHMHEAP__S_SMALL) {
+            unsigned c = SHMHEAP__E_CLS(e);
+            if (c >= SHMHEAP__NCLS) { r = shmheap__bad(st, "span %zu: class %u", s, c); break; }
+            st->small_spans++;
+            for (w = 0; w < SHMHEAP__WORDS && !r; w++) {
+                uint64_t v = rcp__load(&bm[w]);
+                if (w >= shmheap__nwords(c)) {
+                    if (!(v & SHMHEAP__CLOSED)) r = shmheap__bad(st, "span %zu word %u: unused word open", s, w);
+                    continue;
+                }
+                uint64_t tail = shmheap__empty_word(c, w);
+                if (v & SHMHEAP__CLOSED) r = shmheap__bad(st, "span %zu word %u: closed in a live span", s, w);
+                else if ((v & tail) != tail) r = shmheap__bad(st, "span %zu word %u: slots past the end in use", s, w);
+                else {
+                    size_t live = (size_t)__builtin_popcountll(v & ~tail);
+                    st->live_blocks += live;
+                    st->used_bytes += live * shmheap__size[c];
+                }
+            }
+        } else if (state == SHMHEAP__S_HEAD) {
+            uint64_t n = SHMHEAP__E_ARG(e);
+            if (n == 0 || n > h->nspans - s) { r = shmheap__bad(st, "span %zu: run of %llu", s, (unsigned long long)n); break; }
+            for (uint64_t i = 1; i < n && !r; i++)
+                if (rcp__load(&h->ent[s + i]) != SHMHEAP__E_MAKE(SHMHEAP__S_CONT, 0, i))
+                    r = shmheap__bad(st, "span %zu: run broken at %llu", s, (unsigned long long)(s + i));
+            st->large_spans += n;
+            st->live_blocks++;
+            st->used_bytes += n << SHMHEAP__SPAN_SHIFT;
+            s += n - 1;
+        } else if (state == SHMHEAP__S_FREE) {
+            if (e != SHMHEAP__S_FREE) r = shmheap__bad(st, "span %zu: free entry with bits %llx", s, (unsigned long long)e);
+            st->free_spans++;
+        } else {
+            r = shmheap__bad(st, "span %zu: state %u outside a run", s, state);
+        }
+        if (state != SHMHEAP__S_SMALL)
+            for (w = 0; w < SHMHEAP__WORDS && !r; w++)
+                if (!(rcp__load(&bm[w]) & SHMHEAP__CLOSED)) r = shmheap__bad(st, "span %zu: open word in a non-small span", s);
+    }
+    for (int i = 0; i < SHMHEAP__NROOTS && !r; i++)
+        if (H->roots[i].used && H->roots[i].off >= h->size) r = shmheap__bad(st, "root %d outside the heap", i);
+    shmheap__unlock(h);
+    return r;
+}
+
+/* ---- sealing and protection keys ---- */
+
+static int shmheap__pages(const shmheap *h, const void *p, size_t len, uintptr_t *a, size_t *n)
+{
+    if (!h || !p) return SHMHEAP_E_INVAL;
+    uintptr_t b = (uintptr_t)h->base;
+    if ((uintptr_t)p < b || len > h->size || (uintptr_t)p - b > h->size - len) return SHMHEAP_E_FOREIGN;
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+    *a = (uintptr_t)p & ~(pg - 1);
+    *n = (((uintptr_t)p + len + pg - 1) & ~(pg - 1)) - *a;
+    return 0;
+}
+
+static int shmheap__protect(shmheap *h, const void *p, size_t len, int prot)
+{
+    uintptr_t a;
+    size_t n;
+    int r = shmheap__pages(h, p, len, &a, &n);
+    if (r) return r;
+    return n && mprotect((void *)a, n, prot) ? -errno : 0;
+}
+
+SHMHEAP_API int shmheap_seal(shmheap *h, const void *p, size_t len) { return shmheap__protect(h, p, len, PROT_READ); }
+SHMHEAP_API int shmheap_unseal(shmheap *h, const void *p, size_t len) { return shmheap__protect(h, p, len, PROT_READ | PROT_WRITE); }
+
+static int shmheap__cmp_range(const void *x, const void *y)
+{
+    const uintptr_t *a = (const uintptr_t *)x, *b = (const uintptr_t *)y;
+    return a[0] < b[0] ? -1 : a[0] > b[0];
+}
+
+SHMHEAP_API int shmheap_unseal_batch(shmheap *h, const shmheap_range *rg, size_t n)
+{
+    if (!n) return 0;
+    if (!rg) return SHMHEAP_E_INVAL;
+    uintptr_t *v = (uintptr_t *)malloc(n * 2 * sizeof *v);
+    if (!v) return -ENOMEM;
+    int r = 0;
+    for (size_t i = 0; i < n && !r; i++) {
+        size_t len;
+        r = shmheap__pages(h, rg[i].p, rg[i].len, &v[2 * i], &len);
+        v[2 * i + 1] = v[2 * i] + len;
+    }
+    if (!r) {
+        qsort(v, n, 2 * sizeof *v, shmheap__cmp_range);
+        for (size_t i = 0; i < n && !r;) { /* merge touching or overlapping ranges */
+            uintptr_t a = v[2 * i], e = v[2 * i + 1];
+            for (i++; i < n && v[2 * i] <= e; i++)
+                if (v[2 * i + 1] > e) e = v[2 * i + 1];
+            if (e > a && mprotect((void *)a, e - a, PROT_READ | PROT_WRITE)) r = -errno;
+        }
+    }
+    free(v);
+    return r;
+}
+
+SHMHEAP_API int shmheap_pkey_supported(void)
+{
+#if (defined(__x86_64__) || defined(__i386__)) && defined(SYS_pkey_alloc)
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    if (!(c & (1u << 3)) || !(c & (1u << 4))) return 0; /* PKU, and OSPKE: the OS turned it on */
+    long k = syscall(SYS_pkey_alloc, 0, 0);
+    if (k < 0) return 0;
+    syscall(SYS_pkey_free, k);
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+SHMHEAP_API int shmheap_pkey_alloc(unsigned rights)
+{
+#ifdef SYS_pkey_alloc
+    if (!shmheap_pkey_supported()) return SHMHEAP_E_NOTSUP;
+    if (rights > 3) return SHMHEAP_E_INVAL;
+    long k = syscall(SYS_pkey_alloc, 0, rights);
+    return k < 0 ? -errno : (int)k;
+#else
+    (void)rights;
+    return SHMHEAP_E_NOTSUP;
+#endif
+}
+
+SHMHEAP_API int shmheap_pkey_free(int pkey)
+{
+#ifdef SYS_pkey_free
+    if (!shmheap_pkey_supported()) return SHMHEAP_E_NOTSUP;
+    return syscall(SYS_pkey_free, pkey) ? -errno : 0;
+#else
+    (void)pkey;
+    return SHMHEAP_E_NOTSUP;
+#endif
+}
+
+SHMHEAP_API int shmheap_pkey_protect(shmheap *h, const void *p, size_t len, int pkey)
+{
+#ifdef SYS_pkey_mprotect
+    uintptr_t a;
+    size_t n;
+    if (!shmheap_pkey_supported()) return SHMHEAP_E_NOTSUP;
+    int r = shmheap__pages(h, p, len, &a, &n);
+    if (r) return r;
+    return syscall(SYS_pkey_mprotect, (void *)a, n, PROT_READ | PROT_WRITE, pkey) ? -errno : 0;
+#else
+    (void)h; (void)p; (void)len; (void)pkey;
+    return SHMHEAP_E_NOTSUP;
+#endif
+}
+
+SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights)
+{
+#if defined(__x86_64__)
+    if (!shmheap_pkey_supported()) return SHMHEAP_E_NOTSUP;
+    if (pkey < 0 || pkey > 15 || rights > 3) return SHMHEAP_E_INVAL;
+    unsigned eax, edx, ecx = 0;
+    __asm__ __volatile__(".byte 0x0f,0x01,0xee" : "=a"(eax), "=d"(edx) : "c"(ecx)); /* rdpkru */
+    eax = (eax & ~(3u << (2 * pkey))) | (rights << (2 * pkey));
+    __asm__ __volatile__(".byte 0x0f,0x01,0xef" : : "a"(eax), "c"(0u), "d"(0u) : "memory"); /* wrpkru */
+    return 0;
+#else
+    (void)pkey; (void)rights;
+    return SHMHEAP_E_NOTSUP;
+#endif
+}
+
+#endif /* SHMHEAP_IMPLEMENTATION */
+
+/*
+MIT License
+
+Copyright (c) 2026 the rpcool authors
+
+Permission is hereby granted, free of charge, to any person obtaining a copy of this software and
+associated documentation files (the "Software"), to deal in the Software without restriction,
+including without limitation the rights to use, copy, modify, merge, publish, distribute,
+sublicense, and/or sell copies of the Software, and to permit persons to whom the Software is
+furnished to do so, subject to the following conditions:
+
+The above copyright notice and this permission notice shall be included in all copies or
+substantial portions of the Software.
+
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED, INCLUDING BUT
+NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY, FITNESS FOR A PARTICULAR PURPOSE AND
+NONINFRINGEMENT. IN NO EVENT SHALL THE AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM,
+DAMAGES OR OTHER LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM, OUT
+OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE SOFTWARE.
+*/
