@@ -456,30 +456,34 @@ static inline void shmheap__journal_done(shmheap *h) { rcp__store(&h->hdr->journ
 
 /* ---- spans (all under the mutex) ---- */
 
-static int shmheap__span_has_free(shmheap *h, size_t s, unsigned c)
+static unsigned shmheap__span_free_slots(shmheap *h, size_t s, unsigned c)
 {
     const uint64_t *bm = h->bm + s * SHMHEAP__WORDS;
+    unsigned n = 0;
     for (unsigned w = 0; w < shmheap__nwords(c); w++) {
         uint64_t v = rcp__load_relaxed(&bm[w]);
-        if (!(v & SHMHEAP__CLOSED) && (~v & SHMHEAP__SLOTMASK)) return 1;
+        if (!(v & SHMHEAP__CLOSED)) n += (unsigned)__builtin_popcountll(~v & SHMHEAP__SLOTMASK);
     }
-    return 0;
+    return n;
 }
 
-/* A span of class c with a free slot, starting after `after`; with_full also looks at spans whose
-   FULL hint is set (the hint can be stale). Sets the hint on full spans it passes. */
-static long shmheap__find_partial(shmheap *h, unsigned c, size_t after, int with_full)
+/* A span of class c with at least min_free free slots, starting after `after`; with_full also
+   looks at spans whose FULL hint is set (the hint can be stale). Sets the hint on full spans it
+   passes. Asking for a quarter of a span keeps a thread from hopping between nearly full spans,
+   one slow path per allocation. */
+static long shmheap__find_partial(shmheap *h, unsigned c, size_t after, unsigned min_free, int with_full)
 {
     for (size_t k = 1; k <= h->nspans; k++) {
         size_t s = (after + k) % h->nspans;
         uint64_t e = rcp__load(&h->ent[s]);
         if (SHMHEAP__E_STATE(e) != SHMHEAP__S_SMALL || SHMHEAP__E_CLS(e) != c) continue;
         if ((e & SHMHEAP__E_FULL) && !with_full) continue;
-        if (shmheap__span_has_free(h, s, c)) {
+        unsigned nfree = shmheap__span_free_slots(h, s, c);
+        if (nfree >= min_free) {
             if (e & SHMHEAP__E_FULL) rcp__fetch_and(&h->ent[s], ~SHMHEAP__E_FULL);
             return (long)s;
         }
-        if (!(e & SHMHEAP__E_FULL)) rcp__fetch_or(&h->ent[s], SHMHEAP__E_FULL);
+        if (!nfree && !(e & SHMHEAP__E_FULL)) rcp__fetch_or(&h->ent[s], SHMHEAP__E_FULL);
     }
     return -1;
 }
@@ -560,10 +564,11 @@ static int shmheap__refill(shmheap *h, unsigned c, unsigned st, uint64_t seen)
     if (r) return r;
     if (rcp__load(curp) != seen) { shmheap__unlock(h); return 0; } /* a thread of this stripe did it */
     size_t after = (uint32_t)seen ? ((uint32_t)seen - 1) % h->nspans : 0;
-    long s = shmheap__find_partial(h, c, after, 0);
+    unsigned quarter = shmheap__nslots(c) / 4;
+    long s = shmheap__find_partial(h, c, after, quarter ? quarter : 1, 0);
     if (s < 0) s = shmheap__init_span(h, c);
     if (s < 0 && shmheap__retire_empty(h)) s = shmheap__init_span(h, c);
-    if (s < 0) s = shmheap__find_partial(h, c, after, 1);
+    if (s < 0) s = shmheap__find_partial(h, c, after, 1, 1);
     if (s >= 0) rcp__store(curp, (uint64_t)s + 1);
     shmheap__unlock(h);
     return s < 0 ? SHMHEAP_E_FULL : 0;

@@ -90,4 +90,17 @@ static inline void rcp__vlog(const char *envvar, const char *tag, const char *fm
     fputc('\n', stderr);
 }
 
+/* A full barrier for store-then-load handshakes ("I sleep" / "is anyone asleep?") that
+ * ThreadSanitizer accepts: TSan rejects atomic_thread_fence, so under it a seq_cst
+ * read-modify-write of a dummy word stands in (a locked instruction, a full barrier on x86). */
+#if defined(__SANITIZE_THREAD__)
+static inline void rcp__full_fence(void)
+{
+    static uint32_t dummy;
+    __atomic_fetch_add(&dummy, 0, __ATOMIC_SEQ_CST);
+}
+#else
+static inline void rcp__full_fence(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+#endif
+
 #endif /* RCP__PLATFORM_H */

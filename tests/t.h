@@ -13,17 +13,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int t_failed, t_passed;
-static const char *t_name = "?";
-static int t_cur_failed;
+static __attribute__((unused)) int t_failed, t_passed;
+static __attribute__((unused)) const char *t_name = "?";
+static __attribute__((unused)) int t_cur_failed;
 
-static void t_begin(const char *name) { t_name = name; t_cur_failed = 0; }
-static void t_end(void)
+static __attribute__((unused)) void t_begin(const char *name) { t_name = name; t_cur_failed = 0; }
+static __attribute__((unused)) void t_end(void)
 {
     if (!t_cur_failed) { printf("ok %s\n", t_name); t_passed++; }
     fflush(stdout);
 }
-static void t_fail(const char *file, int line, const char *fmt, ...)
+static __attribute__((unused)) void t_fail(const char *file, int line, const char *fmt, ...)
 {
     va_list ap;
     printf("FAIL %s: %s:%d: ", t_name, file, line);
@@ -35,7 +35,7 @@ static void t_fail(const char *file, int line, const char *fmt, ...)
     if (!t_cur_failed) t_failed++;
     t_cur_failed = 1;
 }
-static void t_skip(const char *name, const char *why)
+static __attribute__((unused)) void t_skip(const char *name, const char *why)
 {
     printf("skip %s: %s\n", name, why);
     fflush(stdout);
@@ -49,7 +49,7 @@ static void t_skip(const char *name, const char *why)
 #define T_DONE() (fflush(stdout), t_failed ? 1 : 0)
 
 /* Unique names so parallel runs and leftovers never collide. */
-static const char *t_uniq(const char *base)
+static __attribute__((unused)) const char *t_uniq(const char *base)
 {
     static char buf[8][96];
     static int i;

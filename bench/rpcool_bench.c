@@ -1,0 +1,308 @@
+/* rpcool_bench.c - rpcool's benchmark: round trips per safety mode, payload sizes, pointer-rich
+   trees and a key-value store, printed as "NAME MEDIAN_NS P99_NS OPS_PER_S" (bench/hist.h).
+
+   perftest conventions (bench/peer.h): no address = server, an address (the channel name) =
+   client, -f = both (server forked, pinned to CPU 1; client on CPU 0). Options: -n ITERS for the
+   no-op round trips (other suites scale from it), -w WARMUP, -P, -1, -T.
+       cc -O2 -pthread -I. bench/rpcool_bench.c -o rpcool_bench && ./rpcool_bench -f
+   Result names: rpcool/noop/MODE, rpcool/payload/MODE/SIZE, rpcool/tree/MODE/NODES,
+   rpcool/kv/get/VALUE_SIZE, rpcool/kv/put/VALUE_SIZE. */
+#define RPCOOL_IMPLEMENTATION
+#include "rpcool.h"
+#include <sys/prctl.h>
+#include "peer.h"
+#include "workload.h"
+
+enum { FN_NOOP = 1, FN_TOUCH, FN_TREE, FN_TREE_CHECKED, FN_PUT, FN_GET, FN_QUIT };
+
+static rpcool_server *srv;
+
+static int h_noop(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)ctx; (void)arg; (void)len; (void)user;
+    return 0;
+}
+
+/* reads one byte per cache line: the receiver looks at the whole payload */
+static int h_touch(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)ctx; (void)user;
+    unsigned s = 0;
+    for (size_t i = 0; i < len; i += 64) s += ((const unsigned char *)arg)[i];
+    return (int)(s & 0x7fff);
+}
+
+static void reply_sum(rpcool_ctx *ctx, uint64_t sum, uint64_t count)
+{
+    uint64_t *r = (uint64_t *)rpcool_ctx_alloc(ctx, 2 * sizeof *r);
+    if (!r) return;
+    r[0] = sum;
+    r[1] = count;
+    rpcool_ctx_reply(ctx, r, 2 * sizeof *r);
+}
+
+static int h_tree(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)len; (void)user;
+    uint64_t count = 0, sum = bench_tree_sum((const struct bench_node *)arg, &count);
+    reply_sum(ctx, sum, count);
+    return 0;
+}
+
+/* the same walk with every pointer checked (for sandboxed handlers) */
+static uint64_t tree_sum_checked(rpcool_ctx *ctx, const struct bench_node *n, uint64_t *count)
+{
+    n = RPCOOL_NEED(ctx, n);
+    uint64_t s = bench_tree_node_sum(n->id, n->value, rpcool_ctx_str(ctx, n->name));
+    ++*count;
+    struct bench_node *const *ch = n->n_children
+        ? (struct bench_node *const *)rpcool_ctx_need(ctx, n->children, n->n_children * sizeof *ch) : NULL;
+    for (size_t c = 0; c < n->n_children; c++) s += tree_sum_checked(ctx, ch[c], count);
+    return s;
+}
+
+static int h_tree_checked(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)len; (void)user;
+    uint64_t count = 0, sum = tree_sum_checked(ctx, (const struct bench_node *)arg, &count);
+    reply_sum(ctx, sum, count);
+    return 0;
+}
+
+/* key-value: the table lives in the server's store heap (as in examples/rpcool_kv.c) */
+struct kv_req { const char *key; size_t klen; const char *val; size_t vlen; };
+struct kv_val { size_t len; char data[]; };
+static rpcool_arena store;
+static rpcool_map *table;
+
+static int h_put(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)user;
+    if (len != sizeof(struct kv_req)) return RPCOOL_E_INVAL;
+    const struct kv_req *rq = (const struct kv_req *)arg;
+    char key[BENCH_KV_KEY_MAX + 1];
+    if (rq->klen > BENCH_KV_KEY_MAX || rq->vlen > BENCH_KV_VALUE_MAX) return RPCOOL_E_INVAL;
+    memcpy(key, rpcool_ctx_need(ctx, rq->key, rq->klen), rq->klen);
+    key[rq->klen] = 0;
+    uint64_t old = 0;
+    struct kv_val *v = NULL;
+    if (rpcool_map_get(table, key, &old) && ((struct kv_val *)(uintptr_t)old)->len >= rq->vlen) {
+        v = (struct kv_val *)(uintptr_t)old; /* overwrite in place */
+    } else {
+        v = (struct kv_val *)shmheap_malloc(store.heap, sizeof *v + rq->vlen);
+        if (!v || rpcool_map_put(&store, table, key, (uint64_t)(uintptr_t)v, &old)) return RPCOOL_E_HEAPFULL;
+        if (old) shmheap_free(store.heap, (void *)(uintptr_t)old);
+    }
+    v->len = rq->vlen;
+    memcpy(v->data, rpcool_ctx_need(ctx, rq->val, rq->vlen), rq->vlen);
+    return 0;
+}
+
+static int h_get(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)user;
+    char key[BENCH_KV_KEY_MAX + 1];
+    uint64_t v;
+    if (len > BENCH_KV_KEY_MAX) return RPCOOL_E_INVAL;
+    memcpy(key, arg, len);
+    key[len] = 0;
+    if (!rpcool_map_get(table, key, &v)) return 1;
+    const struct kv_val *kv = (const struct kv_val *)(uintptr_t)v;
+    char *out = (char *)rpcool_ctx_alloc(ctx, kv->len);
+    if (!out) return RPCOOL_E_HEAPFULL;
+    memcpy(out, kv->data, kv->len);
+    rpcool_ctx_reply(ctx, out, kv->len);
+    return 0;
+}
+
+static int h_quit(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)ctx; (void)arg; (void)len; (void)user;
+    rpcool_server_stop(srv);
+    return 0;
+}
+
+static int server(const struct peer_opts *o, const char *chan, void *unused)
+{
+    (void)unused;
+    peer_pin(o, 1);
+    char hn[96];
+    snprintf(hn, sizeof hn, "rpcool-bench-store-%d", (int)getpid());
+    shmheap *h;
+    shmheap_opts ho;
+    memset(&ho, 0, sizeof ho);
+    ho.size = (size_t)64 << 20;
+    int r = shmheap_create(hn, &ho, &h);
+    if (r) { fprintf(stderr, "store heap: %s\n", rpcool_strerror(r)); return 1; }
+    rpcool_arena_init(&store, h, 0);
+    table = rpcool_map_new(&store, BENCH_KV_KEYS);
+    if ((r = rpcool_server_open(chan, NULL, &srv))) { fprintf(stderr, "server: %s\n", rpcool_strerror(r)); return 1; }
+    rpcool_handle(srv, FN_NOOP, h_noop, NULL, 0);
+    rpcool_handle(srv, FN_TOUCH, h_touch, NULL, 0);
+    rpcool_handle(srv, FN_TREE, h_tree, NULL, 0);
+    rpcool_handle(srv, FN_TREE_CHECKED, h_tree_checked, NULL, 0);
+    rpcool_handle(srv, FN_PUT, h_put, NULL, 0);
+    rpcool_handle(srv, FN_GET, h_get, NULL, 0);
+    rpcool_handle(srv, FN_QUIT, h_quit, NULL, 0);
+    rpcool_serve(srv);
+    rpcool_server_close(srv);
+    shmheap_close(h);
+    shmheap_unlink(hn, NULL);
+    return 0;
+}
+
+/* ---- client ---- */
+
+static const struct peer_opts *opt;
+
+static void run(rpcool_conn *c, const char *name, long iters, unsigned fn, const void *arg, size_t len,
+                const rpcool_call_opts *co, int expect)
+{
+    hist h;
+    if (hist_init(&h, (size_t)iters)) exit(1);
+    long warm = opt->warmup < iters ? opt->warmup : iters;
+    for (long i = 0; i < warm; i++) rpcool_call_ex(c, fn, arg, len, co, NULL, NULL);
+    uint64_t t0 = hist_now();
+    for (long i = 0; i < iters; i++) {
+        uint64_t s = hist_now();
+        int r = rpcool_call_ex(c, fn, arg, len, co, NULL, NULL);
+        hist_add(&h, hist_now() - s);
+        if (r != expect && expect >= 0) {
+            fprintf(stderr, "%s: call returned %d (%s)\n", name, r, rpcool_strerror(r));
+            exit(1);
+        }
+    }
+    hist_print(&h, name, hist_ops_per_s(h.n, hist_now() - t0));
+    hist_free(&h);
+}
+
+static void *arena_alloc(void *ctx, size_t size) { return rpcool_arena_alloc((rpcool_arena *)ctx, size, 8); }
+
+static int client(const struct peer_opts *o, const char *chan, void *unused)
+{
+    (void)unused;
+    opt = o;
+    peer_pin(o, 0);
+    rpcool_conn *c = NULL;
+    rpcool_conn_opts co;
+    memset(&co, 0, sizeof co);
+    co.heap_size = (size_t)256 << 20;
+    int r = RPCOOL_E_NOCHANNEL;
+    for (int i = 0; i < 1000 && (r = rpcool_connect(chan, &co, &c)) == RPCOOL_E_NOCHANNEL; i++) usleep(2000);
+    if (r) { fprintf(stderr, "connect: %s\n", rpcool_strerror(r)); return 1; }
+    const char *sfx = o->same_cpu ? "@cpu0" : "";
+    char name[96];
+    long n = o->iters;
+    rpcool_call_opts relaxed, copy, sealed, sandbox;
+    memset(&relaxed, 0, sizeof relaxed);
+    copy = sealed = sandbox = relaxed;
+    copy.safety = RPCOOL_COPY;
+    sealed.safety = RPCOOL_SEAL;
+    sandbox.safety = RPCOOL_SANDBOX;
+    struct { const char *name; const rpcool_call_opts *o; } modes[] = {
+        {"relaxed", &relaxed}, {"copy", &copy}, {"sealed", &sealed}, {"sandboxed", &sandbox}};
+
+    /* 1. no-op round trips: a 64-byte argument on its own page */
+    char *arg = (char *)rpcool_alloc_pages(c, 1 << 20);
+    memset(arg, 'x', 1 << 20);
+    for (int m = 0; m < 4; m++) {
+        snprintf(name, sizeof name, "rpcool/noop/%s%s", modes[m].name, sfx);
+        run(c, name, n, FN_NOOP, arg, 64, modes[m].o, 0);
+    }
+    /* 2. payloads: the handler reads a byte of every cache line */
+    static const size_t sizes[] = {64, 4096, 65536, 1 << 20};
+    for (int si = 0; si < 4; si++)
+        for (int m = 0; m < 3; m++) {
+            long it = sizes[si] >= 65536 ? n / (sizes[si] >= (1 << 20) ? 100 : 10) : n / 2;
+            snprintf(name, sizeof name, "rpcool/payload/%s/%zu%s", modes[m].name, sizes[si], sfx);
+            run(c, name, it < 100 ? 100 : it, FN_TOUCH, arg, sizes[si], modes[m].o, -1);
+        }
+    /* 3. trees (bench/workload.h), built in a sealable arena */
+    static const size_t nodes[] = {1, 16, 256, 4096};
+    for (int ti = 0; ti < 4; ti++) {
+        rpcool_arena a;
+        if (rpcool_arena_init(&a, rpcool_heap(c), nodes[ti] * 96 + 4096)) return 1;
+        struct bench_node *root = bench_tree_build(nodes[ti], arena_alloc, &a);
+        if (!root) { fprintf(stderr, "tree build failed\n"); return 1; }
+        rpcool_call_opts ts = sealed;
+        ts.seal_p = a.base;
+        ts.seal_len = rpcool_arena_used(&a);
+        void *ret;
+        size_t rl;
+        if (rpcool_call(c, FN_TREE_CHECKED, root, sizeof *root, &ret, &rl) || ((uint64_t *)ret)[0] != bench_tree_expected_sum(nodes[ti])) {
+            fprintf(stderr, "tree %zu: wrong sum\n", nodes[ti]);
+            return 1;
+        }
+        rpcool_free(c, ret);
+        long it = n / (long)(1 + nodes[ti] / 16);
+        if (it < 200) it = 200;
+        snprintf(name, sizeof name, "rpcool/tree/relaxed/%zu%s", nodes[ti], sfx);
+        run(c, name, it, FN_TREE, root, sizeof *root, &relaxed, 0);
+        snprintf(name, sizeof name, "rpcool/tree/sealed/%zu%s", nodes[ti], sfx);
+        run(c, name, it, FN_TREE, root, sizeof *root, &ts, 0);
+        sandbox.safety = RPCOOL_SANDBOX;
+        snprintf(name, sizeof name, "rpcool/tree/sandboxed/%zu%s", nodes[ti], sfx);
+        run(c, name, it, FN_TREE_CHECKED, root, sizeof *root, &sandbox, 0);
+        ts.safety = RPCOOL_SEAL | RPCOOL_SANDBOX;
+        snprintf(name, sizeof name, "rpcool/tree/sealed+sandboxed/%zu%s", nodes[ti], sfx);
+        run(c, name, it, FN_TREE_CHECKED, root, sizeof *root, &ts, 0);
+        rpcool_arena_destroy(&a);
+    }
+    /* 4. key-value store: 4096 keys, values of 64/256/1024 bytes (bench/workload.h) */
+    static const size_t vsizes[] = {64, 256, 1024};
+    struct kv_req *rq = (struct kv_req *)rpcool_alloc(c, sizeof *rq);
+    char *kbuf = (char *)rpcool_alloc(c, BENCH_KV_KEY_MAX), *vbuf = (char *)rpcool_alloc(c, BENCH_KV_VALUE_MAX);
+    rq->key = kbuf;
+    rq->val = vbuf;
+    for (int vi = 0; vi < 3; vi++) {
+        for (uint64_t k = 0; k < BENCH_KV_KEYS; k++) {
+            rq->klen = bench_kv_key(k, kbuf);
+            rq->vlen = vsizes[vi];
+            bench_kv_value(k, 0, vsizes[vi], vbuf);
+            if (rpcool_call(c, FN_PUT, rq, sizeof *rq, NULL, NULL)) { fprintf(stderr, "kv fill failed\n"); return 1; }
+        }
+        for (int op = 0; op < 2; op++) {
+            hist h;
+            long it = n / 2;
+            if (hist_init(&h, (size_t)it)) return 1;
+            uint64_t t0 = hist_now();
+            for (long i = 0; i < it; i++) {
+                uint64_t k = bench_kv_index((uint64_t)i), s = hist_now();
+                size_t kl = bench_kv_key(k, kbuf);
+                if (op == 0) {
+                    void *ret;
+                    size_t rl;
+                    if (rpcool_call(c, FN_GET, kbuf, kl, &ret, &rl) || rl != vsizes[vi]) { fprintf(stderr, "kv get failed\n"); return 1; }
+                    rpcool_free(c, ret);
+                } else {
+                    rq->klen = kl;
+                    bench_kv_value(k, (uint64_t)i, vsizes[vi], vbuf);
+                    if (rpcool_call(c, FN_PUT, rq, sizeof *rq, NULL, NULL)) { fprintf(stderr, "kv put failed\n"); return 1; }
+                }
+                hist_add(&h, hist_now() - s);
+            }
+            snprintf(name, sizeof name, "rpcool/kv/%s/%zu%s", op ? "put" : "get", vsizes[vi], sfx);
+            hist_print(&h, name, hist_ops_per_s(h.n, hist_now() - t0));
+            hist_free(&h);
+        }
+    }
+    rpcool_call(c, FN_QUIT, NULL, 0, NULL, NULL);
+    rpcool_close(c);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct peer_opts o;
+    peer_opts_default(&o);
+    int ch;
+    while ((ch = getopt(argc, argv, PEER_COMMON_OPTS)) != -1)
+        if (!peer_opt(&o, ch, optarg)) {
+            fprintf(stderr, "usage: %s [-f | CHANNEL]\n" PEER_COMMON_HELP, argv[0]);
+            return 2;
+        }
+    if (optind < argc) o.addr = argv[optind];
+    char chan[64];
+    snprintf(chan, sizeof chan, "rpcool-bench-%d", (int)getpid());
+    return peer_run(&o, chan, server, client, NULL);
+}

@@ -1,0 +1,137 @@
+/* rpcool_kv.c - a key-value store over rpcool: put and get by pointer.
+ *
+ *   cc -O2 -pthread -I. examples/rpcool_kv.c -o kv && ./kv [keys] [clients]
+ *
+ * The idea: the server keeps its hash table in a shared heap of its own (the "store"); clients
+ * never map it. A client builds the request {key, value} in its connection heap and passes a
+ * pointer; the server follows the pointers with checked accessors (a bad pointer is an error
+ * reply, not a crash), copies the strings into the store, and for a get allocates the answer
+ * in the client's heap. One server thread, so the table needs no lock. */
+#define RPCOOL_IMPLEMENTATION
+#include "rpcool.h"
+#include <stdio.h>
+#include <sys/wait.h>
+
+enum { KV_PUT = 1, KV_GET = 2 };
+
+struct kv_req { const char *key, *val; }; /* lives in the client's heap */
+
+static rpcool_arena store; /* heap-backed arena on the store heap */
+static rpcool_map *table;
+
+static int kv_put(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)user;
+    if (len != sizeof(struct kv_req)) return RPCOOL_E_INVAL;
+    const struct kv_req *rq = (const struct kv_req *)arg;
+    const char *key = rpcool_ctx_str(ctx, rq->key), *val = rpcool_ctx_str(ctx, rq->val);
+    char *copy = rpcool_str(&store, val);
+    uint64_t old = 0;
+    if (!copy || rpcool_map_put(&store, table, key, (uint64_t)(uintptr_t)copy, &old)) return RPCOOL_E_HEAPFULL;
+    if (old) shmheap_free(store.heap, (void *)(uintptr_t)old); /* the value it replaced */
+    return 0;
+}
+
+static int kv_get(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)user;
+    uint64_t v;
+    if (!len || !rpcool_map_get(table, rpcool_ctx_str(ctx, (const char *)arg), &v)) return 1; /* not found */
+    const char *val = (const char *)(uintptr_t)v;
+    size_t n = strlen(val) + 1;
+    char *out = (char *)rpcool_ctx_alloc(ctx, n); /* the answer goes into the caller's heap */
+    if (!out) return RPCOOL_E_HEAPFULL;
+    memcpy(out, val, n);
+    rpcool_ctx_reply(ctx, out, n);
+    return 0;
+}
+
+static int client(const char *chan, int id, long keys)
+{
+    rpcool_conn *c;
+    int r = rpcool_connect(chan, NULL, &c);
+    if (r) { fprintf(stderr, "connect: %s\n", rpcool_strerror(r)); return 1; }
+    struct kv_req *rq = (struct kv_req *)rpcool_alloc(c, sizeof *rq);
+    char *key = (char *)rpcool_alloc(c, 32), *val = (char *)rpcool_alloc(c, 64);
+    rq->key = key;
+    rq->val = val;
+    uint64_t t0 = rcp__now_ns();
+    for (long i = 0; i < keys; i++) {
+        snprintf(key, 32, "c%d:key%ld", id, i);
+        snprintf(val, 64, "value of key %ld from client %d", i, id);
+        if ((r = rpcool_call(c, KV_PUT, rq, sizeof *rq, NULL, NULL))) { fprintf(stderr, "put: %s\n", rpcool_strerror(r)); return 1; }
+    }
+    uint64_t t1 = rcp__now_ns();
+    long found = 0;
+    for (long i = 0; i < keys; i++) {
+        void *ret;
+        size_t n;
+        snprintf(key, 32, "c%d:key%ld", id, (i * 7919) % keys);
+        if (rpcool_call(c, KV_GET, key, strlen(key) + 1, &ret, &n) == 0) {
+            found++;
+            rpcool_free(c, ret);
+        }
+    }
+    uint64_t t2 = rcp__now_ns();
+    void *ret;
+    size_t n;
+    snprintf(key, 32, "c%d:key%ld", id, keys / 2);
+    rpcool_call(c, KV_GET, key, strlen(key) + 1, &ret, &n);
+    printf("client %d: put %ld keys in %.1f ms (%.0f ns/put), got %ld/%ld in %.1f ms (%.0f ns/get)\n",
+           id, keys, (t1 - t0) / 1e6, (double)(t1 - t0) / keys, found, keys, (t2 - t1) / 1e6,
+           (double)(t2 - t1) / keys);
+    printf("client %d: get(\"%s\") -> \"%s\"\n", id, key, (char *)ret);
+    rq->key = (const char *)0x10; /* a bad pointer: the server answers with an error */
+    printf("client %d: put with a wild key pointer -> %s\n", id,
+           rpcool_strerror(rpcool_call(c, KV_PUT, rq, sizeof *rq, NULL, NULL)));
+    rpcool_free(c, ret);
+    rpcool_close(c);
+    return found == keys ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    long keys = argc > 1 ? atol(argv[1]) : 100000;
+    int nclients = argc > 2 ? atoi(argv[2]) : 2;
+    char chan[64], heap[80];
+    snprintf(chan, sizeof chan, "kv-%d", (int)getpid());
+    snprintf(heap, sizeof heap, "kvstore-%d", (int)getpid());
+    shmheap *h;
+    shmheap_opts ho;
+    memset(&ho, 0, sizeof ho);
+    ho.size = (size_t)256 << 20;
+    int r = shmheap_create(heap, &ho, &h);
+    if (r) { fprintf(stderr, "store: %s\n", shmheap_strerror(r)); return 1; }
+    rpcool_arena_init(&store, h, 0);
+    table = rpcool_map_new(&store, 1024);
+    rpcool_server *s;
+    if ((r = rpcool_server_open(chan, NULL, &s))) { fprintf(stderr, "server: %s\n", rpcool_strerror(r)); return 1; }
+    rpcool_handle(s, KV_PUT, kv_put, NULL, 0);
+    rpcool_handle(s, KV_GET, kv_get, NULL, 0);
+    printf("kv server on channel \"%s\", store heap \"%s\" (%zu MiB), %d client processes\n", chan, heap,
+           shmheap_size(h) >> 20, nclients);
+    fflush(stdout);
+    pid_t kids[16];
+    if (nclients > 16) nclients = 16;
+    for (int i = 0; i < nclients; i++)
+        if ((kids[i] = fork()) == 0) {
+            int rc = client(chan, i, keys);
+            fflush(stdout);
+            _exit(rc);
+        }
+    rpcool_server_start(s, 1);
+    int fails = 0;
+    for (int i = 0; i < nclients; i++) {
+        int st;
+        waitpid(kids[i], &st, 0);
+        fails += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    rpcool_server_stats ss;
+    rpcool_server_get_stats(s, &ss);
+    printf("server: %llu calls served, %llu connections, %llu keys stored\n",
+           (unsigned long long)ss.calls, (unsigned long long)ss.accepted, (unsigned long long)table->len);
+    rpcool_server_close(s);
+    shmheap_close(h);
+    shmheap_unlink(heap, NULL);
+    return fails ? 1 : 0;
+}

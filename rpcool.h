@@ -1,0 +1,2106 @@
+/* SPDX-License-Identifier: MIT */
+/* rpcool.h - pointer-passing RPC over CXL shared memory (channels, calls, sealing, sandboxes).
+   version 0.1
+
+   USAGE
+   -----
+   Copy rpcool.h, shmheap.h and the impl/ folder into your project. In exactly one C or C++ file:
+
+       #define RPCOOL_IMPLEMENTATION
+       #include "rpcool.h"
+
+   RPCOOL_IMPLEMENTATION also compiles shmheap's implementation into that file (unless it is
+   there already), so one define gives a working program. If shmheap's implementation lives in
+   another file of yours, define RPCOOL_NO_SHMHEAP_IMPLEMENTATION as well. Other files include
+   "rpcool.h" without the define. Build with plain `cc -pthread` on Linux (glibc); no other
+   libraries. Options, defined before the implementation include:
+       RPCOOL_STATIC         make every rpcool function static (define SHMHEAP_STATIC too for
+                             an all-static build)
+       RPCOOL_ASSERT(x)      your assert (default: assert from <assert.h>)
+   Set RPCOOL_DEBUG=1 in the environment to log connections, reaping and faults to stderr.
+
+   WHAT IT IS
+   ----------
+   A server opens a *channel* by name and registers handlers by id; clients connect to the
+   channel and call handlers. Arguments and results are not serialised: they are native data
+   structures (pointer-rich if you like) in the connection's shared heap, and a call passes a
+   pointer. Every process maps a heap at the same address (shmheap.h), so the pointer means the
+   same thing in client and server.
+
+       channel "kv"    /dev/shm/rpcool.kv: a small directory of connection slots, the server's
+                       doorbell, and byte-range locks that tell each side whether the other lives
+       connection      one shmheap per client connection ("rpcool-kv-PID-N") holding 64 call
+                       slots, a request bitmap and the client's doorbell; arguments are
+                       allocated there by the client, results there by the server
+       call            client fills a slot {handler id, arg pointer, length, safety flags},
+                       sets its bit in the request bitmap and rings the server only if it
+                       sleeps; a server thread claims the bit, runs the handler, writes
+                       {status, result pointer, length} and marks the slot done
+
+   Waiting: both sides busy-poll for spin_ns (default 20 us), then sleep on a shared futex, so
+   an idle server uses no CPU; a sleeping side is woken only when it announced that it sleeps,
+   so a busy pair makes no system calls at all.
+
+   Transports: a connection has a transport (rpcool_conn_opts.transport). Only
+   RPCOOL_TRANSPORT_SHM (one CXL pod; on one host /dev/shm) exists now; RPCOOL_TRANSPORT_RDMA is
+   reserved for connections between pods and fails with RPCOOL_E_NOTSUP.
+
+   EXAMPLE
+   -------
+       // server
+       static int echo(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+       {   char *r = rpcool_ctx_alloc(ctx, len);          // result lives in the client's heap
+           if (!r) return RPCOOL_E_HEAPFULL;
+           memcpy(r, arg, len); rpcool_ctx_reply(ctx, r, len); return 0; }
+       rpcool_server *s;
+       rpcool_server_open("echo", NULL, &s);              // RPCOOL_E_NAMETAKEN if served
+       rpcool_handle(s, 1, echo, NULL, 0);
+       rpcool_server_start(s, 1);                         // or rpcool_serve(s) on this thread
+       ...
+       rpcool_server_close(s);
+
+       // client (another process)
+       rpcool_conn *c;
+       rpcool_connect("echo", NULL, &c);
+       char *msg = rpcool_strdup(c, "hello");             // in the connection heap
+       void *ret; size_t n;
+       int st = rpcool_call(c, 1, msg, 6, &ret, &n);      // st: handler status or error
+       rpcool_free(c, ret); rpcool_free(c, msg);
+       rpcool_close(c);
+
+   Asynchronous calls: rpcool_call_async() returns at once with a call id; finish it with
+   rpcool_poll() (never blocks), rpcool_wait(), or give a callback and call rpcool_progress()
+   from the client's loop (callbacks run inside rpcool_progress, on the caller's thread).
+
+   SAFETY MODES AND THEIR THREAT MODELS
+   ------------------------------------
+   Flags, combinable. A call gets the union of the client's per-call flags, the client's
+   connection default, the channel's policy (server opts) and the handler's flags. Whatever
+   the mode, the server treats everything in a client's heap as untrusted input: slot indexes
+   are masked, handler ids range-checked, every pointer it follows for the library (argument,
+   seal range) is checked with shmheap_contains against that connection's heap, names are
+   checked for their pattern, and the library's own reads of a client's heap run under fault
+   containment (a client that truncates its heap file makes its connection fail, not the
+   server). A malicious client can always deny service to its own connection.
+
+   RPCOOL_RELAXED (0)  Trust the peer. The handler gets the pointer into the shared heap. A
+       buggy or malicious client can change the argument while the handler reads it, and a
+       handler that follows a wild pointer crashes the server.
+   RPCOOL_COPY  The server copies [arg, arg+len) into private memory before the handler runs
+       (under fault containment). Protects against everything for *flat* arguments: the
+       sender cannot change what the handler sees (no time-of-check/time-of-use), bad ranges
+       are refused. Pointers *inside* the copy still point into the shared heap; follow them
+       with rpcool_ctx_need() or use SANDBOX. Costs a memcpy per call.
+   RPCOOL_SEAL  The client makes the pages holding the argument read-only in its own address
+       space (mprotect via shmheap_seal) before posting and releases them after the reply, in
+       batches (rpcool_conn_opts.seal_batch; rpcool_release()). Protects against a *buggy*
+       sender: another thread of the client that writes to the argument during the call
+       faults instead of corrupting what the server reads. It does NOT protect against a
+       malicious sender: the sender can call mprotect itself, or map the same shm file a second
+       time writable and write through that alias; the server cannot verify any of this from
+       user space (RPCool's kernel patch forbids mprotect on heap ranges; we cannot). A seal
+       covers whole pages: allocate sealed arguments with rpcool_alloc_pages() or an arena
+       (rpcool_arena_init) so no unrelated data shares the pages; ranges must start on a page.
+       Concurrent sealed calls on one connection must use disjoint pages.
+       userfaultfd write-protection was considered as a receiver-enforced seal: the uffd must
+       be created by the sender (it acts on the creator's mm), the receiver would fetch it with
+       pidfd_getfd (ptrace rights), and the sender keeps its own descriptor and can still map an
+       alias writable, so it buys no protection against a malicious sender over mprotect while
+       adding a privileged dependency; we did not build it.
+   RPCOOL_SANDBOX  The handler runs inside a recovery point: a SIGSEGV or SIGBUS raised while it
+       runs becomes the error reply RPCOOL_E_FAULT and the server thread carries on. Handlers
+       read peer data through checked accessors (rpcool_ctx_need, RPCOOL_NEED, rpcool_ctx_str,
+       rpcool_map_get_checked) that end the call with RPCOOL_E_BADPTR when a pointer leaves
+       the connection's heap. With memory protection keys (pku; shmheap_pkey_supported()) each
+       connection heap also gets a key and the handler runs with the keys of all *other*
+       connections' heaps disabled, so a stray pointer into another client's data faults even
+       if the handler does not check it (untested here: this host has no pku). Protects the
+       server from malformed pointer-rich data; it does not stop the sender from changing the
+       data during the call (combine with COPY for flat data). A handler abandoned by a fault
+       does not unwind: it must not hold locks or own private resources while touching peer
+       data (do that first, then take locks on private state), and in C++ no destructors run.
+
+   FAILURES
+   --------
+   Liveness uses open-file-description byte locks (F_OFD_SETLK) on the channel file: the server
+   holds byte 0, client slot i holds byte 1+i. The kernel drops them when the process dies, in
+   any pid namespace, with no pid reuse race. A process that fork()s after opening a channel or
+   connecting: the child closes its inherited copies (pthread_atfork), so the parent's death
+   is still seen; connections and servers are not usable in the child.
+   - Client dies (even mid-call): the server notices within reap_ms (default 100 ms), lets any
+     handler running for it finish, unmaps its heap and unlinks it: its memory is freed whole.
+   - Server dies: a waiting call checks the server's lock every peer_check_ms (default 100 ms)
+     and fails with RPCOOL_E_PEERDEAD; calls also fail if the channel was closed
+     (RPCOOL_E_CLOSED) or taken over by a new server. Optional per-call timeout_ms.
+   - Bad input: unknown handler id (RPCOOL_E_NOHANDLER), argument outside the connection heap
+     (RPCOOL_E_BADPTR), unknown flags (RPCOOL_E_INVAL), a slot that was flagged but not filled
+     (ignored and counted), a handler that faults in SANDBOX mode (RPCOOL_E_FAULT).
+   - A channel name served by a live server: RPCOOL_E_NAMETAKEN. A stale channel file whose
+     server died is taken over (its dead clients' heaps are unlinked).
+
+   THREAD SAFETY
+   -------------
+   A connection may be used by many threads at once (up to 64 calls in flight per connection;
+   synchronous calls wait for a free slot, asynchronous ones return RPCOOL_E_AGAIN). A server
+   may be served by many threads (rpcool_server_start, or several threads in rpcool_serve).
+   Register handlers before serving or at any time (a handler table entry is one atomic store).
+   Close a connection or server only when no other thread uses it.
+
+   ERRORS
+   ------
+   Functions return 0 or a negative code: RPCOOL_E_*, SHMHEAP_E_* from the heap, or -errno.
+   rpcool_strerror(code) explains any of them. rpcool_call returns the handler's status (>= 0)
+   or a negative code (the handler's own negative return passes through unchanged).
+
+   LIMITS
+   ------
+   Linux with glibc. Channel names: 1-48 characters of [A-Za-z0-9._-]. Up to 1024 connections
+   per channel (default 64), 64 calls in flight per connection, handler ids below 1024.
+   Liveness locks need one kernel for both peers (processes of one host, or one VM); a pod of
+   several hosts sharing a device needs another detector (future work with the RDMA tier).
+*/
+#ifndef RPCOOL_H
+#define RPCOOL_H
+
+#if defined(RPCOOL_IMPLEMENTATION) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE 1
+#endif
+#include "shmheap.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef RPCOOL_STATIC
+#define RPCOOL_API static
+#else
+#define RPCOOL_API extern
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct rpcool_server rpcool_server; /* a served channel (process-local handle) */
+typedef struct rpcool_conn rpcool_conn;     /* a client's connection to a channel */
+typedef struct rpcool_ctx rpcool_ctx;       /* one call, as seen by its handler */
+
+enum {
+    RPCOOL_E_NAMETAKEN = -2000, /* a live server already serves this channel name */
+    RPCOOL_E_NOCHANNEL,         /* no channel of that name, or its server is gone */
+    RPCOOL_E_PEERDEAD,          /* the server (or client) died or the channel was taken over */
+    RPCOOL_E_CLOSED,            /* the server closed the channel */
+    RPCOOL_E_TIMEOUT,           /* the call or connect did not finish in time */
+    RPCOOL_E_NOHANDLER,         /* no handler registered under that id */
+    RPCOOL_E_BADPTR,            /* a pointer or range lies outside the connection's heap */
+    RPCOOL_E_FAULT,             /* the handler faulted (SIGSEGV/SIGBUS) on peer data */
+    RPCOOL_E_HEAPFULL,          /* the connection heap is full */
+    RPCOOL_E_POLICY,            /* the channel or handler requires a safety mode the call lacks */
+    RPCOOL_E_PROTO,             /* malformed shared state: bad magic, version, names */
+    RPCOOL_E_FULL,              /* the channel has no free connection slot */
+    RPCOOL_E_AGAIN,             /* not finished yet / no free call slot (async) */
+    RPCOOL_E_NOTSUP,            /* transport or feature not available */
+    RPCOOL_E_INVAL,             /* invalid argument */
+    RPCOOL_E_BADNAME            /* malformed channel name */
+};
+
+/* Safety flags (see SAFETY MODES above). */
+enum {
+    RPCOOL_RELAXED = 0,
+    RPCOOL_COPY = 1,
+    RPCOOL_SEAL = 2,
+    RPCOOL_SANDBOX = 4
+};
+
+enum { RPCOOL_TRANSPORT_SHM = 0, RPCOOL_TRANSPORT_RDMA = 1 };
+
+#define RPCOOL_MAX_HANDLERS 1024
+#define RPCOOL_MAX_INFLIGHT 64
+
+/* Server options. Zero means default; use designated initialisers. */
+typedef struct rpcool_server_opts {
+    unsigned max_conns;   /* connection slots; 0 = 64, at most 1024 */
+    unsigned safety;      /* flags every call on this channel gets (RPCOOL_SEAL: calls must
+                             come sealed, else RPCOOL_E_POLICY) */
+    uint64_t spin_ns;     /* busy-poll this long after the last request before sleeping;
+                             0 = 20000 (20 us) */
+    unsigned reap_ms;     /* check for dead clients this often; 0 = 100 */
+    unsigned mode;        /* permissions of the channel file; 0 = 0600 */
+    const char *pod;      /* shmheap pod (NULL = default) */
+} rpcool_server_opts;
+
+/* Connection options. */
+typedef struct rpcool_conn_opts {
+    size_t heap_size;         /* connection heap bytes; 0 = 64 MiB (sparse in /dev/shm) */
+    unsigned safety;          /* default flags of every call */
+    uint64_t spin_ns;         /* busy-poll for a reply this long, then sleep; 0 = 20000 */
+    unsigned timeout_ms;      /* default per-call timeout; 0 = none */
+    unsigned peer_check_ms;   /* a waiting call checks the server lives this often; 0 = 100 */
+    unsigned connect_timeout_ms; /* 0 = 5000 */
+    unsigned seal_batch;      /* release seals after this many sealed calls; 0 = 1 (at once) */
+    int transport;            /* RPCOOL_TRANSPORT_SHM (0) */
+    const char *pod;          /* shmheap pod (NULL = default) */
+} rpcool_conn_opts;
+
+/* Per-call options (NULL = connection defaults). */
+typedef struct rpcool_call_opts {
+    unsigned safety;          /* added to the connection's default flags */
+    unsigned timeout_ms;      /* 0 = connection default */
+    const void *seal_p;       /* RPCOOL_SEAL: the range to seal (page aligned start); */
+    size_t seal_len;          /* NULL = [arg, arg+len) */
+} rpcool_call_opts;
+
+/* A handler: arg/len as sent (a private copy under RPCOOL_COPY). Returns a status >= 0 that the
+   caller receives, or a negative error code. Set a result with rpcool_ctx_reply. */
+typedef int rpcool_handler(rpcool_ctx *ctx, void *arg, size_t len, void *user);
+/* Completion callback of an asynchronous call; ret belongs to the callee (free with
+   rpcool_free). */
+typedef void rpcool_callback(rpcool_conn *c, int status, void *ret, size_t ret_len, void *user);
+
+typedef struct rpcool_server_stats {
+    uint64_t calls;        /* handlers run */
+    uint64_t accepted;     /* connections accepted */
+    uint64_t closed;       /* connections closed by their clients */
+    uint64_t reaped;       /* connections of dead clients reclaimed */
+    uint64_t faults;       /* faults contained */
+    uint64_t bad_entries;  /* malformed requests (flagged but not filled, bad names, ...) */
+    unsigned conns;        /* connections now */
+} rpcool_server_stats;
+
+RPCOOL_API const char *rpcool_strerror(int code);
+
+/* Server. */
+RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts *opts,
+                                  rpcool_server **out);
+RPCOOL_API int rpcool_handle(rpcool_server *s, unsigned id, rpcool_handler *fn, void *user,
+                             unsigned safety);
+RPCOOL_API int rpcool_server_start(rpcool_server *s, unsigned nthreads); /* background threads */
+RPCOOL_API int rpcool_serve(rpcool_server *s);       /* serve on this thread until stopped */
+RPCOOL_API void rpcool_server_stop(rpcool_server *s); /* make serving threads return */
+RPCOOL_API int rpcool_server_close(rpcool_server *s); /* stop, join, close the channel */
+RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *st);
+
+/* Handler side. */
+RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx);           /* the client's heap */
+RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size); /* in the client's heap */
+RPCOOL_API void rpcool_ctx_reply(rpcool_ctx *ctx, void *p, size_t len);
+RPCOOL_API unsigned rpcool_ctx_safety(const rpcool_ctx *ctx);
+RPCOOL_API int rpcool_ctx_ok(const rpcool_ctx *ctx, const void *p, size_t len); /* 1 or 0 */
+/* p if [p, p+len) lies in the client's heap (or the private copy), else ends the call with
+   RPCOOL_E_BADPTR (does not return). */
+RPCOOL_API const void *rpcool_ctx_need(rpcool_ctx *ctx, const void *p, size_t len);
+/* s if it is a NUL-terminated string inside the heap, else ends the call (RPCOOL_E_BADPTR). */
+RPCOOL_API const char *rpcool_ctx_str(rpcool_ctx *ctx, const char *s);
+/* End the call now with this status (does not return). */
+RPCOOL_API void rpcool_ctx_fail(rpcool_ctx *ctx, int code);
+#define RPCOOL_NEED(ctx, p) ((__typeof__(p))rpcool_ctx_need((ctx), (p), sizeof *(p)))
+
+/* Client. */
+RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts, rpcool_conn **out);
+RPCOOL_API int rpcool_close(rpcool_conn *c);
+RPCOOL_API shmheap *rpcool_heap(rpcool_conn *c);
+RPCOOL_API void *rpcool_alloc(rpcool_conn *c, size_t size);
+RPCOOL_API void *rpcool_alloc_pages(rpcool_conn *c, size_t size); /* page aligned, whole pages */
+RPCOOL_API char *rpcool_strdup(rpcool_conn *c, const char *s);
+RPCOOL_API void rpcool_free(rpcool_conn *c, void *p);
+
+RPCOOL_API int rpcool_call(rpcool_conn *c, unsigned fn, const void *arg, size_t len, void **ret,
+                           size_t *ret_len);
+RPCOOL_API int rpcool_call_ex(rpcool_conn *c, unsigned fn, const void *arg, size_t len,
+                              const rpcool_call_opts *opts, void **ret, size_t *ret_len);
+/* Asynchronous: 0 and *id, or an error (RPCOOL_E_AGAIN: 64 calls in flight). With cb, the call
+   completes inside rpcool_progress (id may be NULL); without, finish it with poll or wait. */
+RPCOOL_API int rpcool_call_async(rpcool_conn *c, unsigned fn, const void *arg, size_t len,
+                                 const rpcool_call_opts *opts, rpcool_callback *cb, void *user,
+                                 uint64_t *id);
+RPCOOL_API int rpcool_poll(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_len);
+RPCOOL_API int rpcool_wait(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_len);
+/* Runs the callbacks of finished calls; returns how many, or a negative error (server dead). */
+RPCOOL_API int rpcool_progress(rpcool_conn *c);
+/* Release all pending seals now (see RPCOOL_SEAL). */
+RPCOOL_API int rpcool_release(rpcool_conn *c);
+
+/* Building data in a heap. An arena hands out memory from one page-aligned block (so it can be
+   sealed whole); an arena initialised with bytes == 0 allocates straight from the heap. */
+typedef struct rpcool_arena {
+    shmheap *heap;
+    char *base, *cur, *end;
+} rpcool_arena;
+RPCOOL_API int rpcool_arena_init(rpcool_arena *a, shmheap *h, size_t bytes);
+RPCOOL_API void *rpcool_arena_alloc(rpcool_arena *a, size_t size, size_t align);
+RPCOOL_API size_t rpcool_arena_used(const rpcool_arena *a);
+RPCOOL_API void rpcool_arena_reset(rpcool_arena *a);   /* forget everything (region arenas) */
+RPCOOL_API void rpcool_arena_destroy(rpcool_arena *a); /* free the region */
+RPCOOL_API char *rpcool_str(rpcool_arena *a, const char *s);
+RPCOOL_API char *rpcool_strn(rpcool_arena *a, const char *s, size_t n);
+
+/* A growable array of fixed-size elements. */
+typedef struct rpcool_array {
+    uint64_t len, cap, elem;
+    void *items;
+} rpcool_array;
+RPCOOL_API rpcool_array *rpcool_array_new(rpcool_arena *a, size_t elem, size_t cap);
+RPCOOL_API void *rpcool_array_push(rpcool_arena *a, rpcool_array *arr, const void *elem);
+#define RPCOOL_AT(arr, T, i) (((T *)(arr)->items)[i])
+
+/* A hash map from strings to 64-bit values (often pointers), open addressing. */
+typedef struct rpcool_map_entry {
+    const char *key; /* NULL: empty */
+    uint64_t hash;
+    uint64_t val;
+} rpcool_map_entry;
+typedef struct rpcool_map {
+    uint64_t len, cap; /* cap: a power of two */
+    rpcool_map_entry *e;
+} rpcool_map;
+RPCOOL_API rpcool_map *rpcool_map_new(rpcool_arena *a, size_t cap);
+/* Insert or overwrite; the key is copied into the arena. *old (if not NULL) gets the value
+   replaced (0 if new). 0, or RPCOOL_E_HEAPFULL. */
+RPCOOL_API int rpcool_map_put(rpcool_arena *a, rpcool_map *m, const char *key, uint64_t val,
+                              uint64_t *old);
+RPCOOL_API int rpcool_map_get(const rpcool_map *m, const char *key, uint64_t *val); /* 1/0 */
+/* The same on a map in a peer's heap, from a handler: every pointer checked. */
+RPCOOL_API int rpcool_map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, const char *key,
+                                      uint64_t *val);
+RPCOOL_API uint64_t rpcool_hash(const char *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RPCOOL_H */
+
+/* ============================================================================================ */
+/*                                       IMPLEMENTATION                                         */
+/* ============================================================================================ */
+#if defined(RPCOOL_IMPLEMENTATION) && !defined(RPCOOL_IMPLEMENTATION_ONCE)
+#define RPCOOL_IMPLEMENTATION_ONCE
+
+#if !defined(SHMHEAP_IMPLEMENTATION_ONCE) && !defined(RPCOOL_NO_SHMHEAP_IMPLEMENTATION)
+#define SHMHEAP_IMPLEMENTATION
+#include "shmheap.h"
+#undef SHMHEAP_IMPLEMENTATION
+#endif
+
+#include "impl/platform.h"
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+#ifndef RPCOOL_ASSERT
+#include <assert.h>
+#define RPCOOL_ASSERT(x) assert(x)
+#endif
+
+#define RPCOOL__CH_MAGIC 0x314c4843434f4352ull   /* "RCOCCHL1" */
+#define RPCOOL__CONN_MAGIC 0x314e4e43434f4352ull /* "RCOCCNN1" */
+#define RPCOOL__VERSION 1u
+#define RPCOOL__NSLOTS 64u
+#define RPCOOL__NAME_MAX 48
+#define RPCOOL__HEAPNAME 112
+#define RPCOOL__ROOT "rpcool.conn"
+#define RPCOOL__KNOWN_FLAGS (RPCOOL_COPY | RPCOOL_SEAL | RPCOOL_SANDBOX)
+
+static void rpcool__log(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    rcp__vlog("RPCOOL_DEBUG", "rpcool", fmt, ap);
+    va_end(ap);
+}
+
+/* ---- shared layouts ---- */
+
+/* Channel file: header page, then one slot per connection. Mapped anywhere (no pointers). */
+struct rpcool__chan_hdr {
+    uint64_t magic;
+    uint32_t version, max_conns;
+    uint32_t epoch;     /* bumped by every server that (re)opens the channel */
+    uint32_t state;     /* RPCOOL__CH_OPEN / RPCOOL__CH_CLOSED */
+    uint32_t safety;    /* the channel policy, for clients' information */
+    uint32_t server_pid;
+    uint32_t pending;   /* bumped by clients that connect or close */
+    uint32_t pad0[7];
+    uint32_t sdoor;     /* server doorbell (futex) */
+    uint32_t ssleepers; /* server threads asleep on sdoor */
+    uint32_t pad1[14];
+};
+RCP__STATIC_ASSERT(sizeof(struct rpcool__chan_hdr) == 128, "channel header layout");
+
+enum { RPCOOL__CH_OPEN = 1, RPCOOL__CH_CLOSED = 2 };
+enum { /* channel slot states */
+    RPCOOL__CS_FREE = 0, RPCOOL__CS_CLAIMED, RPCOOL__CS_PENDING, RPCOOL__CS_ACTIVE,
+    RPCOOL__CS_REFUSED, RPCOOL__CS_CLOSING
+};
+
+struct rpcool__chan_slot {
+    uint32_t state;
+    uint32_t seq;     /* futex: bumped by the server at every answer */
+    uint32_t epoch;   /* channel epoch the client connected in */
+    int32_t status;   /* why a connection was refused */
+    uint32_t client_pid;
+    uint32_t pad[3];
+    char heap[RPCOOL__HEAPNAME];
+};
+RCP__STATIC_ASSERT(sizeof(struct rpcool__chan_slot) == 144, "channel slot layout");
+#define RPCOOL__SLOTS_OFF 4096u
+
+/* One call slot in a connection heap. */
+struct rpcool__slot {
+    uint32_t state; /* RPCOOL__SL_* */
+    uint32_t fn;
+    uint32_t flags;
+    int32_t status;
+    uint64_t arg, arg_len;
+    uint64_t seal, seal_len;
+    uint64_t ret, ret_len;
+};
+RCP__STATIC_ASSERT(sizeof(struct rpcool__slot) == 64, "call slot layout");
+enum { RPCOOL__SL_FREE = 0, RPCOOL__SL_REQ = 1, RPCOOL__SL_BUSY = 2, RPCOOL__SL_DONE = 3 };
+
+struct rpcool__conn_hdr {
+    uint64_t magic;
+    uint32_t version, nslots;
+    uint32_t chan_slot, epoch;
+    uint32_t pad0[10];
+    uint64_t req_bits; /* client sets bit i when slot i holds a request; a server clears it */
+    uint64_t pad1[7];
+    uint32_t cdoor;    /* client doorbell (futex) */
+    uint32_t csleepers;
+    uint32_t pad2[14];
+    struct rpcool__slot slot[RPCOOL__NSLOTS];
+};
+RCP__STATIC_ASSERT(sizeof(struct rpcool__conn_hdr) == 192 + 64 * RPCOOL__NSLOTS, "conn layout");
+
+/* ---- process-local state ---- */
+
+enum { RPCOOL__SC_FREE = 0, RPCOOL__SC_ACTIVE, RPCOOL__SC_DRAINING };
+
+struct rpcool__sconn { /* the server's view of one connection */
+    uint32_t state;
+    uint32_t busy;     /* server threads touching it now */
+    shmheap *heap;
+    struct rpcool__conn_hdr *hdr;
+    int dead;          /* client died: unlink its heap once drained */
+    int pkey;
+    uint32_t rot;      /* where the next scan starts (fairness) */
+    char heap_name[RPCOOL__HEAPNAME];
+};
+
+struct rpcool__handler_ent {
+    rpcool_handler *fn;
+    void *user;
+    unsigned flags;
+};
+
+struct rpcool_server {
+    char name[RPCOOL__NAME_MAX + 1];
+    char path[RPCOOL__NAME_MAX + 32];
+    int fd;
+    struct rpcool__chan_hdr *ch;
+    struct rpcool__chan_slot *cs;
+    size_t map_len;
+    uint32_t max_conns, epoch;
+    unsigned safety, reap_ms;
+    uint64_t spin_ns;
+    shmheap_opts hopts;
+    struct rpcool__handler_ent *handlers; /* RPCOOL_MAX_HANDLERS, an entry published by fn */
+    struct rpcool__sconn *conns;
+    uint32_t seen_pending;
+    uint64_t last_hk;
+    pthread_mutex_t hk_lock;
+    int stop;
+    pthread_t *threads;
+    unsigned nthreads;
+    int pkeys[15], npkeys;
+    rpcool_server_stats st;
+};
+
+struct rpcool__pend { /* client-private state of one call slot */
+    uint32_t gen;
+    uint32_t pstate; /* RPCOOL__P_* */
+    rpcool_callback *cb;
+    void *user;
+    const void *seal_p;
+    size_t seal_len;
+};
+enum { RPCOOL__P_FREE = 0, RPCOOL__P_SYNC, RPCOOL__P_ASYNC, RPCOOL__P_TAKEN, RPCOOL__P_ABANDONED };
+
+struct rpcool__transport { /* what a transport must provide; only shared memory exists */
+    const char *name;
+    int (*post)(rpcool_conn *c, unsigned i);
+    int (*wait)(rpcool_conn *c, unsigned i, uint64_t deadline);
+};
+
+struct rpcool_conn {
+    const struct rpcool__transport *tp;
+    int fd;
+    struct rpcool__chan_hdr *ch;
+    struct rpcool__chan_slot *cs;
+    size_t map_len;
+    uint32_t index, epoch;
+    shmheap *heap;
+    shmheap_opts hopts;
+    struct rpcool__conn_hdr *hdr;
+    char heap_name[RPCOOL__HEAPNAME];
+    unsigned safety, timeout_ms, peer_check_ms, seal_batch;
+    uint64_t spin_ns;
+    uint64_t free_bits;
+    int32_t dead;        /* sticky error once the server is known gone */
+    uint64_t last_check; /* when the server's lock was last tested */
+    struct rpcool__pend pend[RPCOOL__NSLOTS];
+    pthread_mutex_t seal_lock;
+    shmheap_range *seals;
+    size_t nseals;
+};
+
+struct rpcool_ctx {
+    struct rpcool__sconn *sc;
+    struct rpcool__guard *guard;
+    unsigned flags;
+    const char *copy;   /* private copy of the argument (RPCOOL_COPY) */
+    size_t copy_len;
+    void *ret;
+    size_t ret_len;
+    int abort_code;
+};
+
+/* ---- errors ---- */
+
+RPCOOL_API const char *rpcool_strerror(int code)
+{
+    switch (code) {
+    case 0: return "success";
+    case RPCOOL_E_NAMETAKEN: return "channel name taken: a live server serves it";
+    case RPCOOL_E_NOCHANNEL: return "no such channel, or no server on it";
+    case RPCOOL_E_PEERDEAD: return "peer died (or the channel was taken over)";
+    case RPCOOL_E_CLOSED: return "channel closed by the server";
+    case RPCOOL_E_TIMEOUT: return "timed out";
+    case RPCOOL_E_NOHANDLER: return "no handler registered under that id";
+    case RPCOOL_E_BADPTR: return "pointer or range outside the connection heap";
+    case RPCOOL_E_FAULT: return "handler faulted on peer data (contained)";
+    case RPCOOL_E_HEAPFULL: return "connection heap full";
+    case RPCOOL_E_POLICY: return "call lacks a safety mode the channel or handler requires";
+    case RPCOOL_E_PROTO: return "malformed shared state (protocol error)";
+    case RPCOOL_E_FULL: return "channel has no free connection slot";
+    case RPCOOL_E_AGAIN: return "not finished yet, or no free call slot";
+    case RPCOOL_E_NOTSUP: return "not supported";
+    case RPCOOL_E_INVAL: return "invalid argument";
+    case RPCOOL_E_BADNAME: return "malformed channel name";
+    default: break;
+    }
+    if (code >= SHMHEAP_E_BADMAGIC && code < SHMHEAP_E_BADMAGIC + 100) return shmheap_strerror(code);
+    if (code < 0 && code > -4096) return strerror(-code);
+    return "unknown error";
+}
+
+/* ---- liveness: OFD byte locks on the channel file ---- */
+
+static int rpcool__lock_try(int fd, off_t off)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = off;
+    fl.l_len = 1;
+    return fcntl(fd, F_OFD_SETLK, &fl) ? -errno : 0;
+}
+
+/* 1 if another open file description holds the byte, 0 if free, or -errno. */
+static int rpcool__lock_held(int fd, off_t off)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = off;
+    fl.l_len = 1;
+    if (fcntl(fd, F_OFD_GETLK, &fl)) return -errno;
+    return fl.l_type != F_UNLCK;
+}
+
+/* Descriptors whose locks a forked child must drop, so a parent's death stays visible. */
+static int rpcool__fds[256];
+static pthread_mutex_t rpcool__fds_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t rpcool__fork_once = PTHREAD_ONCE_INIT;
+
+static void rpcool__atfork_child(void)
+{
+    for (unsigned i = 0; i < 256; i++)
+        if (rpcool__fds[i] > 0) {
+            close(rpcool__fds[i]);
+            rpcool__fds[i] = 0;
+        }
+    pthread_mutex_init(&rpcool__fds_lock, NULL);
+}
+static void rpcool__fork_init(void) { pthread_atfork(NULL, NULL, rpcool__atfork_child); }
+
+static void rpcool__fd_track(int fd, int add)
+{
+    pthread_once(&rpcool__fork_once, rpcool__fork_init);
+    pthread_mutex_lock(&rpcool__fds_lock);
+    for (unsigned i = 0; i < 256; i++)
+        if (rpcool__fds[i] == (add ? 0 : fd)) {
+            rpcool__fds[i] = add ? fd : 0;
+            break;
+        }
+    pthread_mutex_unlock(&rpcool__fds_lock);
+}
+
+/* ---- fault containment ---- */
+
+struct rpcool__guard {
+    sigjmp_buf jb;
+    volatile int contain; /* a SIGSEGV/SIGBUS in this thread jumps to jb */
+    struct rpcool__guard *prev;
+};
+static RCP__THREAD_LOCAL struct rpcool__guard *rpcool__cur;
+static struct sigaction rpcool__old_segv, rpcool__old_bus;
+static pthread_once_t rpcool__sig_once = PTHREAD_ONCE_INIT;
+
+static void rpcool__on_fault(int sig, siginfo_t *si, void *uc)
+{
+    struct rpcool__guard *g = rpcool__cur;
+    if (g && g->contain) {
+        g->contain = 0;
+        siglongjmp(g->jb, 1);
+    }
+    /* not ours: behave as if we had never been installed */
+    struct sigaction *old = sig == SIGBUS ? &rpcool__old_bus : &rpcool__old_segv;
+    if ((old->sa_flags & SA_SIGINFO) && old->sa_sigaction) {
+        old->sa_sigaction(sig, si, uc);
+    } else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
+        old->sa_handler(sig);
+    } else {
+        signal(sig, SIG_DFL); /* returning re-runs the access, which now kills the process */
+    }
+}
+
+static void rpcool__sig_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = rpcool__on_fault;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER; /* NODEFER: the mask stays right after siglongjmp */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &rpcool__old_segv);
+    sigaction(SIGBUS, &sa, &rpcool__old_bus);
+}
+
+/* Run fn(arg) with faults contained; returns fn's result, or onfault after a SIGSEGV/SIGBUS. */
+static int rpcool__guarded(int (*fn)(void *), void *arg, int onfault)
+{
+    struct rpcool__guard g;
+    g.prev = rpcool__cur;
+    g.contain = 0;
+    if (sigsetjmp(g.jb, 0)) {
+        rpcool__cur = g.prev;
+        return onfault;
+    }
+    g.contain = 1;
+    rpcool__cur = &g;
+    int r = fn(arg);
+    rpcool__cur = g.prev;
+    return r;
+}
+
+/* ---- names ---- */
+
+static int rpcool__check_name(const char *n)
+{
+    size_t len = n ? strlen(n) : 0;
+    if (len < 1 || len > RPCOOL__NAME_MAX) return RPCOOL_E_BADNAME;
+    for (size_t i = 0; i < len; i++) {
+        char ch = n[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '.' || ch == '_' || ch == '-'))
+            return RPCOOL_E_BADNAME;
+    }
+    return 0;
+}
+
+/* A connection heap name a client wrote: "rpcool-CHANNEL-" then digits and '-', nothing else
+   (never a path: a client must not make the server map an arbitrary file). */
+static int rpcool__check_heap_name(const char *channel, const char *h)
+{
+    size_t cl = strlen(channel), hl = strnlen(h, RPCOOL__HEAPNAME);
+    if (hl >= RPCOOL__HEAPNAME || hl <= 7 + cl + 1) return 0;
+    if (memcmp(h, "rpcool-", 7) || memcmp(h + 7, channel, cl) || h[7 + cl] != '-') return 0;
+    for (size_t i = 8 + cl; i < hl; i++)
+        if (!((h[i] >= '0' && h[i] <= '9') || h[i] == '-')) return 0;
+    return 1;
+}
+
+static void rpcool__path(char *out, size_t n, const char *name)
+{
+    snprintf(out, n, "/dev/shm/rpcool.%s", name);
+}
+
+static size_t rpcool__chan_bytes(uint32_t max_conns)
+{
+    return RPCOOL__SLOTS_OFF + (size_t)max_conns * sizeof(struct rpcool__chan_slot);
+}
+
+/* ============================== server ============================== */
+
+static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int unlink_heap);
+
+/* A stale slot left by an earlier server or by a client that died before it was accepted. */
+static void rpcool__reclaim_stale(rpcool_server *s, uint32_t i)
+{
+    struct rpcool__chan_slot *cs = &s->cs[i];
+    uint32_t st = rcp__load(&cs->state);
+    if (st == RPCOOL__CS_FREE) return;
+    int held = rpcool__lock_held(s->fd, 1 + (off_t)i);
+    if (held == 1 && st != RPCOOL__CS_CLOSING) return; /* a live client is still using it */
+    if (held == 0 && st != RPCOOL__CS_CLOSING) {
+        char name[RPCOOL__HEAPNAME];
+        memcpy(name, cs->heap, sizeof name);
+        name[sizeof name - 1] = 0;
+        if (rpcool__check_heap_name(s->name, name)) {
+            shmheap_unlink(name, &s->hopts);
+            rpcool__log("%s: unlinked stale heap %s", s->name, name);
+        }
+    }
+    if (held == 1) return; /* CLOSING but still locked: the client is finishing up */
+    rcp__store(&cs->state, (uint32_t)RPCOOL__CS_FREE);
+    rcp__fetch_add(&cs->seq, 1u);
+    rcp__futex_wake(&cs->seq, INT_MAX);
+}
+
+/* Map the channel file we hold the lock of; take over what a dead server left in it. */
+static int rpcool__chan_init(rpcool_server *s)
+{
+    struct stat stt;
+    struct rpcool__chan_hdr old;
+    uint32_t old_epoch = 0, old_max = 0, need;
+    void *m;
+    if (fstat(s->fd, &stt)) return -errno;
+    if ((size_t)stt.st_size >= sizeof old && pread(s->fd, &old, sizeof old, 0) == (ssize_t)sizeof old &&
+        old.magic == RPCOOL__CH_MAGIC && old.version == RPCOOL__VERSION && old.max_conns <= 1024 &&
+        (size_t)stt.st_size >= rpcool__chan_bytes(old.max_conns)) {
+        old_epoch = old.epoch;
+        old_max = old.max_conns;
+    }
+    need = old_max > s->max_conns ? old_max : s->max_conns;
+    s->map_len = rpcool__chan_bytes(need);
+    if ((size_t)stt.st_size < s->map_len && ftruncate(s->fd, (off_t)s->map_len)) return -errno;
+    if ((size_t)stt.st_size > s->map_len) s->map_len = (size_t)stt.st_size; /* never shrink */
+    m = mmap(NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+    if (m == MAP_FAILED) return -errno;
+    s->ch = (struct rpcool__chan_hdr *)m;
+    s->cs = (struct rpcool__chan_slot *)((char *)m + RPCOOL__SLOTS_OFF);
+    s->epoch = old_epoch + 1;
+    if (old_max) {
+        rcp__store(&s->ch->epoch, s->epoch); /* old clients see the takeover */
+        rcp__store(&s->ch->state, (uint32_t)RPCOOL__CH_CLOSED);
+        for (uint32_t i = 0; i < old_max; i++) rpcool__reclaim_stale(s, i);
+        for (uint32_t i = s->max_conns; i < old_max; i++) /* slots beyond ours stay unusable */
+            if (rcp__load(&s->cs[i].state) == RPCOOL__CS_FREE) rcp__store(&s->cs[i].state, (uint32_t)RPCOOL__CS_CLOSING);
+    } else {
+        memset(m, 0, s->map_len);
+    }
+    s->ch->version = RPCOOL__VERSION;
+    s->ch->max_conns = s->max_conns;
+    s->ch->safety = s->safety;
+    s->ch->server_pid = (uint32_t)getpid();
+    rcp__store(&s->ch->epoch, s->epoch);
+    rcp__store(&s->ch->state, (uint32_t)RPCOOL__CH_OPEN);
+    rcp__store(&s->ch->magic, RPCOOL__CH_MAGIC);
+    s->seen_pending = rcp__load(&s->ch->pending) - 1; /* look at the slots once */
+    return 0;
+}
+
+static void rpcool__server_free(rpcool_server *s)
+{
+    pthread_mutex_destroy(&s->hk_lock);
+    free(s->handlers);
+    free(s->conns);
+    free(s);
+}
+
+RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts *opts,
+                                  rpcool_server **out)
+{
+    rpcool_server_opts o;
+    rpcool_server *s;
+    int r;
+    if (!out) return RPCOOL_E_INVAL;
+    *out = NULL;
+    if ((r = rpcool__check_name(channel))) return r;
+    memset(&o, 0, sizeof o);
+    if (opts) o = *opts;
+    if (o.max_conns == 0) o.max_conns = 64;
+    if (o.max_conns > 1024 || (o.safety & ~(unsigned)RPCOOL__KNOWN_FLAGS)) return RPCOOL_E_INVAL;
+    if (!(s = (rpcool_server *)calloc(1, sizeof *s))) return -ENOMEM;
+    snprintf(s->name, sizeof s->name, "%s", channel);
+    rpcool__path(s->path, sizeof s->path, channel);
+    s->max_conns = o.max_conns;
+    s->safety = o.safety;
+    s->spin_ns = o.spin_ns ? o.spin_ns : 20000;
+    s->reap_ms = o.reap_ms ? o.reap_ms : 100;
+    s->hopts.pod = o.pod;
+    pthread_mutex_init(&s->hk_lock, NULL);
+    s->handlers = (struct rpcool__handler_ent *)calloc(RPCOOL_MAX_HANDLERS, sizeof *s->handlers);
+    s->conns = (struct rpcool__sconn *)calloc(s->max_conns, sizeof *s->conns);
+    if (!s->handlers || !s->conns) {
+        rpcool__server_free(s);
+        return -ENOMEM;
+    }
+    s->fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, o.mode ? o.mode : 0600);
+    if (s->fd < 0) {
+        r = -errno;
+        rpcool__server_free(s);
+        return r;
+    }
+    if ((r = rpcool__lock_try(s->fd, 0))) { /* the name is ours while we hold byte 0 */
+        if (r == -EAGAIN || r == -EACCES) r = RPCOOL_E_NAMETAKEN;
+    } else {
+        r = rpcool__chan_init(s);
+    }
+    if (r) {
+        close(s->fd);
+        rpcool__server_free(s);
+        return r;
+    }
+    pthread_once(&rpcool__sig_once, rpcool__sig_install);
+    rpcool__fd_track(s->fd, 1);
+    rpcool__log("%s: serving (epoch %u, %u slots)", s->name, s->epoch, s->max_conns);
+    *out = s;
+    return 0;
+}
+
+RPCOOL_API int rpcool_handle(rpcool_server *s, unsigned id, rpcool_handler *fn, void *user,
+                             unsigned safety)
+{
+    if (!s || id >= RPCOOL_MAX_HANDLERS || (safety & ~(unsigned)RPCOOL__KNOWN_FLAGS)) return RPCOOL_E_INVAL;
+    struct rpcool__handler_ent *e = &s->handlers[id];
+    rcp__store(&e->fn, (rpcool_handler *)NULL);
+    e->user = user;
+    e->flags = safety;
+    rcp__store(&e->fn, fn);
+    return 0;
+}
+
+/* Memory protection keys for SANDBOX: one key per connection heap (round robin). */
+static void rpcool__pkey_attach(rpcool_server *s, struct rpcool__sconn *sc, uint32_t i)
+{
+    sc->pkey = -1;
+    if (!shmheap_pkey_supported()) return;
+    if (s->npkeys == 0)
+        while (s->npkeys < 15) {
+            int k = shmheap_pkey_alloc(0);
+            if (k < 0) break;
+            s->pkeys[s->npkeys++] = k;
+        }
+    if (s->npkeys == 0) return;
+    int k = s->pkeys[i % (uint32_t)s->npkeys];
+    if (shmheap_pkey_protect(sc->heap, shmheap_base(sc->heap), shmheap_size(sc->heap), k) == 0) sc->pkey = k;
+}
+
+struct rpcool__hdr_check {
+    shmheap *h;
+    struct rpcool__conn_hdr *hd;
+    uint32_t slot, epoch;
+};
+
+/* Is the heap a connection heap made for this slot and epoch? Reads client memory: guarded. */
+static int rpcool__check_hdr(void *p)
+{
+    struct rpcool__hdr_check *hc = (struct rpcool__hdr_check *)p;
+    struct rpcool__conn_hdr *hd = (struct rpcool__conn_hdr *)shmheap_root_get(hc->h, RPCOOL__ROOT);
+    if (!hd || !shmheap_contains(hc->h, hd, sizeof *hd) || hd->magic != RPCOOL__CONN_MAGIC ||
+        hd->version != RPCOOL__VERSION || hd->nslots != RPCOOL__NSLOTS || hd->chan_slot != hc->slot ||
+        hd->epoch != hc->epoch)
+        return RPCOOL_E_PROTO;
+    hc->hd = hd;
+    return 0;
+}
+
+static void rpcool__accept(rpcool_server *s, uint32_t i)
+{
+    struct rpcool__chan_slot *cs = &s->cs[i];
+    struct rpcool__sconn *sc = &s->conns[i];
+    char name[RPCOOL__HEAPNAME];
+    shmheap *h = NULL;
+    int r = 0;
+    memcpy(name, cs->heap, sizeof name);
+    name[sizeof name - 1] = 0;
+    if (rcp__load(&sc->state) != RPCOOL__SC_FREE) return; /* old one still draining */
+    if (rcp__load(&cs->epoch) != s->epoch || !rpcool__check_heap_name(s->name, name)) {
+        r = RPCOOL_E_PROTO;
+        rcp__fetch_add(&s->st.bad_entries, 1u);
+    } else if (!(r = shmheap_open(name, &s->hopts, &h))) {
+        struct rpcool__hdr_check hc;
+        hc.h = h;
+        hc.hd = NULL;
+        hc.slot = i;
+        hc.epoch = s->epoch;
+        if ((r = rpcool__guarded(rpcool__check_hdr, &hc, RPCOOL_E_PROTO))) {
+            shmheap_close(h);
+        } else {
+            sc->heap = h;
+            sc->hdr = hc.hd;
+            sc->dead = 0;
+            sc->rot = 0;
+            memcpy(sc->heap_name, name, sizeof name);
+            rpcool__pkey_attach(s, sc, i);
+            rcp__store(&sc->state, (uint32_t)RPCOOL__SC_ACTIVE);
+            rcp__fetch_add(&s->st.accepted, 1u);
+        }
+    }
+    rpcool__log("%s: accept slot %u heap %s: %s", s->name, i, name, rpcool_strerror(r));
+    cs->status = r;
+    rcp__store(&cs->state, (uint32_t)(r ? RPCOOL__CS_REFUSED : RPCOOL__CS_ACTIVE));
+    rcp__fetch_add(&cs->seq, 1u);
+    rcp__futex_wake(&cs->seq, INT_MAX);
+}
+
+/* Unmap a connection once no server thread touches it; 0 when done, 1 when still busy. */
+static int rpcool__drain(rpcool_server *s, uint32_t i)
+{
+    struct rpcool__sconn *sc = &s->conns[i];
+    rcp__store(&sc->state, (uint32_t)RPCOOL__SC_DRAINING);
+    rcp__full_fence();
+    if (rcp__load(&sc->busy)) return 1;
+    rpcool__sconn_release(s, i, sc->dead);
+    return 0;
+}
+
+static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int unlink_heap)
+{
+    struct rpcool__sconn *sc = &s->conns[i];
+    struct rpcool__chan_slot *cs = &s->cs[i];
+    shmheap_close(sc->heap);
+    if (unlink_heap) shmheap_unlink(sc->heap_name, &s->hopts);
+    rpcool__log("%s: slot %u %s (%s)", s->name, i, unlink_heap ? "reaped" : "closed", sc->heap_name);
+    rcp__fetch_add(unlink_heap ? &s->st.reaped : &s->st.closed, 1u);
+    sc->heap = NULL;
+    sc->hdr = NULL;
+    rcp__store(&sc->state, (uint32_t)RPCOOL__SC_FREE);
+    rcp__store(&cs->state, (uint32_t)RPCOOL__CS_FREE);
+    rcp__fetch_add(&cs->seq, 1u);
+    rcp__futex_wake(&cs->seq, INT_MAX);
+}
+
+/* Accept, close and reap. One thread at a time; cheap when nothing changed. */
+static void rpcool__housekeep(rpcool_server *s, int force)
+{
+    uint32_t pend = rcp__load(&s->ch->pending);
+    uint64_t now = rcp__now_ns();
+    int timed = now - rcp__load_relaxed(&s->last_hk) >= (uint64_t)s->reap_ms * 1000000u;
+    if (!force && pend == rcp__load_relaxed(&s->seen_pending) && !timed) return;
+    if (pthread_mutex_trylock(&s->hk_lock)) return;
+    rcp__store_relaxed(&s->seen_pending, pend);
+    if (timed || force) rcp__store_relaxed(&s->last_hk, now);
+    for (uint32_t i = 0; i < s->max_conns; i++) {
+        struct rpcool__sconn *sc = &s->conns[i];
+        uint32_t st = rcp__load(&s->cs[i].state), ss = rcp__load(&sc->state);
+        if (ss == RPCOOL__SC_DRAINING) {
+            rpcool__drain(s, i);
+        } else if (ss == RPCOOL__SC_ACTIVE) {
+            if (st == RPCOOL__CS_CLOSING) {
+                rpcool__drain(s, i);
+            } else if ((timed || force) && rpcool__lock_held(s->fd, 1 + (off_t)i) == 0) {
+                sc->dead = 1; /* client gone without closing: reclaim its heap */
+                rpcool__drain(s, i);
+            }
+        } else if (st == RPCOOL__CS_PENDING) {
+            rpcool__accept(s, i);
+        } else if (st != RPCOOL__CS_FREE && (timed || force || st == RPCOOL__CS_CLOSING)) {
+            rpcool__reclaim_stale(s, i);
+        }
+    }
+    pthread_mutex_unlock(&s->hk_lock);
+}
+
+struct rpcool__worker {
+    rpcool_server *s;
+    char *buf; /* private copies (RPCOOL_COPY) */
+    size_t cap;
+    struct rpcool__sconn *volatile cur; /* the connection being touched, for fault recovery */
+};
+
+static int rpcool__run_handler(rpcool_ctx *ctx, const struct rpcool__handler_ent *e, rpcool_handler *fn,
+                               void *arg, size_t len)
+{
+    struct rpcool__guard g;
+    g.prev = rpcool__cur;
+    g.contain = 0;
+    ctx->guard = &g;
+    if (sigsetjmp(g.jb, 0)) {
+        rpcool__cur = g.prev;
+        return ctx->abort_code ? ctx->abort_code : RPCOOL_E_FAULT;
+    }
+    g.contain = (ctx->flags & RPCOOL_SANDBOX) != 0; /* faults become RPCOOL_E_FAULT */
+    rpcool__cur = &g;
+    int r = fn(ctx, arg, len, e->user);
+    rpcool__cur = g.prev;
+    return r;
+}
+
+/* Restrict or restore protection keys of other connections around a sandboxed handler. */
+static void rpcool__pkeys(rpcool_server *s, int mine, unsigned rights)
+{
+    for (int k = 0; k < s->npkeys; k++)
+        if (s->pkeys[k] != mine) shmheap_pkey_set(s->pkeys[k], rights);
+}
+
+static void rpcool__complete(struct rpcool__conn_hdr *hd, struct rpcool__slot *sl, int status,
+                             void *ret, size_t ret_len)
+{
+    sl->ret = (uint64_t)(uintptr_t)ret;
+    sl->ret_len = ret_len;
+    sl->status = status;
+    rcp__store(&sl->state, (uint32_t)RPCOOL__SL_DONE);
+    rcp__full_fence();
+    if (rcp__load(&hd->csleepers)) {
+        rcp__fetch_add(&hd->cdoor, 1u);
+        rcp__futex_wake(&hd->cdoor, INT_MAX);
+    }
+}
+
+/* Serve request slot i of a connection. The slot's fields are read once: the client may change
+   them at any moment. */
+static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *sc, unsigned i)
+{
+    rpcool_server *s = w->s;
+    struct rpcool__conn_hdr *hd = sc->hdr;
+    struct rpcool__slot *sl = &hd->slot[i];
+    uint32_t exp = RPCOOL__SL_REQ;
+    if (!rcp__cas(&sl->state, &exp, (uint32_t)RPCOOL__SL_BUSY)) {
+        rcp__fetch_add(&s->st.bad_entries, 1u); /* flagged but not filled */
+        return;
+    }
+    uint32_t fnid = rcp__load_relaxed(&sl->fn), cflags = rcp__load_relaxed(&sl->flags);
+    void *arg = (void *)(uintptr_t)rcp__load_relaxed(&sl->arg);
+    size_t len = (size_t)rcp__load_relaxed(&sl->arg_len);
+    const void *seal = (const void *)(uintptr_t)rcp__load_relaxed(&sl->seal);
+    size_t seal_len = (size_t)rcp__load_relaxed(&sl->seal_len);
+    rpcool_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.sc = sc;
+    int status;
+    struct rpcool__handler_ent *e = fnid < RPCOOL_MAX_HANDLERS ? &s->handlers[fnid] : NULL;
+    rpcool_handler *fn = e ? rcp__load(&e->fn) : NULL;
+    unsigned need = s->safety | (fn ? e->flags : 0);
+    if (cflags & ~(unsigned)RPCOOL__KNOWN_FLAGS) status = RPCOOL_E_INVAL;
+    else if (!fn) status = RPCOOL_E_NOHANDLER;
+    else if ((arg || len) && !shmheap_contains(sc->heap, arg, len)) status = RPCOOL_E_BADPTR;
+    else if ((need & RPCOOL_SEAL) && !(cflags & RPCOOL_SEAL)) status = RPCOOL_E_POLICY;
+    else if ((cflags & RPCOOL_SEAL) && (!shmheap_contains(sc->heap, seal, seal_len) ||
+             (const char *)arg < (const char *)seal ||
+             (const char *)arg + len > (const char *)seal + seal_len)) status = RPCOOL_E_BADPTR;
+    else status = 0;
+    if (status == 0) {
+        ctx.flags = cflags | need;
+        if (ctx.flags & RPCOOL_COPY) {
+            if (len > w->cap) {
+                char *nb = (char *)realloc(w->buf, len);
+                if (!nb) status = -ENOMEM;
+                else { w->buf = nb; w->cap = len; }
+            }
+            if (status == 0) {
+                if (len) memcpy(w->buf, arg, len); /* faults here are the client's: guarded */
+                ctx.copy = w->buf;
+                ctx.copy_len = len;
+                arg = len ? w->buf : NULL;
+            }
+        }
+    }
+    if (status == 0) {
+        int pk = (ctx.flags & RPCOOL_SANDBOX) ? sc->pkey : -1;
+        if (pk >= 0) rpcool__pkeys(s, pk, 1);
+        status = rpcool__run_handler(&ctx, e, fn, arg, len);
+        if (pk >= 0) rpcool__pkeys(s, pk, 0);
+        rcp__fetch_add(&s->st.calls, 1u);
+        if (ctx.abort_code == 0 && status == RPCOOL_E_FAULT) rcp__fetch_add(&s->st.faults, 1u);
+        if (ctx.ret && !shmheap_contains(sc->heap, ctx.ret, ctx.ret_len)) {
+            status = RPCOOL_E_BADPTR; /* a handler bug: never hand out private pointers */
+            ctx.ret = NULL;
+            ctx.ret_len = 0;
+        }
+    }
+    rpcool__complete(hd, sl, status, ctx.ret, ctx.ret_len);
+}
+
+/* Claim and serve the requests of one connection; returns how many. */
+static int rpcool__scan_conn(struct rpcool__worker *w, struct rpcool__sconn *sc)
+{
+    struct rpcool__conn_hdr *hd = sc->hdr;
+    int n = 0;
+    uint64_t bits = rcp__load(&hd->req_bits);
+    while (bits) {
+        /* start after the last served slot so no slot starves */
+        unsigned rot = rcp__load_relaxed(&sc->rot) & 63u; /* a hint: races are harmless */
+        uint64_t rb = (bits >> rot) | (rot ? bits << (64 - rot) : 0);
+        unsigned i = ((unsigned)__builtin_ctzll(rb) + rot) & 63u;
+        uint64_t bit = 1ull << i;
+        uint64_t old = rcp__fetch_and(&hd->req_bits, ~bit);
+        if (old & bit) {
+            rcp__store_relaxed(&sc->rot, i + 1);
+            rpcool__serve_slot(w, sc, i);
+            n++;
+        }
+        bits = rcp__load(&hd->req_bits);
+    }
+    return n;
+}
+
+/* One pass over all connections, under a recovery point: a fault in the library's own reads of
+   a client heap (a truncated file: SIGBUS) condemns that connection, not the server. */
+static int rpcool__pass(struct rpcool__worker *w)
+{
+    rpcool_server *s = w->s;
+    struct rpcool__guard g;
+    g.prev = NULL;
+    g.contain = 0;
+    if (sigsetjmp(g.jb, 0)) {
+        rpcool__cur = NULL;
+        struct rpcool__sconn *sc = w->cur;
+        w->cur = NULL;
+        rcp__fetch_add(&s->st.faults, 1u);
+        if (sc) {
+            rpcool__log("%s: fault on a client heap (%s): dropping it", s->name, sc->heap_name);
+            sc->dead = 1;
+            rcp__store(&sc->state, (uint32_t)RPCOOL__SC_DRAINING);
+            rcp__fetch_add(&sc->busy, (uint32_t)-1);
+        }
+        return 1;
+    }
+    g.contain = 1;
+    rpcool__cur = &g;
+    int n = 0;
+    for (uint32_t i = 0; i < s->max_conns; i++) {
+        struct rpcool__sconn *sc = &s->conns[i];
+        if (rcp__load_relaxed(&sc->state) != RPCOOL__SC_ACTIVE) continue;
+        rcp__fetch_add(&sc->busy, 1u);
+        rcp__full_fence();
+        if (rcp__load(&sc->state) == RPCOOL__SC_ACTIVE) {
+            w->cur = sc;
+            n += rpcool__scan_conn(w, sc);
+            w->cur = NULL;
+        }
+        rcp__fetch_add(&sc->busy, (uint32_t)-1);
+    }
+    rpcool__cur = NULL;
+    return n;
+}
+
+static int rpcool__any_work(void *p)
+{
+    rpcool_server *s = (rpcool_server *)p;
+    if (rcp__load(&s->ch->pending) != rcp__load_relaxed(&s->seen_pending)) return 1;
+    for (uint32_t i = 0; i < s->max_conns; i++) {
+        struct rpcool__sconn *sc = &s->conns[i];
+        if (rcp__load_relaxed(&sc->state) != RPCOOL__SC_ACTIVE) continue;
+        rcp__fetch_add(&sc->busy, 1u);
+        rcp__full_fence();
+        int any = rcp__load(&sc->state) == RPCOOL__SC_ACTIVE && rcp__load(&sc->hdr->req_bits);
+        rcp__fetch_add(&sc->busy, (uint32_t)-1);
+        if (any) return 1;
+    }
+    return 0;
+}
+
+static void rpcool__worker_loop(rpcool_server *s)
+{
+    struct rpcool__worker w;
+    memset(&w, 0, sizeof w);
+    w.s = s;
+    uint64_t last = rcp__now_ns();
+    unsigned idle = 0;
+    while (!rcp__load(&s->stop)) {
+        rpcool__housekeep(s, 0);
+        if (rpcool__pass(&w)) {
+            last = rcp__now_ns();
+            idle = 0;
+            continue;
+        }
+        if ((++idle & 63) || rcp__now_ns() - last < s->spin_ns) {
+            rcp__cpu_relax();
+            if ((idle & 63) == 0) sched_yield(); /* a client may be waiting for this CPU */
+            continue;
+        }
+        /* nothing for spin_ns: announce that we sleep, look once more, sleep */
+        rcp__fetch_add(&s->ch->ssleepers, 1u);
+        uint32_t seq = rcp__load(&s->ch->sdoor);
+        rcp__full_fence();
+        /* reading client heaps can fault (a truncated file): guarded like a pass */
+        if (!rcp__load(&s->stop) && !rpcool__guarded(rpcool__any_work, s, 1))
+            rcp__futex_wait(&s->ch->sdoor, seq, (uint64_t)s->reap_ms * 1000000u);
+        rcp__fetch_add(&s->ch->ssleepers, (uint32_t)-1);
+        last = rcp__now_ns();
+        idle = 0;
+    }
+    free(w.buf);
+}
+
+RPCOOL_API int rpcool_serve(rpcool_server *s)
+{
+    if (!s) return RPCOOL_E_INVAL;
+    rpcool__worker_loop(s);
+    return 0;
+}
+
+static void *rpcool__thread_main(void *p)
+{
+    rpcool__worker_loop((rpcool_server *)p);
+    return NULL;
+}
+
+RPCOOL_API int rpcool_server_start(rpcool_server *s, unsigned nthreads)
+{
+    if (!s || nthreads == 0 || s->threads) return RPCOOL_E_INVAL;
+    s->threads = (pthread_t *)calloc(nthreads, sizeof *s->threads);
+    if (!s->threads) return -ENOMEM;
+    for (unsigned i = 0; i < nthreads; i++) {
+        int r = pthread_create(&s->threads[i], NULL, rpcool__thread_main, s);
+        if (r) {
+            rpcool_server_stop(s);
+            for (unsigned j = 0; j < i; j++) pthread_join(s->threads[j], NULL);
+            free(s->threads);
+            s->threads = NULL;
+            rcp__store(&s->stop, 0);
+            return -r;
+        }
+        s->nthreads = i + 1;
+    }
+    return 0;
+}
+
+RPCOOL_API void rpcool_server_stop(rpcool_server *s)
+{
+    if (!s) return;
+    rcp__store(&s->stop, 1);
+    rcp__fetch_add(&s->ch->sdoor, 1u);
+    rcp__futex_wake(&s->ch->sdoor, INT_MAX);
+}
+
+static int rpcool__wake_client(void *p)
+{
+    struct rpcool__conn_hdr *hd = (struct rpcool__conn_hdr *)p;
+    rcp__fetch_add(&hd->cdoor, 1u);
+    rcp__futex_wake(&hd->cdoor, INT_MAX);
+    return 0;
+}
+
+RPCOOL_API int rpcool_server_close(rpcool_server *s)
+{
+    if (!s) return RPCOOL_E_INVAL;
+    rpcool_server_stop(s);
+    for (unsigned i = 0; i < s->nthreads; i++) pthread_join(s->threads[i], NULL);
+    free(s->threads);
+    /* tell clients, wake those asleep, then drop every mapping */
+    rcp__store(&s->ch->state, (uint32_t)RPCOOL__CH_CLOSED);
+    rcp__full_fence();
+    for (uint32_t i = 0; i < s->max_conns; i++) {
+        struct rpcool__sconn *sc = &s->conns[i];
+        if (rcp__load(&sc->state) == RPCOOL__SC_FREE) continue;
+        rpcool__guarded(rpcool__wake_client, sc->hdr, 0); /* the heap may be truncated */
+        shmheap_close(sc->heap);
+        if (sc->dead) shmheap_unlink(sc->heap_name, &s->hopts);
+    }
+    for (uint32_t i = 0; i < s->max_conns; i++) {
+        rcp__fetch_add(&s->cs[i].seq, 1u);
+        rcp__futex_wake(&s->cs[i].seq, INT_MAX);
+    }
+    for (int k = 0; k < s->npkeys; k++) shmheap_pkey_free(s->pkeys[k]);
+    unlink(s->path); /* while we still hold the lock: nobody can have reopened the name */
+    munmap(s->ch, s->map_len);
+    rpcool__fd_track(s->fd, 0);
+    close(s->fd);
+    rpcool__log("%s: closed", s->name);
+    rpcool__server_free(s);
+    return 0;
+}
+
+RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *st)
+{
+    if (!s || !st) return;
+    st->calls = rcp__load(&s->st.calls);
+    st->accepted = rcp__load(&s->st.accepted);
+    st->closed = rcp__load(&s->st.closed);
+    st->reaped = rcp__load(&s->st.reaped);
+    st->faults = rcp__load(&s->st.faults);
+    st->bad_entries = rcp__load(&s->st.bad_entries);
+    st->conns = 0;
+    for (uint32_t i = 0; i < s->max_conns; i++)
+        if (rcp__load(&s->conns[i].state) != RPCOOL__SC_FREE) st->conns++;
+}
+
+/* ---- handler side ---- */
+
+RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx) { return ctx->sc->heap; }
+RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size) { return shmheap_malloc(ctx->sc->heap, size); }
+RPCOOL_API void rpcool_ctx_reply(rpcool_ctx *ctx, void *p, size_t len)
+{
+    ctx->ret = p;
+    ctx->ret_len = len;
+}
+RPCOOL_API unsigned rpcool_ctx_safety(const rpcool_ctx *ctx) { return ctx->flags; }
+
+RPCOOL_API int rpcool_ctx_ok(const rpcool_ctx *ctx, const void *p, size_t len)
+{
+    if (shmheap_contains(ctx->sc->heap, p, len)) return 1;
+    uintptr_t a = (uintptr_t)p, c = (uintptr_t)ctx->copy;
+    return ctx->copy && a >= c && a <= c + ctx->copy_len && len <= c + ctx->copy_len - a;
+}
+
+RPCOOL_API void rpcool_ctx_fail(rpcool_ctx *ctx, int code)
+{
+    ctx->abort_code = code < 0 ? code : RPCOOL_E_INVAL;
+    ctx->guard->contain = 0;
+    siglongjmp(ctx->guard->jb, 1);
+}
+
+RPCOOL_API const void *rpcool_ctx_need(rpcool_ctx *ctx, const void *p, size_t len)
+{
+    if (!rpcool_ctx_ok(ctx, p, len)) rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
+    return p;
+}
+
+RPCOOL_API const char *rpcool_ctx_str(rpcool_ctx *ctx, const char *s)
+{
+    if (!rpcool_ctx_ok(ctx, s, 1)) rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
+    for (const char *q = s;; q++) {
+        if (!rpcool_ctx_ok(ctx, q, 1)) rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
+        if (!*q) return s;
+    }
+}
+
+/* ============================== client ============================== */
+
+/* 0 if the server serves our epoch, else why not. */
+static int rpcool__server_gone(rpcool_conn *c)
+{
+    int r = rcp__load(&c->dead);
+    if (r) return r;
+    if (rcp__load(&c->ch->epoch) != c->epoch) r = RPCOOL_E_PEERDEAD;
+    else if (rcp__load(&c->ch->state) == RPCOOL__CH_CLOSED) r = RPCOOL_E_CLOSED;
+    else {
+        /* the lock test is a system call: at most once per peer_check_ms */
+        uint64_t now = rcp__now_ns(), last = rcp__load_relaxed(&c->last_check);
+        if (now - last < (uint64_t)c->peer_check_ms * 1000000u) return 0;
+        rcp__store_relaxed(&c->last_check, now);
+        if (rpcool__lock_held(c->fd, 0) == 0) r = RPCOOL_E_PEERDEAD;
+    }
+    if (r) rcp__store(&c->dead, r);
+    return r;
+}
+
+static int rpcool__shm_post(rpcool_conn *c, unsigned i)
+{
+    rcp__store(&c->hdr->slot[i].state, (uint32_t)RPCOOL__SL_REQ);
+    rcp__fetch_or(&c->hdr->req_bits, 1ull << i);
+    rcp__full_fence();
+    if (rcp__load(&c->ch->ssleepers)) {
+        rcp__fetch_add(&c->ch->sdoor, 1u);
+        rcp__futex_wake(&c->ch->sdoor, 1);
+    }
+    return 0;
+}
+
+/* Wait until slot i is done: spin, then sleep in slices, checking the server between. */
+static int rpcool__shm_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
+{
+    struct rpcool__slot *sl = &c->hdr->slot[i];
+    uint64_t t0 = rcp__now_ns(), now = t0;
+    for (unsigned k = 0; rcp__load(&sl->state) != RPCOOL__SL_DONE; k++) {
+        rcp__cpu_relax();
+        if ((k & 63) == 63) {
+            if ((now = rcp__now_ns()) - t0 >= c->spin_ns) goto sleep;
+            sched_yield(); /* the server may be waiting for this CPU (one vCPU, overcommit) */
+        }
+    }
+    return 0;
+sleep:
+    for (;;) {
+        uint64_t slice = (uint64_t)c->peer_check_ms * 1000000u;
+        if (deadline) {
+            if (now >= deadline) return RPCOOL_E_TIMEOUT;
+            if (deadline - now < slice) slice = deadline - now;
+        }
+        rcp__fetch_add(&c->hdr->csleepers, 1u);
+        uint32_t seq = rcp__load(&c->hdr->cdoor);
+        rcp__full_fence();
+        if (rcp__load(&sl->state) != RPCOOL__SL_DONE) rcp__futex_wait(&c->hdr->cdoor, seq, slice);
+        rcp__fetch_add(&c->hdr->csleepers, (uint32_t)-1);
+        if (rcp__load(&sl->state) == RPCOOL__SL_DONE) return 0;
+        int r = rpcool__server_gone(c);
+        if (r) return r;
+        now = rcp__now_ns();
+    }
+}
+
+static const struct rpcool__transport rpcool__shm_transport = {"shm", rpcool__shm_post, rpcool__shm_wait};
+
+static int rpcool__slot_get(rpcool_conn *c)
+{
+    uint64_t f = rcp__load(&c->free_bits);
+    while (f) {
+        unsigned i = (unsigned)__builtin_ctzll(f);
+        if (rcp__cas(&c->free_bits, &f, f & ~(1ull << i))) return (int)i;
+    }
+    return RPCOOL_E_AGAIN;
+}
+
+static void rpcool__slot_put(rpcool_conn *c, unsigned i)
+{
+    c->pend[i].gen++;
+    rcp__store(&c->pend[i].pstate, (uint32_t)RPCOOL__P_FREE);
+    rcp__store_relaxed(&c->hdr->slot[i].state, (uint32_t)RPCOOL__SL_FREE);
+    rcp__fetch_or(&c->free_bits, 1ull << i);
+}
+
+static int rpcool__unseal(rpcool_conn *c, const void *p, size_t len)
+{
+    if (c->seal_batch <= 1) return shmheap_unseal(c->heap, p, len);
+    int r = 0;
+    pthread_mutex_lock(&c->seal_lock);
+    c->seals[c->nseals].p = p;
+    c->seals[c->nseals].len = len;
+    if (++c->nseals >= c->seal_batch) {
+        r = shmheap_unseal_batch(c->heap, c->seals, c->nseals);
+        c->nseals = 0;
+    }
+    pthread_mutex_unlock(&c->seal_lock);
+    return r;
+}
+
+RPCOOL_API int rpcool_release(rpcool_conn *c)
+{
+    if (!c) return RPCOOL_E_INVAL;
+    pthread_mutex_lock(&c->seal_lock);
+    int r = c->nseals ? shmheap_unseal_batch(c->heap, c->seals, c->nseals) : 0;
+    c->nseals = 0;
+    pthread_mutex_unlock(&c->seal_lock);
+    return r;
+}
+
+/* Take the reply of a done slot and give the slot back. */
+static int rpcool__harvest(rpcool_conn *c, unsigned i, void **ret, size_t *ret_len)
+{
+    struct rpcool__slot *sl = &c->hdr->slot[i];
+    struct rpcool__pend *pd = &c->pend[i];
+    int status = sl->status;
+    void *rp = (void *)(uintptr_t)sl->ret;
+    size_t rl = (size_t)sl->ret_len;
+    if (rp && !shmheap_contains(c->heap, rp, rl)) {
+        status = RPCOOL_E_BADPTR; /* never hand the caller a pointer out of its heap */
+        rp = NULL;
+        rl = 0;
+    }
+    if (pd->seal_p) {
+        int r = rpcool__unseal(c, pd->seal_p, pd->seal_len);
+        if (r && status >= 0) status = r;
+        pd->seal_p = NULL;
+    }
+    if (ret) {
+        *ret = rp;
+        if (ret_len) *ret_len = rl;
+    } else if (rp) {
+        shmheap_free(c->heap, rp);
+    }
+    rpcool__slot_put(c, i);
+    return status;
+}
+
+static int rpcool__post(rpcool_conn *c, unsigned i, unsigned fn, const void *arg, size_t len,
+                        const rpcool_call_opts *o)
+{
+    struct rpcool__slot *sl = &c->hdr->slot[i];
+    struct rpcool__pend *pd = &c->pend[i];
+    unsigned flags = c->safety | (o ? o->safety : 0);
+    if (fn >= RPCOOL_MAX_HANDLERS || (flags & ~(unsigned)RPCOOL__KNOWN_FLAGS)) return RPCOOL_E_INVAL;
+    if ((arg || len) && !shmheap_contains(c->heap, arg, len)) return RPCOOL_E_BADPTR;
+    pd->seal_p = NULL;
+    if (flags & RPCOOL_SEAL) {
+        const void *sp = o && o->seal_p ? o->seal_p : arg;
+        size_t sn = o && o->seal_p ? o->seal_len : len;
+        uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+        size_t usable = shmheap_usable_size(c->heap, sp);
+        if (!sp || !sn || ((uintptr_t)sp & (pg - 1)) ||
+            (usable && usable < ((sn + pg - 1) & ~(size_t)(pg - 1))))
+            return RPCOOL_E_INVAL; /* sealing would catch unrelated data on the same pages */
+        int r = shmheap_seal(c->heap, sp, sn);
+        if (r) return r;
+        pd->seal_p = sp;
+        pd->seal_len = sn;
+        sl->seal = (uint64_t)(uintptr_t)sp;
+        sl->seal_len = sn;
+    }
+    sl->fn = fn;
+    sl->flags = flags;
+    sl->arg = (uint64_t)(uintptr_t)arg;
+    sl->arg_len = len;
+    sl->ret = 0;
+    sl->ret_len = 0;
+    sl->status = 0;
+    return c->tp->post(c, i);
+}
+
+static uint64_t rpcool__deadline(rpcool_conn *c, const rpcool_call_opts *o)
+{
+    unsigned ms = o && o->timeout_ms ? o->timeout_ms : c->timeout_ms;
+    return ms ? rcp__now_ns() + (uint64_t)ms * 1000000u : 0;
+}
+
+/* A call we stop waiting for: take it back if no server thread took it yet, else leave the slot
+   abandoned until the server answers (the reply is then freed). */
+static void rpcool__abandon(rpcool_conn *c, unsigned i)
+{
+    uint64_t bit = 1ull << i;
+    if (rcp__fetch_and(&c->hdr->req_bits, ~bit) & bit) {
+        if (c->pend[i].seal_p) shmheap_unseal(c->heap, c->pend[i].seal_p, c->pend[i].seal_len);
+        c->pend[i].seal_p = NULL;
+        rpcool__slot_put(c, i);
+        return;
+    }
+    rcp__store(&c->pend[i].pstate, (uint32_t)RPCOOL__P_ABANDONED);
+}
+
+/* Finish abandoned slots whose replies came. */
+static void rpcool__reclaim(rpcool_conn *c)
+{
+    for (unsigned i = 0; i < RPCOOL__NSLOTS; i++) {
+        uint32_t exp = RPCOOL__P_ABANDONED;
+        if (rcp__load_relaxed(&c->pend[i].pstate) != RPCOOL__P_ABANDONED ||
+            rcp__load(&c->hdr->slot[i].state) != RPCOOL__SL_DONE)
+            continue;
+        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) rpcool__harvest(c, i, NULL, NULL);
+    }
+}
+
+RPCOOL_API int rpcool_call_ex(rpcool_conn *c, unsigned fn, const void *arg, size_t len,
+                              const rpcool_call_opts *o, void **ret, size_t *ret_len)
+{
+    if (!c) return RPCOOL_E_INVAL;
+    if (ret) *ret = NULL;
+    if (ret_len) *ret_len = 0;
+    uint64_t deadline = rpcool__deadline(c, o);
+    int i, r;
+    while ((i = rpcool__slot_get(c)) < 0) { /* 64 calls in flight: wait for one to end */
+        rpcool__reclaim(c);
+        if ((r = rpcool__server_gone(c))) return r;
+        if (deadline && rcp__now_ns() >= deadline) return RPCOOL_E_TIMEOUT;
+        sched_yield();
+    }
+    c->pend[i].pstate = RPCOOL__P_SYNC;
+    if ((r = rpcool__post(c, (unsigned)i, fn, arg, len, o))) {
+        rpcool__slot_put(c, (unsigned)i);
+        return r;
+    }
+    if ((r = c->tp->wait(c, (unsigned)i, deadline))) {
+        rpcool__abandon(c, (unsigned)i);
+        return r;
+    }
+    return rpcool__harvest(c, (unsigned)i, ret, ret_len);
+}
+
+RPCOOL_API int rpcool_call(rpcool_conn *c, unsigned fn, const void *arg, size_t len, void **ret,
+                           size_t *ret_len)
+{
+    return rpcool_call_ex(c, fn, arg, len, NULL, ret, ret_len);
+}
+
+RPCOOL_API int rpcool_call_async(rpcool_conn *c, unsigned fn, const void *arg, size_t len,
+                                 const rpcool_call_opts *o, rpcool_callback *cb, void *user,
+                                 uint64_t *id)
+{
+    if (!c || (!cb && !id)) return RPCOOL_E_INVAL;
+    int r = rpcool__server_gone(c);
+    if (r) return r;
+    int i = rpcool__slot_get(c);
+    if (i < 0) {
+        rpcool__reclaim(c);
+        if ((i = rpcool__slot_get(c)) < 0) return i;
+    }
+    struct rpcool__pend *pd = &c->pend[i];
+    pd->cb = cb;
+    pd->user = user;
+    uint64_t myid = ((uint64_t)pd->gen << 8) | (unsigned)i;
+    rcp__store(&pd->pstate, (uint32_t)RPCOOL__P_ASYNC);
+    if ((r = rpcool__post(c, (unsigned)i, fn, arg, len, o))) {
+        rpcool__slot_put(c, (unsigned)i);
+        return r;
+    }
+    if (id) *id = myid;
+    return 0;
+}
+
+/* The slot of an id whose call is still ours to finish, or an error. */
+static int rpcool__slot_of(rpcool_conn *c, uint64_t id)
+{
+    unsigned i = (unsigned)(id & 0xff);
+    if (i >= RPCOOL__NSLOTS || c->pend[i].gen != (uint32_t)(id >> 8) ||
+        rcp__load(&c->pend[i].pstate) != RPCOOL__P_ASYNC || c->pend[i].cb)
+        return RPCOOL_E_INVAL;
+    return (int)i;
+}
+
+RPCOOL_API int rpcool_poll(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_len)
+{
+    if (!c) return RPCOOL_E_INVAL;
+    int i = rpcool__slot_of(c, id);
+    if (i < 0) return i;
+    if (rcp__load(&c->hdr->slot[i].state) != RPCOOL__SL_DONE) {
+        int r = rpcool__server_gone(c);
+        return r ? r : RPCOOL_E_AGAIN;
+    }
+    uint32_t exp = RPCOOL__P_ASYNC;
+    if (!rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) return RPCOOL_E_INVAL;
+    return rpcool__harvest(c, (unsigned)i, ret, ret_len);
+}
+
+RPCOOL_API int rpcool_wait(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_len)
+{
+    if (!c) return RPCOOL_E_INVAL;
+    int i = rpcool__slot_of(c, id);
+    if (i < 0) return i;
+    int r = c->tp->wait(c, (unsigned)i, rpcool__deadline(c, NULL));
+    if (r) {
+        uint32_t exp = RPCOOL__P_ASYNC;
+        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) rpcool__abandon(c, (unsigned)i);
+        return r;
+    }
+    return rpcool_poll(c, id, ret, ret_len);
+}
+
+RPCOOL_API int rpcool_progress(rpcool_conn *c)
+{
+    if (!c) return RPCOOL_E_INVAL;
+    int n = 0, waiting = 0;
+    rpcool__reclaim(c);
+    for (unsigned i = 0; i < RPCOOL__NSLOTS; i++) {
+        struct rpcool__pend *pd = &c->pend[i];
+        if (rcp__load(&pd->pstate) != RPCOOL__P_ASYNC || !pd->cb) continue;
+        if (rcp__load(&c->hdr->slot[i].state) != RPCOOL__SL_DONE) { waiting = 1; continue; }
+        uint32_t exp = RPCOOL__P_ASYNC;
+        if (!rcp__cas(&pd->pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) continue;
+        rpcool_callback *cb = pd->cb;
+        void *user = pd->user, *rp = NULL;
+        size_t rl = 0;
+        int st = rpcool__harvest(c, i, &rp, &rl);
+        cb(c, st, rp, rl, user);
+        n++;
+    }
+    if (waiting && n == 0) {
+        int r = rpcool__server_gone(c);
+        if (r) return r;
+    }
+    return n;
+}
+
+/* Open and map the channel file and check that a server serves it. */
+static int rpcool__chan_attach(rpcool_conn *c, const char *channel)
+{
+    char path[RPCOOL__NAME_MAX + 32];
+    struct rpcool__chan_hdr h;
+    struct stat st;
+    void *m;
+    rpcool__path(path, sizeof path, channel);
+    c->fd = open(path, O_RDWR | O_CLOEXEC);
+    if (c->fd < 0) return errno == ENOENT ? RPCOOL_E_NOCHANNEL : -errno;
+    int r = RPCOOL_E_NOCHANNEL; /* not (yet) a channel */
+    if (pread(c->fd, &h, sizeof h, 0) == (ssize_t)sizeof h && h.magic == RPCOOL__CH_MAGIC &&
+        h.version == RPCOOL__VERSION && h.max_conns > 0 && h.max_conns <= 1024) {
+        c->map_len = rpcool__chan_bytes(h.max_conns);
+        r = fstat(c->fd, &st) || (size_t)st.st_size < c->map_len ? RPCOOL_E_PROTO : 0;
+    }
+    if (!r) {
+        m = mmap(NULL, c->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd, 0);
+        if (m == MAP_FAILED) {
+            r = -errno;
+        } else {
+            c->ch = (struct rpcool__chan_hdr *)m;
+            c->epoch = rcp__load(&c->ch->epoch);
+            if (rcp__load(&c->ch->state) != RPCOOL__CH_OPEN || rpcool__lock_held(c->fd, 0) != 1) {
+                r = RPCOOL_E_NOCHANNEL;
+                munmap(m, c->map_len);
+            }
+        }
+    }
+    if (r) close(c->fd);
+    return r;
+}
+
+/* A channel slot: its lock byte first (so a claimed slot always has a live owner), then the
+   slot itself. */
+static int rpcool__slot_claim(rpcool_conn *c)
+{
+    struct rpcool__chan_slot *slots = (struct rpcool__chan_slot *)((char *)c->ch + RPCOOL__SLOTS_OFF);
+    uint32_t n = c->ch->max_conns;
+    if ((size_t)n > (c->map_len - RPCOOL__SLOTS_OFF) / sizeof *slots) return RPCOOL_E_PROTO;
+    for (uint32_t i = 0; i < n; i++) {
+        if (rcp__load(&slots[i].state) != RPCOOL__CS_FREE || rpcool__lock_try(c->fd, 1 + (off_t)i)) continue;
+        uint32_t exp = RPCOOL__CS_FREE;
+        if (rcp__cas(&slots[i].state, &exp, (uint32_t)RPCOOL__CS_CLAIMED)) {
+            c->index = i;
+            c->cs = &slots[i];
+            return 0;
+        }
+        struct flock fl;
+        memset(&fl, 0, sizeof fl);
+        fl.l_type = F_UNLCK;
+        fl.l_whence = SEEK_SET;
+        fl.l_start = 1 + (off_t)i;
+        fl.l_len = 1;
+        fcntl(c->fd, F_OFD_SETLK, &fl);
+    }
+    return RPCOOL_E_FULL;
+}
+
+/* Create the connection heap with its header. */
+static int rpcool__conn_heap(rpcool_conn *c, const char *channel)
+{
+    static uint32_t seqno;
+    int r;
+    snprintf(c->heap_name, sizeof c->heap_name, "rpcool-%s-%d-%u", channel, (int)getpid(),
+             rcp__fetch_add(&seqno, 1u));
+    if ((r = shmheap_create(c->heap_name, &c->hopts, &c->heap))) return r;
+    c->hdr = (struct rpcool__conn_hdr *)shmheap_aligned_alloc(c->heap, 64, sizeof *c->hdr);
+    if (!c->hdr) {
+        r = RPCOOL_E_HEAPFULL;
+    } else {
+        memset(c->hdr, 0, sizeof *c->hdr);
+        c->hdr->version = RPCOOL__VERSION;
+        c->hdr->nslots = RPCOOL__NSLOTS;
+        c->hdr->chan_slot = c->index;
+        c->hdr->epoch = c->epoch;
+        rcp__store(&c->hdr->magic, RPCOOL__CONN_MAGIC);
+        r = shmheap_root_set(c->heap, RPCOOL__ROOT, c->hdr);
+    }
+    if (r) {
+        shmheap_close(c->heap);
+        shmheap_unlink(c->heap_name, &c->hopts);
+    }
+    return r;
+}
+
+/* Ask the server to accept our heap and wait for its answer. */
+static int rpcool__handshake(rpcool_conn *c, unsigned timeout_ms)
+{
+    memcpy(c->cs->heap, c->heap_name, sizeof c->heap_name);
+    c->cs->client_pid = (uint32_t)getpid();
+    c->cs->epoch = c->epoch;
+    uint32_t seq = rcp__load(&c->cs->seq);
+    rcp__store(&c->cs->state, (uint32_t)RPCOOL__CS_PENDING);
+    rcp__fetch_add(&c->ch->pending, 1u);
+    rcp__fetch_add(&c->ch->sdoor, 1u);
+    rcp__futex_wake(&c->ch->sdoor, 1);
+    uint64_t deadline = rcp__now_ns() + (uint64_t)timeout_ms * 1000000u;
+    for (;;) {
+        uint32_t st = rcp__load(&c->cs->state);
+        if (st == RPCOOL__CS_ACTIVE) return 0;
+        if (st == RPCOOL__CS_REFUSED) return c->cs->status ? c->cs->status : RPCOOL_E_PROTO;
+        int r = rpcool__server_gone(c);
+        if (r) return r;
+        uint64_t now = rcp__now_ns();
+        if (now >= deadline) return RPCOOL_E_TIMEOUT;
+        uint64_t slice = (uint64_t)c->peer_check_ms * 1000000u;
+        if (deadline - now < slice) slice = deadline - now;
+        rcp__futex_wait(&c->cs->seq, seq, slice);
+        seq = rcp__load(&c->cs->seq);
+    }
+}
+
+static void rpcool__conn_free(rpcool_conn *c)
+{
+    free(c->seals);
+    pthread_mutex_destroy(&c->seal_lock);
+    free(c);
+}
+
+RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts, rpcool_conn **out)
+{
+    rpcool_conn_opts o;
+    rpcool_conn *c;
+    int r;
+    if (!out) return RPCOOL_E_INVAL;
+    *out = NULL;
+    if ((r = rpcool__check_name(channel))) return r;
+    memset(&o, 0, sizeof o);
+    if (opts) o = *opts;
+    if (o.transport != RPCOOL_TRANSPORT_SHM) return RPCOOL_E_NOTSUP;
+    if (o.safety & ~(unsigned)RPCOOL__KNOWN_FLAGS) return RPCOOL_E_INVAL;
+    if (!(c = (rpcool_conn *)calloc(1, sizeof *c))) return -ENOMEM;
+    c->tp = &rpcool__shm_transport;
+    c->safety = o.safety;
+    c->timeout_ms = o.timeout_ms;
+    c->spin_ns = o.spin_ns ? o.spin_ns : 20000;
+    c->peer_check_ms = o.peer_check_ms ? o.peer_check_ms : 100;
+    c->seal_batch = o.seal_batch ? o.seal_batch : 1;
+    c->hopts.pod = o.pod;
+    c->hopts.size = o.heap_size;
+    c->free_bits = ~0ull;
+    pthread_mutex_init(&c->seal_lock, NULL);
+    if (c->seal_batch > 1 && !(c->seals = (shmheap_range *)calloc(c->seal_batch, sizeof *c->seals))) {
+        rpcool__conn_free(c);
+        return -ENOMEM;
+    }
+    if ((r = rpcool__chan_attach(c, channel))) {
+        rpcool__conn_free(c);
+        return r;
+    }
+    if (!(r = rpcool__slot_claim(c))) {
+        if (!(r = rpcool__conn_heap(c, channel))) {
+            if (!(r = rpcool__handshake(c, o.connect_timeout_ms ? o.connect_timeout_ms : 5000))) {
+                rpcool__fd_track(c->fd, 1);
+                rpcool__log("connected to %s (slot %u, heap %s)", channel, c->index, c->heap_name);
+                *out = c;
+                return 0;
+            }
+            shmheap_close(c->heap);
+            shmheap_unlink(c->heap_name, &c->hopts);
+        }
+        /* the server may have seen our request: it sees the slot closing and our lock gone */
+        rcp__store(&c->cs->state, (uint32_t)RPCOOL__CS_CLOSING);
+        rcp__fetch_add(&c->ch->pending, 1u);
+    }
+    munmap(c->ch, c->map_len);
+    close(c->fd);
+    rpcool__conn_free(c);
+    return r;
+}
+
+RPCOOL_API int rpcool_close(rpcool_conn *c)
+{
+    if (!c) return RPCOOL_E_INVAL;
+    rpcool_release(c);
+    /* tell the server and wait until it unmapped our heap, unless it is gone */
+    uint32_t seq = rcp__load(&c->cs->seq);
+    rcp__store(&c->cs->state, (uint32_t)RPCOOL__CS_CLOSING);
+    rcp__fetch_add(&c->ch->pending, 1u);
+    rcp__full_fence();
+    rcp__fetch_add(&c->ch->sdoor, 1u);
+    rcp__futex_wake(&c->ch->sdoor, 1);
+    uint64_t deadline = rcp__now_ns() + 5000000000ull;
+    while (rcp__load(&c->cs->state) == RPCOOL__CS_CLOSING && !rpcool__server_gone(c) &&
+           rcp__now_ns() < deadline) {
+        rcp__futex_wait(&c->cs->seq, seq, (uint64_t)c->peer_check_ms * 1000000u);
+        seq = rcp__load(&c->cs->seq);
+    }
+    shmheap_close(c->heap);
+    shmheap_unlink(c->heap_name, &c->hopts);
+    munmap(c->ch, c->map_len);
+    rpcool__fd_track(c->fd, 0);
+    close(c->fd); /* drops our lock byte */
+    rpcool__conn_free(c);
+    return 0;
+}
+
+RPCOOL_API shmheap *rpcool_heap(rpcool_conn *c) { return c ? c->heap : NULL; }
+RPCOOL_API void *rpcool_alloc(rpcool_conn *c, size_t size) { return shmheap_malloc(c->heap, size); }
+RPCOOL_API void rpcool_free(rpcool_conn *c, void *p)
+{
+    if (p) shmheap_free(c->heap, p);
+}
+RPCOOL_API void *rpcool_alloc_pages(rpcool_conn *c, size_t size)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    return shmheap_aligned_alloc(c->heap, pg, (size + pg - 1) & ~(pg - 1));
+}
+RPCOOL_API char *rpcool_strdup(rpcool_conn *c, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *p = (char *)shmheap_malloc(c->heap, n);
+    if (p) memcpy(p, s, n);
+    return p;
+}
+
+/* ============================== data builders ============================== */
+
+RPCOOL_API int rpcool_arena_init(rpcool_arena *a, shmheap *h, size_t bytes)
+{
+    if (!a || !h) return RPCOOL_E_INVAL;
+    a->heap = h;
+    a->base = a->cur = a->end = NULL;
+    if (!bytes) return 0;
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    bytes = (bytes + pg - 1) & ~(pg - 1);
+    void *p;
+    int r = shmheap_alloc(h, bytes, pg, &p);
+    if (r) return r == SHMHEAP_E_FULL ? RPCOOL_E_HEAPFULL : r;
+    a->base = a->cur = (char *)p;
+    a->end = a->base + bytes;
+    return 0;
+}
+
+RPCOOL_API void *rpcool_arena_alloc(rpcool_arena *a, size_t size, size_t align)
+{
+    if (align == 0) align = 16;
+    if (!a->base) return shmheap_aligned_alloc(a->heap, align, size ? size : 1);
+    uintptr_t p = ((uintptr_t)a->cur + align - 1) & ~(uintptr_t)(align - 1);
+    if (p > (uintptr_t)a->end || size > (uintptr_t)a->end - p) return NULL;
+    a->cur = (char *)p + size;
+    return (void *)p;
+}
+
+RPCOOL_API size_t rpcool_arena_used(const rpcool_arena *a) { return (size_t)(a->cur - a->base); }
+RPCOOL_API void rpcool_arena_reset(rpcool_arena *a) { a->cur = a->base; }
+RPCOOL_API void rpcool_arena_destroy(rpcool_arena *a)
+{
+    if (a->base) shmheap_free(a->heap, a->base);
+    a->base = a->cur = a->end = NULL;
+}
+
+/* Free a block only when the arena allocates straight from the heap. */
+static void rpcool__arena_free(rpcool_arena *a, void *p)
+{
+    if (!a->base && p) shmheap_free(a->heap, p);
+}
+
+RPCOOL_API char *rpcool_strn(rpcool_arena *a, const char *s, size_t n)
+{
+    char *p = (char *)rpcool_arena_alloc(a, n + 1, 1);
+    if (p) {
+        memcpy(p, s, n);
+        p[n] = 0;
+    }
+    return p;
+}
+RPCOOL_API char *rpcool_str(rpcool_arena *a, const char *s) { return rpcool_strn(a, s, strlen(s)); }
+
+RPCOOL_API rpcool_array *rpcool_array_new(rpcool_arena *a, size_t elem, size_t cap)
+{
+    if (!elem) return NULL;
+    rpcool_array *arr = (rpcool_array *)rpcool_arena_alloc(a, sizeof *arr, 16);
+    if (!arr) return NULL;
+    arr->len = 0;
+    arr->elem = elem;
+    arr->cap = cap ? cap : 4;
+    arr->items = rpcool_arena_alloc(a, arr->cap * elem, 16);
+    if (!arr->items) {
+        rpcool__arena_free(a, arr);
+        return NULL;
+    }
+    return arr;
+}
+
+RPCOOL_API void *rpcool_array_push(rpcool_arena *a, rpcool_array *arr, const void *elem)
+{
+    if (arr->len == arr->cap) {
+        void *n = rpcool_arena_alloc(a, (size_t)(arr->cap * 2 * arr->elem), 16);
+        if (!n) return NULL;
+        memcpy(n, arr->items, (size_t)(arr->len * arr->elem));
+        rpcool__arena_free(a, arr->items);
+        arr->items = n;
+        arr->cap *= 2;
+    }
+    void *slot = (char *)arr->items + arr->len * arr->elem;
+    memcpy(slot, elem, (size_t)arr->elem);
+    arr->len++;
+    return slot;
+}
+
+RPCOOL_API uint64_t rpcool_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    while (*s) h = (h ^ (unsigned char)*s++) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+RPCOOL_API rpcool_map *rpcool_map_new(rpcool_arena *a, size_t cap)
+{
+    size_t c = 8;
+    while (c < cap * 2) c *= 2;
+    rpcool_map *m = (rpcool_map *)rpcool_arena_alloc(a, sizeof *m, 16);
+    if (!m) return NULL;
+    m->len = 0;
+    m->cap = c;
+    m->e = (rpcool_map_entry *)rpcool_arena_alloc(a, c * sizeof *m->e, 16);
+    if (!m->e) {
+        rpcool__arena_free(a, m);
+        return NULL;
+    }
+    memset(m->e, 0, c * sizeof *m->e);
+    return m;
+}
+
+static rpcool_map_entry *rpcool__map_find(rpcool_map_entry *e, uint64_t cap, const char *key, uint64_t h)
+{
+    for (uint64_t i = h & (cap - 1);; i = (i + 1) & (cap - 1))
+        if (!e[i].key || (e[i].hash == h && !strcmp(e[i].key, key))) return &e[i];
+}
+
+RPCOOL_API int rpcool_map_put(rpcool_arena *a, rpcool_map *m, const char *key, uint64_t val, uint64_t *old)
+{
+    uint64_t h = rpcool_hash(key);
+    if (old) *old = 0;
+    if ((m->len + 1) * 4 > m->cap * 3) { /* grow at 75% */
+        uint64_t nc = m->cap * 2;
+        rpcool_map_entry *ne = (rpcool_map_entry *)rpcool_arena_alloc(a, (size_t)nc * sizeof *ne, 16);
+        if (!ne) return RPCOOL_E_HEAPFULL;
+        memset(ne, 0, (size_t)nc * sizeof *ne);
+        for (uint64_t i = 0; i < m->cap; i++)
+            if (m->e[i].key) *rpcool__map_find(ne, nc, m->e[i].key, m->e[i].hash) = m->e[i];
+        rpcool__arena_free(a, m->e);
+        m->e = ne;
+        m->cap = nc;
+    }
+    rpcool_map_entry *e = rpcool__map_find(m->e, m->cap, key, h);
+    if (e->key) {
+        if (old) *old = e->val;
+        e->val = val;
+        return 0;
+    }
+    char *k = rpcool_str(a, key);
+    if (!k) return RPCOOL_E_HEAPFULL;
+    e->hash = h;
+    e->val = val;
+    e->key = k;
+    m->len++;
+    return 0;
+}
+
+RPCOOL_API int rpcool_map_get(const rpcool_map *m, const char *key, uint64_t *val)
+{
+    rpcool_map_entry *e = rpcool__map_find(m->e, m->cap, key, rpcool_hash(key));
+    if (!e->key) return 0;
+    if (val) *val = e->val;
+    return 1;
+}
+
+RPCOOL_API int rpcool_map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, const char *key, uint64_t *val)
+{
+    m = (const rpcool_map *)rpcool_ctx_need(ctx, m, sizeof *m);
+    uint64_t cap = m->cap, h = rpcool_hash(key);
+    if (!cap || (cap & (cap - 1)) || cap > (uint64_t)SIZE_MAX / sizeof *m->e) rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
+    const rpcool_map_entry *e = (const rpcool_map_entry *)rpcool_ctx_need(ctx, m->e, (size_t)cap * sizeof *m->e);
+    for (uint64_t n = 0, i = h & (cap - 1); n < cap; n++, i = (i + 1) & (cap - 1)) {
+        const char *k = e[i].key;
+        if (!k) return 0;
+        if (e[i].hash == h && !strcmp(rpcool_ctx_str(ctx, k), key)) {
+            if (val) *val = e[i].val;
+            return 1;
+        }
+    }
+    return 0; /* a full table (never made by rpcool_map_put): not found */
+}
+
+#endif /* RPCOOL_IMPLEMENTATION */
+
+/*
+MIT License
+
+Copyright (c) 2025 the rpcool authors
+
+Permission is hereby granted, free of charge, to any person obtaining a copy of this software and
+associated documentation files (the "Software"), to deal in the Software without restriction,
+including without limitation the rights to use, copy, modify, merge, publish, distribute,
+sublicense, and/or sell copies of the Software, and to permit persons to whom the Software is
+furnished to do so, subject to the following conditions:
+
+The above copyright notice and this permission notice shall be included in all copies or
+substantial portions of the Software.
+
+THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED, INCLUDING BUT
+NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY, FITNESS FOR A PARTICULAR PURPOSE AND
+NONINFRINGEMENT. IN NO EVENT SHALL THE AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM,
+DAMAGES OR OTHER LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM, OUT
+OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE SOFTWARE.
+*/

@@ -1,0 +1,356 @@
+// TSAN
+/* rpcool: channels and every call path - sync, async (poll, wait, callback), many threads on one
+ * connection, many client processes, many channels, idle sleep, names, the data builders. */
+#define RPCOOL_IMPLEMENTATION
+#include "rpcool.h"
+#include "t.h"
+#include <pthread.h>
+#include <sys/resource.h>
+
+enum { FN_ECHO = 1, FN_STATUS = 2, FN_SUM = 3, FN_SLOW = 4 };
+
+static int h_echo(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)user;
+    if (!len) return 0;
+    char *r = (char *)rpcool_ctx_alloc(ctx, len);
+    if (!r) return RPCOOL_E_HEAPFULL;
+    memcpy(r, arg, len);
+    rpcool_ctx_reply(ctx, r, len);
+    return 0;
+}
+
+/* returns the first int of the argument as the status (negative = error) */
+static int h_status(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)ctx; (void)user;
+    return len >= sizeof(int) ? *(int *)arg : RPCOOL_E_INVAL;
+}
+
+/* sums a pointer-rich list: struct node { long v; struct node *next; } */
+struct node { long v; struct node *next; };
+static int h_sum(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)len; (void)user;
+    long s = 0;
+    for (const struct node *n = (const struct node *)arg; n; n = n->next) s += RPCOOL_NEED(ctx, n)->v;
+    long *r = (long *)rpcool_ctx_alloc(ctx, sizeof *r);
+    if (!r) return RPCOOL_E_HEAPFULL;
+    *r = s;
+    rpcool_ctx_reply(ctx, r, sizeof *r);
+    return 0;
+}
+
+static int h_slow(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)ctx; (void)arg; (void)len; (void)user;
+    usleep(20000);
+    return 5;
+}
+
+static rpcool_server *serve(const char *name, unsigned threads)
+{
+    rpcool_server *s = NULL;
+    int r = rpcool_server_open(name, NULL, &s);
+    CHECKF(r == 0, "server_open: %s", rpcool_strerror(r));
+    if (r) return NULL;
+    rpcool_handle(s, FN_ECHO, h_echo, NULL, 0);
+    rpcool_handle(s, FN_STATUS, h_status, NULL, 0);
+    rpcool_handle(s, FN_SUM, h_sum, NULL, 0);
+    rpcool_handle(s, FN_SLOW, h_slow, NULL, 0);
+    if (threads) rpcool_server_start(s, threads);
+    return s;
+}
+
+static int call_status(rpcool_conn *c, int v)
+{
+    int *a = (int *)rpcool_alloc(c, sizeof *a);
+    *a = v;
+    int r = rpcool_call(c, FN_STATUS, a, sizeof *a, NULL, NULL);
+    rpcool_free(c, a);
+    return r;
+}
+
+static void test_sync_echo(void)
+{
+    const char *name = t_uniq("echo");
+    rpcool_server *s = serve(name, 1);
+    rpcool_conn *c;
+    int r = rpcool_connect(name, NULL, &c);
+    CHECKF(r == 0, "connect: %s", rpcool_strerror(r));
+    if (r) { rpcool_server_close(s); return; }
+    char *m = rpcool_strdup(c, "hello, rpcool");
+    void *ret = NULL;
+    size_t n = 0;
+    r = rpcool_call(c, FN_ECHO, m, strlen(m) + 1, &ret, &n);
+    CHECK_EQ(r, 0);
+    CHECK(ret && n == strlen(m) + 1 && !strcmp((char *)ret, m));
+    CHECK(shmheap_contains(rpcool_heap(c), ret, n)); /* the result is in our heap */
+    rpcool_free(c, ret);
+    CHECK_EQ(call_status(c, 42), 42);
+    CHECK_EQ(call_status(c, -17), -17);            /* handler errors pass through */
+    CHECK_EQ(rpcool_call(c, 77, m, 1, NULL, NULL), RPCOOL_E_NOHANDLER);
+    CHECK_EQ(rpcool_call(c, 5000, m, 1, NULL, NULL), RPCOOL_E_INVAL);
+    CHECK_EQ(rpcool_call(c, FN_ECHO, NULL, 0, NULL, NULL), 0); /* no argument */
+    /* a pointer-rich argument: a list in the heap */
+    struct node *head = NULL;
+    for (long i = 1; i <= 100; i++) {
+        struct node *nd = (struct node *)rpcool_alloc(c, sizeof *nd);
+        nd->v = i;
+        nd->next = head;
+        head = nd;
+    }
+    r = rpcool_call(c, FN_SUM, head, sizeof *head, &ret, &n);
+    CHECK_EQ(r, 0);
+    CHECK(ret && *(long *)ret == 5050);
+    rpcool_free(c, ret);
+    while (head) { struct node *nx = head->next; rpcool_free(c, head); head = nx; }
+    /* a private pointer as argument is refused before it leaves */
+    static char priv[8];
+    CHECK_EQ(rpcool_call(c, FN_ECHO, priv, sizeof priv, NULL, NULL), RPCOOL_E_BADPTR);
+    rpcool_free(c, m);
+    rpcool_server_stats st;
+    rpcool_server_get_stats(s, &st);
+    CHECK_EQ(st.conns, 1);
+    CHECK_EQ(st.calls, 5); /* handlers run: not for NOHANDLER or client-side refusals */
+    rpcool_close(c);
+    rpcool_server_close(s);
+}
+
+static void test_names(void)
+{
+    const char *name = t_uniq("names");
+    rpcool_server *s = serve(name, 0), *s2 = NULL;
+    rpcool_conn *c = NULL;
+    CHECK_EQ(rpcool_server_open(name, NULL, &s2), RPCOOL_E_NAMETAKEN);
+    /* also from another process */
+    pid_t p = fork();
+    if (p == 0) _exit(rpcool_server_open(name, NULL, &s2) == RPCOOL_E_NAMETAKEN ? 0 : 1);
+    int st;
+    waitpid(p, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK_EQ(rpcool_connect(t_uniq("nobody"), NULL, &c), RPCOOL_E_NOCHANNEL);
+    CHECK_EQ(rpcool_connect("bad/name", NULL, &c), RPCOOL_E_BADNAME);
+    CHECK_EQ(rpcool_connect("", NULL, &c), RPCOOL_E_BADNAME);
+    CHECK_EQ(rpcool_server_open("x y", NULL, &s2), RPCOOL_E_BADNAME);
+    rpcool_conn_opts o;
+    memset(&o, 0, sizeof o);
+    o.transport = RPCOOL_TRANSPORT_RDMA;
+    CHECK_EQ(rpcool_connect(name, &o, &c), RPCOOL_E_NOTSUP);
+    CHECK(strstr(rpcool_strerror(RPCOOL_E_NAMETAKEN), "taken") != NULL);
+    CHECK(strstr(rpcool_strerror(SHMHEAP_E_FULL), "full") != NULL);
+    rpcool_server_close(s);
+    /* closed: the name is free again, and connecting fails cleanly */
+    CHECK_EQ(rpcool_connect(name, NULL, &c), RPCOOL_E_NOCHANNEL);
+    CHECK_EQ(rpcool_server_open(name, NULL, &s2), 0);
+    rpcool_server_close(s2);
+}
+
+static int cb_count;
+static long cb_sum;
+static void on_done(rpcool_conn *c, int status, void *ret, size_t n, void *user)
+{
+    (void)n;
+    cb_count++;
+    cb_sum += status + (long)(intptr_t)user;
+    rpcool_free(c, ret);
+}
+
+static void test_async(void)
+{
+    const char *name = t_uniq("async");
+    rpcool_server *s = serve(name, 1);
+    rpcool_conn *c;
+    if (rpcool_connect(name, NULL, &c)) { CHECK(0); rpcool_server_close(s); return; }
+    int *a = (int *)rpcool_alloc(c, sizeof *a);
+    *a = 9;
+    uint64_t ids[RPCOOL_MAX_INFLIGHT], extra;
+    int r = 0;
+    for (int i = 0; i < RPCOOL_MAX_INFLIGHT && !r; i++) r = rpcool_call_async(c, FN_SLOW, a, sizeof *a, NULL, NULL, NULL, &ids[i]);
+    CHECK_EQ(r, 0);
+    CHECK_EQ(rpcool_call_async(c, FN_STATUS, a, sizeof *a, NULL, NULL, NULL, &extra), RPCOOL_E_AGAIN);
+    CHECK_EQ(rpcool_poll(c, ids[63], NULL, NULL), RPCOOL_E_AGAIN); /* the slow ones take a while */
+    int sum = 0;
+    for (int i = 0; i < RPCOOL_MAX_INFLIGHT; i++) sum += rpcool_wait(c, ids[i], NULL, NULL);
+    CHECK_EQ(sum, 5 * RPCOOL_MAX_INFLIGHT);
+    CHECK_EQ(rpcool_poll(c, ids[0], NULL, NULL), RPCOOL_E_INVAL); /* already finished */
+    /* polling until done */
+    uint64_t id;
+    CHECK_EQ(rpcool_call_async(c, FN_STATUS, a, sizeof *a, NULL, NULL, NULL, &id), 0);
+    while ((r = rpcool_poll(c, id, NULL, NULL)) == RPCOOL_E_AGAIN) sched_yield();
+    CHECK_EQ(r, 9);
+    /* callbacks, run by rpcool_progress */
+    cb_count = 0;
+    cb_sum = 0;
+    for (int i = 0; i < 10; i++)
+        CHECK_EQ(rpcool_call_async(c, FN_STATUS, a, sizeof *a, NULL, on_done, (void *)(intptr_t)i, NULL), 0);
+    uint64_t t0 = rcp__now_ns();
+    while (cb_count < 10 && rcp__now_ns() - t0 < 5000000000ull) CHECK(rpcool_progress(c) >= 0);
+    CHECK_EQ(cb_count, 10);
+    CHECK_EQ(cb_sum, 9 * 10 + 45);
+    CHECK_EQ(rpcool_progress(c), 0);
+    rpcool_free(c, a);
+    rpcool_close(c);
+    rpcool_server_close(s);
+}
+
+struct thr_arg { rpcool_conn *c; int n, bad; };
+static void *thr_calls(void *p)
+{
+    struct thr_arg *ta = (struct thr_arg *)p;
+    char *m = rpcool_strdup(ta->c, "threads");
+    for (int i = 0; i < ta->n; i++) {
+        void *ret = NULL;
+        size_t n = 0;
+        if (rpcool_call(ta->c, FN_ECHO, m, 8, &ret, &n) != 0 || n != 8 || memcmp(ret, m, 8)) ta->bad++;
+        rpcool_free(ta->c, ret);
+    }
+    rpcool_free(ta->c, m);
+    return NULL;
+}
+
+/* Many threads share one connection; two server threads serve it. */
+static void test_threads(void)
+{
+    const char *name = t_uniq("thr");
+    rpcool_server *s = serve(name, 2);
+    rpcool_conn *c;
+    if (rpcool_connect(name, NULL, &c)) { CHECK(0); rpcool_server_close(s); return; }
+    pthread_t th[4];
+    struct thr_arg ta[4];
+    for (int i = 0; i < 4; i++) {
+        ta[i].c = c; ta[i].n = 2000; ta[i].bad = 0;
+        pthread_create(&th[i], NULL, thr_calls, &ta[i]);
+    }
+    int bad = 0;
+    for (int i = 0; i < 4; i++) { pthread_join(th[i], NULL); bad += ta[i].bad; }
+    CHECK_EQ(bad, 0);
+    shmheap_stats hs;
+    CHECK_EQ(shmheap_check(rpcool_heap(c), &hs), 0);
+    rpcool_close(c);
+    rpcool_server_close(s);
+}
+
+/* Many client processes on one channel, and several channels in one process. */
+static void test_processes(void)
+{
+    enum { KIDS = 4, CALLS = 500 };
+    const char *n1 = t_uniq("procA"), *n2 = t_uniq("procB");
+    rpcool_server *s1 = serve(n1, 0), *s2 = serve(n2, 0);
+    pid_t kids[KIDS];
+    for (int k = 0; k < KIDS; k++) {
+        if ((kids[k] = fork()) == 0) { /* client: fork before the servers start threads (TSAN) */
+            rpcool_conn *c1, *c2;
+            if (rpcool_connect(k & 1 ? n1 : n2, NULL, &c1) || rpcool_connect(k & 1 ? n2 : n1, NULL, &c2)) _exit(2);
+            int fails = 0;
+            for (int i = 0; i < CALLS; i++) {
+                if (call_status(c1, i) != i) fails++;
+                if (call_status(c2, k) != k) fails++;
+            }
+            rpcool_close(c1);
+            rpcool_close(c2);
+            _exit(fails ? 1 : 0);
+        }
+    }
+    rpcool_server_start(s1, 1);
+    rpcool_server_start(s2, 1);
+    for (int k = 0; k < KIDS; k++) {
+        int st;
+        waitpid(kids[k], &st, 0);
+        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "client %d: status %d", k, st);
+    }
+    rpcool_server_stats a, b;
+    rpcool_server_get_stats(s1, &a);
+    rpcool_server_get_stats(s2, &b);
+    CHECK_EQ(a.calls + b.calls, 2 * KIDS * CALLS);
+    CHECK_EQ(a.accepted + b.accepted, 2 * KIDS);
+    /* every client closed: after housekeeping no connection is left */
+    uint64_t t0 = rcp__now_ns();
+    do { usleep(10000); rpcool_server_get_stats(s1, &a); rpcool_server_get_stats(s2, &b); }
+    while ((a.conns || b.conns) && rcp__now_ns() - t0 < 3000000000ull);
+    CHECK_EQ(a.conns + b.conns, 0);
+    CHECK_EQ(a.closed + b.closed, 2 * KIDS);
+    rpcool_server_close(s1);
+    rpcool_server_close(s2);
+}
+
+static double cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_stime.tv_sec +
+           ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) / 1e6;
+}
+
+/* An idle server (and an idle connection) sleeps on its futex instead of spinning. */
+static void test_idle_sleeps(void)
+{
+    const char *name = t_uniq("idle");
+    rpcool_server *s = serve(name, 2);
+    rpcool_conn *c;
+    if (rpcool_connect(name, NULL, &c)) { CHECK(0); rpcool_server_close(s); return; }
+    CHECK_EQ(call_status(c, 1), 1);
+    usleep(50000); /* past the spin time */
+    double t0 = cpu_seconds();
+    usleep(500000);
+    double used = cpu_seconds() - t0;
+    CHECKF(used < 0.05, "idle server used %.3f s of CPU in 0.5 s", used);
+    CHECK_EQ(call_status(c, 2), 2); /* and wakes up for the next call */
+    rpcool_close(c);
+    rpcool_server_close(s);
+}
+
+static void test_builders(void)
+{
+    const char *hn = t_uniq("build");
+    shmheap *h;
+    if (shmheap_create(hn, NULL, &h)) { CHECK(0); return; }
+    rpcool_arena heap, arena;
+    CHECK_EQ(rpcool_arena_init(&heap, h, 0), 0);
+    CHECK_EQ(rpcool_arena_init(&arena, h, 60000), 0);
+    CHECK(((uintptr_t)arena.base & 4095) == 0 && arena.end - arena.base == 61440);
+    for (int pass = 0; pass < 2; pass++) {
+        rpcool_arena *a = pass ? &arena : &heap;
+        rpcool_map *m = rpcool_map_new(a, 2);
+        rpcool_array *arr = rpcool_array_new(a, sizeof(long), 1);
+        CHECK(m && arr);
+        char key[32];
+        for (long i = 0; i < 100; i++) {
+            snprintf(key, sizeof key, "key%ld", i);
+            CHECK_EQ(rpcool_map_put(a, m, key, (uint64_t)i * 3, NULL), 0);
+            CHECK(rpcool_array_push(a, arr, &i) != NULL);
+        }
+        uint64_t v = 0, old = 0;
+        CHECK_EQ(m->len, 100);
+        CHECK(rpcool_map_get(m, "key57", &v) && v == 171);
+        CHECK(!rpcool_map_get(m, "nope", &v));
+        CHECK_EQ(rpcool_map_put(a, m, "key57", 1, &old), 0);
+        CHECK(old == 171 && rpcool_map_get(m, "key57", &v) && v == 1 && m->len == 100);
+        CHECK(arr->len == 100 && RPCOOL_AT(arr, long, 99) == 99);
+        CHECK(shmheap_contains(h, m->e, m->cap * sizeof *m->e));
+        char *s = rpcool_str(a, "text");
+        CHECK(s && !strcmp(s, "text") && shmheap_contains(h, s, 5));
+    }
+    CHECK(rpcool_arena_used(&arena) > 0 && rpcool_arena_used(&arena) <= 61440);
+    CHECK(rpcool_arena_alloc(&arena, 1 << 20, 0) == NULL); /* a region arena is bounded */
+    rpcool_arena_destroy(&arena);
+    shmheap_close(h);
+    shmheap_unlink(hn, NULL);
+}
+
+int main(void)
+{
+    (void)t_skip;
+#ifdef T_TSAN /* ThreadSanitizer programs can map only inside this window (see shmheap.h) */
+    setenv("SHMHEAP_POD", "shmheap-tsan.pod", 0);
+    setenv("SHMHEAP_WINDOW", "560000000000-568000000000", 0);
+#endif
+    TEST(test_sync_echo);
+    TEST(test_names);
+    TEST(test_async);
+    TEST(test_threads);
+    TEST(test_processes);
+    TEST(test_idle_sleeps);
+    TEST(test_builders);
+    return T_DONE();
+}

@@ -1,0 +1,90 @@
+// TSAN
+/* shmheap.h from many threads at once: random sizes, patterns checked before every free, and
+   blocks handed between threads through an exchange array so that threads free each other's
+   blocks. Counts every block: at the end nothing is live and the heap checks out. */
+#define SHMHEAP_IMPLEMENTATION
+#include "shmheap.h"
+#include "t.h"
+#include <pthread.h>
+
+#define NTHREADS 4
+#define XCHG 256
+static shmheap *H;
+static void *xchg[XCHG];
+static long allocs[NTHREADS], frees[NTHREADS], errors;
+static int iters = 200000;
+
+static uint64_t rng(uint64_t *s) { *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17; return *s; }
+
+static int check_free(void *p)
+{
+    unsigned char *c = (unsigned char *)p;
+    size_t n = c[0] | (size_t)c[1] << 8;
+    for (size_t i = 2; i < n; i++)
+        if (c[i] != (unsigned char)(n + i)) return -1;
+    return shmheap_free(H, p);
+}
+
+static void *thread_main(void *arg)
+{
+    int me = (int)(intptr_t)arg;
+    uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)(me + 1);
+    void *mine[64] = {0};
+    for (int it = 0; it < iters; it++) {
+        uint64_t x = rng(&seed);
+        int i = (int)(x % 64);
+        if (mine[i]) {
+            void *p = mine[i];
+            mine[i] = NULL;
+            if ((x >> 8) & 1) p = __atomic_exchange_n(&xchg[(x >> 16) % XCHG], p, __ATOMIC_ACQ_REL);
+            if (p) {
+                if (check_free(p)) __atomic_fetch_add(&errors, 1, __ATOMIC_RELAXED);
+                frees[me]++;
+            }
+        } else {
+            size_t n = 2 + (x >> 20) % ((x & 0xf0) ? 500 : 5000);
+            unsigned char *c = (unsigned char *)shmheap_malloc(H, n);
+            if (!c) { __atomic_fetch_add(&errors, 1, __ATOMIC_RELAXED); continue; }
+            c[0] = (unsigned char)n;
+            c[1] = (unsigned char)(n >> 8);
+            for (size_t k = 2; k < n; k++) c[k] = (unsigned char)(n + k);
+            mine[i] = c;
+            allocs[me]++;
+        }
+    }
+    for (int i = 0; i < 64; i++)
+        if (mine[i]) { if (check_free(mine[i])) __atomic_fetch_add(&errors, 1, __ATOMIC_RELAXED); frees[me]++; }
+    return NULL;
+}
+
+static void threads(void)
+{
+    const char *n = t_uniq("thr");
+    shmheap_opts o = {.size = 64 << 20};
+    CHECK_EQ(shmheap_create(n, &o, &H), 0);
+    if (!H) return;
+#ifdef T_TSAN
+    iters = 40000;
+#endif
+    pthread_t th[NTHREADS];
+    for (int i = 0; i < NTHREADS; i++) pthread_create(&th[i], NULL, thread_main, (void *)(intptr_t)i);
+    for (int i = 0; i < NTHREADS; i++) pthread_join(th[i], NULL);
+    long a = 0, f = 0;
+    for (int i = 0; i < XCHG; i++)
+        if (xchg[i]) { CHECK_EQ(check_free(xchg[i]), 0); f++; }
+    for (int i = 0; i < NTHREADS; i++) { a += allocs[i]; f += frees[i]; }
+    CHECK_EQ(errors, 0);
+    CHECK_EQ(a, f);
+    shmheap_stats st;
+    CHECK_EQ(shmheap_check(H, &st), 0);
+    CHECK_EQ(st.live_blocks, 0);
+    printf("# %ld blocks allocated and freed by %d threads\n", a, NTHREADS);
+    shmheap_close(H);
+    shmheap_unlink(n, NULL);
+}
+
+int main(void)
+{
+    TEST(threads);
+    return T_DONE();
+}

@@ -1,0 +1,105 @@
+#!/bin/sh
+# tests/vm/init.sh - /init of the VM tier's guests (busybox sh). The kernel command line says
+# what to do: rcp.role=single|a|b|cxl|perftest, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
+# second serial port (/dev/ttyS1) as "ok/FAIL/skip NAME" lines; the host reads that file. The
+# last line is "guest-done"; without it the host counts the guest as failed.
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+mkdir -p /dev/shm /tmp /run
+mount -t tmpfs tmpfs /dev/shm
+mount -t tmpfs tmpfs /tmp
+exec >/dev/ttyS1 2>&1
+
+arg() { tr ' ' '\n' </proc/cmdline | sed -n "s/^$1=//p"; }
+role=$(arg rcp.role)
+ip=$(arg rcp.ip)
+peer=$(arg rcp.peer)
+echo "# guest $role: $(uname -r), $(grep -c ^processor /proc/cpuinfo) cpus"
+
+# run NAME SECONDS CMD...: a test program under a deadline; a hang or crash becomes a FAIL line
+run() {
+    n=$1; s=$2; shift 2
+    timeout "$s" "$@"
+    rc=$?
+    [ $rc -eq 143 ] || [ $rc -eq 124 ] && echo "FAIL $n: timed out after $s s"
+    [ $rc -ne 0 ] && [ $rc -ne 1 ] && [ $rc -ne 143 ] && [ $rc -ne 124 ] && echo "FAIL $n: exited with status $rc"
+}
+
+rdma_up() { # eth0 with our address, and rxe0 on it
+    modprobe -a virtio_pci virtio_net crc32_generic rdma_rxe ib_uverbs || echo "# modprobe failed"
+    i=0
+    while [ $i -lt 100 ] && [ ! -e /sys/class/net/eth0 ]; do sleep 0.1; i=$((i + 1)); done
+    ip link set lo up
+    ip link set eth0 up
+    ip addr add "$ip/24" dev eth0
+    if rdma link add rxe0 type rxe netdev eth0; then
+        # the IPv4-mapped GID appears once the address is on the netdev
+        i=0
+        while [ $i -lt 50 ] && ! grep -qs ':ffff:' /sys/class/infiniband/rxe0/ports/1/gids/*; do
+            sleep 0.1; i=$((i + 1))
+        done
+        echo "ok rxe-setup"
+    else
+        echo "FAIL rxe-setup: rdma link add rxe0 type rxe netdev eth0 failed"
+    fi
+}
+
+ivshmem_dev() { # the BAR of the ivshmem-plain device (vendor 0x1af4, device 0x1110), enabled
+    for d in /sys/bus/pci/devices/*; do
+        if [ "$(cat $d/vendor)" = 0x1af4 ] && [ "$(cat $d/device)" = 0x1110 ]; then
+            echo 1 >"$d/enable"
+            echo "$d/resource2"
+            return
+        fi
+    done
+}
+
+case $role in
+single)
+    rdma_up
+    export VM_IP="$ip"
+    run test_verbs 150 /t/test_verbs
+    ;;
+a|b)
+    rdma_up
+    run "twohost-rc-$role" 90 /t/test_twohost "$role" "$peer"
+    pod=$(ivshmem_dev)
+    if [ -n "$pod" ]; then
+        run "podheap-$role" 60 /t/test_podheap "$role" "$pod" "$peer"
+    else
+        echo "FAIL podheap-$role: no ivshmem device (1af4:1110) found"
+    fi
+    ;;
+cxl)
+    modprobe -a cxl_acpi cxl_pci cxl_mem cxl_pmem libnvdimm nd_pmem dax_pmem device_dax ||
+        echo "# modprobe failed"
+    run test_cxl 100 /t/test_cxl
+    if grep -qw pku /proc/cpuinfo; then echo "# pku: yes (-cpu max)"; else echo "# pku: no"; fi
+    run test_pkey 30 /t/test_pkey
+    ;;
+perftest)
+    rdma_up
+    gid=$(/t/test_verbs --gid)
+    echo "# perftest on rxe0, gid index $gid"
+    for t in ib_send_lat ib_write_lat ib_read_lat ib_atomic_lat; do
+        timeout 150 $t -d rxe0 -x "$gid" -n 2000 >/tmp/$t.server 2>&1 &
+        sleep 1
+        if timeout 120 $t -d rxe0 -x "$gid" -n 2000 "$ip" >/tmp/$t.client 2>&1; then
+            echo "perftest $t"
+            sed 's/^/| /' /tmp/$t.client
+        else
+            echo "FAIL perftest-$t: client failed"
+            sed 's/^/# /' /tmp/$t.client /tmp/$t.server
+        fi
+        wait
+    done
+    ;;
+*)
+    echo "FAIL guest: unknown role '$role'"
+    ;;
+esac
+echo guest-done
+sync
+poweroff -f

@@ -1,0 +1,249 @@
+#!/bin/sh
+# tests/vm/run.sh [all|single|pair|cxl|perftest] - the VM tier: boots Debian's own kernel in
+# qemu (TCG) with Soft-RoCE, ivshmem and an emulated CXL type-3 device, and runs tests/vm/*.c in
+# the guests. Prints "ok/FAIL/skip NAME" lines and ends with "vm: N passed, N failed, N skipped".
+#   single    one guest: impl/verbs.h on rxe0 (RC, UD, WRITE, READ, atomics, error paths)
+#   pair      two guests, NICs joined by a qemu socket netdev on 127.0.0.1, one ivshmem file:
+#             RC between the guests, and a shmheap shared through ivshmem
+#   cxl       one guest with a CXL type-3 device: libcxl region -> /dev/daxX.Y; pku
+#   perftest  one guest running perftest's ib_*_lat on rxe0 (used by bench/bench_perftest.sh)
+# The kernel package is downloaded once and kept in build/vm/kernel. Needs root for installing
+# missing packages (tests/deps.sh vm); otherwise only qemu and the packages.
+set -u
+mode=${1:-all}
+BUILD=${BUILD:-build}
+MAKE=${MAKE:-make}
+VM=$BUILD/vm
+OUT=$VM/out
+GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-180}
+pass=0; fail=0; skip=0
+t_start=$(date +%s)
+
+finish() {
+    echo "vm: $pass passed, $fail failed, $skip skipped ($(($(date +%s) - t_start)) s)"
+    [ $fail -eq 0 ]
+    exit $?
+}
+failed() { echo "FAIL $1"; fail=$((fail + 1)); }
+
+# ---- packages, kernel, test programs
+
+if ! DEPS_EXTRA="gcc g++ make" sh tests/deps.sh vm; then failed "vm-setup: packages missing (tests/deps.sh vm)"; finish; fi
+PATH=$PATH:/sbin:/usr/sbin # depmod, modprobe
+
+# The versioned package that linux-image-amd64 depends on, e.g. linux-image-6.1.0-56-amd64.
+kernel_pkg() {
+    apt-cache depends linux-image-amd64 2>/dev/null |
+        sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*-amd64\)$/\1/p' | head -n 1
+}
+
+prepare_kernel() {
+    pkg=$(kernel_pkg)
+    if [ -z "$pkg" ] && [ "$(id -u)" = 0 ]; then apt-get update -qq >/dev/null 2>&1; pkg=$(kernel_pkg); fi
+    if [ -z "$pkg" ]; then # no package lists: use what an earlier run kept
+        pkg=$(ls -d "$VM"/kernel/linux-image-*/ok 2>/dev/null | head -n 1 | xargs -r dirname | xargs -r basename)
+        [ -n "$pkg" ] || return 1
+    fi
+    KVER=${pkg#linux-image-}
+    KDIR=$VM/kernel/$pkg
+    if [ ! -f "$KDIR/ok" ]; then
+        echo "== downloading $pkg (once; kept in $KDIR)"
+        rm -rf "$KDIR" "$VM/kernel/dl"
+        mkdir -p "$VM/kernel/dl"
+        sandbox="" # as root, apt's _apt user could not write into our folder
+        [ "$(id -u)" = 0 ] && sandbox="-o APT::Sandbox::User=root"
+        # shellcheck disable=SC2086
+        (cd "$VM/kernel/dl" && apt-get download $sandbox "$pkg" >/dev/null) || return 1
+        dpkg -x "$VM"/kernel/dl/"$pkg"_*.deb "$KDIR" || return 1
+        depmod -b "$KDIR" "$KVER" || return 1
+        rm -rf "$VM/kernel/dl"
+        touch "$KDIR/ok"
+    fi
+    VMLINUZ=$KDIR/boot/vmlinuz-$KVER
+    [ -f "$VMLINUZ" ]
+}
+
+if ! prepare_kernel; then failed "vm-setup: could not get the kernel package"; finish; fi
+mkdir -p "$OUT"
+if ! $MAKE -s vm-bins >"$OUT/build.log" 2>&1; then
+    cat "$OUT/build.log"; failed "vm-build: test programs did not build"; finish
+fi
+
+# ---- initramfs: busybox, the modules we need, test programs, their libraries, rdma-core
+
+MODULES="virtio_pci virtio_net crc32_generic rdma_rxe ib_uverbs cxl_acpi cxl_pci cxl_mem cxl_pmem libnvdimm
+nd_pmem dax_pmem device_dax"
+TOOLS="/usr/bin/rdma /usr/bin/cxl /usr/bin/ndctl /usr/bin/ib_send_lat /usr/bin/ib_write_lat
+/usr/bin/ib_read_lat /usr/bin/ib_atomic_lat"
+
+copy_lib() { # copy_lib PATH: into the merged-/usr stage, keeping the name the loader asks for
+    case $1 in
+        /usr/*) dst=$STAGE$1 ;;
+        *) dst=$STAGE/usr$1 ;;
+    esac
+    [ -e "$dst" ] && return
+    mkdir -p "$(dirname "$dst")"
+    cp -L "$1" "$dst"
+}
+
+copy_with_libs() { # copy_with_libs FILE DEST: a program or library and everything ldd names
+    [ -n "$2" ] && { mkdir -p "$(dirname "$STAGE$2")"; cp -L "$1" "$STAGE$2"; }
+    ldd "$1" 2>/dev/null | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p; s/^[[:space:]]*\(\/[^ ]*\) .*/\1/p' |
+        while read -r lib; do copy_lib "$lib"; done
+}
+
+build_initramfs() {
+    STAGE=$VM/stage
+    rm -rf "$STAGE"
+    mkdir -p "$STAGE/bin" "$STAGE/usr/lib" "$STAGE/usr/lib64" "$STAGE/t" "$STAGE/etc" \
+        "$STAGE/proc" "$STAGE/sys" "$STAGE/dev" "$STAGE/tmp" "$STAGE/run" || return 1
+    ln -s usr/lib "$STAGE/lib"
+    ln -s usr/lib64 "$STAGE/lib64"
+    ln -s bin "$STAGE/sbin"
+    ln -s ../bin "$STAGE/usr/bin"
+    ln -s ../bin "$STAGE/usr/sbin"
+    cp "$(command -v busybox)" "$STAGE/bin/busybox" || return 1
+    for t in $TOOLS; do copy_with_libs "$t" "/bin/$(basename "$t")"; done
+    for a in $(busybox --list); do [ -e "$STAGE/bin/$a" ] || ln -s busybox "$STAGE/bin/$a"; done
+    for t in "$BUILD"/vm/bin/*; do copy_with_libs "$t" "/t/$(basename "$t")"; done
+    # libibverbs finds its providers through /etc/libibverbs.d and dlopen()s them
+    cp -r /etc/libibverbs.d "$STAGE/etc/"
+    for p in /usr/lib/x86_64-linux-gnu/libibverbs/*.so; do copy_lib "$p"; copy_with_libs "$p" ""; done
+    # modules: the ones named and what modules.dep says they need, then a fresh index
+    md=$KDIR/lib/modules/$KVER
+    mkdir -p "$STAGE/usr/lib/modules/$KVER"
+    for m in $MODULES; do
+        modprobe -C /dev/null -d "$KDIR" -S "$KVER" --show-depends "$m" 2>/dev/null | sed -n 's/^insmod //p'
+    done | sort -u | while read -r ko rest; do
+        rel=${ko##*/lib/modules/$KVER/}
+        mkdir -p "$(dirname "$STAGE/usr/lib/modules/$KVER/$rel")"
+        cp "$md/$rel" "$STAGE/usr/lib/modules/$KVER/$rel"
+    done
+    cp "$md"/modules.builtin* "$md"/modules.order "$STAGE/usr/lib/modules/$KVER/"
+    depmod -b "$STAGE" "$KVER" || return 1
+    cp tests/vm/init.sh "$STAGE/init"
+    chmod +x "$STAGE/init"
+    (cd "$STAGE" && find . | cpio -o -H newc --quiet | gzip -1) >"$VM/initrd.gz"
+}
+
+if ! build_initramfs; then failed "vm-setup: initramfs"; finish; fi
+echo "== vm: kernel $KVER, initramfs $(du -k "$VM/initrd.gz" | cut -f1) KiB, $(($(date +%s) - t_start)) s to prepare"
+
+# ---- booting
+
+# boot NAME ROLE APPEND-EXTRA QEMU-ARGS...: one guest under a deadline; its results land in
+# $OUT/NAME.results. In the background, run it as `(BOOT_EXEC=exec boot ...) &` so that $! is
+# timeout's pid, and killing it takes qemu down too.
+boot() {
+    name=$1; role=$2; extra=$3; shift 3
+    rm -f "$OUT/$name.results" "$OUT/$name.console"
+    ${BOOT_EXEC:-} timeout -k 5 "$GUEST_TIMEOUT" qemu-system-x86_64 -accel tcg -cpu max -smp 2 -nodefaults \
+        -display none -no-reboot -monitor none \
+        -kernel "$VMLINUZ" -initrd "$VM/initrd.gz" \
+        -append "console=ttyS0 quiet panic=-1 rcp.role=$role $extra" \
+        -serial "file:$OUT/$name.console" -serial "file:$OUT/$name.results" \
+        "$@" >"$OUT/$name.qemu" 2>&1
+}
+
+# collect NAME SECONDS: print and count one guest's result lines
+collect() {
+    name=$1; f=$OUT/$name.results
+    [ -f "$f" ] || : >"$f"
+    tr -d '\r' <"$f" >"$f.txt"
+    sed -n 's/^\(ok\|FAIL\|skip\) /\1 '"$name"'\//p' "$f.txt" >"$f.lines"
+    cat "$f.lines"
+    pass=$((pass + $(grep -c '^ok ' "$f.lines")))
+    fail=$((fail + $(grep -c '^FAIL ' "$f.lines")))
+    skip=$((skip + $(grep -c '^skip ' "$f.lines")))
+    grep '^# ' "$f.txt" | sed "s/^# /    [$name] /"
+    if ! grep -q '^guest-done' "$f.txt"; then
+        failed "$name: guest did not finish in $GUEST_TIMEOUT s (killed); console: $OUT/$name.console"
+        tail -n 15 "$OUT/$name.console" "$OUT/$name.qemu" 2>/dev/null | sed 's/^/      /'
+    fi
+    echo "== $name: $2 s"
+}
+
+run_single() {
+    t0=$(date +%s)
+    boot single single "rcp.ip=10.0.2.15" -m 1G \
+        -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:0f
+    collect single $(($(date +%s) - t0))
+}
+
+listening() { # listening PORT: is something listening on 127.0.0.1:PORT?
+    grep -q "0100007F:$(printf %04X "$1") 00000000:0000 0A" /proc/net/tcp 2>/dev/null
+}
+
+run_pair() {
+    t0=$(date +%s)
+    pod=/dev/shm/rcp-vm-pod-$$
+    rm -f "$pod"
+    truncate -s 16M "$pod"
+    mem="-object memory-backend-file,id=pod,share=on,mem-path=$pod,size=16M -device ivshmem-plain,memdev=pod"
+    # Guest a listens on a free loopback port; b connects once a's qemu is listening.
+    pa=""
+    for try in 1 2 3 4 5; do
+        port=$((20000 + ($$ * 7 + try * 997) % 30000))
+        listening "$port" && continue
+        # shellcheck disable=SC2086
+        (BOOT_EXEC=exec boot pair-a a "rcp.ip=10.0.3.1 rcp.peer=10.0.3.2" -m 1G $mem \
+            -netdev socket,id=n0,listen=127.0.0.1:$port -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:01) &
+        pa=$!
+        i=0
+        while [ $i -lt 100 ] && kill -0 $pa 2>/dev/null && ! listening "$port"; do sleep 0.1; i=$((i + 1)); done
+        listening "$port" && break
+        kill $pa 2>/dev/null; wait $pa 2>/dev/null; pa=""
+    done
+    if [ -n "$pa" ]; then
+        # shellcheck disable=SC2086
+        boot pair-b b "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1" -m 1G $mem \
+            -netdev socket,id=n0,connect=127.0.0.1:$port -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:02
+        wait $pa
+    fi
+    rm -f "$pod"
+    t=$(($(date +%s) - t0))
+    collect pair-a $t
+    collect pair-b $t
+}
+
+run_cxl() {
+    t0=$(date +%s)
+    cm=$VM/cxl-mem.raw; cl=$VM/cxl-lsa.raw
+    rm -f "$cm" "$cl"
+    truncate -s 256M "$cm"
+    truncate -s 256M "$cl"
+    boot cxl cxl "" -M q35,cxl=on -m 2G,maxmem=8G,slots=8 \
+        -object memory-backend-file,id=cxl-mem1,share=on,mem-path="$cm",size=256M \
+        -object memory-backend-file,id=cxl-lsa1,share=on,mem-path="$cl",size=256M \
+        -device pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1 \
+        -device cxl-rp,port=0,bus=cxl.1,id=rp13,chassis=0,slot=2 \
+        -device cxl-type3,bus=rp13,memdev=cxl-mem1,lsa=cxl-lsa1,id=cxl-pmem0 \
+        -M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G
+    rm -f "$cm" "$cl"
+    collect cxl $(($(date +%s) - t0))
+}
+
+run_perftest() {
+    t0=$(date +%s)
+    boot perftest perftest "rcp.ip=10.0.2.15" -m 1G \
+        -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:0f
+    tr -d '\r' <"$OUT/perftest.results" | grep -E '^(perftest |\| )' || true
+    collect perftest $(($(date +%s) - t0))
+}
+
+case $mode in
+    all)
+        echo "== vm: impl headers as C11 and C++17"
+        $MAKE -s vm-compile-check >"$OUT/compile.log" 2>&1
+        cat "$OUT/compile.log"
+        pass=$((pass + $(grep -c '^ok ' "$OUT/compile.log")))
+        fail=$((fail + $(grep -c '^FAIL ' "$OUT/compile.log")))
+        skip=$((skip + $(grep -c '^skip ' "$OUT/compile.log")))
+        run_single; run_pair; run_cxl ;;
+    single) run_single ;;
+    pair) run_pair ;;
+    cxl) run_cxl ;;
+    perftest) run_perftest ;;
+    *) echo "usage: $0 [all|single|pair|cxl|perftest]"; exit 2 ;;
+esac
+finish
