@@ -168,6 +168,7 @@ typedef struct shmheap_stats {
     size_t data_bytes;   /* bytes available to blocks */
     size_t used_bytes;   /* bytes in live blocks (slot sizes) */
     size_t live_blocks;
+    size_t cached_blocks; /* free blocks held in thread caches (not counted as live) */
     size_t free_spans, small_spans, large_spans;
     uint64_t recoveries; /* times a dead lock holder's step was repaired */
     char problem[128];
@@ -211,6 +212,7 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -250,6 +252,9 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 #define SHMHEAP__WIN_LO 0x680000000000ull
 #define SHMHEAP__WIN_HI 0x700000000000ull
 #define SHMHEAP__NAME_MAX 100
+#define SHMHEAP__NTC 32     /* thread caches per heap */
+#define SHMHEAP__TC_CAP 8   /* blocks per class in a thread cache */
+#define SHMHEAP__NBIND 4    /* heaps a thread keeps a cache in at once */
 
 /* A span table entry: state (8 bits), class (8 bits), a FULL hint bit, and an argument:
    the generation of a small span, the length of a large run, the distance back to its head. */
@@ -270,6 +275,15 @@ struct shmheap__root {
     char name[SHMHEAP__ROOT_NAME + 4];
 };
 
+/* A thread's cache of freed small blocks, kept in the heap itself so that the blocks of a
+   process that dies can be given back by anyone (shmheap__sweep). Only its owner writes it. */
+struct shmheap__tc {
+    uint64_t owner; /* host tag << 32 | pid, 0 = unowned; bit 31 set while a sweeper empties it */
+    uint32_t tid, pad;
+    uint8_t n[SHMHEAP__NCLS];
+    uint64_t off[SHMHEAP__NCLS][SHMHEAP__TC_CAP]; /* offsets from the heap base */
+};
+
 struct shmheap__hdr {
     uint64_t magic;
     uint32_t version;
@@ -287,12 +301,14 @@ struct shmheap__hdr {
     uint64_t pad2[4];
     struct shmheap__root roots[SHMHEAP__NROOTS];
     uint64_t cur[SHMHEAP__STRIPES][SHMHEAP__NCLS]; /* span + 1 | word hint << 32 */
+    struct shmheap__tc tc[SHMHEAP__NTC];
 };
 RCP__STATIC_ASSERT(sizeof(pthread_mutex_t) <= 64, "pthread_mutex_t must fit the fixed layout");
 RCP__STATIC_ASSERT(sizeof(struct shmheap__root) == 64, "root layout");
 RCP__STATIC_ASSERT(offsetof(struct shmheap__hdr, lock) == 256, "header layout");
 RCP__STATIC_ASSERT(offsetof(struct shmheap__hdr, roots) == 384, "header layout");
-RCP__STATIC_ASSERT(sizeof(struct shmheap__hdr) == 384 + 64 * 64 + 8 * 16 * 40, "header layout");
+RCP__STATIC_ASSERT(sizeof(struct shmheap__tc) == 2616, "thread cache layout");
+RCP__STATIC_ASSERT(sizeof(struct shmheap__hdr) == 384 + 64 * 64 + 8 * 16 * 40 + 2616 * 32, "header layout");
 
 struct shmheap {
     struct shmheap__hdr *hdr;
@@ -303,6 +319,7 @@ struct shmheap {
     char *data;    /* first span */
     size_t nspans;
     int refs;
+    uint64_t hid; /* unique in this process: tells a thread's binding to a closed handle apart */
     char name[SHMHEAP__NAME_MAX + 16];
     struct shmheap *next;
 };
@@ -375,9 +392,38 @@ static shmheap *shmheap__reg;
 static RCP__THREAD_LOCAL int shmheap__stripe_tls = -1;
 static unsigned shmheap__stripe_next;
 static pthread_once_t shmheap__once = PTHREAD_ONCE_INIT;
+static pthread_key_t shmheap__key;
+static uint64_t shmheap__hid_next;
+static uint32_t shmheap__host; /* boot id and pid namespace: pids are only compared on one host */
 
-static void shmheap__atfork_child(void) { shmheap__stripe_tls = -1; }
-static void shmheap__init_once(void) { pthread_atfork(NULL, NULL, shmheap__atfork_child); }
+/* Which heaps this thread has a cache in. */
+struct shmheap__binding { shmheap *h; uint64_t hid; struct shmheap__tc *tc; };
+static RCP__THREAD_LOCAL struct shmheap__binding shmheap__binds[SHMHEAP__NBIND];
+static RCP__THREAD_LOCAL unsigned shmheap__misses;
+
+static void shmheap__thread_exit(void *unused);
+static void shmheap__atfork_child(void)
+{
+    /* the caches belong to the parent's pid; the child starts without */
+    shmheap__stripe_tls = -1;
+    memset(shmheap__binds, 0, sizeof shmheap__binds);
+}
+static void shmheap__init_once(void)
+{
+    uint32_t x = 2166136261u; /* FNV-1a */
+    char id[64] = {0};
+    struct stat st;
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(id, sizeof id, f)) id[0] = 0;
+        fclose(f);
+    }
+    if (stat("/proc/self/ns/pid", &st) == 0) snprintf(id + strlen(id), sizeof id - strlen(id), "/%llu", (unsigned long long)st.st_ino);
+    for (const char *c = id; *c; c++) x = (x ^ (unsigned char)*c) * 16777619u;
+    shmheap__host = x ? x : 1;
+    pthread_key_create(&shmheap__key, shmheap__thread_exit);
+    pthread_atfork(NULL, NULL, shmheap__atfork_child);
+}
 
 static inline unsigned shmheap__stripe(void)
 {
@@ -556,6 +602,8 @@ static int shmheap__retire_empty(shmheap *h)
     return n;
 }
 
+static int shmheap__sweep(shmheap *h);
+
 /* Slow path of a small allocation: give stripe st a span of class c with room. */
 static int shmheap__refill(shmheap *h, unsigned c, unsigned st, uint64_t seen)
 {
@@ -569,15 +617,166 @@ static int shmheap__refill(shmheap *h, unsigned c, unsigned st, uint64_t seen)
     if (s < 0) s = shmheap__init_span(h, c);
     if (s < 0 && shmheap__retire_empty(h)) s = shmheap__init_span(h, c);
     if (s < 0) s = shmheap__find_partial(h, c, after, 1, 1);
+    if (s < 0 && shmheap__sweep(h)) s = shmheap__find_partial(h, c, after, 1, 1);
     if (s >= 0) rcp__store(curp, (uint64_t)s + 1);
     shmheap__unlock(h);
     return s < 0 ? SHMHEAP_E_FULL : 0;
+}
+
+/* ---- thread caches ---- */
+
+/* Give a small block back to its bitmap: one atomic AND. */
+static int shmheap__slot_free(shmheap *h, size_t s, uint64_t e, unsigned idx)
+{
+    uint64_t bit = 1ull << (idx % SHMHEAP__BITS);
+    uint64_t old = rcp__fetch_and(&h->bm[s * SHMHEAP__WORDS + idx / SHMHEAP__BITS], ~bit);
+    if (!(old & bit)) return SHMHEAP_E_DOUBLEFREE;
+    if (RCP__UNLIKELY(e & SHMHEAP__E_FULL)) rcp__fetch_and(&h->ent[s], ~SHMHEAP__E_FULL);
+    return 0;
+}
+
+static int shmheap__locate(const shmheap *h, const void *p, size_t *span, uint64_t *entry, unsigned *slot);
+
+/* Empty a cache into the bitmaps. The count drops before each block goes back, so a flusher
+   that dies in between leaks a block rather than freeing it twice. */
+static void shmheap__tc_flush(shmheap *h, struct shmheap__tc *tc)
+{
+    for (unsigned c = 0; c < SHMHEAP__NCLS; c++) {
+        unsigned n;
+        while ((n = rcp__load(&tc->n[c])) > 0) {
+            if (n > SHMHEAP__TC_CAP) { rcp__store(&tc->n[c], (uint8_t)0); break; } /* damaged: drop */
+            rcp__store(&tc->n[c], (uint8_t)(n - 1));
+            uint64_t off = rcp__load(&tc->off[c][n - 1]);
+            size_t s;
+            uint64_t e;
+            unsigned idx;
+            if (off < h->size && !shmheap__locate(h, h->base + off, &s, &e, &idx) &&
+                SHMHEAP__E_STATE(e) == SHMHEAP__S_SMALL && SHMHEAP__E_CLS(e) == c)
+                shmheap__slot_free(h, s, e, idx);
+        }
+    }
+}
+
+static void shmheap__tc_release(shmheap *h, struct shmheap__tc *tc)
+{
+    shmheap__tc_flush(h, tc);
+    rcp__store(&tc->owner, (uint64_t)0);
+}
+
+/* Give back the caches of dead processes of this host. */
+static int shmheap__sweep(shmheap *h)
+{
+    int n = 0;
+    uint64_t me = (uint64_t)shmheap__host << 32 | 0x80000000u | (uint32_t)getpid();
+    for (int i = 0; i < SHMHEAP__NTC; i++) {
+        struct shmheap__tc *tc = &h->hdr->tc[i];
+        uint64_t o = rcp__load(&tc->owner);
+        pid_t pid = (pid_t)(o & 0x7fffffff);
+        if (!o || (uint32_t)(o >> 32) != shmheap__host || pid == getpid()) continue;
+        if (kill(pid, 0) == 0 || errno != ESRCH) continue;
+        if (!rcp__cas(&tc->owner, &o, me)) continue;
+        shmheap__log("giving back the thread cache of dead process %d", (int)pid);
+        shmheap__tc_release(h, tc);
+        n++;
+    }
+    return n;
+}
+
+static struct shmheap__tc *shmheap__tc_claim(shmheap *h)
+{
+    uint64_t me = (uint64_t)shmheap__host << 32 | (uint32_t)getpid();
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < SHMHEAP__NTC; i++) {
+            struct shmheap__tc *tc = &h->hdr->tc[i];
+            uint64_t zero = 0;
+            if (rcp__load_relaxed(&tc->owner) == 0 && rcp__cas(&tc->owner, &zero, me)) {
+                tc->tid = (uint32_t)syscall(SYS_gettid);
+                return tc;
+            }
+        }
+        if (!shmheap__sweep(h)) break;
+    }
+    return NULL;
+}
+
+static int shmheap__is_open(const shmheap *h, uint64_t hid)
+{
+    for (shmheap *x = shmheap__reg; x; x = x->next)
+        if (x == h && x->hid == hid) return 1;
+    return 0;
+}
+
+/* Drop bindings of this thread (to h, or all if h is NULL), giving their caches back. */
+static void shmheap__unbind(shmheap *h)
+{
+    pthread_mutex_lock(&shmheap__reg_lock);
+    for (int i = 0; i < SHMHEAP__NBIND; i++) {
+        struct shmheap__binding *b = &shmheap__binds[i];
+        if (!b->h || (h && b->h != h)) continue;
+        if (b->tc && shmheap__is_open(b->h, b->hid)) shmheap__tc_release(b->h, b->tc);
+        memset(b, 0, sizeof *b);
+    }
+    pthread_mutex_unlock(&shmheap__reg_lock);
+}
+
+static void shmheap__thread_exit(void *unused)
+{
+    (void)unused;
+    shmheap__unbind(NULL);
+}
+
+/* This thread's cache in h, binding one if there is room. A thread that works with more heaps
+   than it has bindings uses the atomic path for the others, and moves its least recently used
+   binding only now and then, so that round-robin use of many heaps does not thrash. */
+static struct shmheap__tc *shmheap__tc_bind(shmheap *h)
+{
+    struct shmheap__binding *b = shmheap__binds, t;
+    int i;
+    for (i = 1; i < SHMHEAP__NBIND; i++)
+        if (b[i].h == h && b[i].hid == h->hid) break;
+    if (i == SHMHEAP__NBIND) {
+        if (b[SHMHEAP__NBIND - 1].h && (++shmheap__misses & 255)) return NULL;
+        i = SHMHEAP__NBIND - 1;
+        if (b[i].h) {
+            struct shmheap__binding *keep = &b[i];
+            pthread_mutex_lock(&shmheap__reg_lock);
+            if (keep->tc && shmheap__is_open(keep->h, keep->hid)) shmheap__tc_release(keep->h, keep->tc);
+            pthread_mutex_unlock(&shmheap__reg_lock);
+        }
+        b[i].h = h;
+        b[i].hid = h->hid;
+        b[i].tc = shmheap__tc_claim(h);
+        pthread_setspecific(shmheap__key, (void *)1); /* arms the thread-exit destructor */
+    }
+    t = b[i]; /* most recently used first */
+    memmove(&b[1], &b[0], (size_t)i * sizeof *b);
+    b[0] = t;
+    return t.tc;
+}
+
+static inline struct shmheap__tc *shmheap__tc_get(shmheap *h)
+{
+    if (RCP__LIKELY(shmheap__binds[0].h == h && shmheap__binds[0].hid == h->hid)) return shmheap__binds[0].tc;
+    return shmheap__tc_bind(h);
+}
+
+static inline int shmheap__tc_holds(const struct shmheap__tc *tc, unsigned c, uint64_t off)
+{
+    for (unsigned k = 0; k < tc->n[c]; k++)
+        if (tc->off[c][k] == off) return 1;
+    return 0;
 }
 
 /* ---- allocation ---- */
 
 static void *shmheap__small_alloc(shmheap *h, unsigned c)
 {
+    struct shmheap__tc *tc = shmheap__tc_get(h);
+    if (tc && tc->n[c]) {
+        unsigned n = tc->n[c] - 1u;
+        rcp__store(&tc->n[c], (uint8_t)n); /* a crash from here on leaks this block, no worse */
+        return h->base + tc->off[c][n];
+    }
     unsigned st = shmheap__stripe();
     uint64_t *curp = &h->hdr->cur[st][c];
     for (int attempt = 0; attempt < 8; attempt++) {
@@ -714,11 +913,17 @@ SHMHEAP_API int shmheap_free(shmheap *h, void *p)
     int r = shmheap__locate(h, p, &s, &e, &idx);
     if (r) return r;
     if (SHMHEAP__E_STATE(e) == SHMHEAP__S_SMALL) {
-        uint64_t bit = 1ull << (idx % SHMHEAP__BITS);
-        uint64_t old = rcp__fetch_and(&h->bm[s * SHMHEAP__WORDS + idx / SHMHEAP__BITS], ~bit);
-        if (!(old & bit)) return SHMHEAP_E_DOUBLEFREE;
-        if (RCP__UNLIKELY(e & SHMHEAP__E_FULL)) rcp__fetch_and(&h->ent[s], ~SHMHEAP__E_FULL);
-        return 0;
+        struct shmheap__tc *tc = shmheap__tc_get(h);
+        unsigned c = SHMHEAP__E_CLS(e), n;
+        if (tc && (n = tc->n[c]) < SHMHEAP__TC_CAP) {
+            uint64_t off = (uint64_t)((char *)p - h->base);
+            uint64_t v = rcp__load_relaxed(&h->bm[s * SHMHEAP__WORDS + idx / SHMHEAP__BITS]);
+            if (!(v & (1ull << (idx % SHMHEAP__BITS))) || shmheap__tc_holds(tc, c, off)) return SHMHEAP_E_DOUBLEFREE;
+            tc->off[c][n] = off;
+            rcp__store(&tc->n[c], (uint8_t)(n + 1)); /* after the offset: a sweeper reads n first */
+            return 0;
+        }
+        return shmheap__slot_free(h, s, e, idx);
     }
     if ((r = shmheap__lock(h))) return r;
     e = rcp__load(&h->ent[s]);
@@ -743,7 +948,10 @@ SHMHEAP_API size_t shmheap_usable_size(shmheap *h, const void *p)
     if (!h || !p || shmheap__locate(h, p, &s, &e, &idx)) return 0;
     if (SHMHEAP__E_STATE(e) == SHMHEAP__S_HEAD) return (size_t)SHMHEAP__E_ARG(e) << SHMHEAP__SPAN_SHIFT;
     uint64_t v = rcp__load(&h->bm[s * SHMHEAP__WORDS + idx / SHMHEAP__BITS]);
-    return (v & (1ull << (idx % SHMHEAP__BITS))) ? shmheap__size[SHMHEAP__E_CLS(e)] : 0;
+    struct shmheap__tc *tc = shmheap__tc_get(h);
+    unsigned c = SHMHEAP__E_CLS(e);
+    if (tc && shmheap__tc_holds(tc, c, (uint64_t)((const char *)p - h->base))) return 0;
+    return (v & (1ull << (idx % SHMHEAP__BITS))) ? shmheap__size[c] : 0;
 }
 
 SHMHEAP_API void *shmheap_realloc(shmheap *h, void *p, size_t size)
@@ -779,7 +987,7 @@ static int shmheap__parse(const char *name, struct shmheap__loc *L)
         if (r == -ENOENT || r == -ENODEV) return SHMHEAP_E_NOTFOUND;
         if (r) return r;
         L->kind = SHMHEAP__K_DEV;
-        snprintf(L->key, sizeof L->key, "%s", L->path);
+        if (snprintf(L->key, sizeof L->key, "%s", L->path) >= (int)sizeof L->key) return SHMHEAP_E_BADNAME;
         return 0;
 #else
         return SHMHEAP_E_NOTSUP;
@@ -1031,6 +1239,7 @@ static int shmheap__new_handle(void *base, const char *key, shmheap **out)
     if (!h) return -ENOMEM;
     shmheap__bind(h, base);
     h->refs = 1;
+    h->hid = rcp__fetch_add(&shmheap__hid_next, (uint64_t)1) + 1;
     snprintf(h->name, sizeof h->name, "%s", key);
     h->next = shmheap__reg;
     shmheap__reg = h;
@@ -1107,6 +1316,13 @@ SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmhe
         }
     }
     shmheap__format(base, size, L.key);
+    if (shmheap__validate((struct shmheap__hdr *)base, size)) { /* e.g. qemu 7.2's emulated CXL DAX */
+        shmheap__log("%s does not keep what is written to it", L.key);
+        munmap(base, size);
+        r = -EIO;
+        pthread_mutex_unlock(&shmheap__reg_lock);
+        goto fail;
+    }
     close(fd);
     if ((r = shmheap__new_handle(base, L.key, out))) munmap(base, size);
     pthread_mutex_unlock(&shmheap__reg_lock);
@@ -1189,6 +1405,11 @@ SHMHEAP_API int shmheap_close(shmheap *h)
     while (*pp && *pp != h) pp = &(*pp)->next;
     if (!*pp) { pthread_mutex_unlock(&shmheap__reg_lock); return SHMHEAP_E_INVAL; }
     if (--h->refs == 0) {
+        uint64_t me = (uint64_t)shmheap__host << 32 | (uint32_t)getpid();
+        for (int i = 0; i < SHMHEAP__NTC; i++) /* the process's threads must be done with h */
+            if (rcp__load(&h->hdr->tc[i].owner) == me) shmheap__tc_release(h, &h->hdr->tc[i]);
+        for (int i = 0; i < SHMHEAP__NBIND; i++)
+            if (shmheap__binds[i].h == h) memset(&shmheap__binds[i], 0, sizeof shmheap__binds[i]);
         *pp = h->next;
         munmap(h->base, h->size);
         free(h);
@@ -1308,6 +1529,7 @@ SHMHEAP_API int shmheap_check(shmheap *h, shmheap_stats *st)
     int r = shmheap__validate(H, h->size);
     if (r) return shmheap__bad(st, "header invalid: %s", shmheap_strerror(r));
     if (H->base != (uint64_t)(uintptr_t)h->base || H->nspans != h->nspans) return shmheap__bad(st, "header changed");
+    shmheap__sweep(h);
     if ((r = shmheap__lock(h))) return r;
     r = 0;
     st->size = h->size;
@@ -1358,6 +1580,25 @@ SHMHEAP_API int shmheap_check(shmheap *h, shmheap_stats *st)
     }
     for (int i = 0; i < SHMHEAP__NROOTS && !r; i++)
         if (H->roots[i].used && H->roots[i].off >= h->size) r = shmheap__bad(st, "root %d outside the heap", i);
+    for (int i = 0; i < SHMHEAP__NTC && !r; i++) { /* cached blocks: small slots of their class */
+        struct shmheap__tc *tc = &H->tc[i];
+        if (!rcp__load(&tc->owner)) continue;
+        for (unsigned c = 0; c < SHMHEAP__NCLS && !r; c++) {
+            unsigned n = rcp__load(&tc->n[c]);
+            if (n > SHMHEAP__TC_CAP) { r = shmheap__bad(st, "thread cache %d: count %u", i, n); break; }
+            for (unsigned k = 0; k < n && !r; k++) {
+                uint64_t off = rcp__load(&tc->off[c][k]), e;
+                size_t s;
+                unsigned idx;
+                if (off >= h->size || shmheap__locate(h, h->base + off, &s, &e, &idx) ||
+                    SHMHEAP__E_STATE(e) != SHMHEAP__S_SMALL || SHMHEAP__E_CLS(e) != c)
+                    r = shmheap__bad(st, "thread cache %d: block %llx is not a slot of class %u", i, (unsigned long long)off, c);
+            }
+            st->cached_blocks += n;
+            st->used_bytes -= (size_t)n * shmheap__size[c];
+        }
+    }
+    if (!r) st->live_blocks -= st->cached_blocks;
     shmheap__unlock(h);
     return r;
 }

@@ -3,7 +3,8 @@
 
    perftest conventions (bench/peer.h): no address = server, an address (the channel name) =
    client, -f = both (server forked, pinned to CPU 1; client on CPU 0). Options: -n ITERS for the
-   no-op round trips (other suites scale from it), -w WARMUP, -P, -1, -T.
+   no-op round trips (other suites scale from it), -w WARMUP, -P, -1, -T, -S SUITES (comma list
+   of noop, payload, tree, kv; default all).
        cc -O2 -pthread -I. bench/rpcool_bench.c -o rpcool_bench && ./rpcool_bench -f
    Result names: rpcool/noop/MODE, rpcool/payload/MODE/SIZE, rpcool/tree/MODE/NODES,
    rpcool/kv/get/VALUE_SIZE, rpcool/kv/put/VALUE_SIZE. */
@@ -154,6 +155,16 @@ static int server(const struct peer_opts *o, const char *chan, void *unused)
 /* ---- client ---- */
 
 static const struct peer_opts *opt;
+static const char *suites; /* -S: NULL = all */
+
+static int want(const char *suite)
+{
+    if (!suites) return 1;
+    size_t n = strlen(suite);
+    for (const char *p = suites; (p = strstr(p, suite)); p += n)
+        if ((p == suites || p[-1] == ',') && (p[n] == ',' || p[n] == 0)) return 1;
+    return 0;
+}
 
 static void run(rpcool_conn *c, const char *name, long iters, unsigned fn, const void *arg, size_t len,
                 const rpcool_call_opts *co, int expect)
@@ -205,13 +216,13 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
     /* 1. no-op round trips: a 64-byte argument on its own page */
     char *arg = (char *)rpcool_alloc_pages(c, 1 << 20);
     memset(arg, 'x', 1 << 20);
-    for (int m = 0; m < 4; m++) {
+    for (int m = 0; m < 4 && want("noop"); m++) {
         snprintf(name, sizeof name, "rpcool/noop/%s%s", modes[m].name, sfx);
         run(c, name, n, FN_NOOP, arg, 64, modes[m].o, 0);
     }
     /* 2. payloads: the handler reads a byte of every cache line */
     static const size_t sizes[] = {64, 4096, 65536, 1 << 20};
-    for (int si = 0; si < 4; si++)
+    for (int si = 0; si < 4 && want("payload"); si++)
         for (int m = 0; m < 3; m++) {
             long it = sizes[si] >= 65536 ? n / (sizes[si] >= (1 << 20) ? 100 : 10) : n / 2;
             snprintf(name, sizeof name, "rpcool/payload/%s/%zu%s", modes[m].name, sizes[si], sfx);
@@ -219,7 +230,7 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
         }
     /* 3. trees (bench/workload.h), built in a sealable arena */
     static const size_t nodes[] = {1, 16, 256, 4096};
-    for (int ti = 0; ti < 4; ti++) {
+    for (int ti = 0; ti < 4 && want("tree"); ti++) {
         rpcool_arena a;
         if (rpcool_arena_init(&a, rpcool_heap(c), nodes[ti] * 96 + 4096)) return 1;
         struct bench_node *root = bench_tree_build(nodes[ti], arena_alloc, &a);
@@ -254,7 +265,7 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
     char *kbuf = (char *)rpcool_alloc(c, BENCH_KV_KEY_MAX), *vbuf = (char *)rpcool_alloc(c, BENCH_KV_VALUE_MAX);
     rq->key = kbuf;
     rq->val = vbuf;
-    for (int vi = 0; vi < 3; vi++) {
+    for (int vi = 0; vi < 3 && want("kv"); vi++) {
         for (uint64_t k = 0; k < BENCH_KV_KEYS; k++) {
             rq->klen = bench_kv_key(k, kbuf);
             rq->vlen = vsizes[vi];
@@ -296,9 +307,11 @@ int main(int argc, char **argv)
     struct peer_opts o;
     peer_opts_default(&o);
     int ch;
-    while ((ch = getopt(argc, argv, PEER_COMMON_OPTS)) != -1)
-        if (!peer_opt(&o, ch, optarg)) {
-            fprintf(stderr, "usage: %s [-f | CHANNEL]\n" PEER_COMMON_HELP, argv[0]);
+    while ((ch = getopt(argc, argv, PEER_COMMON_OPTS "S:")) != -1)
+        if (ch == 'S') {
+            suites = optarg;
+        } else if (!peer_opt(&o, ch, optarg)) {
+            fprintf(stderr, "usage: %s [-f | CHANNEL] [-S noop,payload,tree,kv]\n" PEER_COMMON_HELP, argv[0]);
             return 2;
         }
     if (optind < argc) o.addr = argv[optind];

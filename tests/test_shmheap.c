@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <fcntl.h>
+#include <pthread.h>
 
 static shmheap *mk(const char *name, size_t size)
 {
@@ -352,6 +353,49 @@ static int faults(void (*fn)(char *), char *arg)
 static void write_byte(char *p) { *(volatile char *)(p + 1) = 2; }
 static void read_byte(char *p) { volatile char c = *p; (void)c; }
 
+static void *free_three(void *arg)
+{
+    shmheap *h = (shmheap *)arg;
+    for (int i = 0; i < 3; i++) shmheap_free(h, shmheap_malloc(h, 100));
+    return NULL;
+}
+
+/* Freed small blocks wait in per-thread caches kept in the heap; a thread that exits gives its
+   cache back, and so does anyone for a process that died. */
+static void thread_caches(void)
+{
+    const char *n = t_uniq("tc");
+    shmheap *h = mk(n, 4 << 20);
+    shmheap_stats st;
+    void *p = shmheap_malloc(h, 100);
+    CHECK_EQ(shmheap_free(h, p), 0);
+    CHECK_EQ(shmheap_check(h, &st), 0);
+    CHECK_EQ(st.cached_blocks, 1);
+    CHECK_EQ(st.live_blocks, 0);
+    CHECK_EQ(shmheap_free(h, p), SHMHEAP_E_DOUBLEFREE); /* found in the cache */
+    CHECK(shmheap_malloc(h, 100) == p);                 /* and served from it */
+    CHECK_EQ(shmheap_free(h, p), 0);
+    pthread_t th;
+    pthread_create(&th, NULL, free_three, h);
+    pthread_join(th, NULL);
+    CHECK_EQ(shmheap_check(h, &st), 0);
+    CHECK_EQ(st.cached_blocks, 1); /* only ours: the thread's went back when it exited */
+    pid_t pid = fork();
+    if (pid == 0) {
+        void *q[5];
+        for (int i = 0; i < 5; i++) q[i] = shmheap_malloc(h, 64);
+        for (int i = 0; i < 5; i++) shmheap_free(h, q[i]);
+        kill(getpid(), SIGKILL);
+    }
+    int ws;
+    waitpid(pid, &ws, 0);
+    CHECK(WIFSIGNALED(ws));
+    CHECK_EQ(shmheap_check(h, &st), 0); /* sweeps the dead child's cache */
+    CHECK_EQ(st.cached_blocks, 1);
+    CHECK_EQ(st.live_blocks, 0);
+    rm(h, n);
+}
+
 static void sealing(void)
 {
     const char *n = t_uniq("seal");
@@ -412,6 +456,7 @@ int main(int argc, char **argv)
     TEST(check_finds_damage);
     TEST(dead_lock_holder);
     TEST(spans_return);
+    TEST(thread_caches);
     TEST(sealing);
     TEST(pkeys);
     return T_DONE();
