@@ -30,8 +30,8 @@
    A new heap's address comes from the window [0x680000000000, 0x700000000000), handed out by a
    small pod directory that itself lives in shared memory (/dev/shm/shmheap.pod, or $SHMHEAP_POD):
    no daemon. A new pod takes its window from $SHMHEAP_WINDOW ("LO-HI" in hex) if set: programs
-   built with ThreadSanitizer can only map inside [0x550000000000, 0x568000000000), so our TSan
-   tests use SHMHEAP_POD=shmheap-tsan.pod SHMHEAP_WINDOW=560000000000-568000000000. The address is recorded in the heap's header; every opener maps exactly there with
+   built with ThreadSanitizer can only map inside [0x550000000000, 0x568000000000), so such builds
+   default to the pod shmheap-tsan.pod with the window [0x560000000000, 0x568000000000). The address is recorded in the heap's header; every opener maps exactly there with
    MAP_FIXED_NOREPLACE and fails with SHMHEAP_E_ADDRINUSE rather than replace a mapping. (Hosts
    that share a device but not /dev/shm each keep a directory; the header still decides.)
 
@@ -159,6 +159,10 @@ SHMHEAP_API int shmheap_alloc(shmheap *h, size_t size, size_t align, void **out)
 SHMHEAP_API int shmheap_free(shmheap *h, void *p);
 /* Bytes usable at p, or 0 if p is not a live block of h. */
 SHMHEAP_API size_t shmheap_usable_size(shmheap *h, const void *p);
+/* Blocks of up to 1 KiB that a thread frees wait in its cache (at most 8 per size class, kept
+   in the heap) for its next allocations; other threads and processes get them when the cache
+   overflows, the thread exits or the heap is closed, or now, with shmheap_flush. */
+SHMHEAP_API int shmheap_flush(shmheap *h);
 
 /* Checks every invariant of the heap (under its lock) and fills st if not NULL.
    Returns 0 or SHMHEAP_E_CORRUPT (with the first problem logged when SHMHEAP_DEBUG is set and
@@ -249,11 +253,26 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 #define SHMHEAP__DEFAULT_SIZE ((size_t)64 << 20)
 /* The default address window. RPCool's kernel uses [0x600000000000, 0x700000000000); its lower
    part is where AddressSanitizer puts its allocator, so ours starts higher. */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SHMHEAP__TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) || defined(SHMHEAP__TSAN)
+/* ThreadSanitizer only lets programs map inside [0x550000000000, 0x568000000000): such builds
+   default to a pod of their own in the top of that range. */
+#define SHMHEAP__WIN_LO 0x560000000000ull
+#define SHMHEAP__WIN_HI 0x568000000000ull
+#define SHMHEAP__POD_DEFAULT "shmheap-tsan.pod"
+#else
 #define SHMHEAP__WIN_LO 0x680000000000ull
 #define SHMHEAP__WIN_HI 0x700000000000ull
+#define SHMHEAP__POD_DEFAULT "shmheap.pod"
+#endif
 #define SHMHEAP__NAME_MAX 100
 #define SHMHEAP__NTC 32     /* thread caches per heap */
 #define SHMHEAP__TC_CAP 8   /* blocks per class in a thread cache */
+#define SHMHEAP__TC_CLS 20  /* classes up to 1 KiB are cached (as glibc's tcache does) */
 #define SHMHEAP__NBIND 4    /* heaps a thread keeps a cache in at once */
 
 /* A span table entry: state (8 bits), class (8 bits), a FULL hint bit, and an argument:
@@ -320,6 +339,7 @@ struct shmheap {
     size_t nspans;
     int refs;
     uint64_t hid; /* unique in this process: tells a thread's binding to a closed handle apart */
+    int fd;       /* kept to notice a backing file truncated under us (see shmheap__intact) */
     char name[SHMHEAP__NAME_MAX + 16];
     struct shmheap *next;
 };
@@ -699,10 +719,19 @@ static struct shmheap__tc *shmheap__tc_claim(shmheap *h)
     return NULL;
 }
 
+/* A peer can truncate the file under a heap; touching the lost pages would raise SIGBUS. The
+   library's own housekeeping (cache release on close, eviction, thread exit) checks first. */
+static int shmheap__intact(const shmheap *h)
+{
+    struct stat st;
+    if (h->fd < 0 || fstat(h->fd, &st)) return 1;
+    return !S_ISREG(st.st_mode) || (size_t)st.st_size >= h->size;
+}
+
 static int shmheap__is_open(const shmheap *h, uint64_t hid)
 {
     for (shmheap *x = shmheap__reg; x; x = x->next)
-        if (x == h && x->hid == hid) return 1;
+        if (x == h && x->hid == hid) return shmheap__intact(x);
     return 0;
 }
 
@@ -771,7 +800,7 @@ static inline int shmheap__tc_holds(const struct shmheap__tc *tc, unsigned c, ui
 
 static void *shmheap__small_alloc(shmheap *h, unsigned c)
 {
-    struct shmheap__tc *tc = shmheap__tc_get(h);
+    struct shmheap__tc *tc = c < SHMHEAP__TC_CLS ? shmheap__tc_get(h) : NULL;
     if (tc && tc->n[c]) {
         unsigned n = tc->n[c] - 1u;
         rcp__store(&tc->n[c], (uint8_t)n); /* a crash from here on leaks this block, no worse */
@@ -807,7 +836,12 @@ static void *shmheap__small_alloc(shmheap *h, unsigned c)
             }
         }
     slow:
-        if (shmheap__refill(h, c, st, cv) < 0) return NULL;
+        if (shmheap__refill(h, c, st, cv) < 0) {
+            /* full: what this thread keeps in its cache is all there is left to try */
+            struct shmheap__tc *mine = shmheap__tc_get(h);
+            if (!mine || attempt > 0) return NULL;
+            shmheap__tc_flush(h, mine);
+        }
     }
     return NULL;
 }
@@ -913,8 +947,8 @@ SHMHEAP_API int shmheap_free(shmheap *h, void *p)
     int r = shmheap__locate(h, p, &s, &e, &idx);
     if (r) return r;
     if (SHMHEAP__E_STATE(e) == SHMHEAP__S_SMALL) {
-        struct shmheap__tc *tc = shmheap__tc_get(h);
         unsigned c = SHMHEAP__E_CLS(e), n;
+        struct shmheap__tc *tc = c < SHMHEAP__TC_CLS ? shmheap__tc_get(h) : NULL;
         if (tc && (n = tc->n[c]) < SHMHEAP__TC_CAP) {
             uint64_t off = (uint64_t)((char *)p - h->base);
             uint64_t v = rcp__load_relaxed(&h->bm[s * SHMHEAP__WORDS + idx / SHMHEAP__BITS]);
@@ -940,6 +974,15 @@ SHMHEAP_API int shmheap_free(shmheap *h, void *p)
     return r;
 }
 
+SHMHEAP_API int shmheap_flush(shmheap *h)
+{
+    if (!h) return SHMHEAP_E_INVAL;
+    for (int i = 0; i < SHMHEAP__NBIND; i++)
+        if (shmheap__binds[i].h == h && shmheap__binds[i].hid == h->hid && shmheap__binds[i].tc)
+            shmheap__tc_flush(h, shmheap__binds[i].tc);
+    return 0;
+}
+
 SHMHEAP_API size_t shmheap_usable_size(shmheap *h, const void *p)
 {
     size_t s;
@@ -948,8 +991,8 @@ SHMHEAP_API size_t shmheap_usable_size(shmheap *h, const void *p)
     if (!h || !p || shmheap__locate(h, p, &s, &e, &idx)) return 0;
     if (SHMHEAP__E_STATE(e) == SHMHEAP__S_HEAD) return (size_t)SHMHEAP__E_ARG(e) << SHMHEAP__SPAN_SHIFT;
     uint64_t v = rcp__load(&h->bm[s * SHMHEAP__WORDS + idx / SHMHEAP__BITS]);
-    struct shmheap__tc *tc = shmheap__tc_get(h);
     unsigned c = SHMHEAP__E_CLS(e);
+    struct shmheap__tc *tc = c < SHMHEAP__TC_CLS ? shmheap__tc_get(h) : NULL;
     if (tc && shmheap__tc_holds(tc, c, (uint64_t)((const char *)p - h->base))) return 0;
     return (v & (1ull << (idx % SHMHEAP__BITS))) ? shmheap__size[c] : 0;
 }
@@ -1048,7 +1091,7 @@ static int shmheap__pod_open(const shmheap_opts *o, struct shmheap__podref *pr)
 {
     const char *name = (o && o->pod) ? o->pod : getenv("SHMHEAP_POD");
     char path[NAME_MAX + 2];
-    if (!name || !*name) name = "shmheap.pod";
+    if (!name || !*name) name = SHMHEAP__POD_DEFAULT;
     if (strchr(name, '/') || strlen(name) > NAME_MAX - 1) return SHMHEAP_E_BADNAME;
     snprintf(path, sizeof path, "/%s", name);
     int fd = shm_open(path, O_RDWR | O_CREAT, 0666);
@@ -1233,10 +1276,11 @@ static shmheap *shmheap__reg_find(const char *key)
     return NULL;
 }
 
-static int shmheap__new_handle(void *base, const char *key, shmheap **out)
+static int shmheap__new_handle(void *base, int fd, const char *key, shmheap **out)
 {
     shmheap *h = (shmheap *)calloc(1, sizeof *h);
     if (!h) return -ENOMEM;
+    h->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
     shmheap__bind(h, base);
     h->refs = 1;
     h->hid = rcp__fetch_add(&shmheap__hid_next, (uint64_t)1) + 1;
@@ -1324,7 +1368,7 @@ SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmhe
         goto fail;
     }
     close(fd);
-    if ((r = shmheap__new_handle(base, L.key, out))) munmap(base, size);
+    if ((r = shmheap__new_handle(base, fd, L.key, out))) munmap(base, size);
     pthread_mutex_unlock(&shmheap__reg_lock);
     shmheap__log("created %s at %p, %zu bytes, %zu spans", L.key, base, size, (*out) ? (*out)->nspans : 0);
     return r;
@@ -1385,7 +1429,7 @@ SHMHEAP_API int shmheap_open(const char *name, const shmheap_opts *opts, shmheap
         /* the header could have changed between the read and the map: check the real one */
         if ((r = shmheap__validate((struct shmheap__hdr *)base, have)) ||
             ((struct shmheap__hdr *)base)->base != (uint64_t)(uintptr_t)base ||
-            (r = shmheap__new_handle(base, L.key, out))) {
+            (r = shmheap__new_handle(base, fd, L.key, out))) {
             if (!r) r = SHMHEAP_E_CORRUPT;
             munmap(base, (size_t)H.size);
         }
@@ -1406,12 +1450,13 @@ SHMHEAP_API int shmheap_close(shmheap *h)
     if (!*pp) { pthread_mutex_unlock(&shmheap__reg_lock); return SHMHEAP_E_INVAL; }
     if (--h->refs == 0) {
         uint64_t me = (uint64_t)shmheap__host << 32 | (uint32_t)getpid();
-        for (int i = 0; i < SHMHEAP__NTC; i++) /* the process's threads must be done with h */
+        for (int i = 0; i < SHMHEAP__NTC && shmheap__intact(h); i++) /* threads must be done with h */
             if (rcp__load(&h->hdr->tc[i].owner) == me) shmheap__tc_release(h, &h->hdr->tc[i]);
         for (int i = 0; i < SHMHEAP__NBIND; i++)
             if (shmheap__binds[i].h == h) memset(&shmheap__binds[i], 0, sizeof shmheap__binds[i]);
         *pp = h->next;
         munmap(h->base, h->size);
+        if (h->fd >= 0) close(h->fd);
         free(h);
     }
     pthread_mutex_unlock(&shmheap__reg_lock);

@@ -5,6 +5,9 @@
 # and the document store with sealed, sandboxed, pointer-rich documents.
 ex=${1:-build/ex}
 set -e
+echo "== shmheap: two processes share a linked list by plain pointer (examples/shmheap_list.c)"
+"$ex/shmheap_list"
+echo
 echo "== rpcool key-value store: 1 server thread, 2 client processes, 100000 keys each"
 "$ex/rpcool_kv" 100000 2
 echo

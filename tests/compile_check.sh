@@ -30,3 +30,17 @@ done
 check all "$all
 int main(void) { return 0; }
 "
+
+# A new user: the headers and impl/ in an empty folder, each example built with plain cc.
+for ex in examples/*.c; do
+    n=$(basename "$ex" .c)
+    cp "$ex" "$dir/$n.c"
+    libs=$(sed -n 's|^// LIBS: ||p' "$ex")
+    if (cd "$dir" && cc -O2 -pthread "$n.c" -o "$n" $libs 2>err-$n); then
+        echo "ok example-builds-alone-$n"
+    else
+        echo "FAIL example-builds-alone-$n: $(head -3 "$dir/err-$n" | tr '\n' ' ')"
+    fi
+done
+"$dir/shmheap_list" >"$dir/out" 2>&1 && grep -q "walked 1000 items" "$dir/out" &&
+    echo "ok example-runs-alone-shmheap_list" || echo "FAIL example-runs-alone-shmheap_list: $(cat "$dir/out")"

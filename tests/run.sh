@@ -40,8 +40,7 @@ host() {
         [ -x "$t" ] || continue
         run_one "$(basename $t)" env ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 "$t"
         if [ -x "$t.tsan" ]; then
-            run_one "$(basename $t).tsan" env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-                SHMHEAP_POD=shmheap-tsan.pod SHMHEAP_WINDOW=560000000000-568000000000 "$t.tsan"
+            run_one "$(basename $t).tsan" env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "$t.tsan"
         fi
     done
     # valgrind: the same tests built without sanitizers
