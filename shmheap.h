@@ -159,7 +159,7 @@ SHMHEAP_API int shmheap_alloc(shmheap *h, size_t size, size_t align, void **out)
 SHMHEAP_API int shmheap_free(shmheap *h, void *p);
 /* Bytes usable at p, or 0 if p is not a live block of h. */
 SHMHEAP_API size_t shmheap_usable_size(shmheap *h, const void *p);
-/* Blocks of up to 1 KiB that a thread frees wait in its cache (at most 8 per size class, kept
+/* Blocks of up to 4 KiB that a thread frees wait in its cache (at most 8 per size class, kept
    in the heap) for its next allocations; other threads and processes get them when the cache
    overflows, the thread exits or the heap is closed, or now, with shmheap_flush. */
 SHMHEAP_API int shmheap_flush(shmheap *h);
@@ -272,7 +272,7 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 #define SHMHEAP__NAME_MAX 100
 #define SHMHEAP__NTC 32     /* thread caches per heap */
 #define SHMHEAP__TC_CAP 8   /* blocks per class in a thread cache */
-#define SHMHEAP__TC_CLS 20  /* classes up to 1 KiB are cached (as glibc's tcache does) */
+#define SHMHEAP__TC_CLS 28  /* classes up to 4 KiB are cached */
 #define SHMHEAP__NBIND 4    /* heaps a thread keeps a cache in at once */
 
 /* A span table entry: state (8 bits), class (8 bits), a FULL hint bit, and an argument:
@@ -340,6 +340,7 @@ struct shmheap {
     int refs;
     uint64_t hid; /* unique in this process: tells a thread's binding to a closed handle apart */
     int fd;       /* kept to notice a backing file truncated under us (see shmheap__intact) */
+    uint64_t hdr_data_off, data_len; /* private copies: the shared header is not trusted */
     char name[SHMHEAP__NAME_MAX + 16];
     struct shmheap *next;
 };
@@ -497,9 +498,18 @@ static void shmheap__recover(shmheap *h)
     H->recoveries++;
 }
 
+/* Steps under the mutex are short; a holder that keeps it for seconds is a misbehaving peer
+   (the heap may be shared with one), and waiting for it forever would hang us too. */
+#ifndef SHMHEAP_LOCK_TIMEOUT_S
+#define SHMHEAP_LOCK_TIMEOUT_S 2
+#endif
 static int shmheap__lock(shmheap *h)
 {
-    int r = pthread_mutex_lock(&h->hdr->lock.m);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += SHMHEAP_LOCK_TIMEOUT_S;
+    int r = pthread_mutex_timedlock(&h->hdr->lock.m, &ts);
+    if (r == ETIMEDOUT) shmheap__log("%s: lock held for over %d s by another process", h->name, SHMHEAP_LOCK_TIMEOUT_S);
     if (r == EOWNERDEAD) {
         shmheap__recover(h);
         pthread_mutex_consistent(&h->hdr->lock.m);
@@ -803,8 +813,11 @@ static void *shmheap__small_alloc(shmheap *h, unsigned c)
     struct shmheap__tc *tc = c < SHMHEAP__TC_CLS ? shmheap__tc_get(h) : NULL;
     if (tc && tc->n[c]) {
         unsigned n = tc->n[c] - 1u;
+        uint64_t off = n < SHMHEAP__TC_CAP ? tc->off[c][n] : 0;
         rcp__store(&tc->n[c], (uint8_t)n); /* a crash from here on leaks this block, no worse */
-        return h->base + tc->off[c][n];
+        /* the cache lives in shared memory: a peer that scribbles on it must not steer us out */
+        if (RCP__LIKELY(off - h->hdr_data_off <= h->data_len - shmheap__size[c])) return h->base + off;
+        rcp__store(&tc->n[c], (uint8_t)0);
     }
     unsigned st = shmheap__stripe();
     uint64_t *curp = &h->hdr->cur[st][c];
@@ -822,6 +835,7 @@ static void *shmheap__small_alloc(shmheap *h, unsigned c)
                     while (!(v & SHMHEAP__CLOSED) && (~v & SHMHEAP__SLOTMASK)) {
                         unsigned b = (unsigned)__builtin_ctzll(~v & SHMHEAP__SLOTMASK);
                         uint64_t bit = 1ull << b;
+                        if (RCP__UNLIKELY(w * SHMHEAP__BITS + b >= shmheap__nslots(c))) break; /* scribbled tail */
                         if (!rcp__cas(&bm[w], &v, v | bit)) continue;
                         if ((rcp__load(&h->ent[s]) ^ e1) & ~SHMHEAP__E_FULL) {
                             /* the span changed hands under us: give the bit back */
@@ -1210,6 +1224,8 @@ static void shmheap__bind(shmheap *h, void *base)
     h->ent = (uint64_t *)(h->base + H->entries_off);
     h->bm = (uint64_t *)(h->base + H->bitmap_off);
     h->data = h->base + H->data_off;
+    h->hdr_data_off = H->data_off;
+    h->data_len = (uint64_t)h->nspans << SHMHEAP__SPAN_SHIFT;
 }
 
 /* Checks a header read from a file of file_size bytes. */
