@@ -634,17 +634,23 @@ static int shmheap__retire_empty(shmheap *h)
 
 static int shmheap__sweep(shmheap *h);
 
-/* Slow path of a small allocation: give stripe st a span of class c with room. */
+/* Slow path of a small allocation: give stripe st a span of class c with room. Looking for a
+   partly free span needs no lock (it only reads, and sets hints atomically); taking a free span
+   or retiring empty ones does. */
 static int shmheap__refill(shmheap *h, unsigned c, unsigned st, uint64_t seen)
 {
     uint64_t *curp = &h->hdr->cur[st][c];
-    int r = shmheap__lock(h);
-    if (r) return r;
-    if (rcp__load(curp) != seen) { shmheap__unlock(h); return 0; } /* a thread of this stripe did it */
     size_t after = (uint32_t)seen ? ((uint32_t)seen - 1) % h->nspans : 0;
     unsigned quarter = shmheap__nslots(c) / 4;
     long s = shmheap__find_partial(h, c, after, quarter ? quarter : 1, 0);
-    if (s < 0) s = shmheap__init_span(h, c);
+    if (s >= 0) {
+        rcp__cas(curp, &seen, (uint64_t)s + 1); /* lost to a thread of this stripe: fine too */
+        return 0;
+    }
+    int r = shmheap__lock(h);
+    if (r) return r;
+    if (rcp__load(curp) != seen) { shmheap__unlock(h); return 0; } /* a thread of this stripe did it */
+    s = shmheap__init_span(h, c);
     if (s < 0 && shmheap__retire_empty(h)) s = shmheap__init_span(h, c);
     if (s < 0) s = shmheap__find_partial(h, c, after, 1, 1);
     if (s < 0 && shmheap__sweep(h)) s = shmheap__find_partial(h, c, after, 1, 1);
