@@ -113,6 +113,10 @@ typedef struct shmheap_opts {
     unsigned mode;       /* create: permissions of a new object; 0 = 0600 */
     const char *pod;     /* pod directory name in /dev/shm; NULL = $SHMHEAP_POD or shmheap.pod */
     int overwrite;       /* create on an existing file or device: format it anyway */
+    unsigned lock_timeout_ms; /* bound on waiting for the heap's mutex (taken for blocks over
+                            32 KiB, roots, checks); 0 = wait as long as it takes. Set it when a
+                            peer you do not trust shares the heap: its stop then makes those
+                            calls fail with -ETIMEDOUT instead of hanging you */
 } shmheap_opts;
 
 enum {
@@ -313,7 +317,8 @@ struct shmheap__hdr {
     uint64_t free_hint;  /* where to start looking for free spans (under the mutex) */
     uint64_t recoveries;
     uint64_t hdr_size;
-    uint64_t reserved[4];
+    uint64_t tc_key;     /* random: marks blocks sitting in a thread cache (see shmheap_free) */
+    uint64_t reserved[3];
     char name[128];
     union { pthread_mutex_t m; char pad[64]; } lock;
     struct { uint32_t op, cls; uint64_t span, n, gen; } journal;
@@ -340,7 +345,10 @@ struct shmheap {
     int refs;
     uint64_t hid; /* unique in this process: tells a thread's binding to a closed handle apart */
     int fd;       /* kept to notice a backing file truncated under us (see shmheap__intact) */
-    uint64_t hdr_data_off, data_len; /* private copies: the shared header is not trusted */
+    uint64_t hdr_data_off, data_len, tc_key; /* private copies: the shared header is not trusted */
+    uint64_t lock_timeout_ms;
+    dev_t dev;    /* the object behind the name, to tell a re-created name from the open one */
+    ino_t ino;
     char name[SHMHEAP__NAME_MAX + 16];
     struct shmheap *next;
 };
@@ -383,7 +391,7 @@ SHMHEAP_API const char *shmheap_strerror(int code)
     case SHMHEAP_E_NOTFOUND: return "no heap, device, region or root of that name";
     case SHMHEAP_E_EXISTS: return "a heap of that name exists already";
     case SHMHEAP_E_INVAL: return "invalid argument";
-    default: return code < 0 ? strerror(-code) : "unknown code";
+    default: return code < 0 && code > -4096 ? strerror(-code) : "unknown code";
     }
 }
 
@@ -475,10 +483,10 @@ static void shmheap__recover(shmheap *h)
     uint64_t s = H->journal.span, n = H->journal.n;
     shmheap__log("recovering %s after a dead lock holder (step %u span %llu)", h->name,
                  H->journal.op, (unsigned long long)s);
-    if (s >= h->nspans || n > h->nspans - s) H->journal.op = SHMHEAP__J_NONE;
+    if (s >= h->nspans || n > h->nspans - s || H->journal.cls >= SHMHEAP__NCLS) H->journal.op = SHMHEAP__J_NONE;
     switch (H->journal.op) {
     case SHMHEAP__J_INIT: /* entry published first, words opened after: finish opening */
-        if (rcp__load(&h->ent[s]) == SHMHEAP__E_MAKE(SHMHEAP__S_SMALL, H->journal.cls, H->journal.gen))
+        if ((rcp__load(&h->ent[s]) & ~SHMHEAP__E_FULL) == SHMHEAP__E_MAKE(SHMHEAP__S_SMALL, H->journal.cls, H->journal.gen))
             shmheap__open_words(h, s, H->journal.cls);
         break;
     case SHMHEAP__J_RETIRE: /* words closed while empty, then entry freed: reopen if not freed */
@@ -498,18 +506,23 @@ static void shmheap__recover(shmheap *h)
     H->recoveries++;
 }
 
-/* Steps under the mutex are short; a holder that keeps it for seconds is a misbehaving peer
-   (the heap may be shared with one), and waiting for it forever would hang us too. */
-#ifndef SHMHEAP_LOCK_TIMEOUT_S
-#define SHMHEAP_LOCK_TIMEOUT_S 2
-#endif
+/* Steps under the mutex are short. A process that opened a heap shared with a peer it does not
+   trust can bound its wait (opts.lock_timeout_ms): a peer that stops while holding the mutex
+   then makes our large allocations and frees fail with -ETIMEDOUT instead of hanging us. */
 static int shmheap__lock(shmheap *h)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += SHMHEAP_LOCK_TIMEOUT_S;
-    int r = pthread_mutex_timedlock(&h->hdr->lock.m, &ts);
-    if (r == ETIMEDOUT) shmheap__log("%s: lock held for over %d s by another process", h->name, SHMHEAP_LOCK_TIMEOUT_S);
+    int r;
+    if (h->lock_timeout_ms) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t ns = (uint64_t)ts.tv_nsec + (h->lock_timeout_ms % 1000) * 1000000ull;
+        ts.tv_sec += (time_t)(h->lock_timeout_ms / 1000 + ns / 1000000000ull);
+        ts.tv_nsec = (long)(ns % 1000000000ull);
+        r = pthread_mutex_timedlock(&h->hdr->lock.m, &ts);
+        if (r == ETIMEDOUT) shmheap__log("%s: lock held for over %llu ms by another process", h->name, (unsigned long long)h->lock_timeout_ms);
+    } else {
+        r = pthread_mutex_lock(&h->hdr->lock.m);
+    }
     if (r == EOWNERDEAD) {
         shmheap__recover(h);
         pthread_mutex_consistent(&h->hdr->lock.m);
@@ -559,7 +572,7 @@ static long shmheap__find_partial(shmheap *h, unsigned c, size_t after, unsigned
             if (e & SHMHEAP__E_FULL) rcp__fetch_and(&h->ent[s], ~SHMHEAP__E_FULL);
             return (long)s;
         }
-        if (!nfree && !(e & SHMHEAP__E_FULL)) rcp__fetch_or(&h->ent[s], SHMHEAP__E_FULL);
+        if (!nfree && !(e & SHMHEAP__E_FULL)) rcp__cas(&h->ent[s], &e, e | SHMHEAP__E_FULL); /* only on this span's entry */
     }
     return -1;
 }
@@ -612,7 +625,7 @@ static int shmheap__retire_empty(shmheap *h)
     int n = 0;
     for (size_t s = 0; s < h->nspans; s++) {
         uint64_t e = rcp__load(&h->ent[s]);
-        if (SHMHEAP__E_STATE(e) != SHMHEAP__S_SMALL) continue;
+        if (SHMHEAP__E_STATE(e) != SHMHEAP__S_SMALL || SHMHEAP__E_CLS(e) >= SHMHEAP__NCLS) continue;
         unsigned c = SHMHEAP__E_CLS(e), nw = shmheap__nwords(c), w;
         uint64_t *bm = h->bm + s * SHMHEAP__WORDS;
         shmheap__journal(h, SHMHEAP__J_RETIRE, s, 1, c, 0);
@@ -687,8 +700,10 @@ static void shmheap__tc_flush(shmheap *h, struct shmheap__tc *tc)
             uint64_t e;
             unsigned idx;
             if (off < h->size && !shmheap__locate(h, h->base + off, &s, &e, &idx) &&
-                SHMHEAP__E_STATE(e) == SHMHEAP__S_SMALL && SHMHEAP__E_CLS(e) == c)
+                SHMHEAP__E_STATE(e) == SHMHEAP__S_SMALL && SHMHEAP__E_CLS(e) == c) {
+                *(uint64_t *)(h->base + off) = 0; /* no longer cached */
                 shmheap__slot_free(h, s, e, idx);
+            }
         }
     }
 }
@@ -805,13 +820,6 @@ static inline struct shmheap__tc *shmheap__tc_get(shmheap *h)
     return shmheap__tc_bind(h);
 }
 
-static inline int shmheap__tc_holds(const struct shmheap__tc *tc, unsigned c, uint64_t off)
-{
-    for (unsigned k = 0; k < tc->n[c]; k++)
-        if (tc->off[c][k] == off) return 1;
-    return 0;
-}
-
 /* ---- allocation ---- */
 
 static void *shmheap__small_alloc(shmheap *h, unsigned c)
@@ -822,7 +830,10 @@ static void *shmheap__small_alloc(shmheap *h, unsigned c)
         uint64_t off = n < SHMHEAP__TC_CAP ? tc->off[c][n] : 0;
         rcp__store(&tc->n[c], (uint8_t)n); /* a crash from here on leaks this block, no worse */
         /* the cache lives in shared memory: a peer that scribbles on it must not steer us out */
-        if (RCP__LIKELY(off - h->hdr_data_off <= h->data_len - shmheap__size[c])) return h->base + off;
+        if (RCP__LIKELY(off - h->hdr_data_off <= h->data_len - shmheap__size[c])) {
+            *(uint64_t *)(h->base + off) = 0; /* no longer cached */
+            return h->base + off;
+        }
         rcp__store(&tc->n[c], (uint8_t)0);
     }
     unsigned st = shmheap__stripe();
@@ -852,7 +863,7 @@ static void *shmheap__small_alloc(shmheap *h, unsigned c)
                         return h->data + (s << SHMHEAP__SPAN_SHIFT) + (size_t)(w * SHMHEAP__BITS + b) * shmheap__size[c];
                     }
                 }
-                if (!(e1 & SHMHEAP__E_FULL)) rcp__fetch_or(&h->ent[s], SHMHEAP__E_FULL);
+                if (!(e1 & SHMHEAP__E_FULL)) rcp__cas(&h->ent[s], &e1, e1 | SHMHEAP__E_FULL); /* not on a reused entry */
             }
         }
     slow:
@@ -868,7 +879,7 @@ static void *shmheap__small_alloc(shmheap *h, unsigned c)
 
 static void *shmheap__large_alloc(shmheap *h, size_t size, size_t align)
 {
-    size_t n = (size + SHMHEAP__SPAN - 1) >> SHMHEAP__SPAN_SHIFT;
+    size_t n = size ? (size + SHMHEAP__SPAN - 1) >> SHMHEAP__SPAN_SHIFT : 1;
     if (align < SHMHEAP__SPAN) align = SHMHEAP__SPAN;
     if (n > h->nspans || shmheap__lock(h)) return NULL;
     long s = shmheap__find_free_run(h, n, align);
@@ -887,6 +898,7 @@ static void *shmheap__large_alloc(shmheap *h, size_t size, size_t align)
 SHMHEAP_API int shmheap_alloc(shmheap *h, size_t size, size_t align, void **out)
 {
     void *p = NULL;
+    if (!out) return SHMHEAP_E_INVAL;
     *out = NULL;
     if (!h) return SHMHEAP_E_INVAL;
     if (align == 0) align = 16;
@@ -968,11 +980,15 @@ SHMHEAP_API int shmheap_free(shmheap *h, void *p)
     if (r) return r;
     if (SHMHEAP__E_STATE(e) == SHMHEAP__S_SMALL) {
         unsigned c = SHMHEAP__E_CLS(e), n;
+        uint64_t off = (uint64_t)((char *)p - h->base), *mark = (uint64_t *)p;
+        /* A block in any thread's cache still looks allocated in the bitmap; its first word
+           holds key ^ offset (as glibc's tcache keeps a key in its entries). */
+        if (c < SHMHEAP__TC_CLS && *mark == (h->tc_key ^ off)) return SHMHEAP_E_DOUBLEFREE;
         struct shmheap__tc *tc = c < SHMHEAP__TC_CLS ? shmheap__tc_get(h) : NULL;
         if (tc && (n = tc->n[c]) < SHMHEAP__TC_CAP) {
-            uint64_t off = (uint64_t)((char *)p - h->base);
             uint64_t v = rcp__load_relaxed(&h->bm[s * SHMHEAP__WORDS + idx / SHMHEAP__BITS]);
-            if (!(v & (1ull << (idx % SHMHEAP__BITS))) || shmheap__tc_holds(tc, c, off)) return SHMHEAP_E_DOUBLEFREE;
+            if (!(v & (1ull << (idx % SHMHEAP__BITS)))) return SHMHEAP_E_DOUBLEFREE;
+            *mark = h->tc_key ^ off;
             tc->off[c][n] = off;
             rcp__store(&tc->n[c], (uint8_t)(n + 1)); /* after the offset: a sweeper reads n first */
             return 0;
@@ -983,6 +999,8 @@ SHMHEAP_API int shmheap_free(shmheap *h, void *p)
     e = rcp__load(&h->ent[s]);
     if (SHMHEAP__E_STATE(e) != SHMHEAP__S_HEAD) {
         r = SHMHEAP__E_STATE(e) == SHMHEAP__S_FREE ? SHMHEAP_E_DOUBLEFREE : SHMHEAP_E_BADPTR;
+    } else if (SHMHEAP__E_ARG(e) == 0 || SHMHEAP__E_ARG(e) > h->nspans - s) {
+        r = SHMHEAP_E_CORRUPT; /* a run past the span table: written by a broken peer */
     } else {
         uint64_t n = SHMHEAP__E_ARG(e);
         shmheap__journal(h, SHMHEAP__J_LFREE, s, n, 0, 0);
@@ -1009,11 +1027,11 @@ SHMHEAP_API size_t shmheap_usable_size(shmheap *h, const void *p)
     uint64_t e;
     unsigned idx = 0;
     if (!h || !p || shmheap__locate(h, p, &s, &e, &idx)) return 0;
-    if (SHMHEAP__E_STATE(e) == SHMHEAP__S_HEAD) return (size_t)SHMHEAP__E_ARG(e) << SHMHEAP__SPAN_SHIFT;
+    if (SHMHEAP__E_STATE(e) == SHMHEAP__S_HEAD) /* the entry is shared memory: bound it */
+        return SHMHEAP__E_ARG(e) <= h->nspans - s ? (size_t)SHMHEAP__E_ARG(e) << SHMHEAP__SPAN_SHIFT : 0;
     uint64_t v = rcp__load(&h->bm[s * SHMHEAP__WORDS + idx / SHMHEAP__BITS]);
     unsigned c = SHMHEAP__E_CLS(e);
-    struct shmheap__tc *tc = c < SHMHEAP__TC_CLS ? shmheap__tc_get(h) : NULL;
-    if (tc && shmheap__tc_holds(tc, c, (uint64_t)((const char *)p - h->base))) return 0;
+    if (c < SHMHEAP__TC_CLS && *(const uint64_t *)p == (h->tc_key ^ (uint64_t)((const char *)p - h->base))) return 0;
     return (v & (1ull << (idx % SHMHEAP__BITS))) ? shmheap__size[c] : 0;
 }
 
@@ -1066,8 +1084,14 @@ static int shmheap__parse(const char *name, struct shmheap__loc *L)
     return 0;
 file:
     L->kind = SHMHEAP__K_FILE;
-    snprintf(L->path, sizeof L->path, "%s", name);
-    snprintf(L->key, sizeof L->key, "%s", name);
+    if (name[0] == '/') {
+        snprintf(L->path, sizeof L->path, "%s", name);
+    } else { /* one key per file in the pod, whatever the current directory */
+        char cwd[PATH_MAX];
+        if (!getcwd(cwd, sizeof cwd)) return -errno;
+        if (snprintf(L->path, sizeof L->path, "%s/%s", cwd, name) >= (int)sizeof L->path) return SHMHEAP_E_BADNAME;
+    }
+    if (snprintf(L->key, sizeof L->key, "%s", L->path) >= (int)sizeof L->key) return SHMHEAP_E_BADNAME;
     return 0;
 }
 
@@ -1231,6 +1255,7 @@ static void shmheap__bind(shmheap *h, void *base)
     h->bm = (uint64_t *)(h->base + H->bitmap_off);
     h->data = h->base + H->data_off;
     h->hdr_data_off = H->data_off;
+    h->tc_key = H->tc_key | 1; /* odd: never equal to offset ^ key for a zeroed block */
     h->data_len = (uint64_t)h->nspans << SHMHEAP__SPAN_SHIFT;
 }
 
@@ -1242,6 +1267,7 @@ static int shmheap__validate(const struct shmheap__hdr *H, size_t file_size)
     if (!H->ready) return SHMHEAP_E_BADMAGIC;
     if (H->hdr_size != sizeof(struct shmheap__hdr) || H->size > file_size || H->size < SHMHEAP__ALIGN ||
         H->base % SHMHEAP__ALIGN || H->base + H->size < H->base || H->nspans == 0 ||
+        H->nspans > (H->size >> SHMHEAP__SPAN_SHIFT) || H->data_off > H->size || /* no overflow below */
         H->entries_off != sizeof(struct shmheap__hdr) ||
         H->bitmap_off != H->entries_off + H->nspans * 8 ||
         H->data_off < shmheap__meta_bytes(H->nspans) || H->data_off % SHMHEAP__SPAN ||
@@ -1275,6 +1301,7 @@ static void shmheap__format(void *base, size_t size, const char *key)
     pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
     pthread_mutex_init(&H->lock.m, &a);
     pthread_mutexattr_destroy(&a);
+    H->tc_key = ((uint64_t)rcp__now_ns() * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)base;
     H->magic = SHMHEAP__MAGIC;
     rcp__store(&H->ready, 1u);
 }
@@ -1291,20 +1318,16 @@ static int shmheap__map_at(int fd, uint64_t base, size_t size, void **out)
     return 0;
 }
 
-static shmheap *shmheap__reg_find(const char *key)
-{
-    for (shmheap *h = shmheap__reg; h; h = h->next)
-        if (!strcmp(h->name, key)) return h;
-    return NULL;
-}
-
-static int shmheap__new_handle(void *base, int fd, const char *key, shmheap **out)
+static int shmheap__new_handle(void *base, int fd, const char *key, const shmheap_opts *o, shmheap **out)
 {
     shmheap *h = (shmheap *)calloc(1, sizeof *h);
     if (!h) return -ENOMEM;
+    struct stat st;
     h->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    if (fstat(fd, &st) == 0) { h->dev = st.st_dev; h->ino = st.st_ino; }
     shmheap__bind(h, base);
     h->refs = 1;
+    h->lock_timeout_ms = o ? o->lock_timeout_ms : 0;
     h->hid = rcp__fetch_add(&shmheap__hid_next, (uint64_t)1) + 1;
     snprintf(h->name, sizeof h->name, "%s", key);
     h->next = shmheap__reg;
@@ -1320,11 +1343,60 @@ static int shmheap__open_fd(const struct shmheap__loc *L, int flags, unsigned mo
     return fd;
 }
 
+static void shmheap__flock(int fd, int op)
+{
+    while (flock(fd, op) && errno == EINTR) {}
+}
+
+/* The leading fields of a header, read without mapping the heap (validate reads no further). */
+#define SHMHEAP__HEAD_BYTES offsetof(struct shmheap__hdr, name)
+
+static int shmheap__read_head(int fd, struct shmheap__hdr *H)
+{
+    memset(H, 0, SHMHEAP__HEAD_BYTES);
+    if (pread(fd, H, SHMHEAP__HEAD_BYTES, 0) == (ssize_t)SHMHEAP__HEAD_BYTES) return 0;
+    /* device files may refuse pread: read the header through a mapping */
+    void *m = mmap(NULL, SHMHEAP__HEAD_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) return -errno;
+    memcpy(H, m, SHMHEAP__HEAD_BYTES);
+    munmap(m, SHMHEAP__HEAD_BYTES);
+    return 0;
+}
+
+/* Picks the heap's address (opts->addr or the pod's next free range) and maps fd there. */
+static int shmheap__place(int fd, const struct shmheap__loc *L, const shmheap_opts *o, size_t size, void **base)
+{
+    struct shmheap__podref pr;
+    int r = shmheap__pod_open(o, &pr);
+    if (r) return r;
+    shmheap__pod_sweep(pr.p);
+    if (o->addr) {
+        r = shmheap__pod_overlaps(pr.p, o->addr, size, L->key) ? SHMHEAP_E_ADDRINUSE : shmheap__map_at(fd, o->addr, size, base);
+        if (!r && o->addr < pr.p->hi && o->addr + size > pr.p->lo) { /* inside or straddling the window */
+            r = shmheap__pod_record(pr.p, L->key, o->addr, size);
+            if (r) munmap(*base, size);
+        }
+    } else {
+        uint64_t min = 0, b;
+        struct shmheap__pod_ent *old = shmheap__pod_find(pr.p, L->key);
+        if (old) old->base = 0; /* the name is being replaced: its old range goes */
+        r = SHMHEAP_E_ADDRINUSE;
+        for (int tries = 0; tries < 64 && r == SHMHEAP_E_ADDRINUSE; tries++) {
+            if (!(b = shmheap__pod_pick(pr.p, size, min))) { r = SHMHEAP_E_FULL; break; }
+            r = shmheap__map_at(fd, b, size, base);
+            min = b + SHMHEAP__ALIGN; /* taken in this process: try above it */
+            if (!r && (r = shmheap__pod_record(pr.p, L->key, b, size))) munmap(*base, size);
+        }
+    }
+    shmheap__pod_close(&pr);
+    return r;
+}
+
 SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmheap **out)
 {
     struct shmheap__loc L;
     shmheap_opts o;
-    int r, fd, created = 0, is_dev = 0;
+    int r, fd, created = 0, is_dev = 0, device;
     size_t have = 0, size;
     void *base = NULL;
     if (!out) return SHMHEAP_E_INVAL;
@@ -1339,69 +1411,49 @@ SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmhe
     if (fd == SHMHEAP_E_EXISTS) fd = shmheap__open_fd(&L, O_RDWR, 0);
     else if (fd >= 0) created = 1;
     if (fd < 0) return fd;
+    /* Held until the header is complete: openers wait on it (LOCK_SH), and two creators of one
+       device cannot both format it. */
+    shmheap__flock(fd, LOCK_EX);
     if ((r = shmheap__fd_size(fd, &is_dev, &have))) goto fail;
-    if (!created) { /* an existing heap is only replaced on request */
-        struct shmheap__hdr H;
-        if (!o.overwrite && have >= sizeof H && pread(fd, &H, sizeof H, 0) == (ssize_t)sizeof H &&
-            H.magic == SHMHEAP__MAGIC) { r = SHMHEAP_E_EXISTS; goto fail; }
-        if (!o.overwrite && L.kind == SHMHEAP__K_SHM) { r = SHMHEAP_E_EXISTS; goto fail; }
+    device = is_dev || !strncmp(L.path, "/sys/", 5);
+    if (!created && !o.overwrite) {
+        /* an existing file or object is somebody's; a device is formatted unless it holds a heap */
+        uint64_t magic = 0;
+        if (!device || (have >= 8 && pread(fd, &magic, 8, 0) == 8 && magic == SHMHEAP__MAGIC)) {
+            r = SHMHEAP_E_EXISTS;
+            goto fail;
+        }
     }
     size = o.size ? o.size : (have && !created && L.kind != SHMHEAP__K_SHM) ? have : SHMHEAP__DEFAULT_SIZE;
     size = (size + SHMHEAP__ALIGN - 1) & ~(SHMHEAP__ALIGN - 1);
-    if (created || (have < size && !is_dev && L.kind != SHMHEAP__K_DEV)) {
+    if (created || (have < size && !device)) {
         if (ftruncate(fd, (off_t)size)) { r = -errno; goto fail; }
     } else if (have < size) { r = SHMHEAP_E_TOOSMALL; goto fail; }
     if (size < SHMHEAP__ALIGN) { r = SHMHEAP_E_TOOSMALL; goto fail; }
 
     pthread_mutex_lock(&shmheap__reg_lock);
-    if (shmheap__reg_find(L.key)) { r = SHMHEAP_E_EXISTS; goto fail_reg; }
-    {
-        struct shmheap__podref pr;
-        if ((r = shmheap__pod_open(&o, &pr))) goto fail_reg;
-        shmheap__pod_sweep(pr.p);
-        if (o.addr) {
-            r = shmheap__pod_overlaps(pr.p, o.addr, size, L.key) ? SHMHEAP_E_ADDRINUSE
-                                                                  : shmheap__map_at(fd, o.addr, size, &base);
-            if (!r && o.addr >= pr.p->lo && o.addr < pr.p->hi) r = shmheap__pod_record(pr.p, L.key, o.addr, size);
-        } else {
-            uint64_t min = 0, b;
-            r = SHMHEAP_E_ADDRINUSE;
-            for (int tries = 0; tries < 64 && r == SHMHEAP_E_ADDRINUSE; tries++) {
-                struct shmheap__pod_ent *old = shmheap__pod_find(pr.p, L.key);
-                if (old) old->base = 0; /* the name is being replaced: its old range goes */
-                if (!(b = shmheap__pod_pick(pr.p, size, min))) { r = SHMHEAP_E_FULL; break; }
-                r = shmheap__map_at(fd, b, size, &base);
-                min = b + SHMHEAP__ALIGN; /* taken in this process: try above it */
-                if (!r) r = shmheap__pod_record(pr.p, L.key, b, size);
-            }
-        }
-        shmheap__pod_close(&pr);
-        if (r) {
-            if (base) munmap(base, size);
-            goto fail_reg;
-        }
-    }
+    if ((r = shmheap__place(fd, &L, &o, size, &base))) goto fail_reg;
     shmheap__format(base, size, L.key);
     if (shmheap__validate((struct shmheap__hdr *)base, size)) { /* e.g. qemu 7.2's emulated CXL DAX */
         shmheap__log("%s does not keep what is written to it", L.key);
         munmap(base, size);
         r = -EIO;
-        pthread_mutex_unlock(&shmheap__reg_lock);
-        goto fail;
+        goto fail_reg;
     }
-    close(fd);
-    if ((r = shmheap__new_handle(base, fd, L.key, out))) munmap(base, size);
+    shmheap__flock(fd, LOCK_UN);
+    if ((r = shmheap__new_handle(base, fd, L.key, &o, out))) munmap(base, size);
     pthread_mutex_unlock(&shmheap__reg_lock);
-    shmheap__log("created %s at %p, %zu bytes, %zu spans", L.key, base, size, (*out) ? (*out)->nspans : 0);
+    close(fd);
+    shmheap__log("created %s at %p, %zu bytes", L.key, base, size);
     return r;
 fail_reg:
     pthread_mutex_unlock(&shmheap__reg_lock);
 fail:
-    close(fd);
     if (created) {
         if (L.kind == SHMHEAP__K_SHM) shm_unlink(L.path);
         else unlink(L.path);
     }
+    close(fd);
     shmheap__log("create %s failed: %s", name, shmheap_strerror(r));
     return r;
 }
@@ -1409,55 +1461,49 @@ fail:
 SHMHEAP_API int shmheap_open(const char *name, const shmheap_opts *opts, shmheap **out)
 {
     struct shmheap__loc L;
-    struct shmheap__hdr H;
+    struct stat st;
     int r, fd, is_dev = 0;
     size_t have = 0;
     void *base = NULL;
-    (void)opts;
+    shmheap *h;
     if (!out) return SHMHEAP_E_INVAL;
     *out = NULL;
     if ((r = shmheap__parse(name, &L))) return r;
     pthread_once(&shmheap__once, shmheap__init_once);
-    pthread_mutex_lock(&shmheap__reg_lock);
-    shmheap *h = shmheap__reg_find(L.key);
-    if (h) {
-        h->refs++;
-        *out = h;
-        pthread_mutex_unlock(&shmheap__reg_lock);
-        return 0;
-    }
-    pthread_mutex_unlock(&shmheap__reg_lock);
     if ((fd = shmheap__open_fd(&L, O_RDWR, 0)) < 0) return fd;
-    if ((r = shmheap__fd_size(fd, &is_dev, &have))) goto out;
-    if (have < sizeof H) { r = SHMHEAP_E_TOOSMALL; goto out; }
-    /* The creator may still be formatting: wait a moment for its ready flag. */
-    for (int i = 0; i < 200; i++) {
-        if (pread(fd, &H, sizeof H, 0) != (ssize_t)sizeof H) {
-            /* device files may refuse pread: read the header through a mapping */
-            void *m = mmap(NULL, sizeof H, PROT_READ, MAP_SHARED, fd, 0);
-            if (m == MAP_FAILED) { r = -errno; goto out; }
-            memcpy(&H, m, sizeof H);
-            munmap(m, sizeof H);
-        }
-        if (H.magic != SHMHEAP__MAGIC || H.ready) break;
+    struct shmheap__hdr *H = (struct shmheap__hdr *)malloc(sizeof *H); /* 90 KiB: not on the stack */
+    if (!H || fstat(fd, &st)) { r = H ? -errno : -ENOMEM; goto out; }
+    /* A creator holds LOCK_EX until its header is complete; a file it has just made may not be
+       locked yet (still empty, or being formatted from magic 0): wait a little for those. */
+    for (int i = 0;; i++) {
+        shmheap__flock(fd, LOCK_SH);
+        if ((r = shmheap__fd_size(fd, &is_dev, &have)) || (r = shmheap__read_head(fd, H))) break;
+        if ((have && H->magic) || i == 200) break;
+        shmheap__flock(fd, LOCK_UN);
         usleep(5000);
     }
-    if ((r = shmheap__validate(&H, have))) goto out;
+    if (r) goto out;
+    r = have < SHMHEAP__HEAD_BYTES ? SHMHEAP_E_TOOSMALL : shmheap__validate(H, have);
+    shmheap__flock(fd, LOCK_UN); /* before the handle dups fd, which would keep the lock */
+    if (r) goto out;
     pthread_mutex_lock(&shmheap__reg_lock);
-    if ((h = shmheap__reg_find(L.key))) { /* another thread opened it meanwhile */
-        h->refs++;
+    for (h = shmheap__reg; h; h = h->next) /* by object: the name may mean a new heap now */
+        if (!strcmp(h->name, L.key) && h->dev == st.st_dev && h->ino == st.st_ino) break;
+    if (h) {
+        h->refs++; /* this process has it open already */
         *out = h;
-    } else if (!(r = shmheap__map_at(fd, H.base, (size_t)H.size, &base))) {
+    } else if (!(r = shmheap__map_at(fd, H->base, (size_t)H->size, &base))) {
         /* the header could have changed between the read and the map: check the real one */
         if ((r = shmheap__validate((struct shmheap__hdr *)base, have)) ||
             ((struct shmheap__hdr *)base)->base != (uint64_t)(uintptr_t)base ||
-            (r = shmheap__new_handle(base, fd, L.key, out))) {
+            (r = shmheap__new_handle(base, fd, L.key, opts, out))) {
             if (!r) r = SHMHEAP_E_CORRUPT;
-            munmap(base, (size_t)H.size);
+            munmap(base, (size_t)H->size);
         }
     }
     pthread_mutex_unlock(&shmheap__reg_lock);
 out:
+    free(H);
     close(fd);
     if (r) shmheap__log("open %s failed: %s", name, shmheap_strerror(r));
     return r;
@@ -1489,22 +1535,22 @@ SHMHEAP_API int shmheap_unlink(const char *name, const shmheap_opts *opts)
 {
     struct shmheap__loc L;
     struct shmheap__podref pr;
-    int r = shmheap__parse(name, &L), gone = 0;
+    struct stat st;
+    int r = shmheap__parse(name, &L), pod;
     if (r) return r;
+    /* under the pod's lock, so that a create of the same name cannot slip in between removing
+       the object and dropping its range */
+    pod = shmheap__pod_open(opts, &pr);
     if (L.kind == SHMHEAP__K_SHM) {
         if (shm_unlink(L.path)) r = errno == ENOENT ? SHMHEAP_E_NOTFOUND : -errno;
-        gone = 1;
-    } else {
-        struct stat st;
-        if (stat(L.path, &st)) r = errno == ENOENT ? SHMHEAP_E_NOTFOUND : -errno;
-        else if (S_ISREG(st.st_mode) && strncmp(L.path, "/sys/", 5)) {
-            if (unlink(L.path)) r = -errno;
-            gone = 1;
-        }
+    } else if (stat(L.path, &st)) {
+        r = errno == ENOENT ? SHMHEAP_E_NOTFOUND : -errno;
+    } else if (S_ISREG(st.st_mode) && strncmp(L.path, "/sys/", 5) && unlink(L.path)) {
+        r = -errno; /* devices and PCI BARs stay; only their pod entry goes */
     }
-    if (shmheap__pod_open(opts, &pr) == 0) {
+    if (pod == 0) {
         struct shmheap__pod_ent *e = shmheap__pod_find(pr.p, L.key);
-        if (e && (gone || r == 0)) e->base = 0;
+        if (e && (r == 0 || r == SHMHEAP_E_NOTFOUND)) e->base = 0;
         shmheap__pod_close(&pr);
     }
     return r;
@@ -1675,11 +1721,11 @@ SHMHEAP_API int shmheap_check(shmheap *h, shmheap_stats *st)
 static int shmheap__pages(const shmheap *h, const void *p, size_t len, uintptr_t *a, size_t *n)
 {
     if (!h || !p) return SHMHEAP_E_INVAL;
-    uintptr_t b = (uintptr_t)h->base;
-    if ((uintptr_t)p < b || len > h->size || (uintptr_t)p - b > h->size - len) return SHMHEAP_E_FOREIGN;
+    /* only the data area: sealing the header would stop this process's own allocations */
+    if (!shmheap_contains(h, p, len)) return SHMHEAP_E_FOREIGN;
     uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
     *a = (uintptr_t)p & ~(pg - 1);
-    *n = (((uintptr_t)p + len + pg - 1) & ~(pg - 1)) - *a;
+    *n = len ? (((uintptr_t)p + len + pg - 1) & ~(pg - 1)) - *a : 0;
     return 0;
 }
 
@@ -1704,7 +1750,7 @@ static int shmheap__cmp_range(const void *x, const void *y)
 SHMHEAP_API int shmheap_unseal_batch(shmheap *h, const shmheap_range *rg, size_t n)
 {
     if (!n) return 0;
-    if (!rg) return SHMHEAP_E_INVAL;
+    if (!rg || n > SIZE_MAX / (2 * sizeof(uintptr_t))) return SHMHEAP_E_INVAL;
     uintptr_t *v = (uintptr_t *)malloc(n * 2 * sizeof *v);
     if (!v) return -ENOMEM;
     int r = 0;
