@@ -32,14 +32,19 @@
        connection      one shmheap per client connection ("rpcool-kv-PID-N") holding 64 call
                        slots, a request bitmap and the client's doorbell; arguments are
                        allocated there by the client, results there by the server
-       call            client fills a slot {handler id, arg pointer, length, safety flags},
-                       sets its bit in the request bitmap and rings the server only if it
-                       sleeps; a server thread claims the bit, runs the handler, writes
-                       {status, result pointer, length} and marks the slot done
+       call            client fills a slot's request line {handler id, arg pointer, length,
+                       safety flags, generation}, sets the slot's bit in the request bitmap if
+                       it is not still set, and rings the server only if it sleeps; a server
+                       thread claims the request in its own memory, runs the handler and
+                       writes the slot's response line {status, result pointer, length}: one
+                       cache line moves each way, as in a bare ping-pong
 
    Waiting: both sides busy-poll for spin_ns (default 20 us), then sleep on a shared futex, so
    an idle server uses no CPU; a sleeping side is woken only when it announced that it sleeps,
-   so a busy pair makes no system calls at all.
+   so a busy pair makes no system calls at all. The clock is read once per 64-128 polls. A
+   polling side yields its CPU (sched_yield) only when the peer was seen on the same CPU
+   (sched_getcpu hints in the channel file): on separate CPUs a yield would only add latency,
+   on a shared CPU it is what lets the peer answer.
 
    Transports: a connection has a transport (rpcool_conn_opts.transport). Only
    RPCOOL_TRANSPORT_SHM (one CXL pod; on one host /dev/shm) exists now; RPCOOL_TRANSPORT_RDMA is
@@ -101,7 +106,16 @@
        user space (RPCool's kernel patch forbids mprotect on heap ranges; we cannot). A seal
        covers whole pages: allocate sealed arguments with rpcool_alloc_pages() or an arena
        (rpcool_arena_init) so no unrelated data shares the pages; ranges must start on a page.
-       Concurrent sealed calls on one connection must use disjoint pages.
+       Batched release (seal_batch > 1, as RPCool's): after the reply the pages stay
+       read-only until seal_batch sealed calls have finished or rpcool_release() is called, so
+       the sender must not write to argument memory before then (it would fault); rpcool_free
+       of a block that is still sealed releases first, but memory freed by other means (an
+       arena, shmheap_free) must be released by hand before it is reused. A call whose range
+       is still sealed from an earlier call makes no system call at all; sealed calls in
+       flight at once may share pages (a range stays sealed while any call uses it). Cost on
+       this project's 2-vCPU VM: one mprotect that seals a written page ~1.3 us, so a call
+       with seal_batch 1 (seal + release) costs ~3.7 us, a call on a new page with batched
+       release ~1.7 us, a repeated argument with batched release no more than a relaxed call.
        userfaultfd write-protection was considered as a receiver-enforced seal: the uffd must
        be created by the sender (it acts on the creator's mm), the receiver would fetch it with
        pidfd_getfd (ptrace rights), and the sender keeps its own descriptor and can still map an
@@ -131,7 +145,9 @@
      handler running for it finish, unmaps its heap and unlinks it: its memory is freed whole.
    - Server dies: a waiting call checks the server's lock every peer_check_ms (default 100 ms)
      and fails with RPCOOL_E_PEERDEAD; calls also fail if the channel was closed
-     (RPCOOL_E_CLOSED) or taken over by a new server. Optional per-call timeout_ms.
+     (RPCOOL_E_CLOSED) or taken over by a new server. Optional per-call timeout_ms. A call
+     that timed out is not taken back: it may still run; its slot (and reply, and seal) is
+     reclaimed when the server answers.
    - Bad input: unknown handler id (RPCOOL_E_NOHANDLER), argument outside the connection heap
      (RPCOOL_E_BADPTR), unknown flags (RPCOOL_E_INVAL), a slot that was flagged but not filled
      (ignored and counted), a handler that faults in SANDBOX mode (RPCOOL_E_FAULT).
@@ -235,7 +251,8 @@ typedef struct rpcool_conn_opts {
     unsigned timeout_ms;      /* default per-call timeout; 0 = none */
     unsigned peer_check_ms;   /* a waiting call checks the server lives this often; 0 = 100 */
     unsigned connect_timeout_ms; /* 0 = 5000 */
-    unsigned seal_batch;      /* release seals after this many sealed calls; 0 = 1 (at once) */
+    unsigned seal_batch;      /* release seals after this many sealed calls; 0 = 1 (at once).
+                                 > 1: see "Batched release" under RPCOOL_SEAL */
     int transport;            /* RPCOOL_TRANSPORT_SHM (0) */
     const char *pod;          /* shmheap pod (NULL = default) */
 } rpcool_conn_opts;
@@ -396,7 +413,7 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 
 #define RPCOOL__CH_MAGIC 0x314c4843434f4352ull   /* "RCOCCHL1" */
 #define RPCOOL__CONN_MAGIC 0x314e4e43434f4352ull /* "RCOCCNN1" */
-#define RPCOOL__VERSION 1u
+#define RPCOOL__VERSION 2u
 #define RPCOOL__NSLOTS 64u
 #define RPCOOL__NAME_MAX 48
 #define RPCOOL__HEAPNAME 112
@@ -422,7 +439,10 @@ struct rpcool__chan_hdr {
     uint32_t safety;    /* the channel policy, for clients' information */
     uint32_t server_pid;
     uint32_t pending;   /* bumped by clients that connect or close */
-    uint32_t pad0[7];
+    uint32_t pad0;
+    uint64_t server_cpus; /* bit cpu%64 of every CPU a serving thread polls on (a hint) */
+    uint64_t client_cpus; /* bit cpu%64 of every CPU a client posted from (a hint) */
+    uint32_t pad0b[2];
     uint32_t sdoor;     /* server doorbell (futex) */
     uint32_t ssleepers; /* server threads asleep on sdoor */
     uint32_t pad1[14];
@@ -447,32 +467,50 @@ struct rpcool__chan_slot {
 RCP__STATIC_ASSERT(sizeof(struct rpcool__chan_slot) == 144, "channel slot layout");
 #define RPCOOL__SLOTS_OFF 4096u
 
-/* One call slot in a connection heap. */
-struct rpcool__slot {
-    uint32_t state; /* RPCOOL__SL_* */
+/* A call slot is two cache lines: the request, written only by the client, and the response,
+   written only by the server, so each direction of a call moves one line (as a bare ping-pong
+   does) and neither side ever takes a line the other is polling. States carry the slot's
+   generation (gen << 2 | RPCOOL__SL_*): the client posts gen|REQ, the server answers gen|DONE,
+   so an answer to an earlier call on the slot never matches. Server threads claim a request in
+   private memory (rpcool__sconn.claimed), never in the client's lines. */
+struct rpcool__req {
+    uint32_t state; /* gen|REQ once posted; stays so after the answer */
     uint32_t fn;
     uint32_t flags;
-    int32_t status;
+    uint32_t pad0;
     uint64_t arg, arg_len;
     uint64_t seal, seal_len;
-    uint64_t ret, ret_len;
+    uint64_t pad1[2];
 };
-RCP__STATIC_ASSERT(sizeof(struct rpcool__slot) == 64, "call slot layout");
-enum { RPCOOL__SL_FREE = 0, RPCOOL__SL_REQ = 1, RPCOOL__SL_BUSY = 2, RPCOOL__SL_DONE = 3 };
+struct rpcool__resp {
+    uint32_t state; /* gen|DONE */
+    int32_t status;
+    uint64_t ret, ret_len;
+    uint64_t pad[5];
+};
+RCP__STATIC_ASSERT(sizeof(struct rpcool__req) == 64 && sizeof(struct rpcool__resp) == 64, "call slot layout");
+enum { RPCOOL__SL_FREE = 0, RPCOOL__SL_REQ = 1, RPCOOL__SL_DONE = 3 };
+#define RPCOOL__SL(gen, st) ((uint32_t)(gen) << 2 | (uint32_t)(st))
 
 struct rpcool__conn_hdr {
     uint64_t magic;
     uint32_t version, nslots;
     uint32_t chan_slot, epoch;
     uint32_t pad0[10];
-    uint64_t req_bits; /* client sets bit i when slot i holds a request; a server clears it */
+    /* bit i: slot i may hold a request, look at it. Set by the client when it posts and finds
+       the bit clear; left set while the connection is busy, so a client that calls again and
+       again never writes this line; cleared for idle slots by a server about to sleep (both
+       sides re-check the other's word afterwards, seq_cst, so no request is missed). */
+    uint64_t req_bits;
     uint64_t pad1[7];
     uint32_t cdoor;    /* client doorbell (futex) */
     uint32_t csleepers;
     uint32_t pad2[14];
-    struct rpcool__slot slot[RPCOOL__NSLOTS];
+    struct rpcool__req req[RPCOOL__NSLOTS];
+    uint64_t pad3[16]; /* keeps the last request and first response off one 128-byte pair */
+    struct rpcool__resp resp[RPCOOL__NSLOTS];
 };
-RCP__STATIC_ASSERT(sizeof(struct rpcool__conn_hdr) == 192 + 64 * RPCOOL__NSLOTS, "conn layout");
+RCP__STATIC_ASSERT(sizeof(struct rpcool__conn_hdr) == 320 + 128 * RPCOOL__NSLOTS, "conn layout");
 
 /* ---- process-local state ---- */
 
@@ -480,12 +518,14 @@ enum { RPCOOL__SC_FREE = 0, RPCOOL__SC_ACTIVE, RPCOOL__SC_DRAINING };
 
 struct rpcool__sconn { /* the server's view of one connection */
     uint32_t state;
-    uint32_t busy;     /* server threads touching it now */
+    uint32_t condemned; /* a read of its heap faulted: drain it, serve it no more */
+    uint64_t drain_gp;  /* grace period that began when it started draining */
     shmheap *heap;
     struct rpcool__conn_hdr *hdr;
     int dead;          /* client died: unlink its heap once drained */
     int pkey;
     uint32_t rot;      /* where the next scan starts (fairness) */
+    uint32_t claimed[RPCOOL__NSLOTS]; /* generation last claimed per slot (server threads) */
     char heap_name[RPCOOL__HEAPNAME];
 };
 
@@ -493,6 +533,19 @@ struct rpcool__handler_ent {
     rpcool_handler *fn;
     void *user;
     unsigned flags;
+};
+
+/* A serving thread, registered with its server. A pass over the connections is a read-side
+   critical section: gp is 0 outside one, else the grace period the pass started in; a
+   draining connection is unmapped once no pass that may have seen it active remains. */
+struct rpcool__worker {
+    uint64_t gp;
+    struct rpcool__worker *next;
+    rpcool_server *s;
+    char *buf; /* private copies (RPCOOL_COPY) */
+    size_t cap;
+    struct rpcool__sconn *volatile cur; /* the connection being touched, for fault recovery */
+    unsigned cpu;                       /* where it last polled (sched_getcpu) */
 };
 
 struct rpcool_server {
@@ -509,7 +562,10 @@ struct rpcool_server {
     struct rpcool__handler_ent *handlers; /* RPCOOL_MAX_HANDLERS, an entry published by fn */
     struct rpcool__sconn *conns;
     uint32_t seen_pending;
+    uint32_t nscan;      /* 1 + highest connection slot in use: passes look no further */
     uint64_t last_hk;
+    uint64_t gp;         /* grace period counter, bumped when a connection starts draining */
+    struct rpcool__worker *workers; /* under hk_lock */
     pthread_mutex_t hk_lock;
     int stop;
     pthread_t *threads;
@@ -523,8 +579,16 @@ struct rpcool__pend { /* client-private state of one call slot */
     uint32_t pstate; /* RPCOOL__P_* */
     rpcool_callback *cb;
     void *user;
-    const void *seal_p;
+    const void *seal_p; /* the seal this call holds (a key of the seal table), or NULL */
     size_t seal_len;
+};
+
+/* A sealed (read-only) range of the client's heap and the calls in flight that rely on it.
+   Ranges with no user stay sealed until the batch is released. */
+struct rpcool__seal {
+    const void *p;
+    size_t len;
+    uint32_t users;
 };
 enum { RPCOOL__P_FREE = 0, RPCOOL__P_SYNC, RPCOOL__P_ASYNC, RPCOOL__P_TAKEN, RPCOOL__P_ABANDONED };
 
@@ -552,8 +616,10 @@ struct rpcool_conn {
     uint64_t last_check; /* when the server's lock was last tested */
     struct rpcool__pend pend[RPCOOL__NSLOTS];
     pthread_mutex_t seal_lock;
-    shmheap_range *seals;
-    size_t nseals;
+    struct rpcool__seal *seals; /* seal_batch + RPCOOL__NSLOTS entries */
+    shmheap_range *release;     /* scratch for a batch release */
+    size_t nseals, seal_cap;    /* nseals: read unlocked only as a hint */
+    unsigned seal_done;         /* sealed calls finished since the last release */
 };
 
 struct rpcool_ctx {
@@ -690,6 +756,20 @@ static void rpcool__sig_install(void)
     sigaction(SIGBUS, &sa, &rpcool__old_bus);
 }
 
+/* After a fault was contained: make sure SIGSEGV and SIGBUS are not left blocked. Our handler is
+   installed with SA_NODEFER and we siglongjmp without restoring the mask (a system call per
+   call otherwise), but an interposed handler may not pass SA_NODEFER on: ThreadSanitizer
+   installs its own and the kernel blocks the signal while it runs, so without this the
+   second fault of a thread would kill the process. Only on the fault path. */
+static void rpcool__fault_unblock(void)
+{
+    sigset_t m;
+    sigemptyset(&m);
+    sigaddset(&m, SIGSEGV);
+    sigaddset(&m, SIGBUS);
+    pthread_sigmask(SIG_UNBLOCK, &m, NULL);
+}
+
 /* Run fn(arg) with faults contained; returns fn's result, or onfault after a SIGSEGV/SIGBUS. */
 static int rpcool__guarded(int (*fn)(void *), void *arg, int onfault)
 {
@@ -698,6 +778,7 @@ static int rpcool__guarded(int (*fn)(void *), void *arg, int onfault)
     g.contain = 0;
     if (sigsetjmp(g.jb, 0)) {
         rpcool__cur = g.prev;
+        rpcool__fault_unblock();
         return onfault;
     }
     g.contain = 1;
@@ -705,6 +786,21 @@ static int rpcool__guarded(int (*fn)(void *), void *arg, int onfault)
     int r = fn(arg);
     rpcool__cur = g.prev;
     return r;
+}
+
+/* CPU hints: a side that busy-waits yields its CPU only when the peer may need that CPU (it was
+   seen polling or posting there); otherwise a yield (a system call, ~0.4 us on a VM) would only
+   add latency. The masks are reset every reap period by the server, so stale bits fade. */
+static unsigned rpcool__cpu_bit(void)
+{
+    int cpu = sched_getcpu(); /* vDSO/rseq: about a nanosecond */
+    return cpu < 0 ? 0u : (unsigned)cpu & 63u;
+}
+
+static void rpcool__cpu_mark(uint64_t *mask, unsigned cpu)
+{
+    uint64_t bit = 1ull << cpu;
+    if (!(rcp__load_relaxed(mask) & bit)) rcp__fetch_or(mask, bit); /* written once per period */
 }
 
 /* ---- names ---- */
@@ -948,7 +1044,10 @@ static void rpcool__accept(rpcool_server *s, uint32_t i)
             sc->rot = 0;
             memcpy(sc->heap_name, name, sizeof name);
             rpcool__pkey_attach(s, sc, i);
+            rcp__store(&sc->condemned, 0u);
+            for (unsigned k = 0; k < RPCOOL__NSLOTS; k++) rcp__store_relaxed(&sc->claimed[k], ~0u);
             rcp__store(&sc->state, (uint32_t)RPCOOL__SC_ACTIVE);
+            if (i + 1 > rcp__load_relaxed(&s->nscan)) rcp__store(&s->nscan, i + 1);
             rcp__fetch_add(&s->st.accepted, 1u);
         }
     }
@@ -959,14 +1058,22 @@ static void rpcool__accept(rpcool_server *s, uint32_t i)
     rcp__futex_wake(&cs->seq, INT_MAX);
 }
 
-/* Unmap a connection once no server thread touches it; 0 when done, 1 when still busy. */
+/* Unmap a connection once no pass that may have seen it active is still running (a pass that
+   announced a later grace period saw it draining); 0 when done, 1 when still in use. Under
+   hk_lock. seq_cst on both sides: the state store and grace period bump here, the announce
+   and state loads in rpcool__pass. */
 static int rpcool__drain(rpcool_server *s, uint32_t i)
 {
     struct rpcool__sconn *sc = &s->conns[i];
-    rcp__store(&sc->state, (uint32_t)RPCOOL__SC_DRAINING);
-    rcp__full_fence();
-    if (rcp__load(&sc->busy)) return 1;
-    rpcool__sconn_release(s, i, sc->dead);
+    if (rcp__load(&sc->state) != RPCOOL__SC_DRAINING) {
+        __atomic_store_n(&sc->state, (uint32_t)RPCOOL__SC_DRAINING, __ATOMIC_SEQ_CST);
+        sc->drain_gp = __atomic_add_fetch(&s->gp, 1u, __ATOMIC_SEQ_CST);
+    }
+    for (struct rpcool__worker *w = s->workers; w; w = w->next) {
+        uint64_t g = __atomic_load_n(&w->gp, __ATOMIC_SEQ_CST);
+        if (g && g <= sc->drain_gp) return 1;
+    }
+    rpcool__sconn_release(s, i, rcp__load(&sc->dead));
     return 0;
 }
 
@@ -981,31 +1088,41 @@ static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int unlink_heap)
     sc->heap = NULL;
     sc->hdr = NULL;
     rcp__store(&sc->state, (uint32_t)RPCOOL__SC_FREE);
+    uint32_t n = rcp__load_relaxed(&s->nscan);
+    while (n && rcp__load(&s->conns[n - 1].state) == RPCOOL__SC_FREE) n--;
+    rcp__store(&s->nscan, n);
     rcp__store(&cs->state, (uint32_t)RPCOOL__CS_FREE);
     rcp__fetch_add(&cs->seq, 1u);
     rcp__futex_wake(&cs->seq, INT_MAX);
 }
 
-/* Accept, close and reap. One thread at a time; cheap when nothing changed. */
-static void rpcool__housekeep(rpcool_server *s, int force)
+/* Accept, close and reap. One thread at a time; cheap when nothing changed. now: the time if
+   the caller read the clock (timed work is due every reap_ms), else 0. */
+static void rpcool__housekeep(rpcool_server *s, int force, uint64_t now)
 {
     uint32_t pend = rcp__load(&s->ch->pending);
-    uint64_t now = rcp__now_ns();
-    int timed = now - rcp__load_relaxed(&s->last_hk) >= (uint64_t)s->reap_ms * 1000000u;
+    if (force && !now) now = rcp__now_ns();
+    int timed = now && now - rcp__load_relaxed(&s->last_hk) >= (uint64_t)s->reap_ms * 1000000u;
     if (!force && pend == rcp__load_relaxed(&s->seen_pending) && !timed) return;
     if (pthread_mutex_trylock(&s->hk_lock)) return;
     rcp__store_relaxed(&s->seen_pending, pend);
-    if (timed || force) rcp__store_relaxed(&s->last_hk, now);
+    if (timed || force) {
+        rcp__store_relaxed(&s->last_hk, now);
+        rcp__store_relaxed(&s->ch->server_cpus, 0ull); /* hints fade: pollers mark them again */
+        rcp__store_relaxed(&s->ch->client_cpus, 0ull);
+    }
     for (uint32_t i = 0; i < s->max_conns; i++) {
         struct rpcool__sconn *sc = &s->conns[i];
         uint32_t st = rcp__load(&s->cs[i].state), ss = rcp__load(&sc->state);
         if (ss == RPCOOL__SC_DRAINING) {
             rpcool__drain(s, i);
         } else if (ss == RPCOOL__SC_ACTIVE) {
-            if (st == RPCOOL__CS_CLOSING) {
+            if (rcp__load(&sc->condemned)) {
+                rpcool__drain(s, i);
+            } else if (st == RPCOOL__CS_CLOSING) {
                 rpcool__drain(s, i);
             } else if ((timed || force) && rpcool__lock_held(s->fd, 1 + (off_t)i) == 0) {
-                sc->dead = 1; /* client gone without closing: reclaim its heap */
+                rcp__store(&sc->dead, 1); /* client gone without closing: reclaim its heap */
                 rpcool__drain(s, i);
             }
         } else if (st == RPCOOL__CS_PENDING) {
@@ -1017,13 +1134,6 @@ static void rpcool__housekeep(rpcool_server *s, int force)
     pthread_mutex_unlock(&s->hk_lock);
 }
 
-struct rpcool__worker {
-    rpcool_server *s;
-    char *buf; /* private copies (RPCOOL_COPY) */
-    size_t cap;
-    struct rpcool__sconn *volatile cur; /* the connection being touched, for fault recovery */
-};
-
 static int rpcool__run_handler(rpcool_ctx *ctx, const struct rpcool__handler_ent *e, rpcool_handler *fn,
                                void *arg, size_t len)
 {
@@ -1033,7 +1143,9 @@ static int rpcool__run_handler(rpcool_ctx *ctx, const struct rpcool__handler_ent
     ctx->guard = &g;
     if (sigsetjmp(g.jb, 0)) {
         rpcool__cur = g.prev;
-        return ctx->abort_code ? ctx->abort_code : RPCOOL_E_FAULT;
+        if (ctx->abort_code) return ctx->abort_code; /* rpcool_ctx_fail, not a signal */
+        rpcool__fault_unblock();
+        return RPCOOL_E_FAULT;
     }
     g.contain = (ctx->flags & RPCOOL_SANDBOX) != 0; /* faults become RPCOOL_E_FAULT */
     rpcool__cur = &g;
@@ -1049,13 +1161,14 @@ static void rpcool__pkeys(rpcool_server *s, int mine, unsigned rights)
         if (s->pkeys[k] != mine) shmheap_pkey_set(s->pkeys[k], rights);
 }
 
-static void rpcool__complete(struct rpcool__conn_hdr *hd, struct rpcool__slot *sl, int status,
+static void rpcool__complete(struct rpcool__conn_hdr *hd, unsigned i, uint32_t gen, int status,
                              void *ret, size_t ret_len)
 {
+    struct rpcool__resp *sl = &hd->resp[i];
     sl->ret = (uint64_t)(uintptr_t)ret;
     sl->ret_len = ret_len;
     sl->status = status;
-    rcp__store(&sl->state, (uint32_t)RPCOOL__SL_DONE);
+    rcp__store(&sl->state, RPCOOL__SL(gen, RPCOOL__SL_DONE));
     rcp__full_fence();
     if (rcp__load(&hd->csleepers)) {
         rcp__fetch_add(&hd->cdoor, 1u);
@@ -1063,18 +1176,13 @@ static void rpcool__complete(struct rpcool__conn_hdr *hd, struct rpcool__slot *s
     }
 }
 
-/* Serve request slot i of a connection. The slot's fields are read once: the client may change
-   them at any moment. */
-static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *sc, unsigned i)
+/* Serve request gen of slot i of a connection, claimed by this thread. The request's fields
+   are read once: the client may change them at any moment. */
+static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *sc, unsigned i, uint32_t gen)
 {
     rpcool_server *s = w->s;
     struct rpcool__conn_hdr *hd = sc->hdr;
-    struct rpcool__slot *sl = &hd->slot[i];
-    uint32_t exp = RPCOOL__SL_REQ;
-    if (!rcp__cas(&sl->state, &exp, (uint32_t)RPCOOL__SL_BUSY)) {
-        rcp__fetch_add(&s->st.bad_entries, 1u); /* flagged but not filled */
-        return;
-    }
+    struct rpcool__req *sl = &hd->req[i];
     uint32_t fnid = rcp__load_relaxed(&sl->fn), cflags = rcp__load_relaxed(&sl->flags);
     void *arg = (void *)(uintptr_t)rcp__load_relaxed(&sl->arg);
     size_t len = (size_t)rcp__load_relaxed(&sl->arg_len);
@@ -1124,35 +1232,92 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
             ctx.ret_len = 0;
         }
     }
-    rpcool__complete(hd, sl, status, ctx.ret, ctx.ret_len);
+    rpcool__complete(hd, i, gen, status, ctx.ret, ctx.ret_len);
 }
 
-/* Claim and serve the requests of one connection; returns how many. */
-static int rpcool__scan_conn(struct rpcool__worker *w, struct rpcool__sconn *sc)
+/* Clear request bits (a server about to sleep, or a bit with no request behind it), then look
+   at those slots once more: a client that posted meanwhile and saw its bit still set did not
+   set it again, so a request found now gets its bit back. seq_cst against rpcool__shm_post.
+   Returns 1 if a request waits. */
+static int rpcool__unflag(struct rpcool__sconn *sc, uint64_t bits)
 {
     struct rpcool__conn_hdr *hd = sc->hdr;
     int n = 0;
-    uint64_t bits = rcp__load(&hd->req_bits);
-    while (bits) {
-        /* start after the last served slot so no slot starves */
-        unsigned rot = rcp__load_relaxed(&sc->rot) & 63u; /* a hint: races are harmless */
-        uint64_t rb = (bits >> rot) | (rot ? bits << (64 - rot) : 0);
-        unsigned i = ((unsigned)__builtin_ctzll(rb) + rot) & 63u;
-        uint64_t bit = 1ull << i;
-        uint64_t old = rcp__fetch_and(&hd->req_bits, ~bit);
-        if (old & bit) {
-            rcp__store_relaxed(&sc->rot, i + 1);
-            rpcool__serve_slot(w, sc, i);
-            n++;
+    __atomic_fetch_and(&hd->req_bits, ~bits, __ATOMIC_SEQ_CST);
+    for (; bits; bits &= bits - 1) {
+        unsigned i = (unsigned)__builtin_ctzll(bits);
+        uint32_t st = __atomic_load_n(&hd->req[i].state, __ATOMIC_SEQ_CST);
+        if ((st & 3u) == RPCOOL__SL_REQ && st >> 2 != rcp__load(&sc->claimed[i])) {
+            __atomic_fetch_or(&hd->req_bits, 1ull << i, __ATOMIC_SEQ_CST);
+            n = 1;
         }
-        bits = rcp__load(&hd->req_bits);
     }
     return n;
 }
 
-/* One pass over all connections, under a recovery point: a fault in the library's own reads of
-   a client heap (a truncated file: SIGBUS) condemns that connection, not the server. */
-static int rpcool__pass(struct rpcool__worker *w)
+/* Serve the requests of one connection; returns how many. With trim (a server about to
+   sleep) it serves nothing: it clears the bits of idle slots and returns 1 if a request waits. */
+static int rpcool__scan_conn(struct rpcool__worker *w, struct rpcool__sconn *sc, int trim)
+{
+    struct rpcool__conn_hdr *hd = sc->hdr;
+    int n = 0;
+    uint64_t bits = rcp__load(&hd->req_bits), idle = 0, bad = 0;
+    unsigned rot = rcp__load_relaxed(&sc->rot) & 63u; /* start after the last served slot */
+    uint64_t rb = rot ? (bits >> rot) | (bits << (64 - rot)) : bits;
+    for (; rb; rb &= rb - 1) {
+        unsigned i = ((unsigned)__builtin_ctzll(rb) + rot) & 63u;
+        /* claimed first: a state read after it is at least as new as the claim (the claimer
+           read that state before its CAS), so gen != cl means a newer request, never an old
+           one seen late (which would be served twice) */
+        uint32_t cl = rcp__load(&sc->claimed[i]);
+        uint32_t st = rcp__load(&hd->req[i].state), gen = st >> 2;
+        if ((st & 3u) != RPCOOL__SL_REQ) bad |= 1ull << i; /* flagged, never filled */
+        else if (cl == gen) idle |= 1ull << i;             /* answered (or being answered) */
+        else if (trim) n = 1;
+        else if (rcp__cas(&sc->claimed[i], &cl, gen)) {     /* else another thread took it */
+            rcp__store_relaxed(&sc->rot, i + 1);
+            rpcool__serve_slot(w, sc, i, gen);
+            n++;
+        }
+    }
+    if (bad) {
+        rcp__fetch_add(&w->s->st.bad_entries, (uint64_t)__builtin_popcountll(bad));
+        rpcool__unflag(sc, bad);
+    }
+    if (trim && idle && rpcool__unflag(sc, idle)) n = 1;
+    return n;
+}
+
+/* One pass over the connections: serve their requests, or (serve == 0: about to sleep) trim
+   their request bits and say whether any request waits. The pass announces the grace period it runs in (see rpcool__drain) and reads client
+   heaps with faults contained by the worker's recovery point g. */
+static int rpcool__pass(struct rpcool__worker *w, struct rpcool__guard *g, int serve)
+{
+    rpcool_server *s = w->s;
+    uint32_t nscan = rcp__load(&s->nscan);
+    int n = 0;
+    if (!nscan) return 0;
+    __atomic_store_n(&w->gp, __atomic_load_n(&s->gp, __ATOMIC_SEQ_CST) + 1, __ATOMIC_SEQ_CST);
+    g->contain = 1;
+    for (uint32_t i = 0; i < nscan && !(n && !serve); i++) {
+        struct rpcool__sconn *sc = &s->conns[i];
+        if (__atomic_load_n(&sc->state, __ATOMIC_SEQ_CST) != RPCOOL__SC_ACTIVE || rcp__load_relaxed(&sc->condemned))
+            continue;
+        w->cur = sc;
+        n += rpcool__scan_conn(w, sc, !serve);
+        w->cur = NULL;
+    }
+    g->contain = 0;
+    rcp__store(&w->gp, 0ull);
+    return n;
+}
+
+/* Serve until stopped or a fault. Polling: a pass, a pause, and once every 128 rounds the
+   clock (timed housekeeping, the spin budget) and the CPU hints; a worker yields its CPU
+   while idle only if a client posts from that CPU. Returns after a fault in the library's own
+   reads of a client heap (a truncated file: SIGBUS): that connection is condemned, the
+   server carries on. */
+static void rpcool__worker_run(struct rpcool__worker *w)
 {
     rpcool_server *s = w->s;
     struct rpcool__guard g;
@@ -1160,50 +1325,51 @@ static int rpcool__pass(struct rpcool__worker *w)
     g.contain = 0;
     if (sigsetjmp(g.jb, 0)) {
         rpcool__cur = NULL;
+        rpcool__fault_unblock();
+        rcp__store(&w->gp, 0ull);
         struct rpcool__sconn *sc = w->cur;
         w->cur = NULL;
         rcp__fetch_add(&s->st.faults, 1u);
         if (sc) {
             rpcool__log("%s: fault on a client heap (%s): dropping it", s->name, sc->heap_name);
-            sc->dead = 1;
-            rcp__store(&sc->state, (uint32_t)RPCOOL__SC_DRAINING);
-            rcp__fetch_add(&sc->busy, (uint32_t)-1);
+            rcp__store(&sc->dead, 1);
+            rcp__store(&sc->condemned, 1u);
         }
-        return 1;
+        rpcool__housekeep(s, 1, 0);
+        return;
     }
-    g.contain = 1;
     rpcool__cur = &g;
-    int n = 0;
-    for (uint32_t i = 0; i < s->max_conns; i++) {
-        struct rpcool__sconn *sc = &s->conns[i];
-        if (rcp__load_relaxed(&sc->state) != RPCOOL__SC_ACTIVE) continue;
-        rcp__fetch_add(&sc->busy, 1u);
-        rcp__full_fence();
-        if (rcp__load(&sc->state) == RPCOOL__SC_ACTIVE) {
-            w->cur = sc;
-            n += rpcool__scan_conn(w, sc);
-            w->cur = NULL;
+    uint64_t idle_since = 0;
+    int share = 0;
+    for (unsigned it = 1; !rcp__load(&s->stop); it++) {
+        uint64_t now = 0;
+        if (!(it & 127)) {
+            now = rcp__now_ns();
+            w->cpu = rpcool__cpu_bit();
+            rpcool__cpu_mark(&s->ch->server_cpus, w->cpu);
+            share = (rcp__load_relaxed(&s->ch->client_cpus) >> w->cpu) & 1;
         }
-        rcp__fetch_add(&sc->busy, (uint32_t)-1);
+        rpcool__housekeep(s, 0, now);
+        if (rpcool__pass(w, &g, 1)) {
+            idle_since = 0;
+            continue;
+        }
+        if (share) sched_yield(); /* a client may be waiting for this CPU */
+        else rcp__cpu_relax();
+        if (!now) continue;
+        if (!idle_since) idle_since = now;
+        if (now - idle_since < s->spin_ns) continue;
+        /* nothing for spin_ns: announce that we sleep, look once more, sleep */
+        __atomic_fetch_add(&s->ch->ssleepers, 1u, __ATOMIC_SEQ_CST);
+        uint32_t seq = rcp__load(&s->ch->sdoor);
+        rcp__full_fence();
+        if (!rcp__load(&s->stop) && !rpcool__pass(w, &g, 0))
+            rcp__futex_wait(&s->ch->sdoor, seq, (uint64_t)s->reap_ms * 1000000u);
+        rcp__fetch_add(&s->ch->ssleepers, (uint32_t)-1);
+        idle_since = 0;
+        it = 127; /* read the clock next round: timed housekeeping may be due */
     }
     rpcool__cur = NULL;
-    return n;
-}
-
-static int rpcool__any_work(void *p)
-{
-    rpcool_server *s = (rpcool_server *)p;
-    if (rcp__load(&s->ch->pending) != rcp__load_relaxed(&s->seen_pending)) return 1;
-    for (uint32_t i = 0; i < s->max_conns; i++) {
-        struct rpcool__sconn *sc = &s->conns[i];
-        if (rcp__load_relaxed(&sc->state) != RPCOOL__SC_ACTIVE) continue;
-        rcp__fetch_add(&sc->busy, 1u);
-        rcp__full_fence();
-        int any = rcp__load(&sc->state) == RPCOOL__SC_ACTIVE && rcp__load(&sc->hdr->req_bits);
-        rcp__fetch_add(&sc->busy, (uint32_t)-1);
-        if (any) return 1;
-    }
-    return 0;
 }
 
 static void rpcool__worker_loop(rpcool_server *s)
@@ -1211,31 +1377,18 @@ static void rpcool__worker_loop(rpcool_server *s)
     struct rpcool__worker w;
     memset(&w, 0, sizeof w);
     w.s = s;
-    uint64_t last = rcp__now_ns();
-    unsigned idle = 0;
-    while (!rcp__load(&s->stop)) {
-        rpcool__housekeep(s, 0);
-        if (rpcool__pass(&w)) {
-            last = rcp__now_ns();
-            idle = 0;
-            continue;
+    pthread_mutex_lock(&s->hk_lock);
+    w.next = s->workers;
+    s->workers = &w;
+    pthread_mutex_unlock(&s->hk_lock);
+    while (!rcp__load(&s->stop)) rpcool__worker_run(&w);
+    pthread_mutex_lock(&s->hk_lock);
+    for (struct rpcool__worker **pp = &s->workers; *pp; pp = &(*pp)->next)
+        if (*pp == &w) {
+            *pp = w.next;
+            break;
         }
-        if ((++idle & 63) || rcp__now_ns() - last < s->spin_ns) {
-            rcp__cpu_relax();
-            if ((idle & 63) == 0) sched_yield(); /* a client may be waiting for this CPU */
-            continue;
-        }
-        /* nothing for spin_ns: announce that we sleep, look once more, sleep */
-        rcp__fetch_add(&s->ch->ssleepers, 1u);
-        uint32_t seq = rcp__load(&s->ch->sdoor);
-        rcp__full_fence();
-        /* reading client heaps can fault (a truncated file): guarded like a pass */
-        if (!rcp__load(&s->stop) && !rpcool__guarded(rpcool__any_work, s, 1))
-            rcp__futex_wait(&s->ch->sdoor, seq, (uint64_t)s->reap_ms * 1000000u);
-        rcp__fetch_add(&s->ch->ssleepers, (uint32_t)-1);
-        last = rcp__now_ns();
-        idle = 0;
-    }
+    pthread_mutex_unlock(&s->hk_lock);
     free(w.buf);
 }
 
@@ -1394,27 +1547,45 @@ static int rpcool__server_gone(rpcool_conn *c)
 
 static int rpcool__shm_post(rpcool_conn *c, unsigned i)
 {
-    rcp__store(&c->hdr->slot[i].state, (uint32_t)RPCOOL__SL_REQ);
-    rcp__fetch_or(&c->hdr->req_bits, 1ull << i);
-    rcp__full_fence();
-    if (rcp__load(&c->ch->ssleepers)) {
+    uint64_t bit = 1ull << i;
+    rpcool__cpu_mark(&c->ch->client_cpus, rpcool__cpu_bit());
+    /* seq_cst store, then seq_cst loads: the request is ordered before the look at the request
+       bit (against rpcool__unflag) and at the sleepers (against a server's increment before
+       its last look), with no separate fence. The bit is usually still set from the last call:
+       then this line is only read. */
+    __atomic_store_n(&c->hdr->req[i].state, RPCOOL__SL(c->pend[i].gen, RPCOOL__SL_REQ), __ATOMIC_SEQ_CST);
+    if (!(__atomic_load_n(&c->hdr->req_bits, __ATOMIC_SEQ_CST) & bit))
+        __atomic_fetch_or(&c->hdr->req_bits, bit, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&c->ch->ssleepers, __ATOMIC_SEQ_CST)) {
         rcp__fetch_add(&c->ch->sdoor, 1u);
         rcp__futex_wake(&c->ch->sdoor, 1);
     }
     return 0;
 }
 
-/* Wait until slot i is done: spin, then sleep in slices, checking the server between. */
+/* Wait until slot i is done: spin, then sleep in slices, checking the server between. The
+   clock is read once per 64 spins, never before the first reply could have come. */
 static int rpcool__shm_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
 {
-    struct rpcool__slot *sl = &c->hdr->slot[i];
-    uint64_t t0 = rcp__now_ns(), now = t0;
-    for (unsigned k = 0; rcp__load(&sl->state) != RPCOOL__SL_DONE; k++) {
-        rcp__cpu_relax();
-        if ((k & 63) == 63) {
-            if ((now = rcp__now_ns()) - t0 >= c->spin_ns) goto sleep;
-            sched_yield(); /* the server may be waiting for this CPU (one vCPU, overcommit) */
+    struct rpcool__resp *sl = &c->hdr->resp[i];
+    const uint32_t done = RPCOOL__SL(c->pend[i].gen, RPCOOL__SL_DONE);
+    uint64_t t0 = 0, now = 0;
+    unsigned mine = rpcool__cpu_bit();
+    int share = (rcp__load_relaxed(&c->ch->server_cpus) >> mine) & 1; /* a server polls here */
+    for (unsigned k = 1; rcp__load(&sl->state) != done; k++) {
+        if (share) { /* the server needs this CPU to answer: give it at once */
+            sched_yield();
+            if (k & 15) continue;
+        } else {
+            rcp__cpu_relax();
+            if (k & 63) continue;
         }
+        now = rcp__now_ns();
+        if (!t0) t0 = now;
+        else if (now - t0 >= c->spin_ns) goto sleep;
+        /* slow handler or a server without its own CPU (overcommitted host): share ours */
+        if (!share && now - t0 >= 2000) sched_yield();
+        share = (rcp__load_relaxed(&c->ch->server_cpus) >> mine) & 1;
     }
     return 0;
 sleep:
@@ -1424,12 +1595,12 @@ sleep:
             if (now >= deadline) return RPCOOL_E_TIMEOUT;
             if (deadline - now < slice) slice = deadline - now;
         }
-        rcp__fetch_add(&c->hdr->csleepers, 1u);
+        __atomic_fetch_add(&c->hdr->csleepers, 1u, __ATOMIC_SEQ_CST);
         uint32_t seq = rcp__load(&c->hdr->cdoor);
         rcp__full_fence();
-        if (rcp__load(&sl->state) != RPCOOL__SL_DONE) rcp__futex_wait(&c->hdr->cdoor, seq, slice);
+        if (rcp__load(&sl->state) != done) rcp__futex_wait(&c->hdr->cdoor, seq, slice);
         rcp__fetch_add(&c->hdr->csleepers, (uint32_t)-1);
-        if (rcp__load(&sl->state) == RPCOOL__SL_DONE) return 0;
+        if (rcp__load(&sl->state) == done) return 0;
         int r = rpcool__server_gone(c);
         if (r) return r;
         now = rcp__now_ns();
@@ -1448,25 +1619,93 @@ static int rpcool__slot_get(rpcool_conn *c)
     return RPCOOL_E_AGAIN;
 }
 
+/* Give a slot back. The shared slot keeps its old state: the next call bumps the generation. */
 static void rpcool__slot_put(rpcool_conn *c, unsigned i)
 {
-    c->pend[i].gen++;
+    c->pend[i].gen = (c->pend[i].gen + 1) & 0x3fffffffu;
     rcp__store(&c->pend[i].pstate, (uint32_t)RPCOOL__P_FREE);
-    rcp__store_relaxed(&c->hdr->slot[i].state, (uint32_t)RPCOOL__SL_FREE);
     rcp__fetch_or(&c->free_bits, 1ull << i);
 }
 
-static int rpcool__unseal(rpcool_conn *c, const void *p, size_t len)
+/* ---- the seal table (RPCOOL_SEAL) ----
+   A call seals its range read-only unless a range already sealed covers it (a repeated
+   argument under batched release costs no system call); a finished call drops its use; after
+   seal_batch finished sealed calls, or on rpcool_release, every range without users is made
+   writable again in as few mprotect calls as merging allows. A range that overlaps one still
+   in use stays sealed. All under seal_lock; relaxed calls never touch it. */
+
+/* Unseal the idle ranges. Under seal_lock. */
+static int rpcool__release_idle(rpcool_conn *c)
 {
-    if (c->seal_batch <= 1) return shmheap_unseal(c->heap, p, len);
+    size_t n = 0, keep = 0;
+    int r;
+    for (size_t i = 0; i < c->nseals; i++) {
+        struct rpcool__seal *e = &c->seals[i];
+        int idle = e->users == 0;
+        for (size_t j = 0; idle && j < c->nseals; j++) {
+            const struct rpcool__seal *u = &c->seals[j];
+            if (u->users && (const char *)u->p < (const char *)e->p + e->len &&
+                (const char *)e->p < (const char *)u->p + u->len)
+                idle = 0; /* shares pages with a call in flight: later */
+        }
+        if (idle) {
+            c->release[n].p = e->p;
+            c->release[n++].len = e->len;
+        } else {
+            c->seals[keep++] = *e;
+        }
+    }
+    c->seal_done = 0;
+    if (!n) return 0;
+    r = n == 1 ? shmheap_unseal(c->heap, c->release[0].p, c->release[0].len)
+               : shmheap_unseal_batch(c->heap, c->release, n);
+    rcp__store_relaxed(&c->nseals, keep);
+    return r;
+}
+
+/* Seal [p, p+len) for a call; *key is the table entry the call now uses. */
+static int rpcool__seal(rpcool_conn *c, const void *p, size_t len, shmheap_range *key)
+{
     int r = 0;
     pthread_mutex_lock(&c->seal_lock);
-    c->seals[c->nseals].p = p;
-    c->seals[c->nseals].len = len;
-    if (++c->nseals >= c->seal_batch) {
-        r = shmheap_unseal_batch(c->heap, c->seals, c->nseals);
-        c->nseals = 0;
+    for (size_t i = 0; i < c->nseals; i++) {
+        struct rpcool__seal *e = &c->seals[i];
+        if ((const char *)p >= (const char *)e->p && len <= e->len &&
+            (size_t)((const char *)p - (const char *)e->p) <= e->len - len) {
+            e->users++; /* still read-only from an earlier call */
+            key->p = e->p;
+            key->len = e->len;
+            pthread_mutex_unlock(&c->seal_lock);
+            return 0;
+        }
     }
+    if (c->nseals == c->seal_cap) r = rpcool__release_idle(c); /* at most 64 are in use */
+    if (!r && c->nseals == c->seal_cap) r = RPCOOL_E_AGAIN;
+    if (!r) r = shmheap_seal(c->heap, p, len);
+    if (!r) {
+        struct rpcool__seal *e = &c->seals[c->nseals];
+        e->p = key->p = p;
+        e->len = key->len = len;
+        e->users = 1;
+        rcp__store_relaxed(&c->nseals, c->nseals + 1);
+    }
+    pthread_mutex_unlock(&c->seal_lock);
+    return r;
+}
+
+/* A call that used seal entry key finished: drop its use, release the batch when it is full. */
+static int rpcool__unseal(rpcool_conn *c, const void *p, size_t len)
+{
+    int r = 0;
+    pthread_mutex_lock(&c->seal_lock);
+    for (size_t i = 0; i < c->nseals; i++) {
+        struct rpcool__seal *e = &c->seals[i];
+        if (e->users && e->p == p && e->len == len) {
+            e->users--;
+            break;
+        }
+    }
+    if (++c->seal_done >= c->seal_batch) r = rpcool__release_idle(c);
     pthread_mutex_unlock(&c->seal_lock);
     return r;
 }
@@ -1475,16 +1714,20 @@ RPCOOL_API int rpcool_release(rpcool_conn *c)
 {
     if (!c) return RPCOOL_E_INVAL;
     pthread_mutex_lock(&c->seal_lock);
-    int r = c->nseals ? shmheap_unseal_batch(c->heap, c->seals, c->nseals) : 0;
-    c->nseals = 0;
+    int r = rpcool__release_idle(c);
     pthread_mutex_unlock(&c->seal_lock);
     return r;
+}
+
+static int rpcool__done(rpcool_conn *c, unsigned i)
+{
+    return rcp__load(&c->hdr->resp[i].state) == RPCOOL__SL(c->pend[i].gen, RPCOOL__SL_DONE);
 }
 
 /* Take the reply of a done slot and give the slot back. */
 static int rpcool__harvest(rpcool_conn *c, unsigned i, void **ret, size_t *ret_len)
 {
-    struct rpcool__slot *sl = &c->hdr->slot[i];
+    struct rpcool__resp *sl = &c->hdr->resp[i];
     struct rpcool__pend *pd = &c->pend[i];
     int status = sl->status;
     void *rp = (void *)(uintptr_t)sl->ret;
@@ -1512,7 +1755,7 @@ static int rpcool__harvest(rpcool_conn *c, unsigned i, void **ret, size_t *ret_l
 static int rpcool__post(rpcool_conn *c, unsigned i, unsigned fn, const void *arg, size_t len,
                         const rpcool_call_opts *o)
 {
-    struct rpcool__slot *sl = &c->hdr->slot[i];
+    struct rpcool__req *sl = &c->hdr->req[i];
     struct rpcool__pend *pd = &c->pend[i];
     unsigned flags = c->safety | (o ? o->safety : 0);
     if (fn >= RPCOOL_MAX_HANDLERS || (flags & ~(unsigned)RPCOOL__KNOWN_FLAGS)) return RPCOOL_E_INVAL;
@@ -1526,10 +1769,11 @@ static int rpcool__post(rpcool_conn *c, unsigned i, unsigned fn, const void *arg
         if (!sp || !sn || ((uintptr_t)sp & (pg - 1)) ||
             (usable && usable < ((sn + pg - 1) & ~(size_t)(pg - 1))))
             return RPCOOL_E_INVAL; /* sealing would catch unrelated data on the same pages */
-        int r = shmheap_seal(c->heap, sp, sn);
+        shmheap_range key;
+        int r = rpcool__seal(c, sp, sn, &key);
         if (r) return r;
-        pd->seal_p = sp;
-        pd->seal_len = sn;
+        pd->seal_p = key.p;
+        pd->seal_len = key.len;
         sl->seal = (uint64_t)(uintptr_t)sp;
         sl->seal_len = sn;
     }
@@ -1537,9 +1781,6 @@ static int rpcool__post(rpcool_conn *c, unsigned i, unsigned fn, const void *arg
     sl->flags = flags;
     sl->arg = (uint64_t)(uintptr_t)arg;
     sl->arg_len = len;
-    sl->ret = 0;
-    sl->ret_len = 0;
-    sl->status = 0;
     return c->tp->post(c, i);
 }
 
@@ -1549,17 +1790,12 @@ static uint64_t rpcool__deadline(rpcool_conn *c, const rpcool_call_opts *o)
     return ms ? rcp__now_ns() + (uint64_t)ms * 1000000u : 0;
 }
 
-/* A call we stop waiting for: take it back if no server thread took it yet, else leave the slot
-   abandoned until the server answers (the reply is then freed). */
+/* A call we stop waiting for: the slot stays abandoned until the server answers (the reply is
+   then freed, the seal dropped). A request is never taken back: a server thread claims it in
+   its private memory, so the client cannot tell "not yet claimed" without a shared claim word
+   that would cost every call a cache-line transfer. A call that timed out may still run. */
 static void rpcool__abandon(rpcool_conn *c, unsigned i)
 {
-    uint64_t bit = 1ull << i;
-    if (rcp__fetch_and(&c->hdr->req_bits, ~bit) & bit) {
-        if (c->pend[i].seal_p) shmheap_unseal(c->heap, c->pend[i].seal_p, c->pend[i].seal_len);
-        c->pend[i].seal_p = NULL;
-        rpcool__slot_put(c, i);
-        return;
-    }
     rcp__store(&c->pend[i].pstate, (uint32_t)RPCOOL__P_ABANDONED);
 }
 
@@ -1568,8 +1804,7 @@ static void rpcool__reclaim(rpcool_conn *c)
 {
     for (unsigned i = 0; i < RPCOOL__NSLOTS; i++) {
         uint32_t exp = RPCOOL__P_ABANDONED;
-        if (rcp__load_relaxed(&c->pend[i].pstate) != RPCOOL__P_ABANDONED ||
-            rcp__load(&c->hdr->slot[i].state) != RPCOOL__SL_DONE)
+        if (rcp__load_relaxed(&c->pend[i].pstate) != RPCOOL__P_ABANDONED || !rpcool__done(c, i))
             continue;
         if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) rpcool__harvest(c, i, NULL, NULL);
     }
@@ -1647,7 +1882,7 @@ RPCOOL_API int rpcool_poll(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_
     if (!c) return RPCOOL_E_INVAL;
     int i = rpcool__slot_of(c, id);
     if (i < 0) return i;
-    if (rcp__load(&c->hdr->slot[i].state) != RPCOOL__SL_DONE) {
+    if (!rpcool__done(c, (unsigned)i)) {
         int r = rpcool__server_gone(c);
         return r ? r : RPCOOL_E_AGAIN;
     }
@@ -1678,7 +1913,7 @@ RPCOOL_API int rpcool_progress(rpcool_conn *c)
     for (unsigned i = 0; i < RPCOOL__NSLOTS; i++) {
         struct rpcool__pend *pd = &c->pend[i];
         if (rcp__load(&pd->pstate) != RPCOOL__P_ASYNC || !pd->cb) continue;
-        if (rcp__load(&c->hdr->slot[i].state) != RPCOOL__SL_DONE) { waiting = 1; continue; }
+        if (!rpcool__done(c, i)) { waiting = 1; continue; }
         uint32_t exp = RPCOOL__P_ASYNC;
         if (!rcp__cas(&pd->pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) continue;
         rpcool_callback *cb = pd->cb;
@@ -1762,7 +1997,7 @@ static int rpcool__conn_heap(rpcool_conn *c, const char *channel)
     snprintf(c->heap_name, sizeof c->heap_name, "rpcool-%s-%d-%u", channel, (int)getpid(),
              rcp__fetch_add(&seqno, 1u));
     if ((r = shmheap_create(c->heap_name, &c->hopts, &c->heap))) return r;
-    c->hdr = (struct rpcool__conn_hdr *)shmheap_aligned_alloc(c->heap, 64, sizeof *c->hdr);
+    c->hdr = (struct rpcool__conn_hdr *)shmheap_aligned_alloc(c->heap, 128, sizeof *c->hdr);
     if (!c->hdr) {
         r = RPCOOL_E_HEAPFULL;
     } else {
@@ -1811,6 +2046,7 @@ static int rpcool__handshake(rpcool_conn *c, unsigned timeout_ms)
 static void rpcool__conn_free(rpcool_conn *c)
 {
     free(c->seals);
+    free(c->release);
     pthread_mutex_destroy(&c->seal_lock);
     free(c);
 }
@@ -1834,11 +2070,14 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     c->spin_ns = o.spin_ns ? o.spin_ns : 20000;
     c->peer_check_ms = o.peer_check_ms ? o.peer_check_ms : 100;
     c->seal_batch = o.seal_batch ? o.seal_batch : 1;
+    c->seal_cap = (size_t)(c->seal_batch < 1024 ? c->seal_batch : 1024) + RPCOOL__NSLOTS;
     c->hopts.pod = o.pod;
     c->hopts.size = o.heap_size;
     c->free_bits = ~0ull;
     pthread_mutex_init(&c->seal_lock, NULL);
-    if (c->seal_batch > 1 && !(c->seals = (shmheap_range *)calloc(c->seal_batch, sizeof *c->seals))) {
+    c->seals = (struct rpcool__seal *)calloc(c->seal_cap, sizeof *c->seals);
+    c->release = (shmheap_range *)calloc(c->seal_cap, sizeof *c->release);
+    if (!c->seals || !c->release) {
         rpcool__conn_free(c);
         return -ENOMEM;
     }
@@ -1897,7 +2136,18 @@ RPCOOL_API shmheap *rpcool_heap(rpcool_conn *c) { return c ? c->heap : NULL; }
 RPCOOL_API void *rpcool_alloc(rpcool_conn *c, size_t size) { return shmheap_malloc(c->heap, size); }
 RPCOOL_API void rpcool_free(rpcool_conn *c, void *p)
 {
-    if (p) shmheap_free(c->heap, p);
+    if (!p) return;
+    if (rcp__load_relaxed(&c->nseals)) { /* a block still sealed by a finished call: release first */
+        pthread_mutex_lock(&c->seal_lock);
+        for (size_t i = 0; i < c->nseals; i++)
+            if ((const char *)p >= (const char *)c->seals[i].p &&
+                (const char *)p < (const char *)c->seals[i].p + c->seals[i].len) {
+                rpcool__release_idle(c);
+                break;
+            }
+        pthread_mutex_unlock(&c->seal_lock);
+    }
+    shmheap_free(c->heap, p);
 }
 RPCOOL_API void *rpcool_alloc_pages(rpcool_conn *c, size_t size)
 {

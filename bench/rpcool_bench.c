@@ -6,7 +6,7 @@
    no-op round trips (other suites scale from it), -w WARMUP, -P, -1, -T, -S SUITES (comma list
    of noop, payload, tree, kv; default all).
        cc -O2 -pthread -I. bench/rpcool_bench.c -o rpcool_bench && ./rpcool_bench -f
-   Result names: rpcool/noop/MODE, rpcool/payload/MODE/SIZE, rpcool/tree/MODE/NODES,
+   Result names: rpcool/noop/MODE (MODE also sealed-batch64, sealed-batch64-pages), rpcool/payload/MODE/SIZE, rpcool/tree/MODE/NODES,
    rpcool/kv/get/VALUE_SIZE, rpcool/kv/put/VALUE_SIZE. */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
@@ -166,17 +166,19 @@ static int want(const char *suite)
     return 0;
 }
 
-static void run(rpcool_conn *c, const char *name, long iters, unsigned fn, const void *arg, size_t len,
-                const rpcool_call_opts *co, int expect)
+/* pages > 1: call i passes arg + (i % pages) pages (a different sealed page each call) */
+static void run_pages(rpcool_conn *c, const char *name, long iters, unsigned fn, const void *arg, size_t len,
+                      const rpcool_call_opts *co, int expect, long pages)
 {
     hist h;
     if (hist_init(&h, (size_t)iters)) exit(1);
     long warm = opt->warmup < iters ? opt->warmup : iters;
-    for (long i = 0; i < warm; i++) rpcool_call_ex(c, fn, arg, len, co, NULL, NULL);
+    if (pages < 1) pages = 1;
+    for (long i = 0; i < warm; i++) rpcool_call_ex(c, fn, (const char *)arg + (i % pages) * 4096, len, co, NULL, NULL);
     uint64_t t0 = hist_now();
     for (long i = 0; i < iters; i++) {
         uint64_t s = hist_now();
-        int r = rpcool_call_ex(c, fn, arg, len, co, NULL, NULL);
+        int r = rpcool_call_ex(c, fn, (const char *)arg + (i % pages) * 4096, len, co, NULL, NULL);
         hist_add(&h, hist_now() - s);
         if (r != expect && expect >= 0) {
             fprintf(stderr, "%s: call returned %d (%s)\n", name, r, rpcool_strerror(r));
@@ -185,6 +187,12 @@ static void run(rpcool_conn *c, const char *name, long iters, unsigned fn, const
     }
     hist_print(&h, name, hist_ops_per_s(h.n, hist_now() - t0));
     hist_free(&h);
+}
+
+static void run(rpcool_conn *c, const char *name, long iters, unsigned fn, const void *arg, size_t len,
+                const rpcool_call_opts *co, int expect)
+{
+    run_pages(c, name, iters, fn, arg, len, co, expect, 1);
 }
 
 static void *arena_alloc(void *ctx, size_t size) { return rpcool_arena_alloc((rpcool_arena *)ctx, size, 8); }
@@ -219,6 +227,24 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
     for (int m = 0; m < 4 && want("noop"); m++) {
         snprintf(name, sizeof name, "rpcool/noop/%s%s", modes[m].name, sfx);
         run(c, name, n, FN_NOOP, arg, 64, modes[m].o, 0);
+    }
+    /* sealed with batched release (seal_batch 64) on a second connection: the same argument
+       every call (still sealed from the last call: no mprotect until the batch is released),
+       and 64 different argument pages in turn (one mprotect per call, one per 64 to release) */
+    if (want("noop")) {
+        rpcool_conn *cb = NULL;
+        rpcool_conn_opts bo = co;
+        bo.seal_batch = 64;
+        if ((r = rpcool_connect(chan, &bo, &cb))) { fprintf(stderr, "connect: %s\n", rpcool_strerror(r)); return 1; }
+        char *barg = (char *)rpcool_alloc_pages(cb, 64 * 4096);
+        if (!barg) return 1;
+        memset(barg, 'x', 64 * 4096);
+        snprintf(name, sizeof name, "rpcool/noop/sealed-batch64%s", sfx);
+        run(cb, name, n, FN_NOOP, barg, 64, &sealed, 0);
+        snprintf(name, sizeof name, "rpcool/noop/sealed-batch64-pages%s", sfx);
+        run_pages(cb, name, n, FN_NOOP, barg, 64, &sealed, 0, 64);
+        rpcool_release(cb);
+        rpcool_close(cb);
     }
     /* 2. payloads: the handler reads a byte of every cache line */
     static const size_t sizes[] = {64, 4096, 65536, 1 << 20};

@@ -218,6 +218,8 @@ static void test_threads(void)
     if (rpcool_connect(name, NULL, &c)) { CHECK(0); rpcool_server_close(s); return; }
     pthread_t th[4];
     struct thr_arg ta[4];
+    rpcool_server_stats st0, st1;
+    rpcool_server_get_stats(s, &st0);
     for (int i = 0; i < 4; i++) {
         ta[i].c = c; ta[i].n = 2000; ta[i].bad = 0;
         pthread_create(&th[i], NULL, thr_calls, &ta[i]);
@@ -225,6 +227,8 @@ static void test_threads(void)
     int bad = 0;
     for (int i = 0; i < 4; i++) { pthread_join(th[i], NULL); bad += ta[i].bad; }
     CHECK_EQ(bad, 0);
+    rpcool_server_get_stats(s, &st1);
+    CHECK_EQ(st1.calls - st0.calls, 4 * 2000); /* each call served once: none twice, none lost */
     shmheap_stats hs;
     CHECK_EQ(shmheap_check(rpcool_heap(c), &hs), 0);
     rpcool_close(c);
@@ -300,6 +304,59 @@ static void test_idle_sleeps(void)
     rpcool_server_close(s);
 }
 
+/* Both sides sleep on their futex at every call (spin_ns 1): many threads and two connections
+   post while the server goes to sleep, trims its request bits and wakes. A lost wake-up would
+   leave a call waiting for a 1 s time slice (peer_check_ms, reap_ms), so no call may take
+   that long. */
+struct wake_arg { rpcool_conn *c; int id, bad; uint64_t max_ns; };
+static void *wake_calls(void *p)
+{
+    struct wake_arg *wa = (struct wake_arg *)p;
+    for (int i = 0; i < 300; i++) {
+        uint64_t t0 = rcp__now_ns();
+        if (call_status(wa->c, i) != i) wa->bad++;
+        uint64_t dt = rcp__now_ns() - t0;
+        if (dt > wa->max_ns) wa->max_ns = dt;
+        if ((i + wa->id) % 3 == 0) usleep(50u * (unsigned)(wa->id + 1)); /* vary who sleeps first */
+    }
+    return NULL;
+}
+
+static void test_sleep_wake(void)
+{
+    const char *name = t_uniq("wake");
+    rpcool_server_opts so;
+    memset(&so, 0, sizeof so);
+    so.spin_ns = 1;
+    so.reap_ms = 1000;
+    rpcool_server *s = NULL;
+    if (rpcool_server_open(name, &so, &s)) { CHECK(0); return; }
+    rpcool_handle(s, FN_STATUS, h_status, NULL, 0);
+    rpcool_server_start(s, 2);
+    rpcool_conn_opts co;
+    memset(&co, 0, sizeof co);
+    co.spin_ns = 1;
+    co.peer_check_ms = 1000;
+    rpcool_conn *c[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) CHECK_EQ(rpcool_connect(name, &co, &c[k]), 0);
+    if (c[0] && c[1]) {
+        pthread_t th[4];
+        struct wake_arg wa[4];
+        for (int i = 0; i < 4; i++) {
+            wa[i].c = c[i & 1]; wa[i].id = i; wa[i].bad = 0; wa[i].max_ns = 0;
+            pthread_create(&th[i], NULL, wake_calls, &wa[i]);
+        }
+        for (int i = 0; i < 4; i++) {
+            pthread_join(th[i], NULL);
+            CHECK_EQ(wa[i].bad, 0);
+            CHECKF(wa[i].max_ns < 500000000ull, "a call took %llu ms: a lost wake-up",
+                   (unsigned long long)(wa[i].max_ns / 1000000));
+        }
+    }
+    for (int k = 0; k < 2; k++) if (c[k]) rpcool_close(c[k]);
+    rpcool_server_close(s);
+}
+
 static void test_builders(void)
 {
     const char *hn = t_uniq("build");
@@ -351,6 +408,7 @@ int main(void)
     TEST(test_threads);
     TEST(test_processes);
     TEST(test_idle_sleeps);
+    TEST(test_sleep_wake);
     TEST(test_builders);
     return T_DONE();
 }

@@ -224,7 +224,7 @@ static int raw_call(rpcool_conn *c, uint32_t fn, uint32_t flags, uint64_t arg, u
 {
     int i = rpcool__slot_get(c);
     if (i < 0) return i;
-    struct rpcool__slot *sl = &c->hdr->slot[i];
+    struct rpcool__req *sl = &c->hdr->req[i];
     sl->fn = fn;
     sl->flags = flags;
     sl->arg = arg;
