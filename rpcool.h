@@ -939,6 +939,7 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     s->spin_ns = o.spin_ns ? o.spin_ns : 20000;
     s->reap_ms = o.reap_ms ? o.reap_ms : 100;
     s->hopts.pod = o.pod;
+    s->hopts.lock_timeout_ms = 1000; /* a client that stops holding its heap's mutex must not hang us */
     pthread_mutex_init(&s->hk_lock, NULL);
     s->handlers = (struct rpcool__handler_ent *)calloc(RPCOOL_MAX_HANDLERS, sizeof *s->handlers);
     s->conns = (struct rpcool__sconn *)calloc(s->max_conns, sizeof *s->conns);

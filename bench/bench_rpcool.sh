@@ -21,6 +21,15 @@ for layout in -f "-f -1"; do
     "$B/rpcool_bench" $layout -n $n -w $((n / 10)) >>"$B/rpcool.log" 2>&1 || { echo "FAIL rpcool_bench $layout"; status=1; }
 done
 grep -v '^#' "$B/rpcool.log" | grep '^rpcool/' >"$B/rpcool.txt"
+# Whole commands, as a user runs them: the echo example (server thread + client process, heap
+# creation and connect included) against the socket peer and the bare ping-pong, 10000 calls.
+if command -v hyperfine >/dev/null && [ -x "$B/peer_sock" ] && [ -x "$B/peer_shm" ] && make -s build/ex/rpcool_echo >/dev/null 2>&1; then
+    hyperfine -N --runs 5 --warmup 1 --export-markdown "$B/hyperfine-rpcool.md" \
+        -n "rpcool_echo" "build/ex/rpcool_echo 10000" \
+        -n "shm_pingpong" "$B/peer_shm -f -n 10000 -w 0" \
+        -n "uds_stream" "$B/peer_sock -f -t stream -n 10000 -w 0" >"$B/hyperfine-rpcool.out" 2>&1 &&
+        cat "$B/hyperfine-rpcool.md" >>"$B/rpcool.log" && cat "$B/hyperfine-rpcool.md"
+fi
 echo "name median_ns p99_ns ops_per_s"
 cat "$B/rpcool.txt"
 exit $status

@@ -1,0 +1,79 @@
+#!/bin/sh
+# bench/bench_zz_summary.sh - runs last in `make bench`: puts the figures of this run side by
+# side, with the ratios the README reports, in build/bench/summary.md. Reads only what the other
+# bench_*.sh scripts wrote to build/bench/*.txt ("NAME MEDIAN_NS P99_NS OPS_PER_S").
+cd "$(dirname "$0")/.." || exit 1
+B=${BUILD:-build}/bench
+cat "$B"/peers.txt "$B"/rpcool.txt "$B"/perftest.txt 2>/dev/null | awk -v out="$B/summary.md" '
+function has(n) { return (n in med) }
+function us(ns) { return sprintf("%.2f", ns / 1000) }
+function row(label, a, b,   r) {   # rpcool result a against peer b: medians, p99s, b/a
+    if (!has(a) || !has(b)) { printf "| %s | missing | | | |\n", label >> out; return }
+    printf "| %s | %s / %s | %s / %s | %.1fx |\n", label, us(med[a]), us(p99[a]), us(med[b]), us(p99[b]), med[b] / med[a] >> out
+}
+{ med[$1] = $2; p99[$1] = $3; ops[$1] = $4 }
+END {
+    printf "" > out
+    print "### No-op round trip (median / p99 in us; last column: how many times faster rpcool is)" >> out
+    print "" >> out
+    print "| rpcool vs peer | rpcool | peer | ratio |" >> out
+    print "|---|---|---|---|" >> out
+    a = "rpcool/noop/relaxed"; b = "shm_pingpong/line"
+    if (has(a) && has(b))   # here the ratio is the other way round: how close rpcool gets to the limit
+        printf "| relaxed vs bare cache-line ping-pong (the limit; ratio = rpcool / ping-pong) | %s / %s | %s / %s | %.2fx |\n", us(med[a]), us(p99[a]), us(med[b]), us(p99[b]), med[a] / med[b] >> out
+    row("relaxed vs UNIX socket (stream)", "rpcool/noop/relaxed", "uds_stream/64")
+    row("relaxed vs UNIX socket, both on one CPU", "rpcool/noop/relaxed@cpu0", "uds_stream/64@cpu0")
+    row("relaxed vs TCP loopback", "rpcool/noop/relaxed", "tcp/64")
+    row("relaxed vs ZeroMQ ipc", "rpcool/noop/relaxed", "zmq_ipc/64")
+    row("relaxed vs iceoryx (waitset)", "rpcool/noop/relaxed", "iox_waitset/64")
+    row("relaxed vs iceoryx (busy-poll)", "rpcool/noop/relaxed", "iox_poll/64")
+    row("relaxed vs gRPC over a UNIX socket", "rpcool/noop/relaxed", "grpc_uds/64")
+    row("sandboxed vs UNIX socket", "rpcool/noop/sandboxed", "uds_stream/64")
+    row("sealed (seal+release per call) vs UNIX socket", "rpcool/noop/sealed", "uds_stream/64")
+    row("sealed, batched release, same argument", "rpcool/noop/sealed-batch64", "uds_stream/64")
+    row("sealed, batched release, a new page per call", "rpcool/noop/sealed-batch64-pages", "uds_stream/64")
+    print "" >> out
+    print "### Pointer-rich trees: rpcool passes a pointer, protobuf-c serialises over a UNIX socket" >> out
+    print "" >> out
+    print "| nodes | rpcool relaxed | rpcool sealed | rpcool sandboxed | protobuf-c | relaxed ratio | relaxed ratio, one CPU |" >> out
+    print "|---|---|---|---|---|---|---|" >> out
+    split("1 16 256 4096", sz, " ")
+    for (i = 1; i <= 4; i++) {
+        n = sz[i]; a = "rpcool/tree/relaxed/" n; b = "pbtree/" n
+        if (!has(a) || !has(b)) continue
+        c1 = has(a "@cpu0") && has(b "@cpu0") ? sprintf("%.1fx", med[b "@cpu0"] / med[a "@cpu0"]) : "-"
+        printf "| %s | %s | %s | %s | %s | %.1fx | %s |\n", n, us(med[a]), us(med["rpcool/tree/sealed/" n]), us(med["rpcool/tree/sandboxed/" n]), us(med[b]), med[b] / med[a], c1 >> out
+    }
+    print "" >> out
+    print "### Payloads: relaxed vs copy vs sealed (median us)" >> out
+    print "" >> out
+    print "| bytes | relaxed | copy | sealed |" >> out
+    print "|---|---|---|---|" >> out
+    split("64 4096 65536 1048576", ps, " ")
+    for (i = 1; i <= 4; i++) {
+        n = ps[i]
+        if (has("rpcool/payload/relaxed/" n))
+            printf "| %s | %s | %s | %s |\n", n, us(med["rpcool/payload/relaxed/" n]), us(med["rpcool/payload/copy/" n]), us(med["rpcool/payload/sealed/" n]) >> out
+    }
+    print "" >> out
+    print "### Key-value store: rpcool (pointers) vs the same store over a UNIX socket with a serialiser" >> out
+    print "" >> out
+    print "| op / value bytes | rpcool | socket | ratio | ratio, one CPU |" >> out
+    print "|---|---|---|---|---|" >> out
+    split("get put", kops, " ")
+    for (j = 1; j <= 2; j++) for (i = 1; i <= 3; i++) {
+        n = (i == 1 ? 64 : i == 2 ? 256 : 1024); a = "rpcool/kv/" kops[j] "/" n; b = "kv_" kops[j] "/" n
+        if (!has(a) || !has(b)) continue
+        c1 = has(a "@cpu0") && has(b "@cpu0") ? sprintf("%.1fx", med[b "@cpu0"] / med[a "@cpu0"]) : "-"
+        printf "| %s %s | %s | %s | %.1fx | %s |\n", kops[j], n, us(med[a]), us(med[b]), med[b] / med[a], c1 >> out
+    }
+    print "" >> out
+    print "### RDMA reference: perftest on Soft-RoCE (rxe) in a qemu TCG guest (median / p99 us)" >> out
+    print "" >> out
+    print "| tool | median | p99 |" >> out
+    print "|---|---|---|" >> out
+    split("send_lat/2 write_lat/2 read_lat/2 atomic_lat/8", pt, " ")
+    for (i = 1; i <= 4; i++) { a = "perftest_" pt[i]; if (has(a)) printf "| ib_%s | %s | %s |\n", pt[i], us(med[a]), us(p99[a]) >> out }
+}'
+echo "# summary of this run: $B/summary.md"
+cat "$B/summary.md"
