@@ -51,7 +51,12 @@
    slots; allocating and freeing is one compare-and-swap on a bitmap word, with no lock, so any
    number of threads in any number of processes allocate at once. Threads are spread over 16
    stripes, each with its own current span per class, so they rarely touch the same cache line.
-   Large blocks are runs of spans, taken under one robust process-shared mutex.
+   Large blocks are runs of spans, taken under one robust process-shared mutex. Blocks of up to
+   4 KiB that a thread frees wait in a small cache of that thread (8 per size class) for its
+   next allocations, as glibc's tcache does; the cache is kept in the heap, not in private
+   memory, so it goes back to everyone when the thread exits, when the process closes the heap,
+   when the heap is full, on shmheap_flush(), and, for a process that died, at the next
+   shmheap_check() or full heap of anyone on the same host.
    Crash safety: a process killed at any moment (SIGKILL) leaves the heap consistent and usable.
    Lock-free steps are single atomic operations. Steps under the mutex write an intent record
    first; the next locker gets EOWNERDEAD, undoes an unfinished allocation or completes an
@@ -112,7 +117,9 @@ typedef struct shmheap_opts {
     uintptr_t addr;      /* create: fixed base address (2 MiB aligned); 0 = from the pod */
     unsigned mode;       /* create: permissions of a new object; 0 = 0600 */
     const char *pod;     /* pod directory name in /dev/shm; NULL = $SHMHEAP_POD or shmheap.pod */
-    int overwrite;       /* create on an existing file or device: format it anyway */
+    int overwrite;       /* create over an existing heap, file or object: format it anyway.
+                            Without it, create fails with SHMHEAP_E_EXISTS, except on a device
+                            or PCI BAR that does not hold a heap yet, which it formats */
     unsigned lock_timeout_ms; /* bound on waiting for the heap's mutex (taken for blocks over
                             32 KiB, roots, checks); 0 = wait as long as it takes. Set it when a
                             peer you do not trust shares the heap: its stop then makes those
