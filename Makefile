@@ -34,11 +34,11 @@ $(BUILD)/ex/%: examples/%.c $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) -O2 -pthread -I. $(WARN) $< -o $@ $(call libs_of,$<)
 
-$(BUILD)/t/%: tests/%.c $(HEADERS) tests/t.h
+$(BUILD)/t/%: tests/%.c $(HEADERS) $(wildcard tests/*.h)
 	@mkdir -p $(@D)
 	$(CC) -std=c11 $(CFLAGS) $(WARN) $(SAN) -pthread -I. $< -o $@ $(call libs_of,$<)
 
-$(BUILD)/t/%.tsan: tests/%.c $(HEADERS) tests/t.h
+$(BUILD)/t/%.tsan: tests/%.c $(HEADERS) $(wildcard tests/*.h)
 	@mkdir -p $(@D)
 	$(CC) -std=c11 $(CFLAGS) $(WARN) $(TSAN) -DT_TSAN=1 -pthread -I. $< -o $@ $(call libs_of,$<)
 

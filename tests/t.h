@@ -7,6 +7,7 @@
 #define _GNU_SOURCE 1
 #endif
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,4 +58,22 @@ static __attribute__((unused)) const char *t_uniq(const char *base)
     snprintf(b, sizeof buf[0], "t-%s-%d-%d", base, (int)getpid(), i);
     return b;
 }
+/* xorshift64: reproducible pseudo-random numbers for the stress tests. */
+static __attribute__((unused)) uint64_t t_rng(uint64_t *s)
+{
+    *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17;
+    return *s;
+}
+
+#ifdef SHMHEAP_H
+/* A new heap of the given size, or a FAIL line and NULL. */
+static __attribute__((unused)) shmheap *t_heap(const char *name, size_t size)
+{
+    shmheap_opts o = {.size = size};
+    shmheap *h = NULL;
+    int r = shmheap_create(name, &o, &h);
+    CHECKF(r == 0, "create %s: %s", name, shmheap_strerror(r));
+    return h;
+}
+#endif
 #endif

@@ -9,14 +9,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 
-static shmheap *mk(const char *name, size_t size)
-{
-    shmheap_opts o = {.size = size};
-    shmheap *h = NULL;
-    int r = shmheap_create(name, &o, &h);
-    CHECKF(r == 0, "create %s: %s", name, shmheap_strerror(r));
-    return h;
-}
 static void rm(shmheap *h, const char *name)
 {
     CHECK_EQ(shmheap_close(h), 0);
@@ -26,7 +18,7 @@ static void rm(shmheap *h, const char *name)
 static void lifetime_and_same_address(void)
 {
     const char *n = t_uniq("life");
-    shmheap *h = mk(n, 8 << 20), *h2;
+    shmheap *h = t_heap(n, 8 << 20), *h2;
     uintptr_t b = (uintptr_t)shmheap_base(h);
     CHECK(b >= 0x550000000000ull && b < 0x700000000000ull);
     CHECK(b % (2 << 20) == 0);
@@ -64,7 +56,7 @@ static void lifetime_and_same_address(void)
 static void sizes_and_alignment(void)
 {
     const char *n = t_uniq("sizes");
-    shmheap *h = mk(n, 32 << 20);
+    shmheap *h = t_heap(n, 32 << 20);
     shmheap_stats st;
     static void *ps[2000];
     int k = 0;
@@ -126,7 +118,7 @@ static void bad_input(void)
     CHECK_EQ(shmheap_open("cxl:region0", NULL, &h), SHMHEAP_E_NOTSUP);
     CHECK_EQ(shmheap_open("/nonexistent/dir/heap", NULL, &h), SHMHEAP_E_NOTFOUND);
     const char *n = t_uniq("bad");
-    h = mk(n, 4 << 20);
+    h = t_heap(n, 4 << 20);
     CHECK_EQ(shmheap_create(n, &o, &h2), SHMHEAP_E_EXISTS);
     /* pointers that are not blocks of this heap */
     char *p = (char *)shmheap_malloc(h, 64);
@@ -145,7 +137,7 @@ static void bad_input(void)
     CHECK_EQ(shmheap_free(h, shmheap_base(h)), SHMHEAP_E_FOREIGN); /* the header is not a block */
     /* a pointer from another heap */
     const char *n2 = t_uniq("bad2");
-    h2 = mk(n2, 4 << 20);
+    h2 = t_heap(n2, 4 << 20);
     void *q = shmheap_malloc(h2, 32);
     CHECK_EQ(shmheap_free(h, q), SHMHEAP_E_FOREIGN);
     CHECK_EQ(shmheap_free(h2, q), 0);
@@ -188,7 +180,7 @@ static void version_and_files(void)
 {
     char path[80];
     snprintf(path, sizeof path, "/tmp/%s.heap", t_uniq("file"));
-    shmheap *h = mk(path, 2 << 20), *h2;
+    shmheap *h = t_heap(path, 2 << 20), *h2;
     CHECK(h != NULL);
     if (!h) return;
     void *p = shmheap_malloc(h, 10);
@@ -223,7 +215,7 @@ static void version_and_files(void)
 static void roots(void)
 {
     const char *n = t_uniq("roots");
-    shmheap *h = mk(n, 2 << 20);
+    shmheap *h = t_heap(n, 2 << 20);
     int *a = (int *)shmheap_malloc(h, 4), *b = (int *)shmheap_malloc(h, 4);
     CHECK_EQ(shmheap_root_set(h, "a", a), 0);
     CHECK(shmheap_root_get(h, "a") == a);
@@ -250,7 +242,7 @@ static void roots(void)
 static void check_finds_damage(void)
 {
     const char *n = t_uniq("damage");
-    shmheap *h = mk(n, 2 << 20);
+    shmheap *h = t_heap(n, 2 << 20);
     shmheap_stats st;
     void *p = shmheap_malloc(h, 100000);
     CHECK_EQ(shmheap_check(h, &st), 0);
@@ -273,7 +265,7 @@ static void check_finds_damage(void)
 static void dead_lock_holder(void)
 {
     const char *n = t_uniq("dead");
-    shmheap *h = mk(n, 4 << 20);
+    shmheap *h = t_heap(n, 4 << 20);
     for (int op = SHMHEAP__J_INIT; op <= SHMHEAP__J_LFREE; op++) {
         void *big = op == SHMHEAP__J_LFREE ? shmheap_malloc(h, 200000) : NULL;
         void *q = op == SHMHEAP__J_RETIRE ? shmheap_malloc(h, 48) : NULL;
@@ -318,7 +310,7 @@ static void dead_lock_holder(void)
 static void spans_return(void)
 {
     const char *n = t_uniq("spans");
-    shmheap *h = mk(n, 4 << 20);
+    shmheap *h = t_heap(n, 4 << 20);
     shmheap_stats st;
     static void *ps[300000];
     size_t k = 0;
@@ -365,7 +357,7 @@ static void *free_three(void *arg)
 static void thread_caches(void)
 {
     const char *n = t_uniq("tc");
-    shmheap *h = mk(n, 4 << 20);
+    shmheap *h = t_heap(n, 4 << 20);
     shmheap_stats st;
     void *p = shmheap_malloc(h, 100);
     CHECK_EQ(shmheap_free(h, p), 0);
@@ -399,7 +391,7 @@ static void thread_caches(void)
 static void sealing(void)
 {
     const char *n = t_uniq("seal");
-    shmheap *h = mk(n, 2 << 20);
+    shmheap *h = t_heap(n, 2 << 20);
     char *p = (char *)shmheap_malloc(h, 8192);
     p[0] = 1;
     CHECK_EQ(shmheap_seal(h, p, 8192), 0);
@@ -427,7 +419,7 @@ static void pkeys(void)
 {
     if (shmheap_pkey_supported()) {
         const char *n = t_uniq("pkey");
-        shmheap *h = mk(n, 2 << 20);
+        shmheap *h = t_heap(n, 2 << 20);
         int k = shmheap_pkey_alloc(0);
         CHECK(k > 0);
         char *p = (char *)shmheap_malloc(h, 4096);

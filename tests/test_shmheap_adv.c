@@ -16,20 +16,11 @@
 #include <sys/stat.h>
 #include <time.h>
 
-static shmheap *mk(const char *name, size_t size)
-{
-    shmheap_opts o = {.size = size};
-    shmheap *h = NULL;
-    int r = shmheap_create(name, &o, &h);
-    CHECKF(r == 0, "create %s: %s", name, shmheap_strerror(r));
-    return h;
-}
 static void rm(shmheap *h, const char *name)
 {
     if (h) shmheap_close(h);
     shmheap_unlink(name, NULL);
 }
-static uint64_t rng(uint64_t *s) { *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17; return *s; }
 static double now_s(void) { return (double)rcp__now_ns() / 1e9; }
 
 /* Runs fn(arg) in a child; returns its exit status, or 128 + signal. */
@@ -52,7 +43,7 @@ static int in_child(int (*fn)(void *), void *arg)
 static void tc_double_free_detected(void)
 {
     const char *n = t_uniq("tcdf");
-    shmheap *h = mk(n, 4 << 20);
+    shmheap *h = t_heap(n, 4 << 20);
     if (!h) return;
     void *a[9];
     for (int i = 0; i < 9; i++) a[i] = shmheap_malloc(h, 64);
@@ -86,7 +77,7 @@ static void *free_g_p(void *arg) { (void)arg; g_rc = shmheap_free(g_h, g_p); ret
 static void tc_double_free_cross_thread(void)
 {
     const char *n = t_uniq("tcdf2");
-    shmheap *h = mk(n, 4 << 20);
+    shmheap *h = t_heap(n, 4 << 20);
     if (!h) return;
     g_h = h;
     g_p = shmheap_malloc(h, 64);
@@ -106,7 +97,7 @@ static void tc_double_free_cross_thread(void)
 static void zero_size_large_align(void)
 {
     const char *n = t_uniq("zero");
-    shmheap *h = mk(n, 4 << 20);
+    shmheap *h = t_heap(n, 4 << 20);
     if (!h) return;
     char *small[64];
     for (int i = 0; i < 64; i++) { small[i] = (char *)shmheap_malloc(h, 48); memset(small[i], 0x5a, 48); }
@@ -189,7 +180,7 @@ static void open_while_creating(void)
             }
         }
         usleep(20000);
-        shmheap *h = mk(n, 256 << 20);
+        shmheap *h = t_heap(n, 256 << 20);
         for (int i = 0; i < 4; i++) {
             int st;
             waitpid(pid[i], &st, 0);
@@ -210,7 +201,7 @@ static void open_while_creating(void)
 static int trunc_close_child(void *arg)
 {
     const char *path = (const char *)arg;
-    shmheap *h = mk(path, 4 << 20);
+    shmheap *h = t_heap(path, 4 << 20);
     if (!h) return 3;
     void *p = shmheap_malloc(h, 100);
     shmheap_free(h, p); /* a block in the thread cache: close will give it back */
@@ -224,7 +215,7 @@ static void creator_keeps_fd(void)
 {
     char path[96];
     snprintf(path, sizeof path, "/tmp/%s.heap", t_uniq("cfd"));
-    shmheap *h = mk(path, 4 << 20);
+    shmheap *h = t_heap(path, 4 << 20);
     if (!h) return;
     CHECKF(h->fd >= 0, "creator's handle has fd %d: the fd was closed before it was dup'ed", h->fd);
     rm(h, path);
@@ -246,7 +237,7 @@ static void open_rejects_nspans_overflow(void)
 {
     char path[96];
     snprintf(path, sizeof path, "/tmp/%s.heap", t_uniq("ovf"));
-    shmheap *h = mk(path, 4 << 20);
+    shmheap *h = t_heap(path, 4 << 20);
     if (!h) return;
     CHECK_EQ(shmheap_close(h), 0);
     int fd = open(path, O_RDWR);
@@ -290,7 +281,7 @@ static void pause_handler(int sig, siginfo_t *si, void *uc)
 static void full_hint_on_reused_span(void)
 {
     const char *n = t_uniq("full");
-    shmheap *h = mk(n, 4 << 20);
+    shmheap *h = t_heap(n, 4 << 20);
     if (!h) return;
     g_h = h;
     void *l0 = shmheap_malloc(h, 65536); /* span 0 */
@@ -329,7 +320,7 @@ static void full_hint_on_reused_span(void)
 static void init_recovery_with_full_hint(void)
 {
     const char *n = t_uniq("initfull");
-    shmheap *h = mk(n, 4 << 20);
+    shmheap *h = t_heap(n, 4 << 20);
     if (!h) return;
     pid_t pid = fork();
     if (pid == 0) {
@@ -468,7 +459,7 @@ static void open_after_recreate(void)
     const char *n0 = t_uniq("recr");
     char n[96];
     snprintf(n, sizeof n, "%s", n0);
-    shmheap *h = mk(n, 2 << 20), *h2 = NULL;
+    shmheap *h = t_heap(n, 2 << 20), *h2 = NULL;
     if (!h) return;
     int *v = (int *)shmheap_malloc(h, sizeof *v);
     *v = 1;
@@ -493,7 +484,7 @@ static void open_after_recreate(void)
 static void peer_large_run_length(void)
 {
     const char *n = t_uniq("peerrun");
-    shmheap *h = mk(n, 4 << 20);
+    shmheap *h = t_heap(n, 4 << 20);
     if (!h) return;
     char *big = (char *)shmheap_malloc(h, 100000);
     size_t s = (size_t)(big - h->data) >> SHMHEAP__SPAN_SHIFT;
@@ -539,7 +530,7 @@ static int bad_class_recover_child(void *arg)
 static void peer_bad_class(void)
 {
     const char *n = t_uniq("peercls");
-    shmheap *h = mk(n, 4 << 20);
+    shmheap *h = t_heap(n, 4 << 20);
     if (!h) return;
     int st = in_child(bad_class_retire_child, h);
     CHECKF(st == 0, "retire_empty over a span entry of class 200: child status %d", st);
@@ -561,7 +552,7 @@ static int unseal_ovf_child(void *arg)
 static void unseal_batch_count_overflow(void)
 {
     const char *n = t_uniq("ovfb");
-    shmheap *h = mk(n, 2 << 20);
+    shmheap *h = t_heap(n, 2 << 20);
     if (!h) return;
     int st = in_child(unseal_ovf_child, h);
     CHECKF(st == 0, "unseal_batch with n = 2^60: child status %d", st);
@@ -574,7 +565,7 @@ static int write_first(void *arg) { *(volatile char *)arg = 1; return 0; }
 static void seal_edges(void)
 {
     const char *n = t_uniq("seal0");
-    shmheap *h = mk(n, 2 << 20);
+    shmheap *h = t_heap(n, 2 << 20);
     if (!h) return;
     char *p = (char *)shmheap_malloc(h, 8192);
     CHECK_EQ(shmheap_seal(h, p + 100, 0), 0);
@@ -594,7 +585,7 @@ static int strerror_min_child(void *arg) { (void)arg; return shmheap_strerror(IN
 static void bad_args_crash(void)
 {
     const char *n = t_uniq("nullout");
-    shmheap *h = mk(n, 2 << 20);
+    shmheap *h = t_heap(n, 2 << 20);
     if (!h) return;
     int st = in_child(alloc_null_out_child, h);
     CHECKF(st == 0, "shmheap_alloc(h, 1, 0, NULL): child status %d", st);
@@ -628,7 +619,7 @@ static void open_on_small_stack(void)
     const char *n0 = t_uniq("stack");
     char n[96];
     snprintf(n, sizeof n, "%s", n0);
-    shmheap *h = mk(n, 2 << 20);
+    shmheap *h = t_heap(n, 2 << 20);
     if (!h) return;
     shmheap_close(h);
     int st = in_child(small_stack_child, n);
@@ -651,7 +642,7 @@ static void *hold_lock(void *arg)
 static void lock_timeout_spurious_failures(void)
 {
     const char *n = t_uniq("tmo");
-    shmheap *h = mk(n, 8 << 20);
+    shmheap *h = t_heap(n, 8 << 20);
     if (!h) return;
     void *big = shmheap_malloc(h, 200000);
     int *v = (int *)shmheap_malloc(h, 4);
@@ -807,7 +798,7 @@ static void fill_worker(shmheap *h, struct fill_ctl *ctl, int me)
     __atomic_fetch_add(&ctl->go, 1, __ATOMIC_ACQ_REL);
     if (spin_until(&ctl->go, FILL_NPROC)) _exit(4);
     while (k < cap && fails < 50) {
-        uint64_t x = rng(&seed);
+        uint64_t x = t_rng(&seed);
         size_t s = (x & 15) == 0 ? 40000 + x % 260000 : 1 + (x >> 8) % 5000;
         unsigned char *p = (unsigned char *)shmheap_malloc(h, s);
         if (!p) { fails++; continue; }
@@ -832,7 +823,7 @@ static void fill_worker(shmheap *h, struct fill_ctl *ctl, int me)
 static void mp_fill_no_overlap(void)
 {
     const char *n = t_uniq("fill");
-    shmheap *h = mk(n, 32 << 20);
+    shmheap *h = t_heap(n, 32 << 20);
     if (!h) return;
     struct fill_ctl *ctl = (struct fill_ctl *)shmheap_calloc(h, 1, sizeof *ctl);
     pid_t pid[FILL_NPROC];
@@ -860,7 +851,7 @@ static void mp_fill_no_overlap(void)
 static void aligned_extremes(void)
 {
     const char *n = t_uniq("align");
-    shmheap *h = mk(n, 16 << 20);
+    shmheap *h = t_heap(n, 16 << 20);
     if (!h) return;
     for (int k = 0; k < 64; k++) {
         size_t a = (size_t)1 << k;
@@ -903,7 +894,7 @@ static void aligned_extremes(void)
 static void realloc_edges(void)
 {
     const char *n = t_uniq("realloc");
-    shmheap *h = mk(n, 16 << 20);
+    shmheap *h = t_heap(n, 16 << 20);
     if (!h) return;
     unsigned char *p = (unsigned char *)shmheap_realloc(h, NULL, 0); /* malloc(0) */
     CHECK(p != NULL);
@@ -955,7 +946,7 @@ static void scribbled_headers(void)
 {
     char path[96];
     snprintf(path, sizeof path, "/tmp/%s.heap", t_uniq("scrib"));
-    shmheap *h = mk(path, 4 << 20);
+    shmheap *h = t_heap(path, 4 << 20);
     if (!h) return;
     void *keep = shmheap_malloc(h, 1000);
     shmheap_root_set(h, "keep", keep);
@@ -1018,13 +1009,13 @@ static int cmp_mblk(const void *a, const void *b)
 static void random_model(void)
 {
     const char *n = t_uniq("model");
-    shmheap *h = mk(n, 64 << 20);
+    shmheap *h = t_heap(n, 64 << 20);
     if (!h) return;
     static struct mblk m[MODEL_N], sorted[MODEL_N];
     uint64_t seed = 12345;
     long live = 0, errs = 0;
     for (int op = 0; op < 60000 && errs < 10; op++) {
-        uint64_t x = rng(&seed);
+        uint64_t x = t_rng(&seed);
         struct mblk *b = &m[x % MODEL_N];
         unsigned kind = (unsigned)(x >> 12) % 10;
         if (b->p) {
@@ -1119,7 +1110,7 @@ static void null_and_garbage_args(void)
     CHECK(shmheap_unseal_batch(NULL, NULL, 1) != 0);
     CHECK(shmheap_strerror(12345) != NULL && shmheap_strerror(-5) != NULL);
     const char *n = t_uniq("garbage");
-    h = mk(n, 2 << 20);
+    h = t_heap(n, 2 << 20);
     if (!h) return;
     int x;
     CHECK_EQ(shmheap_free(h, &x), SHMHEAP_E_FOREIGN);

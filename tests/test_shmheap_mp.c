@@ -16,7 +16,6 @@
 struct rec { void *p; uint32_t size, tag; };
 struct table { struct rec r[NPROC][SLOTS]; volatile int go; };
 
-static uint64_t rng(uint64_t *s) { *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17; return *s; }
 
 static int pattern_ok(const struct rec *r)
 {
@@ -32,7 +31,7 @@ static void worker(shmheap *h, struct table *t, int me, uint64_t seed)
     struct rec *mine = t->r[me];
     while (!t->go) rcp__cpu_relax();
     for (;;) {
-        int i = (int)(rng(&seed) % SLOTS);
+        int i = (int)(t_rng(&seed) % SLOTS);
         struct rec *r = &mine[i];
         if (r->p) {
             if (!pattern_ok(r)) _exit(3);
@@ -40,7 +39,7 @@ static void worker(shmheap *h, struct table *t, int me, uint64_t seed)
             r->p = NULL; /* forget first, then free: a kill in between leaks, never double-frees */
             if (shmheap_free(h, p)) _exit(4);
         } else {
-            uint64_t x = rng(&seed);
+            uint64_t x = t_rng(&seed);
             size_t size = (x & 15) == 0 ? 40000 + x % 200000 : 1 + (x >> 8) % 4096;
             unsigned char *p = (unsigned char *)shmheap_malloc(h, size);
             if (!p) continue; /* full for a moment: fine */
@@ -71,16 +70,16 @@ static void rounds(void)
         pid_t pid[NPROC];
         t->go = 0;
         for (int i = 0; i < NPROC; i++) {
-            uint64_t s = rng(&seed);
+            uint64_t s = t_rng(&seed);
             if ((pid[i] = fork()) == 0) worker(h, t, i, s | 1);
         }
         t->go = 1;
-        struct timespec d = {0, (long)(rng(&seed) % 3000000)};
+        struct timespec d = {0, (long)(t_rng(&seed) % 3000000)};
         nanosleep(&d, NULL);
         /* kill a random subset at random moments, then stop the rest */
         for (int i = 0; i < NPROC; i++) {
-            if (rng(&seed) & 1) {
-                struct timespec e = {0, (long)(rng(&seed) % 300000)};
+            if (t_rng(&seed) & 1) {
+                struct timespec e = {0, (long)(t_rng(&seed) % 300000)};
                 nanosleep(&e, NULL);
                 kill(pid[i], SIGKILL);
                 kills++;

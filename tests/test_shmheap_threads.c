@@ -14,7 +14,6 @@ static void *xchg[XCHG];
 static long allocs[NTHREADS], frees[NTHREADS], errors;
 static int iters = 200000;
 
-static uint64_t rng(uint64_t *s) { *s ^= *s << 13; *s ^= *s >> 7; *s ^= *s << 17; return *s; }
 
 static int check_free(void *p)
 {
@@ -31,7 +30,7 @@ static void *thread_main(void *arg)
     uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)(me + 1);
     void *mine[64] = {0};
     for (int it = 0; it < iters; it++) {
-        uint64_t x = rng(&seed);
+        uint64_t x = t_rng(&seed);
         int i = (int)(x % 64);
         if (mine[i]) {
             void *p = mine[i];
