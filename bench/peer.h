@@ -88,6 +88,73 @@ static inline int peer_opt(struct peer_opts *o, int c, const char *arg)
     return 0;
 }
 
+/* A tool's own option besides the common ones: -LETTER ARG puts ARG in *arg when arg is
+   set, else -LETTER (no argument) sets *flag to 1. */
+struct peer_own_opt {
+    char letter;
+    const char **arg;
+    int *flag;
+};
+
+/* The command line of a peer: defaults, the common options, the tool's own option (own may
+   be NULL), -h, then the address if one is given (client mode). On -h or a bad option prints
+   "usage: TOOL USAGE", the common options and more_help (may be NULL), and returns 2;
+   else 0. */
+static inline int peer_parse(struct peer_opts *o, int argc, char **argv,
+                             const struct peer_own_opt *own, const char *usage,
+                             const char *more_help)
+{
+    char optstr[sizeof PEER_COMMON_OPTS + 3] = PEER_COMMON_OPTS;
+    size_t n = sizeof PEER_COMMON_OPTS - 1;
+    if (own) {
+        optstr[n++] = own->letter;
+        if (own->arg)
+            optstr[n++] = ':';
+    }
+    optstr[n++] = 'h';
+    optstr[n] = 0;
+    peer_opts_default(o);
+    int c;
+    while ((c = getopt(argc, argv, optstr)) != -1) {
+        if (peer_opt(o, c, optarg))
+            continue;
+        if (own && c == own->letter) {
+            if (own->arg)
+                *own->arg = optarg;
+            else
+                *own->flag = 1;
+            continue;
+        }
+        fprintf(stderr, "usage: %s %s\n" PEER_COMMON_HELP "%s", argv[0], usage,
+                more_help ? more_help : "");
+        return 2;
+    }
+    o->addr = optind < argc ? argv[optind] : NULL;
+    return 0;
+}
+
+/* 0 when -s is within [min, max]; else prints msg and returns 2. */
+static inline int peer_check_size(const struct peer_opts *o, size_t min, size_t max,
+                                  const char *msg)
+{
+    if (o->size >= min && o->size <= max)
+        return 0;
+    fprintf(stderr, "%s\n", msg);
+    return 2;
+}
+
+/* The next number of a list like "64,256,1024": reads it at *p and moves *p past it and its
+   comma. Returns 0, or -1 when *p does not start with a number. */
+static inline int peer_list_next(const char **p, unsigned long long *v)
+{
+    char *end;
+    *v = strtoull(*p, &end, 10);
+    if (end == *p)
+        return -1;
+    *p = *end == ',' ? end + 1 : end;
+    return 0;
+}
+
 static inline void peer_pin(const struct peer_opts *o, int cpu)
 {
     if (!o->pin || sysconf(_SC_NPROCESSORS_ONLN) < 2)

@@ -106,19 +106,9 @@ int client(const struct peer_opts *o, const char *addr, void *)
 int main(int argc, char **argv)
 {
     struct peer_opts o;
-    peer_opts_default(&o);
-    int ch;
-    while ((ch = getopt(argc, argv, PEER_COMMON_OPTS "h")) != -1) {
-        if (peer_opt(&o, ch, optarg))
-            continue;
-        fprintf(stderr, "usage: %s [options] [unix:PATH]\n" PEER_COMMON_HELP, argv[0]);
+    if (peer_parse(&o, argc, argv, NULL, "[options] [unix:PATH]", NULL) ||
+        peer_check_size(&o, 1, SIZE_MAX, "-s must be at least 1"))
         return 2;
-    }
-    if (o.size == 0) {
-        fprintf(stderr, "-s must be at least 1\n");
-        return 2;
-    }
-    o.addr = optind < argc ? argv[optind] : NULL;
     char addr[128];
     snprintf(addr, sizeof addr, "unix:/tmp/rpcool-bench-grpc.%d", (int)getpid());
     return peer_run(&o, addr, server, client, NULL);

@@ -171,26 +171,14 @@ static int client(const struct peer_opts *o, const char *addr, void *vctx)
 int main(int argc, char **argv)
 {
     struct peer_opts o;
-    peer_opts_default(&o);
     struct iox_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
-    int c;
-    while ((c = getopt(argc, argv, PEER_COMMON_OPTS "bh")) != -1) {
-        if (peer_opt(&o, c, optarg))
-            continue;
-        if (c == 'b') {
-            ctx.poll = 1;
-            continue;
-        }
-        fprintf(stderr, "usage: %s [-b] [options] [INSTANCE]\n" PEER_COMMON_HELP
-                "  -b         busy-poll instead of blocking in a WaitSet\n", argv[0]);
+    struct peer_own_opt own = {'b', NULL, &ctx.poll};
+    if (peer_parse(&o, argc, argv, &own, "[-b] [options] [INSTANCE]",
+                   "  -b         busy-poll instead of blocking in a WaitSet\n") ||
+        peer_check_size(&o, 16, 1u << 20,
+                        "-s must be 16..1048576 (the request carries a 16-byte header)"))
         return 2;
-    }
-    if (o.size < 16 || o.size > (1u << 20)) {
-        fprintf(stderr, "-s must be 16..1048576 (the request carries a 16-byte header)\n");
-        return 2;
-    }
-    o.addr = optind < argc ? argv[optind] : NULL;
     ctx.size = o.size;
     char inst[64];
     snprintf(inst, sizeof inst, "bench%d", (int)getpid());

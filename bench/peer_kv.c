@@ -198,13 +198,12 @@ static int client(const struct peer_opts *o, const char *addr, void *vctx)
         return 1;
     int rc = 0;
     for (const char *p = c->vsizes; *p && !rc;) {
-        char *end;
-        c->vsize = strtoul(p, &end, 10);
-        if (end == p || c->vsize > (1u << 20)) {
+        unsigned long long v;
+        if (peer_list_next(&p, &v) || v > (1u << 20)) {
             fprintf(stderr, "bad -V list: %s\n", c->vsizes);
             return 1;
         }
-        p = *end == ',' ? end + 1 : end;
+        c->vsize = (size_t)v;
         c->round++;
         uint32_t got;
         for (uint64_t k = 0; k < BENCH_KV_KEYS && !rc; k++)
@@ -223,23 +222,12 @@ static int client(const struct peer_opts *o, const char *addr, void *vctx)
 int main(int argc, char **argv)
 {
     struct peer_opts o;
-    peer_opts_default(&o);
     struct kv_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.vsizes = "64,256,1024";
-    int c;
-    while ((c = getopt(argc, argv, PEER_COMMON_OPTS "V:h")) != -1) {
-        if (peer_opt(&o, c, optarg))
-            continue;
-        if (c == 'V') {
-            ctx.vsizes = optarg;
-            continue;
-        }
-        fprintf(stderr, "usage: %s [-V SIZE,SIZE,...] [options] [PATH]\n" PEER_COMMON_HELP,
-                argv[0]);
+    struct peer_own_opt own = {'V', &ctx.vsizes, NULL};
+    if (peer_parse(&o, argc, argv, &own, "[-V SIZE,SIZE,...] [options] [PATH]", NULL))
         return 2;
-    }
-    o.addr = optind < argc ? argv[optind] : NULL;
     char path[108];
     snprintf(path, sizeof path, "/tmp/rpcool-bench-kv.%d", (int)getpid());
     return peer_run(&o, path, server, client, &ctx);

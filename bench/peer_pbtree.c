@@ -161,13 +161,12 @@ static int client(const struct peer_opts *o, const char *addr, void *vctx)
         return 1;
     int rc = 0;
     for (const char *p = c->sizes; *p && !rc;) {
-        char *end;
-        c->nodes = strtoull(p, &end, 10);
-        if (end == p || c->nodes == 0) {
+        unsigned long long v;
+        if (peer_list_next(&p, &v) || v == 0) {
             fprintf(stderr, "bad -N list: %s\n", c->sizes);
             return 1;
         }
-        p = *end == ',' ? end + 1 : end;
+        c->nodes = v;
         c->root = build(0, c->nodes);
         if (!c->root)
             return 1;
@@ -190,23 +189,12 @@ static int client(const struct peer_opts *o, const char *addr, void *vctx)
 int main(int argc, char **argv)
 {
     struct peer_opts o;
-    peer_opts_default(&o);
     struct tree_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.sizes = "1,16,256,4096";
-    int c;
-    while ((c = getopt(argc, argv, PEER_COMMON_OPTS "N:h")) != -1) {
-        if (peer_opt(&o, c, optarg))
-            continue;
-        if (c == 'N') {
-            ctx.sizes = optarg;
-            continue;
-        }
-        fprintf(stderr, "usage: %s [-N NODES,NODES,...] [options] [PATH]\n" PEER_COMMON_HELP,
-                argv[0]);
+    struct peer_own_opt own = {'N', &ctx.sizes, NULL};
+    if (peer_parse(&o, argc, argv, &own, "[-N NODES,NODES,...] [options] [PATH]", NULL))
         return 2;
-    }
-    o.addr = optind < argc ? argv[optind] : NULL;
     char path[108];
     snprintf(path, sizeof path, "/tmp/rpcool-bench-pbtree.%d", (int)getpid());
     return peer_run(&o, path, server, client, &ctx);

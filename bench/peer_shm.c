@@ -123,15 +123,8 @@ static int client(const struct peer_opts *o, const char *addr, void *vctx)
 int main(int argc, char **argv)
 {
     struct peer_opts o;
-    peer_opts_default(&o);
-    int c;
-    while ((c = getopt(argc, argv, PEER_COMMON_OPTS "h")) != -1) {
-        if (peer_opt(&o, c, optarg))
-            continue;
-        fprintf(stderr, "usage: %s [options] [PATH]\n" PEER_COMMON_HELP, argv[0]);
+    if (peer_parse(&o, argc, argv, NULL, "[options] [PATH]", NULL))
         return 2;
-    }
-    o.addr = optind < argc ? argv[optind] : NULL;
     struct shm_ctx ctx = {NULL};
     if (o.fork_mode) {
         void *p = mmap(NULL, sizeof(struct shm_lines), PROT_READ | PROT_WRITE,

@@ -103,21 +103,11 @@ static int client(const struct peer_opts *o, const char *addr, void *vctx)
 int main(int argc, char **argv)
 {
     struct peer_opts o;
-    peer_opts_default(&o);
     struct sock_ctx ctx = {K_STREAM, -1, 0, NULL, ""};
     const char *kind = "stream";
-    int c;
-    while ((c = getopt(argc, argv, PEER_COMMON_OPTS "t:h")) != -1) {
-        if (peer_opt(&o, c, optarg))
-            continue;
-        if (c == 't') {
-            kind = optarg;
-            continue;
-        }
-        fprintf(stderr, "usage: %s [-t stream|seqpacket|tcp] [options] [ADDR]\n"
-                PEER_COMMON_HELP, argv[0]);
+    struct peer_own_opt own = {'t', &kind, NULL};
+    if (peer_parse(&o, argc, argv, &own, "[-t stream|seqpacket|tcp] [options] [ADDR]", NULL))
         return 2;
-    }
     if (!strcmp(kind, "stream"))
         ctx.kind = K_STREAM;
     else if (!strcmp(kind, "seqpacket"))
@@ -128,11 +118,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "unknown -t %s\n", kind);
         return 2;
     }
-    if (o.size == 0) {
-        fprintf(stderr, "-s must be at least 1\n");
+    if (peer_check_size(&o, 1, SIZE_MAX, "-s must be at least 1"))
         return 2;
-    }
-    o.addr = optind < argc ? argv[optind] : NULL;
     ctx.size = o.size;
     snprintf(ctx.name, sizeof ctx.name, "%s/%zu",
              ctx.kind == K_TCP ? "tcp" : ctx.kind == K_STREAM ? "uds_stream" : "uds_seqpacket",

@@ -15,16 +15,32 @@ struct zmq_ctx_s {
     size_t size;
 };
 
+/* A context and a socket of c: a REP socket bound to addr, or a REQ socket connected to it. */
+static int zsock_open(struct zmq_ctx_s *c, int type, const char *addr)
+{
+    int bind = type == ZMQ_REP;
+    c->zctx = zmq_ctx_new();
+    c->sock = zmq_socket(c->zctx, type);
+    if (!c->sock || (bind ? zmq_bind(c->sock, addr) : zmq_connect(c->sock, addr))) {
+        fprintf(stderr, "%s %s: %s\n", bind ? "zmq_bind" : "zmq_connect", addr,
+                zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    return 0;
+}
+
+static void zsock_close(struct zmq_ctx_s *c)
+{
+    zmq_close(c->sock);
+    zmq_ctx_term(c->zctx);
+}
+
 static int server(const struct peer_opts *o, const char *addr, void *vctx)
 {
     (void)o;
     struct zmq_ctx_s *c = (struct zmq_ctx_s *)vctx;
-    c->zctx = zmq_ctx_new();
-    c->sock = zmq_socket(c->zctx, ZMQ_REP);
-    if (!c->sock || zmq_bind(c->sock, addr)) {
-        fprintf(stderr, "zmq_bind %s: %s\n", addr, zmq_strerror(zmq_errno()));
+    if (zsock_open(c, ZMQ_REP, addr))
         return 1;
-    }
     size_t cap = 1u << 20;
     char *buf = (char *)malloc(cap);
     int rc = 1;
@@ -40,8 +56,7 @@ static int server(const struct peer_opts *o, const char *addr, void *vctx)
         }
     }
     free(buf);
-    zmq_close(c->sock);
-    zmq_ctx_term(c->zctx);
+    zsock_close(c);
     if (!strncmp(addr, "ipc://", 6))
         unlink(addr + 6);
     return rc;
@@ -61,12 +76,8 @@ static int round_trip(void *vctx, long i)
 static int client(const struct peer_opts *o, const char *addr, void *vctx)
 {
     struct zmq_ctx_s *c = (struct zmq_ctx_s *)vctx;
-    c->zctx = zmq_ctx_new();
-    c->sock = zmq_socket(c->zctx, ZMQ_REQ);
-    if (!c->sock || zmq_connect(c->sock, addr)) {
-        fprintf(stderr, "zmq_connect %s: %s\n", addr, zmq_strerror(zmq_errno()));
+    if (zsock_open(c, ZMQ_REQ, addr))
         return 1;
-    }
     c->size = o->size;
     c->buf = (char *)calloc(1, c->size);
     char name[64];
@@ -76,27 +87,16 @@ static int client(const struct peer_opts *o, const char *addr, void *vctx)
     if (zmq_send(c->sock, "", 0, 0) != 0 || zmq_recv(c->sock, &stop, 1, 0) != 0)
         rc = -1;
     free(c->buf);
-    zmq_close(c->sock);
-    zmq_ctx_term(c->zctx);
+    zsock_close(c);
     return rc ? 1 : 0;
 }
 
 int main(int argc, char **argv)
 {
     struct peer_opts o;
-    peer_opts_default(&o);
-    int c;
-    while ((c = getopt(argc, argv, PEER_COMMON_OPTS "h")) != -1) {
-        if (peer_opt(&o, c, optarg))
-            continue;
-        fprintf(stderr, "usage: %s [options] [ENDPOINT]\n" PEER_COMMON_HELP, argv[0]);
+    if (peer_parse(&o, argc, argv, NULL, "[options] [ENDPOINT]", NULL) ||
+        peer_check_size(&o, 1, 1u << 20, "-s must be 1..1048576"))
         return 2;
-    }
-    if (o.size == 0 || o.size > (1u << 20)) {
-        fprintf(stderr, "-s must be 1..1048576\n");
-        return 2;
-    }
-    o.addr = optind < argc ? argv[optind] : NULL;
     char ep[128];
     snprintf(ep, sizeof ep, "ipc:///tmp/rpcool-bench-zmq.%d", (int)getpid());
     struct zmq_ctx_s ctx = {NULL, NULL, NULL, 0};

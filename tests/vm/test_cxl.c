@@ -51,29 +51,28 @@ static void cxl_enumerate(void)
     cxl_unref(ctx);
 }
 
-static void cxl_resolve_before_region(void)
+/* What rcp__cxl_resolve says of a region name, into a buffer that is large enough. */
+static int resolve(const char *region)
 {
     char out[64];
-    CHECK_EQ(rcp__cxl_resolve("region0", out, sizeof out), -ENOENT);
-    CHECK_EQ(rcp__cxl_resolve("nonsense", out, sizeof out), -ENOENT);
+    return rcp__cxl_resolve(region, out, sizeof out);
 }
 
-static void cxl_create_region(void)
+static void cxl_resolve_before_region(void)
 {
-    CHECK_EQ(sh("cxl create-region -m -d decoder0.0 -t pmem mem0"), 0);
+    CHECK_EQ(resolve("region0"), -ENOENT);
+    CHECK_EQ(resolve("nonsense"), -ENOENT);
 }
+
+static void cxl_create_region(void) { CHECK_EQ(sh("cxl create-region -m -d decoder0.0 -t pmem mem0"), 0); }
 
 static void cxl_resolve_region_without_dax(void)
 {
-    char out[64];
-    CHECK_EQ(rcp__cxl_resolve("region0", out, sizeof out), -ENODEV);
-    CHECK_EQ(rcp__cxl_resolve("region9", out, sizeof out), -ENOENT);
+    CHECK_EQ(resolve("region0"), -ENODEV);
+    CHECK_EQ(resolve("region9"), -ENOENT);
 }
 
-static void cxl_create_devdax(void)
-{
-    CHECK_EQ(sh("ndctl create-namespace -m devdax -r region0"), 0);
-}
+static void cxl_create_devdax(void) { CHECK_EQ(sh("ndctl create-namespace -m devdax -r region0"), 0); }
 
 static void cxl_resolve_to_dax(void)
 {

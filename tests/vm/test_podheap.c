@@ -27,20 +27,6 @@ static shmheap *h;
 static int is_a;
 static uint64_t base_from_a;
 
-static void pod_connect(const char *peer)
-{
-    if (is_a) {
-        int l = vmt_tcp_listen(PORT);
-        CHECKF(l >= 0, "listen: %s", strerror(-l));
-        if (l < 0) return;
-        sock = vmt_tcp_accept(l, 60000);
-        close(l);
-    } else {
-        sock = vmt_tcp_connect(peer, PORT, 60000);
-    }
-    CHECKF(sock >= 0, "tcp to peer %s: %s", peer, strerror(-sock));
-}
-
 /* a: format the device as a heap and build the list; tell b where the heap is. */
 static void a_build_list(const char *dev)
 {
@@ -134,15 +120,9 @@ static void a_walks_reply(void)
 
 int main(int argc, char **argv)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    signal(SIGPIPE, SIG_IGN);
-    if (argc != 4 || (strcmp(argv[1], "a") && strcmp(argv[1], "b"))) {
-        fprintf(stderr, "usage: %s a|b DEVICE PEER_IP\n", argv[0]);
-        return 2;
-    }
-    is_a = argv[1][0] == 'a';
+    if ((is_a = vmt_guest_role(argc, argv, 4, "DEVICE PEER_IP")) < 0) return 2;
     t_begin("podheap_connect");
-    pod_connect(argv[3]);
+    sock = vmt_tcp_peer(is_a, argv[3], PORT);
     t_end();
     if (sock < 0) return T_DONE();
     if (is_a) {

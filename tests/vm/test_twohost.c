@@ -25,16 +25,7 @@ static void connect_peer(const char *peer)
 {
     const char *step = "";
     int rc;
-    if (is_a) {
-        int l = vmt_tcp_listen(PORT);
-        CHECKF(l >= 0, "listen: %s", strerror(-l));
-        if (l < 0) return;
-        sock = vmt_tcp_accept(l, 60000);
-        close(l);
-    } else {
-        sock = vmt_tcp_connect(peer, PORT, 60000);
-    }
-    CHECKF(sock >= 0, "tcp to peer %s: %s", peer, strerror(-sock));
+    sock = vmt_tcp_peer(is_a, peer, PORT);
     if (sock < 0) return;
     rc = vmt_conn_setup(sock, IBV_QPT_RC, BUFSZ, NULL, &c, &step);
     CHECKF(rc == 0, "setup: %s: %s", step, strerror(-rc));
@@ -123,13 +114,7 @@ static void fetch_add_across(void)
 
 int main(int argc, char **argv)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    signal(SIGPIPE, SIG_IGN);
-    if (argc != 3 || (strcmp(argv[1], "a") && strcmp(argv[1], "b"))) {
-        fprintf(stderr, "usage: %s a|b PEER_IP\n", argv[0]);
-        return 2;
-    }
-    is_a = argv[1][0] == 'a';
+    if ((is_a = vmt_guest_role(argc, argv, 3, "PEER_IP")) < 0) return 2;
     my_seed = is_a ? 11 : 22;
     peer_seed = is_a ? 22 : 11;
     t_begin("twohost_connect");

@@ -88,26 +88,20 @@ out:
 
 static void rc_send_recv(void)
 {
-    int sv[2];
-    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-    vmt_child ch;
-    CHECK(vmt_spawn(echo_role, sv[1], NULL, &ch) == 0);
-    close(sv[1]);
+    vmt_pair p;
+    vmt_conn *c = &p.c;
     char why[512] = "";
-    vmt_conn c;
-    const char *step = "";
     struct ibv_wc wc;
-    int rc = vmt_conn_setup(sv[0], IBV_QPT_RC, 2 * BUFSZ, NULL, &c, &step);
-    CHECKF(rc == 0, "setup: %s: %s", step, strerror(-rc));
-    if (!rc) rc = vmt_expect_byte(sv[0], 'R', 60000);
-    unsigned char *out = c.buf, *in = c.buf + BUFSZ;
+    int rc = vmt_pair_start(&p, echo_role, NULL, IBV_QPT_RC, 2 * BUFSZ, NULL);
+    if (!rc) rc = vmt_expect_byte(p.sock, 'R', 60000);
+    unsigned char *out = c->buf, *in = c->buf + BUFSZ;
     for (unsigned i = 0; !rc && i < NSIZES * REPS; i++) {
         uint32_t n = sizes[i / REPS];
         vmt_fill(out, n, i);
-        if ((rc = rcp__verbs_post_recv(c.qp, 1, in, BUFSZ, c.mr->lkey)) ||
-            (rc = rcp__verbs_post_send(c.qp, 2, out, n, c.mr->lkey, IBV_SEND_SIGNALED)) ||
-            (rc = rcp__verbs_wait(c.scq, &wc, VMT_WAIT)) ||
-            (rc = rcp__verbs_wait(c.rcq, &wc, VMT_WAIT))) {
+        if ((rc = rcp__verbs_post_recv(c->qp, 1, in, BUFSZ, c->mr->lkey)) ||
+            (rc = rcp__verbs_post_send(c->qp, 2, out, n, c->mr->lkey, IBV_SEND_SIGNALED)) ||
+            (rc = rcp__verbs_wait(c->scq, &wc, VMT_WAIT)) ||
+            (rc = rcp__verbs_wait(c->rcq, &wc, VMT_WAIT))) {
             CHECKF(0, "message %u: %s", i, rcp__verbs_describe(rc, &wc, why, sizeof why));
             break;
         }
@@ -119,10 +113,7 @@ static void rc_send_recv(void)
                 break;
             }
     }
-    why[0] = 0;
-    CHECKF(vmt_reap(&ch, why, sizeof why) == 0, "echo side: %s", why);
-    close(sv[0]);
-    if (c.qp) vmt_conn_free(&c);
+    vmt_pair_end(&p, "echo side");
 }
 
 /* ---------------------------------------------------------------- RDMA WRITE / READ */
@@ -134,11 +125,8 @@ static int write_target_role(int fd, void *arg, char *why, size_t whylen)
 {
     (void)arg;
     vmt_conn c;
-    const char *step = "";
-    int rc;
     struct ibv_wc wc;
-    if ((rc = vmt_conn_setup(fd, IBV_QPT_RC, BUFSZ, NULL, &c, &step)))
-        VMT_FAILF("setup: %s: %s", step, strerror(-rc));
+    if (vmt_role_conn(fd, IBV_QPT_RC, BUFSZ, &c, why, whylen)) goto out;
     VMT_TRY(rcp__verbs_post_recv(c.qp, 9, NULL, 0, c.mr->lkey));
     VMT_TRY(vmt_send_byte(fd, 'R'));
     VMT_WAIT_OK(c.rcq, &wc);
@@ -154,42 +142,33 @@ out:
 
 static void rdma_write(void)
 {
-    int sv[2];
-    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-    vmt_child ch;
-    CHECK(vmt_spawn(write_target_role, sv[1], NULL, &ch) == 0);
-    close(sv[1]);
+    vmt_pair p;
+    vmt_conn *c = &p.c;
     char why[512] = "";
-    vmt_conn c;
-    const char *step = "";
     struct ibv_wc wc;
-    int rc = vmt_conn_setup(sv[0], IBV_QPT_RC, BUFSZ, NULL, &c, &step);
-    CHECKF(rc == 0, "setup: %s: %s", step, strerror(-rc));
+    int rc = vmt_pair_start(&p, write_target_role, NULL, IBV_QPT_RC, BUFSZ, NULL);
     if (!rc) {
-        CHECK_EQ(c.rlen, BUFSZ);
-        vmt_fill(c.buf, BUFSZ, WSEED);
-        rc = vmt_expect_byte(sv[0], 'R', 60000);
+        CHECK_EQ(c->rlen, BUFSZ);
+        vmt_fill(c->buf, BUFSZ, WSEED);
+        rc = vmt_expect_byte(p.sock, 'R', 60000);
         CHECK_EQ(rc, 0);
         /* Odd pieces first (unaligned, crossing MTU boundaries), then the rest in one go,
          * then a zero-length WRITE_WITH_IMM as the "done" signal; the RC QP keeps them in order. */
         const size_t cut[] = {0, 1, 7, 1030, 5000, 70001, BUFSZ};
         for (unsigned i = 0; !rc && i + 1 < sizeof cut / sizeof cut[0]; i++) {
-            rc = rcp__verbs_post_write(c.qp, i, c.buf + cut[i], (uint32_t)(cut[i + 1] - cut[i]),
-                                       c.mr->lkey, c.raddr + cut[i], c.rkey, 0, 0, IBV_SEND_SIGNALED);
-            if (!rc) rc = rcp__verbs_wait(c.scq, &wc, VMT_WAIT);
+            rc = rcp__verbs_post_write(c->qp, i, c->buf + cut[i], (uint32_t)(cut[i + 1] - cut[i]),
+                                       c->mr->lkey, c->raddr + cut[i], c->rkey, 0, 0, IBV_SEND_SIGNALED);
+            if (!rc) rc = rcp__verbs_wait(c->scq, &wc, VMT_WAIT);
             CHECKF(rc == 0, "write %u: %s", i, rcp__verbs_describe(rc, &wc, why, sizeof why));
         }
         if (!rc) {
-            rc = rcp__verbs_post_write(c.qp, 99, NULL, 0, c.mr->lkey, c.raddr, c.rkey, 1, 0xC0FFEEu,
+            rc = rcp__verbs_post_write(c->qp, 99, NULL, 0, c->mr->lkey, c->raddr, c->rkey, 1, 0xC0FFEEu,
                                        IBV_SEND_SIGNALED);
-            if (!rc) rc = rcp__verbs_wait(c.scq, &wc, VMT_WAIT);
+            if (!rc) rc = rcp__verbs_wait(c->scq, &wc, VMT_WAIT);
             CHECKF(rc == 0, "write with imm: %s", rcp__verbs_describe(rc, &wc, why, sizeof why));
         }
     }
-    why[0] = 0;
-    CHECKF(vmt_reap(&ch, why, sizeof why) == 0, "target: %s", why);
-    close(sv[0]);
-    if (c.qp) vmt_conn_free(&c);
+    vmt_pair_end(&p, "target");
 }
 
 #define RSEED 91u
@@ -199,10 +178,7 @@ static int read_source_role(int fd, void *arg, char *why, size_t whylen)
 {
     (void)arg;
     vmt_conn c;
-    const char *step = "";
-    int rc;
-    if ((rc = vmt_conn_setup(fd, IBV_QPT_RC, BUFSZ, NULL, &c, &step)))
-        VMT_FAILF("setup: %s: %s", step, strerror(-rc));
+    if (vmt_role_conn(fd, IBV_QPT_RC, BUFSZ, &c, why, whylen)) goto out;
     vmt_fill(c.buf, BUFSZ, RSEED);
     VMT_TRY(vmt_send_byte(fd, 'R'));
     VMT_TRY(vmt_expect_byte(fd, 'D', 60000));
@@ -213,43 +189,34 @@ out:
 
 static void rdma_read(void)
 {
-    int sv[2];
-    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-    vmt_child ch;
-    CHECK(vmt_spawn(read_source_role, sv[1], NULL, &ch) == 0);
-    close(sv[1]);
+    vmt_pair p;
+    vmt_conn *c = &p.c;
     char why[512] = "";
-    vmt_conn c;
-    const char *step = "";
     struct ibv_wc wc;
-    int rc = vmt_conn_setup(sv[0], IBV_QPT_RC, BUFSZ, NULL, &c, &step);
-    CHECKF(rc == 0, "setup: %s: %s", step, strerror(-rc));
-    if (!rc) rc = vmt_expect_byte(sv[0], 'R', 60000);
+    int rc = vmt_pair_start(&p, read_source_role, NULL, IBV_QPT_RC, BUFSZ, NULL);
+    if (!rc) rc = vmt_expect_byte(p.sock, 'R', 60000);
     if (!rc) {
         /* the whole buffer in one READ, then a small unaligned piece into an odd offset */
-        memset(c.buf, 0, BUFSZ);
-        rc = rcp__verbs_post_read(c.qp, 1, c.buf, BUFSZ, c.mr->lkey, c.raddr, c.rkey, IBV_SEND_SIGNALED);
-        if (!rc) rc = rcp__verbs_wait(c.scq, &wc, VMT_WAIT);
+        memset(c->buf, 0, BUFSZ);
+        rc = rcp__verbs_post_read(c->qp, 1, c->buf, BUFSZ, c->mr->lkey, c->raddr, c->rkey, IBV_SEND_SIGNALED);
+        if (!rc) rc = rcp__verbs_wait(c->scq, &wc, VMT_WAIT);
         CHECKF(rc == 0, "read: %s", rcp__verbs_describe(rc, &wc, why, sizeof why));
         if (!rc) {
             CHECK_EQ(wc.opcode, IBV_WC_RDMA_READ);
-            CHECK_EQ(vmt_check(c.buf, BUFSZ, RSEED), -1);
+            CHECK_EQ(vmt_check(c->buf, BUFSZ, RSEED), -1);
             unsigned char want[3000];
-            memcpy(want, c.buf + 12345, sizeof want);
-            memset(c.buf, 0, BUFSZ);
-            rc = rcp__verbs_post_read(c.qp, 2, c.buf + 3, sizeof want, c.mr->lkey, c.raddr + 12345,
-                                      c.rkey, IBV_SEND_SIGNALED);
-            if (!rc) rc = rcp__verbs_wait(c.scq, &wc, VMT_WAIT);
+            memcpy(want, c->buf + 12345, sizeof want);
+            memset(c->buf, 0, BUFSZ);
+            rc = rcp__verbs_post_read(c->qp, 2, c->buf + 3, sizeof want, c->mr->lkey, c->raddr + 12345,
+                                      c->rkey, IBV_SEND_SIGNALED);
+            if (!rc) rc = rcp__verbs_wait(c->scq, &wc, VMT_WAIT);
             CHECKF(rc == 0, "small read: %s", rcp__verbs_describe(rc, &wc, why, sizeof why));
-            CHECK(memcmp(c.buf + 3, want, sizeof want) == 0);
-            CHECK(c.buf[2] == 0 && c.buf[3 + sizeof want] == 0);
+            CHECK(memcmp(c->buf + 3, want, sizeof want) == 0);
+            CHECK(c->buf[2] == 0 && c->buf[3 + sizeof want] == 0);
         }
     }
-    vmt_send_byte(sv[0], 'D');
-    why[0] = 0;
-    CHECKF(vmt_reap(&ch, why, sizeof why) == 0, "source: %s", why);
-    close(sv[0]);
-    if (c.qp) vmt_conn_free(&c);
+    if (p.sock >= 0) vmt_send_byte(p.sock, 'D');
+    vmt_pair_end(&p, "source");
 }
 
 /* ---------------------------------------------------------------- atomics, two processes */
@@ -261,12 +228,9 @@ static int atomic_client_role(int fd, void *arg, char *why, size_t whylen)
 {
     (void)arg;
     vmt_conn c;
-    const char *step = "";
-    int rc;
     struct ibv_wc wc;
     uint64_t cas_retries = 0;
-    if ((rc = vmt_conn_setup(fd, IBV_QPT_RC, 4096, NULL, &c, &step)))
-        VMT_FAILF("setup: %s: %s", step, strerror(-rc));
+    if (vmt_role_conn(fd, IBV_QPT_RC, 4096, &c, why, whylen)) goto out;
     uint64_t *old = (uint64_t *)c.buf, last = 0, guess = 0, raddr;
     uint32_t rkey;
     unsigned char go[13];
@@ -303,7 +267,7 @@ out:
 
 static void atomics_two_procs(void)
 {
-    int sv[2][2];
+    int sock[2] = {-1, -1};
     vmt_child ch[2];
     vmt_conn c[2];
     struct ibv_mr *wmr[2] = {NULL, NULL};
@@ -316,17 +280,14 @@ static void atomics_two_procs(void)
     CHECK(word != MAP_FAILED);
     if (word == MAP_FAILED) return;
     word[8] = 1000; /* not at the start of the page: a real offset inside the region */
-    for (int i = 0; i < 2; i++) {
-        CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv[i]) == 0);
-        CHECK(vmt_spawn(atomic_client_role, sv[i][1], NULL, &ch[i]) == 0);
-        close(sv[i][1]);
-    }
     int ok = 1;
+    for (int i = 0; i < 2; i++)
+        if (vmt_spawn_sock(atomic_client_role, NULL, &ch[i], &sock[i])) ok = 0;
     for (int i = 0; i < 2 && ok; i++) {
         step = "register word";
-        int rc = vmt_conn_setup(sv[i][0], IBV_QPT_RC, 4096, NULL, &c[i], &step);
+        int rc = vmt_conn_setup(sock[i], IBV_QPT_RC, 4096, NULL, &c[i], &step);
         if (!rc) rc = rcp__verbs_reg(&c[i].d, word, 4096, 0, &wmr[i]);
-        if (!rc) rc = vmt_expect_byte(sv[i][0], 'R', 60000);
+        if (!rc) rc = vmt_expect_byte(sock[i], 'R', 60000);
         CHECKF(rc == 0, "connection %d: %s: %s", i, step, strerror(-rc));
         ok = rc == 0;
     }
@@ -335,18 +296,19 @@ static void atomics_two_procs(void)
         go[0] = 'G';
         vmt_put64(go + 1, (uintptr_t)&word[8]);
         rcp__verbs_put32(go + 9, wmr[i]->rkey);
-        vmt_write_all(sv[i][0], go, sizeof go);
+        vmt_write_all(sock[i], go, sizeof go);
     }
     unsigned long long retries[2] = {0, 0};
     for (int i = 0; i < 2; i++) {
         char num[21] = "";
-        if (ok && vmt_read_all(sv[i][0], num, 20, 100000) == 0) retries[i] = strtoull(num, NULL, 10);
+        if (sock[i] < 0) continue;
+        if (ok && vmt_read_all(sock[i], num, 20, 100000) == 0) retries[i] = strtoull(num, NULL, 10);
         why[0] = 0;
         if (vmt_reap(&ch[i], why, sizeof why)) {
             if (ok) CHECKF(0, "client %d: %s", i, why);
             ok = 0;
         }
-        close(sv[i][0]);
+        close(sock[i]);
     }
     if (ok) {
         CHECK_EQ(rcp__load(&word[8]), 1000 + 2 * 2 * ATOMIC_OPS);
@@ -373,12 +335,9 @@ static int ud_echo_role(int fd, void *arg, char *why, size_t whylen)
 {
     (void)arg;
     vmt_conn c;
-    const char *step = "";
-    int rc;
     struct ibv_wc wc;
     const uint32_t slot = RCP__VERBS_GRH + UD_MAX;
-    if ((rc = vmt_conn_setup(fd, IBV_QPT_UD, 2 * UD_MSGS * slot, NULL, &c, &step)))
-        VMT_FAILF("setup: %s: %s", step, strerror(-rc));
+    if (vmt_role_conn(fd, IBV_QPT_UD, 2 * UD_MSGS * slot, &c, why, whylen)) goto out;
     for (unsigned i = 0; i < UD_MSGS; i++)
         VMT_TRY(rcp__verbs_post_recv(c.qp, i, c.buf + i * slot, slot, c.mr->lkey));
     VMT_TRY(vmt_send_byte(fd, 'R'));
@@ -405,43 +364,34 @@ out:
 
 static void ud_send_recv(void)
 {
-    int sv[2];
-    CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-    vmt_child ch;
-    CHECK(vmt_spawn(ud_echo_role, sv[1], NULL, &ch) == 0);
-    close(sv[1]);
+    vmt_pair p;
+    vmt_conn *c = &p.c;
     char why[512] = "";
-    vmt_conn c;
-    const char *step = "";
     struct ibv_wc wc;
     const uint32_t slot = RCP__VERBS_GRH + UD_MAX;
-    int rc = vmt_conn_setup(sv[0], IBV_QPT_UD, 2 * UD_MSGS * slot, NULL, &c, &step);
-    CHECKF(rc == 0, "setup: %s: %s", step, strerror(-rc));
+    int rc = vmt_pair_start(&p, ud_echo_role, NULL, IBV_QPT_UD, 2 * UD_MSGS * slot, NULL);
     for (unsigned i = 0; !rc && i < UD_MSGS; i++)
-        rc = rcp__verbs_post_recv(c.qp, i, c.buf + (UD_MSGS + i) * slot, slot, c.mr->lkey);
-    if (!rc) rc = vmt_expect_byte(sv[0], 'R', 60000);
+        rc = rcp__verbs_post_recv(c->qp, i, c->buf + (UD_MSGS + i) * slot, slot, c->mr->lkey);
+    if (!rc) rc = vmt_expect_byte(p.sock, 'R', 60000);
     CHECK_EQ(rc, 0);
     for (unsigned i = 0; !rc && i < UD_MSGS; i++) {
-        vmt_fill(c.buf + i * slot, ud_len(i), 500 + i);
-        rc = rcp__verbs_post_ud_send(c.qp, i, c.buf + i * slot, ud_len(i), c.mr->lkey, c.ah, &c.peer,
+        vmt_fill(c->buf + i * slot, ud_len(i), 500 + i);
+        rc = rcp__verbs_post_ud_send(c->qp, i, c->buf + i * slot, ud_len(i), c->mr->lkey, c->ah, &c->peer,
                                      IBV_SEND_SIGNALED);
-        if (!rc) rc = rcp__verbs_wait(c.scq, &wc, VMT_WAIT);
+        if (!rc) rc = rcp__verbs_wait(c->scq, &wc, VMT_WAIT);
         CHECKF(rc == 0, "send %u: %s", i, rcp__verbs_describe(rc, &wc, why, sizeof why));
     }
     for (unsigned i = 0; !rc && i < UD_MSGS; i++) {
-        rc = rcp__verbs_wait(c.rcq, &wc, VMT_WAIT);
+        rc = rcp__verbs_wait(c->rcq, &wc, VMT_WAIT);
         CHECKF(rc == 0, "reply %u: %s", i, rcp__verbs_describe(rc, &wc, why, sizeof why));
         if (rc) break;
         unsigned k = (unsigned)wc.wr_id;
         CHECK_EQ(wc.byte_len, RCP__VERBS_GRH + ud_len(k));
-        const unsigned char *sent = c.buf + k * slot, *got = c.buf + (UD_MSGS + k) * slot + RCP__VERBS_GRH;
+        const unsigned char *sent = c->buf + k * slot, *got = c->buf + (UD_MSGS + k) * slot + RCP__VERBS_GRH;
         for (uint32_t j = 0; j < ud_len(k); j++)
             if (got[j] + sent[j] != 0xff) { CHECKF(0, "reply %u byte %u", k, j); break; }
     }
-    why[0] = 0;
-    CHECKF(vmt_reap(&ch, why, sizeof why) == 0, "echo side: %s", why);
-    close(sv[0]);
-    if (c.qp) vmt_conn_free(&c);
+    vmt_pair_end(&p, "echo side");
 }
 
 /* ---------------------------------------------------------------- error paths */
@@ -451,10 +401,7 @@ static void ud_send_recv(void)
 static int passive_role(int fd, void *arg, char *why, size_t whylen)
 {
     vmt_conn c;
-    const char *step = "";
-    int rc;
-    if ((rc = vmt_conn_setup(fd, IBV_QPT_RC, 65536, NULL, &c, &step)))
-        VMT_FAILF("setup: %s: %s", step, strerror(-rc));
+    if (vmt_role_conn(fd, IBV_QPT_RC, 65536, &c, why, whylen)) goto out;
     if (arg) { vmt_conn_free(&c); VMT_TRY(vmt_send_byte(fd, 'X')); return 0; }
     VMT_TRY(vmt_send_byte(fd, 'R'));
     VMT_TRY(vmt_expect_byte(fd, 'D', 120000));
@@ -463,113 +410,99 @@ out:
     return why[0] ? -1 : 0;
 }
 
-/* Connect to a passive peer with the given QP options; returns the peer's child handle. */
-static int passive_pair(vmt_conn *c, int *sock, vmt_child *ch, void *arg, const rcp__verbs_qp_opts *o)
+/* Connect to a passive peer with the given QP options; 0 once it is ready. End with
+ * passive_done. */
+static int passive_pair(vmt_pair *p, void *arg, const rcp__verbs_qp_opts *o)
 {
-    int sv[2];
-    const char *step = "";
-    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) return -errno;
-    int rc = vmt_spawn(passive_role, sv[1], arg, ch);
-    close(sv[1]);
-    if (rc) { close(sv[0]); return rc; }
-    rc = vmt_conn_setup(sv[0], IBV_QPT_RC, 65536, o, c, &step);
-    if (!rc) rc = vmt_expect_byte(sv[0], arg ? 'X' : 'R', 60000);
-    CHECKF(rc == 0, "setup: %s: %s", step, strerror(-rc));
-    *sock = sv[0];
+    int rc = vmt_pair_start(p, passive_role, arg, IBV_QPT_RC, 65536, o);
+    if (!rc) {
+        rc = vmt_expect_byte(p->sock, arg ? 'X' : 'R', 60000);
+        CHECKF(rc == 0, "setup: peer ready: %s", strerror(-rc));
+    }
     return rc;
 }
 
-static void passive_done(vmt_conn *c, int sock, vmt_child *ch)
+/* Tell a peer still running to go, and reap it. */
+static void passive_done(vmt_pair *p)
 {
-    char why[512] = "";
-    vmt_send_byte(sock, 'D');
-    CHECKF(vmt_reap(ch, why, sizeof why) == 0, "peer: %s", why);
-    close(sock);
-    if (c->qp) vmt_conn_free(c);
+    if (p->running) vmt_send_byte(p->sock, 'D');
+    vmt_pair_end(p, "peer");
+}
+
+/* The work request just posted (rc: what posting it returned) must complete with the error
+ * want_rc, status want; returns what waiting for it returned, its description in d. */
+static int wait_failed(vmt_conn *c, int rc, int want_rc, enum ibv_wc_status want, struct ibv_wc *wc,
+                       char *d, size_t dlen)
+{
+    CHECK_EQ(rc, 0);
+    rc = rcp__verbs_wait(c->scq, wc, VMT_WAIT);
+    CHECKF(rc == want_rc && wc->status == want, "got %s", rcp__verbs_describe(rc, wc, d, dlen));
+    return rc;
 }
 
 /* A WRITE with a wrong rkey ends in a remote access error completion, quickly; the QP is then
  * in the error state and later work is flushed, not lost. */
 static void err_bad_rkey(void)
 {
-    vmt_conn c;
-    vmt_child ch;
-    int sock = -1;
+    vmt_pair p;
+    vmt_conn *c = &p.c;
     struct ibv_wc wc;
     char d[256];
-    memset(&c, 0, sizeof c);
-    if (passive_pair(&c, &sock, &ch, NULL, NULL) == 0) {
+    if (passive_pair(&p, NULL, NULL) == 0) {
         uint64_t t0 = rcp__now_ns();
-        int rc = rcp__verbs_post_write(c.qp, 1, c.buf, 64, c.mr->lkey, c.raddr, c.rkey ^ 0x5a5a00u, 0, 0,
-                                       IBV_SEND_SIGNALED);
-        CHECK_EQ(rc, 0);
-        rc = rcp__verbs_wait(c.scq, &wc, VMT_WAIT);
+        int rc = rcp__verbs_post_write(c->qp, 1, c->buf, 64, c->mr->lkey, c->raddr, c->rkey ^ 0x5a5a00u,
+                                       0, 0, IBV_SEND_SIGNALED);
+        rc = wait_failed(c, rc, -EACCES, IBV_WC_REM_ACCESS_ERR, &wc, d, sizeof d);
         double ms = (double)(rcp__now_ns() - t0) / 1e6;
-        CHECKF(rc == -EACCES && wc.status == IBV_WC_REM_ACCESS_ERR, "got %s",
-               rcp__verbs_describe(rc, &wc, d, sizeof d));
         printf("# bad rkey -> \"%s\" after %.1f ms\n", rcp__verbs_describe(rc, &wc, d, sizeof d), ms);
         CHECK(strstr(d, ibv_wc_status_str(IBV_WC_REM_ACCESS_ERR)) != NULL);
-        CHECK_EQ(rcp__verbs_qp_state(c.qp), IBV_QPS_ERR);
-        rc = rcp__verbs_post_send(c.qp, 2, c.buf, 8, c.mr->lkey, IBV_SEND_SIGNALED);
+        CHECK_EQ(rcp__verbs_qp_state(c->qp), IBV_QPS_ERR);
+        rc = rcp__verbs_post_send(c->qp, 2, c->buf, 8, c->mr->lkey, IBV_SEND_SIGNALED);
         if (rc == 0) {
-            rc = rcp__verbs_wait(c.scq, &wc, VMT_WAIT);
+            rc = rcp__verbs_wait(c->scq, &wc, VMT_WAIT);
             CHECKF(rc == -ECANCELED && wc.status == IBV_WC_WR_FLUSH_ERR, "after error: %s",
                    rcp__verbs_describe(rc, &wc, d, sizeof d));
         }
     }
-    passive_done(&c, sock, &ch);
+    passive_done(&p);
 }
 
 /* A READ past the end of the peer's region: remote access error too. */
 static void err_out_of_bounds(void)
 {
-    vmt_conn c;
-    vmt_child ch;
-    int sock = -1;
+    vmt_pair p;
+    vmt_conn *c = &p.c;
     struct ibv_wc wc;
     char d[256];
-    memset(&c, 0, sizeof c);
-    if (passive_pair(&c, &sock, &ch, NULL, NULL) == 0) {
-        int rc = rcp__verbs_post_read(c.qp, 1, c.buf, 4096, c.mr->lkey, c.raddr + c.rlen - 100, c.rkey,
-                                      IBV_SEND_SIGNALED);
-        CHECK_EQ(rc, 0);
-        rc = rcp__verbs_wait(c.scq, &wc, VMT_WAIT);
-        CHECKF(rc == -EACCES && wc.status == IBV_WC_REM_ACCESS_ERR, "got %s",
-               rcp__verbs_describe(rc, &wc, d, sizeof d));
+    if (passive_pair(&p, NULL, NULL) == 0) {
+        int rc = rcp__verbs_post_read(c->qp, 1, c->buf, 4096, c->mr->lkey, c->raddr + c->rlen - 100,
+                                      c->rkey, IBV_SEND_SIGNALED);
+        wait_failed(c, rc, -EACCES, IBV_WC_REM_ACCESS_ERR, &wc, d, sizeof d);
     }
-    passive_done(&c, sock, &ch);
+    passive_done(&p);
 }
 
 /* Sending to a QP whose process died: the retries run out and the completion says so, within
  * the time the QP's timeout and retry count allow. Nothing hangs. */
 static void err_dead_peer(void)
 {
-    vmt_conn c;
-    vmt_child ch;
-    int sock = -1;
+    vmt_pair p;
+    vmt_conn *c = &p.c;
     struct ibv_wc wc;
     char d[256];
     rcp__verbs_qp_opts o;
     memset(&o, 0, sizeof o);
-    memset(&c, 0, sizeof c);
     o.timeout = 12;  /* 16.8 ms */
     o.retry_cnt = 2;
-    if (passive_pair(&c, &sock, &ch, (void *)1, &o) == 0) {
-        char why[512] = "";
-        CHECKF(vmt_reap(&ch, why, sizeof why) == 0, "peer: %s", why);
+    if (passive_pair(&p, (void *)1, &o) == 0) {
+        vmt_pair_reap(&p, "peer");
         uint64_t t0 = rcp__now_ns();
-        int rc = rcp__verbs_post_send(c.qp, 1, c.buf, 64, c.mr->lkey, IBV_SEND_SIGNALED);
-        CHECK_EQ(rc, 0);
-        rc = rcp__verbs_wait(c.scq, &wc, VMT_WAIT);
+        int rc = rcp__verbs_post_send(c->qp, 1, c->buf, 64, c->mr->lkey, IBV_SEND_SIGNALED);
+        rc = wait_failed(c, rc, -ETIMEDOUT, IBV_WC_RETRY_EXC_ERR, &wc, d, sizeof d);
         double ms = (double)(rcp__now_ns() - t0) / 1e6;
-        CHECKF(rc == -ETIMEDOUT && wc.status == IBV_WC_RETRY_EXC_ERR, "got %s",
-               rcp__verbs_describe(rc, &wc, d, sizeof d));
         printf("# dead peer -> \"%s\" after %.1f ms\n", rcp__verbs_describe(rc, &wc, d, sizeof d), ms);
-        close(sock);
-        vmt_conn_free(&c);
-    } else {
-        passive_done(&c, sock, &ch);
     }
+    passive_done(&p);
 }
 
 /* Waiting on an idle CQ returns -ETIMEDOUT on time, with and without a completion channel;

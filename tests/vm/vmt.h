@@ -110,6 +110,38 @@ static inline int vmt_tcp_connect(const char *ip, uint16_t port, int timeout_ms)
     }
 }
 
+/* Two guests' TCP connection: a listens on port and accepts, b connects to peer_ip. Failures
+ * are FAIL lines; returns the socket or a negative errno. */
+static inline int vmt_tcp_peer(int is_a, const char *peer_ip, uint16_t port)
+{
+    int sock;
+    if (is_a) {
+        int l = vmt_tcp_listen(port);
+        CHECKF(l >= 0, "listen: %s", strerror(-l));
+        if (l < 0) return l;
+        sock = vmt_tcp_accept(l, 60000);
+        close(l);
+    } else {
+        sock = vmt_tcp_connect(peer_ip, port, 60000);
+    }
+    CHECKF(sock >= 0, "tcp to peer %s: %s", peer_ip, strerror(-sock));
+    return sock;
+}
+
+/* The start of a two-guest test's main(), "PROG a|b ARGS..." with argc arguments in all:
+ * line-buffered output, SIGPIPE ignored. Returns 1 for a, 0 for b, or -1 after printing
+ * "usage: PROG a|b ARGS_HELP". */
+static inline int vmt_guest_role(int argc, char **argv, int want_argc, const char *args_help)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGPIPE, SIG_IGN);
+    if (argc != want_argc || (strcmp(argv[1], "a") && strcmp(argv[1], "b"))) {
+        fprintf(stderr, "usage: %s a|b %s\n", argv[0], args_help);
+        return -1;
+    }
+    return argv[1][0] == 'a';
+}
+
 /* ---- one side of a connected QP pair ---- */
 
 typedef struct vmt_conn {
@@ -241,6 +273,77 @@ static inline int vmt_reap(vmt_child *ch, char *why, size_t whylen)
         else snprintf(why, whylen, "child exited with %d", WEXITSTATUS(st));
     }
     return -1;
+}
+
+/* In a role: connect c (vmt_conn_setup without options), or say why not in why. */
+static inline int vmt_role_conn(int fd, enum ibv_qp_type type, size_t len, vmt_conn *c, char *why,
+                                size_t whylen)
+{
+    const char *step = "";
+    int rc = vmt_conn_setup(fd, type, len, NULL, c, &step);
+    if (rc) snprintf(why, whylen, "setup: %s: %s", step, strerror(-rc));
+    return rc;
+}
+
+/* ---- the parent's side: a role in a child on a socketpair, a QP connected to it ---- */
+
+/* Run role(arg) in a child on one end of a new socketpair; *sock is the other end. Failures
+ * are FAIL lines; returns 0 when the child runs. */
+static inline int vmt_spawn_sock(vmt_role role, void *arg, vmt_child *ch, int *sock)
+{
+    int sv[2];
+    *sock = -1;
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) {
+        CHECKF(0, "socketpair: %s", strerror(errno));
+        return -1;
+    }
+    int rc = vmt_spawn(role, sv[1], arg, ch);
+    close(sv[1]);
+    CHECKF(rc == 0, "vmt_spawn: %s", strerror(-rc));
+    if (rc) { close(sv[0]); return rc; }
+    *sock = sv[0];
+    return 0;
+}
+
+typedef struct vmt_pair {
+    int sock;     /* our end of the socketpair; -1 if none */
+    int running;  /* ch still to be reaped */
+    vmt_child ch;
+    vmt_conn c;   /* c.qp is NULL when not connected */
+} vmt_pair;
+
+/* Spawn role(arg) (vmt_spawn_sock) and connect a QP to the one it makes with vmt_conn_setup
+ * on its end (type, len, qo as there). Failures are FAIL lines ("setup: STEP: ERR"); returns
+ * 0 when connected. End with vmt_pair_end whatever it returned. */
+static inline int vmt_pair_start(vmt_pair *p, vmt_role role, void *arg, enum ibv_qp_type type,
+                                 size_t len, const rcp__verbs_qp_opts *qo)
+{
+    const char *step = "";
+    memset(p, 0, sizeof *p);
+    int rc = vmt_spawn_sock(role, arg, &p->ch, &p->sock);
+    if (rc) return rc;
+    p->running = 1;
+    rc = vmt_conn_setup(p->sock, type, len, qo, &p->c, &step);
+    CHECKF(rc == 0, "setup: %s: %s", step, strerror(-rc));
+    return rc;
+}
+
+/* Wait for the child; if it failed, a FAIL line "WHO: its reason". */
+static inline void vmt_pair_reap(vmt_pair *p, const char *who)
+{
+    char why[512] = "";
+    if (!p->running) return;
+    p->running = 0;
+    CHECKF(vmt_reap(&p->ch, why, sizeof why) == 0, "%s: %s", who, why);
+}
+
+/* vmt_pair_reap, then close the socket and free the connection. */
+static inline void vmt_pair_end(vmt_pair *p, const char *who)
+{
+    vmt_pair_reap(p, who);
+    if (p->sock >= 0) close(p->sock);
+    if (p->c.qp) vmt_conn_free(&p->c);
+    p->sock = -1;
 }
 
 #define VMT_FAILF(...) do { snprintf(why, whylen, __VA_ARGS__); goto out; } while (0)
