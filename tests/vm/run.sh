@@ -53,7 +53,12 @@ prepare_kernel() {
         sandbox="" # as root, apt's _apt user could not write into our folder
         [ "$(id -u)" = 0 ] && sandbox="-o APT::Sandbox::User=root"
         # shellcheck disable=SC2086
-        (cd "$VM/kernel/dl" && apt-get download $sandbox "$pkg" >/dev/null) || return 1
+        if ! (cd "$VM/kernel/dl" && apt-get download $sandbox "$pkg" >/dev/null); then
+            # stale package lists name a version the archive no longer has: refresh once
+            [ "$(id -u)" = 0 ] && apt-get update -qq >/dev/null 2>&1 || return 1
+            pkg=$(kernel_pkg); KVER=${pkg#linux-image-}; KDIR=$VM/kernel/$pkg
+            [ -n "$pkg" ] && (cd "$VM/kernel/dl" && apt-get download $sandbox "$pkg" >/dev/null) || return 1
+        fi
         dpkg -x "$VM"/kernel/dl/"$pkg"_*.deb "$KDIR" || return 1
         depmod -b "$KDIR" "$KVER" || return 1
         rm -rf "$VM/kernel/dl"
