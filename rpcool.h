@@ -87,6 +87,12 @@
    checked for their pattern, and the library's own reads of a client's heap run under fault
    containment (a client that truncates its heap file makes its connection fail, not the
    server). A malicious client can always deny service to its own connection.
+   The channel file is writable by every client (they take byte locks and post requests in
+   it), so a client can truncate it or overwrite its header: the server contains the fault,
+   restores the file's size and header and carries on, but other clients that touch the
+   channel before that may fault or see it closed (a user-space library cannot seal a file
+   in /dev/shm; a sealed memfd shared by descriptor would be the fix). A client heap file is
+   opened with a shared flock held, so a client cannot make accept wait on its lock.
 
    RPCOOL_RELAXED (0)  Trust the peer. The handler gets the pointer into the shared heap. A
        buggy or malicious client can change the argument while the handler reads it, and a
@@ -159,8 +165,11 @@
    A connection may be used by many threads at once (up to 64 calls in flight per connection;
    synchronous calls wait for a free slot, asynchronous ones return RPCOOL_E_AGAIN). A server
    may be served by many threads (rpcool_server_start, or several threads in rpcool_serve).
-   Register handlers before serving or at any time (a handler table entry is one atomic store).
-   Close a connection or server only when no other thread uses it.
+   Register handlers before serving or at any time: a registration is published whole (one
+   atomic pointer store), so a call sees one registration's function, user pointer and flags;
+   replaced registrations are freed when the server closes. rpcool_server_close waits for
+   threads in rpcool_serve to return (from a handler of that server it fails with
+   RPCOOL_E_INVAL). Close a connection only when no other thread uses it, and only once.
 
    ERRORS
    ------
@@ -403,6 +412,7 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 
@@ -529,10 +539,14 @@ struct rpcool__sconn { /* the server's view of one connection */
     char heap_name[RPCOOL__HEAPNAME];
 };
 
+/* A registration; immutable once published in the handler table, so a call sees one
+   registration's function, user pointer and flags together. Replaced entries are kept on a
+   retired list until the server closes (a serving thread may still be using one). */
 struct rpcool__handler_ent {
     rpcool_handler *fn;
     void *user;
     unsigned flags;
+    struct rpcool__handler_ent *next_retired;
 };
 
 /* A serving thread, registered with its server. A pass over the connections is a read-side
@@ -559,7 +573,8 @@ struct rpcool_server {
     unsigned safety, reap_ms;
     uint64_t spin_ns;
     shmheap_opts hopts;
-    struct rpcool__handler_ent *handlers; /* RPCOOL_MAX_HANDLERS, an entry published by fn */
+    struct rpcool__handler_ent **handlers; /* RPCOOL_MAX_HANDLERS, each published atomically */
+    struct rpcool__handler_ent *retired;   /* replaced entries, freed at close */
     struct rpcool__sconn *conns;
     uint32_t seen_pending;
     uint32_t nscan;      /* 1 + highest connection slot in use: passes look no further */
@@ -788,6 +803,17 @@ static int rpcool__guarded(int (*fn)(void *), void *arg, int onfault)
     return r;
 }
 
+/* Switch fault containment of this thread's innermost recovery point off (0) or back on around
+   calls into shmheap: a fault inside shmheap_open/close/unlink must not jump out of them while
+   they hold their process-wide locks. Returns the previous setting. */
+static int rpcool__contain_set(int on)
+{
+    struct rpcool__guard *g = rpcool__cur;
+    int old = g ? g->contain : 0;
+    if (g) g->contain = on;
+    return old;
+}
+
 /* CPU hints: a side that busy-waits yields its CPU only when the peer may need that CPU (it was
    seen polling or posting there); otherwise a yield (a system call, ~0.4 us on a VM) would only
    add latency. The masks are reset every reap period by the server, so stale bits fade. */
@@ -844,6 +870,21 @@ static size_t rpcool__chan_bytes(uint32_t max_conns)
 
 static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int unlink_heap);
 
+/* Is this heap name also named by another slot or held by a connection? A client can write any
+   name into its own slot: a stale slot must not make us unlink somebody else's heap. */
+static int rpcool__heap_named_elsewhere(rpcool_server *s, uint32_t i, const char *name)
+{
+    uint32_t nslots = (uint32_t)((s->map_len - RPCOOL__SLOTS_OFF) / sizeof *s->cs);
+    for (uint32_t j = 0; j < s->max_conns; j++)
+        if (j != i && rcp__load(&s->conns[j].state) != RPCOOL__SC_FREE &&
+            !strncmp(s->conns[j].heap_name, name, RPCOOL__HEAPNAME))
+            return 1;
+    for (uint32_t j = 0; j < nslots; j++)
+        if (j != i && rcp__load(&s->cs[j].state) != RPCOOL__CS_FREE && !strncmp(s->cs[j].heap, name, RPCOOL__HEAPNAME))
+            return 1;
+    return 0;
+}
+
 /* A stale slot left by an earlier server or by a client that died before it was accepted. */
 static void rpcool__reclaim_stale(rpcool_server *s, uint32_t i)
 {
@@ -856,8 +897,10 @@ static void rpcool__reclaim_stale(rpcool_server *s, uint32_t i)
         char name[RPCOOL__HEAPNAME];
         memcpy(name, cs->heap, sizeof name);
         name[sizeof name - 1] = 0;
-        if (rpcool__check_heap_name(s->name, name)) {
+        if (rpcool__check_heap_name(s->name, name) && !rpcool__heap_named_elsewhere(s, i, name)) {
+            int o = rpcool__contain_set(0);
             shmheap_unlink(name, &s->hopts);
+            rpcool__contain_set(o);
             rpcool__log("%s: unlinked stale heap %s", s->name, name);
         }
     }
@@ -913,6 +956,12 @@ static int rpcool__chan_init(rpcool_server *s)
 static void rpcool__server_free(rpcool_server *s)
 {
     pthread_mutex_destroy(&s->hk_lock);
+    for (unsigned i = 0; s->handlers && i < RPCOOL_MAX_HANDLERS; i++) free(s->handlers[i]);
+    while (s->retired) {
+        struct rpcool__handler_ent *e = s->retired;
+        s->retired = e->next_retired;
+        free(e);
+    }
     free(s->handlers);
     free(s->conns);
     free(s);
@@ -941,7 +990,7 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     s->hopts.pod = o.pod;
     s->hopts.lock_timeout_ms = 1000; /* a client that stops holding its heap's mutex must not hang us */
     pthread_mutex_init(&s->hk_lock, NULL);
-    s->handlers = (struct rpcool__handler_ent *)calloc(RPCOOL_MAX_HANDLERS, sizeof *s->handlers);
+    s->handlers = (struct rpcool__handler_ent **)calloc(RPCOOL_MAX_HANDLERS, sizeof *s->handlers);
     s->conns = (struct rpcool__sconn *)calloc(s->max_conns, sizeof *s->conns);
     if (!s->handlers || !s->conns) {
         rpcool__server_free(s);
@@ -974,11 +1023,18 @@ RPCOOL_API int rpcool_handle(rpcool_server *s, unsigned id, rpcool_handler *fn, 
                              unsigned safety)
 {
     if (!s || id >= RPCOOL_MAX_HANDLERS || (safety & ~(unsigned)RPCOOL__KNOWN_FLAGS)) return RPCOOL_E_INVAL;
-    struct rpcool__handler_ent *e = &s->handlers[id];
-    rcp__store(&e->fn, (rpcool_handler *)NULL);
-    e->user = user;
-    e->flags = safety;
-    rcp__store(&e->fn, fn);
+    struct rpcool__handler_ent *e = NULL, *old;
+    if (fn) {
+        if (!(e = (struct rpcool__handler_ent *)calloc(1, sizeof *e))) return -ENOMEM;
+        e->fn = fn;
+        e->user = user;
+        e->flags = safety;
+    }
+    old = __atomic_exchange_n(&s->handlers[id], e, __ATOMIC_ACQ_REL);
+    if (old) { /* a serving thread may still hold it: keep it until the server closes */
+        old->next_retired = rcp__load(&s->retired);
+        while (!rcp__cas(&s->retired, &old->next_retired, old)) {}
+    }
     return 0;
 }
 
@@ -1017,27 +1073,52 @@ static int rpcool__check_hdr(void *p)
     return 0;
 }
 
+/* Open a client's heap file and hold a shared flock on it while shmheap_open runs: shmheap_open
+   waits (without bound) for a creator's exclusive flock, and a malicious client could hold one
+   forever; with ours held it cannot take one. Also refuses what is plainly not a finished heap
+   (not a regular file, empty, magic 0: shmheap_open would wait up to a second for those). The
+   descriptor, or an error. */
+static int rpcool__heap_pin(const char *name)
+{
+    char path[RPCOOL__HEAPNAME + 16];
+    struct stat st;
+    uint64_t magic = 0;
+    snprintf(path, sizeof path, "/dev/shm/%s", name);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return errno == ENOENT ? SHMHEAP_E_NOTFOUND : -errno;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < 4096 || flock(fd, LOCK_SH | LOCK_NB) ||
+        pread(fd, &magic, sizeof magic, 0) != (ssize_t)sizeof magic || magic == 0) {
+        close(fd);
+        return RPCOOL_E_PROTO;
+    }
+    return fd;
+}
+
 static void rpcool__accept(rpcool_server *s, uint32_t i)
 {
     struct rpcool__chan_slot *cs = &s->cs[i];
     struct rpcool__sconn *sc = &s->conns[i];
     char name[RPCOOL__HEAPNAME];
     shmheap *h = NULL;
-    int r = 0;
+    int r = 0, pin = -1, o;
     memcpy(name, cs->heap, sizeof name);
     name[sizeof name - 1] = 0;
     if (rcp__load(&sc->state) != RPCOOL__SC_FREE) return; /* old one still draining */
     if (rcp__load(&cs->epoch) != s->epoch || !rpcool__check_heap_name(s->name, name)) {
         r = RPCOOL_E_PROTO;
         rcp__fetch_add(&s->st.bad_entries, 1u);
-    } else if (!(r = shmheap_open(name, &s->hopts, &h))) {
+    } else if ((pin = rpcool__heap_pin(name)) < 0) {
+        r = pin;
+    } else if (o = rpcool__contain_set(0), r = shmheap_open(name, &s->hopts, &h), rpcool__contain_set(o), !r) {
         struct rpcool__hdr_check hc;
         hc.h = h;
         hc.hd = NULL;
         hc.slot = i;
         hc.epoch = s->epoch;
         if ((r = rpcool__guarded(rpcool__check_hdr, &hc, RPCOOL_E_PROTO))) {
+            o = rpcool__contain_set(0);
             shmheap_close(h);
+            rpcool__contain_set(o);
         } else {
             sc->heap = h;
             sc->hdr = hc.hd;
@@ -1052,6 +1133,7 @@ static void rpcool__accept(rpcool_server *s, uint32_t i)
             rcp__fetch_add(&s->st.accepted, 1u);
         }
     }
+    if (pin >= 0) close(pin);
     rpcool__log("%s: accept slot %u heap %s: %s", s->name, i, name, rpcool_strerror(r));
     cs->status = r;
     rcp__store(&cs->state, (uint32_t)(r ? RPCOOL__CS_REFUSED : RPCOOL__CS_ACTIVE));
@@ -1082,8 +1164,10 @@ static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int unlink_heap)
 {
     struct rpcool__sconn *sc = &s->conns[i];
     struct rpcool__chan_slot *cs = &s->cs[i];
+    int o = rpcool__contain_set(0);
     shmheap_close(sc->heap);
     if (unlink_heap) shmheap_unlink(sc->heap_name, &s->hopts);
+    rpcool__contain_set(o);
     rpcool__log("%s: slot %u %s (%s)", s->name, i, unlink_heap ? "reaped" : "closed", sc->heap_name);
     rcp__fetch_add(unlink_heap ? &s->st.reaped : &s->st.closed, 1u);
     sc->heap = NULL;
@@ -1097,15 +1181,78 @@ static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int unlink_heap)
     rcp__futex_wake(&cs->seq, INT_MAX);
 }
 
+/* A client truncated the channel file (every client maps it writable, so any can): our next
+   access to it raised SIGBUS. Give the file its size back; its pages read as zeros, so the
+   header is rewritten by the next housekeeping (rpcool__chan_restore) and pending requests of
+   the lost slots time out. Touches no mapped memory. */
+static void rpcool__chan_repair(rpcool_server *s)
+{
+    struct stat st;
+    if (fstat(s->fd, &st) == 0 && (size_t)st.st_size < s->map_len && ftruncate(s->fd, (off_t)s->map_len) == 0)
+        rpcool__log("%s: channel file was truncated (to %lld bytes): restored", s->name, (long long)st.st_size);
+}
+
+/* Put back header fields a client scribbled on (or a truncation zeroed), so new clients can
+   still connect. Clients that looked at the header meanwhile may have given up on the channel:
+   the header is writable by every client (see LIMITS). Under hk_lock, with faults contained. */
+static void rpcool__chan_restore(rpcool_server *s)
+{
+    struct rpcool__chan_hdr *h = s->ch;
+    if (rcp__load(&h->magic) == RPCOOL__CH_MAGIC && h->version == RPCOOL__VERSION &&
+        h->max_conns == s->max_conns && h->safety == s->safety && rcp__load(&h->epoch) == s->epoch &&
+        rcp__load(&h->state) == RPCOOL__CH_OPEN)
+        return;
+    rcp__fetch_add(&s->st.bad_entries, 1u);
+    rpcool__log("%s: channel header was overwritten: restored", s->name);
+    h->version = RPCOOL__VERSION;
+    h->max_conns = s->max_conns;
+    h->safety = s->safety;
+    h->server_pid = (uint32_t)getpid();
+    rcp__store(&h->epoch, s->epoch);
+    rcp__store(&h->state, (uint32_t)RPCOOL__CH_OPEN);
+    rcp__store(&h->magic, RPCOOL__CH_MAGIC);
+}
+
 /* Accept, close and reap. One thread at a time; cheap when nothing changed. now: the time if
-   the caller read the clock (timed work is due every reap_ms), else 0. */
+   the caller read the clock (timed work is due every reap_ms), else 0. Reads of the channel
+   file are guarded: a fault (a truncated file) repairs it. The unlocked fast path reads the
+   channel under the caller's recovery point (a worker's; see rpcool__worker_run). */
+static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, int timed);
+
+/* With hk_lock held: the work, with faults on the channel contained. */
+static void rpcool__housekeep_guarded(rpcool_server *s, const uint64_t *args)
+{
+    struct rpcool__guard g;
+    g.prev = rpcool__cur;
+    g.contain = 0;
+    if (sigsetjmp(g.jb, 0)) {
+        rpcool__cur = g.prev;
+        rpcool__fault_unblock();
+        rcp__fetch_add(&s->st.faults, 1u);
+        rpcool__chan_repair(s);
+        pthread_mutex_unlock(&s->hk_lock);
+        return;
+    }
+    g.contain = 1;
+    rpcool__cur = &g;
+    rpcool__housekeep_locked(s, (int)args[0], args[1], (int)args[2]);
+    rpcool__cur = g.prev;
+    pthread_mutex_unlock(&s->hk_lock);
+}
+
 static void rpcool__housekeep(rpcool_server *s, int force, uint64_t now)
 {
-    uint32_t pend = rcp__load(&s->ch->pending);
     if (force && !now) now = rcp__now_ns();
     int timed = now && now - rcp__load_relaxed(&s->last_hk) >= (uint64_t)s->reap_ms * 1000000u;
-    if (!force && pend == rcp__load_relaxed(&s->seen_pending) && !timed) return;
+    if (!force && !timed && rcp__load(&s->ch->pending) == rcp__load_relaxed(&s->seen_pending)) return;
     if (pthread_mutex_trylock(&s->hk_lock)) return;
+    uint64_t args[3] = {(uint64_t)force, now, (uint64_t)timed};
+    rpcool__housekeep_guarded(s, args);
+}
+
+static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, int timed)
+{
+    uint32_t pend = rcp__load(&s->ch->pending);
     rcp__store_relaxed(&s->seen_pending, pend);
     if (timed || force) {
         rcp__store_relaxed(&s->last_hk, now);
@@ -1132,7 +1279,7 @@ static void rpcool__housekeep(rpcool_server *s, int force, uint64_t now)
             rpcool__reclaim_stale(s, i);
         }
     }
-    pthread_mutex_unlock(&s->hk_lock);
+    if (timed || force) rpcool__chan_restore(s);
 }
 
 static int rpcool__run_handler(rpcool_ctx *ctx, const struct rpcool__handler_ent *e, rpcool_handler *fn,
@@ -1193,8 +1340,8 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
     memset(&ctx, 0, sizeof ctx);
     ctx.sc = sc;
     int status;
-    struct rpcool__handler_ent *e = fnid < RPCOOL_MAX_HANDLERS ? &s->handlers[fnid] : NULL;
-    rpcool_handler *fn = e ? rcp__load(&e->fn) : NULL;
+    struct rpcool__handler_ent *e = fnid < RPCOOL_MAX_HANDLERS ? rcp__load(&s->handlers[fnid]) : NULL;
+    rpcool_handler *fn = e ? e->fn : NULL;
     unsigned need = s->safety | (fn ? e->flags : 0);
     if (cflags & ~(unsigned)RPCOOL__KNOWN_FLAGS) status = RPCOOL_E_INVAL;
     else if (!fn) status = RPCOOL_E_NOHANDLER;
@@ -1233,7 +1380,7 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
             ctx.ret_len = 0;
         }
     }
-    rpcool__complete(hd, i, gen, status, ctx.ret, ctx.ret_len);
+    rpcool__complete(hd, i, gen, status, ctx.ret, ctx.ret ? ctx.ret_len : 0);
 }
 
 /* Clear request bits (a server about to sleep, or a bit with no request behind it), then look
@@ -1299,7 +1446,7 @@ static int rpcool__pass(struct rpcool__worker *w, struct rpcool__guard *g, int s
     int n = 0;
     if (!nscan) return 0;
     __atomic_store_n(&w->gp, __atomic_load_n(&s->gp, __ATOMIC_SEQ_CST) + 1, __ATOMIC_SEQ_CST);
-    g->contain = 1;
+    (void)g; /* containment is on all the time in a worker (rpcool__worker_run) */
     for (uint32_t i = 0; i < nscan && !(n && !serve); i++) {
         struct rpcool__sconn *sc = &s->conns[i];
         if (__atomic_load_n(&sc->state, __ATOMIC_SEQ_CST) != RPCOOL__SC_ACTIVE || rcp__load_relaxed(&sc->condemned))
@@ -1308,7 +1455,6 @@ static int rpcool__pass(struct rpcool__worker *w, struct rpcool__guard *g, int s
         n += rpcool__scan_conn(w, sc, !serve);
         w->cur = NULL;
     }
-    g->contain = 0;
     rcp__store(&w->gp, 0ull);
     return n;
 }
@@ -1317,7 +1463,9 @@ static int rpcool__pass(struct rpcool__worker *w, struct rpcool__guard *g, int s
    clock (timed housekeeping, the spin budget) and the CPU hints; a worker yields its CPU
    while idle only if a client posts from that CPU. Returns after a fault in the library's own
    reads of a client heap (a truncated file: SIGBUS): that connection is condemned, the
-   server carries on. */
+   server carries on; or of the channel file (truncated by a client): it is repaired. Faults
+   are contained all along the loop, except inside handlers (their own recovery point) and
+   shmheap calls (rpcool__contain_set). */
 static void rpcool__worker_run(struct rpcool__worker *w)
 {
     rpcool_server *s = w->s;
@@ -1335,10 +1483,13 @@ static void rpcool__worker_run(struct rpcool__worker *w)
             rpcool__log("%s: fault on a client heap (%s): dropping it", s->name, sc->heap_name);
             rcp__store(&sc->dead, 1);
             rcp__store(&sc->condemned, 1u);
+        } else {
+            rpcool__chan_repair(s); /* not a client heap: the channel file */
         }
         rpcool__housekeep(s, 1, 0);
         return;
     }
+    g.contain = 1;
     rpcool__cur = &g;
     uint64_t idle_since = 0;
     int share = 0;
@@ -1373,11 +1524,14 @@ static void rpcool__worker_run(struct rpcool__worker *w)
     rpcool__cur = NULL;
 }
 
+static RCP__THREAD_LOCAL struct rpcool__worker *rpcool__me; /* this thread's worker, if any */
+
 static void rpcool__worker_loop(rpcool_server *s)
 {
-    struct rpcool__worker w;
+    struct rpcool__worker w, *outer = rpcool__me;
     memset(&w, 0, sizeof w);
     w.s = s;
+    rpcool__me = &w;
     pthread_mutex_lock(&s->hk_lock);
     w.next = s->workers;
     s->workers = &w;
@@ -1391,6 +1545,7 @@ static void rpcool__worker_loop(rpcool_server *s)
         }
     pthread_mutex_unlock(&s->hk_lock);
     free(w.buf);
+    rpcool__me = outer;
 }
 
 RPCOOL_API int rpcool_serve(rpcool_server *s)
@@ -1426,12 +1581,33 @@ RPCOOL_API int rpcool_server_start(rpcool_server *s, unsigned nthreads)
     return 0;
 }
 
+static int rpcool__ring_server(void *p)
+{
+    rpcool_server *s = (rpcool_server *)p;
+    rcp__fetch_add(&s->ch->sdoor, 1u);
+    rcp__futex_wake(&s->ch->sdoor, INT_MAX);
+    return 0;
+}
+
 RPCOOL_API void rpcool_server_stop(rpcool_server *s)
 {
     if (!s) return;
     rcp__store(&s->stop, 1);
-    rcp__fetch_add(&s->ch->sdoor, 1u);
-    rcp__futex_wake(&s->ch->sdoor, INT_MAX);
+    if (rpcool__guarded(rpcool__ring_server, s, -1)) /* a client truncated the channel file */
+        rpcool__chan_repair(s);
+}
+
+static int rpcool__chan_close(void *p)
+{
+    rpcool_server *s = (rpcool_server *)p;
+    uint32_t n = (uint32_t)((s->map_len - RPCOOL__SLOTS_OFF) / sizeof *s->cs);
+    rcp__store(&s->ch->state, (uint32_t)RPCOOL__CH_CLOSED);
+    rcp__full_fence();
+    for (uint32_t i = 0; i < n; i++) {
+        rcp__fetch_add(&s->cs[i].seq, 1u);
+        rcp__futex_wake(&s->cs[i].seq, INT_MAX);
+    }
+    return 0;
 }
 
 static int rpcool__wake_client(void *p)
@@ -1445,22 +1621,27 @@ static int rpcool__wake_client(void *p)
 RPCOOL_API int rpcool_server_close(rpcool_server *s)
 {
     if (!s) return RPCOOL_E_INVAL;
+    if (rpcool__me && rpcool__me->s == s) return RPCOOL_E_INVAL; /* from a handler of s */
     rpcool_server_stop(s);
     for (unsigned i = 0; i < s->nthreads; i++) pthread_join(s->threads[i], NULL);
     free(s->threads);
+    s->threads = NULL;
+    for (;;) { /* threads of the caller's own in rpcool_serve must have left it */
+        pthread_mutex_lock(&s->hk_lock);
+        int busy = s->workers != NULL;
+        pthread_mutex_unlock(&s->hk_lock);
+        if (!busy) break;
+        rpcool_server_stop(s);
+        usleep(1000);
+    }
     /* tell clients, wake those asleep, then drop every mapping */
-    rcp__store(&s->ch->state, (uint32_t)RPCOOL__CH_CLOSED);
-    rcp__full_fence();
+    if (rpcool__guarded(rpcool__chan_close, s, -1)) rpcool__chan_repair(s);
     for (uint32_t i = 0; i < s->max_conns; i++) {
         struct rpcool__sconn *sc = &s->conns[i];
         if (rcp__load(&sc->state) == RPCOOL__SC_FREE) continue;
         rpcool__guarded(rpcool__wake_client, sc->hdr, 0); /* the heap may be truncated */
         shmheap_close(sc->heap);
         if (sc->dead) shmheap_unlink(sc->heap_name, &s->hopts);
-    }
-    for (uint32_t i = 0; i < s->max_conns; i++) {
-        rcp__fetch_add(&s->cs[i].seq, 1u);
-        rcp__futex_wake(&s->cs[i].seq, INT_MAX);
     }
     for (int k = 0; k < s->npkeys; k++) shmheap_pkey_free(s->pkeys[k]);
     unlink(s->path); /* while we still hold the lock: nobody can have reopened the name */
@@ -1583,7 +1764,7 @@ static int rpcool__shm_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
         }
         now = rcp__now_ns();
         if (!t0) t0 = now;
-        else if (now - t0 >= c->spin_ns) goto sleep;
+        else if (now - t0 >= c->spin_ns || (deadline && now >= deadline)) goto sleep;
         /* slow handler or a server without its own CPU (overcommitted host): share ours */
         if (!share && now - t0 >= 2000) sched_yield();
         share = (rcp__load_relaxed(&c->ch->server_cpus) >> mine) & 1;
@@ -1736,8 +1917,8 @@ static int rpcool__harvest(rpcool_conn *c, unsigned i, void **ret, size_t *ret_l
     if (rp && !shmheap_contains(c->heap, rp, rl)) {
         status = RPCOOL_E_BADPTR; /* never hand the caller a pointer out of its heap */
         rp = NULL;
-        rl = 0;
     }
+    if (!rp) rl = 0; /* no length without a block */
     if (pd->seal_p) {
         int r = rpcool__unseal(c, pd->seal_p, pd->seal_len);
         if (r && status >= 0) status = r;
@@ -2134,10 +2315,10 @@ RPCOOL_API int rpcool_close(rpcool_conn *c)
 }
 
 RPCOOL_API shmheap *rpcool_heap(rpcool_conn *c) { return c ? c->heap : NULL; }
-RPCOOL_API void *rpcool_alloc(rpcool_conn *c, size_t size) { return shmheap_malloc(c->heap, size); }
+RPCOOL_API void *rpcool_alloc(rpcool_conn *c, size_t size) { return c ? shmheap_malloc(c->heap, size) : NULL; }
 RPCOOL_API void rpcool_free(rpcool_conn *c, void *p)
 {
-    if (!p) return;
+    if (!c || !p) return;
     if (rcp__load_relaxed(&c->nseals)) { /* a block still sealed by a finished call: release first */
         pthread_mutex_lock(&c->seal_lock);
         for (size_t i = 0; i < c->nseals; i++)
@@ -2153,10 +2334,12 @@ RPCOOL_API void rpcool_free(rpcool_conn *c, void *p)
 RPCOOL_API void *rpcool_alloc_pages(rpcool_conn *c, size_t size)
 {
     size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    if (!c || size > SIZE_MAX - pg) return NULL;
     return shmheap_aligned_alloc(c->heap, pg, (size + pg - 1) & ~(pg - 1));
 }
 RPCOOL_API char *rpcool_strdup(rpcool_conn *c, const char *s)
 {
+    if (!c || !s) return NULL;
     size_t n = strlen(s) + 1;
     char *p = (char *)shmheap_malloc(c->heap, n);
     if (p) memcpy(p, s, n);
@@ -2183,18 +2366,21 @@ RPCOOL_API int rpcool_arena_init(rpcool_arena *a, shmheap *h, size_t bytes)
 
 RPCOOL_API void *rpcool_arena_alloc(rpcool_arena *a, size_t size, size_t align)
 {
+    if (!a || !a->heap || (align & (align - 1))) return NULL;
     if (align == 0) align = 16;
     if (!a->base) return shmheap_aligned_alloc(a->heap, align, size ? size : 1);
+    if (a->cur < a->base || a->cur > a->end) return NULL;
     uintptr_t p = ((uintptr_t)a->cur + align - 1) & ~(uintptr_t)(align - 1);
     if (p > (uintptr_t)a->end || size > (uintptr_t)a->end - p) return NULL;
     a->cur = (char *)p + size;
     return (void *)p;
 }
 
-RPCOOL_API size_t rpcool_arena_used(const rpcool_arena *a) { return (size_t)(a->cur - a->base); }
-RPCOOL_API void rpcool_arena_reset(rpcool_arena *a) { a->cur = a->base; }
+RPCOOL_API size_t rpcool_arena_used(const rpcool_arena *a) { return a ? (size_t)(a->cur - a->base) : 0; }
+RPCOOL_API void rpcool_arena_reset(rpcool_arena *a) { if (a) a->cur = a->base; }
 RPCOOL_API void rpcool_arena_destroy(rpcool_arena *a)
 {
+    if (!a) return;
     if (a->base) shmheap_free(a->heap, a->base);
     a->base = a->cur = a->end = NULL;
 }
