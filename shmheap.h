@@ -1148,7 +1148,17 @@ static int shmheap__pod_open(const shmheap_opts *o, struct shmheap__podref *pr)
     int fd = shm_open(path, O_RDWR | O_CREAT, 0666);
     if (fd < 0) return -errno;
     fchmod(fd, 0666); /* a pod is shared by every user of the host; umask must not narrow it */
-    flock(fd, LOCK_EX);
+    /* Every step under this lock is short: a holder that keeps it for seconds is stuck or
+       hostile, and must not hang every create, open-by-name and unlink of the host. */
+    for (int waited_ms = 0; flock(fd, LOCK_EX | LOCK_NB); waited_ms++) {
+        if ((errno != EWOULDBLOCK && errno != EINTR) || waited_ms == 5000) {
+            int e = errno == EWOULDBLOCK ? -ETIMEDOUT : -errno;
+            shmheap__log("pod %s: lock not free after 5 s", name);
+            close(fd);
+            return e;
+        }
+        usleep(1000);
+    }
     struct stat st;
     if (fstat(fd, &st) == 0 && (size_t)st.st_size < sizeof(struct shmheap__pod) &&
         ftruncate(fd, (off_t)sizeof(struct shmheap__pod))) {
@@ -1500,10 +1510,15 @@ SHMHEAP_API int shmheap_open(const char *name, const shmheap_opts *opts, shmheap
         h->refs++; /* this process has it open already */
         *out = h;
     } else if (!(r = shmheap__map_at(fd, H->base, (size_t)H->size, &base))) {
-        /* the header could have changed between the read and the map: check the real one */
-        if ((r = shmheap__validate((struct shmheap__hdr *)base, have)) ||
-            ((struct shmheap__hdr *)base)->base != (uint64_t)(uintptr_t)base ||
-            (r = shmheap__new_handle(base, fd, L.key, opts, out))) {
+        /* the header could have changed between the read and the map: check the real one,
+           after making sure the file still backs the whole mapping (a peer may truncate it) */
+        struct stat now;
+        if (fstat(fd, &now) || (S_ISREG(now.st_mode) && (size_t)now.st_size < (size_t)H->size)) {
+            r = SHMHEAP_E_TOOSMALL;
+            munmap(base, (size_t)H->size);
+        } else if ((r = shmheap__validate((struct shmheap__hdr *)base, have)) ||
+                   ((struct shmheap__hdr *)base)->base != (uint64_t)(uintptr_t)base ||
+                   (r = shmheap__new_handle(base, fd, L.key, opts, out))) {
             if (!r) r = SHMHEAP_E_CORRUPT;
             munmap(base, (size_t)H->size);
         }
