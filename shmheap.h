@@ -438,8 +438,13 @@ static RCP__THREAD_LOCAL struct shmheap__binding shmheap__binds[SHMHEAP__NBIND];
 static RCP__THREAD_LOCAL unsigned shmheap__misses;
 
 static void shmheap__thread_exit(void *unused);
+/* fork() while another thread holds the registry lock would leave the child a lock nobody
+   releases: hold it across the fork. */
+static void shmheap__atfork_prepare(void) { pthread_mutex_lock(&shmheap__reg_lock); }
+static void shmheap__atfork_parent(void) { pthread_mutex_unlock(&shmheap__reg_lock); }
 static void shmheap__atfork_child(void)
 {
+    pthread_mutex_unlock(&shmheap__reg_lock);
     /* the caches belong to the parent's pid; the child starts without */
     shmheap__stripe_tls = -1;
     memset(shmheap__binds, 0, sizeof shmheap__binds);
@@ -458,7 +463,7 @@ static void shmheap__init_once(void)
     for (const char *c = id; *c; c++) x = (x ^ (unsigned char)*c) * 16777619u;
     shmheap__host = x ? x : 1;
     pthread_key_create(&shmheap__key, shmheap__thread_exit);
-    pthread_atfork(NULL, NULL, shmheap__atfork_child);
+    pthread_atfork(shmheap__atfork_prepare, shmheap__atfork_parent, shmheap__atfork_child);
 }
 
 static inline unsigned shmheap__stripe(void)
