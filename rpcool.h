@@ -679,28 +679,29 @@ RPCOOL_API const char *rpcool_strerror(int code)
 
 /* ---- liveness: OFD byte locks on the channel file ---- */
 
+/* One byte lock operation: cmd F_OFD_SETLK or F_OFD_GETLK, type F_WRLCK or F_UNLCK. */
+static int rpcool__lock_op(int fd, off_t off, int cmd, short type, struct flock *fl)
+{
+    memset(fl, 0, sizeof *fl);
+    fl->l_type = type;
+    fl->l_whence = SEEK_SET;
+    fl->l_start = off;
+    fl->l_len = 1;
+    return fcntl(fd, cmd, fl) ? -errno : 0;
+}
+
 static int rpcool__lock_try(int fd, off_t off)
 {
     struct flock fl;
-    memset(&fl, 0, sizeof fl);
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = off;
-    fl.l_len = 1;
-    return fcntl(fd, F_OFD_SETLK, &fl) ? -errno : 0;
+    return rpcool__lock_op(fd, off, F_OFD_SETLK, F_WRLCK, &fl);
 }
 
 /* 1 if another open file description holds the byte, 0 if free, or -errno. */
 static int rpcool__lock_held(int fd, off_t off)
 {
     struct flock fl;
-    memset(&fl, 0, sizeof fl);
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = off;
-    fl.l_len = 1;
-    if (fcntl(fd, F_OFD_GETLK, &fl)) return -errno;
-    return fl.l_type != F_UNLCK;
+    int r = rpcool__lock_op(fd, off, F_OFD_GETLK, F_WRLCK, &fl);
+    return r ? r : fl.l_type != F_UNLCK;
 }
 
 /* Descriptors whose locks a forked child must drop, so a parent's death stays visible. */
@@ -2161,12 +2162,7 @@ static int rpcool__slot_claim(rpcool_conn *c)
             return 0;
         }
         struct flock fl;
-        memset(&fl, 0, sizeof fl);
-        fl.l_type = F_UNLCK;
-        fl.l_whence = SEEK_SET;
-        fl.l_start = 1 + (off_t)i;
-        fl.l_len = 1;
-        fcntl(c->fd, F_OFD_SETLK, &fl);
+        rpcool__lock_op(c->fd, 1 + (off_t)i, F_OFD_SETLK, F_UNLCK, &fl);
     }
     return RPCOOL_E_FULL;
 }
