@@ -133,8 +133,15 @@
        rpcool_map_get_checked) that end the call with RPCOOL_E_BADPTR when a pointer leaves
        the connection's heap. With memory protection keys (pku; shmheap_pkey_supported()) each
        connection heap also gets a key and the handler runs with the keys of all *other*
-       connections' heaps disabled, so a stray pointer into another client's data faults even
-       if the handler does not check it (untested here: this host has no pku). Protects the
+       connections' heaps disabled, so a stray pointer into another client's data (or its
+       heap's header) faults even if the handler does not check it; tested in the VM tier,
+       whose CPU has pku (tests/vm/test_rpcool_pkey.c). The server takes the keys (up to 15,
+       all that are free) when the channel is opened with RPCOOL_SANDBOX or a sandboxed
+       handler is registered before serving starts; later registrations get no keys. Slot i
+       uses key i mod 15, so beyond 15 connections some share a key and are not fenced from
+       each other; a client in the server's own process gets no key. Only rpcool's serving
+       threads (and rpcool_server_close) may then touch connection heaps: another thread of
+       the server process needs shmheap_pkey_set for them first. Protects the
        server from malformed pointer-rich data; it does not stop the sender from changing the
        data during the call (combine with COPY for flat data). A handler abandoned by a fault
        does not unwind: it must not hold locks or own private resources while touching peer
@@ -968,6 +975,34 @@ static void rpcool__server_free(rpcool_server *s)
     free(s);
 }
 
+/* Memory protection keys for SANDBOX. The keys are taken before any thread serves (from
+   rpcool_server_open or rpcool_handle asking for SANDBOX), so every serving thread can enable
+   them all on entry: a new key is usable only by the thread that allocated it and by threads
+   it creates later. Returns the number of keys. */
+static int rpcool__pkeys_init(rpcool_server *s)
+{
+    pthread_mutex_lock(&s->hk_lock);
+    if (s->npkeys == 0 && !s->threads && !s->workers && shmheap_pkey_supported())
+        while (s->npkeys < 15) {
+            int k = shmheap_pkey_alloc(0);
+            if (k < 0) break;
+            s->pkeys[s->npkeys++] = k;
+        }
+    int n = s->npkeys;
+    pthread_mutex_unlock(&s->hk_lock);
+    return n;
+}
+
+/* One key per connection heap (round robin), header included. Not for a heap this process
+   also has open as a client: its threads could not touch their own heap any more. */
+static void rpcool__pkey_attach(rpcool_server *s, struct rpcool__sconn *sc, uint32_t i)
+{
+    sc->pkey = -1;
+    if (s->npkeys == 0 || shmheap_opens(sc->heap) > 1) return;
+    int k = s->pkeys[i % (uint32_t)s->npkeys];
+    if (shmheap_pkey_protect(sc->heap, shmheap_base(sc->heap), shmheap_size(sc->heap), k) == 0) sc->pkey = k;
+}
+
 RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts *opts,
                                   rpcool_server **out)
 {
@@ -1015,6 +1050,7 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     }
     pthread_once(&rpcool__sig_once, rpcool__sig_install);
     rpcool__fd_track(s->fd, 1);
+    if (s->safety & RPCOOL_SANDBOX) rpcool__pkeys_init(s);
     rpcool__log("%s: serving (epoch %u, %u slots)", s->name, s->epoch, s->max_conns);
     *out = s;
     return 0;
@@ -1030,6 +1066,7 @@ RPCOOL_API int rpcool_handle(rpcool_server *s, unsigned id, rpcool_handler *fn, 
         e->fn = fn;
         e->user = user;
         e->flags = safety;
+        if (safety & RPCOOL_SANDBOX) rpcool__pkeys_init(s);
     }
     old = __atomic_exchange_n(&s->handlers[id], e, __ATOMIC_ACQ_REL);
     if (old) { /* a serving thread may still hold it: keep it until the server closes */
@@ -1037,22 +1074,6 @@ RPCOOL_API int rpcool_handle(rpcool_server *s, unsigned id, rpcool_handler *fn, 
         while (!rcp__cas(&s->retired, &old->next_retired, old)) {}
     }
     return 0;
-}
-
-/* Memory protection keys for SANDBOX: one key per connection heap (round robin). */
-static void rpcool__pkey_attach(rpcool_server *s, struct rpcool__sconn *sc, uint32_t i)
-{
-    sc->pkey = -1;
-    if (!shmheap_pkey_supported()) return;
-    if (s->npkeys == 0)
-        while (s->npkeys < 15) {
-            int k = shmheap_pkey_alloc(0);
-            if (k < 0) break;
-            s->pkeys[s->npkeys++] = k;
-        }
-    if (s->npkeys == 0) return;
-    int k = s->pkeys[i % (uint32_t)s->npkeys];
-    if (shmheap_pkey_protect(sc->heap, shmheap_base(sc->heap), shmheap_size(sc->heap), k) == 0) sc->pkey = k;
 }
 
 struct rpcool__hdr_check {
@@ -1303,11 +1324,15 @@ static int rpcool__run_handler(rpcool_ctx *ctx, const struct rpcool__handler_ent
     return r;
 }
 
-/* Restrict or restore protection keys of other connections around a sandboxed handler. */
-static void rpcool__pkeys(rpcool_server *s, int mine, unsigned rights)
+/* Around a sandboxed handler: disable the keys of all connections but its own (mine; -1 if its
+   heap has none: then all of them), or give this thread every key back (all = 1). Restoring
+   sets all of them, the handler's own key included: after a contained fault this thread keeps
+   the rights the kernel gave the signal handler (all keys but 0 disabled), since siglongjmp
+   does not restore them. */
+static void rpcool__pkeys(rpcool_server *s, int mine, int all)
 {
     for (int k = 0; k < s->npkeys; k++)
-        if (s->pkeys[k] != mine) shmheap_pkey_set(s->pkeys[k], rights);
+        if (all || s->pkeys[k] != mine) shmheap_pkey_set(s->pkeys[k], all ? 0u : 1u);
 }
 
 static void rpcool__complete(struct rpcool__conn_hdr *hd, unsigned i, uint32_t gen, int status,
@@ -1369,10 +1394,10 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
         }
     }
     if (status == 0) {
-        int pk = (ctx.flags & RPCOOL_SANDBOX) ? sc->pkey : -1;
-        if (pk >= 0) rpcool__pkeys(s, pk, 1);
+        int fence = (ctx.flags & RPCOOL_SANDBOX) && s->npkeys;
+        if (fence) rpcool__pkeys(s, sc->pkey, 0);
         status = rpcool__run_handler(&ctx, e, fn, arg, len);
-        if (pk >= 0) rpcool__pkeys(s, pk, 0);
+        if (fence) rpcool__pkeys(s, -1, 1);
         rcp__fetch_add(&s->st.calls, 1u);
         if (ctx.abort_code == 0 && status == RPCOOL_E_FAULT) rcp__fetch_add(&s->st.faults, 1u);
         if (ctx.ret && !shmheap_contains(sc->heap, ctx.ret, ctx.ret_len)) {
@@ -1537,6 +1562,7 @@ static void rpcool__worker_loop(rpcool_server *s)
     w.next = s->workers;
     s->workers = &w;
     pthread_mutex_unlock(&s->hk_lock);
+    rpcool__pkeys(s, -1, 1); /* this thread may touch every connection heap */
     while (!rcp__load(&s->stop)) rpcool__worker_run(&w);
     pthread_mutex_lock(&s->hk_lock);
     for (struct rpcool__worker **pp = &s->workers; *pp; pp = &(*pp)->next)
@@ -1636,6 +1662,7 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
         usleep(1000);
     }
     /* tell clients, wake those asleep, then drop every mapping */
+    rpcool__pkeys(s, -1, 1);
     if (rpcool__guarded(rpcool__chan_close, s, -1)) rpcool__chan_repair(s);
     for (uint32_t i = 0; i < s->max_conns; i++) {
         struct rpcool__sconn *sc = &s->conns[i];

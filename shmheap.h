@@ -156,6 +156,9 @@ SHMHEAP_API int shmheap_unlink(const char *name, const shmheap_opts *opts);
 SHMHEAP_API void *shmheap_base(const shmheap *h);
 SHMHEAP_API size_t shmheap_size(const shmheap *h);
 SHMHEAP_API const char *shmheap_name(const shmheap *h);
+/* How many times this process has h open: create/open of a heap already open here return the
+   same handle and count up; close counts down and unmaps at 0. */
+SHMHEAP_API int shmheap_opens(const shmheap *h);
 /* The open heap of this process that contains p, or NULL. */
 SHMHEAP_API shmheap *shmheap_of(const void *p);
 
@@ -203,9 +206,12 @@ SHMHEAP_API int shmheap_seal(shmheap *h, const void *p, size_t len);
 SHMHEAP_API int shmheap_unseal(shmheap *h, const void *p, size_t len);
 SHMHEAP_API int shmheap_unseal_batch(shmheap *h, const shmheap_range *r, size_t n);
 
-/* Memory protection keys (Intel/AMD pku). supported: 1 or 0. Without pku the others return
-   SHMHEAP_E_NOTSUP. rights: 0 = full access, 1 = no access (PKEY_DISABLE_ACCESS),
-   2 = read only (PKEY_DISABLE_WRITE). */
+/* Memory protection keys (Intel/AMD pku). supported: 1 or 0 (checked once, then cached; still
+   1 when every key is taken). Without pku the others return SHMHEAP_E_NOTSUP. rights: 0 = full
+   access, 1 = no access (PKEY_DISABLE_ACCESS), 2 = read only (PKEY_DISABLE_WRITE). protect tags
+   the pages covering [p, p+len) - any part of h's mapping, its header included, so a key can
+   fence off a whole heap with shmheap_base/shmheap_size - and leaves them read-write (it ends
+   a seal of those pages). set changes the calling thread's rights only (no system call). */
 SHMHEAP_API int shmheap_pkey_supported(void);
 SHMHEAP_API int shmheap_pkey_alloc(unsigned rights);
 SHMHEAP_API int shmheap_pkey_free(int pkey);
@@ -1587,6 +1593,15 @@ SHMHEAP_API void *shmheap_base(const shmheap *h) { return h ? h->base : NULL; }
 SHMHEAP_API size_t shmheap_size(const shmheap *h) { return h ? h->size : 0; }
 SHMHEAP_API const char *shmheap_name(const shmheap *h) { return h ? h->name : NULL; }
 
+SHMHEAP_API int shmheap_opens(const shmheap *h)
+{
+    if (!h) return 0;
+    pthread_mutex_lock(&shmheap__reg_lock);
+    int n = h->refs;
+    pthread_mutex_unlock(&shmheap__reg_lock);
+    return n;
+}
+
 SHMHEAP_API shmheap *shmheap_of(const void *p)
 {
     shmheap *r = NULL;
@@ -1799,19 +1814,26 @@ SHMHEAP_API int shmheap_unseal_batch(shmheap *h, const shmheap_range *rg, size_t
     return r;
 }
 
+static int shmheap__pku = -1; /* -1: not probed yet */
+
 SHMHEAP_API int shmheap_pkey_supported(void)
 {
+    int v = __atomic_load_n(&shmheap__pku, __ATOMIC_RELAXED);
+    if (v >= 0) return v;
+    v = 0;
 #if (defined(__x86_64__) || defined(__i386__)) && defined(SYS_pkey_alloc)
     unsigned a, b, c, d;
-    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
-    if (!(c & (1u << 3)) || !(c & (1u << 4))) return 0; /* PKU, and OSPKE: the OS turned it on */
-    long k = syscall(SYS_pkey_alloc, 0, 0);
-    if (k < 0) return 0;
-    syscall(SYS_pkey_free, k);
-    return 1;
-#else
-    return 0;
+    /* PKU, and OSPKE: the OS turned it on; then the kernel must offer the system calls */
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 3)) && (c & (1u << 4))) {
+        int e = errno;
+        long k = syscall(SYS_pkey_alloc, 0, 0);
+        v = k >= 0 || errno == ENOSPC; /* ENOSPC: supported, all keys in use */
+        if (k >= 0) syscall(SYS_pkey_free, k);
+        errno = e;
+    }
 #endif
+    __atomic_store_n(&shmheap__pku, v, __ATOMIC_RELAXED);
+    return v;
 }
 
 SHMHEAP_API int shmheap_pkey_alloc(unsigned rights)
@@ -1841,12 +1863,13 @@ SHMHEAP_API int shmheap_pkey_free(int pkey)
 SHMHEAP_API int shmheap_pkey_protect(shmheap *h, const void *p, size_t len, int pkey)
 {
 #ifdef SYS_pkey_mprotect
-    uintptr_t a;
-    size_t n;
     if (!shmheap_pkey_supported()) return SHMHEAP_E_NOTSUP;
-    int r = shmheap__pages(h, p, len, &a, &n);
-    if (r) return r;
-    return syscall(SYS_pkey_mprotect, (void *)a, n, PROT_READ | PROT_WRITE, pkey) ? -errno : 0;
+    if (!h || !p) return SHMHEAP_E_INVAL;
+    uintptr_t lo = (uintptr_t)h->base, x = (uintptr_t)p;
+    if (x < lo || x - lo > h->size || len > h->size - (x - lo)) return SHMHEAP_E_FOREIGN;
+    uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = x & ~(pg - 1);
+    size_t n = ((x + len + pg - 1) & ~(pg - 1)) - a;
+    return n && syscall(SYS_pkey_mprotect, (void *)a, n, PROT_READ | PROT_WRITE, pkey) ? -errno : 0;
 #else
     (void)h; (void)p; (void)len; (void)pkey;
     return SHMHEAP_E_NOTSUP;

@@ -78,6 +78,7 @@ cxl)
     run test_cxl 100 /t/test_cxl
     if grep -qw pku /proc/cpuinfo; then echo "# pku: yes (-cpu max)"; else echo "# pku: no"; fi
     run test_pkey 30 /t/test_pkey
+    run test_rpcool_pkey 60 /t/test_rpcool_pkey
     ;;
 perftest)
     rdma_up
