@@ -1383,11 +1383,24 @@ static int shmheap__read_head(int fd, struct shmheap__hdr *H)
 {
     memset(H, 0, SHMHEAP__HEAD_BYTES);
     if (pread(fd, H, SHMHEAP__HEAD_BYTES, 0) == (ssize_t)SHMHEAP__HEAD_BYTES) return 0;
-    /* device files may refuse pread: read the header through a mapping */
-    void *m = mmap(NULL, SHMHEAP__HEAD_BYTES, PROT_READ, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED) return -errno;
+    /* Device DAX refuses read(2) and any mapping that is not 2 MiB aligned in address and
+       length: read the header through an aligned 2 MiB window (inside a private reservation,
+       so nothing else is replaced), or a plain small mapping for other devices. */
+    size_t len = SHMHEAP__ALIGN;
+    char *res = (char *)mmap(NULL, 2 * len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (res == MAP_FAILED) return -errno;
+    char *at = (char *)(((uintptr_t)res + len - 1) & ~(uintptr_t)(len - 1));
+    void *m = mmap(at, len, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
+    if (m == MAP_FAILED) {
+        munmap(res, 2 * len);
+        m = mmap(NULL, SHMHEAP__HEAD_BYTES, PROT_READ, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED) return -errno;
+        res = NULL;
+        len = SHMHEAP__HEAD_BYTES;
+    }
     memcpy(H, m, SHMHEAP__HEAD_BYTES);
-    munmap(m, SHMHEAP__HEAD_BYTES);
+    if (res) munmap(res, 2 * len);
+    else munmap(m, len);
     return 0;
 }
 
@@ -1446,11 +1459,13 @@ SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmhe
     device = is_dev || !strncmp(L.path, "/sys/", 5);
     if (!created && !o.overwrite) {
         /* an existing file or object is somebody's; a device is formatted unless it holds a heap */
-        uint64_t magic = 0;
-        if (!device || (have >= 8 && pread(fd, &magic, 8, 0) == 8 && magic == SHMHEAP__MAGIC)) {
-            r = SHMHEAP_E_EXISTS;
-            goto fail;
-        }
+        struct shmheap__hdr *H = NULL;
+        r = 0;
+        if (!device) r = SHMHEAP_E_EXISTS;
+        else if (have >= SHMHEAP__HEAD_BYTES && (H = (struct shmheap__hdr *)malloc(sizeof *H)) &&
+                 shmheap__read_head(fd, H) == 0 && H->magic == SHMHEAP__MAGIC) r = SHMHEAP_E_EXISTS;
+        free(H);
+        if (r) goto fail;
     }
     size = o.size ? o.size : (have && !created && L.kind != SHMHEAP__K_SHM) ? have : SHMHEAP__DEFAULT_SIZE;
     size = (size + SHMHEAP__ALIGN - 1) & ~(SHMHEAP__ALIGN - 1);

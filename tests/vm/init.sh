@@ -76,6 +76,24 @@ cxl)
     modprobe -a cxl_acpi cxl_pci cxl_mem cxl_pmem libnvdimm nd_pmem dax_pmem device_dax ||
         echo "# modprobe failed"
     run test_cxl 100 /t/test_cxl
+    # the NVDIMM (qemu backs it with a host file, so data sticks) as a devdax namespace
+    modprobe nfit
+    ns=""; i=0
+    while [ $i -lt 50 ] && [ -z "$ns" ]; do
+        ns=$(ndctl list -N --bus=ACPI.NFIT 2>/dev/null | sed -n 's/.*"dev":"\(namespace[0-9.]*\)".*/\1/p' | head -n 1)
+        [ -z "$ns" ] && sleep 0.1; i=$((i + 1))
+    done
+    if [ -z "$ns" ]; then
+        echo "FAIL nvdimm-setup: no NVDIMM namespace on ACPI.NFIT"
+    elif ! ndctl create-namespace -f -e "$ns" -m devdax -a 2M >/tmp/ns.json 2>&1; then
+        echo "FAIL nvdimm-setup: ndctl create-namespace -f -e $ns -m devdax failed"
+        sed 's/^/# /' /tmp/ns.json
+    else
+        dax=$(sed -n 's/.*"chardev":"\(dax[0-9.]*\)".*/\1/p' /tmp/ns.json | head -n 1)
+        echo "ok nvdimm-setup"
+        echo "# $ns -> /dev/$dax (NVDIMM, devdax)"
+        run test_dax 120 /t/test_dax "/dev/$dax"
+    fi
     if grep -qw pku /proc/cpuinfo; then echo "# pku: yes (-cpu max)"; else echo "# pku: no"; fi
     run test_pkey 30 /t/test_pkey
     run test_rpcool_pkey 60 /t/test_rpcool_pkey

@@ -5,7 +5,8 @@
 #   single    one guest: impl/verbs.h on rxe0 (RC, UD, WRITE, READ, atomics, error paths)
 #   pair      two guests, NICs joined by a qemu socket netdev on 127.0.0.1, one ivshmem file:
 #             RC between the guests, and a shmheap shared through ivshmem
-#   cxl       one guest with a CXL type-3 device: libcxl region -> /dev/daxX.Y; pku
+#   cxl       one guest with a CXL type-3 device (libcxl region -> /dev/daxX.Y) and a file-backed
+#             NVDIMM made devdax (shmheap on /dev/daxX.Y with data); pku (shmheap, rpcool sandbox)
 #   perftest  one guest running perftest's ib_*_lat on rxe0 (used by bench/bench_perftest.sh)
 # The kernel package is downloaded once and kept in build/vm/kernel. Needs root for installing
 # missing packages (tests/deps.sh vm); otherwise only qemu and the packages.
@@ -77,7 +78,7 @@ fi
 # ---- initramfs: busybox, the modules we need, test programs, their libraries, rdma-core
 
 MODULES="virtio_pci virtio_net crc32_generic rdma_rxe ib_uverbs cxl_acpi cxl_pci cxl_mem cxl_pmem libnvdimm
-nd_pmem dax_pmem device_dax"
+nd_pmem dax_pmem device_dax nfit"
 TOOLS="/usr/bin/rdma /usr/bin/cxl /usr/bin/ndctl /usr/bin/ib_send_lat /usr/bin/ib_write_lat
 /usr/bin/ib_read_lat /usr/bin/ib_atomic_lat"
 
@@ -213,18 +214,21 @@ run_pair() {
 
 run_cxl() {
     t0=$(date +%s)
-    cm=$VM/cxl-mem.raw; cl=$VM/cxl-lsa.raw
-    rm -f "$cm" "$cl"
+    cm=$VM/cxl-mem.raw; cl=$VM/cxl-lsa.raw; nv=$VM/nvdimm.raw
+    rm -f "$cm" "$cl" "$nv"
     truncate -s 256M "$cm"
     truncate -s 256M "$cl"
-    boot cxl cxl "" -M q35,cxl=on -m 2G,maxmem=8G,slots=8 \
+    truncate -s 268566528 "$nv" # 256 MiB for the region (16 MiB aligned) + 128 KiB of labels
+    boot cxl cxl "" -M q35,cxl=on,nvdimm=on -m 2G,maxmem=8G,slots=8 \
+        -object memory-backend-file,id=nvm0,share=on,mem-path="$nv",size=268566528 \
+        -device nvdimm,id=nvdimm0,memdev=nvm0,label-size=128K \
         -object memory-backend-file,id=cxl-mem1,share=on,mem-path="$cm",size=256M \
         -object memory-backend-file,id=cxl-lsa1,share=on,mem-path="$cl",size=256M \
         -device pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1 \
         -device cxl-rp,port=0,bus=cxl.1,id=rp13,chassis=0,slot=2 \
         -device cxl-type3,bus=rp13,memdev=cxl-mem1,lsa=cxl-lsa1,id=cxl-pmem0 \
         -M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G
-    rm -f "$cm" "$cl"
+    rm -f "$cm" "$cl" "$nv"
     collect cxl $(($(date +%s) - t0))
 }
 
