@@ -94,6 +94,15 @@ cxl)
         echo "# $ns -> /dev/$dax (NVDIMM, devdax)"
         run test_dax 120 /t/test_dax "/dev/$dax"
     fi
+    # hugetlbfs: 2 MiB pages reserved in the guest
+    echo 16 >/proc/sys/vm/nr_hugepages
+    mkdir -p /mnt/huge
+    if mount -t hugetlbfs -o pagesize=2M none /mnt/huge; then
+        echo "# hugetlbfs: $(cat /proc/sys/vm/nr_hugepages) pages of 2 MiB"
+        run test_hugetlb 60 /t/test_hugetlb /mnt/huge
+    else
+        echo "FAIL hugetlb-setup: mount -t hugetlbfs failed"
+    fi
     if grep -qw pku /proc/cpuinfo; then echo "# pku: yes (-cpu max)"; else echo "# pku: no"; fi
     run test_pkey 30 /t/test_pkey
     run test_rpcool_pkey 60 /t/test_rpcool_pkey

@@ -6,7 +6,7 @@
 #   pair      two guests, NICs joined by a qemu socket netdev on 127.0.0.1, one ivshmem file:
 #             RC between the guests, and a shmheap shared through ivshmem
 #   cxl       one guest with a CXL type-3 device (libcxl region -> /dev/daxX.Y) and a file-backed
-#             NVDIMM made devdax (shmheap on /dev/daxX.Y with data); pku (shmheap, rpcool sandbox)
+#             NVDIMM made devdax (shmheap on /dev/daxX.Y with data); hugetlbfs; pku (shmheap, rpcool)
 #   perftest  one guest running perftest's ib_*_lat on rxe0 (used by bench/bench_perftest.sh)
 # The kernel package is downloaded once and kept in build/vm/kernel. Needs root for installing
 # missing packages (tests/deps.sh vm); otherwise only qemu and the packages.
