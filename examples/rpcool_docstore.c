@@ -11,7 +11,9 @@
  * stored document and answers with the ids of those where a dotted path equals a string. */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 
 enum { DOC_INSERT = 1, DOC_FIND = 2 };
@@ -193,9 +195,23 @@ static int client(const char *chan, long ndoc)
     return hits == (int)(ndoc / 5) ? 0 : 1;
 }
 
+/* argv[i] as a whole number in [lo, hi], or def if absent; exits with a usage line if bad */
+static long arg_num(int argc, char **argv, int i, long def, long lo, long hi, const char *usage)
+{
+    if (argc <= i) return def;
+    char *end;
+    errno = 0;
+    long v = strtol(argv[i], &end, 10);
+    if (errno || end == argv[i] || *end || v < lo || v > hi) {
+        fprintf(stderr, "usage: %s %s\n", argv[0], usage);
+        exit(2);
+    }
+    return v;
+}
+
 int main(int argc, char **argv)
 {
-    long ndoc = argc > 1 ? atol(argv[1]) : 20000;
+    long ndoc = arg_num(argc, argv, 1, 20000, 5, 1000000, "[documents: 5..1000000, default 20000]");
     char chan[64];
     snprintf(chan, sizeof chan, "docs-%d", (int)getpid());
     rpcool_server *s;

@@ -9,10 +9,13 @@
  * in the client's heap. One server thread, so the table needs no lock. */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 
 enum { KV_PUT = 1, KV_GET = 2 };
+enum { KV_FOUND = 0, KV_NOTFOUND = 1, KV_STOREFULL = 2 }; /* statuses the handlers answer */
 
 struct kv_req { const char *key, *val; }; /* lives in the client's heap */
 
@@ -27,7 +30,10 @@ static int kv_put(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     const char *key = rpcool_ctx_str(ctx, rq->key), *val = rpcool_ctx_str(ctx, rq->val);
     char *copy = rpcool_str(&store, val);
     uint64_t old = 0;
-    if (!copy || rpcool_map_put(&store, table, key, (uint64_t)(uintptr_t)copy, &old)) return RPCOOL_E_HEAPFULL;
+    if (!copy || rpcool_map_put(&store, table, key, (uint64_t)(uintptr_t)copy, &old)) {
+        if (copy) shmheap_free(store.heap, copy);
+        return KV_STOREFULL; /* the server's store, not the caller's heap: say so */
+    }
     if (old) shmheap_free(store.heap, (void *)(uintptr_t)old); /* the value it replaced */
     return 0;
 }
@@ -36,7 +42,7 @@ static int kv_get(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
     (void)user;
     uint64_t v;
-    if (!len || !rpcool_map_get(table, rpcool_ctx_str(ctx, (const char *)arg), &v)) return 1; /* not found */
+    if (!len || !rpcool_map_get(table, rpcool_ctx_str(ctx, (const char *)arg), &v)) return KV_NOTFOUND;
     const char *val = (const char *)(uintptr_t)v;
     size_t n = strlen(val) + 1;
     char *out = (char *)rpcool_ctx_alloc(ctx, n); /* the answer goes into the caller's heap */
@@ -59,7 +65,12 @@ static int client(const char *chan, int id, long keys)
     for (long i = 0; i < keys; i++) {
         snprintf(key, 32, "c%d:key%ld", id, i);
         snprintf(val, 64, "value of key %ld from client %d", i, id);
-        if ((r = rpcool_call(c, KV_PUT, rq, sizeof *rq, NULL, NULL))) { fprintf(stderr, "put: %s\n", rpcool_strerror(r)); return 1; }
+        if ((r = rpcool_call(c, KV_PUT, rq, sizeof *rq, NULL, NULL))) {
+            fprintf(stderr, "client %d: put of key %ld: %s\n", id, i,
+                    r == KV_STOREFULL ? "the server's store is full" : rpcool_strerror(r));
+            rpcool_close(c);
+            return 1;
+        }
     }
     uint64_t t1 = rcp__now_ns();
     long found = 0;
@@ -67,32 +78,48 @@ static int client(const char *chan, int id, long keys)
         void *ret;
         size_t n;
         snprintf(key, 32, "c%d:key%ld", id, (i * 7919) % keys);
-        if (rpcool_call(c, KV_GET, key, strlen(key) + 1, &ret, &n) == 0) {
+        if (rpcool_call(c, KV_GET, key, strlen(key) + 1, &ret, &n) == KV_FOUND) {
             found++;
             rpcool_free(c, ret);
         }
     }
     uint64_t t2 = rcp__now_ns();
-    void *ret;
+    void *ret = NULL;
     size_t n;
     snprintf(key, 32, "c%d:key%ld", id, keys / 2);
-    rpcool_call(c, KV_GET, key, strlen(key) + 1, &ret, &n);
+    if (rpcool_call(c, KV_GET, key, strlen(key) + 1, &ret, &n) != KV_FOUND) ret = NULL;
     printf("client %d: put %ld keys in %.1f ms (%.0f ns/put), got %ld/%ld in %.1f ms (%.0f ns/get)\n",
            id, keys, (t1 - t0) / 1e6, (double)(t1 - t0) / keys, found, keys, (t2 - t1) / 1e6,
            (double)(t2 - t1) / keys);
-    printf("client %d: get(\"%s\") -> \"%s\"\n", id, key, (char *)ret);
+    printf("client %d: get(\"%s\") -> \"%s\"\n", id, key, ret ? (char *)ret : "(not found)");
     rq->key = (const char *)0x10; /* a bad pointer: the server answers with an error */
     printf("client %d: put with a wild key pointer -> %s\n", id,
            rpcool_strerror(rpcool_call(c, KV_PUT, rq, sizeof *rq, NULL, NULL)));
-    rpcool_free(c, ret);
+    if (ret) rpcool_free(c, ret);
     rpcool_close(c);
     return found == keys ? 0 : 1;
 }
 
+/* argv[i] as a whole number in [lo, hi], or def if absent; exits with a usage line if bad */
+static long arg_num(int argc, char **argv, int i, long def, long lo, long hi, const char *usage)
+{
+    if (argc <= i) return def;
+    char *end;
+    errno = 0;
+    long v = strtol(argv[i], &end, 10);
+    if (errno || end == argv[i] || *end || v < lo || v > hi) {
+        fprintf(stderr, "usage: %s %s\n", argv[0], usage);
+        exit(2);
+    }
+    return v;
+}
+
 int main(int argc, char **argv)
 {
-    long keys = argc > 1 ? atol(argv[1]) : 100000;
-    int nclients = argc > 2 ? atoi(argv[2]) : 2;
+    const char *usage = "[keys per client: 1..1000000, default 100000] [clients: 1..16, default 2]";
+    long keys = arg_num(argc, argv, 1, 100000, 1, 1000000, usage);
+    int nclients = (int)arg_num(argc, argv, 2, 2, 1, 16, usage);
+    if (argc > 3) arg_num(argc, argv, 1, 0, 1, 0, usage); /* too many arguments */
     char chan[64], heap[80];
     snprintf(chan, sizeof chan, "kv-%d", (int)getpid());
     snprintf(heap, sizeof heap, "kvstore-%d", (int)getpid());
