@@ -28,6 +28,11 @@ int main(int argc, char **argv)
 {
     char name[64];
     if (argc == 3 && !strcmp(argv[1], "--read")) return reader(argv[2]);
+    if (argc != 1) {
+        fprintf(stderr, "usage: %s            (writer: builds a list, runs a reader on it)\n"
+                        "       %s --read HEAP (reader: walks the list of an existing heap)\n", argv[0], argv[0]);
+        return 2;
+    }
     snprintf(name, sizeof name, "example-list-%d", (int)getpid());
     shmheap *h;
     int rc = shmheap_create(name, NULL, &h);
