@@ -152,8 +152,9 @@
    Liveness uses open-file-description byte locks (F_OFD_SETLK) on the channel file: the server
    holds byte 0, client slot i holds byte 1+i. The kernel drops them when the process dies, in
    any pid namespace, with no pid reuse race. A process that fork()s after opening a channel or
-   connecting: the child closes its inherited copies (pthread_atfork), so the parent's death
-   is still seen; connections and servers are not usable in the child.
+   connecting: the child closes its inherited copies (pthread_atfork) and does not inherit the
+   channel mapping (MADV_DONTFORK), so the parent's death is still seen; connections and
+   servers are not usable in the child.
    - Client dies (even mid-call): the server notices within reap_ms (default 100 ms), lets any
      handler running for it finish, unmaps its heap and unlinks it: its memory is freed whole.
    - Server dies: a waiting call checks the server's lock every peer_check_ms (default 100 ms)
@@ -202,7 +203,7 @@
 #include <stdint.h>
 
 #ifdef RPCOOL_STATIC
-#define RPCOOL_API static
+#define RPCOOL_API static __attribute__((unused)) /* no warning for the functions a file does not call */
 #else
 #define RPCOOL_API extern
 #endif
@@ -938,6 +939,9 @@ static int rpcool__chan_init(rpcool_server *s)
     if ((size_t)stt.st_size > s->map_len) s->map_len = (size_t)stt.st_size; /* never shrink */
     m = mmap(NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
     if (m == MAP_FAILED) return -errno;
+    /* a mapping holds the open file description, and with it our lock byte: a forked child
+       must not inherit it, or our death would go unseen while the child lives */
+    madvise(m, s->map_len, MADV_DONTFORK);
     s->ch = (struct rpcool__chan_hdr *)m;
     s->cs = (struct rpcool__chan_slot *)((char *)m + RPCOOL__SLOTS_OFF);
     s->epoch = old_epoch + 1;
@@ -2161,6 +2165,7 @@ static int rpcool__chan_attach(rpcool_conn *c, const char *channel)
         if (m == MAP_FAILED) {
             r = -errno;
         } else {
+            madvise(m, c->map_len, MADV_DONTFORK); /* as the server's: keeps our lock byte ours */
             c->ch = (struct rpcool__chan_hdr *)m;
             c->epoch = rcp__load(&c->ch->epoch);
             if (rcp__load(&c->ch->state) != RPCOOL__CH_OPEN || rpcool__lock_held(c->fd, 0) != 1) {

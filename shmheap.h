@@ -99,7 +99,7 @@
 #include <stdint.h>
 
 #ifdef SHMHEAP_STATIC
-#define SHMHEAP_API static
+#define SHMHEAP_API static __attribute__((unused)) /* no warning for the functions a file does not call */
 #else
 #define SHMHEAP_API extern
 #endif
@@ -167,7 +167,8 @@ SHMHEAP_API void *shmheap_malloc(shmheap *h, size_t size);
 SHMHEAP_API void *shmheap_calloc(shmheap *h, size_t count, size_t size);
 SHMHEAP_API void *shmheap_realloc(shmheap *h, void *p, size_t size);
 SHMHEAP_API void *shmheap_aligned_alloc(shmheap *h, size_t align, size_t size);
-/* The same with a reason: 0, SHMHEAP_E_FULL or SHMHEAP_E_INVAL. align 0 = 16. */
+/* The same with a reason: 0, SHMHEAP_E_FULL or SHMHEAP_E_INVAL (or -ETIMEDOUT when a block
+   over 32 KiB waited lock_timeout_ms for the heap's mutex). align 0 = 16. */
 SHMHEAP_API int shmheap_alloc(shmheap *h, size_t size, size_t align, void **out);
 /* 0, or SHMHEAP_E_FOREIGN / SHMHEAP_E_BADPTR / SHMHEAP_E_DOUBLEFREE; freeing NULL is 0. */
 SHMHEAP_API int shmheap_free(shmheap *h, void *p);
@@ -895,13 +896,23 @@ static void *shmheap__small_alloc(shmheap *h, unsigned c)
     return NULL;
 }
 
-static void *shmheap__large_alloc(shmheap *h, size_t size, size_t align)
+/* *err: SHMHEAP_E_FULL, or the lock's error (-ETIMEDOUT after lock_timeout_ms) */
+static void *shmheap__large_alloc(shmheap *h, size_t size, size_t align, int *err)
 {
     size_t n = size ? (size + SHMHEAP__SPAN - 1) >> SHMHEAP__SPAN_SHIFT : 1;
     if (align < SHMHEAP__SPAN) align = SHMHEAP__SPAN;
-    if (n > h->nspans || shmheap__lock(h)) return NULL;
+    *err = SHMHEAP_E_FULL;
+    if (n > h->nspans || (*err = shmheap__lock(h))) return NULL;
+    *err = SHMHEAP_E_FULL;
     long s = shmheap__find_free_run(h, n, align);
     if (s < 0 && shmheap__retire_empty(h)) s = shmheap__find_free_run(h, n, align);
+    if (s < 0) { /* full: blocks held in this thread's cache and dead processes' caches go back */
+        for (int i = 0; i < SHMHEAP__NBIND; i++)
+            if (shmheap__binds[i].h == h && shmheap__binds[i].hid == h->hid && shmheap__binds[i].tc)
+                shmheap__tc_flush(h, shmheap__binds[i].tc);
+        shmheap__sweep(h);
+        if (shmheap__retire_empty(h)) s = shmheap__find_free_run(h, n, align);
+    }
     if (s >= 0) {
         shmheap__journal(h, SHMHEAP__J_LALLOC, (uint64_t)s, n, 0, 0);
         for (size_t i = 1; i < n; i++)
@@ -916,6 +927,7 @@ static void *shmheap__large_alloc(shmheap *h, size_t size, size_t align)
 SHMHEAP_API int shmheap_alloc(shmheap *h, size_t size, size_t align, void **out)
 {
     void *p = NULL;
+    int err = SHMHEAP_E_FULL;
     if (!out) return SHMHEAP_E_INVAL;
     *out = NULL;
     if (!h) return SHMHEAP_E_INVAL;
@@ -927,9 +939,9 @@ SHMHEAP_API int shmheap_alloc(shmheap *h, size_t size, size_t align, void **out)
         while (shmheap__size[c] % align) c++; /* ends at a power of two >= align at the latest */
         p = shmheap__small_alloc(h, c);
     } else {
-        p = shmheap__large_alloc(h, size, align);
+        p = shmheap__large_alloc(h, size, align, &err);
     }
-    if (!p) return SHMHEAP_E_FULL;
+    if (!p) return err;
     *out = p;
     return 0;
 }
