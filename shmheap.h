@@ -167,8 +167,10 @@ SHMHEAP_API void *shmheap_malloc(shmheap *h, size_t size);
 SHMHEAP_API void *shmheap_calloc(shmheap *h, size_t count, size_t size);
 SHMHEAP_API void *shmheap_realloc(shmheap *h, void *p, size_t size);
 SHMHEAP_API void *shmheap_aligned_alloc(shmheap *h, size_t align, size_t size);
-/* The same with a reason: 0, SHMHEAP_E_FULL or SHMHEAP_E_INVAL (or -ETIMEDOUT when a block
-   over 32 KiB waited lock_timeout_ms for the heap's mutex). align 0 = 16. */
+/* The same with a reason: 0, SHMHEAP_E_FULL or SHMHEAP_E_INVAL, or -ETIMEDOUT when the call
+   waited lock_timeout_ms for the heap's mutex (blocks over 32 KiB always take it; small ones
+   only to refill a size class). align 0 = 16. The pointer-returning calls set errno to ENOMEM
+   or ETIMEDOUT. */
 SHMHEAP_API int shmheap_alloc(shmheap *h, size_t size, size_t align, void **out);
 /* 0, or SHMHEAP_E_FOREIGN / SHMHEAP_E_BADPTR / SHMHEAP_E_DOUBLEFREE; freeing NULL is 0. */
 SHMHEAP_API int shmheap_free(shmheap *h, void *p);
@@ -841,7 +843,8 @@ static inline struct shmheap__tc *shmheap__tc_get(shmheap *h)
 
 /* ---- allocation ---- */
 
-static void *shmheap__small_alloc(shmheap *h, unsigned c)
+/* NULL: full, or (*err, when err is given) -ETIMEDOUT: a refill waited lock_timeout_ms */
+static void *shmheap__small_alloc(shmheap *h, unsigned c, int *err)
 {
     struct shmheap__tc *tc = c < SHMHEAP__TC_CLS ? shmheap__tc_get(h) : NULL;
     if (tc && tc->n[c]) {
@@ -885,8 +888,13 @@ static void *shmheap__small_alloc(shmheap *h, unsigned c)
                 if (!(e1 & SHMHEAP__E_FULL)) rcp__cas(&h->ent[s], &e1, e1 | SHMHEAP__E_FULL); /* not on a reused entry */
             }
         }
-    slow:
-        if (shmheap__refill(h, c, st, cv) < 0) {
+    slow:;
+        int r = shmheap__refill(h, c, st, cv);
+        if (r < 0 && r != SHMHEAP_E_FULL) { /* the heap's mutex timed out: not a full heap */
+            if (err) *err = r;
+            return NULL;
+        }
+        if (r < 0) {
             /* full: what this thread keeps in its cache is all there is left to try */
             struct shmheap__tc *mine = shmheap__tc_get(h);
             if (!mine || attempt > 0) return NULL;
@@ -937,7 +945,7 @@ SHMHEAP_API int shmheap_alloc(shmheap *h, size_t size, size_t align, void **out)
     if (size <= SHMHEAP__MAX_SMALL && align <= SHMHEAP__MAX_SMALL) {
         unsigned c = shmheap__cls_of(size);
         while (shmheap__size[c] % align) c++; /* ends at a power of two >= align at the latest */
-        p = shmheap__small_alloc(h, c);
+        p = shmheap__small_alloc(h, c, &err);
     } else {
         p = shmheap__large_alloc(h, size, align, &err);
     }
@@ -949,12 +957,14 @@ SHMHEAP_API int shmheap_alloc(shmheap *h, size_t size, size_t align, void **out)
 SHMHEAP_API void *shmheap_malloc(shmheap *h, size_t size)
 {
     if (RCP__LIKELY(h && size <= SHMHEAP__MAX_SMALL)) {
-        void *p = shmheap__small_alloc(h, shmheap__cls_of(size));
-        if (!p) errno = ENOMEM;
+        int err = SHMHEAP_E_FULL;
+        void *p = shmheap__small_alloc(h, shmheap__cls_of(size), &err);
+        if (!p) errno = err == -ETIMEDOUT ? ETIMEDOUT : ENOMEM;
         return p;
     }
     void *p;
-    if (shmheap_alloc(h, size, 0, &p)) errno = ENOMEM;
+    int r = shmheap_alloc(h, size, 0, &p);
+    if (r) errno = r == -ETIMEDOUT ? ETIMEDOUT : ENOMEM;
     return p;
 }
 
@@ -1394,7 +1404,10 @@ static void shmheap__flock(int fd, int op)
 static int shmheap__read_head(int fd, struct shmheap__hdr *H)
 {
     memset(H, 0, SHMHEAP__HEAD_BYTES);
-    if (pread(fd, H, SHMHEAP__HEAD_BYTES, 0) == (ssize_t)SHMHEAP__HEAD_BYTES) return 0;
+    ssize_t got = pread(fd, H, SHMHEAP__HEAD_BYTES, 0);
+    /* A short read is a file still being created (or too small): leave the rest zero, and
+       never map it, since touching a mapping past the end of a file raises SIGBUS. */
+    if (got >= 0) return 0;
     /* Device DAX refuses read(2) and any mapping that is not 2 MiB aligned in address and
        length: read the header through an aligned 2 MiB window (inside a private reservation,
        so nothing else is replaced), or a plain small mapping for other devices. */

@@ -254,6 +254,17 @@ static int lock_timeout_child(void *arg)
     if ((r = shmheap_check(h, NULL)) != -ETIMEDOUT) { bad |= 16; fprintf(stderr, "# check: %d\n", r); }
     if (ms_since(t0) > 2000) bad |= 32;
     if (!shmheap_malloc(h, 64)) bad |= 64;
+    /* a class with no span yet needs the mutex to get one: a timeout, not "heap full" */
+    p = NULL;
+    if ((r = shmheap_alloc(h, 3000, 0, &p)) != -ETIMEDOUT) {
+        bad |= 128;
+        fprintf(stderr, "# shmheap_alloc(3000) with no span of its class: %d (%s)\n", r, shmheap_strerror(r));
+    }
+    errno = 0;
+    if (shmheap_malloc(h, 3000) != NULL || errno != ETIMEDOUT) {
+        bad |= 128; /* an exit status holds 8 bits */
+        fprintf(stderr, "# shmheap_malloc(3000) with no span of its class: errno %d, want ETIMEDOUT\n", errno);
+    }
     return bad;
 }
 static void g_lock_timeout(void)
@@ -272,7 +283,8 @@ static void g_lock_timeout(void)
     int st = in_child(lock_timeout_child, n);
     shmheap__unlock(h);
     CHECKF(st == 0, "with the mutex held elsewhere and lock_timeout_ms = 100: child status %d "
-           "(1 alloc, 2 free, 4 root_set, 8 root_get, 16 check not -ETIMEDOUT; 32 slow; 64 small malloc failed)", st);
+           "(1 alloc, 2 free, 4 root_set, 8 root_get, 16 check not -ETIMEDOUT; 32 slow; 64 small malloc failed; "
+           "128 small alloc needing a new span not -ETIMEDOUT)", st);
     CHECK(shmheap_root_get(h, "v") == v);
     CHECK_EQ(shmheap_check(h, NULL), 0);
     rm(h, n);

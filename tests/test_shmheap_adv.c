@@ -163,7 +163,7 @@ static void create_race_file_exactly_one(void)
    just before ready. */
 static void open_while_creating(void)
 {
-    int bad = 0, codes[8] = {0};
+    int bad = 0, codes[8] = {0}, lastsig = 0;
     for (int round = 0; round < 10; round++) {
         const char *n = t_uniq("owc");
         pid_t pid[4];
@@ -185,13 +185,15 @@ static void open_while_creating(void)
             int st;
             waitpid(pid[i], &st, 0);
             int code = WIFEXITED(st) ? WEXITSTATUS(st) : 7;
+            if (WIFSIGNALED(st)) lastsig = WTERMSIG(st);
             codes[code & 7]++;
             if (code) bad++;
         }
         rm(h, n);
     }
-    CHECKF(bad == 0, "%d of 40 racing opens failed: %d TOOSMALL, %d BADMAGIC, %d other, %d timed out",
-           bad, codes[2], codes[3], codes[4], codes[5]);
+    CHECKF(bad == 0,
+           "%d of 40 racing opens failed: %d TOOSMALL, %d BADMAGIC, %d other, %d timed out, %d killed (signal %d), %d odd",
+           bad, codes[2], codes[3], codes[4], codes[5], codes[7], lastsig, codes[1] + codes[6]);
 }
 
 /* BUG: shmheap_create closes fd and then hands the closed number to shmheap__new_handle, which
