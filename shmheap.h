@@ -141,13 +141,16 @@ enum {
     SHMHEAP_E_BADNAME,          /* malformed heap or root name */
     SHMHEAP_E_NOTFOUND,         /* no heap, device, region or root of that name */
     SHMHEAP_E_EXISTS,           /* a heap of that name exists already */
-    SHMHEAP_E_INVAL             /* invalid argument */
+    SHMHEAP_E_INVAL,            /* invalid argument */
+    SHMHEAP_E_BUSY              /* create with overwrite of a heap this process has open */
 };
 
 SHMHEAP_API const char *shmheap_strerror(int code);
 
-/* Lifetime. create fails with SHMHEAP_E_EXISTS if the name exists (unless opts->overwrite).
-   close unmaps (the heap lives on); unlink removes the name and frees its address range. */
+/* Lifetime. create fails with SHMHEAP_E_EXISTS if the name exists (unless opts->overwrite;
+   overwriting a heap this process still has open fails with SHMHEAP_E_BUSY, as its handles
+   would point into a re-formatted heap). close unmaps (the heap lives on); unlink removes the
+   name and frees its address range. */
 SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmheap **out);
 SHMHEAP_API int shmheap_open(const char *name, const shmheap_opts *opts, shmheap **out);
 SHMHEAP_API int shmheap_close(shmheap *h);
@@ -407,6 +410,7 @@ SHMHEAP_API const char *shmheap_strerror(int code)
     case SHMHEAP_E_NOTFOUND: return "no heap, device, region or root of that name";
     case SHMHEAP_E_EXISTS: return "a heap of that name exists already";
     case SHMHEAP_E_INVAL: return "invalid argument";
+    case SHMHEAP_E_BUSY: return "the heap is open in this process: close it before overwriting it";
     default: return code < 0 && code > -4096 ? strerror(-code) : "unknown code";
     }
 }
@@ -1482,6 +1486,17 @@ SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmhe
     shmheap__flock(fd, LOCK_EX);
     if ((r = shmheap__fd_size(fd, &is_dev, &have))) goto fail;
     device = is_dev || !strncmp(L.path, "/sys/", 5);
+    if (!created && o.overwrite) {
+        /* Formatting a heap that this process has mapped would leave its handles pointing into
+           a new heap at another address. (New opens of it wait for our LOCK_EX.) */
+        struct stat st;
+        if (fstat(fd, &st)) { r = -errno; goto fail; }
+        pthread_mutex_lock(&shmheap__reg_lock);
+        for (shmheap *h = shmheap__reg; h; h = h->next)
+            if (h->dev == st.st_dev && h->ino == st.st_ino) r = SHMHEAP_E_BUSY;
+        pthread_mutex_unlock(&shmheap__reg_lock);
+        if (r) goto fail;
+    }
     if (!created && !o.overwrite) {
         /* an existing file or object is somebody's; a device is formatted unless it holds a heap */
         struct shmheap__hdr *H = NULL;

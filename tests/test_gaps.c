@@ -135,8 +135,14 @@ static void g_create_options(void)
     /* overwrite of an existing shm heap formats it anew */
     int *v = h ? (int *)shmheap_malloc(h, sizeof *v) : NULL;
     if (v) CHECK_EQ(shmheap_root_set(h, "v", v), 0);
-    if (h) shmheap_close(h);
     shmheap_opts ow = {.size = 2 << 20, .pod = pod, .overwrite = 1};
+    /* ... but not while this process has it open: its handle would point into a new heap */
+    shmheap *h2 = NULL;
+    CHECK_EQ(shmheap_create(n, &ow, &h2), SHMHEAP_E_BUSY);
+    CHECK(h2 == NULL);
+    if (v) CHECK(shmheap_root_get(h, "v") == v);
+    if (h) CHECK_EQ(shmheap_check(h, NULL), 0);
+    if (h) shmheap_close(h);
     h = NULL;
     CHECK_EQ(shmheap_create(n, &ow, &h), 0);
     if (h) {
