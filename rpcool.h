@@ -314,7 +314,9 @@ RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *s
 
 /* Handler side. */
 RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx);           /* the client's heap */
-RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size); /* in the client's heap */
+/* In the client's heap; NULL when it is full, or when the client keeps its heap's mutex taken
+   for over a second: then the connection is also dropped (served no more, its heap reclaimed). */
+RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size);
 RPCOOL_API void rpcool_ctx_reply(rpcool_ctx *ctx, void *p, size_t len);
 RPCOOL_API unsigned rpcool_ctx_safety(const rpcool_ctx *ctx);
 RPCOOL_API int rpcool_ctx_ok(const rpcool_ctx *ctx, const void *p, size_t len); /* 1 or 0 */
@@ -536,7 +538,7 @@ enum { RPCOOL__SC_FREE = 0, RPCOOL__SC_ACTIVE, RPCOOL__SC_DRAINING };
 
 struct rpcool__sconn { /* the server's view of one connection */
     uint32_t state;
-    uint32_t condemned; /* a read of its heap faulted: drain it, serve it no more */
+    uint32_t condemned; /* a read of its heap faulted, or its mutex stays taken: drain it, serve it no more */
     uint64_t drain_gp;  /* grace period that began when it started draining */
     shmheap *heap;
     struct rpcool__conn_hdr *hdr;
@@ -1086,14 +1088,17 @@ struct rpcool__hdr_check {
     uint32_t slot, epoch;
 };
 
-/* Is the heap a connection heap made for this slot and epoch? Reads client memory: guarded. */
+/* Is the heap a connection heap made for this slot and epoch? Reads client memory: guarded.
+   The root is the client's to write: the header it names must also be aligned as rpcool__conn_heap
+   allocates it (128), or our atomics and futexes on its words would be misaligned (undefined
+   behaviour; a fault on aarch64 or with split-lock detection). */
 static int rpcool__check_hdr(void *p)
 {
     struct rpcool__hdr_check *hc = (struct rpcool__hdr_check *)p;
     struct rpcool__conn_hdr *hd = (struct rpcool__conn_hdr *)shmheap_root_get(hc->h, RPCOOL__ROOT);
-    if (!hd || !shmheap_contains(hc->h, hd, sizeof *hd) || hd->magic != RPCOOL__CONN_MAGIC ||
-        hd->version != RPCOOL__VERSION || hd->nslots != RPCOOL__NSLOTS || hd->chan_slot != hc->slot ||
-        hd->epoch != hc->epoch)
+    if (!hd || ((uintptr_t)hd & 127) || !shmheap_contains(hc->h, hd, sizeof *hd) ||
+        hd->magic != RPCOOL__CONN_MAGIC || hd->version != RPCOOL__VERSION || hd->nslots != RPCOOL__NSLOTS ||
+        hd->chan_slot != hc->slot || hd->epoch != hc->epoch)
         return RPCOOL_E_PROTO;
     hc->hd = hd;
     return 0;
@@ -1452,6 +1457,7 @@ static int rpcool__scan_conn(struct rpcool__worker *w, struct rpcool__sconn *sc,
         if ((st & 3u) != RPCOOL__SL_REQ) bad |= 1ull << i; /* flagged, never filled */
         else if (cl == gen) idle |= 1ull << i;             /* answered (or being answered) */
         else if (trim) n = 1;
+        else if (rcp__load_relaxed(&sc->condemned)) break;  /* dropped meanwhile: serve no more */
         else if (rcp__cas(&sc->claimed[i], &cl, gen)) {     /* else another thread took it */
             rcp__store_relaxed(&sc->rot, i + 1);
             rpcool__serve_slot(w, sc, i, gen);
@@ -1702,7 +1708,21 @@ RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *s
 /* ---- handler side ---- */
 
 RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx) { return ctx->sc->heap; }
-RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size) { return shmheap_malloc(ctx->sc->heap, size); }
+RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size)
+{
+    void *p = shmheap_malloc(ctx->sc->heap, size);
+    /* The client held its heap's mutex for all of lock_timeout_ms, or wrote a holder into it that
+       never lets go: serve it no more (as after a fault on its heap). Otherwise every request it
+       queued would park a serving thread for that long, and a flood of them would starve every
+       other client. Its heap goes when drained, as after a fault: once dropped, the client's
+       death would no longer be noticed. */
+    if (!p && errno == ETIMEDOUT) {
+        rcp__store(&ctx->sc->dead, 1);
+        rcp__store(&ctx->sc->condemned, 1u);
+        rpcool__log("%s: its heap's mutex stays taken: dropping the connection", ctx->sc->heap_name);
+    }
+    return p;
+}
 RPCOOL_API void rpcool_ctx_reply(rpcool_ctx *ctx, void *p, size_t len)
 {
     ctx->ret = p;
@@ -2354,6 +2374,17 @@ RPCOOL_API void rpcool_free(rpcool_conn *c, void *p)
                 (const char *)p < (const char *)c->seals[i].p + c->seals[i].len) {
                 rpcool__release_idle(c);
                 break;
+            }
+        /* Still sealed: the call holding it never finished (it timed out, or the server died).
+           The caller gives the block up and with it that seal: shmheap_free writes to the block,
+           which faulted on the read-only page. The call's harvest, if its reply ever comes,
+           finds no entry to drop. */
+        for (size_t i = 0; i < c->nseals; i++)
+            if ((const char *)p >= (const char *)c->seals[i].p &&
+                (const char *)p < (const char *)c->seals[i].p + c->seals[i].len) {
+                shmheap_unseal(c->heap, c->seals[i].p, c->seals[i].len);
+                c->seals[i--] = c->seals[c->nseals - 1];
+                rcp__store_relaxed(&c->nseals, c->nseals - 1);
             }
         pthread_mutex_unlock(&c->seal_lock);
     }

@@ -51,19 +51,21 @@
    slots; allocating and freeing is one compare-and-swap on a bitmap word, with no lock, so any
    number of threads in any number of processes allocate at once. Threads are spread over 16
    stripes, each with its own current span per class, so they rarely touch the same cache line.
-   Large blocks are runs of spans, taken under one robust process-shared mutex. Blocks of up to
-   4 KiB that a thread frees wait in a small cache of that thread (8 per size class) for its
+   Large blocks are runs of spans, taken under one mutex in the heap (a word naming its holder,
+   not a pthread mutex: peers can write it, see shmheap__lock). Blocks of up to 4 KiB that a
+   thread frees wait in a small cache of that thread (8 per size class) for its
    next allocations, as glibc's tcache does; the cache is kept in the heap, not in private
    memory, so it goes back to everyone when the thread exits, when the process closes the heap,
    when the heap is full, on shmheap_flush(), and, for a process that died, at the next
    shmheap_check() or full heap of anyone on the same host.
    Crash safety: a process killed at any moment (SIGKILL) leaves the heap consistent and usable.
    Lock-free steps are single atomic operations. Steps under the mutex write an intent record
-   first; the next locker gets EOWNERDEAD, undoes an unfinished allocation or completes an
-   unfinished free, and carries on. What is NOT reclaimed: blocks the dead process had allocated
-   stay allocated, because the heap cannot know whether another process still uses them (rpcool
-   gives every connection its own heap and reclaims it whole). A process killed between taking a
-   slot and returning it leaks that one slot.
+   first; the next locker sees that the holder named in the mutex is dead (a thread of this host
+   and pid namespace that is gone or a zombie), takes the mutex over, undoes an unfinished
+   allocation or completes an unfinished free, and carries on. What is NOT reclaimed: blocks the
+   dead process had allocated stay allocated, because the heap cannot know whether another
+   process still uses them (rpcool gives every connection its own heap and reclaims it whole).
+   A process killed between taking a slot and returning it leaks that one slot.
    Freeing checks the pointer: outside the heap (SHMHEAP_E_FOREIGN), not the start of a block
    (SHMHEAP_E_BADPTR), already free (SHMHEAP_E_DOUBLEFREE; detected unless the block was
    allocated again in between).
@@ -82,14 +84,15 @@
    LIMITS
    ------
    Linux x86-64/aarch64 with glibc. Heaps from 2 MiB to 16 TiB. 64 named roots per heap, names
-   up to 47 bytes. Heap names up to 100 bytes. The mutex inside the heap is a glibc
-   pthread_mutex_t: all processes sharing a heap must use the same C library.
+   up to 47 bytes. Heap names up to 100 bytes. A mutex holder that dies is recognised only by
+   processes of its host and pid namespace; elsewhere its mutex is waited for (lock_timeout_ms
+   bounds that), as is a dead holder whose thread id was already reused.
 */
 #ifndef SHMHEAP_H
 #define SHMHEAP_H
 
-/* The implementation needs GNU extensions of glibc (MAP_FIXED_NOREPLACE, robust mutexes); they
-   must be switched on before the first system header. Define the implementation in a file that
+/* The implementation needs GNU extensions of glibc (MAP_FIXED_NOREPLACE); they must be
+   switched on before the first system header. Define the implementation in a file that
    includes shmheap.h first, or compile with -D_GNU_SOURCE. */
 #if defined(SHMHEAP_IMPLEMENTATION) && !defined(_GNU_SOURCE)
 #define _GNU_SOURCE 1
@@ -260,7 +263,7 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 #endif
 
 #define SHMHEAP__MAGIC 0x3150414548534d52ull /* "RMSHEAP1" */
-#define SHMHEAP__VERSION 1u
+#define SHMHEAP__VERSION 2u /* 2: the heap's lock is a word of ours (shmheap__lock), not a pthread mutex */
 #define SHMHEAP__SPAN_SHIFT 16
 #define SHMHEAP__SPAN ((size_t)1 << SHMHEAP__SPAN_SHIFT)
 #define SHMHEAP__NCLS 40
@@ -326,6 +329,13 @@ struct shmheap__tc {
     uint64_t off[SHMHEAP__NCLS][SHMHEAP__TC_CAP]; /* offsets from the heap base */
 };
 
+/* The heap's mutex (see shmheap__lock): a word any peer may write, so nothing trusts it. */
+struct shmheap__mutex {
+    uint64_t owner;   /* 0 = free, else the holder's host tag << 32 | thread id */
+    uint32_t waiters; /* lockers asleep on the owner word (a hint: they also wake up by time) */
+    uint32_t pad;
+};
+
 struct shmheap__hdr {
     uint64_t magic;
     uint32_t version;
@@ -339,14 +349,14 @@ struct shmheap__hdr {
     uint64_t tc_key;     /* random: marks blocks sitting in a thread cache (see shmheap_free) */
     uint64_t reserved[3];
     char name[128];
-    union { pthread_mutex_t m; char pad[64]; } lock;
+    union { struct shmheap__mutex m; char pad[64]; } lock;
     struct { uint32_t op, cls; uint64_t span, n, gen; } journal;
     uint64_t pad2[4];
     struct shmheap__root roots[SHMHEAP__NROOTS];
     uint64_t cur[SHMHEAP__STRIPES][SHMHEAP__NCLS]; /* span + 1 | word hint << 32 */
     struct shmheap__tc tc[SHMHEAP__NTC];
 };
-RCP__STATIC_ASSERT(sizeof(pthread_mutex_t) <= 64, "pthread_mutex_t must fit the fixed layout");
+RCP__STATIC_ASSERT(sizeof(struct shmheap__mutex) <= 64, "the lock must fit the fixed layout");
 RCP__STATIC_ASSERT(sizeof(struct shmheap__root) == 64, "root layout");
 RCP__STATIC_ASSERT(offsetof(struct shmheap__hdr, lock) == 256, "header layout");
 RCP__STATIC_ASSERT(offsetof(struct shmheap__hdr, roots) == 384, "header layout");
@@ -439,6 +449,7 @@ static inline uint64_t shmheap__empty_word(unsigned c, unsigned w)
 static pthread_mutex_t shmheap__reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static shmheap *shmheap__reg;
 static RCP__THREAD_LOCAL int shmheap__stripe_tls = -1;
+static RCP__THREAD_LOCAL uint32_t shmheap__tid; /* this thread's id, 0 = not read yet */
 static unsigned shmheap__stripe_next;
 static pthread_once_t shmheap__once = PTHREAD_ONCE_INIT;
 static pthread_key_t shmheap__key;
@@ -460,6 +471,7 @@ static void shmheap__atfork_child(void)
     pthread_mutex_unlock(&shmheap__reg_lock);
     /* the caches belong to the parent's pid; the child starts without */
     shmheap__stripe_tls = -1;
+    shmheap__tid = 0;
     memset(shmheap__binds, 0, sizeof shmheap__binds);
 }
 static void shmheap__init_once(void)
@@ -499,7 +511,7 @@ static void shmheap__open_words(shmheap *h, size_t s, unsigned c)
         if (rcp__load(&bm[w]) & SHMHEAP__CLOSED) rcp__store(&bm[w], shmheap__empty_word(c, w));
 }
 
-/* Called with the mutex just taken from a dead owner. Every step under the mutex writes its
+/* Called with the mutex just taken from a dead holder. Every step under the mutex writes its
    intent first; here an unfinished allocation is undone (nobody got its pointer) and anything
    that others may already see is completed. */
 static void shmheap__recover(shmheap *h)
@@ -531,31 +543,106 @@ static void shmheap__recover(shmheap *h)
     H->recoveries++;
 }
 
+/* The heap's mutex is one word of ours, not a pthread mutex. Every process that maps the heap can
+   write its header, and glibc trusts the bytes of a mutex: a peer that sets a robust mutex's type
+   bits to priority-inheriting or priority-protecting makes pthread_mutex_lock abort the locking
+   process on an internal assertion, and glibc writes through the robust-list links it keeps in
+   the bytes of the mutexes a thread locks, so a peer writing a few bytes of its own heap could
+   kill or corrupt a server that allocates there (tests/test_rpcool_fuzz.c found both: aborts,
+   and a write fault inside pthread_mutex_timedlock). Here any
+   value a peer writes only makes the lock look taken: a locker waits for it (at most
+   lock_timeout_ms), and takes it over when the holder it names is dead, repairing the step that
+   holder left unfinished (shmheap__recover) as glibc's EOWNERDEAD path did. A holder is known
+   dead when it has this host's tag (boot and pid namespace, as the thread caches' owners) and
+   its thread is gone or a zombie; a holder elsewhere is waited for. The word also names a
+   thread of ours that left a step under the lock through a fault its caller contained
+   (rpcool's sandbox): that step is repaired the same way. */
+static uint64_t shmheap__lock_id(void)
+{
+    if (RCP__UNLIKELY(!shmheap__tid)) shmheap__tid = (uint32_t)syscall(SYS_gettid);
+    return (uint64_t)shmheap__host << 32 | shmheap__tid;
+}
+
+/* futex operations on the thread id half of the owner word */
+static inline uint32_t *shmheap__lock_futex(uint64_t *owner)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    return (uint32_t *)(void *)owner + 1;
+#else
+    return (uint32_t *)(void *)owner;
+#endif
+}
+
+/* 1 if the holder named by lock word o is a thread of this host that no longer runs: gone, or
+   the zombie of a killed process its parent has not reaped yet. */
+static int shmheap__holder_dead(uint64_t o)
+{
+    int tid = (int)(uint32_t)o, e = errno, dead = 0;
+    if ((uint32_t)(o >> 32) != shmheap__host || tid <= 0) return 0;
+    if (kill(tid, 0) && errno == ESRCH) {
+        dead = 1;
+    } else {
+        char path[48], buf[128];
+        snprintf(path, sizeof path, "/proc/%d/stat", tid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+        if (fd >= 0) close(fd);
+        if (n > 0) { /* "tid (comm) S ...": the state follows the last ')' */
+            buf[n] = 0;
+            const char *q = strrchr(buf, ')');
+            dead = q && q[1] == ' ' && (q[2] == 'Z' || q[2] == 'X');
+        }
+    }
+    errno = e;
+    return dead;
+}
+
 /* Steps under the mutex are short. A process that opened a heap shared with a peer it does not
-   trust can bound its wait (opts.lock_timeout_ms): a peer that stops while holding the mutex
-   then makes our large allocations and frees fail with -ETIMEDOUT instead of hanging us. */
+   trust can bound its wait (opts.lock_timeout_ms): a peer that stops while holding the mutex, or
+   writes a holder that lives elsewhere into it, then makes our large allocations and frees fail
+   with -ETIMEDOUT instead of hanging us. */
 static int shmheap__lock(shmheap *h)
 {
-    int r;
-    if (h->lock_timeout_ms) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t ns = (uint64_t)ts.tv_nsec + (h->lock_timeout_ms % 1000) * 1000000ull;
-        ts.tv_sec += (time_t)(h->lock_timeout_ms / 1000 + ns / 1000000000ull);
-        ts.tv_nsec = (long)(ns % 1000000000ull);
-        r = pthread_mutex_timedlock(&h->hdr->lock.m, &ts);
-        if (r == ETIMEDOUT) shmheap__log("%s: lock held for over %llu ms by another process", h->name, (unsigned long long)h->lock_timeout_ms);
-    } else {
-        r = pthread_mutex_lock(&h->hdr->lock.m);
+    struct shmheap__mutex *m = &h->hdr->lock.m;
+    uint64_t me = shmheap__lock_id(), o = 0, deadline = 0;
+    if (RCP__LIKELY(rcp__cas(&m->owner, &o, me))) return 0;
+    if (h->lock_timeout_ms) deadline = rcp__now_ns() + h->lock_timeout_ms * 1000000ull;
+    for (unsigned k = 0;; k++) {
+        o = rcp__load(&m->owner);
+        if (o == 0) {
+            if (rcp__cas(&m->owner, &o, me)) return 0;
+            continue;
+        }
+        if (k >= 64 && (o == me || shmheap__holder_dead(o))) {
+            if (!rcp__cas(&m->owner, &o, me)) continue; /* another locker took it over first */
+            shmheap__recover(h);
+            return 0;
+        }
+        if (k < 64) { /* holders are quick: spin a little first */
+            rcp__cpu_relax();
+            continue;
+        }
+        uint64_t now = rcp__now_ns(), slice = 10000000ull; /* look at the holder again after 10 ms */
+        if (deadline && now >= deadline) {
+            shmheap__log("%s: lock held for over %llu ms (holder %llx)", h->name,
+                         (unsigned long long)h->lock_timeout_ms, (unsigned long long)o);
+            return -ETIMEDOUT;
+        }
+        if (deadline && deadline - now < slice) slice = deadline - now;
+        __atomic_fetch_add(&m->waiters, 1u, __ATOMIC_SEQ_CST);
+        rcp__futex_wait(shmheap__lock_futex(&m->owner), (uint32_t)o, slice);
+        __atomic_fetch_sub(&m->waiters, 1u, __ATOMIC_SEQ_CST);
     }
-    if (r == EOWNERDEAD) {
-        shmheap__recover(h);
-        pthread_mutex_consistent(&h->hdr->lock.m);
-        r = 0;
-    }
-    return -r;
 }
-static void shmheap__unlock(shmheap *h) { pthread_mutex_unlock(&h->hdr->lock.m); }
+
+static void shmheap__unlock(shmheap *h)
+{
+    struct shmheap__mutex *m = &h->hdr->lock.m;
+    /* free, then look for sleepers: seq_cst against a locker's count before its futex wait */
+    __atomic_store_n(&m->owner, (uint64_t)0, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&m->waiters, __ATOMIC_SEQ_CST))
+        rcp__futex_wake(shmheap__lock_futex(&m->owner), INT_MAX);
+}
 
 static inline void shmheap__journal(shmheap *h, uint32_t op, uint64_t span, uint64_t n, uint32_t cls, uint64_t gen)
 {
@@ -855,8 +942,14 @@ static void *shmheap__small_alloc(shmheap *h, unsigned c, int *err)
         unsigned n = tc->n[c] - 1u;
         uint64_t off = n < SHMHEAP__TC_CAP ? tc->off[c][n] : 0;
         rcp__store(&tc->n[c], (uint8_t)n); /* a crash from here on leaks this block, no worse */
-        /* the cache lives in shared memory: a peer that scribbles on it must not steer us out */
-        if (RCP__LIKELY(off - h->hdr_data_off <= h->data_len - shmheap__size[c])) {
+        /* The cache lives in shared memory: a peer that scribbles on it must not steer us out of
+           the data area, nor off the start of a slot of class c. A block at any other offset
+           would be misaligned: undefined behaviour in our store below and in every caller's
+           (a fault for atomics on aarch64); tests/test_rpcool_fuzz.c made a server crash so. */
+        uint64_t rel = off - h->hdr_data_off;
+        uint32_t so = (uint32_t)(rel & (SHMHEAP__SPAN - 1)), sz = shmheap__size[c];
+        if (RCP__LIKELY(rel <= h->data_len - sz && so <= SHMHEAP__SPAN - sz &&
+                        (uint32_t)(((uint64_t)so * shmheap__recip[c]) >> 32) * sz == so)) {
             *(uint64_t *)(h->base + off) = 0; /* no longer cached */
             return h->base + off;
         }
@@ -1349,12 +1442,6 @@ static void shmheap__format(void *base, size_t size, const char *key)
     uint64_t *ent = (uint64_t *)((char *)base + H->entries_off), *bm = (uint64_t *)((char *)base + H->bitmap_off);
     for (size_t i = 0; i < n; i++) ent[i] = SHMHEAP__S_FREE;
     for (size_t i = 0; i < n * SHMHEAP__WORDS; i++) bm[i] = SHMHEAP__CLOSED;
-    pthread_mutexattr_t a;
-    pthread_mutexattr_init(&a);
-    pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-    pthread_mutex_init(&H->lock.m, &a);
-    pthread_mutexattr_destroy(&a);
     H->tc_key = ((uint64_t)rcp__now_ns() * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)base;
     H->magic = SHMHEAP__MAGIC;
     rcp__store(&H->ready, 1u);

@@ -955,7 +955,7 @@ static void scribbled_headers(void)
     CHECK_EQ(shmheap_close(h), 0);
     struct { size_t off, len; uint64_t val; int xor_; } m[] = {
         {offsetof(struct shmheap__hdr, magic), 8, 1, 1},
-        {offsetof(struct shmheap__hdr, version), 4, 2, 0},
+        {offsetof(struct shmheap__hdr, version), 4, SHMHEAP__VERSION + 1, 0},
         {offsetof(struct shmheap__hdr, ready), 4, 0, 0},
         {offsetof(struct shmheap__hdr, size), 8, 0, 0},
         {offsetof(struct shmheap__hdr, size), 8, 1ull << 46, 0},
