@@ -4,7 +4,7 @@
 # bench_*.sh scripts wrote to build/bench/*.txt ("NAME MEDIAN_NS P99_NS OPS_PER_S").
 cd "$(dirname "$0")/.." || exit 1
 B=${BUILD:-build}/bench
-cat "$B"/peers.txt "$B"/rpcool.txt "$B"/perftest.txt 2>/dev/null | awk -v out="$B/summary.md" '
+cat "$B"/peers.txt "$B"/rpcool.txt "$B"/perftest.txt "$B"/seal_cost.txt 2>/dev/null | awk -v out="$B/summary.md" '
 function has(n) { return (n in med) }
 function us(ns) { return sprintf("%.2f", ns / 1000) }
 function row(label, a, b,   r) {   # rpcool result a against peer b: medians, p99s, b/a
@@ -74,6 +74,16 @@ END {
     print "|---|---|---|" >> out
     split("send_lat/2 write_lat/2 read_lat/2 atomic_lat/8", pt, " ")
     for (i = 1; i <= 4; i++) { a = "perftest_" pt[i]; if (has(a)) printf "| ib_%s | %s | %s |\n", pt[i], us(med[a]), us(p99[a]) >> out }
+    if (has("seal/mprotect_pair")) {
+        print "" >> out
+        print "### What one seal costs on this machine: seal + unseal of a written page (median / p99 us)" >> out
+        print "" >> out
+        print "| how | this process alone | another thread busy on the other CPU |" >> out
+        print "|---|---|---|" >> out
+        split("shmheap_seal+unseal mprotect_pair", sc, " ")
+        for (i = 1; i <= 2; i++) { a = "seal/" sc[i]; b = a ",other_cpu_busy"
+            printf "| %s | %s / %s | %s |\n", sc[i], us(med[a]), us(p99[a]), has(b) ? us(med[b]) " / " us(p99[b]) : "-" >> out }
+    }
 }'
 echo "# summary of this run: $B/summary.md"
 cat "$B/summary.md"
