@@ -118,10 +118,13 @@
        of a block that is still sealed releases first, but memory freed by other means (an
        arena, shmheap_free) must be released by hand before it is reused. A call whose range
        is still sealed from an earlier call makes no system call at all; sealed calls in
-       flight at once may share pages (a range stays sealed while any call uses it). Cost on
-       this project's 2-vCPU VM: one mprotect that seals a written page ~1.3 us, so a call
-       with seal_batch 1 (seal + release) costs ~3.7 us, a call on a new page with batched
-       release ~1.7 us, a repeated argument with batched release no more than a relaxed call.
+       flight at once may share pages (a range stays sealed while any call uses it). Cost: a
+       sealed call pays one mprotect to seal and one to release, and each may flush the TLB
+       of every CPU running a thread of the sender. On the 2-vCPU VMs we measured on, one
+       mprotect cost about 1.3 us on one host (a sealed call 3.8 us) and a seal + release 85
+       us on another, whose inter-processor interrupts are slow (measure
+       yours: sh bench/bench_shmheap.sh runs bench/seal_cost.c). A repeated argument with
+       batched release costs no more than a relaxed call.
        userfaultfd write-protection was considered as a receiver-enforced seal: the uffd must
        be created by the sender (it acts on the creator's mm), the receiver would fetch it with
        pidfd_getfd (ptrace rights), and the sender keeps its own descriptor and can still map an
