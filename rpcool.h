@@ -162,7 +162,11 @@
      handler running for it finish, unmaps its heap and unlinks it: its memory is freed whole.
    - Server dies: a waiting call checks the server's lock every peer_check_ms (default 100 ms)
      and fails with RPCOOL_E_PEERDEAD; calls also fail if the channel was closed
-     (RPCOOL_E_CLOSED) or taken over by a new server. Optional per-call timeout_ms. A call
+     (RPCOOL_E_CLOSED) or taken over by a new server.
+   - Client dropped by the server: a read of its heap faulted (it truncated the heap file), or
+     it kept its heap's mutex taken for over a second. The server serves it no more and
+     reclaims its heap; the client's waiting and later calls fail with RPCOOL_E_DROPPED
+     within peer_check_ms, and rpcool_close returns at once. Optional per-call timeout_ms. A call
      that timed out is not taken back: it may still run; its slot (and reply, and seal) is
      reclaimed when the server answers.
    - Bad input: unknown handler id (RPCOOL_E_NOHANDLER), argument outside the connection heap
@@ -235,7 +239,9 @@ enum {
     RPCOOL_E_AGAIN,             /* not finished yet / no free call slot (async) */
     RPCOOL_E_NOTSUP,            /* transport or feature not available */
     RPCOOL_E_INVAL,             /* invalid argument */
-    RPCOOL_E_BADNAME            /* malformed channel name */
+    RPCOOL_E_BADNAME,           /* malformed channel name */
+    RPCOOL_E_DROPPED            /* the server dropped this connection: its heap faulted the
+                                   server (truncated) or its mutex stayed taken (see FAILURES) */
 };
 
 /* Safety flags (see SAFETY MODES above). */
@@ -475,7 +481,8 @@ RCP__STATIC_ASSERT(sizeof(struct rpcool__chan_hdr) == 128, "channel header layou
 enum { RPCOOL__CH_OPEN = 1, RPCOOL__CH_CLOSED = 2 };
 enum { /* channel slot states */
     RPCOOL__CS_FREE = 0, RPCOOL__CS_CLAIMED, RPCOOL__CS_PENDING, RPCOOL__CS_ACTIVE,
-    RPCOOL__CS_REFUSED, RPCOOL__CS_CLOSING
+    RPCOOL__CS_REFUSED, RPCOOL__CS_CLOSING,
+    RPCOOL__CS_DROPPED /* the server served the connection no more: its client fails its calls */
 };
 
 struct rpcool__chan_slot {
@@ -683,6 +690,7 @@ RPCOOL_API const char *rpcool_strerror(int code)
     case RPCOOL_E_NOTSUP: return "not supported";
     case RPCOOL_E_INVAL: return "invalid argument";
     case RPCOOL_E_BADNAME: return "malformed channel name";
+    case RPCOOL_E_DROPPED: return "the server dropped this connection (its heap was truncated, or its mutex stayed taken)";
     default: break;
     }
     if (code >= SHMHEAP_E_BADMAGIC && code < SHMHEAP_E_BADMAGIC + 100) return shmheap_strerror(code);
@@ -1210,7 +1218,10 @@ static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int unlink_heap)
     uint32_t n = rcp__load_relaxed(&s->nscan);
     while (n && rcp__load(&s->conns[n - 1].state) == RPCOOL__SC_FREE) n--;
     rcp__store(&s->nscan, n);
-    rcp__store(&cs->state, (uint32_t)RPCOOL__CS_FREE);
+    /* A condemned connection's client may live on: the slot says why it is served no more (its
+       calls and close fail with RPCOOL_E_DROPPED instead of waiting), and stays its own until
+       its lock byte goes (rpcool__reclaim_stale frees it then, or when the client closes). */
+    rcp__store(&cs->state, (uint32_t)(rcp__load(&sc->condemned) ? RPCOOL__CS_DROPPED : RPCOOL__CS_FREE));
     rcp__fetch_add(&cs->seq, 1u);
     rcp__futex_wake(&cs->seq, INT_MAX);
 }
@@ -1771,6 +1782,7 @@ static int rpcool__server_gone(rpcool_conn *c)
     if (r) return r;
     if (rcp__load(&c->ch->epoch) != c->epoch) r = RPCOOL_E_PEERDEAD;
     else if (rcp__load(&c->ch->state) == RPCOOL__CH_CLOSED) r = RPCOOL_E_CLOSED;
+    else if (rcp__load(&c->cs->state) == RPCOOL__CS_DROPPED) r = RPCOOL_E_DROPPED;
     else {
         /* the lock test is a system call: at most once per peer_check_ms */
         uint64_t now = rcp__now_ns(), last = rcp__load_relaxed(&c->last_check);
@@ -2343,6 +2355,7 @@ RPCOOL_API int rpcool_close(rpcool_conn *c)
 {
     if (!c) return RPCOOL_E_INVAL;
     rpcool_release(c);
+    rpcool__server_gone(c); /* notes a drop (sticky) before our CLOSING hides it */
     /* tell the server and wait until it unmapped our heap, unless it is gone */
     uint32_t seq = rcp__load(&c->cs->seq);
     rcp__store(&c->cs->state, (uint32_t)RPCOOL__CS_CLOSING);

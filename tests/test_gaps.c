@@ -510,7 +510,7 @@ static void g_strerror(void)
         seen[k++] = s;
     }
     k = 0;
-    for (int c = RPCOOL_E_NAMETAKEN; c <= RPCOOL_E_BADNAME; c++) {
+    for (int c = RPCOOL_E_NAMETAKEN; c <= RPCOOL_E_DROPPED; c++) {
         const char *s = rpcool_strerror(c);
         CHECKF(s && *s && !strstr(s, "unknown"), "rpcool_strerror(%d) = %s", c, s ? s : "NULL");
         for (int j = 0; j < k; j++) CHECKF(strcmp(seen[j], s), "two codes share \"%s\"", s);
@@ -523,7 +523,7 @@ static void g_strerror(void)
 /* ============================== rpcool ============================== */
 
 enum { FN_SLOW = 1, FN_SAFETY = 2, FN_STR = 3, FN_FAIL = 4, FN_CLOSE = 5, FN_COPYNEED = 6,
-       FN_SLOWREPLY = 7, FN_SEALREQ = 8, FN_SEALED = 9 };
+       FN_SLOWREPLY = 7, FN_SEALREQ = 8, FN_SEALED = 9, FN_BIGREPLY = 10 };
 
 static int h_slow(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
@@ -572,6 +572,15 @@ static int h_slowreply(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     rpcool_ctx_reply(ctx, r, 1000);
     return 3;
 }
+/* a reply over 32 KiB: rpcool_ctx_alloc takes the client heap's mutex */
+static int h_bigreply(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)arg; (void)len; (void)user;
+    void *r = rpcool_ctx_alloc(ctx, 100000);
+    if (!r) return RPCOOL_E_HEAPFULL;
+    rpcool_ctx_reply(ctx, r, 100000);
+    return 4;
+}
 static int devzero = -1;
 static int writable(const void *p) { return read(devzero, (void *)p, 0) == 0 && read(devzero, (void *)p, 1) == 1; }
 static int h_sealed(rpcool_ctx *ctx, void *arg, size_t len, void *user)
@@ -595,6 +604,7 @@ static rpcool_server *serve(const char *name, const rpcool_server_opts *so, unsi
     rpcool_handle(s, FN_SLOWREPLY, h_slowreply, NULL, 0);
     rpcool_handle(s, FN_SEALREQ, h_sealed, NULL, RPCOOL_SEAL);
     rpcool_handle(s, FN_SEALED, h_sealed, NULL, 0);
+    rpcool_handle(s, FN_BIGREPLY, h_bigreply, NULL, 0);
     if (threads) rpcool_server_start(s, threads);
     return s;
 }
@@ -1036,6 +1046,71 @@ static void g_fork_liveness(void)
     rpcool_server_close(s);
 }
 
+/* A client the server drops (here: it keeps its heap's mutex taken while a handler needs it) is
+   told: its next call fails with RPCOOL_E_DROPPED within peer_check_ms instead of waiting for
+   its timeout, its close returns at once, and the channel serves other clients as before. The
+   client runs in a child: in the server's process it would share the server's heap handle. */
+static int dropped_child(void *arg)
+{
+    const char *name = (const char *)arg;
+    rpcool_conn_opts o;
+    memset(&o, 0, sizeof o);
+    o.peer_check_ms = 50;
+    rpcool_conn *c = NULL;
+    if (rpcool_connect(name, &o, &c)) return 100;
+    int bad = 0, r;
+    if (rpcool_call(c, FN_BIGREPLY, NULL, 0, NULL, NULL) != 4) bad |= 1;
+    if (shmheap__lock(rpcool_heap(c))) bad |= 1; /* held by this thread: alive, never let go */
+    r = rpcool_call(c, FN_BIGREPLY, NULL, 0, NULL, NULL); /* the handler waits 1 s, then NULL */
+    if (r != RPCOOL_E_HEAPFULL && r != RPCOOL_E_DROPPED) {
+        bad |= 2;
+        fprintf(stderr, "# call whose handler could not take the mutex: %s\n", rpcool_strerror(r));
+    }
+    shmheap__unlock(rpcool_heap(c)); /* too late: the connection is dropped */
+    rpcool_call_opts co;
+    memset(&co, 0, sizeof co);
+    co.timeout_ms = 3000;
+    int *a = (int *)rpcool_alloc(c, sizeof *a);
+    if (!a) return 101;
+    *a = 0;
+    uint64_t t0 = rcp__now_ns();
+    r = rpcool_call_ex(c, FN_SLOW, a, sizeof *a, &co, NULL, NULL);
+    double took = ms_since(t0);
+    if (r != RPCOOL_E_DROPPED) { bad |= 4; fprintf(stderr, "# call after the drop: %s after %.0f ms\n", rpcool_strerror(r), took); }
+    if (took > 1000) { bad |= 8; fprintf(stderr, "# the drop was noticed after %.0f ms\n", took); }
+    if ((r = rpcool_call_ex(c, FN_SLOW, a, sizeof *a, &co, NULL, NULL)) != RPCOOL_E_DROPPED) bad |= 16; /* sticky */
+    t0 = rcp__now_ns();
+    if (rpcool_close(c)) bad |= 32;
+    if (ms_since(t0) > 1000) { bad |= 64; fprintf(stderr, "# close of a dropped connection took %.0f ms\n", ms_since(t0)); }
+    return bad;
+}
+static void g_dropped_client(void)
+{
+    const char *n0 = t_uniq("gdrop");
+    static char name[96];
+    snprintf(name, sizeof name, "%s", n0);
+    rpcool_server_opts so;
+    memset(&so, 0, sizeof so);
+    so.reap_ms = 20;
+    rpcool_server *s = serve(name, &so, 1);
+    if (!s) return;
+    int st = in_child(dropped_child, name);
+    CHECKF(st == 0, "dropped client: child status %d (1 setup, 2 first call, 4 later call not RPCOOL_E_DROPPED, "
+           "8 noticed late, 16 not sticky, 32 close failed, 64 close slow; 100+ connect/alloc)", st);
+    CHECK(strstr(rpcool_strerror(RPCOOL_E_DROPPED), "dropped") != NULL);
+    rpcool_server_stats ss;
+    uint64_t t0 = rcp__now_ns();
+    do { usleep(5000); rpcool_server_get_stats(s, &ss); } while (ss.conns && ms_since(t0) < 2000);
+    CHECKF(ss.conns == 0, "the dropped client's slot was not freed (%u conns)", ss.conns);
+    rpcool_conn *c2 = NULL;
+    CHECK_EQ(rpcool_connect(name, NULL, &c2), 0);
+    if (c2) {
+        CHECK_EQ(slow_call(c2, 0), 1);
+        CHECK_EQ(rpcool_close(c2), 0);
+    }
+    rpcool_server_close(s);
+}
+
 /* Builders: arena_reset, strn, alignment, array growth, map_put's old value and HEAPFULL,
    alloc_pages gives whole pages; channel names of 48 characters, not 49. */
 static void g_builders_and_names(void)
@@ -1135,6 +1210,7 @@ int main(int argc, char **argv)
     RUN(g_progress_server_dead);
     RUN(g_fork_liveness);
     RUN(g_builders_and_names);
+    RUN(g_dropped_client);
     close(devzero);
     return T_DONE();
 }
