@@ -60,8 +60,10 @@
    shmheap_check() or full heap of anyone on the same host.
    Crash safety: a process killed at any moment (SIGKILL) leaves the heap consistent and usable.
    Lock-free steps are single atomic operations. Steps under the mutex write an intent record
-   first; the next locker sees that the holder named in the mutex is dead (a thread of this host
-   and pid namespace that is gone or a zombie), takes the mutex over, undoes an unfinished
+   first; the next locker sees that the holder named in the mutex is dead (the kernel dropped
+   the byte lock every open handle holds on the heap's file, as for glibc's robust mutexes, in
+   any pid namespace; or a thread of this host and pid namespace that is gone or a zombie),
+   takes the mutex over, undoes an unfinished
    allocation or completes an unfinished free, and carries on. What is NOT reclaimed: blocks the
    dead process had allocated stay allocated, because the heap cannot know whether another
    process still uses them (rpcool gives every connection its own heap and reclaims it whole).
@@ -84,9 +86,12 @@
    LIMITS
    ------
    Linux x86-64/aarch64 with glibc. Heaps from 2 MiB to 16 TiB. 64 named roots per heap, names
-   up to 47 bytes. Heap names up to 100 bytes. A mutex holder that dies is recognised only by
-   processes of its host and pid namespace; elsewhere its mutex is waited for (lock_timeout_ms
-   bounds that), as is a dead holder whose thread id was already reused.
+   up to 47 bytes. Heap names up to 100 bytes. 4095 processes hold a heap's byte locks at once;
+   a process opened beyond that, or on a file that takes no locks, is recognised dead only by
+   processes of its host and pid namespace. A heap shared between hosts (one CXL device, two
+   kernels) shares no locks: a holder that dies on the other host is waited for (lock_timeout_ms
+   bounds that), as is a forked child that dies holding the mutex after its thread id was reused
+   (it shares its parent's byte lock).
 */
 #ifndef SHMHEAP_H
 #define SHMHEAP_H
@@ -263,7 +268,8 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 #endif
 
 #define SHMHEAP__MAGIC 0x3150414548534d52ull /* "RMSHEAP1" */
-#define SHMHEAP__VERSION 2u /* 2: the heap's lock is a word of ours (shmheap__lock), not a pthread mutex */
+#define SHMHEAP__VERSION 3u /* 2: the heap's lock is a word of ours (shmheap__lock), not a pthread mutex;
+                                3: its word names the holder's live slot */
 #define SHMHEAP__SPAN_SHIFT 16
 #define SHMHEAP__SPAN ((size_t)1 << SHMHEAP__SPAN_SHIFT)
 #define SHMHEAP__NCLS 40
@@ -373,7 +379,9 @@ struct shmheap {
     size_t nspans;
     int refs;
     uint64_t hid; /* unique in this process: tells a thread's binding to a closed handle apart */
-    int fd;       /* kept to notice a backing file truncated under us (see shmheap__intact) */
+    int fd;       /* kept to notice a backing file truncated under us (see shmheap__intact),
+                     and to hold our live slot's lock (see shmheap__lock) */
+    uint32_t live; /* our live slot, 1..SHMHEAP__LIVE_SLOTS; 0 = none */
     uint64_t hdr_data_off, data_len, tc_key; /* private copies: the shared header is not trusted */
     uint64_t lock_timeout_ms;
     dev_t dev;    /* the object behind the name, to tell a re-created name from the open one */
@@ -552,15 +560,38 @@ static void shmheap__recover(shmheap *h)
    and a write fault inside pthread_mutex_timedlock). Here any
    value a peer writes only makes the lock look taken: a locker waits for it (at most
    lock_timeout_ms), and takes it over when the holder it names is dead, repairing the step that
-   holder left unfinished (shmheap__recover) as glibc's EOWNERDEAD path did. A holder is known
-   dead when it has this host's tag (boot and pid namespace, as the thread caches' owners) and
-   its thread is gone or a zombie; a holder elsewhere is waited for. The word also names a
-   thread of ours that left a step under the lock through a fault its caller contained
-   (rpcool's sandbox): that step is repaired the same way. */
-static uint64_t shmheap__lock_id(void)
+   holder left unfinished (shmheap__recover) as glibc's EOWNERDEAD path did.
+   The word is live slot (12 bits) | host tag (20 bits) | thread id (32 bits). The live slot is
+   the handle's: every handle holds an open-file-description lock on one byte of the heap's file
+   (SHMHEAP__LIVE_OFF + slot - 1, far past its end), which the kernel drops when the process
+   dies, in any pid namespace, as glibc's robust list did. A holder is known dead when its slot
+   byte is no longer locked, or when it has this host's tag (boot and pid namespace) and its
+   thread is gone or a zombie (a forked child shares its parent's slot). A process that claims
+   a slot the word still names takes the mutex over (shmheap__live_claim): the word's holder had
+   that slot and is gone. A holder without a slot (the file takes no locks) in another pid
+   namespace, or on another host, is waited for. The word also names a thread of ours that left
+   a step under the lock through a fault its caller contained (rpcool's sandbox): that step is
+   repaired the same way. */
+#define SHMHEAP__LIVE_OFF ((off_t)1 << (sizeof(off_t) * 8 - 2)) /* far past the end of any heap */
+#define SHMHEAP__LIVE_SLOTS 4095u
+static inline uint32_t shmheap__host20(void) { return (shmheap__host & 0xFFFFFu) ? (shmheap__host & 0xFFFFFu) : 1u; }
+static uint64_t shmheap__lock_id(shmheap *h)
 {
     if (RCP__UNLIKELY(!shmheap__tid)) shmheap__tid = (uint32_t)syscall(SYS_gettid);
-    return (uint64_t)shmheap__host << 32 | shmheap__tid;
+    return (uint64_t)h->live << 52 | (uint64_t)shmheap__host20() << 32 | shmheap__tid;
+}
+
+/* Is the live slot byte of slot s (1-based) locked by some process? 1 yes, 0 no, -1 unknown. */
+static int shmheap__live_held(shmheap *h, uint32_t s)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = SHMHEAP__LIVE_OFF + (off_t)s - 1;
+    fl.l_len = 1;
+    if (h->fd < 0 || fcntl(h->fd, F_OFD_GETLK, &fl)) return -1;
+    return fl.l_type != F_UNLCK;
 }
 
 /* futex operations on the thread id half of the owner word */
@@ -573,12 +604,16 @@ static inline uint32_t *shmheap__lock_futex(uint64_t *owner)
 #endif
 }
 
-/* 1 if the holder named by lock word o is a thread of this host that no longer runs: gone, or
-   the zombie of a killed process its parent has not reaped yet. */
-static int shmheap__holder_dead(uint64_t o)
+/* 1 if the holder named by lock word o is gone: its live slot is no longer locked (any pid
+   namespace), or it is a thread of this host that no longer runs (gone, or the zombie of a
+   killed process its parent has not reaped yet). */
+static int shmheap__holder_dead(shmheap *h, uint64_t o)
 {
     int tid = (int)(uint32_t)o, e = errno, dead = 0;
-    if ((uint32_t)(o >> 32) != shmheap__host || tid <= 0) return 0;
+    uint32_t slot = (uint32_t)(o >> 52);
+    /* our own slot: this process or a forked child of it; only the thread id can tell */
+    if (slot && slot != h->live && shmheap__live_held(h, slot) == 0) return 1;
+    if ((uint32_t)(o >> 32 & 0xFFFFFu) != shmheap__host20() || tid <= 0) return 0;
     if (kill(tid, 0) && errno == ESRCH) {
         dead = 1;
     } else {
@@ -604,7 +639,7 @@ static int shmheap__holder_dead(uint64_t o)
 static int shmheap__lock(shmheap *h)
 {
     struct shmheap__mutex *m = &h->hdr->lock.m;
-    uint64_t me = shmheap__lock_id(), o = 0, deadline = 0;
+    uint64_t me = shmheap__lock_id(h), o = 0, deadline = 0;
     if (RCP__LIKELY(rcp__cas(&m->owner, &o, me))) return 0;
     if (h->lock_timeout_ms) deadline = rcp__now_ns() + h->lock_timeout_ms * 1000000ull;
     for (unsigned k = 0;; k++) {
@@ -613,7 +648,7 @@ static int shmheap__lock(shmheap *h)
             if (rcp__cas(&m->owner, &o, me)) return 0;
             continue;
         }
-        if (k >= 64 && (o == me || shmheap__holder_dead(o))) {
+        if (k >= 64 && (o == me || shmheap__holder_dead(h, o))) {
             if (!rcp__cas(&m->owner, &o, me)) continue; /* another locker took it over first */
             shmheap__recover(h);
             return 0;
@@ -642,6 +677,32 @@ static void shmheap__unlock(shmheap *h)
     __atomic_store_n(&m->owner, (uint64_t)0, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&m->waiters, __ATOMIC_SEQ_CST))
         rcp__futex_wake(shmheap__lock_futex(&m->owner), INT_MAX);
+}
+
+/* Give a new handle its live slot: the first byte of SHMHEAP__LIVE_SLOTS this process can lock
+   (none: h->live stays 0, and only the thread id names our holders). A mutex whose word still
+   names the slot we got was held by a process that died with it: repair and free it now, as
+   nobody else can tell it is dead any more. */
+static void shmheap__live_claim(shmheap *h)
+{
+    struct flock fl;
+    for (uint32_t s = 1; s <= SHMHEAP__LIVE_SLOTS && h->fd >= 0; s++) {
+        memset(&fl, 0, sizeof fl);
+        fl.l_type = F_WRLCK;
+        fl.l_whence = SEEK_SET;
+        fl.l_start = SHMHEAP__LIVE_OFF + (off_t)s - 1;
+        fl.l_len = 1;
+        if (fcntl(h->fd, F_OFD_SETLK, &fl) == 0) { h->live = s; break; }
+        if (errno != EAGAIN && errno != EACCES) break; /* the file takes no locks */
+    }
+    if (!h->live) return;
+    struct shmheap__mutex *m = &h->hdr->lock.m;
+    uint64_t o = rcp__load(&m->owner);
+    if (o && (uint32_t)(o >> 52) == h->live && rcp__cas(&m->owner, &o, shmheap__lock_id(h))) {
+        shmheap__log("%s: took over the mutex of a dead holder in live slot %u", h->name, h->live);
+        shmheap__recover(h);
+        shmheap__unlock(h);
+    }
 }
 
 static inline void shmheap__journal(shmheap *h, uint32_t op, uint64_t span, uint64_t n, uint32_t cls, uint64_t gen)
@@ -1471,6 +1532,7 @@ static int shmheap__new_handle(void *base, int fd, const char *key, const shmhea
     h->lock_timeout_ms = o ? o->lock_timeout_ms : 0;
     h->hid = rcp__fetch_add(&shmheap__hid_next, (uint64_t)1) + 1;
     snprintf(h->name, sizeof h->name, "%s", key);
+    shmheap__live_claim(h);
     h->next = shmheap__reg;
     shmheap__reg = h;
     *out = h;

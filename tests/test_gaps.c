@@ -14,6 +14,7 @@
 #include "t.h"
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -293,6 +294,98 @@ static void g_lock_timeout(void)
            "128 small alloc needing a new span not -ETIMEDOUT)", st);
     CHECK(shmheap_root_get(h, "v") == v);
     CHECK_EQ(shmheap_check(h, NULL), 0);
+    rm(h, n);
+}
+
+/* A mutex holder in another pid namespace that dies holding it: its thread id means nothing
+   here, but the kernel drops its live slot's lock, so the next locker takes the mutex over
+   (glibc's robust mutexes did this across pid namespaces; a bare thread id cannot). Second
+   case: a newcomer claims the dead holder's freed slot before anyone looked; it takes the mutex
+   over itself, since the slot lock can no longer tell. Needs CAP_SYS_ADMIN for CLONE_NEWPID. */
+static const char *g_pidns_name;
+/* pid 1 of a new pid namespace, with a handle of its own (not the inherited one: a forked child
+   shares its parent's slot). stay = 0: dies holding the mutex. stay = 1: the newcomer, which
+   says when its handle is open and lives on, holding the slot it claimed. */
+static int pidns_main(int stay, int fd)
+{
+    shmheap_close(g_h);
+    shmheap *h;
+    if (shmheap_open(g_pidns_name, NULL, &h)) return 20;
+    if (!stay) return shmheap__lock(h) ? 21 : 0;
+    if (write(fd, "x", 1) != 1) return 22;
+    pause();
+    return 0;
+}
+/* Runs pidns_main in a new pid namespace; *g gets its pid as we see it. With stay, returns once
+   its handle is open. */
+static pid_t pidns_spawn(int stay, pid_t *g)
+{
+    fflush(stdout);
+    fflush(stderr);
+    int p[2], q[2]; /* p: its pid, from the intermediate child; q: "x" once its handle is open */
+    *g = -1;
+    if (pipe(p)) return -1;
+    if (pipe(q)) { close(p[0]); close(p[1]); return -1; }
+    pid_t a = fork();
+    if (a == 0) {
+        close(p[0]);
+        close(q[0]);
+        if (unshare(CLONE_NEWPID)) _exit(77);
+        pid_t k = fork();
+        if (k == 0) _exit(pidns_main(stay, q[1]));
+        if (write(p[1], &k, sizeof k) != (ssize_t)sizeof k) _exit(23);
+        int st = 0;
+        waitpid(k, &st, 0);
+        _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st));
+    }
+    close(p[1]);
+    close(q[1]);
+    if (read(p[0], g, sizeof *g) != (ssize_t)sizeof *g) *g = -1;
+    char x;
+    if (stay && read(q[0], &x, 1) != 1) { /* it failed before its handle was open */ }
+    close(p[0]);
+    close(q[0]);
+    return a;
+}
+static void g_lock_dead_other_pidns(void)
+{
+    const char *n0 = t_uniq("gpidns");
+    static char n[96];
+    snprintf(n, sizeof n, "%s", n0);
+    g_pidns_name = n;
+    shmheap *h = t_heap(n, 4 << 20);
+    if (!h) return;
+    g_h = h;
+    for (int round = 0; round < 2; round++) {
+        pid_t g, ng = -1;
+        pid_t a = pidns_spawn(0, &g);
+        int st = -1;
+        if (a > 0) waitpid(a, &st, 0);
+        if (a > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+            t_skip("g_lock_dead_other_pidns", "unshare(CLONE_NEWPID) not permitted here");
+            rm(h, n);
+            return;
+        }
+        CHECKF(a > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "holder in a new pid namespace: status %d", st);
+        CHECK(rcp__load(&h->hdr->lock.m.owner) != 0); /* it died holding the mutex */
+        uint64_t rec = h->hdr->recoveries;
+        pid_t newcomer = round == 1 ? pidns_spawn(1, &ng) : 0; /* claims the freed slot first */
+        if (round == 1) CHECKF(h->hdr->recoveries == rec + 1, "the newcomer did not take the mutex over");
+        h->lock_timeout_ms = 5000;
+        void *p = NULL;
+        uint64_t t0 = rcp__now_ns();
+        int r = shmheap_alloc(h, 300000, 0, &p);
+        double took = ms_since(t0);
+        h->lock_timeout_ms = 0;
+        CHECKF(r == 0, "round %d (%s): a large allocation after the holder died: %s after %.0f ms", round,
+               round ? "a newcomer took its slot" : "slot free", shmheap_strerror(r), took);
+        CHECKF(took < 1000, "round %d: the dead holder was recognised after %.0f ms", round, took);
+        CHECK_EQ(h->hdr->recoveries, rec + 1);
+        if (p) shmheap_free(h, p);
+        CHECK_EQ(shmheap_check(h, NULL), 0);
+        if (ng > 0) kill(ng, SIGKILL);
+        if (newcomer > 0) waitpid(newcomer, NULL, 0);
+    }
     rm(h, n);
 }
 
@@ -1191,6 +1284,7 @@ int main(int argc, char **argv)
     RUN(g_window_pod_unlink);
     RUN(g_header_decides);
     RUN(g_lock_timeout);
+    RUN(g_lock_dead_other_pidns);
     RUN(g_opens);
     RUN(g_flush_and_cap);
     RUN(g_full_returns_caches);
