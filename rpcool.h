@@ -442,7 +442,7 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 
 #define RPCOOL__CH_MAGIC 0x314c4843434f4352ull   /* "RCOCCHL1" */
 #define RPCOOL__CONN_MAGIC 0x314e4e43434f4352ull /* "RCOCCNN1" */
-#define RPCOOL__VERSION 2u
+#define RPCOOL__VERSION 3u /* 3: a channel slot names its connection header */
 #define RPCOOL__NSLOTS 64u
 #define RPCOOL__NAME_MAX 48
 #define RPCOOL__HEAPNAME 112
@@ -491,7 +491,8 @@ struct rpcool__chan_slot {
     uint32_t epoch;   /* channel epoch the client connected in */
     int32_t status;   /* why a connection was refused */
     uint32_t client_pid;
-    uint32_t pad[3];
+    uint32_t pad;
+    uint64_t hdr;     /* the connection header's address (the heap maps at it everywhere) */
     char heap[RPCOOL__HEAPNAME];
 };
 RCP__STATIC_ASSERT(sizeof(struct rpcool__chan_slot) == 144, "channel slot layout");
@@ -1096,19 +1097,24 @@ RPCOOL_API int rpcool_handle(rpcool_server *s, unsigned id, rpcool_handler *fn, 
 struct rpcool__hdr_check {
     shmheap *h;
     struct rpcool__conn_hdr *hd;
+    uint64_t addr; /* what the channel slot names */
     uint32_t slot, epoch;
 };
 
 /* Is the heap a connection heap made for this slot and epoch? Reads client memory: guarded.
-   The root is the client's to write: the header it names must also be aligned as rpcool__conn_heap
-   allocates it (128), or our atomics and futexes on its words would be misaligned (undefined
-   behaviour; a fault on aarch64 or with split-lock detection). */
+   The header is the one the client's channel slot names, not looked up among the heap's roots:
+   that takes the heap's mutex, which a client could keep taken, and accept would wait for it
+   on a serving thread. The address is the client's to write: the header must lie in its heap
+   and be aligned as rpcool__conn_heap allocates it (128), or our atomics and futexes on its
+   words would be misaligned (undefined behaviour; a fault on aarch64 or with split-lock
+   detection). */
 static int rpcool__check_hdr(void *p)
 {
     struct rpcool__hdr_check *hc = (struct rpcool__hdr_check *)p;
-    struct rpcool__conn_hdr *hd = (struct rpcool__conn_hdr *)shmheap_root_get(hc->h, RPCOOL__ROOT);
+    struct rpcool__conn_hdr *hd = (struct rpcool__conn_hdr *)(uintptr_t)hc->addr;
     if (!hd || ((uintptr_t)hd & 127) || !shmheap_contains(hc->h, hd, sizeof *hd) ||
-        hd->magic != RPCOOL__CONN_MAGIC || hd->version != RPCOOL__VERSION || hd->nslots != RPCOOL__NSLOTS ||
+        /* magic first, acquire: the client stores it last (release), after the other fields */
+        rcp__load(&hd->magic) != RPCOOL__CONN_MAGIC || hd->version != RPCOOL__VERSION || hd->nslots != RPCOOL__NSLOTS ||
         hd->chan_slot != hc->slot || hd->epoch != hc->epoch)
         return RPCOOL_E_PROTO;
     hc->hd = hd;
@@ -1155,6 +1161,7 @@ static void rpcool__accept(rpcool_server *s, uint32_t i)
         struct rpcool__hdr_check hc;
         hc.h = h;
         hc.hd = NULL;
+        hc.addr = rcp__load(&cs->hdr);
         hc.slot = i;
         hc.epoch = s->epoch;
         if ((r = rpcool__guarded(rpcool__check_hdr, &hc, RPCOOL_E_PROTO))) {
@@ -2266,6 +2273,7 @@ static int rpcool__handshake(rpcool_conn *c, unsigned timeout_ms)
 {
     memcpy(c->cs->heap, c->heap_name, sizeof c->heap_name);
     c->cs->client_pid = (uint32_t)getpid();
+    c->cs->hdr = (uint64_t)(uintptr_t)c->hdr;
     c->cs->epoch = c->epoch;
     uint32_t seq = rcp__load(&c->cs->seq);
     rcp__store(&c->cs->state, (uint32_t)RPCOOL__CS_PENDING);

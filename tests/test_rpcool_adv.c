@@ -228,6 +228,58 @@ static void test_heap_flocked(void)
     CHECK_EQ(count_shm(name), 0);
 }
 
+/* A client keeps its heap's mutex taken while it connects: accept must not wait for that mutex
+   (it used to read the connection header through the heap's roots, under the mutex, and spent
+   a second on a serving thread before refusing). The client is accepted at once, and another
+   client connecting meanwhile is served. */
+static void test_heap_mutex_held_at_connect(void)
+{
+    const char *name = t_uniq("mutexacc");
+    struct child_srv cs;
+    if (srv_start(&cs, name, 0)) { CHECK(0); return; }
+    int pfd[2];
+    CHECK_EQ(pipe(pfd), 0);
+    pid_t p = fork();
+    if (p == 0) {
+        rpcool_conn *c = (rpcool_conn *)calloc(1, sizeof *c);
+        c->peer_check_ms = 100;
+        pthread_mutex_init(&c->seal_lock, NULL);
+        if (rpcool__chan_attach(c, name) || rpcool__slot_claim(c) || rpcool__conn_heap(c, name)) _exit(2);
+        if (shmheap__lock(c->heap)) _exit(3);
+        uint64_t t0 = rcp__now_ns();
+        int32_t res[2];
+        res[0] = rpcool__handshake(c, 3000);
+        res[1] = (int32_t)((rcp__now_ns() - t0) / 1000000u);
+        if (write(pfd[1], res, sizeof res) != (ssize_t)sizeof res) _exit(4);
+        pause();
+        _exit(0);
+    }
+    close(pfd[1]);
+    rpcool_conn_opts o;
+    memset(&o, 0, sizeof o);
+    o.connect_timeout_ms = 3000;
+    rpcool_conn *c = NULL;
+    uint64_t t0 = rcp__now_ns();
+    int r = rpcool_connect(name, &o, &c);
+    double ms = (double)(rcp__now_ns() - t0) / 1e6;
+    CHECKF(r == 0, "connect while another client holds its heap's mutex: %s", rpcool_strerror(r));
+    CHECKF(ms < 500, "connect took %.0f ms", ms);
+    if (c) {
+        CHECK(echo_ok(c));
+        rpcool_close(c);
+    }
+    int32_t res[2] = {1, -1};
+    CHECK_EQ(read(pfd[0], res, sizeof res), (ssize_t)sizeof res);
+    close(pfd[0]);
+    CHECKF(res[0] == 0, "the client holding its mutex: handshake %s", rpcool_strerror(res[0]));
+    CHECKF(res[1] < 500, "its handshake took %d ms", (int)res[1]);
+    kill(p, SIGKILL);
+    waitpid(p, NULL, 0);
+    usleep(200000);
+    CHECK(srv_alive(&cs));
+    CHECK_EQ(srv_stop(&cs, name), 0);
+}
+
 /* A client writes another (live) client's heap name into its own slot and drops its lock: the
    server reclaims the stale slot but must not unlink the live client's heap. */
 static void test_forged_heap_name(void)
@@ -533,6 +585,7 @@ int main(int argc, char **argv)
     RUN(test_chan_truncated);
 #endif
     RUN(test_heap_flocked);
+    RUN(test_heap_mutex_held_at_connect);
     RUN(test_forged_heap_name);
     RUN(test_header_scribbled);
     RUN(test_handler_swap);

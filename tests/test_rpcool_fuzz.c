@@ -784,6 +784,7 @@ static void hx_scribble_slot(struct hx *x, uint64_t *rng)
         cs->epoch = (uint32_t)t_rng(rng);
         cs->client_pid = (uint32_t)t_rng(rng);
         cs->seq = (uint32_t)t_rng(rng);
+        cs->hdr = rnd(rng, 2) ? t_rng(rng) : cs->hdr + (uint64_t)rnd(rng, 256) - 128; /* near the real header, or anywhere */
         break;
     default: /* hints the server and clients only optimise with */
         ch->server_cpus = t_rng(rng);
