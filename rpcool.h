@@ -198,6 +198,10 @@
    per channel (default 64), 64 calls in flight per connection, handler ids below 1024.
    Liveness locks need one kernel for both peers (processes of one host, or one VM); a pod of
    several hosts sharing a device needs another detector (future work with the RDMA tier).
+   A client that keeps its heap's mutex taken can stall the serving thread running one of its
+   handlers for up to a second, once, in rpcool_ctx_alloc of a block that needs the mutex
+   (over 32 KiB, or a size class without a span yet): then the server drops it
+   (RPCOOL_E_DROPPED). Accepting it never waits for that mutex.
 */
 #ifndef RPCOOL_H
 #define RPCOOL_H
