@@ -181,6 +181,18 @@ static __attribute__((unused)) void test_chan_truncated(void)
     CHECK_EQ(srv_stop(&cs, name), 0);
 }
 
+/* A connection as rpcool_connect makes it, up to the handshake: a slot claimed and the heap
+   created, so a test can do something to it before asking the server. NULL on failure. */
+static rpcool_conn *half_conn(const char *name)
+{
+    rpcool_conn *c = (rpcool_conn *)calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->peer_check_ms = 100;
+    pthread_mutex_init(&c->seal_lock, NULL);
+    if (rpcool__chan_attach(c, name) || rpcool__slot_claim(c) || rpcool__conn_heap(c, name)) return NULL;
+    return c;
+}
+
 /* A client holds flock(LOCK_EX) on its heap file and asks to connect: the server's accept
    must not block on it (shmheap_open waits for a creator's lock), so others are still
    accepted and served. */
@@ -193,10 +205,8 @@ static void test_heap_flocked(void)
     CHECK_EQ(pipe(pfd), 0);
     pid_t p = fork();
     if (p == 0) {
-        rpcool_conn *c = (rpcool_conn *)calloc(1, sizeof *c);
-        c->peer_check_ms = 100;
-        pthread_mutex_init(&c->seal_lock, NULL);
-        if (rpcool__chan_attach(c, name) || rpcool__slot_claim(c) || rpcool__conn_heap(c, name)) _exit(2);
+        rpcool_conn *c = half_conn(name);
+        if (!c) _exit(2);
         char path[200];
         snprintf(path, sizeof path, "/dev/shm/%s", c->heap_name);
         int fd = open(path, O_RDWR);
@@ -241,10 +251,8 @@ static void test_heap_mutex_held_at_connect(void)
     CHECK_EQ(pipe(pfd), 0);
     pid_t p = fork();
     if (p == 0) {
-        rpcool_conn *c = (rpcool_conn *)calloc(1, sizeof *c);
-        c->peer_check_ms = 100;
-        pthread_mutex_init(&c->seal_lock, NULL);
-        if (rpcool__chan_attach(c, name) || rpcool__slot_claim(c) || rpcool__conn_heap(c, name)) _exit(2);
+        rpcool_conn *c = half_conn(name);
+        if (!c) _exit(2);
         if (shmheap__lock(c->heap)) _exit(3);
         uint64_t t0 = rcp__now_ns();
         int32_t res[2];
