@@ -50,7 +50,10 @@
    Small blocks (up to 32 KiB, 40 size classes) come from 64 KiB spans, each with a bitmap of
    slots; allocating and freeing is one compare-and-swap on a bitmap word, with no lock, so any
    number of threads in any number of processes allocate at once. Threads are spread over 16
-   stripes, each with its own current span per class, so they rarely touch the same cache line.
+   stripes, each with its own current span per class, so they rarely touch the same cache line;
+   a stripe that needs another span takes one of its own, an empty one, or a free one before it
+   shares a span another stripe took (it does so at once while the mutex is busy), since a thread
+   frees mostly what it allocated.
    Large blocks are runs of spans, taken under one mutex in the heap (a word naming its holder,
    not a pthread mutex: peers can write it, see shmheap__lock). Blocks of up to 4 KiB that a
    thread frees wait in a small cache of that thread (8 per size class) for its
@@ -268,8 +271,9 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 #endif
 
 #define SHMHEAP__MAGIC 0x3150414548534d52ull /* "RMSHEAP1" */
-#define SHMHEAP__VERSION 3u /* 2: the heap's lock is a word of ours (shmheap__lock), not a pthread mutex;
-                                3: its word names the holder's live slot */
+#define SHMHEAP__VERSION 4u /* 2: the heap's lock is a word of ours (shmheap__lock), not a pthread mutex;
+                                3: its word names the holder's live slot;
+                                4: span entries name the stripe that took them */
 #define SHMHEAP__SPAN_SHIFT 16
 #define SHMHEAP__SPAN ((size_t)1 << SHMHEAP__SPAN_SHIFT)
 #define SHMHEAP__NCLS 40
@@ -307,12 +311,17 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 #define SHMHEAP__TC_CLS 28  /* classes up to 4 KiB are cached */
 #define SHMHEAP__NBIND 4    /* heaps a thread keeps a cache in at once */
 
-/* A span table entry: state (8 bits), class (8 bits), a FULL hint bit, and an argument:
-   the generation of a small span, the length of a large run, the distance back to its head. */
+/* A span table entry: state (8 bits), class (8 bits), a FULL hint bit, the stripe that last
+   took a small span (5 bits, stripe + 1, a hint), and an argument: the generation of a small
+   span, the length of a large run, the distance back to its head. */
 enum { SHMHEAP__S_FREE = 0, SHMHEAP__S_SMALL = 1, SHMHEAP__S_HEAD = 2, SHMHEAP__S_CONT = 3 };
 #define SHMHEAP__E_STATE(e) ((unsigned)((e) & 0xff))
 #define SHMHEAP__E_CLS(e) ((unsigned)(((e) >> 8) & 0xff))
 #define SHMHEAP__E_FULL (1ull << 16)
+#define SHMHEAP__E_OWN_SHIFT 17
+#define SHMHEAP__E_OWN (0x1full << SHMHEAP__E_OWN_SHIFT)
+#define SHMHEAP__E_OWNER(e) ((unsigned)(((e) & SHMHEAP__E_OWN) >> SHMHEAP__E_OWN_SHIFT))
+#define SHMHEAP__E_HINTS (SHMHEAP__E_FULL | SHMHEAP__E_OWN) /* bits that change while a span keeps its hands */
 #define SHMHEAP__E_ARG(e) ((uint32_t)((e) >> 32))
 #define SHMHEAP__E_MAKE(st, cls, arg) \
     ((uint64_t)(st) | ((uint64_t)(cls) << 8) | ((uint64_t)(uint32_t)(arg) << 32))
@@ -531,7 +540,7 @@ static void shmheap__recover(shmheap *h)
     if (s >= h->nspans || n > h->nspans - s || H->journal.cls >= SHMHEAP__NCLS) H->journal.op = SHMHEAP__J_NONE;
     switch (H->journal.op) {
     case SHMHEAP__J_INIT: /* entry published first, words opened after: finish opening */
-        if ((rcp__load(&h->ent[s]) & ~SHMHEAP__E_FULL) == SHMHEAP__E_MAKE(SHMHEAP__S_SMALL, H->journal.cls, H->journal.gen))
+        if ((rcp__load(&h->ent[s]) & ~SHMHEAP__E_HINTS) == SHMHEAP__E_MAKE(SHMHEAP__S_SMALL, H->journal.cls, H->journal.gen))
             shmheap__open_words(h, s, H->journal.cls);
         break;
     case SHMHEAP__J_RETIRE: /* words closed while empty, then entry freed: reopen if not freed */
@@ -732,20 +741,40 @@ static unsigned shmheap__span_free_slots(shmheap *h, size_t s, unsigned c)
 /* A span of class c with at least min_free free slots, starting after `after`; with_full also
    looks at spans whose FULL hint is set (the hint can be stale). Sets the hint on full spans it
    passes. Asking for a quarter of a span keeps a thread from hopping between nearly full spans,
-   one slow path per allocation. */
-static long shmheap__find_partial(shmheap *h, unsigned c, size_t after, unsigned min_free, int with_full)
+   one slow path per allocation. The span found is marked as stripe st's.
+   mine_only: only a span stripe st took last, or an empty one no other stripe allocates from.
+   A thread frees mostly what it allocated, so stripes that keep to their own spans rarely write
+   the same bitmap word: with any span taken, two threads of bench/shmheap_alloc's mixed sizes
+   ran slower than one. */
+static long shmheap__find_partial(shmheap *h, unsigned c, size_t after, unsigned min_free, int with_full,
+                                  unsigned st, int mine_only)
 {
-    for (size_t k = 1; k <= h->nspans; k++) {
-        size_t s = (after + k) % h->nspans;
-        uint64_t e = rcp__load(&h->ent[s]);
+    uint64_t own = (uint64_t)(st + 1) << SHMHEAP__E_OWN_SHIFT;
+    uint32_t busy[SHMHEAP__STRIPES]; /* the current spans of the other stripes, + 1 */
+    unsigned nbusy = 0, nslots = shmheap__nslots(c);
+    if (mine_only)
+        for (unsigned i = 0; i < SHMHEAP__STRIPES; i++)
+            if (i != st) busy[nbusy++] = (uint32_t)rcp__load_relaxed(&h->hdr->cur[i][c]);
+    uint64_t *ent = h->ent; /* a local: the acquire loads below would reload h->ent each time */
+    size_t n = h->nspans, s = after % n;
+    for (size_t k = 1; k <= n; k++) {
+        if (++s == n) s = 0; /* not (after + k) % n: a division per span was most of the scan */
+        uint64_t e = rcp__load(&ent[s]);
         if (SHMHEAP__E_STATE(e) != SHMHEAP__S_SMALL || SHMHEAP__E_CLS(e) != c) continue;
         if ((e & SHMHEAP__E_FULL) && !with_full) continue;
+        int mine = (e & SHMHEAP__E_OWN) == own;
         unsigned nfree = shmheap__span_free_slots(h, s, c);
-        if (nfree >= min_free) {
-            if (e & SHMHEAP__E_FULL) rcp__fetch_and(&h->ent[s], ~SHMHEAP__E_FULL);
-            return (long)s;
+        if (!nfree && !(e & SHMHEAP__E_FULL)) rcp__cas(&ent[s], &e, e | SHMHEAP__E_FULL); /* only on this span's entry */
+        if (nfree < min_free || (mine_only && !mine && nfree < nslots)) continue;
+        if (mine_only && !mine) {
+            unsigned i = 0;
+            while (i < nbusy && busy[i] != (uint32_t)(s + 1)) i++;
+            if (i < nbusy) continue;
         }
-        if (!nfree && !(e & SHMHEAP__E_FULL)) rcp__cas(&h->ent[s], &e, e | SHMHEAP__E_FULL); /* only on this span's entry */
+        /* clear FULL and name this stripe; if the entry changes meanwhile, leave it */
+        uint64_t want = (e & ~SHMHEAP__E_HINTS) | own;
+        while (e != want && ((e ^ want) & ~SHMHEAP__E_HINTS) == 0 && !rcp__cas(&ent[s], &e, want)) {}
+        return (long)s;
     }
     return -1;
 }
@@ -777,7 +806,7 @@ static long shmheap__find_free_run(shmheap *h, size_t n, size_t align)
     return -1;
 }
 
-static long shmheap__init_span(shmheap *h, unsigned c)
+static long shmheap__init_span(shmheap *h, unsigned c, unsigned st)
 {
     long s = shmheap__find_free_run(h, 1, 0);
     if (s < 0) return -1;
@@ -785,7 +814,7 @@ static long shmheap__init_span(shmheap *h, unsigned c)
     shmheap__journal(h, SHMHEAP__J_INIT, (uint64_t)s, 1, c, gen);
     /* Publish the entry before opening words: an allocator whose CAS lands on an opened word
        then reads this entry (and not an older one) when it validates. */
-    rcp__store(&h->ent[s], SHMHEAP__E_MAKE(SHMHEAP__S_SMALL, c, gen));
+    rcp__store(&h->ent[s], SHMHEAP__E_MAKE(SHMHEAP__S_SMALL, c, gen) | (uint64_t)(st + 1) << SHMHEAP__E_OWN_SHIFT);
     shmheap__open_words(h, (size_t)s, c);
     shmheap__journal_done(h);
     return s;
@@ -820,26 +849,38 @@ static int shmheap__retire_empty(shmheap *h)
 
 static int shmheap__sweep(shmheap *h);
 
-/* Slow path of a small allocation: give stripe st a span of class c with room. Looking for a
-   partly free span needs no lock (it only reads, and sets hints atomically); taking a free span
-   or retiring empty ones does. */
+/* Slow path of a small allocation: give stripe st a span of class c with room. In order: a
+   partly free span of this stripe's (no lock: it only reads, and sets hints atomically), a free
+   span, a partly free span of another stripe's, empty spans retired and a free span, any span
+   with a free slot, the caches of dead processes. Taking a free span or retiring empty ones
+   needs the mutex; while another holds it, another stripe's span is taken first, without it. */
 static int shmheap__refill(shmheap *h, unsigned c, unsigned st, uint64_t seen)
 {
     uint64_t *curp = &h->hdr->cur[st][c];
     size_t after = (uint32_t)seen ? ((uint32_t)seen - 1) % h->nspans : 0;
     unsigned quarter = shmheap__nslots(c) / 4;
-    long s = shmheap__find_partial(h, c, after, quarter ? quarter : 1, 0);
+    if (!quarter) quarter = 1;
+    long s = shmheap__find_partial(h, c, after, quarter, 0, st, 1);
+    uint64_t free_owner = 0;
+    if (s < 0 && !rcp__cas(&h->hdr->lock.m.owner, &free_owner, shmheap__lock_id(h))) {
+        /* the mutex is busy (maybe held by a stuck peer): share another stripe's span rather
+           than wait */
+        s = shmheap__find_partial(h, c, after, quarter, 0, st, 0);
+        if (s < 0) {
+            int r = shmheap__lock(h);
+            if (r) return r;
+        }
+    }
     if (s >= 0) {
         rcp__cas(curp, &seen, (uint64_t)s + 1); /* lost to a thread of this stripe: fine too */
         return 0;
     }
-    int r = shmheap__lock(h);
-    if (r) return r;
     if (rcp__load(curp) != seen) { shmheap__unlock(h); return 0; } /* a thread of this stripe did it */
-    s = shmheap__init_span(h, c);
-    if (s < 0 && shmheap__retire_empty(h)) s = shmheap__init_span(h, c);
-    if (s < 0) s = shmheap__find_partial(h, c, after, 1, 1);
-    if (s < 0 && shmheap__sweep(h)) s = shmheap__find_partial(h, c, after, 1, 1);
+    s = shmheap__init_span(h, c, st);
+    if (s < 0) s = shmheap__find_partial(h, c, after, quarter, 0, st, 0);
+    if (s < 0 && shmheap__retire_empty(h)) s = shmheap__init_span(h, c, st);
+    if (s < 0) s = shmheap__find_partial(h, c, after, 1, 1, st, 0);
+    if (s < 0 && shmheap__sweep(h)) s = shmheap__find_partial(h, c, after, 1, 1, st, 0);
     if (s >= 0) rcp__store(curp, (uint64_t)s + 1);
     shmheap__unlock(h);
     return s < 0 ? SHMHEAP_E_FULL : 0;
@@ -1034,7 +1075,7 @@ static void *shmheap__small_alloc(shmheap *h, unsigned c, int *err)
                         uint64_t bit = 1ull << b;
                         if (RCP__UNLIKELY(w * SHMHEAP__BITS + b >= shmheap__nslots(c))) break; /* scribbled tail */
                         if (!rcp__cas(&bm[w], &v, v | bit)) continue;
-                        if ((rcp__load(&h->ent[s]) ^ e1) & ~SHMHEAP__E_FULL) {
+                        if ((rcp__load(&h->ent[s]) ^ e1) & ~SHMHEAP__E_HINTS) {
                             /* the span changed hands under us: give the bit back */
                             rcp__fetch_and(&bm[w], ~bit);
                             goto slow;
