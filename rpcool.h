@@ -101,7 +101,9 @@
        (under fault containment). Protects against everything for *flat* arguments: the
        sender cannot change what the handler sees (no time-of-check/time-of-use), bad ranges
        are refused. Pointers *inside* the copy still point into the shared heap; follow them
-       with rpcool_ctx_need() or use SANDBOX. Costs a memcpy per call.
+       with rpcool_ctx_need() or use SANDBOX. Costs a memcpy per call. An argument larger
+       than the server's max_copy (default 64 MiB) fails with RPCOOL_E_TOOBIG, since a client
+       picks its heap's size; a serving thread keeps at most 1 MiB of copy buffer between calls.
    RPCOOL_SEAL  The client makes the pages holding the argument read-only in its own address
        space (mprotect via shmheap_seal) before posting and releases them after the reply, in
        batches (rpcool_conn_opts.seal_batch; rpcool_release()). Protects against a *buggy*
@@ -170,7 +172,8 @@
      that timed out is not taken back: it may still run; its slot (and reply, and seal) is
      reclaimed when the server answers.
    - Bad input: unknown handler id (RPCOOL_E_NOHANDLER), argument outside the connection heap
-     (RPCOOL_E_BADPTR), unknown flags (RPCOOL_E_INVAL), a slot that was flagged but not filled
+     (RPCOOL_E_BADPTR), unknown flags (RPCOOL_E_INVAL), a COPY argument over max_copy
+     (RPCOOL_E_TOOBIG), a slot that was flagged but not filled
      (ignored and counted), a handler that faults in SANDBOX mode (RPCOOL_E_FAULT).
    - A channel name served by a live server: RPCOOL_E_NAMETAKEN. A stale channel file whose
      server died is taken over (its dead clients' heaps are unlinked).
@@ -244,8 +247,9 @@ enum {
     RPCOOL_E_NOTSUP,            /* transport or feature not available */
     RPCOOL_E_INVAL,             /* invalid argument */
     RPCOOL_E_BADNAME,           /* malformed channel name */
-    RPCOOL_E_DROPPED            /* the server dropped this connection: its heap faulted the
+    RPCOOL_E_DROPPED,           /* the server dropped this connection: its heap faulted the
                                    server (truncated) or its mutex stayed taken (see FAILURES) */
+    RPCOOL_E_TOOBIG             /* RPCOOL_COPY: the argument is larger than the server's max_copy */
 };
 
 /* Safety flags (see SAFETY MODES above). */
@@ -271,6 +275,8 @@ typedef struct rpcool_server_opts {
     unsigned reap_ms;     /* check for dead clients this often; 0 = 100 */
     unsigned mode;        /* permissions of the channel file; 0 = 0600 */
     const char *pod;      /* shmheap pod (NULL = default) */
+    size_t max_copy;      /* RPCOOL_COPY: the largest argument copied; larger calls fail with
+                             RPCOOL_E_TOOBIG. 0 = 64 MiB; SIZE_MAX = no limit */
 } rpcool_server_opts;
 
 /* Connection options. */
@@ -451,6 +457,8 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #define RPCOOL__NAME_MAX 48
 #define RPCOOL__HEAPNAME 112
 #define RPCOOL__ROOT "rpcool.conn"
+#define RPCOOL__MAX_COPY ((size_t)64 << 20) /* default rpcool_server_opts.max_copy */
+#define RPCOOL__COPY_KEEP ((size_t)1 << 20) /* a serving thread keeps a copy buffer up to this */
 #define RPCOOL__KNOWN_FLAGS (RPCOOL_COPY | RPCOOL_SEAL | RPCOOL_SANDBOX)
 
 static void rpcool__log(const char *fmt, ...)
@@ -597,6 +605,7 @@ struct rpcool_server {
     uint32_t max_conns, epoch;
     unsigned safety, reap_ms;
     uint64_t spin_ns;
+    size_t max_copy;
     shmheap_opts hopts;
     struct rpcool__handler_ent **handlers; /* RPCOOL_MAX_HANDLERS, each published atomically */
     struct rpcool__handler_ent *retired;   /* replaced entries, freed at close */
@@ -696,6 +705,7 @@ RPCOOL_API const char *rpcool_strerror(int code)
     case RPCOOL_E_INVAL: return "invalid argument";
     case RPCOOL_E_BADNAME: return "malformed channel name";
     case RPCOOL_E_DROPPED: return "the server dropped this connection (its heap was truncated, or its mutex stayed taken)";
+    case RPCOOL_E_TOOBIG: return "the argument is larger than the server copies (rpcool_server_opts.max_copy)";
     default: break;
     }
     if (code >= SHMHEAP_E_BADMAGIC && code < SHMHEAP_E_BADMAGIC + 100) return shmheap_strerror(code);
@@ -1045,6 +1055,7 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     s->safety = o.safety;
     s->spin_ns = o.spin_ns ? o.spin_ns : 20000;
     s->reap_ms = o.reap_ms ? o.reap_ms : 100;
+    s->max_copy = o.max_copy ? o.max_copy : RPCOOL__MAX_COPY;
     s->hopts.pod = o.pod;
     s->hopts.lock_timeout_ms = 1000; /* a client that stops holding its heap's mutex must not hang us */
     pthread_mutex_init(&s->hk_lock, NULL);
@@ -1413,7 +1424,9 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
     else status = 0;
     if (status == 0) {
         ctx.flags = cflags | need;
-        if (ctx.flags & RPCOOL_COPY) {
+        if ((ctx.flags & RPCOOL_COPY) && len > s->max_copy) {
+            status = RPCOOL_E_TOOBIG; /* a client's heap may be far larger than we want to copy */
+        } else if (ctx.flags & RPCOOL_COPY) {
             if (len > w->cap) {
                 char *nb = (char *)realloc(w->buf, len);
                 if (!nb) status = -ENOMEM;
@@ -1441,6 +1454,11 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
         }
     }
     rpcool__complete(hd, i, gen, status, ctx.ret, ctx.ret ? ctx.ret_len : 0);
+    if (w->cap > RPCOOL__COPY_KEEP) { /* give a big argument's copy back: not one per serving thread */
+        free(w->buf);
+        w->buf = NULL;
+        w->cap = 0;
+    }
 }
 
 /* Clear request bits (a server about to sleep, or a bit with no request behind it), then look

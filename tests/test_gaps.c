@@ -901,6 +901,46 @@ static void g_ctx_helpers(void)
     rpcool_server_close(s);
 }
 
+/* max_copy: a COPY argument larger than the server copies fails with RPCOOL_E_TOOBIG (a client
+   picks its heap's size: it must not make every serving thread copy gigabytes), the server
+   serves on, and 0 means 64 MiB. */
+static void g_copy_max(void)
+{
+    const char *name = t_uniq("gcopy");
+    rpcool_server_opts so = {.max_copy = (size_t)1 << 20};
+    rpcool_server *s = serve(name, &so, 1);
+    if (!s) return;
+    rpcool_conn_opts co = {.heap_size = (size_t)256 << 20};
+    rpcool_conn *c = NULL;
+    CHECK_EQ(rpcool_connect(name, &co, &c), 0);
+    if (!c) { rpcool_server_close(s); return; }
+    char *big = (char *)rpcool_alloc(c, ((size_t)64 << 20) + 1);
+    CHECK(big != NULL);
+    if (big) {
+        memset(big, 'b', (size_t)1 << 20);
+        CHECK_EQ(rpcool_call(c, FN_COPYNEED, big, (size_t)1 << 20, NULL, NULL), 1);
+        CHECK_EQ(rpcool_call(c, FN_COPYNEED, big, ((size_t)1 << 20) + 1, NULL, NULL), RPCOOL_E_TOOBIG);
+        CHECK_EQ(big[0], 'b');
+        CHECK_EQ(rpcool_call(c, FN_COPYNEED, big, 16, NULL, NULL), 1); /* still served */
+        CHECK(strstr(rpcool_strerror(RPCOOL_E_TOOBIG), "max_copy") != NULL);
+    }
+    rpcool_close(c);
+    rpcool_server_close(s);
+    /* the default: 64 MiB */
+    s = serve(name, NULL, 1);
+    if (!s) return;
+    c = NULL;
+    CHECK_EQ(rpcool_connect(name, &co, &c), 0);
+    if (c) {
+        big = (char *)rpcool_alloc(c, ((size_t)64 << 20) + 1);
+        CHECK(big != NULL);
+        if (big) CHECK_EQ(rpcool_call(c, FN_COPYNEED, big, ((size_t)64 << 20) + 1, NULL, NULL), RPCOOL_E_TOOBIG);
+        if (big) CHECK_EQ(rpcool_call(c, FN_COPYNEED, big, 16, NULL, NULL), 1);
+        rpcool_close(c);
+    }
+    rpcool_server_close(s);
+}
+
 /* "a range stays sealed while any call uses it": two sealed calls in flight on one page, the
    short one finishes first (seal_batch 1): the page stays read-only until the long one ends.
    And the seal of a call that timed out stays until the server answers; then it goes, and so
@@ -1298,6 +1338,7 @@ int main(int argc, char **argv)
     RUN(g_stop_and_close_from_handler);
     RUN(g_safety_union);
     RUN(g_ctx_helpers);
+    RUN(g_copy_max);
     RUN(g_seals_in_flight);
     RUN(g_sync_waits_for_slot);
     RUN(g_client_sleeps);
