@@ -88,7 +88,10 @@
 
    LIMITS
    ------
-   Linux x86-64/aarch64 with glibc. Heaps from 2 MiB to 16 TiB. 64 named roots per heap, names
+   Linux x86-64/aarch64 with glibc. Heaps from 2 MiB to 16 TiB. Metadata is 1/128 of a heap
+   (bitmaps) plus 1/8192 (span table); a heap created in a new object or file touches it only as
+   spans are used, so a big /dev/shm heap costs what is used of it (shmheap_check reads the whole
+   span table). Formatting an existing file or device writes all of it. 64 named roots per heap, names
    up to 47 bytes. Heap names up to 100 bytes. 4095 processes hold a heap's byte locks at once;
    a process opened beyond that, or on a file that takes no locks, is recognised dead only by
    processes of its host and pid namespace. A heap shared between hosts (one CXL device, two
@@ -271,9 +274,10 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 #endif
 
 #define SHMHEAP__MAGIC 0x3150414548534d52ull /* "RMSHEAP1" */
-#define SHMHEAP__VERSION 4u /* 2: the heap's lock is a word of ours (shmheap__lock), not a pthread mutex;
+#define SHMHEAP__VERSION 5u /* 2: the heap's lock is a word of ours (shmheap__lock), not a pthread mutex;
                                 3: its word names the holder's live slot;
-                                4: span entries name the stripe that took them */
+                                4: span entries name the stripe that took them;
+                                5: small_end, and a fresh heap's metadata is zero until used */
 #define SHMHEAP__SPAN_SHIFT 16
 #define SHMHEAP__SPAN ((size_t)1 << SHMHEAP__SPAN_SHIFT)
 #define SHMHEAP__NCLS 40
@@ -362,7 +366,9 @@ struct shmheap__hdr {
     uint64_t recoveries;
     uint64_t hdr_size;
     uint64_t tc_key;     /* random: marks blocks sitting in a thread cache (see shmheap_free) */
-    uint64_t reserved[3];
+    uint64_t small_end;  /* 1 + the highest span ever made small (under the mutex): the search for
+                            a partly free span stops there, so its cost follows use, not size */
+    uint64_t reserved[2];
     char name[128];
     union { struct shmheap__mutex m; char pad[64]; } lock;
     struct { uint32_t op, cls; uint64_t span, n, gen; } journal;
@@ -750,13 +756,19 @@ static long shmheap__find_partial(shmheap *h, unsigned c, size_t after, unsigned
                                   unsigned st, int mine_only)
 {
     uint64_t own = (uint64_t)(st + 1) << SHMHEAP__E_OWN_SHIFT;
+    uint64_t end = rcp__load(&h->hdr->small_end);
     uint32_t busy[SHMHEAP__STRIPES]; /* the current spans of the other stripes, + 1 */
     unsigned nbusy = 0, nslots = shmheap__nslots(c);
     if (mine_only)
         for (unsigned i = 0; i < SHMHEAP__STRIPES; i++)
             if (i != st) busy[nbusy++] = (uint32_t)rcp__load_relaxed(&h->hdr->cur[i][c]);
     uint64_t *ent = h->ent; /* a local: the acquire loads below would reload h->ent each time */
-    size_t n = h->nspans, s = after % n;
+    /* No span past small_end was ever small; with_full (a last resort) looks at every span, in
+       case a peer scribbled small_end. (Reading a span table page never written allocates it,
+       in /dev/shm.) */
+    size_t n = with_full || end > h->nspans ? h->nspans : (size_t)end, s;
+    if (!n) return -1;
+    s = after % n;
     for (size_t k = 1; k <= n; k++) {
         if (++s == n) s = 0; /* not (after + k) % n: a division per span was most of the scan */
         uint64_t e = rcp__load(&ent[s]);
@@ -806,12 +818,24 @@ static long shmheap__find_free_run(shmheap *h, size_t n, size_t align)
     return -1;
 }
 
+/* A span never used since a fresh heap was made (shmheap__format) has zero words, which would
+   look open and empty to an allocator that finds its entry made small before its words are
+   opened: init_span closes them first. Nobody touches the words of a span that is not small. */
+static void shmheap__close_fresh_words(shmheap *h, size_t s)
+{
+    uint64_t *bm = h->bm + s * SHMHEAP__WORDS;
+    for (unsigned w = 0; w < SHMHEAP__WORDS; w++)
+        if (!rcp__load_relaxed(&bm[w])) rcp__store_relaxed(&bm[w], SHMHEAP__CLOSED);
+}
+
 static long shmheap__init_span(shmheap *h, unsigned c, unsigned st)
 {
     long s = shmheap__find_free_run(h, 1, 0);
     if (s < 0) return -1;
     uint64_t gen = (++h->hdr->gen) & 0xffffffffu;
     shmheap__journal(h, SHMHEAP__J_INIT, (uint64_t)s, 1, c, gen);
+    shmheap__close_fresh_words(h, (size_t)s);
+    if ((uint64_t)s + 1 > h->hdr->small_end) rcp__store(&h->hdr->small_end, (uint64_t)s + 1);
     /* Publish the entry before opening words: an allocator whose CAS lands on an opened word
        then reads this entry (and not an older one) when it validates. */
     rcp__store(&h->ent[s], SHMHEAP__E_MAKE(SHMHEAP__S_SMALL, c, gen) | (uint64_t)(st + 1) << SHMHEAP__E_OWN_SHIFT);
@@ -1525,7 +1549,11 @@ static int shmheap__validate(const struct shmheap__hdr *H, size_t file_size)
     return 0;
 }
 
-static void shmheap__format(void *base, size_t size, const char *key)
+/* fresh: the backing was just made (ftruncate of a new object or file), so it reads as zeros:
+   span entries are already FREE (0), and bitmap words stay zero until a span is first used
+   (shmheap__open_words). Creating a heap then costs the same at any size, and a big heap's
+   metadata (1/128 of it) is only touched as it is used. */
+static void shmheap__format(void *base, size_t size, const char *key, int fresh)
 {
     struct shmheap__hdr *H = (struct shmheap__hdr *)base;
     size_t n = size >> SHMHEAP__SPAN_SHIFT, meta;
@@ -1542,8 +1570,10 @@ static void shmheap__format(void *base, size_t size, const char *key)
     H->data_off = (shmheap__meta_bytes(n) + SHMHEAP__SPAN - 1) & ~(uint64_t)(SHMHEAP__SPAN - 1);
     snprintf(H->name, sizeof H->name, "%s", key);
     uint64_t *ent = (uint64_t *)((char *)base + H->entries_off), *bm = (uint64_t *)((char *)base + H->bitmap_off);
-    for (size_t i = 0; i < n; i++) ent[i] = SHMHEAP__S_FREE;
-    for (size_t i = 0; i < n * SHMHEAP__WORDS; i++) bm[i] = SHMHEAP__CLOSED;
+    if (!fresh) {
+        for (size_t i = 0; i < n; i++) ent[i] = SHMHEAP__S_FREE;
+        for (size_t i = 0; i < n * SHMHEAP__WORDS; i++) bm[i] = SHMHEAP__CLOSED;
+    }
     H->tc_key = ((uint64_t)rcp__now_ns() * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)base;
     H->magic = SHMHEAP__MAGIC;
     rcp__store(&H->ready, 1u);
@@ -1706,7 +1736,7 @@ SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmhe
 
     pthread_mutex_lock(&shmheap__reg_lock);
     if ((r = shmheap__place(fd, &L, &o, size, &base))) goto fail_reg;
-    shmheap__format(base, size, L.key);
+    shmheap__format(base, size, L.key, created);
     if (shmheap__validate((struct shmheap__hdr *)base, size)) { /* e.g. qemu 7.2's emulated CXL DAX */
         shmheap__log("%s does not keep what is written to it", L.key);
         munmap(base, size);
@@ -1951,7 +1981,7 @@ SHMHEAP_API int shmheap_check(shmheap *h, shmheap_stats *st)
                 }
                 uint64_t tail = shmheap__empty_word(c, w);
                 if (v & SHMHEAP__CLOSED) r = shmheap__bad(st, "span %zu word %u: closed in a live span", s, w);
-                else if ((v & tail) != tail) r = shmheap__bad(st, "span %zu word %u: slots past the end in use", s, w);
+                else if ((v & tail) != tail) r = shmheap__bad(st, "span %zu word %u: slots past the end in use (word %llx, class %u, entry %llx)", s, w, (unsigned long long)v, c, (unsigned long long)e);
                 else {
                     size_t live = (size_t)__builtin_popcountll(v & ~tail);
                     st->live_blocks += live;
@@ -1974,9 +2004,14 @@ SHMHEAP_API int shmheap_check(shmheap *h, shmheap_stats *st)
         } else {
             r = shmheap__bad(st, "span %zu: state %u outside a run", s, state);
         }
-        if (state != SHMHEAP__S_SMALL)
-            for (w = 0; w < SHMHEAP__WORDS && !r; w++)
-                if (!(rcp__load(&bm[w]) & SHMHEAP__CLOSED)) r = shmheap__bad(st, "span %zu: open word in a non-small span", s);
+        /* Words of a span that is not small are closed, or zero if it was never small. Free
+           spans past small_end were never small: their words are not read (on a fresh heap
+           they may not even have a page yet). */
+        if (state != SHMHEAP__S_SMALL && (state != SHMHEAP__S_FREE || s < H->small_end))
+            for (w = 0; w < SHMHEAP__WORDS && !r; w++) {
+                uint64_t v = rcp__load(&bm[w]);
+                if (v && !(v & SHMHEAP__CLOSED)) r = shmheap__bad(st, "span %zu: open word in a non-small span", s);
+            }
     }
     for (int i = 0; i < SHMHEAP__NROOTS && !r; i++)
         if (H->roots[i].used && H->roots[i].off >= h->size) r = shmheap__bad(st, "root %d outside the heap", i);

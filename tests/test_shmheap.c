@@ -253,9 +253,10 @@ static void check_finds_damage(void)
     CHECK_EQ(shmheap_check(h, &st), SHMHEAP_E_CORRUPT);
     CHECK(strstr(st.problem, "run broken") != NULL);
     h->ent[s + 1] = saved;
-    h->bm[0] &= ~SHMHEAP__CLOSED; /* open a word of a span that is not small */
+    uint64_t w0 = h->bm[s * SHMHEAP__WORDS];
+    h->bm[s * SHMHEAP__WORDS] = 1; /* open a word of a span that is not small, a slot taken */
     CHECK_EQ(shmheap_check(h, &st), SHMHEAP_E_CORRUPT);
-    h->bm[0] |= SHMHEAP__CLOSED;
+    h->bm[s * SHMHEAP__WORDS] = w0;
     CHECK_EQ(shmheap_check(h, &st), 0);
     rm(h, n);
 }
@@ -276,6 +277,7 @@ static void dead_lock_holder(void)
             if (op == SHMHEAP__J_INIT) { /* entry published, words not yet opened */
                 long s = shmheap__find_free_run(h, 1, 0);
                 shmheap__journal(h, op, (uint64_t)s, 1, 3, 777);
+                shmheap__close_fresh_words(h, (size_t)s); /* as init_span does */
                 rcp__store(&h->ent[s], SHMHEAP__E_MAKE(SHMHEAP__S_SMALL, 3, 777));
             } else if (op == SHMHEAP__J_LALLOC) { /* half a run marked */
                 long s = shmheap__find_free_run(h, 4, 0);
