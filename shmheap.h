@@ -1559,7 +1559,7 @@ static void shmheap__format(void *base, size_t size, const char *key, int fresh)
     size_t n = size >> SHMHEAP__SPAN_SHIFT, meta;
     while (n && ((meta = (shmheap__meta_bytes(n) + SHMHEAP__SPAN - 1) & ~(SHMHEAP__SPAN - 1)) + (n << SHMHEAP__SPAN_SHIFT)) > size) n--;
     H->magic = 0; /* an interrupted format must not look like a heap */
-    memset((char *)base + 8, 0, sizeof *H - 8);
+    if (!fresh) memset((char *)base + 8, 0, sizeof *H - 8); /* fresh: zero, and its pages untouched */
     H->version = SHMHEAP__VERSION;
     H->base = (uint64_t)(uintptr_t)base;
     H->size = size;

@@ -2,7 +2,8 @@
 # bench/bench_rpcool.sh - builds bench/rpcool_bench.c into build/bench/ and runs it: no-op round
 # trips per safety mode (relaxed, copy, sealed, sandboxed), payloads of 64 B to 1 MiB (relaxed,
 # copy, sealed), pointer-rich trees of 1-4096 nodes (bench/workload.h; relaxed, sealed, sandboxed,
-# sealed+sandboxed) and the key-value store (get/put, 64-1024 B values). Server and client in
+# sealed+sandboxed), the key-value store (get/put, 64-1024 B values) and connection set-up
+# (rpcool_connect with 64 MiB and 1 GiB heaps vs a UNIX socket connect). Server and client in
 # different processes on different CPUs (-f), then both on CPU 0 (-1: names end in @cpu0).
 # Results: build/bench/rpcool.txt ("NAME MEDIAN_NS P99_NS OPS_PER_S"), everything in
 # build/bench/rpcool.log. BENCH_QUICK=1 divides the iteration counts by 10.
@@ -20,7 +21,7 @@ status=0
 for layout in -f "-f -1"; do
     "$B/rpcool_bench" $layout -n $n -w $((n / 10)) >>"$B/rpcool.log" 2>&1 || { echo "FAIL rpcool_bench $layout"; status=1; }
 done
-grep -v '^#' "$B/rpcool.log" | grep '^rpcool/' >"$B/rpcool.txt"
+grep -v '^#' "$B/rpcool.log" | grep -E '^(rpcool|uds)/' >"$B/rpcool.txt"
 # Whole commands, as a user runs them: the echo example (server thread + client process, heap
 # creation and connect included) against the socket peer and the bare ping-pong, 10000 calls.
 if command -v hyperfine >/dev/null && [ -x "$B/peer_sock" ] && [ -x "$B/peer_shm" ] && make -s build/ex/rpcool_echo >/dev/null 2>&1; then

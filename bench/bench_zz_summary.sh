@@ -67,6 +67,18 @@ END {
         c1 = has(a "@cpu0") && has(b "@cpu0") ? sprintf("%.1fx", med[b "@cpu0"] / med[a "@cpu0"]) : "-"
         printf "| %s %s | %s | %s | %.1fx | %s |\n", kops[j], n, us(med[a]), us(med[b]), med[b] / med[a], c1 >> out
     }
+    if (has("uds/connect")) {
+        print "" >> out
+        print "### Connection set-up: rpcool_connect (makes the heap; the server accepts and maps it) vs a UNIX socket connect that waits for the accept (median / p99 us)" >> out
+        print "" >> out
+        print "| what | median | p99 | rpcool / socket |" >> out
+        print "|---|---|---|---|" >> out
+        split("rpcool/connect/64MiB rpcool/connect/1024MiB uds/connect rpcool/connect/64MiB@cpu0 uds/connect@cpu0", cn, " ")
+        for (i = 1; i <= 5; i++) {
+            a = cn[i]; b = (a ~ /@cpu0$/) ? "uds/connect@cpu0" : "uds/connect"
+            if (has(a)) printf "| %s | %s | %s | %.1fx |\n", a, us(med[a]), us(p99[a]), med[a] / med[b] >> out
+        }
+    }
     print "" >> out
     print "### RDMA reference: perftest on Soft-RoCE (rxe) in a qemu TCG guest (median / p99 us)" >> out
     print "" >> out

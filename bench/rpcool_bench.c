@@ -4,10 +4,13 @@
    perftest conventions (bench/peer.h): no address = server, an address (the channel name) =
    client, -f = both (server forked, pinned to CPU 1; client on CPU 0). Options: -n ITERS for the
    no-op round trips (other suites scale from it), -w WARMUP, -P, -1, -T, -S SUITES (comma list
-   of noop, payload, tree, kv; default all).
+   of noop, payload, tree, kv, connect; default all).
        cc -O2 -pthread -I. bench/rpcool_bench.c -o rpcool_bench && ./rpcool_bench -f
    Result names: rpcool/noop/MODE (MODE also sealed-batch64, sealed-batch64-pages), rpcool/payload/MODE/SIZE, rpcool/tree/MODE/NODES,
-   rpcool/kv/get/VALUE_SIZE, rpcool/kv/put/VALUE_SIZE. */
+   rpcool/kv/get/VALUE_SIZE, rpcool/kv/put/VALUE_SIZE, rpcool/connect/HEAP_SIZE (rpcool_connect
+   until the first call can be made: the client makes its heap, the server accepts and maps
+   it) against uds/connect (a UNIX socket to an acceptor thread in the server process:
+   socket, connect, and read the byte the acceptor writes once it accepted). */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
 #include <sys/prctl.h>
@@ -123,10 +126,37 @@ static int h_quit(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     return 0;
 }
 
+/* The UNIX-socket peer of the connect suite: an abstract socket named after the channel. */
+static socklen_t uds_addr(const char *chan, struct sockaddr_un *a)
+{
+    memset(a, 0, sizeof *a);
+    a->sun_family = AF_UNIX;
+    int n = snprintf(a->sun_path + 1, sizeof a->sun_path - 1, "%s-connect", chan);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+static void *uds_acceptor(void *arg)
+{
+    int l = (int)(intptr_t)arg;
+    for (;;) {
+        int fd = accept(l, NULL, NULL);
+        if (fd < 0) continue;
+        if (write(fd, "k", 1) != 1) { /* the client went: nothing to do */ }
+        close(fd);
+    }
+    return NULL;
+}
+
 static int server(const struct peer_opts *o, const char *chan, void *unused)
 {
     (void)unused;
     peer_pin(o, 1);
+    struct sockaddr_un ua;
+    socklen_t ul = uds_addr(chan, &ua);
+    int lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    pthread_t at;
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&ua, ul) || listen(lfd, 128) ||
+        pthread_create(&at, NULL, uds_acceptor, (void *)(intptr_t)lfd)) { perror("uds acceptor"); return 1; }
+    pthread_detach(at);
     char hn[96];
     snprintf(hn, sizeof hn, "rpcool-bench-store-%d", (int)getpid());
     shmheap *h;
@@ -322,6 +352,38 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
             hist_print(&h, name, hist_ops_per_s(h.n, hist_now() - t0));
             hist_free(&h);
         }
+    }
+    /* connection set-up: rpcool_connect with a 64 MiB and a 1 GiB heap, against a UNIX socket */
+    long nc = n / 100 < 50 ? 50 : n / 100;
+    static const size_t heaps[] = {(size_t)64 << 20, (size_t)1 << 30};
+    for (int hi = 0; hi < 3 && want("connect"); hi++) {
+        hist h;
+        if (hist_init(&h, (size_t)nc)) return 1;
+        struct sockaddr_un ua;
+        socklen_t ul = uds_addr(chan, &ua);
+        uint64_t t0 = hist_now();
+        for (long i = 0; i < nc; i++) {
+            uint64_t s = hist_now();
+            if (hi < 2) {
+                rpcool_conn_opts ho;
+                memset(&ho, 0, sizeof ho);
+                ho.heap_size = heaps[hi];
+                rpcool_conn *c2 = NULL;
+                if ((r = rpcool_connect(chan, &ho, &c2))) { fprintf(stderr, "connect: %s\n", rpcool_strerror(r)); return 1; }
+                hist_add(&h, hist_now() - s);
+                rpcool_close(c2);
+            } else {
+                char b;
+                int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+                if (fd < 0 || connect(fd, (struct sockaddr *)&ua, ul) || read(fd, &b, 1) != 1) { perror("uds connect"); return 1; }
+                hist_add(&h, hist_now() - s);
+                close(fd);
+            }
+        }
+        if (hi < 2) snprintf(name, sizeof name, "rpcool/connect/%zuMiB%s", heaps[hi] >> 20, sfx);
+        else snprintf(name, sizeof name, "uds/connect%s", sfx);
+        hist_print(&h, name, hist_ops_per_s(h.n, hist_now() - t0));
+        hist_free(&h);
     }
     rpcool_call(c, FN_QUIT, NULL, 0, NULL, NULL);
     rpcool_close(c);
