@@ -203,7 +203,7 @@
    several hosts sharing a device needs another detector (future work with the RDMA tier).
    A client that keeps its heap's mutex taken can stall the serving thread running one of its
    handlers for up to a second, once, in rpcool_ctx_alloc of a block that needs the mutex
-   (over 32 KiB, or a size class without a span yet): then the server drops it
+   (over 32 KiB, or a size class with no span a quarter free in its heap): then the server drops it
    (RPCOOL_E_DROPPED). Accepting it never waits for that mutex.
 */
 #ifndef RPCOOL_H
