@@ -1654,29 +1654,43 @@ static int shmheap__read_head(int fd, struct shmheap__hdr *H)
 }
 
 /* Picks the heap's address (opts->addr or the pod's next free range) and maps fd there. */
+/* One try at giving [.., +size) a place in the pod and mapping it there (pod locked). */
+static int shmheap__place_once(struct shmheap__pod *p, int fd, const struct shmheap__loc *L, const shmheap_opts *o,
+                               size_t size, void **base)
+{
+    int r;
+    if (o->addr) {
+        r = shmheap__pod_overlaps(p, o->addr, size, L->key) ? SHMHEAP_E_ADDRINUSE : shmheap__map_at(fd, o->addr, size, base);
+        if (!r && o->addr < p->hi && o->addr + size > p->lo) { /* inside or straddling the window */
+            r = shmheap__pod_record(p, L->key, o->addr, size);
+            if (r) munmap(*base, size);
+        }
+        return r;
+    }
+    uint64_t min = 0, b;
+    struct shmheap__pod_ent *old = shmheap__pod_find(p, L->key);
+    if (old) old->base = 0; /* the name is being replaced: its old range goes */
+    r = SHMHEAP_E_ADDRINUSE;
+    for (int tries = 0; tries < 64 && r == SHMHEAP_E_ADDRINUSE; tries++) {
+        if (!(b = shmheap__pod_pick(p, size, min))) return SHMHEAP_E_FULL;
+        r = shmheap__map_at(fd, b, size, base);
+        min = b + SHMHEAP__ALIGN; /* taken in this process: try above it */
+        if (!r && (r = shmheap__pod_record(p, L->key, b, size))) munmap(*base, size);
+    }
+    return r;
+}
+
 static int shmheap__place(int fd, const struct shmheap__loc *L, const shmheap_opts *o, size_t size, void **base)
 {
     struct shmheap__podref pr;
     int r = shmheap__pod_open(o, &pr);
     if (r) return r;
-    shmheap__pod_sweep(pr.p);
-    if (o->addr) {
-        r = shmheap__pod_overlaps(pr.p, o->addr, size, L->key) ? SHMHEAP_E_ADDRINUSE : shmheap__map_at(fd, o->addr, size, base);
-        if (!r && o->addr < pr.p->hi && o->addr + size > pr.p->lo) { /* inside or straddling the window */
-            r = shmheap__pod_record(pr.p, L->key, o->addr, size);
-            if (r) munmap(*base, size);
-        }
-    } else {
-        uint64_t min = 0, b;
-        struct shmheap__pod_ent *old = shmheap__pod_find(pr.p, L->key);
-        if (old) old->base = 0; /* the name is being replaced: its old range goes */
-        r = SHMHEAP_E_ADDRINUSE;
-        for (int tries = 0; tries < 64 && r == SHMHEAP_E_ADDRINUSE; tries++) {
-            if (!(b = shmheap__pod_pick(pr.p, size, min))) { r = SHMHEAP_E_FULL; break; }
-            r = shmheap__map_at(fd, b, size, base);
-            min = b + SHMHEAP__ALIGN; /* taken in this process: try above it */
-            if (!r && (r = shmheap__pod_record(pr.p, L->key, b, size))) munmap(*base, size);
-        }
+    /* Stale entries (objects removed without shmheap_unlink) are swept only when they are in the
+       way: a sweep opens every object the pod names, and a pod holds up to 1024. */
+    r = shmheap__place_once(pr.p, fd, L, o, size, base);
+    if (r == SHMHEAP_E_FULL || r == SHMHEAP_E_ADDRINUSE) {
+        shmheap__pod_sweep(pr.p);
+        r = shmheap__place_once(pr.p, fd, L, o, size, base);
     }
     shmheap__pod_close(&pr);
     return r;

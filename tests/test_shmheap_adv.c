@@ -1145,6 +1145,38 @@ static void null_and_garbage_args(void)
     rm(h, n);
 }
 
+/* A pod entry whose shm object was removed behind shmheap's back (rm /dev/shm/x) is stale: its
+   range is given back when it is in the way. Creates no longer open every object the pod names
+   first (with 500 live heaps that made each create take 2 ms instead of 0.3 ms), so this is the
+   sweep on demand: a create at the stale range's address, and one in a private pod. */
+static void pod_stale_entry_swept_when_in_the_way(void)
+{
+    const char *pod = t_uniq("pods");
+    char podname[96];
+    snprintf(podname, sizeof podname, "%s", pod);
+    shmheap_opts o = {.size = 2 << 20, .pod = podname};
+    const char *n0 = t_uniq("stale");
+    char a[96], b[96], path[128];
+    snprintf(a, sizeof a, "%s", n0);
+    snprintf(b, sizeof b, "%s-b", n0);
+    shmheap *h = NULL;
+    CHECK_EQ(shmheap_create(a, &o, &h), 0);
+    if (!h) return;
+    void *at = shmheap_base(h);
+    shmheap_close(h);
+    snprintf(path, sizeof path, "/%s", a);
+    CHECK_EQ(shm_unlink(path), 0); /* behind shmheap's back: the pod still names it */
+    shmheap_opts ob = o;
+    ob.addr = (uint64_t)(uintptr_t)at;
+    h = NULL;
+    int r = shmheap_create(b, &ob, &h);
+    CHECKF(r == 0, "create at the stale entry's address: %s", shmheap_strerror(r));
+    if (h) CHECK(shmheap_base(h) == at);
+    rm(h, b);
+    snprintf(path, sizeof path, "/%s", podname);
+    shm_unlink(path);
+}
+
 /* A big heap costs what is used of it, not its size: creating a 64 GiB heap in /dev/shm used
    to write all its metadata (1/128 of the size: 512 MiB), and every search for a partly free
    span read the whole span table (8 MiB here; reading a page of /dev/shm never written
@@ -1228,5 +1260,6 @@ int main(void)
     TEST(random_model);
     TEST(null_and_garbage_args);
     TEST(huge_heap_touches_little);
+    TEST(pod_stale_entry_swept_when_in_the_way);
     return T_DONE();
 }
