@@ -33,7 +33,10 @@
    built with ThreadSanitizer can only map inside [0x550000000000, 0x568000000000), so such builds
    default to the pod shmheap-tsan.pod with the window [0x560000000000, 0x568000000000). The address is recorded in the heap's header; every opener maps exactly there with
    MAP_FIXED_NOREPLACE and fails with SHMHEAP_E_ADDRINUSE rather than replace a mapping. (Hosts
-   that share a device but not /dev/shm each keep a directory; the header still decides.)
+   that share a device but not /dev/shm each keep a directory; the header still decides.) A pod
+   names up to 1024 heaps; beyond that, or with no free range that large left in its window,
+   create fails with SHMHEAP_E_PODFULL. Entries whose objects were removed behind shmheap's back
+   are dropped when they are in the way.
 
    EXAMPLE
    -------
@@ -156,7 +159,9 @@ enum {
     SHMHEAP_E_NOTFOUND,         /* no heap, device, region or root of that name */
     SHMHEAP_E_EXISTS,           /* a heap of that name exists already */
     SHMHEAP_E_INVAL,            /* invalid argument */
-    SHMHEAP_E_BUSY              /* create with overwrite of a heap this process has open */
+    SHMHEAP_E_BUSY,             /* create with overwrite of a heap this process has open */
+    SHMHEAP_E_PODFULL           /* create: the pod has no free range that large in its window,
+                                   or already names 1024 heaps */
 };
 
 SHMHEAP_API const char *shmheap_strerror(int code);
@@ -444,6 +449,7 @@ SHMHEAP_API const char *shmheap_strerror(int code)
     case SHMHEAP_E_EXISTS: return "a heap of that name exists already";
     case SHMHEAP_E_INVAL: return "invalid argument";
     case SHMHEAP_E_BUSY: return "the heap is open in this process: close it before overwriting it";
+    case SHMHEAP_E_PODFULL: return "the pod is full: no free address range that large in its window, or 1024 heaps named";
     default: return code < 0 && code > -4096 ? strerror(-code) : "unknown code";
     }
 }
@@ -1692,6 +1698,7 @@ static int shmheap__place(int fd, const struct shmheap__loc *L, const shmheap_op
         shmheap__pod_sweep(pr.p);
         r = shmheap__place_once(pr.p, fd, L, o, size, base);
     }
+    if (r == SHMHEAP_E_FULL) r = SHMHEAP_E_PODFULL; /* not the heap: it has not been made yet */
     shmheap__pod_close(&pr);
     return r;
 }

@@ -1173,6 +1173,16 @@ static void pod_stale_entry_swept_when_in_the_way(void)
     CHECKF(r == 0, "create at the stale entry's address: %s", shmheap_strerror(r));
     if (h) CHECK(shmheap_base(h) == at);
     rm(h, b);
+    /* a heap larger than the pod's window (8 TiB) has no place: a clear error, nothing left */
+    shmheap_opts oh = o;
+    oh.size = (size_t)9 << 40;
+    h = NULL;
+    r = shmheap_create(a, &oh, &h);
+    CHECKF(r == SHMHEAP_E_PODFULL, "a 9 TiB heap: %d (%s)", r, shmheap_strerror(r));
+    CHECK(strstr(shmheap_strerror(SHMHEAP_E_PODFULL), "pod is full") != NULL);
+    if (h) rm(h, a);
+    snprintf(path, sizeof path, "/%s", a);
+    CHECK(shm_unlink(path) != 0 && errno == ENOENT); /* create cleaned up after itself */
     snprintf(path, sizeof path, "/%s", podname);
     shm_unlink(path);
 }
@@ -1198,7 +1208,7 @@ static void huge_heap_touches_little(void)
     shmheap *h = NULL;
     double t0 = now_s();
     int r = shmheap_create(n, &o, &h);
-    if (r == SHMHEAP_E_FULL || r == -ENOSPC || r == -ENOMEM) { printf("  skip huge_heap_touches_little: %s\n", shmheap_strerror(r)); return; }
+    if (r == SHMHEAP_E_PODFULL || r == -ENOSPC || r == -ENOMEM) { printf("  skip huge_heap_touches_little: %s\n", shmheap_strerror(r)); return; }
     CHECKF(r == 0, "create 64 GiB: %s", shmheap_strerror(r));
     if (r) return;
     long kib = shm_kib(n);
