@@ -329,7 +329,6 @@ enum { SHMHEAP__S_FREE = 0, SHMHEAP__S_SMALL = 1, SHMHEAP__S_HEAD = 2, SHMHEAP__
 #define SHMHEAP__E_FULL (1ull << 16)
 #define SHMHEAP__E_OWN_SHIFT 17
 #define SHMHEAP__E_OWN (0x1full << SHMHEAP__E_OWN_SHIFT)
-#define SHMHEAP__E_OWNER(e) ((unsigned)(((e) & SHMHEAP__E_OWN) >> SHMHEAP__E_OWN_SHIFT))
 #define SHMHEAP__E_HINTS (SHMHEAP__E_FULL | SHMHEAP__E_OWN) /* bits that change while a span keeps its hands */
 #define SHMHEAP__E_ARG(e) ((uint32_t)((e) >> 32))
 #define SHMHEAP__E_MAKE(st, cls, arg) \
