@@ -652,6 +652,13 @@ static int shmheap__holder_dead(shmheap *h, uint64_t o)
     return dead;
 }
 
+/* Take the mutex if it is free at this moment: 1 if taken. */
+static inline int shmheap__trylock(shmheap *h)
+{
+    uint64_t o = 0;
+    return rcp__cas(&h->hdr->lock.m.owner, &o, shmheap__lock_id(h));
+}
+
 /* Steps under the mutex are short. A process that opened a heap shared with a peer it does not
    trust can bound its wait (opts.lock_timeout_ms): a peer that stops while holding the mutex, or
    writes a holder that lives elsewhere into it, then makes our large allocations and frees fail
@@ -660,7 +667,7 @@ static int shmheap__lock(shmheap *h)
 {
     struct shmheap__mutex *m = &h->hdr->lock.m;
     uint64_t me = shmheap__lock_id(h), o = 0, deadline = 0;
-    if (RCP__LIKELY(rcp__cas(&m->owner, &o, me))) return 0;
+    if (RCP__LIKELY(shmheap__trylock(h))) return 0;
     if (h->lock_timeout_ms) deadline = rcp__now_ns() + h->lock_timeout_ms * 1000000ull;
     for (unsigned k = 0;; k++) {
         o = rcp__load(&m->owner);
@@ -890,8 +897,7 @@ static int shmheap__refill(shmheap *h, unsigned c, unsigned st, uint64_t seen)
     unsigned quarter = shmheap__nslots(c) / 4;
     if (!quarter) quarter = 1;
     long s = shmheap__find_partial(h, c, after, quarter, 0, st, 1);
-    uint64_t free_owner = 0;
-    if (s < 0 && !rcp__cas(&h->hdr->lock.m.owner, &free_owner, shmheap__lock_id(h))) {
+    if (s < 0 && !shmheap__trylock(h)) {
         /* the mutex is busy (maybe held by a stuck peer): share another stripe's span rather
            than wait */
         s = shmheap__find_partial(h, c, after, quarter, 0, st, 0);
