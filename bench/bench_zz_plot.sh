@@ -82,7 +82,10 @@ NF == 2 && ($1 in v) {
     printf "\n\n"
 }' >"$D/noop_cdf.dat"
 
-stamp="$(date -u '+%Y-%m-%d') at $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) CPUs"
+# the run's date and commit (bench/run.sh), else now and HEAD
+when=$(sed -n 's/^date \([0-9-]*\).*/\1/p' "$B/run.txt" 2>/dev/null)
+commit=$(sed -n 's/^commit //p' "$B/run.txt" 2>/dev/null)
+stamp="${when:-$(date -u '+%Y-%m-%d')} at ${commit:-$(git describe --always --dirty 2>/dev/null)}, $(nproc) CPUs"
 term="pngcairo font 'sans,10' noenhanced"
 gnuplot -e "set terminal pngcairo" >/dev/null 2>&1 || term="png noenhanced"
 
@@ -120,18 +123,18 @@ set title 'Pointer-rich trees: one round trip, median microseconds (log-log) - $
 set logscale xy; set grid; set key top left
 set xlabel 'tree nodes'; set ylabel 'round trip (us)'; set xtics (1, 16, 256, 4096)
 set datafile missing '?'
-plot '$D/trees.dat' using 1:2 with linespoints pt 7 lw 2 title 'rpcool relaxed', \
-     '' using 1:3 with linespoints pt 5 lw 2 title 'rpcool sealed', \
-     '' using 1:4 with linespoints pt 9 lw 2 title 'rpcool sandboxed', \
-     '' using 1:5 with linespoints pt 13 lw 2 title 'protobuf-c over a UNIX socket', \
-     '' using 1:6 with linespoints pt 7 dt 2 title 'rpcool relaxed, one CPU', \
-     '' using 1:7 with linespoints pt 13 dt 2 title 'protobuf-c, one CPU'"
+plot '$D/trees.dat' using 1:2 with linespoints pt 7 lw 2 lc 1 title 'rpcool relaxed', \
+     '' using 1:3 with linespoints pt 5 lw 2 lc 2 title 'rpcool sealed', \
+     '' using 1:4 with linespoints pt 9 lw 2 lc 3 title 'rpcool sandboxed', \
+     '' using 1:5 with linespoints pt 13 lw 2 lc 4 title 'protobuf-c over a UNIX socket', \
+     '' using 1:6 with linespoints pt 7 lw 2 dt 2 lc 1 title 'rpcool relaxed, one CPU', \
+     '' using 1:7 with linespoints pt 13 lw 2 dt 2 lc 4 title 'protobuf-c, one CPU'"
 fi
 if [ -s "$D/connect.dat" ]; then
     plot connect.png 320 "
 set title 'Connection set-up, median (bar) and p99 (dot), microseconds, log scale - $stamp'
 set logscale x; set xrange [1:*]; set grid xtics mxtics
-set yrange [-0.7:*] reverse; set key top right
+set yrange [-0.7:*] reverse; set key bottom right
 set style fill solid 0.6 noborder
 plot '$D/connect.dat' using (1):1:(1):3:(\$1-0.35):(\$1+0.35):ytic(2) with boxxyerror title 'median', \
      '' using 4:1 with points pt 7 ps 1.2 lc rgb 'black' title 'p99', \
