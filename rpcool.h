@@ -55,11 +55,11 @@
        // server
        static int echo(rpcool_ctx *ctx, void *arg, size_t len, void *user)
        {   char *r = rpcool_ctx_alloc(ctx, len);          // result lives in the client's heap
-           if (!r) return RPCOOL_E_HEAPFULL;
+           if (!r) return SHMHEAP_E_FULL;
            memcpy(r, arg, len); rpcool_ctx_reply(ctx, r, len); return 0; }
        rpcool_server *s;
        rpcool_server_open("echo", NULL, &s);              // RPCOOL_E_NAMETAKEN if served
-       rpcool_handle(s, 1, echo, NULL, 0);
+       rpcool_server_add_handler(s, 1, echo, NULL, 0);
        rpcool_server_start(s, 1);                         // or rpcool_serve(s) on this thread
        ...
        rpcool_server_close(s);
@@ -71,7 +71,7 @@
        void *ret; size_t n;
        int st = rpcool_call(c, 1, msg, 6, &ret, &n);      // st: handler status or error
        rpcool_free(c, ret); rpcool_free(c, msg);
-       rpcool_close(c);
+       rpcool_disconnect(c);
 
    Asynchronous calls: rpcool_call_async() returns at once with a call id; finish it with
    rpcool_poll() (never blocks), rpcool_wait(), or give a callback and call rpcool_progress()
@@ -134,7 +134,7 @@
        adding a privileged dependency; we did not build it.
    RPCOOL_SANDBOX  The handler runs inside a recovery point: a SIGSEGV or SIGBUS raised while it
        runs becomes the error reply RPCOOL_E_FAULT and the server thread carries on. Handlers
-       read peer data through checked accessors (rpcool_ctx_need, RPCOOL_NEED, rpcool_ctx_str,
+       read peer data through checked accessors (rpcool_ctx_need, RPCOOL_NEED, rpcool_ctx_need_str,
        rpcool_map_get_checked) that end the call with RPCOOL_E_BADPTR when a pointer leaves
        the connection's heap. With memory protection keys (pku; shmheap_pkey_supported()) each
        connection heap also gets a key and the handler runs with the keys of all *other*
@@ -168,7 +168,7 @@
    - Client dropped by the server: a read of its heap faulted (it truncated the heap file), or
      it kept its heap's mutex taken for over a second. The server serves it no more and
      reclaims its heap; the client's waiting and later calls fail with RPCOOL_E_DROPPED
-     within peer_check_ms, and rpcool_close returns at once. Optional per-call timeout_ms. A call
+     within peer_check_ms, and rpcool_disconnect returns at once. Optional per-call timeout_ms. A call
      that timed out is not taken back: it may still run; its slot (and reply, and seal) is
      reclaimed when the server answers.
    - Bad input: unknown handler id (RPCOOL_E_NOHANDLER), argument outside the connection heap
@@ -239,10 +239,9 @@ enum {
     RPCOOL_E_NOHANDLER,         /* no handler registered under that id */
     RPCOOL_E_BADPTR,            /* a pointer or range lies outside the connection's heap */
     RPCOOL_E_FAULT,             /* the handler faulted (SIGSEGV/SIGBUS) on peer data */
-    RPCOOL_E_HEAPFULL,          /* the connection heap is full */
-    RPCOOL_E_POLICY,            /* the channel or handler requires a safety mode the call lacks */
+    RPCOOL_E_POLICY = -1991,    /* the channel or handler requires a safety mode the call lacks */
     RPCOOL_E_PROTO,             /* malformed shared state: bad magic, version, names */
-    RPCOOL_E_FULL,              /* the channel has no free connection slot */
+    RPCOOL_E_NOSLOT,            /* the channel has no free connection slot */
     RPCOOL_E_AGAIN,             /* not finished yet / no free call slot (async) */
     RPCOOL_E_NOTSUP,            /* transport or feature not available */
     RPCOOL_E_INVAL,             /* invalid argument */
@@ -262,32 +261,50 @@ enum {
 
 enum { RPCOOL_TRANSPORT_SHM = 0, RPCOOL_TRANSPORT_RDMA = 1 };
 
-#define RPCOOL_MAX_HANDLERS 1024
-#define RPCOOL_MAX_INFLIGHT 64
+#define RPCOOL_MAX_HANDLERS 1024 /* handler ids are below this */
+#define RPCOOL_MAX_INFLIGHT 64   /* calls in flight per connection */
+#define RPCOOL_MAX_CONNS 1024    /* the most connection slots a channel can have */
+
+/* Defaults: what a zero field of the options below means. */
+#define RPCOOL_DEFAULT_MAX_CONNS 64
+#define RPCOOL_DEFAULT_SPIN_NS 20000 /* 20 us */
+#define RPCOOL_DEFAULT_REAP_MS 100
+#define RPCOOL_DEFAULT_PEER_CHECK_MS 100
+#define RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS 5000
+#define RPCOOL_DEFAULT_MODE 0600
+#define RPCOOL_DEFAULT_HEAP_SIZE ((size_t)64 << 20) /* 64 MiB */
+#define RPCOOL_DEFAULT_MAX_COPY ((size_t)64 << 20)  /* 64 MiB */
+#define RPCOOL_DEFAULT_SEAL_BATCH 1
 
 /* Server options. Zero means default; use designated initialisers. */
 typedef struct rpcool_server_opts {
-    unsigned max_conns;   /* connection slots; 0 = 64, at most 1024 */
+    unsigned max_conns;   /* connection slots; 0 = RPCOOL_DEFAULT_MAX_CONNS, at most
+                             RPCOOL_MAX_CONNS */
     unsigned safety;      /* flags every call on this channel gets (RPCOOL_SEAL: calls must
                              come sealed, else RPCOOL_E_POLICY) */
     uint64_t spin_ns;     /* busy-poll this long after the last request before sleeping;
-                             0 = 20000 (20 us) */
-    unsigned reap_ms;     /* check for dead clients this often; 0 = 100 */
-    unsigned mode;        /* permissions of the channel file; 0 = 0600 */
+                             0 = RPCOOL_DEFAULT_SPIN_NS */
+    unsigned reap_ms;     /* check for dead clients this often; 0 = RPCOOL_DEFAULT_REAP_MS */
+    unsigned mode;        /* permissions of the channel file; 0 = RPCOOL_DEFAULT_MODE */
     const char *pod;      /* shmheap pod (NULL = default) */
     size_t max_copy;      /* RPCOOL_COPY: the largest argument copied; larger calls fail with
-                             RPCOOL_E_TOOBIG. 0 = 64 MiB; SIZE_MAX = no limit */
+                             RPCOOL_E_TOOBIG. 0 = RPCOOL_DEFAULT_MAX_COPY; SIZE_MAX = no
+                             limit */
 } rpcool_server_opts;
 
 /* Connection options. */
 typedef struct rpcool_conn_opts {
-    size_t heap_size;         /* connection heap bytes; 0 = 64 MiB (sparse in /dev/shm) */
+    size_t heap_size;         /* connection heap bytes; 0 = RPCOOL_DEFAULT_HEAP_SIZE (sparse in
+                                 /dev/shm) */
     unsigned safety;          /* default flags of every call */
-    uint64_t spin_ns;         /* busy-poll for a reply this long, then sleep; 0 = 20000 */
+    uint64_t spin_ns;         /* busy-poll for a reply this long, then sleep;
+                                 0 = RPCOOL_DEFAULT_SPIN_NS */
     unsigned timeout_ms;      /* default per-call timeout; 0 = none */
-    unsigned peer_check_ms;   /* a waiting call checks the server lives this often; 0 = 100 */
-    unsigned connect_timeout_ms; /* 0 = 5000 */
-    unsigned seal_batch;      /* release seals after this many sealed calls; 0 = 1 (at once).
+    unsigned peer_check_ms;   /* a waiting call checks the server lives this often;
+                                 0 = RPCOOL_DEFAULT_PEER_CHECK_MS */
+    unsigned connect_timeout_ms; /* 0 = RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS */
+    unsigned seal_batch;      /* release seals after this many sealed calls;
+                                 0 = RPCOOL_DEFAULT_SEAL_BATCH (1: at once).
                                  > 1: see "Batched release" under RPCOOL_SEAL */
     int transport;            /* RPCOOL_TRANSPORT_SHM (0) */
     const char *pod;          /* shmheap pod (NULL = default) */
@@ -323,7 +340,7 @@ RPCOOL_API const char *rpcool_strerror(int code);
 /* Server. */
 RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts *opts,
                                   rpcool_server **out);
-RPCOOL_API int rpcool_handle(rpcool_server *s, unsigned id, rpcool_handler *fn, void *user,
+RPCOOL_API int rpcool_server_add_handler(rpcool_server *s, unsigned id, rpcool_handler *fn, void *user,
                              unsigned safety);
 RPCOOL_API int rpcool_server_start(rpcool_server *s, unsigned nthreads); /* background threads */
 RPCOOL_API int rpcool_serve(rpcool_server *s);       /* serve on this thread until stopped */
@@ -343,14 +360,14 @@ RPCOOL_API int rpcool_ctx_ok(const rpcool_ctx *ctx, const void *p, size_t len); 
    RPCOOL_E_BADPTR (does not return). */
 RPCOOL_API const void *rpcool_ctx_need(rpcool_ctx *ctx, const void *p, size_t len);
 /* s if it is a NUL-terminated string inside the heap, else ends the call (RPCOOL_E_BADPTR). */
-RPCOOL_API const char *rpcool_ctx_str(rpcool_ctx *ctx, const char *s);
+RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s);
 /* End the call now with this status (does not return). */
 RPCOOL_API void rpcool_ctx_fail(rpcool_ctx *ctx, int code);
 #define RPCOOL_NEED(ctx, p) ((__typeof__(p))rpcool_ctx_need((ctx), (p), sizeof *(p)))
 
 /* Client. */
 RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts, rpcool_conn **out);
-RPCOOL_API int rpcool_close(rpcool_conn *c);
+RPCOOL_API int rpcool_disconnect(rpcool_conn *c);
 RPCOOL_API shmheap *rpcool_heap(rpcool_conn *c);
 RPCOOL_API void *rpcool_alloc(rpcool_conn *c, size_t size);
 RPCOOL_API void *rpcool_alloc_pages(rpcool_conn *c, size_t size); /* page aligned, whole pages */
@@ -384,8 +401,8 @@ RPCOOL_API void *rpcool_arena_alloc(rpcool_arena *a, size_t size, size_t align);
 RPCOOL_API size_t rpcool_arena_used(const rpcool_arena *a);
 RPCOOL_API void rpcool_arena_reset(rpcool_arena *a);   /* forget everything (region arenas) */
 RPCOOL_API void rpcool_arena_destroy(rpcool_arena *a); /* free the region */
-RPCOOL_API char *rpcool_str(rpcool_arena *a, const char *s);
-RPCOOL_API char *rpcool_strn(rpcool_arena *a, const char *s, size_t n);
+RPCOOL_API char *rpcool_arena_strdup(rpcool_arena *a, const char *s);
+RPCOOL_API char *rpcool_arena_strndup(rpcool_arena *a, const char *s, size_t n);
 
 /* A growable array of fixed-size elements. */
 typedef struct rpcool_array {
@@ -408,7 +425,7 @@ typedef struct rpcool_map {
 } rpcool_map;
 RPCOOL_API rpcool_map *rpcool_map_new(rpcool_arena *a, size_t cap);
 /* Insert or overwrite; the key is copied into the arena. *old (if not NULL) gets the value
-   replaced (0 if new). 0, or RPCOOL_E_HEAPFULL. */
+   replaced (0 if new). 0, or SHMHEAP_E_FULL. */
 RPCOOL_API int rpcool_map_put(rpcool_arena *a, rpcool_map *m, const char *key, uint64_t val,
                               uint64_t *old);
 RPCOOL_API int rpcool_map_get(const rpcool_map *m, const char *key, uint64_t *val); /* 1/0 */
@@ -457,7 +474,6 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #define RPCOOL__NAME_MAX 48
 #define RPCOOL__HEAPNAME 112
 #define RPCOOL__ROOT "rpcool.conn"
-#define RPCOOL__MAX_COPY ((size_t)64 << 20) /* default rpcool_server_opts.max_copy */
 #define RPCOOL__COPY_KEEP ((size_t)1 << 20) /* a serving thread keeps a copy buffer up to this */
 #define RPCOOL__KNOWN_FLAGS (RPCOOL_COPY | RPCOOL_SEAL | RPCOOL_SANDBOX)
 
@@ -696,10 +712,9 @@ RPCOOL_API const char *rpcool_strerror(int code)
     case RPCOOL_E_NOHANDLER: return "no handler registered under that id";
     case RPCOOL_E_BADPTR: return "pointer or range outside the connection heap";
     case RPCOOL_E_FAULT: return "handler faulted on peer data (contained)";
-    case RPCOOL_E_HEAPFULL: return "connection heap full";
     case RPCOOL_E_POLICY: return "call lacks a safety mode the channel or handler requires";
     case RPCOOL_E_PROTO: return "malformed shared state (protocol error)";
-    case RPCOOL_E_FULL: return "channel has no free connection slot";
+    case RPCOOL_E_NOSLOT: return "channel has no free connection slot";
     case RPCOOL_E_AGAIN: return "not finished yet, or no free call slot";
     case RPCOOL_E_NOTSUP: return "not supported";
     case RPCOOL_E_INVAL: return "invalid argument";
@@ -956,7 +971,7 @@ static int rpcool__chan_init(rpcool_server *s)
     void *m;
     if (fstat(s->fd, &stt)) return -errno;
     if ((size_t)stt.st_size >= sizeof old && pread(s->fd, &old, sizeof old, 0) == (ssize_t)sizeof old &&
-        old.magic == RPCOOL__CH_MAGIC && old.version == RPCOOL__VERSION && old.max_conns <= 1024 &&
+        old.magic == RPCOOL__CH_MAGIC && old.version == RPCOOL__VERSION && old.max_conns <= RPCOOL_MAX_CONNS &&
         (size_t)stt.st_size >= rpcool__chan_bytes(old.max_conns)) {
         old_epoch = old.epoch;
         old_max = old.max_conns;
@@ -1008,7 +1023,7 @@ static void rpcool__server_free(rpcool_server *s)
 }
 
 /* Memory protection keys for SANDBOX. The keys are taken before any thread serves (from
-   rpcool_server_open or rpcool_handle asking for SANDBOX), so every serving thread can enable
+   rpcool_server_open or rpcool_server_add_handler asking for SANDBOX), so every serving thread can enable
    them all on entry: a new key is usable only by the thread that allocated it and by threads
    it creates later. Returns the number of keys. */
 static int rpcool__pkeys_init(rpcool_server *s)
@@ -1046,16 +1061,16 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     if ((r = rpcool__check_name(channel))) return r;
     memset(&o, 0, sizeof o);
     if (opts) o = *opts;
-    if (o.max_conns == 0) o.max_conns = 64;
-    if (o.max_conns > 1024 || (o.safety & ~(unsigned)RPCOOL__KNOWN_FLAGS)) return RPCOOL_E_INVAL;
+    if (o.max_conns == 0) o.max_conns = RPCOOL_DEFAULT_MAX_CONNS;
+    if (o.max_conns > RPCOOL_MAX_CONNS || (o.safety & ~(unsigned)RPCOOL__KNOWN_FLAGS)) return RPCOOL_E_INVAL;
     if (!(s = (rpcool_server *)calloc(1, sizeof *s))) return -ENOMEM;
     snprintf(s->name, sizeof s->name, "%s", channel);
     rpcool__path(s->path, sizeof s->path, channel);
     s->max_conns = o.max_conns;
     s->safety = o.safety;
-    s->spin_ns = o.spin_ns ? o.spin_ns : 20000;
-    s->reap_ms = o.reap_ms ? o.reap_ms : 100;
-    s->max_copy = o.max_copy ? o.max_copy : RPCOOL__MAX_COPY;
+    s->spin_ns = o.spin_ns ? o.spin_ns : RPCOOL_DEFAULT_SPIN_NS;
+    s->reap_ms = o.reap_ms ? o.reap_ms : RPCOOL_DEFAULT_REAP_MS;
+    s->max_copy = o.max_copy ? o.max_copy : RPCOOL_DEFAULT_MAX_COPY;
     s->hopts.pod = o.pod;
     s->hopts.lock_timeout_ms = 1000; /* a client that stops holding its heap's mutex must not hang us */
     pthread_mutex_init(&s->hk_lock, NULL);
@@ -1065,7 +1080,7 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
         rpcool__server_free(s);
         return -ENOMEM;
     }
-    s->fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, o.mode ? o.mode : 0600);
+    s->fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, o.mode ? o.mode : RPCOOL_DEFAULT_MODE);
     if (s->fd < 0) {
         r = -errno;
         rpcool__server_free(s);
@@ -1089,7 +1104,7 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     return 0;
 }
 
-RPCOOL_API int rpcool_handle(rpcool_server *s, unsigned id, rpcool_handler *fn, void *user,
+RPCOOL_API int rpcool_server_add_handler(rpcool_server *s, unsigned id, rpcool_handler *fn, void *user,
                              unsigned safety)
 {
     if (!s || id >= RPCOOL_MAX_HANDLERS || (safety & ~(unsigned)RPCOOL__KNOWN_FLAGS)) return RPCOOL_E_INVAL;
@@ -1793,7 +1808,7 @@ RPCOOL_API const void *rpcool_ctx_need(rpcool_ctx *ctx, const void *p, size_t le
     return p;
 }
 
-RPCOOL_API const char *rpcool_ctx_str(rpcool_ctx *ctx, const char *s)
+RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s)
 {
     if (!rpcool_ctx_ok(ctx, s, 1)) rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
     for (const char *q = s;; q++) {
@@ -2089,12 +2104,12 @@ static void rpcool__reclaim(rpcool_conn *c)
 }
 
 RPCOOL_API int rpcool_call_ex(rpcool_conn *c, unsigned fn, const void *arg, size_t len,
-                              const rpcool_call_opts *o, void **ret, size_t *ret_len)
+                              const rpcool_call_opts *opts, void **ret, size_t *ret_len)
 {
     if (!c) return RPCOOL_E_INVAL;
     if (ret) *ret = NULL;
     if (ret_len) *ret_len = 0;
-    uint64_t deadline = rpcool__deadline(c, o);
+    uint64_t deadline = rpcool__deadline(c, opts);
     int i, r;
     while ((i = rpcool__slot_get(c)) < 0) { /* 64 calls in flight: wait for one to end */
         rpcool__reclaim(c);
@@ -2103,7 +2118,7 @@ RPCOOL_API int rpcool_call_ex(rpcool_conn *c, unsigned fn, const void *arg, size
         sched_yield();
     }
     c->pend[i].pstate = RPCOOL__P_SYNC;
-    if ((r = rpcool__post(c, (unsigned)i, fn, arg, len, o))) {
+    if ((r = rpcool__post(c, (unsigned)i, fn, arg, len, opts))) {
         rpcool__slot_put(c, (unsigned)i);
         return r;
     }
@@ -2121,7 +2136,7 @@ RPCOOL_API int rpcool_call(rpcool_conn *c, unsigned fn, const void *arg, size_t 
 }
 
 RPCOOL_API int rpcool_call_async(rpcool_conn *c, unsigned fn, const void *arg, size_t len,
-                                 const rpcool_call_opts *o, rpcool_callback *cb, void *user,
+                                 const rpcool_call_opts *opts, rpcool_callback *cb, void *user,
                                  uint64_t *id)
 {
     if (!c || (!cb && !id)) return RPCOOL_E_INVAL;
@@ -2137,7 +2152,7 @@ RPCOOL_API int rpcool_call_async(rpcool_conn *c, unsigned fn, const void *arg, s
     pd->user = user;
     uint64_t myid = ((uint64_t)pd->gen << 8) | (unsigned)i;
     rcp__store(&pd->pstate, (uint32_t)RPCOOL__P_ASYNC);
-    if ((r = rpcool__post(c, (unsigned)i, fn, arg, len, o))) {
+    if ((r = rpcool__post(c, (unsigned)i, fn, arg, len, opts))) {
         rpcool__slot_put(c, (unsigned)i);
         return r;
     }
@@ -2220,7 +2235,7 @@ static int rpcool__chan_attach(rpcool_conn *c, const char *channel)
     if (c->fd < 0) return errno == ENOENT ? RPCOOL_E_NOCHANNEL : -errno;
     int r = RPCOOL_E_NOCHANNEL; /* not (yet) a channel */
     if (pread(c->fd, &h, sizeof h, 0) == (ssize_t)sizeof h && h.magic == RPCOOL__CH_MAGIC &&
-        h.version == RPCOOL__VERSION && h.max_conns > 0 && h.max_conns <= 1024) {
+        h.version == RPCOOL__VERSION && h.max_conns > 0 && h.max_conns <= RPCOOL_MAX_CONNS) {
         c->map_len = rpcool__chan_bytes(h.max_conns);
         r = fstat(c->fd, &st) || (size_t)st.st_size < c->map_len ? RPCOOL_E_PROTO : 0;
     }
@@ -2260,7 +2275,7 @@ static int rpcool__slot_claim(rpcool_conn *c)
         struct flock fl;
         rpcool__lock_op(c->fd, 1 + (off_t)i, F_OFD_SETLK, F_UNLCK, &fl);
     }
-    return RPCOOL_E_FULL;
+    return RPCOOL_E_NOSLOT;
 }
 
 /* Create the connection heap with its header. */
@@ -2273,7 +2288,7 @@ static int rpcool__conn_heap(rpcool_conn *c, const char *channel)
     if ((r = shmheap_create(c->heap_name, &c->hopts, &c->heap))) return r;
     c->hdr = (struct rpcool__conn_hdr *)shmheap_aligned_alloc(c->heap, 128, sizeof *c->hdr);
     if (!c->hdr) {
-        r = RPCOOL_E_HEAPFULL;
+        r = SHMHEAP_E_FULL;
     } else {
         memset(c->hdr, 0, sizeof *c->hdr);
         c->hdr->version = RPCOOL__VERSION;
@@ -2342,12 +2357,12 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     c->tp = &rpcool__shm_transport;
     c->safety = o.safety;
     c->timeout_ms = o.timeout_ms;
-    c->spin_ns = o.spin_ns ? o.spin_ns : 20000;
-    c->peer_check_ms = o.peer_check_ms ? o.peer_check_ms : 100;
-    c->seal_batch = o.seal_batch ? o.seal_batch : 1;
+    c->spin_ns = o.spin_ns ? o.spin_ns : RPCOOL_DEFAULT_SPIN_NS;
+    c->peer_check_ms = o.peer_check_ms ? o.peer_check_ms : RPCOOL_DEFAULT_PEER_CHECK_MS;
+    c->seal_batch = o.seal_batch ? o.seal_batch : RPCOOL_DEFAULT_SEAL_BATCH;
     c->seal_cap = (size_t)(c->seal_batch < 1024 ? c->seal_batch : 1024) + RPCOOL__NSLOTS;
     c->hopts.pod = o.pod;
-    c->hopts.size = o.heap_size;
+    c->hopts.size = o.heap_size ? o.heap_size : RPCOOL_DEFAULT_HEAP_SIZE;
     c->free_bits = ~0ull;
     pthread_mutex_init(&c->seal_lock, NULL);
     c->seals = (struct rpcool__seal *)calloc(c->seal_cap, sizeof *c->seals);
@@ -2362,7 +2377,7 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     }
     if (!(r = rpcool__slot_claim(c))) {
         if (!(r = rpcool__conn_heap(c, channel))) {
-            if (!(r = rpcool__handshake(c, o.connect_timeout_ms ? o.connect_timeout_ms : 5000))) {
+            if (!(r = rpcool__handshake(c, o.connect_timeout_ms ? o.connect_timeout_ms : RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS))) {
                 rpcool__fd_track(c->fd, 1);
                 rpcool__log("connected to %s (slot %u, heap %s)", channel, c->index, c->heap_name);
                 *out = c;
@@ -2381,7 +2396,7 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     return r;
 }
 
-RPCOOL_API int rpcool_close(rpcool_conn *c)
+RPCOOL_API int rpcool_disconnect(rpcool_conn *c)
 {
     if (!c) return RPCOOL_E_INVAL;
     rpcool_release(c);
@@ -2463,7 +2478,7 @@ RPCOOL_API int rpcool_arena_init(rpcool_arena *a, shmheap *h, size_t bytes)
     bytes = (bytes + pg - 1) & ~(pg - 1);
     void *p;
     int r = shmheap_alloc(h, bytes, pg, &p);
-    if (r) return r == SHMHEAP_E_FULL ? RPCOOL_E_HEAPFULL : r;
+    if (r) return r;
     a->base = a->cur = (char *)p;
     a->end = a->base + bytes;
     return 0;
@@ -2496,7 +2511,7 @@ static void rpcool__arena_free(rpcool_arena *a, void *p)
     if (!a->base && p) shmheap_free(a->heap, p);
 }
 
-RPCOOL_API char *rpcool_strn(rpcool_arena *a, const char *s, size_t n)
+RPCOOL_API char *rpcool_arena_strndup(rpcool_arena *a, const char *s, size_t n)
 {
     char *p = (char *)rpcool_arena_alloc(a, n + 1, 1);
     if (p) {
@@ -2505,7 +2520,7 @@ RPCOOL_API char *rpcool_strn(rpcool_arena *a, const char *s, size_t n)
     }
     return p;
 }
-RPCOOL_API char *rpcool_str(rpcool_arena *a, const char *s) { return rpcool_strn(a, s, strlen(s)); }
+RPCOOL_API char *rpcool_arena_strdup(rpcool_arena *a, const char *s) { return rpcool_arena_strndup(a, s, strlen(s)); }
 
 RPCOOL_API rpcool_array *rpcool_array_new(rpcool_arena *a, size_t elem, size_t cap)
 {
@@ -2576,7 +2591,7 @@ RPCOOL_API int rpcool_map_put(rpcool_arena *a, rpcool_map *m, const char *key, u
     if ((m->len + 1) * 4 > m->cap * 3) { /* grow at 75% */
         uint64_t nc = m->cap * 2;
         rpcool_map_entry *ne = (rpcool_map_entry *)rpcool_arena_alloc(a, (size_t)nc * sizeof *ne, 16);
-        if (!ne) return RPCOOL_E_HEAPFULL;
+        if (!ne) return SHMHEAP_E_FULL;
         memset(ne, 0, (size_t)nc * sizeof *ne);
         for (uint64_t i = 0; i < m->cap; i++)
             if (m->e[i].key) *rpcool__map_find(ne, nc, m->e[i].key, m->e[i].hash) = m->e[i];
@@ -2590,8 +2605,8 @@ RPCOOL_API int rpcool_map_put(rpcool_arena *a, rpcool_map *m, const char *key, u
         e->val = val;
         return 0;
     }
-    char *k = rpcool_str(a, key);
-    if (!k) return RPCOOL_E_HEAPFULL;
+    char *k = rpcool_arena_strdup(a, key);
+    if (!k) return SHMHEAP_E_FULL;
     e->hash = h;
     e->val = val;
     e->key = k;
@@ -2616,7 +2631,7 @@ RPCOOL_API int rpcool_map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, cons
     for (uint64_t n = 0, i = h & (cap - 1); n < cap; n++, i = (i + 1) & (cap - 1)) {
         const char *k = e[i].key;
         if (!k) return 0;
-        if (e[i].hash == h && !strcmp(rpcool_ctx_str(ctx, k), key)) {
+        if (e[i].hash == h && !strcmp(rpcool_ctx_need_str(ctx, k), key)) {
             if (val) *val = e[i].val;
             return 1;
         }

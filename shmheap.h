@@ -127,12 +127,16 @@ extern "C" {
 
 typedef struct shmheap shmheap; /* a process-local handle to a mapped heap */
 
+/* Defaults: what a zero field of shmheap_opts means. */
+#define SHMHEAP_DEFAULT_SIZE ((size_t)64 << 20) /* 64 MiB */
+#define SHMHEAP_DEFAULT_MODE 0600
+
 /* Options for create and open. Zero means default; use designated initialisers. */
 typedef struct shmheap_opts {
-    size_t size;         /* create: bytes, rounded up to 2 MiB; 0 = 64 MiB for shm/files,
-                            the whole device for DAX and PCI BARs */
+    size_t size;         /* create: bytes, rounded up to 2 MiB; 0 = SHMHEAP_DEFAULT_SIZE for
+                            shm and files, the whole device for DAX and PCI BARs */
     uintptr_t addr;      /* create: fixed base address (2 MiB aligned); 0 = from the pod */
-    unsigned mode;       /* create: permissions of a new object; 0 = 0600 */
+    unsigned mode;       /* create: permissions of a new object; 0 = SHMHEAP_DEFAULT_MODE */
     const char *pod;     /* pod directory name in /dev/shm; NULL = $SHMHEAP_POD or shmheap.pod */
     int overwrite;       /* create over an existing heap, file or object: format it anyway.
                             Without it, create fails with SHMHEAP_E_EXISTS, except on a device
@@ -229,7 +233,7 @@ SHMHEAP_API int shmheap_contains(const shmheap *h, const void *p, size_t len);
 typedef struct shmheap_range { const void *p; size_t len; } shmheap_range;
 SHMHEAP_API int shmheap_seal(shmheap *h, const void *p, size_t len);
 SHMHEAP_API int shmheap_unseal(shmheap *h, const void *p, size_t len);
-SHMHEAP_API int shmheap_unseal_batch(shmheap *h, const shmheap_range *r, size_t n);
+SHMHEAP_API int shmheap_unseal_batch(shmheap *h, const shmheap_range *ranges, size_t n);
 
 /* Memory protection keys (Intel/AMD pku). supported: 1 or 0 (checked once, then cached; still
    1 when every key is taken). Without pku the others return SHMHEAP_E_NOTSUP. rights: 0 = full
@@ -295,7 +299,6 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 #define SHMHEAP__NROOTS 64
 #define SHMHEAP__ROOT_NAME 48
 #define SHMHEAP__ALIGN ((size_t)2 << 20)
-#define SHMHEAP__DEFAULT_SIZE ((size_t)64 << 20)
 /* The default address window. RPCool's kernel uses [0x600000000000, 0x700000000000); its lower
    part is where AddressSanitizer puts its allocator, so ours starts higher. */
 #if defined(__has_feature)
@@ -1723,7 +1726,7 @@ SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmhe
     if (o.addr % SHMHEAP__ALIGN || o.size > ((size_t)1 << 44)) return SHMHEAP_E_INVAL;
     pthread_once(&shmheap__once, shmheap__init_once);
     /* an object or file that does not exist yet is made here, exclusively */
-    fd = shmheap__open_fd(&L, O_RDWR | O_CREAT | O_EXCL, o.mode ? o.mode : 0600);
+    fd = shmheap__open_fd(&L, O_RDWR | O_CREAT | O_EXCL, o.mode ? o.mode : SHMHEAP_DEFAULT_MODE);
     if (fd == SHMHEAP_E_EXISTS) fd = shmheap__open_fd(&L, O_RDWR, 0);
     else if (fd >= 0) created = 1;
     if (fd < 0) return fd;
@@ -1753,7 +1756,7 @@ SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmhe
         free(H);
         if (r) goto fail;
     }
-    size = o.size ? o.size : (have && !created && L.kind != SHMHEAP__K_SHM) ? have : SHMHEAP__DEFAULT_SIZE;
+    size = o.size ? o.size : (have && !created && L.kind != SHMHEAP__K_SHM) ? have : SHMHEAP_DEFAULT_SIZE;
     size = (size + SHMHEAP__ALIGN - 1) & ~(SHMHEAP__ALIGN - 1);
     if (created || (have < size && !device)) {
         if (ftruncate(fd, (off_t)size)) { r = -errno; goto fail; }
@@ -2095,16 +2098,16 @@ static int shmheap__cmp_range(const void *x, const void *y)
     return a[0] < b[0] ? -1 : a[0] > b[0];
 }
 
-SHMHEAP_API int shmheap_unseal_batch(shmheap *h, const shmheap_range *rg, size_t n)
+SHMHEAP_API int shmheap_unseal_batch(shmheap *h, const shmheap_range *ranges, size_t n)
 {
     if (!n) return 0;
-    if (!rg || n > SIZE_MAX / (2 * sizeof(uintptr_t))) return SHMHEAP_E_INVAL;
+    if (!ranges || n > SIZE_MAX / (2 * sizeof(uintptr_t))) return SHMHEAP_E_INVAL;
     uintptr_t *v = (uintptr_t *)malloc(n * 2 * sizeof *v);
     if (!v) return -ENOMEM;
     int r = 0;
     for (size_t i = 0; i < n && !r; i++) {
         size_t len;
-        r = shmheap__pages(h, rg[i].p, rg[i].len, &v[2 * i], &len);
+        r = shmheap__pages(h, ranges[i].p, ranges[i].len, &v[2 * i], &len);
         v[2 * i + 1] = v[2 * i] + len;
     }
     if (!r) {
