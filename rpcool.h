@@ -17,7 +17,14 @@
        RPCOOL_STATIC         make every rpcool function static (define SHMHEAP_STATIC too for
                              an all-static build)
        RPCOOL_ASSERT(x)      your assert (default: assert from <assert.h>)
-   Set RPCOOL_DEBUG=1 in the environment to log connections, reaping and faults to stderr.
+       RPCOOL_MALLOC(size)   your allocator for the library's private memory (default: malloc
+       RPCOOL_FREE(p)        and free); define both or neither (#error otherwise). When
+                             RPCOOL_IMPLEMENTATION compiles shmheap's implementation and
+                             SHMHEAP_MALLOC/SHMHEAP_FREE are not defined, shmheap uses these too
+   Logging is silent by default. The log field of rpcool_server_opts and rpcool_conn_opts
+   receives connections, reaping and faults (and the messages of the connection heaps); without
+   it, set RPCOOL_DEBUG (any value) in the environment to send them to stderr (read once per
+   process).
 
    WHAT IT IS
    ----------
@@ -230,26 +237,40 @@ typedef struct rpcool_server rpcool_server; /* a served channel (process-local h
 typedef struct rpcool_conn rpcool_conn;     /* a client's connection to a channel */
 typedef struct rpcool_ctx rpcool_ctx;       /* one call, as seen by its handler */
 
-enum {
-    RPCOOL_E_NAMETAKEN = -2000, /* a live server already serves this channel name */
-    RPCOOL_E_NOCHANNEL,         /* no channel of that name, or its server is gone */
-    RPCOOL_E_PEERDEAD,          /* the server (or client) died or the channel was taken over */
-    RPCOOL_E_CLOSED,            /* the server closed the channel */
-    RPCOOL_E_TIMEOUT,           /* the call or connect did not finish in time */
-    RPCOOL_E_NOHANDLER,         /* no handler registered under that id */
-    RPCOOL_E_BADPTR,            /* a pointer or range lies outside the connection's heap */
-    RPCOOL_E_FAULT,             /* the handler faulted (SIGSEGV/SIGBUS) on peer data */
-    RPCOOL_E_POLICY = -1991,    /* the channel or handler requires a safety mode the call lacks */
-    RPCOOL_E_PROTO,             /* malformed shared state: bad magic, version, names */
-    RPCOOL_E_NOSLOT,            /* the channel has no free connection slot */
-    RPCOOL_E_AGAIN,             /* not finished yet / no free call slot (async) */
-    RPCOOL_E_NOTSUP,            /* transport or feature not available */
-    RPCOOL_E_INVAL,             /* invalid argument */
-    RPCOOL_E_BADNAME,           /* malformed channel name */
-    RPCOOL_E_DROPPED,           /* the server dropped this connection: its heap faulted the
-                                   server (truncated) or its mutex stayed taken (see FAILURES) */
-    RPCOOL_E_TOOBIG             /* RPCOOL_COPY: the argument is larger than the server's max_copy */
-};
+/* Error codes: X(name, value, what rpcool_strerror says); a comment adds what the
+   text leaves out. */
+#define RPCOOL_ERRORS(X)                                                                           \
+    X(RPCOOL_E_NAMETAKEN, -2000, "channel name taken: a live server serves it")                    \
+    X(RPCOOL_E_NOCHANNEL, -1999, "no such channel, or no server on it")                            \
+    /* the server (or client) died or the channel was taken over */                                \
+    X(RPCOOL_E_PEERDEAD, -1998, "peer died (or the channel was taken over)")                       \
+    X(RPCOOL_E_CLOSED, -1997, "channel closed by the server")                                      \
+    /* the call or connect did not finish in time */                                               \
+    X(RPCOOL_E_TIMEOUT, -1996, "timed out")                                                        \
+    X(RPCOOL_E_NOHANDLER, -1995, "no handler registered under that id")                            \
+    X(RPCOOL_E_BADPTR, -1994, "pointer or range outside the connection heap")                      \
+    /* the handler faulted (SIGSEGV/SIGBUS) on peer data */                                        \
+    X(RPCOOL_E_FAULT, -1993, "handler faulted on peer data (contained)")                           \
+    X(RPCOOL_E_POLICY, -1991, "call lacks a safety mode the channel or handler requires")          \
+    /* malformed shared state: bad magic, version, names */                                        \
+    X(RPCOOL_E_PROTO, -1990, "malformed shared state (protocol error)")                            \
+    X(RPCOOL_E_NOSLOT, -1989, "channel has no free connection slot")                               \
+    /* not finished yet / no free call slot (async) */                                             \
+    X(RPCOOL_E_AGAIN, -1988, "not finished yet, or no free call slot")                             \
+    /* transport or feature not available */                                                       \
+    X(RPCOOL_E_NOTSUP, -1987, "not supported")                                                     \
+    X(RPCOOL_E_INVAL, -1986, "invalid argument")                                                   \
+    X(RPCOOL_E_BADNAME, -1985, "malformed channel name")                                           \
+    /* the server dropped this connection: its heap faulted the server (truncated) or its mutex    \
+       stayed taken (see FAILURES) */                                                              \
+    X(RPCOOL_E_DROPPED, -1984,                                                                     \
+      "the server dropped this connection (its heap was truncated, or its mutex stayed taken)")    \
+    /* RPCOOL_COPY: the argument is larger than the server's max_copy */                           \
+    X(RPCOOL_E_TOOBIG, -1983,                                                                      \
+      "the argument is larger than the server copies (rpcool_server_opts.max_copy)")
+#define RPCOOL__ERROR_ENUM(name, value, text) name = value,
+enum { RPCOOL_ERRORS(RPCOOL__ERROR_ENUM) };
+#undef RPCOOL__ERROR_ENUM
 
 /* Safety flags (see SAFETY MODES above). */
 enum {
@@ -260,6 +281,14 @@ enum {
 };
 
 enum { RPCOOL_TRANSPORT_SHM = 0, RPCOOL_TRANSPORT_RDMA = 1 };
+
+/* Levels of the messages a log callback gets (the values of SHMHEAP_LOG_*). */
+enum {
+    RPCOOL_LOG_ERROR = SHMHEAP_LOG_ERROR,
+    RPCOOL_LOG_WARN = SHMHEAP_LOG_WARN,
+    RPCOOL_LOG_INFO = SHMHEAP_LOG_INFO,
+    RPCOOL_LOG_DEBUG = SHMHEAP_LOG_DEBUG
+};
 
 #define RPCOOL_MAX_HANDLERS 1024 /* handler ids are below this */
 #define RPCOOL_MAX_INFLIGHT 64   /* calls in flight per connection */
@@ -290,6 +319,10 @@ typedef struct rpcool_server_opts {
     size_t max_copy;      /* RPCOOL_COPY: the largest argument copied; larger calls fail with
                              RPCOOL_E_TOOBIG. 0 = RPCOOL_DEFAULT_MAX_COPY; SIZE_MAX = no
                              limit */
+    void (*log)(int level, const char *msg, void *user); /* gets the library's messages
+                             (RPCOOL_LOG_* levels, one line each), those of the connection
+                             heaps too; NULL = silent, or stderr when RPCOOL_DEBUG is set */
+    void *log_user;       /* passed to log */
 } rpcool_server_opts;
 
 /* Connection options. */
@@ -308,6 +341,8 @@ typedef struct rpcool_conn_opts {
                                  > 1: see "Batched release" under RPCOOL_SEAL */
     int transport;            /* RPCOOL_TRANSPORT_SHM (0) */
     const char *pod;          /* shmheap pod (NULL = default) */
+    void (*log)(int level, const char *msg, void *user); /* as in rpcool_server_opts */
+    void *log_user;           /* passed to log */
 } rpcool_conn_opts;
 
 /* Per-call options (NULL = connection defaults). */
@@ -445,7 +480,15 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #if defined(RPCOOL_IMPLEMENTATION) && !defined(RPCOOL_IMPLEMENTATION_ONCE)
 #define RPCOOL_IMPLEMENTATION_ONCE
 
+#if defined(RPCOOL_MALLOC) != defined(RPCOOL_FREE)
+#error "rpcool.h: define both RPCOOL_MALLOC and RPCOOL_FREE, or neither"
+#endif
+
 #if !defined(SHMHEAP_IMPLEMENTATION_ONCE) && !defined(RPCOOL_NO_SHMHEAP_IMPLEMENTATION)
+#if defined(RPCOOL_MALLOC) && !defined(SHMHEAP_MALLOC) && !defined(SHMHEAP_FREE)
+#define SHMHEAP_MALLOC(size) RPCOOL_MALLOC(size) /* one pair of hooks for both */
+#define SHMHEAP_FREE(p) RPCOOL_FREE(p)
+#endif
 #define SHMHEAP_IMPLEMENTATION
 #include "shmheap.h"
 #undef SHMHEAP_IMPLEMENTATION
@@ -462,6 +505,11 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#ifndef RPCOOL_MALLOC
+#define RPCOOL_MALLOC(size) malloc(size)
+#define RPCOOL_FREE(p) free(p)
+#endif
+
 #ifndef RPCOOL_ASSERT
 #include <assert.h>
 #define RPCOOL_ASSERT(x) assert(x)
@@ -477,11 +525,35 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #define RPCOOL__COPY_KEEP ((size_t)1 << 20) /* a serving thread keeps a copy buffer up to this */
 #define RPCOOL__KNOWN_FLAGS (RPCOOL_COPY | RPCOOL_SEAL | RPCOOL_SANDBOX)
 
-static void rpcool__log(const char *fmt, ...)
+/* Private memory: every allocation of the library goes through RPCOOL_MALLOC/RPCOOL_FREE. */
+static void *rpcool__calloc(size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size) return NULL;
+    void *p = RPCOOL_MALLOC(n * size);
+    if (p) memset(p, 0, n * size);
+    return p;
+}
+
+static void rpcool__free(void *p)
+{
+    if (p) RPCOOL_FREE(p);
+}
+
+static int rpcool__debug_env = -1; /* RPCOOL_DEBUG, read once */
+
+static struct rcp__logger rpcool__logger(rcp__log_fn *fn, void *user)
+{
+    return rcp__logger_pick(fn, user, &rpcool__debug_env, "RPCOOL_DEBUG", "rpcool");
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void rpcool__log(const struct rcp__logger *lg, int level, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    rcp__vlog("RPCOOL_DEBUG", "rpcool", fmt, ap);
+    rcp__logv(lg, level, fmt, ap);
     va_end(ap);
 }
 
@@ -623,6 +695,7 @@ struct rpcool_server {
     uint64_t spin_ns;
     size_t max_copy;
     shmheap_opts hopts;
+    struct rcp__logger log;
     struct rpcool__handler_ent **handlers; /* RPCOOL_MAX_HANDLERS, each published atomically */
     struct rpcool__handler_ent *retired;   /* replaced entries, freed at close */
     struct rpcool__sconn *conns;
@@ -672,6 +745,7 @@ struct rpcool_conn {
     uint32_t index, epoch;
     shmheap *heap;
     shmheap_opts hopts;
+    struct rcp__logger log;
     struct rpcool__conn_hdr *hdr;
     char heap_name[RPCOOL__HEAPNAME];
     unsigned safety, timeout_ms, peer_check_ms, seal_batch;
@@ -688,6 +762,7 @@ struct rpcool_conn {
 };
 
 struct rpcool_ctx {
+    rpcool_server *s;
     struct rpcool__sconn *sc;
     struct rpcool__guard *guard;
     unsigned flags;
@@ -704,23 +779,9 @@ RPCOOL_API const char *rpcool_strerror(int code)
 {
     switch (code) {
     case 0: return "success";
-    case RPCOOL_E_NAMETAKEN: return "channel name taken: a live server serves it";
-    case RPCOOL_E_NOCHANNEL: return "no such channel, or no server on it";
-    case RPCOOL_E_PEERDEAD: return "peer died (or the channel was taken over)";
-    case RPCOOL_E_CLOSED: return "channel closed by the server";
-    case RPCOOL_E_TIMEOUT: return "timed out";
-    case RPCOOL_E_NOHANDLER: return "no handler registered under that id";
-    case RPCOOL_E_BADPTR: return "pointer or range outside the connection heap";
-    case RPCOOL_E_FAULT: return "handler faulted on peer data (contained)";
-    case RPCOOL_E_POLICY: return "call lacks a safety mode the channel or handler requires";
-    case RPCOOL_E_PROTO: return "malformed shared state (protocol error)";
-    case RPCOOL_E_NOSLOT: return "channel has no free connection slot";
-    case RPCOOL_E_AGAIN: return "not finished yet, or no free call slot";
-    case RPCOOL_E_NOTSUP: return "not supported";
-    case RPCOOL_E_INVAL: return "invalid argument";
-    case RPCOOL_E_BADNAME: return "malformed channel name";
-    case RPCOOL_E_DROPPED: return "the server dropped this connection (its heap was truncated, or its mutex stayed taken)";
-    case RPCOOL_E_TOOBIG: return "the argument is larger than the server copies (rpcool_server_opts.max_copy)";
+#define RPCOOL__CASE(name, value, text) case name: return text;
+        RPCOOL_ERRORS(RPCOOL__CASE)
+#undef RPCOOL__CASE
     default: break;
     }
     if (code >= SHMHEAP_E_BADMAGIC && code < SHMHEAP_E_BADMAGIC + 100) return shmheap_strerror(code);
@@ -953,7 +1014,7 @@ static void rpcool__reclaim_stale(rpcool_server *s, uint32_t i)
             int o = rpcool__contain_set(0);
             shmheap_unlink(name, &s->hopts);
             rpcool__contain_set(o);
-            rpcool__log("%s: unlinked stale heap %s", s->name, name);
+            rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: unlinked stale heap %s", s->name, name);
         }
     }
     if (held == 1) return; /* CLOSING but still locked: the client is finishing up */
@@ -1011,15 +1072,15 @@ static int rpcool__chan_init(rpcool_server *s)
 static void rpcool__server_free(rpcool_server *s)
 {
     pthread_mutex_destroy(&s->hk_lock);
-    for (unsigned i = 0; s->handlers && i < RPCOOL_MAX_HANDLERS; i++) free(s->handlers[i]);
+    for (unsigned i = 0; s->handlers && i < RPCOOL_MAX_HANDLERS; i++) rpcool__free(s->handlers[i]);
     while (s->retired) {
         struct rpcool__handler_ent *e = s->retired;
         s->retired = e->next_retired;
-        free(e);
+        rpcool__free(e);
     }
-    free(s->handlers);
-    free(s->conns);
-    free(s);
+    rpcool__free(s->handlers);
+    rpcool__free(s->conns);
+    rpcool__free(s);
 }
 
 /* Memory protection keys for SANDBOX. The keys are taken before any thread serves (from
@@ -1063,7 +1124,7 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     if (opts) o = *opts;
     if (o.max_conns == 0) o.max_conns = RPCOOL_DEFAULT_MAX_CONNS;
     if (o.max_conns > RPCOOL_MAX_CONNS || (o.safety & ~(unsigned)RPCOOL__KNOWN_FLAGS)) return RPCOOL_E_INVAL;
-    if (!(s = (rpcool_server *)calloc(1, sizeof *s))) return -ENOMEM;
+    if (!(s = (rpcool_server *)rpcool__calloc(1, sizeof *s))) return -ENOMEM;
     snprintf(s->name, sizeof s->name, "%s", channel);
     rpcool__path(s->path, sizeof s->path, channel);
     s->max_conns = o.max_conns;
@@ -1072,10 +1133,13 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     s->reap_ms = o.reap_ms ? o.reap_ms : RPCOOL_DEFAULT_REAP_MS;
     s->max_copy = o.max_copy ? o.max_copy : RPCOOL_DEFAULT_MAX_COPY;
     s->hopts.pod = o.pod;
+    s->hopts.log = o.log;
+    s->hopts.log_user = o.log_user;
+    s->log = rpcool__logger(o.log, o.log_user);
     s->hopts.lock_timeout_ms = 1000; /* a client that stops holding its heap's mutex must not hang us */
     pthread_mutex_init(&s->hk_lock, NULL);
-    s->handlers = (struct rpcool__handler_ent **)calloc(RPCOOL_MAX_HANDLERS, sizeof *s->handlers);
-    s->conns = (struct rpcool__sconn *)calloc(s->max_conns, sizeof *s->conns);
+    s->handlers = (struct rpcool__handler_ent **)rpcool__calloc(RPCOOL_MAX_HANDLERS, sizeof *s->handlers);
+    s->conns = (struct rpcool__sconn *)rpcool__calloc(s->max_conns, sizeof *s->conns);
     if (!s->handlers || !s->conns) {
         rpcool__server_free(s);
         return -ENOMEM;
@@ -1099,7 +1163,7 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     pthread_once(&rpcool__sig_once, rpcool__sig_install);
     rpcool__fd_track(s->fd, 1);
     if (s->safety & RPCOOL_SANDBOX) rpcool__pkeys_init(s);
-    rpcool__log("%s: serving (epoch %u, %u slots)", s->name, s->epoch, s->max_conns);
+    rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: serving (epoch %u, %u slots)", s->name, s->epoch, s->max_conns);
     *out = s;
     return 0;
 }
@@ -1110,7 +1174,7 @@ RPCOOL_API int rpcool_server_add_handler(rpcool_server *s, unsigned id, rpcool_h
     if (!s || id >= RPCOOL_MAX_HANDLERS || (safety & ~(unsigned)RPCOOL__KNOWN_FLAGS)) return RPCOOL_E_INVAL;
     struct rpcool__handler_ent *e = NULL, *old;
     if (fn) {
-        if (!(e = (struct rpcool__handler_ent *)calloc(1, sizeof *e))) return -ENOMEM;
+        if (!(e = (struct rpcool__handler_ent *)rpcool__calloc(1, sizeof *e))) return -ENOMEM;
         e->fn = fn;
         e->user = user;
         e->flags = safety;
@@ -1213,7 +1277,7 @@ static void rpcool__accept(rpcool_server *s, uint32_t i)
         }
     }
     if (pin >= 0) close(pin);
-    rpcool__log("%s: accept slot %u heap %s: %s", s->name, i, name, rpcool_strerror(r));
+    rpcool__log(&s->log, r ? RPCOOL_LOG_WARN : RPCOOL_LOG_INFO, "%s: accept slot %u heap %s: %s", s->name, i, name, rpcool_strerror(r));
     cs->status = r;
     rcp__store(&cs->state, (uint32_t)(r ? RPCOOL__CS_REFUSED : RPCOOL__CS_ACTIVE));
     rcp__fetch_add(&cs->seq, 1u);
@@ -1247,7 +1311,7 @@ static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int unlink_heap)
     shmheap_close(sc->heap);
     if (unlink_heap) shmheap_unlink(sc->heap_name, &s->hopts);
     rpcool__contain_set(o);
-    rpcool__log("%s: slot %u %s (%s)", s->name, i, unlink_heap ? "reaped" : "closed", sc->heap_name);
+    rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: slot %u %s (%s)", s->name, i, unlink_heap ? "reaped" : "closed", sc->heap_name);
     rcp__fetch_add(unlink_heap ? &s->st.reaped : &s->st.closed, 1u);
     sc->heap = NULL;
     sc->hdr = NULL;
@@ -1271,7 +1335,7 @@ static void rpcool__chan_repair(rpcool_server *s)
 {
     struct stat st;
     if (fstat(s->fd, &st) == 0 && (size_t)st.st_size < s->map_len && ftruncate(s->fd, (off_t)s->map_len) == 0)
-        rpcool__log("%s: channel file was truncated (to %lld bytes): restored", s->name, (long long)st.st_size);
+        rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: channel file was truncated (to %lld bytes): restored", s->name, (long long)st.st_size);
 }
 
 /* Put back header fields a client scribbled on (or a truncation zeroed), so new clients can
@@ -1285,7 +1349,7 @@ static void rpcool__chan_restore(rpcool_server *s)
         rcp__load(&h->state) == RPCOOL__CH_OPEN)
         return;
     rcp__fetch_add(&s->st.bad_entries, 1u);
-    rpcool__log("%s: channel header was overwritten: restored", s->name);
+    rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: channel header was overwritten: restored", s->name);
     h->version = RPCOOL__VERSION;
     h->max_conns = s->max_conns;
     h->safety = s->safety;
@@ -1424,6 +1488,7 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
     size_t seal_len = (size_t)rcp__load_relaxed(&sl->seal_len);
     rpcool_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
+    ctx.s = s;
     ctx.sc = sc;
     int status;
     struct rpcool__handler_ent *e = fnid < RPCOOL_MAX_HANDLERS ? rcp__load(&s->handlers[fnid]) : NULL;
@@ -1443,9 +1508,9 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
             status = RPCOOL_E_TOOBIG; /* a client's heap may be far larger than we want to copy */
         } else if (ctx.flags & RPCOOL_COPY) {
             if (len > w->cap) {
-                char *nb = (char *)realloc(w->buf, len);
+                char *nb = (char *)RPCOOL_MALLOC(len); /* the old contents are not needed */
                 if (!nb) status = -ENOMEM;
-                else { w->buf = nb; w->cap = len; }
+                else { rpcool__free(w->buf); w->buf = nb; w->cap = len; }
             }
             if (status == 0) {
                 if (len) memcpy(w->buf, arg, len); /* faults here are the client's: guarded */
@@ -1470,7 +1535,7 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
     }
     rpcool__complete(hd, i, gen, status, ctx.ret, ctx.ret ? ctx.ret_len : 0);
     if (w->cap > RPCOOL__COPY_KEEP) { /* give a big argument's copy back: not one per serving thread */
-        free(w->buf);
+        rpcool__free(w->buf);
         w->buf = NULL;
         w->cap = 0;
     }
@@ -1574,7 +1639,7 @@ static void rpcool__worker_run(struct rpcool__worker *w)
         w->cur = NULL;
         rcp__fetch_add(&s->st.faults, 1u);
         if (sc) {
-            rpcool__log("%s: fault on a client heap (%s): dropping it", s->name, sc->heap_name);
+            rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: fault on a client heap (%s): dropping it", s->name, sc->heap_name);
             rcp__store(&sc->dead, 1);
             rcp__store(&sc->condemned, 1u);
         } else {
@@ -1639,7 +1704,7 @@ static void rpcool__worker_loop(rpcool_server *s)
             break;
         }
     pthread_mutex_unlock(&s->hk_lock);
-    free(w.buf);
+    rpcool__free(w.buf);
     rpcool__me = outer;
 }
 
@@ -1659,14 +1724,14 @@ static void *rpcool__thread_main(void *p)
 RPCOOL_API int rpcool_server_start(rpcool_server *s, unsigned nthreads)
 {
     if (!s || nthreads == 0 || s->threads) return RPCOOL_E_INVAL;
-    s->threads = (pthread_t *)calloc(nthreads, sizeof *s->threads);
+    s->threads = (pthread_t *)rpcool__calloc(nthreads, sizeof *s->threads);
     if (!s->threads) return -ENOMEM;
     for (unsigned i = 0; i < nthreads; i++) {
         int r = pthread_create(&s->threads[i], NULL, rpcool__thread_main, s);
         if (r) {
             rpcool_server_stop(s);
             for (unsigned j = 0; j < i; j++) pthread_join(s->threads[j], NULL);
-            free(s->threads);
+            rpcool__free(s->threads);
             s->threads = NULL;
             rcp__store(&s->stop, 0);
             return -r;
@@ -1719,7 +1784,7 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
     if (rpcool__me && rpcool__me->s == s) return RPCOOL_E_INVAL; /* from a handler of s */
     rpcool_server_stop(s);
     for (unsigned i = 0; i < s->nthreads; i++) pthread_join(s->threads[i], NULL);
-    free(s->threads);
+    rpcool__free(s->threads);
     s->threads = NULL;
     for (;;) { /* threads of the caller's own in rpcool_serve must have left it */
         pthread_mutex_lock(&s->hk_lock);
@@ -1744,7 +1809,7 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
     munmap(s->ch, s->map_len);
     rpcool__fd_track(s->fd, 0);
     close(s->fd);
-    rpcool__log("%s: closed", s->name);
+    rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: closed", s->name);
     rpcool__server_free(s);
     return 0;
 }
@@ -1777,7 +1842,7 @@ RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size)
     if (!p && errno == ETIMEDOUT) {
         rcp__store(&ctx->sc->dead, 1);
         rcp__store(&ctx->sc->condemned, 1u);
-        rpcool__log("%s: its heap's mutex stays taken: dropping the connection", ctx->sc->heap_name);
+        rpcool__log(&ctx->s->log, RPCOOL_LOG_WARN, "%s: its heap's mutex stays taken: dropping the connection", ctx->sc->heap_name);
     }
     return p;
 }
@@ -2335,10 +2400,10 @@ static int rpcool__handshake(rpcool_conn *c, unsigned timeout_ms)
 
 static void rpcool__conn_free(rpcool_conn *c)
 {
-    free(c->seals);
-    free(c->release);
+    rpcool__free(c->seals);
+    rpcool__free(c->release);
     pthread_mutex_destroy(&c->seal_lock);
-    free(c);
+    rpcool__free(c);
 }
 
 RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts, rpcool_conn **out)
@@ -2353,7 +2418,7 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     if (opts) o = *opts;
     if (o.transport != RPCOOL_TRANSPORT_SHM) return RPCOOL_E_NOTSUP;
     if (o.safety & ~(unsigned)RPCOOL__KNOWN_FLAGS) return RPCOOL_E_INVAL;
-    if (!(c = (rpcool_conn *)calloc(1, sizeof *c))) return -ENOMEM;
+    if (!(c = (rpcool_conn *)rpcool__calloc(1, sizeof *c))) return -ENOMEM;
     c->tp = &rpcool__shm_transport;
     c->safety = o.safety;
     c->timeout_ms = o.timeout_ms;
@@ -2362,11 +2427,14 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     c->seal_batch = o.seal_batch ? o.seal_batch : RPCOOL_DEFAULT_SEAL_BATCH;
     c->seal_cap = (size_t)(c->seal_batch < 1024 ? c->seal_batch : 1024) + RPCOOL__NSLOTS;
     c->hopts.pod = o.pod;
+    c->hopts.log = o.log;
+    c->hopts.log_user = o.log_user;
+    c->log = rpcool__logger(o.log, o.log_user);
     c->hopts.size = o.heap_size ? o.heap_size : RPCOOL_DEFAULT_HEAP_SIZE;
     c->free_bits = ~0ull;
     pthread_mutex_init(&c->seal_lock, NULL);
-    c->seals = (struct rpcool__seal *)calloc(c->seal_cap, sizeof *c->seals);
-    c->release = (shmheap_range *)calloc(c->seal_cap, sizeof *c->release);
+    c->seals = (struct rpcool__seal *)rpcool__calloc(c->seal_cap, sizeof *c->seals);
+    c->release = (shmheap_range *)rpcool__calloc(c->seal_cap, sizeof *c->release);
     if (!c->seals || !c->release) {
         rpcool__conn_free(c);
         return -ENOMEM;
@@ -2379,7 +2447,7 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
         if (!(r = rpcool__conn_heap(c, channel))) {
             if (!(r = rpcool__handshake(c, o.connect_timeout_ms ? o.connect_timeout_ms : RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS))) {
                 rpcool__fd_track(c->fd, 1);
-                rpcool__log("connected to %s (slot %u, heap %s)", channel, c->index, c->heap_name);
+                rpcool__log(&c->log, RPCOOL_LOG_INFO, "connected to %s (slot %u, heap %s)", channel, c->index, c->heap_name);
                 *out = c;
                 return 0;
             }

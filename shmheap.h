@@ -15,7 +15,10 @@
        SHMHEAP_WITH_CXL      resolve "cxl:REGION" names through libcxl (link -lcxl); without it
                              such names fail with SHMHEAP_E_NOTSUP
        SHMHEAP_ASSERT(x)     your assert (default: assert from <assert.h>)
-   Set SHMHEAP_DEBUG=1 in the environment to log what the library does to stderr.
+       SHMHEAP_MALLOC(size)  your allocator for the library's private memory (default: malloc
+       SHMHEAP_FREE(p)       and free); define both or neither (#error otherwise)
+   Logging is silent by default. shmheap_opts.log receives a heap's messages; without it, set
+   SHMHEAP_DEBUG (any value) in the environment to send them to stderr (read once per process).
 
    WHAT IT IS
    ----------
@@ -145,28 +148,43 @@ typedef struct shmheap_opts {
                             32 KiB, roots, checks); 0 = wait as long as it takes. Set it when a
                             peer you do not trust shares the heap: its stop then makes those
                             calls fail with -ETIMEDOUT instead of hanging you */
+    void (*log)(int level, const char *msg, void *user); /* gets the library's messages
+                            (SHMHEAP_LOG_* levels, one line each); NULL = silent, or stderr when
+                            SHMHEAP_DEBUG is set. A heap open twice in a process keeps the
+                            first opener's */
+    void *log_user;      /* passed to log */
 } shmheap_opts;
 
-enum {
-    SHMHEAP_E_BADMAGIC = -1000, /* not a shmheap (bad magic), or never finished initialising */
-    SHMHEAP_E_VERSION,          /* made by an incompatible layout version */
-    SHMHEAP_E_TOOSMALL,         /* file or device too small, or header sizes inconsistent */
-    SHMHEAP_E_FULL,             /* heap full */
-    SHMHEAP_E_DOUBLEFREE,       /* block already free */
-    SHMHEAP_E_FOREIGN,          /* pointer not inside this heap */
-    SHMHEAP_E_BADPTR,           /* pointer inside the heap but not the start of a block */
-    SHMHEAP_E_ADDRINUSE,        /* the heap's address range is taken in this process or pod */
-    SHMHEAP_E_NOTSUP,           /* feature not supported here (built without it, or no CPU/OS
-                                   support) */
-    SHMHEAP_E_CORRUPT,          /* the consistency check found damage */
-    SHMHEAP_E_BADNAME,          /* malformed heap or root name */
-    SHMHEAP_E_NOTFOUND,         /* no heap, device, region or root of that name */
-    SHMHEAP_E_EXISTS,           /* a heap of that name exists already */
-    SHMHEAP_E_INVAL,            /* invalid argument */
-    SHMHEAP_E_BUSY,             /* create with overwrite of a heap this process has open */
-    SHMHEAP_E_PODFULL           /* create: the pod has no free range that large in its window,
-                                   or already names 1024 heaps */
-};
+/* Levels of the messages a log callback gets. */
+enum { SHMHEAP_LOG_ERROR = 0, SHMHEAP_LOG_WARN = 1, SHMHEAP_LOG_INFO = 2, SHMHEAP_LOG_DEBUG = 3 };
+
+/* Error codes: X(name, value, what shmheap_strerror says); a comment adds what the
+   text leaves out. */
+#define SHMHEAP_ERRORS(X)                                                                          \
+    X(SHMHEAP_E_BADMAGIC, -1000, "not a shmheap heap (bad magic), or its creator never finished")  \
+    X(SHMHEAP_E_VERSION, -999, "heap made by an incompatible shmheap layout version")              \
+    X(SHMHEAP_E_TOOSMALL, -998,                                                                    \
+      "file or device too small for a heap, or header sizes inconsistent")                         \
+    X(SHMHEAP_E_FULL, -997, "heap full")                                                           \
+    X(SHMHEAP_E_DOUBLEFREE, -996, "block already free (double free)")                              \
+    X(SHMHEAP_E_FOREIGN, -995, "pointer is not inside this heap")                                  \
+    X(SHMHEAP_E_BADPTR, -994, "pointer is inside the heap but not the start of a block")           \
+    /* the heap's address range is taken in this process or pod */                                 \
+    X(SHMHEAP_E_ADDRINUSE, -993, "the heap's address range is already taken")                      \
+    /* feature not supported here (built without it, or no CPU/OS support) */                      \
+    X(SHMHEAP_E_NOTSUP, -992, "not supported on this build or machine")                            \
+    X(SHMHEAP_E_CORRUPT, -991, "heap consistency check failed")                                    \
+    X(SHMHEAP_E_BADNAME, -990, "malformed heap or root name")                                      \
+    X(SHMHEAP_E_NOTFOUND, -989, "no heap, device, region or root of that name")                    \
+    X(SHMHEAP_E_EXISTS, -988, "a heap of that name exists already")                                \
+    X(SHMHEAP_E_INVAL, -987, "invalid argument")                                                   \
+    /* create with overwrite of a heap this process has open */                                    \
+    X(SHMHEAP_E_BUSY, -986, "the heap is open in this process: close it before overwriting it")    \
+    X(SHMHEAP_E_PODFULL, -985,                                                                     \
+      "the pod is full: no free address range that large in its window, or 1024 heaps named")
+#define SHMHEAP__ERROR_ENUM(name, value, text) name = value,
+enum { SHMHEAP_ERRORS(SHMHEAP__ERROR_ENUM) };
+#undef SHMHEAP__ERROR_ENUM
 
 SHMHEAP_API const char *shmheap_strerror(int code);
 
@@ -208,7 +226,7 @@ SHMHEAP_API size_t shmheap_usable_size(shmheap *h, const void *p);
 SHMHEAP_API int shmheap_flush(shmheap *h);
 
 /* Checks every invariant of the heap (under its lock) and fills st if not NULL.
-   Returns 0 or SHMHEAP_E_CORRUPT (with the first problem logged when SHMHEAP_DEBUG is set and
+   Returns 0 or SHMHEAP_E_CORRUPT (with the first problem logged at SHMHEAP_LOG_ERROR and
    copied to st->problem). */
 typedef struct shmheap_stats {
     size_t size;         /* bytes of the mapping */
@@ -272,6 +290,14 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 #endif
 #ifdef SHMHEAP_WITH_CXL
 #include "impl/cxl.h"
+#endif
+
+#if defined(SHMHEAP_MALLOC) != defined(SHMHEAP_FREE)
+#error "shmheap.h: define both SHMHEAP_MALLOC and SHMHEAP_FREE, or neither"
+#endif
+#ifndef SHMHEAP_MALLOC
+#define SHMHEAP_MALLOC(size) malloc(size)
+#define SHMHEAP_FREE(p) free(p)
 #endif
 
 #ifndef SHMHEAP_ASSERT
@@ -406,6 +432,7 @@ struct shmheap {
     uint32_t live; /* our live slot, 1..SHMHEAP__LIVE_SLOTS; 0 = none */
     uint64_t hdr_data_off, data_len, tc_key; /* private copies: the shared header is not trusted */
     uint64_t lock_timeout_ms;
+    struct rcp__logger log;
     dev_t dev;    /* the object behind the name, to tell a re-created name from the open one */
     ino_t ino;
     char name[SHMHEAP__NAME_MAX + 16];
@@ -424,11 +451,36 @@ static const uint32_t shmheap__recip[SHMHEAP__NCLS] = {
     838861, 699051, 599187, 524288, 419431, 349526, 299594, 262144, 209716, 174763, 149797,
     131072};
 
-static void shmheap__log(const char *fmt, ...)
+/* Private memory: every allocation of the library goes through SHMHEAP_MALLOC/SHMHEAP_FREE. */
+static void *shmheap__calloc(size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size) return NULL;
+    void *p = SHMHEAP_MALLOC(n * size);
+    if (p) memset(p, 0, n * size);
+    return p;
+}
+
+static void shmheap__free(void *p)
+{
+    if (p) SHMHEAP_FREE(p);
+}
+
+static int shmheap__debug_env = -1; /* SHMHEAP_DEBUG, read once */
+
+static struct rcp__logger shmheap__logger(const shmheap_opts *o)
+{
+    return rcp__logger_pick(o ? o->log : NULL, o ? o->log_user : NULL, &shmheap__debug_env,
+                            "SHMHEAP_DEBUG", "shmheap");
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void shmheap__log(const struct rcp__logger *lg, int level, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    rcp__vlog("SHMHEAP_DEBUG", "shmheap", fmt, ap);
+    rcp__logv(lg, level, fmt, ap);
     va_end(ap);
 }
 
@@ -436,22 +488,9 @@ SHMHEAP_API const char *shmheap_strerror(int code)
 {
     switch (code) {
     case 0: return "success";
-    case SHMHEAP_E_BADMAGIC: return "not a shmheap heap (bad magic), or its creator never finished";
-    case SHMHEAP_E_VERSION: return "heap made by an incompatible shmheap layout version";
-    case SHMHEAP_E_TOOSMALL: return "file or device too small for a heap, or header sizes inconsistent";
-    case SHMHEAP_E_FULL: return "heap full";
-    case SHMHEAP_E_DOUBLEFREE: return "block already free (double free)";
-    case SHMHEAP_E_FOREIGN: return "pointer is not inside this heap";
-    case SHMHEAP_E_BADPTR: return "pointer is inside the heap but not the start of a block";
-    case SHMHEAP_E_ADDRINUSE: return "the heap's address range is already taken";
-    case SHMHEAP_E_NOTSUP: return "not supported on this build or machine";
-    case SHMHEAP_E_CORRUPT: return "heap consistency check failed";
-    case SHMHEAP_E_BADNAME: return "malformed heap or root name";
-    case SHMHEAP_E_NOTFOUND: return "no heap, device, region or root of that name";
-    case SHMHEAP_E_EXISTS: return "a heap of that name exists already";
-    case SHMHEAP_E_INVAL: return "invalid argument";
-    case SHMHEAP_E_BUSY: return "the heap is open in this process: close it before overwriting it";
-    case SHMHEAP_E_PODFULL: return "the pod is full: no free address range that large in its window, or 1024 heaps named";
+#define SHMHEAP__CASE(name, value, text) case name: return text;
+        SHMHEAP_ERRORS(SHMHEAP__CASE)
+#undef SHMHEAP__CASE
     default: return code < 0 && code > -4096 ? strerror(-code) : "unknown code";
     }
 }
@@ -549,7 +588,7 @@ static void shmheap__recover(shmheap *h)
 {
     struct shmheap__hdr *H = h->hdr;
     uint64_t s = H->journal.span, n = H->journal.n;
-    shmheap__log("recovering %s after a dead lock holder (step %u span %llu)", h->name,
+    shmheap__log(&h->log, SHMHEAP_LOG_WARN, "recovering %s after a dead lock holder (step %u span %llu)", h->name,
                  H->journal.op, (unsigned long long)s);
     if (s >= h->nspans || n > h->nspans - s || H->journal.cls >= SHMHEAP__NCLS) H->journal.op = SHMHEAP__J_NONE;
     switch (H->journal.op) {
@@ -689,7 +728,7 @@ static int shmheap__lock(shmheap *h)
         }
         uint64_t now = rcp__now_ns(), slice = 10000000ull; /* look at the holder again after 10 ms */
         if (deadline && now >= deadline) {
-            shmheap__log("%s: lock held for over %llu ms (holder %llx)", h->name,
+            shmheap__log(&h->log, SHMHEAP_LOG_WARN, "%s: lock held for over %llu ms (holder %llx)", h->name,
                          (unsigned long long)h->lock_timeout_ms, (unsigned long long)o);
             return -ETIMEDOUT;
         }
@@ -729,7 +768,7 @@ static void shmheap__live_claim(shmheap *h)
     struct shmheap__mutex *m = &h->hdr->lock.m;
     uint64_t o = rcp__load(&m->owner);
     if (o && (uint32_t)(o >> 52) == h->live && rcp__cas(&m->owner, &o, shmheap__lock_id(h))) {
-        shmheap__log("%s: took over the mutex of a dead holder in live slot %u", h->name, h->live);
+        shmheap__log(&h->log, SHMHEAP_LOG_WARN, "%s: took over the mutex of a dead holder in live slot %u", h->name, h->live);
         shmheap__recover(h);
         shmheap__unlock(h);
     }
@@ -978,7 +1017,7 @@ static int shmheap__sweep(shmheap *h)
         if (!o || (uint32_t)(o >> 32) != shmheap__host || pid == getpid()) continue;
         if (kill(pid, 0) == 0 || errno != ESRCH) continue;
         if (!rcp__cas(&tc->owner, &o, me)) continue;
-        shmheap__log("giving back the thread cache of dead process %d", (int)pid);
+        shmheap__log(&h->log, SHMHEAP_LOG_INFO, "giving back the thread cache of dead process %d", (int)pid);
         shmheap__tc_release(h, tc);
         n++;
     }
@@ -1423,7 +1462,8 @@ static int shmheap__pod_open(const shmheap_opts *o, struct shmheap__podref *pr)
     for (int waited_ms = 0; flock(fd, LOCK_EX | LOCK_NB); waited_ms++) {
         if ((errno != EWOULDBLOCK && errno != EINTR) || waited_ms == 5000) {
             int e = errno == EWOULDBLOCK ? -ETIMEDOUT : -errno;
-            shmheap__log("pod %s: lock not free after 5 s", name);
+            struct rcp__logger lg = shmheap__logger(o);
+            shmheap__log(&lg, SHMHEAP_LOG_WARN, "pod %s: lock not free after 5 s", name);
             close(fd);
             return e;
         }
@@ -1445,7 +1485,8 @@ static int shmheap__pod_open(const shmheap_opts *o, struct shmheap__podref *pr)
         unsigned long long lo = SHMHEAP__WIN_LO, hi = SHMHEAP__WIN_HI;
         const char *w = getenv("SHMHEAP_WINDOW");
         if (w && (sscanf(w, "%llx-%llx", &lo, &hi) != 2 || lo % SHMHEAP__ALIGN || hi <= lo)) {
-            shmheap__log("ignoring malformed SHMHEAP_WINDOW=%s (want LO-HI in hex)", w);
+            struct rcp__logger lg = shmheap__logger(o);
+            shmheap__log(&lg, SHMHEAP_LOG_WARN, "ignoring malformed SHMHEAP_WINDOW=%s (want LO-HI in hex)", w);
             lo = SHMHEAP__WIN_LO;
             hi = SHMHEAP__WIN_HI;
         }
@@ -1607,7 +1648,7 @@ static int shmheap__map_at(int fd, uint64_t base, size_t size, void **out)
 
 static int shmheap__new_handle(void *base, int fd, const char *key, const shmheap_opts *o, shmheap **out)
 {
-    shmheap *h = (shmheap *)calloc(1, sizeof *h);
+    shmheap *h = (shmheap *)shmheap__calloc(1, sizeof *h);
     if (!h) return -ENOMEM;
     struct stat st;
     h->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
@@ -1615,6 +1656,7 @@ static int shmheap__new_handle(void *base, int fd, const char *key, const shmhea
     shmheap__bind(h, base);
     h->refs = 1;
     h->lock_timeout_ms = o ? o->lock_timeout_ms : 0;
+    h->log = shmheap__logger(o);
     h->hid = rcp__fetch_add(&shmheap__hid_next, (uint64_t)1) + 1;
     snprintf(h->name, sizeof h->name, "%s", key);
     shmheap__live_claim(h);
@@ -1722,6 +1764,7 @@ SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmhe
     *out = NULL;
     memset(&o, 0, sizeof o);
     if (opts) o = *opts;
+    struct rcp__logger lg = shmheap__logger(&o);
     if ((r = shmheap__parse(name, &L))) return r;
     if (o.addr % SHMHEAP__ALIGN || o.size > ((size_t)1 << 44)) return SHMHEAP_E_INVAL;
     pthread_once(&shmheap__once, shmheap__init_once);
@@ -1751,9 +1794,9 @@ SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmhe
         struct shmheap__hdr *H = NULL;
         r = 0;
         if (!device) r = SHMHEAP_E_EXISTS;
-        else if (have >= SHMHEAP__HEAD_BYTES && (H = (struct shmheap__hdr *)malloc(sizeof *H)) &&
+        else if (have >= SHMHEAP__HEAD_BYTES && (H = (struct shmheap__hdr *)SHMHEAP_MALLOC(sizeof *H)) &&
                  shmheap__read_head(fd, H) == 0 && H->magic == SHMHEAP__MAGIC) r = SHMHEAP_E_EXISTS;
-        free(H);
+        shmheap__free(H);
         if (r) goto fail;
     }
     size = o.size ? o.size : (have && !created && L.kind != SHMHEAP__K_SHM) ? have : SHMHEAP_DEFAULT_SIZE;
@@ -1767,7 +1810,7 @@ SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmhe
     if ((r = shmheap__place(fd, &L, &o, size, &base))) goto fail_reg;
     shmheap__format(base, size, L.key, created);
     if (shmheap__validate((struct shmheap__hdr *)base, size)) { /* e.g. qemu 7.2's emulated CXL DAX */
-        shmheap__log("%s does not keep what is written to it", L.key);
+        shmheap__log(&lg, SHMHEAP_LOG_ERROR, "%s does not keep what is written to it", L.key);
         munmap(base, size);
         r = -EIO;
         goto fail_reg;
@@ -1776,7 +1819,7 @@ SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmhe
     if ((r = shmheap__new_handle(base, fd, L.key, &o, out))) munmap(base, size);
     pthread_mutex_unlock(&shmheap__reg_lock);
     close(fd);
-    shmheap__log("created %s at %p, %zu bytes", L.key, base, size);
+    shmheap__log(&lg, SHMHEAP_LOG_INFO, "created %s at %p, %zu bytes", L.key, base, size);
     return r;
 fail_reg:
     pthread_mutex_unlock(&shmheap__reg_lock);
@@ -1786,7 +1829,7 @@ fail:
         else unlink(L.path);
     }
     close(fd);
-    shmheap__log("create %s failed: %s", name, shmheap_strerror(r));
+    shmheap__log(&lg, SHMHEAP_LOG_ERROR, "create %s failed: %s", name, shmheap_strerror(r));
     return r;
 }
 
@@ -1798,12 +1841,13 @@ SHMHEAP_API int shmheap_open(const char *name, const shmheap_opts *opts, shmheap
     size_t have = 0;
     void *base = NULL;
     shmheap *h;
+    struct rcp__logger lg = shmheap__logger(opts);
     if (!out) return SHMHEAP_E_INVAL;
     *out = NULL;
     if ((r = shmheap__parse(name, &L))) return r;
     pthread_once(&shmheap__once, shmheap__init_once);
     if ((fd = shmheap__open_fd(&L, O_RDWR, 0)) < 0) return fd;
-    struct shmheap__hdr *H = (struct shmheap__hdr *)malloc(sizeof *H); /* 90 KiB: not on the stack */
+    struct shmheap__hdr *H = (struct shmheap__hdr *)SHMHEAP_MALLOC(sizeof *H); /* 90 KiB: not on the stack */
     if (!H || fstat(fd, &st)) { r = H ? -errno : -ENOMEM; goto out; }
     /* A creator holds LOCK_EX until its header is complete; a file it has just made may not be
        locked yet (still empty, or being formatted from magic 0): wait a little for those. */
@@ -1840,9 +1884,9 @@ SHMHEAP_API int shmheap_open(const char *name, const shmheap_opts *opts, shmheap
     }
     pthread_mutex_unlock(&shmheap__reg_lock);
 out:
-    free(H);
+    shmheap__free(H);
     close(fd);
-    if (r) shmheap__log("open %s failed: %s", name, shmheap_strerror(r));
+    if (r) shmheap__log(&lg, SHMHEAP_LOG_ERROR, "open %s failed: %s", name, shmheap_strerror(r));
     return r;
 }
 
@@ -1862,7 +1906,7 @@ SHMHEAP_API int shmheap_close(shmheap *h)
         *pp = h->next;
         munmap(h->base, h->size);
         if (h->fd >= 0) close(h->fd);
-        free(h);
+        shmheap__free(h);
     }
     pthread_mutex_unlock(&shmheap__reg_lock);
     return 0;
@@ -1966,7 +2010,10 @@ SHMHEAP_API void *shmheap_root_get(shmheap *h, const char *name)
 
 /* ---- consistency check ---- */
 
-static int shmheap__bad(shmheap_stats *st, const char *fmt, ...)
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static int shmheap__bad(shmheap *h, shmheap_stats *st, const char *fmt, ...)
 {
     char buf[128];
     va_list ap;
@@ -1974,7 +2021,7 @@ static int shmheap__bad(shmheap_stats *st, const char *fmt, ...)
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     if (st) snprintf(st->problem, sizeof st->problem, "%s", buf);
-    shmheap__log("check: %s", buf);
+    shmheap__log(&h->log, SHMHEAP_LOG_ERROR, "check: %s", buf);
     return SHMHEAP_E_CORRUPT;
 }
 
@@ -1986,31 +2033,31 @@ SHMHEAP_API int shmheap_check(shmheap *h, shmheap_stats *st)
     memset(st, 0, sizeof *st);
     struct shmheap__hdr *H = h->hdr;
     int r = shmheap__validate(H, h->size);
-    if (r) return shmheap__bad(st, "header invalid: %s", shmheap_strerror(r));
-    if (H->base != (uint64_t)(uintptr_t)h->base || H->nspans != h->nspans) return shmheap__bad(st, "header changed");
+    if (r) return shmheap__bad(h, st, "header invalid: %s", shmheap_strerror(r));
+    if (H->base != (uint64_t)(uintptr_t)h->base || H->nspans != h->nspans) return shmheap__bad(h, st, "header changed");
     shmheap__sweep(h);
     if ((r = shmheap__lock(h))) return r;
     r = 0;
     st->size = h->size;
     st->data_bytes = h->nspans << SHMHEAP__SPAN_SHIFT;
     st->recoveries = H->recoveries;
-    if (H->journal.op != SHMHEAP__J_NONE) r = shmheap__bad(st, "unfinished step %u", H->journal.op);
+    if (H->journal.op != SHMHEAP__J_NONE) r = shmheap__bad(h, st, "unfinished step %u", H->journal.op);
     for (size_t s = 0; s < h->nspans && !r; s++) {
         uint64_t e = rcp__load(&h->ent[s]), *bm = h->bm + s * SHMHEAP__WORDS;
         unsigned state = SHMHEAP__E_STATE(e), w;
         if (state == SHMHEAP__S_SMALL) {
             unsigned c = SHMHEAP__E_CLS(e);
-            if (c >= SHMHEAP__NCLS) { r = shmheap__bad(st, "span %zu: class %u", s, c); break; }
+            if (c >= SHMHEAP__NCLS) { r = shmheap__bad(h, st, "span %zu: class %u", s, c); break; }
             st->small_spans++;
             for (w = 0; w < SHMHEAP__WORDS && !r; w++) {
                 uint64_t v = rcp__load(&bm[w]);
                 if (w >= shmheap__nwords(c)) {
-                    if (!(v & SHMHEAP__CLOSED)) r = shmheap__bad(st, "span %zu word %u: unused word open", s, w);
+                    if (!(v & SHMHEAP__CLOSED)) r = shmheap__bad(h, st, "span %zu word %u: unused word open", s, w);
                     continue;
                 }
                 uint64_t tail = shmheap__empty_word(c, w);
-                if (v & SHMHEAP__CLOSED) r = shmheap__bad(st, "span %zu word %u: closed in a live span", s, w);
-                else if ((v & tail) != tail) r = shmheap__bad(st, "span %zu word %u: slots past the end in use (word %llx, class %u, entry %llx)", s, w, (unsigned long long)v, c, (unsigned long long)e);
+                if (v & SHMHEAP__CLOSED) r = shmheap__bad(h, st, "span %zu word %u: closed in a live span", s, w);
+                else if ((v & tail) != tail) r = shmheap__bad(h, st, "span %zu word %u: slots past the end in use (word %llx, class %u, entry %llx)", s, w, (unsigned long long)v, c, (unsigned long long)e);
                 else {
                     size_t live = (size_t)__builtin_popcountll(v & ~tail);
                     st->live_blocks += live;
@@ -2019,19 +2066,19 @@ SHMHEAP_API int shmheap_check(shmheap *h, shmheap_stats *st)
             }
         } else if (state == SHMHEAP__S_HEAD) {
             uint64_t n = SHMHEAP__E_ARG(e);
-            if (n == 0 || n > h->nspans - s) { r = shmheap__bad(st, "span %zu: run of %llu", s, (unsigned long long)n); break; }
+            if (n == 0 || n > h->nspans - s) { r = shmheap__bad(h, st, "span %zu: run of %llu", s, (unsigned long long)n); break; }
             for (uint64_t i = 1; i < n && !r; i++)
                 if (rcp__load(&h->ent[s + i]) != SHMHEAP__E_MAKE(SHMHEAP__S_CONT, 0, i))
-                    r = shmheap__bad(st, "span %zu: run broken at %llu", s, (unsigned long long)(s + i));
+                    r = shmheap__bad(h, st, "span %zu: run broken at %llu", s, (unsigned long long)(s + i));
             st->large_spans += n;
             st->live_blocks++;
             st->used_bytes += n << SHMHEAP__SPAN_SHIFT;
             s += n - 1;
         } else if (state == SHMHEAP__S_FREE) {
-            if (e != SHMHEAP__S_FREE) r = shmheap__bad(st, "span %zu: free entry with bits %llx", s, (unsigned long long)e);
+            if (e != SHMHEAP__S_FREE) r = shmheap__bad(h, st, "span %zu: free entry with bits %llx", s, (unsigned long long)e);
             st->free_spans++;
         } else {
-            r = shmheap__bad(st, "span %zu: state %u outside a run", s, state);
+            r = shmheap__bad(h, st, "span %zu: state %u outside a run", s, state);
         }
         /* Words of a span that is not small are closed, or zero if it was never small. Free
            spans past small_end were never small: their words are not read (on a fresh heap
@@ -2039,24 +2086,24 @@ SHMHEAP_API int shmheap_check(shmheap *h, shmheap_stats *st)
         if (state != SHMHEAP__S_SMALL && (state != SHMHEAP__S_FREE || s < H->small_end))
             for (w = 0; w < SHMHEAP__WORDS && !r; w++) {
                 uint64_t v = rcp__load(&bm[w]);
-                if (v && !(v & SHMHEAP__CLOSED)) r = shmheap__bad(st, "span %zu: open word in a non-small span", s);
+                if (v && !(v & SHMHEAP__CLOSED)) r = shmheap__bad(h, st, "span %zu: open word in a non-small span", s);
             }
     }
     for (int i = 0; i < SHMHEAP__NROOTS && !r; i++)
-        if (H->roots[i].used && H->roots[i].off >= h->size) r = shmheap__bad(st, "root %d outside the heap", i);
+        if (H->roots[i].used && H->roots[i].off >= h->size) r = shmheap__bad(h, st, "root %d outside the heap", i);
     for (int i = 0; i < SHMHEAP__NTC && !r; i++) { /* cached blocks: small slots of their class */
         struct shmheap__tc *tc = &H->tc[i];
         if (!rcp__load(&tc->owner)) continue;
         for (unsigned c = 0; c < SHMHEAP__NCLS && !r; c++) {
             unsigned n = rcp__load(&tc->n[c]);
-            if (n > SHMHEAP__TC_CAP) { r = shmheap__bad(st, "thread cache %d: count %u", i, n); break; }
+            if (n > SHMHEAP__TC_CAP) { r = shmheap__bad(h, st, "thread cache %d: count %u", i, n); break; }
             for (unsigned k = 0; k < n && !r; k++) {
                 uint64_t off = rcp__load(&tc->off[c][k]), e;
                 size_t s;
                 unsigned idx;
                 if (off >= h->size || shmheap__locate(h, h->base + off, &s, &e, &idx) ||
                     SHMHEAP__E_STATE(e) != SHMHEAP__S_SMALL || SHMHEAP__E_CLS(e) != c)
-                    r = shmheap__bad(st, "thread cache %d: block %llx is not a slot of class %u", i, (unsigned long long)off, c);
+                    r = shmheap__bad(h, st, "thread cache %d: block %llx is not a slot of class %u", i, (unsigned long long)off, c);
             }
             st->cached_blocks += n;
             st->used_bytes -= (size_t)n * shmheap__size[c];
@@ -2102,7 +2149,7 @@ SHMHEAP_API int shmheap_unseal_batch(shmheap *h, const shmheap_range *ranges, si
 {
     if (!n) return 0;
     if (!ranges || n > SIZE_MAX / (2 * sizeof(uintptr_t))) return SHMHEAP_E_INVAL;
-    uintptr_t *v = (uintptr_t *)malloc(n * 2 * sizeof *v);
+    uintptr_t *v = (uintptr_t *)SHMHEAP_MALLOC(n * 2 * sizeof *v);
     if (!v) return -ENOMEM;
     int r = 0;
     for (size_t i = 0; i < n && !r; i++) {
@@ -2119,7 +2166,7 @@ SHMHEAP_API int shmheap_unseal_batch(shmheap *h, const shmheap_range *ranges, si
             if (e > a && mprotect((void *)a, e - a, PROT_READ | PROT_WRITE)) r = -errno;
         }
     }
-    free(v);
+    shmheap__free(v);
     return r;
 }
 
