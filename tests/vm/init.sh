@@ -73,6 +73,8 @@ a|b)
     fi
     ;;
 cxl)
+    # reserve the 2 MiB pages of the hugetlbfs test first, before other tests fragment memory
+    echo 16 >/proc/sys/vm/nr_hugepages
     modprobe -a cxl_acpi cxl_pci cxl_mem cxl_pmem libnvdimm nd_pmem dax_pmem device_dax ||
         echo "# modprobe failed"
     run test_cxl 100 /t/test_cxl
