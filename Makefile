@@ -48,8 +48,9 @@ $(BUILD)/vg/%: tests/%.c $(HEADERS) $(wildcard tests/*.h)
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -O1 -g $(WARN) -pthread -I. $< -o $@ $(call libs_of,$<)
 
-demo: examples
+demo:
 	@sh tests/deps.sh demo
+	@$(MAKE) -s examples
 	@sh examples/demo.sh $(BUILD)/ex
 
 test:
