@@ -155,33 +155,51 @@ static rpcool_conn *half_conn(const char *name)
     return c;
 }
 
+/* A server child on a new channel, and a client child that half-connects to it and exits with
+   fn(c, wfd) (fn writes to wfd when the parent may go on): 0 with *p the client and *rfd the
+   pipe's read end, or -1 after a FAIL line. */
+static int half_conn_child(const char *name, struct child_srv *cs, int (*fn)(rpcool_conn *, int),
+                           pid_t *p, int *rfd)
+{
+    if (srv_start(cs, name, 0)) { CHECK(0); return -1; }
+    int pfd[2];
+    CHECK_EQ(pipe(pfd), 0);
+    *p = fork();
+    if (*p == 0) {
+        rpcool_conn *c = half_conn(name);
+        if (!c) _exit(2);
+        _exit(fn(c, pfd[1]));
+    }
+    close(pfd[1]);
+    *rfd = pfd[0];
+    return 0;
+}
+
 /* A client holds flock(LOCK_EX) on its heap file and asks to connect: the server's accept
    must not block on it (shmheap_open waits for a creator's lock), so others are still
    accepted and served. */
+static int flocked_client(rpcool_conn *c, int wfd)
+{
+    char path[200];
+    snprintf(path, sizeof path, "/dev/shm/%s", c->heap_name);
+    int fd = open(path, O_RDWR);
+    if (fd < 0 || flock(fd, LOCK_EX)) return 3;
+    rpcool__handshake(c, 300); /* the server blocks in accept (before the fix) */
+    if (write(wfd, "x", 1) != 1) return 4;
+    pause();
+    return 0;
+}
+
 static void test_heap_flocked(void)
 {
     const char *name = t_uniq("flock");
     struct child_srv cs;
-    if (srv_start(&cs, name, 0)) { CHECK(0); return; }
-    int pfd[2];
-    CHECK_EQ(pipe(pfd), 0);
-    pid_t p = fork();
-    if (p == 0) {
-        rpcool_conn *c = half_conn(name);
-        if (!c) _exit(2);
-        char path[200];
-        snprintf(path, sizeof path, "/dev/shm/%s", c->heap_name);
-        int fd = open(path, O_RDWR);
-        if (fd < 0 || flock(fd, LOCK_EX)) _exit(3);
-        rpcool__handshake(c, 300); /* the server blocks in accept (before the fix) */
-        if (write(pfd[1], "x", 1) != 1) _exit(4);
-        pause();
-        _exit(0);
-    }
-    close(pfd[1]);
+    pid_t p;
+    int rfd;
+    if (half_conn_child(name, &cs, flocked_client, &p, &rfd)) return;
     char x;
-    CHECK_EQ(read(pfd[0], &x, 1), 1);
-    close(pfd[0]);
+    CHECK_EQ(read(rfd, &x, 1), 1);
+    close(rfd);
     rpcool_conn_opts o;
     memset(&o, 0, sizeof o);
     o.connect_timeout_ms = 2000;
@@ -204,27 +222,25 @@ static void test_heap_flocked(void)
    (it used to read the connection header through the heap's roots, under the mutex, and spent
    a second on a serving thread before refusing). The client is accepted at once, and another
    client connecting meanwhile is served. */
+static int mutex_holding_client(rpcool_conn *c, int wfd)
+{
+    if (shmheap__lock(c->heap)) return 3;
+    uint64_t t0 = rcp__now_ns();
+    int32_t res[2];
+    res[0] = rpcool__handshake(c, 3000);
+    res[1] = (int32_t)((rcp__now_ns() - t0) / 1000000u);
+    if (write(wfd, res, sizeof res) != (ssize_t)sizeof res) return 4;
+    pause();
+    return 0;
+}
+
 static void test_heap_mutex_held_at_connect(void)
 {
     const char *name = t_uniq("mutexacc");
     struct child_srv cs;
-    if (srv_start(&cs, name, 0)) { CHECK(0); return; }
-    int pfd[2];
-    CHECK_EQ(pipe(pfd), 0);
-    pid_t p = fork();
-    if (p == 0) {
-        rpcool_conn *c = half_conn(name);
-        if (!c) _exit(2);
-        if (shmheap__lock(c->heap)) _exit(3);
-        uint64_t t0 = rcp__now_ns();
-        int32_t res[2];
-        res[0] = rpcool__handshake(c, 3000);
-        res[1] = (int32_t)((rcp__now_ns() - t0) / 1000000u);
-        if (write(pfd[1], res, sizeof res) != (ssize_t)sizeof res) _exit(4);
-        pause();
-        _exit(0);
-    }
-    close(pfd[1]);
+    pid_t p;
+    int rfd;
+    if (half_conn_child(name, &cs, mutex_holding_client, &p, &rfd)) return;
     rpcool_conn_opts o;
     memset(&o, 0, sizeof o);
     o.connect_timeout_ms = 3000;
@@ -239,8 +255,8 @@ static void test_heap_mutex_held_at_connect(void)
         rpcool_disconnect(c);
     }
     int32_t res[2] = {1, -1};
-    CHECK_EQ(read(pfd[0], res, sizeof res), (ssize_t)sizeof res);
-    close(pfd[0]);
+    CHECK_EQ(read(rfd, res, sizeof res), (ssize_t)sizeof res);
+    close(rfd);
     CHECKF(res[0] == 0, "the client holding its mutex: handshake %s", rpcool_strerror(res[0]));
     CHECKF(res[1] < 500, "its handshake took %d ms", (int)res[1]);
     kill(p, SIGKILL);
