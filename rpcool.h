@@ -82,7 +82,10 @@
 
    Asynchronous calls: rpcool_call_async() returns at once with a call id; finish it with
    rpcool_poll() (never blocks), rpcool_wait(), or give a callback and call rpcool_progress()
-   from the client's loop (callbacks run inside rpcool_progress, on the caller's thread).
+   from the client's loop (callbacks run inside rpcool_progress, on the caller's thread). Its
+   timeout (opts->timeout_ms, else the connection's) counts from rpcool_call_async: once it has
+   passed, rpcool_poll and rpcool_wait return RPCOOL_E_TIMEOUT and rpcool_progress gives the
+   callback RPCOOL_E_TIMEOUT.
 
    SAFETY MODES AND THEIR THREAT MODELS
    ------------------------------------
@@ -177,7 +180,10 @@
      reclaims its heap; the client's waiting and later calls fail with RPCOOL_E_DROPPED
      within peer_check_ms, and rpcool_disconnect returns at once. Optional per-call timeout_ms. A call
      that timed out is not taken back: it may still run; its slot (and reply, and seal) is
-     reclaimed when the server answers.
+     reclaimed when the server answers, its seal also by an rpcool_release that finds the
+     server gone. A call that fails because the server is gone (RPCOOL_E_PEERDEAD,
+     RPCOOL_E_CLOSED, RPCOOL_E_DROPPED) gives its seal up at once: after rpcool_release its
+     pages are writable.
    - Bad input: unknown handler id (RPCOOL_E_NOHANDLER), argument outside the connection heap
      (RPCOOL_E_BADPTR), unknown flags (RPCOOL_E_INVAL), a COPY argument over max_copy
      (RPCOOL_E_TOOBIG), a slot that was flagged but not filled
@@ -396,7 +402,8 @@ RPCOOL_API int rpcool_ctx_ok(const rpcool_ctx *ctx, const void *p, size_t len); 
 RPCOOL_API const void *rpcool_ctx_need(rpcool_ctx *ctx, const void *p, size_t len);
 /* s if it is a NUL-terminated string inside the heap, else ends the call (RPCOOL_E_BADPTR). */
 RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s);
-/* End the call now with this status (does not return). */
+/* End the call now: the caller gets code (a status >= 0 or a negative error code), as if the
+   handler had returned it. Does not return. */
 RPCOOL_API void rpcool_ctx_fail(rpcool_ctx *ctx, int code);
 #define RPCOOL_NEED(ctx, p) ((__typeof__(p))rpcool_ctx_need((ctx), (p), sizeof *(p)))
 
@@ -717,6 +724,7 @@ struct rpcool__pend { /* client-private state of one call slot */
     uint32_t pstate; /* RPCOOL__P_* */
     rpcool_callback *cb;
     void *user;
+    uint64_t deadline;  /* an asynchronous call's timeout (rcp__now_ns), or 0 */
     const void *seal_p; /* the seal this call holds (a key of the seal table), or NULL */
     size_t seal_len;
 };
@@ -770,7 +778,10 @@ struct rpcool_ctx {
     size_t copy_len;
     void *ret;
     size_t ret_len;
+    int aborted;        /* rpcool_ctx_fail ended the call with abort_code */
     int abort_code;
+    int fault_sig;      /* a contained fault: its signal and address */
+    void *fault_addr;
 };
 
 /* ---- errors ---- */
@@ -849,6 +860,8 @@ static void rpcool__fd_track(int fd, int add)
 struct rpcool__guard {
     sigjmp_buf jb;
     volatile int contain; /* a SIGSEGV/SIGBUS in this thread jumps to jb */
+    int sig;              /* the contained fault's signal and address */
+    void *addr;
     struct rpcool__guard *prev;
 };
 static RCP__THREAD_LOCAL struct rpcool__guard *rpcool__cur;
@@ -860,6 +873,8 @@ static void rpcool__on_fault(int sig, siginfo_t *si, void *uc)
     struct rpcool__guard *g = rpcool__cur;
     if (g && g->contain) {
         g->contain = 0;
+        g->sig = sig;
+        g->addr = si ? si->si_addr : NULL;
         siglongjmp(g->jb, 1);
     }
     /* not ours: behave as if we had never been installed */
@@ -1437,8 +1452,10 @@ static int rpcool__run_handler(rpcool_ctx *ctx, const struct rpcool__handler_ent
     ctx->guard = &g;
     if (sigsetjmp(g.jb, 0)) {
         rpcool__cur = g.prev;
-        if (ctx->abort_code) return ctx->abort_code; /* rpcool_ctx_fail, not a signal */
+        if (ctx->aborted) return ctx->abort_code; /* rpcool_ctx_fail, not a signal */
         rpcool__fault_unblock();
+        ctx->fault_sig = g.sig;
+        ctx->fault_addr = g.addr;
         return RPCOOL_E_FAULT;
     }
     g.contain = (ctx->flags & RPCOOL_SANDBOX) != 0; /* faults become RPCOOL_E_FAULT */
@@ -1526,7 +1543,7 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
         status = rpcool__run_handler(&ctx, e, fn, arg, len);
         if (fence) rpcool__pkeys(s, -1, 1);
         rcp__fetch_add(&s->st.calls, 1u);
-        if (ctx.abort_code == 0 && status == RPCOOL_E_FAULT) rcp__fetch_add(&s->st.faults, 1u);
+        if (!ctx.aborted && status == RPCOOL_E_FAULT) rcp__fetch_add(&s->st.faults, 1u);
         if (ctx.ret && !shmheap_contains(sc->heap, ctx.ret, ctx.ret_len)) {
             status = RPCOOL_E_BADPTR; /* a handler bug: never hand out private pointers */
             ctx.ret = NULL;
@@ -1862,7 +1879,8 @@ RPCOOL_API int rpcool_ctx_ok(const rpcool_ctx *ctx, const void *p, size_t len)
 
 RPCOOL_API void rpcool_ctx_fail(rpcool_ctx *ctx, int code)
 {
-    ctx->abort_code = code < 0 ? code : RPCOOL_E_INVAL;
+    ctx->aborted = 1;
+    ctx->abort_code = code;
     ctx->guard->contain = 0;
     siglongjmp(ctx->guard->jb, 1);
 }
@@ -2068,9 +2086,12 @@ static int rpcool__unseal(rpcool_conn *c, const void *p, size_t len)
     return r;
 }
 
+static void rpcool__drop_orphans(rpcool_conn *c);
+
 RPCOOL_API int rpcool_release(rpcool_conn *c)
 {
     if (!c) return RPCOOL_E_INVAL;
+    if (rcp__load_relaxed(&c->nseals) && rpcool__server_gone(c)) rpcool__drop_orphans(c);
     pthread_mutex_lock(&c->seal_lock);
     int r = rpcool__release_idle(c);
     pthread_mutex_unlock(&c->seal_lock);
@@ -2148,13 +2169,46 @@ static uint64_t rpcool__deadline(rpcool_conn *c, const rpcool_call_opts *o)
     return ms ? rcp__now_ns() + (uint64_t)ms * 1000000u : 0;
 }
 
-/* A call we stop waiting for: the slot stays abandoned until the server answers (the reply is
-   then freed, the seal dropped). A request is never taken back: a server thread claims it in
-   its private memory, so the client cannot tell "not yet claimed" without a shared claim word
-   that would cost every call a cache-line transfer. A call that timed out may still run. */
-static void rpcool__abandon(rpcool_conn *c, unsigned i)
+/* Drop a call's use of its seal entry, if it has one; the range is made writable by the next
+   release of idle ranges. */
+static void rpcool__seal_drop(rpcool_conn *c, struct rpcool__pend *pd)
 {
+    if (!pd->seal_p) return;
+    pthread_mutex_lock(&c->seal_lock);
+    for (size_t k = 0; k < c->nseals; k++) {
+        struct rpcool__seal *e = &c->seals[k];
+        if (e->users && e->p == pd->seal_p && e->len == pd->seal_len) {
+            e->users--;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->seal_lock);
+    pd->seal_p = NULL;
+}
+
+/* A call we stop waiting for (why: the wait's error): the slot stays abandoned until the server
+   answers (the reply is then freed, the seal dropped). A request is never taken back: a server
+   thread claims it in its private memory, so the client cannot tell "not yet claimed" without
+   a shared claim word that would cost every call a cache-line transfer. A call that timed out
+   may still run. When the server is gone (it died, closed the channel or dropped us: no
+   handler runs for us any more) nobody reads the argument: its seal goes at once. */
+static void rpcool__abandon(rpcool_conn *c, unsigned i, int why)
+{
+    if (why != RPCOOL_E_TIMEOUT) rpcool__seal_drop(c, &c->pend[i]);
     rcp__store(&c->pend[i].pstate, (uint32_t)RPCOOL__P_ABANDONED);
+}
+
+/* The server is gone: no abandoned call will be answered; drop their seals. */
+static void rpcool__drop_orphans(rpcool_conn *c)
+{
+    for (unsigned i = 0; i < RPCOOL__NSLOTS; i++) {
+        uint32_t exp = RPCOOL__P_ABANDONED;
+        if (rcp__load_relaxed(&c->pend[i].pstate) != RPCOOL__P_ABANDONED || !c->pend[i].seal_p) continue;
+        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) {
+            rpcool__seal_drop(c, &c->pend[i]);
+            rcp__store(&c->pend[i].pstate, (uint32_t)RPCOOL__P_ABANDONED);
+        }
+    }
 }
 
 /* Finish abandoned slots whose replies came. */
@@ -2188,7 +2242,7 @@ RPCOOL_API int rpcool_call_ex(rpcool_conn *c, unsigned fn, const void *arg, size
         return r;
     }
     if ((r = c->tp->wait(c, (unsigned)i, deadline))) {
-        rpcool__abandon(c, (unsigned)i);
+        rpcool__abandon(c, (unsigned)i, r);
         return r;
     }
     return rpcool__harvest(c, (unsigned)i, ret, ret_len);
@@ -2215,6 +2269,7 @@ RPCOOL_API int rpcool_call_async(rpcool_conn *c, unsigned fn, const void *arg, s
     struct rpcool__pend *pd = &c->pend[i];
     pd->cb = cb;
     pd->user = user;
+    pd->deadline = rpcool__deadline(c, opts); /* counted from the call, as in rpcool_call_ex */
     uint64_t myid = ((uint64_t)pd->gen << 8) | (unsigned)i;
     rcp__store(&pd->pstate, (uint32_t)RPCOOL__P_ASYNC);
     if ((r = rpcool__post(c, (unsigned)i, fn, arg, len, opts))) {
@@ -2242,7 +2297,11 @@ RPCOOL_API int rpcool_poll(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_
     if (i < 0) return i;
     if (!rpcool__done(c, (unsigned)i)) {
         int r = rpcool__server_gone(c);
-        return r ? r : RPCOOL_E_AGAIN;
+        if (!r && c->pend[i].deadline && rcp__now_ns() >= c->pend[i].deadline) r = RPCOOL_E_TIMEOUT;
+        if (!r) return RPCOOL_E_AGAIN;
+        uint32_t exp = RPCOOL__P_ASYNC;
+        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) rpcool__abandon(c, (unsigned)i, r);
+        return r;
     }
     uint32_t exp = RPCOOL__P_ASYNC;
     if (!rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) return RPCOOL_E_INVAL;
@@ -2254,10 +2313,10 @@ RPCOOL_API int rpcool_wait(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_
     if (!c) return RPCOOL_E_INVAL;
     int i = rpcool__slot_of(c, id);
     if (i < 0) return i;
-    int r = c->tp->wait(c, (unsigned)i, rpcool__deadline(c, NULL));
+    int r = c->tp->wait(c, (unsigned)i, c->pend[i].deadline);
     if (r) {
         uint32_t exp = RPCOOL__P_ASYNC;
-        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) rpcool__abandon(c, (unsigned)i);
+        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) rpcool__abandon(c, (unsigned)i, r);
         return r;
     }
     return rpcool_poll(c, id, ret, ret_len);
@@ -2267,11 +2326,25 @@ RPCOOL_API int rpcool_progress(rpcool_conn *c)
 {
     if (!c) return RPCOOL_E_INVAL;
     int n = 0, waiting = 0;
+    uint64_t now = 0;
     rpcool__reclaim(c);
     for (unsigned i = 0; i < RPCOOL__NSLOTS; i++) {
         struct rpcool__pend *pd = &c->pend[i];
         if (rcp__load(&pd->pstate) != RPCOOL__P_ASYNC || !pd->cb) continue;
-        if (!rpcool__done(c, i)) { waiting = 1; continue; }
+        if (!rpcool__done(c, i)) {
+            if (pd->deadline && (now ? now : (now = rcp__now_ns())) >= pd->deadline) {
+                uint32_t exp = RPCOOL__P_ASYNC; /* timed out: the callback gets RPCOOL_E_TIMEOUT */
+                if (!rcp__cas(&pd->pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) continue;
+                rpcool_callback *cb = pd->cb;
+                void *user = pd->user;
+                rpcool__abandon(c, i, RPCOOL_E_TIMEOUT);
+                cb(c, RPCOOL_E_TIMEOUT, NULL, 0, user);
+                n++;
+                continue;
+            }
+            waiting = 1;
+            continue;
+        }
         uint32_t exp = RPCOOL__P_ASYNC;
         if (!rcp__cas(&pd->pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) continue;
         rpcool_callback *cb = pd->cb;
