@@ -96,7 +96,9 @@
    seal range) is checked with shmheap_contains against that connection's heap, names are
    checked for their pattern, and the library's own reads of a client's heap run under fault
    containment (a client that truncates its heap file makes its connection fail, not the
-   server). A malicious client can always deny service to its own connection.
+   server; this includes rpcool_ctx_alloc called by a handler of any mode, and a sandboxed
+   handler's SIGBUS inside the client's heap, after which the server drops the connection). A
+   malicious client can always deny service to its own connection.
    The channel file is writable by every client (they take byte locks and post requests in
    it), so a client can truncate it or overwrite its header: the server contains the fault,
    restores the file's size and header and carries on, but other clients that touch the
@@ -172,6 +174,13 @@
    servers are not usable in the child.
    - Client dies (even mid-call): the server notices within reap_ms (default 100 ms), lets any
      handler running for it finish, unmaps its heap and unlinks it: its memory is freed whole.
+     So also for a client that dies anywhere inside rpcool_connect (its channel slot names its
+     heap before the heap is made) or rpcool_disconnect (the server unlinks the heap of every
+     connection it lets go of), and for one the server had not noticed yet when it closes or
+     when a new server takes the channel over. rpcool_server_close waits (up to about a
+     second) for clients inside rpcool_connect or rpcool_disconnect to see the channel closed
+     and leave, then unlinks what the dead ones left; a connected client that outlives the
+     server unlinks its heap in rpcool_disconnect.
    - Server dies: a waiting call checks the server's lock every peer_check_ms (default 100 ms)
      and fails with RPCOOL_E_PEERDEAD; calls also fail if the channel was closed
      (RPCOOL_E_CLOSED) or taken over by a new server.
@@ -370,7 +379,8 @@ typedef struct rpcool_server_stats {
     uint64_t calls;        /* handlers run */
     uint64_t accepted;     /* connections accepted */
     uint64_t closed;       /* connections closed by their clients */
-    uint64_t reaped;       /* connections of dead clients reclaimed */
+    uint64_t reaped;       /* connections of dead clients reclaimed (also of one that died
+                              inside rpcool_disconnect before the server let go of it) */
     uint64_t faults;       /* faults contained */
     uint64_t bad_entries;  /* malformed requests (flagged but not filled, bad names, ...) */
     unsigned conns;        /* connections now */
@@ -392,7 +402,8 @@ RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *s
 /* Handler side. */
 RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx);           /* the client's heap */
 /* In the client's heap; NULL when it is full, or when the client keeps its heap's mutex taken
-   for over a second: then the connection is also dropped (served no more, its heap reclaimed). */
+   for over a second or truncated its heap file (a fault, contained in any safety mode): then the
+   connection is also dropped (served no more, its heap reclaimed). */
 RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size);
 RPCOOL_API void rpcool_ctx_reply(rpcool_ctx *ctx, void *p, size_t len);
 RPCOOL_API unsigned rpcool_ctx_safety(const rpcool_ctx *ctx);
@@ -1013,7 +1024,9 @@ static int rpcool__heap_named_elsewhere(rpcool_server *s, uint32_t i, const char
     return 0;
 }
 
-/* A stale slot left by an earlier server or by a client that died before it was accepted. */
+/* A stale slot left by an earlier server or by a client that died before it was accepted (or
+   while it closed): the heap it names goes too, whatever the slot's state, since its client
+   may have died anywhere between naming it in the slot and unlinking it. */
 static void rpcool__reclaim_stale(rpcool_server *s, uint32_t i)
 {
     struct rpcool__chan_slot *cs = &s->cs[i];
@@ -1021,7 +1034,7 @@ static void rpcool__reclaim_stale(rpcool_server *s, uint32_t i)
     if (st == RPCOOL__CS_FREE) return;
     int held = rpcool__lock_held(s->fd, 1 + (off_t)i);
     if (held == 1 && st != RPCOOL__CS_CLOSING) return; /* a live client is still using it */
-    if (held == 0 && st != RPCOOL__CS_CLOSING) {
+    if (held == 0) {
         char name[RPCOOL__HEAPNAME];
         memcpy(name, cs->heap, sizeof name);
         name[sizeof name - 1] = 0;
@@ -1033,6 +1046,7 @@ static void rpcool__reclaim_stale(rpcool_server *s, uint32_t i)
         }
     }
     if (held == 1) return; /* CLOSING but still locked: the client is finishing up */
+    rcp__store(&cs->heap[0], '\0');
     rcp__store(&cs->state, (uint32_t)RPCOOL__CS_FREE);
     rcp__fetch_add(&cs->seq, 1u);
     rcp__futex_wake(&cs->seq, INT_MAX);
@@ -1318,16 +1332,18 @@ static int rpcool__drain(rpcool_server *s, uint32_t i)
     return 0;
 }
 
-static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int unlink_heap)
+/* Unmap a drained connection and unlink its heap: a client that closes unlinks it too, but may
+   die before it does (its own unlink then finds nothing). dead: counted as reaped, not closed. */
+static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead)
 {
     struct rpcool__sconn *sc = &s->conns[i];
     struct rpcool__chan_slot *cs = &s->cs[i];
     int o = rpcool__contain_set(0);
     shmheap_close(sc->heap);
-    if (unlink_heap) shmheap_unlink(sc->heap_name, &s->hopts);
+    shmheap_unlink(sc->heap_name, &s->hopts);
     rpcool__contain_set(o);
-    rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: slot %u %s (%s)", s->name, i, unlink_heap ? "reaped" : "closed", sc->heap_name);
-    rcp__fetch_add(unlink_heap ? &s->st.reaped : &s->st.closed, 1u);
+    rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: slot %u %s (%s)", s->name, i, dead ? "reaped" : "closed", sc->heap_name);
+    rcp__fetch_add(dead ? &s->st.reaped : &s->st.closed, 1u);
     sc->heap = NULL;
     sc->hdr = NULL;
     rcp__store(&sc->state, (uint32_t)RPCOOL__SC_FREE);
@@ -1337,6 +1353,7 @@ static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int unlink_heap)
     /* A condemned connection's client may live on: the slot says why it is served no more (its
        calls and close fail with RPCOOL_E_DROPPED instead of waiting), and stays its own until
        its lock byte goes (rpcool__reclaim_stale frees it then, or when the client closes). */
+    rcp__store(&cs->heap[0], '\0'); /* its heap is gone: the slot names none */
     rcp__store(&cs->state, (uint32_t)(rcp__load(&sc->condemned) ? RPCOOL__CS_DROPPED : RPCOOL__CS_FREE));
     rcp__fetch_add(&cs->seq, 1u);
     rcp__futex_wake(&cs->seq, INT_MAX);
@@ -1429,6 +1446,8 @@ static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, 
             if (rcp__load(&sc->condemned)) {
                 rpcool__drain(s, i);
             } else if (st == RPCOOL__CS_CLOSING) {
+                if (rpcool__lock_held(s->fd, 1 + (off_t)i) == 0) /* died inside rpcool_disconnect */
+                    rcp__store(&sc->dead, 1);
                 rpcool__drain(s, i);
             } else if ((timed || force) && rpcool__lock_held(s->fd, 1 + (off_t)i) == 0) {
                 rcp__store(&sc->dead, 1); /* client gone without closing: reclaim its heap */
@@ -1441,6 +1460,14 @@ static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, 
         }
     }
     if (timed || force) rpcool__chan_restore(s);
+}
+
+/* Serve a connection no more and reclaim its heap once drained (see FAILURES: dropped). */
+static void rpcool__condemn(rpcool_server *s, struct rpcool__sconn *sc, const char *why)
+{
+    rcp__store(&sc->dead, 1);
+    rcp__store(&sc->condemned, 1u);
+    rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: %s: dropping the connection", sc->heap_name, why);
 }
 
 static int rpcool__run_handler(rpcool_ctx *ctx, const struct rpcool__handler_ent *e, rpcool_handler *fn,
@@ -1543,7 +1570,13 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
         status = rpcool__run_handler(&ctx, e, fn, arg, len);
         if (fence) rpcool__pkeys(s, -1, 1);
         rcp__fetch_add(&s->st.calls, 1u);
-        if (!ctx.aborted && status == RPCOOL_E_FAULT) rcp__fetch_add(&s->st.faults, 1u);
+        if (!ctx.aborted && status == RPCOOL_E_FAULT) {
+            rcp__fetch_add(&s->st.faults, 1u);
+            /* SIGBUS inside the client's heap: its file no longer backs the mapping (the client
+               truncated it); every later access by the library would fault too */
+            if (ctx.fault_sig == SIGBUS && (uintptr_t)ctx.fault_addr - (uintptr_t)shmheap_base(sc->heap) < shmheap_size(sc->heap))
+                rpcool__condemn(s, sc, "SIGBUS on its heap (truncated)");
+        }
         if (ctx.ret && !shmheap_contains(sc->heap, ctx.ret, ctx.ret_len)) {
             status = RPCOOL_E_BADPTR; /* a handler bug: never hand out private pointers */
             ctx.ret = NULL;
@@ -1795,6 +1828,32 @@ static int rpcool__wake_client(void *p)
     return 0;
 }
 
+/* At close, after the channel is marked closed: clients inside rpcool_connect or
+   rpcool_disconnect see it and leave; wait for them (up to about a second), then reclaim every
+   slot not held by a live client and unlink the heap it names, so a client that died anywhere
+   in connect or disconnect leaves nothing behind. Slots of accepted connections are skipped
+   (done by the caller). Reads the channel file: guarded. */
+static int rpcool__close_sweep(void *p)
+{
+    rpcool_server *s = (rpcool_server *)p;
+    uint32_t n = (uint32_t)((s->map_len - RPCOOL__SLOTS_OFF) / sizeof *s->cs);
+    for (int round = 0; round < 1000; round++) {
+        int busy = 0;
+        for (uint32_t i = 0; i < n && !busy; i++) {
+            uint32_t st = rcp__load(&s->cs[i].state);
+            if ((i < s->max_conns && rcp__load(&s->conns[i].state) != RPCOOL__SC_FREE) || st == RPCOOL__CS_FREE)
+                continue;
+            busy = (st == RPCOOL__CS_CLAIMED || st == RPCOOL__CS_PENDING || st == RPCOOL__CS_CLOSING) &&
+                   rpcool__lock_held(s->fd, 1 + (off_t)i) == 1;
+        }
+        if (!busy) break;
+        usleep(1000);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (i >= s->max_conns || rcp__load(&s->conns[i].state) == RPCOOL__SC_FREE) rpcool__reclaim_stale(s, i);
+    return 0;
+}
+
 RPCOOL_API int rpcool_server_close(rpcool_server *s)
 {
     if (!s) return RPCOOL_E_INVAL;
@@ -1819,8 +1878,11 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
         if (rcp__load(&sc->state) == RPCOOL__SC_FREE) continue;
         rpcool__guarded(rpcool__wake_client, sc->hdr, 0); /* the heap may be truncated */
         shmheap_close(sc->heap);
-        if (sc->dead) shmheap_unlink(sc->heap_name, &s->hopts);
+        /* a client that died and was not reaped yet: its heap goes (a live one unlinks its own
+           in rpcool_disconnect) */
+        if (sc->dead || rpcool__lock_held(s->fd, 1 + (off_t)i) == 0) shmheap_unlink(sc->heap_name, &s->hopts);
     }
+    if (rpcool__guarded(rpcool__close_sweep, s, -1)) rpcool__chan_repair(s);
     for (int k = 0; k < s->npkeys; k++) shmheap_pkey_free(s->pkeys[k]);
     unlink(s->path); /* while we still hold the lock: nobody can have reopened the name */
     munmap(s->ch, s->map_len);
@@ -1848,19 +1910,42 @@ RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *s
 /* ---- handler side ---- */
 
 RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx) { return ctx->sc->heap; }
+
+struct rpcool__alloc_args {
+    shmheap *h;
+    size_t size;
+    void *p;
+    int err;
+};
+
+static int rpcool__alloc_fn(void *p)
+{
+    struct rpcool__alloc_args *a = (struct rpcool__alloc_args *)p;
+    a->p = shmheap_malloc(a->h, a->size);
+    a->err = errno;
+    return 0;
+}
+
 RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size)
 {
-    void *p = shmheap_malloc(ctx->sc->heap, size);
+    /* The library's own access to the client's heap, with faults contained whatever the
+       handler's mode: a client that truncated its heap file makes this fail (and is dropped),
+       it does not kill the server with SIGBUS. */
+    struct rpcool__alloc_args a = {ctx->sc->heap, size, NULL, 0};
+    if (rpcool__guarded(rpcool__alloc_fn, &a, 1)) {
+        rcp__fetch_add(&ctx->s->st.faults, 1u);
+        rpcool__condemn(ctx->s, ctx->sc, "a fault on its heap (truncated?) in rpcool_ctx_alloc");
+        errno = EFAULT;
+        return NULL;
+    }
+    void *p = a.p;
+    errno = a.err;
     /* The client held its heap's mutex for all of lock_timeout_ms, or wrote a holder into it that
        never lets go: serve it no more (as after a fault on its heap). Otherwise every request it
        queued would park a serving thread for that long, and a flood of them would starve every
        other client. Its heap goes when drained, as after a fault: once dropped, the client's
        death would no longer be noticed. */
-    if (!p && errno == ETIMEDOUT) {
-        rcp__store(&ctx->sc->dead, 1);
-        rcp__store(&ctx->sc->condemned, 1u);
-        rpcool__log(&ctx->s->log, RPCOOL_LOG_WARN, "%s: its heap's mutex stays taken: dropping the connection", ctx->sc->heap_name);
-    }
+    if (!p && errno == ETIMEDOUT) rpcool__condemn(ctx->s, ctx->sc, "its heap's mutex stays taken");
     return p;
 }
 RPCOOL_API void rpcool_ctx_reply(rpcool_ctx *ctx, void *p, size_t len)
@@ -2416,13 +2501,21 @@ static int rpcool__slot_claim(rpcool_conn *c)
     return RPCOOL_E_NOSLOT;
 }
 
-/* Create the connection heap with its header. */
+/* Create the connection heap with its header. Its name goes into our channel slot first: if we
+   die from here on (even inside shmheap_create), the slot names what we may have left in
+   /dev/shm, and whoever reclaims the slot (the server's reaping, its close, a takeover) unlinks
+   it. The first byte is written last, so a slot never names half a name. The name ends in a
+   number from the clock: a name left by a dead process never names a heap made later by
+   another process that got the same pid. */
 static int rpcool__conn_heap(rpcool_conn *c, const char *channel)
 {
     static uint32_t seqno;
     int r;
-    snprintf(c->heap_name, sizeof c->heap_name, "rpcool-%s-%d-%u", channel, (int)getpid(),
-             rcp__fetch_add(&seqno, 1u));
+    snprintf(c->heap_name, sizeof c->heap_name, "rpcool-%s-%d-%u-%u", channel, (int)getpid(),
+             rcp__fetch_add(&seqno, 1u), (unsigned)(rcp__now_ns() % 1000000000u));
+    rcp__store(&c->cs->heap[0], '\0');
+    memcpy(c->cs->heap + 1, c->heap_name + 1, sizeof c->heap_name - 1);
+    rcp__store(&c->cs->heap[0], c->heap_name[0]);
     if ((r = shmheap_create(c->heap_name, &c->hopts, &c->heap))) return r;
     c->hdr = (struct rpcool__conn_hdr *)shmheap_aligned_alloc(c->heap, 128, sizeof *c->hdr);
     if (!c->hdr) {
@@ -2446,7 +2539,6 @@ static int rpcool__conn_heap(rpcool_conn *c, const char *channel)
 /* Ask the server to accept our heap and wait for its answer. */
 static int rpcool__handshake(rpcool_conn *c, unsigned timeout_ms)
 {
-    memcpy(c->cs->heap, c->heap_name, sizeof c->heap_name);
     c->cs->client_pid = (uint32_t)getpid();
     c->cs->hdr = (uint64_t)(uintptr_t)c->hdr;
     c->cs->epoch = c->epoch;

@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 
 enum { FN_SLEEP = 1, FN_ECHO = 2, FN_FAIL = 3, FN_DIE = 4, FN_SLOW_ALLOC = 5, FN_TOUCH = 6 };
@@ -173,6 +174,31 @@ static void kill_clients(const char *name, int n, int disc, unsigned span_us, ui
     }
 }
 
+/* The tests' own pod (SHMHEAP_POD, set in main): its lock is ours to hold. */
+static char pod_name[64];
+
+/* A client killed for sure inside shmheap_create, called by rpcool_connect: we hold the pod's
+   lock, so the client waits for it in there, after it made its heap file. */
+static void kill_in_create(const char *name)
+{
+    char path[80];
+    snprintf(path, sizeof path, "/dev/shm/%s", pod_name);
+    int fd = open(path, O_RDWR | O_CREAT, 0666);
+    CHECK(fd >= 0 && flock(fd, LOCK_EX) == 0);
+    int before = count_heaps(name);
+    pid_t p = fork();
+    if (p == 0) {
+        rpcool_conn *c = NULL;
+        rpcool_connect(name, NULL, &c);
+        _exit(0);
+    }
+    for (int i = 0; i < 300 && count_heaps(name) == before; i++) usleep(10000);
+    CHECKF(count_heaps(name) == before + 1, "the client made no heap file");
+    kill(p, SIGKILL);
+    waitpid(p, NULL, 0);
+    if (fd >= 0) close(fd); /* drops the lock */
+}
+
 /* Defect 1: clients killed inside rpcool_connect, reaped by a running server. */
 static void test_connect_killed_reaped(void)
 {
@@ -181,6 +207,7 @@ static void test_connect_killed_reaped(void)
     rpcool_server *s = open_server(name, 20);
     if (!s) return;
     rpcool_server_start(s, 1);
+    kill_in_create(name);
     kill_clients(name, 40, 0, time_us(name, 0), &rng);
     int n = wait_no_heaps(name, 3000);
     CHECKF(n == 0, "%d heaps of dead clients left in /dev/shm", n);
@@ -206,6 +233,7 @@ static void test_connect_killed_server_closes(void)
     rpcool_server *s = open_server(name, 60000);
     if (!s) return;
     rpcool_server_start(s, 1);
+    kill_in_create(name);
     kill_clients(name, 30, 0, time_us(name, 0), &rng);
     rpcool_server_close(s);
     int n = count_heaps(name);
@@ -222,6 +250,7 @@ static void test_connect_killed_takeover(void)
     rpcool_conn *c = connect_retry(name, NULL);
     CHECK(c != NULL);
     if (c) rpcool_disconnect(c);
+    kill_in_create(name);
     kill_clients(name, 30, 0, time_us(name, 0), &rng);
     kill(sp, SIGKILL);
     waitpid(sp, NULL, 0);
@@ -233,7 +262,8 @@ static void test_connect_killed_takeover(void)
 }
 
 /* Defect 2: clients killed inside rpcool_disconnect: nothing of theirs is left, and every
-   connection is counted, those that died before the server let go of them as reaped. */
+   connection is counted once: as reaped if it died before the server let go of it, else as
+   closed. */
 static void test_disconnect_killed(void)
 {
     const char *name = t_uniq("kdisc");
@@ -256,8 +286,52 @@ static void test_disconnect_killed(void)
     CHECK_EQ(st.accepted - st0.accepted, 40);
     CHECK_EQ(st.closed + st.reaped - st0.closed - st0.reaped, 40);
     CHECK_EQ(st.conns, 0);
-    CHECKF(st.reaped > st0.reaped, "no client killed in rpcool_disconnect counted as reaped "
-           "(closed %llu)", (unsigned long long)(st.closed - st0.closed));
+
+    /* One killed for sure while it waits in rpcool_disconnect for the server, whose only thread
+       is busy with a slow call meanwhile: it is counted as reaped, and its heap goes. */
+    int go[2], ready[2];
+    CHECK_EQ(pipe(go), 0);
+    CHECK_EQ(pipe(ready), 0);
+    pid_t p = fork();
+    if (p == 0) {
+        rpcool_conn *c = NULL;
+        char b = 1;
+        if (rpcool_connect(name, NULL, &c)) _exit(2);
+        if (write(ready[1], &b, 1) != 1 || read(go[0], &b, 1) != 1) _exit(3);
+        rpcool_disconnect(c); /* killed in here */
+        _exit(0);
+    }
+    char b = 0;
+    CHECK_EQ(read(ready[0], &b, 1), 1);
+    rpcool_conn *c = NULL;
+    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    int *a = c ? (int *)rpcool_alloc(c, sizeof *a) : NULL;
+    uint64_t id = 0;
+    if (a) {
+        *a = 400;
+        CHECK_EQ(rpcool_call_async(c, FN_SLEEP, a, sizeof *a, NULL, NULL, NULL, &id), 0);
+    }
+    usleep(50000); /* the server's thread sleeps in the handler */
+    rpcool_server_get_stats(s, &st0);
+    CHECK_EQ(write(go[1], &b, 1), 1);
+    usleep(100000); /* the client waits in rpcool_disconnect */
+    kill(p, SIGKILL);
+    waitpid(p, NULL, 0);
+    if (a) CHECK_EQ(rpcool_wait(c, id, NULL, NULL), 1);
+    t0 = rcp__now_ns();
+    do {
+        rpcool_server_get_stats(s, &st);
+        if (st.reaped + st.closed > st0.reaped + st0.closed) break;
+        usleep(10000);
+    } while (rcp__now_ns() - t0 < 3000000000ull);
+    CHECKF(st.reaped == st0.reaped + 1 && st.closed == st0.closed, "the client killed in rpcool_disconnect: "
+           "reaped %llu, closed %llu", (unsigned long long)(st.reaped - st0.reaped),
+           (unsigned long long)(st.closed - st0.closed));
+    if (a) rpcool_free(c, a);
+    if (c) rpcool_disconnect(c);
+    n = wait_no_heaps(name, 3000);
+    CHECKF(n == 0, "%d heaps left", n);
+    for (int k = 0; k < 2; k++) { close(go[k]); close(ready[k]); }
     rpcool_server_close(s);
     CHECK_EQ(count_heaps(name), 0);
 }
@@ -487,7 +561,8 @@ static void test_truncate_sandbox_drops(void)
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    if (getenv("T_ONLY")) { TEST(test_connect_killed_reaped); return T_DONE(); }
+    snprintf(pod_name, sizeof pod_name, "t-pod-defects-%d", (int)getpid());
+    setenv("SHMHEAP_POD", pod_name, 1);
     TEST(test_connect_killed_reaped);
     TEST(test_connect_killed_server_closes);
     TEST(test_connect_killed_takeover);
@@ -498,5 +573,8 @@ int main(void)
     TEST(test_ctx_fail_status);
     TEST(test_truncate_under_ctx_alloc);
     TEST(test_truncate_sandbox_drops);
+    char path[80];
+    snprintf(path, sizeof path, "/dev/shm/%s", pod_name);
+    unlink(path);
     return T_DONE();
 }
