@@ -2277,10 +2277,15 @@ static void rpcool__seal_drop(rpcool_conn *c, struct rpcool__pend *pd)
    a shared claim word that would cost every call a cache-line transfer. A call that timed out
    may still run. When the server is gone (it died, closed the channel or dropped us: no
    handler runs for us any more) nobody reads the argument: its seal goes at once. */
-static void rpcool__abandon(rpcool_conn *c, unsigned i, int why)
+static void rpcool__abandon_why(rpcool_conn *c, unsigned i, int why)
 {
     if (why != RPCOOL_E_TIMEOUT) rpcool__seal_drop(c, &c->pend[i]);
     rcp__store(&c->pend[i].pstate, (uint32_t)RPCOOL__P_ABANDONED);
+}
+
+static __attribute__((unused)) void rpcool__abandon(rpcool_conn *c, unsigned i)
+{
+    rpcool__abandon_why(c, i, RPCOOL_E_TIMEOUT); /* as after a timeout: the seal stays */
 }
 
 /* The server is gone: no abandoned call will be answered; drop their seals. */
@@ -2327,7 +2332,7 @@ RPCOOL_API int rpcool_call_ex(rpcool_conn *c, unsigned fn, const void *arg, size
         return r;
     }
     if ((r = c->tp->wait(c, (unsigned)i, deadline))) {
-        rpcool__abandon(c, (unsigned)i, r);
+        rpcool__abandon_why(c, (unsigned)i, r);
         return r;
     }
     return rpcool__harvest(c, (unsigned)i, ret, ret_len);
@@ -2385,7 +2390,7 @@ RPCOOL_API int rpcool_poll(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_
         if (!r && c->pend[i].deadline && rcp__now_ns() >= c->pend[i].deadline) r = RPCOOL_E_TIMEOUT;
         if (!r) return RPCOOL_E_AGAIN;
         uint32_t exp = RPCOOL__P_ASYNC;
-        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) rpcool__abandon(c, (unsigned)i, r);
+        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) rpcool__abandon_why(c, (unsigned)i, r);
         return r;
     }
     uint32_t exp = RPCOOL__P_ASYNC;
@@ -2401,7 +2406,7 @@ RPCOOL_API int rpcool_wait(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_
     int r = c->tp->wait(c, (unsigned)i, c->pend[i].deadline);
     if (r) {
         uint32_t exp = RPCOOL__P_ASYNC;
-        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) rpcool__abandon(c, (unsigned)i, r);
+        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) rpcool__abandon_why(c, (unsigned)i, r);
         return r;
     }
     return rpcool_poll(c, id, ret, ret_len);
@@ -2422,7 +2427,7 @@ RPCOOL_API int rpcool_progress(rpcool_conn *c)
                 if (!rcp__cas(&pd->pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) continue;
                 rpcool_callback *cb = pd->cb;
                 void *user = pd->user;
-                rpcool__abandon(c, i, RPCOOL_E_TIMEOUT);
+                rpcool__abandon_why(c, i, RPCOOL_E_TIMEOUT);
                 cb(c, RPCOOL_E_TIMEOUT, NULL, 0, user);
                 n++;
                 continue;
