@@ -2,8 +2,24 @@
 /* rpcool.h - pointer-passing RPC over CXL shared memory (channels, calls, sealing, sandboxes).
    version 0.1
 
-   USAGE
-   -----
+   TABLE OF CONTENTS
+   -----------------
+   1. Usage           how to build it in, compile-time options, logging
+   2. What it is      channels, connections, calls, waiting, transports
+   3. Example
+   4. Safety modes    RELAXED, COPY, SEAL, SANDBOX and their threat models
+   5. Failures        dead clients and servers, dropped clients, bad input
+   6. Thread safety
+   7. Errors
+   8. Limits
+   9. Design notes
+   The declarations follow this text; then the implementation, whose sections are marked with
+   anchors to grep for: >>implementation >>support >>layout >>state >>errors >>liveness
+   >>contain >>names >>server >>accept >>dispatch >>serve >>handler >>client >>seal >>call
+   >>connect >>builders. The licence (MIT) is at the end of the file.
+
+   1. USAGE
+   --------
    Copy rpcool.h, shmheap.h and the impl/ folder into your project. In exactly one C or C++ file:
 
        #define RPCOOL_IMPLEMENTATION
@@ -13,7 +29,9 @@
    there already), so one define gives a working program. If shmheap's implementation lives in
    another file of yours, define RPCOOL_NO_SHMHEAP_IMPLEMENTATION as well. Other files include
    "rpcool.h" without the define. Build with plain `cc -pthread` on Linux (glibc); no other
-   libraries. Options, defined before the implementation include:
+   libraries. Include rpcool.h before any system header in the implementation file (it needs
+   GNU extensions), or compile with -D_GNU_SOURCE. Options, defined before the implementation
+   include:
        RPCOOL_STATIC         make every rpcool function static (define SHMHEAP_STATIC too for
                              an all-static build)
        RPCOOL_ASSERT(x)      your assert (default: assert from <assert.h>)
@@ -26,8 +44,8 @@
    it, set RPCOOL_DEBUG (any value) in the environment to send them to stderr (read once per
    process).
 
-   WHAT IT IS
-   ----------
+   2. WHAT IT IS
+   -------------
    A server opens a *channel* by name and registers handlers by id; clients connect to the
    channel and call handlers. Arguments and results are not serialised: they are native data
    structures (pointer-rich if you like) in the connection's shared heap, and a call passes a
@@ -46,39 +64,12 @@
                        writes the slot's response line {status, result pointer, length}: one
                        cache line moves each way, as in a bare ping-pong
 
-   Waiting: both sides busy-poll for spin_ns (default 20 us), then sleep on a shared futex, so
-   an idle server uses no CPU; a sleeping side is woken only when it announced that it sleeps,
-   so a busy pair makes no system calls at all. The clock is read once per 64-128 polls. A
-   polling side yields its CPU (sched_yield) only when the peer was seen on the same CPU
-   (sched_getcpu hints in the channel file): on separate CPUs a yield would only add latency,
-   on a shared CPU it is what lets the peer answer.
-
-   Transports: a connection has a transport (rpcool_conn_opts.transport). Only
-   RPCOOL_TRANSPORT_SHM (one CXL pod; on one host /dev/shm) exists now; RPCOOL_TRANSPORT_RDMA is
-   reserved for connections between pods and fails with RPCOOL_E_NOTSUP.
-
-   EXAMPLE
-   -------
-       // server
-       static int echo(rpcool_ctx *ctx, void *arg, size_t len, void *user)
-       {   char *r = rpcool_ctx_alloc(ctx, len);          // result lives in the client's heap
-           if (!r) return SHMHEAP_E_FULL;
-           memcpy(r, arg, len); rpcool_ctx_reply(ctx, r, len); return 0; }
-       rpcool_server *s;
-       rpcool_server_open("echo", NULL, &s);              // RPCOOL_E_NAMETAKEN if served
-       rpcool_server_add_handler(s, 1, echo, NULL, 0);
-       rpcool_server_start(s, 1);                         // or rpcool_serve(s) on this thread
-       ...
-       rpcool_server_close(s);
-
-       // client (another process)
-       rpcool_conn *c;
-       rpcool_connect("echo", NULL, &c);
-       char *msg = rpcool_strdup(c, "hello");             // in the connection heap
-       void *ret; size_t n;
-       int st = rpcool_call(c, 1, msg, 6, &ret, &n);      // st: handler status or error
-       rpcool_free(c, ret); rpcool_free(c, msg);
-       rpcool_disconnect(c);
+   Waiting: both sides busy-poll for spin_ns (RPCOOL_DEFAULT_SPIN_NS, 20 us), then sleep on a
+   shared futex, so an idle server uses no CPU; a sleeping side is woken only when it announced
+   that it sleeps, so a busy pair makes no system calls at all. The clock is read once per
+   64-128 polls. A polling side yields its CPU (sched_yield) only when the peer was seen on the
+   same CPU (sched_getcpu hints in the channel file): on separate CPUs a yield would only add
+   latency, on a shared CPU it is what lets the peer answer.
 
    Asynchronous calls: rpcool_call_async() returns at once with a call id; finish it with
    rpcool_poll() (never blocks), rpcool_wait(), or give a callback and call rpcool_progress()
@@ -87,8 +78,60 @@
    passed, rpcool_poll and rpcool_wait return RPCOOL_E_TIMEOUT and rpcool_progress gives the
    callback RPCOOL_E_TIMEOUT.
 
-   SAFETY MODES AND THEIR THREAT MODELS
-   ------------------------------------
+   Transports: a connection has a transport (rpcool_conn_opts.transport).
+   RPCOOL_TRANSPORT_SHM (one CXL pod; on one host /dev/shm) is the only one built;
+   RPCOOL_TRANSPORT_RDMA is reserved for connections between pods and fails with
+   RPCOOL_E_NOTSUP.
+
+   3. EXAMPLE
+   ----------
+   One program, run as `./echo serve &` and then `./echo`:
+
+       #define RPCOOL_IMPLEMENTATION
+       #include "rpcool.h"
+       #include <stdio.h>
+       #include <string.h>
+
+       static int echo(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+       {
+           (void)user;
+           char *r = rpcool_ctx_alloc(ctx, len);       // the result lives in the client's heap
+           if (!r) return SHMHEAP_E_FULL;
+           memcpy(r, arg, len);
+           rpcool_ctx_reply(ctx, r, len);
+           return 0;                                   // the status rpcool_call returns
+       }
+
+       static int fail(int rc)
+       {
+           fprintf(stderr, "echo: %s\n", rpcool_strerror(rc));
+           return 1;
+       }
+
+       int main(int argc, char **argv)
+       {
+           int rc;
+           if (argc > 1 && !strcmp(argv[1], "serve")) {
+               rpcool_server *s;
+               if ((rc = rpcool_server_open("echo", NULL, &s))) return fail(rc);
+               rpcool_server_add_handler(s, 1, echo, NULL, 0);
+               return rpcool_serve(s);                 // or rpcool_server_start(s, nthreads)
+           }
+           rpcool_conn *c;
+           if ((rc = rpcool_connect("echo", NULL, &c))) return fail(rc);
+           char *msg = rpcool_strdup(c, "hello");      // in the connection heap
+           void *ret;
+           size_t n;
+           rc = rpcool_call(c, 1, msg, 6, &ret, &n);   // the handler's status, or an error
+           if (rc == 0) printf("%.*s\n", (int)n, (char *)ret);
+           rpcool_free(c, ret);
+           rpcool_free(c, msg);
+           rpcool_disconnect(c);
+           return rc ? fail(rc) : 0;
+       }
+
+   4. SAFETY MODES AND THEIR THREAT MODELS
+   ---------------------------------------
    Flags, combinable. A call gets the union of the client's per-call flags, the client's
    connection default, the channel's policy (server opts) and the handler's flags. Whatever
    the mode, the server treats everything in a client's heap as untrusted input: slot indexes
@@ -114,94 +157,89 @@
        sender cannot change what the handler sees (no time-of-check/time-of-use), bad ranges
        are refused. Pointers *inside* the copy still point into the shared heap; follow them
        with rpcool_ctx_need() or use SANDBOX. Costs a memcpy per call. An argument larger
-       than the server's max_copy (default 64 MiB) fails with RPCOOL_E_TOOBIG, since a client
-       picks its heap's size; a serving thread keeps at most 1 MiB of copy buffer between calls.
+       than the server's max_copy (RPCOOL_DEFAULT_MAX_COPY, 64 MiB) fails with
+       RPCOOL_E_TOOBIG, since a client picks its heap's size; a serving thread keeps at most
+       1 MiB of copy buffer between calls.
    RPCOOL_SEAL  The client makes the pages holding the argument read-only in its own address
        space (mprotect via shmheap_seal) before posting and releases them after the reply, in
        batches (rpcool_conn_opts.seal_batch; rpcool_release()). Protects against a *buggy*
        sender: another thread of the client that writes to the argument during the call
        faults instead of corrupting what the server reads. It does NOT protect against a
-       malicious sender: the sender can call mprotect itself, or map the same shm file a second
-       time writable and write through that alias; the server cannot verify any of this from
-       user space (RPCool's kernel patch forbids mprotect on heap ranges; we cannot). A seal
-       covers whole pages: allocate sealed arguments with rpcool_alloc_pages() or an arena
-       (rpcool_arena_init) so no unrelated data shares the pages; ranges must start on a page.
+       malicious sender: the sender can call mprotect itself, or map the same shm file a
+       second time writable and write through that alias; the server cannot verify any of
+       this from user space (RPCool's kernel patch forbids mprotect on heap ranges; a library
+       cannot). A seal covers whole pages: allocate sealed arguments with rpcool_alloc_pages()
+       or an arena (rpcool_arena_init) so no unrelated data shares the pages; ranges must
+       start on a page.
        Batched release (seal_batch > 1, as RPCool's): after the reply the pages stay
        read-only until seal_batch sealed calls have finished or rpcool_release() is called, so
        the sender must not write to argument memory before then (it would fault); rpcool_free
        of a block that is still sealed releases first, but memory freed by other means (an
        arena, shmheap_free) must be released by hand before it is reused. A call whose range
        is still sealed from an earlier call makes no system call at all; sealed calls in
-       flight at once may share pages (a range stays sealed while any call uses it). Cost: a
-       sealed call pays one mprotect to seal and one to release, and each may flush the TLB
-       of every CPU running a thread of the sender. On the 2-vCPU VMs we measured on, one
-       mprotect cost about 1.3 us on one host (a sealed call 3.8 us) and a seal + release 85
-       us on another, whose inter-processor interrupts are slow (measure
-       yours: sh bench/bench_shmheap.sh runs bench/seal_cost.c). A repeated argument with
-       batched release costs no more than a relaxed call.
-       userfaultfd write-protection was considered as a receiver-enforced seal: the uffd must
-       be created by the sender (it acts on the creator's mm), the receiver would fetch it with
-       pidfd_getfd (ptrace rights), and the sender keeps its own descriptor and can still map an
-       alias writable, so it buys no protection against a malicious sender over mprotect while
-       adding a privileged dependency; we did not build it.
-   RPCOOL_SANDBOX  The handler runs inside a recovery point: a SIGSEGV or SIGBUS raised while it
-       runs becomes the error reply RPCOOL_E_FAULT and the server thread carries on. Handlers
-       read peer data through checked accessors (rpcool_ctx_need, RPCOOL_NEED, rpcool_ctx_need_str,
-       rpcool_map_get_checked) that end the call with RPCOOL_E_BADPTR when a pointer leaves
-       the connection's heap. With memory protection keys (pku; shmheap_pkey_supported()) each
-       connection heap also gets a key and the handler runs with the keys of all *other*
-       connections' heaps disabled, so a stray pointer into another client's data (or its
-       heap's header) faults even if the handler does not check it; tested in the VM tier,
-       whose CPU has pku (tests/vm/test_rpcool_pkey.c). The server takes the keys (up to 15,
-       all that are free) when the channel is opened with RPCOOL_SANDBOX or a sandboxed
-       handler is registered before serving starts; later registrations get no keys. Slot i
-       uses key i mod 15, so beyond 15 connections some share a key and are not fenced from
-       each other; a client in the server's own process gets no key. Only rpcool's serving
-       threads (and rpcool_server_close) may then touch connection heaps: another thread of
-       the server process needs shmheap_pkey_set for them first. Protects the
-       server from malformed pointer-rich data; it does not stop the sender from changing the
-       data during the call (combine with COPY for flat data). A handler abandoned by a fault
-       does not unwind: it must not hold locks or own private resources while touching peer
-       data (do that first, then take locks on private state), and in C++ no destructors run.
+       flight at once may share pages (a range stays sealed while any call uses it).
+       Cost: a sealed call pays one mprotect to seal and one to release, and each may flush
+       the TLB of every CPU running a thread of the sender, so it depends on the machine
+       (bench/seal_cost.c measures it; sh bench/bench_shmheap.sh runs it). A repeated
+       argument with batched release costs no more than a relaxed call.
+   RPCOOL_SANDBOX  The handler runs inside a recovery point: a SIGSEGV or SIGBUS raised while
+       it runs becomes the error reply RPCOOL_E_FAULT and the server thread carries on.
+       Handlers read peer data through checked accessors (rpcool_ctx_need, RPCOOL_NEED,
+       rpcool_ctx_need_str, rpcool_map_get_checked) that end the call with RPCOOL_E_BADPTR
+       when a pointer leaves the connection's heap. With memory protection keys (pku;
+       shmheap_pkey_supported()) each connection heap also gets a key and the handler runs
+       with the keys of all *other* connections' heaps disabled, so a stray pointer into
+       another client's data (or its heap's header) faults even if the handler does not check
+       it. The server takes the keys (up to 15, all that are free) when the channel is opened
+       with RPCOOL_SANDBOX or a sandboxed handler is registered before serving starts; later
+       registrations get no keys. Slot i uses key i mod 15, so beyond 15 connections some
+       share a key and are not fenced from each other; a client in the server's own process
+       gets no key. Only rpcool's serving threads (and rpcool_server_close) may then touch
+       connection heaps: another thread of the server process needs shmheap_pkey_set for them
+       first. Protects the server from malformed pointer-rich data; it does not stop the
+       sender from changing the data during the call (combine with COPY for flat data). A
+       handler abandoned by a fault does not unwind: it must not hold locks or own private
+       resources while touching peer data (do that first, then take locks on private state),
+       and in C++ no destructors run.
 
-   FAILURES
-   --------
+   5. FAILURES
+   -----------
    Liveness uses open-file-description byte locks (F_OFD_SETLK) on the channel file: the server
    holds byte 0, client slot i holds byte 1+i. The kernel drops them when the process dies, in
    any pid namespace, with no pid reuse race. A process that fork()s after opening a channel or
    connecting: the child closes its inherited copies (pthread_atfork) and does not inherit the
    channel mapping (MADV_DONTFORK), so the parent's death is still seen; connections and
    servers are not usable in the child.
-   - Client dies (even mid-call): the server notices within reap_ms (default 100 ms), lets any
-     handler running for it finish, unmaps its heap and unlinks it: its memory is freed whole.
-     So also for a client that dies anywhere inside rpcool_connect (its channel slot names its
-     heap before the heap is made) or rpcool_disconnect (the server unlinks the heap of every
-     connection it lets go of), and for one the server had not noticed yet when it closes or
-     when a new server takes the channel over. rpcool_server_close waits (up to about a
-     second) for clients inside rpcool_connect or rpcool_disconnect to see the channel closed
-     and leave, then unlinks what the dead ones left; a connected client that outlives the
-     server unlinks its heap in rpcool_disconnect.
-   - Server dies: a waiting call checks the server's lock every peer_check_ms (default 100 ms)
-     and fails with RPCOOL_E_PEERDEAD; calls also fail if the channel was closed
-     (RPCOOL_E_CLOSED) or taken over by a new server.
+   - Client dies (even mid-call): the server notices within reap_ms (RPCOOL_DEFAULT_REAP_MS,
+     100 ms), lets any handler running for it finish, unmaps its heap and unlinks it: its
+     memory is freed whole. So also for a client that dies anywhere inside rpcool_connect (its
+     channel slot names its heap before the heap is made) or rpcool_disconnect (the server
+     unlinks the heap of every connection it lets go of), and for one the server had not
+     noticed yet when it closes or when a new server takes the channel over.
+     rpcool_server_close waits (up to about a second) for clients inside rpcool_connect or
+     rpcool_disconnect to see the channel closed and leave, then unlinks what the dead ones
+     left; a connected client that outlives the server unlinks its heap in rpcool_disconnect.
+   - Server dies: a waiting call checks the server's lock every peer_check_ms
+     (RPCOOL_DEFAULT_PEER_CHECK_MS, 100 ms) and fails with RPCOOL_E_PEERDEAD; calls also fail
+     if the channel was closed (RPCOOL_E_CLOSED) or taken over by a new server.
    - Client dropped by the server: a read of its heap faulted (it truncated the heap file), or
      it kept its heap's mutex taken for over a second. The server serves it no more and
      reclaims its heap; the client's waiting and later calls fail with RPCOOL_E_DROPPED
-     within peer_check_ms, and rpcool_disconnect returns at once. Optional per-call timeout_ms. A call
-     that timed out is not taken back: it may still run; its slot (and reply, and seal) is
-     reclaimed when the server answers, its seal also by an rpcool_release that finds the
-     server gone. A call that fails because the server is gone (RPCOOL_E_PEERDEAD,
-     RPCOOL_E_CLOSED, RPCOOL_E_DROPPED) gives its seal up at once: after rpcool_release its
-     pages are writable.
+     within peer_check_ms, and rpcool_disconnect returns at once.
+   - Timeouts: optional per call (timeout_ms). A call that timed out is not taken back: it may
+     still run; its slot (and reply, and seal) is reclaimed when the server answers, its seal
+     also by an rpcool_release that finds the server gone. A call that fails because the
+     server is gone (RPCOOL_E_PEERDEAD, RPCOOL_E_CLOSED, RPCOOL_E_DROPPED) gives its seal up at
+     once: after rpcool_release its pages are writable.
    - Bad input: unknown handler id (RPCOOL_E_NOHANDLER), argument outside the connection heap
      (RPCOOL_E_BADPTR), unknown flags (RPCOOL_E_INVAL), a COPY argument over max_copy
-     (RPCOOL_E_TOOBIG), a slot that was flagged but not filled
-     (ignored and counted), a handler that faults in SANDBOX mode (RPCOOL_E_FAULT).
+     (RPCOOL_E_TOOBIG), a slot that was flagged but not filled (ignored and counted), a
+     handler that faults in SANDBOX mode (RPCOOL_E_FAULT).
    - A channel name served by a live server: RPCOOL_E_NAMETAKEN. A stale channel file whose
      server died is taken over (its dead clients' heaps are unlinked).
 
-   THREAD SAFETY
-   -------------
+   6. THREAD SAFETY
+   ----------------
    A connection may be used by many threads at once (up to 64 calls in flight per connection;
    synchronous calls wait for a free slot, asynchronous ones return RPCOOL_E_AGAIN). A server
    may be served by many threads (rpcool_server_start, or several threads in rpcool_serve).
@@ -209,24 +247,34 @@
    atomic pointer store), so a call sees one registration's function, user pointer and flags;
    replaced registrations are freed when the server closes. rpcool_server_close waits for
    threads in rpcool_serve to return (from a handler of that server it fails with
-   RPCOOL_E_INVAL). Close a connection only when no other thread uses it, and only once.
+   RPCOOL_E_INVAL). Disconnect a connection only when no other thread uses it, and only once.
+   A log callback may be called from any thread that uses the server or connection.
 
-   ERRORS
-   ------
-   Functions return 0 or a negative code: RPCOOL_E_*, SHMHEAP_E_* from the heap, or -errno.
-   rpcool_strerror(code) explains any of them. rpcool_call returns the handler's status (>= 0)
-   or a negative code (the handler's own negative return passes through unchanged).
+   7. ERRORS
+   ---------
+   Functions return 0 or a negative code: RPCOOL_E_* (RPCOOL_ERRORS lists them), SHMHEAP_E_*
+   from the heap (a full connection heap is SHMHEAP_E_FULL), or -errno. rpcool_strerror(code)
+   explains any of them. rpcool_call returns the handler's status (>= 0) or a negative code
+   (the handler's own negative return passes through unchanged).
 
-   LIMITS
-   ------
-   Linux with glibc. Channel names: 1-48 characters of [A-Za-z0-9._-]. Up to 1024 connections
-   per channel (default 64), 64 calls in flight per connection, handler ids below 1024.
+   8. LIMITS
+   ---------
+   Linux with glibc. Channel names: 1-48 characters of [A-Za-z0-9._-]. Up to RPCOOL_MAX_CONNS
+   (1024) connections per channel (RPCOOL_DEFAULT_MAX_CONNS, 64, by default), 64 calls in
+   flight per connection, handler ids below 1024.
    Liveness locks need one kernel for both peers (processes of one host, or one VM); a pod of
    several hosts sharing a device needs another detector (future work with the RDMA tier).
    A client that keeps its heap's mutex taken can stall the serving thread running one of its
    handlers for up to a second, once, in rpcool_ctx_alloc of a block that needs the mutex
-   (over 32 KiB, or a size class with no span a quarter free in its heap): then the server drops it
-   (RPCOOL_E_DROPPED). Accepting it never waits for that mutex.
+   (over 32 KiB, or a size class with no span a quarter free in its heap): then the server
+   drops it (RPCOOL_E_DROPPED). Accepting it never waits for that mutex.
+
+   9. DESIGN NOTES
+   ---------------
+   A receiver-enforced seal with userfaultfd write-protection buys nothing over mprotect
+   against a malicious sender: the uffd must be created by the sender (it acts on the
+   creator's mm), the receiver would need ptrace rights (pidfd_getfd) to fetch it, and the
+   sender keeps its own descriptor and can still map an alias writable. rpcool does not use it.
 */
 #ifndef RPCOOL_H
 #define RPCOOL_H
@@ -239,7 +287,8 @@
 #include <stdint.h>
 
 #ifdef RPCOOL_STATIC
-#define RPCOOL_API static __attribute__((unused)) /* no warning for the functions a file does not call */
+/* unused: no warning for the functions a file does not call */
+#define RPCOOL_API static __attribute__((unused))
 #else
 #define RPCOOL_API extern
 #endif
@@ -391,8 +440,8 @@ RPCOOL_API const char *rpcool_strerror(int code);
 /* Server. */
 RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts *opts,
                                   rpcool_server **out);
-RPCOOL_API int rpcool_server_add_handler(rpcool_server *s, unsigned id, rpcool_handler *fn, void *user,
-                             unsigned safety);
+RPCOOL_API int rpcool_server_add_handler(rpcool_server *s, unsigned id, rpcool_handler *fn,
+                                         void *user, unsigned safety);
 RPCOOL_API int rpcool_server_start(rpcool_server *s, unsigned nthreads); /* background threads */
 RPCOOL_API int rpcool_serve(rpcool_server *s);       /* serve on this thread until stopped */
 RPCOOL_API void rpcool_server_stop(rpcool_server *s); /* make serving threads return */
@@ -492,9 +541,7 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #endif
 #endif /* RPCOOL_H */
 
-/* ============================================================================================ */
-/*                                       IMPLEMENTATION                                         */
-/* ============================================================================================ */
+/* >>implementation - includes, options, constants ---------------------------------------------- */
 #if defined(RPCOOL_IMPLEMENTATION) && !defined(RPCOOL_IMPLEMENTATION_ONCE)
 #define RPCOOL_IMPLEMENTATION_ONCE
 
@@ -543,6 +590,8 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #define RPCOOL__COPY_KEEP ((size_t)1 << 20) /* a serving thread keeps a copy buffer up to this */
 #define RPCOOL__KNOWN_FLAGS (RPCOOL_COPY | RPCOOL_SEAL | RPCOOL_SANDBOX)
 
+/* >>support - private memory, logging ---------------------------------------------------------- */
+
 /* Private memory: every allocation of the library goes through RPCOOL_MALLOC/RPCOOL_FREE. */
 static void *rpcool__calloc(size_t n, size_t size)
 {
@@ -575,7 +624,7 @@ static void rpcool__log(const struct rcp__logger *lg, int level, const char *fmt
     va_end(ap);
 }
 
-/* ---- shared layouts ---- */
+/* >>layout - shared layouts: the channel file, the connection header --------------------------- */
 
 /* Channel file: header page, then one slot per connection. Mapped anywhere (no pointers). */
 struct rpcool__chan_hdr {
@@ -637,7 +686,8 @@ struct rpcool__resp {
     uint64_t ret, ret_len;
     uint64_t pad[5];
 };
-RCP__STATIC_ASSERT(sizeof(struct rpcool__req) == 64 && sizeof(struct rpcool__resp) == 64, "call slot layout");
+RCP__STATIC_ASSERT(sizeof(struct rpcool__req) == 64 && sizeof(struct rpcool__resp) == 64,
+                   "call slot layout");
 enum { RPCOOL__SL_FREE = 0, RPCOOL__SL_REQ = 1, RPCOOL__SL_DONE = 3 };
 #define RPCOOL__SL(gen, st) ((uint32_t)(gen) << 2 | (uint32_t)(st))
 
@@ -661,13 +711,14 @@ struct rpcool__conn_hdr {
 };
 RCP__STATIC_ASSERT(sizeof(struct rpcool__conn_hdr) == 320 + 128 * RPCOOL__NSLOTS, "conn layout");
 
-/* ---- process-local state ---- */
+/* >>state - process-local state ---------------------------------------------------------------- */
 
 enum { RPCOOL__SC_FREE = 0, RPCOOL__SC_ACTIVE, RPCOOL__SC_DRAINING };
 
 struct rpcool__sconn { /* the server's view of one connection */
     uint32_t state;
-    uint32_t condemned; /* a read of its heap faulted, or its mutex stays taken: drain it, serve it no more */
+    uint32_t condemned; /* a read of its heap faulted, or its mutex stays taken: drain it, serve it
+                           no more */
     uint64_t drain_gp;  /* grace period that began when it started draining */
     shmheap *heap;
     struct rpcool__conn_hdr *hdr;
@@ -795,7 +846,7 @@ struct rpcool_ctx {
     void *fault_addr;
 };
 
-/* ---- errors ---- */
+/* >>errors - errors ---------------------------------------------------------------------------- */
 
 RPCOOL_API const char *rpcool_strerror(int code)
 {
@@ -806,12 +857,13 @@ RPCOOL_API const char *rpcool_strerror(int code)
 #undef RPCOOL__CASE
     default: break;
     }
-    if (code >= SHMHEAP_E_BADMAGIC && code < SHMHEAP_E_BADMAGIC + 100) return shmheap_strerror(code);
+    if (code >= SHMHEAP_E_BADMAGIC && code < SHMHEAP_E_BADMAGIC + 100)
+        return shmheap_strerror(code);
     if (code < 0 && code > -4096) return strerror(-code);
     return "unknown error";
 }
 
-/* ---- liveness: OFD byte locks on the channel file ---- */
+/* >>liveness - liveness: OFD byte locks on the channel file ------------------------------------ */
 
 /* One byte lock operation: cmd F_OFD_SETLK or F_OFD_GETLK, type F_WRLCK or F_UNLCK. */
 static int rpcool__lock_op(int fd, off_t off, int cmd, short type, struct flock *fl)
@@ -866,7 +918,7 @@ static void rpcool__fd_track(int fd, int add)
     pthread_mutex_unlock(&rpcool__fds_lock);
 }
 
-/* ---- fault containment ---- */
+/* >>contain - fault containment ---------------------------------------------------------------- */
 
 struct rpcool__guard {
     sigjmp_buf jb;
@@ -968,7 +1020,7 @@ static void rpcool__cpu_mark(uint64_t *mask, unsigned cpu)
     if (!(rcp__load_relaxed(mask) & bit)) rcp__fetch_or(mask, bit); /* written once per period */
 }
 
-/* ---- names ---- */
+/* >>names - channel names ---------------------------------------------------------------------- */
 
 static int rpcool__check_name(const char *n)
 {
@@ -1005,9 +1057,9 @@ static size_t rpcool__chan_bytes(uint32_t max_conns)
     return RPCOOL__SLOTS_OFF + (size_t)max_conns * sizeof(struct rpcool__chan_slot);
 }
 
-/* ============================== server ============================== */
+/* >>server - server: open, handlers ------------------------------------------------------------ */
 
-static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int unlink_heap);
+static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead);
 
 /* Is this heap name also named by another slot or held by a connection? A client can write any
    name into its own slot: a stale slot must not make us unlink somebody else's heap. */
@@ -1019,7 +1071,8 @@ static int rpcool__heap_named_elsewhere(rpcool_server *s, uint32_t i, const char
             !strncmp(s->conns[j].heap_name, name, RPCOOL__HEAPNAME))
             return 1;
     for (uint32_t j = 0; j < nslots; j++)
-        if (j != i && rcp__load(&s->cs[j].state) != RPCOOL__CS_FREE && !strncmp(s->cs[j].heap, name, RPCOOL__HEAPNAME))
+        if (j != i && rcp__load(&s->cs[j].state) != RPCOOL__CS_FREE &&
+            !strncmp(s->cs[j].heap, name, RPCOOL__HEAPNAME))
             return 1;
     return 0;
 }
@@ -1060,8 +1113,9 @@ static int rpcool__chan_init(rpcool_server *s)
     uint32_t old_epoch = 0, old_max = 0, need;
     void *m;
     if (fstat(s->fd, &stt)) return -errno;
-    if ((size_t)stt.st_size >= sizeof old && pread(s->fd, &old, sizeof old, 0) == (ssize_t)sizeof old &&
-        old.magic == RPCOOL__CH_MAGIC && old.version == RPCOOL__VERSION && old.max_conns <= RPCOOL_MAX_CONNS &&
+    if ((size_t)stt.st_size >= sizeof old &&
+        pread(s->fd, &old, sizeof old, 0) == (ssize_t)sizeof old && old.magic == RPCOOL__CH_MAGIC &&
+        old.version == RPCOOL__VERSION && old.max_conns <= RPCOOL_MAX_CONNS &&
         (size_t)stt.st_size >= rpcool__chan_bytes(old.max_conns)) {
         old_epoch = old.epoch;
         old_max = old.max_conns;
@@ -1083,7 +1137,8 @@ static int rpcool__chan_init(rpcool_server *s)
         rcp__store(&s->ch->state, (uint32_t)RPCOOL__CH_CLOSED);
         for (uint32_t i = 0; i < old_max; i++) rpcool__reclaim_stale(s, i);
         for (uint32_t i = s->max_conns; i < old_max; i++) /* slots beyond ours stay unusable */
-            if (rcp__load(&s->cs[i].state) == RPCOOL__CS_FREE) rcp__store(&s->cs[i].state, (uint32_t)RPCOOL__CS_CLOSING);
+            if (rcp__load(&s->cs[i].state) == RPCOOL__CS_FREE)
+                rcp__store(&s->cs[i].state, (uint32_t)RPCOOL__CS_CLOSING);
     } else {
         memset(m, 0, s->map_len);
     }
@@ -1113,8 +1168,8 @@ static void rpcool__server_free(rpcool_server *s)
 }
 
 /* Memory protection keys for SANDBOX. The keys are taken before any thread serves (from
-   rpcool_server_open or rpcool_server_add_handler asking for SANDBOX), so every serving thread can enable
-   them all on entry: a new key is usable only by the thread that allocated it and by threads
+   rpcool_server_open or rpcool_server_add_handler asking for SANDBOX), so every serving thread can
+   enable them all on entry: a new key is usable only by the thread that allocated it and by threads
    it creates later. Returns the number of keys. */
 static int rpcool__pkeys_init(rpcool_server *s)
 {
@@ -1137,7 +1192,8 @@ static void rpcool__pkey_attach(rpcool_server *s, struct rpcool__sconn *sc, uint
     sc->pkey = -1;
     if (s->npkeys == 0 || shmheap_opens(sc->heap) > 1) return;
     int k = s->pkeys[i % (uint32_t)s->npkeys];
-    if (shmheap_pkey_protect(sc->heap, shmheap_base(sc->heap), shmheap_size(sc->heap), k) == 0) sc->pkey = k;
+    if (shmheap_pkey_protect(sc->heap, shmheap_base(sc->heap), shmheap_size(sc->heap), k) == 0)
+        sc->pkey = k;
 }
 
 RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts *opts,
@@ -1152,7 +1208,8 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     memset(&o, 0, sizeof o);
     if (opts) o = *opts;
     if (o.max_conns == 0) o.max_conns = RPCOOL_DEFAULT_MAX_CONNS;
-    if (o.max_conns > RPCOOL_MAX_CONNS || (o.safety & ~(unsigned)RPCOOL__KNOWN_FLAGS)) return RPCOOL_E_INVAL;
+    if (o.max_conns > RPCOOL_MAX_CONNS || (o.safety & ~(unsigned)RPCOOL__KNOWN_FLAGS))
+        return RPCOOL_E_INVAL;
     if (!(s = (rpcool_server *)rpcool__calloc(1, sizeof *s))) return -ENOMEM;
     snprintf(s->name, sizeof s->name, "%s", channel);
     rpcool__path(s->path, sizeof s->path, channel);
@@ -1165,42 +1222,45 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     s->hopts.log = o.log;
     s->hopts.log_user = o.log_user;
     s->log = rpcool__logger(o.log, o.log_user);
-    s->hopts.lock_timeout_ms = 1000; /* a client that stops holding its heap's mutex must not hang us */
+    /* a client that stops holding its heap's mutex must not hang us */
+    s->hopts.lock_timeout_ms = 1000;
     pthread_mutex_init(&s->hk_lock, NULL);
-    s->handlers = (struct rpcool__handler_ent **)rpcool__calloc(RPCOOL_MAX_HANDLERS, sizeof *s->handlers);
+    s->handlers =
+        (struct rpcool__handler_ent **)rpcool__calloc(RPCOOL_MAX_HANDLERS, sizeof *s->handlers);
     s->conns = (struct rpcool__sconn *)rpcool__calloc(s->max_conns, sizeof *s->conns);
     if (!s->handlers || !s->conns) {
-        rpcool__server_free(s);
-        return -ENOMEM;
+        r = -ENOMEM;
+        goto fail_free;
     }
     s->fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, o.mode ? o.mode : RPCOOL_DEFAULT_MODE);
     if (s->fd < 0) {
         r = -errno;
-        rpcool__server_free(s);
-        return r;
+        goto fail_free;
     }
     if ((r = rpcool__lock_try(s->fd, 0))) { /* the name is ours while we hold byte 0 */
         if (r == -EAGAIN || r == -EACCES) r = RPCOOL_E_NAMETAKEN;
-    } else {
-        r = rpcool__chan_init(s);
+        goto fail_close;
     }
-    if (r) {
-        close(s->fd);
-        rpcool__server_free(s);
-        return r;
-    }
+    if ((r = rpcool__chan_init(s))) goto fail_close;
     pthread_once(&rpcool__sig_once, rpcool__sig_install);
     rpcool__fd_track(s->fd, 1);
     if (s->safety & RPCOOL_SANDBOX) rpcool__pkeys_init(s);
-    rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: serving (epoch %u, %u slots)", s->name, s->epoch, s->max_conns);
+    rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: serving (epoch %u, %u slots)", s->name, s->epoch,
+                s->max_conns);
     *out = s;
     return 0;
+fail_close:
+    close(s->fd);
+fail_free:
+    rpcool__server_free(s);
+    return r;
 }
 
-RPCOOL_API int rpcool_server_add_handler(rpcool_server *s, unsigned id, rpcool_handler *fn, void *user,
-                             unsigned safety)
+RPCOOL_API int rpcool_server_add_handler(rpcool_server *s, unsigned id, rpcool_handler *fn,
+                                         void *user, unsigned safety)
 {
-    if (!s || id >= RPCOOL_MAX_HANDLERS || (safety & ~(unsigned)RPCOOL__KNOWN_FLAGS)) return RPCOOL_E_INVAL;
+    if (!s || id >= RPCOOL_MAX_HANDLERS || (safety & ~(unsigned)RPCOOL__KNOWN_FLAGS))
+        return RPCOOL_E_INVAL;
     struct rpcool__handler_ent *e = NULL, *old;
     if (fn) {
         if (!(e = (struct rpcool__handler_ent *)rpcool__calloc(1, sizeof *e))) return -ENOMEM;
@@ -1224,6 +1284,8 @@ struct rpcool__hdr_check {
     uint32_t slot, epoch;
 };
 
+/* >>accept - server: accepting, draining and reaping connections ------------------------------- */
+
 /* Is the heap a connection heap made for this slot and epoch? Reads client memory: guarded.
    The header is the one the client's channel slot names, not looked up among the heap's roots:
    that takes the heap's mutex, which a client could keep taken, and accept would wait for it
@@ -1237,8 +1299,8 @@ static int rpcool__check_hdr(void *p)
     struct rpcool__conn_hdr *hd = (struct rpcool__conn_hdr *)(uintptr_t)hc->addr;
     if (!hd || ((uintptr_t)hd & 127) || !shmheap_contains(hc->h, hd, sizeof *hd) ||
         /* magic first, acquire: the client stores it last (release), after the other fields */
-        rcp__load(&hd->magic) != RPCOOL__CONN_MAGIC || hd->version != RPCOOL__VERSION || hd->nslots != RPCOOL__NSLOTS ||
-        hd->chan_slot != hc->slot || hd->epoch != hc->epoch)
+        rcp__load(&hd->magic) != RPCOOL__CONN_MAGIC || hd->version != RPCOOL__VERSION ||
+        hd->nslots != RPCOOL__NSLOTS || hd->chan_slot != hc->slot || hd->epoch != hc->epoch)
         return RPCOOL_E_PROTO;
     hc->hd = hd;
     return 0;
@@ -1257,7 +1319,8 @@ static int rpcool__heap_pin(const char *name)
     snprintf(path, sizeof path, "/dev/shm/%s", name);
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return errno == ENOENT ? SHMHEAP_E_NOTFOUND : -errno;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < 4096 || flock(fd, LOCK_SH | LOCK_NB) ||
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < 4096 ||
+        flock(fd, LOCK_SH | LOCK_NB) ||
         pread(fd, &magic, sizeof magic, 0) != (ssize_t)sizeof magic || magic == 0) {
         close(fd);
         return RPCOOL_E_PROTO;
@@ -1280,7 +1343,8 @@ static void rpcool__accept(rpcool_server *s, uint32_t i)
         rcp__fetch_add(&s->st.bad_entries, 1u);
     } else if ((pin = rpcool__heap_pin(name)) < 0) {
         r = pin;
-    } else if (o = rpcool__contain_set(0), r = shmheap_open(name, &s->hopts, &h), rpcool__contain_set(o), !r) {
+    } else if (o = rpcool__contain_set(0), r = shmheap_open(name, &s->hopts, &h),
+               rpcool__contain_set(o), !r) {
         struct rpcool__hdr_check hc;
         hc.h = h;
         hc.hd = NULL;
@@ -1306,7 +1370,8 @@ static void rpcool__accept(rpcool_server *s, uint32_t i)
         }
     }
     if (pin >= 0) close(pin);
-    rpcool__log(&s->log, r ? RPCOOL_LOG_WARN : RPCOOL_LOG_INFO, "%s: accept slot %u heap %s: %s", s->name, i, name, rpcool_strerror(r));
+    rpcool__log(&s->log, r ? RPCOOL_LOG_WARN : RPCOOL_LOG_INFO, "%s: accept slot %u heap %s: %s",
+                s->name, i, name, rpcool_strerror(r));
     cs->status = r;
     rcp__store(&cs->state, (uint32_t)(r ? RPCOOL__CS_REFUSED : RPCOOL__CS_ACTIVE));
     rcp__fetch_add(&cs->seq, 1u);
@@ -1342,7 +1407,8 @@ static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead)
     shmheap_close(sc->heap);
     shmheap_unlink(sc->heap_name, &s->hopts);
     rpcool__contain_set(o);
-    rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: slot %u %s (%s)", s->name, i, dead ? "reaped" : "closed", sc->heap_name);
+    rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: slot %u %s (%s)", s->name, i,
+                dead ? "reaped" : "closed", sc->heap_name);
     rcp__fetch_add(dead ? &s->st.reaped : &s->st.closed, 1u);
     sc->heap = NULL;
     sc->hdr = NULL;
@@ -1354,7 +1420,8 @@ static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead)
        calls and close fail with RPCOOL_E_DROPPED instead of waiting), and stays its own until
        its lock byte goes (rpcool__reclaim_stale frees it then, or when the client closes). */
     rcp__store(&cs->heap[0], '\0'); /* its heap is gone: the slot names none */
-    rcp__store(&cs->state, (uint32_t)(rcp__load(&sc->condemned) ? RPCOOL__CS_DROPPED : RPCOOL__CS_FREE));
+    rcp__store(&cs->state,
+               (uint32_t)(rcp__load(&sc->condemned) ? RPCOOL__CS_DROPPED : RPCOOL__CS_FREE));
     rcp__fetch_add(&cs->seq, 1u);
     rcp__futex_wake(&cs->seq, INT_MAX);
 }
@@ -1366,8 +1433,11 @@ static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead)
 static void rpcool__chan_repair(rpcool_server *s)
 {
     struct stat st;
-    if (fstat(s->fd, &st) == 0 && (size_t)st.st_size < s->map_len && ftruncate(s->fd, (off_t)s->map_len) == 0)
-        rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: channel file was truncated (to %lld bytes): restored", s->name, (long long)st.st_size);
+    if (fstat(s->fd, &st) == 0 && (size_t)st.st_size < s->map_len &&
+        ftruncate(s->fd, (off_t)s->map_len) == 0)
+        rpcool__log(&s->log, RPCOOL_LOG_WARN,
+                    "%s: channel file was truncated (to %lld bytes): restored", s->name,
+                    (long long)st.st_size);
 }
 
 /* Put back header fields a client scribbled on (or a truncation zeroed), so new clients can
@@ -1377,8 +1447,8 @@ static void rpcool__chan_restore(rpcool_server *s)
 {
     struct rpcool__chan_hdr *h = s->ch;
     if (rcp__load(&h->magic) == RPCOOL__CH_MAGIC && h->version == RPCOOL__VERSION &&
-        h->max_conns == s->max_conns && h->safety == s->safety && rcp__load(&h->epoch) == s->epoch &&
-        rcp__load(&h->state) == RPCOOL__CH_OPEN)
+        h->max_conns == s->max_conns && h->safety == s->safety &&
+        rcp__load(&h->epoch) == s->epoch && rcp__load(&h->state) == RPCOOL__CH_OPEN)
         return;
     rcp__fetch_add(&s->st.bad_entries, 1u);
     rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: channel header was overwritten: restored", s->name);
@@ -1422,7 +1492,8 @@ static void rpcool__housekeep(rpcool_server *s, int force, uint64_t now)
 {
     if (force && !now) now = rcp__now_ns();
     int timed = now && now - rcp__load_relaxed(&s->last_hk) >= (uint64_t)s->reap_ms * 1000000u;
-    if (!force && !timed && rcp__load(&s->ch->pending) == rcp__load_relaxed(&s->seen_pending)) return;
+    if (!force && !timed && rcp__load(&s->ch->pending) == rcp__load_relaxed(&s->seen_pending))
+        return;
     if (pthread_mutex_trylock(&s->hk_lock)) return;
     uint64_t args[3] = {(uint64_t)force, now, (uint64_t)timed};
     rpcool__housekeep_guarded(s, args);
@@ -1462,6 +1533,8 @@ static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, 
     if (timed || force) rpcool__chan_restore(s);
 }
 
+/* >>dispatch - server: running calls ----------------------------------------------------------- */
+
 /* Serve a connection no more and reclaim its heap once drained (see FAILURES: dropped). */
 static void rpcool__condemn(rpcool_server *s, struct rpcool__sconn *sc, const char *why)
 {
@@ -1470,8 +1543,8 @@ static void rpcool__condemn(rpcool_server *s, struct rpcool__sconn *sc, const ch
     rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: %s: dropping the connection", sc->heap_name, why);
 }
 
-static int rpcool__run_handler(rpcool_ctx *ctx, const struct rpcool__handler_ent *e, rpcool_handler *fn,
-                               void *arg, size_t len)
+static int rpcool__run_handler(rpcool_ctx *ctx, const struct rpcool__handler_ent *e,
+                               rpcool_handler *fn, void *arg, size_t len)
 {
     struct rpcool__guard g;
     g.prev = rpcool__cur;
@@ -1520,7 +1593,8 @@ static void rpcool__complete(struct rpcool__conn_hdr *hd, unsigned i, uint32_t g
 
 /* Serve request gen of slot i of a connection, claimed by this thread. The request's fields
    are read once: the client may change them at any moment. */
-static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *sc, unsigned i, uint32_t gen)
+static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *sc, unsigned i,
+                               uint32_t gen)
 {
     rpcool_server *s = w->s;
     struct rpcool__conn_hdr *hd = sc->hdr;
@@ -1535,7 +1609,8 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
     ctx.s = s;
     ctx.sc = sc;
     int status;
-    struct rpcool__handler_ent *e = fnid < RPCOOL_MAX_HANDLERS ? rcp__load(&s->handlers[fnid]) : NULL;
+    struct rpcool__handler_ent *e =
+        fnid < RPCOOL_MAX_HANDLERS ? rcp__load(&s->handlers[fnid]) : NULL;
     rpcool_handler *fn = e ? e->fn : NULL;
     unsigned need = s->safety | (fn ? e->flags : 0);
     if (cflags & ~(unsigned)RPCOOL__KNOWN_FLAGS) status = RPCOOL_E_INVAL;
@@ -1574,7 +1649,8 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
             rcp__fetch_add(&s->st.faults, 1u);
             /* SIGBUS inside the client's heap: its file no longer backs the mapping (the client
                truncated it); every later access by the library would fault too */
-            if (ctx.fault_sig == SIGBUS && (uintptr_t)ctx.fault_addr - (uintptr_t)shmheap_base(sc->heap) < shmheap_size(sc->heap))
+            uintptr_t off = (uintptr_t)ctx.fault_addr - (uintptr_t)shmheap_base(sc->heap);
+            if (ctx.fault_sig == SIGBUS && off < shmheap_size(sc->heap))
                 rpcool__condemn(s, sc, "SIGBUS on its heap (truncated)");
         }
         if (ctx.ret && !shmheap_contains(sc->heap, ctx.ret, ctx.ret_len)) {
@@ -1584,7 +1660,8 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
         }
     }
     rpcool__complete(hd, i, gen, status, ctx.ret, ctx.ret ? ctx.ret_len : 0);
-    if (w->cap > RPCOOL__COPY_KEEP) { /* give a big argument's copy back: not one per serving thread */
+    /* give a big argument's copy back: not one per serving thread */
+    if (w->cap > RPCOOL__COPY_KEEP) {
         rpcool__free(w->buf);
         w->buf = NULL;
         w->cap = 0;
@@ -1646,8 +1723,9 @@ static int rpcool__scan_conn(struct rpcool__worker *w, struct rpcool__sconn *sc,
 }
 
 /* One pass over the connections: serve their requests, or (serve == 0: about to sleep) trim
-   their request bits and say whether any request waits. The pass announces the grace period it runs in (see rpcool__drain) and reads client
-   heaps with faults contained by the worker's recovery point g. */
+   their request bits and say whether any request waits. The pass announces the grace period it runs
+   in (see rpcool__drain) and reads client heaps with faults contained by the worker's recovery
+   point g. */
 static int rpcool__pass(struct rpcool__worker *w, struct rpcool__guard *g, int serve)
 {
     rpcool_server *s = w->s;
@@ -1658,7 +1736,8 @@ static int rpcool__pass(struct rpcool__worker *w, struct rpcool__guard *g, int s
     (void)g; /* containment is on all the time in a worker (rpcool__worker_run) */
     for (uint32_t i = 0; i < nscan && !(n && !serve); i++) {
         struct rpcool__sconn *sc = &s->conns[i];
-        if (__atomic_load_n(&sc->state, __ATOMIC_SEQ_CST) != RPCOOL__SC_ACTIVE || rcp__load_relaxed(&sc->condemned))
+        if (__atomic_load_n(&sc->state, __ATOMIC_SEQ_CST) != RPCOOL__SC_ACTIVE ||
+            rcp__load_relaxed(&sc->condemned))
             continue;
         w->cur = sc;
         n += rpcool__scan_conn(w, sc, !serve);
@@ -1667,6 +1746,8 @@ static int rpcool__pass(struct rpcool__worker *w, struct rpcool__guard *g, int s
     rcp__store(&w->gp, 0ull);
     return n;
 }
+
+/* >>serve - server: serving threads, stop, close ----------------------------------------------- */
 
 /* Serve until stopped or a fault. Polling: a pass, a pause, and once every 128 rounds the
    clock (timed housekeeping, the spin budget) and the CPU hints; a worker yields its CPU
@@ -1689,7 +1770,8 @@ static void rpcool__worker_run(struct rpcool__worker *w)
         w->cur = NULL;
         rcp__fetch_add(&s->st.faults, 1u);
         if (sc) {
-            rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: fault on a client heap (%s): dropping it", s->name, sc->heap_name);
+            rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: fault on a client heap (%s): dropping it",
+                        s->name, sc->heap_name);
             rcp__store(&sc->dead, 1);
             rcp__store(&sc->condemned, 1u);
         } else {
@@ -1841,16 +1923,19 @@ static int rpcool__close_sweep(void *p)
         int busy = 0;
         for (uint32_t i = 0; i < n && !busy; i++) {
             uint32_t st = rcp__load(&s->cs[i].state);
-            if ((i < s->max_conns && rcp__load(&s->conns[i].state) != RPCOOL__SC_FREE) || st == RPCOOL__CS_FREE)
+            if ((i < s->max_conns && rcp__load(&s->conns[i].state) != RPCOOL__SC_FREE) ||
+                st == RPCOOL__CS_FREE)
                 continue;
-            busy = (st == RPCOOL__CS_CLAIMED || st == RPCOOL__CS_PENDING || st == RPCOOL__CS_CLOSING) &&
+            busy = (st == RPCOOL__CS_CLAIMED || st == RPCOOL__CS_PENDING ||
+                    st == RPCOOL__CS_CLOSING) &&
                    rpcool__lock_held(s->fd, 1 + (off_t)i) == 1;
         }
         if (!busy) break;
         usleep(1000);
     }
     for (uint32_t i = 0; i < n; i++)
-        if (i >= s->max_conns || rcp__load(&s->conns[i].state) == RPCOOL__SC_FREE) rpcool__reclaim_stale(s, i);
+        if (i >= s->max_conns || rcp__load(&s->conns[i].state) == RPCOOL__SC_FREE)
+            rpcool__reclaim_stale(s, i);
     return 0;
 }
 
@@ -1880,7 +1965,8 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
         shmheap_close(sc->heap);
         /* a client that died and was not reaped yet: its heap goes (a live one unlinks its own
            in rpcool_disconnect) */
-        if (sc->dead || rpcool__lock_held(s->fd, 1 + (off_t)i) == 0) shmheap_unlink(sc->heap_name, &s->hopts);
+        if (sc->dead || rpcool__lock_held(s->fd, 1 + (off_t)i) == 0)
+            shmheap_unlink(sc->heap_name, &s->hopts);
     }
     if (rpcool__guarded(rpcool__close_sweep, s, -1)) rpcool__chan_repair(s);
     for (int k = 0; k < s->npkeys; k++) shmheap_pkey_free(s->pkeys[k]);
@@ -1907,7 +1993,7 @@ RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *s
         if (rcp__load(&s->conns[i].state) != RPCOOL__SC_FREE) st->conns++;
 }
 
-/* ---- handler side ---- */
+/* >>handler - handler side --------------------------------------------------------------------- */
 
 RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx) { return ctx->sc->heap; }
 
@@ -1985,7 +2071,7 @@ RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s)
     }
 }
 
-/* ============================== client ============================== */
+/* >>client - client: the shared-memory transport, call slots ----------------------------------- */
 
 /* 0 if the server serves our epoch, else why not. */
 static int rpcool__server_gone(rpcool_conn *c)
@@ -2014,7 +2100,8 @@ static int rpcool__shm_post(rpcool_conn *c, unsigned i)
        bit (against rpcool__unflag) and at the sleepers (against a server's increment before
        its last look), with no separate fence. The bit is usually still set from the last call:
        then this line is only read. */
-    __atomic_store_n(&c->hdr->req[i].state, RPCOOL__SL(c->pend[i].gen, RPCOOL__SL_REQ), __ATOMIC_SEQ_CST);
+    __atomic_store_n(&c->hdr->req[i].state, RPCOOL__SL(c->pend[i].gen, RPCOOL__SL_REQ),
+                     __ATOMIC_SEQ_CST);
     if (!(__atomic_load_n(&c->hdr->req_bits, __ATOMIC_SEQ_CST) & bit))
         __atomic_fetch_or(&c->hdr->req_bits, bit, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&c->ch->ssleepers, __ATOMIC_SEQ_CST)) {
@@ -2068,7 +2155,8 @@ sleep:
     }
 }
 
-static const struct rpcool__transport rpcool__shm_transport = {"shm", rpcool__shm_post, rpcool__shm_wait};
+static const struct rpcool__transport rpcool__shm_transport = {"shm", rpcool__shm_post,
+                                                               rpcool__shm_wait};
 
 static int rpcool__slot_get(rpcool_conn *c)
 {
@@ -2088,8 +2176,9 @@ static void rpcool__slot_put(rpcool_conn *c, unsigned i)
     rcp__fetch_or(&c->free_bits, 1ull << i);
 }
 
-/* ---- the seal table (RPCOOL_SEAL) ----
-   A call seals its range read-only unless a range already sealed covers it (a repeated
+/* >>seal - client: the seal table (RPCOOL_SEAL) ------------------------------------------------ */
+
+/* A call seals its range read-only unless a range already sealed covers it (a repeated
    argument under batched release costs no system call); a finished call drops its use; after
    seal_batch finished sealed calls, or on rpcool_release, every range without users is made
    writable again in as few mprotect calls as merging allows. A range that overlaps one still
@@ -2183,6 +2272,8 @@ RPCOOL_API int rpcool_release(rpcool_conn *c)
     return r;
 }
 
+/* >>call - client: calls ----------------------------------------------------------------------- */
+
 static int rpcool__done(rpcool_conn *c, unsigned i)
 {
     return rcp__load(&c->hdr->resp[i].state) == RPCOOL__SL(c->pend[i].gen, RPCOOL__SL_DONE);
@@ -2222,7 +2313,8 @@ static int rpcool__post(rpcool_conn *c, unsigned i, unsigned fn, const void *arg
     struct rpcool__req *sl = &c->hdr->req[i];
     struct rpcool__pend *pd = &c->pend[i];
     unsigned flags = c->safety | (o ? o->safety : 0);
-    if (fn >= RPCOOL_MAX_HANDLERS || (flags & ~(unsigned)RPCOOL__KNOWN_FLAGS)) return RPCOOL_E_INVAL;
+    if (fn >= RPCOOL_MAX_HANDLERS || (flags & ~(unsigned)RPCOOL__KNOWN_FLAGS))
+        return RPCOOL_E_INVAL;
     if ((arg || len) && !shmheap_contains(c->heap, arg, len)) return RPCOOL_E_BADPTR;
     pd->seal_p = NULL;
     if (flags & RPCOOL_SEAL) {
@@ -2293,7 +2385,8 @@ static void rpcool__drop_orphans(rpcool_conn *c)
 {
     for (unsigned i = 0; i < RPCOOL__NSLOTS; i++) {
         uint32_t exp = RPCOOL__P_ABANDONED;
-        if (rcp__load_relaxed(&c->pend[i].pstate) != RPCOOL__P_ABANDONED || !c->pend[i].seal_p) continue;
+        if (rcp__load_relaxed(&c->pend[i].pstate) != RPCOOL__P_ABANDONED || !c->pend[i].seal_p)
+            continue;
         if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) {
             rpcool__seal_drop(c, &c->pend[i]);
             rcp__store(&c->pend[i].pstate, (uint32_t)RPCOOL__P_ABANDONED);
@@ -2308,7 +2401,8 @@ static void rpcool__reclaim(rpcool_conn *c)
         uint32_t exp = RPCOOL__P_ABANDONED;
         if (rcp__load_relaxed(&c->pend[i].pstate) != RPCOOL__P_ABANDONED || !rpcool__done(c, i))
             continue;
-        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) rpcool__harvest(c, i, NULL, NULL);
+        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN))
+            rpcool__harvest(c, i, NULL, NULL);
     }
 }
 
@@ -2390,7 +2484,8 @@ RPCOOL_API int rpcool_poll(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_
         if (!r && c->pend[i].deadline && rcp__now_ns() >= c->pend[i].deadline) r = RPCOOL_E_TIMEOUT;
         if (!r) return RPCOOL_E_AGAIN;
         uint32_t exp = RPCOOL__P_ASYNC;
-        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) rpcool__abandon_why(c, (unsigned)i, r);
+        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN))
+            rpcool__abandon_why(c, (unsigned)i, r);
         return r;
     }
     uint32_t exp = RPCOOL__P_ASYNC;
@@ -2406,7 +2501,8 @@ RPCOOL_API int rpcool_wait(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_
     int r = c->tp->wait(c, (unsigned)i, c->pend[i].deadline);
     if (r) {
         uint32_t exp = RPCOOL__P_ASYNC;
-        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) rpcool__abandon_why(c, (unsigned)i, r);
+        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN))
+            rpcool__abandon_why(c, (unsigned)i, r);
         return r;
     }
     return rpcool_poll(c, id, ret, ret_len);
@@ -2451,6 +2547,8 @@ RPCOOL_API int rpcool_progress(rpcool_conn *c)
     return n;
 }
 
+/* >>connect - client: connect, disconnect, heap ------------------------------------------------ */
+
 /* Open and map the channel file and check that a server serves it. */
 static int rpcool__chan_attach(rpcool_conn *c, const char *channel)
 {
@@ -2462,26 +2560,31 @@ static int rpcool__chan_attach(rpcool_conn *c, const char *channel)
     c->fd = open(path, O_RDWR | O_CLOEXEC);
     if (c->fd < 0) return errno == ENOENT ? RPCOOL_E_NOCHANNEL : -errno;
     int r = RPCOOL_E_NOCHANNEL; /* not (yet) a channel */
-    if (pread(c->fd, &h, sizeof h, 0) == (ssize_t)sizeof h && h.magic == RPCOOL__CH_MAGIC &&
-        h.version == RPCOOL__VERSION && h.max_conns > 0 && h.max_conns <= RPCOOL_MAX_CONNS) {
-        c->map_len = rpcool__chan_bytes(h.max_conns);
-        r = fstat(c->fd, &st) || (size_t)st.st_size < c->map_len ? RPCOOL_E_PROTO : 0;
+    if (pread(c->fd, &h, sizeof h, 0) != (ssize_t)sizeof h || h.magic != RPCOOL__CH_MAGIC ||
+        h.version != RPCOOL__VERSION || h.max_conns == 0 || h.max_conns > RPCOOL_MAX_CONNS)
+        goto fail_close;
+    c->map_len = rpcool__chan_bytes(h.max_conns);
+    if (fstat(c->fd, &st) || (size_t)st.st_size < c->map_len) {
+        r = RPCOOL_E_PROTO;
+        goto fail_close;
     }
-    if (!r) {
-        m = mmap(NULL, c->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd, 0);
-        if (m == MAP_FAILED) {
-            r = -errno;
-        } else {
-            madvise(m, c->map_len, MADV_DONTFORK); /* as the server's: keeps our lock byte ours */
-            c->ch = (struct rpcool__chan_hdr *)m;
-            c->epoch = rcp__load(&c->ch->epoch);
-            if (rcp__load(&c->ch->state) != RPCOOL__CH_OPEN || rpcool__lock_held(c->fd, 0) != 1) {
-                r = RPCOOL_E_NOCHANNEL;
-                munmap(m, c->map_len);
-            }
-        }
+    m = mmap(NULL, c->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd, 0);
+    if (m == MAP_FAILED) {
+        r = -errno;
+        goto fail_close;
     }
-    if (r) close(c->fd);
+    madvise(m, c->map_len, MADV_DONTFORK); /* as the server's: keeps our lock byte ours */
+    c->ch = (struct rpcool__chan_hdr *)m;
+    c->epoch = rcp__load(&c->ch->epoch);
+    if (rcp__load(&c->ch->state) != RPCOOL__CH_OPEN || rpcool__lock_held(c->fd, 0) != 1) {
+        r = RPCOOL_E_NOCHANNEL;
+        goto fail_unmap;
+    }
+    return 0;
+fail_unmap:
+    munmap(m, c->map_len);
+fail_close:
+    close(c->fd);
     return r;
 }
 
@@ -2489,11 +2592,13 @@ static int rpcool__chan_attach(rpcool_conn *c, const char *channel)
    slot itself. */
 static int rpcool__slot_claim(rpcool_conn *c)
 {
-    struct rpcool__chan_slot *slots = (struct rpcool__chan_slot *)((char *)c->ch + RPCOOL__SLOTS_OFF);
+    struct rpcool__chan_slot *slots =
+        (struct rpcool__chan_slot *)((char *)c->ch + RPCOOL__SLOTS_OFF);
     uint32_t n = c->ch->max_conns;
     if ((size_t)n > (c->map_len - RPCOOL__SLOTS_OFF) / sizeof *slots) return RPCOOL_E_PROTO;
     for (uint32_t i = 0; i < n; i++) {
-        if (rcp__load(&slots[i].state) != RPCOOL__CS_FREE || rpcool__lock_try(c->fd, 1 + (off_t)i)) continue;
+        if (rcp__load(&slots[i].state) != RPCOOL__CS_FREE || rpcool__lock_try(c->fd, 1 + (off_t)i))
+            continue;
         uint32_t exp = RPCOOL__CS_FREE;
         if (rcp__cas(&slots[i].state, &exp, (uint32_t)RPCOOL__CS_CLAIMED)) {
             c->index = i;
@@ -2525,19 +2630,19 @@ static int rpcool__conn_heap(rpcool_conn *c, const char *channel)
     c->hdr = (struct rpcool__conn_hdr *)shmheap_aligned_alloc(c->heap, 128, sizeof *c->hdr);
     if (!c->hdr) {
         r = SHMHEAP_E_FULL;
-    } else {
-        memset(c->hdr, 0, sizeof *c->hdr);
-        c->hdr->version = RPCOOL__VERSION;
-        c->hdr->nslots = RPCOOL__NSLOTS;
-        c->hdr->chan_slot = c->index;
-        c->hdr->epoch = c->epoch;
-        rcp__store(&c->hdr->magic, RPCOOL__CONN_MAGIC);
-        r = shmheap_root_set(c->heap, RPCOOL__ROOT, c->hdr);
+        goto fail_heap;
     }
-    if (r) {
-        shmheap_close(c->heap);
-        shmheap_unlink(c->heap_name, &c->hopts);
-    }
+    memset(c->hdr, 0, sizeof *c->hdr);
+    c->hdr->version = RPCOOL__VERSION;
+    c->hdr->nslots = RPCOOL__NSLOTS;
+    c->hdr->chan_slot = c->index;
+    c->hdr->epoch = c->epoch;
+    rcp__store(&c->hdr->magic, RPCOOL__CONN_MAGIC);
+    if ((r = shmheap_root_set(c->heap, RPCOOL__ROOT, c->hdr))) goto fail_heap;
+    return 0;
+fail_heap:
+    shmheap_close(c->heap);
+    shmheap_unlink(c->heap_name, &c->hopts);
     return r;
 }
 
@@ -2580,6 +2685,7 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
 {
     rpcool_conn_opts o;
     rpcool_conn *c;
+    unsigned connect_ms;
     int r;
     if (!out) return RPCOOL_E_INVAL;
     *out = NULL;
@@ -2606,30 +2712,30 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     c->seals = (struct rpcool__seal *)rpcool__calloc(c->seal_cap, sizeof *c->seals);
     c->release = (shmheap_range *)rpcool__calloc(c->seal_cap, sizeof *c->release);
     if (!c->seals || !c->release) {
-        rpcool__conn_free(c);
-        return -ENOMEM;
+        r = -ENOMEM;
+        goto fail_free;
     }
-    if ((r = rpcool__chan_attach(c, channel))) {
-        rpcool__conn_free(c);
-        return r;
-    }
-    if (!(r = rpcool__slot_claim(c))) {
-        if (!(r = rpcool__conn_heap(c, channel))) {
-            if (!(r = rpcool__handshake(c, o.connect_timeout_ms ? o.connect_timeout_ms : RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS))) {
-                rpcool__fd_track(c->fd, 1);
-                rpcool__log(&c->log, RPCOOL_LOG_INFO, "connected to %s (slot %u, heap %s)", channel, c->index, c->heap_name);
-                *out = c;
-                return 0;
-            }
-            shmheap_close(c->heap);
-            shmheap_unlink(c->heap_name, &c->hopts);
-        }
-        /* the server may have seen our request: it sees the slot closing and our lock gone */
-        rcp__store(&c->cs->state, (uint32_t)RPCOOL__CS_CLOSING);
-        rcp__fetch_add(&c->ch->pending, 1u);
-    }
+    if ((r = rpcool__chan_attach(c, channel))) goto fail_free;
+    if ((r = rpcool__slot_claim(c))) goto fail_chan;
+    if ((r = rpcool__conn_heap(c, channel))) goto fail_slot;
+    connect_ms = o.connect_timeout_ms ? o.connect_timeout_ms : RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS;
+    if ((r = rpcool__handshake(c, connect_ms))) goto fail_heap;
+    rpcool__fd_track(c->fd, 1);
+    rpcool__log(&c->log, RPCOOL_LOG_INFO, "connected to %s (slot %u, heap %s)", channel,
+                c->index, c->heap_name);
+    *out = c;
+    return 0;
+fail_heap:
+    shmheap_close(c->heap);
+    shmheap_unlink(c->heap_name, &c->hopts);
+fail_slot:
+    /* the server may have seen our request: it sees the slot closing and our lock gone */
+    rcp__store(&c->cs->state, (uint32_t)RPCOOL__CS_CLOSING);
+    rcp__fetch_add(&c->ch->pending, 1u);
+fail_chan:
     munmap(c->ch, c->map_len);
     close(c->fd);
+fail_free:
     rpcool__conn_free(c);
     return r;
 }
@@ -2662,11 +2768,15 @@ RPCOOL_API int rpcool_disconnect(rpcool_conn *c)
 }
 
 RPCOOL_API shmheap *rpcool_heap(rpcool_conn *c) { return c ? c->heap : NULL; }
-RPCOOL_API void *rpcool_alloc(rpcool_conn *c, size_t size) { return c ? shmheap_malloc(c->heap, size) : NULL; }
+RPCOOL_API void *rpcool_alloc(rpcool_conn *c, size_t size)
+{
+    return c ? shmheap_malloc(c->heap, size) : NULL;
+}
 RPCOOL_API void rpcool_free(rpcool_conn *c, void *p)
 {
     if (!c || !p) return;
-    if (rcp__load_relaxed(&c->nseals)) { /* a block still sealed by a finished call: release first */
+    /* a block still sealed by a finished call: release first */
+    if (rcp__load_relaxed(&c->nseals)) {
         pthread_mutex_lock(&c->seal_lock);
         for (size_t i = 0; i < c->nseals; i++)
             if ((const char *)p >= (const char *)c->seals[i].p &&
@@ -2704,7 +2814,7 @@ RPCOOL_API char *rpcool_strdup(rpcool_conn *c, const char *s)
     return p;
 }
 
-/* ============================== data builders ============================== */
+/* >>builders - data builders ------------------------------------------------------------------- */
 
 RPCOOL_API int rpcool_arena_init(rpcool_arena *a, shmheap *h, size_t bytes)
 {
@@ -2734,7 +2844,10 @@ RPCOOL_API void *rpcool_arena_alloc(rpcool_arena *a, size_t size, size_t align)
     return (void *)p;
 }
 
-RPCOOL_API size_t rpcool_arena_used(const rpcool_arena *a) { return a ? (size_t)(a->cur - a->base) : 0; }
+RPCOOL_API size_t rpcool_arena_used(const rpcool_arena *a)
+{
+    return a ? (size_t)(a->cur - a->base) : 0;
+}
 RPCOOL_API void rpcool_arena_reset(rpcool_arena *a) { if (a) a->cur = a->base; }
 RPCOOL_API void rpcool_arena_destroy(rpcool_arena *a)
 {
@@ -2758,7 +2871,10 @@ RPCOOL_API char *rpcool_arena_strndup(rpcool_arena *a, const char *s, size_t n)
     }
     return p;
 }
-RPCOOL_API char *rpcool_arena_strdup(rpcool_arena *a, const char *s) { return rpcool_arena_strndup(a, s, strlen(s)); }
+RPCOOL_API char *rpcool_arena_strdup(rpcool_arena *a, const char *s)
+{
+    return rpcool_arena_strndup(a, s, strlen(s));
+}
 
 RPCOOL_API rpcool_array *rpcool_array_new(rpcool_arena *a, size_t elem, size_t cap)
 {
@@ -2816,19 +2932,22 @@ RPCOOL_API rpcool_map *rpcool_map_new(rpcool_arena *a, size_t cap)
     return m;
 }
 
-static rpcool_map_entry *rpcool__map_find(rpcool_map_entry *e, uint64_t cap, const char *key, uint64_t h)
+static rpcool_map_entry *rpcool__map_find(rpcool_map_entry *e, uint64_t cap, const char *key,
+                                          uint64_t h)
 {
     for (uint64_t i = h & (cap - 1);; i = (i + 1) & (cap - 1))
         if (!e[i].key || (e[i].hash == h && !strcmp(e[i].key, key))) return &e[i];
 }
 
-RPCOOL_API int rpcool_map_put(rpcool_arena *a, rpcool_map *m, const char *key, uint64_t val, uint64_t *old)
+RPCOOL_API int rpcool_map_put(rpcool_arena *a, rpcool_map *m, const char *key, uint64_t val,
+                              uint64_t *old)
 {
     uint64_t h = rpcool_hash(key);
     if (old) *old = 0;
     if ((m->len + 1) * 4 > m->cap * 3) { /* grow at 75% */
         uint64_t nc = m->cap * 2;
-        rpcool_map_entry *ne = (rpcool_map_entry *)rpcool_arena_alloc(a, (size_t)nc * sizeof *ne, 16);
+        rpcool_map_entry *ne =
+            (rpcool_map_entry *)rpcool_arena_alloc(a, (size_t)nc * sizeof *ne, 16);
         if (!ne) return SHMHEAP_E_FULL;
         memset(ne, 0, (size_t)nc * sizeof *ne);
         for (uint64_t i = 0; i < m->cap; i++)
@@ -2860,12 +2979,15 @@ RPCOOL_API int rpcool_map_get(const rpcool_map *m, const char *key, uint64_t *va
     return 1;
 }
 
-RPCOOL_API int rpcool_map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, const char *key, uint64_t *val)
+RPCOOL_API int rpcool_map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, const char *key,
+                                      uint64_t *val)
 {
     m = (const rpcool_map *)rpcool_ctx_need(ctx, m, sizeof *m);
     uint64_t cap = m->cap, h = rpcool_hash(key);
-    if (!cap || (cap & (cap - 1)) || cap > (uint64_t)SIZE_MAX / sizeof *m->e) rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
-    const rpcool_map_entry *e = (const rpcool_map_entry *)rpcool_ctx_need(ctx, m->e, (size_t)cap * sizeof *m->e);
+    if (!cap || (cap & (cap - 1)) || cap > (uint64_t)SIZE_MAX / sizeof *m->e)
+        rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
+    const rpcool_map_entry *e =
+        (const rpcool_map_entry *)rpcool_ctx_need(ctx, m->e, (size_t)cap * sizeof *m->e);
     for (uint64_t n = 0, i = h & (cap - 1); n < cap; n++, i = (i + 1) & (cap - 1)) {
         const char *k = e[i].key;
         if (!k) return 0;
@@ -2882,7 +3004,7 @@ RPCOOL_API int rpcool_map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, cons
 /*
 MIT License
 
-Copyright (c) 2025 the rpcool authors
+Copyright (c) 2026 the rpcool authors
 
 Permission is hereby granted, free of charge, to any person obtaining a copy of this software and
 associated documentation files (the "Software"), to deal in the Software without restriction,

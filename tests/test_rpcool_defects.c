@@ -324,7 +324,8 @@ static void test_disconnect_killed(void)
         if (st.reaped + st.closed > st0.reaped + st0.closed) break;
         usleep(10000);
     } while (rcp__now_ns() - t0 < 3000000000ull);
-    CHECKF(st.reaped == st0.reaped + 1 && st.closed == st0.closed, "the client killed in rpcool_disconnect: "
+    CHECKF(st.reaped == st0.reaped + 1 && st.closed == st0.closed,
+           "the client killed in rpcool_disconnect: "
            "reaped %llu, closed %llu", (unsigned long long)(st.reaped - st0.reaped),
            (unsigned long long)(st.closed - st0.closed));
     if (a) rpcool_free(c, a);
@@ -363,7 +364,8 @@ static void test_async_timeout(void)
     CHECK_EQ(rpcool_call_async(c, FN_SLEEP, a, sizeof *a, &co, NULL, NULL, &id), 0);
     CHECK_EQ(rpcool_wait(c, id, NULL, NULL), RPCOOL_E_TIMEOUT);
     uint64_t ms = (rcp__now_ns() - t0) / 1000000;
-    CHECKF(ms >= 140 && ms < 700, "rpcool_wait returned after %llu ms, timeout 150 ms", (unsigned long long)ms);
+    CHECKF(ms >= 140 && ms < 700, "rpcool_wait returned after %llu ms, timeout 150 ms",
+           (unsigned long long)ms);
 
     /* poll: not done yet, then past the deadline */
     co.timeout_ms = 100;
@@ -452,8 +454,8 @@ static void test_ctx_fail_status(void)
         for (unsigned k = 0; k < sizeof codes / sizeof codes[0]; k++) {
             *a = codes[k];
             int r = rpcool_call(c, fn, a, sizeof *a, NULL, NULL);
-            CHECKF(r == codes[k], "rpcool_ctx_fail(ctx, %d) (handler %u): the call returned %d (%s)",
-                   codes[k], fn, r, rpcool_strerror(r));
+            CHECKF(r == codes[k], "rpcool_ctx_fail(ctx, %d) (handler %u): the call returned %d "
+                   "(%s)", codes[k], fn, r, rpcool_strerror(r));
         }
     rpcool_server_stats st;
     rpcool_server_get_stats(s, &st);
@@ -498,7 +500,8 @@ static void test_truncate_under_ctx_alloc(void)
     usleep(500000); /* the handler allocates */
     int st = 0;
     pid_t w = waitpid(sp, &st, WNOHANG);
-    CHECKF(w == 0, "the server died (%s)", w == sp && WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "exited");
+    CHECKF(w == 0, "the server died (%s)",
+           w == sp && WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "exited");
     rpcool_conn *c = w == 0 ? connect_retry(name, NULL) : NULL;
     CHECK(c != NULL);
     if (c) {
