@@ -52,8 +52,10 @@
    pointer. Every process maps a heap at the same address (shmheap.h), so the pointer means the
    same thing in client and server.
 
-       channel "kv"    /dev/shm/rpcool.kv: a small directory of connection slots, the server's
-                       doorbell, and byte-range locks that tell each side whether the other lives
+       channel "kv"    a memfd of the server's, sealed against resizing, that clients open
+                       through /proc/PID/fd/N as named in /dev/shm/rpcool.kv: a small directory
+                       of connection slots, the server's doorbell, and byte-range locks that tell
+                       each side whether the other lives
        connection      one shmheap per client connection ("rpcool-kv-PID-N") holding 64 call
                        slots, a request bitmap and the client's doorbell; arguments are
                        allocated there by the client, results there by the server
@@ -142,12 +144,17 @@
    server; this includes rpcool_ctx_alloc called by a handler of any mode, and a sandboxed
    handler's SIGBUS inside the client's heap, after which the server drops the connection). A
    malicious client can always deny service to its own connection.
-   The channel file is writable by every client (they take byte locks and post requests in
-   it), so a client can truncate it or overwrite its header: the server contains the fault,
-   restores the file's size and header and carries on, but other clients that touch the
-   channel before that may fault or see it closed (a user-space library cannot seal a file
-   in /dev/shm; a sealed memfd shared by descriptor would be the fix). A client heap file is
-   opened with a shared flock held, so a client cannot make accept wait on its lock.
+   The channel is a memfd sealed against shrinking and growing (F_SEAL_SHRINK, F_SEAL_GROW):
+   no client can truncate it. Every client maps it writable (it takes byte locks and claims a
+   slot in it), so a client can overwrite its header: the server restores the header every
+   reap_ms, and connected clients believe a "closed" state or a changed epoch only when the
+   server's liveness lock confirms it, so they are not disturbed; a connect meanwhile waits
+   (within connect_timeout_ms). The name file /dev/shm/rpcool.NAME is never mapped: a client
+   that truncates or overwrites it delays new connects until the server rewrites it (every
+   reap_ms) and disturbs nobody else. What a client can still do to others: write their
+   channel slots, or open their heap files (all clients of a channel run as the server's
+   user, see LIMITS). A client heap file is opened with a shared flock held, so a client
+   cannot make accept wait on its lock.
 
    RPCOOL_RELAXED (0)  Trust the peer. The handler gets the pointer into the shared heap. A
        buggy or malicious client can change the argument while the handler reads it, and a
@@ -204,8 +211,9 @@
 
    5. FAILURES
    -----------
-   Liveness uses open-file-description byte locks (F_OFD_SETLK) on the channel file: the server
-   holds byte 0, client slot i holds byte 1+i. The kernel drops them when the process dies, in
+   Liveness uses open-file-description byte locks (F_OFD_SETLK) on the channel: the server
+   holds byte 0 (and byte 0 of the name file while it owns the name), client slot i holds
+   byte 1+i. The kernel drops them when the process dies, in
    any pid namespace, with no pid reuse race. A process that fork()s after opening a channel or
    connecting: the child closes its inherited copies (pthread_atfork) and does not inherit the
    channel mapping (MADV_DONTFORK), so the parent's death is still seen; connections and
@@ -235,8 +243,9 @@
      (RPCOOL_E_BADPTR), unknown flags (RPCOOL_E_INVAL), a COPY argument over max_copy
      (RPCOOL_E_TOOBIG), a slot that was flagged but not filled (ignored and counted), a
      handler that faults in SANDBOX mode (RPCOOL_E_FAULT).
-   - A channel name served by a live server: RPCOOL_E_NAMETAKEN. A stale channel file whose
-     server died is taken over (its dead clients' heaps are unlinked).
+   - A channel name served by a live server: RPCOOL_E_NAMETAKEN. A name whose server died is
+     taken over: the new server makes a new channel and unlinks the heaps of the old one's
+     clients (which fail with RPCOOL_E_PEERDEAD and keep their mappings until they disconnect).
 
    6. THREAD SAFETY
    ----------------
@@ -264,6 +273,9 @@
    flight per connection, handler ids below 1024.
    Liveness locks need one kernel for both peers (processes of one host, or one VM); a pod of
    several hosts sharing a device needs another detector (future work with the RDMA tier).
+   A client opens the channel through /proc/PID/fd of the server, which the kernel allows to
+   processes that may inspect the server (its user, and a dumpable server; or CAP_SYS_PTRACE):
+   otherwise connect fails with -EACCES.
    A client that keeps its heap's mutex taken can stall the serving thread running one of its
    handlers for up to a second, once, in rpcool_ctx_alloc of a block that needs the mutex
    (over 32 KiB, or a size class with no span a quarter free in its heap): then the server
@@ -378,7 +390,7 @@ typedef struct rpcool_server_opts {
     uint64_t spin_ns;     /* busy-poll this long after the last request before sleeping;
                              0 = RPCOOL_DEFAULT_SPIN_NS */
     unsigned reap_ms;     /* check for dead clients this often; 0 = RPCOOL_DEFAULT_REAP_MS */
-    unsigned mode;        /* permissions of the channel file; 0 = RPCOOL_DEFAULT_MODE */
+    unsigned mode;        /* permissions of the channel's name file; 0 = RPCOOL_DEFAULT_MODE */
     const char *pod;      /* shmheap pod (NULL = default) */
     size_t max_copy;      /* RPCOOL_COPY: the largest argument copied; larger calls fail with
                              RPCOOL_E_TOOBIG. 0 = RPCOOL_DEFAULT_MAX_COPY; SIZE_MAX = no
@@ -560,6 +572,7 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #endif
 
 #include "impl/platform.h"
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
@@ -582,7 +595,8 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 
 #define RPCOOL__CH_MAGIC 0x314c4843434f4352ull   /* "RCOCCHL1" */
 #define RPCOOL__CONN_MAGIC 0x314e4e43434f4352ull /* "RCOCCNN1" */
-#define RPCOOL__VERSION 3u /* 3: a channel slot names its connection header */
+#define RPCOOL__VERSION 4u /* 4: the channel is a sealed memfd, named by a rendezvous record */
+#define RPCOOL__RDV_MAGIC 0x3156445243434f52ull /* "RCOCRDV1" */
 #define RPCOOL__NSLOTS 64u
 #define RPCOOL__NAME_MAX 48
 #define RPCOOL__HEAPNAME 112
@@ -752,10 +766,27 @@ struct rpcool__worker {
     unsigned cpu;                       /* where it last polled (sched_getcpu) */
 };
 
+/* The channel's name file /dev/shm/rpcool.NAME holds this record and nothing else. The server
+   holds its byte 0 (the name is taken while it lives) and writes it with pwrite; clients read it
+   and open the channel itself, a memfd sealed against shrinking and growing, through
+   /proc/PID/fd/FD. Nobody maps the name file: a client that truncates or overwrites it makes
+   new connects wait until the server rewrites it (every reap_ms), and disturbs nobody else. */
+struct rpcool__rdv {
+    uint64_t magic;
+    uint32_t version, server_pid;
+    int32_t fd;         /* the channel memfd's descriptor in the server */
+    uint32_t max_conns, epoch, pad;
+    uint64_t ino;       /* the memfd's inode: a client checks it opened that very file */
+    uint64_t pad2[3];
+};
+RCP__STATIC_ASSERT(sizeof(struct rpcool__rdv) == 64, "rendezvous layout");
+
 struct rpcool_server {
     char name[RPCOOL__NAME_MAX + 1];
     char path[RPCOOL__NAME_MAX + 32];
-    int fd;
+    int fd;             /* the channel memfd (liveness locks: byte 0 ours, 1+i client slot i) */
+    int name_fd;        /* the name file (its byte 0: the name is ours) */
+    struct rpcool__rdv rdv;
     struct rpcool__chan_hdr *ch;
     struct rpcool__chan_slot *cs;
     size_t map_len;
@@ -1105,43 +1136,103 @@ static void rpcool__reclaim_stale(rpcool_server *s, uint32_t i)
     rcp__futex_wake(&cs->seq, INT_MAX);
 }
 
-/* Map the channel file we hold the lock of; take over what a dead server left in it. */
+/* A heap name left by a client of this channel: "rpcool-CHANNEL-PID-SEQ-CLOCK", exactly (a
+   longer channel name that starts with ours has more fields). */
+static int rpcool__is_our_heap(const char *channel, const char *h)
+{
+    if (!rpcool__check_heap_name(channel, h)) return 0;
+    int dashes = 0;
+    for (const char *q = h + 8 + strlen(channel); *q; q++) {
+        if (*q == '-' && (q[1] == '-' || !q[1])) return 0;
+        dashes += *q == '-';
+    }
+    return h[8 + strlen(channel)] != '-' && dashes == 2;
+}
+
+/* The heaps of an earlier server's clients: that server is dead (we hold the name), its channel
+   memfd is out of our reach, and its clients can only fail; they keep their mappings. */
+static void rpcool__unlink_orphans(rpcool_server *s)
+{
+    DIR *d = opendir("/dev/shm");
+    int n = 0;
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));)
+        if (rpcool__is_our_heap(s->name, e->d_name) && shmheap_unlink(e->d_name, &s->hopts) == 0)
+            n++;
+    closedir(d);
+    if (n)
+        rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: unlinked %d heaps of earlier clients", s->name,
+                    n);
+}
+
+/* Write the rendezvous record (and cut the name file to its size). */
+static int rpcool__rdv_write(rpcool_server *s)
+{
+    if (pwrite(s->name_fd, &s->rdv, sizeof s->rdv, 0) != (ssize_t)sizeof s->rdv)
+        return errno ? -errno : -EIO;
+    struct stat st;
+    if (fstat(s->name_fd, &st) == 0 && st.st_size != (off_t)sizeof s->rdv &&
+        ftruncate(s->name_fd, sizeof s->rdv))
+        return -errno;
+    return 0;
+}
+
+/* Put the rendezvous record back if a client truncated or overwrote the name file. */
+static void rpcool__rdv_restore(rpcool_server *s)
+{
+    struct rpcool__rdv now;
+    struct stat st;
+    if (pread(s->name_fd, &now, sizeof now, 0) == (ssize_t)sizeof now &&
+        !memcmp(&now, &s->rdv, sizeof now) &&
+        fstat(s->name_fd, &st) == 0 && st.st_size == (off_t)sizeof now)
+        return;
+    rcp__fetch_add(&s->st.bad_entries, 1u);
+    rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: the channel's name file was changed: restored",
+                s->name);
+    rpcool__rdv_write(s);
+}
+
+/* Make the channel: a memfd sealed against shrinking and growing (no client can truncate it),
+   with our lock on byte 0; then publish it in the name file, whose lock we hold. An earlier
+   record (a dead server's) gives the epoch to follow. */
 static int rpcool__chan_init(rpcool_server *s)
 {
-    struct stat stt;
-    struct rpcool__chan_hdr old;
-    uint32_t old_epoch = 0, old_max = 0, need;
+    struct rpcool__rdv old;
+    struct stat st;
+    char mname[RPCOOL__NAME_MAX + 16];
+    uint32_t old_epoch = 0;
     void *m;
-    if (fstat(s->fd, &stt)) return -errno;
-    if ((size_t)stt.st_size >= sizeof old &&
-        pread(s->fd, &old, sizeof old, 0) == (ssize_t)sizeof old && old.magic == RPCOOL__CH_MAGIC &&
-        old.version == RPCOOL__VERSION && old.max_conns <= RPCOOL_MAX_CONNS &&
-        (size_t)stt.st_size >= rpcool__chan_bytes(old.max_conns)) {
+    int fd, r;
+    if (pread(s->name_fd, &old, sizeof old, 0) == (ssize_t)sizeof old &&
+        old.magic == RPCOOL__RDV_MAGIC)
         old_epoch = old.epoch;
-        old_max = old.max_conns;
+    rpcool__unlink_orphans(s);
+    s->map_len = rpcool__chan_bytes(s->max_conns);
+    snprintf(mname, sizeof mname, "rpcool.%s", s->name);
+    if ((fd = memfd_create(mname, MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0) return -errno;
+    if (ftruncate(fd, (off_t)s->map_len) ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) || fstat(fd, &st)) {
+        r = -errno;
+        close(fd);
+        return r;
     }
-    need = old_max > s->max_conns ? old_max : s->max_conns;
-    s->map_len = rpcool__chan_bytes(need);
-    if ((size_t)stt.st_size < s->map_len && ftruncate(s->fd, (off_t)s->map_len)) return -errno;
-    if ((size_t)stt.st_size > s->map_len) s->map_len = (size_t)stt.st_size; /* never shrink */
-    m = mmap(NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
-    if (m == MAP_FAILED) return -errno;
+    if ((r = rpcool__lock_try(fd, 0))) {
+        close(fd);
+        return r;
+    }
+    m = mmap(NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        r = -errno;
+        close(fd);
+        return r;
+    }
     /* a mapping holds the open file description, and with it our lock byte: a forked child
        must not inherit it, or our death would go unseen while the child lives */
     madvise(m, s->map_len, MADV_DONTFORK);
+    s->fd = fd;
     s->ch = (struct rpcool__chan_hdr *)m;
     s->cs = (struct rpcool__chan_slot *)((char *)m + RPCOOL__SLOTS_OFF);
     s->epoch = old_epoch + 1;
-    if (old_max) {
-        rcp__store(&s->ch->epoch, s->epoch); /* old clients see the takeover */
-        rcp__store(&s->ch->state, (uint32_t)RPCOOL__CH_CLOSED);
-        for (uint32_t i = 0; i < old_max; i++) rpcool__reclaim_stale(s, i);
-        for (uint32_t i = s->max_conns; i < old_max; i++) /* slots beyond ours stay unusable */
-            if (rcp__load(&s->cs[i].state) == RPCOOL__CS_FREE)
-                rcp__store(&s->cs[i].state, (uint32_t)RPCOOL__CS_CLOSING);
-    } else {
-        memset(m, 0, s->map_len);
-    }
     s->ch->version = RPCOOL__VERSION;
     s->ch->max_conns = s->max_conns;
     s->ch->safety = s->safety;
@@ -1150,7 +1241,20 @@ static int rpcool__chan_init(rpcool_server *s)
     rcp__store(&s->ch->state, (uint32_t)RPCOOL__CH_OPEN);
     rcp__store(&s->ch->magic, RPCOOL__CH_MAGIC);
     s->seen_pending = rcp__load(&s->ch->pending) - 1; /* look at the slots once */
-    return 0;
+    memset(&s->rdv, 0, sizeof s->rdv);
+    s->rdv.magic = RPCOOL__RDV_MAGIC;
+    s->rdv.version = RPCOOL__VERSION;
+    s->rdv.server_pid = (uint32_t)getpid();
+    s->rdv.fd = fd;
+    s->rdv.max_conns = s->max_conns;
+    s->rdv.epoch = s->epoch;
+    s->rdv.ino = (uint64_t)st.st_ino;
+    if ((r = rpcool__rdv_write(s))) {
+        munmap(m, s->map_len);
+        close(fd);
+        s->fd = -1;
+    }
+    return r;
 }
 
 static void rpcool__server_free(rpcool_server *s)
@@ -1232,17 +1336,19 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
         r = -ENOMEM;
         goto fail_free;
     }
-    s->fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, o.mode ? o.mode : RPCOOL_DEFAULT_MODE);
-    if (s->fd < 0) {
+    s->fd = -1;
+    s->name_fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, o.mode ? o.mode : RPCOOL_DEFAULT_MODE);
+    if (s->name_fd < 0) {
         r = -errno;
         goto fail_free;
     }
-    if ((r = rpcool__lock_try(s->fd, 0))) { /* the name is ours while we hold byte 0 */
+    if ((r = rpcool__lock_try(s->name_fd, 0))) { /* the name is ours while we hold byte 0 */
         if (r == -EAGAIN || r == -EACCES) r = RPCOOL_E_NAMETAKEN;
         goto fail_close;
     }
     if ((r = rpcool__chan_init(s))) goto fail_close;
     pthread_once(&rpcool__sig_once, rpcool__sig_install);
+    rpcool__fd_track(s->name_fd, 1);
     rpcool__fd_track(s->fd, 1);
     if (s->safety & RPCOOL_SANDBOX) rpcool__pkeys_init(s);
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: serving (epoch %u, %u slots)", s->name, s->epoch,
@@ -1250,7 +1356,7 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     *out = s;
     return 0;
 fail_close:
-    close(s->fd);
+    close(s->name_fd);
 fail_free:
     rpcool__server_free(s);
     return r;
@@ -1426,10 +1532,9 @@ static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead)
     rcp__futex_wake(&cs->seq, INT_MAX);
 }
 
-/* A client truncated the channel file (every client maps it writable, so any can): our next
-   access to it raised SIGBUS. Give the file its size back; its pages read as zeros, so the
-   header is rewritten by the next housekeeping (rpcool__chan_restore) and pending requests of
-   the lost slots time out. Touches no mapped memory. */
+/* A fault on the channel mapping. The channel is sealed against shrinking, so no client can
+   truncate it; should it ever be shorter than our mapping, give it its size back (its pages
+   read as zeros: the next housekeeping rewrites the header). Touches no mapped memory. */
 static void rpcool__chan_repair(rpcool_server *s)
 {
     struct stat st;
@@ -1530,7 +1635,10 @@ static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, 
             rpcool__reclaim_stale(s, i);
         }
     }
-    if (timed || force) rpcool__chan_restore(s);
+    if (timed || force) {
+        rpcool__chan_restore(s);
+        rpcool__rdv_restore(s);
+    }
 }
 
 /* >>dispatch - server: running calls ----------------------------------------------------------- */
@@ -1893,7 +2001,11 @@ static int rpcool__chan_close(void *p)
 {
     rpcool_server *s = (rpcool_server *)p;
     uint32_t n = (uint32_t)((s->map_len - RPCOOL__SLOTS_OFF) / sizeof *s->cs);
+    struct flock fl;
     rcp__store(&s->ch->state, (uint32_t)RPCOOL__CH_CLOSED);
+    /* then our lock goes: clients believe "closed" only when the lock confirms it (any client
+       can write the header) */
+    rpcool__lock_op(s->fd, 0, F_OFD_SETLK, F_UNLCK, &fl);
     rcp__full_fence();
     for (uint32_t i = 0; i < n; i++) {
         rcp__fetch_add(&s->cs[i].seq, 1u);
@@ -1974,6 +2086,8 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
     munmap(s->ch, s->map_len);
     rpcool__fd_track(s->fd, 0);
     close(s->fd);
+    rpcool__fd_track(s->name_fd, 0);
+    close(s->name_fd);
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: closed", s->name);
     rpcool__server_free(s);
     return 0;
@@ -2078,9 +2192,14 @@ static int rpcool__server_gone(rpcool_conn *c)
 {
     int r = rcp__load(&c->dead);
     if (r) return r;
-    if (rcp__load(&c->ch->epoch) != c->epoch) r = RPCOOL_E_PEERDEAD;
-    else if (rcp__load(&c->ch->state) == RPCOOL__CH_CLOSED) r = RPCOOL_E_CLOSED;
+    /* Any client can write the channel header: a changed epoch or a "closed" state is believed
+       only when the server's lock confirms it (a closing server marks the channel closed, then
+       lets its lock go; a new server makes a new channel). The lock is tested at once then. */
+    int odd = rcp__load(&c->ch->epoch) != c->epoch || rcp__load(&c->ch->state) == RPCOOL__CH_CLOSED;
+    if (odd && rpcool__lock_held(c->fd, 0) == 0)
+        r = rcp__load(&c->ch->state) == RPCOOL__CH_CLOSED ? RPCOOL_E_CLOSED : RPCOOL_E_PEERDEAD;
     else if (rcp__load(&c->cs->state) == RPCOOL__CS_DROPPED) r = RPCOOL_E_DROPPED;
+    else if (odd) return 0;
     else {
         /* the lock test is a system call: at most once per peer_check_ms */
         uint64_t now = rcp__now_ns(), last = rcp__load_relaxed(&c->last_check);
@@ -2549,23 +2668,25 @@ RPCOOL_API int rpcool_progress(rpcool_conn *c)
 
 /* >>connect - client: connect, disconnect, heap ------------------------------------------------ */
 
-/* Open and map the channel file and check that a server serves it. */
-static int rpcool__chan_attach(rpcool_conn *c, const char *channel)
+/* Open and map the channel the record d names, and check that its server serves it: 0,
+   RPCOOL_E_NOCHANNEL (not that channel, or not served: worth another look) or another error.
+   Sets c->fd (closed again on failure). */
+static int rpcool__chan_map(rpcool_conn *c, const struct rpcool__rdv *d)
 {
-    char path[RPCOOL__NAME_MAX + 32];
-    struct rpcool__chan_hdr h;
+    char proc[64];
     struct stat st;
     void *m;
-    rpcool__path(path, sizeof path, channel);
-    c->fd = open(path, O_RDWR | O_CLOEXEC);
+    int r = RPCOOL_E_NOCHANNEL, seals;
+    snprintf(proc, sizeof proc, "/proc/%u/fd/%d", d->server_pid, d->fd);
+    /* the server's descriptor: needs the right to look into the server (same user) */
+    c->fd = open(proc, O_RDWR | O_CLOEXEC);
     if (c->fd < 0) return errno == ENOENT ? RPCOOL_E_NOCHANNEL : -errno;
-    int r = RPCOOL_E_NOCHANNEL; /* not (yet) a channel */
-    if (pread(c->fd, &h, sizeof h, 0) != (ssize_t)sizeof h || h.magic != RPCOOL__CH_MAGIC ||
-        h.version != RPCOOL__VERSION || h.max_conns == 0 || h.max_conns > RPCOOL_MAX_CONNS)
-        goto fail_close;
-    c->map_len = rpcool__chan_bytes(h.max_conns);
-    if (fstat(c->fd, &st) || (size_t)st.st_size < c->map_len) {
-        r = RPCOOL_E_PROTO;
+    if (fstat(c->fd, &st) || (uint64_t)st.st_ino != d->ino) goto fail_close; /* pid or fd reused */
+    seals = fcntl(c->fd, F_GET_SEALS);
+    c->map_len = rpcool__chan_bytes(d->max_conns);
+    if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW) ||
+        (size_t)st.st_size < c->map_len) {
+        r = RPCOOL_E_PROTO; /* a file anyone could truncate under us: not a channel */
         goto fail_close;
     }
     m = mmap(NULL, c->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd, 0);
@@ -2575,17 +2696,49 @@ static int rpcool__chan_attach(rpcool_conn *c, const char *channel)
     }
     madvise(m, c->map_len, MADV_DONTFORK); /* as the server's: keeps our lock byte ours */
     c->ch = (struct rpcool__chan_hdr *)m;
-    c->epoch = rcp__load(&c->ch->epoch);
-    if (rcp__load(&c->ch->state) != RPCOOL__CH_OPEN || rpcool__lock_held(c->fd, 0) != 1) {
-        r = RPCOOL_E_NOCHANNEL;
-        goto fail_unmap;
+    c->epoch = d->epoch;
+    if (rcp__load(&c->ch->magic) != RPCOOL__CH_MAGIC || c->ch->version != RPCOOL__VERSION ||
+        rcp__load(&c->ch->epoch) != d->epoch || rcp__load(&c->ch->state) != RPCOOL__CH_OPEN ||
+        rpcool__lock_held(c->fd, 0) != 1) {
+        munmap(m, c->map_len);
+        goto fail_close;
     }
     return 0;
-fail_unmap:
-    munmap(m, c->map_len);
 fail_close:
     close(c->fd);
+    c->fd = -1;
     return r;
+}
+
+/* Find the channel through its name file. A name file that is not a valid record (being
+   rewritten, or damaged by a client) while a live server holds the name is looked at again
+   until timeout_ms. */
+static int rpcool__chan_find(rpcool_conn *c, const char *channel, unsigned timeout_ms)
+{
+    char path[RPCOOL__NAME_MAX + 32];
+    struct rpcool__rdv d;
+    uint64_t deadline = rcp__now_ns() + (uint64_t)timeout_ms * 1000000u;
+    int r;
+    rpcool__path(path, sizeof path, channel);
+    int nfd = open(path, O_RDONLY | O_CLOEXEC);
+    if (nfd < 0) return errno == ENOENT ? RPCOOL_E_NOCHANNEL : -errno;
+    for (;;) {
+        r = RPCOOL_E_NOCHANNEL;
+        if (pread(nfd, &d, sizeof d, 0) == (ssize_t)sizeof d && d.magic == RPCOOL__RDV_MAGIC &&
+            d.version == RPCOOL__VERSION && d.max_conns > 0 && d.max_conns <= RPCOOL_MAX_CONNS &&
+            d.fd >= 0)
+            r = rpcool__chan_map(c, &d);
+        if (r != RPCOOL_E_NOCHANNEL || rpcool__lock_held(nfd, 0) != 1 || rcp__now_ns() >= deadline)
+            break;
+        usleep(1000);
+    }
+    close(nfd);
+    return r;
+}
+
+static __attribute__((unused)) int rpcool__chan_attach(rpcool_conn *c, const char *channel)
+{
+    return rpcool__chan_find(c, channel, RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS);
 }
 
 /* A channel slot: its lock byte first (so a claimed slot always has a live owner), then the
@@ -2715,10 +2868,10 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
         r = -ENOMEM;
         goto fail_free;
     }
-    if ((r = rpcool__chan_attach(c, channel))) goto fail_free;
+    connect_ms = o.connect_timeout_ms ? o.connect_timeout_ms : RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS;
+    if ((r = rpcool__chan_find(c, channel, connect_ms))) goto fail_free;
     if ((r = rpcool__slot_claim(c))) goto fail_chan;
     if ((r = rpcool__conn_heap(c, channel))) goto fail_slot;
-    connect_ms = o.connect_timeout_ms ? o.connect_timeout_ms : RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS;
     if ((r = rpcool__handshake(c, connect_ms))) goto fail_heap;
     rpcool__fd_track(c->fd, 1);
     rpcool__log(&c->log, RPCOOL_LOG_INFO, "connected to %s (slot %u, heap %s)", channel,

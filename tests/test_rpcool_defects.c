@@ -2,9 +2,10 @@
  * fix: a client SIGKILLed inside rpcool_connect or rpcool_disconnect leaves nothing in /dev/shm
  * (after reaping, after the server closes, after a takeover); an asynchronous call's timeout_ms
  * holds in rpcool_wait, rpcool_poll and rpcool_progress; a sealed argument is writable again
- * after rpcool_release once the server died; rpcool_ctx_fail ends a call with any status; a
- * client that truncates its heap file under a handler neither crashes the server nor stays
- * served. */
+ * after rpcool_release once the server died; rpcool_ctx_fail ends a call with any status.
+ * And the file attacks of issue 14's item 4, one test each: a client that truncates its heap
+ * file under a handler neither crashes the server nor stays served; a client that truncates or
+ * overwrites the channel disturbs neither the server nor other clients. */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
 #include "t.h"
@@ -561,6 +562,180 @@ static void test_truncate_sandbox_drops(void)
     waitpid(sp, NULL, 0);
 }
 
+/* A client in a child process: connects, says so on ready, waits for a byte on go, then calls
+   for ms milliseconds without pause: echo calls, and calls whose handler sleeps 40 ms (longer
+   than peer_check_ms: the client waits asleep and checks on the server). Exits 0 if every call
+   succeeded, 1 + (failures capped) otherwise; a fault kills it (the parent sees the signal). */
+static pid_t honest_client(const char *name, int ready, int go, unsigned ms)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        rpcool_conn_opts o = {.peer_check_ms = 20};
+        rpcool_conn *c = connect_retry(name, &o);
+        char b = 1;
+        if (!c || write(ready, &b, 1) != 1 || read(go, &b, 1) != 1) _exit(100);
+        char *m = rpcool_strdup(c, "ping");
+        int *slow = (int *)rpcool_alloc(c, sizeof *slow);
+        int bad = 0, last = 0;
+        *slow = 40;
+        uint64_t t0 = rcp__now_ns();
+        for (unsigned k = 0; rcp__now_ns() - t0 < (uint64_t)ms * 1000000u; k++) {
+            void *ret = NULL;
+            size_t n = 0;
+            int r;
+            if (k & 1) {
+                if ((r = rpcool_call(c, FN_SLEEP, slow, sizeof *slow, NULL, NULL)) != 1)
+                    bad++, last = r;
+            } else {
+                r = rpcool_call(c, FN_ECHO, m, 5, &ret, &n);
+                if (r != 0 || n != 5 || !ret || memcmp(ret, "ping", 5)) bad++, last = r;
+                rpcool_free(c, ret);
+            }
+        }
+        rpcool_free(c, slow);
+        if (bad)
+            fprintf(stderr, "honest client: %d calls failed, the last with %s\n", bad,
+                    rpcool_strerror(last));
+        rpcool_free(c, m);
+        rpcool_disconnect(c);
+        _exit(bad ? 1 + (bad > 50 ? 50 : bad) : 0);
+    }
+    return p;
+}
+
+static void check_honest(pid_t p)
+{
+    int st = 0;
+    waitpid(p, &st, 0);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the other client: %s %d",
+           WIFSIGNALED(st) ? "killed by signal" : "exit status",
+           WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+}
+
+/* Read the channel's rendezvous record: the server's pid and the channel memfd's descriptor
+   (0 if the name file holds no such record). */
+static int chan_proc_path(const char *name, char *out, size_t n)
+{
+    char path[128];
+    uint32_t rec[16];
+    snprintf(path, sizeof path, "/dev/shm/rpcool.%s", name);
+    int fd = open(path, O_RDONLY);
+    ssize_t r = fd >= 0 ? pread(fd, rec, sizeof rec, 0) : -1;
+    if (fd >= 0) close(fd);
+    if (r != (ssize_t)sizeof rec) return 0;
+    snprintf(out, n, "/proc/%u/fd/%d", rec[3], (int)rec[4]);
+    return 1;
+}
+
+/* Item 4 (attack 3): a client truncates the channel: the name file, and the channel memfd
+   itself through /proc (refused: it is sealed). Other clients' calls all succeed meanwhile,
+   the server lives, and a new client connects. */
+static void test_chan_truncate_attack(void)
+{
+    const char *name = t_uniq("chtr");
+    pid_t sp = fork_server(name);
+    int ready[2], go[2];
+    CHECK_EQ(pipe(ready), 0);
+    CHECK_EQ(pipe(go), 0);
+    pid_t hp = honest_client(name, ready[1], go[0], 700);
+    char b = 0;
+    CHECK_EQ(read(ready[0], &b, 1), 1);
+    CHECK_EQ(write(go[1], &b, 1), 1);
+    usleep(100000);
+    pid_t ap = fork();
+    if (ap == 0) { /* the attacker */
+        char path[128], proc[64];
+        int bad = 0;
+        rpcool_conn *c = connect_retry(name, NULL);
+        if (!c) _exit(2);
+        if (chan_proc_path(name, proc, sizeof proc)) {
+            int fd = open(proc, O_RDWR);
+            if (fd >= 0 && (ftruncate(fd, 0) == 0 || ftruncate(fd, 4096) == 0)) bad |= 4;
+            if (fd >= 0) close(fd);
+        }
+        snprintf(path, sizeof path, "/dev/shm/rpcool.%s", name);
+        int fd = open(path, O_RDWR);
+        for (int k = 0; k < 300; k++) { /* again and again: the server repairs what it can */
+            if (fd < 0 || ftruncate(fd, 0)) bad |= 8;
+            usleep(1000);
+        }
+        _exit(bad);
+    }
+    int st = 0;
+    waitpid(ap, &st, 0);
+    CHECKF(WIFEXITED(st) && (WEXITSTATUS(st) & 4) == 0, "a client truncated the channel memfd");
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "attacker: status %d", st);
+    check_honest(hp);
+    CHECK_EQ(waitpid(sp, &st, WNOHANG), 0); /* the server lives */
+    rpcool_conn_opts o = {.connect_timeout_ms = 2000};
+    rpcool_conn *c = NULL;
+    int r = rpcool_connect(name, &o, &c);
+    CHECKF(r == 0, "connect after the truncation: %s", rpcool_strerror(r));
+    if (c) {
+        char *m = rpcool_strdup(c, "x");
+        CHECK_EQ(rpcool_call(c, FN_TOUCH, m, 2, NULL, NULL), 0);
+        rpcool_free(c, m);
+        rpcool_disconnect(c);
+    }
+    for (int k = 0; k < 2; k++) { close(ready[k]); close(go[k]); }
+    kill(sp, SIGKILL);
+    waitpid(sp, NULL, 0);
+}
+
+/* Item 4 (attack 4): a client overwrites the channel header (magic, epoch, state, size) and
+   the name file. Other clients' calls all succeed meanwhile (a "closed" or changed header is
+   believed only when the server's lock says so), the server restores both, and a new client
+   connects. */
+static void test_chan_overwrite_attack(void)
+{
+    const char *name = t_uniq("chow");
+    pid_t sp = fork_server(name);
+    int ready[2], go[2];
+    CHECK_EQ(pipe(ready), 0);
+    CHECK_EQ(pipe(go), 0);
+    pid_t hp = honest_client(name, ready[1], go[0], 700);
+    char b = 0;
+    CHECK_EQ(read(ready[0], &b, 1), 1);
+    CHECK_EQ(write(go[1], &b, 1), 1);
+    usleep(100000);
+    pid_t ap = fork();
+    if (ap == 0) { /* the attacker */
+        char path[128], junk[64];
+        rpcool_conn *c = connect_retry(name, NULL);
+        if (!c) _exit(2);
+        memset(junk, 0x5a, sizeof junk);
+        snprintf(path, sizeof path, "/dev/shm/rpcool.%s", name);
+        int fd = open(path, O_RDWR);
+        for (int k = 0; k < 300; k++) { /* again and again: the server restores it */
+            c->ch->magic = 0;
+            c->ch->epoch += 7;
+            c->ch->max_conns = 1024;
+            rcp__store(&c->ch->state, (uint32_t)RPCOOL__CH_CLOSED);
+            if (fd < 0 || pwrite(fd, junk, sizeof junk, 0) != (ssize_t)sizeof junk) _exit(3);
+            usleep(1000);
+        }
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(ap, &st, 0);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "attacker: status %d", st);
+    check_honest(hp);
+    CHECK_EQ(waitpid(sp, &st, WNOHANG), 0);
+    rpcool_conn_opts o = {.connect_timeout_ms = 2000};
+    rpcool_conn *c = NULL;
+    int r = rpcool_connect(name, &o, &c);
+    CHECKF(r == 0, "connect after the overwrite: %s", rpcool_strerror(r));
+    if (c) {
+        char *m = rpcool_strdup(c, "x");
+        CHECK_EQ(rpcool_call(c, FN_TOUCH, m, 2, NULL, NULL), 0);
+        rpcool_free(c, m);
+        rpcool_disconnect(c);
+    }
+    for (int k = 0; k < 2; k++) { close(ready[k]); close(go[k]); }
+    kill(sp, SIGKILL);
+    waitpid(sp, NULL, 0);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -576,6 +751,8 @@ int main(void)
     TEST(test_ctx_fail_status);
     TEST(test_truncate_under_ctx_alloc);
     TEST(test_truncate_sandbox_drops);
+    TEST(test_chan_truncate_attack);
+    TEST(test_chan_overwrite_attack);
     char path[80];
     snprintf(path, sizeof path, "/dev/shm/%s", pod_name);
     unlink(path);
