@@ -141,9 +141,9 @@
    seal range) is checked with shmheap_contains against that connection's heap, names are
    checked for their pattern, and the library's own reads of a client's heap run under fault
    containment (a client that truncates its heap file makes its connection fail, not the
-   server; this includes rpcool_ctx_alloc called by a handler of any mode, and a sandboxed
-   handler's SIGBUS inside the client's heap, after which the server drops the connection). A
-   malicious client can always deny service to its own connection.
+   server; this includes rpcool_ctx_alloc and the checked accessors called by a handler of any
+   mode, and a sandboxed handler's SIGBUS inside the client's heap, after which the server
+   drops the connection). A malicious client can always deny service to its own connection.
    The channel is a memfd sealed against shrinking and growing (F_SEAL_SHRINK, F_SEAL_GROW):
    no client can truncate it. Every client maps it writable (it takes byte locks and claims a
    slot in it), so a client can overwrite its header: the server restores the header every
@@ -472,7 +472,9 @@ RPCOOL_API int rpcool_ctx_ok(const rpcool_ctx *ctx, const void *p, size_t len); 
 /* p if [p, p+len) lies in the client's heap (or the private copy), else ends the call with
    RPCOOL_E_BADPTR (does not return). */
 RPCOOL_API const void *rpcool_ctx_need(rpcool_ctx *ctx, const void *p, size_t len);
-/* s if it is a NUL-terminated string inside the heap, else ends the call (RPCOOL_E_BADPTR). */
+/* s if it is a NUL-terminated string inside the heap, else ends the call (RPCOOL_E_BADPTR; or
+   RPCOOL_E_FAULT if reading it faults, whatever the mode: a truncated heap file, which also
+   drops the connection; so does rpcool_map_get_checked). */
 RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s);
 /* End the call now: the caller gets code (a status >= 0 or a negative error code), as if the
    handler had returned it. Does not return. */
@@ -2176,13 +2178,38 @@ RPCOOL_API const void *rpcool_ctx_need(rpcool_ctx *ctx, const void *p, size_t le
     return p;
 }
 
-RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s)
+/* The checked accessors read the client's heap for the library, in a handler of any mode: a
+   fault there ends the call with RPCOOL_E_FAULT instead of killing the server, and a SIGBUS
+   (its heap file was truncated) also drops the connection. Does not return. */
+static void rpcool__accessor_fault(rpcool_ctx *ctx, struct rpcool__guard *g)
+{
+    rpcool__cur = g->prev;
+    rpcool__fault_unblock();
+    rcp__fetch_add(&ctx->s->st.faults, 1u);
+    if (g->sig == SIGBUS) rpcool__condemn(ctx->s, ctx->sc, "SIGBUS on its heap (truncated)");
+    rpcool_ctx_fail(ctx, RPCOOL_E_FAULT);
+}
+
+static const char *rpcool__need_str(rpcool_ctx *ctx, const char *s)
 {
     if (!rpcool_ctx_ok(ctx, s, 1)) rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
     for (const char *q = s;; q++) {
         if (!rpcool_ctx_ok(ctx, q, 1)) rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
         if (!*q) return s;
     }
+}
+
+RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s)
+{
+    struct rpcool__guard g;
+    g.prev = rpcool__cur;
+    g.contain = 0;
+    if (sigsetjmp(g.jb, 0)) rpcool__accessor_fault(ctx, &g);
+    g.contain = 1;
+    rpcool__cur = &g;
+    s = rpcool__need_str(ctx, s); /* rpcool_ctx_fail jumps past us: the handler's guard restores */
+    rpcool__cur = g.prev;
+    return s;
 }
 
 /* >>client - client: the shared-memory transport, call slots ----------------------------------- */
@@ -3132,8 +3159,25 @@ RPCOOL_API int rpcool_map_get(const rpcool_map *m, const char *key, uint64_t *va
     return 1;
 }
 
+static int rpcool__map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, const char *key,
+                                   uint64_t *val);
+
 RPCOOL_API int rpcool_map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, const char *key,
                                       uint64_t *val)
+{
+    struct rpcool__guard g; /* as in rpcool_ctx_need_str */
+    g.prev = rpcool__cur;
+    g.contain = 0;
+    if (sigsetjmp(g.jb, 0)) rpcool__accessor_fault(ctx, &g);
+    g.contain = 1;
+    rpcool__cur = &g;
+    int r = rpcool__map_get_checked(ctx, m, key, val);
+    rpcool__cur = g.prev;
+    return r;
+}
+
+static int rpcool__map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, const char *key,
+                                   uint64_t *val)
 {
     m = (const rpcool_map *)rpcool_ctx_need(ctx, m, sizeof *m);
     uint64_t cap = m->cap, h = rpcool_hash(key);
@@ -3144,7 +3188,7 @@ RPCOOL_API int rpcool_map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, cons
     for (uint64_t n = 0, i = h & (cap - 1); n < cap; n++, i = (i + 1) & (cap - 1)) {
         const char *k = e[i].key;
         if (!k) return 0;
-        if (e[i].hash == h && !strcmp(rpcool_ctx_need_str(ctx, k), key)) {
+        if (e[i].hash == h && !strcmp(rpcool__need_str(ctx, k), key)) {
             if (val) *val = e[i].val;
             return 1;
         }

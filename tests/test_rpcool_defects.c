@@ -15,7 +15,8 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
-enum { FN_SLEEP = 1, FN_ECHO = 2, FN_FAIL = 3, FN_DIE = 4, FN_SLOW_ALLOC = 5, FN_TOUCH = 6 };
+enum { FN_SLEEP = 1, FN_ECHO = 2, FN_FAIL = 3, FN_DIE = 4, FN_SLOW_ALLOC = 5, FN_TOUCH = 6,
+       FN_SLOW_STR = 7 };
 
 static int h_sleep(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
@@ -59,6 +60,14 @@ static int h_slow_alloc(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     return a && b ? 0 : SHMHEAP_E_FULL;
 }
 
+/* The same with the checked accessor rpcool_ctx_need_str, from a relaxed handler. */
+static int h_slow_str(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)len; (void)user;
+    usleep(300000);
+    return (int)strlen(rpcool_ctx_need_str(ctx, (const char *)arg));
+}
+
 static int h_touch(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
     (void)ctx; (void)user;
@@ -74,6 +83,7 @@ static void add_handlers(rpcool_server *s)
     rpcool_server_add_handler(s, FN_DIE, h_die, NULL, 0);
     rpcool_server_add_handler(s, FN_SLOW_ALLOC, h_slow_alloc, NULL, 0);
     rpcool_server_add_handler(s, FN_TOUCH, h_touch, NULL, 0);
+    rpcool_server_add_handler(s, FN_SLOW_STR, h_slow_str, NULL, 0);
 }
 
 static rpcool_server *open_server(const char *name, unsigned reap_ms)
@@ -474,10 +484,11 @@ static int heap_path(rpcool_conn *c, char *out, size_t n)
 }
 
 /* Item 4 (attack 1): a client truncates its heap file while a relaxed handler runs; the handler
-   then allocates its reply with rpcool_ctx_alloc. The server lives on and serves others. */
-static void test_truncate_under_ctx_alloc(void)
+   then allocates its reply with rpcool_ctx_alloc (fn FN_SLOW_ALLOC) or reads its argument with
+   rpcool_ctx_need_str (FN_SLOW_STR). The server lives on and serves others. */
+static void truncate_under_handler(unsigned fn)
 {
-    const char *name = t_uniq("trca");
+    const char *name = t_uniq(fn == FN_SLOW_ALLOC ? "trca" : "trcs");
     pid_t sp = fork_server(name);
     int pfd[2];
     CHECK_EQ(pipe(pfd), 0);
@@ -486,8 +497,9 @@ static void test_truncate_under_ctx_alloc(void)
         rpcool_conn *c = connect_retry(name, NULL);
         char path[256], b = 1;
         uint64_t id;
+        char *str = c ? rpcool_strdup(c, "a string in the client's heap") : NULL;
         if (!c || !heap_path(c, path, sizeof path)) _exit(2);
-        if (rpcool_call_async(c, FN_SLOW_ALLOC, NULL, 0, NULL, NULL, NULL, &id)) _exit(3);
+        if (rpcool_call_async(c, fn, str, strlen(str) + 1, NULL, NULL, NULL, &id)) _exit(3);
         usleep(100000); /* the handler sleeps */
         int fd = open(path, O_RDWR);
         if (fd < 0 || ftruncate(fd, 0)) _exit(4);
@@ -520,6 +532,8 @@ static void test_truncate_under_ctx_alloc(void)
     kill(sp, SIGKILL);
     waitpid(sp, NULL, 0);
 }
+static void test_truncate_under_ctx_alloc(void) { truncate_under_handler(FN_SLOW_ALLOC); }
+static void test_truncate_under_need_str(void) { truncate_under_handler(FN_SLOW_STR); }
 
 /* Item 4 (attack 2): a client cuts the end off its heap file; a sandboxed handler reading its
    argument there faults (SIGBUS), which is contained (RPCOOL_E_FAULT), and the server drops
@@ -750,6 +764,7 @@ int main(void)
     TEST(test_sealed_server_dies_async);
     TEST(test_ctx_fail_status);
     TEST(test_truncate_under_ctx_alloc);
+    TEST(test_truncate_under_need_str);
     TEST(test_truncate_sandbox_drops);
     TEST(test_chan_truncate_attack);
     TEST(test_chan_overwrite_attack);
