@@ -133,6 +133,23 @@ static int count_heaps(const char *channel)
     return n;
 }
 
+/* Kill a server process and remove what a killed server leaves: its name file, and the heaps
+   of clients that were not reaped before it died. */
+static void kill_server(pid_t sp, const char *channel)
+{
+    char prefix[160], path[200];
+    kill(sp, SIGKILL);
+    waitpid(sp, NULL, 0);
+    snprintf(path, sizeof path, "/dev/shm/rpcool.%s", channel);
+    unlink(path);
+    snprintf(prefix, sizeof prefix, "rpcool-%s-", channel);
+    DIR *d = opendir("/dev/shm");
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));)
+        if (!strncmp(e->d_name, prefix, strlen(prefix))) shmheap_unlink(e->d_name, NULL);
+    closedir(d);
+}
+
 static int wait_no_heaps(const char *channel, unsigned ms)
 {
     int n = count_heaps(channel);
@@ -263,7 +280,7 @@ static void test_connect_killed_takeover(void)
     if (c) rpcool_disconnect(c);
     kill_in_create(name);
     kill_clients(name, 30, 0, time_us(name, 0), &rng);
-    kill(sp, SIGKILL);
+    kill(sp, SIGKILL); /* its name file stays: the next server takes it over */
     waitpid(sp, NULL, 0);
     rpcool_server *s = open_server(name, 20);
     if (!s) return;
@@ -425,7 +442,7 @@ static void sealed_server_dies(int async)
     rpcool_conn_opts o = {.peer_check_ms = 20};
     rpcool_conn *c = connect_retry(name, &o);
     CHECK(c != NULL);
-    if (!c) { kill(sp, SIGKILL); waitpid(sp, NULL, 0); return; }
+    if (!c) { kill_server(sp, name); return; }
     char *arg = (char *)rpcool_alloc_pages(c, 4096);
     memset(arg, 'a', 4096);
     rpcool_call_opts co = {.safety = RPCOOL_SEAL};
@@ -443,6 +460,9 @@ static void sealed_server_dies(int async)
     rpcool_free(c, arg);
     rpcool_disconnect(c);
     CHECK_EQ(count_heaps(name), 0);
+    char path[128];
+    snprintf(path, sizeof path, "/dev/shm/rpcool.%s", name); /* a killed server's name file */
+    unlink(path);
 }
 static void test_sealed_server_dies(void) { sealed_server_dies(0); }
 static void test_sealed_server_dies_async(void) { sealed_server_dies(1); }
@@ -529,8 +549,7 @@ static void truncate_under_handler(unsigned fn)
     }
     kill(ap, SIGKILL);
     waitpid(ap, NULL, 0);
-    kill(sp, SIGKILL);
-    waitpid(sp, NULL, 0);
+    kill_server(sp, name);
 }
 static void test_truncate_under_ctx_alloc(void) { truncate_under_handler(FN_SLOW_ALLOC); }
 static void test_truncate_under_need_str(void) { truncate_under_handler(FN_SLOW_STR); }
@@ -546,13 +565,13 @@ static void test_truncate_sandbox_drops(void)
     rpcool_conn_opts o = {.peer_check_ms = 20};
     rpcool_conn *c = connect_retry(name, &o);
     CHECK(c != NULL);
-    if (!c) { kill(sp, SIGKILL); waitpid(sp, NULL, 0); return; }
+    if (!c) { kill_server(sp, name); return; }
     shmheap *h = rpcool_heap(c);
     char *base = (char *)shmheap_base(h), *hdr = (char *)shmheap_root_get(h, "rpcool.conn");
     char *arg = (char *)rpcool_alloc(c, (size_t)1 << 20), path[256];
     CHECK(arg && hdr && hdr < arg);
     if (!arg || !hdr || hdr > arg || !heap_path(c, path, sizeof path)) {
-        kill(sp, SIGKILL); waitpid(sp, NULL, 0);
+        kill_server(sp, name);
         return;
     }
     int fd = open(path, O_RDWR);
@@ -572,8 +591,7 @@ static void test_truncate_sandbox_drops(void)
         rpcool_disconnect(c2);
     }
     CHECK_EQ(rpcool_disconnect(c), 0);
-    kill(sp, SIGKILL);
-    waitpid(sp, NULL, 0);
+    kill_server(sp, name);
 }
 
 /* A client in a child process: connects, says so on ready, waits for a byte on go, then calls
@@ -692,8 +710,7 @@ static void test_chan_truncate_attack(void)
         rpcool_disconnect(c);
     }
     for (int k = 0; k < 2; k++) { close(ready[k]); close(go[k]); }
-    kill(sp, SIGKILL);
-    waitpid(sp, NULL, 0);
+    kill_server(sp, name);
 }
 
 /* Item 4 (attack 4): a client overwrites the channel header (magic, epoch, state, size) and
@@ -746,8 +763,7 @@ static void test_chan_overwrite_attack(void)
         rpcool_disconnect(c);
     }
     for (int k = 0; k < 2; k++) { close(ready[k]); close(go[k]); }
-    kill(sp, SIGKILL);
-    waitpid(sp, NULL, 0);
+    kill_server(sp, name);
 }
 
 int main(void)
