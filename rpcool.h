@@ -56,7 +56,7 @@
                        through /proc/PID/fd/N as named in /dev/shm/rpcool.kv: a small directory
                        of connection slots, the server's doorbell, and byte-range locks that tell
                        each side whether the other lives
-       connection      one shmheap per client connection ("rpcool-kv-PID-N") holding 64 call
+       connection      one shmheap per client connection ("rpcool-kv-PID-N-T") holding 64 call
                        slots, a request bitmap and the client's doorbell; arguments are
                        allocated there by the client, results there by the server
        call            client fills a slot's request line {handler id, arg pointer, length,
