@@ -63,8 +63,9 @@
    physical connection with is VIRTUAL: it shares that RC QP and its CQ and sends no packet;
    completions are handed to the connection that posted the work (wr_id's top 16 bits carry the
    connection's tag, so user wr_ids are 48 bits). QP attributes: rnr_retry 6 (finite),
-   min_rnr_timer 12 (0.64 ms), timeout 14 (67 ms) and retry_cnt 7: a silent peer fails an
-   operation within about 0.6 s. All can be set in krconn_ctx_opts.
+   min_rnr_timer 12 (0.64 ms), timeout 14 (67 ms) and retry_cnt 6 (rxe treats 7 as "forever",
+   so 7 is refused): a silent peer fails an operation within about 0.5 s (7 sends, 67 ms
+   apart, plus the kernel timer's slack). All can be set in krconn_ctx_opts.
    Closing the last connection on a physical QP sends the peer a UD "disconnect" (no wait), resets
    the QP and puts it back in the pool (or destroys it when the pool is full): QPs, CQs and MRs
    stay bounded however many connects and closes there are.
@@ -238,12 +239,17 @@ typedef struct krconn_ctx_opts {
     unsigned accept_backlog;  /* 0 = incoming connections are served but not queued for accept */
     uint32_t qkey;            /* 0 = KRCONN_DEFAULT_QKEY */
     uint8_t timeout;          /* RC local ACK timeout, 4.096 us * 2^timeout; 0 = 14 */
-    uint8_t retry_cnt;        /* 0 = 7 */
+    uint8_t retry_cnt;        /* 0 = 6; 7 is refused (rxe retries forever at 7) */
     uint8_t rnr_retry;        /* 0 = 6 (7 would mean forever and is refused) */
     uint8_t min_rnr_timer;    /* 0 = 12; values below 12 are raised to 12 */
+    unsigned flags;           /* KRCONN_CTX_* */
     krconn_log_fn log;        /* NULL: silent, or stderr when $KRCONN_DEBUG is set */
     void *log_user;
 } krconn_ctx_opts;
+
+/* The pool is filled once at create and then only by QPs that closed connections give back: a
+   fixed QP budget (connects beyond it create QPs, or fail with KRCONN_E_AGAIN if NOWAIT). */
+#define KRCONN_CTX_NO_REFILL 1u
 
 #define KRCONN_CONNECT_NOWAIT     1u /* pool empty: KRCONN_E_AGAIN instead of creating a QP */
 #define KRCONN_CONNECT_NO_VIRTUAL 2u /* always a new physical connection */
@@ -1494,7 +1500,7 @@ static void *krconn__thread(void *arg)
     krconn_ctx *ctx = (krconn_ctx *)arg;
     struct ibv_comp_channel *ch = ctx->ud_rcq->channel;
     while (!rcp__load(&ctx->stop)) {
-        krconn__pool_refill(ctx);
+        if (!(ctx->o.flags & KRCONN_CTX_NO_REFILL)) krconn__pool_refill(ctx);
         ibv_req_notify_cq(ctx->ud_rcq, 0);
         krconn__rx_drive(ctx, 1);
         struct pollfd pf[3];
@@ -1540,7 +1546,8 @@ KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out)
     if (!ctx->o.max_send_wr) ctx->o.max_send_wr = KRCONN_DEFAULT_WR;
     if (!ctx->o.max_recv_wr) ctx->o.max_recv_wr = KRCONN_DEFAULT_WR;
     if (!ctx->o.qkey) ctx->o.qkey = KRCONN_DEFAULT_QKEY;
-    if (ctx->o.rnr_retry >= 7) { KRCONN_FREE(ctx); return KRCONN_E_INVAL; }
+    if (ctx->o.rnr_retry >= 7 || ctx->o.retry_cnt >= 7) { KRCONN_FREE(ctx); return KRCONN_E_INVAL; }
+    if (!ctx->o.retry_cnt) ctx->o.retry_cnt = 6;
     if (ctx->o.min_rnr_timer < 12) ctx->o.min_rnr_timer = 12;
     pthread_mutex_init(&ctx->mu, NULL);
     pthread_mutex_init(&ctx->rx_mu, NULL);
@@ -2461,8 +2468,8 @@ KRCONN_API int krconn_poll(krconn *c, krconn_wc *wc, int max, int timeout_ms)
         }
         pthread_mutex_unlock(&p->mu);
         if (n) return n;
-        if (timeout_ms == 0) return 0;
         if (rcp__load(&p->err) == KRCONN_E_CLOSED) return KRCONN_E_CLOSED;
+        if (timeout_ms == 0) return 0;
         if (rcp__now_ns() >= deadline) return KRCONN_E_TIMEDOUT;
         if (++spins > 256) sched_yield();
         else rcp__cpu_relax();

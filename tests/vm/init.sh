@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/vm/init.sh - /init of the VM tier's guests (busybox sh). The kernel command line says
-# what to do: rcp.role=single|a|b|cxl|perftest, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
+# what to do: rcp.role=single|a|b|cxl|krconn|perftest, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
 # second serial port (/dev/ttyS1) as "ok/FAIL/skip NAME" lines; the host reads that file. The
 # last line is "guest-done"; without it the host counts the guest as failed.
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -106,6 +106,10 @@ cxl)
     if grep -qw pku /proc/cpuinfo; then echo "# pku: yes (-cpu max)"; else echo "# pku: no"; fi
     run test_pkey 30 /t/test_pkey
     run test_rpcool_pkey 60 /t/test_rpcool_pkey
+    ;;
+krconn)
+    rdma_up
+    run test_krconn 170 /t/test_krconn
     ;;
 perftest)
     rdma_up
