@@ -65,6 +65,7 @@ single)
 a|b)
     rdma_up
     run "twohost-rc-$role" 90 /t/test_twohost "$role" "$peer"
+    run "krconn-pair-$role" 90 /t/test_krconn "$role" "$peer"
     pod=$(ivshmem_dev)
     if [ -n "$pod" ]; then
         run "podheap-$role" 60 /t/test_podheap "$role" "$pod" "$peer"

@@ -11,7 +11,10 @@
  *   a stale directory entry (the service restarted): detected, refetched, never used again
  *   garbage on the UD QP from a fuzzer: dropped and counted, no crash, no QP to the wrong peer
  *   the meta server (bootstrap over TCP, lookup by RDMA READ, publish by UD)
- * The directory inside the guest is a shmheap (krconn_dir_heap). */
+ * The directory inside the guest is a shmheap (krconn_dir_heap).
+ *   test_krconn [CYCLES]      the single-guest tests
+ *   test_krconn a|b PEER_IP   two guests: a runs a meta server and a service, b connects to it
+ *                            through KRCONN_META=PEER_IP (stale entry, killed peer across guests) */
 #define KRCONN_IMPLEMENTATION
 #if VMT_HAVE_SHMHEAP
 #define SHMHEAP_IMPLEMENTATION
@@ -37,8 +40,9 @@ typedef struct srvinfo { uint64_t addr; uint32_t rkey, len, instance, pad; } srv
 typedef struct srvcfg {
     const char *name;   /* service name to publish in the heap directory */
     unsigned instance;
-    int meta;           /* also serve a meta directory and publish there */
+    int meta;           /* also serve a meta directory */
     unsigned backlog;
+    const char *meta_name; /* publish under this name at the meta server on 127.0.0.1 */
 } srvcfg;
 
 static void describe(int rc, char *buf, size_t len) { krconn_describe(rc, buf, len); }
@@ -72,6 +76,14 @@ static int srv_role(int fd, void *arg, char *why, size_t whylen)
     si.instance = cfg->instance;
     krconn_ctx_set_data(ctx, &si, sizeof si);
     if (cfg->meta && (rc = krconn_meta_serve(ctx, NULL))) { describe(rc, d, sizeof d); VMT_FAILF("meta serve: %s", d); }
+    if (cfg->meta_name) {
+        krconn_dir *md = NULL;
+        if ((rc = krconn_dir_meta(ctx, "127.0.0.1", TMO, &md)) || (rc = krconn_publish(ctx, md, cfg->meta_name, TMO))) {
+            describe(rc, d, sizeof d);
+            VMT_FAILF("publish %s at the meta server: %s", cfg->meta_name, d);
+        }
+        krconn_dir_close(md);
+    }
 #if VMT_HAVE_SHMHEAP
     if (cfg->name) {
         shmheap *h = NULL;
@@ -306,7 +318,7 @@ static long long hw_counter(const char *name)
 }
 
 static server main_srv;
-static srvcfg main_cfg = {"svc", 1, 1, 64};
+static srvcfg main_cfg = {"svc", 1, 1, 64, NULL};
 
 /* ---------------------------------------------------------------- tests */
 
@@ -528,7 +540,7 @@ static void dead_and_absent(void)
 {
     krconn_ctx *c = client_ctx(0);
     server s;
-    srvcfg cfg = {NULL, 7, 0, 8};
+    srvcfg cfg = {NULL, 7, 0, 8, NULL};
     krconn *k = NULL;
     char err[600], d[400];
     if (!c || server_start(&s, &cfg)) goto out;
@@ -580,7 +592,7 @@ static void stale_entry(void)
     krconn_ctx *c = client_ctx(0);
     krconn_dir *dir = heap_dir();
     server s1, s2;
-    srvcfg c1 = {"restarting", 21, 0, 8}, c2 = {"restarting", 22, 0, 8};
+    srvcfg c1 = {"restarting", 21, 0, 8, NULL}, c2 = {"restarting", 22, 0, 8, NULL};
     krconn *k = NULL;
     krconn_stats st;
     if (!c || !dir || server_start(&s1, &c1)) goto out;
@@ -896,10 +908,130 @@ static void errors_and_no_device(void)
     CHECK(strstr(krconn_strerror(KRCONN_E_STALE), "stale") != NULL);
 }
 
+/* ---------------------------------------------------------------- two guests */
+
+#define PAIR_PORT 18611
+
+/* Guest a: a meta server process and a service process ("pair-svc", published at the meta
+   server); it restarts or kills the service when b asks. */
+static int pair_a(int sock)
+{
+    server meta, svc;
+    srvcfg mcfg = {NULL, 50, 1, 8, NULL}, s1 = {NULL, 51, 0, 8, "pair-svc"}, s2 = {NULL, 52, 0, 8, "pair-svc"};
+    t_begin("pair_a_servers");
+    if (server_start(&meta, &mcfg)) { t_end(); return 1; }
+    if (server_start(&svc, &s1)) { t_end(); server_stop(&meta, "meta"); return 1; }
+    t_end();
+    vmt_send_byte(sock, 'R');
+    int live = 1;
+    for (;;) {
+        char cmd = 0;
+        if (vmt_read_all(sock, &cmd, 1, 120000)) break;
+        if (cmd == 'K') { /* restart the service: a new context, published again */
+            server_kill(&svc);
+            server_start(&svc, &s2);
+        } else if (cmd == 'X') {
+            server_kill(&svc);
+            live = 0;
+        } else break;
+        vmt_send_byte(sock, 'R');
+    }
+    t_begin("pair_a_servers_survived");
+    if (live) server_stop(&svc, "service");
+    server_stop(&meta, "meta");
+    t_end();
+    return 0;
+}
+
+static int pair_cmd(int sock, char c) { int rc = vmt_send_byte(sock, c); return rc ? rc : vmt_expect_byte(sock, 'R', 60000); }
+
+/* Guest b: finds the meta server through KRCONN_META, connects by name, checks data, sees the
+   service restart (stale entry) and die. */
+static int pair_b(int sock, const char *peer)
+{
+    krconn_ctx *c = NULL;
+    krconn_dir *dir = NULL;
+    krconn *k = NULL, *v = NULL;
+    char err[600], d[400];
+    int rc;
+    CHECK_EQ(vmt_expect_byte(sock, 'R', 120000), 0);
+    setenv("KRCONN_META", peer, 1);
+    t_begin("pair_meta_connect_data");
+    c = client_ctx(0);
+    if (!c) goto out;
+    rc = krconn_dir_meta(c, NULL, TMO, &dir);
+    describe(rc, d, sizeof d);
+    CHECKF(rc == 0, "krconn_dir_meta($KRCONN_META=%s): %s", peer, d);
+    if (rc) goto out;
+    rc = krconn_connect_name(c, dir, "pair-svc", NULL, &k);
+    describe(rc, d, sizeof d);
+    CHECKF(rc == 0, "connect_name across guests: %s", d);
+    if (rc) goto out;
+    CHECK_EQ(((const srvinfo *)krconn_peer_data(k))->instance, 51);
+    CHECKF(check_data(c, k, 61, 1, err, sizeof err) == 0, "physical: %s", err);
+    rc = krconn_connect_name(c, dir, "pair-svc", NULL, &v);
+    CHECKF(rc == 0 && krconn_is_virtual(v) == 1, "virtual connect: %s", krconn_strerror(rc));
+    if (!rc) {
+        CHECKF(check_data(c, v, 62, 1, err, sizeof err) == 0, "virtual: %s", err);
+        krconn_close(v);
+    }
+    krconn_close(k);
+    k = NULL;
+    t_end();
+
+    t_begin("pair_stale_entry");
+    CHECK_EQ(pair_cmd(sock, 'K'), 0);
+    rc = krconn_connect_name(c, dir, "pair-svc", NULL, &k);
+    describe(rc, d, sizeof d);
+    CHECKF(rc == 0, "connect after the restart: %s", d);
+    if (!rc) {
+        krconn_stats st;
+        krconn_ctx_stats(c, &st);
+        CHECK_EQ(((const srvinfo *)krconn_peer_data(k))->instance, 52);
+        CHECK_EQ(st.stale_detected, 1);
+        CHECKF(check_data(c, k, 63, 1, err, sizeof err) == 0, "after the restart: %s", err);
+    }
+    t_end();
+
+    t_begin("pair_peer_killed");
+    if (k) {
+        CHECK_EQ(pair_cmd(sock, 'X'), 0);
+        uint64_t t0 = rcp__now_ns();
+        rc = krconn_ping(k, TMO);
+        double ms = (double)(rcp__now_ns() - t0) / 1e6;
+        printf("# pair: peer killed, ping said \"%s\" after %.0f ms\n", krconn_strerror(rc), ms);
+        CHECKF(rc == KRCONN_E_PEERDEAD, "ping: %s", krconn_strerror(rc));
+        krconn_close(k);
+        k = NULL;
+    } else CHECKF(0, "no connection to test");
+    t_end();
+out:
+    if (k) krconn_close(k);
+    if (dir) krconn_dir_close(dir);
+    if (c) krconn_ctx_destroy(c);
+    vmt_send_byte(sock, 'D');
+    return 0;
+}
+
+static int pair_main(int argc, char **argv)
+{
+    int is_a = vmt_guest_role(argc, argv, 3, "PEER_IP");
+    if (is_a < 0) return 2;
+    t_begin("pair_tcp");
+    int sock = vmt_tcp_peer(is_a, argv[2], PAIR_PORT);
+    t_end();
+    if (sock < 0) return T_DONE();
+    if (is_a) pair_a(sock);
+    else pair_b(sock, argv[2]);
+    close(sock);
+    return T_DONE();
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
+    if (argc == 3) return pair_main(argc, argv);
     if (argc > 1) cycles = atoi(argv[1]);
 #if !VMT_HAVE_SHMHEAP
     t_skip("krconn", "shmheap.h has no implementation yet (the in-pod directory needs it)");
