@@ -18,7 +18,9 @@
        #include "krconn.h"
 
    Link with -libverbs -pthread (Debian: libibverbs-dev). Other files include "krconn.h" without
-   the define. Linux only.
+   the define. Linux only. The implementation needs glibc's GNU extensions: include krconn.h
+   before any system header in that file (it then defines _GNU_SOURCE), or build with
+   -D_GNU_SOURCE.
 
    2. COMPILE OPTIONS
    ------------------
@@ -277,6 +279,12 @@ typedef struct krconn_stats {
     uint64_t pool_created;    /* QPs created by the refill thread */
     uint64_t pool_fallback;   /* QPs a connect had to create itself */
     uint64_t pool_recycled;   /* QPs reset and returned to the pool */
+    /* where a physical connect's time goes, summed over `connects` (this side asking) and
+       `accepts` (this side answering), in nanoseconds */
+    uint64_t ns_pool;         /* taking a QP (from the pool, or creating one) */
+    uint64_t ns_request;      /* the UD request until its answer: the round trip and the peer's work */
+    uint64_t ns_modify;       /* this side's RTR and RTS */
+    uint64_t ns_accept;       /* answering a request: QP, RTR, RTS, sending the answer */
     uint32_t pool_ready;      /* QPs in the pool now */
     uint32_t physical;        /* physical connections now */
     uint32_t connections;     /* krconn handles now */
@@ -612,7 +620,8 @@ struct krconn__phys {
 };
 
 typedef struct krconn__pending {
-    int used, state;        /* state: 0 waiting, 1 answered */
+    int used;
+    uint32_t state;         /* 0 waiting, 1 answered (a futex word) */
     uint64_t nonce;
     uint8_t gid[16];
     uint32_t udqpn;
@@ -1293,6 +1302,7 @@ static void krconn__reply(krconn_ctx *ctx, const krconn__msg *req, uint8_t type,
 static void krconn__on_req(krconn_ctx *ctx, const krconn__msg *m)
 {
     krconn__recent *rec = NULL;
+    uint64_t t0 = rcp__now_ns();
     pthread_mutex_lock(&ctx->mu);
     if (m->dst_gen && m->dst_gen != ctx->gen) {
         ctx->st.rx_stale++;
@@ -1391,6 +1401,9 @@ static void krconn__on_req(krconn_ctx *ctx, const krconn__msg *m)
     rec->p = p;
     pthread_mutex_unlock(&ctx->mu);
     krconn__reply(ctx, m, KRCONN__REP, 0, p);
+    pthread_mutex_lock(&ctx->mu);
+    ctx->st.ns_accept += rcp__now_ns() - t0;
+    pthread_mutex_unlock(&ctx->mu);
 }
 
 static void krconn__on_disc(krconn_ctx *ctx, const krconn__msg *m)
@@ -1466,7 +1479,8 @@ static void krconn__rx_one(krconn_ctx *ctx, const struct ibv_wc *wc)
             if (pd->used && !pd->state && pd->nonce == m.nonce && pd->udqpn == m.src_udqpn &&
                 memcmp(pd->gid, m.src_gid, 16) == 0) {
                 pd->m = m;
-                rcp__store(&pd->state, 1);
+                rcp__store(&pd->state, 1u);
+                rcp__futex_wake(&pd->state, 1);
                 found = 1;
                 break;
             }
@@ -1750,8 +1764,10 @@ static int krconn__request(krconn_ctx *ctx, krconn__msg *m, const krconn_addr *p
             next = now + wait;
             if (wait < 800000000ull) wait *= 2;
         }
+        /* handle what came in ourselves; then sleep until whoever handles the answer wakes us
+           (spinning would take the CPU from the peer when both share a host) */
         krconn__rx_drive(ctx, 0);
-        if (++spins > 64) sched_yield();
+        if (++spins > 16) rcp__futex_wait(&pd->state, 0, 200000);
         else rcp__cpu_relax();
     }
     krconn__pend_del(ctx, pd);
@@ -1833,7 +1849,9 @@ static int krconn__connect(krconn_ctx *ctx, const krconn_addr *peer, const krcon
     ctx->st.physical++;
     pthread_mutex_unlock(&ctx->mu);
 
+    uint64_t t0 = rcp__now_ns(), t1, t2, t3;
     rc = krconn__pool_take(ctx, flags & KRCONN_CONNECT_NOWAIT, &q);
+    t1 = rcp__now_ns();
     if (rc) {
         if (rc == KRCONN_E_AGAIN) krconn__fail(ctx, rc, "connect: pool empty", 0, peer->gid, peer->qpn);
         goto fail;
@@ -1850,6 +1868,7 @@ static int krconn__connect(krconn_ctx *ctx, const krconn_addr *peer, const krcon
     memcpy(m.data, ctx->data, KRCONN_DATA_MAX);
     pthread_mutex_unlock(&ctx->mu);
     rc = krconn__request(ctx, &m, peer, deadline, recheck, rarg, &ans);
+    t2 = rcp__now_ns();
     if (rc) {
         krconn__fail(ctx, rc, "connect: request", p->qp->qp_num, peer->gid, peer->qpn);
         goto fail;
@@ -1868,10 +1887,14 @@ static int krconn__connect(krconn_ctx *ctx, const krconn_addr *peer, const krcon
     p->peer.generation = ans.src_gen;
     memcpy(p->peer_data, ans.data, KRCONN_DATA_MAX);
     if ((rc = krconn__rc_connect(ctx, p))) goto fail;
+    t3 = rcp__now_ns();
     if ((rc = krconn__handle(ctx, p, 0, out))) goto fail;
     pthread_mutex_lock(&ctx->mu);
     p->state = KRCONN__READY;
     ctx->st.connects++;
+    ctx->st.ns_pool += t1 - t0;
+    ctx->st.ns_request += t2 - t1;
+    ctx->st.ns_modify += t3 - t2;
     pthread_mutex_unlock(&ctx->mu);
     rcp__fetch_add(&ctx->nconn, 1);
     /* a meta server's answer says where its table is (for krconn_dir_meta) */

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/vm/init.sh - /init of the VM tier's guests (busybox sh). The kernel command line says
-# what to do: rcp.role=single|a|b|cxl|krconn|perftest, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
+# what to do: rcp.role=single|a|b|cxl|krconn|krconn-bench|perftest, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
 # second serial port (/dev/ttyS1) as "ok/FAIL/skip NAME" lines; the host reads that file. The
 # last line is "guest-done"; without it the host counts the guest as failed.
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -111,6 +111,31 @@ cxl)
 krconn)
     rdma_up
     run test_krconn 170 /t/test_krconn
+    ;;
+krconn-bench)
+    rdma_up
+    modprobe -a rdma_cm rdma_ucm || echo "# modprobe rdma_cm rdma_ucm failed"
+    # rdma_cm: cmtime times each step; a fresh server for every client run. Runs before and
+    # after bench_krconn, so that both see the same conditions.
+    cmtime_runs() {
+        for i in $1; do
+            timeout 20 cmtime -b "$ip" -c 1 >/tmp/cm.server 2>&1 &
+            cms=$!
+            sleep 0.5
+            if timeout 20 cmtime -s "$ip" -c 1 >/tmp/cm.client 2>&1; then
+                echo "cmtime run $i"
+                sed 's/^/| /' /tmp/cm.client
+            else
+                echo "FAIL cmtime-run-$i: client failed"
+                sed 's/^/# /' /tmp/cm.client /tmp/cm.server
+            fi
+            kill $cms 2>/dev/null
+            wait
+        done
+    }
+    cmtime_runs "1 2 3 4 5 6"
+    run bench_krconn 120 /t/bench_krconn
+    cmtime_runs "7 8 9 10 11 12"
     ;;
 perftest)
     rdma_up
