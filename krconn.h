@@ -50,7 +50,8 @@
    ------------------
    A context (krconn_ctx) belongs to one process and one device port. It owns a UD control QP,
    a pool of RC QPs created ahead of time and left in INIT (each with its own CQ), refilled by a
-   background thread, so a connect never waits for ibv_create_qp while the pool has QPs. A
+   background thread (at once when half the pool is used, else within 200 ms), so a connect
+   never waits for ibv_create_qp while the pool has QPs. A
    context's address (krconn_addr) is {GID, UD QPN, qkey, generation}; the generation is a
    random 64-bit number drawn when the context is created, so a restarted peer is told apart
    from the one it replaces even if it gets the same QPN.
@@ -336,7 +337,7 @@ KRCONN_API int krconn_accept(krconn_ctx *ctx, int timeout_ms, krconn **out);
 KRCONN_API int krconn_close(krconn *c);
 KRCONN_API int krconn_is_virtual(const krconn *c);
 KRCONN_API int krconn_peer_addr(const krconn *c, krconn_addr *out);
-KRCONN_API const void *krconn_peer_data(const krconn *c); /* KRCONN_DATA_MAX bytes */
+KRCONN_API const void *krconn_peer_data(const krconn *c); /* KRCONN_DATA_MAX bytes, 8-aligned */
 KRCONN_API struct ibv_qp *krconn_qp(const krconn *c);
 
 KRCONN_API int krconn_dir_shm(void *mem, size_t len, krconn_dir **out);
@@ -614,7 +615,7 @@ struct krconn__phys {
     pthread_mutex_t mu;     /* CQ polling and the tag table */
     krconn **v;
     uint32_t nv;
-    uint8_t peer_data[KRCONN_DATA_MAX];
+    uint64_t peer_data[KRCONN_DATA_MAX / 8]; /* 8-byte aligned: callers cast it to structs */
     uint32_t meta_slots, meta_rkey; /* the peer is a meta server: its table */
     uint64_t meta_addr;
 };
@@ -1004,8 +1005,11 @@ static int krconn__pool_take(krconn_ctx *ctx, int nowait, krconn__poolqp *q)
     if (ctx->pool_n) {
         *q = ctx->pool[--ctx->pool_n];
         ctx->st.pool_ready = ctx->pool_n;
+        int low = ctx->pool_n <= ctx->pool_target / 2;
         pthread_mutex_unlock(&ctx->mu);
-        krconn__wake(ctx);
+        /* refill at the low-water mark (or the thread's next round, within 200 ms), not after
+           every take: creating a QP competes with the connect for the CPU */
+        if (low) krconn__wake(ctx);
         return 0;
     }
     pthread_mutex_unlock(&ctx->mu);
@@ -1809,45 +1813,52 @@ static int krconn__connect(krconn_ctx *ctx, const krconn_addr *peer, const krcon
     int rc;
     if (!ctx || !peer || !out) return KRCONN_E_INVAL;
     *out = NULL;
-    if (!(flags & KRCONN_CONNECT_NO_VIRTUAL)) {
-        for (;;) {
-            pthread_mutex_lock(&ctx->mu);
-            p = krconn__find(ctx, peer);
-            int st = p ? p->state : 0;
-            if (st == KRCONN__READY) {
-                p->refs++;
-                ctx->st.virtual_connects++;
-                pthread_mutex_unlock(&ctx->mu);
-                rc = krconn__handle(ctx, p, 1, out);
-                if (rc) {
-                    pthread_mutex_lock(&ctx->mu);
-                    p->refs--; /* the other handle still holds it */
-                    pthread_mutex_unlock(&ctx->mu);
-                    return rc;
-                }
-                rcp__fetch_add(&ctx->nconn, 1);
-                return 0;
-            }
+    krconn__phys *np = krconn__phys_new(ctx, peer);
+    if (!np) return -ENOMEM;
+    np->state = KRCONN__CONNECTING;
+    np->shared = !(flags & KRCONN_CONNECT_NO_VIRTUAL);
+    np->refs = 1;
+    np->nonce = krconn__random(ctx);
+    if (!np->nonce) np->nonce = 1;
+    /* find a physical connection to this peer, or list ours as connecting, in one step: two
+       threads connecting at once make one physical connection, the other waits and shares it */
+    for (;;) {
+        pthread_mutex_lock(&ctx->mu);
+        p = np->shared ? krconn__find(ctx, peer) : NULL;
+        int st = p ? p->state : 0;
+        if (st == KRCONN__READY) {
+            p->refs++;
+            ctx->st.virtual_connects++;
             pthread_mutex_unlock(&ctx->mu);
-            if (st != KRCONN__CONNECTING) break;
-            if (rcp__now_ns() >= deadline)
-                return krconn__fail(ctx, KRCONN_E_TIMEDOUT, "connect: waiting for another thread's connect", 0, peer->gid, peer->qpn);
-            krconn__rx_drive(ctx, 0);
-            sched_yield();
+            pthread_mutex_destroy(&np->mu);
+            KRCONN_FREE(np);
+            rc = krconn__handle(ctx, p, 1, out);
+            if (rc) {
+                pthread_mutex_lock(&ctx->mu);
+                p->refs--; /* the other handle still holds it */
+                pthread_mutex_unlock(&ctx->mu);
+                return rc;
+            }
+            rcp__fetch_add(&ctx->nconn, 1);
+            return 0;
         }
+        if (st != KRCONN__CONNECTING) {
+            p = np;
+            p->next = ctx->phys;
+            ctx->phys = p;
+            ctx->st.physical++;
+            pthread_mutex_unlock(&ctx->mu);
+            break;
+        }
+        pthread_mutex_unlock(&ctx->mu);
+        if (rcp__now_ns() >= deadline) {
+            pthread_mutex_destroy(&np->mu);
+            KRCONN_FREE(np);
+            return krconn__fail(ctx, KRCONN_E_TIMEDOUT, "connect: waiting for another thread's connect", 0, peer->gid, peer->qpn);
+        }
+        krconn__rx_drive(ctx, 0);
+        usleep(20);
     }
-    p = krconn__phys_new(ctx, peer);
-    if (!p) return -ENOMEM;
-    p->state = KRCONN__CONNECTING;
-    p->shared = !(flags & KRCONN_CONNECT_NO_VIRTUAL);
-    p->refs = 1;
-    p->nonce = krconn__random(ctx);
-    if (!p->nonce) p->nonce = 1;
-    pthread_mutex_lock(&ctx->mu);
-    p->next = ctx->phys;
-    ctx->phys = p;
-    ctx->st.physical++;
-    pthread_mutex_unlock(&ctx->mu);
 
     uint64_t t0 = rcp__now_ns(), t1, t2, t3;
     rc = krconn__pool_take(ctx, flags & KRCONN_CONNECT_NOWAIT, &q);

@@ -236,7 +236,7 @@ run_cxl() {
 
 run_krconn() {
     t0=$(date +%s)
-    boot krconn krconn "rcp.ip=10.0.2.15" -m 1G \
+    GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-300} boot krconn krconn "rcp.ip=10.0.2.15" -m 1G \
         -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:0f
     collect krconn $(($(date +%s) - t0))
 }

@@ -1,5 +1,6 @@
 // VM
 // LIBS: -libverbs
+// VM-ASAN
 /* tests/vm/test_krconn.c - krconn.h on Soft-RoCE (rxe0) in one guest: server contexts run in
  * child processes, the tests connect to them from the parent.
  *   data on every connection (send/recv, write, read, CAS, FAA), physical and virtual
@@ -55,6 +56,7 @@ static int srv_role(int fd, void *arg, char *why, size_t whylen)
 {
     srvcfg *cfg = (srvcfg *)arg;
     krconn_ctx *ctx = NULL;
+    alarm(0); /* vmt_spawn's 120 s limit is for short roles: this one ends on 'Q' or EOF */
     krconn_ctx_opts o;
     krconn_mr mr;
     krconn *cs[MAXC];
@@ -121,10 +123,12 @@ static int srv_role(int fd, void *arg, char *why, size_t whylen)
             for (unsigned r = 0; r < NSLOT_RECV; r++)
                 krconn_post_recv(k, r, &mr, buf + (1u << 20) + ((unsigned)slot * (NSLOT_RECV + 1) + r) * SLOT, SLOT);
         }
+        int busy = 0;
         for (int i = 0; i < MAXC; i++) {
             if (!cs[i]) continue;
             krconn_wc wc;
             int n = krconn_poll(cs[i], &wc, 1, 0);
+            busy |= n != 0;
             if (n == KRCONN_E_CLOSED || (n == 1 && wc.status && wc.status != 0)) {
                 krconn_close(cs[i]);
                 cs[i] = NULL;
@@ -141,7 +145,7 @@ static int srv_role(int fd, void *arg, char *why, size_t whylen)
                 krconn_wait(cs[i], &w2, TMO);
             }
         }
-        if (!nc) usleep(200);
+        if (!busy) usleep(nc ? 50 : 200);
     }
 out:
     for (int i = 0; i < MAXC; i++) if (cs[i]) krconn_close(cs[i]);
@@ -159,7 +163,13 @@ static int server_start(server *s, srvcfg *cfg)
     if (vmt_spawn_sock(srv_role, cfg, &s->ch, &s->sock)) return -1;
     int rc = vmt_expect_byte(s->sock, 'R', 60000);
     if (!rc) rc = vmt_read_all(s->sock, &s->addr, sizeof s->addr, 10000);
-    CHECKF(rc == 0, "server %u did not start: %s", cfg->instance, strerror(-rc));
+    if (rc) {
+        char why[512] = "";
+        vmt_reap(&s->ch, why, sizeof why);
+        close(s->sock);
+        s->sock = -1;
+        CHECKF(0, "server %u did not start: %s (%s)", cfg->instance, strerror(-rc), why);
+    }
     s->up = rc == 0;
     return rc;
 }
@@ -431,7 +441,7 @@ static void threads_connect(unsigned flags, unsigned seed0)
         CHECK_EQ(st.connects, 4);
         CHECK_EQ(nvirt, 0);
     } else {
-        CHECKF(st.connects + st.virtual_connects == 4 && st.connects >= 1,
+        CHECKF(st.connects == 1 && st.virtual_connects == 3,
                "%llu physical + %llu virtual connects", (unsigned long long)st.connects,
                (unsigned long long)st.virtual_connects);
         printf("# 4 threads: %llu physical, %llu virtual\n", (unsigned long long)st.connects,
@@ -484,6 +494,19 @@ static void cycles_no_leak(void)
     }
     double secs = (double)(rcp__now_ns() - t0) / 1e9;
     CHECKF(rc == 0, "cycle %d: %s", i, d);
+    if (rc) { /* where is the server? its threads' kernel wait channels and stacks */
+        char cmd[300];
+        snprintf(cmd, sizeof cmd, "for t in /proc/%d/task/*; do echo \"# task $t: $(cat $t/wchan) $(cat $t/stat | cut -d' ' -f3)\"; "
+                 "sed 's/^/#   /' $t/stack | head -8; done", (int)main_srv.ch.pid);
+        if (system(cmd)) {}
+        krconn_stats cs_, ss_;
+        krconn_ctx_stats(c, &cs_);
+        if (server_stats(&main_srv, &ss_) == 0)
+            printf("# cycles failed: client rx %llu forged %llu pool %u; server rx %llu bad %llu forged %llu replay %llu accepts %llu physical %u pool %u\n",
+                   (unsigned long long)cs_.rx, (unsigned long long)cs_.rx_forged, cs_.pool_ready,
+                   (unsigned long long)ss_.rx, (unsigned long long)ss_.rx_bad, (unsigned long long)ss_.rx_forged,
+                   (unsigned long long)ss_.rx_replay, (unsigned long long)ss_.accepts, ss_.physical, ss_.pool_ready);
+    }
     krconn_stats st, sst;
     int qp1 = -1, cq1 = -1, mr1 = -1;
     for (int w = 0; w < 40; w++) { /* the server's side goes back to its pool asynchronously */
@@ -1032,6 +1055,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
     if (argc == 3) return pair_main(argc, argv);
+    const char *only = getenv("KRCONN_TEST_ONLY"); /* debugging: one test after the server starts */
     if (argc > 1) cycles = atoi(argv[1]);
 #if !VMT_HAVE_SHMHEAP
     t_skip("krconn", "shmheap.h has no implementation yet (the in-pod directory needs it)");
@@ -1050,7 +1074,10 @@ int main(int argc, char **argv)
     t_begin("krconn_server_start");
     server_start(&main_srv, &main_cfg);
     t_end();
-    if (main_srv.up) {
+    if (main_srv.up && only) {
+        if (!strcmp(only, "cycles")) TEST(cycles_no_leak);
+        server_stop(&main_srv, "server");
+    } else if (main_srv.up) {
         TEST(errors_and_no_device);
         TEST(connect_and_data);
         TEST(four_threads_virtual);
