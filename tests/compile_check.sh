@@ -86,3 +86,6 @@ if [ -f krconn.h ]; then
         echo "skip compile-$n: libibverbs-dev is installed and hiding it needs root and unshare -m"
     fi
 fi
+
+# The README's code blocks, built (and the complete programs run) the same way.
+sh tests/readme_check.sh
