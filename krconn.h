@@ -39,11 +39,13 @@
        // server                                    // client (another process or host)
        krconn_ctx *s;                                krconn_ctx *c;  krconn *k;  krconn_dir *d;
        krconn_ctx_create(NULL, &s);                  krconn_ctx_create(NULL, &c);
-       krconn_dir *d;                                krconn_dir_meta(c, NULL, 2000, &d); // $KRCONN_META
-       krconn_meta_serve(s, NULL);  // or any         int rc = krconn_connect_name(c, d, "kv", NULL, &k);
-       krconn_dir_meta(s, "127.0.0.1", 2000, &d);    if (rc) puts(krconn_describe(rc, buf, sizeof buf));
-       krconn_publish(s, d, "kv", 2000);             krconn_mr mr;  krconn_reg(c, buf, 4096, 0, &mr);
-       // one-sided peers need nothing more;         krconn_read(k, 1, &mr, buf, 64, raddr, rkey, 0);
+       krconn_dir *d;                                krconn_dir_meta(c, NULL, 2000, &d); //
+   $KRCONN_META krconn_meta_serve(s, NULL);  // or any         int rc = krconn_connect_name(c, d,
+   "kv", NULL, &k); krconn_dir_meta(s, "127.0.0.1", 2000, &d);    if (rc) puts(krconn_describe(rc,
+   buf, sizeof buf)); krconn_publish(s, d, "kv", 2000);             krconn_mr mr;  krconn_reg(c,
+   buf, 4096, 0, &mr);
+       // one-sided peers need nothing more;         krconn_read(k, 1, &mr, buf, 64, raddr, rkey,
+   0);
        // two-sided ones: krconn_accept(s, ...)      krconn_wc wc;  krconn_wait(k, &wc, 1000);
 
    4. HOW IT CONNECTS
@@ -188,22 +190,34 @@ struct ibv_mr;
 
 #define KRCONN_VERSION 1
 
-/* Error codes (negative, apart from -errno). */
-#define KRCONN_E_NOTSUP    (-4000) /* built without RDMA (KRCONN_NO_RDMA), or not supported */
-#define KRCONN_E_AGAIN     (-4001) /* pool empty with KRCONN_CONNECT_NOWAIT; queue full */
-#define KRCONN_E_TIMEDOUT  (-4002) /* nothing came before the deadline */
-#define KRCONN_E_NOTFOUND  (-4003) /* no such service in the directory */
-#define KRCONN_E_STALE     (-4004) /* the address names a context that is gone (restarted) */
-#define KRCONN_E_REJECTED  (-4005) /* the peer refused (its accept backlog is full, no QP) */
-#define KRCONN_E_PEERDEAD  (-4006) /* the peer stopped acknowledging: dead or unreachable */
-#define KRCONN_E_CLOSED    (-4007) /* the peer closed the connection */
-#define KRCONN_E_QPERR     (-4008) /* the QP went to the error state after a failed operation */
-#define KRCONN_E_INVAL     (-4009) /* bad argument */
-#define KRCONN_E_PROTO     (-4010) /* the peer broke the protocol */
-#define KRCONN_E_FULL      (-4011) /* the directory has no free slot */
-#define KRCONN_E_NORECV    (-4012) /* the peer had no receive posted (RNR retries exhausted) */
-#define KRCONN_E_FLUSHED   (-4013) /* work flushed: the QP was in the error state */
-#define KRCONN_E_NODEV     (-4014) /* no RDMA device, or none active with a usable GID */
+/* Error codes: X(name, value, what krconn_strerror says). Besides these, -errno. */
+#define KRCONN_ERRORS(X)                                                                          \
+    X(KRCONN_E_NOTSUP, -4000,                                                                     \
+      "not supported (built without RDMA: KRCONN_NO_RDMA, or no rdma-core headers)")              \
+    X(KRCONN_E_AGAIN, -3999,                                                                      \
+      "try again: no QP ready in the pool (KRCONN_CONNECT_NOWAIT) or queue full")                 \
+    X(KRCONN_E_TIMEDOUT, -3998,                                                                   \
+      "timed out: the peer did not answer before the deadline (dead, absent or unreachable)")     \
+    X(KRCONN_E_NOTFOUND, -3997, "no such service in the directory")                               \
+    X(KRCONN_E_STALE, -3996,                                                                      \
+      "stale address: the context it names is gone (restarted); look it up again")                \
+    X(KRCONN_E_REJECTED, -3995, "the peer refused the connection (accept backlog full or no QP)") \
+    X(KRCONN_E_PEERDEAD, -3994, "the peer stopped acknowledging (dead or unreachable)")           \
+    X(KRCONN_E_CLOSED, -3993, "the peer closed the connection")                                   \
+    X(KRCONN_E_QPERR, -3992,                                                                      \
+      "the connection's QP is in the error state after a failed operation: close and reconnect")  \
+    X(KRCONN_E_INVAL, -3991, "invalid argument")                                                  \
+    X(KRCONN_E_PROTO, -3990, "protocol error from the peer")                                      \
+    X(KRCONN_E_FULL, -3989, "the directory is full")                                              \
+    X(KRCONN_E_NORECV, -3988, "the peer had no receive posted (RNR retries exhausted)")           \
+    X(KRCONN_E_FLUSHED, -3987, "work flushed: the QP was in the error state")                     \
+    X(KRCONN_E_NODEV, -3986, "no RDMA device with an active port and a usable GID")
+#define KRCONN__ERROR_ENUM(name, value, text) name = value,
+enum { KRCONN_ERRORS(KRCONN__ERROR_ENUM) };
+#undef KRCONN__ERROR_ENUM
+
+/* Levels of the messages a log callback gets. */
+enum { KRCONN_LOG_ERROR = 0, KRCONN_LOG_WARN = 1, KRCONN_LOG_INFO = 2, KRCONN_LOG_DEBUG = 3 };
 
 /* Defaults (zero in an opts field means these). */
 #define KRCONN_DEFAULT_POOL        8    /* RC QPs kept ready in INIT */
@@ -228,12 +242,10 @@ typedef struct krconn_addr {
     uint64_t generation;  /* random, per context; 0 in a connect = accept any */
 } krconn_addr;
 
-typedef void (*krconn_log_fn)(void *user, const char *msg);
-
 typedef struct krconn_ctx_opts {
     const char *device;       /* NULL: $KRCONN_DEVICE, else the first device with an active port */
     uint8_t port;             /* 0 = 1 */
-    int fixed_gid;            /* 1: use gid_index as given; 0: choose (RoCE v2, IPv4-mapped first) */
+    int fixed_gid; /* 1: use gid_index as given; 0: choose (RoCE v2, IPv4-mapped first) */
     int gid_index;
     unsigned pool_size;       /* 0 = KRCONN_DEFAULT_POOL */
     unsigned max_send_wr;     /* 0 = KRCONN_DEFAULT_WR */
@@ -246,7 +258,8 @@ typedef struct krconn_ctx_opts {
     uint8_t rnr_retry;        /* 0 = 6 (7 would mean forever and is refused) */
     uint8_t min_rnr_timer;    /* 0 = 12; values below 12 are raised to 12 */
     unsigned flags;           /* KRCONN_CTX_* */
-    krconn_log_fn log;        /* NULL: silent, or stderr when $KRCONN_DEBUG is set */
+    /* one line per message, KRCONN_LOG_* levels; NULL: silent, or stderr when $KRCONN_DEBUG */
+    void (*log)(int level, const char *msg, void *user);
     void *log_user;
 } krconn_ctx_opts;
 
@@ -271,7 +284,7 @@ typedef struct krconn_stats {
     uint64_t rx;              /* datagrams received on the UD QP */
     uint64_t rx_bad;          /* dropped: failed completion, wrong size, magic, version, type */
     uint64_t rx_forged;       /* dropped: source GID/QPN disagree with the packet, unknown nonce */
-    uint64_t rx_replay;       /* requests seen before (answered again if still connected, else dropped) */
+    uint64_t rx_replay; /* requests seen before (answered again if still connected, else dropped) */
     uint64_t rx_stale;        /* requests naming another generation: rejected */
     uint64_t connects;        /* physical connections made by this side */
     uint64_t virtual_connects;/* connections that shared an existing physical QP */
@@ -283,7 +296,7 @@ typedef struct krconn_stats {
     /* where a physical connect's time goes, summed over `connects` (this side asking) and
        `accepts` (this side answering), in nanoseconds */
     uint64_t ns_pool;         /* taking a QP (from the pool, or creating one) */
-    uint64_t ns_request;      /* the UD request until its answer: the round trip and the peer's work */
+    uint64_t ns_request; /* the UD request until its answer: the round trip and the peer's work */
     uint64_t ns_modify;       /* this side's RTR and RTS */
     uint64_t ns_accept;       /* answering a request: QP, RTR, RTS, sending the answer */
     uint32_t pool_ready;      /* QPs in the pool now */
@@ -432,25 +445,11 @@ KRCONN_API const char *krconn_strerror(int code)
 {
     switch (code) {
     case 0: return "success";
-    case KRCONN_E_NOTSUP: return "not supported (built without RDMA: KRCONN_NO_RDMA, or no rdma-core headers)";
-    case KRCONN_E_AGAIN: return "try again: no QP ready in the pool (KRCONN_CONNECT_NOWAIT) or queue full";
-    case KRCONN_E_TIMEDOUT: return "timed out: the peer did not answer before the deadline (dead, absent or unreachable)";
-    case KRCONN_E_NOTFOUND: return "no such service in the directory";
-    case KRCONN_E_STALE: return "stale address: the context it names is gone (restarted); look it up again";
-    case KRCONN_E_REJECTED: return "the peer refused the connection (accept backlog full or no QP)";
-    case KRCONN_E_PEERDEAD: return "the peer stopped acknowledging (dead or unreachable)";
-    case KRCONN_E_CLOSED: return "the peer closed the connection";
-    case KRCONN_E_QPERR: return "the connection's QP is in the error state after a failed operation: close and reconnect";
-    case KRCONN_E_INVAL: return "invalid argument";
-    case KRCONN_E_PROTO: return "protocol error from the peer";
-    case KRCONN_E_FULL: return "the directory is full";
-    case KRCONN_E_NORECV: return "the peer had no receive posted (RNR retries exhausted)";
-    case KRCONN_E_FLUSHED: return "work flushed: the QP was in the error state";
-    case KRCONN_E_NODEV: return "no RDMA device with an active port and a usable GID";
-    default: break;
+#define KRCONN__CASE(name, value, text) case name: return text;
+        KRCONN_ERRORS(KRCONN__CASE)
+#undef KRCONN__CASE
+    default: return code < 0 && code > -1000 ? strerror(-code) : "unknown krconn code";
     }
-    if (code < 0 && code > -4000) return strerror(-code);
-    return "unknown krconn error";
 }
 
 #if defined(__cplusplus)
@@ -509,36 +508,205 @@ KRCONN_API int krconn_addr_parse(const char *s, krconn_addr *out)
 
 #ifdef KRCONN_NO_RDMA
 /* >>no_rdma: every call that needs a device says so. */
-KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *o, krconn_ctx **out) { (void)o; if (out) *out = NULL; return KRCONN_E_NOTSUP; }
+KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *o, krconn_ctx **out)
+{
+    (void)o;
+    if (out) *out = NULL;
+    return KRCONN_E_NOTSUP;
+}
 KRCONN_API int krconn_ctx_destroy(krconn_ctx *c) { (void)c; return KRCONN_E_NOTSUP; }
-KRCONN_API int krconn_ctx_addr(const krconn_ctx *c, krconn_addr *o) { (void)c; (void)o; return KRCONN_E_NOTSUP; }
-KRCONN_API int krconn_ctx_set_data(krconn_ctx *c, const void *d, size_t n) { (void)c; (void)d; (void)n; return KRCONN_E_NOTSUP; }
-KRCONN_API int krconn_ctx_stats(krconn_ctx *c, krconn_stats *o) { (void)c; (void)o; return KRCONN_E_NOTSUP; }
+KRCONN_API int krconn_ctx_addr(const krconn_ctx *c, krconn_addr *o)
+{
+    (void)c;
+    (void)o;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_ctx_set_data(krconn_ctx *c, const void *d, size_t n)
+{
+    (void)c;
+    (void)d;
+    (void)n;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_ctx_stats(krconn_ctx *c, krconn_stats *o)
+{
+    (void)c;
+    (void)o;
+    return KRCONN_E_NOTSUP;
+}
 KRCONN_API const char *krconn_ctx_device(const krconn_ctx *c) { (void)c; return ""; }
-KRCONN_API int krconn_connect(krconn_ctx *c, const krconn_addr *p, const krconn_connect_opts *o, krconn **out) { (void)c; (void)p; (void)o; if (out) *out = NULL; return KRCONN_E_NOTSUP; }
-KRCONN_API int krconn_connect_name(krconn_ctx *c, krconn_dir *d, const char *n, const krconn_connect_opts *o, krconn **out) { (void)c; (void)d; (void)n; (void)o; if (out) *out = NULL; return KRCONN_E_NOTSUP; }
-KRCONN_API int krconn_accept(krconn_ctx *c, int t, krconn **out) { (void)c; (void)t; if (out) *out = NULL; return KRCONN_E_NOTSUP; }
+KRCONN_API int krconn_connect(krconn_ctx *c, const krconn_addr *p, const krconn_connect_opts *o,
+                              krconn **out)
+{
+    (void)c;
+    (void)p;
+    (void)o;
+    if (out) *out = NULL;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_connect_name(krconn_ctx *c, krconn_dir *d, const char *n,
+                                   const krconn_connect_opts *o, krconn **out)
+{
+    (void)c;
+    (void)d;
+    (void)n;
+    (void)o;
+    if (out) *out = NULL;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_accept(krconn_ctx *c, int t, krconn **out)
+{
+    (void)c;
+    (void)t;
+    if (out) *out = NULL;
+    return KRCONN_E_NOTSUP;
+}
 KRCONN_API int krconn_close(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 KRCONN_API int krconn_is_virtual(const krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
-KRCONN_API int krconn_peer_addr(const krconn *c, krconn_addr *o) { (void)c; (void)o; return KRCONN_E_NOTSUP; }
+KRCONN_API int krconn_peer_addr(const krconn *c, krconn_addr *o)
+{
+    (void)c;
+    (void)o;
+    return KRCONN_E_NOTSUP;
+}
 KRCONN_API const void *krconn_peer_data(const krconn *c) { (void)c; return NULL; }
 KRCONN_API struct ibv_qp *krconn_qp(const krconn *c) { (void)c; return NULL; }
-KRCONN_API int krconn_dir_shm(void *m, size_t n, krconn_dir **out) { (void)m; (void)n; if (out) *out = NULL; return KRCONN_E_NOTSUP; }
-KRCONN_API int krconn_dir_meta(krconn_ctx *c, const char *w, int t, krconn_dir **out) { (void)c; (void)w; (void)t; if (out) *out = NULL; return KRCONN_E_NOTSUP; }
+KRCONN_API int krconn_dir_shm(void *m, size_t n, krconn_dir **out)
+{
+    (void)m;
+    (void)n;
+    if (out) *out = NULL;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_dir_meta(krconn_ctx *c, const char *w, int t, krconn_dir **out)
+{
+    (void)c;
+    (void)w;
+    (void)t;
+    if (out) *out = NULL;
+    return KRCONN_E_NOTSUP;
+}
 KRCONN_API int krconn_dir_close(krconn_dir *d) { (void)d; return KRCONN_E_NOTSUP; }
-KRCONN_API int krconn_meta_serve(krconn_ctx *c, const krconn_meta_opts *o) { (void)c; (void)o; return KRCONN_E_NOTSUP; }
-KRCONN_API int krconn_publish(krconn_ctx *c, krconn_dir *d, const char *n, int t) { (void)c; (void)d; (void)n; (void)t; return KRCONN_E_NOTSUP; }
-KRCONN_API int krconn_lookup(krconn_dir *d, const char *n, int t, krconn_addr *o) { (void)d; (void)n; (void)t; (void)o; return KRCONN_E_NOTSUP; }
-KRCONN_API int krconn_reg(krconn_ctx *c, void *a, size_t n, int x, krconn_mr *o) { (void)c; (void)a; (void)n; (void)x; (void)o; return KRCONN_E_NOTSUP; }
+KRCONN_API int krconn_meta_serve(krconn_ctx *c, const krconn_meta_opts *o)
+{
+    (void)c;
+    (void)o;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_publish(krconn_ctx *c, krconn_dir *d, const char *n, int t)
+{
+    (void)c;
+    (void)d;
+    (void)n;
+    (void)t;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_lookup(krconn_dir *d, const char *n, int t, krconn_addr *o)
+{
+    (void)d;
+    (void)n;
+    (void)t;
+    (void)o;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_reg(krconn_ctx *c, void *a, size_t n, int x, krconn_mr *o)
+{
+    (void)c;
+    (void)a;
+    (void)n;
+    (void)x;
+    (void)o;
+    return KRCONN_E_NOTSUP;
+}
 KRCONN_API int krconn_dereg(krconn_mr *m) { (void)m; return KRCONN_E_NOTSUP; }
-KRCONN_API int krconn_post_send(krconn *c, uint64_t w, const krconn_mr *m, const void *b, uint32_t n, unsigned f) { (void)c; (void)w; (void)m; (void)b; (void)n; (void)f; return KRCONN_E_NOTSUP; }
-KRCONN_API int krconn_post_recv(krconn *c, uint64_t w, const krconn_mr *m, void *b, uint32_t n) { (void)c; (void)w; (void)m; (void)b; (void)n; return KRCONN_E_NOTSUP; }
-KRCONN_API int krconn_write(krconn *c, uint64_t w, const krconn_mr *m, const void *b, uint32_t n, uint64_t ra, uint32_t rk, unsigned f) { (void)c; (void)w; (void)m; (void)b; (void)n; (void)ra; (void)rk; (void)f; return KRCONN_E_NOTSUP; }
-KRCONN_API int krconn_read(krconn *c, uint64_t w, const krconn_mr *m, void *b, uint32_t n, uint64_t ra, uint32_t rk, unsigned f) { (void)c; (void)w; (void)m; (void)b; (void)n; (void)ra; (void)rk; (void)f; return KRCONN_E_NOTSUP; }
-KRCONN_API int krconn_cas(krconn *c, uint64_t w, const krconn_mr *m, uint64_t *o, uint64_t ra, uint32_t rk, uint64_t e, uint64_t d, unsigned f) { (void)c; (void)w; (void)m; (void)o; (void)ra; (void)rk; (void)e; (void)d; (void)f; return KRCONN_E_NOTSUP; }
-KRCONN_API int krconn_faa(krconn *c, uint64_t w, const krconn_mr *m, uint64_t *o, uint64_t ra, uint32_t rk, uint64_t a, unsigned f) { (void)c; (void)w; (void)m; (void)o; (void)ra; (void)rk; (void)a; (void)f; return KRCONN_E_NOTSUP; }
-KRCONN_API int krconn_poll(krconn *c, krconn_wc *w, int m, int t) { (void)c; (void)w; (void)m; (void)t; return KRCONN_E_NOTSUP; }
-KRCONN_API int krconn_wait(krconn *c, krconn_wc *w, int t) { (void)c; (void)w; (void)t; return KRCONN_E_NOTSUP; }
+KRCONN_API int krconn_post_send(krconn *c, uint64_t w, const krconn_mr *m, const void *b,
+                                uint32_t n, unsigned f)
+{
+    (void)c;
+    (void)w;
+    (void)m;
+    (void)b;
+    (void)n;
+    (void)f;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_post_recv(krconn *c, uint64_t w, const krconn_mr *m, void *b, uint32_t n)
+{
+    (void)c;
+    (void)w;
+    (void)m;
+    (void)b;
+    (void)n;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_write(krconn *c, uint64_t w, const krconn_mr *m, const void *b, uint32_t n,
+                            uint64_t ra, uint32_t rk, unsigned f)
+{
+    (void)c;
+    (void)w;
+    (void)m;
+    (void)b;
+    (void)n;
+    (void)ra;
+    (void)rk;
+    (void)f;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_read(krconn *c, uint64_t w, const krconn_mr *m, void *b, uint32_t n,
+                           uint64_t ra, uint32_t rk, unsigned f)
+{
+    (void)c;
+    (void)w;
+    (void)m;
+    (void)b;
+    (void)n;
+    (void)ra;
+    (void)rk;
+    (void)f;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_cas(krconn *c, uint64_t w, const krconn_mr *m, uint64_t *o, uint64_t ra,
+                          uint32_t rk, uint64_t e, uint64_t d, unsigned f)
+{
+    (void)c;
+    (void)w;
+    (void)m;
+    (void)o;
+    (void)ra;
+    (void)rk;
+    (void)e;
+    (void)d;
+    (void)f;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_faa(krconn *c, uint64_t w, const krconn_mr *m, uint64_t *o, uint64_t ra,
+                          uint32_t rk, uint64_t a, unsigned f)
+{
+    (void)c;
+    (void)w;
+    (void)m;
+    (void)o;
+    (void)ra;
+    (void)rk;
+    (void)a;
+    (void)f;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_poll(krconn *c, krconn_wc *w, int m, int t)
+{
+    (void)c;
+    (void)w;
+    (void)m;
+    (void)t;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_wait(krconn *c, krconn_wc *w, int t)
+{
+    (void)c;
+    (void)w;
+    (void)t;
+    return KRCONN_E_NOTSUP;
+}
 KRCONN_API int krconn_ping(krconn *c, int t) { (void)c; (void)t; return KRCONN_E_NOTSUP; }
 #else /* RDMA */
 
@@ -651,6 +819,7 @@ typedef struct krconn__poolqp { struct ibv_qp *qp; struct ibv_cq *cq; } krconn__
 struct krconn_ctx {
     rcp__verbs_dev d;
     krconn_ctx_opts o;
+    struct rcp__logger lg;
     uint64_t gen;
     krconn_addr addr;
     struct ibv_cq *ud_rcq, *ud_scq;
@@ -722,18 +891,19 @@ struct krconn_dir {
 
 /* ---------------------------------------------------------------------------- >>helpers */
 
-static void krconn__log(krconn_ctx *ctx, const char *fmt, ...)
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void krconn__log(krconn_ctx *ctx, int level, const char *fmt, ...)
 {
     static int env = -1;
-    char buf[400];
+    struct rcp__logger lg;
     va_list ap;
-    if (env < 0) env = getenv("KRCONN_DEBUG") != NULL;
-    if (!(ctx && ctx->o.log) && !env) return;
+    if (ctx) lg = ctx->lg;
+    else lg = rcp__logger_pick(NULL, NULL, &env, "KRCONN_DEBUG", "krconn");
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    rcp__logv(&lg, level, fmt, ap);
     va_end(ap);
-    if (ctx && ctx->o.log) ctx->o.log(ctx->o.log_user, buf);
-    else fprintf(stderr, "[krconn %d] %s\n", (int)getpid(), buf);
 }
 
 static void krconn__gidstr(const uint8_t *g, char *buf, size_t len)
@@ -755,12 +925,12 @@ static int krconn__fail(krconn_ctx *ctx, int code, const char *step, uint32_t qp
         snprintf(krconn__last_text, sizeof krconn__last_text, "%s: qp %u on %s port %u gid %s%s",
                  step, qpn, ctx->d.name, ctx->d.port, g, peer);
     else snprintf(krconn__last_text, sizeof krconn__last_text, "%s%s", step, peer);
-    if (code < 0 && code > -4000) {
+    if (code < 0 && code > -1000) {
         size_t n = strlen(krconn__last_text);
         snprintf(krconn__last_text + n, sizeof krconn__last_text - n, " (errno %d)", -code);
     }
     krconn__last_code = code;
-    krconn__log(ctx, "%s: %s", krconn__last_text, krconn_strerror(code));
+    krconn__log(ctx, KRCONN_LOG_ERROR, "%s: %s", krconn__last_text, krconn_strerror(code));
     return code;
 }
 
@@ -906,7 +1076,9 @@ static int krconn__send_msg(krconn_ctx *ctx, const krconn__msg *m, const uint8_t
     pthread_mutex_lock(&ctx->mu);
     struct ibv_ah *ah = krconn__ah_get(ctx, gid, &rc);
     pthread_mutex_unlock(&ctx->mu);
-    if (!ah) return krconn__fail(ctx, rc, "address handle (neighbour resolution)", ctx->addr.qpn, gid, udqpn);
+    if (!ah)
+        return krconn__fail(ctx, rc, "address handle (neighbour resolution)", ctx->addr.qpn, gid,
+                            udqpn);
     pthread_mutex_lock(&ctx->tx_mu);
     krconn__tx_reap(ctx, ctx->tx_out >= KRCONN__NTX);
     if (ctx->tx_out >= KRCONN__NTX) {
@@ -974,7 +1146,8 @@ static int krconn__qp_new(krconn_ctx *ctx, krconn__poolqp *q)
     qo.max_recv_wr = ctx->o.max_recv_wr;
     qo.max_inline = ctx->o.max_inline;
     q->qp = NULL;
-    if ((rc = rcp__verbs_cq_create(&ctx->d, (int)(ctx->o.max_send_wr + ctx->o.max_recv_wr), 0, &q->cq)))
+    if ((rc = rcp__verbs_cq_create(&ctx->d, (int)(ctx->o.max_send_wr + ctx->o.max_recv_wr), 0,
+                                   &q->cq)))
         return krconn__fail(ctx, rc, "create CQ", 0, NULL, 0);
     if ((rc = rcp__verbs_qp_create(&ctx->d, q->cq, q->cq, &qo, &q->qp))) {
         rcp__verbs_cq_destroy(q->cq);
@@ -1560,6 +1733,10 @@ KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out)
     ctx->evfd = -1;
     ctx->meta_fd = -1;
     if (opts) ctx->o = *opts;
+    {
+        static int env = -1;
+        ctx->lg = rcp__logger_pick(ctx->o.log, ctx->o.log_user, &env, "KRCONN_DEBUG", "krconn");
+    }
     if (!ctx->o.pool_size) ctx->o.pool_size = KRCONN_DEFAULT_POOL;
     if (!ctx->o.max_send_wr) ctx->o.max_send_wr = KRCONN_DEFAULT_WR;
     if (!ctx->o.max_recv_wr) ctx->o.max_recv_wr = KRCONN_DEFAULT_WR;
@@ -1632,7 +1809,8 @@ KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out)
     step = "thread";
     if ((rc = pthread_create(&ctx->thr, NULL, krconn__thread, ctx))) { rc = -rc; goto fail; }
     ctx->thr_started = 1;
-    krconn__log(ctx, "context on %s port %u gid index %d, UD qp %u, generation %llx", ctx->d.name,
+    krconn__log(ctx, KRCONN_LOG_INFO,
+                "context on %s port %u gid index %d, UD qp %u, generation %llx", ctx->d.name,
                 ctx->d.port, ctx->d.gid_index, ctx->addr.qpn, (unsigned long long)ctx->gen);
     *out = ctx;
     return 0;
@@ -1854,7 +2032,9 @@ static int krconn__connect(krconn_ctx *ctx, const krconn_addr *peer, const krcon
         if (rcp__now_ns() >= deadline) {
             pthread_mutex_destroy(&np->mu);
             KRCONN_FREE(np);
-            return krconn__fail(ctx, KRCONN_E_TIMEDOUT, "connect: waiting for another thread's connect", 0, peer->gid, peer->qpn);
+            return krconn__fail(ctx, KRCONN_E_TIMEDOUT,
+                                "connect: waiting for another thread's connect", 0, peer->gid,
+                                peer->qpn);
         }
         krconn__rx_drive(ctx, 0);
         usleep(20);
@@ -1864,7 +2044,8 @@ static int krconn__connect(krconn_ctx *ctx, const krconn_addr *peer, const krcon
     rc = krconn__pool_take(ctx, flags & KRCONN_CONNECT_NOWAIT, &q);
     t1 = rcp__now_ns();
     if (rc) {
-        if (rc == KRCONN_E_AGAIN) krconn__fail(ctx, rc, "connect: pool empty", 0, peer->gid, peer->qpn);
+        if (rc == KRCONN_E_AGAIN)
+            krconn__fail(ctx, rc, "connect: pool empty", 0, peer->gid, peer->qpn);
         goto fail;
     }
     p->qp = q.qp;
@@ -1890,7 +2071,8 @@ static int krconn__connect(krconn_ctx *ctx, const krconn_addr *peer, const krcon
         goto fail;
     }
     if (ans.type != KRCONN__REP || (peer->generation && ans.src_gen != peer->generation)) {
-        rc = krconn__fail(ctx, KRCONN_E_PROTO, "connect: answer", p->qp->qp_num, peer->gid, peer->qpn);
+        rc = krconn__fail(ctx, KRCONN_E_PROTO, "connect: answer", p->qp->qp_num, peer->gid,
+                          peer->qpn);
         goto fail;
     }
     p->rqpn = ans.qpn;
@@ -1950,7 +2132,8 @@ KRCONN_API int krconn_connect_name(krconn_ctx *ctx, krconn_dir *dir, const char 
         int have = 0;
         pthread_mutex_lock(&ctx->mu);
         for (int i = 0; i < KRCONN__NNAMES && !n; i++)
-            if (ctx->names[i].dir == dir && strcmp(ctx->names[i].name, name) == 0) n = &ctx->names[i];
+            if (ctx->names[i].dir == dir && strcmp(ctx->names[i].name, name) == 0)
+                n = &ctx->names[i];
         if (n) {
             have = n->valid;
             a = n->a;
@@ -1963,7 +2146,9 @@ KRCONN_API int krconn_connect_name(krconn_ctx *ctx, krconn_dir *dir, const char 
         if (!have) {
             if ((rc = krconn_lookup(dir, name, left, &a))) return rc;
             if (bad && a.generation == bad)
-                return krconn__fail(ctx, KRCONN_E_STALE, "connect by name: the directory still names a stale generation", 0, a.gid, a.qpn);
+                return krconn__fail(ctx, KRCONN_E_STALE,
+                                    "connect by name: the directory still names a stale generation",
+                                    0, a.gid, a.qpn);
             pthread_mutex_lock(&ctx->mu);
             if (!n) {
                 n = &ctx->names[ctx->names_next++ % KRCONN__NNAMES];
@@ -1993,8 +2178,8 @@ KRCONN_API int krconn_connect_name(krconn_ctx *ctx, krconn_dir *dir, const char 
                 ctx->names[i].bad_gen = a.generation;
             }
         pthread_mutex_unlock(&ctx->mu);
-        krconn__log(ctx, "%s: stale entry (generation %llx), looking it up again", name,
-                    (unsigned long long)a.generation);
+        krconn__log(ctx, KRCONN_LOG_INFO, "%s: stale entry (generation %llx), looking it up again",
+                    name, (unsigned long long)a.generation);
     }
     return rc;
 }
@@ -2126,7 +2311,8 @@ KRCONN_API int krconn_meta_serve(krconn_ctx *ctx, const krconn_meta_opts *o)
     h->magic = KRCONN__DIR_MAGIC;
     h->version = KRCONN__DIR_VERSION;
     h->nslots = slots;
-    if ((rc = rcp__verbs_reg(&ctx->d, tab, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, &mr))) {
+    if ((rc = rcp__verbs_reg(&ctx->d, tab, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ,
+                             &mr))) {
         krconn__fail(ctx, rc, "meta server: register the table", 0, NULL, 0);
         goto fail;
     }
@@ -2137,7 +2323,10 @@ KRCONN_API int krconn_meta_serve(krconn_ctx *ctx, const krconn_meta_opts *o)
     sa.sin_family = AF_INET;
     sa.sin_port = htons(port);
     sa.sin_addr.s_addr = htonl(INADDR_ANY);
-    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) || listen(fd, 64)) { rc = -errno; goto fail_sock; }
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) || listen(fd, 64)) {
+        rc = -errno;
+        goto fail_sock;
+    }
     pthread_mutex_lock(&ctx->mu);
     ctx->meta_tab = tab;
     ctx->meta_len = len;
@@ -2145,7 +2334,8 @@ KRCONN_API int krconn_meta_serve(krconn_ctx *ctx, const krconn_meta_opts *o)
     rcp__store(&ctx->meta_mr, mr);
     rcp__store(&ctx->meta_fd, fd);
     krconn__wake(ctx);
-    krconn__log(ctx, "meta server: %u slots, bootstrap on TCP port %u", slots, (unsigned)port);
+    krconn__log(ctx, KRCONN_LOG_INFO, "meta server: %u slots, bootstrap on TCP port %u", slots,
+                (unsigned)port);
     return 0;
 fail_sock:
     krconn__fail(ctx, rc, "meta server: TCP bootstrap socket", 0, NULL, 0);
@@ -2174,7 +2364,8 @@ static int krconn__bootstrap(krconn_ctx *ctx, const char *where, uint64_t deadli
     hints.ai_socktype = SOCK_STREAM;
     if ((rc = getaddrinfo(host, port, &hints, &ai)) || !ai) {
         if (ai) freeaddrinfo(ai);
-        return krconn__fail(ctx, KRCONN_E_INVAL, "meta server address (KRCONN_META=HOST[:PORT])", 0, NULL, 0);
+        return krconn__fail(ctx, KRCONN_E_INVAL, "meta server address (KRCONN_META=HOST[:PORT])", 0,
+                            NULL, 0);
     }
     unsigned char b[32];
     size_t got = 0;
@@ -2221,7 +2412,8 @@ KRCONN_API int krconn_dir_meta(krconn_ctx *ctx, const char *where, int timeout_m
     *out = NULL;
     if (!where) where = getenv("KRCONN_META");
     if (!where || !where[0])
-        return krconn__fail(ctx, KRCONN_E_INVAL, "no meta server: pass HOST[:PORT] or set KRCONN_META", 0, NULL, 0);
+        return krconn__fail(ctx, KRCONN_E_INVAL,
+                            "no meta server: pass HOST[:PORT] or set KRCONN_META", 0, NULL, 0);
     d = (krconn_dir *)KRCONN_MALLOC(sizeof *d);
     if (!d) return -ENOMEM;
     memset(d, 0, sizeof *d);
@@ -2234,7 +2426,8 @@ KRCONN_API int krconn_dir_meta(krconn_ctx *ctx, const char *where, int timeout_m
     co.timeout_ms = (int)((deadline - rcp__now_ns()) / 1000000ull) + 1;
     if ((rc = krconn_connect(ctx, &d->meta, &co, &d->conn))) goto fail;
     if (!d->conn->p->meta_rkey || !d->conn->p->meta_slots) {
-        rc = krconn__fail(ctx, KRCONN_E_PROTO, "meta server: the peer serves no directory", 0, d->meta.gid, d->meta.qpn);
+        rc = krconn__fail(ctx, KRCONN_E_PROTO, "meta server: the peer serves no directory", 0,
+                          d->meta.gid, d->meta.qpn);
         goto fail;
     }
     d->raddr = d->conn->p->meta_addr;
@@ -2280,7 +2473,8 @@ KRCONN_API int krconn_lookup(krconn_dir *d, const char *name, int timeout_ms, kr
                              d->raddr + 64 + idx * sizeof(krconn__dent), d->rkey, 0);
             if (!rc) rc = krconn_wait(d->conn, &wc, left);
             if (rc) {
-                krconn__fail(d->ctx, rc, "directory lookup: RDMA READ", krconn_qp(d->conn)->qp_num, d->meta.gid, d->meta.qpn);
+                krconn__fail(d->ctx, rc, "directory lookup: RDMA READ", krconn_qp(d->conn)->qp_num,
+                             d->meta.gid, d->meta.qpn);
                 goto out;
             }
             r = krconn__dent_valid(d->lbuf);
@@ -2311,7 +2505,9 @@ KRCONN_API int krconn_publish(krconn_ctx *ctx, krconn_dir *d, const char *name, 
     m.aux32 = ctx->addr.qkey;
     snprintf(m.name, sizeof m.name, "%s", name);
     int rc = krconn__request(ctx, &m, &d->meta, krconn__deadline(timeout_ms), NULL, NULL, &ans);
-    if (rc) return krconn__fail(ctx, rc, "publish to the meta server", ctx->addr.qpn, d->meta.gid, d->meta.qpn);
+    if (rc)
+        return krconn__fail(ctx, rc, "publish to the meta server", ctx->addr.qpn, d->meta.gid,
+                            d->meta.qpn);
     if (ans.type == KRCONN__REJ) return KRCONN_E_STALE;
     return ans.type == KRCONN__PUBACK ? (ans.code ? KRCONN_E_FULL : 0) : KRCONN_E_PROTO;
 }
@@ -2327,9 +2523,13 @@ KRCONN_API int krconn_reg(krconn_ctx *ctx, void *addr, size_t len, int access, k
         struct rlimit rl;
         char step[160];
         getrlimit(RLIMIT_MEMLOCK, &rl);
-        if (rl.rlim_cur == RLIM_INFINITY) snprintf(step, sizeof step, "register %zu bytes (memlock limit unlimited)", len);
-        else snprintf(step, sizeof step, "register %zu bytes: the locked-memory limit is %llu KiB (raise ulimit -l / RLIMIT_MEMLOCK)",
-                      len, (unsigned long long)rl.rlim_cur / 1024);
+        if (rl.rlim_cur == RLIM_INFINITY)
+            snprintf(step, sizeof step, "register %zu bytes (memlock limit unlimited)", len);
+        else
+            snprintf(step, sizeof step,
+                     "register %zu bytes: the locked-memory limit is %llu KiB (raise ulimit -l / "
+                     "RLIMIT_MEMLOCK)",
+                     len, (unsigned long long)rl.rlim_cur / 1024);
         return krconn__fail(ctx, rc, step, 0, NULL, 0);
     }
     if (rc) return krconn__fail(ctx, rc, "register memory", 0, NULL, 0);
@@ -2495,7 +2695,8 @@ KRCONN_API int krconn_poll(krconn *c, krconn_wc *wc, int max, int timeout_ms)
                 x.byte_len = w[i].byte_len;
                 x.imm = w[i].wc_flags & IBV_WC_WITH_IMM ? ntohl(w[i].imm_data) : 0;
                 if (x.status && !rcp__load(&p->err))
-                    rcp__store(&p->err, x.status == KRCONN_E_PEERDEAD ? KRCONN_E_PEERDEAD : KRCONN_E_QPERR);
+                    rcp__store(&p->err,
+                               x.status == KRCONN_E_PEERDEAD ? KRCONN_E_PEERDEAD : KRCONN_E_QPERR);
                 if (tag == c->tag && n < max) wc[n++] = x;
                 else if (tag < p->nv && p->v[tag]) krconn__stash(c->ctx, p->v[tag], &x);
             }

@@ -82,7 +82,8 @@ static int verbs_server(int lfd)
         struct ibv_qp *qp = NULL;
         rcp__verbs_ep me, peer;
         if (vmt_read_all(s, in, sizeof in, 10000) == 0 && rcp__verbs_ep_unpack(in, &peer) == 0 &&
-            rcp__verbs_cq_create(&d, 128, 0, &cq) == 0 && rcp__verbs_qp_create(&d, cq, cq, NULL, &qp) == 0) {
+            rcp__verbs_cq_create(&d, 128, 0, &cq) == 0 &&
+            rcp__verbs_qp_create(&d, cq, cq, NULL, &qp) == 0) {
             rcp__verbs_ep_local(&d, qp, 0, 0, &me);
             if (rcp__verbs_rc_connect(&d, qp, &me, &peer, NULL) == 0) {
                 rcp__verbs_ep_pack(&me, out);
@@ -127,7 +128,8 @@ static void *connect_loop(void *arg)
 static void server_stats(krconn_stats *st)
 {
     char c = 'S';
-    if (write(srv_fd, &c, 1) != 1 || vmt_read_all(srv_fd, st, sizeof *st, 10000)) die("server stats", -EIO);
+    if (write(srv_fd, &c, 1) != 1 || vmt_read_all(srv_fd, st, sizeof *st, 10000))
+        die("server stats", -EIO);
 }
 
 /* T threads, n connects each; one histogram over all of them. */
@@ -169,10 +171,14 @@ static void run_connects(const char *name, int threads, int n, unsigned flags)
     uint64_t phys = c1.connects - c0.connects;
     if (phys) {
         printf("step %s pool %.1f\n", full, (double)(c1.ns_pool - c0.ns_pool) / 1e3 / (double)phys);
-        printf("step %s request %.1f\n", full, (double)(c1.ns_request - c0.ns_request) / 1e3 / (double)phys);
-        printf("step %s modify %.1f\n", full, (double)(c1.ns_modify - c0.ns_modify) / 1e3 / (double)phys);
+        printf("step %s request %.1f\n", full,
+               (double)(c1.ns_request - c0.ns_request) / 1e3 / (double)phys);
+        printf("step %s modify %.1f\n", full,
+               (double)(c1.ns_modify - c0.ns_modify) / 1e3 / (double)phys);
         uint64_t acc = s1.accepts - s0.accepts;
-        if (acc) printf("step %s peer_answer %.1f\n", full, (double)(s1.ns_accept - s0.ns_accept) / 1e3 / (double)acc);
+        if (acc)
+            printf("step %s peer_answer %.1f\n", full,
+                   (double)(s1.ns_accept - s0.ns_accept) / 1e3 / (double)acc);
         printf("# %s: %llu physical connects, pool fallbacks %llu (client) %llu (server)\n", full,
                (unsigned long long)phys, (unsigned long long)(c1.pool_fallback - c0.pool_fallback),
                (unsigned long long)(s1.pool_fallback - s0.pool_fallback));

@@ -15,7 +15,8 @@
  * The directory inside the guest is a shmheap (krconn_dir_heap).
  *   test_krconn [CYCLES]      the single-guest tests
  *   test_krconn a|b PEER_IP   two guests: a runs a meta server and a service, b connects to it
- *                            through KRCONN_META=PEER_IP (stale entry, killed peer across guests) */
+ *                            through KRCONN_META=PEER_IP (stale entry, killed peer across guests)
+ */
 #define KRCONN_IMPLEMENTATION
 #if VMT_HAVE_SHMHEAP
 #define SHMHEAP_IMPLEMENTATION
@@ -70,8 +71,14 @@ static int srv_role(int fd, void *arg, char *why, size_t whylen)
     memset(cs, 0, sizeof cs);
     memset(&o, 0, sizeof o);
     o.accept_backlog = cfg->backlog ? cfg->backlog : 64;
-    if ((rc = krconn_ctx_create(&o, &ctx))) { describe(rc, d, sizeof d); VMT_FAILF("server ctx: %s", d); }
-    if ((rc = krconn_reg(ctx, buf, SRV_BUF, 0, &mr))) { describe(rc, d, sizeof d); VMT_FAILF("server reg: %s", d); }
+    if ((rc = krconn_ctx_create(&o, &ctx))) {
+        describe(rc, d, sizeof d);
+        VMT_FAILF("server ctx: %s", d);
+    }
+    if ((rc = krconn_reg(ctx, buf, SRV_BUF, 0, &mr))) {
+        describe(rc, d, sizeof d);
+        VMT_FAILF("server reg: %s", d);
+    }
     srvinfo si;
     memset(&si, 0, sizeof si);
     si.addr = (uintptr_t)buf;
@@ -79,10 +86,14 @@ static int srv_role(int fd, void *arg, char *why, size_t whylen)
     si.len = SRV_BUF;
     si.instance = cfg->instance;
     krconn_ctx_set_data(ctx, &si, sizeof si);
-    if (cfg->meta && (rc = krconn_meta_serve(ctx, NULL))) { describe(rc, d, sizeof d); VMT_FAILF("meta serve: %s", d); }
+    if (cfg->meta && (rc = krconn_meta_serve(ctx, NULL))) {
+        describe(rc, d, sizeof d);
+        VMT_FAILF("meta serve: %s", d);
+    }
     if (cfg->meta_name) {
         krconn_dir *md = NULL;
-        if ((rc = krconn_dir_meta(ctx, "127.0.0.1", TMO, &md)) || (rc = krconn_publish(ctx, md, cfg->meta_name, TMO))) {
+        if ((rc = krconn_dir_meta(ctx, "127.0.0.1", TMO, &md)) ||
+            (rc = krconn_publish(ctx, md, cfg->meta_name, TMO))) {
             describe(rc, d, sizeof d);
             VMT_FAILF("publish %s at the meta server: %s", cfg->meta_name, d);
         }
@@ -92,7 +103,8 @@ static int srv_role(int fd, void *arg, char *why, size_t whylen)
     if (cfg->name) {
         shmheap *h = NULL;
         krconn_dir *dir = NULL;
-        if ((rc = shmheap_open(heapname, NULL, &h))) VMT_FAILF("server heap: %s", shmheap_strerror(rc));
+        if ((rc = shmheap_open(heapname, NULL, &h)))
+            VMT_FAILF("server heap: %s", shmheap_strerror(rc));
         if ((rc = krconn_dir_heap(h, 0, &dir)) || (rc = krconn_publish(ctx, dir, cfg->name, TMO)))
             VMT_FAILF("server publish %s: %s", cfg->name, krconn_strerror(rc));
         krconn_dir_close(dir);
@@ -123,7 +135,9 @@ static int srv_role(int fd, void *arg, char *why, size_t whylen)
             cs[slot] = k;
             nc++;
             for (unsigned r = 0; r < NSLOT_RECV; r++)
-                krconn_post_recv(k, r, &mr, buf + (1u << 20) + ((unsigned)slot * (NSLOT_RECV + 1) + r) * SLOT, SLOT);
+                krconn_post_recv(k, r, &mr,
+                                 buf + (1u << 20) + ((unsigned)slot * (NSLOT_RECV + 1) + r) * SLOT,
+                                 SLOT);
         }
         int busy = 0;
         for (int i = 0; i < MAXC; i++) {
@@ -138,8 +152,10 @@ static int srv_role(int fd, void *arg, char *why, size_t whylen)
                 continue;
             }
             if (n != 1 || wc.op != KRCONN_OP_RECV) continue;
-            unsigned char *in = buf + (1u << 20) + ((unsigned)i * (NSLOT_RECV + 1) + (unsigned)wc.wr_id) * SLOT;
-            unsigned char *out = buf + (1u << 20) + ((unsigned)i * (NSLOT_RECV + 1) + NSLOT_RECV) * SLOT;
+            unsigned char *in =
+                buf + (1u << 20) + ((unsigned)i * (NSLOT_RECV + 1) + (unsigned)wc.wr_id) * SLOT;
+            unsigned char *out =
+                buf + (1u << 20) + ((unsigned)i * (NSLOT_RECV + 1) + NSLOT_RECV) * SLOT;
             for (uint32_t b = 0; b < wc.byte_len; b++) out[b] = (unsigned char)~in[b];
             krconn_post_recv(cs[i], wc.wr_id, &mr, in, SLOT);
             if (krconn_post_send(cs[i], 100, &mr, out, wc.byte_len, 0) == 0) {
@@ -238,7 +254,8 @@ static krconn_dir *heap_dir(void)
 /* Check every operation on k against the echo server; seed picks this caller's region. With
  * two_sided = 0 only one-sided ones (send/recv on shared QPs from several threads could take
  * each other's echoes). 0 or a message in err. */
-static int check_data(krconn_ctx *ctx, krconn *k, unsigned seed, int two_sided, char *err, size_t elen)
+static int check_data(krconn_ctx *ctx, krconn *k, unsigned seed, int two_sided, char *err,
+                      size_t elen)
 {
     const srvinfo *si = (const srvinfo *)krconn_peer_data(k);
     unsigned char *b = (unsigned char *)aligned_alloc(4096, 64 << 10);
@@ -263,20 +280,39 @@ static int check_data(krconn_ctx *ctx, krconn *k, unsigned seed, int two_sided, 
     STEP(krconn_wait(k, &wc, TMO), "write completion");
     STEP(krconn_read(k, 2, &mr, b + 8192, 4096, si->addr + off, si->rkey, 0), "read");
     STEP(krconn_wait(k, &wc, TMO), "read completion");
-    if (vmt_check(b + 8192, 4096, seed) >= 0) { snprintf(err, elen, "read back differs from write"); rc = -1; goto out; }
+    if (vmt_check(b + 8192, 4096, seed) >= 0) {
+        snprintf(err, elen, "read back differs from write");
+        rc = -1;
+        goto out;
+    }
     uint64_t *w = (uint64_t *)(b + 16384);
     STEP(krconn_read(k, 3, &mr, w, 8, word, si->rkey, 0), "read word");
     STEP(krconn_wait(k, &wc, TMO), "read word completion");
     uint64_t cur = *w;
     STEP(krconn_cas(k, 4, &mr, w + 1, word, si->rkey, cur, cur + 1, 0), "cas");
     STEP(krconn_wait(k, &wc, TMO), "cas completion");
-    if (w[1] != cur) { snprintf(err, elen, "cas returned %llu, expected %llu", (unsigned long long)w[1], (unsigned long long)cur); rc = -1; goto out; }
+    if (w[1] != cur) {
+        snprintf(err, elen, "cas returned %llu, expected %llu", (unsigned long long)w[1],
+                 (unsigned long long)cur);
+        rc = -1;
+        goto out;
+    }
     STEP(krconn_faa(k, 5, &mr, w + 2, word, si->rkey, 5, 0), "faa");
     STEP(krconn_wait(k, &wc, TMO), "faa completion");
-    if (w[2] != cur + 1) { snprintf(err, elen, "faa returned %llu, expected %llu", (unsigned long long)w[2], (unsigned long long)cur + 1); rc = -1; goto out; }
+    if (w[2] != cur + 1) {
+        snprintf(err, elen, "faa returned %llu, expected %llu", (unsigned long long)w[2],
+                 (unsigned long long)cur + 1);
+        rc = -1;
+        goto out;
+    }
     STEP(krconn_read(k, 6, &mr, w + 3, 8, word, si->rkey, 0), "read word again");
     STEP(krconn_wait(k, &wc, TMO), "read word again completion");
-    if (w[3] != cur + 6) { snprintf(err, elen, "word is %llu after cas+faa, expected %llu", (unsigned long long)w[3], (unsigned long long)cur + 6); rc = -1; goto out; }
+    if (w[3] != cur + 6) {
+        snprintf(err, elen, "word is %llu after cas+faa, expected %llu", (unsigned long long)w[3],
+                 (unsigned long long)cur + 6);
+        rc = -1;
+        goto out;
+    }
     if (two_sided) {
         unsigned char *in = b + 32768, *outb = b + 24576;
         uint32_t n = 1000 + seed % 1000;
@@ -289,11 +325,19 @@ static int check_data(krconn_ctx *ctx, krconn *k, unsigned seed, int two_sided, 
             if (wc.wr_id == 8) got_send = 1;
             if (wc.wr_id == 7) {
                 got_recv = 1;
-                if (wc.byte_len != n) { snprintf(err, elen, "echo of %u bytes came back as %u", n, wc.byte_len); rc = -1; goto out; }
+                if (wc.byte_len != n) {
+                    snprintf(err, elen, "echo of %u bytes came back as %u", n, wc.byte_len);
+                    rc = -1;
+                    goto out;
+                }
             }
         }
         for (uint32_t i = 0; i < n; i++) in[i] = (unsigned char)~in[i];
-        if (vmt_check(in, n, seed + 7) >= 0) { snprintf(err, elen, "echo differs"); rc = -1; goto out; }
+        if (vmt_check(in, n, seed + 7) >= 0) {
+            snprintf(err, elen, "echo differs");
+            rc = -1;
+            goto out;
+        }
     }
 #undef STEP
 out:
@@ -356,8 +400,11 @@ static void connect_and_data(void)
     CHECK_EQ(krconn_is_virtual(v), 1);
     CHECK(krconn_qp(v) == krconn_qp(k));
     if (s0 >= 0) {
-        CHECKF(s1 == s0 && r1 == r0, "virtual connect moved rxe0 counters: sent %lld -> %lld, rcvd %lld -> %lld", s0, s1, r0, r1);
-        printf("# virtual connect: rxe0 sent_pkts %lld -> %lld, rcvd_pkts %lld -> %lld\n", s0, s1, r0, r1);
+        CHECKF(s1 == s0 && r1 == r0,
+               "virtual connect moved rxe0 counters: sent %lld -> %lld, rcvd %lld -> %lld", s0, s1,
+               r0, r1);
+        printf("# virtual connect: rxe0 sent_pkts %lld -> %lld, rcvd_pkts %lld -> %lld\n", s0, s1,
+               r0, r1);
     }
     CHECKF(check_data(c, v, 2, 1, err, sizeof err) == 0, "virtual: %s", err);
     CHECKF(check_data(c, k, 3, 1, err, sizeof err) == 0, "physical after virtual: %s", err);
@@ -396,7 +443,14 @@ out:
     }
 }
 
-typedef struct thr_arg { krconn_ctx *c; krconn_dir *dir; unsigned seed; unsigned flags; char err[600]; int virt; } thr_arg;
+typedef struct thr_arg {
+    krconn_ctx *c;
+    krconn_dir *dir;
+    unsigned seed;
+    unsigned flags;
+    char err[600];
+    int virt;
+} thr_arg;
 
 static void *thr_connect(void *p)
 {
@@ -414,7 +468,8 @@ static void *thr_connect(void *p)
     }
     t->virt = krconn_is_virtual(k);
     for (int i = 0; i < 5 && !t->err[0]; i++)
-        check_data(t->c, k, t->seed + 10u * (unsigned)i, t->flags & KRCONN_CONNECT_NO_VIRTUAL, t->err, sizeof t->err);
+        check_data(t->c, k, t->seed + 10u * (unsigned)i, t->flags & KRCONN_CONNECT_NO_VIRTUAL,
+                   t->err, sizeof t->err);
     krconn_close(k);
     return NULL;
 }
@@ -499,16 +554,21 @@ static void cycles_no_leak(void)
     CHECKF(rc == 0, "cycle %d: %s", i, d);
     if (rc) { /* where is the server? its threads' kernel wait channels and stacks */
         char cmd[300];
-        snprintf(cmd, sizeof cmd, "for t in /proc/%d/task/*; do echo \"# task $t: $(cat $t/wchan) $(cat $t/stat | cut -d' ' -f3)\"; "
-                 "sed 's/^/#   /' $t/stack | head -8; done", (int)main_srv.ch.pid);
+        snprintf(cmd, sizeof cmd,
+                 "for t in /proc/%d/task/*; do echo \"# task $t: $(cat $t/wchan) $(cat $t/stat | "
+                 "cut -d' ' -f3)\"; "
+                 "sed 's/^/#   /' $t/stack | head -8; done",
+                 (int)main_srv.ch.pid);
         if (system(cmd)) {}
         krconn_stats cs_, ss_;
         krconn_ctx_stats(c, &cs_);
         if (server_stats(&main_srv, &ss_) == 0)
-            printf("# cycles failed: client rx %llu forged %llu pool %u; server rx %llu bad %llu forged %llu replay %llu accepts %llu physical %u pool %u\n",
+            printf("# cycles failed: client rx %llu forged %llu pool %u; server rx %llu bad %llu "
+                   "forged %llu replay %llu accepts %llu physical %u pool %u\n",
                    (unsigned long long)cs_.rx, (unsigned long long)cs_.rx_forged, cs_.pool_ready,
-                   (unsigned long long)ss_.rx, (unsigned long long)ss_.rx_bad, (unsigned long long)ss_.rx_forged,
-                   (unsigned long long)ss_.rx_replay, (unsigned long long)ss_.accepts, ss_.physical, ss_.pool_ready);
+                   (unsigned long long)ss_.rx, (unsigned long long)ss_.rx_bad,
+                   (unsigned long long)ss_.rx_forged, (unsigned long long)ss_.rx_replay,
+                   (unsigned long long)ss_.accepts, ss_.physical, ss_.pool_ready);
     }
     krconn_stats st, sst;
     int qp1 = -1, cq1 = -1, mr1 = -1;
@@ -699,7 +759,8 @@ static int fz_send(fz *f, const krconn_addr *to, const unsigned char *msg, uint3
     r.qpn = to->qpn;
     r.qkey = to->qkey;
     memcpy(f->buf, msg, len);
-    int rc = rcp__verbs_post_ud_send(f->qp, 1, f->buf, len, f->mr->lkey, f->ah, &r, IBV_SEND_SIGNALED);
+    int rc =
+        rcp__verbs_post_ud_send(f->qp, 1, f->buf, len, f->mr->lkey, f->ah, &r, IBV_SEND_SIGNALED);
     if (!rc) rc = rcp__verbs_wait(f->cq, &wc, VMT_WAIT);
     return rc;
 }
@@ -756,7 +817,8 @@ static void fuzz_control_qp(void)
     pthread_t th;
     pthread_create(&th, NULL, racer_fn, &r);
 
-    int n_random = 0, n_trunc = 0, n_forged = 0, n_stale = 0, n_replay = 0, n_badrep = 0, n_other = 0;
+    int n_random = 0, n_trunc = 0, n_forged = 0, n_stale = 0, n_replay = 0, n_badrep = 0,
+        n_other = 0;
     for (int i = 0; i < 3000; i++) {
         uint64_t x = t_rng(&seed);
         uint32_t len;
@@ -773,18 +835,21 @@ static void fuzz_control_qp(void)
             n_trunc++;
             break;
         case 2: /* a request whose source fields lie about the sender */
-            mk_msg(m, 1, t_rng(&seed) | 1, 77, 0, f.d.gid.raw, (f.qp->qp_num + 1 + (uint32_t)(x >> 8) % 50) & 0xffffff, 0x100, 5);
+            mk_msg(m, 1, t_rng(&seed) | 1, 77, 0, f.d.gid.raw,
+                   (f.qp->qp_num + 1 + (uint32_t)(x >> 8) % 50) & 0xffffff, 0x100, 5);
             if (x & 1) m[32 + 15] ^= 1;
             len = MSGSZ;
             n_forged++;
             break;
         case 3: /* a request for another generation */
-            mk_msg(m, 1, t_rng(&seed) | 1, 77, main_srv.addr.generation ^ 1, f.d.gid.raw, f.qp->qp_num, 0x100, 5);
+            mk_msg(m, 1, t_rng(&seed) | 1, 77, main_srv.addr.generation ^ 1, f.d.gid.raw,
+                   f.qp->qp_num, 0x100, 5);
             len = MSGSZ;
             n_stale++;
             break;
         case 4: /* answers with guessed nonces at the connecting client */
-            mk_msg(m, 2, t_rng(&seed) | 1, main_srv.addr.generation, ca.generation, f.d.gid.raw, f.qp->qp_num, 0x100, 5);
+            mk_msg(m, 2, t_rng(&seed) | 1, main_srv.addr.generation, ca.generation, f.d.gid.raw,
+                   f.qp->qp_num, 0x100, 5);
             len = MSGSZ;
             {
                 int s = fz_send(&f, &ca, m, len);
@@ -793,13 +858,17 @@ static void fuzz_control_qp(void)
             n_badrep++;
             continue;
         default: /* valid header, random fields and type */
-            mk_msg(m, (int)(t_rng(&seed) % 8), t_rng(&seed), t_rng(&seed), t_rng(&seed) & 1 ? 0 : t_rng(&seed),
-                   f.d.gid.raw, (uint32_t)t_rng(&seed) & 0xffffff, (uint32_t)t_rng(&seed) & 0xffffff, 5);
+            mk_msg(m, (int)(t_rng(&seed) % 8), t_rng(&seed), t_rng(&seed),
+                   t_rng(&seed) & 1 ? 0 : t_rng(&seed), f.d.gid.raw,
+                   (uint32_t)t_rng(&seed) & 0xffffff, (uint32_t)t_rng(&seed) & 0xffffff, 5);
             len = MSGSZ;
             n_other++;
             break;
         }
-        if ((rc = fz_send(&f, &main_srv.addr, m, len))) { CHECKF(0, "fuzzer send: %s", strerror(-rc)); goto stop; }
+        if ((rc = fz_send(&f, &main_srv.addr, m, len))) {
+            CHECKF(0, "fuzzer send: %s", strerror(-rc));
+            goto stop;
+        }
         if (i % 4 == 3) usleep(500); /* rxe drops what finds no receive posted: pace it a little */
     }
     /* one real request from the fuzzer, then the same bytes replayed: one QP at most */
@@ -818,17 +887,21 @@ stop:
     pthread_join(th, NULL);
     CHECKF(r.rc == 0, "connects while fuzzed: %s", krconn_strerror(r.rc));
     krconn_ctx_stats(r.c, &cst);
-    CHECKF(cst.rx_forged >= 1, "client counted no forged answers (%llu)", (unsigned long long)cst.rx_forged);
+    CHECKF(cst.rx_forged >= 1, "client counted no forged answers (%llu)",
+           (unsigned long long)cst.rx_forged);
     krconn_ctx_destroy(r.c);
     usleep(500000);
     CHECK_EQ(server_stats(&main_srv, &after), 0);
-    printf("# fuzz: sent %d random, %d truncated, %d forged, %d stale, %d random-field, %d replays, %d forged answers; "
-           "server counted bad %llu forged %llu stale %llu replay %llu; client counted forged %llu\n",
-           n_random, n_trunc, n_forged, n_stale, n_other, n_replay, n_badrep,
-           (unsigned long long)(after.rx_bad - before.rx_bad),
-           (unsigned long long)(after.rx_forged - before.rx_forged),
-           (unsigned long long)(after.rx_stale - before.rx_stale),
-           (unsigned long long)(after.rx_replay - before.rx_replay), (unsigned long long)cst.rx_forged);
+    printf(
+        "# fuzz: sent %d random, %d truncated, %d forged, %d stale, %d random-field, %d replays, "
+        "%d forged answers; "
+        "server counted bad %llu forged %llu stale %llu replay %llu; client counted forged %llu\n",
+        n_random, n_trunc, n_forged, n_stale, n_other, n_replay, n_badrep,
+        (unsigned long long)(after.rx_bad - before.rx_bad),
+        (unsigned long long)(after.rx_forged - before.rx_forged),
+        (unsigned long long)(after.rx_stale - before.rx_stale),
+        (unsigned long long)(after.rx_replay - before.rx_replay),
+        (unsigned long long)cst.rx_forged);
     /* Everything that reached the server is counted as bad, forged, stale or replayed, except
        the racer's 20 requests and 20 disconnects and the fuzzer's one real request. */
     uint64_t rx = after.rx - before.rx;
@@ -837,13 +910,14 @@ stop:
     int sent = n_random + n_trunc + n_forged + n_stale + n_replay + n_other;
     printf("# fuzz: the server received %llu of the %d datagrams sent to it (plus the racer's)\n",
            (unsigned long long)rx, sent);
-    CHECKF(counted + 41 >= rx && counted <= rx, "received %llu, counted %llu", (unsigned long long)rx,
-           (unsigned long long)counted);
+    CHECKF(counted + 41 >= rx && counted <= rx, "received %llu, counted %llu",
+           (unsigned long long)rx, (unsigned long long)counted);
     CHECKF(rx >= (uint64_t)sent / 2, "only %llu of %d arrived", (unsigned long long)rx, sent);
     CHECK(after.rx_bad > before.rx_bad && after.rx_forged > before.rx_forged &&
           after.rx_stale > before.rx_stale && after.rx_replay > before.rx_replay);
     /* the replayed request made one connection, not twenty */
-    CHECKF(after.accepts - before.accepts <= 21 + 1, "accepts grew by %llu", (unsigned long long)(after.accepts - before.accepts));
+    CHECKF(after.accepts - before.accepts <= 21 + 1, "accepts grew by %llu",
+           (unsigned long long)(after.accepts - before.accepts));
     /* and the server still serves */
     {
         krconn_ctx *c = client_ctx(0);
@@ -892,13 +966,15 @@ static void meta_directory(void)
     if (c2 && krconn_dir_meta(c2, "127.0.0.1:7471", TMO, &dir2) == 0) {
         CHECK_EQ(krconn_publish(c2, dir2, "second", TMO), 0);
         rc = krconn_connect_name(c, dir, "second", NULL, &k);
-        CHECKF(rc == 0, "connect to a service found through the meta server: %s", krconn_strerror(rc));
+        CHECKF(rc == 0, "connect to a service found through the meta server: %s",
+               krconn_strerror(rc));
         if (!rc) krconn_close(k);
         krconn_dir_close(dir2);
     } else CHECKF(0, "second client's dir_meta failed");
     if (c2) krconn_ctx_destroy(c2);
     rc = krconn_connect(c, &main_srv.addr, NULL, &k);
-    CHECKF(rc == 0 && krconn_is_virtual(k) == 0, "connect to the meta server's context: %s", krconn_strerror(rc));
+    CHECKF(rc == 0 && krconn_is_virtual(k) == 0, "connect to the meta server's context: %s",
+           krconn_strerror(rc));
     if (!rc) {
         CHECKF(check_data(c, k, 40, 1, err, sizeof err) == 0, "data: %s", err);
         krconn_close(k);
@@ -926,7 +1002,11 @@ static void errors_and_no_device(void)
     krconn_addr a, b;
     char s[120];
     memset(&a, 0, sizeof a);
-    a.gid[10] = a.gid[11] = 0xff; a.gid[15] = 9; a.qpn = 0x11; a.qkey = 0x4b52434e; a.generation = 0xdeadbeef12ull;
+    a.gid[10] = a.gid[11] = 0xff;
+    a.gid[15] = 9;
+    a.qpn = 0x11;
+    a.qkey = 0x4b52434e;
+    a.generation = 0xdeadbeef12ull;
     CHECK_EQ(krconn_addr_format(&a, s, sizeof s), 0);
     CHECK_EQ(krconn_addr_parse(s, &b), 0);
     CHECK(memcmp(&a, &b, sizeof a) == 0);
@@ -943,7 +1023,8 @@ static void errors_and_no_device(void)
 static int pair_a(int sock)
 {
     server meta, svc;
-    srvcfg mcfg = {NULL, 50, 1, 8, NULL}, s1 = {NULL, 51, 0, 8, "pair-svc"}, s2 = {NULL, 52, 0, 8, "pair-svc"};
+    srvcfg mcfg = {NULL, 50, 1, 8, NULL}, s1 = {NULL, 51, 0, 8, "pair-svc"},
+           s2 = {NULL, 52, 0, 8, "pair-svc"};
     t_begin("pair_a_servers");
     if (server_start(&meta, &mcfg)) { t_end(); return 1; }
     if (server_start(&svc, &s1)) { t_end(); server_stop(&meta, "meta"); return 1; }
@@ -969,7 +1050,11 @@ static int pair_a(int sock)
     return 0;
 }
 
-static int pair_cmd(int sock, char c) { int rc = vmt_send_byte(sock, c); return rc ? rc : vmt_expect_byte(sock, 'R', 60000); }
+static int pair_cmd(int sock, char c)
+{
+    int rc = vmt_send_byte(sock, c);
+    return rc ? rc : vmt_expect_byte(sock, 'R', 60000);
+}
 
 /* Guest b: finds the meta server through KRCONN_META, connects by name, checks data, sees the
    service restart (stale entry) and die. */
