@@ -112,8 +112,10 @@
 
    7. FAILURES
    -----------
-   - Every call that waits takes timeout_ms and returns by then: a dead or absent peer is
-     KRCONN_E_TIMEDOUT (connect), a stale address KRCONN_E_STALE.
+   - Every call that waits takes timeout_ms and returns by then (give or take the one verbs or
+     socket call in progress at the deadline): a dead or absent peer is KRCONN_E_TIMEDOUT
+     (connect), a stale address KRCONN_E_STALE. An unanswered request is sent again after 50,
+     100, 200, 400 and then every 800 ms; the answer to a repeated request is the same.
    - Peer died after connecting: the next operation completes with KRCONN_E_PEERDEAD within
      the retry bound (4.3 above), and later posts fail at once; krconn_ping is an explicit
      keepalive (a zero-byte RDMA WRITE). A peer that closed sends a disconnect: posts then fail
@@ -2371,24 +2373,42 @@ static int krconn__bootstrap(krconn_ctx *ctx, const char *where, uint64_t deadli
     size_t got = 0;
     rc = KRCONN_E_TIMEDOUT;
     while (rcp__now_ns() < deadline) {
-        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0) { rc = -errno; break; }
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+            rc = -errno;
+            break;
+        }
+        /* a non-blocking connect, so an unreachable host costs the deadline, not SYN retries */
+        int cr = connect(fd, ai->ai_addr, ai->ai_addrlen), err = 0;
+        if (cr < 0 && errno == EINPROGRESS) {
+            struct pollfd pf;
+            uint64_t now = rcp__now_ns();
+            pf.fd = fd;
+            pf.events = POLLOUT;
+            pf.revents = 0;
+            int ms = now < deadline ? (int)((deadline - now) / 1000000ull) + 1 : 0;
+            socklen_t el = sizeof err;
+            if (poll(&pf, 1, ms) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && !err)
+                cr = 0;
+        }
+        if (cr == 0) {
             got = 0;
             while (got < sizeof b && rcp__now_ns() < deadline) {
                 struct pollfd pf;
-                pf.fd = fd; pf.events = POLLIN; pf.revents = 0;
+                pf.fd = fd;
+                pf.events = POLLIN;
+                pf.revents = 0;
                 if (poll(&pf, 1, 50) <= 0) continue;
                 ssize_t r = recv(fd, b + got, sizeof b - got, 0);
                 if (r <= 0) break;
                 got += (size_t)r;
             }
-            close(fd);
-            fd = -1;
-            if (got == sizeof b) { rc = 0; break; }
-        } else {
-            close(fd);
-            fd = -1;
+        }
+        close(fd);
+        fd = -1;
+        if (got == sizeof b) {
+            rc = 0;
+            break;
         }
         usleep(100000);
     }

@@ -112,6 +112,19 @@ krconn)
     rdma_up
     run test_krconn 140 /t/test_krconn
     # again under ASan+UBSan (fewer cycles: it is slower); result lines renamed *-asan
+    # examples/krconn_hello.c: server prints its address, the client reads the greeting
+    /t/ex_krconn_hello >/tmp/hello.addr 2>&1 &
+    hs=$!
+    i=0
+    while [ $i -lt 100 ] && ! grep -q / /tmp/hello.addr; do sleep 0.1; i=$((i + 1)); done
+    if timeout 30 /t/ex_krconn_hello "$(head -n 1 /tmp/hello.addr)" >/tmp/hello.out 2>&1 &&
+       grep -q "read: hello over RDMA READ" /tmp/hello.out && grep -q "virtual: yes" /tmp/hello.out; then
+        echo "ok example-krconn_hello"
+    else
+        echo "FAIL example-krconn_hello: $(tr '\n' ' ' </tmp/hello.out) (server: $(tr '\n' ' ' </tmp/hello.addr))"
+    fi
+    kill $hs 2>/dev/null
+    wait $hs 2>/dev/null
     ASAN_OPTIONS=detect_leaks=1 run test_krconn-asan 140 sh -c 'set -o pipefail; /t/test_krconn.asan 1000 | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-asan/"'
     ;;
 krconn-bench)
