@@ -50,27 +50,26 @@
 
    4. HOW IT CONNECTS
    ------------------
-   A context (krconn_ctx) belongs to one process and one device port. It owns a UD control QP,
-   a pool of RC QPs created ahead of time and left in INIT (each with its own CQ), refilled by a
-   background thread (at once when half the pool is used, else within 200 ms), so a connect
-   never waits for ibv_create_qp while the pool has QPs. A
-   context's address (krconn_addr) is {GID, UD QPN, qkey, generation}; the generation is a
-   random 64-bit number drawn when the context is created, so a restarted peer is told apart
-   from the one it replaces even if it gets the same QPN.
-   krconn_connect takes a pooled QP and sends ONE UD request {QPN, PSN, nonce, the generation it
-   expects}; the peer's context takes a pooled QP of its own, moves it to RTR and RTS and
-   answers {QPN, PSN, nonce}; the client moves its QP to RTR and RTS. The peer's context answers
-   from its background thread (or from any of its threads that is waiting on krconn), so the
-   peer program does nothing for a connection to exist; krconn_accept hands incoming connections
-   to a program that wants them (krconn_ctx_opts.accept_backlog). Both sides first create a UD
-   address handle towards the other's GID, which resolves the neighbour (ARP) entry, so the RC
-   QP's RTR does not wait for it. A connection to a context that this context already has a
+   A context (krconn_ctx) belongs to one process and one device port. It owns a UD control QP, a
+   pool of RC QPs created ahead of time and left in INIT (each with its own CQ), refilled by a
+   background thread (at once when half the pool is used, else within 200 ms), so a connect never
+   waits for ibv_create_qp while the pool has QPs. A context's address (krconn_addr) is {GID, UD
+   QPN, qkey, generation}; the generation is a random 64-bit number drawn when the context is
+   created, so a restarted peer is told apart from the one it replaces even if it gets the same
+   QPN. krconn_connect takes a pooled QP and sends ONE UD request {QPN, PSN, nonce, the generation
+   it expects}; the peer's context takes a pooled QP of its own, moves it to RTR, answers {QPN,
+   PSN, nonce} and then moves it to RTS; the client moves its QP to RTR and RTS. The peer's context
+   answers from its background thread (or from any of its threads that is waiting on krconn), so
+   the peer program does nothing for a connection to exist; krconn_accept hands incoming
+   connections to a program that wants them (krconn_ctx_opts.accept_backlog). Both sides first
+   create a UD address handle towards the other's GID, which resolves the neighbour (ARP) entry, so
+   the RC QP's RTR does not wait for it. A connection to a context that this context already has a
    physical connection with is VIRTUAL: it shares that RC QP and its CQ and sends no packet;
    completions are handed to the connection that posted the work (wr_id's top 16 bits carry the
    connection's tag, so user wr_ids are 48 bits). QP attributes: rnr_retry 6 (finite),
-   min_rnr_timer 12 (0.64 ms), timeout 14 (67 ms) and retry_cnt 6 (rxe treats 7 as "forever",
-   so 7 is refused): a silent peer fails an operation within about 0.5 s (7 sends, 67 ms
-   apart, plus the kernel timer's slack). All can be set in krconn_ctx_opts.
+   min_rnr_timer 12 (0.64 ms), timeout 14 (67 ms) and retry_cnt 6 (rxe treats 7 as "forever", so 7
+   is refused): a silent peer fails an operation within about 0.5 s (7 sends, 67 ms apart, plus the
+   kernel timer's slack). All can be set in krconn_ctx_opts.
    Closing the last connection on a physical QP sends the peer a UD "disconnect" (no wait), resets
    the QP and puts it back in the pool (or destroys it when the pool is full): QPs, CQs and MRs
    stay bounded however many connects and closes there are.
@@ -300,7 +299,10 @@ typedef struct krconn_stats {
     uint64_t ns_pool;         /* taking a QP (from the pool, or creating one) */
     uint64_t ns_request; /* the UD request until its answer: the round trip and the peer's work */
     uint64_t ns_modify;       /* this side's RTR and RTS */
-    uint64_t ns_accept;       /* answering a request: QP, RTR, RTS, sending the answer */
+    uint64_t ns_accept;       /* answering a request: QP, RTR, sending the answer */
+    uint64_t ns_accept_modify;/* of which the RTR */
+    uint64_t ns_accept_send;  /* of which posting the answer */
+    uint64_t ns_accept_rts;   /* the RTS that follows the answer */
     uint32_t pool_ready;      /* QPs in the pool now */
     uint32_t physical;        /* physical connections now */
     uint32_t connections;     /* krconn handles now */
@@ -1247,24 +1249,60 @@ static void krconn__pool_refill(krconn_ctx *ctx)
 /* ---------------------------------------------------------------------------- >>phys */
 
 /* INIT -> RTR -> RTS towards the peer's RC QP. */
-static int krconn__rc_connect(krconn_ctx *ctx, krconn__phys *p)
+/* INIT -> RTR towards the peer's RC QP: from then on this side answers the peer's packets. */
+static int krconn__rtr(krconn_ctx *ctx, krconn__phys *p)
 {
-    rcp__verbs_ep me, r;
-    rcp__verbs_qp_opts qo;
-    memset(&me, 0, sizeof me);
+    rcp__verbs_ep r;
+    struct ibv_qp_attr a;
+    int rd = ctx->d.attr.max_qp_rd_atom;
     memset(&r, 0, sizeof r);
-    memset(&qo, 0, sizeof qo);
-    me.psn = p->psn;
+    memset(&a, 0, sizeof a);
     r.qpn = p->rqpn;
     r.psn = p->rpsn;
     memcpy(r.gid, p->peer.gid, 16);
-    qo.timeout = ctx->o.timeout;
-    qo.retry_cnt = ctx->o.retry_cnt;
-    qo.rnr_retry = ctx->o.rnr_retry;
-    qo.min_rnr_timer = ctx->o.min_rnr_timer;
-    int rc = rcp__verbs_rc_connect(&ctx->d, p->qp, &me, &r, &qo);
-    if (rc) krconn__fail(ctx, rc, "RTR/RTS", p->qp->qp_num, p->peer.gid, p->rqpn);
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = ctx->d.port_attr.active_mtu;
+    a.dest_qp_num = p->rqpn;
+    a.rq_psn = p->rpsn;
+    a.max_dest_rd_atomic = (uint8_t)(rd <= 0                         ? 1
+                                     : rd > RCP__VERBS_MAX_RD_ATOMIC ? RCP__VERBS_MAX_RD_ATOMIC
+                                                                     : rd);
+    a.min_rnr_timer = ctx->o.min_rnr_timer;
+    rcp__verbs_ah_attr(&ctx->d, &r, &a.ah_attr);
+    int rc = rcp__verbs_modify(p->qp, &a,
+                               IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+                               "RTR");
+    if (rc) krconn__fail(ctx, rc, "RTR", p->qp->qp_num, p->peer.gid, p->rqpn);
     return rc;
+}
+
+/* RTR -> RTS: this side may send. */
+static int krconn__rts(krconn_ctx *ctx, krconn__phys *p)
+{
+    struct ibv_qp_attr a;
+    int rd = ctx->d.attr.max_qp_init_rd_atom;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_RTS;
+    a.sq_psn = p->psn;
+    a.timeout = ctx->o.timeout ? ctx->o.timeout : 14;
+    a.retry_cnt = ctx->o.retry_cnt;
+    a.rnr_retry = ctx->o.rnr_retry ? ctx->o.rnr_retry : 6;
+    a.max_rd_atomic = (uint8_t)(rd <= 0                         ? 1
+                                : rd > RCP__VERBS_MAX_RD_ATOMIC ? RCP__VERBS_MAX_RD_ATOMIC
+                                                                : rd);
+    int rc = rcp__verbs_modify(p->qp, &a,
+                               IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC,
+                               "RTS");
+    if (rc) krconn__fail(ctx, rc, "RTS", p->qp->qp_num, p->peer.gid, p->rqpn);
+    return rc;
+}
+
+static int krconn__rc_connect(krconn_ctx *ctx, krconn__phys *p)
+{
+    int rc = krconn__rtr(ctx, p);
+    return rc ? rc : krconn__rts(ctx, p);
 }
 
 static krconn__phys *krconn__phys_new(krconn_ctx *ctx, const krconn_addr *peer)
@@ -1551,7 +1589,12 @@ static void krconn__on_req(krconn_ctx *ctx, const krconn__msg *m)
     pthread_mutex_lock(&ctx->mu);
     struct ibv_ah *ah = krconn__ah_get(ctx, m->src_gid, &ahrc); /* neighbour entry first */
     pthread_mutex_unlock(&ctx->mu);
-    if (!ah || krconn__rc_connect(ctx, p)) {
+    /* RTR, answer, then RTS: the client's first packet needs only our RTR, and our RTS overlaps
+       its own RTR and RTS */
+    uint64_t tm0 = rcp__now_ns();
+    int crc = ah ? krconn__rtr(ctx, p) : -1;
+    uint64_t tm1 = rcp__now_ns();
+    if (!ah || crc) {
         krconn__pool_give(ctx, p->qp, p->cq);
         pthread_mutex_destroy(&p->mu);
         KRCONN_FREE(p);
@@ -1579,9 +1622,16 @@ static void krconn__on_req(krconn_ctx *ctx, const krconn__msg *m)
     rec->nonce = m->nonce;
     rec->p = p;
     pthread_mutex_unlock(&ctx->mu);
+    uint64_t ts0 = rcp__now_ns();
     krconn__reply(ctx, m, KRCONN__REP, 0, p);
+    uint64_t ts1 = rcp__now_ns();
+    if (krconn__rts(ctx, p)) rcp__store(&p->err, KRCONN_E_QPERR); /* our sends fail; theirs work */
+    uint64_t ts2 = rcp__now_ns();
     pthread_mutex_lock(&ctx->mu);
-    ctx->st.ns_accept += rcp__now_ns() - t0;
+    ctx->st.ns_accept += ts1 - t0;
+    ctx->st.ns_accept_modify += tm1 - tm0;
+    ctx->st.ns_accept_rts += ts2 - ts1;
+    ctx->st.ns_accept_send += ts1 - ts0;
     pthread_mutex_unlock(&ctx->mu);
 }
 
@@ -2388,7 +2438,8 @@ static int krconn__bootstrap(krconn_ctx *ctx, const char *where, uint64_t deadli
             pf.revents = 0;
             int ms = now < deadline ? (int)((deadline - now) / 1000000ull) + 1 : 0;
             socklen_t el = sizeof err;
-            if (poll(&pf, 1, ms) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && !err)
+            if (poll(&pf, 1, ms) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 &&
+                !err)
                 cr = 0;
         }
         if (cr == 0) {

@@ -173,12 +173,19 @@ static void run_connects(const char *name, int threads, int n, unsigned flags)
         printf("step %s pool %.1f\n", full, (double)(c1.ns_pool - c0.ns_pool) / 1e3 / (double)phys);
         printf("step %s request %.1f\n", full,
                (double)(c1.ns_request - c0.ns_request) / 1e3 / (double)phys);
-        printf("step %s modify %.1f\n", full,
+        printf("step %s RTR+RTS %.1f\n", full,
                (double)(c1.ns_modify - c0.ns_modify) / 1e3 / (double)phys);
         uint64_t acc = s1.accepts - s0.accepts;
-        if (acc)
+        if (acc) {
             printf("step %s peer_answer %.1f\n", full,
                    (double)(s1.ns_accept - s0.ns_accept) / 1e3 / (double)acc);
+            printf("step %s peer_answer:RTR %.1f\n", full,
+                   (double)(s1.ns_accept_modify - s0.ns_accept_modify) / 1e3 / (double)acc);
+            printf("step %s peer_answer:post_send %.1f\n", full,
+                   (double)(s1.ns_accept_send - s0.ns_accept_send) / 1e3 / (double)acc);
+            printf("step %s peer_after_answer:RTS %.1f\n", full,
+                   (double)(s1.ns_accept_rts - s0.ns_accept_rts) / 1e3 / (double)acc);
+        }
         printf("# %s: %llu physical connects, pool fallbacks %llu (client) %llu (server)\n", full,
                (unsigned long long)phys, (unsigned long long)(c1.pool_fallback - c0.pool_fallback),
                (unsigned long long)(s1.pool_fallback - s0.pool_fallback));
