@@ -116,9 +116,9 @@
      (connect), a stale address KRCONN_E_STALE. An unanswered request is sent again after 50,
      100, 200, 400 and then every 800 ms; the answer to a repeated request is the same.
    - Peer died after connecting: the next operation completes with KRCONN_E_PEERDEAD within
-     the retry bound (4.3 above), and later posts fail at once; krconn_ping is an explicit
-     keepalive (a zero-byte RDMA WRITE). A peer that closed sends a disconnect: posts then fail
-     with KRCONN_E_CLOSED.
+     the retry bound (section 4); once that completion has been polled, later posts on the
+     connection fail at once. krconn_ping is an explicit keepalive (a zero-byte RDMA WRITE). A
+     peer that closed sends a disconnect: posts then fail with KRCONN_E_CLOSED.
    - Pool empty: connect creates a QP itself (counted in krconn_stats.pool_fallback), or returns
      KRCONN_E_AGAIN with KRCONN_CONNECT_NOWAIT.
    - Anything on the UD QP that is not a well-formed message of this protocol (wrong size,
@@ -149,7 +149,7 @@
    11. LIMITS
    ----------
    One context per process and device port is the intended use (contexts are independent, so
-   more work). 65535 connections per physical QP, 48-bit wr_ids, 32 bytes of connect data per
+   more work). 65536 connections per physical QP, 48-bit wr_ids, 32 bytes of connect data per
    context (krconn_ctx_set_data), 47-byte service names, directories of up to 65536 slots. The
    directory's slots are in the host's byte order: meta server and clients must agree (all
    little-endian hosts do). Publishing to a meta server is not authenticated beyond the

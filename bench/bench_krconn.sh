@@ -19,8 +19,10 @@ if [ -n "${KRCONN_BENCH_LOG:-}" ]; then # re-read an earlier run's guest output
     cp "$KRCONN_BENCH_LOG" "$B/krconn.log.in" && mv "$B/krconn.log.in" "$B/krconn.log"; rc=0
 else
     sh tests/deps.sh vm || exit 1
+    load0=$(cut -d' ' -f1 /proc/loadavg)
     sh tests/vm/run.sh krconn-bench >"$B/krconn.log" 2>&1
     rc=$?
+    echo "# host load average $load0 at the start, $(cut -d' ' -f1 /proc/loadavg) at the end; commit $(git rev-parse --short HEAD 2>/dev/null)" >>"$B/krconn.log"
 fi
 tr -d '\r' <"$B/krconn.log" | awk '
     function median(a, n,    i, j, t) { # sorts a[1..n]
@@ -28,6 +30,7 @@ tr -d '\r' <"$B/krconn.log" | awk '
         return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
     }
     /^[a-z_]+\/[0-9]+ [0-9]+ [0-9]+ [0-9]+$/ { med[$1] = $2; p99[$1] = $3; ops[$1] = $4; order[++no] = $1; next }
+    /^# host load/ { sub(/^# /, ""); hostload = $0; next }
     /^step / { steps[$2] = steps[$2] sprintf("  %-22s %10.1f us\n", $3, $4); next }
     /^packets / { pk[$2] = $3; next }
     /^cmtime run/ { run++; tot = 0; next }
@@ -48,6 +51,7 @@ tr -d '\r' <"$B/krconn.log" | awk '
                 steps["rdma_cm/1"] = steps["rdma_cm/1"] sprintf("  %-22s %10.1f us (median of %d runs)\n", sn[k], median(u, run), run)
             }
         }
+        if (hostload != "") print "== " hostload
         print "== connection set-up (median, p99, per second)"
         for (i = 1; i <= no; i++) {
             k = order[i]
