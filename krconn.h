@@ -1331,7 +1331,7 @@ static void krconn__phys_unlink(krconn_ctx *ctx, krconn__phys *p)
 /* Free a physical connection nobody refers to any more; tell the peer unless it told us. */
 static void krconn__phys_free(krconn_ctx *ctx, krconn__phys *p, int tell_peer)
 {
-    if (tell_peer && p->state == KRCONN__READY && !p->err) {
+    if (tell_peer && p->state == KRCONN__READY && !rcp__load(&p->err)) {
         krconn__msg m;
         krconn__msg_init(ctx, &m, KRCONN__DISC);
         m.nonce = p->nonce;
@@ -1396,7 +1396,7 @@ static int krconn__dent_read(const krconn__dent *src, krconn__dent *out)
     if (s1 == 0) return 0;
     if (s1 & 1) return -1;
     memcpy(out, (const void *)src, sizeof *out);
-    rcp__fence();
+    rcp__full_fence();
     if (rcp__load(&src->seq) != s1 || out->seq != s1) return -1;
     return out->check == krconn__dent_check(out, s1) ? 1 : -1;
 }
@@ -1649,7 +1649,7 @@ static void krconn__on_disc(krconn_ctx *ctx, const krconn__msg *m)
         pthread_mutex_unlock(&ctx->mu);
         return;
     }
-    p->err = KRCONN_E_CLOSED;
+    rcp__store(&p->err, KRCONN_E_CLOSED);
     p->shared = 0;
     if (p->queued) { /* take it out of the accept queue */
         unsigned bl = ctx->o.accept_backlog, k = 0;
@@ -2012,7 +2012,7 @@ static int krconn__request(krconn_ctx *ctx, krconn__msg *m, const krconn_addr *p
 static krconn__phys *krconn__find(krconn_ctx *ctx, const krconn_addr *peer)
 {
     for (krconn__phys *p = ctx->phys; p; p = p->next)
-        if (p->shared && !p->err && p->peer.qpn == peer->qpn &&
+        if (p->shared && !rcp__load(&p->err) && p->peer.qpn == peer->qpn &&
             memcmp(p->peer.gid, peer->gid, 16) == 0 &&
             (!peer->generation || p->peer.generation == peer->generation))
             return p;
@@ -2127,10 +2127,12 @@ static int krconn__connect(krconn_ctx *ctx, const krconn_addr *peer, const krcon
                           peer->qpn);
         goto fail;
     }
+    pthread_mutex_lock(&ctx->mu); /* krconn__find reads the peer under mu */
     p->rqpn = ans.qpn;
     p->rpsn = ans.psn;
     p->peer.generation = ans.src_gen;
     memcpy(p->peer_data, ans.data, KRCONN_DATA_MAX);
+    pthread_mutex_unlock(&ctx->mu);
     if ((rc = krconn__rc_connect(ctx, p))) goto fail;
     t3 = rcp__now_ns();
     if ((rc = krconn__handle(ctx, p, 0, out))) goto fail;

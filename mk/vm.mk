@@ -25,3 +25,11 @@ vm-bins: $(VM_ASAN_BINS)
 $(BUILD)/vm/bin/%.asan: tests/vm/%.c tests/vm/vmt.h tests/t.h $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) -std=c11 $(CFLAGS) $(WARN) $(SAN) -pthread -I. -DVMT_HAVE_SHMHEAP=$(VM_HAVE_SHMHEAP) $< -o $@ $(call libs_of,$<)
+
+# A "// VM-TSAN" line also builds NAME.tsan with ThreadSanitizer (-DT_TSAN=1) for the guest.
+VM_TSAN_BINS = $(patsubst tests/vm/%.c,$(BUILD)/vm/bin/%.tsan,$(shell grep -l '^// VM-TSAN' $(VM_SRC) /dev/null 2>/dev/null))
+vm-bins: $(VM_TSAN_BINS)
+
+$(BUILD)/vm/bin/%.tsan: tests/vm/%.c tests/vm/vmt.h tests/t.h $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) -std=c11 $(CFLAGS) $(WARN) $(TSAN) -DT_TSAN=1 -pthread -I. -DVMT_HAVE_SHMHEAP=$(VM_HAVE_SHMHEAP) $< -o $@ $(call libs_of,$<)

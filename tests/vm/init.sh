@@ -125,6 +125,8 @@ krconn)
     fi
     kill $hs 2>/dev/null
     wait $hs 2>/dev/null
+    # the concurrent tests under ThreadSanitizer
+    KRCONN_TEST_ONLY=threads run test_krconn-tsan 140 sh -c 'set -o pipefail; /t/test_krconn.tsan | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-tsan/"'
     ASAN_OPTIONS=detect_leaks=1 run test_krconn-asan 140 sh -c 'set -o pipefail; /t/test_krconn.asan 1000 | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-asan/"'
     ;;
 krconn-bench)

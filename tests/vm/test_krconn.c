@@ -1,6 +1,7 @@
 // VM
 // LIBS: -libverbs
 // VM-ASAN
+// VM-TSAN
 /* tests/vm/test_krconn.c - krconn.h on Soft-RoCE (rxe0) in one guest: server contexts run in
  * child processes, the tests connect to them from the parent.
  *   data on every connection (send/recv, write, read, CAS, FAA), physical and virtual
@@ -1176,6 +1177,13 @@ int main(int argc, char **argv)
     t_end();
     if (main_srv.up && only) {
         if (!strcmp(only, "cycles")) TEST(cycles_no_leak);
+        if (!strcmp(only, "threads")) { /* the concurrent part, for ThreadSanitizer */
+            TEST(connect_and_data);
+            TEST(four_threads_virtual);
+            TEST(four_threads_physical);
+            TEST(pool_empty_nowait);
+            TEST(meta_directory);
+        }
         server_stop(&main_srv, "server");
     } else if (main_srv.up) {
         TEST(errors_and_no_device);
