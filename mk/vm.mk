@@ -14,3 +14,19 @@ $(BUILD)/vm/bin/%: tests/vm/%.c tests/vm/vmt.h tests/t.h $(HEADERS)
 # shmheap.h with SHMHEAP_WITH_CXL (its "cxl:" path), optimised: as C11 and as C++17.
 vm-compile-check:
 	@sh tests/vm/compile_check.sh "$(CC)" "$(CXX)" "$(BUILD)/vm/cc"
+
+# A "// VM-ASAN" line in a tests/vm source also builds NAME.asan with ASan+UBSan for the guest.
+VM_ASAN_BINS = $(patsubst tests/vm/%.c,$(BUILD)/vm/bin/%.asan,$(shell grep -l '^// VM-ASAN' $(VM_SRC) /dev/null 2>/dev/null))
+vm-bins: $(VM_ASAN_BINS)
+
+$(BUILD)/vm/bin/%.asan: tests/vm/%.c tests/vm/vmt.h tests/t.h $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) -std=c11 $(CFLAGS) $(WARN) $(SAN) -pthread -I. $< -o $@ $(call libs_of,$<)
+
+# A "// VM-TSAN" line also builds NAME.tsan with ThreadSanitizer (-DT_TSAN=1) for the guest.
+VM_TSAN_BINS = $(patsubst tests/vm/%.c,$(BUILD)/vm/bin/%.tsan,$(shell grep -l '^// VM-TSAN' $(VM_SRC) /dev/null 2>/dev/null))
+vm-bins: $(VM_TSAN_BINS)
+
+$(BUILD)/vm/bin/%.tsan: tests/vm/%.c tests/vm/vmt.h tests/t.h $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) -std=c11 $(CFLAGS) $(WARN) $(TSAN) -DT_TSAN=1 -pthread -I. $< -o $@ $(call libs_of,$<)

@@ -45,5 +45,47 @@ done
 "$dir/shmheap_list" >"$dir/out" 2>&1 && grep -q "walked 1000 items" "$dir/out" &&
     echo "ok example-runs-alone-shmheap_list" || echo "FAIL example-runs-alone-shmheap_list: $(cat "$dir/out")"
 
+# krconn.h without rdma-core (KRCONN_NO_RDMA): with the switch, and with <infiniband/verbs.h>
+# really absent (an empty folder mounted over /usr/include/infiniband in a private mount
+# namespace; needs root and unshare), where the switch must turn itself on. Every header and
+# implementation together must still build and run, and krconn must say "not supported".
+if [ -f krconn.h ]; then
+    printf '%s\n' '#define _GNU_SOURCE 1' '#include <stdio.h>' '#define SHMHEAP_IMPLEMENTATION' \
+        '#include "shmheap.h"' '#define RPCOOL_IMPLEMENTATION' '#include "rpcool.h"' \
+        '#define KRCONN_IMPLEMENTATION' '#include "krconn.h"' \
+        '#ifndef KRCONN_NO_RDMA' '#error "KRCONN_NO_RDMA is not set"' '#endif' \
+        'int main(void) { krconn_ctx *c; int rc = krconn_ctx_create(NULL, &c);' \
+        '  if (rc != KRCONN_E_NOTSUP) return 1;' '  puts(krconn_strerror(rc));' '  return 0;' '}' >"$dir/norm.c"
+    cp "$dir/norm.c" "$dir/norm.cpp"
+    norm() { # norm NAME FLAGS [unshare]: build as C11 and C++17 and run both
+        printf '%s\n' "cd '$dir' && cc -std=c11 -Wall -Wextra -Werror -pthread $2 norm.c -o norm-c &&" \
+            "c++ -std=c++17 -Wall -Wextra -Werror -pthread $2 norm.cpp -o norm-cpp" >"$dir/norm.sh"
+        if [ -n "${3:-}" ]; then
+            set -- "$1" "$2" unshare -m sh -c "mount --bind '$dir/empty' /usr/include/infiniband && sh '$dir/norm.sh'"
+            shift 2
+        else
+            set -- "$1" "$2" sh "$dir/norm.sh"
+            shift 2
+        fi
+        if "$@" 2>"$dir/err" && "$dir/norm-c" >/dev/null && "$dir/norm-cpp" >/dev/null; then
+            echo "ok compile-$n"
+        else
+            echo "FAIL compile-$n: $(head -3 "$dir/err" | tr '\n' ' ')"
+        fi
+    }
+    n=krconn-no-rdma-switch; norm "$n" "-DKRCONN_NO_RDMA"
+    mkdir -p "$dir/empty"
+    rm -f "$dir/norm-c" "$dir/norm-cpp"
+    n=krconn-no-rdma-headers
+    if [ ! -d /usr/include/infiniband ]; then
+        norm "$n" ""
+    elif [ "$(id -u)" = 0 ] && command -v unshare >/dev/null &&
+         unshare -m sh -c "mount --bind '$dir/empty' /usr/include/infiniband" 2>/dev/null; then
+        norm "$n" "" unshare
+    else
+        echo "skip compile-$n: libibverbs-dev is installed and hiding it needs root and unshare -m"
+    fi
+fi
+
 # The README's code blocks, built (and the complete programs run) the same way.
 sh tests/readme_check.sh

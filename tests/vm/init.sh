@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/vm/init.sh - /init of the VM tier's guests (busybox sh). The kernel command line says
-# what to do: rcp.role=single|a|b|cxl|perftest, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
+# what to do: rcp.role=single|a|b|cxl|krconn|krconn-bench|perftest, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
 # second serial port (/dev/ttyS1) as "ok/FAIL/skip NAME" lines; the host reads that file. The
 # last line is "guest-done"; without it the host counts the guest as failed.
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -65,6 +65,7 @@ single)
 a|b)
     rdma_up
     run "twohost-rc-$role" 90 /t/test_twohost "$role" "$peer"
+    run "krconn-pair-$role" 90 /t/test_krconn "$role" "$peer"
     pod=$(ivshmem_dev)
     if [ -n "$pod" ]; then
         run "podheap-$role" 60 /t/test_podheap "$role" "$pod" "$peer"
@@ -108,6 +109,52 @@ cxl)
     if grep -qw pku /proc/cpuinfo; then echo "# pku: yes (-cpu max)"; else echo "# pku: no"; fi
     run test_pkey 30 /t/test_pkey
     run test_rpcool_pkey 60 /t/test_rpcool_pkey
+    ;;
+krconn)
+    rdma_up
+    run test_krconn 140 /t/test_krconn
+    # again under ASan+UBSan (fewer cycles: it is slower); result lines renamed *-asan
+    # examples/krconn_hello.c: server prints its address, the client reads the greeting
+    /t/ex_krconn_hello >/tmp/hello.addr 2>&1 &
+    hs=$!
+    i=0
+    while [ $i -lt 100 ] && ! grep -q / /tmp/hello.addr; do sleep 0.1; i=$((i + 1)); done
+    if timeout 30 /t/ex_krconn_hello "$(head -n 1 /tmp/hello.addr)" >/tmp/hello.out 2>&1 &&
+       grep -q "read: hello over RDMA READ" /tmp/hello.out && grep -q "virtual: yes" /tmp/hello.out; then
+        echo "ok example-krconn_hello"
+    else
+        echo "FAIL example-krconn_hello: $(tr '\n' ' ' </tmp/hello.out) (server: $(tr '\n' ' ' </tmp/hello.addr))"
+    fi
+    kill $hs 2>/dev/null
+    wait $hs 2>/dev/null
+    # the concurrent tests under ThreadSanitizer
+    KRCONN_TEST_ONLY=threads run test_krconn-tsan 140 sh -c 'set -o pipefail; /t/test_krconn.tsan | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-tsan/"'
+    ASAN_OPTIONS=detect_leaks=1 run test_krconn-asan 140 sh -c 'set -o pipefail; /t/test_krconn.asan 1000 | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-asan/"'
+    ;;
+krconn-bench)
+    rdma_up
+    modprobe -a rdma_cm rdma_ucm || echo "# modprobe rdma_cm rdma_ucm failed"
+    # rdma_cm: cmtime times each step; a fresh server for every client run. Runs before and
+    # after bench_krconn, so that both see the same conditions.
+    cmtime_runs() {
+        for i in $1; do
+            timeout 20 cmtime -b "$ip" -c 1 >/tmp/cm.server 2>&1 &
+            cms=$!
+            sleep 0.5
+            if timeout 20 cmtime -s "$ip" -c 1 >/tmp/cm.client 2>&1; then
+                echo "cmtime run $i"
+                sed 's/^/| /' /tmp/cm.client
+            else
+                echo "FAIL cmtime-run-$i: client failed"
+                sed 's/^/# /' /tmp/cm.client /tmp/cm.server
+            fi
+            kill $cms 2>/dev/null
+            wait
+        done
+    }
+    cmtime_runs "1 2 3 4 5 6"
+    run bench_krconn 120 /t/bench_krconn
+    cmtime_runs "7 8 9 10 11 12"
     ;;
 perftest)
     rdma_up

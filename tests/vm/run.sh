@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/vm/run.sh [all|single|pair|cxl|perftest] - the VM tier: boots Debian's own kernel in
+# tests/vm/run.sh [all|single|pair|cxl|krconn|krconn-bench|perftest] - the VM tier: boots Debian's own kernel in
 # qemu (TCG) with Soft-RoCE, ivshmem and an emulated CXL type-3 device, and runs tests/vm/*.c in
 # the guests. Prints "ok/FAIL/skip NAME" lines and ends with "vm: N passed, N failed, N skipped".
 #   single    one guest: impl/verbs.h on rxe0 (RC, UD, WRITE, READ, atomics, error paths)
@@ -7,6 +7,8 @@
 #             RC between the guests, and a shmheap shared through ivshmem
 #   cxl       one guest with a CXL type-3 device (libcxl region -> /dev/daxX.Y) and a file-backed
 #             NVDIMM made devdax (shmheap on /dev/daxX.Y with data); hugetlbfs; pku (shmheap, rpcool)
+#   krconn    one guest: krconn.h on rxe0 (tests/vm/test_krconn.c: processes of one guest)
+#   krconn-bench  one guest timing krconn's connects against rdma_cm (cmtime) and plain verbs
 #   perftest  one guest running perftest's ib_*_lat on rxe0 (used by bench/bench_perftest.sh)
 # The kernel package is downloaded once and kept in build/vm/kernel. Needs root for installing
 # missing packages (tests/deps.sh vm); otherwise only qemu and the packages.
@@ -77,10 +79,10 @@ fi
 
 # ---- initramfs: busybox, the modules we need, test programs, their libraries, rdma-core
 
-MODULES="virtio_pci virtio_net crc32_generic rdma_rxe ib_uverbs cxl_acpi cxl_pci cxl_mem cxl_pmem libnvdimm
+MODULES="virtio_pci virtio_net crc32_generic rdma_rxe ib_uverbs rdma_cm rdma_ucm cxl_acpi cxl_pci cxl_mem cxl_pmem libnvdimm
 nd_pmem dax_pmem device_dax nfit"
 TOOLS="/usr/bin/rdma /usr/bin/cxl /usr/bin/ndctl /usr/bin/ib_send_lat /usr/bin/ib_write_lat
-/usr/bin/ib_read_lat /usr/bin/ib_atomic_lat"
+/usr/bin/ib_read_lat /usr/bin/ib_atomic_lat /usr/bin/cmtime"
 
 copy_lib() { # copy_lib PATH: into the merged-/usr stage, keeping the name the loader asks for
     case $1 in
@@ -232,6 +234,21 @@ run_cxl() {
     collect cxl $(($(date +%s) - t0))
 }
 
+run_krconn() {
+    t0=$(date +%s)
+    GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-300} boot krconn krconn "rcp.ip=10.0.2.15" -m 1G \
+        -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:0f
+    collect krconn $(($(date +%s) - t0))
+}
+
+run_krconn_bench() {
+    t0=$(date +%s)
+    boot krconn-bench krconn-bench "rcp.ip=10.0.2.15" -m 1G \
+        -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:0f
+    tr -d '\r' <"$OUT/krconn-bench.results" | grep -E '^(cmtime |\| |step |packets |[a-z_]+/[0-9]+ )' || true
+    collect krconn-bench $(($(date +%s) - t0))
+}
+
 run_perftest() {
     t0=$(date +%s)
     boot perftest perftest "rcp.ip=10.0.2.15" -m 1G \
@@ -248,11 +265,13 @@ case $mode in
         pass=$((pass + $(grep -c '^ok ' "$OUT/compile.log")))
         fail=$((fail + $(grep -c '^FAIL ' "$OUT/compile.log")))
         skip=$((skip + $(grep -c '^skip ' "$OUT/compile.log")))
-        run_single; run_pair; run_cxl ;;
+        run_single; run_pair; run_cxl; run_krconn ;;
     single) run_single ;;
     pair) run_pair ;;
     cxl) run_cxl ;;
+    krconn) run_krconn ;;
+    krconn-bench) run_krconn_bench ;;
     perftest) run_perftest ;;
-    *) echo "usage: $0 [all|single|pair|cxl|perftest]"; exit 2 ;;
+    *) echo "usage: $0 [all|single|pair|cxl|krconn|krconn-bench|perftest]"; exit 2 ;;
 esac
 finish

@@ -1,0 +1,2838 @@
+/* SPDX-License-Identifier: MIT */
+/* krconn.h - RDMA connections in microseconds over standard verbs (KRCORE's control plane, in
+   user space).
+   version 0.1
+
+   TABLE OF CONTENTS
+   -----------------
+   1. Usage            5. Directory          9. Thread safety
+   2. Compile options  6. Data operations   10. Errors
+   3. Example          7. Failures          11. Limits
+   4. How it connects  8. Environment
+
+   1. USAGE
+   --------
+   Copy krconn.h and the impl/ folder into your project. In exactly one C or C++ file:
+
+       #define KRCONN_IMPLEMENTATION
+       #include "krconn.h"
+
+   Link with -libverbs -pthread (Debian: libibverbs-dev). Other files include "krconn.h" without
+   the define. Linux only. The implementation needs glibc's GNU extensions: include krconn.h
+   before any system header in that file (it then defines _GNU_SOURCE), or build with
+   -D_GNU_SOURCE.
+
+   2. COMPILE OPTIONS
+   ------------------
+   Define before the include that holds the implementation:
+       KRCONN_STATIC          make every function static (private to that file)
+       KRCONN_NO_RDMA         build without rdma-core: declarations still compile (struct ibv_qp
+                              and struct ibv_mr stay opaque), no -libverbs is needed, and every
+                              function that would touch a device returns KRCONN_E_NOTSUP.
+                              Automatic when __has_include(<infiniband/verbs.h>) is false, so a
+                              program that includes every rpcool header builds with plain cc.
+       KRCONN_ASSERT(x)       your assert (default: assert from <assert.h>)
+       KRCONN_MALLOC(n), KRCONN_FREE(p)   your allocator: define both or neither
+
+   3. EXAMPLE
+   ----------
+       // server                                    // client (another process or host)
+       krconn_ctx *s;                                krconn_ctx *c;  krconn *k;  krconn_dir *d;
+       krconn_ctx_create(NULL, &s);                  krconn_ctx_create(NULL, &c);
+       krconn_dir *d;                                krconn_dir_meta(c, NULL, 2000, &d); //
+   $KRCONN_META krconn_meta_serve(s, NULL);  // or any         int rc = krconn_connect_name(c, d,
+   "kv", NULL, &k); krconn_dir_meta(s, "127.0.0.1", 2000, &d);    if (rc) puts(krconn_describe(rc,
+   buf, sizeof buf)); krconn_publish(s, d, "kv", 2000);             krconn_mr mr;  krconn_reg(c,
+   buf, 4096, 0, &mr);
+       // one-sided peers need nothing more;         krconn_read(k, 1, &mr, buf, 64, raddr, rkey,
+   0);
+       // two-sided ones: krconn_accept(s, ...)      krconn_wc wc;  krconn_wait(k, &wc, 1000);
+
+   4. HOW IT CONNECTS
+   ------------------
+   A context (krconn_ctx) belongs to one process and one device port. It owns a UD control QP, a
+   pool of RC QPs created ahead of time and left in INIT (each with its own CQ), refilled by a
+   background thread (at once when half the pool is used, else within 200 ms), so a connect never
+   waits for ibv_create_qp while the pool has QPs. A context's address (krconn_addr) is {GID, UD
+   QPN, qkey, generation}; the generation is a random 64-bit number drawn when the context is
+   created, so a restarted peer is told apart from the one it replaces even if it gets the same
+   QPN. krconn_connect takes a pooled QP and sends ONE UD request {QPN, PSN, nonce, the generation
+   it expects}; the peer's context takes a pooled QP of its own, moves it to RTR, answers {QPN,
+   PSN, nonce} and then moves it to RTS; the client moves its QP to RTR and RTS. The peer's context
+   answers from its background thread (or from any of its threads that is waiting on krconn), so
+   the peer program does nothing for a connection to exist; krconn_accept hands incoming
+   connections to a program that wants them (krconn_ctx_opts.accept_backlog). Both sides first
+   create a UD address handle towards the other's GID, which resolves the neighbour (ARP) entry, so
+   the RC QP's RTR does not wait for it. A connection to a context that this context already has a
+   physical connection with is VIRTUAL: it shares that RC QP and its CQ and sends no packet;
+   completions are handed to the connection that posted the work (wr_id's top 16 bits carry the
+   connection's tag, so user wr_ids are 48 bits). QP attributes: rnr_retry 6 (finite),
+   min_rnr_timer 12 (0.64 ms), timeout 14 (67 ms) and retry_cnt 6 (rxe treats 7 as "forever", so 7
+   is refused): a silent peer fails an operation within about 0.5 s (7 sends, 67 ms apart, plus the
+   kernel timer's slack). All can be set in krconn_ctx_opts.
+   Closing the last connection on a physical QP sends the peer a UD "disconnect" (no wait), resets
+   the QP and puts it back in the pool (or destroys it when the pool is full): QPs, CQs and MRs
+   stay bounded however many connects and closes there are.
+
+   5. DIRECTORY
+   ------------
+   A directory maps a service name (up to 47 bytes) to a context address. It is a table of
+   slots (128 bytes, seqlock word, FNV-1a hash with linear probing, a checksum over each slot):
+   - in one pod it lives in shared memory: krconn_dir_shm(mem, len) on any memory several
+     processes map (with shmheap.h included before krconn.h, krconn_dir_heap(h) keeps it under
+     the heap's named root "krconn.dir"); publish and lookup are plain loads and stores, no
+     network at all;
+   - between pods a meta server (krconn_meta_serve: any context may be one) holds the table in
+     registered memory; clients read slots with one-sided RDMA READ over a krconn connection.
+     Publishing is a UD datagram to the meta server, which writes the slot itself and accepts
+     only the sender's own address (source GID of the packet, source QPN of the datagram).
+   Finding the meta server the first time: krconn_dir_meta(ctx, "HOST[:PORT]", ...) (or NULL =
+   the KRCONN_META environment variable) opens a TCP connection to HOST:PORT (default port
+   KRCONN_DEFAULT_META_PORT, 7471), which the meta server's background thread answers with its
+   context address (32 bytes) and closes. That is the only TCP exchange; it happens once per
+   directory handle, and the connection to the meta server is then a krconn like any other
+   (its answer also carries the table's address and rkey).
+   krconn_connect_name caches what it looked up, per context. A stale entry (the peer restarted:
+   new QPN or generation) is detected: the request names the generation it expects and the peer
+   rejects a mismatch, or no answer comes and a fresh lookup shows another address; the entry is
+   then refetched, and the stale generation is remembered and never used again (a directory
+   still naming it gives KRCONN_E_STALE at once).
+
+   6. DATA OPERATIONS
+   ------------------
+   krconn_post_send, krconn_post_recv, krconn_write, krconn_read, krconn_cas, krconn_faa post one
+   work request on the connection's QP (they never wait; a full send queue is KRCONN_E_AGAIN);
+   krconn_poll and krconn_wait return completions (krconn_wc). Buffers must be registered with
+   krconn_reg. Atomics work on 8-byte aligned remote words. Two-sided messages: the receive
+   queue belongs to the physical QP, so on virtual connections to one peer a message fills the
+   oldest receive posted by any of them, and completes at the connection that posted it.
+   krconn_qp gives the struct ibv_qp * for raw verbs (post your own work with wr_id < 2^48 and
+   poll with krconn_poll, which routes by the top 16 bits).
+
+   7. FAILURES
+   -----------
+   - Every call that waits takes timeout_ms and returns by then (give or take the one verbs or
+     socket call in progress at the deadline): a dead or absent peer is KRCONN_E_TIMEDOUT
+     (connect), a stale address KRCONN_E_STALE. An unanswered request is sent again after 50,
+     100, 200, 400 and then every 800 ms; the answer to a repeated request is the same.
+   - Peer died after connecting: the next operation completes with KRCONN_E_PEERDEAD within
+     the retry bound (section 4); once that completion has been polled, later posts on the
+     connection fail at once. krconn_ping is an explicit keepalive (a zero-byte RDMA WRITE). A
+     peer that closed sends a disconnect: posts then fail with KRCONN_E_CLOSED.
+   - Pool empty: connect creates a QP itself (counted in krconn_stats.pool_fallback), or returns
+     KRCONN_E_AGAIN with KRCONN_CONNECT_NOWAIT.
+   - Anything on the UD QP that is not a well-formed message of this protocol (wrong size,
+     magic, version, type, a source GID or QPN that disagrees with the packet's, a nonce no one
+     is waiting for, a replayed request) is dropped and counted (krconn_stats); a connection is
+     only completed with the context it was requested from, by the nonce it was requested with.
+
+   8. ENVIRONMENT
+   --------------
+   KRCONN_DEVICE (device name when opts.device is NULL), KRCONN_META (meta server, HOST[:PORT]),
+   KRCONN_DEBUG (any value: log to stderr when no log callback is given; read once).
+
+   9. THREAD SAFETY
+   ----------------
+   Every function may be called from any thread, except: krconn_ctx_destroy (no other call on
+   that context may run or follow), krconn_close (no other call on that connection), and
+   krconn_poll/krconn_wait of one connection by two threads at once (allowed, but each
+   completion goes to one of them).
+
+   10. ERRORS
+   ----------
+   0 or a negative code: -errno from the system or libibverbs, or KRCONN_E_*. krconn_strerror
+   explains a code; krconn_describe explains the calling thread's last failure in full: the
+   step, device, GID, QPN and errno ("connect: RTR of qp 17 on rxe0 port 1 gid ::ffff:10.0.2.15
+   to qp 23 ...: Connection timed out"). A registration failing with -ENOMEM is described with
+   the locked-memory limit (ulimit -l), the usual cause.
+
+   11. LIMITS
+   ----------
+   One context per process and device port is the intended use (contexts are independent, so
+   more work). 65536 connections per physical QP, 48-bit wr_ids, 32 bytes of connect data per
+   context (krconn_ctx_set_data), 47-byte service names, directories of up to 65536 slots. The
+   directory's slots are in the host's byte order: meta server and clients must agree (all
+   little-endian hosts do). Publishing to a meta server is not authenticated beyond the
+   packet's source address: run it on a trusted network. Disconnects are datagrams: one that
+   is lost leaves the peer's QP until the peer's next operation fails or its context closes.
+*/
+#ifndef KRCONN_H
+#define KRCONN_H
+
+#if defined(KRCONN_IMPLEMENTATION) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE 1
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if !defined(KRCONN_NO_RDMA) && defined(__has_include)
+#if !__has_include(<infiniband/verbs.h>)
+#define KRCONN_NO_RDMA 1
+#endif
+#endif
+
+#ifdef KRCONN_STATIC
+#define KRCONN_API static __attribute__((unused))
+#else
+#define KRCONN_API extern
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct ibv_qp;
+struct ibv_mr;
+
+/* ============================================================================================
+   Declarations
+   ========================================================================================== */
+
+#define KRCONN_VERSION 1
+
+/* Error codes: X(name, value, what krconn_strerror says). Besides these, -errno. */
+#define KRCONN_ERRORS(X)                                                                          \
+    X(KRCONN_E_NOTSUP, -4000,                                                                     \
+      "not supported (built without RDMA: KRCONN_NO_RDMA, or no rdma-core headers)")              \
+    X(KRCONN_E_AGAIN, -3999,                                                                      \
+      "try again: no QP ready in the pool (KRCONN_CONNECT_NOWAIT) or queue full")                 \
+    X(KRCONN_E_TIMEDOUT, -3998,                                                                   \
+      "timed out: the peer did not answer before the deadline (dead, absent or unreachable)")     \
+    X(KRCONN_E_NOTFOUND, -3997, "no such service in the directory")                               \
+    X(KRCONN_E_STALE, -3996,                                                                      \
+      "stale address: the context it names is gone (restarted); look it up again")                \
+    X(KRCONN_E_REJECTED, -3995, "the peer refused the connection (accept backlog full or no QP)") \
+    X(KRCONN_E_PEERDEAD, -3994, "the peer stopped acknowledging (dead or unreachable)")           \
+    X(KRCONN_E_CLOSED, -3993, "the peer closed the connection")                                   \
+    X(KRCONN_E_QPERR, -3992,                                                                      \
+      "the connection's QP is in the error state after a failed operation: close and reconnect")  \
+    X(KRCONN_E_INVAL, -3991, "invalid argument")                                                  \
+    X(KRCONN_E_PROTO, -3990, "protocol error from the peer")                                      \
+    X(KRCONN_E_FULL, -3989, "the directory is full")                                              \
+    X(KRCONN_E_NORECV, -3988, "the peer had no receive posted (RNR retries exhausted)")           \
+    X(KRCONN_E_FLUSHED, -3987, "work flushed: the QP was in the error state")                     \
+    X(KRCONN_E_NODEV, -3986, "no RDMA device with an active port and a usable GID")
+#define KRCONN__ERROR_ENUM(name, value, text) name = value,
+enum { KRCONN_ERRORS(KRCONN__ERROR_ENUM) };
+#undef KRCONN__ERROR_ENUM
+
+/* Levels of the messages a log callback gets. */
+enum { KRCONN_LOG_ERROR = 0, KRCONN_LOG_WARN = 1, KRCONN_LOG_INFO = 2, KRCONN_LOG_DEBUG = 3 };
+
+/* Defaults (zero in an opts field means these). */
+#define KRCONN_DEFAULT_POOL        8    /* RC QPs kept ready in INIT */
+#define KRCONN_DEFAULT_WR          64   /* send and receive queue depth of each RC QP */
+#define KRCONN_DEFAULT_TIMEOUT_MS  5000
+#define KRCONN_DEFAULT_QKEY        0x4b52434eu
+#define KRCONN_DEFAULT_META_PORT   7471
+#define KRCONN_DEFAULT_DIR_SLOTS   256
+#define KRCONN_DATA_MAX            32   /* bytes of connect data */
+#define KRCONN_NAME_MAX            47
+#define KRCONN_DIR_BYTES(slots)    (64u + 128u * (size_t)(slots))
+
+typedef struct krconn_ctx krconn_ctx;
+typedef struct krconn krconn;
+typedef struct krconn_dir krconn_dir;
+
+/* A context's address: what the directory stores. */
+typedef struct krconn_addr {
+    uint8_t gid[16];
+    uint32_t qpn;         /* UD control QP */
+    uint32_t qkey;
+    uint64_t generation;  /* random, per context; 0 in a connect = accept any */
+} krconn_addr;
+
+typedef struct krconn_ctx_opts {
+    const char *device;       /* NULL: $KRCONN_DEVICE, else the first device with an active port */
+    uint8_t port;             /* 0 = 1 */
+    int fixed_gid; /* 1: use gid_index as given; 0: choose (RoCE v2, IPv4-mapped first) */
+    int gid_index;
+    unsigned pool_size;       /* 0 = KRCONN_DEFAULT_POOL */
+    unsigned max_send_wr;     /* 0 = KRCONN_DEFAULT_WR */
+    unsigned max_recv_wr;     /* 0 = KRCONN_DEFAULT_WR */
+    unsigned max_inline;      /* 0 = none */
+    unsigned accept_backlog;  /* 0 = incoming connections are served but not queued for accept */
+    uint32_t qkey;            /* 0 = KRCONN_DEFAULT_QKEY */
+    uint8_t timeout;          /* RC local ACK timeout, 4.096 us * 2^timeout; 0 = 14 */
+    uint8_t retry_cnt;        /* 0 = 6; 7 is refused (rxe retries forever at 7) */
+    uint8_t rnr_retry;        /* 0 = 6 (7 would mean forever and is refused) */
+    uint8_t min_rnr_timer;    /* 0 = 12; values below 12 are raised to 12 */
+    unsigned flags;           /* KRCONN_CTX_* */
+    /* one line per message, KRCONN_LOG_* levels; NULL: silent, or stderr when $KRCONN_DEBUG */
+    void (*log)(int level, const char *msg, void *user);
+    void *log_user;
+} krconn_ctx_opts;
+
+/* The pool is filled once at create and then only by QPs that closed connections give back: a
+   fixed QP budget (connects beyond it create QPs, or fail with KRCONN_E_AGAIN if NOWAIT). */
+#define KRCONN_CTX_NO_REFILL 1u
+
+#define KRCONN_CONNECT_NOWAIT     1u /* pool empty: KRCONN_E_AGAIN instead of creating a QP */
+#define KRCONN_CONNECT_NO_VIRTUAL 2u /* always a new physical connection */
+
+typedef struct krconn_connect_opts {
+    int timeout_ms;           /* 0 = KRCONN_DEFAULT_TIMEOUT_MS */
+    unsigned flags;           /* KRCONN_CONNECT_* */
+} krconn_connect_opts;
+
+typedef struct krconn_meta_opts {
+    uint16_t port;            /* TCP bootstrap port; 0 = KRCONN_DEFAULT_META_PORT */
+    unsigned slots;           /* 0 = KRCONN_DEFAULT_DIR_SLOTS (at most 65536) */
+} krconn_meta_opts;
+
+typedef struct krconn_stats {
+    uint64_t rx;              /* datagrams received on the UD QP */
+    uint64_t rx_bad;          /* dropped: failed completion, wrong size, magic, version, type */
+    uint64_t rx_forged;       /* dropped: source GID/QPN disagree with the packet, unknown nonce */
+    uint64_t rx_replay; /* requests seen before (answered again if still connected, else dropped) */
+    uint64_t rx_stale;        /* requests naming another generation: rejected */
+    uint64_t connects;        /* physical connections made by this side */
+    uint64_t virtual_connects;/* connections that shared an existing physical QP */
+    uint64_t accepts;         /* physical connections made at a peer's request */
+    uint64_t stale_detected;  /* stale directory entries detected by this side */
+    uint64_t pool_created;    /* QPs created by the refill thread */
+    uint64_t pool_fallback;   /* QPs a connect had to create itself */
+    uint64_t pool_recycled;   /* QPs reset and returned to the pool */
+    /* where a physical connect's time goes, summed over `connects` (this side asking) and
+       `accepts` (this side answering), in nanoseconds */
+    uint64_t ns_pool;         /* taking a QP (from the pool, or creating one) */
+    uint64_t ns_request; /* the UD request until its answer: the round trip and the peer's work */
+    uint64_t ns_modify;       /* this side's RTR and RTS */
+    uint64_t ns_accept;       /* answering a request: QP, RTR, sending the answer */
+    uint64_t ns_accept_modify;/* of which the RTR */
+    uint64_t ns_accept_send;  /* of which posting the answer */
+    uint64_t ns_accept_rts;   /* the RTS that follows the answer */
+    uint32_t pool_ready;      /* QPs in the pool now */
+    uint32_t physical;        /* physical connections now */
+    uint32_t connections;     /* krconn handles now */
+} krconn_stats;
+
+/* Registered memory. */
+typedef struct krconn_mr {
+    void *addr;
+    size_t len;
+    uint32_t lkey, rkey;
+    struct ibv_mr *mr;
+} krconn_mr;
+
+/* A completion. wr_id as posted (48 bits); status 0 or a KRCONN_E_* / -errno code. */
+enum { KRCONN_OP_SEND = 1, KRCONN_OP_RECV, KRCONN_OP_WRITE, KRCONN_OP_READ, KRCONN_OP_CAS,
+       KRCONN_OP_FAA, KRCONN_OP_OTHER };
+typedef struct krconn_wc {
+    uint64_t wr_id;
+    int status;
+    int op;                   /* KRCONN_OP_* */
+    uint32_t byte_len;        /* receives */
+    uint32_t imm;             /* receives with immediate data (host order) */
+} krconn_wc;
+
+/* Post flags. */
+#define KRCONN_UNSIGNALED 1u  /* no completion unless it fails */
+#define KRCONN_INLINE     2u  /* copy the data into the work request (len <= max_inline) */
+#define KRCONN_FENCE      4u  /* wait for earlier READs and atomics first */
+
+KRCONN_API const char *krconn_strerror(int code);
+KRCONN_API const char *krconn_describe(int code, char *buf, size_t len);
+
+KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out);
+KRCONN_API int krconn_ctx_destroy(krconn_ctx *ctx);
+KRCONN_API int krconn_ctx_addr(const krconn_ctx *ctx, krconn_addr *out);
+KRCONN_API int krconn_ctx_set_data(krconn_ctx *ctx, const void *data, size_t len);
+KRCONN_API int krconn_ctx_stats(krconn_ctx *ctx, krconn_stats *out);
+KRCONN_API const char *krconn_ctx_device(const krconn_ctx *ctx);
+
+/* "GID/QPN/QKEY/GENERATION" (GID as IPv6 text, numbers in hex); parse accepts what format wrote. */
+KRCONN_API int krconn_addr_format(const krconn_addr *a, char *buf, size_t len);
+KRCONN_API int krconn_addr_parse(const char *s, krconn_addr *out);
+
+KRCONN_API int krconn_connect(krconn_ctx *ctx, const krconn_addr *peer,
+                              const krconn_connect_opts *opts, krconn **out);
+KRCONN_API int krconn_connect_name(krconn_ctx *ctx, krconn_dir *dir, const char *name,
+                                   const krconn_connect_opts *opts, krconn **out);
+KRCONN_API int krconn_accept(krconn_ctx *ctx, int timeout_ms, krconn **out);
+KRCONN_API int krconn_close(krconn *c);
+KRCONN_API int krconn_is_virtual(const krconn *c);
+KRCONN_API int krconn_peer_addr(const krconn *c, krconn_addr *out);
+KRCONN_API const void *krconn_peer_data(const krconn *c); /* KRCONN_DATA_MAX bytes, 8-aligned */
+KRCONN_API struct ibv_qp *krconn_qp(const krconn *c);
+
+KRCONN_API int krconn_dir_shm(void *mem, size_t len, krconn_dir **out);
+KRCONN_API int krconn_dir_meta(krconn_ctx *ctx, const char *where, int timeout_ms,
+                               krconn_dir **out);
+KRCONN_API int krconn_dir_close(krconn_dir *dir);
+KRCONN_API int krconn_meta_serve(krconn_ctx *ctx, const krconn_meta_opts *opts);
+KRCONN_API int krconn_publish(krconn_ctx *ctx, krconn_dir *dir, const char *name,
+                              int timeout_ms);
+KRCONN_API int krconn_lookup(krconn_dir *dir, const char *name, int timeout_ms,
+                             krconn_addr *out);
+
+/* access 0 = local write, remote read, write and atomics (IBV_ACCESS_* otherwise). */
+KRCONN_API int krconn_reg(krconn_ctx *ctx, void *addr, size_t len, int access, krconn_mr *out);
+KRCONN_API int krconn_dereg(krconn_mr *mr);
+
+KRCONN_API int krconn_post_send(krconn *c, uint64_t wr_id, const krconn_mr *mr, const void *buf,
+                                uint32_t len, unsigned flags);
+KRCONN_API int krconn_post_recv(krconn *c, uint64_t wr_id, const krconn_mr *mr, void *buf,
+                                uint32_t len);
+KRCONN_API int krconn_write(krconn *c, uint64_t wr_id, const krconn_mr *mr, const void *buf,
+                            uint32_t len, uint64_t raddr, uint32_t rkey, unsigned flags);
+KRCONN_API int krconn_read(krconn *c, uint64_t wr_id, const krconn_mr *mr, void *buf,
+                           uint32_t len, uint64_t raddr, uint32_t rkey, unsigned flags);
+KRCONN_API int krconn_cas(krconn *c, uint64_t wr_id, const krconn_mr *mr, uint64_t *old,
+                          uint64_t raddr, uint32_t rkey, uint64_t expect, uint64_t desired,
+                          unsigned flags);
+KRCONN_API int krconn_faa(krconn *c, uint64_t wr_id, const krconn_mr *mr, uint64_t *old,
+                          uint64_t raddr, uint32_t rkey, uint64_t add, unsigned flags);
+/* Up to max completions of this connection: the number (>= 1), 0 when timeout_ms is 0 and none
+   is there, KRCONN_E_TIMEDOUT, or KRCONN_E_CLOSED when the peer closed and none is left. */
+KRCONN_API int krconn_poll(krconn *c, krconn_wc *wc, int max, int timeout_ms);
+/* One completion: its status (0 = success), or KRCONN_E_TIMEDOUT. */
+KRCONN_API int krconn_wait(krconn *c, krconn_wc *wc, int timeout_ms);
+/* Keepalive: a zero-byte RDMA WRITE; 0, KRCONN_E_PEERDEAD, KRCONN_E_CLOSED or a timeout. Use it
+   on a connection with no other work outstanding. */
+KRCONN_API int krconn_ping(krconn *c, int timeout_ms);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* With shmheap.h included first: the directory under heap h's named root "krconn.dir", made on
+   first use with `slots` slots (0 = KRCONN_DEFAULT_DIR_SLOTS). Make it once before publishers
+   race (two first users may each make one; the later root wins and the other's table is lost). */
+#ifdef SHMHEAP_H
+static inline int krconn_dir_heap(shmheap *h, unsigned slots, krconn_dir **out)
+{
+    void *t = shmheap_root_get(h, "krconn.dir");
+    if (!slots) slots = KRCONN_DEFAULT_DIR_SLOTS;
+    if (!t) {
+        size_t n = KRCONN_DIR_BYTES(slots);
+        void *m = shmheap_calloc(h, 1, n);
+        if (!m) return -12; /* ENOMEM */
+        int rc = krconn_dir_shm(m, n, out);
+        if (rc) { shmheap_free(h, m); return rc; }
+        krconn_dir_close(*out);
+        shmheap_root_set(h, "krconn.dir", m);
+        t = shmheap_root_get(h, "krconn.dir");
+    }
+    return krconn_dir_shm(t, shmheap_usable_size(h, t), out);
+}
+#endif
+
+#endif /* KRCONN_H */
+
+/* ============================================================================================
+   Implementation
+   ========================================================================================== */
+#if defined(KRCONN_IMPLEMENTATION) && !defined(KRCONN_IMPLEMENTATION_ONCE)
+#define KRCONN_IMPLEMENTATION_ONCE
+
+#if defined(KRCONN_MALLOC) != defined(KRCONN_FREE)
+#error "define both KRCONN_MALLOC and KRCONN_FREE, or neither"
+#endif
+#ifndef KRCONN_MALLOC
+#include <stdlib.h>
+#define KRCONN_MALLOC(n) malloc(n)
+#define KRCONN_FREE(p) free(p)
+#endif
+#ifndef KRCONN_ASSERT
+#include <assert.h>
+#define KRCONN_ASSERT(x) assert(x)
+#endif
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+/* >>errors */
+KRCONN_API const char *krconn_strerror(int code)
+{
+    switch (code) {
+    case 0: return "success";
+#define KRCONN__CASE(name, value, text) case name: return text;
+        KRCONN_ERRORS(KRCONN__CASE)
+#undef KRCONN__CASE
+    default: return code < 0 && code > -1000 ? strerror(-code) : "unknown krconn code";
+    }
+}
+
+#if defined(__cplusplus)
+#define KRCONN__TLS thread_local
+#else
+#define KRCONN__TLS _Thread_local
+#endif
+static KRCONN__TLS int krconn__last_code;
+static KRCONN__TLS char krconn__last_text[320];
+
+KRCONN_API const char *krconn_describe(int code, char *buf, size_t len)
+{
+    if (!buf || !len) return "";
+    if (code && code == krconn__last_code && krconn__last_text[0])
+        snprintf(buf, len, "%s: %s", krconn__last_text, krconn_strerror(code));
+    else snprintf(buf, len, "%s", krconn_strerror(code));
+    return buf;
+}
+
+KRCONN_API int krconn_addr_format(const krconn_addr *a, char *buf, size_t len)
+{
+    static const char hx[] = "0123456789abcdef";
+    char g[40];
+    int k = 0;
+    if (!a || !buf) return KRCONN_E_INVAL;
+    for (int i = 0; i < 16; i++) {
+        g[k++] = hx[a->gid[i] >> 4];
+        g[k++] = hx[a->gid[i] & 15];
+        if (i & 1 && i < 15) g[k++] = ':';
+    }
+    g[k] = 0;
+    int n = snprintf(buf, len, "%s/%x/%x/%llx", g, (unsigned)a->qpn, (unsigned)a->qkey,
+                     (unsigned long long)a->generation);
+    return n < 0 || (size_t)n >= len ? KRCONN_E_INVAL : 0;
+}
+
+KRCONN_API int krconn_addr_parse(const char *s, krconn_addr *out)
+{
+    unsigned v[8], qpn, qkey;
+    unsigned long long gen;
+    char end;
+    if (!s || !out) return KRCONN_E_INVAL;
+    if (sscanf(s, "%4x:%4x:%4x:%4x:%4x:%4x:%4x:%4x/%x/%x/%llx%c", &v[0], &v[1], &v[2], &v[3],
+               &v[4], &v[5], &v[6], &v[7], &qpn, &qkey, &gen, &end) != 11)
+        return KRCONN_E_INVAL;
+    if (qpn > 0xffffff) return KRCONN_E_INVAL;
+    for (int i = 0; i < 8; i++) {
+        out->gid[2 * i] = (uint8_t)(v[i] >> 8);
+        out->gid[2 * i + 1] = (uint8_t)v[i];
+    }
+    out->qpn = qpn;
+    out->qkey = qkey;
+    out->generation = gen;
+    return 0;
+}
+
+#ifdef KRCONN_NO_RDMA
+/* >>no_rdma: every call that needs a device says so. */
+KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *o, krconn_ctx **out)
+{
+    (void)o;
+    if (out) *out = NULL;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_ctx_destroy(krconn_ctx *c) { (void)c; return KRCONN_E_NOTSUP; }
+KRCONN_API int krconn_ctx_addr(const krconn_ctx *c, krconn_addr *o)
+{
+    (void)c;
+    (void)o;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_ctx_set_data(krconn_ctx *c, const void *d, size_t n)
+{
+    (void)c;
+    (void)d;
+    (void)n;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_ctx_stats(krconn_ctx *c, krconn_stats *o)
+{
+    (void)c;
+    (void)o;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API const char *krconn_ctx_device(const krconn_ctx *c) { (void)c; return ""; }
+KRCONN_API int krconn_connect(krconn_ctx *c, const krconn_addr *p, const krconn_connect_opts *o,
+                              krconn **out)
+{
+    (void)c;
+    (void)p;
+    (void)o;
+    if (out) *out = NULL;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_connect_name(krconn_ctx *c, krconn_dir *d, const char *n,
+                                   const krconn_connect_opts *o, krconn **out)
+{
+    (void)c;
+    (void)d;
+    (void)n;
+    (void)o;
+    if (out) *out = NULL;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_accept(krconn_ctx *c, int t, krconn **out)
+{
+    (void)c;
+    (void)t;
+    if (out) *out = NULL;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_close(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
+KRCONN_API int krconn_is_virtual(const krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
+KRCONN_API int krconn_peer_addr(const krconn *c, krconn_addr *o)
+{
+    (void)c;
+    (void)o;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API const void *krconn_peer_data(const krconn *c) { (void)c; return NULL; }
+KRCONN_API struct ibv_qp *krconn_qp(const krconn *c) { (void)c; return NULL; }
+KRCONN_API int krconn_dir_shm(void *m, size_t n, krconn_dir **out)
+{
+    (void)m;
+    (void)n;
+    if (out) *out = NULL;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_dir_meta(krconn_ctx *c, const char *w, int t, krconn_dir **out)
+{
+    (void)c;
+    (void)w;
+    (void)t;
+    if (out) *out = NULL;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_dir_close(krconn_dir *d) { (void)d; return KRCONN_E_NOTSUP; }
+KRCONN_API int krconn_meta_serve(krconn_ctx *c, const krconn_meta_opts *o)
+{
+    (void)c;
+    (void)o;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_publish(krconn_ctx *c, krconn_dir *d, const char *n, int t)
+{
+    (void)c;
+    (void)d;
+    (void)n;
+    (void)t;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_lookup(krconn_dir *d, const char *n, int t, krconn_addr *o)
+{
+    (void)d;
+    (void)n;
+    (void)t;
+    (void)o;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_reg(krconn_ctx *c, void *a, size_t n, int x, krconn_mr *o)
+{
+    (void)c;
+    (void)a;
+    (void)n;
+    (void)x;
+    (void)o;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_dereg(krconn_mr *m) { (void)m; return KRCONN_E_NOTSUP; }
+KRCONN_API int krconn_post_send(krconn *c, uint64_t w, const krconn_mr *m, const void *b,
+                                uint32_t n, unsigned f)
+{
+    (void)c;
+    (void)w;
+    (void)m;
+    (void)b;
+    (void)n;
+    (void)f;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_post_recv(krconn *c, uint64_t w, const krconn_mr *m, void *b, uint32_t n)
+{
+    (void)c;
+    (void)w;
+    (void)m;
+    (void)b;
+    (void)n;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_write(krconn *c, uint64_t w, const krconn_mr *m, const void *b, uint32_t n,
+                            uint64_t ra, uint32_t rk, unsigned f)
+{
+    (void)c;
+    (void)w;
+    (void)m;
+    (void)b;
+    (void)n;
+    (void)ra;
+    (void)rk;
+    (void)f;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_read(krconn *c, uint64_t w, const krconn_mr *m, void *b, uint32_t n,
+                           uint64_t ra, uint32_t rk, unsigned f)
+{
+    (void)c;
+    (void)w;
+    (void)m;
+    (void)b;
+    (void)n;
+    (void)ra;
+    (void)rk;
+    (void)f;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_cas(krconn *c, uint64_t w, const krconn_mr *m, uint64_t *o, uint64_t ra,
+                          uint32_t rk, uint64_t e, uint64_t d, unsigned f)
+{
+    (void)c;
+    (void)w;
+    (void)m;
+    (void)o;
+    (void)ra;
+    (void)rk;
+    (void)e;
+    (void)d;
+    (void)f;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_faa(krconn *c, uint64_t w, const krconn_mr *m, uint64_t *o, uint64_t ra,
+                          uint32_t rk, uint64_t a, unsigned f)
+{
+    (void)c;
+    (void)w;
+    (void)m;
+    (void)o;
+    (void)ra;
+    (void)rk;
+    (void)a;
+    (void)f;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_poll(krconn *c, krconn_wc *w, int m, int t)
+{
+    (void)c;
+    (void)w;
+    (void)m;
+    (void)t;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_wait(krconn *c, krconn_wc *w, int t)
+{
+    (void)c;
+    (void)w;
+    (void)t;
+    return KRCONN_E_NOTSUP;
+}
+KRCONN_API int krconn_ping(krconn *c, int t) { (void)c; (void)t; return KRCONN_E_NOTSUP; }
+#else /* RDMA */
+
+#include "impl/verbs.h"
+#include <netdb.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+/* ---------------------------------------------------------------------------- >>structures */
+
+#define KRCONN__MAGIC 0x4b52434eu   /* "KRCN" */
+#define KRCONN__PROTO 1
+#define KRCONN__MSG 160             /* every control message has exactly this size */
+#define KRCONN__SLOT 512            /* UD buffer slot: GRH + message, room to see oversize ones */
+#define KRCONN__NRX 64
+#define KRCONN__NTX 32
+#define KRCONN__NPEND 64
+#define KRCONN__NRECENT 256
+#define KRCONN__NAH 64
+#define KRCONN__NNAMES 64
+#define KRCONN__TAG_SHIFT 48
+#define KRCONN__WRID_MASK ((1ull << KRCONN__TAG_SHIFT) - 1)
+
+enum { KRCONN__REQ = 1, KRCONN__REP, KRCONN__REJ, KRCONN__DISC, KRCONN__PUB, KRCONN__PUBACK };
+enum { KRCONN__REJ_STALE = 1, KRCONN__REJ_BUSY = 2 };
+
+/* A control message, unpacked. On the wire: big-endian at fixed offsets (krconn__msg_pack). */
+typedef struct krconn__msg {
+    uint8_t type;
+    uint16_t code;
+    uint64_t nonce, src_gen, dst_gen;
+    uint8_t src_gid[16];
+    uint32_t src_udqpn;
+    uint32_t qpn, psn;      /* REQ/REP: sender's RC QP; DISC: sender's RC QP, aux32 = receiver's */
+    uint32_t aux32;         /* REP from a meta server: slots; DISC: receiver's RC QPN */
+    uint64_t aux64;         /* REP from a meta server: table address */
+    uint32_t aux32b;        /* REP from a meta server: rkey */
+    uint8_t data[KRCONN_DATA_MAX];
+    char name[48];          /* PUB */
+} krconn__msg;
+
+typedef struct krconn__phys krconn__phys;
+
+struct krconn {
+    krconn_ctx *ctx;
+    krconn__phys *p;
+    uint32_t tag;
+    int virt;
+    krconn_wc *stash;       /* completions another poller took for us */
+    uint32_t st_head, st_n, st_cap;
+};
+
+enum { KRCONN__CONNECTING = 1, KRCONN__READY, KRCONN__GONE };
+
+struct krconn__phys {
+    krconn__phys *next;
+    krconn_ctx *ctx;
+    struct ibv_qp *qp;
+    struct ibv_cq *cq;
+    krconn_addr peer;
+    uint32_t rqpn, rpsn, psn;
+    uint64_t nonce;
+    int state;              /* KRCONN__* (under ctx->mu) */
+    int err;                /* code for new posts, 0 while usable */
+    int refs;               /* krconn handles + held */
+    int held;               /* 1: the context holds it (accepted, not handed out yet) */
+    int shared;             /* 1: found by later connects to the same peer */
+    int queued;             /* in the accept queue */
+    pthread_mutex_t mu;     /* CQ polling and the tag table */
+    krconn **v;
+    uint32_t nv;
+    uint64_t peer_data[KRCONN_DATA_MAX / 8]; /* 8-byte aligned: callers cast it to structs */
+    uint32_t meta_slots, meta_rkey; /* the peer is a meta server: its table */
+    uint64_t meta_addr;
+};
+
+typedef struct krconn__pending {
+    int used;
+    uint32_t state;         /* 0 waiting, 1 answered (a futex word) */
+    uint64_t nonce;
+    uint8_t gid[16];
+    uint32_t udqpn;
+    krconn__msg m;          /* the answer */
+} krconn__pending;
+
+typedef struct krconn__recent {
+    uint8_t gid[16];
+    uint32_t udqpn;
+    uint64_t gen, nonce;
+    krconn__phys *p;        /* may be gone: compared by pointer only while listed */
+} krconn__recent;
+
+typedef struct krconn__ah { uint8_t gid[16]; struct ibv_ah *ah; uint64_t used; } krconn__ah;
+
+typedef struct krconn__name {
+    const krconn_dir *dir;
+    char name[48];
+    krconn_addr a;
+    uint64_t bad_gen;       /* a generation found stale: never used again */
+    int valid;
+} krconn__name;
+
+typedef struct krconn__poolqp { struct ibv_qp *qp; struct ibv_cq *cq; } krconn__poolqp;
+
+struct krconn_ctx {
+    rcp__verbs_dev d;
+    krconn_ctx_opts o;
+    struct rcp__logger lg;
+    uint64_t gen;
+    krconn_addr addr;
+    struct ibv_cq *ud_rcq, *ud_scq;
+    struct ibv_qp *ud;
+    struct ibv_mr *ud_mr;
+    unsigned char *ud_buf;          /* NRX receive slots, then NTX send slots */
+    unsigned tx_next, tx_out;
+    pthread_mutex_t mu, rx_mu, tx_mu;
+    krconn__poolqp *pool;
+    unsigned pool_n, pool_cap, pool_target;
+    krconn__phys *phys;
+    krconn__phys **acq;             /* accept queue */
+    unsigned acq_head, acq_n;
+    krconn__pending pend[KRCONN__NPEND];
+    krconn__recent recent[KRCONN__NRECENT];
+    unsigned recent_next;
+    krconn__ah ahs[KRCONN__NAH];
+    uint64_t ah_clock;
+    krconn__name names[KRCONN__NNAMES];
+    unsigned names_next;
+    uint8_t data[KRCONN_DATA_MAX];
+    krconn_stats st;
+    uint32_t nconn;
+    pthread_t thr;
+    int thr_started, stop, evfd;
+    /* meta server */
+    unsigned char *meta_tab;
+    size_t meta_len;
+    struct ibv_mr *meta_mr;
+    int meta_fd;
+    uint64_t rng;
+};
+
+/* The directory table: 64-byte header, then slots of 128 bytes. */
+#define KRCONN__DIR_MAGIC 0x52494443524b0001ull
+#define KRCONN__DIR_VERSION 1u
+typedef struct krconn__dhdr {
+    uint64_t magic;
+    uint32_t version, nslots;
+    uint64_t pad[6];
+} krconn__dhdr;
+typedef struct krconn__dent {
+    uint64_t seq;           /* 0 empty, odd while written */
+    uint64_t gen;
+    uint32_t qpn, qkey;
+    uint8_t gid[16];
+    char name[48];
+    uint64_t check;         /* FNV-1a over seq and the fields: a torn copy does not match */
+    uint64_t pad[4];
+} krconn__dent;
+RCP__STATIC_ASSERT(sizeof(krconn__dhdr) == 64, "directory header is 64 bytes");
+RCP__STATIC_ASSERT(sizeof(krconn__dent) == 128, "directory slot is 128 bytes");
+
+enum { KRCONN__DIR_SHM = 1, KRCONN__DIR_META };
+struct krconn_dir {
+    int kind;
+    krconn__dhdr *hdr;      /* shm */
+    krconn__dent *ent;
+    uint32_t nslots;
+    krconn_ctx *ctx;        /* meta */
+    krconn *conn;
+    krconn_mr buf;
+    krconn__dent *lbuf;
+    uint64_t raddr;
+    uint32_t rkey;
+    krconn_addr meta;
+    pthread_mutex_t mu;
+};
+
+/* ---------------------------------------------------------------------------- >>helpers */
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void krconn__log(krconn_ctx *ctx, int level, const char *fmt, ...)
+{
+    static int env = -1;
+    struct rcp__logger lg;
+    va_list ap;
+    if (ctx) lg = ctx->lg;
+    else lg = rcp__logger_pick(NULL, NULL, &env, "KRCONN_DEBUG", "krconn");
+    va_start(ap, fmt);
+    rcp__logv(&lg, level, fmt, ap);
+    va_end(ap);
+}
+
+static void krconn__gidstr(const uint8_t *g, char *buf, size_t len)
+{
+    if (!inet_ntop(AF_INET6, g, buf, (socklen_t)len)) snprintf(buf, len, "?");
+}
+
+/* Record the calling thread's failure for krconn_describe, and log it. Returns code. */
+static int krconn__fail(krconn_ctx *ctx, int code, const char *step, uint32_t qpn,
+                        const uint8_t *peer_gid, uint32_t peer_qpn)
+{
+    char g[64] = "", pg[64] = "", peer[120] = "";
+    if (ctx) krconn__gidstr(ctx->d.gid.raw, g, sizeof g);
+    if (peer_gid) {
+        krconn__gidstr(peer_gid, pg, sizeof pg);
+        snprintf(peer, sizeof peer, " to qp %u gid %s", peer_qpn, pg);
+    }
+    if (ctx)
+        snprintf(krconn__last_text, sizeof krconn__last_text, "%s: qp %u on %s port %u gid %s%s",
+                 step, qpn, ctx->d.name, ctx->d.port, g, peer);
+    else snprintf(krconn__last_text, sizeof krconn__last_text, "%s%s", step, peer);
+    if (code < 0 && code > -1000) {
+        size_t n = strlen(krconn__last_text);
+        snprintf(krconn__last_text + n, sizeof krconn__last_text - n, " (errno %d)", -code);
+    }
+    krconn__last_code = code;
+    krconn__log(ctx, KRCONN_LOG_ERROR, "%s: %s", krconn__last_text, krconn_strerror(code));
+    return code;
+}
+
+static uint64_t krconn__mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static uint64_t krconn__random(krconn_ctx *ctx)
+{
+    uint64_t c = rcp__fetch_add(&ctx->rng, 0x9e3779b97f4a7c15ull);
+    return krconn__mix(c ^ ctx->gen);
+}
+
+static uint64_t krconn__fnv(const void *p, size_t n, uint64_t h)
+{
+    const unsigned char *b = (const unsigned char *)p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static uint64_t krconn__deadline(int timeout_ms)
+{
+    if (timeout_ms <= 0) timeout_ms = KRCONN_DEFAULT_TIMEOUT_MS;
+    return rcp__now_ns() + (uint64_t)timeout_ms * 1000000ull;
+}
+
+static void krconn__put64(unsigned char *p, uint64_t v)
+{
+    rcp__verbs_put32(p, (uint32_t)(v >> 32));
+    rcp__verbs_put32(p + 4, (uint32_t)v);
+}
+static uint64_t krconn__get64(const unsigned char *p)
+{
+    return (uint64_t)rcp__verbs_get32(p) << 32 | rcp__verbs_get32(p + 4);
+}
+
+static void krconn__msg_pack(const krconn__msg *m, unsigned char *b)
+{
+    memset(b, 0, KRCONN__MSG);
+    rcp__verbs_put32(b, KRCONN__MAGIC);
+    b[4] = KRCONN__PROTO;
+    b[5] = m->type;
+    b[6] = (unsigned char)(m->code >> 8);
+    b[7] = (unsigned char)m->code;
+    krconn__put64(b + 8, m->nonce);
+    krconn__put64(b + 16, m->src_gen);
+    krconn__put64(b + 24, m->dst_gen);
+    memcpy(b + 32, m->src_gid, 16);
+    rcp__verbs_put32(b + 48, m->src_udqpn);
+    rcp__verbs_put32(b + 52, m->qpn);
+    rcp__verbs_put32(b + 56, m->psn);
+    rcp__verbs_put32(b + 60, m->aux32);
+    krconn__put64(b + 64, m->aux64);
+    rcp__verbs_put32(b + 72, m->aux32b);
+    memcpy(b + 80, m->data, KRCONN_DATA_MAX);
+    memcpy(b + 112, m->name, 48);
+}
+
+/* 0, or -1 if these bytes are not a message of this protocol. */
+static int krconn__msg_unpack(const unsigned char *b, krconn__msg *m)
+{
+    if (rcp__verbs_get32(b) != KRCONN__MAGIC || b[4] != KRCONN__PROTO) return -1;
+    m->type = b[5];
+    if (m->type < KRCONN__REQ || m->type > KRCONN__PUBACK) return -1;
+    m->code = (uint16_t)(b[6] << 8 | b[7]);
+    m->nonce = krconn__get64(b + 8);
+    m->src_gen = krconn__get64(b + 16);
+    m->dst_gen = krconn__get64(b + 24);
+    memcpy(m->src_gid, b + 32, 16);
+    m->src_udqpn = rcp__verbs_get32(b + 48);
+    m->qpn = rcp__verbs_get32(b + 52);
+    m->psn = rcp__verbs_get32(b + 56);
+    m->aux32 = rcp__verbs_get32(b + 60);
+    m->aux64 = krconn__get64(b + 64);
+    m->aux32b = rcp__verbs_get32(b + 72);
+    memcpy(m->data, b + 80, KRCONN_DATA_MAX);
+    memcpy(m->name, b + 112, 48);
+    m->name[47] = 0;
+    if (m->qpn > 0xffffff || m->psn > 0xffffff || m->src_udqpn > 0xffffff || !m->nonce ||
+        !m->src_gen)
+        return -1;
+    return 0;
+}
+
+static void krconn__msg_init(krconn_ctx *ctx, krconn__msg *m, uint8_t type)
+{
+    memset(m, 0, sizeof *m);
+    m->type = type;
+    m->src_gen = ctx->gen;
+    memcpy(m->src_gid, ctx->addr.gid, 16);
+    m->src_udqpn = ctx->addr.qpn;
+}
+
+/* ---------------------------------------------------------------------------- >>ud */
+
+/* The address handle towards gid, cached; creating it resolves the neighbour entry. Under mu. */
+static struct ibv_ah *krconn__ah_get(krconn_ctx *ctx, const uint8_t *gid, int *rc)
+{
+    krconn__ah *victim = &ctx->ahs[0];
+    for (int i = 0; i < KRCONN__NAH; i++) {
+        krconn__ah *a = &ctx->ahs[i];
+        if (a->ah && memcmp(a->gid, gid, 16) == 0) {
+            a->used = ++ctx->ah_clock;
+            return a->ah;
+        }
+        if (!a->ah || (victim->ah && a->used < victim->used)) victim = a;
+    }
+    rcp__verbs_ep ep;
+    memset(&ep, 0, sizeof ep);
+    memcpy(ep.gid, gid, 16);
+    struct ibv_ah *ah = NULL;
+    *rc = rcp__verbs_ah_create(&ctx->d, &ep, &ah);
+    if (*rc) return NULL;
+    if (victim->ah) ibv_destroy_ah(victim->ah);
+    memcpy(victim->gid, gid, 16);
+    victim->ah = ah;
+    victim->used = ++ctx->ah_clock;
+    return ah;
+}
+
+/* Drain finished UD sends. Under tx_mu. */
+static void krconn__tx_reap(krconn_ctx *ctx, int wait)
+{
+    struct ibv_wc wc[8];
+    uint64_t end = rcp__now_ns() + 1000000000ull;
+    for (;;) {
+        int n = ibv_poll_cq(ctx->ud_scq, 8, wc);
+        if (n > 0) ctx->tx_out -= (unsigned)n;
+        if (n > 0 || !wait || !ctx->tx_out || rcp__now_ns() > end) return;
+        sched_yield();
+    }
+}
+
+/* Send one control message to a context (gid, udqpn, qkey). Does not wait for the peer. */
+static int krconn__send_msg(krconn_ctx *ctx, const krconn__msg *m, const uint8_t *gid,
+                            uint32_t udqpn, uint32_t qkey)
+{
+    int rc = 0;
+    pthread_mutex_lock(&ctx->mu);
+    struct ibv_ah *ah = krconn__ah_get(ctx, gid, &rc);
+    pthread_mutex_unlock(&ctx->mu);
+    if (!ah)
+        return krconn__fail(ctx, rc, "address handle (neighbour resolution)", ctx->addr.qpn, gid,
+                            udqpn);
+    pthread_mutex_lock(&ctx->tx_mu);
+    krconn__tx_reap(ctx, ctx->tx_out >= KRCONN__NTX);
+    if (ctx->tx_out >= KRCONN__NTX) {
+        pthread_mutex_unlock(&ctx->tx_mu);
+        return KRCONN_E_AGAIN;
+    }
+    unsigned char *b = ctx->ud_buf + (KRCONN__NRX + ctx->tx_next) * KRCONN__SLOT;
+    ctx->tx_next = (ctx->tx_next + 1) % KRCONN__NTX;
+    krconn__msg_pack(m, b);
+    rcp__verbs_ep r;
+    memset(&r, 0, sizeof r);
+    r.qpn = udqpn;
+    r.qkey = qkey ? qkey : ctx->addr.qkey;
+    rc = rcp__verbs_post_ud_send(ctx->ud, 0, b, KRCONN__MSG, ctx->ud_mr->lkey, ah, &r,
+                                 IBV_SEND_SIGNALED);
+    if (!rc) ctx->tx_out++;
+    pthread_mutex_unlock(&ctx->tx_mu);
+    return rc ? krconn__fail(ctx, rc, "post UD send", ctx->addr.qpn, gid, udqpn) : 0;
+}
+
+/* The sender's GID as the packet says (GRH for IB and RoCE v1/v2-IPv6, the IPv4 header that rxe
+   and mlx put at byte 20 for RoCE v2 over IPv4). -1 if there is none. */
+static int krconn__grh_gid(const unsigned char *grh, const struct ibv_wc *wc, uint8_t *gid)
+{
+    if (!(wc->wc_flags & IBV_WC_GRH)) return -1;
+    if ((grh[0] >> 4) == 6) {
+        memcpy(gid, grh + 8, 16);
+        return 0;
+    }
+    if ((grh[20] >> 4) == 4) {
+        memset(gid, 0, 10);
+        gid[10] = gid[11] = 0xff;
+        memcpy(gid + 12, grh + 20 + 12, 4);
+        return 0;
+    }
+    return -1;
+}
+
+static int krconn__rx_post(krconn_ctx *ctx, unsigned i)
+{
+    return rcp__verbs_post_recv(ctx->ud, i, ctx->ud_buf + i * KRCONN__SLOT, KRCONN__SLOT,
+                                ctx->ud_mr->lkey);
+}
+
+/* ---------------------------------------------------------------------------- >>pool */
+
+static int krconn__qp_init(krconn_ctx *ctx, struct ibv_qp *qp)
+{
+    struct ibv_qp_attr a;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = ctx->d.port;
+    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                        IBV_ACCESS_REMOTE_ATOMIC;
+    return rcp__verbs_modify(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                         IBV_QP_ACCESS_FLAGS, "INIT");
+}
+
+static int krconn__qp_new(krconn_ctx *ctx, krconn__poolqp *q)
+{
+    rcp__verbs_qp_opts qo;
+    int rc;
+    memset(&qo, 0, sizeof qo);
+    qo.max_send_wr = ctx->o.max_send_wr;
+    qo.max_recv_wr = ctx->o.max_recv_wr;
+    qo.max_inline = ctx->o.max_inline;
+    q->qp = NULL;
+    if ((rc = rcp__verbs_cq_create(&ctx->d, (int)(ctx->o.max_send_wr + ctx->o.max_recv_wr), 0,
+                                   &q->cq)))
+        return krconn__fail(ctx, rc, "create CQ", 0, NULL, 0);
+    if ((rc = rcp__verbs_qp_create(&ctx->d, q->cq, q->cq, &qo, &q->qp))) {
+        rcp__verbs_cq_destroy(q->cq);
+        q->cq = NULL;
+        return krconn__fail(ctx, rc, "create RC QP", 0, NULL, 0);
+    }
+    return 0;
+}
+
+static void krconn__qp_free(krconn__poolqp *q)
+{
+    rcp__verbs_qp_destroy(q->qp);
+    rcp__verbs_cq_destroy(q->cq);
+    q->qp = NULL;
+    q->cq = NULL;
+}
+
+static void krconn__wake(krconn_ctx *ctx)
+{
+    uint64_t one = 1;
+    if (write(ctx->evfd, &one, sizeof one) < 0) { /* the counter is full: it is awake anyway */ }
+}
+
+/* A QP in INIT: from the pool, else created here unless nowait. */
+static int krconn__pool_take(krconn_ctx *ctx, int nowait, krconn__poolqp *q)
+{
+    pthread_mutex_lock(&ctx->mu);
+    if (ctx->pool_n) {
+        *q = ctx->pool[--ctx->pool_n];
+        ctx->st.pool_ready = ctx->pool_n;
+        int low = ctx->pool_n <= ctx->pool_target / 2;
+        pthread_mutex_unlock(&ctx->mu);
+        /* refill at the low-water mark (or the thread's next round, within 200 ms), not after
+           every take: creating a QP competes with the connect for the CPU */
+        if (low) krconn__wake(ctx);
+        return 0;
+    }
+    pthread_mutex_unlock(&ctx->mu);
+    krconn__wake(ctx);
+    if (nowait) return KRCONN_E_AGAIN;
+    int rc = krconn__qp_new(ctx, q);
+    if (!rc) {
+        pthread_mutex_lock(&ctx->mu);
+        ctx->st.pool_fallback++;
+        pthread_mutex_unlock(&ctx->mu);
+    }
+    return rc;
+}
+
+/* Reset a used QP and keep it in the pool, or destroy it when the pool is full. */
+static void krconn__pool_give(krconn_ctx *ctx, struct ibv_qp *qp, struct ibv_cq *cq)
+{
+    krconn__poolqp q;
+    q.qp = qp;
+    q.cq = cq;
+    struct ibv_qp_attr a;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_RESET;
+    int ok = ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0;
+    struct ibv_wc wc[16];
+    while (ibv_poll_cq(cq, 16, wc) > 0) {}
+    ok = ok && krconn__qp_init(ctx, qp) == 0;
+    pthread_mutex_lock(&ctx->mu);
+    if (ok && ctx->pool_n < ctx->pool_cap) {
+        ctx->pool[ctx->pool_n++] = q;
+        ctx->st.pool_recycled++;
+        ctx->st.pool_ready = ctx->pool_n;
+        q.qp = NULL;
+    }
+    pthread_mutex_unlock(&ctx->mu);
+    if (q.qp) krconn__qp_free(&q);
+}
+
+static void krconn__pool_refill(krconn_ctx *ctx)
+{
+    for (;;) {
+        pthread_mutex_lock(&ctx->mu);
+        int need = ctx->pool_n < ctx->pool_target && !ctx->stop;
+        pthread_mutex_unlock(&ctx->mu);
+        if (!need) return;
+        krconn__poolqp q;
+        if (krconn__qp_new(ctx, &q)) return;
+        pthread_mutex_lock(&ctx->mu);
+        if (ctx->pool_n < ctx->pool_cap) {
+            ctx->pool[ctx->pool_n++] = q;
+            ctx->st.pool_created++;
+            ctx->st.pool_ready = ctx->pool_n;
+            q.qp = NULL;
+        }
+        pthread_mutex_unlock(&ctx->mu);
+        if (q.qp) krconn__qp_free(&q);
+    }
+}
+
+/* ---------------------------------------------------------------------------- >>phys */
+
+/* INIT -> RTR -> RTS towards the peer's RC QP. */
+/* INIT -> RTR towards the peer's RC QP: from then on this side answers the peer's packets. */
+static int krconn__rtr(krconn_ctx *ctx, krconn__phys *p)
+{
+    rcp__verbs_ep r;
+    struct ibv_qp_attr a;
+    int rd = ctx->d.attr.max_qp_rd_atom;
+    memset(&r, 0, sizeof r);
+    memset(&a, 0, sizeof a);
+    r.qpn = p->rqpn;
+    r.psn = p->rpsn;
+    memcpy(r.gid, p->peer.gid, 16);
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = ctx->d.port_attr.active_mtu;
+    a.dest_qp_num = p->rqpn;
+    a.rq_psn = p->rpsn;
+    a.max_dest_rd_atomic = (uint8_t)(rd <= 0                         ? 1
+                                     : rd > RCP__VERBS_MAX_RD_ATOMIC ? RCP__VERBS_MAX_RD_ATOMIC
+                                                                     : rd);
+    a.min_rnr_timer = ctx->o.min_rnr_timer;
+    rcp__verbs_ah_attr(&ctx->d, &r, &a.ah_attr);
+    int rc = rcp__verbs_modify(p->qp, &a,
+                               IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+                               "RTR");
+    if (rc) krconn__fail(ctx, rc, "RTR", p->qp->qp_num, p->peer.gid, p->rqpn);
+    return rc;
+}
+
+/* RTR -> RTS: this side may send. */
+static int krconn__rts(krconn_ctx *ctx, krconn__phys *p)
+{
+    struct ibv_qp_attr a;
+    int rd = ctx->d.attr.max_qp_init_rd_atom;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_RTS;
+    a.sq_psn = p->psn;
+    a.timeout = ctx->o.timeout ? ctx->o.timeout : 14;
+    a.retry_cnt = ctx->o.retry_cnt;
+    a.rnr_retry = ctx->o.rnr_retry ? ctx->o.rnr_retry : 6;
+    a.max_rd_atomic = (uint8_t)(rd <= 0                         ? 1
+                                : rd > RCP__VERBS_MAX_RD_ATOMIC ? RCP__VERBS_MAX_RD_ATOMIC
+                                                                : rd);
+    int rc = rcp__verbs_modify(p->qp, &a,
+                               IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC,
+                               "RTS");
+    if (rc) krconn__fail(ctx, rc, "RTS", p->qp->qp_num, p->peer.gid, p->rqpn);
+    return rc;
+}
+
+static int krconn__rc_connect(krconn_ctx *ctx, krconn__phys *p)
+{
+    int rc = krconn__rtr(ctx, p);
+    return rc ? rc : krconn__rts(ctx, p);
+}
+
+static krconn__phys *krconn__phys_new(krconn_ctx *ctx, const krconn_addr *peer)
+{
+    krconn__phys *p = (krconn__phys *)KRCONN_MALLOC(sizeof *p);
+    if (!p) return NULL;
+    memset(p, 0, sizeof *p);
+    p->ctx = ctx;
+    p->peer = *peer;
+    p->psn = (uint32_t)krconn__random(ctx) & 0xffffff;
+    pthread_mutex_init(&p->mu, NULL);
+    return p;
+}
+
+/* Unlink p from the context's list. Under mu. */
+static void krconn__phys_unlink(krconn_ctx *ctx, krconn__phys *p)
+{
+    for (krconn__phys **pp = &ctx->phys; *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            ctx->st.physical--;
+            return;
+        }
+}
+
+/* Free a physical connection nobody refers to any more; tell the peer unless it told us. */
+static void krconn__phys_free(krconn_ctx *ctx, krconn__phys *p, int tell_peer)
+{
+    if (tell_peer && p->state == KRCONN__READY && !rcp__load(&p->err)) {
+        krconn__msg m;
+        krconn__msg_init(ctx, &m, KRCONN__DISC);
+        m.nonce = p->nonce;
+        m.dst_gen = p->peer.generation;
+        m.qpn = p->qp->qp_num;
+        m.aux32 = p->rqpn;
+        krconn__send_msg(ctx, &m, p->peer.gid, p->peer.qpn, p->peer.qkey);
+    }
+    if (p->qp) krconn__pool_give(ctx, p->qp, p->cq);
+    for (uint32_t i = 0; i < p->nv; i++) KRCONN_ASSERT(p->v[i] == NULL);
+    KRCONN_FREE(p->v);
+    pthread_mutex_destroy(&p->mu);
+    KRCONN_FREE(p);
+}
+
+/* A new handle on p (a tag in its table). */
+static int krconn__handle(krconn_ctx *ctx, krconn__phys *p, int virt, krconn **out)
+{
+    krconn *c = (krconn *)KRCONN_MALLOC(sizeof *c);
+    if (!c) return -ENOMEM;
+    memset(c, 0, sizeof *c);
+    c->ctx = ctx;
+    c->p = p;
+    c->virt = virt;
+    pthread_mutex_lock(&p->mu);
+    uint32_t t = 0;
+    while (t < p->nv && p->v[t]) t++;
+    if (t == p->nv) {
+        uint32_t nn = p->nv ? p->nv * 2 : 4;
+        if (nn > 65536) nn = 65536;
+        krconn **nv = t < nn ? (krconn **)KRCONN_MALLOC(nn * sizeof *nv) : NULL;
+        if (!nv) {
+            pthread_mutex_unlock(&p->mu);
+            KRCONN_FREE(c);
+            return t < nn ? -ENOMEM : KRCONN_E_FULL;
+        }
+        memset(nv, 0, nn * sizeof *nv);
+        if (p->nv) memcpy(nv, p->v, p->nv * sizeof *nv);
+        KRCONN_FREE(p->v);
+        p->v = nv;
+        p->nv = nn;
+    }
+    p->v[t] = c;
+    c->tag = t;
+    pthread_mutex_unlock(&p->mu);
+    *out = c;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------- >>directory */
+
+static uint64_t krconn__dent_check(const krconn__dent *e, uint64_t seq)
+{
+    uint64_t h = krconn__fnv(&seq, 8, 0xcbf29ce484222325ull);
+    return krconn__fnv(&e->gen, offsetof(krconn__dent, check) - offsetof(krconn__dent, gen), h);
+}
+
+/* Copy a slot so that the copy is consistent: 1 valid, 0 empty, -1 busy or torn. */
+static int krconn__dent_read(const krconn__dent *src, krconn__dent *out)
+{
+    uint64_t s1 = rcp__load(&src->seq);
+    if (s1 == 0) return 0;
+    if (s1 & 1) return -1;
+    memcpy(out, (const void *)src, sizeof *out);
+    rcp__full_fence();
+    if (rcp__load(&src->seq) != s1 || out->seq != s1) return -1;
+    return out->check == krconn__dent_check(out, s1) ? 1 : -1;
+}
+
+static int krconn__dent_valid(const krconn__dent *e)
+{
+    if (e->seq == 0) return 0;
+    if ((e->seq & 1) || e->check != krconn__dent_check(e, e->seq)) return -1;
+    return 1;
+}
+
+/* Write name -> a into a table in local memory (shared memory, or the meta server's own). */
+static int krconn__dir_put(krconn__dent *tab, uint32_t n, const char *name, const krconn_addr *a)
+{
+    uint64_t h = krconn__fnv(name, strlen(name), 0xcbf29ce484222325ull);
+    for (uint32_t i = 0; i < n; i++) {
+        krconn__dent *e = &tab[(h + i) % n];
+        for (int spin = 0;; spin++) {
+            uint64_t s = rcp__load(&e->seq);
+            int mine;
+            if (s == 0) mine = 1;
+            else if (s & 1) {
+                if (spin > 100000) break; /* a writer died mid-write: skip the slot */
+                sched_yield();
+                continue;
+            } else mine = strncmp(e->name, name, sizeof e->name) == 0;
+            if (!mine) break;
+            if (!rcp__cas(&e->seq, &s, s + 1)) continue;
+            if (s == 0) {
+                memset(e->name, 0, sizeof e->name);
+                snprintf(e->name, sizeof e->name, "%s", name);
+            }
+            e->gen = a->generation;
+            e->qpn = a->qpn;
+            e->qkey = a->qkey;
+            memcpy(e->gid, a->gid, 16);
+            e->check = krconn__dent_check(e, s + 2);
+            rcp__store(&e->seq, s + 2);
+            return 0;
+        }
+    }
+    return KRCONN_E_FULL;
+}
+
+static int krconn__dir_get_shm(krconn_dir *d, const char *name, krconn_addr *a)
+{
+    uint64_t h = krconn__fnv(name, strlen(name), 0xcbf29ce484222325ull);
+    krconn__dent e;
+    for (uint32_t i = 0; i < d->nslots; i++) {
+        const krconn__dent *s = &d->ent[(h + i) % d->nslots];
+        int r = 0;
+        for (int tries = 0; tries < 1000 && (r = krconn__dent_read(s, &e)) < 0; tries++)
+            sched_yield();
+        if (r == 0) return KRCONN_E_NOTFOUND;
+        if (r < 0 || strncmp(e.name, name, sizeof e.name)) continue;
+        memcpy(a->gid, e.gid, 16);
+        a->qpn = e.qpn;
+        a->qkey = e.qkey;
+        a->generation = e.gen;
+        return 0;
+    }
+    return KRCONN_E_NOTFOUND;
+}
+
+KRCONN_API int krconn_dir_shm(void *mem, size_t len, krconn_dir **out)
+{
+    if (!mem || !out || len < KRCONN_DIR_BYTES(1) || ((uintptr_t)mem & 7)) return KRCONN_E_INVAL;
+    krconn__dhdr *h = (krconn__dhdr *)mem;
+    uint64_t m = rcp__load(&h->magic);
+    if (m == 0) {
+        /* format: claim with an odd magic, publish the real one last */
+        uint64_t z = 0;
+        size_t slots = (len - 64) / 128;
+        if (slots > 65536) slots = 65536;
+        if (rcp__cas(&h->magic, &z, 1)) {
+            h->version = KRCONN__DIR_VERSION;
+            h->nslots = (uint32_t)slots;
+            rcp__store(&h->magic, KRCONN__DIR_MAGIC);
+        }
+    }
+    for (int i = 0; i < 100000 && rcp__load(&h->magic) == 1; i++) sched_yield();
+    if (rcp__load(&h->magic) != KRCONN__DIR_MAGIC || h->version != KRCONN__DIR_VERSION ||
+        !h->nslots || KRCONN_DIR_BYTES(h->nslots) > len)
+        return KRCONN_E_PROTO;
+    krconn_dir *d = (krconn_dir *)KRCONN_MALLOC(sizeof *d);
+    if (!d) return -ENOMEM;
+    memset(d, 0, sizeof *d);
+    d->kind = KRCONN__DIR_SHM;
+    d->hdr = h;
+    d->ent = (krconn__dent *)((char *)mem + 64);
+    d->nslots = h->nslots;
+    pthread_mutex_init(&d->mu, NULL);
+    *out = d;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------- >>rx */
+
+static void krconn__reply(krconn_ctx *ctx, const krconn__msg *req, uint8_t type, uint16_t code,
+                          const krconn__phys *p)
+{
+    krconn__msg m;
+    krconn__msg_init(ctx, &m, type);
+    m.code = code;
+    m.nonce = req->nonce;
+    m.dst_gen = req->src_gen;
+    if (p) {
+        m.qpn = p->qp->qp_num;
+        m.psn = p->psn;
+        memcpy(m.data, ctx->data, KRCONN_DATA_MAX);
+        if (ctx->meta_mr) {
+            m.aux32 = (uint32_t)((ctx->meta_len - 64) / 128);
+            m.aux64 = (uintptr_t)ctx->meta_tab;
+            m.aux32b = ctx->meta_mr->rkey;
+        }
+    }
+    krconn__send_msg(ctx, &m, req->src_gid, req->src_udqpn, 0);
+}
+
+static void krconn__on_req(krconn_ctx *ctx, const krconn__msg *m)
+{
+    krconn__recent *rec = NULL;
+    uint64_t t0 = rcp__now_ns();
+    pthread_mutex_lock(&ctx->mu);
+    if (m->dst_gen && m->dst_gen != ctx->gen) {
+        ctx->st.rx_stale++;
+        pthread_mutex_unlock(&ctx->mu);
+        krconn__reply(ctx, m, KRCONN__REJ, KRCONN__REJ_STALE, NULL);
+        return;
+    }
+    for (int i = 0; i < KRCONN__NRECENT; i++) {
+        krconn__recent *r = &ctx->recent[i];
+        if (r->nonce == m->nonce && r->gen == m->src_gen && r->udqpn == m->src_udqpn &&
+            memcmp(r->gid, m->src_gid, 16) == 0) {
+            rec = r;
+            break;
+        }
+    }
+    if (rec) {
+        /* A retransmission or a replay: the same answer if that connection still stands. */
+        ctx->st.rx_replay++;
+        krconn__phys *p = NULL;
+        for (krconn__phys *q = ctx->phys; q; q = q->next)
+            if (q == rec->p && q->nonce == m->nonce && q->state == KRCONN__READY) p = q;
+        krconn__msg ans;
+        int have = p != NULL;
+        if (have) {
+            krconn__msg_init(ctx, &ans, KRCONN__REP);
+            ans.nonce = m->nonce;
+            ans.dst_gen = m->src_gen;
+            ans.qpn = p->qp->qp_num;
+            ans.psn = p->psn;
+            memcpy(ans.data, ctx->data, KRCONN_DATA_MAX);
+            if (ctx->meta_mr) {
+                ans.aux32 = (uint32_t)((ctx->meta_len - 64) / 128);
+                ans.aux64 = (uintptr_t)ctx->meta_tab;
+                ans.aux32b = ctx->meta_mr->rkey;
+            }
+        }
+        pthread_mutex_unlock(&ctx->mu);
+        if (have) krconn__send_msg(ctx, &ans, m->src_gid, m->src_udqpn, 0);
+        return;
+    }
+    int full = ctx->o.accept_backlog && ctx->acq_n >= ctx->o.accept_backlog;
+    pthread_mutex_unlock(&ctx->mu);
+    if (full) {
+        krconn__reply(ctx, m, KRCONN__REJ, KRCONN__REJ_BUSY, NULL);
+        return;
+    }
+    krconn_addr peer;
+    memcpy(peer.gid, m->src_gid, 16);
+    peer.qpn = m->src_udqpn;
+    peer.qkey = ctx->addr.qkey;
+    peer.generation = m->src_gen;
+    krconn__phys *p = krconn__phys_new(ctx, &peer);
+    krconn__poolqp q;
+    int rc = p ? krconn__pool_take(ctx, 0, &q) : -ENOMEM;
+    if (rc) {
+        if (p) { pthread_mutex_destroy(&p->mu); KRCONN_FREE(p); }
+        krconn__reply(ctx, m, KRCONN__REJ, KRCONN__REJ_BUSY, NULL);
+        return;
+    }
+    p->qp = q.qp;
+    p->cq = q.cq;
+    p->rqpn = m->qpn;
+    p->rpsn = m->psn;
+    p->nonce = m->nonce;
+    memcpy(p->peer_data, m->data, KRCONN_DATA_MAX);
+    int ahrc = 0;
+    pthread_mutex_lock(&ctx->mu);
+    struct ibv_ah *ah = krconn__ah_get(ctx, m->src_gid, &ahrc); /* neighbour entry first */
+    pthread_mutex_unlock(&ctx->mu);
+    /* RTR, answer, then RTS: the client's first packet needs only our RTR, and our RTS overlaps
+       its own RTR and RTS */
+    uint64_t tm0 = rcp__now_ns();
+    int crc = ah ? krconn__rtr(ctx, p) : -1;
+    uint64_t tm1 = rcp__now_ns();
+    if (!ah || crc) {
+        krconn__pool_give(ctx, p->qp, p->cq);
+        pthread_mutex_destroy(&p->mu);
+        KRCONN_FREE(p);
+        krconn__reply(ctx, m, KRCONN__REJ, KRCONN__REJ_BUSY, NULL);
+        return;
+    }
+    pthread_mutex_lock(&ctx->mu);
+    p->state = KRCONN__READY;
+    p->refs = 1;
+    p->held = 1;
+    p->shared = 1;
+    p->next = ctx->phys;
+    ctx->phys = p;
+    ctx->st.physical++;
+    ctx->st.accepts++;
+    if (ctx->o.accept_backlog) {
+        ctx->acq[(ctx->acq_head + ctx->acq_n) % ctx->o.accept_backlog] = p;
+        ctx->acq_n++;
+        p->queued = 1;
+    }
+    rec = &ctx->recent[ctx->recent_next++ % KRCONN__NRECENT];
+    memcpy(rec->gid, m->src_gid, 16);
+    rec->udqpn = m->src_udqpn;
+    rec->gen = m->src_gen;
+    rec->nonce = m->nonce;
+    rec->p = p;
+    pthread_mutex_unlock(&ctx->mu);
+    uint64_t ts0 = rcp__now_ns();
+    krconn__reply(ctx, m, KRCONN__REP, 0, p);
+    uint64_t ts1 = rcp__now_ns();
+    if (krconn__rts(ctx, p)) rcp__store(&p->err, KRCONN_E_QPERR); /* our sends fail; theirs work */
+    uint64_t ts2 = rcp__now_ns();
+    pthread_mutex_lock(&ctx->mu);
+    ctx->st.ns_accept += ts1 - t0;
+    ctx->st.ns_accept_modify += tm1 - tm0;
+    ctx->st.ns_accept_rts += ts2 - ts1;
+    ctx->st.ns_accept_send += ts1 - ts0;
+    pthread_mutex_unlock(&ctx->mu);
+}
+
+static void krconn__on_disc(krconn_ctx *ctx, const krconn__msg *m)
+{
+    krconn__phys *p, *gone = NULL;
+    pthread_mutex_lock(&ctx->mu);
+    for (p = ctx->phys; p; p = p->next)
+        if (p->state == KRCONN__READY && p->qp->qp_num == m->aux32 && p->rqpn == m->qpn &&
+            p->peer.qpn == m->src_udqpn && p->peer.generation == m->src_gen &&
+            memcmp(p->peer.gid, m->src_gid, 16) == 0)
+            break;
+    if (!p) {
+        ctx->st.rx_forged++;
+        pthread_mutex_unlock(&ctx->mu);
+        return;
+    }
+    rcp__store(&p->err, KRCONN_E_CLOSED);
+    p->shared = 0;
+    if (p->queued) { /* take it out of the accept queue */
+        unsigned bl = ctx->o.accept_backlog, k = 0;
+        for (unsigned i = 0; i < ctx->acq_n; i++) {
+            krconn__phys *x = ctx->acq[(ctx->acq_head + i) % bl];
+            if (x != p) ctx->acq[(ctx->acq_head + k++) % bl] = x;
+        }
+        ctx->acq_n = k;
+        p->queued = 0;
+    }
+    if (p->held) {
+        p->held = 0;
+        p->refs--;
+    }
+    if (p->refs == 0) {
+        krconn__phys_unlink(ctx, p);
+        p->state = KRCONN__GONE;
+        gone = p;
+    }
+    pthread_mutex_unlock(&ctx->mu);
+    if (gone) krconn__phys_free(ctx, gone, 0);
+}
+
+static void krconn__meta_put(krconn_ctx *ctx, const krconn__msg *m);
+
+/* One received datagram (slot i): check everything, act, repost the slot. */
+static void krconn__rx_one(krconn_ctx *ctx, const struct ibv_wc *wc)
+{
+    unsigned i = (unsigned)wc->wr_id;
+    if (i >= KRCONN__NRX) return;
+    const unsigned char *b = ctx->ud_buf + i * KRCONN__SLOT;
+    krconn__msg m;
+    uint8_t gid[16];
+    int bad = wc->status != IBV_WC_SUCCESS || wc->byte_len != RCP__VERBS_GRH + KRCONN__MSG ||
+              krconn__msg_unpack(b + RCP__VERBS_GRH, &m);
+    int forged = !bad && (krconn__grh_gid(b, wc, gid) || memcmp(gid, m.src_gid, 16) ||
+                          wc->src_qp != m.src_udqpn);
+    if (!bad && !forged && m.type != KRCONN__REQ && m.type != KRCONN__PUB && m.dst_gen != ctx->gen)
+        forged = 1; /* answers and disconnects name this context's generation */
+    pthread_mutex_lock(&ctx->mu);
+    ctx->st.rx++;
+    if (bad) ctx->st.rx_bad++;
+    else if (forged) ctx->st.rx_forged++;
+    pthread_mutex_unlock(&ctx->mu);
+    if (wc->status != IBV_WC_WR_FLUSH_ERR) krconn__rx_post(ctx, i);
+    if (bad || forged) return;
+    switch (m.type) {
+    case KRCONN__REQ: krconn__on_req(ctx, &m); break;
+    case KRCONN__DISC: krconn__on_disc(ctx, &m); break;
+    case KRCONN__PUB: krconn__meta_put(ctx, &m); break;
+    default: { /* REP, REJ, PUBACK: to a waiting connect or publish, from whom it asked */
+        int found = 0;
+        pthread_mutex_lock(&ctx->mu);
+        for (int k = 0; k < KRCONN__NPEND; k++) {
+            krconn__pending *pd = &ctx->pend[k];
+            if (pd->used && !pd->state && pd->nonce == m.nonce && pd->udqpn == m.src_udqpn &&
+                memcmp(pd->gid, m.src_gid, 16) == 0) {
+                pd->m = m;
+                rcp__store(&pd->state, 1u);
+                rcp__futex_wake(&pd->state, 1);
+                found = 1;
+                break;
+            }
+        }
+        if (!found) ctx->st.rx_forged++;
+        pthread_mutex_unlock(&ctx->mu);
+    }
+    }
+}
+
+/* Handle what has arrived on the UD QP. Returns without waiting if another thread is at it. */
+static void krconn__rx_drive(krconn_ctx *ctx, int block)
+{
+    struct ibv_wc wc[16];
+    if (block) pthread_mutex_lock(&ctx->rx_mu);
+    else if (pthread_mutex_trylock(&ctx->rx_mu)) return;
+    for (;;) {
+        int n = ibv_poll_cq(ctx->ud_rcq, 16, wc);
+        if (n <= 0) break;
+        for (int k = 0; k < n; k++) krconn__rx_one(ctx, &wc[k]);
+    }
+    pthread_mutex_unlock(&ctx->rx_mu);
+}
+
+/* ---------------------------------------------------------------------------- >>thread */
+
+static void krconn__meta_accept(krconn_ctx *ctx);
+
+static void *krconn__thread(void *arg)
+{
+    krconn_ctx *ctx = (krconn_ctx *)arg;
+    struct ibv_comp_channel *ch = ctx->ud_rcq->channel;
+    while (!rcp__load(&ctx->stop)) {
+        if (!(ctx->o.flags & KRCONN_CTX_NO_REFILL)) krconn__pool_refill(ctx);
+        ibv_req_notify_cq(ctx->ud_rcq, 0);
+        krconn__rx_drive(ctx, 1);
+        struct pollfd pf[3];
+        int n = 0;
+        pf[n].fd = ch->fd; pf[n].events = POLLIN; pf[n++].revents = 0;
+        pf[n].fd = ctx->evfd; pf[n].events = POLLIN; pf[n++].revents = 0;
+        if (rcp__load(&ctx->meta_fd) >= 0) {
+            pf[n].fd = ctx->meta_fd; pf[n].events = POLLIN; pf[n++].revents = 0;
+        }
+        if (poll(pf, (nfds_t)n, 200) <= 0) continue;
+        if (pf[0].revents) {
+            struct ibv_cq *ev_cq;
+            void *ev_ctx;
+            if (ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == 0) ibv_ack_cq_events(ev_cq, 1);
+        }
+        if (pf[1].revents) {
+            uint64_t v;
+            if (read(ctx->evfd, &v, sizeof v) < 0) { /* nothing to read: fine */ }
+        }
+        if (n > 2 && pf[2].revents) krconn__meta_accept(ctx);
+    }
+    return NULL;
+}
+
+/* ---------------------------------------------------------------------------- >>context */
+
+KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out)
+{
+    krconn_ctx *ctx;
+    rcp__verbs_dev_opts dopt;
+    rcp__verbs_qp_opts uo;
+    const char *step = "allocate";
+    int rc;
+    if (!out) return KRCONN_E_INVAL;
+    *out = NULL;
+    ctx = (krconn_ctx *)KRCONN_MALLOC(sizeof *ctx);
+    if (!ctx) return -ENOMEM;
+    memset(ctx, 0, sizeof *ctx);
+    ctx->evfd = -1;
+    ctx->meta_fd = -1;
+    if (opts) ctx->o = *opts;
+    {
+        static int env = -1;
+        ctx->lg = rcp__logger_pick(ctx->o.log, ctx->o.log_user, &env, "KRCONN_DEBUG", "krconn");
+    }
+    if (!ctx->o.pool_size) ctx->o.pool_size = KRCONN_DEFAULT_POOL;
+    if (!ctx->o.max_send_wr) ctx->o.max_send_wr = KRCONN_DEFAULT_WR;
+    if (!ctx->o.max_recv_wr) ctx->o.max_recv_wr = KRCONN_DEFAULT_WR;
+    if (!ctx->o.qkey) ctx->o.qkey = KRCONN_DEFAULT_QKEY;
+    if (ctx->o.rnr_retry >= 7 || ctx->o.retry_cnt >= 7) { KRCONN_FREE(ctx); return KRCONN_E_INVAL; }
+    if (!ctx->o.retry_cnt) ctx->o.retry_cnt = 6;
+    if (ctx->o.min_rnr_timer < 12) ctx->o.min_rnr_timer = 12;
+    pthread_mutex_init(&ctx->mu, NULL);
+    pthread_mutex_init(&ctx->rx_mu, NULL);
+    pthread_mutex_init(&ctx->tx_mu, NULL);
+    if (getrandom(&ctx->gen, sizeof ctx->gen, 0) != sizeof ctx->gen)
+        ctx->gen = krconn__mix(rcp__now_ns() ^ (uint64_t)getpid() << 32);
+    if (!ctx->gen) ctx->gen = 1;
+    ctx->rng = krconn__mix(ctx->gen + 1);
+
+    memset(&dopt, 0, sizeof dopt);
+    dopt.name = ctx->o.device ? ctx->o.device : getenv("KRCONN_DEVICE");
+    dopt.port = ctx->o.port;
+    dopt.fixed_gid = ctx->o.fixed_gid;
+    dopt.gid_index = ctx->o.gid_index;
+    step = "open device";
+    if ((rc = rcp__verbs_open(&dopt, &ctx->d))) {
+        if (rc == -ENODEV || rc == -ENOSYS) rc = KRCONN_E_NODEV;
+        goto fail;
+    }
+    if (ctx->d.port_attr.state != IBV_PORT_ACTIVE) {
+        rc = KRCONN_E_NODEV;
+        step = "port not active";
+        goto fail;
+    }
+    step = "allocate";
+    rc = -ENOMEM;
+    ctx->pool_target = ctx->o.pool_size;
+    ctx->pool_cap = ctx->o.pool_size * 2;
+    ctx->pool = (krconn__poolqp *)KRCONN_MALLOC(ctx->pool_cap * sizeof *ctx->pool);
+    if (!ctx->pool) goto fail;
+    if (ctx->o.accept_backlog) {
+        ctx->acq = (krconn__phys **)KRCONN_MALLOC(ctx->o.accept_backlog * sizeof *ctx->acq);
+        if (!ctx->acq) goto fail;
+    }
+    ctx->ud_buf = (unsigned char *)KRCONN_MALLOC((KRCONN__NRX + KRCONN__NTX) * KRCONN__SLOT);
+    if (!ctx->ud_buf) goto fail;
+    memset(ctx->ud_buf, 0, (KRCONN__NRX + KRCONN__NTX) * KRCONN__SLOT);
+    step = "register UD buffers";
+    if ((rc = rcp__verbs_reg(&ctx->d, ctx->ud_buf, (KRCONN__NRX + KRCONN__NTX) * KRCONN__SLOT,
+                             IBV_ACCESS_LOCAL_WRITE, &ctx->ud_mr)))
+        goto fail;
+    step = "UD CQs";
+    if ((rc = rcp__verbs_cq_create(&ctx->d, KRCONN__NRX, 1, &ctx->ud_rcq)) ||
+        (rc = rcp__verbs_cq_create(&ctx->d, KRCONN__NTX, 0, &ctx->ud_scq)))
+        goto fail;
+    memset(&uo, 0, sizeof uo);
+    uo.type = IBV_QPT_UD;
+    uo.max_send_wr = KRCONN__NTX;
+    uo.max_recv_wr = KRCONN__NRX;
+    uo.qkey = ctx->o.qkey;
+    step = "UD QP";
+    if ((rc = rcp__verbs_qp_create(&ctx->d, ctx->ud_scq, ctx->ud_rcq, &uo, &ctx->ud))) goto fail;
+    for (unsigned i = 0; i < KRCONN__NRX; i++)
+        if ((rc = krconn__rx_post(ctx, i))) goto fail;
+    if ((rc = rcp__verbs_ud_ready(ctx->ud, (uint32_t)ctx->gen))) goto fail;
+    memcpy(ctx->addr.gid, ctx->d.gid.raw, 16);
+    ctx->addr.qpn = ctx->ud->qp_num;
+    ctx->addr.qkey = ctx->o.qkey;
+    ctx->addr.generation = ctx->gen;
+    step = "eventfd";
+    if ((ctx->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) { rc = -errno; goto fail; }
+    step = "pool";
+    krconn__pool_refill(ctx);
+    step = "thread";
+    if ((rc = pthread_create(&ctx->thr, NULL, krconn__thread, ctx))) { rc = -rc; goto fail; }
+    ctx->thr_started = 1;
+    krconn__log(ctx, KRCONN_LOG_INFO,
+                "context on %s port %u gid index %d, UD qp %u, generation %llx", ctx->d.name,
+                ctx->d.port, ctx->d.gid_index, ctx->addr.qpn, (unsigned long long)ctx->gen);
+    *out = ctx;
+    return 0;
+fail:
+    krconn__fail(ctx->d.ctx ? ctx : NULL, rc, step, ctx->ud ? ctx->ud->qp_num : 0, NULL, 0);
+    krconn_ctx_destroy(ctx);
+    krconn__last_code = rc;
+    return rc;
+}
+
+KRCONN_API int krconn_ctx_destroy(krconn_ctx *ctx)
+{
+    if (!ctx) return KRCONN_E_INVAL;
+    if (ctx->thr_started) {
+        rcp__store(&ctx->stop, 1);
+        krconn__wake(ctx);
+        pthread_join(ctx->thr, NULL);
+    }
+    while (ctx->phys) {
+        krconn__phys *p = ctx->phys;
+        ctx->phys = p->next;
+        for (uint32_t i = 0; i < p->nv; i++)
+            if (p->v[i]) {
+                KRCONN_FREE(p->v[i]->stash);
+                KRCONN_FREE(p->v[i]);
+                p->v[i] = NULL;
+            }
+        krconn__phys_free(ctx, p, 1);
+    }
+    if (ctx->ud_scq) krconn__tx_reap(ctx, 1);
+    for (unsigned i = 0; i < ctx->pool_n; i++) krconn__qp_free(&ctx->pool[i]);
+    for (int i = 0; i < KRCONN__NAH; i++)
+        if (ctx->ahs[i].ah) ibv_destroy_ah(ctx->ahs[i].ah);
+    if (ctx->meta_fd >= 0) close(ctx->meta_fd);
+    rcp__verbs_dereg(ctx->meta_mr);
+    KRCONN_FREE(ctx->meta_tab);
+    rcp__verbs_qp_destroy(ctx->ud);
+    rcp__verbs_cq_destroy(ctx->ud_rcq);
+    rcp__verbs_cq_destroy(ctx->ud_scq);
+    rcp__verbs_dereg(ctx->ud_mr);
+    rcp__verbs_close(&ctx->d);
+    if (ctx->evfd >= 0) close(ctx->evfd);
+    KRCONN_FREE(ctx->ud_buf);
+    KRCONN_FREE(ctx->acq);
+    KRCONN_FREE(ctx->pool);
+    pthread_mutex_destroy(&ctx->mu);
+    pthread_mutex_destroy(&ctx->rx_mu);
+    pthread_mutex_destroy(&ctx->tx_mu);
+    KRCONN_FREE(ctx);
+    return 0;
+}
+
+KRCONN_API int krconn_ctx_addr(const krconn_ctx *ctx, krconn_addr *out)
+{
+    if (!ctx || !out) return KRCONN_E_INVAL;
+    *out = ctx->addr;
+    return 0;
+}
+
+KRCONN_API int krconn_ctx_set_data(krconn_ctx *ctx, const void *data, size_t len)
+{
+    if (!ctx || len > KRCONN_DATA_MAX || (len && !data)) return KRCONN_E_INVAL;
+    pthread_mutex_lock(&ctx->mu);
+    memset(ctx->data, 0, KRCONN_DATA_MAX);
+    if (len) memcpy(ctx->data, data, len);
+    pthread_mutex_unlock(&ctx->mu);
+    return 0;
+}
+
+KRCONN_API int krconn_ctx_stats(krconn_ctx *ctx, krconn_stats *out)
+{
+    if (!ctx || !out) return KRCONN_E_INVAL;
+    pthread_mutex_lock(&ctx->mu);
+    *out = ctx->st;
+    out->connections = rcp__load(&ctx->nconn);
+    pthread_mutex_unlock(&ctx->mu);
+    return 0;
+}
+
+KRCONN_API const char *krconn_ctx_device(const krconn_ctx *ctx) { return ctx ? ctx->d.name : ""; }
+
+/* ---------------------------------------------------------------------------- >>connect */
+
+static krconn__pending *krconn__pend_add(krconn_ctx *ctx, uint64_t nonce, const uint8_t *gid,
+                                         uint32_t udqpn)
+{
+    krconn__pending *pd = NULL;
+    pthread_mutex_lock(&ctx->mu);
+    for (int k = 0; k < KRCONN__NPEND && !pd; k++)
+        if (!ctx->pend[k].used) pd = &ctx->pend[k];
+    if (pd) {
+        memset(pd, 0, sizeof *pd);
+        pd->used = 1;
+        pd->nonce = nonce;
+        memcpy(pd->gid, gid, 16);
+        pd->udqpn = udqpn;
+    }
+    pthread_mutex_unlock(&ctx->mu);
+    return pd;
+}
+
+static void krconn__pend_del(krconn_ctx *ctx, krconn__pending *pd)
+{
+    pthread_mutex_lock(&ctx->mu);
+    pd->used = 0;
+    pthread_mutex_unlock(&ctx->mu);
+}
+
+/* Send m to peer and wait for the answer with the same nonce, resending after 50, 100, 200...
+   ms. recheck (may be NULL) is asked after each silent interval whether to give up early. */
+typedef int (*krconn__recheck)(void *arg);
+static int krconn__request(krconn_ctx *ctx, krconn__msg *m, const krconn_addr *peer,
+                           uint64_t deadline, krconn__recheck recheck, void *rarg, krconn__msg *ans)
+{
+    krconn__pending *pd = krconn__pend_add(ctx, m->nonce, peer->gid, peer->qpn);
+    if (!pd) return KRCONN_E_AGAIN;
+    uint64_t wait = 50000000ull, next = 0;
+    int rc = KRCONN_E_TIMEDOUT;
+    unsigned spins = 0;
+    for (;;) {
+        uint64_t now = rcp__now_ns();
+        if (rcp__load(&pd->state)) {
+            *ans = pd->m;
+            rc = 0;
+            break;
+        }
+        if (now >= deadline) break;
+        if (now >= next) {
+            if (next && recheck && (rc = recheck(rarg)) != 0) break;
+            rc = KRCONN_E_TIMEDOUT;
+            int s = krconn__send_msg(ctx, m, peer->gid, peer->qpn, peer->qkey);
+            if (s && s != KRCONN_E_AGAIN) { rc = s; break; }
+            next = now + wait;
+            if (wait < 800000000ull) wait *= 2;
+        }
+        /* handle what came in ourselves; then sleep until whoever handles the answer wakes us
+           (spinning would take the CPU from the peer when both share a host) */
+        krconn__rx_drive(ctx, 0);
+        if (++spins > 16) rcp__futex_wait(&pd->state, 0, 200000);
+        else rcp__cpu_relax();
+    }
+    krconn__pend_del(ctx, pd);
+    return rc;
+}
+
+/* Find a usable physical connection to peer (mu held). */
+static krconn__phys *krconn__find(krconn_ctx *ctx, const krconn_addr *peer)
+{
+    for (krconn__phys *p = ctx->phys; p; p = p->next)
+        if (p->shared && !rcp__load(&p->err) && p->peer.qpn == peer->qpn &&
+            memcmp(p->peer.gid, peer->gid, 16) == 0 &&
+            (!peer->generation || p->peer.generation == peer->generation))
+            return p;
+    return NULL;
+}
+
+typedef struct krconn__name_check {
+    krconn_dir *dir;
+    const char *name;
+    krconn_addr was;
+} krconn__name_check;
+
+static int krconn__name_recheck(void *arg)
+{
+    krconn__name_check *nc = (krconn__name_check *)arg;
+    krconn_addr now;
+    if (krconn_lookup(nc->dir, nc->name, 1000, &now)) return 0;
+    return now.generation != nc->was.generation || now.qpn != nc->was.qpn ? KRCONN_E_STALE : 0;
+}
+
+static int krconn__connect(krconn_ctx *ctx, const krconn_addr *peer, const krconn_connect_opts *o,
+                           krconn__recheck recheck, void *rarg, krconn **out)
+{
+    unsigned flags = o ? o->flags : 0;
+    uint64_t deadline = krconn__deadline(o ? o->timeout_ms : 0);
+    krconn__phys *p;
+    krconn__poolqp q;
+    int rc;
+    if (!ctx || !peer || !out) return KRCONN_E_INVAL;
+    *out = NULL;
+    krconn__phys *np = krconn__phys_new(ctx, peer);
+    if (!np) return -ENOMEM;
+    np->state = KRCONN__CONNECTING;
+    np->shared = !(flags & KRCONN_CONNECT_NO_VIRTUAL);
+    np->refs = 1;
+    np->nonce = krconn__random(ctx);
+    if (!np->nonce) np->nonce = 1;
+    /* find a physical connection to this peer, or list ours as connecting, in one step: two
+       threads connecting at once make one physical connection, the other waits and shares it */
+    for (;;) {
+        pthread_mutex_lock(&ctx->mu);
+        p = np->shared ? krconn__find(ctx, peer) : NULL;
+        int st = p ? p->state : 0;
+        if (st == KRCONN__READY) {
+            p->refs++;
+            ctx->st.virtual_connects++;
+            pthread_mutex_unlock(&ctx->mu);
+            pthread_mutex_destroy(&np->mu);
+            KRCONN_FREE(np);
+            rc = krconn__handle(ctx, p, 1, out);
+            if (rc) {
+                pthread_mutex_lock(&ctx->mu);
+                p->refs--; /* the other handle still holds it */
+                pthread_mutex_unlock(&ctx->mu);
+                return rc;
+            }
+            rcp__fetch_add(&ctx->nconn, 1);
+            return 0;
+        }
+        if (st != KRCONN__CONNECTING) {
+            p = np;
+            p->next = ctx->phys;
+            ctx->phys = p;
+            ctx->st.physical++;
+            pthread_mutex_unlock(&ctx->mu);
+            break;
+        }
+        pthread_mutex_unlock(&ctx->mu);
+        if (rcp__now_ns() >= deadline) {
+            pthread_mutex_destroy(&np->mu);
+            KRCONN_FREE(np);
+            return krconn__fail(ctx, KRCONN_E_TIMEDOUT,
+                                "connect: waiting for another thread's connect", 0, peer->gid,
+                                peer->qpn);
+        }
+        krconn__rx_drive(ctx, 0);
+        usleep(20);
+    }
+
+    uint64_t t0 = rcp__now_ns(), t1, t2, t3;
+    rc = krconn__pool_take(ctx, flags & KRCONN_CONNECT_NOWAIT, &q);
+    t1 = rcp__now_ns();
+    if (rc) {
+        if (rc == KRCONN_E_AGAIN)
+            krconn__fail(ctx, rc, "connect: pool empty", 0, peer->gid, peer->qpn);
+        goto fail;
+    }
+    p->qp = q.qp;
+    p->cq = q.cq;
+    krconn__msg m, ans;
+    krconn__msg_init(ctx, &m, KRCONN__REQ);
+    m.nonce = p->nonce;
+    m.dst_gen = peer->generation;
+    m.qpn = p->qp->qp_num;
+    m.psn = p->psn;
+    pthread_mutex_lock(&ctx->mu);
+    memcpy(m.data, ctx->data, KRCONN_DATA_MAX);
+    pthread_mutex_unlock(&ctx->mu);
+    rc = krconn__request(ctx, &m, peer, deadline, recheck, rarg, &ans);
+    t2 = rcp__now_ns();
+    if (rc) {
+        krconn__fail(ctx, rc, "connect: request", p->qp->qp_num, peer->gid, peer->qpn);
+        goto fail;
+    }
+    if (ans.type == KRCONN__REJ) {
+        rc = ans.code == KRCONN__REJ_STALE ? KRCONN_E_STALE : KRCONN_E_REJECTED;
+        krconn__fail(ctx, rc, "connect: rejected", p->qp->qp_num, peer->gid, peer->qpn);
+        goto fail;
+    }
+    if (ans.type != KRCONN__REP || (peer->generation && ans.src_gen != peer->generation)) {
+        rc = krconn__fail(ctx, KRCONN_E_PROTO, "connect: answer", p->qp->qp_num, peer->gid,
+                          peer->qpn);
+        goto fail;
+    }
+    pthread_mutex_lock(&ctx->mu); /* krconn__find reads the peer under mu */
+    p->rqpn = ans.qpn;
+    p->rpsn = ans.psn;
+    p->peer.generation = ans.src_gen;
+    memcpy(p->peer_data, ans.data, KRCONN_DATA_MAX);
+    pthread_mutex_unlock(&ctx->mu);
+    if ((rc = krconn__rc_connect(ctx, p))) goto fail;
+    t3 = rcp__now_ns();
+    if ((rc = krconn__handle(ctx, p, 0, out))) goto fail;
+    pthread_mutex_lock(&ctx->mu);
+    p->state = KRCONN__READY;
+    ctx->st.connects++;
+    ctx->st.ns_pool += t1 - t0;
+    ctx->st.ns_request += t2 - t1;
+    ctx->st.ns_modify += t3 - t2;
+    pthread_mutex_unlock(&ctx->mu);
+    rcp__fetch_add(&ctx->nconn, 1);
+    /* a meta server's answer says where its table is (for krconn_dir_meta) */
+    p->meta_slots = ans.aux32;
+    p->meta_addr = ans.aux64;
+    p->meta_rkey = ans.aux32b;
+    return 0;
+fail:
+    pthread_mutex_lock(&ctx->mu);
+    krconn__phys_unlink(ctx, p);
+    pthread_mutex_unlock(&ctx->mu);
+    if (p->qp) krconn__pool_give(ctx, p->qp, p->cq);
+    pthread_mutex_destroy(&p->mu);
+    KRCONN_FREE(p);
+    return rc;
+}
+
+KRCONN_API int krconn_connect(krconn_ctx *ctx, const krconn_addr *peer,
+                              const krconn_connect_opts *opts, krconn **out)
+{
+    return krconn__connect(ctx, peer, opts, NULL, NULL, out);
+}
+
+static int krconn__name_ok(const char *name)
+{
+    size_t n = name ? strlen(name) : 0;
+    return n > 0 && n <= KRCONN_NAME_MAX;
+}
+
+KRCONN_API int krconn_connect_name(krconn_ctx *ctx, krconn_dir *dir, const char *name,
+                                   const krconn_connect_opts *opts, krconn **out)
+{
+    if (!ctx || !dir || !out || !krconn__name_ok(name)) return KRCONN_E_INVAL;
+    int tmo = opts && opts->timeout_ms > 0 ? opts->timeout_ms : KRCONN_DEFAULT_TIMEOUT_MS;
+    uint64_t deadline = krconn__deadline(tmo);
+    int rc = KRCONN_E_STALE;
+    *out = NULL;
+    for (int attempt = 0; attempt < 4; attempt++) {
+        krconn__name *n = NULL;
+        krconn_addr a;
+        uint64_t bad = 0;
+        int have = 0;
+        pthread_mutex_lock(&ctx->mu);
+        for (int i = 0; i < KRCONN__NNAMES && !n; i++)
+            if (ctx->names[i].dir == dir && strcmp(ctx->names[i].name, name) == 0)
+                n = &ctx->names[i];
+        if (n) {
+            have = n->valid;
+            a = n->a;
+            bad = n->bad_gen;
+        }
+        pthread_mutex_unlock(&ctx->mu);
+        int left = (int)((deadline - rcp__now_ns()) / 1000000ull);
+        if (rcp__now_ns() >= deadline || left <= 0)
+            return krconn__fail(ctx, KRCONN_E_TIMEDOUT, "connect by name", 0, NULL, 0);
+        if (!have) {
+            if ((rc = krconn_lookup(dir, name, left, &a))) return rc;
+            if (bad && a.generation == bad)
+                return krconn__fail(ctx, KRCONN_E_STALE,
+                                    "connect by name: the directory still names a stale generation",
+                                    0, a.gid, a.qpn);
+            pthread_mutex_lock(&ctx->mu);
+            if (!n) {
+                n = &ctx->names[ctx->names_next++ % KRCONN__NNAMES];
+                memset(n, 0, sizeof *n);
+                n->dir = dir;
+                snprintf(n->name, sizeof n->name, "%s", name);
+            }
+            n->a = a;
+            n->valid = 1;
+            pthread_mutex_unlock(&ctx->mu);
+        }
+        krconn__name_check nc;
+        nc.dir = dir;
+        nc.name = name;
+        nc.was = a;
+        krconn_connect_opts co;
+        memset(&co, 0, sizeof co);
+        co.flags = opts ? opts->flags : 0;
+        co.timeout_ms = left;
+        rc = krconn__connect(ctx, &a, &co, krconn__name_recheck, &nc, out);
+        if (rc != KRCONN_E_STALE) return rc;
+        pthread_mutex_lock(&ctx->mu); /* never use this generation again */
+        ctx->st.stale_detected++;
+        for (int i = 0; i < KRCONN__NNAMES; i++)
+            if (ctx->names[i].dir == dir && strcmp(ctx->names[i].name, name) == 0) {
+                ctx->names[i].valid = 0;
+                ctx->names[i].bad_gen = a.generation;
+            }
+        pthread_mutex_unlock(&ctx->mu);
+        krconn__log(ctx, KRCONN_LOG_INFO, "%s: stale entry (generation %llx), looking it up again",
+                    name, (unsigned long long)a.generation);
+    }
+    return rc;
+}
+
+KRCONN_API int krconn_accept(krconn_ctx *ctx, int timeout_ms, krconn **out)
+{
+    if (!ctx || !out) return KRCONN_E_INVAL;
+    *out = NULL;
+    if (!ctx->o.accept_backlog) return KRCONN_E_INVAL;
+    uint64_t deadline = krconn__deadline(timeout_ms);
+    for (;;) {
+        krconn__phys *p = NULL;
+        pthread_mutex_lock(&ctx->mu);
+        if (ctx->acq_n) {
+            p = ctx->acq[ctx->acq_head];
+            ctx->acq_head = (ctx->acq_head + 1) % ctx->o.accept_backlog;
+            ctx->acq_n--;
+            p->queued = 0;
+            p->held = 0; /* its reference goes to the handle */
+        }
+        pthread_mutex_unlock(&ctx->mu);
+        if (p) {
+            int rc = krconn__handle(ctx, p, 0, out);
+            if (rc) {
+                pthread_mutex_lock(&ctx->mu);
+                p->held = 1;
+                pthread_mutex_unlock(&ctx->mu);
+                return rc;
+            }
+            rcp__fetch_add(&ctx->nconn, 1);
+            return 0;
+        }
+        if (rcp__now_ns() >= deadline) return KRCONN_E_TIMEDOUT;
+        krconn__rx_drive(ctx, 0);
+        usleep(50);
+    }
+}
+
+KRCONN_API int krconn_close(krconn *c)
+{
+    if (!c) return KRCONN_E_INVAL;
+    krconn_ctx *ctx = c->ctx;
+    krconn__phys *p = c->p;
+    int gone = 0;
+    pthread_mutex_lock(&p->mu);
+    p->v[c->tag] = NULL;
+    pthread_mutex_unlock(&p->mu);
+    KRCONN_FREE(c->stash);
+    KRCONN_FREE(c);
+    pthread_mutex_lock(&ctx->mu);
+    if (--p->refs == 0) {
+        krconn__phys_unlink(ctx, p);
+        gone = 1;
+    }
+    pthread_mutex_unlock(&ctx->mu);
+    rcp__fetch_add(&ctx->nconn, (uint32_t)-1);
+    if (gone) krconn__phys_free(ctx, p, 1);
+    return 0;
+}
+
+KRCONN_API int krconn_is_virtual(const krconn *c) { return c ? c->virt : KRCONN_E_INVAL; }
+KRCONN_API int krconn_peer_addr(const krconn *c, krconn_addr *out)
+{
+    if (!c || !out) return KRCONN_E_INVAL;
+    *out = c->p->peer;
+    return 0;
+}
+KRCONN_API const void *krconn_peer_data(const krconn *c) { return c ? c->p->peer_data : NULL; }
+KRCONN_API struct ibv_qp *krconn_qp(const krconn *c) { return c ? c->p->qp : NULL; }
+
+/* ---------------------------------------------------------------------------- >>meta */
+
+static void krconn__meta_put(krconn_ctx *ctx, const krconn__msg *m)
+{
+    if (!rcp__load(&ctx->meta_mr) || !m->name[0] || strlen(m->name) > KRCONN_NAME_MAX) {
+        pthread_mutex_lock(&ctx->mu);
+        ctx->st.rx_bad++;
+        pthread_mutex_unlock(&ctx->mu);
+        return;
+    }
+    if (m->dst_gen && m->dst_gen != ctx->gen) {
+        pthread_mutex_lock(&ctx->mu);
+        ctx->st.rx_stale++;
+        pthread_mutex_unlock(&ctx->mu);
+        krconn__reply(ctx, m, KRCONN__REJ, KRCONN__REJ_STALE, NULL);
+        return;
+    }
+    krconn_addr a; /* the sender's own address, as the packet proved it */
+    memcpy(a.gid, m->src_gid, 16);
+    a.qpn = m->src_udqpn;
+    a.qkey = m->aux32 ? m->aux32 : ctx->addr.qkey;
+    a.generation = m->src_gen;
+    int rc = krconn__dir_put((krconn__dent *)(ctx->meta_tab + 64),
+                             (uint32_t)((ctx->meta_len - 64) / 128), m->name, &a);
+    krconn__reply(ctx, m, KRCONN__PUBACK, rc ? 1 : 0, NULL);
+}
+
+static void krconn__meta_accept(krconn_ctx *ctx)
+{
+    int fd = accept4(ctx->meta_fd, NULL, NULL, SOCK_CLOEXEC);
+    if (fd < 0) return;
+    unsigned char b[32];
+    memcpy(b, ctx->addr.gid, 16);
+    rcp__verbs_put32(b + 16, ctx->addr.qpn);
+    rcp__verbs_put32(b + 20, ctx->addr.qkey);
+    krconn__put64(b + 24, ctx->addr.generation);
+    struct timeval tv;
+    tv.tv_sec = 0;
+    tv.tv_usec = 200000;
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (send(fd, b, sizeof b, MSG_NOSIGNAL) != (ssize_t)sizeof b) { /* the client retries */ }
+    close(fd);
+}
+
+KRCONN_API int krconn_meta_serve(krconn_ctx *ctx, const krconn_meta_opts *o)
+{
+    unsigned slots = o && o->slots ? o->slots : KRCONN_DEFAULT_DIR_SLOTS;
+    uint16_t port = o && o->port ? o->port : KRCONN_DEFAULT_META_PORT;
+    int rc, fd = -1, one = 1;
+    size_t len = KRCONN_DIR_BYTES(slots);
+    unsigned char *tab = NULL;
+    struct ibv_mr *mr = NULL;
+    struct sockaddr_in sa;
+    if (!ctx || slots > 65536 || ctx->meta_tab) return KRCONN_E_INVAL;
+    tab = (unsigned char *)KRCONN_MALLOC(len);
+    if (!tab) return -ENOMEM;
+    memset(tab, 0, len);
+    krconn__dhdr *h = (krconn__dhdr *)tab;
+    h->magic = KRCONN__DIR_MAGIC;
+    h->version = KRCONN__DIR_VERSION;
+    h->nslots = slots;
+    if ((rc = rcp__verbs_reg(&ctx->d, tab, len, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ,
+                             &mr))) {
+        krconn__fail(ctx, rc, "meta server: register the table", 0, NULL, 0);
+        goto fail;
+    }
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) { rc = -errno; goto fail_sock; }
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(port);
+    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) || listen(fd, 64)) {
+        rc = -errno;
+        goto fail_sock;
+    }
+    pthread_mutex_lock(&ctx->mu);
+    ctx->meta_tab = tab;
+    ctx->meta_len = len;
+    pthread_mutex_unlock(&ctx->mu);
+    rcp__store(&ctx->meta_mr, mr);
+    rcp__store(&ctx->meta_fd, fd);
+    krconn__wake(ctx);
+    krconn__log(ctx, KRCONN_LOG_INFO, "meta server: %u slots, bootstrap on TCP port %u", slots,
+                (unsigned)port);
+    return 0;
+fail_sock:
+    krconn__fail(ctx, rc, "meta server: TCP bootstrap socket", 0, NULL, 0);
+    if (fd >= 0) close(fd);
+    rcp__verbs_dereg(mr);
+fail:
+    KRCONN_FREE(tab);
+    return rc;
+}
+
+/* TCP to the meta server's bootstrap port: its context address. */
+static int krconn__bootstrap(krconn_ctx *ctx, const char *where, uint64_t deadline, krconn_addr *a)
+{
+    char host[256], port[16];
+    const char *colon = strrchr(where, ':');
+    struct addrinfo hints, *ai = NULL;
+    int rc, fd = -1;
+    if (colon && colon != where && !strchr(colon + 1, ']') && strchr(where, ':') == colon) {
+        snprintf(host, sizeof host, "%.*s", (int)(colon - where), where);
+        snprintf(port, sizeof port, "%s", colon + 1);
+    } else {
+        snprintf(host, sizeof host, "%s", where);
+        snprintf(port, sizeof port, "%d", KRCONN_DEFAULT_META_PORT);
+    }
+    memset(&hints, 0, sizeof hints);
+    hints.ai_socktype = SOCK_STREAM;
+    if ((rc = getaddrinfo(host, port, &hints, &ai)) || !ai) {
+        if (ai) freeaddrinfo(ai);
+        return krconn__fail(ctx, KRCONN_E_INVAL, "meta server address (KRCONN_META=HOST[:PORT])", 0,
+                            NULL, 0);
+    }
+    unsigned char b[32];
+    size_t got = 0;
+    rc = KRCONN_E_TIMEDOUT;
+    while (rcp__now_ns() < deadline) {
+        fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+            rc = -errno;
+            break;
+        }
+        /* a non-blocking connect, so an unreachable host costs the deadline, not SYN retries */
+        int cr = connect(fd, ai->ai_addr, ai->ai_addrlen), err = 0;
+        if (cr < 0 && errno == EINPROGRESS) {
+            struct pollfd pf;
+            uint64_t now = rcp__now_ns();
+            pf.fd = fd;
+            pf.events = POLLOUT;
+            pf.revents = 0;
+            int ms = now < deadline ? (int)((deadline - now) / 1000000ull) + 1 : 0;
+            socklen_t el = sizeof err;
+            if (poll(&pf, 1, ms) == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 &&
+                !err)
+                cr = 0;
+        }
+        if (cr == 0) {
+            got = 0;
+            while (got < sizeof b && rcp__now_ns() < deadline) {
+                struct pollfd pf;
+                pf.fd = fd;
+                pf.events = POLLIN;
+                pf.revents = 0;
+                if (poll(&pf, 1, 50) <= 0) continue;
+                ssize_t r = recv(fd, b + got, sizeof b - got, 0);
+                if (r <= 0) break;
+                got += (size_t)r;
+            }
+        }
+        close(fd);
+        fd = -1;
+        if (got == sizeof b) {
+            rc = 0;
+            break;
+        }
+        usleep(100000);
+    }
+    freeaddrinfo(ai);
+    if (rc) return krconn__fail(ctx, rc, "meta server bootstrap (TCP)", 0, NULL, 0);
+    memcpy(a->gid, b, 16);
+    a->qpn = rcp__verbs_get32(b + 16);
+    a->qkey = rcp__verbs_get32(b + 20);
+    a->generation = krconn__get64(b + 24);
+    return a->qpn > 0xffffff || !a->generation ? KRCONN_E_PROTO : 0;
+}
+
+KRCONN_API int krconn_dir_meta(krconn_ctx *ctx, const char *where, int timeout_ms,
+                               krconn_dir **out)
+{
+    uint64_t deadline = krconn__deadline(timeout_ms);
+    krconn_dir *d;
+    krconn_connect_opts co;
+    int rc;
+    if (!ctx || !out) return KRCONN_E_INVAL;
+    *out = NULL;
+    if (!where) where = getenv("KRCONN_META");
+    if (!where || !where[0])
+        return krconn__fail(ctx, KRCONN_E_INVAL,
+                            "no meta server: pass HOST[:PORT] or set KRCONN_META", 0, NULL, 0);
+    d = (krconn_dir *)KRCONN_MALLOC(sizeof *d);
+    if (!d) return -ENOMEM;
+    memset(d, 0, sizeof *d);
+    d->kind = KRCONN__DIR_META;
+    d->ctx = ctx;
+    pthread_mutex_init(&d->mu, NULL);
+    if ((rc = krconn__bootstrap(ctx, where, deadline, &d->meta))) goto fail;
+    memset(&co, 0, sizeof co);
+    co.flags = KRCONN_CONNECT_NO_VIRTUAL;
+    co.timeout_ms = (int)((deadline - rcp__now_ns()) / 1000000ull) + 1;
+    if ((rc = krconn_connect(ctx, &d->meta, &co, &d->conn))) goto fail;
+    if (!d->conn->p->meta_rkey || !d->conn->p->meta_slots) {
+        rc = krconn__fail(ctx, KRCONN_E_PROTO, "meta server: the peer serves no directory", 0,
+                          d->meta.gid, d->meta.qpn);
+        goto fail;
+    }
+    d->raddr = d->conn->p->meta_addr;
+    d->rkey = d->conn->p->meta_rkey;
+    d->nslots = d->conn->p->meta_slots;
+    d->lbuf = (krconn__dent *)KRCONN_MALLOC(sizeof *d->lbuf);
+    if (!d->lbuf) { rc = -ENOMEM; goto fail; }
+    if ((rc = krconn_reg(ctx, d->lbuf, sizeof *d->lbuf, 0, &d->buf))) goto fail;
+    *out = d;
+    return 0;
+fail:
+    krconn_dir_close(d);
+    return rc;
+}
+
+KRCONN_API int krconn_dir_close(krconn_dir *d)
+{
+    if (!d) return KRCONN_E_INVAL;
+    if (d->buf.mr) krconn_dereg(&d->buf);
+    if (d->conn) krconn_close(d->conn);
+    KRCONN_FREE(d->lbuf);
+    pthread_mutex_destroy(&d->mu);
+    KRCONN_FREE(d);
+    return 0;
+}
+
+KRCONN_API int krconn_lookup(krconn_dir *d, const char *name, int timeout_ms, krconn_addr *out)
+{
+    if (!d || !out || !krconn__name_ok(name)) return KRCONN_E_INVAL;
+    if (d->kind == KRCONN__DIR_SHM) return krconn__dir_get_shm(d, name, out);
+    uint64_t deadline = krconn__deadline(timeout_ms);
+    uint64_t h = krconn__fnv(name, strlen(name), 0xcbf29ce484222325ull);
+    int rc = KRCONN_E_NOTFOUND;
+    pthread_mutex_lock(&d->mu);
+    for (uint32_t i = 0; i < d->nslots; i++) {
+        uint64_t idx = (h + i) % d->nslots;
+        int r = -1;
+        for (int tries = 0; tries < 8 && r < 0; tries++) {
+            krconn_wc wc;
+            int left = (int)((deadline - rcp__now_ns()) / 1000000ull);
+            if (rcp__now_ns() >= deadline || left <= 0) { rc = KRCONN_E_TIMEDOUT; goto out; }
+            rc = krconn_read(d->conn, 1, &d->buf, d->lbuf, sizeof *d->lbuf,
+                             d->raddr + 64 + idx * sizeof(krconn__dent), d->rkey, 0);
+            if (!rc) rc = krconn_wait(d->conn, &wc, left);
+            if (rc) {
+                krconn__fail(d->ctx, rc, "directory lookup: RDMA READ", krconn_qp(d->conn)->qp_num,
+                             d->meta.gid, d->meta.qpn);
+                goto out;
+            }
+            r = krconn__dent_valid(d->lbuf);
+        }
+        rc = KRCONN_E_NOTFOUND;
+        if (r == 0) goto out;
+        if (r < 0 || strncmp(d->lbuf->name, name, sizeof d->lbuf->name)) continue;
+        memcpy(out->gid, d->lbuf->gid, 16);
+        out->qpn = d->lbuf->qpn;
+        out->qkey = d->lbuf->qkey;
+        out->generation = d->lbuf->gen;
+        rc = 0;
+        goto out;
+    }
+out:
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+KRCONN_API int krconn_publish(krconn_ctx *ctx, krconn_dir *d, const char *name, int timeout_ms)
+{
+    if (!ctx || !d || !krconn__name_ok(name)) return KRCONN_E_INVAL;
+    if (d->kind == KRCONN__DIR_SHM) return krconn__dir_put(d->ent, d->nslots, name, &ctx->addr);
+    krconn__msg m, ans;
+    krconn__msg_init(ctx, &m, KRCONN__PUB);
+    m.nonce = krconn__random(ctx) | 1;
+    m.dst_gen = d->meta.generation;
+    m.aux32 = ctx->addr.qkey;
+    snprintf(m.name, sizeof m.name, "%s", name);
+    int rc = krconn__request(ctx, &m, &d->meta, krconn__deadline(timeout_ms), NULL, NULL, &ans);
+    if (rc)
+        return krconn__fail(ctx, rc, "publish to the meta server", ctx->addr.qpn, d->meta.gid,
+                            d->meta.qpn);
+    if (ans.type == KRCONN__REJ) return KRCONN_E_STALE;
+    return ans.type == KRCONN__PUBACK ? (ans.code ? KRCONN_E_FULL : 0) : KRCONN_E_PROTO;
+}
+
+/* ---------------------------------------------------------------------------- >>data */
+
+KRCONN_API int krconn_reg(krconn_ctx *ctx, void *addr, size_t len, int access, krconn_mr *out)
+{
+    struct ibv_mr *mr = NULL;
+    if (!ctx || !out || !addr || !len) return KRCONN_E_INVAL;
+    int rc = rcp__verbs_reg(&ctx->d, addr, len, access, &mr);
+    if (rc == -ENOMEM) {
+        struct rlimit rl;
+        char step[160];
+        getrlimit(RLIMIT_MEMLOCK, &rl);
+        if (rl.rlim_cur == RLIM_INFINITY)
+            snprintf(step, sizeof step, "register %zu bytes (memlock limit unlimited)", len);
+        else
+            snprintf(step, sizeof step,
+                     "register %zu bytes: the locked-memory limit is %llu KiB (raise ulimit -l / "
+                     "RLIMIT_MEMLOCK)",
+                     len, (unsigned long long)rl.rlim_cur / 1024);
+        return krconn__fail(ctx, rc, step, 0, NULL, 0);
+    }
+    if (rc) return krconn__fail(ctx, rc, "register memory", 0, NULL, 0);
+    out->addr = addr;
+    out->len = len;
+    out->lkey = mr->lkey;
+    out->rkey = mr->rkey;
+    out->mr = mr;
+    return 0;
+}
+
+KRCONN_API int krconn_dereg(krconn_mr *mr)
+{
+    if (!mr || !mr->mr) return KRCONN_E_INVAL;
+    int rc = rcp__verbs_dereg(mr->mr);
+    if (!rc) memset(mr, 0, sizeof *mr);
+    return rc;
+}
+
+/* Check a post's handle and wr_id; the verbs wr_id carries the handle's tag on top. */
+static int krconn__pre(krconn *c, uint64_t wr_id, uint64_t *wrid)
+{
+    if (!c || wr_id > KRCONN__WRID_MASK) return KRCONN_E_INVAL;
+    int e = rcp__load(&c->p->err);
+    if (e) return e;
+    *wrid = (uint64_t)c->tag << KRCONN__TAG_SHIFT | wr_id;
+    return 0;
+}
+
+static unsigned krconn__flags(unsigned f)
+{
+    return (f & KRCONN_UNSIGNALED ? 0u : (unsigned)IBV_SEND_SIGNALED) |
+           (f & KRCONN_INLINE ? (unsigned)IBV_SEND_INLINE : 0u) |
+           (f & KRCONN_FENCE ? (unsigned)IBV_SEND_FENCE : 0u);
+}
+
+static int krconn__post_rc(int rc) { return rc == -ENOMEM ? KRCONN_E_AGAIN : rc; }
+
+KRCONN_API int krconn_post_send(krconn *c, uint64_t wr_id, const krconn_mr *mr, const void *buf,
+                                uint32_t len, unsigned flags)
+{
+    uint64_t w;
+    int rc = krconn__pre(c, wr_id, &w);
+    if (rc) return rc;
+    return krconn__post_rc(rcp__verbs_post_send(c->p->qp, w, (void *)buf, len, mr ? mr->lkey : 0,
+                                                krconn__flags(flags)));
+}
+
+KRCONN_API int krconn_post_recv(krconn *c, uint64_t wr_id, const krconn_mr *mr, void *buf,
+                                uint32_t len)
+{
+    uint64_t w;
+    int rc = krconn__pre(c, wr_id, &w);
+    if (rc) return rc;
+    if (!mr) return KRCONN_E_INVAL;
+    return krconn__post_rc(rcp__verbs_post_recv(c->p->qp, w, buf, len, mr->lkey));
+}
+
+KRCONN_API int krconn_write(krconn *c, uint64_t wr_id, const krconn_mr *mr, const void *buf,
+                            uint32_t len, uint64_t raddr, uint32_t rkey, unsigned flags)
+{
+    uint64_t w;
+    int rc = krconn__pre(c, wr_id, &w);
+    if (rc) return rc;
+    return krconn__post_rc(rcp__verbs_post_write(c->p->qp, w, (void *)buf, len, mr ? mr->lkey : 0,
+                                                 raddr, rkey, 0, 0, krconn__flags(flags)));
+}
+
+KRCONN_API int krconn_read(krconn *c, uint64_t wr_id, const krconn_mr *mr, void *buf,
+                           uint32_t len, uint64_t raddr, uint32_t rkey, unsigned flags)
+{
+    uint64_t w;
+    int rc = krconn__pre(c, wr_id, &w);
+    if (rc) return rc;
+    if (!mr) return KRCONN_E_INVAL;
+    return krconn__post_rc(rcp__verbs_post_read(c->p->qp, w, buf, len, mr->lkey, raddr, rkey,
+                                                krconn__flags(flags)));
+}
+
+KRCONN_API int krconn_cas(krconn *c, uint64_t wr_id, const krconn_mr *mr, uint64_t *old,
+                          uint64_t raddr, uint32_t rkey, uint64_t expect, uint64_t desired,
+                          unsigned flags)
+{
+    uint64_t w;
+    int rc = krconn__pre(c, wr_id, &w);
+    if (rc) return rc;
+    if (!mr || !old) return KRCONN_E_INVAL;
+    return krconn__post_rc(rcp__verbs_post_cas(c->p->qp, w, old, mr->lkey, raddr, rkey, expect,
+                                               desired, krconn__flags(flags)));
+}
+
+KRCONN_API int krconn_faa(krconn *c, uint64_t wr_id, const krconn_mr *mr, uint64_t *old,
+                          uint64_t raddr, uint32_t rkey, uint64_t add, unsigned flags)
+{
+    uint64_t w;
+    int rc = krconn__pre(c, wr_id, &w);
+    if (rc) return rc;
+    if (!mr || !old) return KRCONN_E_INVAL;
+    return krconn__post_rc(rcp__verbs_post_faa(c->p->qp, w, old, mr->lkey, raddr, rkey, add,
+                                               krconn__flags(flags)));
+}
+
+static int krconn__wc_status(enum ibv_wc_status s)
+{
+    switch (s) {
+    case IBV_WC_SUCCESS: return 0;
+    case IBV_WC_RETRY_EXC_ERR: return KRCONN_E_PEERDEAD;
+    case IBV_WC_RNR_RETRY_EXC_ERR: return KRCONN_E_NORECV;
+    case IBV_WC_WR_FLUSH_ERR: return KRCONN_E_FLUSHED;
+    default: return rcp__verbs_wc_errno(s);
+    }
+}
+
+static int krconn__wc_op(enum ibv_wc_opcode op)
+{
+    switch (op) {
+    case IBV_WC_SEND: return KRCONN_OP_SEND;
+    case IBV_WC_RDMA_WRITE: return KRCONN_OP_WRITE;
+    case IBV_WC_RDMA_READ: return KRCONN_OP_READ;
+    case IBV_WC_COMP_SWAP: return KRCONN_OP_CAS;
+    case IBV_WC_FETCH_ADD: return KRCONN_OP_FAA;
+    case IBV_WC_RECV:
+    case IBV_WC_RECV_RDMA_WITH_IMM: return KRCONN_OP_RECV;
+    default: return KRCONN_OP_OTHER;
+    }
+}
+
+/* Keep a completion for another handle of the same QP. Under p->mu. */
+static void krconn__stash(krconn_ctx *ctx, krconn *t, const krconn_wc *wc)
+{
+    if (!t->stash) {
+        t->st_cap = ctx->o.max_send_wr + ctx->o.max_recv_wr + 16;
+        t->stash = (krconn_wc *)KRCONN_MALLOC(t->st_cap * sizeof *t->stash);
+        if (!t->stash) { t->st_cap = 0; return; }
+    }
+    if (t->st_n == t->st_cap) return; /* cannot happen: no more than the queues hold */
+    t->stash[(t->st_head + t->st_n++) % t->st_cap] = *wc;
+}
+
+KRCONN_API int krconn_poll(krconn *c, krconn_wc *wc, int max, int timeout_ms)
+{
+    if (!c || !wc || max <= 0) return KRCONN_E_INVAL;
+    krconn__phys *p = c->p;
+    uint64_t deadline = timeout_ms > 0 ? rcp__now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
+    unsigned spins = 0;
+    for (;;) {
+        int n = 0;
+        pthread_mutex_lock(&p->mu);
+        while (n < max && c->st_n) {
+            wc[n++] = c->stash[c->st_head];
+            c->st_head = (c->st_head + 1) % c->st_cap;
+            c->st_n--;
+        }
+        if (!n) {
+            struct ibv_wc w[16];
+            int k = ibv_poll_cq(p->cq, 16, w);
+            for (int i = 0; i < k; i++) {
+                krconn_wc x;
+                uint32_t tag = (uint32_t)(w[i].wr_id >> KRCONN__TAG_SHIFT);
+                x.wr_id = w[i].wr_id & KRCONN__WRID_MASK;
+                x.status = krconn__wc_status(w[i].status);
+                x.op = w[i].status == IBV_WC_SUCCESS ? krconn__wc_op(w[i].opcode) : KRCONN_OP_OTHER;
+                x.byte_len = w[i].byte_len;
+                x.imm = w[i].wc_flags & IBV_WC_WITH_IMM ? ntohl(w[i].imm_data) : 0;
+                if (x.status && !rcp__load(&p->err))
+                    rcp__store(&p->err,
+                               x.status == KRCONN_E_PEERDEAD ? KRCONN_E_PEERDEAD : KRCONN_E_QPERR);
+                if (tag == c->tag && n < max) wc[n++] = x;
+                else if (tag < p->nv && p->v[tag]) krconn__stash(c->ctx, p->v[tag], &x);
+            }
+        }
+        pthread_mutex_unlock(&p->mu);
+        if (n) return n;
+        if (rcp__load(&p->err) == KRCONN_E_CLOSED) return KRCONN_E_CLOSED;
+        if (timeout_ms == 0) return 0;
+        if (rcp__now_ns() >= deadline) return KRCONN_E_TIMEDOUT;
+        if (++spins > 256) sched_yield();
+        else rcp__cpu_relax();
+    }
+}
+
+KRCONN_API int krconn_wait(krconn *c, krconn_wc *wc, int timeout_ms)
+{
+    int n = krconn_poll(c, wc, 1, timeout_ms > 0 ? timeout_ms : KRCONN_DEFAULT_TIMEOUT_MS);
+    return n == 1 ? wc->status : n;
+}
+
+KRCONN_API int krconn_ping(krconn *c, int timeout_ms)
+{
+    uint64_t w;
+    krconn_wc wc;
+    int rc = krconn__pre(c, KRCONN__WRID_MASK, &w);
+    if (rc) return rc;
+    struct ibv_send_wr wr, *bad = NULL;
+    memset(&wr, 0, sizeof wr);
+    wr.wr_id = w;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    if ((rc = ibv_post_send(c->p->qp, &wr, &bad))) return krconn__post_rc(rcp__verbs_err(rc));
+    uint64_t deadline = krconn__deadline(timeout_ms);
+    for (;;) {
+        int left = (int)((deadline - rcp__now_ns()) / 1000000ull);
+        if (rcp__now_ns() >= deadline || left <= 0) return KRCONN_E_TIMEDOUT;
+        rc = krconn_wait(c, &wc, left);
+        if (rc == KRCONN_E_TIMEDOUT || rc == KRCONN_E_CLOSED) return rc;
+        if (wc.wr_id == KRCONN__WRID_MASK) return rc;
+    }
+}
+
+#endif /* KRCONN_NO_RDMA */
+#endif /* KRCONN_IMPLEMENTATION */
+
+/*
+   ------------------------------------------------------------------------------------------
+   MIT License
+
+   Copyright (c) 2026 the rpcool authors
+
+   Permission is hereby granted, free of charge, to any person obtaining a copy of this software
+   and associated documentation files (the "Software"), to deal in the Software without
+   restriction, including without limitation the rights to use, copy, modify, merge, publish,
+   distribute, sublicense, and/or sell copies of the Software, and to permit persons to whom the
+   Software is furnished to do so, subject to the following conditions:
+
+   The above copyright notice and this permission notice shall be included in all copies or
+   substantial portions of the Software.
+
+   THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR IMPLIED, INCLUDING
+   BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY, FITNESS FOR A PARTICULAR PURPOSE AND
+   NONINFRINGEMENT. IN NO EVENT SHALL THE AUTHORS OR COPYRIGHT HOLDERS BE LIABLE FOR ANY CLAIM,
+   DAMAGES OR OTHER LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR OTHERWISE, ARISING FROM,
+   OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER DEALINGS IN THE SOFTWARE.
+*/

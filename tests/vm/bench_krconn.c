@@ -1,0 +1,325 @@
+// VM
+// LIBS: -libverbs
+/* tests/vm/bench_krconn.c - connection set-up costs on Soft-RoCE (rxe0), in one guest, for
+ * bench/bench_krconn.sh (guest role krconn-bench; rdma_cm's cmtime runs beside it in the same
+ * guest, see tests/vm/init.sh).
+ *   bench_krconn [N]
+ * Forks a krconn server process (a context that answers requests and serves a meta directory)
+ * and a plain-verbs server process (TCP on port 18620), then times, in this process:
+ *   krconn_new/T      a physical connect (KRCONN_CONNECT_NO_VIRTUAL: what a connect to a context
+ *                     not yet connected costs), T = 1 or 2 threads, N per thread; close not timed
+ *   krconn_virtual/T  a connect to a context already connected (one physical connection held)
+ *   krconn_lookup_shm, krconn_lookup_meta   a directory lookup (shared memory; RDMA READ)
+ *   verbs_tcp/1       create CQ+QP, INIT, swap endpoints over TCP, RTR, RTS (the server does
+ *                     the same on its side before it answers); the device stays open
+ * Lines: "NAME MEDIAN_NS P99_NS OPS_PER_S" (bench/hist.h), "# ..." for humans, and
+ * "step NAME STEP US_PER_CONNECT" for the breakdown, "packets NAME PER_CONNECT". */
+#define KRCONN_IMPLEMENTATION
+#include "../../krconn.h" /* first: its implementation needs _GNU_SOURCE before any system header */
+#include "../../bench/hist.h"
+#include "vmt.h"
+#include <pthread.h>
+
+#define VERBS_PORT 18620
+
+static long long hw(const char *name)
+{
+    char path[160];
+    long long v = -1;
+    snprintf(path, sizeof path, "/sys/class/infiniband/rxe0/ports/1/hw_counters/%s", name);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (fscanf(f, "%lld", &v) != 1) v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
+static void die(const char *what, int rc)
+{
+    char d[400];
+    printf("FAIL bench_krconn: %s: %s\n", what, krconn_describe(rc, d, sizeof d));
+    exit(1);
+}
+
+/* ---------------------------------------------------------------- servers */
+
+static int krconn_server(int fd)
+{
+    krconn_ctx *ctx;
+    krconn_ctx_opts o;
+    memset(&o, 0, sizeof o);
+    o.pool_size = 32;
+    int rc = krconn_ctx_create(&o, &ctx);
+    if (rc) die("server ctx", rc);
+    if ((rc = krconn_meta_serve(ctx, NULL))) die("meta serve", rc);
+    krconn_addr a;
+    krconn_ctx_addr(ctx, &a);
+    vmt_write_all(fd, &a, sizeof a);
+    for (;;) {
+        char c = 0;
+        if (read(fd, &c, 1) != 1 || c == 'Q') break;
+        if (c == 'S') {
+            krconn_stats st;
+            krconn_ctx_stats(ctx, &st);
+            vmt_write_all(fd, &st, sizeof st);
+        }
+    }
+    krconn_ctx_destroy(ctx);
+    return 0;
+}
+
+/* Plain verbs, as most programs do it: per connection a CQ and a QP, endpoints over TCP. */
+static int verbs_server(int lfd)
+{
+    rcp__verbs_dev d;
+    if (rcp__verbs_open(NULL, &d)) return 1;
+    for (;;) {
+        int s = vmt_tcp_accept(lfd, 600000);
+        if (s < 0) break;
+        unsigned char in[RCP__VERBS_EP_WIRE], out[RCP__VERBS_EP_WIRE];
+        struct ibv_cq *cq = NULL;
+        struct ibv_qp *qp = NULL;
+        rcp__verbs_ep me, peer;
+        if (vmt_read_all(s, in, sizeof in, 10000) == 0 && rcp__verbs_ep_unpack(in, &peer) == 0 &&
+            rcp__verbs_cq_create(&d, 128, 0, &cq) == 0 &&
+            rcp__verbs_qp_create(&d, cq, cq, NULL, &qp) == 0) {
+            rcp__verbs_ep_local(&d, qp, 0, 0, &me);
+            if (rcp__verbs_rc_connect(&d, qp, &me, &peer, NULL) == 0) {
+                rcp__verbs_ep_pack(&me, out);
+                vmt_write_all(s, out, sizeof out);
+                char c;
+                vmt_read_all(s, &c, 1, 10000); /* the client is done (or gone) */
+            }
+        }
+        if (qp) rcp__verbs_qp_destroy(qp);
+        if (cq) rcp__verbs_cq_destroy(cq);
+        close(s);
+    }
+    rcp__verbs_close(&d);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- krconn */
+
+static krconn_ctx *cli;
+static krconn_addr srv;
+static int srv_fd;
+
+typedef struct job { int n; unsigned flags; hist h; int rc; } job;
+
+static void *connect_loop(void *arg)
+{
+    job *j = (job *)arg;
+    krconn_connect_opts co;
+    memset(&co, 0, sizeof co);
+    co.flags = j->flags;
+    for (int i = 0; i < j->n; i++) {
+        krconn *k;
+        uint64_t t = hist_now();
+        int rc = krconn_connect(cli, &srv, &co, &k);
+        hist_add(&j->h, hist_now() - t);
+        if (rc) { j->rc = rc; return NULL; }
+        krconn_close(k);
+    }
+    return NULL;
+}
+
+static void server_stats(krconn_stats *st)
+{
+    char c = 'S';
+    if (write(srv_fd, &c, 1) != 1 || vmt_read_all(srv_fd, st, sizeof *st, 10000))
+        die("server stats", -EIO);
+}
+
+/* T threads, n connects each; one histogram over all of them. */
+static void run_connects(const char *name, int threads, int n, unsigned flags)
+{
+    job j[2];
+    pthread_t th[2];
+    krconn_stats c0, c1, s0, s1;
+    krconn_ctx_stats(cli, &c0);
+    server_stats(&s0);
+    long long p0 = hw("sent_pkts"), r0 = hw("rcvd_pkts");
+    uint64_t t0 = hist_now();
+    for (int i = 0; i < threads; i++) {
+        memset(&j[i], 0, sizeof j[i]);
+        j[i].n = n;
+        j[i].flags = flags;
+        if (hist_init(&j[i].h, (size_t)n)) die("hist", -ENOMEM);
+        pthread_create(&th[i], NULL, connect_loop, &j[i]);
+    }
+    for (int i = 0; i < threads; i++) pthread_join(th[i], NULL);
+    uint64_t wall = hist_now() - t0;
+    long long p1 = hw("sent_pkts"), r1 = hw("rcvd_pkts");
+    krconn_ctx_stats(cli, &c1);
+    server_stats(&s1);
+    for (int i = 0; i < threads; i++) if (j[i].rc) die(name, j[i].rc);
+    hist all;
+    hist_init(&all, (size_t)n * threads);
+    for (int i = 0; i < threads; i++) {
+        for (size_t k = 0; k < j[i].h.n; k++) hist_add(&all, j[i].h.ns[k]);
+        hist_free(&j[i].h);
+    }
+    char full[64];
+    snprintf(full, sizeof full, "%s/%d", name, threads);
+    hist_print(&all, full, (double)n * threads * 1e9 / (double)wall);
+    hist_free(&all);
+    int total = n * threads;
+    /* each side's rxe counts what it sends and receives; both sides are in this guest */
+    printf("packets %s %.2f\n", full, (double)(p1 - p0 + r1 - r0) / 2.0 / total);
+    uint64_t phys = c1.connects - c0.connects;
+    if (phys) {
+        printf("step %s pool %.1f\n", full, (double)(c1.ns_pool - c0.ns_pool) / 1e3 / (double)phys);
+        printf("step %s request %.1f\n", full,
+               (double)(c1.ns_request - c0.ns_request) / 1e3 / (double)phys);
+        printf("step %s RTR+RTS %.1f\n", full,
+               (double)(c1.ns_modify - c0.ns_modify) / 1e3 / (double)phys);
+        uint64_t acc = s1.accepts - s0.accepts;
+        if (acc) {
+            printf("step %s peer_answer %.1f\n", full,
+                   (double)(s1.ns_accept - s0.ns_accept) / 1e3 / (double)acc);
+            printf("step %s peer_answer:RTR %.1f\n", full,
+                   (double)(s1.ns_accept_modify - s0.ns_accept_modify) / 1e3 / (double)acc);
+            printf("step %s peer_answer:post_send %.1f\n", full,
+                   (double)(s1.ns_accept_send - s0.ns_accept_send) / 1e3 / (double)acc);
+            printf("step %s peer_after_answer:RTS %.1f\n", full,
+                   (double)(s1.ns_accept_rts - s0.ns_accept_rts) / 1e3 / (double)acc);
+        }
+        printf("# %s: %llu physical connects, pool fallbacks %llu (client) %llu (server)\n", full,
+               (unsigned long long)phys, (unsigned long long)(c1.pool_fallback - c0.pool_fallback),
+               (unsigned long long)(s1.pool_fallback - s0.pool_fallback));
+    }
+}
+
+static void run_lookups(int n)
+{
+    hist h;
+    krconn_dir *d;
+    krconn_addr a;
+    size_t len = KRCONN_DIR_BYTES(256);
+    void *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int rc = krconn_dir_shm(mem, len, &d);
+    if (rc) die("dir shm", rc);
+    if ((rc = krconn_publish(cli, d, "bench-svc", 1000))) die("publish shm", rc);
+    hist_init(&h, (size_t)n);
+    uint64_t t0 = hist_now();
+    for (int i = 0; i < n; i++) {
+        uint64_t t = hist_now();
+        if ((rc = krconn_lookup(d, "bench-svc", 1000, &a))) die("lookup shm", rc);
+        hist_add(&h, hist_now() - t);
+    }
+    hist_print(&h, "krconn_lookup_shm/1", (double)n * 1e9 / (double)(hist_now() - t0));
+    hist_free(&h);
+    krconn_dir_close(d);
+    munmap(mem, len);
+
+    if ((rc = krconn_dir_meta(cli, "127.0.0.1", 10000, &d))) die("dir meta", rc);
+    if ((rc = krconn_publish(cli, d, "bench-svc", 10000))) die("publish meta", rc);
+    hist_init(&h, (size_t)n);
+    t0 = hist_now();
+    for (int i = 0; i < n; i++) {
+        uint64_t t = hist_now();
+        if ((rc = krconn_lookup(d, "bench-svc", 10000, &a))) die("lookup meta", rc);
+        hist_add(&h, hist_now() - t);
+    }
+    hist_print(&h, "krconn_lookup_meta/1", (double)n * 1e9 / (double)(hist_now() - t0));
+    hist_free(&h);
+    krconn_dir_close(d);
+}
+
+/* ---------------------------------------------------------------- plain verbs */
+
+static void run_verbs(int n)
+{
+    rcp__verbs_dev d;
+    hist h;
+    uint64_t s_create = 0, s_tcp = 0, s_modify = 0;
+    if (rcp__verbs_open(NULL, &d)) die("verbs open", -ENODEV);
+    hist_init(&h, (size_t)n);
+    uint64_t t0 = hist_now();
+    for (int i = 0; i < n; i++) {
+        struct ibv_cq *cq = NULL;
+        struct ibv_qp *qp = NULL;
+        rcp__verbs_ep me, peer;
+        unsigned char out[RCP__VERBS_EP_WIRE], in[RCP__VERBS_EP_WIRE];
+        uint64_t a = hist_now();
+        if (rcp__verbs_cq_create(&d, 128, 0, &cq) || rcp__verbs_qp_create(&d, cq, cq, NULL, &qp))
+            die("verbs create", -EIO);
+        uint64_t b = hist_now();
+        int s = vmt_tcp_connect("127.0.0.1", VERBS_PORT, 10000);
+        if (s < 0) die("verbs tcp", s);
+        rcp__verbs_ep_local(&d, qp, 0, 0, &me);
+        rcp__verbs_ep_pack(&me, out);
+        if (vmt_write_all(s, out, sizeof out) || vmt_read_all(s, in, sizeof in, 10000) ||
+            rcp__verbs_ep_unpack(in, &peer))
+            die("verbs exchange", -EIO);
+        uint64_t c = hist_now();
+        if (rcp__verbs_rc_connect(&d, qp, &me, &peer, NULL)) die("verbs rtr/rts", -EIO);
+        uint64_t e = hist_now();
+        hist_add(&h, e - a);
+        s_create += b - a;
+        s_tcp += c - b;
+        s_modify += e - c;
+        vmt_send_byte(s, 'D');
+        close(s);
+        rcp__verbs_qp_destroy(qp);
+        rcp__verbs_cq_destroy(cq);
+    }
+    hist_print(&h, "verbs_tcp/1", (double)n * 1e9 / (double)(hist_now() - t0));
+    printf("step verbs_tcp/1 create_cq_qp_init %.1f\n", (double)s_create / 1e3 / n);
+    printf("step verbs_tcp/1 tcp_connect_exchange %.1f\n", (double)s_tcp / 1e3 / n);
+    printf("step verbs_tcp/1 modify %.1f\n", (double)s_modify / 1e3 / n);
+    hist_free(&h);
+    rcp__verbs_close(&d);
+}
+
+int main(int argc, char **argv)
+{
+    int n = argc > 1 ? atoi(argv[1]) : 400;
+    int sv[2], rc;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGPIPE, SIG_IGN);
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) return 1;
+    pid_t ks = fork();
+    if (ks == 0) { close(sv[0]); _exit(krconn_server(sv[1])); }
+    close(sv[1]);
+    srv_fd = sv[0];
+    int lfd = vmt_tcp_listen(VERBS_PORT);
+    pid_t vs = fork();
+    if (vs == 0) _exit(verbs_server(lfd));
+    close(lfd);
+    if (vmt_read_all(srv_fd, &srv, sizeof srv, 60000)) die("server start", -EIO);
+    krconn_ctx_opts o;
+    memset(&o, 0, sizeof o);
+    o.pool_size = 32;
+    if ((rc = krconn_ctx_create(&o, &cli))) die("client ctx", rc);
+    /* warm up: address handles, pools, caches */
+    job w;
+    memset(&w, 0, sizeof w);
+    w.n = 20;
+    w.flags = KRCONN_CONNECT_NO_VIRTUAL;
+    hist_init(&w.h, 20);
+    connect_loop(&w);
+    hist_free(&w.h);
+    usleep(200000);
+
+    run_connects("krconn_new", 1, n, KRCONN_CONNECT_NO_VIRTUAL);
+    usleep(200000);
+    run_connects("krconn_new", 2, n / 2, KRCONN_CONNECT_NO_VIRTUAL);
+    krconn *held;
+    if ((rc = krconn_connect(cli, &srv, NULL, &held))) die("held connect", rc);
+    run_connects("krconn_virtual", 1, n * 10, 0);
+    run_connects("krconn_virtual", 2, n * 5, 0);
+    krconn_close(held);
+    run_lookups(n);
+    run_verbs(n / 4 > 20 ? n / 4 : 20);
+
+    krconn_ctx_destroy(cli);
+    if (write(srv_fd, "Q", 1) != 1) {}
+    waitpid(ks, NULL, 0);
+    kill(vs, SIGTERM);
+    waitpid(vs, NULL, 0);
+    printf("ok bench_krconn\n");
+    return 0;
+}

@@ -1,0 +1,1207 @@
+// VM
+// LIBS: -libverbs
+// VM-ASAN
+// VM-TSAN
+/* tests/vm/test_krconn.c - krconn.h on Soft-RoCE (rxe0) in one guest: server contexts run in
+ * child processes, the tests connect to them from the parent.
+ *   data on every connection (send/recv, write, read, CAS, FAA), physical and virtual
+ *   virtual connect sends no packet (rxe0's hw_counters)
+ *   4 threads connecting at once (virtual and physical)
+ *   10000 connect/close cycles: QP, CQ, MR counts of `rdma resource` unchanged, pool bounded
+ *   a peer killed: the next operation and krconn_ping report it within a bound
+ *   a dead or absent service: a clear error within the deadline; pool empty + NOWAIT
+ *   a stale directory entry (the service restarted): detected, refetched, never used again
+ *   garbage on the UD QP from a fuzzer: dropped and counted, no crash, no QP to the wrong peer
+ *   the meta server (bootstrap over TCP, lookup by RDMA READ, publish by UD)
+ * The directory inside the guest is a shmheap (krconn_dir_heap).
+ *   test_krconn [CYCLES]      the single-guest tests
+ *   test_krconn a|b PEER_IP   two guests: a runs a meta server and a service, b connects to it
+ *                            through KRCONN_META=PEER_IP (stale entry, killed peer across guests)
+ */
+#define KRCONN_IMPLEMENTATION
+#if VMT_HAVE_SHMHEAP
+#define SHMHEAP_IMPLEMENTATION
+#include "../../shmheap.h"
+#endif
+#include "../../krconn.h"
+#include "vmt.h"
+#include <pthread.h>
+#include <sys/prctl.h>
+
+#define SRV_BUF (4u << 20)
+#define SLOT 4096u
+#define NSLOT_RECV 8
+#define MAXC 64
+#define WORDS_OFF (512u << 10)
+#define TMO 10000
+
+static char heapname[64];
+static int cycles = 10000;
+
+/* What a server hands every peer at connect (krconn_ctx_set_data). */
+typedef struct srvinfo { uint64_t addr; uint32_t rkey, len, instance, pad; } srvinfo;
+
+typedef struct srvcfg {
+    const char *name;   /* service name to publish in the heap directory */
+    unsigned instance;
+    int meta;           /* also serve a meta directory */
+    unsigned backlog;
+    const char *meta_name; /* publish under this name at the meta server on 127.0.0.1 */
+} srvcfg;
+
+static void describe(int rc, char *buf, size_t len) { krconn_describe(rc, buf, len); }
+
+/* ---------------------------------------------------------------- the server process */
+
+/* Echo server: accepts, keeps NSLOT_RECV receives posted per connection, answers each message
+ * with its bytes inverted. Commands on fd: 'S' -> its krconn_stats, 'Q' -> quit. */
+static int srv_role(int fd, void *arg, char *why, size_t whylen)
+{
+    srvcfg *cfg = (srvcfg *)arg;
+    krconn_ctx *ctx = NULL;
+    alarm(0); /* vmt_spawn's 120 s limit is for short roles: this one ends on 'Q' or EOF */
+    prctl(PR_SET_PDEATHSIG, SIGKILL); /* and never outlives the test (it holds the meta port) */
+    krconn_ctx_opts o;
+    krconn_mr mr;
+    krconn *cs[MAXC];
+    int nc = 0, rc;
+    char d[400];
+    unsigned char *buf = (unsigned char *)mmap(NULL, SRV_BUF, PROT_READ | PROT_WRITE,
+                                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    memset(&mr, 0, sizeof mr);
+    memset(cs, 0, sizeof cs);
+    memset(&o, 0, sizeof o);
+    o.accept_backlog = cfg->backlog ? cfg->backlog : 64;
+    if ((rc = krconn_ctx_create(&o, &ctx))) {
+        describe(rc, d, sizeof d);
+        VMT_FAILF("server ctx: %s", d);
+    }
+    if ((rc = krconn_reg(ctx, buf, SRV_BUF, 0, &mr))) {
+        describe(rc, d, sizeof d);
+        VMT_FAILF("server reg: %s", d);
+    }
+    srvinfo si;
+    memset(&si, 0, sizeof si);
+    si.addr = (uintptr_t)buf;
+    si.rkey = mr.rkey;
+    si.len = SRV_BUF;
+    si.instance = cfg->instance;
+    krconn_ctx_set_data(ctx, &si, sizeof si);
+    if (cfg->meta && (rc = krconn_meta_serve(ctx, NULL))) {
+        describe(rc, d, sizeof d);
+        VMT_FAILF("meta serve: %s", d);
+    }
+    if (cfg->meta_name) {
+        krconn_dir *md = NULL;
+        if ((rc = krconn_dir_meta(ctx, "127.0.0.1", TMO, &md)) ||
+            (rc = krconn_publish(ctx, md, cfg->meta_name, TMO))) {
+            describe(rc, d, sizeof d);
+            VMT_FAILF("publish %s at the meta server: %s", cfg->meta_name, d);
+        }
+        krconn_dir_close(md);
+    }
+#if VMT_HAVE_SHMHEAP
+    if (cfg->name) {
+        shmheap *h = NULL;
+        krconn_dir *dir = NULL;
+        if ((rc = shmheap_open(heapname, NULL, &h)))
+            VMT_FAILF("server heap: %s", shmheap_strerror(rc));
+        if ((rc = krconn_dir_heap(h, 0, &dir)) || (rc = krconn_publish(ctx, dir, cfg->name, TMO)))
+            VMT_FAILF("server publish %s: %s", cfg->name, krconn_strerror(rc));
+        krconn_dir_close(dir);
+        shmheap_close(h);
+    }
+#endif
+    {
+        krconn_addr a;
+        krconn_ctx_addr(ctx, &a);
+        VMT_TRY(vmt_send_byte(fd, 'R'));
+        VMT_TRY(vmt_write_all(fd, &a, sizeof a));
+    }
+    for (;;) {
+        struct pollfd pf = {.fd = fd, .events = POLLIN, .revents = 0};
+        if (poll(&pf, 1, 0) > 0) {
+            char cmd = 0;
+            if (read(fd, &cmd, 1) != 1 || cmd == 'Q') break;
+            if (cmd == 'S') {
+                krconn_stats st;
+                krconn_ctx_stats(ctx, &st);
+                VMT_TRY(vmt_write_all(fd, &st, sizeof st));
+            }
+        }
+        krconn *k = NULL;
+        if (nc < MAXC && krconn_accept(ctx, 1, &k) == 0) {
+            int slot = -1;
+            for (int i = 0; i < MAXC && slot < 0; i++) if (!cs[i]) slot = i;
+            cs[slot] = k;
+            nc++;
+            for (unsigned r = 0; r < NSLOT_RECV; r++)
+                krconn_post_recv(k, r, &mr,
+                                 buf + (1u << 20) + ((unsigned)slot * (NSLOT_RECV + 1) + r) * SLOT,
+                                 SLOT);
+        }
+        int busy = 0;
+        for (int i = 0; i < MAXC; i++) {
+            if (!cs[i]) continue;
+            krconn_wc wc;
+            int n = krconn_poll(cs[i], &wc, 1, 0);
+            busy |= n != 0;
+            if (n == KRCONN_E_CLOSED || (n == 1 && wc.status && wc.status != 0)) {
+                krconn_close(cs[i]);
+                cs[i] = NULL;
+                nc--;
+                continue;
+            }
+            if (n != 1 || wc.op != KRCONN_OP_RECV) continue;
+            unsigned char *in =
+                buf + (1u << 20) + ((unsigned)i * (NSLOT_RECV + 1) + (unsigned)wc.wr_id) * SLOT;
+            unsigned char *out =
+                buf + (1u << 20) + ((unsigned)i * (NSLOT_RECV + 1) + NSLOT_RECV) * SLOT;
+            for (uint32_t b = 0; b < wc.byte_len; b++) out[b] = (unsigned char)~in[b];
+            krconn_post_recv(cs[i], wc.wr_id, &mr, in, SLOT);
+            if (krconn_post_send(cs[i], 100, &mr, out, wc.byte_len, 0) == 0) {
+                krconn_wc w2;
+                krconn_wait(cs[i], &w2, TMO);
+            }
+        }
+        if (!busy) usleep(nc ? 50 : 200);
+    }
+out:
+    for (int i = 0; i < MAXC; i++) if (cs[i]) krconn_close(cs[i]);
+    if (mr.mr) krconn_dereg(&mr);
+    if (ctx) krconn_ctx_destroy(ctx);
+    return why[0] ? 1 : 0;
+}
+
+typedef struct server { vmt_child ch; int sock; krconn_addr addr; int up; } server;
+
+static int server_start(server *s, srvcfg *cfg)
+{
+    memset(s, 0, sizeof *s);
+    s->sock = -1;
+    if (vmt_spawn_sock(srv_role, cfg, &s->ch, &s->sock)) return -1;
+    int rc = vmt_expect_byte(s->sock, 'R', 60000);
+    if (!rc) rc = vmt_read_all(s->sock, &s->addr, sizeof s->addr, 10000);
+    if (rc) {
+        char why[512] = "";
+        vmt_reap(&s->ch, why, sizeof why);
+        close(s->sock);
+        s->sock = -1;
+        CHECKF(0, "server %u did not start: %s (%s)", cfg->instance, strerror(-rc), why);
+    }
+    s->up = rc == 0;
+    return rc;
+}
+
+static int server_stats(server *s, krconn_stats *st)
+{
+    int rc = vmt_send_byte(s->sock, 'S');
+    if (!rc) rc = vmt_read_all(s->sock, st, sizeof *st, 10000);
+    return rc;
+}
+
+static void server_stop(server *s, const char *who)
+{
+    char why[512] = "";
+    if (s->sock < 0) return;
+    vmt_send_byte(s->sock, 'Q');
+    CHECKF(vmt_reap(&s->ch, why, sizeof why) == 0, "%s: %s", who, why);
+    close(s->sock);
+    s->sock = -1;
+}
+
+static void server_kill(server *s)
+{
+    char why[512];
+    kill(s->ch.pid, SIGKILL);
+    vmt_reap(&s->ch, why, sizeof why);
+    close(s->sock);
+    s->sock = -1;
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+static krconn_ctx *client_ctx(unsigned pool)
+{
+    krconn_ctx_opts o;
+    krconn_ctx *c = NULL;
+    char d[400];
+    memset(&o, 0, sizeof o);
+    o.pool_size = pool;
+    int rc = krconn_ctx_create(&o, &c);
+    describe(rc, d, sizeof d);
+    CHECKF(rc == 0, "krconn_ctx_create: %s", d);
+    return c;
+}
+
+static krconn_dir *heap_dir(void)
+{
+#if VMT_HAVE_SHMHEAP
+    static shmheap *h;
+    krconn_dir *d = NULL;
+    if (!h) {
+        int rc = shmheap_open(heapname, NULL, &h);
+        CHECKF(rc == 0, "shmheap_open: %s", shmheap_strerror(rc));
+        if (rc) return NULL;
+    }
+    int rc = krconn_dir_heap(h, 0, &d);
+    CHECKF(rc == 0, "krconn_dir_heap: %s", krconn_strerror(rc));
+    return d;
+#else
+    return NULL;
+#endif
+}
+
+/* Check every operation on k against the echo server; seed picks this caller's region. With
+ * two_sided = 0 only one-sided ones (send/recv on shared QPs from several threads could take
+ * each other's echoes). 0 or a message in err. */
+static int check_data(krconn_ctx *ctx, krconn *k, unsigned seed, int two_sided, char *err,
+                      size_t elen)
+{
+    const srvinfo *si = (const srvinfo *)krconn_peer_data(k);
+    unsigned char *b = (unsigned char *)aligned_alloc(4096, 64 << 10);
+    krconn_mr mr;
+    krconn_wc wc;
+    int rc;
+    char d[400];
+    err[0] = 0;
+    memset(b, 0, 64 << 10);
+    if ((rc = krconn_reg(ctx, b, 64 << 10, 0, &mr))) {
+        describe(rc, d, sizeof d);
+        snprintf(err, elen, "reg: %s", d);
+        free(b);
+        return rc;
+    }
+#define STEP(call, what) do { if ((rc = (call))) { describe(rc, d, sizeof d); \
+        snprintf(err, elen, "%s: %.400s", what, d); goto out; } } while (0)
+    uint64_t off = (uint64_t)(seed % 60) * 8192u;
+    uint64_t word = si->addr + WORDS_OFF + (uint64_t)(seed % 512) * 64u;
+    vmt_fill(b, 4096, seed);
+    STEP(krconn_write(k, 1, &mr, b, 4096, si->addr + off, si->rkey, 0), "write");
+    STEP(krconn_wait(k, &wc, TMO), "write completion");
+    STEP(krconn_read(k, 2, &mr, b + 8192, 4096, si->addr + off, si->rkey, 0), "read");
+    STEP(krconn_wait(k, &wc, TMO), "read completion");
+    if (vmt_check(b + 8192, 4096, seed) >= 0) {
+        snprintf(err, elen, "read back differs from write");
+        rc = -1;
+        goto out;
+    }
+    uint64_t *w = (uint64_t *)(b + 16384);
+    STEP(krconn_read(k, 3, &mr, w, 8, word, si->rkey, 0), "read word");
+    STEP(krconn_wait(k, &wc, TMO), "read word completion");
+    uint64_t cur = *w;
+    STEP(krconn_cas(k, 4, &mr, w + 1, word, si->rkey, cur, cur + 1, 0), "cas");
+    STEP(krconn_wait(k, &wc, TMO), "cas completion");
+    if (w[1] != cur) {
+        snprintf(err, elen, "cas returned %llu, expected %llu", (unsigned long long)w[1],
+                 (unsigned long long)cur);
+        rc = -1;
+        goto out;
+    }
+    STEP(krconn_faa(k, 5, &mr, w + 2, word, si->rkey, 5, 0), "faa");
+    STEP(krconn_wait(k, &wc, TMO), "faa completion");
+    if (w[2] != cur + 1) {
+        snprintf(err, elen, "faa returned %llu, expected %llu", (unsigned long long)w[2],
+                 (unsigned long long)cur + 1);
+        rc = -1;
+        goto out;
+    }
+    STEP(krconn_read(k, 6, &mr, w + 3, 8, word, si->rkey, 0), "read word again");
+    STEP(krconn_wait(k, &wc, TMO), "read word again completion");
+    if (w[3] != cur + 6) {
+        snprintf(err, elen, "word is %llu after cas+faa, expected %llu", (unsigned long long)w[3],
+                 (unsigned long long)cur + 6);
+        rc = -1;
+        goto out;
+    }
+    if (two_sided) {
+        unsigned char *in = b + 32768, *outb = b + 24576;
+        uint32_t n = 1000 + seed % 1000;
+        vmt_fill(outb, n, seed + 7);
+        STEP(krconn_post_recv(k, 7, &mr, in, 4096), "post recv");
+        STEP(krconn_post_send(k, 8, &mr, outb, n, 0), "post send");
+        int got_send = 0, got_recv = 0;
+        while (!got_send || !got_recv) {
+            STEP(krconn_wait(k, &wc, TMO), "send/recv completion");
+            if (wc.wr_id == 8) got_send = 1;
+            if (wc.wr_id == 7) {
+                got_recv = 1;
+                if (wc.byte_len != n) {
+                    snprintf(err, elen, "echo of %u bytes came back as %u", n, wc.byte_len);
+                    rc = -1;
+                    goto out;
+                }
+            }
+        }
+        for (uint32_t i = 0; i < n; i++) in[i] = (unsigned char)~in[i];
+        if (vmt_check(in, n, seed + 7) >= 0) {
+            snprintf(err, elen, "echo differs");
+            rc = -1;
+            goto out;
+        }
+    }
+#undef STEP
+out:
+    krconn_dereg(&mr);
+    free(b);
+    return rc;
+}
+
+static int res_count(const char *what)
+{
+    FILE *f = popen("rdma resource show 2>/dev/null", "r");
+    char line[512];
+    int v = -1;
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f)) {
+        char *p = strstr(line, what);
+        if (p && p[-1] == ' ' && p[strlen(what)] == ' ') v = atoi(p + strlen(what) + 1);
+    }
+    pclose(f);
+    return v;
+}
+
+static long long hw_counter(const char *name)
+{
+    char path[160];
+    snprintf(path, sizeof path, "/sys/class/infiniband/rxe0/ports/1/hw_counters/%s", name);
+    FILE *f = fopen(path, "r");
+    long long v = -1;
+    if (f) {
+        if (fscanf(f, "%lld", &v) != 1) v = -1;
+        fclose(f);
+    }
+    return v;
+}
+
+static server main_srv;
+static srvcfg main_cfg = {"svc", 1, 1, 64, NULL};
+
+/* ---------------------------------------------------------------- tests */
+
+static void connect_and_data(void)
+{
+    krconn_ctx *c = client_ctx(0);
+    krconn_dir *dir = heap_dir();
+    krconn *k = NULL, *v = NULL, *p2 = NULL;
+    char err[600], d[400];
+    if (!c || !dir) goto out;
+    int rc = krconn_connect_name(c, dir, "svc", NULL, &k);
+    describe(rc, d, sizeof d);
+    CHECKF(rc == 0, "connect_name: %s", d);
+    if (rc) goto out;
+    CHECK_EQ(krconn_is_virtual(k), 0);
+    CHECK_EQ(((const srvinfo *)krconn_peer_data(k))->instance, 1);
+    CHECKF(check_data(c, k, 1, 1, err, sizeof err) == 0, "physical: %s", err);
+    long long s0 = hw_counter("sent_pkts"), r0 = hw_counter("rcvd_pkts");
+    rc = krconn_connect_name(c, dir, "svc", NULL, &v);
+    long long s1 = hw_counter("sent_pkts"), r1 = hw_counter("rcvd_pkts");
+    CHECKF(rc == 0, "virtual connect: %s", krconn_strerror(rc));
+    if (rc) goto out;
+    CHECK_EQ(krconn_is_virtual(v), 1);
+    CHECK(krconn_qp(v) == krconn_qp(k));
+    if (s0 >= 0) {
+        CHECKF(s1 == s0 && r1 == r0,
+               "virtual connect moved rxe0 counters: sent %lld -> %lld, rcvd %lld -> %lld", s0, s1,
+               r0, r1);
+        printf("# virtual connect: rxe0 sent_pkts %lld -> %lld, rcvd_pkts %lld -> %lld\n", s0, s1,
+               r0, r1);
+    }
+    CHECKF(check_data(c, v, 2, 1, err, sizeof err) == 0, "virtual: %s", err);
+    CHECKF(check_data(c, k, 3, 1, err, sizeof err) == 0, "physical after virtual: %s", err);
+    /* a second physical connection when asked */
+    krconn_connect_opts co;
+    memset(&co, 0, sizeof co);
+    co.flags = KRCONN_CONNECT_NO_VIRTUAL;
+    rc = krconn_connect_name(c, dir, "svc", &co, &p2);
+    CHECKF(rc == 0, "no-virtual connect: %s", krconn_strerror(rc));
+    if (!rc) {
+        CHECK_EQ(krconn_is_virtual(p2), 0);
+        CHECK(krconn_qp(p2) != krconn_qp(k));
+        CHECKF(check_data(c, p2, 4, 1, err, sizeof err) == 0, "second physical: %s", err);
+    }
+    krconn_stats st;
+    krconn_ctx_stats(c, &st);
+    CHECK_EQ(st.connects, 2);
+    CHECK_EQ(st.virtual_connects, 1);
+    CHECK_EQ(st.physical, 2);
+    CHECK_EQ(st.connections, 3);
+    krconn_addr a;
+    CHECK_EQ(krconn_lookup(dir, "no-such-service", 1000, &a), KRCONN_E_NOTFOUND);
+    krconn *none = NULL;
+    CHECK_EQ(krconn_connect_name(c, dir, "no-such-service", NULL, &none), KRCONN_E_NOTFOUND);
+out:
+    if (p2) krconn_close(p2);
+    if (v) krconn_close(v);
+    if (k) krconn_close(k);
+    if (dir) krconn_dir_close(dir);
+    if (c) {
+        krconn_stats st;
+        krconn_ctx_stats(c, &st);
+        CHECK_EQ(st.physical, 0);
+        CHECK_EQ(st.connections, 0);
+        krconn_ctx_destroy(c);
+    }
+}
+
+typedef struct thr_arg {
+    krconn_ctx *c;
+    krconn_dir *dir;
+    unsigned seed;
+    unsigned flags;
+    char err[600];
+    int virt;
+} thr_arg;
+
+static void *thr_connect(void *p)
+{
+    thr_arg *t = (thr_arg *)p;
+    krconn *k = NULL;
+    krconn_connect_opts co;
+    char d[400];
+    memset(&co, 0, sizeof co);
+    co.flags = t->flags;
+    int rc = krconn_connect_name(t->c, t->dir, "svc", &co, &k);
+    if (rc) {
+        describe(rc, d, sizeof d);
+        snprintf(t->err, sizeof t->err, "connect: %s", d);
+        return NULL;
+    }
+    t->virt = krconn_is_virtual(k);
+    for (int i = 0; i < 5 && !t->err[0]; i++)
+        check_data(t->c, k, t->seed + 10u * (unsigned)i, t->flags & KRCONN_CONNECT_NO_VIRTUAL,
+                   t->err, sizeof t->err);
+    krconn_close(k);
+    return NULL;
+}
+
+static void threads_connect(unsigned flags, unsigned seed0)
+{
+    krconn_ctx *c = client_ctx(0);
+    krconn_dir *dir = heap_dir();
+    thr_arg t[4];
+    pthread_t th[4];
+    if (!c || !dir) goto out;
+    for (int i = 0; i < 4; i++) {
+        memset(&t[i], 0, sizeof t[i]);
+        t[i].c = c; t[i].dir = dir; t[i].seed = seed0 + (unsigned)i; t[i].flags = flags;
+        pthread_create(&th[i], NULL, thr_connect, &t[i]);
+    }
+    int nvirt = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        CHECKF(!t[i].err[0], "thread %d: %s", i, t[i].err);
+        nvirt += t[i].virt;
+    }
+    krconn_stats st;
+    krconn_ctx_stats(c, &st);
+    if (flags & KRCONN_CONNECT_NO_VIRTUAL) {
+        CHECK_EQ(st.connects, 4);
+        CHECK_EQ(nvirt, 0);
+    } else {
+        CHECKF(st.connects == 1 && st.virtual_connects == 3,
+               "%llu physical + %llu virtual connects", (unsigned long long)st.connects,
+               (unsigned long long)st.virtual_connects);
+        printf("# 4 threads: %llu physical, %llu virtual\n", (unsigned long long)st.connects,
+               (unsigned long long)st.virtual_connects);
+    }
+    CHECK_EQ(st.physical, 0);
+out:
+    if (dir) krconn_dir_close(dir);
+    if (c) krconn_ctx_destroy(c);
+}
+
+static void four_threads_virtual(void) { threads_connect(0, 100); }
+static void four_threads_physical(void) { threads_connect(KRCONN_CONNECT_NO_VIRTUAL, 200); }
+
+static void cycles_no_leak(void)
+{
+    krconn_ctx *c = client_ctx(4);
+    krconn_dir *dir = heap_dir();
+    krconn_addr a;
+    krconn_connect_opts co;
+    char d[400];
+    int rc = 0, i;
+    if (!c || !dir) goto out;
+    CHECK_EQ(krconn_lookup(dir, "svc", 1000, &a), 0);
+    memset(&co, 0, sizeof co);
+    co.flags = KRCONN_CONNECT_NO_VIRTUAL;
+    /* warm up: both pools reach their steady size */
+    for (i = 0; i < 50 && !rc; i++) {
+        krconn *k;
+        if (!(rc = krconn_connect(c, &a, &co, &k))) krconn_close(k);
+    }
+    usleep(300000);
+    /* QPs and CQs outside the two pools, and MRs: these must not move. The pools float between
+       half their size and their cap (closed connections give their QPs back up to the cap). */
+    krconn_stats p0c, p0s;
+    krconn_ctx_stats(c, &p0c);
+    if (server_stats(&main_srv, &p0s)) memset(&p0s, 0, sizeof p0s);
+    int qp0 = res_count("qp") - (int)(p0c.pool_ready + p0s.pool_ready);
+    int cq0 = res_count("cq") - (int)(p0c.pool_ready + p0s.pool_ready), mr0 = res_count("mr");
+    uint64_t t0 = rcp__now_ns();
+    /* even cycles: a physical connect and close; odd ones: a virtual connect and close, on top
+       of a connection held open through the loop */
+    krconn *held = NULL;
+    if ((rc = krconn_connect(c, &a, NULL, &held))) describe(rc, d, sizeof d);
+    for (i = 0; i < cycles && !rc; i++) {
+        krconn *k = NULL;
+        if ((rc = krconn_connect(c, &a, i & 1 ? NULL : &co, &k))) {
+            describe(rc, d, sizeof d);
+            break;
+        }
+        if (krconn_is_virtual(k) != (i & 1)) {
+            rc = -1;
+            snprintf(d, sizeof d, "cycle %d: virtual is %d", i, krconn_is_virtual(k));
+        }
+        krconn_close(k);
+    }
+    if (held) krconn_close(held);
+    double secs = (double)(rcp__now_ns() - t0) / 1e9;
+    CHECKF(rc == 0, "cycle %d: %s", i, d);
+    if (rc) { /* where is the server? its threads' kernel wait channels and stacks */
+        char cmd[300];
+        snprintf(cmd, sizeof cmd,
+                 "for t in /proc/%d/task/*; do echo \"# task $t: $(cat $t/wchan) $(cat $t/stat | "
+                 "cut -d' ' -f3)\"; "
+                 "sed 's/^/#   /' $t/stack | head -8; done",
+                 (int)main_srv.ch.pid);
+        if (system(cmd)) {}
+        krconn_stats cs_, ss_;
+        krconn_ctx_stats(c, &cs_);
+        if (server_stats(&main_srv, &ss_) == 0)
+            printf("# cycles failed: client rx %llu forged %llu pool %u; server rx %llu bad %llu "
+                   "forged %llu replay %llu accepts %llu physical %u pool %u\n",
+                   (unsigned long long)cs_.rx, (unsigned long long)cs_.rx_forged, cs_.pool_ready,
+                   (unsigned long long)ss_.rx, (unsigned long long)ss_.rx_bad,
+                   (unsigned long long)ss_.rx_forged, (unsigned long long)ss_.rx_replay,
+                   (unsigned long long)ss_.accepts, ss_.physical, ss_.pool_ready);
+    }
+    krconn_stats st, sst;
+    int qp1 = -1, cq1 = -1, mr1 = -1;
+    for (int w = 0; w < 40; w++) { /* the server's side goes back to its pool asynchronously */
+        krconn_stats p1c, p1s;
+        usleep(100000);
+        krconn_ctx_stats(c, &p1c);
+        if (server_stats(&main_srv, &p1s)) memset(&p1s, 0, sizeof p1s);
+        qp1 = res_count("qp") - (int)(p1c.pool_ready + p1s.pool_ready);
+        cq1 = res_count("cq") - (int)(p1c.pool_ready + p1s.pool_ready);
+        mr1 = res_count("mr");
+        if (qp1 == qp0 && cq1 == cq0 && mr1 == mr0) break;
+    }
+    printf("# %d connect/close cycles in %.1f s; rdma resource outside the pools: qp %d->%d cq "
+           "%d->%d, mr %d->%d\n", i,
+           secs, qp0, qp1, cq0, cq1, mr0, mr1);
+    CHECKF(qp0 > 0 && qp1 == qp0 && cq1 == cq0 && mr1 == mr0,
+           "resources moved: qp %d->%d cq %d->%d mr %d->%d", qp0, qp1, cq0, cq1, mr0, mr1);
+    krconn_ctx_stats(c, &st);
+    CHECK_EQ(st.physical, 0);
+    CHECKF(st.pool_ready <= 8, "client pool holds %u QPs (cap 8)", st.pool_ready);
+    if (server_stats(&main_srv, &sst) == 0) {
+        CHECKF(sst.pool_ready <= 2 * KRCONN_DEFAULT_POOL, "server pool holds %u", sst.pool_ready);
+        CHECKF(sst.physical <= 2, "server still has %u physical connections", sst.physical);
+    }
+out:
+    if (dir) krconn_dir_close(dir);
+    if (c) krconn_ctx_destroy(c);
+}
+
+static void pool_empty_nowait(void)
+{
+    krconn_ctx_opts o;
+    krconn_ctx *c = NULL;
+    krconn *k[3] = {0};
+    krconn_connect_opts co;
+    krconn_stats st;
+    memset(&o, 0, sizeof o);
+    o.pool_size = 1;
+    o.flags = KRCONN_CTX_NO_REFILL;
+    int rc = krconn_ctx_create(&o, &c);
+    CHECKF(rc == 0, "ctx: %s", krconn_strerror(rc));
+    if (rc) return;
+    memset(&co, 0, sizeof co);
+    co.flags = KRCONN_CONNECT_NOWAIT | KRCONN_CONNECT_NO_VIRTUAL;
+    CHECK_EQ(krconn_connect(c, &main_srv.addr, &co, &k[0]), 0);
+    rc = krconn_connect(c, &main_srv.addr, &co, &k[1]);
+    CHECKF(rc == KRCONN_E_AGAIN, "second NOWAIT connect with a pool of 1: %s", krconn_strerror(rc));
+    co.flags = KRCONN_CONNECT_NO_VIRTUAL; /* without NOWAIT: it creates a QP itself */
+    CHECK_EQ(krconn_connect(c, &main_srv.addr, &co, &k[2]), 0);
+    krconn_ctx_stats(c, &st);
+    CHECK_EQ(st.pool_fallback, 1);
+    CHECK_EQ(st.pool_ready, 0);
+    for (int i = 0; i < 3; i++) if (k[i]) krconn_close(k[i]);
+    krconn_ctx_stats(c, &st);
+    CHECKF(st.pool_ready == 2, "closed connections gave back %u QPs (cap 2)", st.pool_ready);
+    krconn_ctx_destroy(c);
+}
+
+static void dead_and_absent(void)
+{
+    krconn_ctx *c = client_ctx(0);
+    server s;
+    srvcfg cfg = {NULL, 7, 0, 8, NULL};
+    krconn *k = NULL;
+    char err[600], d[400];
+    if (!c || server_start(&s, &cfg)) goto out;
+    int rc = krconn_connect(c, &s.addr, NULL, &k);
+    CHECKF(rc == 0, "connect: %s", krconn_strerror(rc));
+    if (rc) { server_stop(&s, "server"); goto out; }
+    CHECKF(check_data(c, k, 9, 0, err, sizeof err) == 0, "before the kill: %s", err);
+    CHECK_EQ(krconn_ping(k, TMO), 0);
+    server_kill(&s);
+    uint64_t t0 = rcp__now_ns();
+    rc = krconn_ping(k, TMO);
+    double ms = (double)(rcp__now_ns() - t0) / 1e6;
+    printf("# peer killed: ping said \"%s\" after %.0f ms\n", krconn_strerror(rc), ms);
+    CHECKF(rc == KRCONN_E_PEERDEAD, "ping after kill: %s", krconn_strerror(rc));
+    CHECKF(ms < 5000, "took %.0f ms", ms);
+    const srvinfo *si = (const srvinfo *)krconn_peer_data(k);
+    krconn_mr mr;
+    uint64_t *w = (uint64_t *)aligned_alloc(64, 64);
+    CHECK_EQ(krconn_reg(c, w, 64, 0, &mr), 0);
+    rc = krconn_read(k, 1, &mr, w, 8, si->addr, si->rkey, 0);
+    CHECKF(rc == KRCONN_E_PEERDEAD, "post after the peer died: %s", krconn_strerror(rc));
+    krconn_dereg(&mr);
+    free(w);
+    krconn_close(k);
+    k = NULL;
+    /* connect to the dead context: a clear error within the deadline */
+    krconn_connect_opts co;
+    memset(&co, 0, sizeof co);
+    co.timeout_ms = 500;
+    t0 = rcp__now_ns();
+    rc = krconn_connect(c, &s.addr, &co, &k);
+    ms = (double)(rcp__now_ns() - t0) / 1e6;
+    describe(rc, d, sizeof d);
+    printf("# connect to a dead context: %s (%.0f ms)\n", d, ms);
+    CHECKF(rc == KRCONN_E_TIMEDOUT, "connect to dead: %s", d);
+    CHECKF(ms < 1500, "returned after %.0f ms, deadline 500", ms);
+    CHECKF(strstr(d, "rxe0") && strstr(d, "gid"), "description lacks device or gid: %s", d);
+    /* an address whose generation is not the live context's: rejected as stale */
+    krconn_addr bad = main_srv.addr;
+    bad.generation ^= 0x5a5a;
+    rc = krconn_connect(c, &bad, &co, &k);
+    CHECKF(rc == KRCONN_E_STALE, "wrong generation: %s", krconn_strerror(rc));
+out:
+    if (c) krconn_ctx_destroy(c);
+}
+
+static void stale_entry(void)
+{
+    krconn_ctx *c = client_ctx(0);
+    krconn_dir *dir = heap_dir();
+    server s1, s2;
+    srvcfg c1 = {"restarting", 21, 0, 8, NULL}, c2 = {"restarting", 22, 0, 8, NULL};
+    krconn *k = NULL;
+    krconn_stats st;
+    if (!c || !dir || server_start(&s1, &c1)) goto out;
+    int rc = krconn_connect_name(c, dir, "restarting", NULL, &k);
+    CHECKF(rc == 0, "connect to the first instance: %s", krconn_strerror(rc));
+    if (!rc) {
+        CHECK_EQ(((const srvinfo *)krconn_peer_data(k))->instance, 21);
+        krconn_close(k);
+        k = NULL;
+    }
+    server_kill(&s1);
+    if (server_start(&s2, &c2)) goto out;
+    CHECK(s2.addr.generation != s1.addr.generation);
+    rc = krconn_connect_name(c, dir, "restarting", NULL, &k);
+    CHECKF(rc == 0, "connect after the restart: %s", krconn_strerror(rc));
+    if (!rc) {
+        CHECK_EQ(((const srvinfo *)krconn_peer_data(k))->instance, 22);
+        krconn_close(k);
+        k = NULL;
+    }
+    krconn_ctx_stats(c, &st);
+    CHECKF(st.stale_detected == 1, "stale_detected %llu", (unsigned long long)st.stale_detected);
+    /* again: straight to the new instance, nothing stale */
+    rc = krconn_connect_name(c, dir, "restarting", NULL, &k);
+    CHECKF(rc == 0, "third connect: %s", krconn_strerror(rc));
+    if (!rc) krconn_close(k);
+    krconn_ctx_stats(c, &st);
+    CHECK_EQ(st.stale_detected, 1);
+    /* the second instance dies too, and the directory keeps naming it: a clear error in time */
+    server_kill(&s2);
+    krconn_connect_opts co;
+    memset(&co, 0, sizeof co);
+    co.timeout_ms = 700;
+    rc = krconn_connect_name(c, dir, "restarting", &co, &k);
+    CHECKF(rc == KRCONN_E_TIMEDOUT, "dead service: %s", krconn_strerror(rc));
+out:
+    if (dir) krconn_dir_close(dir);
+    if (c) krconn_ctx_destroy(c);
+}
+
+/* ---------------------------------------------------------------- fuzzer */
+
+#define MSGSZ 160
+static void put32(unsigned char *p, uint32_t v) { rcp__verbs_put32(p, v); }
+static void put64(unsigned char *p, uint64_t v) { vmt_put64(p, v); }
+
+/* A control message as krconn packs it (see krconn__msg_pack). */
+static void mk_msg(unsigned char *b, int type, uint64_t nonce, uint64_t sgen, uint64_t dgen,
+                   const uint8_t *gid, uint32_t udqpn, uint32_t qpn, uint32_t psn)
+{
+    memset(b, 0, MSGSZ);
+    put32(b, 0x4b52434eu);
+    b[4] = 1;
+    b[5] = (unsigned char)type;
+    put64(b + 8, nonce);
+    put64(b + 16, sgen);
+    put64(b + 24, dgen);
+    memcpy(b + 32, gid, 16);
+    put32(b + 48, udqpn);
+    put32(b + 52, qpn);
+    put32(b + 56, psn);
+}
+
+typedef struct fz {
+    rcp__verbs_dev d;
+    struct ibv_cq *cq;
+    struct ibv_qp *qp, *rc;
+    struct ibv_mr *mr;
+    unsigned char *buf;
+    struct ibv_ah *ah;
+} fz;
+
+static int fz_send(fz *f, const krconn_addr *to, const unsigned char *msg, uint32_t len)
+{
+    rcp__verbs_ep r;
+    struct ibv_wc wc;
+    memset(&r, 0, sizeof r);
+    r.qpn = to->qpn;
+    r.qkey = to->qkey;
+    memcpy(f->buf, msg, len);
+    int rc =
+        rcp__verbs_post_ud_send(f->qp, 1, f->buf, len, f->mr->lkey, f->ah, &r, IBV_SEND_SIGNALED);
+    if (!rc) rc = rcp__verbs_wait(f->cq, &wc, VMT_WAIT);
+    return rc;
+}
+
+typedef struct racer { krconn_ctx *c; int rc; unsigned instance; } racer;
+static void *racer_fn(void *p)
+{
+    racer *r = (racer *)p;
+    krconn *k = NULL;
+    krconn_connect_opts co;
+    memset(&co, 0, sizeof co);
+    co.flags = KRCONN_CONNECT_NO_VIRTUAL;
+    for (int i = 0; i < 20 && !r->rc; i++) {
+        r->rc = krconn_connect(r->c, &main_srv.addr, &co, &k);
+        if (!r->rc) {
+            r->instance = ((const srvinfo *)krconn_peer_data(k))->instance;
+            if (r->instance != 1) r->rc = -1;
+            krconn_close(k);
+        }
+    }
+    return NULL;
+}
+
+static void fuzz_control_qp(void)
+{
+    fz f;
+    uint64_t seed = 0x1234567;
+    krconn_stats before, after, cst;
+    unsigned char m[512];
+    int rc;
+    memset(&f, 0, sizeof f);
+    f.buf = (unsigned char *)aligned_alloc(4096, 4096);
+    CHECK_EQ(rcp__verbs_open(NULL, &f.d), 0);
+    CHECK_EQ(rcp__verbs_cq_create(&f.d, 64, 0, &f.cq), 0);
+    rcp__verbs_qp_opts uo;
+    memset(&uo, 0, sizeof uo);
+    uo.type = IBV_QPT_UD;
+    uo.qkey = KRCONN_DEFAULT_QKEY;
+    CHECK_EQ(rcp__verbs_qp_create(&f.d, f.cq, f.cq, &uo, &f.qp), 0);
+    CHECK_EQ(rcp__verbs_ud_ready(f.qp, 1), 0);
+    CHECK_EQ(rcp__verbs_reg(&f.d, f.buf, 4096, 0, &f.mr), 0);
+    rcp__verbs_ep ep;
+    memset(&ep, 0, sizeof ep);
+    memcpy(ep.gid, main_srv.addr.gid, 16);
+    CHECK_EQ(rcp__verbs_ah_create(&f.d, &ep, &f.ah), 0);
+    if (!f.ah || server_stats(&main_srv, &before)) goto out;
+
+    /* a client connecting over and over while forged answers fly at it */
+    racer r;
+    memset(&r, 0, sizeof r);
+    r.c = client_ctx(0);
+    krconn_addr ca;
+    krconn_ctx_addr(r.c, &ca);
+    pthread_t th;
+    pthread_create(&th, NULL, racer_fn, &r);
+
+    int n_random = 0, n_trunc = 0, n_forged = 0, n_stale = 0, n_replay = 0, n_badrep = 0,
+        n_other = 0;
+    for (int i = 0; i < 3000; i++) {
+        uint64_t x = t_rng(&seed);
+        uint32_t len;
+        int kind = (int)(x % 6);
+        switch (kind) {
+        case 0: /* random bytes, random length */
+            len = (uint32_t)(t_rng(&seed) % 300);
+            for (uint32_t k = 0; k < len; k++) m[k] = (unsigned char)t_rng(&seed);
+            n_random++;
+            break;
+        case 1: /* a valid request cut short */
+            mk_msg(m, 1, t_rng(&seed) | 1, 77, 0, f.d.gid.raw, f.qp->qp_num, 0x100, 5);
+            len = (uint32_t)(t_rng(&seed) % MSGSZ);
+            n_trunc++;
+            break;
+        case 2: /* a request whose source fields lie about the sender */
+            mk_msg(m, 1, t_rng(&seed) | 1, 77, 0, f.d.gid.raw,
+                   (f.qp->qp_num + 1 + (uint32_t)(x >> 8) % 50) & 0xffffff, 0x100, 5);
+            if (x & 1) m[32 + 15] ^= 1;
+            len = MSGSZ;
+            n_forged++;
+            break;
+        case 3: /* a request for another generation */
+            mk_msg(m, 1, t_rng(&seed) | 1, 77, main_srv.addr.generation ^ 1, f.d.gid.raw,
+                   f.qp->qp_num, 0x100, 5);
+            len = MSGSZ;
+            n_stale++;
+            break;
+        case 4: /* answers with guessed nonces at the connecting client */
+            mk_msg(m, 2, t_rng(&seed) | 1, main_srv.addr.generation, ca.generation, f.d.gid.raw,
+                   f.qp->qp_num, 0x100, 5);
+            len = MSGSZ;
+            {
+                int s = fz_send(&f, &ca, m, len);
+                if (s) { CHECKF(0, "fuzzer send: %s", strerror(-s)); goto stop; }
+            }
+            n_badrep++;
+            continue;
+        default: /* valid header, random fields and type */
+            mk_msg(m, (int)(t_rng(&seed) % 8), t_rng(&seed), t_rng(&seed),
+                   t_rng(&seed) & 1 ? 0 : t_rng(&seed), f.d.gid.raw,
+                   (uint32_t)t_rng(&seed) & 0xffffff, (uint32_t)t_rng(&seed) & 0xffffff, 5);
+            len = MSGSZ;
+            n_other++;
+            break;
+        }
+        if ((rc = fz_send(&f, &main_srv.addr, m, len))) {
+            CHECKF(0, "fuzzer send: %s", strerror(-rc));
+            goto stop;
+        }
+        if (i % 4 == 3) usleep(500); /* rxe drops what finds no receive posted: pace it a little */
+    }
+    /* one real request from the fuzzer, then the same bytes replayed: one QP at most */
+    {
+        struct ibv_qp *rcqp = NULL;
+        CHECK_EQ(rcp__verbs_qp_create(&f.d, f.cq, f.cq, NULL, &rcqp), 0);
+        mk_msg(m, 1, 0xabcdef12345ull, 99, main_srv.addr.generation, f.d.gid.raw, f.qp->qp_num,
+               rcqp ? rcqp->qp_num : 1, 77);
+        for (int i = 0; i < 20; i++) {
+            CHECK_EQ(fz_send(&f, &main_srv.addr, m, MSGSZ), 0);
+            n_replay++;
+        }
+        f.rc = rcqp;
+    }
+stop:
+    pthread_join(th, NULL);
+    CHECKF(r.rc == 0, "connects while fuzzed: %s", krconn_strerror(r.rc));
+    krconn_ctx_stats(r.c, &cst);
+    CHECKF(cst.rx_forged >= 1, "client counted no forged answers (%llu)",
+           (unsigned long long)cst.rx_forged);
+    krconn_ctx_destroy(r.c);
+    usleep(500000);
+    CHECK_EQ(server_stats(&main_srv, &after), 0);
+    printf(
+        "# fuzz: sent %d random, %d truncated, %d forged, %d stale, %d random-field, %d replays, "
+        "%d forged answers; "
+        "server counted bad %llu forged %llu stale %llu replay %llu; client counted forged %llu\n",
+        n_random, n_trunc, n_forged, n_stale, n_other, n_replay, n_badrep,
+        (unsigned long long)(after.rx_bad - before.rx_bad),
+        (unsigned long long)(after.rx_forged - before.rx_forged),
+        (unsigned long long)(after.rx_stale - before.rx_stale),
+        (unsigned long long)(after.rx_replay - before.rx_replay),
+        (unsigned long long)cst.rx_forged);
+    /* Everything that reached the server is counted as bad, forged, stale or replayed, except
+       the racer's 20 requests and 20 disconnects and the fuzzer's one real request. */
+    uint64_t rx = after.rx - before.rx;
+    uint64_t counted = (after.rx_bad - before.rx_bad) + (after.rx_forged - before.rx_forged) +
+                       (after.rx_stale - before.rx_stale) + (after.rx_replay - before.rx_replay);
+    int sent = n_random + n_trunc + n_forged + n_stale + n_replay + n_other;
+    printf("# fuzz: the server received %llu of the %d datagrams sent to it (plus the racer's)\n",
+           (unsigned long long)rx, sent);
+    CHECKF(counted + 41 >= rx && counted <= rx, "received %llu, counted %llu",
+           (unsigned long long)rx, (unsigned long long)counted);
+    CHECKF(rx >= (uint64_t)sent / 2, "only %llu of %d arrived", (unsigned long long)rx, sent);
+    CHECK(after.rx_bad > before.rx_bad && after.rx_forged > before.rx_forged &&
+          after.rx_stale > before.rx_stale && after.rx_replay > before.rx_replay);
+    /* the replayed request made one connection, not twenty */
+    CHECKF(after.accepts - before.accepts <= 21 + 1, "accepts grew by %llu",
+           (unsigned long long)(after.accepts - before.accepts));
+    /* and the server still serves */
+    {
+        krconn_ctx *c = client_ctx(0);
+        krconn *k = NULL;
+        char err[600];
+        if (c && krconn_connect(c, &main_srv.addr, NULL, &k) == 0) {
+            CHECKF(check_data(c, k, 30, 1, err, sizeof err) == 0, "after the fuzz: %s", err);
+            krconn_close(k);
+        } else CHECKF(0, "connect after the fuzz failed");
+        if (c) krconn_ctx_destroy(c);
+    }
+out:
+    if (f.ah) ibv_destroy_ah(f.ah);
+    rcp__verbs_qp_destroy(f.rc);
+    rcp__verbs_qp_destroy(f.qp);
+    rcp__verbs_dereg(f.mr);
+    rcp__verbs_cq_destroy(f.cq);
+    rcp__verbs_close(&f.d);
+    free(f.buf);
+}
+
+static void meta_directory(void)
+{
+    krconn_ctx *c = client_ctx(0);
+    krconn_dir *dir = NULL;
+    krconn *k = NULL;
+    krconn_addr a;
+    char err[600], d[400];
+    if (!c) return;
+    int rc = krconn_dir_meta(c, "127.0.0.1", TMO, &dir);
+    describe(rc, d, sizeof d);
+    CHECKF(rc == 0, "krconn_dir_meta: %s", d);
+    if (rc) goto out;
+    /* the main server published "svc" in the heap only; publish the client under a name */
+    CHECK_EQ(krconn_lookup(dir, "svc", TMO, &a), KRCONN_E_NOTFOUND);
+    rc = krconn_publish(c, dir, "client-x", TMO);
+    CHECKF(rc == 0, "publish to meta: %s", krconn_strerror(rc));
+    rc = krconn_lookup(dir, "client-x", TMO, &a);
+    CHECKF(rc == 0, "lookup by RDMA READ: %s", krconn_strerror(rc));
+    krconn_addr me;
+    krconn_ctx_addr(c, &me);
+    CHECK(rc == 0 && memcmp(&a, &me, sizeof a) == 0);
+    /* the meta server is the main server: look up its own context through itself */
+    krconn_ctx *c2 = client_ctx(0);
+    krconn_dir *dir2 = NULL;
+    if (c2 && krconn_dir_meta(c2, "127.0.0.1:7471", TMO, &dir2) == 0) {
+        CHECK_EQ(krconn_publish(c2, dir2, "second", TMO), 0);
+        rc = krconn_connect_name(c, dir, "second", NULL, &k);
+        CHECKF(rc == 0, "connect to a service found through the meta server: %s",
+               krconn_strerror(rc));
+        if (!rc) krconn_close(k);
+        krconn_dir_close(dir2);
+    } else CHECKF(0, "second client's dir_meta failed");
+    if (c2) krconn_ctx_destroy(c2);
+    rc = krconn_connect(c, &main_srv.addr, NULL, &k);
+    CHECKF(rc == 0 && krconn_is_virtual(k) == 0, "connect to the meta server's context: %s",
+           krconn_strerror(rc));
+    if (!rc) {
+        CHECKF(check_data(c, k, 40, 1, err, sizeof err) == 0, "data: %s", err);
+        krconn_close(k);
+    }
+    CHECK_EQ(krconn_dir_meta(c, "127.0.0.1:1", 300, &dir2), KRCONN_E_TIMEDOUT);
+out:
+    if (dir) krconn_dir_close(dir);
+    krconn_ctx_destroy(c);
+}
+
+static void errors_and_no_device(void)
+{
+    krconn_ctx_opts o;
+    krconn_ctx *c = NULL;
+    char d[400];
+    memset(&o, 0, sizeof o);
+    o.device = "no-such-dev";
+    int rc = krconn_ctx_create(&o, &c);
+    CHECK_EQ(rc, KRCONN_E_NODEV);
+    describe(rc, d, sizeof d);
+    CHECKF(strstr(d, "open device") != NULL, "describe: %s", d);
+    o.device = NULL;
+    o.rnr_retry = 7;
+    CHECK_EQ(krconn_ctx_create(&o, &c), KRCONN_E_INVAL);
+    krconn_addr a, b;
+    char s[120];
+    memset(&a, 0, sizeof a);
+    a.gid[10] = a.gid[11] = 0xff;
+    a.gid[15] = 9;
+    a.qpn = 0x11;
+    a.qkey = 0x4b52434e;
+    a.generation = 0xdeadbeef12ull;
+    CHECK_EQ(krconn_addr_format(&a, s, sizeof s), 0);
+    CHECK_EQ(krconn_addr_parse(s, &b), 0);
+    CHECK(memcmp(&a, &b, sizeof a) == 0);
+    CHECK_EQ(krconn_addr_parse("garbage", &b), KRCONN_E_INVAL);
+    CHECK(strstr(krconn_strerror(KRCONN_E_STALE), "stale") != NULL);
+}
+
+/* ---------------------------------------------------------------- two guests */
+
+#define PAIR_PORT 18611
+
+/* Guest a: a meta server process and a service process ("pair-svc", published at the meta
+   server); it restarts or kills the service when b asks. */
+static int pair_a(int sock)
+{
+    server meta, svc;
+    srvcfg mcfg = {NULL, 50, 1, 8, NULL}, s1 = {NULL, 51, 0, 8, "pair-svc"},
+           s2 = {NULL, 52, 0, 8, "pair-svc"};
+    t_begin("pair_a_servers");
+    if (server_start(&meta, &mcfg)) { t_end(); return 1; }
+    if (server_start(&svc, &s1)) { t_end(); server_stop(&meta, "meta"); return 1; }
+    t_end();
+    vmt_send_byte(sock, 'R');
+    int live = 1;
+    for (;;) {
+        char cmd = 0;
+        if (vmt_read_all(sock, &cmd, 1, 120000)) break;
+        if (cmd == 'K') { /* restart the service: a new context, published again */
+            server_kill(&svc);
+            server_start(&svc, &s2);
+        } else if (cmd == 'X') {
+            server_kill(&svc);
+            live = 0;
+        } else break;
+        vmt_send_byte(sock, 'R');
+    }
+    t_begin("pair_a_servers_survived");
+    if (live) server_stop(&svc, "service");
+    server_stop(&meta, "meta");
+    t_end();
+    return 0;
+}
+
+static int pair_cmd(int sock, char c)
+{
+    int rc = vmt_send_byte(sock, c);
+    return rc ? rc : vmt_expect_byte(sock, 'R', 60000);
+}
+
+/* Guest b: finds the meta server through KRCONN_META, connects by name, checks data, sees the
+   service restart (stale entry) and die. */
+static int pair_b(int sock, const char *peer)
+{
+    krconn_ctx *c = NULL;
+    krconn_dir *dir = NULL;
+    krconn *k = NULL, *v = NULL;
+    char err[600], d[400];
+    int rc;
+    CHECK_EQ(vmt_expect_byte(sock, 'R', 120000), 0);
+    setenv("KRCONN_META", peer, 1);
+    t_begin("pair_meta_connect_data");
+    c = client_ctx(0);
+    if (!c) goto out;
+    rc = krconn_dir_meta(c, NULL, TMO, &dir);
+    describe(rc, d, sizeof d);
+    CHECKF(rc == 0, "krconn_dir_meta($KRCONN_META=%s): %s", peer, d);
+    if (rc) goto out;
+    rc = krconn_connect_name(c, dir, "pair-svc", NULL, &k);
+    describe(rc, d, sizeof d);
+    CHECKF(rc == 0, "connect_name across guests: %s", d);
+    if (rc) goto out;
+    CHECK_EQ(((const srvinfo *)krconn_peer_data(k))->instance, 51);
+    CHECKF(check_data(c, k, 61, 1, err, sizeof err) == 0, "physical: %s", err);
+    rc = krconn_connect_name(c, dir, "pair-svc", NULL, &v);
+    CHECKF(rc == 0 && krconn_is_virtual(v) == 1, "virtual connect: %s", krconn_strerror(rc));
+    if (!rc) {
+        CHECKF(check_data(c, v, 62, 1, err, sizeof err) == 0, "virtual: %s", err);
+        krconn_close(v);
+    }
+    krconn_close(k);
+    k = NULL;
+    t_end();
+
+    t_begin("pair_stale_entry");
+    CHECK_EQ(pair_cmd(sock, 'K'), 0);
+    rc = krconn_connect_name(c, dir, "pair-svc", NULL, &k);
+    describe(rc, d, sizeof d);
+    CHECKF(rc == 0, "connect after the restart: %s", d);
+    if (!rc) {
+        krconn_stats st;
+        krconn_ctx_stats(c, &st);
+        CHECK_EQ(((const srvinfo *)krconn_peer_data(k))->instance, 52);
+        CHECK_EQ(st.stale_detected, 1);
+        CHECKF(check_data(c, k, 63, 1, err, sizeof err) == 0, "after the restart: %s", err);
+    }
+    t_end();
+
+    t_begin("pair_peer_killed");
+    if (k) {
+        CHECK_EQ(pair_cmd(sock, 'X'), 0);
+        uint64_t t0 = rcp__now_ns();
+        rc = krconn_ping(k, TMO);
+        double ms = (double)(rcp__now_ns() - t0) / 1e6;
+        printf("# pair: peer killed, ping said \"%s\" after %.0f ms\n", krconn_strerror(rc), ms);
+        CHECKF(rc == KRCONN_E_PEERDEAD, "ping: %s", krconn_strerror(rc));
+        krconn_close(k);
+        k = NULL;
+    } else CHECKF(0, "no connection to test");
+    t_end();
+out:
+    if (k) krconn_close(k);
+    if (dir) krconn_dir_close(dir);
+    if (c) krconn_ctx_destroy(c);
+    vmt_send_byte(sock, 'D');
+    return 0;
+}
+
+static int pair_main(int argc, char **argv)
+{
+    int is_a = vmt_guest_role(argc, argv, 3, "PEER_IP");
+    if (is_a < 0) return 2;
+    t_begin("pair_tcp");
+    int sock = vmt_tcp_peer(is_a, argv[2], PAIR_PORT);
+    t_end();
+    if (sock < 0) return T_DONE();
+    if (is_a) pair_a(sock);
+    else pair_b(sock, argv[2]);
+    close(sock);
+    return T_DONE();
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGPIPE, SIG_IGN);
+    if (argc == 3) return pair_main(argc, argv);
+    const char *only = getenv("KRCONN_TEST_ONLY"); /* debugging: one test after the server starts */
+    if (argc > 1) cycles = atoi(argv[1]);
+#if !VMT_HAVE_SHMHEAP
+    t_skip("krconn", "shmheap.h has no implementation yet (the in-pod directory needs it)");
+    return 0;
+#else
+    snprintf(heapname, sizeof heapname, "krconn-dir-%d", (int)getpid());
+    shmheap_opts ho;
+    memset(&ho, 0, sizeof ho);
+    ho.size = 4u << 20;
+    shmheap *h = NULL;
+    int rc = shmheap_create(heapname, &ho, &h);
+    if (rc) { printf("FAIL krconn-setup: shmheap_create: %s\n", shmheap_strerror(rc)); return 1; }
+    krconn_dir *d0 = NULL;
+    krconn_dir_heap(h, 0, &d0); /* made once, before any publisher */
+    if (d0) krconn_dir_close(d0);
+    t_begin("krconn_server_start");
+    server_start(&main_srv, &main_cfg);
+    t_end();
+    if (main_srv.up && only) {
+        if (!strcmp(only, "cycles")) TEST(cycles_no_leak);
+        if (!strcmp(only, "threads")) { /* the concurrent part, for ThreadSanitizer */
+            TEST(connect_and_data);
+            TEST(four_threads_virtual);
+            TEST(four_threads_physical);
+            TEST(pool_empty_nowait);
+            TEST(meta_directory);
+        }
+        server_stop(&main_srv, "server");
+    } else if (main_srv.up) {
+        TEST(errors_and_no_device);
+        TEST(connect_and_data);
+        TEST(four_threads_virtual);
+        TEST(four_threads_physical);
+        TEST(pool_empty_nowait);
+        TEST(dead_and_absent);
+        TEST(stale_entry);
+        TEST(fuzz_control_qp);
+        TEST(meta_directory);
+        TEST(cycles_no_leak);
+        t_begin("krconn_server_survived");
+        server_stop(&main_srv, "server");
+        t_end();
+    }
+    shmheap_close(h);
+    shmheap_unlink(heapname, NULL);
+    return T_DONE();
+#endif
+}
