@@ -35,6 +35,7 @@ host() {
         cat "$log/build.log"; echo "FAIL build"; fail=$((fail + 1)); return
     fi
     run_one compile-check sh tests/compile_check.sh
+    run_one alock-model sh tests/alock_model.sh
     for t in $BUILD/t/test_*; do
         case $t in *.tsan) continue ;; esac
         [ -x "$t" ] || continue
