@@ -61,6 +61,7 @@ single)
     rdma_up
     export VM_IP="$ip"
     run test_verbs 150 /t/test_verbs
+    run test_alock_rdma 170 /t/test_alock_rdma
     ;;
 a|b)
     rdma_up
