@@ -218,29 +218,31 @@ ALOCK_API int alock_unlock(alock_hold *hold);
 /* Release what dead local processes hold or were handed; returns how many it released. */
 ALOCK_API int alock_recover(alock_table *t);
 
-/* Remote cohort. An alock_link is one RC connection to a peer: its QP (remote read, write and
-   atomics allowed), the CQ its send completions land in (alock polls it: nothing else may use
-   it meanwhile), and the rkey of the peer's memory alock reaches (the lock lines at the table's
-   node, the descriptors at another remote process). */
-struct ibv_qp;
-struct ibv_cq;
-struct ibv_pd;
+/* Remote cohort. An alock_link is how this process reaches one peer's memory: synchronous
+   operations on remote addresses (atomics on 8-byte aligned words), each returning 0 or a
+   negative code; alock reports any failure as ALOCK_E_PEER. Any connection library can provide
+   them (krconn_cas/_faa/_read/_write and krconn_wait, for one); alock_verbs_link_create makes
+   one from an RC queue pair. conn is handed back to every call. */
 typedef struct alock_link {
-    struct ibv_qp *qp;
-    struct ibv_cq *cq;
-    uint32_t rkey;
+    int (*cas)(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired, uint64_t *old);
+    int (*faa)(void *conn, uint64_t raddr, uint64_t add, uint64_t *old); /* ALOCK_DEBUG only */
+    int (*read)(void *conn, uint64_t raddr, void *dst, uint32_t len);
+    int (*write)(void *conn, uint64_t raddr, const void *src, uint32_t len);
+    void *conn;
 } alock_link;
 
+#define ALOCK_REMOTE_MEM(ndesc) ((size_t)(ndesc) * 64) /* bytes of a remote process's descriptors */
+
 typedef struct alock_remote_opts {
-    struct ibv_pd *pd;     /* the protection domain of the links' QPs (required) */
     uint16_t id;           /* this process's id among the table's remote processes, 1..65535 */
     uint64_t lines_addr;   /* the table's lock lines (alock_table_lines at its node) */
-    uint32_t lines_rkey;
     uint32_t nlocks;
     uint32_t budget;       /* the table's budget; 0 = ALOCK_DEFAULT_BUDGET */
-    alock_link home;       /* connection to the table's node */
-    uint32_t ndesc;        /* descriptors (locks held or waited for at once); 0 = 16 */
-    uint32_t op_timeout_ms; /* ALOCK_DEFAULT_OP_TIMEOUT_MS */
+    alock_link home;       /* reaches the table's node (lines_addr) */
+    void *descs;           /* ALOCK_REMOTE_MEM(ndesc) bytes, 64-byte aligned, which the caller
+                              registered for remote read and write: other remote processes'
+                              links to us reach it (give them its address and key) */
+    uint32_t ndesc;        /* locks held or waited for at once (required) */
     alock_log_fn log;
     void *log_user;
 } alock_remote_opts;
@@ -254,16 +256,24 @@ typedef struct alock_rhold {
 
 ALOCK_API int alock_remote_create(const alock_remote_opts *opts, alock_remote **out);
 ALOCK_API int alock_remote_destroy(alock_remote *r);
-/* This process's descriptors: every other remote process needs addr and rkey (set_peer). */
-ALOCK_API void alock_remote_descs(const alock_remote *r, uint64_t *addr, uint32_t *rkey);
-/* How to reach remote process id's descriptors (link.rkey = the rkey it reported). */
+/* How to reach remote process id's descriptors. */
 ALOCK_API int alock_remote_set_peer(alock_remote *r, uint16_t id, const alock_link *link);
 ALOCK_API int alock_remote_lock(alock_remote *r, uint32_t idx, alock_rhold *hold);
 ALOCK_API int alock_remote_trylock(alock_remote *r, uint32_t idx, alock_rhold *hold);
 ALOCK_API int alock_remote_unlock(alock_rhold *hold);
-/* Empty lock idx's remote queue (RDMA compare-and-swap of its tail from what it names to 0).
-   Only when no remote process of that queue lives: see 4. Dead holders and waiters. */
+/* Empty lock idx's remote queue (compare-and-swap of its tail from what it names to 0). Only
+   when no remote process of that queue lives: see 4. Dead holders and waiters. */
 ALOCK_API int alock_remote_reset(alock_remote *r, uint32_t idx);
+
+/* An alock_link over one RC queue pair (libibverbs): qp's send completions land in cq, which
+   the link polls (nothing else may use cq meanwhile); rkey is the peer memory's key. It
+   registers a little scratch memory in qp's protection domain. timeout_ms bounds each
+   operation (0 = ALOCK_DEFAULT_OP_TIMEOUT_MS). */
+struct ibv_qp;
+struct ibv_cq;
+ALOCK_API int alock_verbs_link_create(struct ibv_qp *qp, struct ibv_cq *cq, uint32_t rkey,
+                                      uint32_t timeout_ms, alock_link *out);
+ALOCK_API int alock_verbs_link_destroy(alock_link *link);
 
 #ifdef __cplusplus
 }
@@ -859,10 +869,6 @@ ALOCK_API int alock_remote_create(const alock_remote_opts *opts, alock_remote **
     return ALOCK_E_NOTSUP;
 }
 ALOCK_API int alock_remote_destroy(alock_remote *r) { (void)r; return ALOCK_E_NOTSUP; }
-ALOCK_API void alock_remote_descs(const alock_remote *r, uint64_t *addr, uint32_t *rkey)
-{
-    (void)r; *addr = 0; *rkey = 0;
-}
 ALOCK_API int alock_remote_set_peer(alock_remote *r, uint16_t id, const alock_link *link)
 {
     (void)r; (void)id; (void)link;
@@ -884,65 +890,36 @@ ALOCK_API int alock_remote_reset(alock_remote *r, uint32_t idx)
     (void)r; (void)idx;
     return ALOCK_E_NOTSUP;
 }
+ALOCK_API int alock_verbs_link_create(struct ibv_qp *qp, struct ibv_cq *cq, uint32_t rkey,
+                                      uint32_t timeout_ms, alock_link *out)
+{
+    (void)qp; (void)cq; (void)rkey; (void)timeout_ms;
+    if (out) memset(out, 0, sizeof *out);
+    return ALOCK_E_NOTSUP;
+}
+ALOCK_API int alock_verbs_link_destroy(alock_link *link) { (void)link; return ALOCK_E_NOTSUP; }
 #else
-
 #define ALOCK__ADDR_MASK ((1ull << 48) - 1)
 
-/* Registered scratch and descriptors: [0, 64) scratch for READ/CAS results and WRITE sources,
-   then ndesc descriptors. */
 struct alock_remote {
     alock_remote_opts o;
-    unsigned char *mem;
-    size_t len;
-    struct ibv_mr *mr;
     alock__desc *descs;
-    uint64_t op_timeout_ns;
-    alock_link peers[65536]; /* by id; qp NULL = unknown */
+    alock_link peers[65536]; /* by id; cas NULL = unknown */
 };
 
-static int alock__op_wait(alock_remote *r, const alock_link *k)
+static int alock__r_write8(const alock_link *k, uint64_t raddr, uint64_t v)
 {
-    struct ibv_wc wc;
-    int rc = rcp__verbs_wait(k->cq, &wc, r->op_timeout_ns);
-    if (rc) {
-        char d[200];
-        alock__logf(r->o.log, r->o.log_user, "RDMA operation: %s",
-                    rcp__verbs_describe(rc, &wc, d, sizeof d));
-        return ALOCK_E_PEER;
-    }
-    return 0;
+    return k->write(k->conn, raddr, &v, 8) ? ALOCK_E_PEER : 0;
 }
 
 static int alock__r_cas(alock_remote *r, uint64_t raddr, uint64_t expect, uint64_t desired, uint64_t *old)
 {
-    uint64_t *buf = (uint64_t *)(void *)r->mem;
-    int rc = rcp__verbs_post_cas(r->o.home.qp, 1, buf, r->mr->lkey, raddr, r->o.home.rkey, expect,
-                                 desired, IBV_SEND_SIGNALED);
-    if (rc) return ALOCK_E_PEER;
-    if ((rc = alock__op_wait(r, &r->o.home))) return rc;
-    *old = rcp__load(buf);
-    return 0;
-}
-
-static int alock__r_write(alock_remote *r, const alock_link *k, uint64_t raddr, uint64_t v)
-{
-    uint64_t *buf = (uint64_t *)(void *)(r->mem + 8);
-    *buf = v;
-    int rc = rcp__verbs_post_write(k->qp, 2, buf, 8, r->mr->lkey, raddr, k->rkey, 0, 0,
-                                   IBV_SEND_SIGNALED);
-    if (rc) return ALOCK_E_PEER;
-    return alock__op_wait(r, k);
+    return r->o.home.cas(r->o.home.conn, raddr, expect, desired, old) ? ALOCK_E_PEER : 0;
 }
 
 static int alock__r_read_line(alock_remote *r, uint64_t raddr, alock__line *out)
 {
-    unsigned char *buf = r->mem + 64;
-    int rc = rcp__verbs_post_read(r->o.home.qp, 3, buf, 64, r->mr->lkey, raddr, r->o.home.rkey,
-                                  IBV_SEND_SIGNALED);
-    if (rc) return ALOCK_E_PEER;
-    if ((rc = alock__op_wait(r, &r->o.home))) return rc;
-    memcpy(out, buf, 64);
-    return 0;
+    return r->o.home.read(r->o.home.conn, raddr, out, sizeof *out) ? ALOCK_E_PEER : 0;
 }
 
 /* ALOCK_DEBUG: an RDMA read-modify-write of word k of line raddr */
@@ -950,16 +927,14 @@ static int alock__rdma_rmw_mark(alock_remote *r, uint64_t raddr, unsigned k)
 {
 #ifdef ALOCK_DEBUG
     alock__line l;
+    uint64_t old;
     int rc = alock__r_read_line(r, raddr, &l);
     if (rc) return rc;
     ALOCK_ASSERT(!(l.cpu_marks & (1ull << k)) &&
                  "a word of the lock line saw both CPU and RDMA read-modify-write");
-    uint64_t *buf = (uint64_t *)(void *)(r->mem + 16);
-    rc = rcp__verbs_post_faa(r->o.home.qp, 4, buf, r->mr->lkey,
-                             raddr + offsetof(alock__line, rdma_marks), r->o.home.rkey,
-                             1ull << (8 * k), IBV_SEND_SIGNALED);
-    if (rc) return ALOCK_E_PEER;
-    return alock__op_wait(r, &r->o.home);
+    if (!r->o.home.faa) return 0;
+    return r->o.home.faa(r->o.home.conn, raddr + offsetof(alock__line, rdma_marks),
+                         1ull << (8 * k), &old) ? ALOCK_E_PEER : 0;
 #else
     (void)r; (void)raddr; (void)k;
     return 0;
@@ -968,55 +943,29 @@ static int alock__rdma_rmw_mark(alock_remote *r, uint64_t raddr, unsigned k)
 
 ALOCK_API int alock_remote_create(const alock_remote_opts *opts, alock_remote **out)
 {
-    if (!opts || !out || !opts->pd || !opts->id || !opts->home.qp || !opts->home.cq ||
-        !opts->nlocks || !opts->lines_addr || (opts->lines_addr & 63))
+    if (!opts || !out || !opts->id || !opts->home.cas || !opts->home.read || !opts->home.write ||
+        !opts->nlocks || !opts->lines_addr || (opts->lines_addr & 63) || !opts->descs ||
+        ((uintptr_t)opts->descs & 63) || !opts->ndesc)
         return ALOCK_E_INVAL;
     alock_remote *r = (alock_remote *)calloc(1, sizeof *r);
     if (!r) return -ENOMEM;
     r->o = *opts;
     if (!r->o.budget) r->o.budget = ALOCK_DEFAULT_BUDGET;
-    if (!r->o.ndesc) r->o.ndesc = 16;
-    r->op_timeout_ns = (uint64_t)(opts->op_timeout_ms ? opts->op_timeout_ms : ALOCK_DEFAULT_OP_TIMEOUT_MS) * 1000000ull;
-    r->len = 128 + (size_t)r->o.ndesc * sizeof(alock__desc);
-    if (posix_memalign((void **)&r->mem, 4096, r->len)) {
-        free(r);
-        return -ENOMEM;
-    }
-    memset(r->mem, 0, r->len);
-    r->descs = (alock__desc *)(void *)(r->mem + 128);
-    errno = 0;
-    r->mr = ibv_reg_mr(opts->pd, r->mem, r->len,
-                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
-    if (!r->mr) {
-        int rc = rcp__verbs_err(0);
-        free(r->mem);
-        free(r);
-        return rc;
-    }
-    r->peers[opts->id] = opts->home; /* placeholder: set_peer(id) gives the loop to ourselves */
-    r->peers[opts->id].qp = NULL;
+    r->descs = (alock__desc *)opts->descs;
+    memset(r->descs, 0, ALOCK_REMOTE_MEM(opts->ndesc));
     *out = r;
     return 0;
 }
 
 ALOCK_API int alock_remote_destroy(alock_remote *r)
 {
-    if (!r) return 0;
-    ibv_dereg_mr(r->mr);
-    free(r->mem);
     free(r);
     return 0;
 }
 
-ALOCK_API void alock_remote_descs(const alock_remote *r, uint64_t *addr, uint32_t *rkey)
-{
-    *addr = (uint64_t)(uintptr_t)r->mem;
-    *rkey = r->mr->rkey;
-}
-
 ALOCK_API int alock_remote_set_peer(alock_remote *r, uint16_t id, const alock_link *link)
 {
-    if (!r || !id || !link || !link->qp || !link->cq) return ALOCK_E_INVAL;
+    if (!r || !id || !link || !link->write) return ALOCK_E_INVAL;
     r->peers[id] = *link;
     return 0;
 }
@@ -1039,35 +988,26 @@ static inline uint64_t alock__renc(alock_remote *r, alock__desc *d)
     return (uint64_t)r->o.id << 48 | ((uint64_t)(uintptr_t)d & ALOCK__ADDR_MASK);
 }
 
-/* Hand the lock to remote descriptor s (encoded) with budget b. */
-static int alock__r_grant(alock_remote *r, uint64_t s, int64_t b)
+/* Write v into word off of remote descriptor s (encoded): ours directly, a peer's by RDMA. */
+static int alock__r_desc_store(alock_remote *r, uint64_t s, size_t off, uint64_t v)
 {
     uint16_t id = (uint16_t)(s >> 48);
     uint64_t addr = s & ALOCK__ADDR_MASK;
-    if (id == r->o.id) { /* a descriptor of ours (another acquisition of this process) */
-        rcp__store(&((alock__desc *)(uintptr_t)addr)->budget, b);
-        return 0;
-    }
-    if (!r->peers[id].qp) return ALOCK_E_PEER;
-    return alock__r_write(r, &r->peers[id], addr + offsetof(alock__desc, budget), (uint64_t)b);
-}
-
-static int alock__r_link(alock_remote *r, uint64_t pred, uint64_t me)
-{
-    uint16_t id = (uint16_t)(pred >> 48);
-    uint64_t addr = pred & ALOCK__ADDR_MASK;
     if (id == r->o.id) {
-        rcp__store(&((alock__desc *)(uintptr_t)addr)->next, me);
+        rcp__store((uint64_t *)(uintptr_t)(addr + off), v);
         return 0;
     }
-    if (!r->peers[id].qp) return ALOCK_E_PEER;
-    return alock__r_write(r, &r->peers[id], addr + offsetof(alock__desc, next), me);
+    if (!r->peers[id].write) {
+        alock__logf(r->o.log, r->o.log_user, "no link to remote process %u", id);
+        return ALOCK_E_PEER;
+    }
+    return alock__r_write8(&r->peers[id], addr + off, v);
 }
 
 /* Peterson as the remote leader: victim by WRITE, then READ the line until we may enter. */
 static int alock__peterson_remote(alock_remote *r, uint64_t line, int try_only)
 {
-    int rc = alock__r_write(r, &r->o.home, line + offsetof(alock__line, victim), ALOCK_REMOTE);
+    int rc = alock__r_write8(&r->o.home, line + offsetof(alock__line, victim), ALOCK_REMOTE);
     if (rc) return rc;
     for (;;) {
         alock__line l;
@@ -1077,6 +1017,7 @@ static int alock__peterson_remote(alock_remote *r, uint64_t line, int try_only)
     }
 }
 
+/* Leave the head of the remote queue, handing budget b to the successor if there is one. */
 static int alock__r_unlink_head(alock_remote *r, uint64_t line, alock__desc *d, int64_t b)
 {
     uint64_t me = alock__renc(r, d), old = 0, n;
@@ -1085,13 +1026,13 @@ static int alock__r_unlink_head(alock_remote *r, uint64_t line, alock__desc *d, 
         if ((rc = alock__rdma_rmw_mark(r, line, 0))) return rc;
         if ((rc = alock__r_cas(r, line, me, 0, &old))) return rc;
         if (old == me) return 0;
-        uint64_t end = rcp__now_ns() + r->op_timeout_ns;
+        uint64_t end = rcp__now_ns() + (uint64_t)ALOCK_DEFAULT_OP_TIMEOUT_MS * 1000000ull;
         while (!(n = rcp__load(&d->next))) {
             if (rcp__now_ns() > end) return ALOCK_E_PEER; /* the successor died linking itself */
             rcp__cpu_relax();
         }
     }
-    return alock__r_grant(r, n, b);
+    return alock__r_desc_store(r, n, offsetof(alock__desc, budget), (uint64_t)b);
 }
 
 static int alock__rlock(alock_remote *r, uint32_t idx, int try_only, alock_rhold *hold)
@@ -1110,17 +1051,15 @@ static int alock__rlock(alock_remote *r, uint32_t idx, int try_only, alock_rhold
         pred = old;
     }
     if (pred) {
-        if ((rc = alock__r_link(r, pred, me))) goto fail; /* d stays queued: not reusable */
+        /* d is queued from here on: on failure it stays reserved (never reused) */
+        if ((rc = alock__r_desc_store(r, pred, offsetof(alock__desc, next), me))) return rc;
         int64_t b;
         while ((b = rcp__load(&d->budget)) == ALOCK__WAIT) rcp__cpu_relax();
         if (b > 0) goto held;
     }
-    d->budget = (int64_t)r->o.budget;
+    rcp__store(&d->budget, (int64_t)r->o.budget);
     if ((rc = alock__peterson_remote(r, line, try_only))) {
-        if (rc == ALOCK_E_BUSY) {
-            int rc2 = alock__r_unlink_head(r, line, d, 0);
-            if (!rc2) d->lock = 0;
-        }
+        if (rc == ALOCK_E_BUSY && alock__r_unlink_head(r, line, d, 0) == 0) d->lock = 0;
         return rc;
     }
 held:
@@ -1129,7 +1068,7 @@ held:
     hold->desc = d;
     return 0;
 fail:
-    if (!pred || rc == ALOCK_E_BUSY) d->lock = 0; /* never linked */
+    if (!pred || rc == ALOCK_E_BUSY) d->lock = 0; /* never queued */
     return rc;
 }
 
@@ -1150,9 +1089,9 @@ ALOCK_API int alock_remote_unlock(alock_rhold *hold)
     alock__desc *d = (alock__desc *)hold->desc;
     uint64_t line = r->o.lines_addr + (uint64_t)hold->idx * 64;
     hold->desc = NULL;
-    int64_t b = d->budget - 1;
+    int64_t b = rcp__load(&d->budget) - 1;
     int rc = alock__r_unlink_head(r, line, d, b < 0 ? 0 : b);
-    d->lock = 0;
+    if (!rc) d->lock = 0;
     return rc;
 }
 
@@ -1168,7 +1107,107 @@ ALOCK_API int alock_remote_reset(alock_remote *r, uint32_t idx)
         cur = old;
     }
 }
+
+/* ---------------------------------------------------------------------------------------- */
+/* >>verbs_link                                                                              */
+
+typedef struct alock__vlink {
+    struct ibv_qp *qp;
+    struct ibv_cq *cq;
+    struct ibv_mr *mr;
+    uint32_t rkey;
+    uint64_t timeout_ns;
+    unsigned char buf[128]; /* registered: atomic results, READ destination, WRITE source */
+} alock__vlink;
+
+static int alock__v_wait(alock__vlink *v)
+{
+    struct ibv_wc wc;
+    int rc = rcp__verbs_wait(v->cq, &wc, v->timeout_ns);
+    if (rc) {
+        char d[200];
+        rcp__verbs_log("alock link on qp %u: %s", v->qp->qp_num, rcp__verbs_describe(rc, &wc, d, sizeof d));
+    }
+    return rc;
+}
+
+static int alock__v_cas(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired, uint64_t *old)
+{
+    alock__vlink *v = (alock__vlink *)conn;
+    uint64_t *b = (uint64_t *)(void *)v->buf;
+    int rc = rcp__verbs_post_cas(v->qp, 1, b, v->mr->lkey, raddr, v->rkey, expect, desired, IBV_SEND_SIGNALED);
+    if (!rc) rc = alock__v_wait(v);
+    if (!rc) *old = rcp__load(b);
+    return rc;
+}
+
+static int alock__v_faa(void *conn, uint64_t raddr, uint64_t add, uint64_t *old)
+{
+    alock__vlink *v = (alock__vlink *)conn;
+    uint64_t *b = (uint64_t *)(void *)v->buf;
+    int rc = rcp__verbs_post_faa(v->qp, 2, b, v->mr->lkey, raddr, v->rkey, add, IBV_SEND_SIGNALED);
+    if (!rc) rc = alock__v_wait(v);
+    if (!rc) *old = rcp__load(b);
+    return rc;
+}
+
+static int alock__v_read(void *conn, uint64_t raddr, void *dst, uint32_t len)
+{
+    alock__vlink *v = (alock__vlink *)conn;
+    if (len > sizeof v->buf) return -EINVAL;
+    int rc = rcp__verbs_post_read(v->qp, 3, v->buf, len, v->mr->lkey, raddr, v->rkey, IBV_SEND_SIGNALED);
+    if (!rc) rc = alock__v_wait(v);
+    if (!rc) memcpy(dst, v->buf, len);
+    return rc;
+}
+
+static int alock__v_write(void *conn, uint64_t raddr, const void *src, uint32_t len)
+{
+    alock__vlink *v = (alock__vlink *)conn;
+    if (len > sizeof v->buf) return -EINVAL;
+    memcpy(v->buf, src, len);
+    int rc = rcp__verbs_post_write(v->qp, 4, v->buf, len, v->mr->lkey, raddr, v->rkey, 0, 0,
+                                   IBV_SEND_SIGNALED);
+    return rc ? rc : alock__v_wait(v);
+}
+
+ALOCK_API int alock_verbs_link_create(struct ibv_qp *qp, struct ibv_cq *cq, uint32_t rkey,
+                                      uint32_t timeout_ms, alock_link *out)
+{
+    if (!qp || !cq || !out) return ALOCK_E_INVAL;
+    alock__vlink *v = NULL;
+    if (posix_memalign((void **)&v, 64, sizeof *v)) return -ENOMEM;
+    memset(v, 0, sizeof *v);
+    v->qp = qp;
+    v->cq = cq;
+    v->rkey = rkey;
+    v->timeout_ns = (uint64_t)(timeout_ms ? timeout_ms : ALOCK_DEFAULT_OP_TIMEOUT_MS) * 1000000ull;
+    errno = 0;
+    v->mr = ibv_reg_mr(qp->pd, v->buf, sizeof v->buf, IBV_ACCESS_LOCAL_WRITE);
+    if (!v->mr) {
+        int rc = rcp__verbs_err(0);
+        free(v);
+        return rc;
+    }
+    out->cas = alock__v_cas;
+    out->faa = alock__v_faa;
+    out->read = alock__v_read;
+    out->write = alock__v_write;
+    out->conn = v;
+    return 0;
+}
+
+ALOCK_API int alock_verbs_link_destroy(alock_link *link)
+{
+    if (!link || !link->conn) return 0;
+    alock__vlink *v = (alock__vlink *)link->conn;
+    int rc = ibv_dereg_mr(v->mr);
+    free(v);
+    link->conn = NULL;
+    return rc ? rcp__verbs_err(rc) : 0;
+}
 #endif /* ALOCK_NO_RDMA */
+
 
 #endif /* ALOCK_IMPLEMENTATION */
 

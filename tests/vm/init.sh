@@ -72,6 +72,7 @@ a|b)
     else
         echo "FAIL podheap-$role: no ivshmem device (1af4:1110) found"
     fi
+    run "alock-pair-$role" 120 /t/test_alock_rdma "$role" "$peer"
     ;;
 cxl)
     modprobe -a cxl_acpi cxl_pci cxl_mem cxl_pmem libnvdimm nd_pmem dax_pmem device_dax ||

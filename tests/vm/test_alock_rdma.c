@@ -57,8 +57,8 @@ static int tlink_setup(int fd, rcp__verbs_dev *d, uint64_t my_addr, uint32_t my_
 {
     rcp__verbs_qp_opts o;
     memset(&o, 0, sizeof o);
-    o.timeout = 12;  /* 17 ms */
-    o.retry_cnt = 3;
+    o.timeout = 16;  /* 268 ms: two TCG guests on a shared host stall for tens of ms */
+    o.retry_cnt = 6;
     memset(l, 0, sizeof *l);
     int rc = rcp__verbs_cq_create(d, 64, 0, &l->cq);
     if (!rc) rc = rcp__verbs_qp_create(d, l->cq, l->cq, &o, &l->qp);
@@ -156,11 +156,15 @@ typedef struct rproc {
 typedef struct rctx {
     rcp__verbs_dev d;
     tlink home, peers[4];
+    alock_link hl, pl[4];
     alock_remote *r;
-    struct ibv_mr *mr;
+    struct ibv_mr *mr, *dmr;
     uint64_t *buf;          /* registered scratch for data READ/WRITE */
+    void *descs;            /* our descriptors, registered for the peers */
     uint64_t data;          /* the home's struct shared */
 } rctx;
+
+#define RDESC 16
 
 static int rctx_setup(rproc *p, rctx *c, char *why, size_t whylen)
 {
@@ -169,29 +173,28 @@ static int rctx_setup(rproc *p, rctx *c, char *why, size_t whylen)
     if ((rc = rcp__verbs_open(NULL, &c->d))) VMT_FAILF("open: %s", strerror(-rc));
     if ((rc = tlink_setup(p->home_fd, &c->d, 0, 0, NULL, &c->home))) VMT_FAILF("home link: %s", strerror(-rc));
     c->data = c->home.x[3];
-    if (posix_memalign((void **)&c->buf, 4096, 4096)) VMT_FAILF("memalign");
+    if (posix_memalign((void **)&c->buf, 4096, 4096) || posix_memalign(&c->descs, 4096, ALOCK_REMOTE_MEM(RDESC)))
+        VMT_FAILF("memalign");
     if ((rc = rcp__verbs_reg(&c->d, c->buf, 4096, 0, &c->mr))) VMT_FAILF("reg: %s", strerror(-rc));
+    if ((rc = rcp__verbs_reg(&c->d, c->descs, ALOCK_REMOTE_MEM(RDESC), 0, &c->dmr))) VMT_FAILF("reg: %s", strerror(-rc));
+    if ((rc = alock_verbs_link_create(c->home.qp, c->home.cq, c->home.rkey, 20000, &c->hl)))
+        VMT_FAILF("alock_verbs_link_create: %s", alock_strerror(rc));
     alock_remote_opts o;
     memset(&o, 0, sizeof o);
-    o.pd = c->d.pd;
     o.id = p->id;
     o.lines_addr = c->home.x[0];
-    o.lines_rkey = c->home.rkey;
     o.nlocks = (uint32_t)c->home.x[1];
     o.budget = (uint32_t)c->home.x[2];
-    o.home.qp = c->home.qp;
-    o.home.cq = c->home.cq;
-    o.home.rkey = c->home.rkey;
-    o.op_timeout_ms = 20000;
+    o.home = c->hl;
+    o.descs = c->descs;
+    o.ndesc = RDESC;
     if ((rc = alock_remote_create(&o, &c->r))) VMT_FAILF("alock_remote_create: %s", alock_strerror(rc));
-    uint64_t da;
-    uint32_t dk;
-    alock_remote_descs(c->r, &da, &dk);
     for (int i = 0; i < p->npeers; i++) {
-        if ((rc = tlink_setup(p->peer_fd[i], &c->d, da, dk, NULL, &c->peers[i])))
+        if ((rc = tlink_setup(p->peer_fd[i], &c->d, (uint64_t)(uintptr_t)c->descs, c->dmr->rkey, NULL, &c->peers[i])))
             VMT_FAILF("peer link %u: %s", p->peer_id[i], strerror(-rc));
-        alock_link k = {c->peers[i].qp, c->peers[i].cq, c->peers[i].rkey};
-        if ((rc = alock_remote_set_peer(c->r, p->peer_id[i], &k))) VMT_FAILF("set_peer: %s", alock_strerror(rc));
+        if ((rc = alock_verbs_link_create(c->peers[i].qp, c->peers[i].cq, c->peers[i].rkey, 20000, &c->pl[i])))
+            VMT_FAILF("peer alock_verbs_link_create: %s", alock_strerror(rc));
+        if ((rc = alock_remote_set_peer(c->r, p->peer_id[i], &c->pl[i]))) VMT_FAILF("set_peer: %s", alock_strerror(rc));
     }
     return 0;
 out:
@@ -464,6 +467,124 @@ static void killed_remote_holder(void)
     close(s[0]); close(s2[0]);
 }
 
+/* ---------------------------------------------------------------- two guests */
+
+#define PAIR_PORT 18710
+#define PAIR_ITERS 100
+
+/* a: accept the 4 TCP connections of b's remote processes 2 and 3 (to the home, to remote 1),
+   told apart by the first byte each sends: 'h' or 'p', then the id */
+static int pair_accept(int l, int fds[2][4])
+{
+    for (int i = 0; i < 4; i++) {
+        int fd = vmt_tcp_accept(l, 90000);
+        if (fd < 0) return fd;
+        unsigned char tag[2];
+        int rc = vmt_read_all(fd, tag, 2, 30000);
+        if (rc) return rc;
+        if ((tag[0] != 'h' && tag[0] != 'p') || tag[1] < 2 || tag[1] > 3) return -EPROTO;
+        fds[tag[0] == 'p'][tag[1]] = fd;
+    }
+    return 0;
+}
+
+static void pair_a(void)
+{
+    int l = vmt_tcp_listen(PAIR_PORT);
+    CHECKF(l >= 0, "listen: %s", strerror(-l));
+    if (l < 0) return;
+    int fds[2][4];
+    memset(fds, -1, sizeof fds);
+    int rc = pair_accept(l, fds);
+    close(l);
+    CHECKF(rc == 0, "accepting b's processes: %s", strerror(-rc));
+    if (rc) return;
+    /* remote 1 here (loopback), with links to 2 and 3 on b */
+    int s1[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, s1)) { CHECKF(0, "socketpair"); return; }
+    rproc p1 = {1, s1[1], 2, {fds[1][2], fds[1][3]}, {2, 3}, PAIR_ITERS, 0, -1};
+    fflush(stdout);
+    pid_t lp[2];
+    for (int i = 0; i < 2; i++)
+        if ((lp[i] = fork()) == 0) local_proc(i);
+    vmt_child c1;
+    CHECK_EQ(vmt_spawn(remote_role, -1, &p1, &c1), 0);
+    close(s1[1]);
+    close(fds[1][2]);
+    close(fds[1][3]);
+    int hf[3] = {s1[0], fds[0][2], fds[0][3]};
+    tlink hl[3];
+    memset(hl, 0, sizeof hl);
+    int ok = 1;
+    for (int i = 0; i < 3 && ok; i++) ok = home_link(hf[i], &hl[i]) == 0;
+    for (int i = 0; i < 3 && ok; i++) ok = vmt_expect_byte(hf[i], 'R', 90000) == 0;
+    CHECKF(ok, "the remote processes did not get ready");
+    uint64_t t0 = rcp__now_ns();
+    for (int i = 0; i < 3 && ok; i++) vmt_send_byte(hf[i], 'G');
+    uint64_t rviol = 0;
+    for (int i = 0; i < 3 && ok; i++) {
+        unsigned char rep[16];
+        rc = vmt_read_all(hf[i], rep, 16, 150000);
+        CHECKF(rc == 0, "remote %d's report: %s", i + 1, strerror(-rc));
+        if (!rc) rviol += vmt_get64(rep + 8);
+    }
+    double secs = (rcp__now_ns() - t0) / 1e9;
+    __atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < 2; i++) {
+        int st = 0;
+        waitpid(lp[i], &st, 0);
+        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "local process %d: status %d", i, st);
+    }
+    char why[512];
+    CHECKF(vmt_reap(&c1, why, sizeof why) == 0, "remote 1: %s", why);
+    printf("# two guests: %llu local + %d remote critical sections (1 remote here, 2 on b) in %.1f s;"
+           " at most %llu local ones in a row past a queued remote one (budget %d)\n",
+           (unsigned long long)sh->local_acq, 3 * PAIR_ITERS, secs,
+           (unsigned long long)sh->max_streak, BUDGET);
+    if (ok) {
+        CHECK_EQ(sh->counter, sh->local_acq + 3 * PAIR_ITERS);
+        CHECK_EQ(sh->violations, 0);
+        CHECK_EQ(rviol, 0);
+        CHECKF(sh->max_streak <= 2 * BUDGET + 4, "%llu local critical sections in a row",
+               (unsigned long long)sh->max_streak);
+    }
+    for (int i = 0; i < 3; i++) {
+        if (hl[i].qp) rcp__verbs_qp_destroy(hl[i].qp);
+        if (hl[i].cq) rcp__verbs_cq_destroy(hl[i].cq);
+        close(hf[i]);
+    }
+}
+
+static int pair_conn(const char *peer, char kind, int id)
+{
+    int fd = vmt_tcp_connect(peer, PAIR_PORT, 90000);
+    if (fd < 0) return fd;
+    unsigned char tag[2] = {(unsigned char)kind, (unsigned char)id};
+    int rc = vmt_write_all(fd, tag, 2);
+    if (rc) { close(fd); return rc; }
+    return fd;
+}
+
+static void pair_b(const char *peer)
+{
+    int s23[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, s23)) { CHECKF(0, "socketpair"); return; }
+    int h2 = pair_conn(peer, 'h', 2), p2 = pair_conn(peer, 'p', 2);
+    int h3 = pair_conn(peer, 'h', 3), p3 = pair_conn(peer, 'p', 3);
+    CHECKF(h2 >= 0 && p2 >= 0 && h3 >= 0 && p3 >= 0, "tcp to %s: %s", peer, strerror(-(h2 < 0 ? h2 : p2 < 0 ? p2 : h3 < 0 ? h3 : p3)));
+    if (h2 < 0 || p2 < 0 || h3 < 0 || p3 < 0) return;
+    /* peers in id order on both sides, so no two processes wait for each other's setup */
+    rproc q2 = {2, h2, 2, {p2, s23[0]}, {1, 3}, PAIR_ITERS, 0, -1};
+    rproc q3 = {3, h3, 2, {p3, s23[1]}, {1, 2}, PAIR_ITERS, 0, -1};
+    vmt_child c2, c3;
+    CHECK_EQ(vmt_spawn(remote_role, -1, &q2, &c2), 0);
+    CHECK_EQ(vmt_spawn(remote_role, -1, &q3, &c3), 0);
+    char why[512];
+    CHECKF(vmt_reap(&c2, why, sizeof why) == 0, "remote 2: %s", why);
+    CHECKF(vmt_reap(&c3, why, sizeof why) == 0, "remote 3: %s", why);
+    close(h2); close(p2); close(h3); close(p3); close(s23[0]); close(s23[1]);
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -481,6 +602,20 @@ int main(int argc, char **argv)
         home_teardown();
         return T_DONE();
     }
-    fprintf(stderr, "usage: %s [a|b PEER_IP]\n", argv[0]);
-    return 2;
+    int is_a = vmt_guest_role(argc, argv, 3, "PEER_IP");
+    if (is_a < 0) return 2;
+    if (is_a) {
+        t_begin("alock_pair_setup");
+        int rc = home_setup();
+        if (!rc) rc = home_rdma();
+        t_end();
+        if (rc) return T_DONE();
+        TEST(pair_a);
+        home_teardown();
+    } else {
+        t_begin("pair_b");
+        pair_b(argv[2]);
+        t_end();
+    }
+    return T_DONE();
 }
