@@ -106,14 +106,19 @@ again:
     od;
     rt = 0; v = 0;
 #else
+    /* fast path: the remote flag is down right after ours went up: enter without victim */
+    if
+    :: r_tail == NONE -> skip
+    :: else ->
 #ifndef MUT_NO_VICTIM
-    victim = LOCAL;
+        victim = LOCAL;
 #endif
-    do                                           /* two loads, r_tail first */
-    :: rt = r_tail; v = victim;
-       if :: rt == NONE || v != LOCAL -> break :: else -> skip fi
-    od;
-    rt = 0; v = 0;
+        do                                       /* two loads, r_tail first */
+        :: rt = r_tail; v = victim;
+           if :: rt == NONE || v != LOCAL -> break :: else -> skip fi
+        od;
+        rt = 0; v = 0
+    fi;
 #endif
 cs:
     crit(me);
