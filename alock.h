@@ -1010,10 +1010,15 @@ static int alock__r_desc_store(alock_remote *r, uint64_t s, size_t off, uint64_t
 /* Peterson as the remote leader: victim by WRITE, then READ the line until we may enter. */
 static int alock__peterson_remote(alock_remote *r, uint64_t line, int try_only)
 {
-    int rc = alock__r_write8(&r->o.home, line + offsetof(alock__line, victim), ALOCK_REMOTE);
+    alock__line l;
+    /* Our flag (r_tail) is up: if the local one is down now, a local leader raises it later,
+       sees ours and waits for victim: enter without writing victim (tests/alock.pml) */
+    int rc = alock__r_read_line(r, line, &l);
     if (rc) return rc;
+    if (l.l_tail == 0) return 0;
+    if ((rc = alock__r_write8(&r->o.home, line + offsetof(alock__line, victim), ALOCK_REMOTE)))
+        return rc;
     for (;;) {
-        alock__line l;
         if ((rc = alock__r_read_line(r, line, &l))) return rc;
         if (l.l_tail == 0 || l.victim != ALOCK_REMOTE) return 0;
         if (try_only) return ALOCK_E_BUSY;

@@ -162,14 +162,19 @@ again:
         fi
     :: else -> budget[me] = BUDGET
     fi;
-    victim = REMOTE;                             /* RDMA WRITE */
-    do                                           /* RDMA READ of the line: word by word */
-    :: if
-       :: lt = l_tail; v = victim
-       :: v = victim; lt = l_tail
-       fi;
-       if :: lt == NONE || v != REMOTE -> break :: else -> skip fi
-    od;
+    lt = l_tail;                                 /* RDMA READ: the local flag is down: */
+    if                                           /* enter without writing victim */
+    :: lt == NONE -> skip
+    :: else ->
+        victim = REMOTE;                         /* RDMA WRITE */
+        do                                       /* RDMA READ of the line: word by word */
+        :: if
+           :: lt = l_tail; v = victim
+           :: v = victim; lt = l_tail
+           fi;
+           if :: lt == NONE || v != REMOTE -> break :: else -> skip fi
+        od
+    fi;
     lt = 0; v = 0;
 cs:
     crit(me);

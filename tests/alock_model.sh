@@ -22,12 +22,14 @@ build() {
 holds() {
     n=$1
     if ! build "$n" "$2" "$3"; then echo "FAIL $n: spin/cc: $(tail -n 3 "spin-$n.log" | tr '\n' ' ')"; return; fi
+    t0=$(date +%s)
     # shellcheck disable=SC2086
     "./pan-$n" -m$DEPTH $4 >"$n.out" 2>&1
+    secs=$(($(date +%s) - t0))
     st=$(sed -n 's/^ *\([0-9e.+]*\) states, stored.*/\1/p' "$n.out")
     if grep -q 'errors: 0' "$n.out" && ! grep -q 'max search depth too small' "$n.out"; then
         echo "ok $n"
-        echo "# $n: $st states, $(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' "$n.out") deep"
+        echo "# $n: $st states, $(sed -n 's/.*depth reached \([0-9]*\).*/\1/p' "$n.out") deep, $secs s"
     else
         echo "FAIL $n: $(grep -E 'pan:1:|errors:|too small' "$n.out" | head -n 3 | tr '\n' ' ')"
     fi

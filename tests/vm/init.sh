@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/vm/init.sh - /init of the VM tier's guests (busybox sh). The kernel command line says
-# what to do: rcp.role=single|a|b|cxl|perftest, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
+# what to do: rcp.role=single|a|b|cxl|perftest|alockbench, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
 # second serial port (/dev/ttyS1) as "ok/FAIL/skip NAME" lines; the host reads that file. The
 # last line is "guest-done"; without it the host counts the guest as failed.
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -125,6 +125,10 @@ perftest)
         fi
         wait
     done
+    ;;
+alockbench)
+    rdma_up
+    run alockbench 560 /t/bench_alock_vm
     ;;
 *)
     echo "FAIL guest: unknown role '$role'"
