@@ -26,13 +26,15 @@
    (without <infiniband/verbs.h> on the machine that is automatic). Options, defined before the
    implementation:
        ALOCK_NO_RDMA        leave the remote cohort out (automatic when <infiniband/verbs.h> is
-                            missing): alock_remote_* then return ALOCK_E_NOTSUP
+                            missing): alock_remote_* and alock_verbs_link_* then return
+                            ALOCK_E_NOTSUP
        ALOCK_STATIC         make every alock function static
        ALOCK_ASSERT(x)      your assert (default: assert from <assert.h>)
        ALOCK_DEBUG          check the invariant ALock rests on, at run time: no word of a lock
                             line is changed by both a CPU read-modify-write and an RDMA one (every
                             such operation marks its word in the line; a mark of the other kind
-                            fails ALOCK_ASSERT). Costs one extra RDMA READ per remote atomic
+                            fails ALOCK_ASSERT). Costs one RDMA READ and one fetch-and-add
+                            more per remote atomic
    Set ALOCK_LOG=1 in the environment to log recoveries and failures to stderr, or give a log
    function in the options.
 
@@ -52,11 +54,16 @@
    with budget - 1; a waiter handed 0 re-arbitrates (Peterson again), so neither cohort starves
    the other: with budget B, a waiting cohort leader gets the lock after at most B acquisitions
    by the other cohort.
+   A leader that finds the other cohort's tail empty right after raising its own flag enters at
+   once, without writing victim: a local lock+unlock that meets no remote user is an exchange,
+   two loads and a compare-and-swap; a remote one is a compare-and-swap, one READ of the line
+   and a compare-and-swap.
    The table lives in a shmheap (shmheap.h): every local process of the pod opens it and locks
-   with CPU atomics. A remote process reaches the lock lines through one RDMA connection to the
-   table's node, and the descriptors of other remote processes through connections to them
-   (alock_link: an RC queue pair, its completion queue, and the peer's rkey; any connection
-   library can provide one). Verbs has no atomic swap: the remote enqueue is a compare-and-swap
+   with CPU atomics. A remote process reaches the lock lines through one connection to the
+   table's node, and the descriptors of other remote processes through connections to them:
+   an alock_link is four function pointers (compare-and-swap, fetch-and-add, READ, WRITE) and
+   a connection, so any connection library can carry it; alock_verbs_link_create makes one
+   from an RC queue pair. Verbs has no atomic swap: the remote enqueue is a compare-and-swap
    loop, which is lock-free, not starvation-free (tests/alock.pml shows the starving run).
    The protocol is model-checked with Spin (tests/alock.pml, tests/alock_model.sh).
 
@@ -69,10 +76,11 @@
        if (rc < 0) { fprintf(stderr, "%s\n", alock_strerror(rc)); return 1; }
        counter++;                                            // the critical section
        alock_unlock(&hold);
-       alock_table_close(t);
-   A remote process: alock_remote_create with the table's address and rkey (alock_table_lines
-   tells the table's node what to register) and a link to that node, alock_remote_set_peer for
-   every other remote process, then alock_remote_lock / alock_remote_unlock.
+       alock_table_close(t);                                 // alock_table_unlink: remove it
+   A remote process: the table's node registers what alock_table_lines names and tells remote
+   processes its address and key; a remote process registers ALOCK_REMOTE_MEM(ndesc) bytes of
+   its own for its descriptors, calls alock_remote_create with a link to the table's node,
+   alock_remote_set_peer for every other remote process, then alock_remote_lock / _unlock.
 
    4. DEAD HOLDERS AND WAITERS
    ---------------------------
@@ -203,6 +211,8 @@ ALOCK_API int alock_table_create(shmheap *h, const char *name, const alock_table
 ALOCK_API int alock_table_open(shmheap *h, const char *name, const alock_table_opts *opts,
                                alock_table **out);
 ALOCK_API int alock_table_close(alock_table *t);
+/* Remove table name from h: its memory, its root and its liveness file. No process may use it. */
+ALOCK_API int alock_table_unlink(shmheap *h, const char *name);
 ALOCK_API uint32_t alock_table_nlocks(const alock_table *t);
 /* The lock lines: register [*addr, *addr + *len) for remote access (read, write, atomics) and
    give remote processes the address and rkey; lock i is the line at *addr + 64 * i. */
@@ -608,6 +618,23 @@ ALOCK_API int alock_table_close(alock_table *t)
     else if (t->slot != UINT32_MAX) rcp__store(&t->slots[t->slot].owner, (uint64_t)0);
     free(t);
     return 0;
+}
+
+ALOCK_API int alock_table_unlink(shmheap *h, const char *name)
+{
+    if (!h || !name) return ALOCK_E_INVAL;
+    alock__hdr *H = (alock__hdr *)shmheap_root_get(h, name);
+    if (!H) return ALOCK_E_NOTFOUND;
+    if (!shmheap_contains(h, H, sizeof *H) || H->magic != ALOCK__MAGIC ||
+        memchr(H->live_path, 0, sizeof H->live_path) == NULL)
+        return ALOCK_E_BADTABLE;
+    char live[sizeof H->live_path];
+    memcpy(live, H->live_path, sizeof live);
+    rcp__store(&H->magic, (uint64_t)0);
+    int rc = shmheap_root_set(h, name, NULL);
+    if (!rc) rc = shmheap_free(h, H);
+    if (unlink(live) && !rc && errno != ENOENT) rc = -errno;
+    return rc;
 }
 
 ALOCK_API uint32_t alock_table_nlocks(const alock_table *t) { return t->nlocks; }

@@ -135,10 +135,8 @@ int main(int argc, char **argv)
            med[K_ALOCK][0] / med[K_MUTEX][0], med[K_TICKET][0] / med[K_MUTEX][0],
            rate[K_ALOCK][1] / rate[K_MUTEX][1], rate[K_TICKET][1] / rate[K_MUTEX][1]);
     alock_table_close(tab);
+    alock_table_unlink(h, "t");
     shmheap_close(h);
     shmheap_unlink(name, NULL);
-    char live[128];
-    snprintf(live, sizeof live, "/dev/shm/alock.%llx.t", (unsigned long long)(uintptr_t)shmheap_base(h));
-    unlink(live);
     return 0;
 }
