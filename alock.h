@@ -431,6 +431,14 @@ static inline void alock__cpu_rmw_mark(alock__line *L, unsigned k)
 #endif
 }
 
+/* One step of a wait: spin a little, then let the CPU go (the holder or the NIC's work may be
+   waiting for it: Soft-RoCE runs on the same CPUs). */
+static inline void alock__pause(unsigned *k)
+{
+    if ((++*k & 127) == 0) sched_yield();
+    else rcp__cpu_relax();
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* >>liveness                                                                                */
 
@@ -681,7 +689,8 @@ static void alock__grant(alock_table *t, alock__line *L, alock__desc *s, int64_t
                 alock__desc_put(s);
                 return;
             }
-            while (!(n = rcp__load(&s->next))) rcp__cpu_relax();
+            unsigned k = 0;
+            while (!(n = rcp__load(&s->next))) alock__pause(&k);
         }
         alock__desc_put(s);
         if (!alock__desc_ok(t, n)) return; /* a scribbled queue: nothing sane to do */
@@ -697,7 +706,8 @@ static void alock__leave_head(alock_table *t, alock__line *L, alock__desc *d)
     if (!rcp__load(&d->next)) {
         alock__cpu_rmw_mark(L, 2);
         if (rcp__cas(&L->l_tail, &dv, (uint64_t)0)) return;
-        while (!(n = rcp__load(&d->next))) rcp__cpu_relax();
+        unsigned k = 0;
+        while (!(n = rcp__load(&d->next))) alock__pause(&k);
     }
     n = rcp__load(&d->next);
     if (alock__desc_ok(t, n)) alock__grant(t, L, (alock__desc *)(uintptr_t)n, 0);
@@ -716,7 +726,7 @@ static int alock__peterson_local(alock__line *L, uint64_t deadline, int try_only
         uint64_t v = __atomic_load_n(&L->victim, __ATOMIC_SEQ_CST);
         if (rt == 0 || v != ALOCK_LOCAL) return 0;
         if (try_only) return ALOCK_E_BUSY;
-        if ((k & 255) == 255) {
+        if ((k & 15) == 15) { /* the remote cohort takes microseconds: let the CPU go early */
             if (deadline && rcp__now_ns() >= deadline) return ALOCK_E_TIMEDOUT;
             sched_yield();
         } else {
@@ -837,7 +847,8 @@ ALOCK_API int alock_unlock(alock_hold *hold)
             alock__desc_put(d);
             return 0;
         }
-        while (!(n = rcp__load(&d->next))) rcp__cpu_relax();
+        unsigned k = 0;
+        while (!(n = rcp__load(&d->next))) alock__pause(&k);
     }
     int64_t b = rcp__load_relaxed(&d->budget) - 1;
     if (alock__desc_ok(t, n)) alock__grant(t, L, (alock__desc *)(uintptr_t)n, b < 0 ? 0 : b);
@@ -1062,9 +1073,10 @@ static int alock__r_unlink_head(alock_remote *r, uint64_t line, alock__desc *d, 
         if ((rc = alock__r_cas(r, line, me, 0, &old))) return rc;
         if (old == me) return 0;
         uint64_t end = rcp__now_ns() + (uint64_t)ALOCK_DEFAULT_OP_TIMEOUT_MS * 1000000ull;
+        unsigned k = 0;
         while (!(n = rcp__load(&d->next))) {
             if (rcp__now_ns() > end) return ALOCK_E_PEER; /* the successor died linking itself */
-            rcp__cpu_relax();
+            alock__pause(&k);
         }
     }
     return alock__r_desc_store(r, n, offsetof(alock__desc, budget), (uint64_t)b);
@@ -1089,7 +1101,8 @@ static int alock__rlock(alock_remote *r, uint32_t idx, int try_only, alock_rhold
         /* d is queued from here on: on failure it stays reserved (never reused) */
         if ((rc = alock__r_desc_store(r, pred, offsetof(alock__desc, next), me))) return rc;
         int64_t b;
-        while ((b = rcp__load(&d->budget)) == ALOCK__WAIT) rcp__cpu_relax();
+        unsigned k = 0;
+        while ((b = rcp__load(&d->budget)) == ALOCK__WAIT) alock__pause(&k);
         if (b > 0) goto held;
     }
     rcp__store(&d->budget, (int64_t)r->o.budget);

@@ -555,6 +555,72 @@ static void pair_a(void)
     }
 }
 
+/* a: b's remote process 4 takes lock 7 and is killed by b; locals wait; b's process 5 resets
+   the remote queue (the documented recovery); locals get the lock */
+static void pair_a_killed_remote(void)
+{
+    int l = vmt_tcp_listen(PAIR_PORT + 1);
+    CHECKF(l >= 0, "listen: %s", strerror(-l));
+    if (l < 0) return;
+    int ctl = vmt_tcp_accept(l, 90000), k4 = vmt_tcp_accept(l, 90000), k5 = -1;
+    tlink l4, l5;
+    memset(&l4, 0, sizeof l4);
+    memset(&l5, 0, sizeof l5);
+    alock_hold h;
+    int ok = ctl >= 0 && k4 >= 0 && home_link(k4, &l4) == 0 && vmt_expect_byte(k4, 'R', 90000) == 0;
+    if (ok) vmt_send_byte(k4, 'G');
+    ok = ok && vmt_expect_byte(k4, 'H', 90000) == 0;
+    CHECKF(ok, "b's process 4 did not take lock 7");
+    if (!ok) goto out;
+    vmt_send_byte(ctl, 'K');
+    CHECK_EQ(vmt_expect_byte(ctl, 'D', 90000), 0); /* b killed it */
+    CHECK_EQ(alock_lock_timeout(tab, 7, rcp__now_ns() + 300000000ull, &h), ALOCK_E_TIMEDOUT);
+    k5 = vmt_tcp_accept(l, 90000);
+    ok = k5 >= 0 && home_link(k5, &l5) == 0;
+    CHECKF(ok, "b's process 5 did not connect");
+    if (ok) {
+        int rc = alock_lock_timeout(tab, 7, rcp__now_ns() + 60 * VMT_SEC, &h);
+        CHECKF(rc == 0, "lock 7 after the reset: %s", alock_strerror(rc));
+        if (rc == 0) alock_unlock(&h);
+    }
+out:
+    if (l4.qp) { rcp__verbs_qp_destroy(l4.qp); rcp__verbs_cq_destroy(l4.cq); }
+    if (l5.qp) { rcp__verbs_qp_destroy(l5.qp); rcp__verbs_cq_destroy(l5.cq); }
+    if (ctl >= 0) close(ctl);
+    if (k4 >= 0) close(k4);
+    if (k5 >= 0) close(k5);
+    close(l);
+}
+
+static void pair_b_killed_remote(const char *peer)
+{
+    int ctl = vmt_tcp_connect(peer, PAIR_PORT + 1, 90000);
+    CHECKF(ctl >= 0, "tcp: %s", strerror(-ctl));
+    if (ctl < 0) return;
+    int k4 = vmt_tcp_connect(peer, PAIR_PORT + 1, 90000);
+    CHECKF(k4 >= 0, "tcp: %s", strerror(-k4));
+    if (k4 < 0) { close(ctl); return; }
+    rproc q4 = {4, k4, 0, {0}, {0}, 0, 7, -1};
+    vmt_child c4;
+    CHECK_EQ(vmt_spawn(remote_role, -1, &q4, &c4), 0);
+    CHECK_EQ(vmt_expect_byte(ctl, 'K', 120000), 0);
+    kill(c4.pid, SIGKILL);
+    char why[512];
+    vmt_reap(&c4, why, sizeof why);
+    vmt_send_byte(ctl, 'D');
+    int k5 = vmt_tcp_connect(peer, PAIR_PORT + 1, 90000);
+    CHECKF(k5 >= 0, "tcp: %s", strerror(-k5));
+    if (k5 >= 0) {
+        rproc q5 = {5, k5, 0, {0}, {0}, 0, 0, 7};
+        vmt_child c5;
+        CHECK_EQ(vmt_spawn(remote_role, -1, &q5, &c5), 0);
+        CHECKF(vmt_reap(&c5, why, sizeof why) == 0, "reset: %s", why);
+        close(k5);
+    }
+    close(k4);
+    close(ctl);
+}
+
 static int pair_conn(const char *peer, char kind, int id)
 {
     int fd = vmt_tcp_connect(peer, PAIR_PORT, 90000);
@@ -611,10 +677,14 @@ int main(int argc, char **argv)
         t_end();
         if (rc) return T_DONE();
         TEST(pair_a);
+        TEST(pair_a_killed_remote);
         home_teardown();
     } else {
         t_begin("pair_b");
         pair_b(argv[2]);
+        t_end();
+        t_begin("pair_b_killed_remote");
+        pair_b_killed_remote(argv[2]);
         t_end();
     }
     return T_DONE();
