@@ -5,9 +5,9 @@
    TABLE OF CONTENTS
    -----------------
    1. Usage
-   2. What it is
-   3. Example
-   4. Dead holders and waiters
+   2. Example
+   3. Concepts         cohorts, the lock line, budgets, links; dead holders and waiters
+   4. Options
    5. Thread safety
    6. Errors
    7. Limits
@@ -30,16 +30,34 @@
                             ALOCK_E_NOTSUP
        ALOCK_STATIC         make every alock function static
        ALOCK_ASSERT(x)      your assert (default: assert from <assert.h>)
-       ALOCK_DEBUG          check the invariant ALock rests on, at run time: no word of a lock
+       ALOCK_MALLOC(size)   your allocator for the library's private memory (default: malloc
+       ALOCK_FREE(p)        and free); define both or neither
+       ALOCK_CHECK_RMW      check the invariant ALock rests on, at run time: no word of a lock
                             line is changed by both a CPU read-modify-write and an RDMA one (every
                             such operation marks its word in the line; a mark of the other kind
                             fails ALOCK_ASSERT). Costs one RDMA READ and one fetch-and-add
                             more per remote atomic
-   Set ALOCK_LOG=1 in the environment to log recoveries and failures to stderr, or give a log
-   function in the options.
+   Set ALOCK_DEBUG (any value) in the environment to log recoveries and failures to stderr when
+   no log function is given in the options.
 
-   2. WHAT IT IS
-   -------------
+   2. EXAMPLE
+   ----------
+       shmheap *h;  alock_table *t;  alock_hold hold;
+       shmheap_create("locks", NULL, &h);                    // other processes: shmheap_open
+       alock_table_opts o = {.nlocks = 1024};
+       alock_table_create(h, "table", &o, &t);               // other processes: alock_table_open
+       int rc = alock_lock(t, 42, &hold);                    // 0, or ALOCK_OWNERDEAD (held)
+       if (rc < 0) { fprintf(stderr, "%s\n", alock_strerror(rc)); return 1; }
+       counter++;                                            // the critical section
+       alock_unlock(&hold);
+       alock_table_close(t);                                 // alock_table_unlink removes it
+   A remote process: the table's node registers what alock_table_lines names and tells remote
+   processes its address and key; a remote process registers ALOCK_REMOTE_MEM(ndesc) bytes of
+   its own for its descriptors, calls alock_remote_create with a link to the table's node,
+   alock_remote_set_peer for every other remote process, then alock_remote_lock / _unlock.
+
+   3. CONCEPTS
+   -----------
    RDMA gives no atomicity between a CPU's read-modify-write and a NIC's on the same word (Soft-RoCE
    performs a remote atomic as a plain load then store). ALock splits the users of a lock into a
    local cohort (CPU atomics, zero RDMA operations) and a remote cohort (RDMA atomics), each an
@@ -52,12 +70,11 @@
    next @32) is in its own memory: local ones in the table, remote ones in the remote process's
    registered memory, so every waiter spins on its own line. The lock passes within a cohort
    with budget - 1; a waiter handed 0 re-arbitrates (Peterson again), so neither cohort starves
-   the other: with budget B, a waiting cohort leader gets the lock after at most B acquisitions
-   by the other cohort.
-   A leader that finds the other cohort's tail empty right after raising its own flag enters at
-   once, without writing victim: a local lock+unlock that meets no remote user is an exchange,
-   two loads and a compare-and-swap; a remote one is a compare-and-swap, one READ of the line
-   and a compare-and-swap.
+   the other: once a waiting leader has written victim, the other cohort enters at most budget
+   more times before it. A leader that finds the other cohort's tail empty right after raising
+   its own flag enters at once, without writing victim: a local lock+unlock that meets no remote
+   user is an exchange, two loads and a compare-and-swap; a remote one is a compare-and-swap,
+   one READ of the line and a compare-and-swap.
    The table lives in a shmheap (shmheap.h): every local process of the pod opens it and locks
    with CPU atomics. A remote process reaches the lock lines through one connection to the
    table's node, and the descriptors of other remote processes through connections to them:
@@ -67,29 +84,13 @@
    loop, which is lock-free, not starvation-free (tests/alock.pml shows the starving run).
    The protocol is model-checked with Spin (tests/alock.pml, tests/alock_model.sh).
 
-   3. EXAMPLE
-   ----------
-       shmheap *h;  alock_table *t;  alock_hold hold;
-       shmheap_create("locks", NULL, &h);                    // other processes: shmheap_open
-       alock_table_create(h, "table", &(alock_table_opts){.nlocks = 1024}, &t); // or _open
-       int rc = alock_lock(t, 42, &hold);                    // 0, or ALOCK_OWNERDEAD (held)
-       if (rc < 0) { fprintf(stderr, "%s\n", alock_strerror(rc)); return 1; }
-       counter++;                                            // the critical section
-       alock_unlock(&hold);
-       alock_table_close(t);                                 // alock_table_unlink: remove it
-   A remote process: the table's node registers what alock_table_lines names and tells remote
-   processes its address and key; a remote process registers ALOCK_REMOTE_MEM(ndesc) bytes of
-   its own for its descriptors, calls alock_remote_create with a link to the table's node,
-   alock_remote_set_peer for every other remote process, then alock_remote_lock / _unlock.
-
-   4. DEAD HOLDERS AND WAITERS
-   ---------------------------
-   Every local handle holds an open-file-description lock on one byte (its slot) of the table's
-   liveness file; the kernel drops it when the process dies, in any pid namespace. What happens:
+   Dead holders and waiters. Every local handle holds an open-file-description lock on one byte
+   (its slot) of the table's liveness file; the kernel drops it when the process dies, in any
+   pid namespace. What happens:
    - A local process dies holding a lock, or dies queued for one: the lock reaches its
      descriptor and stays there until a live process takes it over. Its local successor does so
-     by itself: while it waits it looks at its predecessor's slot every ALOCK_DEFAULT_CHECK_MS,
-     and once the dead predecessor has been handed the lock, it takes the lock and re-arbitrates.
+     by itself: while it waits it looks at its predecessor's slot every check_ms, and once the
+     dead predecessor has been handed the lock, it takes the lock and re-arbitrates.
      alock_lock returns ALOCK_OWNERDEAD (the lock is held) when the dead process had entered its
      critical section: the data it protects may be half-updated. With no local successor (the
      dead descriptor is the local tail), remote waiters wait until a local process locks that
@@ -108,26 +109,49 @@
    - A lock never hands the protected data back in a known state: ALOCK_OWNERDEAD only says that
      the holder died inside its critical section.
 
+   4. OPTIONS
+   ----------
+   Zero means the default; NULL opts means all defaults (alock_table_create needs nlocks).
+   alock_table_opts (create; check_ms, log and log_user also for open):
+       nlocks     locks in the table, 1..2^24 (required)
+       budget     hand-offs within a cohort before re-arbitration: ALOCK_DEFAULT_BUDGET
+       slots      local handles open at once: ALOCK_DEFAULT_SLOTS (at most ALOCK_MAX_SLOTS)
+       ndesc      locks one local handle holds or waits for at once: ALOCK_DEFAULT_NDESC
+       check_ms   how often a waiter looks at its predecessor's liveness: ALOCK_DEFAULT_CHECK_MS
+       live_path  the liveness file: /dev/shm/alock.<heap address>.<table name>
+       log, log_user  log callback (levels ALOCK_LOG_*); NULL = silent, or stderr when ALOCK_DEBUG
+                  is set in the environment
+   alock_remote_opts (all required but budget, log and log_user):
+       id         this process's id among the table's remote processes, 1..65535, unique
+       lines_addr, nlocks, budget  what the table's node reports (alock_table_lines; the budget
+                  it was created with, 0 = ALOCK_DEFAULT_BUDGET)
+       home       the link to the table's node
+       descs, ndesc  ALOCK_REMOTE_MEM(ndesc) bytes, 64-byte aligned, registered by the caller for
+                  remote read and write: the other remote processes' links reach it
+   alock_verbs_link_create: timeout_ms bounds each operation (0 = ALOCK_DEFAULT_OP_TIMEOUT_MS).
+
    5. THREAD SAFETY
    ----------------
    alock_table functions may be called from any thread of any local process; one alock_hold
-   per acquisition. An alock_remote (its queue pairs and completion queues) is used by one
-   thread at a time: give every thread of a remote process its own.
+   per acquisition. An alock_remote (and the links it uses) is used by one thread at a time:
+   give every thread of a remote process its own.
 
    6. ERRORS
    ---------
-   0 or a negative code: ALOCK_E_* or -errno (verbs errors are converted at the boundary).
-   alock_strerror(code) explains it. ALOCK_OWNERDEAD (positive) means success with news.
+   0 or a negative code: ALOCK_E_* (ALOCK_ERRORS lists them), shmheap's codes from the heap,
+   or -errno (verbs errors are converted at the boundary). alock_strerror(code) explains it.
+   ALOCK_OWNERDEAD (positive) means success with news.
 
    7. LIMITS
    ---------
    Linux x86-64/aarch64. Up to 2^24 locks per table; up to ALOCK_MAX_SLOTS local process
    handles and up to 65535 remote processes (16-bit ids, 48-bit addresses in descriptor
-   pointers). A local process holds or waits for at most ndesc locks at once (default 64),
-   ALOCK_E_NODESC beyond. The liveness file must support OFD locks (/dev/shm does); without it
-   dead local processes are not recognised. A process that forks shares its slot's byte lock
-   with the child: open the table again in the child. A remote process waits in the queue
-   without a deadline: alock_remote_lock has no timeout variant.
+   pointers). A local handle holds or waits for at most ndesc locks at once, ALOCK_E_NODESC
+   beyond; a remote descriptor whose RDMA operation failed after it was queued stays reserved.
+   The liveness file must support OFD locks (/dev/shm does); without it dead local processes
+   are not recognised. A process that forks shares its slot's byte lock with the child: open the
+   table again in the child. A remote process waits in the queue without a deadline:
+   alock_remote_lock has no timeout variant.
 */
 #ifndef ALOCK_H
 #define ALOCK_H
@@ -167,20 +191,24 @@ extern "C" {
 #define ALOCK_LOCAL 1                 /* victim values */
 #define ALOCK_REMOTE 2
 
-enum {
-    ALOCK_OWNERDEAD = 1,              /* held; the previous holder died in its critical section */
-    ALOCK_E_INVAL = -3000,            /* bad argument (lock index out of range, ...) */
-    ALOCK_E_BUSY,                     /* trylock: held by someone else */
-    ALOCK_E_TIMEDOUT,                 /* the deadline passed before the lock was ours */
-    ALOCK_E_NOTSUP,                   /* built without the remote cohort (ALOCK_NO_RDMA) */
-    ALOCK_E_NODESC,                   /* this process already holds or waits for ndesc locks */
-    ALOCK_E_NOSLOT,                   /* the table has no free process slot */
-    ALOCK_E_BADTABLE,                 /* not an alock table (magic, version or sizes) */
-    ALOCK_E_PEER,                     /* an RDMA operation failed: a peer or connection is gone */
-    ALOCK_E_NOTFOUND                  /* no table of that name in the heap */
-};
+#define ALOCK_OWNERDEAD 1 /* held; the previous holder died in its critical section */
 
-typedef void (*alock_log_fn)(const char *msg, void *user);
+#define ALOCK_ERRORS(X)                                                                            \
+    X(ALOCK_E_INVAL, -3000, "invalid argument")                                                    \
+    X(ALOCK_E_BUSY, -2999, "the lock is held (trylock)")                                           \
+    X(ALOCK_E_TIMEDOUT, -2998, "the deadline passed before the lock was taken")                    \
+    X(ALOCK_E_NOTSUP, -2997, "not supported: built without the remote cohort (ALOCK_NO_RDMA)")     \
+    X(ALOCK_E_NODESC, -2996, "this handle holds or waits for ndesc locks already")                 \
+    X(ALOCK_E_NOSLOT, -2995, "the lock table has no free process slot")                            \
+    X(ALOCK_E_BADTABLE, -2994, "not an alock table (magic, version or sizes)")                     \
+    X(ALOCK_E_PEER, -2993, "an RDMA operation failed: the peer or the connection is gone")         \
+    X(ALOCK_E_NOTFOUND, -2992, "no lock table of that name")
+#define ALOCK__ERROR_ENUM(name, value, text) name = value,
+enum { ALOCK_ERRORS(ALOCK__ERROR_ENUM) };
+#undef ALOCK__ERROR_ENUM
+
+enum { ALOCK_LOG_ERROR = 0, ALOCK_LOG_WARN = 1, ALOCK_LOG_INFO = 2, ALOCK_LOG_DEBUG = 3 };
+typedef void (*alock_log_fn)(int level, const char *msg, void *user);
 
 /* Zero means default. */
 typedef struct alock_table_opts {
@@ -190,7 +218,7 @@ typedef struct alock_table_opts {
     uint32_t ndesc;       /* create: ALOCK_DEFAULT_NDESC descriptors per slot */
     uint32_t check_ms;    /* ALOCK_DEFAULT_CHECK_MS */
     const char *live_path; /* create: the liveness file; NULL = /dev/shm/alock.<heap>.<name> */
-    alock_log_fn log;     /* NULL = silent, or stderr when ALOCK_LOG is set */
+    alock_log_fn log;     /* NULL = silent, or stderr when ALOCK_DEBUG is set */
     void *log_user;
 } alock_table_opts;
 
@@ -235,7 +263,7 @@ ALOCK_API int alock_recover(alock_table *t);
    one from an RC queue pair. conn is handed back to every call. */
 typedef struct alock_link {
     int (*cas)(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired, uint64_t *old);
-    int (*faa)(void *conn, uint64_t raddr, uint64_t add, uint64_t *old); /* ALOCK_DEBUG only */
+    int (*faa)(void *conn, uint64_t raddr, uint64_t add, uint64_t *old); /* ALOCK_CHECK_RMW only */
     int (*read)(void *conn, uint64_t raddr, void *dst, uint32_t len);
     int (*write)(void *conn, uint64_t raddr, const void *src, uint32_t len);
     void *conn;
@@ -311,6 +339,13 @@ ALOCK_API int alock_verbs_link_destroy(alock_link *link);
 #include <assert.h>
 #define ALOCK_ASSERT(x) assert(x)
 #endif
+#if defined(ALOCK_MALLOC) != defined(ALOCK_FREE)
+#error "alock.h: define both ALOCK_MALLOC and ALOCK_FREE, or neither"
+#endif
+#ifndef ALOCK_MALLOC
+#define ALOCK_MALLOC(size) malloc(size)
+#define ALOCK_FREE(p) free(p)
+#endif
 
 /* ---------------------------------------------------------------------------------------- */
 /* >>layout                                                                                  */
@@ -322,7 +357,7 @@ ALOCK_API int alock_verbs_link_destroy(alock_link *link);
 #define ALOCK__RECLAIMED (-3)  /* a dead owner's grant was taken over */
 #define ALOCK__LIVE_OFF ((off_t)1 << 40)
 
-/* One lock: the paper's layout. @48 and @56 hold ALOCK_DEBUG's marks: each is changed by one
+/* One lock: the paper's layout. @48 and @56 hold ALOCK_CHECK_RMW's marks: each is changed by one
    kind of read-modify-write only (RDMA fetch-and-add, CPU fetch-or). */
 typedef struct alock__line {
     uint64_t r_tail;      /* remote descriptor: id << 48 | address; 0 = empty */
@@ -331,8 +366,8 @@ typedef struct alock__line {
     uint64_t pad1;
     uint64_t victim;      /* ALOCK_LOCAL or ALOCK_REMOTE */
     uint64_t pad2;
-    uint64_t rdma_marks;  /* ALOCK_DEBUG: byte k counts RDMA read-modify-writes of word k */
-    uint64_t cpu_marks;   /* ALOCK_DEBUG: bit k = a CPU read-modify-write of word k */
+    uint64_t rdma_marks;  /* ALOCK_CHECK_RMW: byte k counts RDMA read-modify-writes of word k */
+    uint64_t cpu_marks;   /* ALOCK_CHECK_RMW: bit k = a CPU read-modify-write of word k */
 } alock__line;
 
 /* A waiter's descriptor. Local ones live in the table (slot s owns ndesc of them). */
@@ -385,44 +420,32 @@ ALOCK_API const char *alock_strerror(int code)
     switch (code) {
     case 0: return "success";
     case ALOCK_OWNERDEAD: return "held; the previous holder died in its critical section";
-    case ALOCK_E_INVAL: return "invalid argument";
-    case ALOCK_E_BUSY: return "lock is held";
-    case ALOCK_E_TIMEDOUT: return "deadline passed before the lock was taken";
-    case ALOCK_E_NOTSUP: return "not supported: built without the remote cohort (ALOCK_NO_RDMA)";
-    case ALOCK_E_NODESC: return "this process holds or waits for too many locks (ndesc)";
-    case ALOCK_E_NOSLOT: return "the lock table has no free process slot";
-    case ALOCK_E_BADTABLE: return "not an alock table (magic, version or sizes)";
-    case ALOCK_E_PEER: return "an RDMA operation failed: peer or connection gone";
-    case ALOCK_E_NOTFOUND: return "no lock table of that name";
+#define ALOCK__CASE(name, value, text) case name: return text;
+        ALOCK_ERRORS(ALOCK__CASE)
+#undef ALOCK__CASE
     default: break;
     }
-    if (code < 0 && code > -4096) return strerror(-code);
+    if (code < 0 && code > -1000) return strerror(-code);
     return shmheap_strerror(code);
 }
 
-static void alock__logf(alock_log_fn fn, void *user, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void alock__logf(alock_log_fn fn, void *user, const char *fmt, ...)
+static int alock__env_debug = -1;
+static void alock__logf(alock_log_fn fn, void *user, int level, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void alock__logf(alock_log_fn fn, void *user, int level, const char *fmt, ...)
 {
-    static int env = -1;
-    if (!fn) {
-        if (env < 0) env = getenv("ALOCK_LOG") != NULL;
-        if (!env) return;
-    }
-    char buf[256];
+    struct rcp__logger lg = rcp__logger_pick(fn, user, &alock__env_debug, "ALOCK_DEBUG", "alock");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
+    rcp__logv(&lg, level, fmt, ap);
     va_end(ap);
-    if (fn) fn(buf, user);
-    else fprintf(stderr, "[alock %d] %s\n", (int)getpid(), buf);
 }
-#define ALOCK__LOG(t, ...) alock__logf((t)->log, (t)->log_user, __VA_ARGS__)
+#define ALOCK__LOG(t, level, ...) alock__logf((t)->log, (t)->log_user, (level), __VA_ARGS__)
 
-/* ALOCK_DEBUG: a CPU read-modify-write of word k of a line (k = byte offset / 8) */
+/* ALOCK_CHECK_RMW: a CPU read-modify-write of word k of a line (k = byte offset / 8) */
 static inline void alock__cpu_rmw_mark(alock__line *L, unsigned k)
 {
-#ifdef ALOCK_DEBUG
+#ifdef ALOCK_CHECK_RMW
     ALOCK_ASSERT(((rcp__load(&L->rdma_marks) >> (8 * k)) & 0xff) == 0 &&
                  "a word of the lock line saw both CPU and RDMA read-modify-write");
     __atomic_fetch_or(&L->cpu_marks, 1ull << k, __ATOMIC_RELAXED);
@@ -475,7 +498,7 @@ static int alock__live_open(alock_table *t, int create)
 {
     t->live_fd = open(t->hdr->live_path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
     if (t->live_fd < 0) {
-        ALOCK__LOG(t, "liveness file %s: %s (dead processes will not be recognised)",
+        ALOCK__LOG(t, ALOCK_LOG_WARN, "liveness file %s: %s (dead processes will not be recognised)",
                    t->hdr->live_path, strerror(errno));
     }
     return 0;
@@ -528,8 +551,9 @@ static int alock__claim_slot(alock_table *t)
 static int alock__attach(shmheap *h, alock__hdr *H, const alock_table_opts *o, int create,
                          alock_table **out)
 {
-    alock_table *t = (alock_table *)calloc(1, sizeof *t);
+    alock_table *t = (alock_table *)ALOCK_MALLOC(sizeof *t);
     if (!t) return -ENOMEM;
+    memset(t, 0, sizeof *t);
     char *base = (char *)H;
     t->hdr = H;
     t->nlocks = H->nlocks;
@@ -544,14 +568,14 @@ static int alock__attach(shmheap *h, alock__hdr *H, const alock_table_opts *o, i
     t->log_user = o ? o->log_user : NULL;
     t->slot = UINT32_MAX;
     if (!shmheap_contains(h, base, H->total)) {
-        free(t);
+        ALOCK_FREE(t);
         return ALOCK_E_BADTABLE;
     }
     alock__live_open(t, create);
     int rc = alock__claim_slot(t);
     if (rc) {
         if (t->live_fd >= 0) close(t->live_fd);
-        free(t);
+        ALOCK_FREE(t);
         return rc;
     }
     *out = t;
@@ -624,7 +648,7 @@ ALOCK_API int alock_table_close(alock_table *t)
     if (!t) return 0;
     if (t->live_fd >= 0) close(t->live_fd); /* drops our slot's byte lock */
     else if (t->slot != UINT32_MAX) rcp__store(&t->slots[t->slot].owner, (uint64_t)0);
-    free(t);
+    ALOCK_FREE(t);
     return 0;
 }
 
@@ -792,7 +816,7 @@ static int alock__lock(alock_table *t, uint32_t idx, uint64_t deadline, int try_
             if (p && now >= next_check) {
                 next_check = now + t->check_ns;
                 if (alock__slot_live(t, alock__desc_slot(t, p)) == 0 && alock__take_over(p, &ownerdead)) {
-                    ALOCK__LOG(t, "lock %u: took over from a dead process (slot %u)%s", idx,
+                    ALOCK__LOG(t, ALOCK_LOG_INFO, "lock %u: took over from a dead process (slot %u)%s", idx,
                                alock__desc_slot(t, p), ownerdead ? ", which held it" : "");
                     b = 0;
                     break;
@@ -870,13 +894,13 @@ static int alock__release_dead(alock_table *t, alock__desc *d)
         uint64_t end = rcp__now_ns() + 1000000000ull; /* its successor is linking itself */
         while (!(n = rcp__load(&d->next)) && rcp__now_ns() < end) sched_yield();
         if (!n) {
-            ALOCK__LOG(t, "lock %llu: a dead holder's successor never linked itself",
+            ALOCK__LOG(t, ALOCK_LOG_WARN, "lock %llu: a dead holder's successor never linked itself",
                        (unsigned long long)(lk - 1));
             return 1;
         }
     }
     if (alock__desc_ok(t, n)) alock__grant(t, L, (alock__desc *)(uintptr_t)n, 0);
-    ALOCK__LOG(t, "lock %llu: released for a dead process", (unsigned long long)(lk - 1));
+    ALOCK__LOG(t, ALOCK_LOG_INFO, "lock %llu: released for a dead process", (unsigned long long)(lk - 1));
     return 1;
 }
 
@@ -963,10 +987,10 @@ static int alock__r_read_line(alock_remote *r, uint64_t raddr, alock__line *out)
     return r->o.home.read(r->o.home.conn, raddr, out, sizeof *out) ? ALOCK_E_PEER : 0;
 }
 
-/* ALOCK_DEBUG: an RDMA read-modify-write of word k of line raddr */
+/* ALOCK_CHECK_RMW: an RDMA read-modify-write of word k of line raddr */
 static int alock__rdma_rmw_mark(alock_remote *r, uint64_t raddr, unsigned k)
 {
-#ifdef ALOCK_DEBUG
+#ifdef ALOCK_CHECK_RMW
     alock__line l;
     uint64_t old;
     int rc = alock__r_read_line(r, raddr, &l);
@@ -988,8 +1012,9 @@ ALOCK_API int alock_remote_create(const alock_remote_opts *opts, alock_remote **
         !opts->nlocks || !opts->lines_addr || (opts->lines_addr & 63) || !opts->descs ||
         ((uintptr_t)opts->descs & 63) || !opts->ndesc)
         return ALOCK_E_INVAL;
-    alock_remote *r = (alock_remote *)calloc(1, sizeof *r);
+    alock_remote *r = (alock_remote *)ALOCK_MALLOC(sizeof *r);
     if (!r) return -ENOMEM;
+    memset(r, 0, sizeof *r);
     r->o = *opts;
     if (!r->o.budget) r->o.budget = ALOCK_DEFAULT_BUDGET;
     r->descs = (alock__desc *)opts->descs;
@@ -1000,7 +1025,7 @@ ALOCK_API int alock_remote_create(const alock_remote_opts *opts, alock_remote **
 
 ALOCK_API int alock_remote_destroy(alock_remote *r)
 {
-    free(r);
+    ALOCK_FREE(r);
     return 0;
 }
 
@@ -1039,7 +1064,7 @@ static int alock__r_desc_store(alock_remote *r, uint64_t s, size_t off, uint64_t
         return 0;
     }
     if (!r->peers[id].write) {
-        alock__logf(r->o.log, r->o.log_user, "no link to remote process %u", id);
+        alock__logf(r->o.log, r->o.log_user, ALOCK_LOG_ERROR, "no link to remote process %u", id);
         return ALOCK_E_PEER;
     }
     return alock__r_write8(&r->peers[id], addr + off, v);
@@ -1223,8 +1248,8 @@ ALOCK_API int alock_verbs_link_create(struct ibv_qp *qp, struct ibv_cq *cq, uint
                                       uint32_t timeout_ms, alock_link *out)
 {
     if (!qp || !cq || !out) return ALOCK_E_INVAL;
-    alock__vlink *v = NULL;
-    if (posix_memalign((void **)&v, 64, sizeof *v)) return -ENOMEM;
+    alock__vlink *v = (alock__vlink *)ALOCK_MALLOC(sizeof *v);
+    if (!v) return -ENOMEM;
     memset(v, 0, sizeof *v);
     v->qp = qp;
     v->cq = cq;
@@ -1234,7 +1259,7 @@ ALOCK_API int alock_verbs_link_create(struct ibv_qp *qp, struct ibv_cq *cq, uint
     v->mr = ibv_reg_mr(qp->pd, v->buf, sizeof v->buf, IBV_ACCESS_LOCAL_WRITE);
     if (!v->mr) {
         int rc = rcp__verbs_err(0);
-        free(v);
+        ALOCK_FREE(v);
         return rc;
     }
     out->cas = alock__v_cas;
@@ -1250,7 +1275,7 @@ ALOCK_API int alock_verbs_link_destroy(alock_link *link)
     if (!link || !link->conn) return 0;
     alock__vlink *v = (alock__vlink *)link->conn;
     int rc = ibv_dereg_mr(v->mr);
-    free(v);
+    ALOCK_FREE(v);
     link->conn = NULL;
     return rc ? rcp__verbs_err(rc) : 0;
 }

@@ -6,7 +6,7 @@
    remote cohort's "not supported" in a build without RDMA. The remote cohort is tested on real
    verbs in the VM tier (tests/vm/test_alock_rdma.c). */
 #define ALOCK_NO_RDMA 1 /* plain cc: libc alone */
-#define ALOCK_DEBUG 1   /* the invariant's marks on the CPU side */
+#define ALOCK_CHECK_RMW 1 /* the invariant's marks on the CPU side */
 #define ALOCK_IMPLEMENTATION
 #include "alock.h"
 #include "t.h"

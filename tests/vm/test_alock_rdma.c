@@ -3,14 +3,14 @@
 /* tests/vm/test_alock_rdma.c - alock.h's remote cohort on real verbs (Soft-RoCE).
  *   test_alock_rdma              one guest: the hazard (CPU and RDMA fetch-and-add on one word
  *                                lose updates), local and remote processes (rxe loopback) on one
- *                                lock with exact counts and bounded waiting, ALOCK_DEBUG's
+ *                                lock with exact counts and bounded waiting, ALOCK_CHECK_RMW's
  *                                invariant check, a killed remote holder and its recovery
  *   test_alock_rdma a|b PEER_IP  two guests: a holds the table, with local processes and a
  *                                loopback remote process; b's remote processes lock at once
- * Built with ALOCK_DEBUG: every RDMA and CPU read-modify-write of a lock line is checked
+ * Built with ALOCK_CHECK_RMW: every RDMA and CPU read-modify-write of a lock line is checked
  * against the other kind. Remote processes reach each other's descriptors through their own
  * RC connections, set up over socketpairs (one guest) or TCP (two guests). */
-#define ALOCK_DEBUG 1
+#define ALOCK_CHECK_RMW 1
 #define ALOCK_IMPLEMENTATION
 #include "alock.h"
 #include "vmt.h"
@@ -411,7 +411,7 @@ static void mixed_local_and_remote(void)
     __atomic_store_n(&sh->stop, 0, __ATOMIC_RELEASE);
 }
 
-/* ALOCK_DEBUG: lock 0's remote tail has seen RDMA compare-and-swap; a CPU read-modify-write of
+/* ALOCK_CHECK_RMW: lock 0's remote tail has seen RDMA compare-and-swap; a CPU read-modify-write of
    it must trip the assertion, one of the local tail must not */
 static void debug_invariant_check(void)
 {
