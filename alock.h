@@ -82,7 +82,8 @@
    a connection, so any connection library can carry it; alock_verbs_link_create makes one
    from an RC queue pair. Verbs has no atomic swap: the remote enqueue is a compare-and-swap
    loop, which is lock-free, not starvation-free (tests/alock.pml shows the starving run).
-   The protocol is model-checked with Spin (tests/alock.pml, tests/alock_model.sh).
+   The protocol, timeouts included, is model-checked with Spin (tests/alock.pml,
+   tests/alock_model.sh); the take-over from dead processes is not modelled.
 
    Dead holders and waiters. Every local handle holds an open-file-description lock on one byte
    (its slot) of the table's liveness file; the kernel drops it when the process dies, in any

@@ -18,16 +18,21 @@
  * lock gets it (ltl local_gets_lock) and every remote process that has enqueued gets it (ltl
  * remote_queued_gets_lock). remote_gets_lock (from wanting, not from enqueueing) does NOT hold:
  * the CAS loop that emulates swap can lose forever; the test expects that counter-example.
+ * -DTIMEOUTS adds alock_lock_timeout to the local processes: a waiter may give up (its descriptor
+ * stays queued, marked abandoned, and the granter passes over it), a leader may leave the head
+ * of the queue from Peterson's loop (its successor re-arbitrates).
  * Mutants (-D at spin -a): MUT_CPU_XCHG_RTAIL - local processes join the remote queue with a
  * CPU exchange on the remote tail (the design ALock exists to avoid); MUT_NO_VICTIM - the local
  * leader does not write the victim word; MUT_NO_BUDGET - a cohort hands the lock on forever
- * without re-arbitrating (no budget). Each must give a counter-example. */
+ * without re-arbitrating (no budget); with TIMEOUTS, MUT_GRANT_NO_CAS - the lock is handed to a
+ * waiter with a plain store, blind to its having given up. Each must give a counter-example. */
 
 #ifndef BUDGET
 #define BUDGET 2
 #endif
 #define NONE 0
 #define WAIT 255            /* a descriptor's budget while its owner waits (-1 in alock.h) */
+#define ABANDONED 254       /* TIMEOUTS: its owner's deadline passed (-2 in alock.h) */
 #define LOCAL 1
 #define REMOTE 2
 
@@ -40,6 +45,7 @@ bit rx_next, rx_serving;    /* rxe's atomic_ops_lock, a fair (ticket) spinlock o
 byte incs;                  /* processes in the critical section */
 bool want[5];
 bool queued[5];             /* a remote process is past its enqueue (its CAS loop succeeded) */
+bool freed[5];              /* TIMEOUTS: an abandoned descriptor was passed over and freed */
 
 /* an RDMA compare-and-swap on r_tail as rxe performs it: lock, load, compare, store, unlock */
 inline rxe_cas(expect, desired, old)
@@ -72,9 +78,43 @@ inline pass_on(me)
 #endif
 }
 
+#ifdef TIMEOUTS
+/* hand the lock (budget b) to local successor `first`; pass over the ones that gave up, as
+   alock__grant does: CAS WAIT -> b, else unlink the abandoned one and go on */
+inline grant_local(first, b)
+{
+    s = first; gb = b;
+#ifdef MUT_GRANT_NO_CAS
+    budget[s] = gb; s = 0; gb = 0;   /* the mutant: a plain store, blind to abandonment */
+#else
+    do
+    :: atomic { budget[s] == WAIT -> budget[s] = gb; s = 0; gb = 0 }; break
+    :: budget[s] == ABANDONED ->
+       if
+       :: next[s] == NONE ->
+          atomic { if :: l_tail == s -> l_tail = NONE; freed[s] = 1; s = 0 :: else -> skip fi }
+       :: else -> skip
+       fi;
+       if
+       :: s == 0 -> gb = 0; break
+       :: else ->
+          (next[s] != NONE);
+          n = next[s];
+          freed[s] = 1;
+          s = n; n = 0
+       fi
+    od
+#endif
+}
+#endif
+
 proctype Local(byte me)
 {
     byte pred, rt, v;
+#ifdef TIMEOUTS
+    byte s, n, gb;
+    bit lh;
+#endif
 again:
     want[me] = 1;
     budget[me] = WAIT;
@@ -90,7 +130,18 @@ again:
     :: pred != NONE ->
         next[pred] = me;
         pred = 0;
+#ifdef TIMEOUTS
+        do
+        :: budget[me] != WAIT -> break
+        :: atomic { budget[me] == WAIT -> budget[me] = ABANDONED }; /* the deadline passed */
+           want[me] = 0;
+           (freed[me]);      /* one descriptor per process here: wait until it is passed over */
+           freed[me] = 0;
+           goto again
+        od;
+#else
         (budget[me] != WAIT);
+#endif
         if
         :: budget[me] > 0 -> goto cs
         :: else -> budget[me] = BUDGET
@@ -116,6 +167,20 @@ again:
         do                                       /* two loads, r_tail first */
         :: rt = r_tail; v = victim;
            if :: rt == NONE || v != LOCAL -> break :: else -> skip fi
+#ifdef TIMEOUTS
+        :: rt = 0; v = 0;                        /* the deadline passed: leave the head */
+           if
+           :: next[me] == NONE ->
+              atomic { if :: l_tail == me -> l_tail = NONE; lh = 1 :: else -> skip fi }
+           :: else -> skip
+           fi;
+           if
+           :: lh -> lh = 0
+           :: else -> (next[me] != NONE); grant_local(next[me], 0)
+           fi;
+           want[me] = 0;
+           goto again
+#endif
         od;
         rt = 0; v = 0
     fi;
@@ -132,7 +197,11 @@ cs:
         (next[me] != NONE)
     :: else -> skip
     fi;
+#ifdef TIMEOUTS
+    grant_local(next[me], budget[me] - 1);
+#else
     pass_on(me);
+#endif
     goto again
 }
 

@@ -35,7 +35,8 @@ host() {
         cat "$log/build.log"; echo "FAIL build"; fail=$((fail + 1)); return
     fi
     run_one compile-check sh tests/compile_check.sh
-    run_one alock-model sh tests/alock_model.sh
+    run_one alock-model sh tests/alock_model.sh safety
+    run_one alock-model-liveness sh tests/alock_model.sh liveness
     for t in $BUILD/t/test_*; do
         case $t in *.tsan) continue ;; esac
         [ -x "$t" ] || continue
