@@ -35,6 +35,8 @@ host() {
         cat "$log/build.log"; echo "FAIL build"; fail=$((fail + 1)); return
     fi
     run_one compile-check sh tests/compile_check.sh
+    run_one alock-model sh tests/alock_model.sh safety
+    run_one alock-model-liveness sh tests/alock_model.sh liveness
     for src in $(grep -L '^// VM' tests/test_*.c); do # the binaries of today's sources only
         t=$BUILD/t/$(basename "$src" .c)
         run_one "$(basename $t)" env ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 "$t"

@@ -1,6 +1,7 @@
 #!/bin/sh
 # tests/vm/init.sh - /init of the VM tier's guests (busybox sh). The kernel command line says
-# what to do: rcp.role=single|a|b|cxl|krconn|krconn-bench|perftest, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
+# what to do: rcp.role=single|a|b|cxl|krconn|krconn-bench|perftest|alockbench,
+# rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
 # second serial port (/dev/ttyS1) as "ok/FAIL/skip NAME" lines; the host reads that file. The
 # last line is "guest-done"; without it the host counts the guest as failed.
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -61,6 +62,7 @@ single)
     rdma_up
     export VM_IP="$ip"
     run test_verbs 150 /t/test_verbs
+    run test_alock_rdma 170 /t/test_alock_rdma
     ;;
 a|b)
     rdma_up
@@ -72,6 +74,7 @@ a|b)
     else
         echo "FAIL podheap-$role: no ivshmem device (1af4:1110) found"
     fi
+    run "alock-pair-$role" 120 /t/test_alock_rdma "$role" "$peer"
     ;;
 cxl)
     # reserve the 2 MiB pages of the hugetlbfs test first, before other tests fragment memory
@@ -172,6 +175,10 @@ perftest)
         fi
         wait
     done
+    ;;
+alockbench)
+    rdma_up
+    run alockbench 560 /t/bench_alock_vm
     ;;
 *)
     echo "FAIL guest: unknown role '$role'"

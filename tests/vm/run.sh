@@ -10,6 +10,7 @@
 #   krconn    one guest: krconn.h on rxe0 (tests/vm/test_krconn.c: processes of one guest)
 #   krconn-bench  one guest timing krconn's connects against rdma_cm (cmtime) and plain verbs
 #   perftest  one guest running perftest's ib_*_lat on rxe0 (used by bench/bench_perftest.sh)
+#   alockbench  one guest running alock's lock-table benchmark (used by bench/bench_alock.sh)
 # The kernel package is downloaded once and kept in build/vm/kernel. Needs root for installing
 # missing packages (tests/deps.sh vm); otherwise only qemu and the packages.
 set -u
@@ -257,6 +258,14 @@ run_perftest() {
     collect perftest $(($(date +%s) - t0))
 }
 
+run_alockbench() { # bench/bench_alock.sh: the lock table of tests/vm/bench_alock_vm.c
+    t0=$(date +%s)
+    boot alockbench alockbench "rcp.ip=10.0.2.15" -m 1G \
+        -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:0f
+    tr -d '\r' <"$OUT/alockbench.results" | grep -E '^(alock|spin|mcs)' || true
+    collect alockbench $(($(date +%s) - t0))
+}
+
 case $mode in
     all)
         echo "== vm: impl headers as C11 and C++17"
@@ -272,6 +281,7 @@ case $mode in
     krconn) run_krconn ;;
     krconn-bench) run_krconn_bench ;;
     perftest) run_perftest ;;
-    *) echo "usage: $0 [all|single|pair|cxl|krconn|krconn-bench|perftest]"; exit 2 ;;
+    alockbench) run_alockbench ;;
+    *) echo "usage: $0 [all|single|pair|cxl|krconn|krconn-bench|perftest|alockbench]"; exit 2 ;;
 esac
 finish
