@@ -43,9 +43,10 @@
    chunks ("pinned") never exceeds the budget (nppin_opts.budget, by default RLIMIT_MEMLOCK minus
    NPPIN_MEMLOCK_RESERVE, or NPPIN_DEFAULT_BUDGET when the limit is unlimited). To register a
    chunk when the budget is full, the least recently used chunks that no work request and no
-   valid lease uses are deregistered. Memory of the region that no work request touched stays
-   untouched (nppin never reads or writes your memory itself); pinned memory is at most the
-   budget.
+   valid lease uses are deregistered. nppin never reads or writes your memory itself, and pinned
+   memory is at most the budget; but ibv_reg_mr faults in every page it pins, so resident
+   memory grows by the whole registered part of a chunk when it is first registered. Once
+   deregistered, those pages are ordinary memory again, which the kernel may swap out.
 
    3. EXAMPLE
    ----------
@@ -124,6 +125,9 @@
    whole program; userfaultfd events come from the kernel for every path. Its costs: it needs
    Linux 5.11 (UFFD_USER_MODE_ONLY) or vm.unprivileged_userfaultfd=1 or CAP_SYS_PTRACE, anonymous
    memory, shmem or hugetlbfs (other file mappings cannot be watched), one thread per context.
+   nppin_reg watches the whole region at once when it is mapped then; memory mapped later inside
+   it is watched chunk by chunk as chunks are registered, which splits that mapping at chunk
+   boundaries (an mremap of a range spanning two mappings fails with EFAULT, as it always does).
    Where userfaultfd cannot be had, or a chunk's memory cannot be watched, nppin_stats says so
    (stale_detect, unwatched_regs), and the application must call nppin_invalidate(addr, len) for
    memory it unmaps or drops; it is always right to call it (our shmheap's frees of whole spans,
@@ -631,9 +635,9 @@ static void nppin__chunk_span(const nppin_region *rg, size_t idx, uintptr_t *s, 
 /* >>userfaultfd */
 static void nppin__invalidate_locked(nppin_ctx *ctx, uintptr_t s, uintptr_t e);
 
-static void nppin__watch(nppin_ctx *ctx, uintptr_t s, uintptr_t e)
+static int nppin__watch(nppin_ctx *ctx, uintptr_t s, uintptr_t e, int quiet)
 {
-    if (ctx->uffd < 0) return;
+    if (ctx->uffd < 0) return -1;
     size_t pg = nppin__page();
     struct uffdio_register reg;
     memset(&reg, 0, sizeof reg);
@@ -641,11 +645,14 @@ static void nppin__watch(nppin_ctx *ctx, uintptr_t s, uintptr_t e)
     reg.range.len = ((e + pg - 1) & ~(uint64_t)(pg - 1)) - reg.range.start;
     reg.mode = UFFDIO_REGISTER_MODE_WP;
     if (ioctl(ctx->uffd, UFFDIO_REGISTER, &reg)) {
+        if (quiet) return -1;
         ctx->st.unwatched_regs++;
         nppin__log(ctx, NPPIN_LOG_WARN, "userfaultfd cannot watch [%#lx, %#lx): %s (call "
                    "nppin_invalidate for this memory)", (unsigned long)s, (unsigned long)e,
                    strerror(errno));
+        return -1;
     }
+    return 0;
 }
 
 static void nppin__mon_drain(nppin_ctx *ctx)
@@ -875,7 +882,7 @@ static int nppin__get_reg(nppin_ctx *ctx, nppin_region *rg, size_t idx, nppin__r
     if (rc) return rc;
     r = (nppin__reg *)nppin__calloc(1, sizeof *r);
     if (!r) return -ENOMEM;
-    nppin__watch(ctx, s, e); /* before pinning: an unmap from now on is seen */
+    nppin__watch(ctx, s, e, 0); /* before pinning: an unmap from now on is seen */
     errno = 0;
     r->mr = ibv_reg_mr(ctx->pd, (void *)s, e - s, ctx->access);
     if (!r->mr) {
@@ -896,6 +903,7 @@ static int nppin__get_reg(nppin_ctx *ctx, nppin_region *rg, size_t idx, nppin__r
     ctx->pinned += pinned;
     if (ctx->pinned > ctx->st.pinned_peak) ctx->st.pinned_peak = ctx->pinned;
     ctx->st.regs++;
+    *out = r;
     return 0;
 }
 
@@ -1058,6 +1066,9 @@ NPPIN_API int nppin_reg(nppin_ctx *ctx, void *addr, size_t len, nppin_region **o
             goto out;
         }
     }
+    /* watch the whole region at once if it is mapped, so its mapping is not split chunk by
+       chunk; memory mapped later inside it is watched chunk by chunk when registered */
+    if (!rg->odp) nppin__watch(ctx, base, end, 1);
     memmove(ctx->regions + pos + 1, ctx->regions + pos, (ctx->nregions - pos) * sizeof *ctx->regions);
     ctx->regions[pos] = rg;
     ctx->nregions++;

@@ -9,7 +9,7 @@ VM_HAVE_SHMHEAP := $(shell grep -qE '^\#if(def)? .*SHMHEAP_IMPLEMENTATION' shmhe
 .PHONY: vm-bins vm-compile-check
 vm-bins: $(VM_BINS)
 
-$(BUILD)/vm/bin/%: tests/vm/%.c tests/vm/vmt.h tests/t.h $(HEADERS)
+$(BUILD)/vm/bin/%: tests/vm/%.c $(wildcard tests/vm/*.h) tests/t.h $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) -std=c11 $(CFLAGS) $(WARN) -pthread -I. -DVMT_HAVE_SHMHEAP=$(VM_HAVE_SHMHEAP) $< -o $@ $(call libs_of,$<)
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/vm/init.sh - /init of the VM tier's guests (busybox sh). The kernel command line says
-# what to do: rcp.role=single|a|b|cxl|perftest, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
+# what to do: rcp.role=single|a|b|cxl|perftest|nppin|nppin-bench, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
 # second serial port (/dev/ttyS1) as "ok/FAIL/skip NAME" lines; the host reads that file. The
 # last line is "guest-done"; without it the host counts the guest as failed.
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -43,6 +43,15 @@ rdma_up() { # eth0 with our address, and rxe0 on it
         echo "ok rxe-setup"
     else
         echo "FAIL rxe-setup: rdma link add rxe0 type rxe netdev eth0 failed"
+    fi
+}
+
+swap_up() { # 512 MiB of zram swap, for paging tests; says why when it cannot
+    if modprobe zram && echo 512M >/sys/block/zram0/disksize && mkswap /dev/zram0 >/dev/null &&
+        swapon /dev/zram0; then
+        echo "# swap: zram0, 512 MiB"
+    else
+        echo "# swap: none (zram setup failed)"
     fi
 }
 
@@ -106,6 +115,15 @@ cxl)
     if grep -qw pku /proc/cpuinfo; then echo "# pku: yes (-cpu max)"; else echo "# pku: no"; fi
     run test_pkey 30 /t/test_pkey
     run test_rpcool_pkey 60 /t/test_rpcool_pkey
+    ;;
+nppin)
+    rdma_up
+    swap_up
+    run test_nppin 170 /t/test_nppin
+    ;;
+nppin-bench)
+    rdma_up
+    run nppin-bench 170 /t/nppin_bench
     ;;
 perftest)
     rdma_up

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/vm/run.sh [all|single|pair|cxl|perftest] - the VM tier: boots Debian's own kernel in
+# tests/vm/run.sh [all|single|pair|cxl|perftest|nppin|nppin-bench] - the VM tier: boots Debian's own kernel in
 # qemu (TCG) with Soft-RoCE, ivshmem and an emulated CXL type-3 device, and runs tests/vm/*.c in
 # the guests. Prints "ok/FAIL/skip NAME" lines and ends with "vm: N passed, N failed, N skipped".
 #   single    one guest: impl/verbs.h on rxe0 (RC, UD, WRITE, READ, atomics, error paths)
@@ -8,6 +8,8 @@
 #   cxl       one guest with a CXL type-3 device (libcxl region -> /dev/daxX.Y) and a file-backed
 #             NVDIMM made devdax (shmheap on /dev/daxX.Y with data); hugetlbfs; pku (shmheap, rpcool)
 #   perftest  one guest running perftest's ib_*_lat on rxe0 (used by bench/bench_perftest.sh)
+#   nppin     one 2 GiB guest with zram swap: nppin.h (tests/vm/test_nppin.c)
+#   nppin-bench  the same guest running tests/vm/nppin_bench.c (used by bench/bench_nppin.sh)
 # The kernel package is downloaded once and kept in build/vm/kernel. Needs root for installing
 # missing packages (tests/deps.sh vm); otherwise only qemu and the packages.
 set -u
@@ -78,7 +80,7 @@ fi
 # ---- initramfs: busybox, the modules we need, test programs, their libraries, rdma-core
 
 MODULES="virtio_pci virtio_net crc32_generic rdma_rxe ib_uverbs cxl_acpi cxl_pci cxl_mem cxl_pmem libnvdimm
-nd_pmem dax_pmem device_dax nfit"
+nd_pmem dax_pmem device_dax nfit zram"
 TOOLS="/usr/bin/rdma /usr/bin/cxl /usr/bin/ndctl /usr/bin/ib_send_lat /usr/bin/ib_write_lat
 /usr/bin/ib_read_lat /usr/bin/ib_atomic_lat"
 
@@ -240,6 +242,14 @@ run_perftest() {
     collect perftest $(($(date +%s) - t0))
 }
 
+run_nppin() { # run_nppin ROLE: one 2 GiB guest (a 1 GiB region fully registered fits)
+    t0=$(date +%s)
+    boot "$1" "$1" "rcp.ip=10.0.2.15" -m 2G \
+        -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:0f
+    [ "$1" = nppin-bench ] && { tr -d '\r' <"$OUT/$1.results" | grep -E '^nppin_bench ' || true; }
+    collect "$1" $(($(date +%s) - t0))
+}
+
 case $mode in
     all)
         echo "== vm: impl headers as C11 and C++17"
@@ -248,11 +258,12 @@ case $mode in
         pass=$((pass + $(grep -c '^ok ' "$OUT/compile.log")))
         fail=$((fail + $(grep -c '^FAIL ' "$OUT/compile.log")))
         skip=$((skip + $(grep -c '^skip ' "$OUT/compile.log")))
-        run_single; run_pair; run_cxl ;;
+        run_single; run_pair; run_cxl; run_nppin nppin ;;
     single) run_single ;;
     pair) run_pair ;;
     cxl) run_cxl ;;
     perftest) run_perftest ;;
-    *) echo "usage: $0 [all|single|pair|cxl|perftest]"; exit 2 ;;
+    nppin|nppin-bench) run_nppin "$mode" ;;
+    *) echo "usage: $0 [all|single|pair|cxl|perftest|nppin|nppin-bench]"; exit 2 ;;
 esac
 finish
