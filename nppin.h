@@ -487,7 +487,7 @@ struct nppin_peer {
     nppin_ctx *ctx;
     nppin_chan chan;
     int idx, dead;
-    uint64_t seq;
+    uint64_t seq, last_progress;
     nppin_remote *remotes;
     /* the answer a waiting miss is looking for */
     uint64_t want_seq;
@@ -1155,6 +1155,7 @@ static void nppin__slot_put(nppin_ctx *ctx, nppin__slot *s)
 }
 
 /* >>posting */
+#define NPPIN__STACK_WR 8
 static int nppin__remote_key(nppin_remote *rm, uint64_t addr, size_t *idx, nppin__rkey **k);
 
 /* Build and post the work requests of one post; the slot holds every chunk involved. */
@@ -1175,9 +1176,13 @@ static int nppin__post(nppin_ctx *ctx, struct ibv_qp *qp, int opcode, uint64_t w
         if ((rc = nppin__get_reg(ctx, rg, i, &r)) || (rc = nppin__slot_hold(s, r, NULL, 0))) goto fail;
     }
     {
-        size_t nwr = 0, cap = 0;
-        struct ibv_sge *sge = NULL;
-        struct ibv_send_wr *wr = NULL;
+        /* up to NPPIN__STACK_WR pieces on the stack, more on the heap */
+        struct ibv_sge sge_st[NPPIN__STACK_WR];
+        struct ibv_send_wr wr_st[NPPIN__STACK_WR];
+        size_t nwr = 0, cap = NPPIN__STACK_WR;
+        struct ibv_sge *sge = sge_st;
+        struct ibv_send_wr *wr = wr_st;
+        memset(wr_st, 0, sizeof wr_st);
         int two_sided = opcode == IBV_WR_SEND || recv;
         /* pieces: split at local chunk ends, and for a peer's region at its chunk ends */
         for (uintptr_t a = buf; a < buf + len;) {
@@ -1203,8 +1208,9 @@ static int nppin__post(nppin_ctx *ctx, struct ibv_qp *qp, int opcode, uint64_t w
                 struct ibv_sge *ns = (struct ibv_sge *)nppin__calloc(cap, sizeof *ns);
                 struct ibv_send_wr *nw = (struct ibv_send_wr *)nppin__calloc(cap, sizeof *nw);
                 if (!ns || !nw) { NPPIN_FREE(ns); NPPIN_FREE(nw); rc = -ENOMEM; break; }
-                if (nwr) { memcpy(ns, sge, nwr * sizeof *ns); memcpy(nw, wr, nwr * sizeof *nw); }
-                NPPIN_FREE(sge); NPPIN_FREE(wr);
+                memcpy(ns, sge, nwr * sizeof *ns);
+                memcpy(nw, wr, nwr * sizeof *nw);
+                if (sge != sge_st) { NPPIN_FREE(sge); NPPIN_FREE(wr); }
                 sge = ns; wr = nw;
             }
             nppin__reg *lr = rg->odp ? rg->odp : rg->chunk[li];
@@ -1252,16 +1258,14 @@ static int nppin__post(nppin_ctx *ctx, struct ibv_qp *qp, int opcode, uint64_t w
                    slot keeps its holds for the context's lifetime */
                 nppin__log(ctx, NPPIN_LOG_ERROR, "ibv_post_send took %d of %zu pieces; their "
                            "chunks stay registered", (int)(bad - wr), nwr);
-                NPPIN_FREE(sge);
-                NPPIN_FREE(wr);
+                if (sge != sge_st) { NPPIN_FREE(sge); NPPIN_FREE(wr); }
                 s->user_wr_id = wr_id;
                 s->used = 2;
                 return -rc;
             }
             if (rc) rc = -rc;
         }
-        NPPIN_FREE(sge);
-        NPPIN_FREE(wr);
+        if (sge != sge_st) { NPPIN_FREE(sge); NPPIN_FREE(wr); }
         if (rc) goto fail;
     }
     s->user_wr_id = wr_id;
@@ -1616,8 +1620,12 @@ static int nppin__remote_key(nppin_remote *rm, uint64_t raddr, size_t *idx_out, 
     nppin__rkey *k = &rm->c[idx];
     uint64_t now = nppin__now();
     uint64_t lease = (uint64_t)ctx->o.lease_ms * 1000000ull;
-    /* take the revocations that have arrived first */
-    nppin__progress_locked(p, 0);
+    /* take the revocations that have arrived, at most every 200 us: a lease stays valid until
+       its time is up whether or not its revocation was read, so this only makes returns prompt */
+    if (now - p->last_progress > 200000) {
+        p->last_progress = now;
+        nppin__progress_locked(p, 0);
+    }
     if (k->until && now < k->until && (k->until == UINT64_MAX || k->until - now > lease / 2)) {
         *idx_out = idx;
         *out = k;
@@ -1924,7 +1932,9 @@ NPPIN_API void nppin_chan_verbs_destroy(nppin_chan *chan)
 /* >>stats */
 NPPIN_API int nppin_stats_get(nppin_ctx *ctx, nppin_stats *out)
 {
-    if (!ctx || !out) return -EINVAL;
+    if (!out) return -EINVAL;
+    memset(out, 0, sizeof *out);
+    if (!ctx) return -EINVAL;
     pthread_mutex_lock(&ctx->mu);
     *out = ctx->st;
     out->pinned = ctx->pinned;

@@ -123,7 +123,7 @@ nppin)
     ;;
 nppin-bench)
     rdma_up
-    run nppin-bench 170 /t/nppin_bench
+    run nppin-bench 380 /t/nppin_bench
     ;;
 perftest)
     rdma_up
