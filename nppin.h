@@ -100,7 +100,9 @@
    dead or silent is waited out until the lease expires. Messages are handled when either side
    calls nppin_peer_progress, or on a miss, or in nppin_sync. While chunks are being revoked,
    requests for them are answered "busy", and the asking side retries until request_timeout_ms.
-   A peer's bytes are checked, never trusted: a bad message is counted and dropped.
+   A miss the owner cannot serve fails with the owner's reason (for example -EFAULT when that
+   memory is not mapped there, or NPPIN_E_PINLIMIT), or NPPIN_E_HANDLE for a region it does not
+   have. A peer's bytes are checked, never trusted: a bad message is counted and dropped.
 
    6. STALE MAPPINGS, ODP AND FORK
    -------------------------------
@@ -285,7 +287,7 @@ typedef struct nppin_stats {
 } nppin_stats;
 
 NPPIN_API int nppin_create(struct ibv_pd *pd, const nppin_opts *opts, nppin_ctx **out);
-NPPIN_API int nppin_destroy(nppin_ctx *ctx);
+NPPIN_API int nppin_destroy(nppin_ctx *ctx); /* also deregisters its regions, destroys its peers */
 NPPIN_API int nppin_reg(nppin_ctx *ctx, void *addr, size_t len, nppin_region **out);
 NPPIN_API int nppin_dereg(nppin_region *rg);
 
@@ -521,6 +523,7 @@ struct nppin_ctx {
     nppin_peer *peers[NPPIN_MAX_PEERS];
     nppin_stats st;
     int log_env;
+    uint64_t coarse_res;            /* resolution of CLOCK_MONOTONIC_COARSE if under 10 ms, else 0 */
     /* userfaultfd */
     int uffd, pipe_rd, pipe_wr;
     pthread_t mon;
@@ -536,6 +539,16 @@ static uint64_t nppin__now(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The clock of a holder's fast path: CLOCK_MONOTONIC_COARSE reads no hardware (a real clock
+   read can be a system call in a VM). Advanced by its resolution, it is never behind
+   CLOCK_MONOTONIC, so a lease checked with it ends early, never late. */
+static uint64_t nppin__now_late(const nppin_ctx *ctx)
+{
+    struct timespec ts;
+    if (!ctx->coarse_res || clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)) return nppin__now();
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + ctx->coarse_res;
 }
 
 static void nppin__log(nppin_ctx *ctx, int level, const char *fmt, ...)
@@ -960,6 +973,10 @@ NPPIN_API int nppin_create(struct ibv_pd *pd, const nppin_opts *opts, nppin_ctx 
     ctx->st.budget = ctx->budget;
     ctx->st.chunk_size = cs;
     ctx->st.fork_status = (int)ibv_is_fork_initialized();
+    struct timespec res;
+    if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && res.tv_sec == 0 && res.tv_nsec < 10000000 &&
+        (uint64_t)res.tv_nsec * 4 < (uint64_t)ctx->o.lease_margin_ms * 1000000ull)
+        ctx->coarse_res = (uint64_t)res.tv_nsec;
     ctx->lru.prev = ctx->lru.next = &ctx->lru;
     ctx->retired.prev = ctx->retired.next = &ctx->retired;
     ctx->next_id = 1;
@@ -1155,6 +1172,8 @@ static void nppin__slot_put(nppin_ctx *ctx, nppin__slot *s)
 }
 
 /* >>posting */
+static int nppin__progress_all(nppin_ctx *ctx);
+static int nppin__progress_locked(nppin_peer *p, uint64_t timeout_ns);
 #define NPPIN__STACK_WR 8
 static int nppin__remote_key(nppin_remote *rm, uint64_t addr, size_t *idx, nppin__rkey **k);
 
@@ -1185,9 +1204,13 @@ static int nppin__post(nppin_ctx *ctx, struct ibv_qp *qp, int opcode, uint64_t w
         memset(wr_st, 0, sizeof wr_st);
         int two_sided = opcode == IBV_WR_SEND || recv;
         /* pieces: split at local chunk ends, and for a peer's region at its chunk ends */
+        /* a miss below may let go of the mutex while it waits (and another thread could
+           deregister rg): from here on only the held registrations and copies are used */
+        uintptr_t cbase = rg->cbase;
+        int odp = rg->odp != NULL;
         for (uintptr_t a = buf; a < buf + len;) {
-            size_t li = (a - rg->cbase) / ctx->cs;
-            uintptr_t lend = rg->odp ? buf + len : rg->cbase + (li + 1) * ctx->cs;
+            size_t li = (a - cbase) / ctx->cs;
+            uintptr_t lend = odp ? buf + len : cbase + (li + 1) * ctx->cs;
             if (lend > buf + len) lend = buf + len;
             uint64_t raddr = 0;
             uint32_t rkey = 0;
@@ -1213,7 +1236,7 @@ static int nppin__post(nppin_ctx *ctx, struct ibv_qp *qp, int opcode, uint64_t w
                 if (sge != sge_st) { NPPIN_FREE(sge); NPPIN_FREE(wr); }
                 sge = ns; wr = nw;
             }
-            nppin__reg *lr = rg->odp ? rg->odp : rg->chunk[li];
+            nppin__reg *lr = s->h[odp ? 0 : li - first].reg;
             sge[nwr].addr = a;
             sge[nwr].length = (uint32_t)(lend - a);
             sge[nwr].lkey = lr->mr->lkey;
@@ -1334,6 +1357,7 @@ static int nppin__complete_locked(nppin_ctx *ctx, struct ibv_wc *wc)
         wc->vendor_err = s->err_vendor;
     }
     nppin__slot_put(ctx, s);
+    if (ctx->retired.next != &ctx->retired) nppin__reap(ctx);
     return 1;
 }
 
@@ -1381,8 +1405,7 @@ NPPIN_API int nppin_xfer(nppin_ctx *ctx, struct ibv_qp *qp, struct ibv_cq *cq, i
                                       : nppin_post_read(ctx, qp, 0x6e707866ull, (void *)p, n, &pt, 0);
         if (rc == NPPIN_E_BUSY) {
             if (nppin__now() >= deadline) return -ETIMEDOUT;
-            for (int i = 0; i < NPPIN_MAX_PEERS; i++)
-                if (ctx->peers[i]) nppin_peer_progress(ctx->peers[i], 0);
+            nppin__progress_all(ctx);
             usleep(200);
             continue;
         }
@@ -1401,6 +1424,22 @@ NPPIN_API int nppin_xfer(nppin_ctx *ctx, struct ibv_qp *qp, struct ibv_cq *cq, i
         off += n;
     }
     return 0;
+}
+
+/* Handle what every live peer has sent; returns how many messages. */
+static int nppin__progress_all(nppin_ctx *ctx)
+{
+    int n = 0;
+    pthread_mutex_lock(&ctx->mu);
+    for (int i = 0; i < NPPIN_MAX_PEERS; i++) {
+        nppin_peer *p = ctx->peers[i];
+        if (!p || p->dead) continue;
+        int k = nppin__progress_locked(p, 0);
+        if (k > 0) n += k;
+    }
+    nppin__reap(ctx);
+    pthread_mutex_unlock(&ctx->mu);
+    return n;
 }
 
 /* >>invalidate */
@@ -1429,10 +1468,7 @@ NPPIN_API int nppin_sync(nppin_ctx *ctx, uint64_t timeout_ns)
         pthread_mutex_unlock(&ctx->mu);
         if (!left) return 0;
         if (nppin__now() >= deadline) return -ETIMEDOUT;
-        int any = 0;
-        for (int i = 0; i < NPPIN_MAX_PEERS; i++)
-            if (ctx->peers[i] && !ctx->peers[i]->dead) any += nppin_peer_progress(ctx->peers[i], 0) > 0;
-        if (!any) usleep(500);
+        if (!nppin__progress_all(ctx)) usleep(500);
     }
 }
 
@@ -1618,7 +1654,7 @@ static int nppin__remote_key(nppin_remote *rm, uint64_t raddr, size_t *idx_out, 
     if (raddr < rm->base || raddr >= rm->base + rm->len) return NPPIN_E_NOTREG;
     size_t idx = (size_t)((raddr - rm->cbase) / rm->cs);
     nppin__rkey *k = &rm->c[idx];
-    uint64_t now = nppin__now();
+    uint64_t now = nppin__now_late(ctx);
     uint64_t lease = (uint64_t)ctx->o.lease_ms * 1000000ull;
     /* take the revocations that have arrived, at most every 200 us: a lease stays valid until
        its time is up whether or not its revocation was read, so this only makes returns prompt */
@@ -1633,6 +1669,7 @@ static int nppin__remote_key(nppin_remote *rm, uint64_t raddr, size_t *idx_out, 
     }
     if (k->until) ctx->st.lease_renewals++;
     else ctx->st.lease_misses++;
+    now = nppin__now();
     uint64_t deadline = now + (uint64_t)ctx->o.request_timeout_ms * 1000000ull;
     unsigned backoff_us = 50;
     for (;;) {
@@ -1670,7 +1707,11 @@ static int nppin__remote_key(nppin_remote *rm, uint64_t raddr, size_t *idx_out, 
             *out = k;
             return 0;
         }
-        if (p->got_type == NPPIN__DENY) return NPPIN_E_HANDLE;
+        if (p->got_type == NPPIN__DENY) {
+            /* the owner's reason, if it is a code we know the range of */
+            uint32_t why = nppin__get32(p->got_msg + 36);
+            return why > 0 && why < 8000 ? -(int)why : NPPIN_E_HANDLE;
+        }
         if (nppin__now() + backoff_us * 1000ull >= deadline) return -ETIMEDOUT;
         /* busy: the owner is revoking; let go of the mutex while waiting */
         pthread_mutex_unlock(&ctx->mu);

@@ -237,7 +237,7 @@ static void random_rw_under_eviction(void)
     uint64_t rng = 0x9e3779b97f4a7c15ull;
     int errors = 0, mismatches = 0, ops = 0;
     uint64_t t0 = rcp__now_ns();
-    for (int i = 0; i < 1500 && !errors && rcp__now_ns() - t0 < 60 * VMT_SEC; i++, ops++) {
+    for (int i = 0; i < 1500 && !errors && rcp__now_ns() - t0 < 45 * VMT_SEC; i++, ops++) {
         unsigned slot = (unsigned)(t_rng(&rng) % SLOTS);
         uint64_t off = (uint64_t)slot * MiB + (slot * 77u) % 4096;
         if (t_rng(&rng) % 2) {
