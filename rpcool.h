@@ -2,8 +2,24 @@
 /* rpcool.h - pointer-passing RPC over CXL shared memory (channels, calls, sealing, sandboxes).
    version 0.1
 
-   USAGE
-   -----
+   TABLE OF CONTENTS
+   -----------------
+   1. Usage           how to build it in, compile-time options, logging
+   2. What it is      channels, connections, calls, waiting, transports
+   3. Example
+   4. Safety modes    RELAXED, COPY, SEAL, SANDBOX and their threat models
+   5. Failures        dead clients and servers, dropped clients, bad input
+   6. Thread safety
+   7. Errors
+   8. Limits
+   9. Design notes
+   The declarations follow this text; then the implementation, whose sections are marked with
+   anchors to grep for: >>implementation >>support >>layout >>state >>errors >>liveness
+   >>contain >>names >>server >>accept >>dispatch >>serve >>handler >>client >>seal >>call
+   >>connect >>builders. The licence (MIT) is at the end of the file.
+
+   1. USAGE
+   --------
    Copy rpcool.h, shmheap.h and the impl/ folder into your project. In exactly one C or C++ file:
 
        #define RPCOOL_IMPLEMENTATION
@@ -13,14 +29,23 @@
    there already), so one define gives a working program. If shmheap's implementation lives in
    another file of yours, define RPCOOL_NO_SHMHEAP_IMPLEMENTATION as well. Other files include
    "rpcool.h" without the define. Build with plain `cc -pthread` on Linux (glibc); no other
-   libraries. Options, defined before the implementation include:
+   libraries. Include rpcool.h before any system header in the implementation file (it needs
+   GNU extensions), or compile with -D_GNU_SOURCE. Options, defined before the implementation
+   include:
        RPCOOL_STATIC         make every rpcool function static (define SHMHEAP_STATIC too for
                              an all-static build)
        RPCOOL_ASSERT(x)      your assert (default: assert from <assert.h>)
-   Set RPCOOL_DEBUG=1 in the environment to log connections, reaping and faults to stderr.
+       RPCOOL_MALLOC(size)   your allocator for the library's private memory (default: malloc
+       RPCOOL_FREE(p)        and free); define both or neither (#error otherwise). When
+                             RPCOOL_IMPLEMENTATION compiles shmheap's implementation and
+                             SHMHEAP_MALLOC/SHMHEAP_FREE are not defined, shmheap uses these too
+   Logging is silent by default. The log field of rpcool_server_opts and rpcool_conn_opts
+   receives connections, reaping and faults (and the messages of the connection heaps); without
+   it, set RPCOOL_DEBUG (any value) in the environment to send them to stderr (read once per
+   process).
 
-   WHAT IT IS
-   ----------
+   2. WHAT IT IS
+   -------------
    A server opens a *channel* by name and registers handlers by id; clients connect to the
    channel and call handlers. Arguments and results are not serialised: they are native data
    structures (pointer-rich if you like) in the connection's shared heap, and a call passes a
@@ -39,46 +64,71 @@
                        writes the slot's response line {status, result pointer, length}: one
                        cache line moves each way, as in a bare ping-pong
 
-   Waiting: both sides busy-poll for spin_ns (default 20 us), then sleep on a shared futex, so
-   an idle server uses no CPU; a sleeping side is woken only when it announced that it sleeps,
-   so a busy pair makes no system calls at all. The clock is read once per 64-128 polls. A
-   polling side yields its CPU (sched_yield) only when the peer was seen on the same CPU
-   (sched_getcpu hints in the channel file): on separate CPUs a yield would only add latency,
-   on a shared CPU it is what lets the peer answer.
-
-   Transports: a connection has a transport (rpcool_conn_opts.transport). Only
-   RPCOOL_TRANSPORT_SHM (one CXL pod; on one host /dev/shm) exists now; RPCOOL_TRANSPORT_RDMA is
-   reserved for connections between pods and fails with RPCOOL_E_NOTSUP.
-
-   EXAMPLE
-   -------
-       // server
-       static int echo(rpcool_ctx *ctx, void *arg, size_t len, void *user)
-       {   char *r = rpcool_ctx_alloc(ctx, len);          // result lives in the client's heap
-           if (!r) return RPCOOL_E_HEAPFULL;
-           memcpy(r, arg, len); rpcool_ctx_reply(ctx, r, len); return 0; }
-       rpcool_server *s;
-       rpcool_server_open("echo", NULL, &s);              // RPCOOL_E_NAMETAKEN if served
-       rpcool_handle(s, 1, echo, NULL, 0);
-       rpcool_server_start(s, 1);                         // or rpcool_serve(s) on this thread
-       ...
-       rpcool_server_close(s);
-
-       // client (another process)
-       rpcool_conn *c;
-       rpcool_connect("echo", NULL, &c);
-       char *msg = rpcool_strdup(c, "hello");             // in the connection heap
-       void *ret; size_t n;
-       int st = rpcool_call(c, 1, msg, 6, &ret, &n);      // st: handler status or error
-       rpcool_free(c, ret); rpcool_free(c, msg);
-       rpcool_close(c);
+   Waiting: both sides busy-poll for spin_ns (RPCOOL_DEFAULT_SPIN_NS, 20 us), then sleep on a
+   shared futex, so an idle server uses no CPU; a sleeping side is woken only when it announced
+   that it sleeps, so a busy pair makes no system calls at all. The clock is read once per
+   64-128 polls. A polling side yields its CPU (sched_yield) only when the peer was seen on the
+   same CPU (sched_getcpu hints in the channel file): on separate CPUs a yield would only add
+   latency, on a shared CPU it is what lets the peer answer.
 
    Asynchronous calls: rpcool_call_async() returns at once with a call id; finish it with
    rpcool_poll() (never blocks), rpcool_wait(), or give a callback and call rpcool_progress()
    from the client's loop (callbacks run inside rpcool_progress, on the caller's thread).
 
-   SAFETY MODES AND THEIR THREAT MODELS
-   ------------------------------------
+   Transports: a connection has a transport (rpcool_conn_opts.transport).
+   RPCOOL_TRANSPORT_SHM (one CXL pod; on one host /dev/shm) is the only one built;
+   RPCOOL_TRANSPORT_RDMA is reserved for connections between pods and fails with
+   RPCOOL_E_NOTSUP.
+
+   3. EXAMPLE
+   ----------
+   One program, run as `./echo serve &` and then `./echo`:
+
+       #define RPCOOL_IMPLEMENTATION
+       #include "rpcool.h"
+       #include <stdio.h>
+       #include <string.h>
+
+       static int echo(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+       {
+           (void)user;
+           char *r = rpcool_ctx_alloc(ctx, len);       // the result lives in the client's heap
+           if (!r) return SHMHEAP_E_FULL;
+           memcpy(r, arg, len);
+           rpcool_ctx_reply(ctx, r, len);
+           return 0;                                   // the status rpcool_call returns
+       }
+
+       static int fail(int rc)
+       {
+           fprintf(stderr, "echo: %s\n", rpcool_strerror(rc));
+           return 1;
+       }
+
+       int main(int argc, char **argv)
+       {
+           int rc;
+           if (argc > 1 && !strcmp(argv[1], "serve")) {
+               rpcool_server *s;
+               if ((rc = rpcool_server_open("echo", NULL, &s))) return fail(rc);
+               rpcool_server_add_handler(s, 1, echo, NULL, 0);
+               return rpcool_serve(s);                 // or rpcool_server_start(s, nthreads)
+           }
+           rpcool_conn *c;
+           if ((rc = rpcool_connect("echo", NULL, &c))) return fail(rc);
+           char *msg = rpcool_strdup(c, "hello");      // in the connection heap
+           void *ret;
+           size_t n;
+           rc = rpcool_call(c, 1, msg, 6, &ret, &n);   // the handler's status, or an error
+           if (rc == 0) printf("%.*s\n", (int)n, (char *)ret);
+           rpcool_free(c, ret);
+           rpcool_free(c, msg);
+           rpcool_disconnect(c);
+           return rc ? fail(rc) : 0;
+       }
+
+   4. SAFETY MODES AND THEIR THREAT MODELS
+   ---------------------------------------
    Flags, combinable. A call gets the union of the client's per-call flags, the client's
    connection default, the channel's policy (server opts) and the handler's flags. Whatever
    the mode, the server treats everything in a client's heap as untrusted input: slot indexes
@@ -102,84 +152,80 @@
        sender cannot change what the handler sees (no time-of-check/time-of-use), bad ranges
        are refused. Pointers *inside* the copy still point into the shared heap; follow them
        with rpcool_ctx_need() or use SANDBOX. Costs a memcpy per call. An argument larger
-       than the server's max_copy (default 64 MiB) fails with RPCOOL_E_TOOBIG, since a client
-       picks its heap's size; a serving thread keeps at most 1 MiB of copy buffer between calls.
+       than the server's max_copy (RPCOOL_DEFAULT_MAX_COPY, 64 MiB) fails with
+       RPCOOL_E_TOOBIG, since a client picks its heap's size; a serving thread keeps at most
+       1 MiB of copy buffer between calls.
    RPCOOL_SEAL  The client makes the pages holding the argument read-only in its own address
        space (mprotect via shmheap_seal) before posting and releases them after the reply, in
        batches (rpcool_conn_opts.seal_batch; rpcool_release()). Protects against a *buggy*
        sender: another thread of the client that writes to the argument during the call
        faults instead of corrupting what the server reads. It does NOT protect against a
-       malicious sender: the sender can call mprotect itself, or map the same shm file a second
-       time writable and write through that alias; the server cannot verify any of this from
-       user space (RPCool's kernel patch forbids mprotect on heap ranges; we cannot). A seal
-       covers whole pages: allocate sealed arguments with rpcool_alloc_pages() or an arena
-       (rpcool_arena_init) so no unrelated data shares the pages; ranges must start on a page.
+       malicious sender: the sender can call mprotect itself, or map the same shm file a
+       second time writable and write through that alias; the server cannot verify any of
+       this from user space (RPCool's kernel patch forbids mprotect on heap ranges; a library
+       cannot). A seal covers whole pages: allocate sealed arguments with rpcool_alloc_pages()
+       or an arena (rpcool_arena_init) so no unrelated data shares the pages; ranges must
+       start on a page.
        Batched release (seal_batch > 1, as RPCool's): after the reply the pages stay
        read-only until seal_batch sealed calls have finished or rpcool_release() is called, so
        the sender must not write to argument memory before then (it would fault); rpcool_free
        of a block that is still sealed releases first, but memory freed by other means (an
        arena, shmheap_free) must be released by hand before it is reused. A call whose range
        is still sealed from an earlier call makes no system call at all; sealed calls in
-       flight at once may share pages (a range stays sealed while any call uses it). Cost: a
-       sealed call pays one mprotect to seal and one to release, and each may flush the TLB
-       of every CPU running a thread of the sender. On the 2-vCPU VMs we measured on, one
-       mprotect cost about 1.3 us on one host (a sealed call 3.8 us) and a seal + release 85
-       us on another, whose inter-processor interrupts are slow (measure
-       yours: sh bench/bench_shmheap.sh runs bench/seal_cost.c). A repeated argument with
-       batched release costs no more than a relaxed call.
-       userfaultfd write-protection was considered as a receiver-enforced seal: the uffd must
-       be created by the sender (it acts on the creator's mm), the receiver would fetch it with
-       pidfd_getfd (ptrace rights), and the sender keeps its own descriptor and can still map an
-       alias writable, so it buys no protection against a malicious sender over mprotect while
-       adding a privileged dependency; we did not build it.
-   RPCOOL_SANDBOX  The handler runs inside a recovery point: a SIGSEGV or SIGBUS raised while it
-       runs becomes the error reply RPCOOL_E_FAULT and the server thread carries on. Handlers
-       read peer data through checked accessors (rpcool_ctx_need, RPCOOL_NEED, rpcool_ctx_str,
-       rpcool_map_get_checked) that end the call with RPCOOL_E_BADPTR when a pointer leaves
-       the connection's heap. With memory protection keys (pku; shmheap_pkey_supported()) each
-       connection heap also gets a key and the handler runs with the keys of all *other*
-       connections' heaps disabled, so a stray pointer into another client's data (or its
-       heap's header) faults even if the handler does not check it; tested in the VM tier,
-       whose CPU has pku (tests/vm/test_rpcool_pkey.c). The server takes the keys (up to 15,
-       all that are free) when the channel is opened with RPCOOL_SANDBOX or a sandboxed
-       handler is registered before serving starts; later registrations get no keys. Slot i
-       uses key i mod 15, so beyond 15 connections some share a key and are not fenced from
-       each other; a client in the server's own process gets no key. Only rpcool's serving
-       threads (and rpcool_server_close) may then touch connection heaps: another thread of
-       the server process needs shmheap_pkey_set for them first. Protects the
-       server from malformed pointer-rich data; it does not stop the sender from changing the
-       data during the call (combine with COPY for flat data). A handler abandoned by a fault
-       does not unwind: it must not hold locks or own private resources while touching peer
-       data (do that first, then take locks on private state), and in C++ no destructors run.
+       flight at once may share pages (a range stays sealed while any call uses it).
+       Cost: a sealed call pays one mprotect to seal and one to release, and each may flush
+       the TLB of every CPU running a thread of the sender, so it depends on the machine
+       (bench/seal_cost.c measures it; sh bench/bench_shmheap.sh runs it). A repeated
+       argument with batched release costs no more than a relaxed call.
+   RPCOOL_SANDBOX  The handler runs inside a recovery point: a SIGSEGV or SIGBUS raised while
+       it runs becomes the error reply RPCOOL_E_FAULT and the server thread carries on.
+       Handlers read peer data through checked accessors (rpcool_ctx_need, RPCOOL_NEED,
+       rpcool_ctx_need_str, rpcool_map_get_checked) that end the call with RPCOOL_E_BADPTR
+       when a pointer leaves the connection's heap. With memory protection keys (pku;
+       shmheap_pkey_supported()) each connection heap also gets a key and the handler runs
+       with the keys of all *other* connections' heaps disabled, so a stray pointer into
+       another client's data (or its heap's header) faults even if the handler does not check
+       it. The server takes the keys (up to 15, all that are free) when the channel is opened
+       with RPCOOL_SANDBOX or a sandboxed handler is registered before serving starts; later
+       registrations get no keys. Slot i uses key i mod 15, so beyond 15 connections some
+       share a key and are not fenced from each other; a client in the server's own process
+       gets no key. Only rpcool's serving threads (and rpcool_server_close) may then touch
+       connection heaps: another thread of the server process needs shmheap_pkey_set for them
+       first. Protects the server from malformed pointer-rich data; it does not stop the
+       sender from changing the data during the call (combine with COPY for flat data). A
+       handler abandoned by a fault does not unwind: it must not hold locks or own private
+       resources while touching peer data (do that first, then take locks on private state),
+       and in C++ no destructors run.
 
-   FAILURES
-   --------
+   5. FAILURES
+   -----------
    Liveness uses open-file-description byte locks (F_OFD_SETLK) on the channel file: the server
    holds byte 0, client slot i holds byte 1+i. The kernel drops them when the process dies, in
    any pid namespace, with no pid reuse race. A process that fork()s after opening a channel or
    connecting: the child closes its inherited copies (pthread_atfork) and does not inherit the
    channel mapping (MADV_DONTFORK), so the parent's death is still seen; connections and
    servers are not usable in the child.
-   - Client dies (even mid-call): the server notices within reap_ms (default 100 ms), lets any
-     handler running for it finish, unmaps its heap and unlinks it: its memory is freed whole.
-   - Server dies: a waiting call checks the server's lock every peer_check_ms (default 100 ms)
-     and fails with RPCOOL_E_PEERDEAD; calls also fail if the channel was closed
-     (RPCOOL_E_CLOSED) or taken over by a new server.
+   - Client dies (even mid-call): the server notices within reap_ms (RPCOOL_DEFAULT_REAP_MS,
+     100 ms), lets any handler running for it finish, unmaps its heap and unlinks it: its
+     memory is freed whole.
+   - Server dies: a waiting call checks the server's lock every peer_check_ms
+     (RPCOOL_DEFAULT_PEER_CHECK_MS, 100 ms) and fails with RPCOOL_E_PEERDEAD; calls also fail
+     if the channel was closed (RPCOOL_E_CLOSED) or taken over by a new server.
    - Client dropped by the server: a read of its heap faulted (it truncated the heap file), or
      it kept its heap's mutex taken for over a second. The server serves it no more and
      reclaims its heap; the client's waiting and later calls fail with RPCOOL_E_DROPPED
-     within peer_check_ms, and rpcool_close returns at once. Optional per-call timeout_ms. A call
-     that timed out is not taken back: it may still run; its slot (and reply, and seal) is
-     reclaimed when the server answers.
+     within peer_check_ms, and rpcool_disconnect returns at once.
+   - Timeouts: optional per call (timeout_ms). A call that timed out is not taken back: it may
+     still run; its slot (and reply, and seal) is reclaimed when the server answers.
    - Bad input: unknown handler id (RPCOOL_E_NOHANDLER), argument outside the connection heap
      (RPCOOL_E_BADPTR), unknown flags (RPCOOL_E_INVAL), a COPY argument over max_copy
-     (RPCOOL_E_TOOBIG), a slot that was flagged but not filled
-     (ignored and counted), a handler that faults in SANDBOX mode (RPCOOL_E_FAULT).
+     (RPCOOL_E_TOOBIG), a slot that was flagged but not filled (ignored and counted), a
+     handler that faults in SANDBOX mode (RPCOOL_E_FAULT).
    - A channel name served by a live server: RPCOOL_E_NAMETAKEN. A stale channel file whose
      server died is taken over (its dead clients' heaps are unlinked).
 
-   THREAD SAFETY
-   -------------
+   6. THREAD SAFETY
+   ----------------
    A connection may be used by many threads at once (up to 64 calls in flight per connection;
    synchronous calls wait for a free slot, asynchronous ones return RPCOOL_E_AGAIN). A server
    may be served by many threads (rpcool_server_start, or several threads in rpcool_serve).
@@ -187,24 +233,34 @@
    atomic pointer store), so a call sees one registration's function, user pointer and flags;
    replaced registrations are freed when the server closes. rpcool_server_close waits for
    threads in rpcool_serve to return (from a handler of that server it fails with
-   RPCOOL_E_INVAL). Close a connection only when no other thread uses it, and only once.
+   RPCOOL_E_INVAL). Disconnect a connection only when no other thread uses it, and only once.
+   A log callback may be called from any thread that uses the server or connection.
 
-   ERRORS
-   ------
-   Functions return 0 or a negative code: RPCOOL_E_*, SHMHEAP_E_* from the heap, or -errno.
-   rpcool_strerror(code) explains any of them. rpcool_call returns the handler's status (>= 0)
-   or a negative code (the handler's own negative return passes through unchanged).
+   7. ERRORS
+   ---------
+   Functions return 0 or a negative code: RPCOOL_E_* (RPCOOL_ERRORS lists them), SHMHEAP_E_*
+   from the heap (a full connection heap is SHMHEAP_E_FULL), or -errno. rpcool_strerror(code)
+   explains any of them. rpcool_call returns the handler's status (>= 0) or a negative code
+   (the handler's own negative return passes through unchanged).
 
-   LIMITS
-   ------
-   Linux with glibc. Channel names: 1-48 characters of [A-Za-z0-9._-]. Up to 1024 connections
-   per channel (default 64), 64 calls in flight per connection, handler ids below 1024.
+   8. LIMITS
+   ---------
+   Linux with glibc. Channel names: 1-48 characters of [A-Za-z0-9._-]. Up to RPCOOL_MAX_CONNS
+   (1024) connections per channel (RPCOOL_DEFAULT_MAX_CONNS, 64, by default), 64 calls in
+   flight per connection, handler ids below 1024.
    Liveness locks need one kernel for both peers (processes of one host, or one VM); a pod of
    several hosts sharing a device needs another detector (future work with the RDMA tier).
    A client that keeps its heap's mutex taken can stall the serving thread running one of its
    handlers for up to a second, once, in rpcool_ctx_alloc of a block that needs the mutex
-   (over 32 KiB, or a size class with no span a quarter free in its heap): then the server drops it
-   (RPCOOL_E_DROPPED). Accepting it never waits for that mutex.
+   (over 32 KiB, or a size class with no span a quarter free in its heap): then the server
+   drops it (RPCOOL_E_DROPPED). Accepting it never waits for that mutex.
+
+   9. DESIGN NOTES
+   ---------------
+   A receiver-enforced seal with userfaultfd write-protection buys nothing over mprotect
+   against a malicious sender: the uffd must be created by the sender (it acts on the
+   creator's mm), the receiver would need ptrace rights (pidfd_getfd) to fetch it, and the
+   sender keeps its own descriptor and can still map an alias writable. rpcool does not use it.
 */
 #ifndef RPCOOL_H
 #define RPCOOL_H
@@ -217,7 +273,8 @@
 #include <stdint.h>
 
 #ifdef RPCOOL_STATIC
-#define RPCOOL_API static __attribute__((unused)) /* no warning for the functions a file does not call */
+/* unused: no warning for the functions a file does not call */
+#define RPCOOL_API static __attribute__((unused))
 #else
 #define RPCOOL_API extern
 #endif
@@ -230,27 +287,40 @@ typedef struct rpcool_server rpcool_server; /* a served channel (process-local h
 typedef struct rpcool_conn rpcool_conn;     /* a client's connection to a channel */
 typedef struct rpcool_ctx rpcool_ctx;       /* one call, as seen by its handler */
 
-enum {
-    RPCOOL_E_NAMETAKEN = -2000, /* a live server already serves this channel name */
-    RPCOOL_E_NOCHANNEL,         /* no channel of that name, or its server is gone */
-    RPCOOL_E_PEERDEAD,          /* the server (or client) died or the channel was taken over */
-    RPCOOL_E_CLOSED,            /* the server closed the channel */
-    RPCOOL_E_TIMEOUT,           /* the call or connect did not finish in time */
-    RPCOOL_E_NOHANDLER,         /* no handler registered under that id */
-    RPCOOL_E_BADPTR,            /* a pointer or range lies outside the connection's heap */
-    RPCOOL_E_FAULT,             /* the handler faulted (SIGSEGV/SIGBUS) on peer data */
-    RPCOOL_E_HEAPFULL,          /* the connection heap is full */
-    RPCOOL_E_POLICY,            /* the channel or handler requires a safety mode the call lacks */
-    RPCOOL_E_PROTO,             /* malformed shared state: bad magic, version, names */
-    RPCOOL_E_FULL,              /* the channel has no free connection slot */
-    RPCOOL_E_AGAIN,             /* not finished yet / no free call slot (async) */
-    RPCOOL_E_NOTSUP,            /* transport or feature not available */
-    RPCOOL_E_INVAL,             /* invalid argument */
-    RPCOOL_E_BADNAME,           /* malformed channel name */
-    RPCOOL_E_DROPPED,           /* the server dropped this connection: its heap faulted the
-                                   server (truncated) or its mutex stayed taken (see FAILURES) */
-    RPCOOL_E_TOOBIG             /* RPCOOL_COPY: the argument is larger than the server's max_copy */
-};
+/* Error codes: X(name, value, what rpcool_strerror says); a comment adds what the
+   text leaves out. */
+#define RPCOOL_ERRORS(X)                                                                           \
+    X(RPCOOL_E_NAMETAKEN, -2000, "channel name taken: a live server serves it")                    \
+    X(RPCOOL_E_NOCHANNEL, -1999, "no such channel, or no server on it")                            \
+    /* the server (or client) died or the channel was taken over */                                \
+    X(RPCOOL_E_PEERDEAD, -1998, "peer died (or the channel was taken over)")                       \
+    X(RPCOOL_E_CLOSED, -1997, "channel closed by the server")                                      \
+    /* the call or connect did not finish in time */                                               \
+    X(RPCOOL_E_TIMEOUT, -1996, "timed out")                                                        \
+    X(RPCOOL_E_NOHANDLER, -1995, "no handler registered under that id")                            \
+    X(RPCOOL_E_BADPTR, -1994, "pointer or range outside the connection heap")                      \
+    /* the handler faulted (SIGSEGV/SIGBUS) on peer data */                                        \
+    X(RPCOOL_E_FAULT, -1993, "handler faulted on peer data (contained)")                           \
+    X(RPCOOL_E_POLICY, -1991, "call lacks a safety mode the channel or handler requires")          \
+    /* malformed shared state: bad magic, version, names */                                        \
+    X(RPCOOL_E_PROTO, -1990, "malformed shared state (protocol error)")                            \
+    X(RPCOOL_E_NOSLOT, -1989, "channel has no free connection slot")                               \
+    /* not finished yet / no free call slot (async) */                                             \
+    X(RPCOOL_E_AGAIN, -1988, "not finished yet, or no free call slot")                             \
+    /* transport or feature not available */                                                       \
+    X(RPCOOL_E_NOTSUP, -1987, "not supported")                                                     \
+    X(RPCOOL_E_INVAL, -1986, "invalid argument")                                                   \
+    X(RPCOOL_E_BADNAME, -1985, "malformed channel name")                                           \
+    /* the server dropped this connection: its heap faulted the server (truncated) or its mutex    \
+       stayed taken (see FAILURES) */                                                              \
+    X(RPCOOL_E_DROPPED, -1984,                                                                     \
+      "the server dropped this connection (its heap was truncated, or its mutex stayed taken)")    \
+    /* RPCOOL_COPY: the argument is larger than the server's max_copy */                           \
+    X(RPCOOL_E_TOOBIG, -1983,                                                                      \
+      "the argument is larger than the server copies (rpcool_server_opts.max_copy)")
+#define RPCOOL__ERROR_ENUM(name, value, text) name = value,
+enum { RPCOOL_ERRORS(RPCOOL__ERROR_ENUM) };
+#undef RPCOOL__ERROR_ENUM
 
 /* Safety flags (see SAFETY MODES above). */
 enum {
@@ -262,35 +332,67 @@ enum {
 
 enum { RPCOOL_TRANSPORT_SHM = 0, RPCOOL_TRANSPORT_RDMA = 1 };
 
-#define RPCOOL_MAX_HANDLERS 1024
-#define RPCOOL_MAX_INFLIGHT 64
+/* Levels of the messages a log callback gets (the values of SHMHEAP_LOG_*). */
+enum {
+    RPCOOL_LOG_ERROR = SHMHEAP_LOG_ERROR,
+    RPCOOL_LOG_WARN = SHMHEAP_LOG_WARN,
+    RPCOOL_LOG_INFO = SHMHEAP_LOG_INFO,
+    RPCOOL_LOG_DEBUG = SHMHEAP_LOG_DEBUG
+};
+
+#define RPCOOL_MAX_HANDLERS 1024 /* handler ids are below this */
+#define RPCOOL_MAX_INFLIGHT 64   /* calls in flight per connection */
+#define RPCOOL_MAX_CONNS 1024    /* the most connection slots a channel can have */
+
+/* Defaults: what a zero field of the options below means. */
+#define RPCOOL_DEFAULT_MAX_CONNS 64
+#define RPCOOL_DEFAULT_SPIN_NS 20000 /* 20 us */
+#define RPCOOL_DEFAULT_REAP_MS 100
+#define RPCOOL_DEFAULT_PEER_CHECK_MS 100
+#define RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS 5000
+#define RPCOOL_DEFAULT_MODE 0600
+#define RPCOOL_DEFAULT_HEAP_SIZE ((size_t)64 << 20) /* 64 MiB */
+#define RPCOOL_DEFAULT_MAX_COPY ((size_t)64 << 20)  /* 64 MiB */
+#define RPCOOL_DEFAULT_SEAL_BATCH 1
 
 /* Server options. Zero means default; use designated initialisers. */
 typedef struct rpcool_server_opts {
-    unsigned max_conns;   /* connection slots; 0 = 64, at most 1024 */
+    unsigned max_conns;   /* connection slots; 0 = RPCOOL_DEFAULT_MAX_CONNS, at most
+                             RPCOOL_MAX_CONNS */
     unsigned safety;      /* flags every call on this channel gets (RPCOOL_SEAL: calls must
                              come sealed, else RPCOOL_E_POLICY) */
     uint64_t spin_ns;     /* busy-poll this long after the last request before sleeping;
-                             0 = 20000 (20 us) */
-    unsigned reap_ms;     /* check for dead clients this often; 0 = 100 */
-    unsigned mode;        /* permissions of the channel file; 0 = 0600 */
+                             0 = RPCOOL_DEFAULT_SPIN_NS */
+    unsigned reap_ms;     /* check for dead clients this often; 0 = RPCOOL_DEFAULT_REAP_MS */
+    unsigned mode;        /* permissions of the channel file; 0 = RPCOOL_DEFAULT_MODE */
     const char *pod;      /* shmheap pod (NULL = default) */
     size_t max_copy;      /* RPCOOL_COPY: the largest argument copied; larger calls fail with
-                             RPCOOL_E_TOOBIG. 0 = 64 MiB; SIZE_MAX = no limit */
+                             RPCOOL_E_TOOBIG. 0 = RPCOOL_DEFAULT_MAX_COPY; SIZE_MAX = no
+                             limit */
+    void (*log)(int level, const char *msg, void *user); /* gets the library's messages
+                             (RPCOOL_LOG_* levels, one line each), those of the connection
+                             heaps too; NULL = silent, or stderr when RPCOOL_DEBUG is set */
+    void *log_user;       /* passed to log */
 } rpcool_server_opts;
 
 /* Connection options. */
 typedef struct rpcool_conn_opts {
-    size_t heap_size;         /* connection heap bytes; 0 = 64 MiB (sparse in /dev/shm) */
+    size_t heap_size;         /* connection heap bytes; 0 = RPCOOL_DEFAULT_HEAP_SIZE (sparse in
+                                 /dev/shm) */
     unsigned safety;          /* default flags of every call */
-    uint64_t spin_ns;         /* busy-poll for a reply this long, then sleep; 0 = 20000 */
+    uint64_t spin_ns;         /* busy-poll for a reply this long, then sleep;
+                                 0 = RPCOOL_DEFAULT_SPIN_NS */
     unsigned timeout_ms;      /* default per-call timeout; 0 = none */
-    unsigned peer_check_ms;   /* a waiting call checks the server lives this often; 0 = 100 */
-    unsigned connect_timeout_ms; /* 0 = 5000 */
-    unsigned seal_batch;      /* release seals after this many sealed calls; 0 = 1 (at once).
+    unsigned peer_check_ms;   /* a waiting call checks the server lives this often;
+                                 0 = RPCOOL_DEFAULT_PEER_CHECK_MS */
+    unsigned connect_timeout_ms; /* 0 = RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS */
+    unsigned seal_batch;      /* release seals after this many sealed calls;
+                                 0 = RPCOOL_DEFAULT_SEAL_BATCH (1: at once).
                                  > 1: see "Batched release" under RPCOOL_SEAL */
     int transport;            /* RPCOOL_TRANSPORT_SHM (0) */
     const char *pod;          /* shmheap pod (NULL = default) */
+    void (*log)(int level, const char *msg, void *user); /* as in rpcool_server_opts */
+    void *log_user;           /* passed to log */
 } rpcool_conn_opts;
 
 /* Per-call options (NULL = connection defaults). */
@@ -323,8 +425,8 @@ RPCOOL_API const char *rpcool_strerror(int code);
 /* Server. */
 RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts *opts,
                                   rpcool_server **out);
-RPCOOL_API int rpcool_handle(rpcool_server *s, unsigned id, rpcool_handler *fn, void *user,
-                             unsigned safety);
+RPCOOL_API int rpcool_server_add_handler(rpcool_server *s, unsigned id, rpcool_handler *fn,
+                                         void *user, unsigned safety);
 RPCOOL_API int rpcool_server_start(rpcool_server *s, unsigned nthreads); /* background threads */
 RPCOOL_API int rpcool_serve(rpcool_server *s);       /* serve on this thread until stopped */
 RPCOOL_API void rpcool_server_stop(rpcool_server *s); /* make serving threads return */
@@ -343,14 +445,14 @@ RPCOOL_API int rpcool_ctx_ok(const rpcool_ctx *ctx, const void *p, size_t len); 
    RPCOOL_E_BADPTR (does not return). */
 RPCOOL_API const void *rpcool_ctx_need(rpcool_ctx *ctx, const void *p, size_t len);
 /* s if it is a NUL-terminated string inside the heap, else ends the call (RPCOOL_E_BADPTR). */
-RPCOOL_API const char *rpcool_ctx_str(rpcool_ctx *ctx, const char *s);
+RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s);
 /* End the call now with this status (does not return). */
 RPCOOL_API void rpcool_ctx_fail(rpcool_ctx *ctx, int code);
 #define RPCOOL_NEED(ctx, p) ((__typeof__(p))rpcool_ctx_need((ctx), (p), sizeof *(p)))
 
 /* Client. */
 RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts, rpcool_conn **out);
-RPCOOL_API int rpcool_close(rpcool_conn *c);
+RPCOOL_API int rpcool_disconnect(rpcool_conn *c);
 RPCOOL_API shmheap *rpcool_heap(rpcool_conn *c);
 RPCOOL_API void *rpcool_alloc(rpcool_conn *c, size_t size);
 RPCOOL_API void *rpcool_alloc_pages(rpcool_conn *c, size_t size); /* page aligned, whole pages */
@@ -384,8 +486,8 @@ RPCOOL_API void *rpcool_arena_alloc(rpcool_arena *a, size_t size, size_t align);
 RPCOOL_API size_t rpcool_arena_used(const rpcool_arena *a);
 RPCOOL_API void rpcool_arena_reset(rpcool_arena *a);   /* forget everything (region arenas) */
 RPCOOL_API void rpcool_arena_destroy(rpcool_arena *a); /* free the region */
-RPCOOL_API char *rpcool_str(rpcool_arena *a, const char *s);
-RPCOOL_API char *rpcool_strn(rpcool_arena *a, const char *s, size_t n);
+RPCOOL_API char *rpcool_arena_strdup(rpcool_arena *a, const char *s);
+RPCOOL_API char *rpcool_arena_strndup(rpcool_arena *a, const char *s, size_t n);
 
 /* A growable array of fixed-size elements. */
 typedef struct rpcool_array {
@@ -408,7 +510,7 @@ typedef struct rpcool_map {
 } rpcool_map;
 RPCOOL_API rpcool_map *rpcool_map_new(rpcool_arena *a, size_t cap);
 /* Insert or overwrite; the key is copied into the arena. *old (if not NULL) gets the value
-   replaced (0 if new). 0, or RPCOOL_E_HEAPFULL. */
+   replaced (0 if new). 0, or SHMHEAP_E_FULL. */
 RPCOOL_API int rpcool_map_put(rpcool_arena *a, rpcool_map *m, const char *key, uint64_t val,
                               uint64_t *old);
 RPCOOL_API int rpcool_map_get(const rpcool_map *m, const char *key, uint64_t *val); /* 1/0 */
@@ -422,13 +524,19 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #endif
 #endif /* RPCOOL_H */
 
-/* ============================================================================================ */
-/*                                       IMPLEMENTATION                                         */
-/* ============================================================================================ */
+/* >>implementation - includes, options, constants ---------------------------------------------- */
 #if defined(RPCOOL_IMPLEMENTATION) && !defined(RPCOOL_IMPLEMENTATION_ONCE)
 #define RPCOOL_IMPLEMENTATION_ONCE
 
+#if defined(RPCOOL_MALLOC) != defined(RPCOOL_FREE)
+#error "rpcool.h: define both RPCOOL_MALLOC and RPCOOL_FREE, or neither"
+#endif
+
 #if !defined(SHMHEAP_IMPLEMENTATION_ONCE) && !defined(RPCOOL_NO_SHMHEAP_IMPLEMENTATION)
+#if defined(RPCOOL_MALLOC) && !defined(SHMHEAP_MALLOC) && !defined(SHMHEAP_FREE)
+#define SHMHEAP_MALLOC(size) RPCOOL_MALLOC(size) /* one pair of hooks for both */
+#define SHMHEAP_FREE(p) RPCOOL_FREE(p)
+#endif
 #define SHMHEAP_IMPLEMENTATION
 #include "shmheap.h"
 #undef SHMHEAP_IMPLEMENTATION
@@ -445,6 +553,11 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#ifndef RPCOOL_MALLOC
+#define RPCOOL_MALLOC(size) malloc(size)
+#define RPCOOL_FREE(p) free(p)
+#endif
+
 #ifndef RPCOOL_ASSERT
 #include <assert.h>
 #define RPCOOL_ASSERT(x) assert(x)
@@ -457,19 +570,44 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #define RPCOOL__NAME_MAX 48
 #define RPCOOL__HEAPNAME 112
 #define RPCOOL__ROOT "rpcool.conn"
-#define RPCOOL__MAX_COPY ((size_t)64 << 20) /* default rpcool_server_opts.max_copy */
 #define RPCOOL__COPY_KEEP ((size_t)1 << 20) /* a serving thread keeps a copy buffer up to this */
 #define RPCOOL__KNOWN_FLAGS (RPCOOL_COPY | RPCOOL_SEAL | RPCOOL_SANDBOX)
 
-static void rpcool__log(const char *fmt, ...)
+/* >>support - private memory, logging ---------------------------------------------------------- */
+
+/* Private memory: every allocation of the library goes through RPCOOL_MALLOC/RPCOOL_FREE. */
+static void *rpcool__calloc(size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size) return NULL;
+    void *p = RPCOOL_MALLOC(n * size);
+    if (p) memset(p, 0, n * size);
+    return p;
+}
+
+static void rpcool__free(void *p)
+{
+    if (p) RPCOOL_FREE(p);
+}
+
+static int rpcool__debug_env = -1; /* RPCOOL_DEBUG, read once */
+
+static struct rcp__logger rpcool__logger(rcp__log_fn *fn, void *user)
+{
+    return rcp__logger_pick(fn, user, &rpcool__debug_env, "RPCOOL_DEBUG", "rpcool");
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void rpcool__log(const struct rcp__logger *lg, int level, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    rcp__vlog("RPCOOL_DEBUG", "rpcool", fmt, ap);
+    rcp__logv(lg, level, fmt, ap);
     va_end(ap);
 }
 
-/* ---- shared layouts ---- */
+/* >>layout - shared layouts: the channel file, the connection header --------------------------- */
 
 /* Channel file: header page, then one slot per connection. Mapped anywhere (no pointers). */
 struct rpcool__chan_hdr {
@@ -531,7 +669,8 @@ struct rpcool__resp {
     uint64_t ret, ret_len;
     uint64_t pad[5];
 };
-RCP__STATIC_ASSERT(sizeof(struct rpcool__req) == 64 && sizeof(struct rpcool__resp) == 64, "call slot layout");
+RCP__STATIC_ASSERT(sizeof(struct rpcool__req) == 64 && sizeof(struct rpcool__resp) == 64,
+                   "call slot layout");
 enum { RPCOOL__SL_FREE = 0, RPCOOL__SL_REQ = 1, RPCOOL__SL_DONE = 3 };
 #define RPCOOL__SL(gen, st) ((uint32_t)(gen) << 2 | (uint32_t)(st))
 
@@ -555,13 +694,14 @@ struct rpcool__conn_hdr {
 };
 RCP__STATIC_ASSERT(sizeof(struct rpcool__conn_hdr) == 320 + 128 * RPCOOL__NSLOTS, "conn layout");
 
-/* ---- process-local state ---- */
+/* >>state - process-local state ---------------------------------------------------------------- */
 
 enum { RPCOOL__SC_FREE = 0, RPCOOL__SC_ACTIVE, RPCOOL__SC_DRAINING };
 
 struct rpcool__sconn { /* the server's view of one connection */
     uint32_t state;
-    uint32_t condemned; /* a read of its heap faulted, or its mutex stays taken: drain it, serve it no more */
+    uint32_t condemned; /* a read of its heap faulted, or its mutex stays taken: drain it, serve it
+                           no more */
     uint64_t drain_gp;  /* grace period that began when it started draining */
     shmheap *heap;
     struct rpcool__conn_hdr *hdr;
@@ -607,6 +747,7 @@ struct rpcool_server {
     uint64_t spin_ns;
     size_t max_copy;
     shmheap_opts hopts;
+    struct rcp__logger log;
     struct rpcool__handler_ent **handlers; /* RPCOOL_MAX_HANDLERS, each published atomically */
     struct rpcool__handler_ent *retired;   /* replaced entries, freed at close */
     struct rpcool__sconn *conns;
@@ -656,6 +797,7 @@ struct rpcool_conn {
     uint32_t index, epoch;
     shmheap *heap;
     shmheap_opts hopts;
+    struct rcp__logger log;
     struct rpcool__conn_hdr *hdr;
     char heap_name[RPCOOL__HEAPNAME];
     unsigned safety, timeout_ms, peer_check_ms, seal_batch;
@@ -672,6 +814,7 @@ struct rpcool_conn {
 };
 
 struct rpcool_ctx {
+    rpcool_server *s;
     struct rpcool__sconn *sc;
     struct rpcool__guard *guard;
     unsigned flags;
@@ -682,38 +825,24 @@ struct rpcool_ctx {
     int abort_code;
 };
 
-/* ---- errors ---- */
+/* >>errors - errors ---------------------------------------------------------------------------- */
 
 RPCOOL_API const char *rpcool_strerror(int code)
 {
     switch (code) {
     case 0: return "success";
-    case RPCOOL_E_NAMETAKEN: return "channel name taken: a live server serves it";
-    case RPCOOL_E_NOCHANNEL: return "no such channel, or no server on it";
-    case RPCOOL_E_PEERDEAD: return "peer died (or the channel was taken over)";
-    case RPCOOL_E_CLOSED: return "channel closed by the server";
-    case RPCOOL_E_TIMEOUT: return "timed out";
-    case RPCOOL_E_NOHANDLER: return "no handler registered under that id";
-    case RPCOOL_E_BADPTR: return "pointer or range outside the connection heap";
-    case RPCOOL_E_FAULT: return "handler faulted on peer data (contained)";
-    case RPCOOL_E_HEAPFULL: return "connection heap full";
-    case RPCOOL_E_POLICY: return "call lacks a safety mode the channel or handler requires";
-    case RPCOOL_E_PROTO: return "malformed shared state (protocol error)";
-    case RPCOOL_E_FULL: return "channel has no free connection slot";
-    case RPCOOL_E_AGAIN: return "not finished yet, or no free call slot";
-    case RPCOOL_E_NOTSUP: return "not supported";
-    case RPCOOL_E_INVAL: return "invalid argument";
-    case RPCOOL_E_BADNAME: return "malformed channel name";
-    case RPCOOL_E_DROPPED: return "the server dropped this connection (its heap was truncated, or its mutex stayed taken)";
-    case RPCOOL_E_TOOBIG: return "the argument is larger than the server copies (rpcool_server_opts.max_copy)";
+#define RPCOOL__CASE(name, value, text) case name: return text;
+        RPCOOL_ERRORS(RPCOOL__CASE)
+#undef RPCOOL__CASE
     default: break;
     }
-    if (code >= SHMHEAP_E_BADMAGIC && code < SHMHEAP_E_BADMAGIC + 100) return shmheap_strerror(code);
+    if (code >= SHMHEAP_E_BADMAGIC && code < SHMHEAP_E_BADMAGIC + 100)
+        return shmheap_strerror(code);
     if (code < 0 && code > -4096) return strerror(-code);
     return "unknown error";
 }
 
-/* ---- liveness: OFD byte locks on the channel file ---- */
+/* >>liveness - liveness: OFD byte locks on the channel file ------------------------------------ */
 
 /* One byte lock operation: cmd F_OFD_SETLK or F_OFD_GETLK, type F_WRLCK or F_UNLCK. */
 static int rpcool__lock_op(int fd, off_t off, int cmd, short type, struct flock *fl)
@@ -768,7 +897,7 @@ static void rpcool__fd_track(int fd, int add)
     pthread_mutex_unlock(&rpcool__fds_lock);
 }
 
-/* ---- fault containment ---- */
+/* >>contain - fault containment ---------------------------------------------------------------- */
 
 struct rpcool__guard {
     sigjmp_buf jb;
@@ -866,7 +995,7 @@ static void rpcool__cpu_mark(uint64_t *mask, unsigned cpu)
     if (!(rcp__load_relaxed(mask) & bit)) rcp__fetch_or(mask, bit); /* written once per period */
 }
 
-/* ---- names ---- */
+/* >>names - channel names ---------------------------------------------------------------------- */
 
 static int rpcool__check_name(const char *n)
 {
@@ -903,7 +1032,7 @@ static size_t rpcool__chan_bytes(uint32_t max_conns)
     return RPCOOL__SLOTS_OFF + (size_t)max_conns * sizeof(struct rpcool__chan_slot);
 }
 
-/* ============================== server ============================== */
+/* >>server - server: open, handlers ------------------------------------------------------------ */
 
 static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int unlink_heap);
 
@@ -917,7 +1046,8 @@ static int rpcool__heap_named_elsewhere(rpcool_server *s, uint32_t i, const char
             !strncmp(s->conns[j].heap_name, name, RPCOOL__HEAPNAME))
             return 1;
     for (uint32_t j = 0; j < nslots; j++)
-        if (j != i && rcp__load(&s->cs[j].state) != RPCOOL__CS_FREE && !strncmp(s->cs[j].heap, name, RPCOOL__HEAPNAME))
+        if (j != i && rcp__load(&s->cs[j].state) != RPCOOL__CS_FREE &&
+            !strncmp(s->cs[j].heap, name, RPCOOL__HEAPNAME))
             return 1;
     return 0;
 }
@@ -938,7 +1068,7 @@ static void rpcool__reclaim_stale(rpcool_server *s, uint32_t i)
             int o = rpcool__contain_set(0);
             shmheap_unlink(name, &s->hopts);
             rpcool__contain_set(o);
-            rpcool__log("%s: unlinked stale heap %s", s->name, name);
+            rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: unlinked stale heap %s", s->name, name);
         }
     }
     if (held == 1) return; /* CLOSING but still locked: the client is finishing up */
@@ -955,8 +1085,9 @@ static int rpcool__chan_init(rpcool_server *s)
     uint32_t old_epoch = 0, old_max = 0, need;
     void *m;
     if (fstat(s->fd, &stt)) return -errno;
-    if ((size_t)stt.st_size >= sizeof old && pread(s->fd, &old, sizeof old, 0) == (ssize_t)sizeof old &&
-        old.magic == RPCOOL__CH_MAGIC && old.version == RPCOOL__VERSION && old.max_conns <= 1024 &&
+    if ((size_t)stt.st_size >= sizeof old &&
+        pread(s->fd, &old, sizeof old, 0) == (ssize_t)sizeof old && old.magic == RPCOOL__CH_MAGIC &&
+        old.version == RPCOOL__VERSION && old.max_conns <= RPCOOL_MAX_CONNS &&
         (size_t)stt.st_size >= rpcool__chan_bytes(old.max_conns)) {
         old_epoch = old.epoch;
         old_max = old.max_conns;
@@ -978,7 +1109,8 @@ static int rpcool__chan_init(rpcool_server *s)
         rcp__store(&s->ch->state, (uint32_t)RPCOOL__CH_CLOSED);
         for (uint32_t i = 0; i < old_max; i++) rpcool__reclaim_stale(s, i);
         for (uint32_t i = s->max_conns; i < old_max; i++) /* slots beyond ours stay unusable */
-            if (rcp__load(&s->cs[i].state) == RPCOOL__CS_FREE) rcp__store(&s->cs[i].state, (uint32_t)RPCOOL__CS_CLOSING);
+            if (rcp__load(&s->cs[i].state) == RPCOOL__CS_FREE)
+                rcp__store(&s->cs[i].state, (uint32_t)RPCOOL__CS_CLOSING);
     } else {
         memset(m, 0, s->map_len);
     }
@@ -996,20 +1128,20 @@ static int rpcool__chan_init(rpcool_server *s)
 static void rpcool__server_free(rpcool_server *s)
 {
     pthread_mutex_destroy(&s->hk_lock);
-    for (unsigned i = 0; s->handlers && i < RPCOOL_MAX_HANDLERS; i++) free(s->handlers[i]);
+    for (unsigned i = 0; s->handlers && i < RPCOOL_MAX_HANDLERS; i++) rpcool__free(s->handlers[i]);
     while (s->retired) {
         struct rpcool__handler_ent *e = s->retired;
         s->retired = e->next_retired;
-        free(e);
+        rpcool__free(e);
     }
-    free(s->handlers);
-    free(s->conns);
-    free(s);
+    rpcool__free(s->handlers);
+    rpcool__free(s->conns);
+    rpcool__free(s);
 }
 
 /* Memory protection keys for SANDBOX. The keys are taken before any thread serves (from
-   rpcool_server_open or rpcool_handle asking for SANDBOX), so every serving thread can enable
-   them all on entry: a new key is usable only by the thread that allocated it and by threads
+   rpcool_server_open or rpcool_server_add_handler asking for SANDBOX), so every serving thread can
+   enable them all on entry: a new key is usable only by the thread that allocated it and by threads
    it creates later. Returns the number of keys. */
 static int rpcool__pkeys_init(rpcool_server *s)
 {
@@ -1032,7 +1164,8 @@ static void rpcool__pkey_attach(rpcool_server *s, struct rpcool__sconn *sc, uint
     sc->pkey = -1;
     if (s->npkeys == 0 || shmheap_opens(sc->heap) > 1) return;
     int k = s->pkeys[i % (uint32_t)s->npkeys];
-    if (shmheap_pkey_protect(sc->heap, shmheap_base(sc->heap), shmheap_size(sc->heap), k) == 0) sc->pkey = k;
+    if (shmheap_pkey_protect(sc->heap, shmheap_base(sc->heap), shmheap_size(sc->heap), k) == 0)
+        sc->pkey = k;
 }
 
 RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts *opts,
@@ -1046,56 +1179,63 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     if ((r = rpcool__check_name(channel))) return r;
     memset(&o, 0, sizeof o);
     if (opts) o = *opts;
-    if (o.max_conns == 0) o.max_conns = 64;
-    if (o.max_conns > 1024 || (o.safety & ~(unsigned)RPCOOL__KNOWN_FLAGS)) return RPCOOL_E_INVAL;
-    if (!(s = (rpcool_server *)calloc(1, sizeof *s))) return -ENOMEM;
+    if (o.max_conns == 0) o.max_conns = RPCOOL_DEFAULT_MAX_CONNS;
+    if (o.max_conns > RPCOOL_MAX_CONNS || (o.safety & ~(unsigned)RPCOOL__KNOWN_FLAGS))
+        return RPCOOL_E_INVAL;
+    if (!(s = (rpcool_server *)rpcool__calloc(1, sizeof *s))) return -ENOMEM;
     snprintf(s->name, sizeof s->name, "%s", channel);
     rpcool__path(s->path, sizeof s->path, channel);
     s->max_conns = o.max_conns;
     s->safety = o.safety;
-    s->spin_ns = o.spin_ns ? o.spin_ns : 20000;
-    s->reap_ms = o.reap_ms ? o.reap_ms : 100;
-    s->max_copy = o.max_copy ? o.max_copy : RPCOOL__MAX_COPY;
+    s->spin_ns = o.spin_ns ? o.spin_ns : RPCOOL_DEFAULT_SPIN_NS;
+    s->reap_ms = o.reap_ms ? o.reap_ms : RPCOOL_DEFAULT_REAP_MS;
+    s->max_copy = o.max_copy ? o.max_copy : RPCOOL_DEFAULT_MAX_COPY;
     s->hopts.pod = o.pod;
-    s->hopts.lock_timeout_ms = 1000; /* a client that stops holding its heap's mutex must not hang us */
+    s->hopts.log = o.log;
+    s->hopts.log_user = o.log_user;
+    s->log = rpcool__logger(o.log, o.log_user);
+    /* a client that stops holding its heap's mutex must not hang us */
+    s->hopts.lock_timeout_ms = 1000;
     pthread_mutex_init(&s->hk_lock, NULL);
-    s->handlers = (struct rpcool__handler_ent **)calloc(RPCOOL_MAX_HANDLERS, sizeof *s->handlers);
-    s->conns = (struct rpcool__sconn *)calloc(s->max_conns, sizeof *s->conns);
+    s->handlers =
+        (struct rpcool__handler_ent **)rpcool__calloc(RPCOOL_MAX_HANDLERS, sizeof *s->handlers);
+    s->conns = (struct rpcool__sconn *)rpcool__calloc(s->max_conns, sizeof *s->conns);
     if (!s->handlers || !s->conns) {
-        rpcool__server_free(s);
-        return -ENOMEM;
+        r = -ENOMEM;
+        goto fail_free;
     }
-    s->fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, o.mode ? o.mode : 0600);
+    s->fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, o.mode ? o.mode : RPCOOL_DEFAULT_MODE);
     if (s->fd < 0) {
         r = -errno;
-        rpcool__server_free(s);
-        return r;
+        goto fail_free;
     }
     if ((r = rpcool__lock_try(s->fd, 0))) { /* the name is ours while we hold byte 0 */
         if (r == -EAGAIN || r == -EACCES) r = RPCOOL_E_NAMETAKEN;
-    } else {
-        r = rpcool__chan_init(s);
+        goto fail_close;
     }
-    if (r) {
-        close(s->fd);
-        rpcool__server_free(s);
-        return r;
-    }
+    if ((r = rpcool__chan_init(s))) goto fail_close;
     pthread_once(&rpcool__sig_once, rpcool__sig_install);
     rpcool__fd_track(s->fd, 1);
     if (s->safety & RPCOOL_SANDBOX) rpcool__pkeys_init(s);
-    rpcool__log("%s: serving (epoch %u, %u slots)", s->name, s->epoch, s->max_conns);
+    rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: serving (epoch %u, %u slots)", s->name, s->epoch,
+                s->max_conns);
     *out = s;
     return 0;
+fail_close:
+    close(s->fd);
+fail_free:
+    rpcool__server_free(s);
+    return r;
 }
 
-RPCOOL_API int rpcool_handle(rpcool_server *s, unsigned id, rpcool_handler *fn, void *user,
-                             unsigned safety)
+RPCOOL_API int rpcool_server_add_handler(rpcool_server *s, unsigned id, rpcool_handler *fn,
+                                         void *user, unsigned safety)
 {
-    if (!s || id >= RPCOOL_MAX_HANDLERS || (safety & ~(unsigned)RPCOOL__KNOWN_FLAGS)) return RPCOOL_E_INVAL;
+    if (!s || id >= RPCOOL_MAX_HANDLERS || (safety & ~(unsigned)RPCOOL__KNOWN_FLAGS))
+        return RPCOOL_E_INVAL;
     struct rpcool__handler_ent *e = NULL, *old;
     if (fn) {
-        if (!(e = (struct rpcool__handler_ent *)calloc(1, sizeof *e))) return -ENOMEM;
+        if (!(e = (struct rpcool__handler_ent *)rpcool__calloc(1, sizeof *e))) return -ENOMEM;
         e->fn = fn;
         e->user = user;
         e->flags = safety;
@@ -1116,6 +1256,8 @@ struct rpcool__hdr_check {
     uint32_t slot, epoch;
 };
 
+/* >>accept - server: accepting, draining and reaping connections ------------------------------- */
+
 /* Is the heap a connection heap made for this slot and epoch? Reads client memory: guarded.
    The header is the one the client's channel slot names, not looked up among the heap's roots:
    that takes the heap's mutex, which a client could keep taken, and accept would wait for it
@@ -1129,8 +1271,8 @@ static int rpcool__check_hdr(void *p)
     struct rpcool__conn_hdr *hd = (struct rpcool__conn_hdr *)(uintptr_t)hc->addr;
     if (!hd || ((uintptr_t)hd & 127) || !shmheap_contains(hc->h, hd, sizeof *hd) ||
         /* magic first, acquire: the client stores it last (release), after the other fields */
-        rcp__load(&hd->magic) != RPCOOL__CONN_MAGIC || hd->version != RPCOOL__VERSION || hd->nslots != RPCOOL__NSLOTS ||
-        hd->chan_slot != hc->slot || hd->epoch != hc->epoch)
+        rcp__load(&hd->magic) != RPCOOL__CONN_MAGIC || hd->version != RPCOOL__VERSION ||
+        hd->nslots != RPCOOL__NSLOTS || hd->chan_slot != hc->slot || hd->epoch != hc->epoch)
         return RPCOOL_E_PROTO;
     hc->hd = hd;
     return 0;
@@ -1149,7 +1291,8 @@ static int rpcool__heap_pin(const char *name)
     snprintf(path, sizeof path, "/dev/shm/%s", name);
     int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return errno == ENOENT ? SHMHEAP_E_NOTFOUND : -errno;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < 4096 || flock(fd, LOCK_SH | LOCK_NB) ||
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < 4096 ||
+        flock(fd, LOCK_SH | LOCK_NB) ||
         pread(fd, &magic, sizeof magic, 0) != (ssize_t)sizeof magic || magic == 0) {
         close(fd);
         return RPCOOL_E_PROTO;
@@ -1172,7 +1315,8 @@ static void rpcool__accept(rpcool_server *s, uint32_t i)
         rcp__fetch_add(&s->st.bad_entries, 1u);
     } else if ((pin = rpcool__heap_pin(name)) < 0) {
         r = pin;
-    } else if (o = rpcool__contain_set(0), r = shmheap_open(name, &s->hopts, &h), rpcool__contain_set(o), !r) {
+    } else if (o = rpcool__contain_set(0), r = shmheap_open(name, &s->hopts, &h),
+               rpcool__contain_set(o), !r) {
         struct rpcool__hdr_check hc;
         hc.h = h;
         hc.hd = NULL;
@@ -1198,7 +1342,8 @@ static void rpcool__accept(rpcool_server *s, uint32_t i)
         }
     }
     if (pin >= 0) close(pin);
-    rpcool__log("%s: accept slot %u heap %s: %s", s->name, i, name, rpcool_strerror(r));
+    rpcool__log(&s->log, r ? RPCOOL_LOG_WARN : RPCOOL_LOG_INFO, "%s: accept slot %u heap %s: %s",
+                s->name, i, name, rpcool_strerror(r));
     cs->status = r;
     rcp__store(&cs->state, (uint32_t)(r ? RPCOOL__CS_REFUSED : RPCOOL__CS_ACTIVE));
     rcp__fetch_add(&cs->seq, 1u);
@@ -1232,7 +1377,8 @@ static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int unlink_heap)
     shmheap_close(sc->heap);
     if (unlink_heap) shmheap_unlink(sc->heap_name, &s->hopts);
     rpcool__contain_set(o);
-    rpcool__log("%s: slot %u %s (%s)", s->name, i, unlink_heap ? "reaped" : "closed", sc->heap_name);
+    rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: slot %u %s (%s)", s->name, i,
+                unlink_heap ? "reaped" : "closed", sc->heap_name);
     rcp__fetch_add(unlink_heap ? &s->st.reaped : &s->st.closed, 1u);
     sc->heap = NULL;
     sc->hdr = NULL;
@@ -1243,7 +1389,8 @@ static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int unlink_heap)
     /* A condemned connection's client may live on: the slot says why it is served no more (its
        calls and close fail with RPCOOL_E_DROPPED instead of waiting), and stays its own until
        its lock byte goes (rpcool__reclaim_stale frees it then, or when the client closes). */
-    rcp__store(&cs->state, (uint32_t)(rcp__load(&sc->condemned) ? RPCOOL__CS_DROPPED : RPCOOL__CS_FREE));
+    rcp__store(&cs->state,
+               (uint32_t)(rcp__load(&sc->condemned) ? RPCOOL__CS_DROPPED : RPCOOL__CS_FREE));
     rcp__fetch_add(&cs->seq, 1u);
     rcp__futex_wake(&cs->seq, INT_MAX);
 }
@@ -1255,8 +1402,11 @@ static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int unlink_heap)
 static void rpcool__chan_repair(rpcool_server *s)
 {
     struct stat st;
-    if (fstat(s->fd, &st) == 0 && (size_t)st.st_size < s->map_len && ftruncate(s->fd, (off_t)s->map_len) == 0)
-        rpcool__log("%s: channel file was truncated (to %lld bytes): restored", s->name, (long long)st.st_size);
+    if (fstat(s->fd, &st) == 0 && (size_t)st.st_size < s->map_len &&
+        ftruncate(s->fd, (off_t)s->map_len) == 0)
+        rpcool__log(&s->log, RPCOOL_LOG_WARN,
+                    "%s: channel file was truncated (to %lld bytes): restored", s->name,
+                    (long long)st.st_size);
 }
 
 /* Put back header fields a client scribbled on (or a truncation zeroed), so new clients can
@@ -1266,11 +1416,11 @@ static void rpcool__chan_restore(rpcool_server *s)
 {
     struct rpcool__chan_hdr *h = s->ch;
     if (rcp__load(&h->magic) == RPCOOL__CH_MAGIC && h->version == RPCOOL__VERSION &&
-        h->max_conns == s->max_conns && h->safety == s->safety && rcp__load(&h->epoch) == s->epoch &&
-        rcp__load(&h->state) == RPCOOL__CH_OPEN)
+        h->max_conns == s->max_conns && h->safety == s->safety &&
+        rcp__load(&h->epoch) == s->epoch && rcp__load(&h->state) == RPCOOL__CH_OPEN)
         return;
     rcp__fetch_add(&s->st.bad_entries, 1u);
-    rpcool__log("%s: channel header was overwritten: restored", s->name);
+    rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: channel header was overwritten: restored", s->name);
     h->version = RPCOOL__VERSION;
     h->max_conns = s->max_conns;
     h->safety = s->safety;
@@ -1311,7 +1461,8 @@ static void rpcool__housekeep(rpcool_server *s, int force, uint64_t now)
 {
     if (force && !now) now = rcp__now_ns();
     int timed = now && now - rcp__load_relaxed(&s->last_hk) >= (uint64_t)s->reap_ms * 1000000u;
-    if (!force && !timed && rcp__load(&s->ch->pending) == rcp__load_relaxed(&s->seen_pending)) return;
+    if (!force && !timed && rcp__load(&s->ch->pending) == rcp__load_relaxed(&s->seen_pending))
+        return;
     if (pthread_mutex_trylock(&s->hk_lock)) return;
     uint64_t args[3] = {(uint64_t)force, now, (uint64_t)timed};
     rpcool__housekeep_guarded(s, args);
@@ -1349,8 +1500,10 @@ static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, 
     if (timed || force) rpcool__chan_restore(s);
 }
 
-static int rpcool__run_handler(rpcool_ctx *ctx, const struct rpcool__handler_ent *e, rpcool_handler *fn,
-                               void *arg, size_t len)
+/* >>dispatch - server: running calls ----------------------------------------------------------- */
+
+static int rpcool__run_handler(rpcool_ctx *ctx, const struct rpcool__handler_ent *e,
+                               rpcool_handler *fn, void *arg, size_t len)
 {
     struct rpcool__guard g;
     g.prev = rpcool__cur;
@@ -1397,7 +1550,8 @@ static void rpcool__complete(struct rpcool__conn_hdr *hd, unsigned i, uint32_t g
 
 /* Serve request gen of slot i of a connection, claimed by this thread. The request's fields
    are read once: the client may change them at any moment. */
-static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *sc, unsigned i, uint32_t gen)
+static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *sc, unsigned i,
+                               uint32_t gen)
 {
     rpcool_server *s = w->s;
     struct rpcool__conn_hdr *hd = sc->hdr;
@@ -1409,9 +1563,11 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
     size_t seal_len = (size_t)rcp__load_relaxed(&sl->seal_len);
     rpcool_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
+    ctx.s = s;
     ctx.sc = sc;
     int status;
-    struct rpcool__handler_ent *e = fnid < RPCOOL_MAX_HANDLERS ? rcp__load(&s->handlers[fnid]) : NULL;
+    struct rpcool__handler_ent *e =
+        fnid < RPCOOL_MAX_HANDLERS ? rcp__load(&s->handlers[fnid]) : NULL;
     rpcool_handler *fn = e ? e->fn : NULL;
     unsigned need = s->safety | (fn ? e->flags : 0);
     if (cflags & ~(unsigned)RPCOOL__KNOWN_FLAGS) status = RPCOOL_E_INVAL;
@@ -1428,9 +1584,9 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
             status = RPCOOL_E_TOOBIG; /* a client's heap may be far larger than we want to copy */
         } else if (ctx.flags & RPCOOL_COPY) {
             if (len > w->cap) {
-                char *nb = (char *)realloc(w->buf, len);
+                char *nb = (char *)RPCOOL_MALLOC(len); /* the old contents are not needed */
                 if (!nb) status = -ENOMEM;
-                else { w->buf = nb; w->cap = len; }
+                else { rpcool__free(w->buf); w->buf = nb; w->cap = len; }
             }
             if (status == 0) {
                 if (len) memcpy(w->buf, arg, len); /* faults here are the client's: guarded */
@@ -1454,8 +1610,9 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
         }
     }
     rpcool__complete(hd, i, gen, status, ctx.ret, ctx.ret ? ctx.ret_len : 0);
-    if (w->cap > RPCOOL__COPY_KEEP) { /* give a big argument's copy back: not one per serving thread */
-        free(w->buf);
+    /* give a big argument's copy back: not one per serving thread */
+    if (w->cap > RPCOOL__COPY_KEEP) {
+        rpcool__free(w->buf);
         w->buf = NULL;
         w->cap = 0;
     }
@@ -1516,8 +1673,9 @@ static int rpcool__scan_conn(struct rpcool__worker *w, struct rpcool__sconn *sc,
 }
 
 /* One pass over the connections: serve their requests, or (serve == 0: about to sleep) trim
-   their request bits and say whether any request waits. The pass announces the grace period it runs in (see rpcool__drain) and reads client
-   heaps with faults contained by the worker's recovery point g. */
+   their request bits and say whether any request waits. The pass announces the grace period it runs
+   in (see rpcool__drain) and reads client heaps with faults contained by the worker's recovery
+   point g. */
 static int rpcool__pass(struct rpcool__worker *w, struct rpcool__guard *g, int serve)
 {
     rpcool_server *s = w->s;
@@ -1528,7 +1686,8 @@ static int rpcool__pass(struct rpcool__worker *w, struct rpcool__guard *g, int s
     (void)g; /* containment is on all the time in a worker (rpcool__worker_run) */
     for (uint32_t i = 0; i < nscan && !(n && !serve); i++) {
         struct rpcool__sconn *sc = &s->conns[i];
-        if (__atomic_load_n(&sc->state, __ATOMIC_SEQ_CST) != RPCOOL__SC_ACTIVE || rcp__load_relaxed(&sc->condemned))
+        if (__atomic_load_n(&sc->state, __ATOMIC_SEQ_CST) != RPCOOL__SC_ACTIVE ||
+            rcp__load_relaxed(&sc->condemned))
             continue;
         w->cur = sc;
         n += rpcool__scan_conn(w, sc, !serve);
@@ -1537,6 +1696,8 @@ static int rpcool__pass(struct rpcool__worker *w, struct rpcool__guard *g, int s
     rcp__store(&w->gp, 0ull);
     return n;
 }
+
+/* >>serve - server: serving threads, stop, close ----------------------------------------------- */
 
 /* Serve until stopped or a fault. Polling: a pass, a pause, and once every 128 rounds the
    clock (timed housekeeping, the spin budget) and the CPU hints; a worker yields its CPU
@@ -1559,7 +1720,8 @@ static void rpcool__worker_run(struct rpcool__worker *w)
         w->cur = NULL;
         rcp__fetch_add(&s->st.faults, 1u);
         if (sc) {
-            rpcool__log("%s: fault on a client heap (%s): dropping it", s->name, sc->heap_name);
+            rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: fault on a client heap (%s): dropping it",
+                        s->name, sc->heap_name);
             rcp__store(&sc->dead, 1);
             rcp__store(&sc->condemned, 1u);
         } else {
@@ -1624,7 +1786,7 @@ static void rpcool__worker_loop(rpcool_server *s)
             break;
         }
     pthread_mutex_unlock(&s->hk_lock);
-    free(w.buf);
+    rpcool__free(w.buf);
     rpcool__me = outer;
 }
 
@@ -1644,14 +1806,14 @@ static void *rpcool__thread_main(void *p)
 RPCOOL_API int rpcool_server_start(rpcool_server *s, unsigned nthreads)
 {
     if (!s || nthreads == 0 || s->threads) return RPCOOL_E_INVAL;
-    s->threads = (pthread_t *)calloc(nthreads, sizeof *s->threads);
+    s->threads = (pthread_t *)rpcool__calloc(nthreads, sizeof *s->threads);
     if (!s->threads) return -ENOMEM;
     for (unsigned i = 0; i < nthreads; i++) {
         int r = pthread_create(&s->threads[i], NULL, rpcool__thread_main, s);
         if (r) {
             rpcool_server_stop(s);
             for (unsigned j = 0; j < i; j++) pthread_join(s->threads[j], NULL);
-            free(s->threads);
+            rpcool__free(s->threads);
             s->threads = NULL;
             rcp__store(&s->stop, 0);
             return -r;
@@ -1704,7 +1866,7 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
     if (rpcool__me && rpcool__me->s == s) return RPCOOL_E_INVAL; /* from a handler of s */
     rpcool_server_stop(s);
     for (unsigned i = 0; i < s->nthreads; i++) pthread_join(s->threads[i], NULL);
-    free(s->threads);
+    rpcool__free(s->threads);
     s->threads = NULL;
     for (;;) { /* threads of the caller's own in rpcool_serve must have left it */
         pthread_mutex_lock(&s->hk_lock);
@@ -1729,7 +1891,7 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
     munmap(s->ch, s->map_len);
     rpcool__fd_track(s->fd, 0);
     close(s->fd);
-    rpcool__log("%s: closed", s->name);
+    rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: closed", s->name);
     rpcool__server_free(s);
     return 0;
 }
@@ -1748,7 +1910,7 @@ RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *s
         if (rcp__load(&s->conns[i].state) != RPCOOL__SC_FREE) st->conns++;
 }
 
-/* ---- handler side ---- */
+/* >>handler - handler side --------------------------------------------------------------------- */
 
 RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx) { return ctx->sc->heap; }
 RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size)
@@ -1762,7 +1924,9 @@ RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size)
     if (!p && errno == ETIMEDOUT) {
         rcp__store(&ctx->sc->dead, 1);
         rcp__store(&ctx->sc->condemned, 1u);
-        rpcool__log("%s: its heap's mutex stays taken: dropping the connection", ctx->sc->heap_name);
+        rpcool__log(&ctx->s->log, RPCOOL_LOG_WARN,
+                    "%s: its heap's mutex stays taken: dropping the connection",
+                    ctx->sc->heap_name);
     }
     return p;
 }
@@ -1793,7 +1957,7 @@ RPCOOL_API const void *rpcool_ctx_need(rpcool_ctx *ctx, const void *p, size_t le
     return p;
 }
 
-RPCOOL_API const char *rpcool_ctx_str(rpcool_ctx *ctx, const char *s)
+RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s)
 {
     if (!rpcool_ctx_ok(ctx, s, 1)) rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
     for (const char *q = s;; q++) {
@@ -1802,7 +1966,7 @@ RPCOOL_API const char *rpcool_ctx_str(rpcool_ctx *ctx, const char *s)
     }
 }
 
-/* ============================== client ============================== */
+/* >>client - client: the shared-memory transport, call slots ----------------------------------- */
 
 /* 0 if the server serves our epoch, else why not. */
 static int rpcool__server_gone(rpcool_conn *c)
@@ -1831,7 +1995,8 @@ static int rpcool__shm_post(rpcool_conn *c, unsigned i)
        bit (against rpcool__unflag) and at the sleepers (against a server's increment before
        its last look), with no separate fence. The bit is usually still set from the last call:
        then this line is only read. */
-    __atomic_store_n(&c->hdr->req[i].state, RPCOOL__SL(c->pend[i].gen, RPCOOL__SL_REQ), __ATOMIC_SEQ_CST);
+    __atomic_store_n(&c->hdr->req[i].state, RPCOOL__SL(c->pend[i].gen, RPCOOL__SL_REQ),
+                     __ATOMIC_SEQ_CST);
     if (!(__atomic_load_n(&c->hdr->req_bits, __ATOMIC_SEQ_CST) & bit))
         __atomic_fetch_or(&c->hdr->req_bits, bit, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&c->ch->ssleepers, __ATOMIC_SEQ_CST)) {
@@ -1885,7 +2050,8 @@ sleep:
     }
 }
 
-static const struct rpcool__transport rpcool__shm_transport = {"shm", rpcool__shm_post, rpcool__shm_wait};
+static const struct rpcool__transport rpcool__shm_transport = {"shm", rpcool__shm_post,
+                                                               rpcool__shm_wait};
 
 static int rpcool__slot_get(rpcool_conn *c)
 {
@@ -1905,8 +2071,9 @@ static void rpcool__slot_put(rpcool_conn *c, unsigned i)
     rcp__fetch_or(&c->free_bits, 1ull << i);
 }
 
-/* ---- the seal table (RPCOOL_SEAL) ----
-   A call seals its range read-only unless a range already sealed covers it (a repeated
+/* >>seal - client: the seal table (RPCOOL_SEAL) ------------------------------------------------ */
+
+/* A call seals its range read-only unless a range already sealed covers it (a repeated
    argument under batched release costs no system call); a finished call drops its use; after
    seal_batch finished sealed calls, or on rpcool_release, every range without users is made
    writable again in as few mprotect calls as merging allows. A range that overlaps one still
@@ -1997,6 +2164,8 @@ RPCOOL_API int rpcool_release(rpcool_conn *c)
     return r;
 }
 
+/* >>call - client: calls ----------------------------------------------------------------------- */
+
 static int rpcool__done(rpcool_conn *c, unsigned i)
 {
     return rcp__load(&c->hdr->resp[i].state) == RPCOOL__SL(c->pend[i].gen, RPCOOL__SL_DONE);
@@ -2036,7 +2205,8 @@ static int rpcool__post(rpcool_conn *c, unsigned i, unsigned fn, const void *arg
     struct rpcool__req *sl = &c->hdr->req[i];
     struct rpcool__pend *pd = &c->pend[i];
     unsigned flags = c->safety | (o ? o->safety : 0);
-    if (fn >= RPCOOL_MAX_HANDLERS || (flags & ~(unsigned)RPCOOL__KNOWN_FLAGS)) return RPCOOL_E_INVAL;
+    if (fn >= RPCOOL_MAX_HANDLERS || (flags & ~(unsigned)RPCOOL__KNOWN_FLAGS))
+        return RPCOOL_E_INVAL;
     if ((arg || len) && !shmheap_contains(c->heap, arg, len)) return RPCOOL_E_BADPTR;
     pd->seal_p = NULL;
     if (flags & RPCOOL_SEAL) {
@@ -2084,17 +2254,18 @@ static void rpcool__reclaim(rpcool_conn *c)
         uint32_t exp = RPCOOL__P_ABANDONED;
         if (rcp__load_relaxed(&c->pend[i].pstate) != RPCOOL__P_ABANDONED || !rpcool__done(c, i))
             continue;
-        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) rpcool__harvest(c, i, NULL, NULL);
+        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN))
+            rpcool__harvest(c, i, NULL, NULL);
     }
 }
 
 RPCOOL_API int rpcool_call_ex(rpcool_conn *c, unsigned fn, const void *arg, size_t len,
-                              const rpcool_call_opts *o, void **ret, size_t *ret_len)
+                              const rpcool_call_opts *opts, void **ret, size_t *ret_len)
 {
     if (!c) return RPCOOL_E_INVAL;
     if (ret) *ret = NULL;
     if (ret_len) *ret_len = 0;
-    uint64_t deadline = rpcool__deadline(c, o);
+    uint64_t deadline = rpcool__deadline(c, opts);
     int i, r;
     while ((i = rpcool__slot_get(c)) < 0) { /* 64 calls in flight: wait for one to end */
         rpcool__reclaim(c);
@@ -2103,7 +2274,7 @@ RPCOOL_API int rpcool_call_ex(rpcool_conn *c, unsigned fn, const void *arg, size
         sched_yield();
     }
     c->pend[i].pstate = RPCOOL__P_SYNC;
-    if ((r = rpcool__post(c, (unsigned)i, fn, arg, len, o))) {
+    if ((r = rpcool__post(c, (unsigned)i, fn, arg, len, opts))) {
         rpcool__slot_put(c, (unsigned)i);
         return r;
     }
@@ -2121,7 +2292,7 @@ RPCOOL_API int rpcool_call(rpcool_conn *c, unsigned fn, const void *arg, size_t 
 }
 
 RPCOOL_API int rpcool_call_async(rpcool_conn *c, unsigned fn, const void *arg, size_t len,
-                                 const rpcool_call_opts *o, rpcool_callback *cb, void *user,
+                                 const rpcool_call_opts *opts, rpcool_callback *cb, void *user,
                                  uint64_t *id)
 {
     if (!c || (!cb && !id)) return RPCOOL_E_INVAL;
@@ -2137,7 +2308,7 @@ RPCOOL_API int rpcool_call_async(rpcool_conn *c, unsigned fn, const void *arg, s
     pd->user = user;
     uint64_t myid = ((uint64_t)pd->gen << 8) | (unsigned)i;
     rcp__store(&pd->pstate, (uint32_t)RPCOOL__P_ASYNC);
-    if ((r = rpcool__post(c, (unsigned)i, fn, arg, len, o))) {
+    if ((r = rpcool__post(c, (unsigned)i, fn, arg, len, opts))) {
         rpcool__slot_put(c, (unsigned)i);
         return r;
     }
@@ -2177,7 +2348,8 @@ RPCOOL_API int rpcool_wait(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_
     int r = c->tp->wait(c, (unsigned)i, rpcool__deadline(c, NULL));
     if (r) {
         uint32_t exp = RPCOOL__P_ASYNC;
-        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) rpcool__abandon(c, (unsigned)i);
+        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN))
+            rpcool__abandon(c, (unsigned)i);
         return r;
     }
     return rpcool_poll(c, id, ret, ret_len);
@@ -2208,6 +2380,8 @@ RPCOOL_API int rpcool_progress(rpcool_conn *c)
     return n;
 }
 
+/* >>connect - client: connect, disconnect, heap ------------------------------------------------ */
+
 /* Open and map the channel file and check that a server serves it. */
 static int rpcool__chan_attach(rpcool_conn *c, const char *channel)
 {
@@ -2219,26 +2393,31 @@ static int rpcool__chan_attach(rpcool_conn *c, const char *channel)
     c->fd = open(path, O_RDWR | O_CLOEXEC);
     if (c->fd < 0) return errno == ENOENT ? RPCOOL_E_NOCHANNEL : -errno;
     int r = RPCOOL_E_NOCHANNEL; /* not (yet) a channel */
-    if (pread(c->fd, &h, sizeof h, 0) == (ssize_t)sizeof h && h.magic == RPCOOL__CH_MAGIC &&
-        h.version == RPCOOL__VERSION && h.max_conns > 0 && h.max_conns <= 1024) {
-        c->map_len = rpcool__chan_bytes(h.max_conns);
-        r = fstat(c->fd, &st) || (size_t)st.st_size < c->map_len ? RPCOOL_E_PROTO : 0;
+    if (pread(c->fd, &h, sizeof h, 0) != (ssize_t)sizeof h || h.magic != RPCOOL__CH_MAGIC ||
+        h.version != RPCOOL__VERSION || h.max_conns == 0 || h.max_conns > RPCOOL_MAX_CONNS)
+        goto fail_close;
+    c->map_len = rpcool__chan_bytes(h.max_conns);
+    if (fstat(c->fd, &st) || (size_t)st.st_size < c->map_len) {
+        r = RPCOOL_E_PROTO;
+        goto fail_close;
     }
-    if (!r) {
-        m = mmap(NULL, c->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd, 0);
-        if (m == MAP_FAILED) {
-            r = -errno;
-        } else {
-            madvise(m, c->map_len, MADV_DONTFORK); /* as the server's: keeps our lock byte ours */
-            c->ch = (struct rpcool__chan_hdr *)m;
-            c->epoch = rcp__load(&c->ch->epoch);
-            if (rcp__load(&c->ch->state) != RPCOOL__CH_OPEN || rpcool__lock_held(c->fd, 0) != 1) {
-                r = RPCOOL_E_NOCHANNEL;
-                munmap(m, c->map_len);
-            }
-        }
+    m = mmap(NULL, c->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd, 0);
+    if (m == MAP_FAILED) {
+        r = -errno;
+        goto fail_close;
     }
-    if (r) close(c->fd);
+    madvise(m, c->map_len, MADV_DONTFORK); /* as the server's: keeps our lock byte ours */
+    c->ch = (struct rpcool__chan_hdr *)m;
+    c->epoch = rcp__load(&c->ch->epoch);
+    if (rcp__load(&c->ch->state) != RPCOOL__CH_OPEN || rpcool__lock_held(c->fd, 0) != 1) {
+        r = RPCOOL_E_NOCHANNEL;
+        goto fail_unmap;
+    }
+    return 0;
+fail_unmap:
+    munmap(m, c->map_len);
+fail_close:
+    close(c->fd);
     return r;
 }
 
@@ -2246,11 +2425,13 @@ static int rpcool__chan_attach(rpcool_conn *c, const char *channel)
    slot itself. */
 static int rpcool__slot_claim(rpcool_conn *c)
 {
-    struct rpcool__chan_slot *slots = (struct rpcool__chan_slot *)((char *)c->ch + RPCOOL__SLOTS_OFF);
+    struct rpcool__chan_slot *slots =
+        (struct rpcool__chan_slot *)((char *)c->ch + RPCOOL__SLOTS_OFF);
     uint32_t n = c->ch->max_conns;
     if ((size_t)n > (c->map_len - RPCOOL__SLOTS_OFF) / sizeof *slots) return RPCOOL_E_PROTO;
     for (uint32_t i = 0; i < n; i++) {
-        if (rcp__load(&slots[i].state) != RPCOOL__CS_FREE || rpcool__lock_try(c->fd, 1 + (off_t)i)) continue;
+        if (rcp__load(&slots[i].state) != RPCOOL__CS_FREE || rpcool__lock_try(c->fd, 1 + (off_t)i))
+            continue;
         uint32_t exp = RPCOOL__CS_FREE;
         if (rcp__cas(&slots[i].state, &exp, (uint32_t)RPCOOL__CS_CLAIMED)) {
             c->index = i;
@@ -2260,7 +2441,7 @@ static int rpcool__slot_claim(rpcool_conn *c)
         struct flock fl;
         rpcool__lock_op(c->fd, 1 + (off_t)i, F_OFD_SETLK, F_UNLCK, &fl);
     }
-    return RPCOOL_E_FULL;
+    return RPCOOL_E_NOSLOT;
 }
 
 /* Create the connection heap with its header. */
@@ -2273,20 +2454,20 @@ static int rpcool__conn_heap(rpcool_conn *c, const char *channel)
     if ((r = shmheap_create(c->heap_name, &c->hopts, &c->heap))) return r;
     c->hdr = (struct rpcool__conn_hdr *)shmheap_aligned_alloc(c->heap, 128, sizeof *c->hdr);
     if (!c->hdr) {
-        r = RPCOOL_E_HEAPFULL;
-    } else {
-        memset(c->hdr, 0, sizeof *c->hdr);
-        c->hdr->version = RPCOOL__VERSION;
-        c->hdr->nslots = RPCOOL__NSLOTS;
-        c->hdr->chan_slot = c->index;
-        c->hdr->epoch = c->epoch;
-        rcp__store(&c->hdr->magic, RPCOOL__CONN_MAGIC);
-        r = shmheap_root_set(c->heap, RPCOOL__ROOT, c->hdr);
+        r = SHMHEAP_E_FULL;
+        goto fail_heap;
     }
-    if (r) {
-        shmheap_close(c->heap);
-        shmheap_unlink(c->heap_name, &c->hopts);
-    }
+    memset(c->hdr, 0, sizeof *c->hdr);
+    c->hdr->version = RPCOOL__VERSION;
+    c->hdr->nslots = RPCOOL__NSLOTS;
+    c->hdr->chan_slot = c->index;
+    c->hdr->epoch = c->epoch;
+    rcp__store(&c->hdr->magic, RPCOOL__CONN_MAGIC);
+    if ((r = shmheap_root_set(c->heap, RPCOOL__ROOT, c->hdr))) goto fail_heap;
+    return 0;
+fail_heap:
+    shmheap_close(c->heap);
+    shmheap_unlink(c->heap_name, &c->hopts);
     return r;
 }
 
@@ -2320,16 +2501,17 @@ static int rpcool__handshake(rpcool_conn *c, unsigned timeout_ms)
 
 static void rpcool__conn_free(rpcool_conn *c)
 {
-    free(c->seals);
-    free(c->release);
+    rpcool__free(c->seals);
+    rpcool__free(c->release);
     pthread_mutex_destroy(&c->seal_lock);
-    free(c);
+    rpcool__free(c);
 }
 
 RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts, rpcool_conn **out)
 {
     rpcool_conn_opts o;
     rpcool_conn *c;
+    unsigned connect_ms;
     int r;
     if (!out) return RPCOOL_E_INVAL;
     *out = NULL;
@@ -2338,50 +2520,53 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     if (opts) o = *opts;
     if (o.transport != RPCOOL_TRANSPORT_SHM) return RPCOOL_E_NOTSUP;
     if (o.safety & ~(unsigned)RPCOOL__KNOWN_FLAGS) return RPCOOL_E_INVAL;
-    if (!(c = (rpcool_conn *)calloc(1, sizeof *c))) return -ENOMEM;
+    if (!(c = (rpcool_conn *)rpcool__calloc(1, sizeof *c))) return -ENOMEM;
     c->tp = &rpcool__shm_transport;
     c->safety = o.safety;
     c->timeout_ms = o.timeout_ms;
-    c->spin_ns = o.spin_ns ? o.spin_ns : 20000;
-    c->peer_check_ms = o.peer_check_ms ? o.peer_check_ms : 100;
-    c->seal_batch = o.seal_batch ? o.seal_batch : 1;
+    c->spin_ns = o.spin_ns ? o.spin_ns : RPCOOL_DEFAULT_SPIN_NS;
+    c->peer_check_ms = o.peer_check_ms ? o.peer_check_ms : RPCOOL_DEFAULT_PEER_CHECK_MS;
+    c->seal_batch = o.seal_batch ? o.seal_batch : RPCOOL_DEFAULT_SEAL_BATCH;
     c->seal_cap = (size_t)(c->seal_batch < 1024 ? c->seal_batch : 1024) + RPCOOL__NSLOTS;
     c->hopts.pod = o.pod;
-    c->hopts.size = o.heap_size;
+    c->hopts.log = o.log;
+    c->hopts.log_user = o.log_user;
+    c->log = rpcool__logger(o.log, o.log_user);
+    c->hopts.size = o.heap_size ? o.heap_size : RPCOOL_DEFAULT_HEAP_SIZE;
     c->free_bits = ~0ull;
     pthread_mutex_init(&c->seal_lock, NULL);
-    c->seals = (struct rpcool__seal *)calloc(c->seal_cap, sizeof *c->seals);
-    c->release = (shmheap_range *)calloc(c->seal_cap, sizeof *c->release);
+    c->seals = (struct rpcool__seal *)rpcool__calloc(c->seal_cap, sizeof *c->seals);
+    c->release = (shmheap_range *)rpcool__calloc(c->seal_cap, sizeof *c->release);
     if (!c->seals || !c->release) {
-        rpcool__conn_free(c);
-        return -ENOMEM;
+        r = -ENOMEM;
+        goto fail_free;
     }
-    if ((r = rpcool__chan_attach(c, channel))) {
-        rpcool__conn_free(c);
-        return r;
-    }
-    if (!(r = rpcool__slot_claim(c))) {
-        if (!(r = rpcool__conn_heap(c, channel))) {
-            if (!(r = rpcool__handshake(c, o.connect_timeout_ms ? o.connect_timeout_ms : 5000))) {
-                rpcool__fd_track(c->fd, 1);
-                rpcool__log("connected to %s (slot %u, heap %s)", channel, c->index, c->heap_name);
-                *out = c;
-                return 0;
-            }
-            shmheap_close(c->heap);
-            shmheap_unlink(c->heap_name, &c->hopts);
-        }
-        /* the server may have seen our request: it sees the slot closing and our lock gone */
-        rcp__store(&c->cs->state, (uint32_t)RPCOOL__CS_CLOSING);
-        rcp__fetch_add(&c->ch->pending, 1u);
-    }
+    if ((r = rpcool__chan_attach(c, channel))) goto fail_free;
+    if ((r = rpcool__slot_claim(c))) goto fail_chan;
+    if ((r = rpcool__conn_heap(c, channel))) goto fail_slot;
+    connect_ms = o.connect_timeout_ms ? o.connect_timeout_ms : RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS;
+    if ((r = rpcool__handshake(c, connect_ms))) goto fail_heap;
+    rpcool__fd_track(c->fd, 1);
+    rpcool__log(&c->log, RPCOOL_LOG_INFO, "connected to %s (slot %u, heap %s)", channel,
+                c->index, c->heap_name);
+    *out = c;
+    return 0;
+fail_heap:
+    shmheap_close(c->heap);
+    shmheap_unlink(c->heap_name, &c->hopts);
+fail_slot:
+    /* the server may have seen our request: it sees the slot closing and our lock gone */
+    rcp__store(&c->cs->state, (uint32_t)RPCOOL__CS_CLOSING);
+    rcp__fetch_add(&c->ch->pending, 1u);
+fail_chan:
     munmap(c->ch, c->map_len);
     close(c->fd);
+fail_free:
     rpcool__conn_free(c);
     return r;
 }
 
-RPCOOL_API int rpcool_close(rpcool_conn *c)
+RPCOOL_API int rpcool_disconnect(rpcool_conn *c)
 {
     if (!c) return RPCOOL_E_INVAL;
     rpcool_release(c);
@@ -2409,11 +2594,15 @@ RPCOOL_API int rpcool_close(rpcool_conn *c)
 }
 
 RPCOOL_API shmheap *rpcool_heap(rpcool_conn *c) { return c ? c->heap : NULL; }
-RPCOOL_API void *rpcool_alloc(rpcool_conn *c, size_t size) { return c ? shmheap_malloc(c->heap, size) : NULL; }
+RPCOOL_API void *rpcool_alloc(rpcool_conn *c, size_t size)
+{
+    return c ? shmheap_malloc(c->heap, size) : NULL;
+}
 RPCOOL_API void rpcool_free(rpcool_conn *c, void *p)
 {
     if (!c || !p) return;
-    if (rcp__load_relaxed(&c->nseals)) { /* a block still sealed by a finished call: release first */
+    /* a block still sealed by a finished call: release first */
+    if (rcp__load_relaxed(&c->nseals)) {
         pthread_mutex_lock(&c->seal_lock);
         for (size_t i = 0; i < c->nseals; i++)
             if ((const char *)p >= (const char *)c->seals[i].p &&
@@ -2451,7 +2640,7 @@ RPCOOL_API char *rpcool_strdup(rpcool_conn *c, const char *s)
     return p;
 }
 
-/* ============================== data builders ============================== */
+/* >>builders - data builders ------------------------------------------------------------------- */
 
 RPCOOL_API int rpcool_arena_init(rpcool_arena *a, shmheap *h, size_t bytes)
 {
@@ -2463,7 +2652,7 @@ RPCOOL_API int rpcool_arena_init(rpcool_arena *a, shmheap *h, size_t bytes)
     bytes = (bytes + pg - 1) & ~(pg - 1);
     void *p;
     int r = shmheap_alloc(h, bytes, pg, &p);
-    if (r) return r == SHMHEAP_E_FULL ? RPCOOL_E_HEAPFULL : r;
+    if (r) return r;
     a->base = a->cur = (char *)p;
     a->end = a->base + bytes;
     return 0;
@@ -2481,7 +2670,10 @@ RPCOOL_API void *rpcool_arena_alloc(rpcool_arena *a, size_t size, size_t align)
     return (void *)p;
 }
 
-RPCOOL_API size_t rpcool_arena_used(const rpcool_arena *a) { return a ? (size_t)(a->cur - a->base) : 0; }
+RPCOOL_API size_t rpcool_arena_used(const rpcool_arena *a)
+{
+    return a ? (size_t)(a->cur - a->base) : 0;
+}
 RPCOOL_API void rpcool_arena_reset(rpcool_arena *a) { if (a) a->cur = a->base; }
 RPCOOL_API void rpcool_arena_destroy(rpcool_arena *a)
 {
@@ -2496,7 +2688,7 @@ static void rpcool__arena_free(rpcool_arena *a, void *p)
     if (!a->base && p) shmheap_free(a->heap, p);
 }
 
-RPCOOL_API char *rpcool_strn(rpcool_arena *a, const char *s, size_t n)
+RPCOOL_API char *rpcool_arena_strndup(rpcool_arena *a, const char *s, size_t n)
 {
     char *p = (char *)rpcool_arena_alloc(a, n + 1, 1);
     if (p) {
@@ -2505,7 +2697,10 @@ RPCOOL_API char *rpcool_strn(rpcool_arena *a, const char *s, size_t n)
     }
     return p;
 }
-RPCOOL_API char *rpcool_str(rpcool_arena *a, const char *s) { return rpcool_strn(a, s, strlen(s)); }
+RPCOOL_API char *rpcool_arena_strdup(rpcool_arena *a, const char *s)
+{
+    return rpcool_arena_strndup(a, s, strlen(s));
+}
 
 RPCOOL_API rpcool_array *rpcool_array_new(rpcool_arena *a, size_t elem, size_t cap)
 {
@@ -2563,20 +2758,23 @@ RPCOOL_API rpcool_map *rpcool_map_new(rpcool_arena *a, size_t cap)
     return m;
 }
 
-static rpcool_map_entry *rpcool__map_find(rpcool_map_entry *e, uint64_t cap, const char *key, uint64_t h)
+static rpcool_map_entry *rpcool__map_find(rpcool_map_entry *e, uint64_t cap, const char *key,
+                                          uint64_t h)
 {
     for (uint64_t i = h & (cap - 1);; i = (i + 1) & (cap - 1))
         if (!e[i].key || (e[i].hash == h && !strcmp(e[i].key, key))) return &e[i];
 }
 
-RPCOOL_API int rpcool_map_put(rpcool_arena *a, rpcool_map *m, const char *key, uint64_t val, uint64_t *old)
+RPCOOL_API int rpcool_map_put(rpcool_arena *a, rpcool_map *m, const char *key, uint64_t val,
+                              uint64_t *old)
 {
     uint64_t h = rpcool_hash(key);
     if (old) *old = 0;
     if ((m->len + 1) * 4 > m->cap * 3) { /* grow at 75% */
         uint64_t nc = m->cap * 2;
-        rpcool_map_entry *ne = (rpcool_map_entry *)rpcool_arena_alloc(a, (size_t)nc * sizeof *ne, 16);
-        if (!ne) return RPCOOL_E_HEAPFULL;
+        rpcool_map_entry *ne =
+            (rpcool_map_entry *)rpcool_arena_alloc(a, (size_t)nc * sizeof *ne, 16);
+        if (!ne) return SHMHEAP_E_FULL;
         memset(ne, 0, (size_t)nc * sizeof *ne);
         for (uint64_t i = 0; i < m->cap; i++)
             if (m->e[i].key) *rpcool__map_find(ne, nc, m->e[i].key, m->e[i].hash) = m->e[i];
@@ -2590,8 +2788,8 @@ RPCOOL_API int rpcool_map_put(rpcool_arena *a, rpcool_map *m, const char *key, u
         e->val = val;
         return 0;
     }
-    char *k = rpcool_str(a, key);
-    if (!k) return RPCOOL_E_HEAPFULL;
+    char *k = rpcool_arena_strdup(a, key);
+    if (!k) return SHMHEAP_E_FULL;
     e->hash = h;
     e->val = val;
     e->key = k;
@@ -2607,16 +2805,19 @@ RPCOOL_API int rpcool_map_get(const rpcool_map *m, const char *key, uint64_t *va
     return 1;
 }
 
-RPCOOL_API int rpcool_map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, const char *key, uint64_t *val)
+RPCOOL_API int rpcool_map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, const char *key,
+                                      uint64_t *val)
 {
     m = (const rpcool_map *)rpcool_ctx_need(ctx, m, sizeof *m);
     uint64_t cap = m->cap, h = rpcool_hash(key);
-    if (!cap || (cap & (cap - 1)) || cap > (uint64_t)SIZE_MAX / sizeof *m->e) rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
-    const rpcool_map_entry *e = (const rpcool_map_entry *)rpcool_ctx_need(ctx, m->e, (size_t)cap * sizeof *m->e);
+    if (!cap || (cap & (cap - 1)) || cap > (uint64_t)SIZE_MAX / sizeof *m->e)
+        rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
+    const rpcool_map_entry *e =
+        (const rpcool_map_entry *)rpcool_ctx_need(ctx, m->e, (size_t)cap * sizeof *m->e);
     for (uint64_t n = 0, i = h & (cap - 1); n < cap; n++, i = (i + 1) & (cap - 1)) {
         const char *k = e[i].key;
         if (!k) return 0;
-        if (e[i].hash == h && !strcmp(rpcool_ctx_str(ctx, k), key)) {
+        if (e[i].hash == h && !strcmp(rpcool_ctx_need_str(ctx, k), key)) {
             if (val) *val = e[i].val;
             return 1;
         }
@@ -2629,7 +2830,7 @@ RPCOOL_API int rpcool_map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, cons
 /*
 MIT License
 
-Copyright (c) 2025 the rpcool authors
+Copyright (c) 2026 the rpcool authors
 
 Permission is hereby granted, free of charge, to any person obtaining a copy of this software and
 associated documentation files (the "Software"), to deal in the Software without restriction,

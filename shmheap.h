@@ -2,23 +2,42 @@
 /* shmheap.h - a shared heap over CXL memory, mapped at the same address in every process.
    version 0.1
 
-   USAGE
-   -----
+   TABLE OF CONTENTS
+   -----------------
+   1. Usage           how to build it in, compile-time options, logging
+   2. What it is      heaps, where their memory lives, the pod and its address window
+   3. Example
+   4. Allocator       size classes, spans, thread caches, crash safety, checked frees
+   5. Thread safety
+   6. Errors
+   7. Limits
+   The declarations follow this text; then the implementation, whose sections are marked with
+   anchors to grep for: >>config >>layout >>state >>log >>errors >>classes >>registry >>lock
+   >>spans >>cache >>alloc >>names >>pod >>map >>roots >>check >>seal. The licence (MIT) is at
+   the end of the file.
+
+   1. USAGE
+   --------
    Copy shmheap.h and the impl/ folder into your project. In exactly one C or C++ file:
 
        #define SHMHEAP_IMPLEMENTATION
        #include "shmheap.h"
 
    Other files include "shmheap.h" without the define. Build with plain `cc -pthread` on Linux
-   (glibc). Options, defined before the implementation include:
+   (glibc). The implementation needs GNU extensions: include shmheap.h before any system header
+   in that file, or compile with -D_GNU_SOURCE. Options, defined before the implementation
+   include:
        SHMHEAP_STATIC        make every function static (private to that file)
        SHMHEAP_WITH_CXL      resolve "cxl:REGION" names through libcxl (link -lcxl); without it
                              such names fail with SHMHEAP_E_NOTSUP
        SHMHEAP_ASSERT(x)     your assert (default: assert from <assert.h>)
-   Set SHMHEAP_DEBUG=1 in the environment to log what the library does to stderr.
+       SHMHEAP_MALLOC(size)  your allocator for the library's private memory (default: malloc
+       SHMHEAP_FREE(p)       and free); define both or neither (#error otherwise)
+   Logging is silent by default. shmheap_opts.log receives a heap's messages; without it, set
+   SHMHEAP_DEBUG (any value) in the environment to send them to stderr (read once per process).
 
-   WHAT IT IS
-   ----------
+   2. WHAT IT IS
+   -------------
    A heap is a region of "CXL memory" that every process of a pod maps at one virtual address,
    so a plain pointer into it means the same thing everywhere. Where the memory lives is named:
        "NAME" or "shm:NAME"   a POSIX shared-memory object (/dev/shm/NAME): emulated CXL, the
@@ -28,79 +47,91 @@
        "/dev/daxX.Y"          a device-DAX character device (2 MiB alignment)
        "cxl:regionN"          a CXL region, resolved through libcxl to its /dev/daxX.Y
    A new heap's address comes from the window [0x680000000000, 0x700000000000), handed out by a
-   small pod directory that itself lives in shared memory (/dev/shm/shmheap.pod, or $SHMHEAP_POD):
-   no daemon. A new pod takes its window from $SHMHEAP_WINDOW ("LO-HI" in hex) if set: programs
-   built with ThreadSanitizer can only map inside [0x550000000000, 0x568000000000), so such builds
-   default to the pod shmheap-tsan.pod with the window [0x560000000000, 0x568000000000). The address is recorded in the heap's header; every opener maps exactly there with
-   MAP_FIXED_NOREPLACE and fails with SHMHEAP_E_ADDRINUSE rather than replace a mapping. (Hosts
-   that share a device but not /dev/shm each keep a directory; the header still decides.) A pod
-   names up to 1024 heaps; beyond that, or with no free range that large left in its window,
-   create fails with SHMHEAP_E_PODFULL. Entries whose objects were removed behind shmheap's back
-   are dropped when they are in the way.
+   small pod directory that itself lives in shared memory (/dev/shm/shmheap.pod, or
+   $SHMHEAP_POD): no daemon. A new pod takes its window from $SHMHEAP_WINDOW ("LO-HI" in hex) if
+   set: programs built with ThreadSanitizer can only map inside [0x550000000000, 0x568000000000),
+   so such builds default to the pod shmheap-tsan.pod with the window
+   [0x560000000000, 0x568000000000). The address is recorded in the heap's header; every opener
+   maps exactly there with MAP_FIXED_NOREPLACE and fails with SHMHEAP_E_ADDRINUSE rather than
+   replace a mapping. (Hosts that share a device but not /dev/shm each keep a directory; the
+   header still decides.) A pod names up to 1024 heaps; beyond that, or with no free range that
+   large left in its window, create fails with SHMHEAP_E_PODFULL. Entries whose objects were
+   removed behind shmheap's back are dropped when they are in the way.
 
-   EXAMPLE
-   -------
-       shmheap *h;
-       int rc = shmheap_create("demo", NULL, &h);          // or shmheap_open("demo", NULL, &h)
-       if (rc) { fprintf(stderr, "%s\n", shmheap_strerror(rc)); return 1; }
-       struct node { int v; struct node *next; } *n = shmheap_malloc(h, sizeof *n);
-       n->v = 42; n->next = NULL;
-       shmheap_root_set(h, "list", n);                     // another process: shmheap_root_get
-       shmheap_close(h);
+   3. EXAMPLE
+   ----------
+       #define SHMHEAP_IMPLEMENTATION
+       #include "shmheap.h"
+       #include <stdio.h>
 
-   ALLOCATOR
-   ---------
+       struct node { int v; struct node *next; };
+
+       int main(void)
+       {
+           shmheap *h;
+           int rc = shmheap_create("demo", NULL, &h);      // or shmheap_open("demo", NULL, &h)
+           if (rc) { fprintf(stderr, "%s\n", shmheap_strerror(rc)); return 1; }
+           struct node *n = shmheap_malloc(h, sizeof *n);
+           n->v = 42; n->next = NULL;
+           shmheap_root_set(h, "list", n);                 // another process: shmheap_root_get
+           shmheap_close(h);                               // the heap lives on until unlinked
+           return shmheap_unlink("demo", NULL);
+       }
+
+   4. ALLOCATOR
+   ------------
    Small blocks (up to 32 KiB, 40 size classes) come from 64 KiB spans, each with a bitmap of
    slots; allocating and freeing is one compare-and-swap on a bitmap word, with no lock, so any
    number of threads in any number of processes allocate at once. Threads are spread over 16
    stripes, each with its own current span per class, so they rarely touch the same cache line;
    a stripe that needs another span takes one of its own, an empty one, or a free one before it
-   shares a span another stripe took (it does so at once while the mutex is busy), since a thread
-   frees mostly what it allocated.
+   shares a span another stripe took (it does so at once while the mutex is busy), since a
+   thread frees mostly what it allocated.
    Large blocks are runs of spans, taken under one mutex in the heap (a word naming its holder,
-   not a pthread mutex: peers can write it, see shmheap__lock). Blocks of up to 4 KiB that a
-   thread frees wait in a small cache of that thread (8 per size class) for its
-   next allocations, as glibc's tcache does; the cache is kept in the heap, not in private
-   memory, so it goes back to everyone when the thread exits, when the process closes the heap,
-   when the heap is full, on shmheap_flush(), and, for a process that died, at the next
-   shmheap_check() or full heap of anyone on the same host.
+   not a pthread mutex: peers can write it, see >>lock). Blocks of up to 4 KiB that a thread
+   frees wait in a small cache of that thread (8 per size class) for its next allocations, as
+   glibc's tcache does; the cache is kept in the heap, not in private memory, so it goes back to
+   everyone when the thread exits, when the process closes the heap, when the heap is full, on
+   shmheap_flush(), and, for a process that died, at the next shmheap_check() or full heap of
+   anyone on the same host.
    Crash safety: a process killed at any moment (SIGKILL) leaves the heap consistent and usable.
    Lock-free steps are single atomic operations. Steps under the mutex write an intent record
    first; the next locker sees that the holder named in the mutex is dead (the kernel dropped
    the byte lock every open handle holds on the heap's file, as for glibc's robust mutexes, in
    any pid namespace; or a thread of this host and pid namespace that is gone or a zombie),
-   takes the mutex over, undoes an unfinished
-   allocation or completes an unfinished free, and carries on. What is NOT reclaimed: blocks the
-   dead process had allocated stay allocated, because the heap cannot know whether another
-   process still uses them (rpcool gives every connection its own heap and reclaims it whole).
-   A process killed between taking a slot and returning it leaks that one slot.
+   takes the mutex over, undoes an unfinished allocation or completes an unfinished free, and
+   carries on. What is NOT reclaimed: blocks the dead process had allocated stay allocated,
+   because the heap cannot know whether another process still uses them (rpcool gives every
+   connection its own heap and reclaims it whole). A process killed between taking a slot and
+   returning it leaks that one slot.
    Freeing checks the pointer: outside the heap (SHMHEAP_E_FOREIGN), not the start of a block
    (SHMHEAP_E_BADPTR), already free (SHMHEAP_E_DOUBLEFREE; detected unless the block was
    allocated again in between).
 
-   THREAD SAFETY
-   -------------
+   5. THREAD SAFETY
+   ----------------
    Every function may be called from any thread of any process, except close/unlink of a heap
-   that other threads of the same process still use.
+   that other threads of the same process still use. A log callback may be called from any
+   thread that uses the heap.
 
-   ERRORS
-   ------
-   Functions return 0 or a negative code: -errno from the system, or one of SHMHEAP_E_*.
-   shmheap_strerror(code) explains it. Allocation functions return NULL (errno = ENOMEM) when
-   the heap is full; shmheap_alloc() returns the reason instead.
+   6. ERRORS
+   ---------
+   Functions return 0 or a negative code: -errno from the system, or one of SHMHEAP_E_*
+   (SHMHEAP_ERRORS lists them). shmheap_strerror(code) explains it. Allocation functions return
+   NULL (errno = ENOMEM) when the heap is full; shmheap_alloc() returns the reason instead.
 
-   LIMITS
-   ------
+   7. LIMITS
+   ---------
    Linux x86-64/aarch64 with glibc. Heaps from 2 MiB to 16 TiB. Metadata is 1/128 of a heap
-   (bitmaps) plus 1/8192 (span table); a heap created in a new object or file touches it only as
-   spans are used, so a big /dev/shm heap costs what is used of it (shmheap_check reads the whole
-   span table). Formatting an existing file or device writes all of it. 64 named roots per heap, names
-   up to 47 bytes. Heap names up to 100 bytes. 4095 processes hold a heap's byte locks at once;
-   a process opened beyond that, or on a file that takes no locks, is recognised dead only by
-   processes of its host and pid namespace. A heap shared between hosts (one CXL device, two
-   kernels) shares no locks: a holder that dies on the other host is waited for (lock_timeout_ms
-   bounds that), as is a forked child that dies holding the mutex after its thread id was reused
-   (it shares its parent's byte lock).
+   (bitmaps) plus 1/8192 (span table); a heap created in a new object or file touches it only
+   as spans are used, so a big /dev/shm heap costs what is used of it (shmheap_check reads the
+   whole span table). Formatting an existing file or device writes all of it. 64 named roots
+   per heap, names up to 47 bytes. Heap names up to 100 bytes. 4095 processes hold a heap's
+   byte locks at once; a process opened beyond that, or on a file that takes no locks, is
+   recognised dead only by processes of its host and pid namespace. A heap shared between hosts
+   (one CXL device, two kernels) shares no locks: a holder that dies on the other host is
+   waited for (lock_timeout_ms bounds that), as is a forked child that dies holding the mutex
+   after its thread id was reused (it shares its parent's byte lock).
 */
 #ifndef SHMHEAP_H
 #define SHMHEAP_H
@@ -116,7 +147,8 @@
 #include <stdint.h>
 
 #ifdef SHMHEAP_STATIC
-#define SHMHEAP_API static __attribute__((unused)) /* no warning for the functions a file does not call */
+/* unused: no warning for the functions a file does not call */
+#define SHMHEAP_API static __attribute__((unused))
 #else
 #define SHMHEAP_API extern
 #endif
@@ -127,12 +159,16 @@ extern "C" {
 
 typedef struct shmheap shmheap; /* a process-local handle to a mapped heap */
 
+/* Defaults: what a zero field of shmheap_opts means. */
+#define SHMHEAP_DEFAULT_SIZE ((size_t)64 << 20) /* 64 MiB */
+#define SHMHEAP_DEFAULT_MODE 0600
+
 /* Options for create and open. Zero means default; use designated initialisers. */
 typedef struct shmheap_opts {
-    size_t size;         /* create: bytes, rounded up to 2 MiB; 0 = 64 MiB for shm/files,
-                            the whole device for DAX and PCI BARs */
+    size_t size;         /* create: bytes, rounded up to 2 MiB; 0 = SHMHEAP_DEFAULT_SIZE for
+                            shm and files, the whole device for DAX and PCI BARs */
     uintptr_t addr;      /* create: fixed base address (2 MiB aligned); 0 = from the pod */
-    unsigned mode;       /* create: permissions of a new object; 0 = 0600 */
+    unsigned mode;       /* create: permissions of a new object; 0 = SHMHEAP_DEFAULT_MODE */
     const char *pod;     /* pod directory name in /dev/shm; NULL = $SHMHEAP_POD or shmheap.pod */
     int overwrite;       /* create over an existing heap, file or object: format it anyway.
                             Without it, create fails with SHMHEAP_E_EXISTS, except on a device
@@ -141,28 +177,43 @@ typedef struct shmheap_opts {
                             32 KiB, roots, checks); 0 = wait as long as it takes. Set it when a
                             peer you do not trust shares the heap: its stop then makes those
                             calls fail with -ETIMEDOUT instead of hanging you */
+    void (*log)(int level, const char *msg, void *user); /* gets the library's messages
+                            (SHMHEAP_LOG_* levels, one line each); NULL = silent, or stderr when
+                            SHMHEAP_DEBUG is set. A heap open twice in a process keeps the
+                            first opener's */
+    void *log_user;      /* passed to log */
 } shmheap_opts;
 
-enum {
-    SHMHEAP_E_BADMAGIC = -1000, /* not a shmheap (bad magic), or never finished initialising */
-    SHMHEAP_E_VERSION,          /* made by an incompatible layout version */
-    SHMHEAP_E_TOOSMALL,         /* file or device too small, or header sizes inconsistent */
-    SHMHEAP_E_FULL,             /* heap full */
-    SHMHEAP_E_DOUBLEFREE,       /* block already free */
-    SHMHEAP_E_FOREIGN,          /* pointer not inside this heap */
-    SHMHEAP_E_BADPTR,           /* pointer inside the heap but not the start of a block */
-    SHMHEAP_E_ADDRINUSE,        /* the heap's address range is taken in this process or pod */
-    SHMHEAP_E_NOTSUP,           /* feature not supported here (built without it, or no CPU/OS
-                                   support) */
-    SHMHEAP_E_CORRUPT,          /* the consistency check found damage */
-    SHMHEAP_E_BADNAME,          /* malformed heap or root name */
-    SHMHEAP_E_NOTFOUND,         /* no heap, device, region or root of that name */
-    SHMHEAP_E_EXISTS,           /* a heap of that name exists already */
-    SHMHEAP_E_INVAL,            /* invalid argument */
-    SHMHEAP_E_BUSY,             /* create with overwrite of a heap this process has open */
-    SHMHEAP_E_PODFULL           /* create: the pod has no free range that large in its window,
-                                   or already names 1024 heaps */
-};
+/* Levels of the messages a log callback gets. */
+enum { SHMHEAP_LOG_ERROR = 0, SHMHEAP_LOG_WARN = 1, SHMHEAP_LOG_INFO = 2, SHMHEAP_LOG_DEBUG = 3 };
+
+/* Error codes: X(name, value, what shmheap_strerror says); a comment adds what the
+   text leaves out. */
+#define SHMHEAP_ERRORS(X)                                                                          \
+    X(SHMHEAP_E_BADMAGIC, -1000, "not a shmheap heap (bad magic), or its creator never finished")  \
+    X(SHMHEAP_E_VERSION, -999, "heap made by an incompatible shmheap layout version")              \
+    X(SHMHEAP_E_TOOSMALL, -998,                                                                    \
+      "file or device too small for a heap, or header sizes inconsistent")                         \
+    X(SHMHEAP_E_FULL, -997, "heap full")                                                           \
+    X(SHMHEAP_E_DOUBLEFREE, -996, "block already free (double free)")                              \
+    X(SHMHEAP_E_FOREIGN, -995, "pointer is not inside this heap")                                  \
+    X(SHMHEAP_E_BADPTR, -994, "pointer is inside the heap but not the start of a block")           \
+    /* the heap's address range is taken in this process or pod */                                 \
+    X(SHMHEAP_E_ADDRINUSE, -993, "the heap's address range is already taken")                      \
+    /* feature not supported here (built without it, or no CPU/OS support) */                      \
+    X(SHMHEAP_E_NOTSUP, -992, "not supported on this build or machine")                            \
+    X(SHMHEAP_E_CORRUPT, -991, "heap consistency check failed")                                    \
+    X(SHMHEAP_E_BADNAME, -990, "malformed heap or root name")                                      \
+    X(SHMHEAP_E_NOTFOUND, -989, "no heap, device, region or root of that name")                    \
+    X(SHMHEAP_E_EXISTS, -988, "a heap of that name exists already")                                \
+    X(SHMHEAP_E_INVAL, -987, "invalid argument")                                                   \
+    /* create with overwrite of a heap this process has open */                                    \
+    X(SHMHEAP_E_BUSY, -986, "the heap is open in this process: close it before overwriting it")    \
+    X(SHMHEAP_E_PODFULL, -985,                                                                     \
+      "the pod is full: no free address range that large in its window, or 1024 heaps named")
+#define SHMHEAP__ERROR_ENUM(name, value, text) name = value,
+enum { SHMHEAP_ERRORS(SHMHEAP__ERROR_ENUM) };
+#undef SHMHEAP__ERROR_ENUM
 
 SHMHEAP_API const char *shmheap_strerror(int code);
 
@@ -204,7 +255,7 @@ SHMHEAP_API size_t shmheap_usable_size(shmheap *h, const void *p);
 SHMHEAP_API int shmheap_flush(shmheap *h);
 
 /* Checks every invariant of the heap (under its lock) and fills st if not NULL.
-   Returns 0 or SHMHEAP_E_CORRUPT (with the first problem logged when SHMHEAP_DEBUG is set and
+   Returns 0 or SHMHEAP_E_CORRUPT (with the first problem logged at SHMHEAP_LOG_ERROR and
    copied to st->problem). */
 typedef struct shmheap_stats {
     size_t size;         /* bytes of the mapping */
@@ -229,7 +280,7 @@ SHMHEAP_API int shmheap_contains(const shmheap *h, const void *p, size_t len);
 typedef struct shmheap_range { const void *p; size_t len; } shmheap_range;
 SHMHEAP_API int shmheap_seal(shmheap *h, const void *p, size_t len);
 SHMHEAP_API int shmheap_unseal(shmheap *h, const void *p, size_t len);
-SHMHEAP_API int shmheap_unseal_batch(shmheap *h, const shmheap_range *r, size_t n);
+SHMHEAP_API int shmheap_unseal_batch(shmheap *h, const shmheap_range *ranges, size_t n);
 
 /* Memory protection keys (Intel/AMD pku). supported: 1 or 0 (checked once, then cached; still
    1 when every key is taken). Without pku the others return SHMHEAP_E_NOTSUP. rights: 0 = full
@@ -248,9 +299,7 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 #endif
 #endif /* SHMHEAP_H */
 
-/* ============================================================================================ */
-/*                                       IMPLEMENTATION                                         */
-/* ============================================================================================ */
+/* >>implementation - includes, options, constants ---------------------------------------------- */
 #if defined(SHMHEAP_IMPLEMENTATION) && !defined(SHMHEAP_IMPLEMENTATION_ONCE)
 #define SHMHEAP_IMPLEMENTATION_ONCE
 
@@ -270,6 +319,14 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 #include "impl/cxl.h"
 #endif
 
+#if defined(SHMHEAP_MALLOC) != defined(SHMHEAP_FREE)
+#error "shmheap.h: define both SHMHEAP_MALLOC and SHMHEAP_FREE, or neither"
+#endif
+#ifndef SHMHEAP_MALLOC
+#define SHMHEAP_MALLOC(size) malloc(size)
+#define SHMHEAP_FREE(p) free(p)
+#endif
+
 #ifndef SHMHEAP_ASSERT
 #include <assert.h>
 #define SHMHEAP_ASSERT(x) assert(x)
@@ -279,10 +336,8 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 #endif
 
 #define SHMHEAP__MAGIC 0x3150414548534d52ull /* "RMSHEAP1" */
-#define SHMHEAP__VERSION 5u /* 2: the heap's lock is a word of ours (shmheap__lock), not a pthread mutex;
-                                3: its word names the holder's live slot;
-                                4: span entries name the stripe that took them;
-                                5: small_end, and a fresh heap's metadata is zero until used */
+/* The layout version: a heap made by another version is refused (SHMHEAP_E_VERSION). */
+#define SHMHEAP__VERSION 5u
 #define SHMHEAP__SPAN_SHIFT 16
 #define SHMHEAP__SPAN ((size_t)1 << SHMHEAP__SPAN_SHIFT)
 #define SHMHEAP__NCLS 40
@@ -295,7 +350,6 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 #define SHMHEAP__NROOTS 64
 #define SHMHEAP__ROOT_NAME 48
 #define SHMHEAP__ALIGN ((size_t)2 << 20)
-#define SHMHEAP__DEFAULT_SIZE ((size_t)64 << 20)
 /* The default address window. RPCool's kernel uses [0x600000000000, 0x700000000000); its lower
    part is where AddressSanitizer puts its allocator, so ours starts higher. */
 #if defined(__has_feature)
@@ -320,6 +374,8 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 #define SHMHEAP__TC_CLS 28  /* classes up to 4 KiB are cached */
 #define SHMHEAP__NBIND 4    /* heaps a thread keeps a cache in at once */
 
+/* >>layout - the heap header and the handle ---------------------------------------------------- */
+
 /* A span table entry: state (8 bits), class (8 bits), a FULL hint bit, the stripe that last
    took a small span (5 bits, stripe + 1, a hint), and an argument: the generation of a small
    span, the length of a large run, the distance back to its head. */
@@ -329,13 +385,20 @@ enum { SHMHEAP__S_FREE = 0, SHMHEAP__S_SMALL = 1, SHMHEAP__S_HEAD = 2, SHMHEAP__
 #define SHMHEAP__E_FULL (1ull << 16)
 #define SHMHEAP__E_OWN_SHIFT 17
 #define SHMHEAP__E_OWN (0x1full << SHMHEAP__E_OWN_SHIFT)
-#define SHMHEAP__E_HINTS (SHMHEAP__E_FULL | SHMHEAP__E_OWN) /* bits that change while a span keeps its hands */
+/* bits that change while a span keeps its hands */
+#define SHMHEAP__E_HINTS (SHMHEAP__E_FULL | SHMHEAP__E_OWN)
 #define SHMHEAP__E_ARG(e) ((uint32_t)((e) >> 32))
 #define SHMHEAP__E_MAKE(st, cls, arg) \
     ((uint64_t)(st) | ((uint64_t)(cls) << 8) | ((uint64_t)(uint32_t)(arg) << 32))
 
 /* Intent records of steps taken under the heap mutex (see shmheap__recover). */
-enum { SHMHEAP__J_NONE = 0, SHMHEAP__J_INIT, SHMHEAP__J_RETIRE, SHMHEAP__J_LALLOC, SHMHEAP__J_LFREE };
+enum {
+    SHMHEAP__J_NONE = 0,
+    SHMHEAP__J_INIT,
+    SHMHEAP__J_RETIRE,
+    SHMHEAP__J_LALLOC,
+    SHMHEAP__J_LFREE
+};
 
 struct shmheap__root {
     uint64_t off;  /* offset from the heap base */
@@ -386,7 +449,8 @@ RCP__STATIC_ASSERT(sizeof(struct shmheap__root) == 64, "root layout");
 RCP__STATIC_ASSERT(offsetof(struct shmheap__hdr, lock) == 256, "header layout");
 RCP__STATIC_ASSERT(offsetof(struct shmheap__hdr, roots) == 384, "header layout");
 RCP__STATIC_ASSERT(sizeof(struct shmheap__tc) == 2616, "thread cache layout");
-RCP__STATIC_ASSERT(sizeof(struct shmheap__hdr) == 384 + 64 * 64 + 8 * 16 * 40 + 2616 * 32, "header layout");
+RCP__STATIC_ASSERT(sizeof(struct shmheap__hdr) == 384 + 64 * 64 + 8 * 16 * 40 + 2616 * 32,
+                   "header layout");
 
 struct shmheap {
     struct shmheap__hdr *hdr;
@@ -403,6 +467,7 @@ struct shmheap {
     uint32_t live; /* our live slot, 1..SHMHEAP__LIVE_SLOTS; 0 = none */
     uint64_t hdr_data_off, data_len, tc_key; /* private copies: the shared header is not trusted */
     uint64_t lock_timeout_ms;
+    struct rcp__logger log;
     dev_t dev;    /* the object behind the name, to tell a re-created name from the open one */
     ino_t ino;
     char name[SHMHEAP__NAME_MAX + 16];
@@ -421,11 +486,38 @@ static const uint32_t shmheap__recip[SHMHEAP__NCLS] = {
     838861, 699051, 599187, 524288, 419431, 349526, 299594, 262144, 209716, 174763, 149797,
     131072};
 
-static void shmheap__log(const char *fmt, ...)
+/* >>support - private memory, logging, errors -------------------------------------------------- */
+
+/* Private memory: every allocation of the library goes through SHMHEAP_MALLOC/SHMHEAP_FREE. */
+static void *shmheap__calloc(size_t n, size_t size)
+{
+    if (size && n > SIZE_MAX / size) return NULL;
+    void *p = SHMHEAP_MALLOC(n * size);
+    if (p) memset(p, 0, n * size);
+    return p;
+}
+
+static void shmheap__free(void *p)
+{
+    if (p) SHMHEAP_FREE(p);
+}
+
+static int shmheap__debug_env = -1; /* SHMHEAP_DEBUG, read once */
+
+static struct rcp__logger shmheap__logger(const shmheap_opts *o)
+{
+    return rcp__logger_pick(o ? o->log : NULL, o ? o->log_user : NULL, &shmheap__debug_env,
+                            "SHMHEAP_DEBUG", "shmheap");
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static void shmheap__log(const struct rcp__logger *lg, int level, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    rcp__vlog("SHMHEAP_DEBUG", "shmheap", fmt, ap);
+    rcp__logv(lg, level, fmt, ap);
     va_end(ap);
 }
 
@@ -433,27 +525,14 @@ SHMHEAP_API const char *shmheap_strerror(int code)
 {
     switch (code) {
     case 0: return "success";
-    case SHMHEAP_E_BADMAGIC: return "not a shmheap heap (bad magic), or its creator never finished";
-    case SHMHEAP_E_VERSION: return "heap made by an incompatible shmheap layout version";
-    case SHMHEAP_E_TOOSMALL: return "file or device too small for a heap, or header sizes inconsistent";
-    case SHMHEAP_E_FULL: return "heap full";
-    case SHMHEAP_E_DOUBLEFREE: return "block already free (double free)";
-    case SHMHEAP_E_FOREIGN: return "pointer is not inside this heap";
-    case SHMHEAP_E_BADPTR: return "pointer is inside the heap but not the start of a block";
-    case SHMHEAP_E_ADDRINUSE: return "the heap's address range is already taken";
-    case SHMHEAP_E_NOTSUP: return "not supported on this build or machine";
-    case SHMHEAP_E_CORRUPT: return "heap consistency check failed";
-    case SHMHEAP_E_BADNAME: return "malformed heap or root name";
-    case SHMHEAP_E_NOTFOUND: return "no heap, device, region or root of that name";
-    case SHMHEAP_E_EXISTS: return "a heap of that name exists already";
-    case SHMHEAP_E_INVAL: return "invalid argument";
-    case SHMHEAP_E_BUSY: return "the heap is open in this process: close it before overwriting it";
-    case SHMHEAP_E_PODFULL: return "the pod is full: no free address range that large in its window, or 1024 heaps named";
+#define SHMHEAP__CASE(name, value, text) case name: return text;
+        SHMHEAP_ERRORS(SHMHEAP__CASE)
+#undef SHMHEAP__CASE
     default: return code < 0 && code > -4096 ? strerror(-code) : "unknown code";
     }
 }
 
-/* ---- size classes and bitmap words ---- */
+/* >>classes - size classes and bitmap words ---------------------------------------------------- */
 
 static inline unsigned shmheap__cls_of(size_t n)
 {
@@ -461,8 +540,14 @@ static inline unsigned shmheap__cls_of(size_t n)
     unsigned e = 63u - (unsigned)__builtin_clzll((unsigned long long)(n - 1));
     return 8 + (e - 7) * 4 + (unsigned)((n - 1 - ((size_t)1 << e)) >> (e - 2));
 }
-static inline unsigned shmheap__nslots(unsigned c) { return (unsigned)(SHMHEAP__SPAN / shmheap__size[c]); }
-static inline unsigned shmheap__nwords(unsigned c) { return (shmheap__nslots(c) + SHMHEAP__BITS - 1) / SHMHEAP__BITS; }
+static inline unsigned shmheap__nslots(unsigned c)
+{
+    return (unsigned)(SHMHEAP__SPAN / shmheap__size[c]);
+}
+static inline unsigned shmheap__nwords(unsigned c)
+{
+    return (shmheap__nslots(c) + SHMHEAP__BITS - 1) / SHMHEAP__BITS;
+}
 /* The value of word w of an empty span of class c: bits of slots past the end are set. */
 static inline uint64_t shmheap__empty_word(unsigned c, unsigned w)
 {
@@ -472,7 +557,7 @@ static inline uint64_t shmheap__empty_word(unsigned c, unsigned w)
     return SHMHEAP__SLOTMASK & ~((1ull << (ns - first)) - 1);
 }
 
-/* ---- process-local registry of open heaps, and thread stripes ---- */
+/* >>registry - process-local registry of open heaps, thread stripes ---------------------------- */
 
 static pthread_mutex_t shmheap__reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static shmheap *shmheap__reg;
@@ -512,7 +597,8 @@ static void shmheap__init_once(void)
         if (!fgets(id, sizeof id, f)) id[0] = 0;
         fclose(f);
     }
-    if (stat("/proc/self/ns/pid", &st) == 0) snprintf(id + strlen(id), sizeof id - strlen(id), "/%llu", (unsigned long long)st.st_ino);
+    if (stat("/proc/self/ns/pid", &st) == 0)
+        snprintf(id + strlen(id), sizeof id - strlen(id), "/%llu", (unsigned long long)st.st_ino);
     for (const char *c = id; *c; c++) x = (x ^ (unsigned char)*c) * 16777619u;
     shmheap__host = x ? x : 1;
     pthread_key_create(&shmheap__key, shmheap__thread_exit);
@@ -530,7 +616,7 @@ static inline unsigned shmheap__stripe(void)
     return (unsigned)s;
 }
 
-/* ---- the heap mutex and crash recovery ---- */
+/* >>lock - the heap mutex and crash recovery --------------------------------------------------- */
 
 static void shmheap__open_words(shmheap *h, size_t s, unsigned c)
 {
@@ -546,12 +632,15 @@ static void shmheap__recover(shmheap *h)
 {
     struct shmheap__hdr *H = h->hdr;
     uint64_t s = H->journal.span, n = H->journal.n;
-    shmheap__log("recovering %s after a dead lock holder (step %u span %llu)", h->name,
+    shmheap__log(&h->log, SHMHEAP_LOG_WARN,
+                 "recovering %s after a dead lock holder (step %u span %llu)", h->name,
                  H->journal.op, (unsigned long long)s);
-    if (s >= h->nspans || n > h->nspans - s || H->journal.cls >= SHMHEAP__NCLS) H->journal.op = SHMHEAP__J_NONE;
+    if (s >= h->nspans || n > h->nspans - s || H->journal.cls >= SHMHEAP__NCLS)
+        H->journal.op = SHMHEAP__J_NONE;
     switch (H->journal.op) {
     case SHMHEAP__J_INIT: /* entry published first, words opened after: finish opening */
-        if ((rcp__load(&h->ent[s]) & ~SHMHEAP__E_HINTS) == SHMHEAP__E_MAKE(SHMHEAP__S_SMALL, H->journal.cls, H->journal.gen))
+        if ((rcp__load(&h->ent[s]) & ~SHMHEAP__E_HINTS) ==
+            SHMHEAP__E_MAKE(SHMHEAP__S_SMALL, H->journal.cls, H->journal.gen))
             shmheap__open_words(h, s, H->journal.cls);
         break;
     case SHMHEAP__J_RETIRE: /* words closed while empty, then entry freed: reopen if not freed */
@@ -594,7 +683,10 @@ static void shmheap__recover(shmheap *h)
    repaired the same way. */
 #define SHMHEAP__LIVE_OFF ((off_t)1 << (sizeof(off_t) * 8 - 2)) /* far past the end of any heap */
 #define SHMHEAP__LIVE_SLOTS 4095u
-static inline uint32_t shmheap__host20(void) { return (shmheap__host & 0xFFFFFu) ? (shmheap__host & 0xFFFFFu) : 1u; }
+static inline uint32_t shmheap__host20(void)
+{
+    return (shmheap__host & 0xFFFFFu) ? (shmheap__host & 0xFFFFFu) : 1u;
+}
 static uint64_t shmheap__lock_id(shmheap *h)
 {
     if (RCP__UNLIKELY(!shmheap__tid)) shmheap__tid = (uint32_t)syscall(SYS_gettid);
@@ -684,10 +776,11 @@ static int shmheap__lock(shmheap *h)
             rcp__cpu_relax();
             continue;
         }
-        uint64_t now = rcp__now_ns(), slice = 10000000ull; /* look at the holder again after 10 ms */
+        uint64_t now = rcp__now_ns();
+        uint64_t slice = 10000000ull; /* look at the holder again after 10 ms */
         if (deadline && now >= deadline) {
-            shmheap__log("%s: lock held for over %llu ms (holder %llx)", h->name,
-                         (unsigned long long)h->lock_timeout_ms, (unsigned long long)o);
+            shmheap__log(&h->log, SHMHEAP_LOG_WARN, "%s: lock held for over %llu ms (holder %llx)",
+                         h->name, (unsigned long long)h->lock_timeout_ms, (unsigned long long)o);
             return -ETIMEDOUT;
         }
         if (deadline && deadline - now < slice) slice = deadline - now;
@@ -726,13 +819,15 @@ static void shmheap__live_claim(shmheap *h)
     struct shmheap__mutex *m = &h->hdr->lock.m;
     uint64_t o = rcp__load(&m->owner);
     if (o && (uint32_t)(o >> 52) == h->live && rcp__cas(&m->owner, &o, shmheap__lock_id(h))) {
-        shmheap__log("%s: took over the mutex of a dead holder in live slot %u", h->name, h->live);
+        shmheap__log(&h->log, SHMHEAP_LOG_WARN,
+                     "%s: took over the mutex of a dead holder in live slot %u", h->name, h->live);
         shmheap__recover(h);
         shmheap__unlock(h);
     }
 }
 
-static inline void shmheap__journal(shmheap *h, uint32_t op, uint64_t span, uint64_t n, uint32_t cls, uint64_t gen)
+static inline void shmheap__journal(shmheap *h, uint32_t op, uint64_t span, uint64_t n,
+                                    uint32_t cls, uint64_t gen)
 {
     struct shmheap__hdr *H = h->hdr;
     H->journal.span = span;
@@ -741,9 +836,12 @@ static inline void shmheap__journal(shmheap *h, uint32_t op, uint64_t span, uint
     H->journal.gen = gen;
     rcp__store(&H->journal.op, op);
 }
-static inline void shmheap__journal_done(shmheap *h) { rcp__store(&h->hdr->journal.op, (uint32_t)SHMHEAP__J_NONE); }
+static inline void shmheap__journal_done(shmheap *h)
+{
+    rcp__store(&h->hdr->journal.op, (uint32_t)SHMHEAP__J_NONE);
+}
 
-/* ---- spans (all under the mutex) ---- */
+/* >>spans - spans (all under the mutex) -------------------------------------------------------- */
 
 static unsigned shmheap__span_free_slots(shmheap *h, size_t s, unsigned c)
 {
@@ -764,8 +862,8 @@ static unsigned shmheap__span_free_slots(shmheap *h, size_t s, unsigned c)
    A thread frees mostly what it allocated, so stripes that keep to their own spans rarely write
    the same bitmap word: with any span taken, two threads of bench/shmheap_alloc's mixed sizes
    ran slower than one. */
-static long shmheap__find_partial(shmheap *h, unsigned c, size_t after, unsigned min_free, int with_full,
-                                  unsigned st, int mine_only)
+static long shmheap__find_partial(shmheap *h, unsigned c, size_t after, unsigned min_free,
+                                  int with_full, unsigned st, int mine_only)
 {
     uint64_t own = (uint64_t)(st + 1) << SHMHEAP__E_OWN_SHIFT;
     uint64_t end = rcp__load(&h->hdr->small_end);
@@ -788,7 +886,8 @@ static long shmheap__find_partial(shmheap *h, unsigned c, size_t after, unsigned
         if ((e & SHMHEAP__E_FULL) && !with_full) continue;
         int mine = (e & SHMHEAP__E_OWN) == own;
         unsigned nfree = shmheap__span_free_slots(h, s, c);
-        if (!nfree && !(e & SHMHEAP__E_FULL)) rcp__cas(&ent[s], &e, e | SHMHEAP__E_FULL); /* only on this span's entry */
+        if (!nfree && !(e & SHMHEAP__E_FULL))
+            rcp__cas(&ent[s], &e, e | SHMHEAP__E_FULL); /* only on this span's entry */
         if (nfree < min_free || (mine_only && !mine && nfree < nslots)) continue;
         if (mine_only && !mine) {
             unsigned i = 0;
@@ -797,7 +896,8 @@ static long shmheap__find_partial(shmheap *h, unsigned c, size_t after, unsigned
         }
         /* clear FULL and name this stripe; if the entry changes meanwhile, leave it */
         uint64_t want = (e & ~SHMHEAP__E_HINTS) | own;
-        while (e != want && ((e ^ want) & ~SHMHEAP__E_HINTS) == 0 && !rcp__cas(&ent[s], &e, want)) {}
+        while (e != want && ((e ^ want) & ~SHMHEAP__E_HINTS) == 0 &&
+               !rcp__cas(&ent[s], &e, want)) {}
         return (long)s;
     }
     return -1;
@@ -850,7 +950,8 @@ static long shmheap__init_span(shmheap *h, unsigned c, unsigned st)
     if ((uint64_t)s + 1 > h->hdr->small_end) rcp__store(&h->hdr->small_end, (uint64_t)s + 1);
     /* Publish the entry before opening words: an allocator whose CAS lands on an opened word
        then reads this entry (and not an older one) when it validates. */
-    rcp__store(&h->ent[s], SHMHEAP__E_MAKE(SHMHEAP__S_SMALL, c, gen) | (uint64_t)(st + 1) << SHMHEAP__E_OWN_SHIFT);
+    uint64_t own = (uint64_t)(st + 1) << SHMHEAP__E_OWN_SHIFT;
+    rcp__store(&h->ent[s], SHMHEAP__E_MAKE(SHMHEAP__S_SMALL, c, gen) | own);
     shmheap__open_words(h, (size_t)s, c);
     shmheap__journal_done(h);
     return s;
@@ -910,7 +1011,10 @@ static int shmheap__refill(shmheap *h, unsigned c, unsigned st, uint64_t seen)
         rcp__cas(curp, &seen, (uint64_t)s + 1); /* lost to a thread of this stripe: fine too */
         return 0;
     }
-    if (rcp__load(curp) != seen) { shmheap__unlock(h); return 0; } /* a thread of this stripe did it */
+    if (rcp__load(curp) != seen) { /* a thread of this stripe did it */
+        shmheap__unlock(h);
+        return 0;
+    }
     s = shmheap__init_span(h, c, st);
     if (s < 0) s = shmheap__find_partial(h, c, after, quarter, 0, st, 0);
     if (s < 0 && shmheap__retire_empty(h)) s = shmheap__init_span(h, c, st);
@@ -921,7 +1025,7 @@ static int shmheap__refill(shmheap *h, unsigned c, unsigned st, uint64_t seen)
     return s < 0 ? SHMHEAP_E_FULL : 0;
 }
 
-/* ---- thread caches ---- */
+/* >>cache - thread caches ---------------------------------------------------------------------- */
 
 /* Give a small block back to its bitmap: one atomic AND. */
 static int shmheap__slot_free(shmheap *h, size_t s, uint64_t e, unsigned idx)
@@ -933,7 +1037,8 @@ static int shmheap__slot_free(shmheap *h, size_t s, uint64_t e, unsigned idx)
     return 0;
 }
 
-static int shmheap__locate(const shmheap *h, const void *p, size_t *span, uint64_t *entry, unsigned *slot);
+static int shmheap__locate(const shmheap *h, const void *p, size_t *span, uint64_t *entry,
+                           unsigned *slot);
 
 /* Empty a cache into the bitmaps. The count drops before each block goes back, so a flusher
    that dies in between leaks a block rather than freeing it twice. */
@@ -942,7 +1047,10 @@ static void shmheap__tc_flush(shmheap *h, struct shmheap__tc *tc)
     for (unsigned c = 0; c < SHMHEAP__NCLS; c++) {
         unsigned n;
         while ((n = rcp__load(&tc->n[c])) > 0) {
-            if (n > SHMHEAP__TC_CAP) { rcp__store(&tc->n[c], (uint8_t)0); break; } /* damaged: drop */
+            if (n > SHMHEAP__TC_CAP) { /* damaged: drop */
+                rcp__store(&tc->n[c], (uint8_t)0);
+                break;
+            }
             rcp__store(&tc->n[c], (uint8_t)(n - 1));
             uint64_t off = rcp__load(&tc->off[c][n - 1]);
             size_t s;
@@ -975,7 +1083,8 @@ static int shmheap__sweep(shmheap *h)
         if (!o || (uint32_t)(o >> 32) != shmheap__host || pid == getpid()) continue;
         if (kill(pid, 0) == 0 || errno != ESRCH) continue;
         if (!rcp__cas(&tc->owner, &o, me)) continue;
-        shmheap__log("giving back the thread cache of dead process %d", (int)pid);
+        shmheap__log(&h->log, SHMHEAP_LOG_INFO, "giving back the thread cache of dead process %d",
+                     (int)pid);
         shmheap__tc_release(h, tc);
         n++;
     }
@@ -1049,7 +1158,8 @@ static struct shmheap__tc *shmheap__tc_bind(shmheap *h)
         if (b[i].h) {
             struct shmheap__binding *keep = &b[i];
             pthread_mutex_lock(&shmheap__reg_lock);
-            if (keep->tc && shmheap__is_open(keep->h, keep->hid)) shmheap__tc_release(keep->h, keep->tc);
+            if (keep->tc && shmheap__is_open(keep->h, keep->hid))
+                shmheap__tc_release(keep->h, keep->tc);
             pthread_mutex_unlock(&shmheap__reg_lock);
         }
         b[i].h = h;
@@ -1065,11 +1175,12 @@ static struct shmheap__tc *shmheap__tc_bind(shmheap *h)
 
 static inline struct shmheap__tc *shmheap__tc_get(shmheap *h)
 {
-    if (RCP__LIKELY(shmheap__binds[0].h == h && shmheap__binds[0].hid == h->hid)) return shmheap__binds[0].tc;
+    if (RCP__LIKELY(shmheap__binds[0].h == h && shmheap__binds[0].hid == h->hid))
+        return shmheap__binds[0].tc;
     return shmheap__tc_bind(h);
 }
 
-/* ---- allocation ---- */
+/* >>alloc - allocation and freeing ------------------------------------------------------------- */
 
 /* NULL: full, or (*err, when err is given) -ETIMEDOUT: a refill waited lock_timeout_ms */
 static void *shmheap__small_alloc(shmheap *h, unsigned c, int *err)
@@ -1108,18 +1219,22 @@ static void *shmheap__small_alloc(shmheap *h, unsigned c, int *err)
                     while (!(v & SHMHEAP__CLOSED) && (~v & SHMHEAP__SLOTMASK)) {
                         unsigned b = (unsigned)__builtin_ctzll(~v & SHMHEAP__SLOTMASK);
                         uint64_t bit = 1ull << b;
-                        if (RCP__UNLIKELY(w * SHMHEAP__BITS + b >= shmheap__nslots(c))) break; /* scribbled tail */
+                        if (RCP__UNLIKELY(w * SHMHEAP__BITS + b >= shmheap__nslots(c)))
+                            break; /* scribbled tail */
                         if (!rcp__cas(&bm[w], &v, v | bit)) continue;
                         if ((rcp__load(&h->ent[s]) ^ e1) & ~SHMHEAP__E_HINTS) {
                             /* the span changed hands under us: give the bit back */
                             rcp__fetch_and(&bm[w], ~bit);
                             goto slow;
                         }
-                        if (w != w0) rcp__store_relaxed(curp, (cv & 0xffffffffu) | ((uint64_t)w << 32));
-                        return h->data + (s << SHMHEAP__SPAN_SHIFT) + (size_t)(w * SHMHEAP__BITS + b) * shmheap__size[c];
+                        if (w != w0)
+                            rcp__store_relaxed(curp, (cv & 0xffffffffu) | ((uint64_t)w << 32));
+                        return h->data + (s << SHMHEAP__SPAN_SHIFT) +
+                               (size_t)(w * SHMHEAP__BITS + b) * shmheap__size[c];
                     }
                 }
-                if (!(e1 & SHMHEAP__E_FULL)) rcp__cas(&h->ent[s], &e1, e1 | SHMHEAP__E_FULL); /* not on a reused entry */
+                if (!(e1 & SHMHEAP__E_FULL))
+                    rcp__cas(&h->ent[s], &e1, e1 | SHMHEAP__E_FULL); /* not on a reused entry */
             }
         }
     slow:;
@@ -1219,7 +1334,8 @@ SHMHEAP_API void *shmheap_calloc(shmheap *h, size_t count, size_t size)
 }
 
 /* Where p is: 0 and its span/slot, or a SHMHEAP_E_* code. */
-static int shmheap__locate(const shmheap *h, const void *p, size_t *span, uint64_t *entry, unsigned *slot)
+static int shmheap__locate(const shmheap *h, const void *p, size_t *span, uint64_t *entry,
+                           unsigned *slot)
 {
     uintptr_t a = (uintptr_t)p, d = (uintptr_t)h->data;
     if (a < d || a >= d + (h->nspans << SHMHEAP__SPAN_SHIFT)) return SHMHEAP_E_FOREIGN;
@@ -1302,10 +1418,13 @@ SHMHEAP_API size_t shmheap_usable_size(shmheap *h, const void *p)
     unsigned idx = 0;
     if (!h || !p || shmheap__locate(h, p, &s, &e, &idx)) return 0;
     if (SHMHEAP__E_STATE(e) == SHMHEAP__S_HEAD) /* the entry is shared memory: bound it */
-        return SHMHEAP__E_ARG(e) <= h->nspans - s ? (size_t)SHMHEAP__E_ARG(e) << SHMHEAP__SPAN_SHIFT : 0;
+        return SHMHEAP__E_ARG(e) <= h->nspans - s ? (size_t)SHMHEAP__E_ARG(e) << SHMHEAP__SPAN_SHIFT
+                                                  : 0;
     uint64_t v = rcp__load(&h->bm[s * SHMHEAP__WORDS + idx / SHMHEAP__BITS]);
     unsigned c = SHMHEAP__E_CLS(e);
-    if (c < SHMHEAP__TC_CLS && *(const uint64_t *)p == (h->tc_key ^ (uint64_t)((const char *)p - h->base))) return 0;
+    if (c < SHMHEAP__TC_CLS &&
+        *(const uint64_t *)p == (h->tc_key ^ (uint64_t)((const char *)p - h->base)))
+        return 0;
     return (v & (1ull << (idx % SHMHEAP__BITS))) ? shmheap__size[c] : 0;
 }
 
@@ -1323,7 +1442,7 @@ SHMHEAP_API void *shmheap_realloc(shmheap *h, void *p, size_t size)
     return q;
 }
 
-/* ---- names: where a heap lives ---- */
+/* >>names - names: where a heap lives ---------------------------------------------------------- */
 
 enum { SHMHEAP__K_SHM, SHMHEAP__K_FILE, SHMHEAP__K_DEV };
 struct shmheap__loc {
@@ -1342,14 +1461,19 @@ static int shmheap__parse(const char *name, struct shmheap__loc *L)
         if (r == -ENOENT || r == -ENODEV) return SHMHEAP_E_NOTFOUND;
         if (r) return r;
         L->kind = SHMHEAP__K_DEV;
-        if (snprintf(L->key, sizeof L->key, "%s", L->path) >= (int)sizeof L->key) return SHMHEAP_E_BADNAME;
+        if (snprintf(L->key, sizeof L->key, "%s", L->path) >= (int)sizeof L->key)
+            return SHMHEAP_E_BADNAME;
         return 0;
 #else
         return SHMHEAP_E_NOTSUP;
 #endif
     }
     if (!strncmp(name, "shm:", 4)) name += 4;
-    else if (!strncmp(name, "file:", 5)) { name += 5; if (!*name) return SHMHEAP_E_BADNAME; goto file; }
+    else if (!strncmp(name, "file:", 5)) {
+        name += 5;
+        if (!*name) return SHMHEAP_E_BADNAME;
+        goto file;
+    }
     if (strchr(name, '/')) goto file;
     if (!*name || !strcmp(name, ".") || !strcmp(name, "..")) return SHMHEAP_E_BADNAME;
     L->kind = SHMHEAP__K_SHM;
@@ -1363,9 +1487,11 @@ file:
     } else { /* one key per file in the pod, whatever the current directory */
         char cwd[PATH_MAX];
         if (!getcwd(cwd, sizeof cwd)) return -errno;
-        if (snprintf(L->path, sizeof L->path, "%s/%s", cwd, name) >= (int)sizeof L->path) return SHMHEAP_E_BADNAME;
+        if (snprintf(L->path, sizeof L->path, "%s/%s", cwd, name) >= (int)sizeof L->path)
+            return SHMHEAP_E_BADNAME;
     }
-    if (snprintf(L->key, sizeof L->key, "%s", L->path) >= (int)sizeof L->key) return SHMHEAP_E_BADNAME;
+    if (snprintf(L->key, sizeof L->key, "%s", L->path) >= (int)sizeof L->key)
+        return SHMHEAP_E_BADNAME;
     return 0;
 }
 
@@ -1389,7 +1515,7 @@ static int shmheap__fd_size(int fd, int *is_dev, size_t *size)
     return 0;
 }
 
-/* ---- the pod directory: address ranges of heaps, in /dev/shm, guarded by flock ---- */
+/* >>pod - the pod directory: address ranges of heaps ------------------------------------------- */
 
 #define SHMHEAP__POD_MAGIC 0x31444f5050414548ull
 #define SHMHEAP__POD_N 1024
@@ -1412,29 +1538,32 @@ static int shmheap__pod_open(const shmheap_opts *o, struct shmheap__podref *pr)
     if (!name || !*name) name = SHMHEAP__POD_DEFAULT;
     if (strchr(name, '/') || strlen(name) > NAME_MAX - 1) return SHMHEAP_E_BADNAME;
     snprintf(path, sizeof path, "/%s", name);
-    int fd = shm_open(path, O_RDWR | O_CREAT, 0666);
+    struct stat st;
+    void *m;
+    int r, fd = shm_open(path, O_RDWR | O_CREAT, 0666);
     if (fd < 0) return -errno;
     fchmod(fd, 0666); /* a pod is shared by every user of the host; umask must not narrow it */
     /* Every step under this lock is short: a holder that keeps it for seconds is stuck or
        hostile, and must not hang every create, open-by-name and unlink of the host. */
     for (int waited_ms = 0; flock(fd, LOCK_EX | LOCK_NB); waited_ms++) {
         if ((errno != EWOULDBLOCK && errno != EINTR) || waited_ms == 5000) {
-            int e = errno == EWOULDBLOCK ? -ETIMEDOUT : -errno;
-            shmheap__log("pod %s: lock not free after 5 s", name);
-            close(fd);
-            return e;
+            r = errno == EWOULDBLOCK ? -ETIMEDOUT : -errno;
+            struct rcp__logger lg = shmheap__logger(o);
+            shmheap__log(&lg, SHMHEAP_LOG_WARN, "pod %s: lock not free after 5 s", name);
+            goto fail_close;
         }
         usleep(1000);
     }
-    struct stat st;
     if (fstat(fd, &st) == 0 && (size_t)st.st_size < sizeof(struct shmheap__pod) &&
         ftruncate(fd, (off_t)sizeof(struct shmheap__pod))) {
-        int e = -errno;
-        close(fd);
-        return e;
+        r = -errno;
+        goto fail_close;
     }
-    void *m = mmap(NULL, sizeof(struct shmheap__pod), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (m == MAP_FAILED) { int e = -errno; close(fd); return e; }
+    m = mmap(NULL, sizeof(struct shmheap__pod), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        r = -errno;
+        goto fail_close;
+    }
     pr->fd = fd;
     pr->p = (struct shmheap__pod *)m;
     if (pr->p->magic != SHMHEAP__POD_MAGIC || pr->p->version != 1) {
@@ -1442,7 +1571,9 @@ static int shmheap__pod_open(const shmheap_opts *o, struct shmheap__podref *pr)
         unsigned long long lo = SHMHEAP__WIN_LO, hi = SHMHEAP__WIN_HI;
         const char *w = getenv("SHMHEAP_WINDOW");
         if (w && (sscanf(w, "%llx-%llx", &lo, &hi) != 2 || lo % SHMHEAP__ALIGN || hi <= lo)) {
-            shmheap__log("ignoring malformed SHMHEAP_WINDOW=%s (want LO-HI in hex)", w);
+            struct rcp__logger lg = shmheap__logger(o);
+            shmheap__log(&lg, SHMHEAP_LOG_WARN,
+                         "ignoring malformed SHMHEAP_WINDOW=%s (want LO-HI in hex)", w);
             lo = SHMHEAP__WIN_LO;
             hi = SHMHEAP__WIN_HI;
         }
@@ -1452,6 +1583,9 @@ static int shmheap__pod_open(const shmheap_opts *o, struct shmheap__podref *pr)
         pr->p->magic = SHMHEAP__POD_MAGIC;
     }
     return 0; /* flock held until shmheap__pod_close */
+fail_close:
+    close(fd);
+    return r;
 }
 
 static void shmheap__pod_close(struct shmheap__podref *pr)
@@ -1504,7 +1638,8 @@ static uint64_t shmheap__pod_pick(struct shmheap__pod *p, uint64_t n, uint64_t m
         if (best && c >= best) continue;
         if (!shmheap__pod_overlaps(p, c, n, NULL)) best = c;
     }
-    if (!best && min > p->lo && min + n <= p->hi && !shmheap__pod_overlaps(p, min, n, NULL)) best = min;
+    if (!best && min > p->lo && min + n <= p->hi && !shmheap__pod_overlaps(p, min, n, NULL))
+        best = min;
     return best;
 }
 
@@ -1521,7 +1656,7 @@ static int shmheap__pod_record(struct shmheap__pod *p, const char *key, uint64_t
     return 0;
 }
 
-/* ---- mapping and the header ---- */
+/* >>map - mapping and the header: create, open, close ------------------------------------------ */
 
 static size_t shmheap__meta_bytes(size_t nspans)
 {
@@ -1549,9 +1684,10 @@ static int shmheap__validate(const struct shmheap__hdr *H, size_t file_size)
     if (H->magic != SHMHEAP__MAGIC) return SHMHEAP_E_BADMAGIC;
     if (H->version != SHMHEAP__VERSION) return SHMHEAP_E_VERSION;
     if (!H->ready) return SHMHEAP_E_BADMAGIC;
-    if (H->hdr_size != sizeof(struct shmheap__hdr) || H->size > file_size || H->size < SHMHEAP__ALIGN ||
-        H->base % SHMHEAP__ALIGN || H->base + H->size < H->base || H->nspans == 0 ||
-        H->nspans > (H->size >> SHMHEAP__SPAN_SHIFT) || H->data_off > H->size || /* no overflow below */
+    if (H->hdr_size != sizeof(struct shmheap__hdr) || H->size > file_size ||
+        H->size < SHMHEAP__ALIGN || H->base % SHMHEAP__ALIGN || H->base + H->size < H->base ||
+        H->nspans == 0 || H->nspans > (H->size >> SHMHEAP__SPAN_SHIFT) ||
+        H->data_off > H->size || /* no overflow below */
         H->entries_off != sizeof(struct shmheap__hdr) ||
         H->bitmap_off != H->entries_off + H->nspans * 8 ||
         H->data_off < shmheap__meta_bytes(H->nspans) || H->data_off % SHMHEAP__SPAN ||
@@ -1568,9 +1704,12 @@ static void shmheap__format(void *base, size_t size, const char *key, int fresh)
 {
     struct shmheap__hdr *H = (struct shmheap__hdr *)base;
     size_t n = size >> SHMHEAP__SPAN_SHIFT, meta;
-    while (n && ((meta = (shmheap__meta_bytes(n) + SHMHEAP__SPAN - 1) & ~(SHMHEAP__SPAN - 1)) + (n << SHMHEAP__SPAN_SHIFT)) > size) n--;
+    while (n && ((meta = (shmheap__meta_bytes(n) + SHMHEAP__SPAN - 1) & ~(SHMHEAP__SPAN - 1)) +
+                 (n << SHMHEAP__SPAN_SHIFT)) > size)
+        n--;
     H->magic = 0; /* an interrupted format must not look like a heap */
-    if (!fresh) memset((char *)base + 8, 0, sizeof *H - 8); /* fresh: zero, and its pages untouched */
+    if (!fresh)
+        memset((char *)base + 8, 0, sizeof *H - 8); /* fresh: zero, and its pages untouched */
     H->version = SHMHEAP__VERSION;
     H->base = (uint64_t)(uintptr_t)base;
     H->size = size;
@@ -1580,19 +1719,22 @@ static void shmheap__format(void *base, size_t size, const char *key, int fresh)
     H->bitmap_off = H->entries_off + n * 8;
     H->data_off = (shmheap__meta_bytes(n) + SHMHEAP__SPAN - 1) & ~(uint64_t)(SHMHEAP__SPAN - 1);
     snprintf(H->name, sizeof H->name, "%s", key);
-    uint64_t *ent = (uint64_t *)((char *)base + H->entries_off), *bm = (uint64_t *)((char *)base + H->bitmap_off);
+    uint64_t *ent = (uint64_t *)((char *)base + H->entries_off),
+             *bm = (uint64_t *)((char *)base + H->bitmap_off);
     if (!fresh) {
         for (size_t i = 0; i < n; i++) ent[i] = SHMHEAP__S_FREE;
         for (size_t i = 0; i < n * SHMHEAP__WORDS; i++) bm[i] = SHMHEAP__CLOSED;
     }
-    H->tc_key = ((uint64_t)rcp__now_ns() * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)base;
+    H->tc_key = ((uint64_t)rcp__now_ns() * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)getpid() << 32) ^
+                (uint64_t)(uintptr_t)base;
     H->magic = SHMHEAP__MAGIC;
     rcp__store(&H->ready, 1u);
 }
 
 static int shmheap__map_at(int fd, uint64_t base, size_t size, void **out)
 {
-    void *m = mmap((void *)(uintptr_t)base, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
+    void *m = mmap((void *)(uintptr_t)base, size, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
     if (m == MAP_FAILED) return errno == EEXIST ? SHMHEAP_E_ADDRINUSE : -errno;
     if ((uintptr_t)m != base) { /* kernel older than 4.17 ignores MAP_FIXED_NOREPLACE */
         munmap(m, size);
@@ -1602,9 +1744,10 @@ static int shmheap__map_at(int fd, uint64_t base, size_t size, void **out)
     return 0;
 }
 
-static int shmheap__new_handle(void *base, int fd, const char *key, const shmheap_opts *o, shmheap **out)
+static int shmheap__new_handle(void *base, int fd, const char *key, const shmheap_opts *o,
+                               shmheap **out)
 {
-    shmheap *h = (shmheap *)calloc(1, sizeof *h);
+    shmheap *h = (shmheap *)shmheap__calloc(1, sizeof *h);
     if (!h) return -ENOMEM;
     struct stat st;
     h->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
@@ -1612,6 +1755,7 @@ static int shmheap__new_handle(void *base, int fd, const char *key, const shmhea
     shmheap__bind(h, base);
     h->refs = 1;
     h->lock_timeout_ms = o ? o->lock_timeout_ms : 0;
+    h->log = shmheap__logger(o);
     h->hid = rcp__fetch_add(&shmheap__hid_next, (uint64_t)1) + 1;
     snprintf(h->name, sizeof h->name, "%s", key);
     shmheap__live_claim(h);
@@ -1623,8 +1767,10 @@ static int shmheap__new_handle(void *base, int fd, const char *key, const shmhea
 
 static int shmheap__open_fd(const struct shmheap__loc *L, int flags, unsigned mode)
 {
-    int fd = L->kind == SHMHEAP__K_SHM ? shm_open(L->path, flags, mode) : open(L->path, flags | O_CLOEXEC, mode);
-    if (fd < 0) return errno == ENOENT ? SHMHEAP_E_NOTFOUND : errno == EEXIST ? SHMHEAP_E_EXISTS : -errno;
+    int fd = L->kind == SHMHEAP__K_SHM ? shm_open(L->path, flags, mode)
+                                       : open(L->path, flags | O_CLOEXEC, mode);
+    if (fd < 0)
+        return errno == ENOENT ? SHMHEAP_E_NOTFOUND : errno == EEXIST ? SHMHEAP_E_EXISTS : -errno;
     return fd;
 }
 
@@ -1647,7 +1793,8 @@ static int shmheap__read_head(int fd, struct shmheap__hdr *H)
        length: read the header through an aligned 2 MiB window (inside a private reservation,
        so nothing else is replaced), or a plain small mapping for other devices. */
     size_t len = SHMHEAP__ALIGN;
-    char *res = (char *)mmap(NULL, 2 * len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    char *res =
+        (char *)mmap(NULL, 2 * len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (res == MAP_FAILED) return -errno;
     char *at = (char *)(((uintptr_t)res + len - 1) & ~(uintptr_t)(len - 1));
     void *m = mmap(at, len, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
@@ -1666,12 +1813,14 @@ static int shmheap__read_head(int fd, struct shmheap__hdr *H)
 
 /* Picks the heap's address (opts->addr or the pod's next free range) and maps fd there. */
 /* One try at giving [.., +size) a place in the pod and mapping it there (pod locked). */
-static int shmheap__place_once(struct shmheap__pod *p, int fd, const struct shmheap__loc *L, const shmheap_opts *o,
-                               size_t size, void **base)
+static int shmheap__place_once(struct shmheap__pod *p, int fd, const struct shmheap__loc *L,
+                               const shmheap_opts *o, size_t size, void **base)
 {
     int r;
     if (o->addr) {
-        r = shmheap__pod_overlaps(p, o->addr, size, L->key) ? SHMHEAP_E_ADDRINUSE : shmheap__map_at(fd, o->addr, size, base);
+        r = shmheap__pod_overlaps(p, o->addr, size, L->key)
+                ? SHMHEAP_E_ADDRINUSE
+                : shmheap__map_at(fd, o->addr, size, base);
         if (!r && o->addr < p->hi && o->addr + size > p->lo) { /* inside or straddling the window */
             r = shmheap__pod_record(p, L->key, o->addr, size);
             if (r) munmap(*base, size);
@@ -1691,7 +1840,8 @@ static int shmheap__place_once(struct shmheap__pod *p, int fd, const struct shmh
     return r;
 }
 
-static int shmheap__place(int fd, const struct shmheap__loc *L, const shmheap_opts *o, size_t size, void **base)
+static int shmheap__place(int fd, const struct shmheap__loc *L, const shmheap_opts *o, size_t size,
+                          void **base)
 {
     struct shmheap__podref pr;
     int r = shmheap__pod_open(o, &pr);
@@ -1719,11 +1869,12 @@ SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmhe
     *out = NULL;
     memset(&o, 0, sizeof o);
     if (opts) o = *opts;
+    struct rcp__logger lg = shmheap__logger(&o);
     if ((r = shmheap__parse(name, &L))) return r;
     if (o.addr % SHMHEAP__ALIGN || o.size > ((size_t)1 << 44)) return SHMHEAP_E_INVAL;
     pthread_once(&shmheap__once, shmheap__init_once);
     /* an object or file that does not exist yet is made here, exclusively */
-    fd = shmheap__open_fd(&L, O_RDWR | O_CREAT | O_EXCL, o.mode ? o.mode : 0600);
+    fd = shmheap__open_fd(&L, O_RDWR | O_CREAT | O_EXCL, o.mode ? o.mode : SHMHEAP_DEFAULT_MODE);
     if (fd == SHMHEAP_E_EXISTS) fd = shmheap__open_fd(&L, O_RDWR, 0);
     else if (fd >= 0) created = 1;
     if (fd < 0) return fd;
@@ -1748,12 +1899,16 @@ SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmhe
         struct shmheap__hdr *H = NULL;
         r = 0;
         if (!device) r = SHMHEAP_E_EXISTS;
-        else if (have >= SHMHEAP__HEAD_BYTES && (H = (struct shmheap__hdr *)malloc(sizeof *H)) &&
-                 shmheap__read_head(fd, H) == 0 && H->magic == SHMHEAP__MAGIC) r = SHMHEAP_E_EXISTS;
-        free(H);
+        else if (have >= SHMHEAP__HEAD_BYTES &&
+                 (H = (struct shmheap__hdr *)SHMHEAP_MALLOC(sizeof *H)) &&
+                 shmheap__read_head(fd, H) == 0 && H->magic == SHMHEAP__MAGIC)
+            r = SHMHEAP_E_EXISTS;
+        shmheap__free(H);
         if (r) goto fail;
     }
-    size = o.size ? o.size : (have && !created && L.kind != SHMHEAP__K_SHM) ? have : SHMHEAP__DEFAULT_SIZE;
+    size = o.size                                           ? o.size
+           : (have && !created && L.kind != SHMHEAP__K_SHM) ? have
+                                                            : SHMHEAP_DEFAULT_SIZE;
     size = (size + SHMHEAP__ALIGN - 1) & ~(SHMHEAP__ALIGN - 1);
     if (created || (have < size && !device)) {
         if (ftruncate(fd, (off_t)size)) { r = -errno; goto fail; }
@@ -1763,8 +1918,9 @@ SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmhe
     pthread_mutex_lock(&shmheap__reg_lock);
     if ((r = shmheap__place(fd, &L, &o, size, &base))) goto fail_reg;
     shmheap__format(base, size, L.key, created);
-    if (shmheap__validate((struct shmheap__hdr *)base, size)) { /* e.g. qemu 7.2's emulated CXL DAX */
-        shmheap__log("%s does not keep what is written to it", L.key);
+    /* a device that does not keep what is written to it: e.g. qemu 7.2's emulated CXL DAX */
+    if (shmheap__validate((struct shmheap__hdr *)base, size)) {
+        shmheap__log(&lg, SHMHEAP_LOG_ERROR, "%s does not keep what is written to it", L.key);
         munmap(base, size);
         r = -EIO;
         goto fail_reg;
@@ -1773,7 +1929,7 @@ SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmhe
     if ((r = shmheap__new_handle(base, fd, L.key, &o, out))) munmap(base, size);
     pthread_mutex_unlock(&shmheap__reg_lock);
     close(fd);
-    shmheap__log("created %s at %p, %zu bytes", L.key, base, size);
+    shmheap__log(&lg, SHMHEAP_LOG_INFO, "created %s at %p, %zu bytes", L.key, base, size);
     return r;
 fail_reg:
     pthread_mutex_unlock(&shmheap__reg_lock);
@@ -1783,7 +1939,7 @@ fail:
         else unlink(L.path);
     }
     close(fd);
-    shmheap__log("create %s failed: %s", name, shmheap_strerror(r));
+    shmheap__log(&lg, SHMHEAP_LOG_ERROR, "create %s failed: %s", name, shmheap_strerror(r));
     return r;
 }
 
@@ -1795,12 +1951,14 @@ SHMHEAP_API int shmheap_open(const char *name, const shmheap_opts *opts, shmheap
     size_t have = 0;
     void *base = NULL;
     shmheap *h;
+    struct rcp__logger lg = shmheap__logger(opts);
     if (!out) return SHMHEAP_E_INVAL;
     *out = NULL;
     if ((r = shmheap__parse(name, &L))) return r;
     pthread_once(&shmheap__once, shmheap__init_once);
     if ((fd = shmheap__open_fd(&L, O_RDWR, 0)) < 0) return fd;
-    struct shmheap__hdr *H = (struct shmheap__hdr *)malloc(sizeof *H); /* 90 KiB: not on the stack */
+    struct shmheap__hdr *H =
+        (struct shmheap__hdr *)SHMHEAP_MALLOC(sizeof *H); /* 90 KiB: not on the stack */
     if (!H || fstat(fd, &st)) { r = H ? -errno : -ENOMEM; goto out; }
     /* A creator holds LOCK_EX until its header is complete; a file it has just made may not be
        locked yet (still empty, or being formatted from magic 0): wait a little for those. */
@@ -1837,9 +1995,9 @@ SHMHEAP_API int shmheap_open(const char *name, const shmheap_opts *opts, shmheap
     }
     pthread_mutex_unlock(&shmheap__reg_lock);
 out:
-    free(H);
+    shmheap__free(H);
     close(fd);
-    if (r) shmheap__log("open %s failed: %s", name, shmheap_strerror(r));
+    if (r) shmheap__log(&lg, SHMHEAP_LOG_ERROR, "open %s failed: %s", name, shmheap_strerror(r));
     return r;
 }
 
@@ -1852,14 +2010,15 @@ SHMHEAP_API int shmheap_close(shmheap *h)
     if (!*pp) { pthread_mutex_unlock(&shmheap__reg_lock); return SHMHEAP_E_INVAL; }
     if (--h->refs == 0) {
         uint64_t me = (uint64_t)shmheap__host << 32 | (uint32_t)getpid();
-        for (int i = 0; i < SHMHEAP__NTC && shmheap__intact(h); i++) /* threads must be done with h */
+        /* threads must be done with h */
+        for (int i = 0; i < SHMHEAP__NTC && shmheap__intact(h); i++)
             if (rcp__load(&h->hdr->tc[i].owner) == me) shmheap__tc_release(h, &h->hdr->tc[i]);
         for (int i = 0; i < SHMHEAP__NBIND; i++)
             if (shmheap__binds[i].h == h) memset(&shmheap__binds[i], 0, sizeof shmheap__binds[i]);
         *pp = h->next;
         munmap(h->base, h->size);
         if (h->fd >= 0) close(h->fd);
-        free(h);
+        shmheap__free(h);
     }
     pthread_mutex_unlock(&shmheap__reg_lock);
     return 0;
@@ -1916,16 +2075,18 @@ SHMHEAP_API shmheap *shmheap_of(const void *p)
 SHMHEAP_API int shmheap_contains(const shmheap *h, const void *p, size_t len)
 {
     if (!h) return 0;
-    uintptr_t a = (uintptr_t)p, d = (uintptr_t)h->data, end = d + (h->nspans << SHMHEAP__SPAN_SHIFT);
+    uintptr_t a = (uintptr_t)p, d = (uintptr_t)h->data,
+              end = d + (h->nspans << SHMHEAP__SPAN_SHIFT);
     return a >= d && a <= end && len <= end - a;
 }
 
-/* ---- named roots ---- */
+/* >>roots - named roots ------------------------------------------------------------------------ */
 
 SHMHEAP_API int shmheap_root_set(shmheap *h, const char *name, void *p)
 {
     if (!h || !name || !*name || strlen(name) >= SHMHEAP__ROOT_NAME) return SHMHEAP_E_BADNAME;
-    if (p && ((char *)p < h->base || (size_t)((char *)p - h->base) >= h->size)) return SHMHEAP_E_FOREIGN;
+    if (p && ((char *)p < h->base || (size_t)((char *)p - h->base) >= h->size))
+        return SHMHEAP_E_FOREIGN;
     int r = shmheap__lock(h);
     if (r) return r;
     struct shmheap__root *R = h->hdr->roots, *free_slot = NULL;
@@ -1955,15 +2116,19 @@ SHMHEAP_API void *shmheap_root_get(shmheap *h, const char *name)
     if (!h || !name || shmheap__lock(h)) return NULL;
     for (int i = 0; i < SHMHEAP__NROOTS && !p; i++) {
         struct shmheap__root *R = &h->hdr->roots[i];
-        if (R->used && !strncmp(R->name, name, sizeof R->name) && R->off < h->size) p = h->base + R->off;
+        if (R->used && !strncmp(R->name, name, sizeof R->name) && R->off < h->size)
+            p = h->base + R->off;
     }
     shmheap__unlock(h);
     return p;
 }
 
-/* ---- consistency check ---- */
+/* >>check - consistency check ------------------------------------------------------------------ */
 
-static int shmheap__bad(shmheap_stats *st, const char *fmt, ...)
+#if defined(__GNUC__)
+__attribute__((format(printf, 3, 4)))
+#endif
+static int shmheap__bad(shmheap *h, shmheap_stats *st, const char *fmt, ...)
 {
     char buf[128];
     va_list ap;
@@ -1971,7 +2136,7 @@ static int shmheap__bad(shmheap_stats *st, const char *fmt, ...)
     vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
     if (st) snprintf(st->problem, sizeof st->problem, "%s", buf);
-    shmheap__log("check: %s", buf);
+    shmheap__log(&h->log, SHMHEAP_LOG_ERROR, "check: %s", buf);
     return SHMHEAP_E_CORRUPT;
 }
 
@@ -1983,31 +2148,39 @@ SHMHEAP_API int shmheap_check(shmheap *h, shmheap_stats *st)
     memset(st, 0, sizeof *st);
     struct shmheap__hdr *H = h->hdr;
     int r = shmheap__validate(H, h->size);
-    if (r) return shmheap__bad(st, "header invalid: %s", shmheap_strerror(r));
-    if (H->base != (uint64_t)(uintptr_t)h->base || H->nspans != h->nspans) return shmheap__bad(st, "header changed");
+    if (r) return shmheap__bad(h, st, "header invalid: %s", shmheap_strerror(r));
+    if (H->base != (uint64_t)(uintptr_t)h->base || H->nspans != h->nspans)
+        return shmheap__bad(h, st, "header changed");
     shmheap__sweep(h);
     if ((r = shmheap__lock(h))) return r;
     r = 0;
     st->size = h->size;
     st->data_bytes = h->nspans << SHMHEAP__SPAN_SHIFT;
     st->recoveries = H->recoveries;
-    if (H->journal.op != SHMHEAP__J_NONE) r = shmheap__bad(st, "unfinished step %u", H->journal.op);
+    if (H->journal.op != SHMHEAP__J_NONE)
+        r = shmheap__bad(h, st, "unfinished step %u", H->journal.op);
     for (size_t s = 0; s < h->nspans && !r; s++) {
         uint64_t e = rcp__load(&h->ent[s]), *bm = h->bm + s * SHMHEAP__WORDS;
         unsigned state = SHMHEAP__E_STATE(e), w;
         if (state == SHMHEAP__S_SMALL) {
             unsigned c = SHMHEAP__E_CLS(e);
-            if (c >= SHMHEAP__NCLS) { r = shmheap__bad(st, "span %zu: class %u", s, c); break; }
+            if (c >= SHMHEAP__NCLS) { r = shmheap__bad(h, st, "span %zu: class %u", s, c); break; }
             st->small_spans++;
             for (w = 0; w < SHMHEAP__WORDS && !r; w++) {
                 uint64_t v = rcp__load(&bm[w]);
                 if (w >= shmheap__nwords(c)) {
-                    if (!(v & SHMHEAP__CLOSED)) r = shmheap__bad(st, "span %zu word %u: unused word open", s, w);
+                    if (!(v & SHMHEAP__CLOSED))
+                        r = shmheap__bad(h, st, "span %zu word %u: unused word open", s, w);
                     continue;
                 }
                 uint64_t tail = shmheap__empty_word(c, w);
-                if (v & SHMHEAP__CLOSED) r = shmheap__bad(st, "span %zu word %u: closed in a live span", s, w);
-                else if ((v & tail) != tail) r = shmheap__bad(st, "span %zu word %u: slots past the end in use (word %llx, class %u, entry %llx)", s, w, (unsigned long long)v, c, (unsigned long long)e);
+                if (v & SHMHEAP__CLOSED)
+                    r = shmheap__bad(h, st, "span %zu word %u: closed in a live span", s, w);
+                else if ((v & tail) != tail)
+                    r = shmheap__bad(h, st,
+                                     "span %zu word %u: slots past the end in use (word %llx, "
+                                     "class %u, entry %llx)",
+                                     s, w, (unsigned long long)v, c, (unsigned long long)e);
                 else {
                     size_t live = (size_t)__builtin_popcountll(v & ~tail);
                     st->live_blocks += live;
@@ -2016,19 +2189,25 @@ SHMHEAP_API int shmheap_check(shmheap *h, shmheap_stats *st)
             }
         } else if (state == SHMHEAP__S_HEAD) {
             uint64_t n = SHMHEAP__E_ARG(e);
-            if (n == 0 || n > h->nspans - s) { r = shmheap__bad(st, "span %zu: run of %llu", s, (unsigned long long)n); break; }
+            if (n == 0 || n > h->nspans - s) {
+                r = shmheap__bad(h, st, "span %zu: run of %llu", s, (unsigned long long)n);
+                break;
+            }
             for (uint64_t i = 1; i < n && !r; i++)
                 if (rcp__load(&h->ent[s + i]) != SHMHEAP__E_MAKE(SHMHEAP__S_CONT, 0, i))
-                    r = shmheap__bad(st, "span %zu: run broken at %llu", s, (unsigned long long)(s + i));
+                    r = shmheap__bad(h, st, "span %zu: run broken at %llu", s,
+                                     (unsigned long long)(s + i));
             st->large_spans += n;
             st->live_blocks++;
             st->used_bytes += n << SHMHEAP__SPAN_SHIFT;
             s += n - 1;
         } else if (state == SHMHEAP__S_FREE) {
-            if (e != SHMHEAP__S_FREE) r = shmheap__bad(st, "span %zu: free entry with bits %llx", s, (unsigned long long)e);
+            if (e != SHMHEAP__S_FREE)
+                r = shmheap__bad(h, st, "span %zu: free entry with bits %llx", s,
+                                 (unsigned long long)e);
             st->free_spans++;
         } else {
-            r = shmheap__bad(st, "span %zu: state %u outside a run", s, state);
+            r = shmheap__bad(h, st, "span %zu: state %u outside a run", s, state);
         }
         /* Words of a span that is not small are closed, or zero if it was never small. Free
            spans past small_end were never small: their words are not read (on a fresh heap
@@ -2036,24 +2215,30 @@ SHMHEAP_API int shmheap_check(shmheap *h, shmheap_stats *st)
         if (state != SHMHEAP__S_SMALL && (state != SHMHEAP__S_FREE || s < H->small_end))
             for (w = 0; w < SHMHEAP__WORDS && !r; w++) {
                 uint64_t v = rcp__load(&bm[w]);
-                if (v && !(v & SHMHEAP__CLOSED)) r = shmheap__bad(st, "span %zu: open word in a non-small span", s);
+                if (v && !(v & SHMHEAP__CLOSED))
+                    r = shmheap__bad(h, st, "span %zu: open word in a non-small span", s);
             }
     }
     for (int i = 0; i < SHMHEAP__NROOTS && !r; i++)
-        if (H->roots[i].used && H->roots[i].off >= h->size) r = shmheap__bad(st, "root %d outside the heap", i);
+        if (H->roots[i].used && H->roots[i].off >= h->size)
+            r = shmheap__bad(h, st, "root %d outside the heap", i);
     for (int i = 0; i < SHMHEAP__NTC && !r; i++) { /* cached blocks: small slots of their class */
         struct shmheap__tc *tc = &H->tc[i];
         if (!rcp__load(&tc->owner)) continue;
         for (unsigned c = 0; c < SHMHEAP__NCLS && !r; c++) {
             unsigned n = rcp__load(&tc->n[c]);
-            if (n > SHMHEAP__TC_CAP) { r = shmheap__bad(st, "thread cache %d: count %u", i, n); break; }
+            if (n > SHMHEAP__TC_CAP) {
+                r = shmheap__bad(h, st, "thread cache %d: count %u", i, n);
+                break;
+            }
             for (unsigned k = 0; k < n && !r; k++) {
                 uint64_t off = rcp__load(&tc->off[c][k]), e;
                 size_t s;
                 unsigned idx;
                 if (off >= h->size || shmheap__locate(h, h->base + off, &s, &e, &idx) ||
                     SHMHEAP__E_STATE(e) != SHMHEAP__S_SMALL || SHMHEAP__E_CLS(e) != c)
-                    r = shmheap__bad(st, "thread cache %d: block %llx is not a slot of class %u", i, (unsigned long long)off, c);
+                    r = shmheap__bad(h, st, "thread cache %d: block %llx is not a slot of class %u",
+                                     i, (unsigned long long)off, c);
             }
             st->cached_blocks += n;
             st->used_bytes -= (size_t)n * shmheap__size[c];
@@ -2064,7 +2249,7 @@ SHMHEAP_API int shmheap_check(shmheap *h, shmheap_stats *st)
     return r;
 }
 
-/* ---- sealing and protection keys ---- */
+/* >>seal - sealing and protection keys --------------------------------------------------------- */
 
 static int shmheap__pages(const shmheap *h, const void *p, size_t len, uintptr_t *a, size_t *n)
 {
@@ -2086,8 +2271,14 @@ static int shmheap__protect(shmheap *h, const void *p, size_t len, int prot)
     return n && mprotect((void *)a, n, prot) ? -errno : 0;
 }
 
-SHMHEAP_API int shmheap_seal(shmheap *h, const void *p, size_t len) { return shmheap__protect(h, p, len, PROT_READ); }
-SHMHEAP_API int shmheap_unseal(shmheap *h, const void *p, size_t len) { return shmheap__protect(h, p, len, PROT_READ | PROT_WRITE); }
+SHMHEAP_API int shmheap_seal(shmheap *h, const void *p, size_t len)
+{
+    return shmheap__protect(h, p, len, PROT_READ);
+}
+SHMHEAP_API int shmheap_unseal(shmheap *h, const void *p, size_t len)
+{
+    return shmheap__protect(h, p, len, PROT_READ | PROT_WRITE);
+}
 
 static int shmheap__cmp_range(const void *x, const void *y)
 {
@@ -2095,16 +2286,16 @@ static int shmheap__cmp_range(const void *x, const void *y)
     return a[0] < b[0] ? -1 : a[0] > b[0];
 }
 
-SHMHEAP_API int shmheap_unseal_batch(shmheap *h, const shmheap_range *rg, size_t n)
+SHMHEAP_API int shmheap_unseal_batch(shmheap *h, const shmheap_range *ranges, size_t n)
 {
     if (!n) return 0;
-    if (!rg || n > SIZE_MAX / (2 * sizeof(uintptr_t))) return SHMHEAP_E_INVAL;
-    uintptr_t *v = (uintptr_t *)malloc(n * 2 * sizeof *v);
+    if (!ranges || n > SIZE_MAX / (2 * sizeof(uintptr_t))) return SHMHEAP_E_INVAL;
+    uintptr_t *v = (uintptr_t *)SHMHEAP_MALLOC(n * 2 * sizeof *v);
     if (!v) return -ENOMEM;
     int r = 0;
     for (size_t i = 0; i < n && !r; i++) {
         size_t len;
-        r = shmheap__pages(h, rg[i].p, rg[i].len, &v[2 * i], &len);
+        r = shmheap__pages(h, ranges[i].p, ranges[i].len, &v[2 * i], &len);
         v[2 * i + 1] = v[2 * i] + len;
     }
     if (!r) {
@@ -2116,7 +2307,7 @@ SHMHEAP_API int shmheap_unseal_batch(shmheap *h, const shmheap_range *rg, size_t
             if (e > a && mprotect((void *)a, e - a, PROT_READ | PROT_WRITE)) r = -errno;
         }
     }
-    free(v);
+    shmheap__free(v);
     return r;
 }
 
@@ -2190,7 +2381,8 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights)
     unsigned eax, edx, ecx = 0;
     __asm__ __volatile__(".byte 0x0f,0x01,0xee" : "=a"(eax), "=d"(edx) : "c"(ecx)); /* rdpkru */
     eax = (eax & ~(3u << (2 * pkey))) | (rights << (2 * pkey));
-    __asm__ __volatile__(".byte 0x0f,0x01,0xef" : : "a"(eax), "c"(0u), "d"(0u) : "memory"); /* wrpkru */
+    /* wrpkru */
+    __asm__ __volatile__(".byte 0x0f,0x01,0xef" ::"a"(eax), "c"(0u), "d"(0u) : "memory");
     return 0;
 #else
     (void)pkey; (void)rights;

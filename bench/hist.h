@@ -6,6 +6,10 @@
 
        NAME MEDIAN_NS P99_NS OPS_PER_S
        #   NAME: median 1.234 us  p99 2.345 us  p999 3.456 us  min 0.987 us  810372 ops/s  n=100000
+       #q NAME 987 1001 ... 3456
+
+   and a third line, "#q NAME" followed by 17 percentiles in ns (min, 1, 5, 10, 20, ..., 90, 95,
+   98, 99, 99.5, 99.9), from which bench/plot.sh draws latency distributions.
 
    The machine line has exactly four space-separated fields so scripts can collect and
    compare results with awk; the human line starts with '#' so such scripts skip it.
@@ -128,6 +132,13 @@ static inline void hist_print(hist *h, const char *name, double ops_per_s)
            ops_per_s);
     printf("#   %s: median %.3f us  p99 %.3f us  p999 %.3f us  min %.3f us  %.0f ops/s  n=%zu\n",
            name, med / 1e3, p99 / 1e3, p999 / 1e3, mn / 1e3, ops_per_s, h->n);
+    /* the distribution, for bench/plot.sh: "#q NAME" and the percentiles of hist_q_levels */
+    static const double hist_q_levels[] = {0, 1, 5, 10, 20, 30, 40, 50, 60, 70, 80, 90, 95,
+                                           98, 99, 99.5, 99.9};
+    printf("#q %s", name);
+    for (size_t i = 0; i < sizeof hist_q_levels / sizeof hist_q_levels[0]; i++)
+        printf(" %llu", (unsigned long long)hist_pct(h, hist_q_levels[i]));
+    printf("\n");
     fflush(stdout);
 }
 

@@ -57,7 +57,7 @@ static int h_tree(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 static uint64_t tree_sum_checked(rpcool_ctx *ctx, const struct bench_node *n, uint64_t *count)
 {
     n = RPCOOL_NEED(ctx, n);
-    uint64_t s = bench_tree_node_sum(n->id, n->value, rpcool_ctx_str(ctx, n->name));
+    uint64_t s = bench_tree_node_sum(n->id, n->value, rpcool_ctx_need_str(ctx, n->name));
     ++*count;
     struct bench_node *const *ch = n->n_children
         ? (struct bench_node *const *)rpcool_ctx_need(ctx, n->children, n->n_children * sizeof *ch) : NULL;
@@ -94,7 +94,7 @@ static int h_put(rpcool_ctx *ctx, void *arg, size_t len, void *user)
         v = (struct kv_val *)(uintptr_t)old; /* overwrite in place */
     } else {
         v = (struct kv_val *)shmheap_malloc(store.heap, sizeof *v + rq->vlen);
-        if (!v || rpcool_map_put(&store, table, key, (uint64_t)(uintptr_t)v, &old)) return RPCOOL_E_HEAPFULL;
+        if (!v || rpcool_map_put(&store, table, key, (uint64_t)(uintptr_t)v, &old)) return SHMHEAP_E_FULL;
         if (old) shmheap_free(store.heap, (void *)(uintptr_t)old);
     }
     v->len = rq->vlen;
@@ -113,7 +113,7 @@ static int h_get(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     if (!rpcool_map_get(table, key, &v)) return 1;
     const struct kv_val *kv = (const struct kv_val *)(uintptr_t)v;
     char *out = (char *)rpcool_ctx_alloc(ctx, kv->len);
-    if (!out) return RPCOOL_E_HEAPFULL;
+    if (!out) return SHMHEAP_E_FULL;
     memcpy(out, kv->data, kv->len);
     rpcool_ctx_reply(ctx, out, kv->len);
     return 0;
@@ -168,13 +168,13 @@ static int server(const struct peer_opts *o, const char *chan, void *unused)
     rpcool_arena_init(&store, h, 0);
     table = rpcool_map_new(&store, BENCH_KV_KEYS);
     if ((r = rpcool_server_open(chan, NULL, &srv))) { fprintf(stderr, "server: %s\n", rpcool_strerror(r)); return 1; }
-    rpcool_handle(srv, FN_NOOP, h_noop, NULL, 0);
-    rpcool_handle(srv, FN_TOUCH, h_touch, NULL, 0);
-    rpcool_handle(srv, FN_TREE, h_tree, NULL, 0);
-    rpcool_handle(srv, FN_TREE_CHECKED, h_tree_checked, NULL, 0);
-    rpcool_handle(srv, FN_PUT, h_put, NULL, 0);
-    rpcool_handle(srv, FN_GET, h_get, NULL, 0);
-    rpcool_handle(srv, FN_QUIT, h_quit, NULL, 0);
+    rpcool_server_add_handler(srv, FN_NOOP, h_noop, NULL, 0);
+    rpcool_server_add_handler(srv, FN_TOUCH, h_touch, NULL, 0);
+    rpcool_server_add_handler(srv, FN_TREE, h_tree, NULL, 0);
+    rpcool_server_add_handler(srv, FN_TREE_CHECKED, h_tree_checked, NULL, 0);
+    rpcool_server_add_handler(srv, FN_PUT, h_put, NULL, 0);
+    rpcool_server_add_handler(srv, FN_GET, h_get, NULL, 0);
+    rpcool_server_add_handler(srv, FN_QUIT, h_quit, NULL, 0);
     rpcool_serve(srv);
     rpcool_server_close(srv);
     shmheap_close(h);
@@ -274,7 +274,7 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
         snprintf(name, sizeof name, "rpcool/noop/sealed-batch64-pages%s", sfx);
         run_pages(cb, name, n, FN_NOOP, barg, 64, &sealed, 0, 64);
         rpcool_release(cb);
-        rpcool_close(cb);
+        rpcool_disconnect(cb);
     }
     /* 2. payloads: the handler reads a byte of every cache line */
     static const size_t sizes[] = {64, 4096, 65536, 1 << 20};
@@ -371,7 +371,7 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
                 rpcool_conn *c2 = NULL;
                 if ((r = rpcool_connect(chan, &ho, &c2))) { fprintf(stderr, "connect: %s\n", rpcool_strerror(r)); return 1; }
                 hist_add(&h, hist_now() - s);
-                rpcool_close(c2);
+                rpcool_disconnect(c2);
             } else {
                 char b;
                 int fd = socket(AF_UNIX, SOCK_STREAM, 0);
@@ -386,7 +386,7 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
         hist_free(&h);
     }
     rpcool_call(c, FN_QUIT, NULL, 0, NULL, NULL);
-    rpcool_close(c);
+    rpcool_disconnect(c);
     return 0;
 }
 

@@ -36,7 +36,7 @@ static struct val *mk(rpcool_arena *a, int type)
     if (v) { memset(v, 0, sizeof *v); v->type = type; }
     return v;
 }
-static struct val *mk_str(rpcool_arena *a, const char *s) { struct val *v = mk(a, V_STR); v->s = rpcool_str(a, s); return v; }
+static struct val *mk_str(rpcool_arena *a, const char *s) { struct val *v = mk(a, V_STR); v->s = rpcool_arena_strdup(a, s); return v; }
 static struct val *mk_int(rpcool_arena *a, long i) { struct val *v = mk(a, V_INT); v->i = i; return v; }
 static struct val *mk_obj(rpcool_arena *a) { struct val *v = mk(a, V_OBJ); v->obj = rpcool_map_new(a, 4); return v; }
 static struct val *mk_arr(rpcool_arena *a) { struct val *v = mk(a, V_ARR); v->arr = rpcool_array_new(a, sizeof(struct val *), 4); return v; }
@@ -63,7 +63,7 @@ static struct pval *copy_val(rpcool_ctx *ctx, const struct val *v, int depth)
     if (v->type == V_INT) {
         p->i = v->i;
     } else if (v->type == V_STR) {
-        p->s = strdup(rpcool_ctx_str(ctx, v->s));
+        p->s = strdup(rpcool_ctx_need_str(ctx, v->s));
     } else if (v->type == V_ARR) {
         const rpcool_array *a = RPCOOL_NEED(ctx, v->arr);
         if (a->elem != sizeof(struct val *) || a->len > 1000000) rpcool_ctx_fail(ctx, RPCOOL_E_INVAL);
@@ -79,7 +79,7 @@ static struct pval *copy_val(rpcool_ctx *ctx, const struct val *v, int depth)
         p->items = (struct pval **)calloc((size_t)m->cap, sizeof *p->items);
         for (uint64_t k = 0; k < m->cap; k++)
             if (e[k].key) {
-                p->keys[p->n] = strdup(rpcool_ctx_str(ctx, e[k].key));
+                p->keys[p->n] = strdup(rpcool_ctx_need_str(ctx, e[k].key));
                 p->items[p->n++] = copy_val(ctx, (const struct val *)(uintptr_t)e[k].val, depth + 1);
             }
     } else {
@@ -127,10 +127,10 @@ static int doc_find(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     if (len != sizeof(struct find_req)) return RPCOOL_E_INVAL;
     const struct find_req *q = (const struct find_req *)arg;
     char path[128], want[128];
-    snprintf(path, sizeof path, "%s", rpcool_ctx_str(ctx, q->path));
-    snprintf(want, sizeof want, "%s", rpcool_ctx_str(ctx, q->equals));
+    snprintf(path, sizeof path, "%s", rpcool_ctx_need_str(ctx, q->path));
+    snprintf(want, sizeof want, "%s", rpcool_ctx_need_str(ctx, q->equals));
     int *ids = (int *)rpcool_ctx_alloc(ctx, (ndocs + 1) * sizeof *ids); /* in the caller's heap */
-    if (!ids) return RPCOOL_E_HEAPFULL;
+    if (!ids) return SHMHEAP_E_FULL;
     int n = 0;
     for (size_t k = 0; k < ndocs; k++) {
         const struct pval *v = lookup(docs[k], path);
@@ -191,7 +191,7 @@ static int client(const char *chan, long ndoc)
     evil->obj->e = (rpcool_map_entry *)(uintptr_t)0x7000;
     printf("insert of a document with a wild pointer -> %s\n",
            rpcool_strerror(rpcool_call(c, DOC_INSERT, evil, sizeof *evil, NULL, NULL)));
-    rpcool_close(c);
+    rpcool_disconnect(c);
     return hits == (int)(ndoc / 5) ? 0 : 1;
 }
 
@@ -217,8 +217,8 @@ int main(int argc, char **argv)
     rpcool_server *s;
     int r = rpcool_server_open(chan, NULL, &s);
     if (r) { fprintf(stderr, "server: %s\n", rpcool_strerror(r)); return 1; }
-    rpcool_handle(s, DOC_INSERT, doc_insert, NULL, RPCOOL_SANDBOX);
-    rpcool_handle(s, DOC_FIND, doc_find, NULL, RPCOOL_SANDBOX);
+    rpcool_server_add_handler(s, DOC_INSERT, doc_insert, NULL, RPCOOL_SANDBOX);
+    rpcool_server_add_handler(s, DOC_FIND, doc_find, NULL, RPCOOL_SANDBOX);
     fflush(stdout);
     pid_t kid = fork();
     if (kid == 0) {

@@ -42,7 +42,7 @@ int main(int argc, char **argv)
     rpcool_server *s;
     int r = rpcool_server_open(name, NULL, &s);
     if (r) { fprintf(stderr, "server: %s\n", rpcool_strerror(r)); return 1; }
-    rpcool_handle(s, FN_NOOP, noop, NULL, 0);
+    rpcool_server_add_handler(s, FN_NOOP, noop, NULL, 0);
     fflush(stdout);
     pid_t kid = fork();
     if (kid == 0) { /* the client */
@@ -56,7 +56,7 @@ int main(int argc, char **argv)
         double ns = (double)(rcp__now_ns() - t0) / (double)calls;
         printf("%ld no-op calls: %.0f ns per round trip, %.0f calls/s\n", calls, ns, 1e9 / ns);
         rpcool_free(c, msg);
-        rpcool_close(c);
+        rpcool_disconnect(c);
         fflush(stdout);
         _exit(0);
     }

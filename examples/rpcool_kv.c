@@ -27,8 +27,8 @@ static int kv_put(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     (void)user;
     if (len != sizeof(struct kv_req)) return RPCOOL_E_INVAL;
     const struct kv_req *rq = (const struct kv_req *)arg;
-    const char *key = rpcool_ctx_str(ctx, rq->key), *val = rpcool_ctx_str(ctx, rq->val);
-    char *copy = rpcool_str(&store, val);
+    const char *key = rpcool_ctx_need_str(ctx, rq->key), *val = rpcool_ctx_need_str(ctx, rq->val);
+    char *copy = rpcool_arena_strdup(&store, val);
     uint64_t old = 0;
     if (!copy || rpcool_map_put(&store, table, key, (uint64_t)(uintptr_t)copy, &old)) {
         if (copy) shmheap_free(store.heap, copy);
@@ -42,11 +42,11 @@ static int kv_get(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
     (void)user;
     uint64_t v;
-    if (!len || !rpcool_map_get(table, rpcool_ctx_str(ctx, (const char *)arg), &v)) return KV_NOTFOUND;
+    if (!len || !rpcool_map_get(table, rpcool_ctx_need_str(ctx, (const char *)arg), &v)) return KV_NOTFOUND;
     const char *val = (const char *)(uintptr_t)v;
     size_t n = strlen(val) + 1;
     char *out = (char *)rpcool_ctx_alloc(ctx, n); /* the answer goes into the caller's heap */
-    if (!out) return RPCOOL_E_HEAPFULL;
+    if (!out) return SHMHEAP_E_FULL;
     memcpy(out, val, n);
     rpcool_ctx_reply(ctx, out, n);
     return 0;
@@ -68,7 +68,7 @@ static int client(const char *chan, int id, long keys)
         if ((r = rpcool_call(c, KV_PUT, rq, sizeof *rq, NULL, NULL))) {
             fprintf(stderr, "client %d: put of key %ld: %s\n", id, i,
                     r == KV_STOREFULL ? "the server's store is full" : rpcool_strerror(r));
-            rpcool_close(c);
+            rpcool_disconnect(c);
             return 1;
         }
     }
@@ -96,7 +96,7 @@ static int client(const char *chan, int id, long keys)
     printf("client %d: put with a wild key pointer -> %s\n", id,
            rpcool_strerror(rpcool_call(c, KV_PUT, rq, sizeof *rq, NULL, NULL)));
     if (ret) rpcool_free(c, ret);
-    rpcool_close(c);
+    rpcool_disconnect(c);
     return found == keys ? 0 : 1;
 }
 
@@ -133,8 +133,8 @@ int main(int argc, char **argv)
     table = rpcool_map_new(&store, 1024);
     rpcool_server *s;
     if ((r = rpcool_server_open(chan, NULL, &s))) { fprintf(stderr, "server: %s\n", rpcool_strerror(r)); return 1; }
-    rpcool_handle(s, KV_PUT, kv_put, NULL, 0);
-    rpcool_handle(s, KV_GET, kv_get, NULL, 0);
+    rpcool_server_add_handler(s, KV_PUT, kv_put, NULL, 0);
+    rpcool_server_add_handler(s, KV_GET, kv_get, NULL, 0);
     printf("kv server on channel \"%s\", store heap \"%s\" (%zu MiB), %d client processes\n", chan, heap,
            shmheap_size(h) >> 20, nclients);
     fflush(stdout);

@@ -106,9 +106,10 @@ static inline int rcp__cxl_resolve(const char *region, char *out, size_t outlen)
         char dir[256];
         int id = cxl_region_get_id(found);
         rc = -ENODEV;
-        if (snprintf(dir, sizeof dir, "/sys/bus/cxl/devices/%s/dax_region%d", region, id) < (int)sizeof dir)
-            rc = rcp__cxl_dax_in(dir, out, outlen);
-        if (rc && rc != -ENAMETOOLONG) rc = rcp__cxl_pmem_dax(cxl_region_get_resource(found), out, outlen);
+        int n = snprintf(dir, sizeof dir, "/sys/bus/cxl/devices/%s/dax_region%d", region, id);
+        if (n < (int)sizeof dir) rc = rcp__cxl_dax_in(dir, out, outlen);
+        if (rc && rc != -ENAMETOOLONG)
+            rc = rcp__cxl_pmem_dax(cxl_region_get_resource(found), out, outlen);
     }
     cxl_unref(ctx);
     return rc;

@@ -90,6 +90,58 @@ static inline void rcp__vlog(const char *envvar, const char *tag, const char *fm
     fputc('\n', stderr);
 }
 
+/* Log callbacks (the log/log_user fields of the public opts structs): level, one line of text
+ * without a newline, the user pointer. */
+typedef void rcp__log_fn(int level, const char *msg, void *user);
+struct rcp__logger {
+    rcp__log_fn *fn; /* NULL: silent */
+    void *user;
+};
+
+/* The default logger that an environment variable switches on: "[TAG PID] msg" on stderr, where
+ * user is the tag string. */
+static inline void rcp__log_stderr(int level, const char *msg, void *user)
+{
+    (void)level;
+    fprintf(stderr, "[%s %d] %s\n", (const char *)user, (int)getpid(), msg);
+}
+
+/* Whether the environment variable is set (any value), read once per process and cached in
+ * *cache (-1 before the first read). */
+static inline int rcp__env_once(int *cache, const char *envvar)
+{
+    int v = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+    if (v < 0) {
+        v = getenv(envvar) != NULL;
+        __atomic_store_n(cache, v, __ATOMIC_RELEASE);
+    }
+    return v;
+}
+
+/* The logger a handle keeps: the user's callback if given, else the stderr logger when the
+ * environment variable is set, else none. */
+static inline struct rcp__logger rcp__logger_pick(rcp__log_fn *fn, void *user, int *cache,
+                                                  const char *envvar, const char *tag)
+{
+    struct rcp__logger lg;
+    lg.fn = fn;
+    lg.user = user;
+    if (!fn && rcp__env_once(cache, envvar)) {
+        lg.fn = rcp__log_stderr;
+        lg.user = (void *)tag;
+    }
+    return lg;
+}
+
+/* Format one message and hand it to the logger, if there is one. */
+static inline void rcp__logv(const struct rcp__logger *lg, int level, const char *fmt, va_list ap)
+{
+    char msg[1024];
+    if (!lg || !lg->fn) return;
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    lg->fn(level, msg, lg->user);
+}
+
 /* A full barrier for store-then-load handshakes ("I sleep" / "is anyone asleep?") that
  * ThreadSanitizer accepts: TSan rejects atomic_thread_fence, so under it a seq_cst
  * read-modify-write of a dummy word stands in (a locked instruction, a full barrier on x86). */

@@ -44,3 +44,6 @@ for ex in examples/*.c; do
 done
 "$dir/shmheap_list" >"$dir/out" 2>&1 && grep -q "walked 1000 items" "$dir/out" &&
     echo "ok example-runs-alone-shmheap_list" || echo "FAIL example-runs-alone-shmheap_list: $(cat "$dir/out")"
+
+# The README's code blocks, built (and the complete programs run) the same way.
+sh tests/readme_check.sh

@@ -21,7 +21,7 @@ static int h_echo(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
     (void)user;
     char *r = (char *)rpcool_ctx_alloc(ctx, len ? len : 1);
-    if (!r) return RPCOOL_E_HEAPFULL;
+    if (!r) return SHMHEAP_E_FULL;
     memcpy(r, arg, len);
     rpcool_ctx_reply(ctx, r, len);
     return 0;
@@ -42,8 +42,8 @@ static rpcool_server *open_server(const char *name, unsigned max_conns)
     o.reap_ms = 20;
     o.max_conns = max_conns;
     if (rpcool_server_open(name, &o, &s)) return NULL;
-    rpcool_handle(s, FN_ECHO, h_echo, NULL, 0);
-    rpcool_handle(s, FN_SLEEP, h_sleep, NULL, 0);
+    rpcool_server_add_handler(s, FN_ECHO, h_echo, NULL, 0);
+    rpcool_server_add_handler(s, FN_SLEEP, h_sleep, NULL, 0);
     return s;
 }
 
@@ -157,7 +157,7 @@ static __attribute__((unused)) void test_chan_truncated(void)
     CHECKF(r == 0, "connect after truncation: %s", rpcool_strerror(r));
     if (c) {
         CHECK(echo_ok(c));
-        rpcool_close(c);
+        rpcool_disconnect(c);
     }
     /* truncated to just the header page: the slots go */
     p = fork();
@@ -176,7 +176,7 @@ static __attribute__((unused)) void test_chan_truncated(void)
     CHECKF(r == 0, "connect after second truncation: %s", rpcool_strerror(r));
     if (c) {
         CHECK(echo_ok(c));
-        rpcool_close(c);
+        rpcool_disconnect(c);
     }
     CHECK_EQ(srv_stop(&cs, name), 0);
 }
@@ -228,7 +228,7 @@ static void test_heap_flocked(void)
     CHECKF(r == 0, "connect while another client holds its heap locked: %s", rpcool_strerror(r));
     if (c) {
         CHECK(echo_ok(c));
-        rpcool_close(c);
+        rpcool_disconnect(c);
     }
     kill(p, SIGKILL);
     waitpid(p, NULL, 0);
@@ -274,7 +274,7 @@ static void test_heap_mutex_held_at_connect(void)
     CHECKF(ms < 500, "connect took %.0f ms", ms);
     if (c) {
         CHECK(echo_ok(c));
-        rpcool_close(c);
+        rpcool_disconnect(c);
     }
     int32_t res[2] = {1, -1};
     CHECK_EQ(read(pfd[0], res, sizeof res), (ssize_t)sizeof res);
@@ -319,7 +319,7 @@ static void test_forged_heap_name(void)
     usleep(300000); /* many reap periods */
     CHECKF(shm_exists(hn), "the live client's heap %s was unlinked", hn);
     CHECK(echo_ok(victim));
-    rpcool_close(victim);
+    rpcool_disconnect(victim);
     CHECK(!shm_exists(hn));
     CHECK(srv_alive(&cs));
     CHECK_EQ(srv_stop(&cs, name), 0);
@@ -351,7 +351,7 @@ static void test_header_scribbled(void)
     CHECKF(r == 0, "connect after the header was scribbled on: %s", rpcool_strerror(r));
     if (c) {
         CHECK(echo_ok(c));
-        rpcool_close(c);
+        rpcool_disconnect(c);
     }
     CHECK(srv_alive(&cs));
     CHECK_EQ(srv_stop(&cs, name), 0);
@@ -379,8 +379,8 @@ static void *swapper(void *p)
 {
     rpcool_server *s = (rpcool_server *)p;
     while (!__atomic_load_n(&swap_stop, __ATOMIC_RELAXED)) {
-        rpcool_handle(s, FN_TAG, h_tag_a, &tag_a, 0);
-        rpcool_handle(s, FN_TAG, h_tag_b, &tag_b, 0);
+        rpcool_server_add_handler(s, FN_TAG, h_tag_a, &tag_a, 0);
+        rpcool_server_add_handler(s, FN_TAG, h_tag_b, &tag_b, 0);
     }
     return NULL;
 }
@@ -390,7 +390,7 @@ static void test_handler_swap(void)
     const char *name = t_uniq("swap");
     rpcool_server *s = open_server(name, 0);
     if (!s) { CHECK(0); return; }
-    rpcool_handle(s, FN_TAG, h_tag_a, &tag_a, 0);
+    rpcool_server_add_handler(s, FN_TAG, h_tag_a, &tag_a, 0);
     rpcool_server_start(s, 1);
     rpcool_conn *c;
     if (rpcool_connect(name, NULL, &c)) { CHECK(0); rpcool_server_close(s); return; }
@@ -406,7 +406,7 @@ static void test_handler_swap(void)
     pthread_join(th, NULL);
     CHECK_EQ(bad, 0);
     CHECK(!tag_mismatch);
-    rpcool_close(c);
+    rpcool_disconnect(c);
     rpcool_server_close(s);
 }
 
@@ -434,7 +434,7 @@ static void test_close_with_serve_thread(void)
         usleep(30000); /* the handler is running */
         CHECK_EQ(rpcool_server_close(s), 0);
         pthread_join(th, NULL);
-        rpcool_close(c);
+        rpcool_disconnect(c);
     } else {
         CHECK(0);
         rpcool_server_close(s);
@@ -480,9 +480,9 @@ static void test_null_args(void)
     CHECK(survives(m_arena, NULL));
     CHECK_EQ(rpcool_call(c, RPCOOL_MAX_HANDLERS, NULL, 0, NULL, NULL), RPCOOL_E_INVAL);
     CHECK_EQ(rpcool_call(c, FN_ECHO, dummy, 1, NULL, NULL), RPCOOL_E_BADPTR);
-    CHECK_EQ(rpcool_handle(s, RPCOOL_MAX_HANDLERS, h_echo, NULL, 0), RPCOOL_E_INVAL);
+    CHECK_EQ(rpcool_server_add_handler(s, RPCOOL_MAX_HANDLERS, h_echo, NULL, 0), RPCOOL_E_INVAL);
     CHECK(echo_ok(c));
-    rpcool_close(c);
+    rpcool_disconnect(c);
     rpcool_server_close(s);
 }
 
@@ -509,7 +509,7 @@ static void test_timeout_long_spin(void)
     usleep(700000);
     rpcool_progress(c);
     rpcool_free(c, a);
-    rpcool_close(c);
+    rpcool_disconnect(c);
     rpcool_server_close(s);
 }
 
@@ -549,13 +549,13 @@ static void test_churn(void)
     rpcool_conn *c;
     if (rpcool_connect(name, &o, &c)) { CHECK(0); rpcool_server_close(s); return; }
     CHECK(echo_ok(c));
-    rpcool_close(c);
+    rpcool_disconnect(c);
     int fds0 = count_fds(), shm0 = count_shm(name);
     for (int i = 0; i < 1000; i++) {
         int r = rpcool_connect(name, &o, &c);
         if (r) { CHECKF(0, "connect %d: %s", i, rpcool_strerror(r)); break; }
         if (i % 10 == 0 && !echo_ok(c)) { CHECKF(0, "call %d", i); }
-        rpcool_close(c);
+        rpcool_disconnect(c);
     }
     for (int i = 0; i < 20; i++) { /* clients that die */
         pid_t p = fork();

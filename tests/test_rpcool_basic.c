@@ -14,7 +14,7 @@ static int h_echo(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     (void)user;
     if (!len) return 0;
     char *r = (char *)rpcool_ctx_alloc(ctx, len);
-    if (!r) return RPCOOL_E_HEAPFULL;
+    if (!r) return SHMHEAP_E_FULL;
     memcpy(r, arg, len);
     rpcool_ctx_reply(ctx, r, len);
     return 0;
@@ -35,7 +35,7 @@ static int h_sum(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     long s = 0;
     for (const struct node *n = (const struct node *)arg; n; n = n->next) s += RPCOOL_NEED(ctx, n)->v;
     long *r = (long *)rpcool_ctx_alloc(ctx, sizeof *r);
-    if (!r) return RPCOOL_E_HEAPFULL;
+    if (!r) return SHMHEAP_E_FULL;
     *r = s;
     rpcool_ctx_reply(ctx, r, sizeof *r);
     return 0;
@@ -54,10 +54,10 @@ static rpcool_server *serve(const char *name, unsigned threads)
     int r = rpcool_server_open(name, NULL, &s);
     CHECKF(r == 0, "server_open: %s", rpcool_strerror(r));
     if (r) return NULL;
-    rpcool_handle(s, FN_ECHO, h_echo, NULL, 0);
-    rpcool_handle(s, FN_STATUS, h_status, NULL, 0);
-    rpcool_handle(s, FN_SUM, h_sum, NULL, 0);
-    rpcool_handle(s, FN_SLOW, h_slow, NULL, 0);
+    rpcool_server_add_handler(s, FN_ECHO, h_echo, NULL, 0);
+    rpcool_server_add_handler(s, FN_STATUS, h_status, NULL, 0);
+    rpcool_server_add_handler(s, FN_SUM, h_sum, NULL, 0);
+    rpcool_server_add_handler(s, FN_SLOW, h_slow, NULL, 0);
     if (threads) rpcool_server_start(s, threads);
     return s;
 }
@@ -113,7 +113,7 @@ static void test_sync_echo(void)
     rpcool_server_get_stats(s, &st);
     CHECK_EQ(st.conns, 1);
     CHECK_EQ(st.calls, 5); /* handlers run: not for NOHANDLER or client-side refusals */
-    rpcool_close(c);
+    rpcool_disconnect(c);
     rpcool_server_close(s);
 }
 
@@ -190,7 +190,7 @@ static void test_async(void)
     CHECK_EQ(cb_sum, 9 * 10 + 45);
     CHECK_EQ(rpcool_progress(c), 0);
     rpcool_free(c, a);
-    rpcool_close(c);
+    rpcool_disconnect(c);
     rpcool_server_close(s);
 }
 
@@ -231,7 +231,7 @@ static void test_threads(void)
     CHECK_EQ(st1.calls - st0.calls, 4 * 2000); /* each call served once: none twice, none lost */
     shmheap_stats hs;
     CHECK_EQ(shmheap_check(rpcool_heap(c), &hs), 0);
-    rpcool_close(c);
+    rpcool_disconnect(c);
     rpcool_server_close(s);
 }
 
@@ -251,8 +251,8 @@ static void test_processes(void)
                 if (call_status(c1, i) != i) fails++;
                 if (call_status(c2, k) != k) fails++;
             }
-            rpcool_close(c1);
-            rpcool_close(c2);
+            rpcool_disconnect(c1);
+            rpcool_disconnect(c2);
             _exit(fails ? 1 : 0);
         }
     }
@@ -300,7 +300,7 @@ static void test_idle_sleeps(void)
     double used = cpu_seconds() - t0;
     CHECKF(used < 0.05, "idle server used %.3f s of CPU in 0.5 s", used);
     CHECK_EQ(call_status(c, 2), 2); /* and wakes up for the next call */
-    rpcool_close(c);
+    rpcool_disconnect(c);
     rpcool_server_close(s);
 }
 
@@ -331,7 +331,7 @@ static void test_sleep_wake(void)
     so.reap_ms = 1000;
     rpcool_server *s = NULL;
     if (rpcool_server_open(name, &so, &s)) { CHECK(0); return; }
-    rpcool_handle(s, FN_STATUS, h_status, NULL, 0);
+    rpcool_server_add_handler(s, FN_STATUS, h_status, NULL, 0);
     rpcool_server_start(s, 2);
     rpcool_conn_opts co;
     memset(&co, 0, sizeof co);
@@ -353,7 +353,7 @@ static void test_sleep_wake(void)
                    (unsigned long long)(wa[i].max_ns / 1000000));
         }
     }
-    for (int k = 0; k < 2; k++) if (c[k]) rpcool_close(c[k]);
+    for (int k = 0; k < 2; k++) if (c[k]) rpcool_disconnect(c[k]);
     rpcool_server_close(s);
 }
 
@@ -385,7 +385,7 @@ static void test_builders(void)
         CHECK(old == 171 && rpcool_map_get(m, "key57", &v) && v == 1 && m->len == 100);
         CHECK(arr->len == 100 && RPCOOL_AT(arr, long, 99) == 99);
         CHECK(shmheap_contains(h, m->e, m->cap * sizeof *m->e));
-        char *s = rpcool_str(a, "text");
+        char *s = rpcool_arena_strdup(a, "text");
         CHECK(s && !strcmp(s, "text") && shmheap_contains(h, s, 5));
     }
     CHECK(rpcool_arena_used(&arena) > 0 && rpcool_arena_used(&arena) <= 61440);

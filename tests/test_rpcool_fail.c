@@ -19,7 +19,7 @@ static int h_echo(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
     (void)user;
     char *r = (char *)rpcool_ctx_alloc(ctx, len ? len : 1);
-    if (!r) return RPCOOL_E_HEAPFULL;
+    if (!r) return SHMHEAP_E_FULL;
     memcpy(r, arg, len);
     rpcool_ctx_reply(ctx, r, len);
     return 0;
@@ -35,8 +35,8 @@ static rpcool_server *open_server(const char *name, unsigned max_conns)
     int r = rpcool_server_open(name, &o, &s);
     CHECKF(r == 0, "server_open: %s", rpcool_strerror(r));
     if (r) return NULL;
-    rpcool_handle(s, FN_SLEEP, h_sleep, NULL, 0);
-    rpcool_handle(s, FN_ECHO, h_echo, NULL, 0);
+    rpcool_server_add_handler(s, FN_SLEEP, h_sleep, NULL, 0);
+    rpcool_server_add_handler(s, FN_ECHO, h_echo, NULL, 0);
     return s;
 }
 
@@ -105,7 +105,7 @@ static void test_client_killed(void)
     CHECK_EQ(rpcool_connect(name, NULL, &c), 0); /* others are served */
     if (c) {
         CHECK_EQ(sleep_call(c, 1, NULL), 1);
-        rpcool_close(c);
+        rpcool_disconnect(c);
     }
     rpcool_server_close(s);
 }
@@ -141,7 +141,7 @@ static void test_server_killed(void)
     uint64_t ms = (rcp__now_ns() - t0) / 1000000;
     CHECKF(ms < 500, "noticed the dead server after %llu ms", (unsigned long long)ms);
     CHECK_EQ(sleep_call(c, 1, NULL), RPCOOL_E_PEERDEAD); /* and fails at once from now on */
-    rpcool_close(c);
+    rpcool_disconnect(c);
     /* the dead server's channel is taken over by a new server; the old heap was unlinked */
     rpcool_server *s = open_server(name, 0);
     CHECK(s != NULL);
@@ -160,7 +160,7 @@ static void test_server_closed(void)
     CHECK_EQ(sleep_call(c, 1, NULL), 1);
     rpcool_server_close(s);
     CHECK_EQ(sleep_call(c, 1, NULL), RPCOOL_E_CLOSED);
-    rpcool_close(c);
+    rpcool_disconnect(c);
 }
 
 /* A server killed with live and dead clients: a new server takes the name over, reclaims the
@@ -207,13 +207,13 @@ static void test_takeover(void)
     CHECK(!shm_exists(hn)); /* the takeover reclaimed the dead client's heap */
     if (live) {
         CHECK_EQ(sleep_call(live, 1, NULL), RPCOOL_E_PEERDEAD);
-        rpcool_close(live);
+        rpcool_disconnect(live);
     }
     rpcool_conn *c;
     CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
     if (c) {
         CHECK_EQ(sleep_call(c, 1, NULL), 1);
-        rpcool_close(c);
+        rpcool_disconnect(c);
     }
     rpcool_server_close(s2);
 }
@@ -271,7 +271,7 @@ static void test_malformed(void)
     CHECK_EQ(shmheap_check(rpcool_heap(c), NULL), 0);
     /* a connection request naming a file instead of a heap is refused */
     rpcool_free(c, a);
-    rpcool_close(c);
+    rpcool_disconnect(c);
     rpcool_server_close(s);
 }
 
@@ -287,7 +287,7 @@ static void test_full(void)
     rpcool_conn *c1, *c2, *c3;
     CHECK_EQ(rpcool_connect(name, &o, &c1), 0);
     CHECK_EQ(rpcool_connect(name, &o, &c2), 0);
-    CHECK_EQ(rpcool_connect(name, &o, &c3), RPCOOL_E_FULL); /* two slots */
+    CHECK_EQ(rpcool_connect(name, &o, &c3), RPCOOL_E_NOSLOT); /* two slots */
     /* fill c1's heap, then ask for a reply that needs space */
     char *arg = (char *)rpcool_alloc(c1, 20000);
     memset(arg, 'x', 20000);
@@ -296,7 +296,7 @@ static void test_full(void)
     while (n < 4096 && (blocks[n] = rpcool_alloc(c1, 20000)) != NULL) n++;
     CHECK(n > 0 && n < 4096);
     CHECK(rpcool_alloc(c1, 20000) == NULL);
-    CHECK_EQ(rpcool_call(c1, FN_ECHO, arg, 20000, NULL, NULL), RPCOOL_E_HEAPFULL);
+    CHECK_EQ(rpcool_call(c1, FN_ECHO, arg, 20000, NULL, NULL), SHMHEAP_E_FULL);
     rpcool_free(c1, blocks[--n]);
     void *ret = NULL;
     size_t rl;
@@ -304,14 +304,14 @@ static void test_full(void)
     CHECK(ret && rl == 20000);
     rpcool_free(c1, ret);
     while (n > 0) rpcool_free(c1, blocks[--n]);
-    rpcool_close(c2);
+    rpcool_disconnect(c2);
     /* the freed slot is reusable once the server let go of it */
     uint64_t t0 = rcp__now_ns();
     int r;
-    while ((r = rpcool_connect(name, &o, &c3)) == RPCOOL_E_FULL && rcp__now_ns() - t0 < 2000000000ull) usleep(2000);
+    while ((r = rpcool_connect(name, &o, &c3)) == RPCOOL_E_NOSLOT && rcp__now_ns() - t0 < 2000000000ull) usleep(2000);
     CHECK_EQ(r, 0);
-    if (!r) rpcool_close(c3);
-    rpcool_close(c1);
+    if (!r) rpcool_disconnect(c3);
+    rpcool_disconnect(c1);
     rpcool_server_close(s);
 }
 
@@ -335,7 +335,7 @@ static void test_timeout(void)
     rpcool_progress(c);
     CHECK(rcp__load(&c->free_bits) == ~0ull); /* and is reclaimed after it */
     CHECK_EQ(sleep_call(c, 1, NULL), 1);
-    rpcool_close(c);
+    rpcool_disconnect(c);
     rpcool_server_close(s);
 }
 

@@ -52,7 +52,7 @@ static int h_echo(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
     (void)user;
     char *r = (char *)rpcool_ctx_alloc(ctx, len ? len : 1);
-    if (!r) return RPCOOL_E_HEAPFULL;
+    if (!r) return SHMHEAP_E_FULL;
     if (len) memmove(r, arg, len); /* not memcpy: a hostile's scribbled bitmap can hand out the argument's own block */
     rpcool_ctx_reply(ctx, r, len);
     return 0;
@@ -77,7 +77,7 @@ static int h_sum(rpcool_ctx *ctx, void *arg, size_t len, void *user)
         s += v;
     }
     uint64_t *r = (uint64_t *)rpcool_ctx_alloc(ctx, sizeof *r);
-    if (!r) return RPCOOL_E_HEAPFULL;
+    if (!r) return SHMHEAP_E_FULL;
     *r = s; /* a plain store: a misaligned block from the allocator is a UBSan error */
     rpcool_ctx_reply(ctx, r, sizeof *r);
     return 0;
@@ -89,7 +89,7 @@ static uint64_t fnv(uint64_t h, unsigned char ch) { return (h ^ ch) * 1099511628
 static int h_str(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
     (void)len; (void)user;
-    const char *s = rpcool_ctx_str(ctx, (const char *)arg);
+    const char *s = rpcool_ctx_need_str(ctx, (const char *)arg);
     uint64_t h = FNV0;
     size_t n = 0;
     for (;; n++) { /* the bytes may have changed since the check: each checked and read once */
@@ -99,7 +99,7 @@ static int h_str(rpcool_ctx *ctx, void *arg, size_t len, void *user)
         h = fnv(h, ch);
     }
     uint64_t *r = (uint64_t *)rpcool_ctx_alloc(ctx, sizeof *r);
-    if (!r) return RPCOOL_E_HEAPFULL;
+    if (!r) return SHMHEAP_E_FULL;
     *r = h;
     rpcool_ctx_reply(ctx, r, sizeof *r);
     return n > INT_MAX ? INT_MAX : (int)n;
@@ -117,7 +117,7 @@ static int h_alloc(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     if (n > ALLOC_MAX) return RPCOOL_E_INVAL;
     size_t sz = n < 8 ? 8 : (size_t)n;
     uint64_t *p = (uint64_t *)rpcool_ctx_alloc(ctx, sz);
-    if (!p) return RPCOOL_E_HEAPFULL;
+    if (!p) return SHMHEAP_E_FULL;
     *p = n;
     memset(p + 1, alloc_pattern(n), sz - 8);
     rpcool_ctx_reply(ctx, p, sz);
@@ -144,11 +144,11 @@ static void server_main(const char *name, unsigned safety, int ready, int ctl, i
     o.max_conns = 48;
     o.safety = safety;
     if (rpcool_server_open(name, &o, &s)) _exit(2);
-    rpcool_handle(s, FN_ECHO, h_echo, NULL, 0);
-    rpcool_handle(s, FN_SUM, h_sum, NULL, 0);
-    rpcool_handle(s, FN_STR, h_str, NULL, 0);
-    rpcool_handle(s, FN_ALLOC, h_alloc, NULL, 0);
-    rpcool_handle(s, FN_SLEEP, h_sleep, NULL, 0);
+    rpcool_server_add_handler(s, FN_ECHO, h_echo, NULL, 0);
+    rpcool_server_add_handler(s, FN_SUM, h_sum, NULL, 0);
+    rpcool_server_add_handler(s, FN_STR, h_str, NULL, 0);
+    rpcool_server_add_handler(s, FN_ALLOC, h_alloc, NULL, 0);
+    rpcool_server_add_handler(s, FN_SLEEP, h_sleep, NULL, 0);
     if (rpcool_server_start(s, NTHREADS)) _exit(3);
     if (write(ready, "r", 1) != 1) _exit(4);
     char x;
@@ -400,7 +400,7 @@ static void good_main(const char *name, int k, uint64_t seed)
     if (rep->check_rc) g_note(&g, "shmheap_check: %s", st.problem);
     rep->live_blocks = st.live_blocks;
     rpcool_free(g.c, secret);
-    rpcool_close(g.c);
+    rpcool_disconnect(g.c);
     __atomic_store_n(&rep->done, 1, __ATOMIC_RELEASE);
     _exit(0);
 }
@@ -903,7 +903,7 @@ static rpcool_conn *hx_connect_scribbled(struct hx *x)
         shmheap_close(c->heap);
         shmheap_unlink(c->heap_name, &c->hopts);
     }
-    if (r != RPCOOL_E_FULL) { /* as rpcool_connect: the server sees the slot closing */
+    if (r != RPCOOL_E_NOSLOT) { /* as rpcool_connect: the server sees the slot closing */
         rcp__store(&c->cs->state, (uint32_t)RPCOOL__CS_CLOSING);
         rcp__fetch_add(&c->ch->pending, 1u);
     }
@@ -1158,7 +1158,7 @@ static void act_close(struct hx *x)
 {
     if (x->slot_scribbled) return; /* close would wait for the server to free a slot we broke */
     if (rnd(&x->rng, 2)) act_flood(x);
-    rpcool_close(x->c);
+    rpcool_disconnect(x->c);
     x->c = NULL;
 }
 
@@ -1170,7 +1170,7 @@ static void hx_end(struct hx *x)
     if (!x->c) _exit(0);
     switch (rnd(rng, x->sandbox ? 5 : 4)) {
     case 0:
-        if (!x->slot_scribbled) rpcool_close(x->c);
+        if (!x->slot_scribbled) rpcool_disconnect(x->c);
         _exit(0);
     case 1:
         _exit(0);
@@ -1294,7 +1294,7 @@ static void fresh_client(const char *name, uint64_t seed)
     CHECKF(rep.wrong == 0 && rep.failed == 0, "fresh client: %llu wrong, %llu failed: %s (FUZZ_SEED=%llu)",
            (unsigned long long)rep.wrong, (unsigned long long)rep.failed, rep.why, (unsigned long long)g_seed);
     CHECK_EQ(shmheap_check(rpcool_heap(g.c), NULL), 0);
-    rpcool_close(g.c);
+    rpcool_disconnect(g.c);
 }
 
 /* A sealed call that times out keeps its argument sealed; freeing the argument then must not
@@ -1327,7 +1327,7 @@ static void sealed_then_timeout(const char *name)
         int ok = m && rpcool_call(c, FN_ECHO, m, 11, &ret, &n) == 0 && n == 11 && !memcmp(ret, m, 11);
         rpcool_free(c, ret);
         rpcool_free(c, m);
-        rpcool_close(c);
+        rpcool_disconnect(c);
         _exit(ok ? 0 : 5);
     }
     int st;

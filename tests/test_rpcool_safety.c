@@ -67,11 +67,11 @@ static rpcool_server *serve(const char *name, unsigned safety)
     int r = rpcool_server_open(name, &o, &s);
     CHECKF(r == 0, "server_open: %s", rpcool_strerror(r));
     if (r) return NULL;
-    rpcool_handle(s, FN_INSPECT, h_inspect, NULL, 0);
-    rpcool_handle(s, FN_WILD, h_wild, NULL, RPCOOL_SANDBOX);
-    rpcool_handle(s, FN_NEED, h_need, NULL, 0);
-    rpcool_handle(s, FN_MAP, h_map, NULL, RPCOOL_SANDBOX);
-    rpcool_handle(s, FN_SEALED, h_sealed, NULL, 0);
+    rpcool_server_add_handler(s, FN_INSPECT, h_inspect, NULL, 0);
+    rpcool_server_add_handler(s, FN_WILD, h_wild, NULL, RPCOOL_SANDBOX);
+    rpcool_server_add_handler(s, FN_NEED, h_need, NULL, 0);
+    rpcool_server_add_handler(s, FN_MAP, h_map, NULL, RPCOOL_SANDBOX);
+    rpcool_server_add_handler(s, FN_SEALED, h_sealed, NULL, 0);
     rpcool_server_start(s, 1);
     return s;
 }
@@ -89,7 +89,7 @@ static void test_copy(void)
     co.safety = RPCOOL_COPY;
     CHECK_EQ(rpcool_call_ex(c, FN_INSPECT, a, 4, &co, NULL, NULL), 12); /* a private copy */
     rpcool_free(c, a);
-    rpcool_close(c);
+    rpcool_disconnect(c);
     rpcool_server_close(s);
     /* the channel policy applies copy to every call */
     s = serve(name, RPCOOL_COPY);
@@ -97,7 +97,7 @@ static void test_copy(void)
     a = rpcool_strdup(c, "abc");
     CHECK_EQ(rpcool_call(c, FN_INSPECT, a, 4, NULL, NULL), 12);
     rpcool_free(c, a);
-    rpcool_close(c);
+    rpcool_disconnect(c);
     rpcool_server_close(s);
 }
 
@@ -125,7 +125,7 @@ static void test_seal(void)
     CHECK_EQ(rpcool_call_ex(c, FN_SEALED, pg + 100, 8, &co, NULL, NULL), 1);
     rpcool_free(c, small);
     rpcool_free(c, pg);
-    rpcool_close(c);
+    rpcool_disconnect(c);
 
     /* batched release: pages stay sealed until the batch fills or rpcool_release */
     rpcool_conn_opts o;
@@ -150,7 +150,7 @@ static void test_seal(void)
     p[0] = (char *)rpcool_alloc_pages(c, 4096);
     CHECK(p[0] && writable(p[0]));
     for (int i = 0; i < 4; i++) rpcool_free(c, p[i]);
-    rpcool_close(c);
+    rpcool_disconnect(c);
     rpcool_server_close(s);
 
     /* a channel that requires sealing refuses unsealed calls */
@@ -162,7 +162,7 @@ static void test_seal(void)
     co.safety = RPCOOL_SEAL;
     CHECK_EQ(rpcool_call_ex(c, FN_SEALED, pg, 10, &co, NULL, NULL), 1);
     rpcool_free(c, pg);
-    rpcool_close(c);
+    rpcool_disconnect(c);
     rpcool_server_close(s);
 }
 
@@ -211,7 +211,7 @@ static void test_sandbox(void)
     rpcool_server_stats st;
     rpcool_server_get_stats(s, &st);
     CHECK(st.faults >= 3);
-    rpcool_close(c);
+    rpcool_disconnect(c);
     rpcool_server_close(s);
     if (!shmheap_pkey_supported()) t_skip("sandbox-pkeys", "no pku on this CPU: bounds checks and fault containment only");
 }
@@ -226,7 +226,7 @@ static void test_truncated_heap(void)
     memset(&so, 0, sizeof so);
     so.reap_ms = 20;
     if (rpcool_server_open(name, &so, &s)) { CHECK(0); return; }
-    rpcool_handle(s, FN_INSPECT, h_inspect, NULL, 0);
+    rpcool_server_add_handler(s, FN_INSPECT, h_inspect, NULL, 0);
     int pfd[2];
     CHECK_EQ(pipe(pfd), 0);
     pid_t p = fork(); /* before the server starts its threads */
@@ -264,7 +264,7 @@ static void test_truncated_heap(void)
         char *a = rpcool_strdup(c, "abc");
         CHECK_EQ(rpcool_call(c, FN_INSPECT, a, 4, NULL, NULL), 11);
         rpcool_free(c, a);
-        rpcool_close(c);
+        rpcool_disconnect(c);
     }
     kill(p, SIGKILL);
     waitpid(p, NULL, 0);

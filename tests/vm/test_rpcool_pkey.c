@@ -29,7 +29,7 @@ static int h_alloc(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
     (void)arg; (void)len; (void)user;
     long *r = (long *)rpcool_ctx_alloc(ctx, sizeof *r);
-    if (!r) return RPCOOL_E_HEAPFULL;
+    if (!r) return SHMHEAP_E_FULL;
     *r = 4242;
     rpcool_ctx_reply(ctx, r, sizeof *r);
     return 0;
@@ -45,9 +45,9 @@ static int server_main(const char *name, int ready, int done)
     o.reap_ms = 20;
     int r = rpcool_server_open(name, &o, &s);
     if (r) { dprintf(ready, "server_open: %s", rpcool_strerror(r)); return 1; }
-    rpcool_handle(s, FN_WILD, h_wild, NULL, RPCOOL_SANDBOX);
-    rpcool_handle(s, FN_WILD_RELAXED, h_wild, NULL, 0);
-    rpcool_handle(s, FN_ALLOC, h_alloc, NULL, RPCOOL_SANDBOX);
+    rpcool_server_add_handler(s, FN_WILD, h_wild, NULL, RPCOOL_SANDBOX);
+    rpcool_server_add_handler(s, FN_WILD_RELAXED, h_wild, NULL, 0);
+    rpcool_server_add_handler(s, FN_ALLOC, h_alloc, NULL, RPCOOL_SANDBOX);
     r = rpcool_server_start(s, 2);
     if (r) { dprintf(ready, "server_start: %s", rpcool_strerror(r)); return 1; }
     if (write(ready, "R", 1) != 1) return 1;
@@ -114,7 +114,7 @@ static void rpcool_sandbox_pkeys(void)
         }
     }
     for (int i = 0; i < NCONN; i++)
-        if (c[i]) rpcool_close(c[i]);
+        if (c[i]) rpcool_disconnect(c[i]);
     if (write(dp[1], &faults, sizeof faults) != (ssize_t)sizeof faults) CHECK(0);
     close(dp[1]);
     int st = 0;
@@ -147,7 +147,7 @@ static void *inproc_client(void *p)
         *a = ip->foreign; /* a separate process's connection heap: keyed, so it faults */
         ip->rc_foreign = rpcool_call(c, FN_WILD, a, sizeof *a, NULL, NULL);
     }
-    rpcool_close(c);
+    rpcool_disconnect(c);
     return NULL;
 }
 
@@ -163,7 +163,7 @@ static void rpcool_sandbox_pkeys_inproc(void)
     int r = rpcool_server_open(ip.name, NULL, &s);
     CHECKF(r == 0, "server_open: %s", rpcool_strerror(r));
     if (s) {
-        rpcool_handle(s, FN_WILD, h_wild, NULL, RPCOOL_SANDBOX);
+        rpcool_server_add_handler(s, FN_WILD, h_wild, NULL, RPCOOL_SANDBOX);
         CHECK_EQ(rpcool_server_start(s, 1), 0);
     }
     /* a connection from another process, whose heap does get a key */
