@@ -30,8 +30,8 @@
                               missing. Every function then returns NPPIN_E_NOTSUP.
        NPPIN_ASSERT(x)        your assert (default: assert from <assert.h>)
        NPPIN_MALLOC(n), NPPIN_FREE(p)   your allocator (define both or neither)
-   Set NPPIN_DEBUG=1 in the environment to log to stderr (read once per context), or give a log
-   callback in nppin_opts.
+   Set NPPIN_DEBUG=1 in the environment to log to stderr (read once per process) when no log
+   callback is given in nppin_opts.
 
    2. WHAT IT DOES
    ---------------
@@ -219,18 +219,29 @@ extern "C" {
 #define NPPIN_CHAN_SLOTS 32
 #define NPPIN_CHAN_BUF_BYTES (2 * NPPIN_CHAN_SLOTS * NPPIN_MSG_SIZE)
 
-/* Error codes (negative errno values come from the system and libibverbs). */
-#define NPPIN_E_NOTSUP   (-7001) /* built without rdma-core, or the feature is absent */
-#define NPPIN_E_NOTREG   (-7002) /* the address range is not inside one region of the context */
-#define NPPIN_E_OVERLAP  (-7003) /* the new region overlaps one of the context */
-#define NPPIN_E_TOOBIG   (-7004) /* the range needs more pinned memory than the budget */
-#define NPPIN_E_BUSY     (-7005) /* the budget is held by work in flight or leases being revoked */
-#define NPPIN_E_PINLIMIT (-7006) /* ibv_reg_mr said ENOMEM: the memlock limit (nppin_explain) */
-#define NPPIN_E_PROTO    (-7007) /* the peer sent something that is not a valid message */
-#define NPPIN_E_HANDLE   (-7008) /* not a valid region handle, or the owner has no such region */
-#define NPPIN_E_PEERDEAD (-7009) /* the peer's channel failed */
-#define NPPIN_E_INFLIGHT (-7010) /* too many posts in flight (opts.max_inflight) */
-#define NPPIN_E_NOPEERS  (-7011) /* NPPIN_MAX_PEERS peers exist already */
+/* Error codes: nppin's block starts at -5000 (negative errno values come from the system and
+   libibverbs). nppin_strerror explains each. */
+#define NPPIN_ERRORS(X)                                                                            \
+    X(NPPIN_E_NOTSUP, -5000, "not supported (built without rdma-core, or the device lacks it)")    \
+    X(NPPIN_E_NOTREG, -4999, "the address range is not inside one region of this context")         \
+    X(NPPIN_E_OVERLAP, -4998, "the region overlaps a region of this context")                      \
+    X(NPPIN_E_TOOBIG, -4997,                                                                       \
+      "the range needs more pinned memory than the budget (nppin_xfer moves it in pieces)")        \
+    X(NPPIN_E_BUSY, -4996,                                                                         \
+      "the pinned-memory budget is held by work requests in flight or leases being revoked: "     \
+      "poll completions, progress peers, retry")                                                   \
+    X(NPPIN_E_PINLIMIT, -4995,                                                                     \
+      "could not pin memory: ibv_reg_mr failed with ENOMEM, the memlock limit (RLIMIT_MEMLOCK, "   \
+      "ulimit -l) is too low for the budget (nppin_explain gives both)")                           \
+    X(NPPIN_E_PROTO, -4994, "the peer sent an invalid message")                                    \
+    X(NPPIN_E_HANDLE, -4993, "not a valid region handle, or the owner has no such region")         \
+    X(NPPIN_E_PEERDEAD, -4992, "the peer's channel failed")                                        \
+    X(NPPIN_E_INFLIGHT, -4991, "too many posts in flight (nppin_opts.max_inflight)")               \
+    X(NPPIN_E_NOPEERS, -4990, "the context has NPPIN_MAX_PEERS peers already")
+
+#define NPPIN__ERROR_ENUM(name, value, text) name = value,
+enum { NPPIN_ERRORS(NPPIN__ERROR_ENUM) };
+#undef NPPIN__ERROR_ENUM
 
 enum { NPPIN_DETECT_AUTO = 0, NPPIN_DETECT_NONE = 1 };
 enum { NPPIN_ODP_AUTO = 0, NPPIN_ODP_OFF = 1 };
@@ -363,23 +374,10 @@ NPPIN_API const char *nppin_strerror(int code)
 {
     switch (code) {
     case 0: return "success";
-    case NPPIN_E_NOTSUP: return "not supported (built without rdma-core, or the device lacks it)";
-    case NPPIN_E_NOTREG: return "the address range is not inside one region of this context";
-    case NPPIN_E_OVERLAP: return "the region overlaps a region of this context";
-    case NPPIN_E_TOOBIG:
-        return "the range needs more pinned memory than the budget (nppin_xfer moves it in pieces)";
-    case NPPIN_E_BUSY:
-        return "the pinned-memory budget is held by work requests in flight or leases being "
-               "revoked: poll completions, progress peers, retry";
-    case NPPIN_E_PINLIMIT:
-        return "could not pin memory: ibv_reg_mr failed with ENOMEM, the memlock limit "
-               "(RLIMIT_MEMLOCK, ulimit -l) is too low for the budget (nppin_explain gives both)";
-    case NPPIN_E_PROTO: return "the peer sent an invalid message";
-    case NPPIN_E_HANDLE: return "not a valid region handle, or the owner has no such region";
-    case NPPIN_E_PEERDEAD: return "the peer's channel failed";
-    case NPPIN_E_INFLIGHT: return "too many posts in flight (nppin_opts.max_inflight)";
-    case NPPIN_E_NOPEERS: return "the context has NPPIN_MAX_PEERS peers already";
-    default: return code < 0 && code > -4096 ? strerror(-code) : "unknown nppin error";
+#define NPPIN__CASE(name, value, text) case name: return text;
+        NPPIN_ERRORS(NPPIN__CASE)
+#undef NPPIN__CASE
+    default: return code < 0 && code > -4096 ? strerror(-code) : "unknown code";
     }
 }
 
@@ -429,6 +427,7 @@ NPPIN_API const char *nppin_explain(nppin_ctx *ctx, int code, char *buf, size_t 
 
 #else /* RDMA */
 
+#include "impl/platform.h"
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -522,7 +521,7 @@ struct nppin_ctx {
     nppin__slot *slots, *free_slot;
     nppin_peer *peers[NPPIN_MAX_PEERS];
     nppin_stats st;
-    int log_env;
+    struct rcp__logger lg;
     uint64_t coarse_res;            /* resolution of CLOCK_MONOTONIC_COARSE if under 10 ms, else 0 */
     /* userfaultfd */
     int uffd, pipe_rd, pipe_wr;
@@ -551,16 +550,14 @@ static uint64_t nppin__now_late(const nppin_ctx *ctx)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + ctx->coarse_res;
 }
 
+static int nppin__debug_env = -1; /* NPPIN_DEBUG, read once per process */
+
 static void nppin__log(nppin_ctx *ctx, int level, const char *fmt, ...)
 {
-    if (!ctx->o.log && !ctx->log_env) return;
-    char msg[400];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    rcp__logv(&ctx->lg, level, fmt, ap);
     va_end(ap);
-    if (ctx->o.log) ctx->o.log(level, msg, ctx->o.log_user);
-    else fprintf(stderr, "[nppin %d] %s\n", (int)getpid(), msg);
 }
 
 static void *nppin__calloc(size_t n, size_t sz)
@@ -946,7 +943,7 @@ NPPIN_API int nppin_create(struct ibv_pd *pd, const nppin_opts *opts, nppin_ctx 
     if (!ctx) return -ENOMEM;
     ctx->pd = pd;
     ctx->o = *opts;
-    ctx->log_env = getenv("NPPIN_DEBUG") != NULL;
+    ctx->lg = rcp__logger_pick(opts->log, opts->log_user, &nppin__debug_env, "NPPIN_DEBUG", "nppin");
     ctx->cs = cs;
     if (!ctx->o.lease_ms) ctx->o.lease_ms = NPPIN_DEFAULT_LEASE_MS;
     if (!ctx->o.lease_margin_ms || ctx->o.lease_margin_ms >= ctx->o.lease_ms)
@@ -1710,7 +1707,7 @@ static int nppin__remote_key(nppin_remote *rm, uint64_t raddr, size_t *idx_out, 
         if (p->got_type == NPPIN__DENY) {
             /* the owner's reason, if it is a code we know the range of */
             uint32_t why = nppin__get32(p->got_msg + 36);
-            return why > 0 && why < 8000 ? -(int)why : NPPIN_E_HANDLE;
+            return why > 0 && why <= 5000 ? -(int)why : NPPIN_E_HANDLE;
         }
         if (nppin__now() + backoff_us * 1000ull >= deadline) return -ETIMEDOUT;
         /* busy: the owner is revoking; let go of the mutex while waiting */
