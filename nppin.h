@@ -23,8 +23,9 @@
        #define NPPIN_IMPLEMENTATION
        #include "nppin.h"
 
-   Link with -libverbs -pthread (Debian: libibverbs-dev). Options, defined before the include
-   that has NPPIN_IMPLEMENTATION:
+   Link with -libverbs -pthread (Debian: libibverbs-dev). The implementation needs GNU
+   extensions of glibc: include nppin.h before any system header in that file, or compile with
+   -D_GNU_SOURCE. Options, defined before the include that has NPPIN_IMPLEMENTATION:
        NPPIN_STATIC           make every function static (private to that file)
        NPPIN_NO_RDMA          build without rdma-core; automatic when <infiniband/verbs.h> is
                               missing. Every function then returns NPPIN_E_NOTSUP.

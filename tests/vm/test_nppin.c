@@ -98,7 +98,8 @@ static int owner_role(int fd, void *arg, char *why, size_t whylen)
     (void)arg;
     nppt_side s;
     const char *step = "";
-    nppin_opts o = {.chunk_size = CHUNK, .budget = BUDGET, .lease_ms = LEASE_MS};
+    /* leases long enough that eviction has to revoke them, not just wait for expiry */
+    nppin_opts o = {.chunk_size = CHUNK, .budget = BUDGET, .lease_ms = 5000};
     int rc = nppt_side_setup(fd, &o, &s, &step);
     nppin_region *rg = NULL;
     unsigned char *mem = NULL;
@@ -268,6 +269,7 @@ static void random_rw_under_eviction(void)
     CHECKF(r.v[1] <= r.v[2], "owner pinned peak %llu above budget %llu", (unsigned long long)r.v[1],
            (unsigned long long)r.v[2]);
     CHECKF(r.v[3] > 0, "no eviction happened");
+    CHECKF(r.v[7] > 0, "no lease was revoked");
     /* what the kernel counts as pinned (VmPin) stays within the budget, plus the channel's
        buffer; resident memory is every chunk ever registered: ibv_reg_mr faults them in */
     CHECKF(r.v[6] <= BUDGET / 1024 + 64, "owner VmPin %llu KiB", (unsigned long long)r.v[6]);
