@@ -53,7 +53,8 @@
    ----------
        nppin_ctx *np;  nppin_region *rg;  struct ibv_wc wc;
        nppin_create(pd, &(nppin_opts){.budget = 64 << 20}, &np);
-       char *big = mmap(NULL, 1ul << 30, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+       char *big = mmap(NULL, 1ul << 30, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
        nppin_reg(np, big, 1ul << 30, &rg);                 // returns at once, pins nothing
        nppin_target t = {.addr = peer_addr, .rkey = peer_rkey};
        int rc = nppin_post_write(np, qp, 7, big + 123456789, 4096, &t, 0);
@@ -92,15 +93,16 @@
    (processing the channel's other messages meanwhile); the owner registers the chunk and grants
    a lease: rkey, generation and duration (nppin_opts.lease_ms). The holder uses a lease only
    until its own clock says lease_ms minus lease_margin_ms have passed since it asked, and renews
-   it (asks again) when less than half of lease_ms is left. The owner never deregisters a chunk while a lease on
-   it is valid: not before the holder returned it, and not before lease_ms have passed on the
-   owner's clock since the grant. So a remote access never meets a dead rkey, provided a work
-   request reaches the owner within lease_margin_ms of being posted. When the owner needs the
-   budget (or the chunk went stale, section 6) it sends the holders a revocation; a holder
-   returns the lease once its own work requests on that chunk have completed; a holder that is
-   dead or silent is waited out until the lease expires. Messages are handled when either side
-   calls nppin_peer_progress, or on a miss, or in nppin_sync. While chunks are being revoked,
-   requests for them are answered "busy", and the asking side retries until request_timeout_ms.
+   it (asks again) when less than half of lease_ms is left. The owner never deregisters a
+   chunk while a lease on it is valid: not before the holder returned it, and not before
+   lease_ms have passed on the owner's clock since the grant. So a remote access never meets a
+   dead rkey, provided a work request reaches the owner within lease_margin_ms of being posted.
+   When the owner needs the budget (or the chunk went stale, section 6) it sends the holders a
+   revocation; a holder returns the lease once its own work requests on that chunk have
+   completed; a holder that is dead or silent is waited out until the lease expires. Messages
+   are handled when either side calls nppin_peer_progress, on a miss, in nppin_sync and
+   nppin_xfer, and now and then on a hit. While chunks are being revoked, requests for them are
+   answered "busy", and the asking side retries until request_timeout_ms.
    A miss the owner cannot serve fails with the owner's reason (for example -EFAULT when that
    memory is not mapped there, or NPPIN_E_PINLIMIT), or NPPIN_E_HANDLE for a region it does not
    have. A peer's bytes are checked, never trusted: a bad message is counted and dropped.
@@ -385,46 +387,107 @@ NPPIN_API const char *nppin_strerror(int code)
 #ifdef NPPIN_NO_RDMA
 /* >>no-rdma */
 NPPIN_API int nppin_create(struct ibv_pd *pd, const nppin_opts *opts, nppin_ctx **out)
-{ (void)pd; (void)opts; if (out) *out = NULL; return NPPIN_E_NOTSUP; }
-NPPIN_API int nppin_destroy(nppin_ctx *ctx) { (void)ctx; return NPPIN_E_NOTSUP; }
+{
+    (void)pd; (void)opts; if (out) *out = NULL; return NPPIN_E_NOTSUP;
+}
+NPPIN_API int nppin_destroy(nppin_ctx *ctx)
+{
+    (void)ctx; return NPPIN_E_NOTSUP;
+}
 NPPIN_API int nppin_reg(nppin_ctx *ctx, void *addr, size_t len, nppin_region **out)
-{ (void)ctx; (void)addr; (void)len; if (out) *out = NULL; return NPPIN_E_NOTSUP; }
-NPPIN_API int nppin_dereg(nppin_region *rg) { (void)rg; return NPPIN_E_NOTSUP; }
+{
+    (void)ctx; (void)addr; (void)len; if (out) *out = NULL; return NPPIN_E_NOTSUP;
+}
+NPPIN_API int nppin_dereg(nppin_region *rg)
+{
+    (void)rg; return NPPIN_E_NOTSUP;
+}
 NPPIN_API int nppin_post_send(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id, const void *buf,
                               size_t len, unsigned send_flags)
-{ (void)ctx; (void)qp; (void)wr_id; (void)buf; (void)len; (void)send_flags; return NPPIN_E_NOTSUP; }
-NPPIN_API int nppin_post_recv(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id, void *buf, size_t len)
-{ (void)ctx; (void)qp; (void)wr_id; (void)buf; (void)len; return NPPIN_E_NOTSUP; }
+{
+    (void)ctx; (void)qp; (void)wr_id; (void)buf; (void)len; (void)send_flags; return NPPIN_E_NOTSUP;
+}
+NPPIN_API int nppin_post_recv(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id, void *buf,
+                              size_t len)
+{
+    (void)ctx; (void)qp; (void)wr_id; (void)buf; (void)len; return NPPIN_E_NOTSUP;
+}
 NPPIN_API int nppin_post_write(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id, const void *buf,
                                size_t len, const nppin_target *to, unsigned send_flags)
-{ (void)ctx; (void)qp; (void)wr_id; (void)buf; (void)len; (void)to; (void)send_flags; return NPPIN_E_NOTSUP; }
+{
+    (void)ctx; (void)qp; (void)wr_id; (void)buf; (void)len; (void)to; (void)send_flags;
+    return NPPIN_E_NOTSUP;
+}
 NPPIN_API int nppin_post_read(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id, void *buf,
                               size_t len, const nppin_target *from, unsigned send_flags)
-{ (void)ctx; (void)qp; (void)wr_id; (void)buf; (void)len; (void)from; (void)send_flags; return NPPIN_E_NOTSUP; }
+{
+    (void)ctx; (void)qp; (void)wr_id; (void)buf; (void)len; (void)from; (void)send_flags;
+    return NPPIN_E_NOTSUP;
+}
 NPPIN_API int nppin_poll(nppin_ctx *ctx, struct ibv_cq *cq, struct ibv_wc *wc, int max)
-{ (void)ctx; (void)cq; (void)wc; (void)max; return NPPIN_E_NOTSUP; }
-NPPIN_API int nppin_complete(nppin_ctx *ctx, struct ibv_wc *wc) { (void)ctx; (void)wc; return NPPIN_E_NOTSUP; }
+{
+    (void)ctx; (void)cq; (void)wc; (void)max; return NPPIN_E_NOTSUP;
+}
+NPPIN_API int nppin_complete(nppin_ctx *ctx, struct ibv_wc *wc)
+{
+    (void)ctx; (void)wc; return NPPIN_E_NOTSUP;
+}
 NPPIN_API int nppin_xfer(nppin_ctx *ctx, struct ibv_qp *qp, struct ibv_cq *cq, int op, void *buf,
                          size_t len, const nppin_target *t, unsigned flags, uint64_t timeout_ns)
-{ (void)ctx; (void)qp; (void)cq; (void)op; (void)buf; (void)len; (void)t; (void)flags; (void)timeout_ns; return NPPIN_E_NOTSUP; }
+{
+    (void)ctx; (void)qp; (void)cq; (void)op; (void)buf; (void)len; (void)t; (void)flags;
+    (void)timeout_ns; return NPPIN_E_NOTSUP;
+}
 NPPIN_API int nppin_invalidate(nppin_ctx *ctx, const void *addr, size_t len)
-{ (void)ctx; (void)addr; (void)len; return NPPIN_E_NOTSUP; }
-NPPIN_API int nppin_sync(nppin_ctx *ctx, uint64_t timeout_ns) { (void)ctx; (void)timeout_ns; return NPPIN_E_NOTSUP; }
+{
+    (void)ctx; (void)addr; (void)len; return NPPIN_E_NOTSUP;
+}
+NPPIN_API int nppin_sync(nppin_ctx *ctx, uint64_t timeout_ns)
+{
+    (void)ctx; (void)timeout_ns; return NPPIN_E_NOTSUP;
+}
 NPPIN_API int nppin_peer_create(nppin_ctx *ctx, const nppin_chan *chan, nppin_peer **out)
-{ (void)ctx; (void)chan; if (out) *out = NULL; return NPPIN_E_NOTSUP; }
-NPPIN_API int nppin_peer_destroy(nppin_peer *p) { (void)p; return NPPIN_E_NOTSUP; }
-NPPIN_API int nppin_peer_progress(nppin_peer *p, uint64_t timeout_ns) { (void)p; (void)timeout_ns; return NPPIN_E_NOTSUP; }
+{
+    (void)ctx; (void)chan; if (out) *out = NULL; return NPPIN_E_NOTSUP;
+}
+NPPIN_API int nppin_peer_destroy(nppin_peer *p)
+{
+    (void)p; return NPPIN_E_NOTSUP;
+}
+NPPIN_API int nppin_peer_progress(nppin_peer *p, uint64_t timeout_ns)
+{
+    (void)p; (void)timeout_ns; return NPPIN_E_NOTSUP;
+}
 NPPIN_API int nppin_region_export(const nppin_region *rg, unsigned char out[NPPIN_HANDLE_SIZE])
-{ (void)rg; (void)out; return NPPIN_E_NOTSUP; }
-NPPIN_API int nppin_remote_open(nppin_peer *p, const unsigned char handle[NPPIN_HANDLE_SIZE], nppin_remote **out)
-{ (void)p; (void)handle; if (out) *out = NULL; return NPPIN_E_NOTSUP; }
-NPPIN_API int nppin_remote_close(nppin_remote *rm) { (void)rm; return NPPIN_E_NOTSUP; }
-NPPIN_API int nppin_chan_verbs_create(struct ibv_pd *pd, struct ibv_qp *qp, struct ibv_cq *cq, nppin_chan *out)
-{ (void)pd; (void)qp; (void)cq; (void)out; return NPPIN_E_NOTSUP; }
-NPPIN_API void nppin_chan_verbs_destroy(nppin_chan *chan) { (void)chan; }
-NPPIN_API int nppin_stats_get(nppin_ctx *ctx, nppin_stats *out) { (void)ctx; (void)out; return NPPIN_E_NOTSUP; }
+{
+    (void)rg; (void)out; return NPPIN_E_NOTSUP;
+}
+NPPIN_API int nppin_remote_open(nppin_peer *p, const unsigned char handle[NPPIN_HANDLE_SIZE],
+                                nppin_remote **out)
+{
+    (void)p; (void)handle; if (out) *out = NULL; return NPPIN_E_NOTSUP;
+}
+NPPIN_API int nppin_remote_close(nppin_remote *rm)
+{
+    (void)rm; return NPPIN_E_NOTSUP;
+}
+NPPIN_API int nppin_chan_verbs_create(struct ibv_pd *pd, struct ibv_qp *qp, struct ibv_cq *cq,
+                                      nppin_chan *out)
+{
+    (void)pd; (void)qp; (void)cq; (void)out; return NPPIN_E_NOTSUP;
+}
+NPPIN_API void nppin_chan_verbs_destroy(nppin_chan *chan)
+{
+    (void)chan;
+}
+NPPIN_API int nppin_stats_get(nppin_ctx *ctx, nppin_stats *out)
+{
+    (void)ctx; (void)out; return NPPIN_E_NOTSUP;
+}
 NPPIN_API const char *nppin_explain(nppin_ctx *ctx, int code, char *buf, size_t len)
-{ (void)ctx; snprintf(buf, len, "%s", nppin_strerror(code)); return buf; }
+{
+    (void)ctx; snprintf(buf, len, "%s", nppin_strerror(code)); return buf;
+}
 
 #else /* RDMA */
 
@@ -523,7 +586,7 @@ struct nppin_ctx {
     nppin_peer *peers[NPPIN_MAX_PEERS];
     nppin_stats st;
     struct rcp__logger lg;
-    uint64_t coarse_res;            /* resolution of CLOCK_MONOTONIC_COARSE if under 10 ms, else 0 */
+    uint64_t coarse_res;            /* resolution of CLOCK_MONOTONIC_COARSE if small, else 0 */
     /* userfaultfd */
     int uffd, pipe_rd, pipe_wr;
     pthread_t mon;
@@ -834,8 +897,8 @@ static int nppin__make_room(nppin_ctx *ctx, size_t need)
     nppin__reap(ctx);
     uint64_t now = nppin__now();
     size_t coming = 0; /* bytes that revocations under way will free */
-    for (nppin__reg *r = ctx->lru.prev, *n; r != &ctx->lru && ctx->pinned + need > ctx->budget + coming;
-         r = n) {
+    for (nppin__reg *r = ctx->lru.prev, *n;
+         r != &ctx->lru && ctx->pinned + need > ctx->budget + coming; r = n) {
         n = r->prev;
         if (r->holds || r->odp) continue;
         if (!nppin__lease_live(r, now)) {
@@ -900,7 +963,8 @@ static int nppin__get_reg(nppin_ctx *ctx, nppin_region *rg, size_t idx, nppin__r
         int err = errno ? errno : EIO;
         NPPIN_FREE(r);
         nppin__log(ctx, NPPIN_LOG_ERROR, "ibv_reg_mr of %zu bytes at %#lx: %s (pinned %zu of a "
-                   "budget of %zu)", e - s, (unsigned long)s, strerror(err), ctx->pinned, ctx->budget);
+                   "budget of %zu)", e - s, (unsigned long)s, strerror(err), ctx->pinned,
+                   ctx->budget);
         return err == ENOMEM ? NPPIN_E_PINLIMIT : -err;
     }
     r->rg = rg;
@@ -944,7 +1008,8 @@ NPPIN_API int nppin_create(struct ibv_pd *pd, const nppin_opts *opts, nppin_ctx 
     if (!ctx) return -ENOMEM;
     ctx->pd = pd;
     ctx->o = *opts;
-    ctx->lg = rcp__logger_pick(opts->log, opts->log_user, &nppin__debug_env, "NPPIN_DEBUG", "nppin");
+    ctx->lg = rcp__logger_pick(opts->log, opts->log_user, &nppin__debug_env, "NPPIN_DEBUG",
+                               "nppin");
     ctx->cs = cs;
     if (!ctx->o.lease_ms) ctx->o.lease_ms = NPPIN_DEFAULT_LEASE_MS;
     if (!ctx->o.lease_margin_ms || ctx->o.lease_margin_ms >= ctx->o.lease_ms)
@@ -972,7 +1037,8 @@ NPPIN_API int nppin_create(struct ibv_pd *pd, const nppin_opts *opts, nppin_ctx 
     ctx->st.chunk_size = cs;
     ctx->st.fork_status = (int)ibv_is_fork_initialized();
     struct timespec res;
-    if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && res.tv_sec == 0 && res.tv_nsec < 10000000 &&
+    if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && res.tv_sec == 0 &&
+        res.tv_nsec < 10000000 &&
         (uint64_t)res.tv_nsec * 4 < (uint64_t)ctx->o.lease_margin_ms * 1000000ull)
         ctx->coarse_res = (uint64_t)res.tv_nsec;
     ctx->lru.prev = ctx->lru.next = &ctx->lru;
@@ -1084,7 +1150,8 @@ NPPIN_API int nppin_reg(nppin_ctx *ctx, void *addr, size_t len, nppin_region **o
     /* watch the whole region at once if it is mapped, so its mapping is not split chunk by
        chunk; memory mapped later inside it is watched chunk by chunk when registered */
     if (!rg->odp) nppin__watch(ctx, base, end, 1);
-    memmove(ctx->regions + pos + 1, ctx->regions + pos, (ctx->nregions - pos) * sizeof *ctx->regions);
+    memmove(ctx->regions + pos + 1, ctx->regions + pos,
+            (ctx->nregions - pos) * sizeof *ctx->regions);
     ctx->regions[pos] = rg;
     ctx->nregions++;
     *out = rg;
@@ -1101,7 +1168,8 @@ NPPIN_API int nppin_dereg(nppin_region *rg)
     size_t pos = 0;
     while (pos < ctx->nregions && ctx->regions[pos] != rg) pos++;
     if (pos == ctx->nregions) { pthread_mutex_unlock(&ctx->mu); return -EINVAL; }
-    memmove(ctx->regions + pos, ctx->regions + pos + 1, (ctx->nregions - pos - 1) * sizeof *ctx->regions);
+    memmove(ctx->regions + pos, ctx->regions + pos + 1,
+            (ctx->nregions - pos - 1) * sizeof *ctx->regions);
     ctx->nregions--;
     if (rg->odp) {
         ibv_dereg_mr(rg->odp->mr);
@@ -1190,7 +1258,8 @@ static int nppin__post(nppin_ctx *ctx, struct ibv_qp *qp, int opcode, uint64_t w
     nppin__reg *r;
     /* local chunks first: registered and held, so a later eviction cannot take them */
     for (size_t i = first; i <= last; i++) {
-        if ((rc = nppin__get_reg(ctx, rg, i, &r)) || (rc = nppin__slot_hold(s, r, NULL, 0))) goto fail;
+        if ((rc = nppin__get_reg(ctx, rg, i, &r)) || (rc = nppin__slot_hold(s, r, NULL, 0)))
+            goto fail;
     }
     {
         /* up to NPPIN__STACK_WR pieces on the stack, more on the heap */
@@ -1221,7 +1290,8 @@ static int nppin__post(nppin_ctx *ctx, struct ibv_qp *qp, int opcode, uint64_t w
                     if ((rc = nppin__remote_key(t->remote, raddr, &ridx, &k))) break;
                     if ((rc = nppin__slot_hold(s, NULL, t->remote, ridx))) break;
                     rkey = k->rkey;
-                    if (raddr + (lend - a) > k->addr + k->len) lend = a + (uintptr_t)(k->addr + k->len - raddr);
+                    if (raddr + (lend - a) > k->addr + k->len)
+                        lend = a + (uintptr_t)(k->addr + k->len - raddr);
                 }
             }
             if (nwr == cap) {
@@ -1268,7 +1338,8 @@ static int nppin__post(nppin_ctx *ctx, struct ibv_qp *qp, int opcode, uint64_t w
                 wr[i].num_sge = 1;
                 int lastp = i + 1 == nwr;
                 wr[i].wr_id = (uint64_t)(uintptr_t)s + (lastp ? 0 : 1);
-                wr[i].send_flags = lastp ? ((flags | IBV_SEND_SIGNALED) & ~(unsigned)IBV_SEND_INLINE) : 0;
+                wr[i].send_flags =
+                    lastp ? ((flags | IBV_SEND_SIGNALED) & ~(unsigned)IBV_SEND_INLINE) : 0;
                 wr[i].next = lastp ? NULL : &wr[i + 1];
             }
             struct ibv_send_wr *bad = NULL;
@@ -1306,7 +1377,8 @@ NPPIN_API int nppin_post_send(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id,
     return rc;
 }
 
-NPPIN_API int nppin_post_recv(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id, void *buf, size_t len)
+NPPIN_API int nppin_post_recv(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id, void *buf,
+                              size_t len)
 {
     if (!ctx) return -EINVAL;
     pthread_mutex_lock(&ctx->mu);
@@ -1330,7 +1402,8 @@ NPPIN_API int nppin_post_read(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id,
 {
     if (!ctx || !from) return -EINVAL;
     pthread_mutex_lock(&ctx->mu);
-    int rc = nppin__post(ctx, qp, IBV_WR_RDMA_READ, wr_id, (uintptr_t)buf, len, from, send_flags, 0);
+    int rc = nppin__post(ctx, qp, IBV_WR_RDMA_READ, wr_id, (uintptr_t)buf, len, from, send_flags,
+                         0);
     pthread_mutex_unlock(&ctx->mu);
     return rc;
 }
@@ -1399,8 +1472,9 @@ NPPIN_API int nppin_xfer(nppin_ctx *ctx, struct ibv_qp *qp, struct ibv_cq *cq, i
         size_t n = lim - p < len - off ? lim - p : len - off;
         nppin_target pt = *t;
         pt.addr = t->addr + off;
-        int rc = op == NPPIN_OP_WRITE ? nppin_post_write(ctx, qp, 0x6e707866ull, (void *)p, n, &pt, 0)
-                                      : nppin_post_read(ctx, qp, 0x6e707866ull, (void *)p, n, &pt, 0);
+        int rc = op == NPPIN_OP_WRITE
+                     ? nppin_post_write(ctx, qp, 0x6e707866ull, (void *)p, n, &pt, 0)
+                     : nppin_post_read(ctx, qp, 0x6e707866ull, (void *)p, n, &pt, 0);
         if (rc == NPPIN_E_BUSY) {
             if (nppin__now() >= deadline) return -ETIMEDOUT;
             nppin__progress_all(ctx);
@@ -1416,7 +1490,8 @@ NPPIN_API int nppin_xfer(nppin_ctx *ctx, struct ibv_qp *qp, struct ibv_cq *cq, i
             if (nppin__now() >= deadline) return -ETIMEDOUT; /* the post still holds its chunks */
         }
         if (wc.status != IBV_WC_SUCCESS) {
-            nppin__log(ctx, NPPIN_LOG_ERROR, "xfer piece at +%zu: %s", off, ibv_wc_status_str(wc.status));
+            nppin__log(ctx, NPPIN_LOG_ERROR, "xfer piece at +%zu: %s", off,
+                       ibv_wc_status_str(wc.status));
             return wc.status == IBV_WC_REM_ACCESS_ERR ? -EACCES : -EIO;
         }
         off += n;
