@@ -327,12 +327,14 @@ NPPIN_API int nppin_invalidate(nppin_ctx *ctx, const void *addr, size_t len);
 NPPIN_API int nppin_sync(nppin_ctx *ctx, uint64_t timeout_ns);
 
 NPPIN_API int nppin_peer_create(nppin_ctx *ctx, const nppin_chan *chan, nppin_peer **out);
+/* NPPIN_E_BUSY while posts naming one of its remotes are in flight. */
 NPPIN_API int nppin_peer_destroy(nppin_peer *p);
 /* Handle the peer's messages, waiting up to timeout_ns for the first: returns how many. */
 NPPIN_API int nppin_peer_progress(nppin_peer *p, uint64_t timeout_ns);
 NPPIN_API int nppin_region_export(const nppin_region *rg, unsigned char out[NPPIN_HANDLE_SIZE]);
 NPPIN_API int nppin_remote_open(nppin_peer *p, const unsigned char handle[NPPIN_HANDLE_SIZE],
                                 nppin_remote **out);
+/* Gives every lease back at once; NPPIN_E_BUSY while posts naming it are in flight. */
 NPPIN_API int nppin_remote_close(nppin_remote *rm);
 
 /* A channel over a connected RC QP whose CQ (send and receive) serves only it. It registers
@@ -834,6 +836,8 @@ static int nppin__mon_barrier(nppin_ctx *ctx, uint64_t deadline)
     return rc;
 }
 
+static void nppin__peer_free(nppin_peer *p);
+
 /* >>budget */
 static int nppin__peer_send(nppin_peer *p, const unsigned char *msg);
 static void nppin__msg(unsigned char *m, uint32_t type, uint32_t region, uint64_t idx, uint32_t gen,
@@ -1069,8 +1073,10 @@ NPPIN_API int nppin_destroy(nppin_ctx *ctx)
 {
     if (!ctx) return 0;
     while (ctx->nregions) nppin_dereg(ctx->regions[ctx->nregions - 1]);
+    pthread_mutex_lock(&ctx->mu);
     for (int i = 0; i < NPPIN_MAX_PEERS; i++)
-        if (ctx->peers[i]) nppin_peer_destroy(ctx->peers[i]);
+        if (ctx->peers[i]) nppin__peer_free(ctx->peers[i]);
+    pthread_mutex_unlock(&ctx->mu);
     if (ctx->mon_started) {
         char c = 'q';
         if (write(ctx->pipe_wr, &c, 1) == 1) pthread_join(ctx->mon, NULL);
@@ -1268,7 +1274,6 @@ static int nppin__post(nppin_ctx *ctx, struct ibv_qp *qp, int opcode, uint64_t w
         size_t nwr = 0, cap = NPPIN__STACK_WR;
         struct ibv_sge *sge = sge_st;
         struct ibv_send_wr *wr = wr_st;
-        memset(wr_st, 0, sizeof wr_st);
         int two_sided = opcode == IBV_WR_SEND || recv;
         /* pieces: split at local chunk ends, and for a peer's region at its chunk ends */
         /* a miss below may let go of the mutex while it waits (and another thread could
@@ -1305,6 +1310,7 @@ static int nppin__post(nppin_ctx *ctx, struct ibv_qp *qp, int opcode, uint64_t w
                 sge = ns; wr = nw;
             }
             nppin__reg *lr = s->h[odp ? 0 : li - first].reg;
+            memset(&wr[nwr], 0, sizeof wr[nwr]);
             sge[nwr].addr = a;
             sge[nwr].length = (uint32_t)(lend - a);
             sge[nwr].lkey = lr->mr->lkey;
@@ -1819,21 +1825,33 @@ NPPIN_API int nppin_peer_create(nppin_ctx *ctx, const nppin_chan *chan, nppin_pe
     return 0;
 }
 
-NPPIN_API int nppin_peer_destroy(nppin_peer *p)
+/* Free a peer and its remotes; the mutex is held. Leases it held on our chunks stay counted
+   until they expire: the other process may still be reading. */
+static void nppin__peer_free(nppin_peer *p)
 {
-    if (!p) return 0;
-    nppin_ctx *ctx = p->ctx;
     while (p->remotes) {
         nppin_remote *rm = p->remotes;
         p->remotes = rm->next;
         NPPIN_FREE(rm->c);
         NPPIN_FREE(rm);
     }
-    pthread_mutex_lock(&ctx->mu);
-    /* its leases stay counted until they expire: the peer may still be reading */
-    ctx->peers[p->idx] = NULL;
-    pthread_mutex_unlock(&ctx->mu);
+    p->ctx->peers[p->idx] = NULL;
     NPPIN_FREE(p);
+}
+
+NPPIN_API int nppin_peer_destroy(nppin_peer *p)
+{
+    if (!p) return 0;
+    nppin_ctx *ctx = p->ctx;
+    pthread_mutex_lock(&ctx->mu);
+    for (nppin_remote *rm = p->remotes; rm; rm = rm->next)
+        for (size_t i = 0; i < rm->nchunks; i++)
+            if (rm->c[i].holds) { /* a post in flight still names it */
+                pthread_mutex_unlock(&ctx->mu);
+                return NPPIN_E_BUSY;
+            }
+    nppin__peer_free(p);
+    pthread_mutex_unlock(&ctx->mu);
     return 0;
 }
 
