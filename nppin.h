@@ -113,17 +113,17 @@
    application unmaps memory (munmap, mmap MAP_FIXED over it, mremap away or shrinking) or drops
    it (madvise MADV_DONTNEED or MADV_REMOVE) and later touches or maps new memory at the same
    address, the old registration still points at the old pages. nppin watches for this with
-   userfaultfd: each chunk it registers is also registered (write-protect mode, nothing is ever
-   write-protected, so no page fault is ever delivered) with a userfaultfd opened with
-   UFFD_FEATURE_EVENT_UNMAP, _REMOVE and _REMAP, read by a thread of the context. On such an event
-   the overlapping chunks' registrations are retired: the chunk gets a new registration (new
-   generation) when next needed, the holders of leases on the old one are sent revocations, and
-   the old one (its pages still pinned, so a late access reaches the old pages, never an
-   error) is deregistered once returned or expired. The kernel makes munmap/madvise/mremap wait
-   until that thread has read the event, not until it has acted: call nppin_sync() after them
-   and before telling peers to read the new contents; it returns once every event read so far
-   has been acted on and every lease on a retired registration has been returned or has
-   expired (it progresses the context's peers meanwhile).
+   userfaultfd: each region, and each chunk it registers, is also registered (write-protect
+   mode; nothing is ever write-protected, so no page fault is ever delivered) with a userfaultfd
+   opened with UFFD_FEATURE_EVENT_UNMAP, _REMOVE and _REMAP, read by a thread of the context. On
+   such an event the overlapping chunks' registrations are retired: the chunk gets a new
+   registration (new generation) when next needed, the holders of leases on the old one are sent
+   revocations, and the old one (its pages still pinned, so a late access reaches the old pages,
+   never an error) is deregistered once returned or expired. The kernel makes munmap, madvise
+   and mremap wait until that thread has read the event, not until it has acted: call
+   nppin_sync() after them and before telling peers to read the new contents; it returns once
+   every event read so far has been acted on and every lease on a retired registration has been
+   returned or has expired (it progresses the context's peers meanwhile).
    Why userfaultfd and not symbol interposition (UCX's way): interposing munmap, mremap and
    madvise misses glibc's internal calls (free() unmaps large blocks through a private alias),
    direct system calls and other libraries' own calls, and would change those functions for the
@@ -168,10 +168,11 @@
    in flight per context (opts.max_inflight). Pieces of one post are chained in one
    ibv_post_send, so the send queue must have room for them: if it fills in the middle of a
    chain, the post fails and the pieces already posted keep their chunks registered until
-   nppin_destroy. Lease correctness assumes a work
-   request is executed by the owner within lease_margin_ms of its post (RC retries beyond that,
-   on a lossy network, could reach a chunk deregistered after expiry). The control channel of
-   nppin_chan_verbs pins its own NPPIN_CHAN_BUF_BYTES outside the budget.
+   nppin_destroy. Lease correctness assumes a work request is executed by the owner within
+   lease_margin_ms of its post (RC retries beyond that, on a lossy network, could reach a chunk
+   deregistered after expiry). The control channel of nppin_chan_verbs pins its own
+   NPPIN_CHAN_BUF_BYTES outside the budget. The ODP path is written against the verbs
+   specification but has not met a device that offers ODP (Soft-RoCE on Linux 6.1 has none).
 */
 #ifndef NPPIN_H
 #define NPPIN_H
