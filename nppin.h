@@ -103,6 +103,10 @@
    are handled when either side calls nppin_peer_progress, on a miss, in nppin_sync and
    nppin_xfer, and now and then on a hit. While chunks are being revoked, requests for them are
    answered "busy", and the asking side retries until request_timeout_ms.
+   nppin_chan_verbs keeps NPPIN_CHAN_SLOTS receives posted; a burst of messages (revocations
+   after invalidating a large range, or a peer flooding it) can run ahead of them, so connect
+   its QP with rnr_retry 7 (retry for ever on "receiver not ready"): with fewer retries the QP
+   fails, the peer is taken for dead, and the leases it held run out instead of being returned.
    A miss the owner cannot serve fails with the owner's reason (for example -EFAULT when that
    memory is not mapped there, or NPPIN_E_PINLIMIT), or NPPIN_E_HANDLE for a region it does not
    have. A peer's bytes are checked, never trusted: a bad message is counted and dropped.

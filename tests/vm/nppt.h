@@ -57,7 +57,14 @@ static inline int nppt_side_setup(int fd, const nppin_opts *o, nppt_side *s, con
     if ((rc = rcp__verbs_ep_unpack(in, &s->peer[0])) ||
         (rc = rcp__verbs_ep_unpack(in + RCP__VERBS_EP_WIRE, &s->peer[1]))) { *step = "unpack"; goto fail; }
     if ((rc = rcp__verbs_rc_connect(&s->d, s->dqp, &s->me[0], &s->peer[0], NULL))) { *step = "connect data"; goto fail; }
-    if ((rc = rcp__verbs_rc_connect(&s->d, s->cqp, &s->me[1], &s->peer[1], NULL))) { *step = "connect control"; goto fail; }
+    /* the control QP retries RNR forever: a burst of revocations may run ahead of the peer's
+       receive buffers (nppin.h, section 5) */
+    rcp__verbs_qp_opts cq_opts = qo;
+    cq_opts.rnr_retry = 7;
+    if ((rc = rcp__verbs_rc_connect(&s->d, s->cqp, &s->me[1], &s->peer[1], &cq_opts))) {
+        *step = "connect control";
+        goto fail;
+    }
     if ((rc = nppin_create(s->d.pd, o, &s->np))) { *step = "nppin_create"; goto fail; }
     if ((rc = nppin_chan_verbs_create(s->d.pd, s->cqp, s->ccq, &s->ch))) { *step = "nppin_chan_verbs_create"; goto fail; }
     if ((rc = nppin_peer_create(s->np, &s->ch, &s->peer_np))) { *step = "nppin_peer_create"; goto fail; }

@@ -13,7 +13,8 @@
 #define LEASE_MS 600u
 #define LOCAL (16 * MiB)
 
-enum { C_HANDLE = 1, C_FILL, C_CHECK, C_UNMAP, C_DONTNEED, C_MREMAP, C_PAGEOUT, C_STATS, C_QUIT };
+enum { C_HANDLE = 1, C_FILL, C_CHECK, C_UNMAP, C_DONTNEED, C_MREMAP, C_PAGEOUT, C_STATS, C_QUIT,
+       C_BAD };
 
 /* ---------------------------------------------------------------- the owner (a child) */
 
@@ -23,7 +24,8 @@ static int owner_cmd(nppt_side *s, nppin_region *rg, unsigned char *mem, const n
     size_t len = (size_t)c->b;
     unsigned seed = (unsigned)c->c;
     memset(r, 0, sizeof *r);
-    if (c->op != C_HANDLE && c->op != C_STATS && c->op != C_QUIT && (c->a > REGION || len > REGION - c->a))
+    if (c->op != C_HANDLE && c->op != C_STATS && c->op != C_QUIT && c->op != C_BAD &&
+        (c->a > REGION || len > REGION - c->a))
         return -EINVAL;
     switch (c->op) {
     case C_HANDLE:
@@ -72,6 +74,12 @@ static int owner_cmd(nppt_side *s, nppin_region *rg, unsigned char *mem, const n
         free(vec);
         r->v[0] = res;
         r->v[1] = n;
+        return 0;
+    }
+    case C_BAD: {
+        nppin_stats st;
+        nppin_stats_get(s->np, &st);
+        r->v[0] = st.bad_messages;
         return 0;
     }
     case C_STATS: {
@@ -415,6 +423,39 @@ out:
     munmap(map, 3 * CHUNK);
 }
 
+/* The owner's channel gets garbage: random bytes, and well-formed messages of every type with
+ * random fields (requests for chunks that do not exist, grants nobody asked for, revocations
+ * and returns of nothing). It counts and drops them, answers what it can, and serves on. */
+static void peer_sends_garbage(void)
+{
+    uint64_t rng = 777;
+    unsigned char m[NPPIN_MSG_SIZE];
+    int rc = 0;
+    for (int i = 0; i < 300 && !rc; i++) {
+        for (unsigned k = 0; k < sizeof m; k++) m[k] = (unsigned char)t_rng(&rng);
+        if (i % 2) {
+            uint64_t x = t_rng(&rng);
+            nppin__msg(m, 1 + (uint32_t)(x % 7), (uint32_t)(x >> 8) % 4, t_rng(&rng) % 2 ? x : x % 600,
+                       (uint32_t)t_rng(&rng), (uint32_t)x, t_rng(&rng), (uint32_t)x, (uint32_t)(x >> 3),
+                       t_rng(&rng));
+        }
+        rc = A.ch.send(A.ch.user, m, i % 5 ? sizeof m : 7);
+        if (i % 16 == 0) nppin_peer_progress(A.peer_np, 1000000);
+    }
+    CHECKF(rc == 0, "sending garbage: %s", strerror(-rc));
+    nppt_rep r;
+    CHECK_EQ(call(C_BAD, 0, 0, 0, &r), 0);
+    printf("# owner dropped %llu bad messages\n", (unsigned long long)r.v[0]);
+    CHECK(r.v[0] > 0);
+    /* and it serves on */
+    vmt_fill(lmem, 4096, 99);
+    CHECK_EQ(rio(NPPIN_OP_WRITE, 0, 4096, 600 * MiB), 0);
+    memset(lmem, 0, 4096);
+    CHECK_EQ(rio(NPPIN_OP_READ, 0, 4096, 600 * MiB), 0);
+    CHECKF(vmt_check(lmem, 4096, 99) < 0, "after the garbage, data differs");
+    CHECK_EQ(rcp__verbs_qp_state(A.dqp), IBV_QPS_RTS);
+}
+
 static void odp_when_offered(void)
 {
     nppin_stats st;
@@ -498,6 +539,7 @@ int main(void)
             TEST(stale_mremap);
         }
         pageout_then_read();
+        TEST(peer_sends_garbage);
         odp_when_offered();
         TEST(fork_child_may_touch);
         t_begin("no_remote_access_error");
