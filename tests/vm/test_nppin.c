@@ -5,6 +5,8 @@
  * leases, and does what the parent asks to its memory (fill, check, munmap+mmap, MADV_DONTNEED,
  * mremap, MADV_PAGEOUT) over a command socket. Another child holds a lease and is killed. */
 #include "nppt.h"
+#include <linux/capability.h>
+#include <sys/resource.h>
 
 #define MiB ((size_t)1 << 20)
 #define REGION ((size_t)1 << 30)
@@ -456,6 +458,69 @@ static void peer_sends_garbage(void)
     CHECK_EQ(rcp__verbs_qp_state(A.dqp), IBV_QPS_RTS);
 }
 
+/* Without CAP_IPC_LOCK and with a 1 MiB RLIMIT_MEMLOCK, a budget of 8 MiB cannot be pinned:
+ * the post fails with NPPIN_E_PINLIMIT and nppin_explain names the limit and the budget. */
+static int pinlimit_child(char *why, size_t whylen)
+{
+    struct rlimit rl = {1 << 20, 1 << 20};
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    rcp__verbs_dev dev;
+    nppin_ctx *np = NULL;
+    nppin_region *rg = NULL;
+    unsigned char *m = (unsigned char *)mmap(NULL, 4 * MiB, PROT_READ | PROT_WRITE,
+                                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    char buf[300];
+    memset(&dev, 0, sizeof dev);
+    if (setrlimit(RLIMIT_MEMLOCK, &rl)) VMT_FAILF("setrlimit: %s", strerror(errno));
+    if (syscall(SYS_capget, &h, d)) VMT_FAILF("capget: %s", strerror(errno));
+    d[0].effective &= ~(1u << CAP_IPC_LOCK);
+    d[0].permitted &= ~(1u << CAP_IPC_LOCK);
+    if (syscall(SYS_capset, &h, d)) VMT_FAILF("capset: %s", strerror(errno));
+    VMT_TRY(rcp__verbs_open(NULL, &dev));
+    {
+        nppin_opts o = {.chunk_size = CHUNK, .budget = 8 * MiB};
+        VMT_TRY(nppin_create(dev.pd, &o, &np));
+        VMT_TRY(nppin_reg(np, m, 4 * MiB, &rg));
+        nppin_target t = {.addr = 4096, .rkey = 1};
+        int rc = nppin_post_write(np, (struct ibv_qp *)1, 1, m, 3 * MiB, &t, 0);
+        nppin_explain(np, rc, buf, sizeof buf);
+        printf("# %s\n", buf);
+        if (rc != NPPIN_E_PINLIMIT) VMT_FAILF("post: %s, expected NPPIN_E_PINLIMIT", nppin_strerror(rc));
+        if (!strstr(buf, "RLIMIT_MEMLOCK 1048576 bytes") || !strstr(buf, "budget 8388608"))
+            VMT_FAILF("explain does not name the limit and the budget: %s", buf);
+    }
+out:
+    if (rg) nppin_dereg(rg);
+    if (np) nppin_destroy(np);
+    if (dev.ctx) rcp__verbs_close(&dev);
+    return why[0] ? -1 : 0;
+}
+
+static void pinlimit_named(void)
+{
+    int p[2];
+    CHECK(pipe(p) == 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char why[400] = "";
+        close(p[0]);
+        int rc = pinlimit_child(why, sizeof why);
+        if (rc && write(p[1], why, strlen(why)) < 0) _exit(3);
+        fflush(stdout);
+        _exit(rc ? 1 : 0);
+    }
+    close(p[1]);
+    char why[400] = "";
+    ssize_t n = read(p[0], why, sizeof why - 1);
+    why[n > 0 ? n : 0] = 0;
+    close(p[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", why[0] ? why : "child failed");
+}
+
 static void odp_when_offered(void)
 {
     nppin_stats st;
@@ -557,5 +622,6 @@ int main(void)
     if (lrg) nppin_dereg(lrg);
     if (A.np) nppt_side_free(&A);
     TEST(dead_holder_does_not_pin_forever);
+    TEST(pinlimit_named);
     return T_DONE();
 }
