@@ -66,9 +66,10 @@ static void every_code_explained(void)
     CHECK(strcmp(nppin_explain(NULL, NPPIN_E_TOOBIG, buf, sizeof buf), nppin_strerror(NPPIN_E_TOOBIG)) == 0);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    TEST(every_function_says_notsup);
-    TEST(every_code_explained);
+    t_init(argc, argv);
+    RUN(every_function_says_notsup);
+    RUN(every_code_explained);
     return T_DONE();
 }
