@@ -80,6 +80,7 @@ a|b)
     else
         echo "FAIL podheap-$role: no ivshmem device (1af4:1110) found"
     fi
+    run "nppin-twohost-$role" 90 /t/test_nppin_twohost "$role" "$peer"
     ;;
 cxl)
     modprobe -a cxl_acpi cxl_pci cxl_mem cxl_pmem libnvdimm nd_pmem dax_pmem device_dax ||

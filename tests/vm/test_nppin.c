@@ -15,123 +15,14 @@
 #define LEASE_MS 600u
 #define LOCAL (16 * MiB)
 
-enum { C_HANDLE = 1, C_FILL, C_CHECK, C_UNMAP, C_DONTNEED, C_MREMAP, C_PAGEOUT, C_STATS, C_QUIT,
-       C_BAD };
-
 /* ---------------------------------------------------------------- the owner (a child) */
-
-static int owner_cmd(nppt_side *s, nppin_region *rg, unsigned char *mem, const nppt_cmd *c, nppt_rep *r)
-{
-    unsigned char *p = mem + c->a;
-    size_t len = (size_t)c->b;
-    unsigned seed = (unsigned)c->c;
-    memset(r, 0, sizeof *r);
-    if (c->op != C_HANDLE && c->op != C_STATS && c->op != C_QUIT && c->op != C_BAD &&
-        (c->a > REGION || len > REGION - c->a))
-        return -EINVAL;
-    switch (c->op) {
-    case C_HANDLE:
-        return nppin_region_export(rg, (unsigned char *)r->v);
-    case C_FILL:
-        vmt_fill(p, len, seed);
-        return 0;
-    case C_CHECK: {
-        long bad = vmt_check(p, len, seed);
-        r->v[0] = (uint64_t)bad;
-        return bad < 0 ? 0 : -EILSEQ;
-    }
-    case C_UNMAP:
-        if (munmap(p, len)) return -errno;
-        if (mmap(p, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != p)
-            return -errno;
-        vmt_fill(p, len, seed);
-        return nppin_sync(s->np, 10 * VMT_SEC);
-    case C_DONTNEED:
-        if (madvise(p, len, MADV_DONTNEED)) return -errno;
-        vmt_fill(p, len, seed);
-        return nppin_sync(s->np, 10 * VMT_SEC);
-    case C_MREMAP: {
-        /* move the pages away, then map fresh memory where they were */
-        void *away = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (away == MAP_FAILED) return -errno;
-        if (mremap(p, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, away) != away) return -errno;
-        if (mmap(p, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != p)
-            return -errno;
-        vmt_fill(p, len, seed);
-        int rc = nppin_sync(s->np, 10 * VMT_SEC);
-        munmap(away, len);
-        return rc;
-    }
-    case C_PAGEOUT: {
-        /* the chunk must not be registered (pinned pages are not paged out) */
-        int rc = nppin_invalidate(s->np, p, len);
-        if (!rc) rc = nppin_sync(s->np, 10 * VMT_SEC);
-        if (rc) return rc;
-        if (madvise(p, len, MADV_PAGEOUT)) return -errno;
-        size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = len / pg, res = 0;
-        unsigned char *vec = (unsigned char *)malloc(n);
-        if (!vec) return -ENOMEM;
-        if (mincore(p, len, vec) == 0)
-            for (size_t i = 0; i < n; i++) res += vec[i] & 1;
-        free(vec);
-        r->v[0] = res;
-        r->v[1] = n;
-        return 0;
-    }
-    case C_BAD: {
-        nppin_stats st;
-        nppin_stats_get(s->np, &st);
-        r->v[0] = st.bad_messages;
-        return 0;
-    }
-    case C_STATS: {
-        nppin_stats st;
-        memset(&st, 0, sizeof st);
-        nppin_stats_get(s->np, &st);
-        r->v[0] = st.pinned;
-        r->v[1] = st.pinned_peak;
-        r->v[2] = st.budget;
-        r->v[3] = st.evictions;
-        r->v[4] = st.leases_granted;
-        r->v[5] = (uint64_t)nppt_rss_kb();
-        r->v[6] = (uint64_t)nppt_pinned_kb();
-        r->v[7] = st.revokes_sent;
-        return 0;
-    }
-    default:
-        return -EINVAL;
-    }
-}
 
 static int owner_role(int fd, void *arg, char *why, size_t whylen)
 {
     (void)arg;
-    nppt_side s;
-    const char *step = "";
     /* leases long enough that eviction has to revoke them, not just wait for expiry */
     nppin_opts o = {.chunk_size = CHUNK, .budget = BUDGET, .lease_ms = 5000};
-    int rc = nppt_side_setup(fd, &o, &s, &step);
-    nppin_region *rg = NULL;
-    unsigned char *mem = NULL;
-    if (rc) VMT_FAILF("owner setup: %s: %s", step, nppin_strerror(rc));
-    mem = (unsigned char *)mmap(NULL, REGION, PROT_READ | PROT_WRITE,
-                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (mem == MAP_FAILED) VMT_FAILF("mmap 1 GiB: %s", strerror(errno));
-    if ((rc = nppin_reg(s.np, mem, REGION, &rg))) VMT_FAILF("nppin_reg: %s", nppin_strerror(rc));
-    for (;;) {
-        nppt_cmd c;
-        rc = nppt_read_progress(fd, &c, sizeof c, s.peer_np, 170000);
-        if (rc) VMT_FAILF("owner: command socket: %s", strerror(-rc));
-        if (c.op == C_QUIT) break;
-        nppt_rep r;
-        r.rc = owner_cmd(&s, rg, mem, &c, &r);
-        if ((rc = vmt_write_all(fd, &r, sizeof r))) VMT_FAILF("owner: reply: %s", strerror(-rc));
-    }
-out:
-    if (rg) nppin_dereg(rg);
-    if (s.np) nppt_side_free(&s);
-    if (mem && mem != MAP_FAILED) munmap(mem, REGION);
-    return why[0] ? -1 : 0;
+    return nppt_owner_serve(fd, REGION, &o, why, whylen);
 }
 
 /* ---------------------------------------------------------------- the accessing side */
