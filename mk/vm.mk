@@ -6,7 +6,7 @@ VM_BINS = $(VM_SRC:tests/vm/%.c=$(BUILD)/vm/bin/%)
 .PHONY: vm-bins vm-compile-check
 vm-bins: $(VM_BINS)
 
-$(BUILD)/vm/bin/%: tests/vm/%.c tests/vm/vmt.h tests/t.h $(HEADERS)
+$(BUILD)/vm/bin/%: tests/vm/%.c $(wildcard tests/vm/*.h) tests/t.h $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) -std=c11 $(CFLAGS) $(WARN) -pthread -I. $< -o $@ $(call libs_of,$<)
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/vm/init.sh - /init of the VM tier's guests (busybox sh). The kernel command line says
-# what to do: rcp.role=single|a|b|cxl|krconn|krconn-bench|perftest|alockbench,
-# rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
+# what to do: rcp.role=single|a|b|cxl|krconn|krconn-bench|perftest|alockbench|nppin|
+# nppin-bench, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
 # second serial port (/dev/ttyS1) as "ok/FAIL/skip NAME" lines; the host reads that file. The
 # last line is "guest-done"; without it the host counts the guest as failed.
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -47,6 +47,15 @@ rdma_up() { # eth0 with our address, and rxe0 on it
     fi
 }
 
+swap_up() { # 512 MiB of zram swap, for paging tests; says why when it cannot
+    if modprobe zram && echo 512M >/sys/block/zram0/disksize && mkswap /dev/zram0 >/dev/null &&
+        swapon /dev/zram0; then
+        echo "# swap: zram0, 512 MiB"
+    else
+        echo "# swap: none (zram setup failed)"
+    fi
+}
+
 ivshmem_dev() { # the BAR of the ivshmem-plain device (vendor 0x1af4, device 0x1110), enabled
     for d in /sys/bus/pci/devices/*; do
         if [ "$(cat $d/vendor)" = 0x1af4 ] && [ "$(cat $d/device)" = 0x1110 ]; then
@@ -75,6 +84,7 @@ a|b)
         echo "FAIL podheap-$role: no ivshmem device (1af4:1110) found"
     fi
     run "alock-pair-$role" 120 /t/test_alock_rdma "$role" "$peer"
+    run "nppin-twohost-$role" 90 /t/test_nppin_twohost "$role" "$peer"
     ;;
 cxl)
     # reserve the 2 MiB pages of the hugetlbfs test first, before other tests fragment memory
@@ -158,6 +168,15 @@ krconn-bench)
     cmtime_runs "1 2 3 4 5 6"
     run bench_krconn 120 /t/bench_krconn
     cmtime_runs "7 8 9 10 11 12"
+    ;;
+nppin)
+    rdma_up
+    swap_up
+    run test_nppin 170 /t/test_nppin
+    ;;
+nppin-bench)
+    rdma_up
+    run nppin-bench 380 /t/nppin_bench
     ;;
 perftest)
     rdma_up
