@@ -61,10 +61,7 @@ inline rxe_cas(expect, desired, old)
 
 inline crit(me)
 {
-    want[me] = 0;
-    queued[me] = 0;
-    incs++;
-    assert(incs == 1);
+    atomic { want[me] = 0; queued[me] = 0; incs++; assert(incs == 1) };
     incs--
 }
 
@@ -116,9 +113,7 @@ proctype Local(byte me)
     bit lh;
 #endif
 again:
-    want[me] = 1;
-    budget[me] = WAIT;
-    next[me] = NONE;
+    atomic { want[me] = 1; budget[me] = WAIT; next[me] = NONE }; /* not yet published */
 #ifdef MUT_CPU_XCHG_RTAIL
     /* the mutant: locals queue on the remote tail with a CPU exchange (atomic against the
        CPU, not against rxe's load-then-store) */
@@ -128,8 +123,7 @@ again:
 #endif
     if
     :: pred != NONE ->
-        next[pred] = me;
-        pred = 0;
+        atomic { next[pred] = me; pred = 0 };
 #ifdef TIMEOUTS
         do
         :: budget[me] != WAIT -> break
@@ -155,7 +149,7 @@ again:
     :: rt = l_tail; v = victim;
        if :: rt == NONE || v != REMOTE -> break :: else -> skip fi
     od;
-    rt = 0; v = 0;
+    atomic { rt = 0; v = 0 };
 #else
     /* fast path: the remote flag is down right after ours went up: enter without victim */
     if
@@ -182,7 +176,7 @@ again:
            goto again
 #endif
         od;
-        rt = 0; v = 0
+        atomic { rt = 0; v = 0 }
     fi;
 #endif
 cs:
@@ -210,20 +204,15 @@ proctype Remote(byte me)
     byte pred, old, lt, v;
     bit tk;
 again:
-    want[me] = 1;
-    budget[me] = WAIT;
-    next[me] = NONE;
-    pred = NONE;
+    atomic { want[me] = 1; budget[me] = WAIT; next[me] = NONE; pred = NONE };
     do                                           /* swap emulated with a CAS loop */
     :: rxe_cas(pred, me, old);
        if :: old == pred -> break :: else -> pred = old fi
     od;
-    old = 0;
-    queued[me] = 1;
+    atomic { old = 0; queued[me] = 1 };
     if
     :: pred != NONE ->
-        next[pred] = me;                         /* RDMA WRITE into pred's descriptor */
-        pred = 0;
+        atomic { next[pred] = me; pred = 0 };    /* RDMA WRITE into pred's descriptor */
         (budget[me] != WAIT);                    /* spins on its own memory */
         if
         :: budget[me] > 0 -> goto cs
@@ -244,7 +233,7 @@ again:
            if :: lt == NONE || v != REMOTE -> break :: else -> skip fi
         od
     fi;
-    lt = 0; v = 0;
+    atomic { lt = 0; v = 0 };
 cs:
     crit(me);
     if
