@@ -1601,8 +1601,18 @@ static void krconn__on_req(krconn_ctx *ctx, const krconn__msg *m)
         krconn__reply(ctx, m, KRCONN__REJ, KRCONN__REJ_BUSY, NULL);
         return;
     }
-    pthread_mutex_lock(&ctx->mu);
+    uint64_t ts0 = rcp__now_ns();
+    krconn__reply(ctx, m, KRCONN__REP, 0, p);
+    uint64_t ts1 = rcp__now_ns();
     p->state = KRCONN__READY;
+    if (krconn__rts(ctx, p)) { /* the peer believes it is connected: tell it, give the QP back */
+        krconn__phys_free(ctx, p, 1);
+        return;
+    }
+    uint64_t ts2 = rcp__now_ns();
+    /* Published only now, in RTS: a program that accepts it may send at once. Requests are
+       handled one at a time (rx_mu), so a repeat of this one cannot come in between. */
+    pthread_mutex_lock(&ctx->mu);
     p->refs = 1;
     p->held = 1;
     p->shared = 1;
@@ -1621,13 +1631,6 @@ static void krconn__on_req(krconn_ctx *ctx, const krconn__msg *m)
     rec->gen = m->src_gen;
     rec->nonce = m->nonce;
     rec->p = p;
-    pthread_mutex_unlock(&ctx->mu);
-    uint64_t ts0 = rcp__now_ns();
-    krconn__reply(ctx, m, KRCONN__REP, 0, p);
-    uint64_t ts1 = rcp__now_ns();
-    if (krconn__rts(ctx, p)) rcp__store(&p->err, KRCONN_E_QPERR); /* our sends fail; theirs work */
-    uint64_t ts2 = rcp__now_ns();
-    pthread_mutex_lock(&ctx->mu);
     ctx->st.ns_accept += ts1 - t0;
     ctx->st.ns_accept_modify += tm1 - tm0;
     ctx->st.ns_accept_rts += ts2 - ts1;

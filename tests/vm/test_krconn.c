@@ -70,6 +70,8 @@ static int srv_role(int fd, void *arg, char *why, size_t whylen)
     memset(cs, 0, sizeof cs);
     memset(&o, 0, sizeof o);
     o.accept_backlog = cfg->backlog ? cfg->backlog : 64;
+    o.min_rnr_timer = 24; /* 41 ms per RNR retry: a client may send before we accepted and posted
+                             receives, and under a loaded host accepting can take a while */
     if ((rc = krconn_ctx_create(&o, &ctx))) {
         describe(rc, d, sizeof d);
         VMT_FAILF("server ctx: %s", d);
