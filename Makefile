@@ -3,7 +3,8 @@
 # Conventions (so new parts need no edits here):
 #   examples/NAME.c        -> build/ex/NAME         plain cc -O2 -pthread, as a user would
 #   tests/test_NAME.c      -> build/t/test_NAME      ASan+UBSan; a "// TSAN" line also builds
-#                                                    build/t/test_NAME.tsan with ThreadSanitizer
+#                                                    build/t/test_NAME.tsan with ThreadSanitizer,
+#                                                    a "// VALGRIND" line build/vg/test_NAME
 #   a "// LIBS: -lfoo" line in a source adds link flags; "// VM" marks a test for the VM tier only
 #   bench/bench_*.sh       run in order by `make bench`
 #   mk/*.mk                extra rules of a component
@@ -23,12 +24,13 @@ EXAMPLES    = $(EXAMPLE_SRC:examples/%.c=$(BUILD)/ex/%)
 TEST_SRC    = $(shell grep -L '^// VM' tests/test_*.c 2>/dev/null)
 TESTS       = $(TEST_SRC:tests/%.c=$(BUILD)/t/%)
 TSAN_TESTS  = $(patsubst tests/%.c,$(BUILD)/t/%.tsan,$(shell grep -l '^// TSAN' $(TEST_SRC) /dev/null 2>/dev/null))
+VG_TESTS    = $(patsubst tests/%.c,$(BUILD)/vg/%,$(shell grep -l '^// VALGRIND' $(TEST_SRC) /dev/null 2>/dev/null))
 
 .PHONY: all examples tests demo test test-host test-vm bench clean compile-check
 all: examples tests
 
 examples: $(EXAMPLES)
-tests: $(TESTS) $(TSAN_TESTS)
+tests: $(TESTS) $(TSAN_TESTS) $(VG_TESTS)
 
 $(BUILD)/ex/%: examples/%.c $(HEADERS)
 	@mkdir -p $(@D)
@@ -42,8 +44,13 @@ $(BUILD)/t/%.tsan: tests/%.c $(HEADERS) $(wildcard tests/*.h)
 	@mkdir -p $(@D)
 	$(CC) -std=c11 $(CFLAGS) $(WARN) $(TSAN) -DT_TSAN=1 -pthread -I. $< -o $@ $(call libs_of,$<)
 
-demo: examples
+$(BUILD)/vg/%: tests/%.c $(HEADERS) $(wildcard tests/*.h)
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -O1 -g $(WARN) -pthread -I. $< -o $@ $(call libs_of,$<)
+
+demo:
 	@sh tests/deps.sh demo
+	@$(MAKE) -s examples
 	@sh examples/demo.sh $(BUILD)/ex
 
 test:

@@ -52,9 +52,11 @@
    pointer. Every process maps a heap at the same address (shmheap.h), so the pointer means the
    same thing in client and server.
 
-       channel "kv"    /dev/shm/rpcool.kv: a small directory of connection slots, the server's
-                       doorbell, and byte-range locks that tell each side whether the other lives
-       connection      one shmheap per client connection ("rpcool-kv-PID-N") holding 64 call
+       channel "kv"    a memfd of the server's, sealed against resizing, that clients open
+                       through /proc/PID/fd/N as named in /dev/shm/rpcool.kv: a small directory
+                       of connection slots, the server's doorbell, and byte-range locks that tell
+                       each side whether the other lives
+       connection      one shmheap per client connection ("rpcool-kv-PID-N-T") holding 64 call
                        slots, a request bitmap and the client's doorbell; arguments are
                        allocated there by the client, results there by the server
        call            client fills a slot's request line {handler id, arg pointer, length,
@@ -73,7 +75,10 @@
 
    Asynchronous calls: rpcool_call_async() returns at once with a call id; finish it with
    rpcool_poll() (never blocks), rpcool_wait(), or give a callback and call rpcool_progress()
-   from the client's loop (callbacks run inside rpcool_progress, on the caller's thread).
+   from the client's loop (callbacks run inside rpcool_progress, on the caller's thread). Its
+   timeout (opts->timeout_ms, else the connection's) counts from rpcool_call_async: once it has
+   passed, rpcool_poll and rpcool_wait return RPCOOL_E_TIMEOUT and rpcool_progress gives the
+   callback RPCOOL_E_TIMEOUT.
 
    Transports: a connection has a transport (rpcool_conn_opts.transport).
    RPCOOL_TRANSPORT_SHM (one CXL pod; on one host /dev/shm) is the only one built;
@@ -136,13 +141,20 @@
    seal range) is checked with shmheap_contains against that connection's heap, names are
    checked for their pattern, and the library's own reads of a client's heap run under fault
    containment (a client that truncates its heap file makes its connection fail, not the
-   server). A malicious client can always deny service to its own connection.
-   The channel file is writable by every client (they take byte locks and post requests in
-   it), so a client can truncate it or overwrite its header: the server contains the fault,
-   restores the file's size and header and carries on, but other clients that touch the
-   channel before that may fault or see it closed (a user-space library cannot seal a file
-   in /dev/shm; a sealed memfd shared by descriptor would be the fix). A client heap file is
-   opened with a shared flock held, so a client cannot make accept wait on its lock.
+   server; this includes rpcool_ctx_alloc and the checked accessors called by a handler of any
+   mode, and a sandboxed handler's SIGBUS inside the client's heap, after which the server
+   drops the connection). A malicious client can always deny service to its own connection.
+   The channel is a memfd sealed against shrinking and growing (F_SEAL_SHRINK, F_SEAL_GROW):
+   no client can truncate it. Every client maps it writable (it takes byte locks and claims a
+   slot in it), so a client can overwrite its header: the server restores the header every
+   reap_ms, and connected clients believe a "closed" state or a changed epoch only when the
+   server's liveness lock confirms it, so they are not disturbed; a connect meanwhile waits
+   (within connect_timeout_ms). The name file /dev/shm/rpcool.NAME is never mapped: a client
+   that truncates or overwrites it delays new connects until the server rewrites it (every
+   reap_ms) and disturbs nobody else. What a client can still do to others: write their
+   channel slots, or open their heap files (all clients of a channel run as the server's
+   user, see LIMITS). A client heap file is opened with a shared flock held, so a client
+   cannot make accept wait on its lock.
 
    RPCOOL_RELAXED (0)  Trust the peer. The handler gets the pointer into the shared heap. A
        buggy or malicious client can change the argument while the handler reads it, and a
@@ -199,15 +211,22 @@
 
    5. FAILURES
    -----------
-   Liveness uses open-file-description byte locks (F_OFD_SETLK) on the channel file: the server
-   holds byte 0, client slot i holds byte 1+i. The kernel drops them when the process dies, in
+   Liveness uses open-file-description byte locks (F_OFD_SETLK) on the channel: the server
+   holds byte 0 (and byte 0 of the name file while it owns the name), client slot i holds
+   byte 1+i. The kernel drops them when the process dies, in
    any pid namespace, with no pid reuse race. A process that fork()s after opening a channel or
    connecting: the child closes its inherited copies (pthread_atfork) and does not inherit the
    channel mapping (MADV_DONTFORK), so the parent's death is still seen; connections and
    servers are not usable in the child.
    - Client dies (even mid-call): the server notices within reap_ms (RPCOOL_DEFAULT_REAP_MS,
      100 ms), lets any handler running for it finish, unmaps its heap and unlinks it: its
-     memory is freed whole.
+     memory is freed whole. So also for a client that dies anywhere inside rpcool_connect (its
+     channel slot names its heap before the heap is made) or rpcool_disconnect (the server
+     unlinks the heap of every connection it lets go of), and for one the server had not
+     noticed yet when it closes or when a new server takes the channel over.
+     rpcool_server_close waits (up to about a second) for clients inside rpcool_connect or
+     rpcool_disconnect to see the channel closed and leave, then unlinks what the dead ones
+     left; a connected client that outlives the server unlinks its heap in rpcool_disconnect.
    - Server dies: a waiting call checks the server's lock every peer_check_ms
      (RPCOOL_DEFAULT_PEER_CHECK_MS, 100 ms) and fails with RPCOOL_E_PEERDEAD; calls also fail
      if the channel was closed (RPCOOL_E_CLOSED) or taken over by a new server.
@@ -216,13 +235,17 @@
      reclaims its heap; the client's waiting and later calls fail with RPCOOL_E_DROPPED
      within peer_check_ms, and rpcool_disconnect returns at once.
    - Timeouts: optional per call (timeout_ms). A call that timed out is not taken back: it may
-     still run; its slot (and reply, and seal) is reclaimed when the server answers.
+     still run; its slot (and reply, and seal) is reclaimed when the server answers, its seal
+     also by an rpcool_release that finds the server gone. A call that fails because the
+     server is gone (RPCOOL_E_PEERDEAD, RPCOOL_E_CLOSED, RPCOOL_E_DROPPED) gives its seal up at
+     once: after rpcool_release its pages are writable.
    - Bad input: unknown handler id (RPCOOL_E_NOHANDLER), argument outside the connection heap
      (RPCOOL_E_BADPTR), unknown flags (RPCOOL_E_INVAL), a COPY argument over max_copy
      (RPCOOL_E_TOOBIG), a slot that was flagged but not filled (ignored and counted), a
      handler that faults in SANDBOX mode (RPCOOL_E_FAULT).
-   - A channel name served by a live server: RPCOOL_E_NAMETAKEN. A stale channel file whose
-     server died is taken over (its dead clients' heaps are unlinked).
+   - A channel name served by a live server: RPCOOL_E_NAMETAKEN. A name whose server died is
+     taken over: the new server makes a new channel and unlinks the heaps of the old one's
+     clients (which fail with RPCOOL_E_PEERDEAD and keep their mappings until they disconnect).
 
    6. THREAD SAFETY
    ----------------
@@ -250,6 +273,9 @@
    flight per connection, handler ids below 1024.
    Liveness locks need one kernel for both peers (processes of one host, or one VM); a pod of
    several hosts sharing a device needs another detector (future work with the RDMA tier).
+   A client opens the channel through /proc/PID/fd of the server, which the kernel allows to
+   processes that may inspect the server (its user, and a dumpable server; or CAP_SYS_PTRACE):
+   otherwise connect fails with -EACCES.
    A client that keeps its heap's mutex taken can stall the serving thread running one of its
    handlers for up to a second, once, in rpcool_ctx_alloc of a block that needs the mutex
    (over 32 KiB, or a size class with no span a quarter free in its heap): then the server
@@ -364,7 +390,7 @@ typedef struct rpcool_server_opts {
     uint64_t spin_ns;     /* busy-poll this long after the last request before sleeping;
                              0 = RPCOOL_DEFAULT_SPIN_NS */
     unsigned reap_ms;     /* check for dead clients this often; 0 = RPCOOL_DEFAULT_REAP_MS */
-    unsigned mode;        /* permissions of the channel file; 0 = RPCOOL_DEFAULT_MODE */
+    unsigned mode;        /* permissions of the channel's name file; 0 = RPCOOL_DEFAULT_MODE */
     const char *pod;      /* shmheap pod (NULL = default) */
     size_t max_copy;      /* RPCOOL_COPY: the largest argument copied; larger calls fail with
                              RPCOOL_E_TOOBIG. 0 = RPCOOL_DEFAULT_MAX_COPY; SIZE_MAX = no
@@ -414,7 +440,8 @@ typedef struct rpcool_server_stats {
     uint64_t calls;        /* handlers run */
     uint64_t accepted;     /* connections accepted */
     uint64_t closed;       /* connections closed by their clients */
-    uint64_t reaped;       /* connections of dead clients reclaimed */
+    uint64_t reaped;       /* connections of dead clients reclaimed (also of one that died
+                              inside rpcool_disconnect before the server let go of it) */
     uint64_t faults;       /* faults contained */
     uint64_t bad_entries;  /* malformed requests (flagged but not filled, bad names, ...) */
     unsigned conns;        /* connections now */
@@ -436,7 +463,8 @@ RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *s
 /* Handler side. */
 RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx);           /* the client's heap */
 /* In the client's heap; NULL when it is full, or when the client keeps its heap's mutex taken
-   for over a second: then the connection is also dropped (served no more, its heap reclaimed). */
+   for over a second or truncated its heap file (a fault, contained in any safety mode): then the
+   connection is also dropped (served no more, its heap reclaimed). */
 RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size);
 RPCOOL_API void rpcool_ctx_reply(rpcool_ctx *ctx, void *p, size_t len);
 RPCOOL_API unsigned rpcool_ctx_safety(const rpcool_ctx *ctx);
@@ -444,9 +472,12 @@ RPCOOL_API int rpcool_ctx_ok(const rpcool_ctx *ctx, const void *p, size_t len); 
 /* p if [p, p+len) lies in the client's heap (or the private copy), else ends the call with
    RPCOOL_E_BADPTR (does not return). */
 RPCOOL_API const void *rpcool_ctx_need(rpcool_ctx *ctx, const void *p, size_t len);
-/* s if it is a NUL-terminated string inside the heap, else ends the call (RPCOOL_E_BADPTR). */
+/* s if it is a NUL-terminated string inside the heap, else ends the call (RPCOOL_E_BADPTR; or
+   RPCOOL_E_FAULT if reading it faults, whatever the mode: a truncated heap file, which also
+   drops the connection; so does rpcool_map_get_checked). */
 RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s);
-/* End the call now with this status (does not return). */
+/* End the call now: the caller gets code (a status >= 0 or a negative error code), as if the
+   handler had returned it. Does not return. */
 RPCOOL_API void rpcool_ctx_fail(rpcool_ctx *ctx, int code);
 #define RPCOOL_NEED(ctx, p) ((__typeof__(p))rpcool_ctx_need((ctx), (p), sizeof *(p)))
 
@@ -543,6 +574,7 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #endif
 
 #include "impl/platform.h"
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
@@ -565,7 +597,8 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 
 #define RPCOOL__CH_MAGIC 0x314c4843434f4352ull   /* "RCOCCHL1" */
 #define RPCOOL__CONN_MAGIC 0x314e4e43434f4352ull /* "RCOCCNN1" */
-#define RPCOOL__VERSION 3u /* 3: a channel slot names its connection header */
+#define RPCOOL__VERSION 4u /* 4: the channel is a sealed memfd, named by a rendezvous record */
+#define RPCOOL__RDV_MAGIC 0x3156445243434f52ull /* "RCOCRDV1" */
 #define RPCOOL__NSLOTS 64u
 #define RPCOOL__NAME_MAX 48
 #define RPCOOL__HEAPNAME 112
@@ -735,10 +768,27 @@ struct rpcool__worker {
     unsigned cpu;                       /* where it last polled (sched_getcpu) */
 };
 
+/* The channel's name file /dev/shm/rpcool.NAME holds this record and nothing else. The server
+   holds its byte 0 (the name is taken while it lives) and writes it with pwrite; clients read it
+   and open the channel itself, a memfd sealed against shrinking and growing, through
+   /proc/PID/fd/FD. Nobody maps the name file: a client that truncates or overwrites it makes
+   new connects wait until the server rewrites it (every reap_ms), and disturbs nobody else. */
+struct rpcool__rdv {
+    uint64_t magic;
+    uint32_t version, server_pid;
+    int32_t fd;         /* the channel memfd's descriptor in the server */
+    uint32_t max_conns, epoch, pad;
+    uint64_t ino;       /* the memfd's inode: a client checks it opened that very file */
+    uint64_t pad2[3];
+};
+RCP__STATIC_ASSERT(sizeof(struct rpcool__rdv) == 64, "rendezvous layout");
+
 struct rpcool_server {
     char name[RPCOOL__NAME_MAX + 1];
     char path[RPCOOL__NAME_MAX + 32];
-    int fd;
+    int fd;             /* the channel memfd (liveness locks: byte 0 ours, 1+i client slot i) */
+    int name_fd;        /* the name file (its byte 0: the name is ours) */
+    struct rpcool__rdv rdv;
     struct rpcool__chan_hdr *ch;
     struct rpcool__chan_slot *cs;
     size_t map_len;
@@ -769,6 +819,7 @@ struct rpcool__pend { /* client-private state of one call slot */
     uint32_t pstate; /* RPCOOL__P_* */
     rpcool_callback *cb;
     void *user;
+    uint64_t deadline;  /* an asynchronous call's timeout (rcp__now_ns), or 0 */
     const void *seal_p; /* the seal this call holds (a key of the seal table), or NULL */
     size_t seal_len;
 };
@@ -822,7 +873,10 @@ struct rpcool_ctx {
     size_t copy_len;
     void *ret;
     size_t ret_len;
+    int aborted;        /* rpcool_ctx_fail ended the call with abort_code */
     int abort_code;
+    int fault_sig;      /* a contained fault: its signal and address */
+    void *fault_addr;
 };
 
 /* >>errors - errors ---------------------------------------------------------------------------- */
@@ -902,6 +956,8 @@ static void rpcool__fd_track(int fd, int add)
 struct rpcool__guard {
     sigjmp_buf jb;
     volatile int contain; /* a SIGSEGV/SIGBUS in this thread jumps to jb */
+    int sig;              /* the contained fault's signal and address */
+    void *addr;
     struct rpcool__guard *prev;
 };
 static RCP__THREAD_LOCAL struct rpcool__guard *rpcool__cur;
@@ -913,6 +969,8 @@ static void rpcool__on_fault(int sig, siginfo_t *si, void *uc)
     struct rpcool__guard *g = rpcool__cur;
     if (g && g->contain) {
         g->contain = 0;
+        g->sig = sig;
+        g->addr = si ? si->si_addr : NULL;
         siglongjmp(g->jb, 1);
     }
     /* not ours: behave as if we had never been installed */
@@ -1034,7 +1092,7 @@ static size_t rpcool__chan_bytes(uint32_t max_conns)
 
 /* >>server - server: open, handlers ------------------------------------------------------------ */
 
-static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int unlink_heap);
+static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead);
 
 /* Is this heap name also named by another slot or held by a connection? A client can write any
    name into its own slot: a stale slot must not make us unlink somebody else's heap. */
@@ -1052,7 +1110,9 @@ static int rpcool__heap_named_elsewhere(rpcool_server *s, uint32_t i, const char
     return 0;
 }
 
-/* A stale slot left by an earlier server or by a client that died before it was accepted. */
+/* A stale slot left by an earlier server or by a client that died before it was accepted (or
+   while it closed): the heap it names goes too, whatever the slot's state, since its client
+   may have died anywhere between naming it in the slot and unlinking it. */
 static void rpcool__reclaim_stale(rpcool_server *s, uint32_t i)
 {
     struct rpcool__chan_slot *cs = &s->cs[i];
@@ -1060,7 +1120,7 @@ static void rpcool__reclaim_stale(rpcool_server *s, uint32_t i)
     if (st == RPCOOL__CS_FREE) return;
     int held = rpcool__lock_held(s->fd, 1 + (off_t)i);
     if (held == 1 && st != RPCOOL__CS_CLOSING) return; /* a live client is still using it */
-    if (held == 0 && st != RPCOOL__CS_CLOSING) {
+    if (held == 0) {
         char name[RPCOOL__HEAPNAME];
         memcpy(name, cs->heap, sizeof name);
         name[sizeof name - 1] = 0;
@@ -1072,48 +1132,109 @@ static void rpcool__reclaim_stale(rpcool_server *s, uint32_t i)
         }
     }
     if (held == 1) return; /* CLOSING but still locked: the client is finishing up */
+    rcp__store(&cs->heap[0], '\0');
     rcp__store(&cs->state, (uint32_t)RPCOOL__CS_FREE);
     rcp__fetch_add(&cs->seq, 1u);
     rcp__futex_wake(&cs->seq, INT_MAX);
 }
 
-/* Map the channel file we hold the lock of; take over what a dead server left in it. */
+/* A heap name left by a client of this channel: "rpcool-CHANNEL-PID-SEQ-CLOCK", exactly (a
+   longer channel name that starts with ours has more fields). */
+static int rpcool__is_our_heap(const char *channel, const char *h)
+{
+    if (!rpcool__check_heap_name(channel, h)) return 0;
+    int dashes = 0;
+    for (const char *q = h + 8 + strlen(channel); *q; q++) {
+        if (*q == '-' && (q[1] == '-' || !q[1])) return 0;
+        dashes += *q == '-';
+    }
+    return h[8 + strlen(channel)] != '-' && dashes == 2;
+}
+
+/* The heaps of an earlier server's clients: that server is dead (we hold the name), its channel
+   memfd is out of our reach, and its clients can only fail; they keep their mappings. */
+static void rpcool__unlink_orphans(rpcool_server *s)
+{
+    DIR *d = opendir("/dev/shm");
+    int n = 0;
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));)
+        if (rpcool__is_our_heap(s->name, e->d_name) && shmheap_unlink(e->d_name, &s->hopts) == 0)
+            n++;
+    closedir(d);
+    if (n)
+        rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: unlinked %d heaps of earlier clients", s->name,
+                    n);
+}
+
+/* Write the rendezvous record (and cut the name file to its size). */
+static int rpcool__rdv_write(rpcool_server *s)
+{
+    if (pwrite(s->name_fd, &s->rdv, sizeof s->rdv, 0) != (ssize_t)sizeof s->rdv)
+        return errno ? -errno : -EIO;
+    struct stat st;
+    if (fstat(s->name_fd, &st) == 0 && st.st_size != (off_t)sizeof s->rdv &&
+        ftruncate(s->name_fd, sizeof s->rdv))
+        return -errno;
+    return 0;
+}
+
+/* Put the rendezvous record back if a client truncated or overwrote the name file. */
+static void rpcool__rdv_restore(rpcool_server *s)
+{
+    struct rpcool__rdv now;
+    struct stat st;
+    if (pread(s->name_fd, &now, sizeof now, 0) == (ssize_t)sizeof now &&
+        !memcmp(&now, &s->rdv, sizeof now) &&
+        fstat(s->name_fd, &st) == 0 && st.st_size == (off_t)sizeof now)
+        return;
+    rcp__fetch_add(&s->st.bad_entries, 1u);
+    rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: the channel's name file was changed: restored",
+                s->name);
+    rpcool__rdv_write(s);
+}
+
+/* Make the channel: a memfd sealed against shrinking and growing (no client can truncate it),
+   with our lock on byte 0; then publish it in the name file, whose lock we hold. An earlier
+   record (a dead server's) gives the epoch to follow. */
 static int rpcool__chan_init(rpcool_server *s)
 {
-    struct stat stt;
-    struct rpcool__chan_hdr old;
-    uint32_t old_epoch = 0, old_max = 0, need;
+    struct rpcool__rdv old;
+    struct stat st;
+    char mname[RPCOOL__NAME_MAX + 16];
+    uint32_t old_epoch = 0;
     void *m;
-    if (fstat(s->fd, &stt)) return -errno;
-    if ((size_t)stt.st_size >= sizeof old &&
-        pread(s->fd, &old, sizeof old, 0) == (ssize_t)sizeof old && old.magic == RPCOOL__CH_MAGIC &&
-        old.version == RPCOOL__VERSION && old.max_conns <= RPCOOL_MAX_CONNS &&
-        (size_t)stt.st_size >= rpcool__chan_bytes(old.max_conns)) {
+    int fd, r;
+    if (pread(s->name_fd, &old, sizeof old, 0) == (ssize_t)sizeof old &&
+        old.magic == RPCOOL__RDV_MAGIC)
         old_epoch = old.epoch;
-        old_max = old.max_conns;
+    rpcool__unlink_orphans(s);
+    s->map_len = rpcool__chan_bytes(s->max_conns);
+    snprintf(mname, sizeof mname, "rpcool.%s", s->name);
+    if ((fd = memfd_create(mname, MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0) return -errno;
+    if (ftruncate(fd, (off_t)s->map_len) ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) || fstat(fd, &st)) {
+        r = -errno;
+        close(fd);
+        return r;
     }
-    need = old_max > s->max_conns ? old_max : s->max_conns;
-    s->map_len = rpcool__chan_bytes(need);
-    if ((size_t)stt.st_size < s->map_len && ftruncate(s->fd, (off_t)s->map_len)) return -errno;
-    if ((size_t)stt.st_size > s->map_len) s->map_len = (size_t)stt.st_size; /* never shrink */
-    m = mmap(NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
-    if (m == MAP_FAILED) return -errno;
+    if ((r = rpcool__lock_try(fd, 0))) {
+        close(fd);
+        return r;
+    }
+    m = mmap(NULL, s->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        r = -errno;
+        close(fd);
+        return r;
+    }
     /* a mapping holds the open file description, and with it our lock byte: a forked child
        must not inherit it, or our death would go unseen while the child lives */
     madvise(m, s->map_len, MADV_DONTFORK);
+    s->fd = fd;
     s->ch = (struct rpcool__chan_hdr *)m;
     s->cs = (struct rpcool__chan_slot *)((char *)m + RPCOOL__SLOTS_OFF);
     s->epoch = old_epoch + 1;
-    if (old_max) {
-        rcp__store(&s->ch->epoch, s->epoch); /* old clients see the takeover */
-        rcp__store(&s->ch->state, (uint32_t)RPCOOL__CH_CLOSED);
-        for (uint32_t i = 0; i < old_max; i++) rpcool__reclaim_stale(s, i);
-        for (uint32_t i = s->max_conns; i < old_max; i++) /* slots beyond ours stay unusable */
-            if (rcp__load(&s->cs[i].state) == RPCOOL__CS_FREE)
-                rcp__store(&s->cs[i].state, (uint32_t)RPCOOL__CS_CLOSING);
-    } else {
-        memset(m, 0, s->map_len);
-    }
     s->ch->version = RPCOOL__VERSION;
     s->ch->max_conns = s->max_conns;
     s->ch->safety = s->safety;
@@ -1122,7 +1243,20 @@ static int rpcool__chan_init(rpcool_server *s)
     rcp__store(&s->ch->state, (uint32_t)RPCOOL__CH_OPEN);
     rcp__store(&s->ch->magic, RPCOOL__CH_MAGIC);
     s->seen_pending = rcp__load(&s->ch->pending) - 1; /* look at the slots once */
-    return 0;
+    memset(&s->rdv, 0, sizeof s->rdv);
+    s->rdv.magic = RPCOOL__RDV_MAGIC;
+    s->rdv.version = RPCOOL__VERSION;
+    s->rdv.server_pid = (uint32_t)getpid();
+    s->rdv.fd = fd;
+    s->rdv.max_conns = s->max_conns;
+    s->rdv.epoch = s->epoch;
+    s->rdv.ino = (uint64_t)st.st_ino;
+    if ((r = rpcool__rdv_write(s))) {
+        munmap(m, s->map_len);
+        close(fd);
+        s->fd = -1;
+    }
+    return r;
 }
 
 static void rpcool__server_free(rpcool_server *s)
@@ -1204,17 +1338,19 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
         r = -ENOMEM;
         goto fail_free;
     }
-    s->fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, o.mode ? o.mode : RPCOOL_DEFAULT_MODE);
-    if (s->fd < 0) {
+    s->fd = -1;
+    s->name_fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, o.mode ? o.mode : RPCOOL_DEFAULT_MODE);
+    if (s->name_fd < 0) {
         r = -errno;
         goto fail_free;
     }
-    if ((r = rpcool__lock_try(s->fd, 0))) { /* the name is ours while we hold byte 0 */
+    if ((r = rpcool__lock_try(s->name_fd, 0))) { /* the name is ours while we hold byte 0 */
         if (r == -EAGAIN || r == -EACCES) r = RPCOOL_E_NAMETAKEN;
         goto fail_close;
     }
     if ((r = rpcool__chan_init(s))) goto fail_close;
     pthread_once(&rpcool__sig_once, rpcool__sig_install);
+    rpcool__fd_track(s->name_fd, 1);
     rpcool__fd_track(s->fd, 1);
     if (s->safety & RPCOOL_SANDBOX) rpcool__pkeys_init(s);
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: serving (epoch %u, %u slots)", s->name, s->epoch,
@@ -1222,7 +1358,7 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     *out = s;
     return 0;
 fail_close:
-    close(s->fd);
+    close(s->name_fd);
 fail_free:
     rpcool__server_free(s);
     return r;
@@ -1369,17 +1505,19 @@ static int rpcool__drain(rpcool_server *s, uint32_t i)
     return 0;
 }
 
-static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int unlink_heap)
+/* Unmap a drained connection and unlink its heap: a client that closes unlinks it too, but may
+   die before it does (its own unlink then finds nothing). dead: counted as reaped, not closed. */
+static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead)
 {
     struct rpcool__sconn *sc = &s->conns[i];
     struct rpcool__chan_slot *cs = &s->cs[i];
     int o = rpcool__contain_set(0);
     shmheap_close(sc->heap);
-    if (unlink_heap) shmheap_unlink(sc->heap_name, &s->hopts);
+    shmheap_unlink(sc->heap_name, &s->hopts);
     rpcool__contain_set(o);
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: slot %u %s (%s)", s->name, i,
-                unlink_heap ? "reaped" : "closed", sc->heap_name);
-    rcp__fetch_add(unlink_heap ? &s->st.reaped : &s->st.closed, 1u);
+                dead ? "reaped" : "closed", sc->heap_name);
+    rcp__fetch_add(dead ? &s->st.reaped : &s->st.closed, 1u);
     sc->heap = NULL;
     sc->hdr = NULL;
     rcp__store(&sc->state, (uint32_t)RPCOOL__SC_FREE);
@@ -1389,16 +1527,16 @@ static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int unlink_heap)
     /* A condemned connection's client may live on: the slot says why it is served no more (its
        calls and close fail with RPCOOL_E_DROPPED instead of waiting), and stays its own until
        its lock byte goes (rpcool__reclaim_stale frees it then, or when the client closes). */
+    rcp__store(&cs->heap[0], '\0'); /* its heap is gone: the slot names none */
     rcp__store(&cs->state,
                (uint32_t)(rcp__load(&sc->condemned) ? RPCOOL__CS_DROPPED : RPCOOL__CS_FREE));
     rcp__fetch_add(&cs->seq, 1u);
     rcp__futex_wake(&cs->seq, INT_MAX);
 }
 
-/* A client truncated the channel file (every client maps it writable, so any can): our next
-   access to it raised SIGBUS. Give the file its size back; its pages read as zeros, so the
-   header is rewritten by the next housekeeping (rpcool__chan_restore) and pending requests of
-   the lost slots time out. Touches no mapped memory. */
+/* A fault on the channel mapping. The channel is sealed against shrinking, so no client can
+   truncate it; should it ever be shorter than our mapping, give it its size back (its pages
+   read as zeros: the next housekeeping rewrites the header). Touches no mapped memory. */
 static void rpcool__chan_repair(rpcool_server *s)
 {
     struct stat st;
@@ -1486,6 +1624,8 @@ static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, 
             if (rcp__load(&sc->condemned)) {
                 rpcool__drain(s, i);
             } else if (st == RPCOOL__CS_CLOSING) {
+                if (rpcool__lock_held(s->fd, 1 + (off_t)i) == 0) /* died inside rpcool_disconnect */
+                    rcp__store(&sc->dead, 1);
                 rpcool__drain(s, i);
             } else if ((timed || force) && rpcool__lock_held(s->fd, 1 + (off_t)i) == 0) {
                 rcp__store(&sc->dead, 1); /* client gone without closing: reclaim its heap */
@@ -1497,10 +1637,21 @@ static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, 
             rpcool__reclaim_stale(s, i);
         }
     }
-    if (timed || force) rpcool__chan_restore(s);
+    if (timed || force) {
+        rpcool__chan_restore(s);
+        rpcool__rdv_restore(s);
+    }
 }
 
 /* >>dispatch - server: running calls ----------------------------------------------------------- */
+
+/* Serve a connection no more and reclaim its heap once drained (see FAILURES: dropped). */
+static void rpcool__condemn(rpcool_server *s, struct rpcool__sconn *sc, const char *why)
+{
+    rcp__store(&sc->dead, 1);
+    rcp__store(&sc->condemned, 1u);
+    rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: %s: dropping the connection", sc->heap_name, why);
+}
 
 static int rpcool__run_handler(rpcool_ctx *ctx, const struct rpcool__handler_ent *e,
                                rpcool_handler *fn, void *arg, size_t len)
@@ -1511,8 +1662,10 @@ static int rpcool__run_handler(rpcool_ctx *ctx, const struct rpcool__handler_ent
     ctx->guard = &g;
     if (sigsetjmp(g.jb, 0)) {
         rpcool__cur = g.prev;
-        if (ctx->abort_code) return ctx->abort_code; /* rpcool_ctx_fail, not a signal */
+        if (ctx->aborted) return ctx->abort_code; /* rpcool_ctx_fail, not a signal */
         rpcool__fault_unblock();
+        ctx->fault_sig = g.sig;
+        ctx->fault_addr = g.addr;
         return RPCOOL_E_FAULT;
     }
     g.contain = (ctx->flags & RPCOOL_SANDBOX) != 0; /* faults become RPCOOL_E_FAULT */
@@ -1602,7 +1755,14 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
         status = rpcool__run_handler(&ctx, e, fn, arg, len);
         if (fence) rpcool__pkeys(s, -1, 1);
         rcp__fetch_add(&s->st.calls, 1u);
-        if (ctx.abort_code == 0 && status == RPCOOL_E_FAULT) rcp__fetch_add(&s->st.faults, 1u);
+        if (!ctx.aborted && status == RPCOOL_E_FAULT) {
+            rcp__fetch_add(&s->st.faults, 1u);
+            /* SIGBUS inside the client's heap: its file no longer backs the mapping (the client
+               truncated it); every later access by the library would fault too */
+            uintptr_t off = (uintptr_t)ctx.fault_addr - (uintptr_t)shmheap_base(sc->heap);
+            if (ctx.fault_sig == SIGBUS && off < shmheap_size(sc->heap))
+                rpcool__condemn(s, sc, "SIGBUS on its heap (truncated)");
+        }
         if (ctx.ret && !shmheap_contains(sc->heap, ctx.ret, ctx.ret_len)) {
             status = RPCOOL_E_BADPTR; /* a handler bug: never hand out private pointers */
             ctx.ret = NULL;
@@ -1843,7 +2003,11 @@ static int rpcool__chan_close(void *p)
 {
     rpcool_server *s = (rpcool_server *)p;
     uint32_t n = (uint32_t)((s->map_len - RPCOOL__SLOTS_OFF) / sizeof *s->cs);
+    struct flock fl;
     rcp__store(&s->ch->state, (uint32_t)RPCOOL__CH_CLOSED);
+    /* then our lock goes: clients believe "closed" only when the lock confirms it (any client
+       can write the header) */
+    rpcool__lock_op(s->fd, 0, F_OFD_SETLK, F_UNLCK, &fl);
     rcp__full_fence();
     for (uint32_t i = 0; i < n; i++) {
         rcp__fetch_add(&s->cs[i].seq, 1u);
@@ -1857,6 +2021,35 @@ static int rpcool__wake_client(void *p)
     struct rpcool__conn_hdr *hd = (struct rpcool__conn_hdr *)p;
     rcp__fetch_add(&hd->cdoor, 1u);
     rcp__futex_wake(&hd->cdoor, INT_MAX);
+    return 0;
+}
+
+/* At close, after the channel is marked closed: clients inside rpcool_connect or
+   rpcool_disconnect see it and leave; wait for them (up to about a second), then reclaim every
+   slot not held by a live client and unlink the heap it names, so a client that died anywhere
+   in connect or disconnect leaves nothing behind. Slots of accepted connections are skipped
+   (done by the caller). Reads the channel file: guarded. */
+static int rpcool__close_sweep(void *p)
+{
+    rpcool_server *s = (rpcool_server *)p;
+    uint32_t n = (uint32_t)((s->map_len - RPCOOL__SLOTS_OFF) / sizeof *s->cs);
+    for (int round = 0; round < 1000; round++) {
+        int busy = 0;
+        for (uint32_t i = 0; i < n && !busy; i++) {
+            uint32_t st = rcp__load(&s->cs[i].state);
+            if ((i < s->max_conns && rcp__load(&s->conns[i].state) != RPCOOL__SC_FREE) ||
+                st == RPCOOL__CS_FREE)
+                continue;
+            busy = (st == RPCOOL__CS_CLAIMED || st == RPCOOL__CS_PENDING ||
+                    st == RPCOOL__CS_CLOSING) &&
+                   rpcool__lock_held(s->fd, 1 + (off_t)i) == 1;
+        }
+        if (!busy) break;
+        usleep(1000);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (i >= s->max_conns || rcp__load(&s->conns[i].state) == RPCOOL__SC_FREE)
+            rpcool__reclaim_stale(s, i);
     return 0;
 }
 
@@ -1884,13 +2077,19 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
         if (rcp__load(&sc->state) == RPCOOL__SC_FREE) continue;
         rpcool__guarded(rpcool__wake_client, sc->hdr, 0); /* the heap may be truncated */
         shmheap_close(sc->heap);
-        if (sc->dead) shmheap_unlink(sc->heap_name, &s->hopts);
+        /* a client that died and was not reaped yet: its heap goes (a live one unlinks its own
+           in rpcool_disconnect) */
+        if (sc->dead || rpcool__lock_held(s->fd, 1 + (off_t)i) == 0)
+            shmheap_unlink(sc->heap_name, &s->hopts);
     }
+    if (rpcool__guarded(rpcool__close_sweep, s, -1)) rpcool__chan_repair(s);
     for (int k = 0; k < s->npkeys; k++) shmheap_pkey_free(s->pkeys[k]);
     unlink(s->path); /* while we still hold the lock: nobody can have reopened the name */
     munmap(s->ch, s->map_len);
     rpcool__fd_track(s->fd, 0);
     close(s->fd);
+    rpcool__fd_track(s->name_fd, 0);
+    close(s->name_fd);
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: closed", s->name);
     rpcool__server_free(s);
     return 0;
@@ -1913,21 +2112,42 @@ RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *s
 /* >>handler - handler side --------------------------------------------------------------------- */
 
 RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx) { return ctx->sc->heap; }
+
+struct rpcool__alloc_args {
+    shmheap *h;
+    size_t size;
+    void *p;
+    int err;
+};
+
+static int rpcool__alloc_fn(void *p)
+{
+    struct rpcool__alloc_args *a = (struct rpcool__alloc_args *)p;
+    a->p = shmheap_malloc(a->h, a->size);
+    a->err = errno;
+    return 0;
+}
+
 RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size)
 {
-    void *p = shmheap_malloc(ctx->sc->heap, size);
+    /* The library's own access to the client's heap, with faults contained whatever the
+       handler's mode: a client that truncated its heap file makes this fail (and is dropped),
+       it does not kill the server with SIGBUS. */
+    struct rpcool__alloc_args a = {ctx->sc->heap, size, NULL, 0};
+    if (rpcool__guarded(rpcool__alloc_fn, &a, 1)) {
+        rcp__fetch_add(&ctx->s->st.faults, 1u);
+        rpcool__condemn(ctx->s, ctx->sc, "a fault on its heap (truncated?) in rpcool_ctx_alloc");
+        errno = EFAULT;
+        return NULL;
+    }
+    void *p = a.p;
+    errno = a.err;
     /* The client held its heap's mutex for all of lock_timeout_ms, or wrote a holder into it that
        never lets go: serve it no more (as after a fault on its heap). Otherwise every request it
        queued would park a serving thread for that long, and a flood of them would starve every
        other client. Its heap goes when drained, as after a fault: once dropped, the client's
        death would no longer be noticed. */
-    if (!p && errno == ETIMEDOUT) {
-        rcp__store(&ctx->sc->dead, 1);
-        rcp__store(&ctx->sc->condemned, 1u);
-        rpcool__log(&ctx->s->log, RPCOOL_LOG_WARN,
-                    "%s: its heap's mutex stays taken: dropping the connection",
-                    ctx->sc->heap_name);
-    }
+    if (!p && errno == ETIMEDOUT) rpcool__condemn(ctx->s, ctx->sc, "its heap's mutex stays taken");
     return p;
 }
 RPCOOL_API void rpcool_ctx_reply(rpcool_ctx *ctx, void *p, size_t len)
@@ -1946,7 +2166,8 @@ RPCOOL_API int rpcool_ctx_ok(const rpcool_ctx *ctx, const void *p, size_t len)
 
 RPCOOL_API void rpcool_ctx_fail(rpcool_ctx *ctx, int code)
 {
-    ctx->abort_code = code < 0 ? code : RPCOOL_E_INVAL;
+    ctx->aborted = 1;
+    ctx->abort_code = code;
     ctx->guard->contain = 0;
     siglongjmp(ctx->guard->jb, 1);
 }
@@ -1957,13 +2178,38 @@ RPCOOL_API const void *rpcool_ctx_need(rpcool_ctx *ctx, const void *p, size_t le
     return p;
 }
 
-RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s)
+/* The checked accessors read the client's heap for the library, in a handler of any mode: a
+   fault there ends the call with RPCOOL_E_FAULT instead of killing the server, and a SIGBUS
+   (its heap file was truncated) also drops the connection. Does not return. */
+static void rpcool__accessor_fault(rpcool_ctx *ctx, struct rpcool__guard *g)
+{
+    rpcool__cur = g->prev;
+    rpcool__fault_unblock();
+    rcp__fetch_add(&ctx->s->st.faults, 1u);
+    if (g->sig == SIGBUS) rpcool__condemn(ctx->s, ctx->sc, "SIGBUS on its heap (truncated)");
+    rpcool_ctx_fail(ctx, RPCOOL_E_FAULT);
+}
+
+static const char *rpcool__need_str(rpcool_ctx *ctx, const char *s)
 {
     if (!rpcool_ctx_ok(ctx, s, 1)) rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
     for (const char *q = s;; q++) {
         if (!rpcool_ctx_ok(ctx, q, 1)) rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
         if (!*q) return s;
     }
+}
+
+RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s)
+{
+    struct rpcool__guard g;
+    g.prev = rpcool__cur;
+    g.contain = 0;
+    if (sigsetjmp(g.jb, 0)) rpcool__accessor_fault(ctx, &g);
+    g.contain = 1;
+    rpcool__cur = &g;
+    s = rpcool__need_str(ctx, s); /* rpcool_ctx_fail jumps past us: the handler's guard restores */
+    rpcool__cur = g.prev;
+    return s;
 }
 
 /* >>client - client: the shared-memory transport, call slots ----------------------------------- */
@@ -1973,9 +2219,14 @@ static int rpcool__server_gone(rpcool_conn *c)
 {
     int r = rcp__load(&c->dead);
     if (r) return r;
-    if (rcp__load(&c->ch->epoch) != c->epoch) r = RPCOOL_E_PEERDEAD;
-    else if (rcp__load(&c->ch->state) == RPCOOL__CH_CLOSED) r = RPCOOL_E_CLOSED;
+    /* Any client can write the channel header: a changed epoch or a "closed" state is believed
+       only when the server's lock confirms it (a closing server marks the channel closed, then
+       lets its lock go; a new server makes a new channel). The lock is tested at once then. */
+    int odd = rcp__load(&c->ch->epoch) != c->epoch || rcp__load(&c->ch->state) == RPCOOL__CH_CLOSED;
+    if (odd && rpcool__lock_held(c->fd, 0) == 0)
+        r = rcp__load(&c->ch->state) == RPCOOL__CH_CLOSED ? RPCOOL_E_CLOSED : RPCOOL_E_PEERDEAD;
     else if (rcp__load(&c->cs->state) == RPCOOL__CS_DROPPED) r = RPCOOL_E_DROPPED;
+    else if (odd) return 0;
     else {
         /* the lock test is a system call: at most once per peer_check_ms */
         uint64_t now = rcp__now_ns(), last = rcp__load_relaxed(&c->last_check);
@@ -2155,9 +2406,12 @@ static int rpcool__unseal(rpcool_conn *c, const void *p, size_t len)
     return r;
 }
 
+static void rpcool__drop_orphans(rpcool_conn *c);
+
 RPCOOL_API int rpcool_release(rpcool_conn *c)
 {
     if (!c) return RPCOOL_E_INVAL;
+    if (rcp__load_relaxed(&c->nseals) && rpcool__server_gone(c)) rpcool__drop_orphans(c);
     pthread_mutex_lock(&c->seal_lock);
     int r = rpcool__release_idle(c);
     pthread_mutex_unlock(&c->seal_lock);
@@ -2238,13 +2492,52 @@ static uint64_t rpcool__deadline(rpcool_conn *c, const rpcool_call_opts *o)
     return ms ? rcp__now_ns() + (uint64_t)ms * 1000000u : 0;
 }
 
-/* A call we stop waiting for: the slot stays abandoned until the server answers (the reply is
-   then freed, the seal dropped). A request is never taken back: a server thread claims it in
-   its private memory, so the client cannot tell "not yet claimed" without a shared claim word
-   that would cost every call a cache-line transfer. A call that timed out may still run. */
-static void rpcool__abandon(rpcool_conn *c, unsigned i)
+/* Drop a call's use of its seal entry, if it has one; the range is made writable by the next
+   release of idle ranges. */
+static void rpcool__seal_drop(rpcool_conn *c, struct rpcool__pend *pd)
 {
+    if (!pd->seal_p) return;
+    pthread_mutex_lock(&c->seal_lock);
+    for (size_t k = 0; k < c->nseals; k++) {
+        struct rpcool__seal *e = &c->seals[k];
+        if (e->users && e->p == pd->seal_p && e->len == pd->seal_len) {
+            e->users--;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&c->seal_lock);
+    pd->seal_p = NULL;
+}
+
+/* A call we stop waiting for (why: the wait's error): the slot stays abandoned until the server
+   answers (the reply is then freed, the seal dropped). A request is never taken back: a server
+   thread claims it in its private memory, so the client cannot tell "not yet claimed" without
+   a shared claim word that would cost every call a cache-line transfer. A call that timed out
+   may still run. When the server is gone (it died, closed the channel or dropped us: no
+   handler runs for us any more) nobody reads the argument: its seal goes at once. */
+static void rpcool__abandon_why(rpcool_conn *c, unsigned i, int why)
+{
+    if (why != RPCOOL_E_TIMEOUT) rpcool__seal_drop(c, &c->pend[i]);
     rcp__store(&c->pend[i].pstate, (uint32_t)RPCOOL__P_ABANDONED);
+}
+
+static __attribute__((unused)) void rpcool__abandon(rpcool_conn *c, unsigned i)
+{
+    rpcool__abandon_why(c, i, RPCOOL_E_TIMEOUT); /* as after a timeout: the seal stays */
+}
+
+/* The server is gone: no abandoned call will be answered; drop their seals. */
+static void rpcool__drop_orphans(rpcool_conn *c)
+{
+    for (unsigned i = 0; i < RPCOOL__NSLOTS; i++) {
+        uint32_t exp = RPCOOL__P_ABANDONED;
+        if (rcp__load_relaxed(&c->pend[i].pstate) != RPCOOL__P_ABANDONED || !c->pend[i].seal_p)
+            continue;
+        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) {
+            rpcool__seal_drop(c, &c->pend[i]);
+            rcp__store(&c->pend[i].pstate, (uint32_t)RPCOOL__P_ABANDONED);
+        }
+    }
 }
 
 /* Finish abandoned slots whose replies came. */
@@ -2279,7 +2572,7 @@ RPCOOL_API int rpcool_call_ex(rpcool_conn *c, unsigned fn, const void *arg, size
         return r;
     }
     if ((r = c->tp->wait(c, (unsigned)i, deadline))) {
-        rpcool__abandon(c, (unsigned)i);
+        rpcool__abandon_why(c, (unsigned)i, r);
         return r;
     }
     return rpcool__harvest(c, (unsigned)i, ret, ret_len);
@@ -2306,6 +2599,7 @@ RPCOOL_API int rpcool_call_async(rpcool_conn *c, unsigned fn, const void *arg, s
     struct rpcool__pend *pd = &c->pend[i];
     pd->cb = cb;
     pd->user = user;
+    pd->deadline = rpcool__deadline(c, opts); /* counted from the call, as in rpcool_call_ex */
     uint64_t myid = ((uint64_t)pd->gen << 8) | (unsigned)i;
     rcp__store(&pd->pstate, (uint32_t)RPCOOL__P_ASYNC);
     if ((r = rpcool__post(c, (unsigned)i, fn, arg, len, opts))) {
@@ -2333,7 +2627,12 @@ RPCOOL_API int rpcool_poll(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_
     if (i < 0) return i;
     if (!rpcool__done(c, (unsigned)i)) {
         int r = rpcool__server_gone(c);
-        return r ? r : RPCOOL_E_AGAIN;
+        if (!r && c->pend[i].deadline && rcp__now_ns() >= c->pend[i].deadline) r = RPCOOL_E_TIMEOUT;
+        if (!r) return RPCOOL_E_AGAIN;
+        uint32_t exp = RPCOOL__P_ASYNC;
+        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN))
+            rpcool__abandon_why(c, (unsigned)i, r);
+        return r;
     }
     uint32_t exp = RPCOOL__P_ASYNC;
     if (!rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) return RPCOOL_E_INVAL;
@@ -2345,11 +2644,11 @@ RPCOOL_API int rpcool_wait(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_
     if (!c) return RPCOOL_E_INVAL;
     int i = rpcool__slot_of(c, id);
     if (i < 0) return i;
-    int r = c->tp->wait(c, (unsigned)i, rpcool__deadline(c, NULL));
+    int r = c->tp->wait(c, (unsigned)i, c->pend[i].deadline);
     if (r) {
         uint32_t exp = RPCOOL__P_ASYNC;
         if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN))
-            rpcool__abandon(c, (unsigned)i);
+            rpcool__abandon_why(c, (unsigned)i, r);
         return r;
     }
     return rpcool_poll(c, id, ret, ret_len);
@@ -2359,11 +2658,25 @@ RPCOOL_API int rpcool_progress(rpcool_conn *c)
 {
     if (!c) return RPCOOL_E_INVAL;
     int n = 0, waiting = 0;
+    uint64_t now = 0;
     rpcool__reclaim(c);
     for (unsigned i = 0; i < RPCOOL__NSLOTS; i++) {
         struct rpcool__pend *pd = &c->pend[i];
         if (rcp__load(&pd->pstate) != RPCOOL__P_ASYNC || !pd->cb) continue;
-        if (!rpcool__done(c, i)) { waiting = 1; continue; }
+        if (!rpcool__done(c, i)) {
+            if (pd->deadline && (now ? now : (now = rcp__now_ns())) >= pd->deadline) {
+                uint32_t exp = RPCOOL__P_ASYNC; /* timed out: the callback gets RPCOOL_E_TIMEOUT */
+                if (!rcp__cas(&pd->pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) continue;
+                rpcool_callback *cb = pd->cb;
+                void *user = pd->user;
+                rpcool__abandon_why(c, i, RPCOOL_E_TIMEOUT);
+                cb(c, RPCOOL_E_TIMEOUT, NULL, 0, user);
+                n++;
+                continue;
+            }
+            waiting = 1;
+            continue;
+        }
         uint32_t exp = RPCOOL__P_ASYNC;
         if (!rcp__cas(&pd->pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) continue;
         rpcool_callback *cb = pd->cb;
@@ -2382,23 +2695,25 @@ RPCOOL_API int rpcool_progress(rpcool_conn *c)
 
 /* >>connect - client: connect, disconnect, heap ------------------------------------------------ */
 
-/* Open and map the channel file and check that a server serves it. */
-static int rpcool__chan_attach(rpcool_conn *c, const char *channel)
+/* Open and map the channel the record d names, and check that its server serves it: 0,
+   RPCOOL_E_NOCHANNEL (not that channel, or not served: worth another look) or another error.
+   Sets c->fd (closed again on failure). */
+static int rpcool__chan_map(rpcool_conn *c, const struct rpcool__rdv *d)
 {
-    char path[RPCOOL__NAME_MAX + 32];
-    struct rpcool__chan_hdr h;
+    char proc[64];
     struct stat st;
     void *m;
-    rpcool__path(path, sizeof path, channel);
-    c->fd = open(path, O_RDWR | O_CLOEXEC);
+    int r = RPCOOL_E_NOCHANNEL, seals;
+    snprintf(proc, sizeof proc, "/proc/%u/fd/%d", d->server_pid, d->fd);
+    /* the server's descriptor: needs the right to look into the server (same user) */
+    c->fd = open(proc, O_RDWR | O_CLOEXEC);
     if (c->fd < 0) return errno == ENOENT ? RPCOOL_E_NOCHANNEL : -errno;
-    int r = RPCOOL_E_NOCHANNEL; /* not (yet) a channel */
-    if (pread(c->fd, &h, sizeof h, 0) != (ssize_t)sizeof h || h.magic != RPCOOL__CH_MAGIC ||
-        h.version != RPCOOL__VERSION || h.max_conns == 0 || h.max_conns > RPCOOL_MAX_CONNS)
-        goto fail_close;
-    c->map_len = rpcool__chan_bytes(h.max_conns);
-    if (fstat(c->fd, &st) || (size_t)st.st_size < c->map_len) {
-        r = RPCOOL_E_PROTO;
+    if (fstat(c->fd, &st) || (uint64_t)st.st_ino != d->ino) goto fail_close; /* pid or fd reused */
+    seals = fcntl(c->fd, F_GET_SEALS);
+    c->map_len = rpcool__chan_bytes(d->max_conns);
+    if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW) ||
+        (size_t)st.st_size < c->map_len) {
+        r = RPCOOL_E_PROTO; /* a file anyone could truncate under us: not a channel */
         goto fail_close;
     }
     m = mmap(NULL, c->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd, 0);
@@ -2408,17 +2723,49 @@ static int rpcool__chan_attach(rpcool_conn *c, const char *channel)
     }
     madvise(m, c->map_len, MADV_DONTFORK); /* as the server's: keeps our lock byte ours */
     c->ch = (struct rpcool__chan_hdr *)m;
-    c->epoch = rcp__load(&c->ch->epoch);
-    if (rcp__load(&c->ch->state) != RPCOOL__CH_OPEN || rpcool__lock_held(c->fd, 0) != 1) {
-        r = RPCOOL_E_NOCHANNEL;
-        goto fail_unmap;
+    c->epoch = d->epoch;
+    if (rcp__load(&c->ch->magic) != RPCOOL__CH_MAGIC || c->ch->version != RPCOOL__VERSION ||
+        rcp__load(&c->ch->epoch) != d->epoch || rcp__load(&c->ch->state) != RPCOOL__CH_OPEN ||
+        rpcool__lock_held(c->fd, 0) != 1) {
+        munmap(m, c->map_len);
+        goto fail_close;
     }
     return 0;
-fail_unmap:
-    munmap(m, c->map_len);
 fail_close:
     close(c->fd);
+    c->fd = -1;
     return r;
+}
+
+/* Find the channel through its name file. A name file that is not a valid record (being
+   rewritten, or damaged by a client) while a live server holds the name is looked at again
+   until timeout_ms. */
+static int rpcool__chan_find(rpcool_conn *c, const char *channel, unsigned timeout_ms)
+{
+    char path[RPCOOL__NAME_MAX + 32];
+    struct rpcool__rdv d;
+    uint64_t deadline = rcp__now_ns() + (uint64_t)timeout_ms * 1000000u;
+    int r;
+    rpcool__path(path, sizeof path, channel);
+    int nfd = open(path, O_RDONLY | O_CLOEXEC);
+    if (nfd < 0) return errno == ENOENT ? RPCOOL_E_NOCHANNEL : -errno;
+    for (;;) {
+        r = RPCOOL_E_NOCHANNEL;
+        if (pread(nfd, &d, sizeof d, 0) == (ssize_t)sizeof d && d.magic == RPCOOL__RDV_MAGIC &&
+            d.version == RPCOOL__VERSION && d.max_conns > 0 && d.max_conns <= RPCOOL_MAX_CONNS &&
+            d.fd >= 0)
+            r = rpcool__chan_map(c, &d);
+        if (r != RPCOOL_E_NOCHANNEL || rpcool__lock_held(nfd, 0) != 1 || rcp__now_ns() >= deadline)
+            break;
+        usleep(1000);
+    }
+    close(nfd);
+    return r;
+}
+
+static __attribute__((unused)) int rpcool__chan_attach(rpcool_conn *c, const char *channel)
+{
+    return rpcool__chan_find(c, channel, RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS);
 }
 
 /* A channel slot: its lock byte first (so a claimed slot always has a live owner), then the
@@ -2444,13 +2791,21 @@ static int rpcool__slot_claim(rpcool_conn *c)
     return RPCOOL_E_NOSLOT;
 }
 
-/* Create the connection heap with its header. */
+/* Create the connection heap with its header. Its name goes into our channel slot first: if we
+   die from here on (even inside shmheap_create), the slot names what we may have left in
+   /dev/shm, and whoever reclaims the slot (the server's reaping, its close, a takeover) unlinks
+   it. The first byte is written last, so a slot never names half a name. The name ends in a
+   number from the clock: a name left by a dead process never names a heap made later by
+   another process that got the same pid. */
 static int rpcool__conn_heap(rpcool_conn *c, const char *channel)
 {
     static uint32_t seqno;
     int r;
-    snprintf(c->heap_name, sizeof c->heap_name, "rpcool-%s-%d-%u", channel, (int)getpid(),
-             rcp__fetch_add(&seqno, 1u));
+    snprintf(c->heap_name, sizeof c->heap_name, "rpcool-%s-%d-%u-%u", channel, (int)getpid(),
+             rcp__fetch_add(&seqno, 1u), (unsigned)(rcp__now_ns() % 1000000000u));
+    rcp__store(&c->cs->heap[0], '\0');
+    memcpy(c->cs->heap + 1, c->heap_name + 1, sizeof c->heap_name - 1);
+    rcp__store(&c->cs->heap[0], c->heap_name[0]);
     if ((r = shmheap_create(c->heap_name, &c->hopts, &c->heap))) return r;
     c->hdr = (struct rpcool__conn_hdr *)shmheap_aligned_alloc(c->heap, 128, sizeof *c->hdr);
     if (!c->hdr) {
@@ -2474,7 +2829,6 @@ fail_heap:
 /* Ask the server to accept our heap and wait for its answer. */
 static int rpcool__handshake(rpcool_conn *c, unsigned timeout_ms)
 {
-    memcpy(c->cs->heap, c->heap_name, sizeof c->heap_name);
     c->cs->client_pid = (uint32_t)getpid();
     c->cs->hdr = (uint64_t)(uintptr_t)c->hdr;
     c->cs->epoch = c->epoch;
@@ -2541,10 +2895,10 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
         r = -ENOMEM;
         goto fail_free;
     }
-    if ((r = rpcool__chan_attach(c, channel))) goto fail_free;
+    connect_ms = o.connect_timeout_ms ? o.connect_timeout_ms : RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS;
+    if ((r = rpcool__chan_find(c, channel, connect_ms))) goto fail_free;
     if ((r = rpcool__slot_claim(c))) goto fail_chan;
     if ((r = rpcool__conn_heap(c, channel))) goto fail_slot;
-    connect_ms = o.connect_timeout_ms ? o.connect_timeout_ms : RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS;
     if ((r = rpcool__handshake(c, connect_ms))) goto fail_heap;
     rpcool__fd_track(c->fd, 1);
     rpcool__log(&c->log, RPCOOL_LOG_INFO, "connected to %s (slot %u, heap %s)", channel,
@@ -2805,8 +3159,25 @@ RPCOOL_API int rpcool_map_get(const rpcool_map *m, const char *key, uint64_t *va
     return 1;
 }
 
+static int rpcool__map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, const char *key,
+                                   uint64_t *val);
+
 RPCOOL_API int rpcool_map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, const char *key,
                                       uint64_t *val)
+{
+    struct rpcool__guard g; /* as in rpcool_ctx_need_str */
+    g.prev = rpcool__cur;
+    g.contain = 0;
+    if (sigsetjmp(g.jb, 0)) rpcool__accessor_fault(ctx, &g);
+    g.contain = 1;
+    rpcool__cur = &g;
+    int r = rpcool__map_get_checked(ctx, m, key, val);
+    rpcool__cur = g.prev;
+    return r;
+}
+
+static int rpcool__map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, const char *key,
+                                   uint64_t *val)
 {
     m = (const rpcool_map *)rpcool_ctx_need(ctx, m, sizeof *m);
     uint64_t cap = m->cap, h = rpcool_hash(key);
@@ -2817,7 +3188,7 @@ RPCOOL_API int rpcool_map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, cons
     for (uint64_t n = 0, i = h & (cap - 1); n < cap; n++, i = (i + 1) & (cap - 1)) {
         const char *k = e[i].key;
         if (!k) return 0;
-        if (e[i].hash == h && !strcmp(rpcool_ctx_need_str(ctx, k), key)) {
+        if (e[i].hash == h && !strcmp(rpcool__need_str(ctx, k), key)) {
             if (val) *val = e[i].val;
             return 1;
         }

@@ -11,7 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static __attribute__((unused)) int t_failed, t_passed;
@@ -65,7 +69,76 @@ static __attribute__((unused)) uint64_t t_rng(uint64_t *s)
     return *s;
 }
 
+/* The test filter: `test_x NAME` runs only the tests whose name contains NAME (RUN); an
+ * argument that starts with "--" (tests/run.sh passes --valgrind) is not a filter. */
+static __attribute__((unused)) const char *t_only;
+#define RUN(fn) do { if (!t_only || strstr(#fn, t_only)) TEST(fn); } while (0)
+/* A test not run under ThreadSanitizer (T_TSAN builds): it forks a process with threads, or
+ * its timing does not hold there. */
+#ifdef T_TSAN
+#define RUN_NO_TSAN(fn) ((void)fn)
+#else
+#define RUN_NO_TSAN(fn) RUN(fn)
+#endif
+
+/* What every test main does first: the filter, SIGPIPE ignored (a peer that dies mid-write is a
+ * failed check, not a dead test binary), and under ThreadSanitizer the pod and address window
+ * such programs can map (see shmheap.h). */
+static __attribute__((unused)) void t_init(int argc, char **argv)
+{
+    t_only = argc > 1 && strncmp(argv[1], "--", 2) ? argv[1] : NULL;
+    signal(SIGPIPE, SIG_IGN);
+#ifdef T_TSAN
+    setenv("SHMHEAP_POD", "shmheap-tsan.pod", 0);
+    setenv("SHMHEAP_WINDOW", "560000000000-568000000000", 0);
+#endif
+}
+
+/* Runs fn(arg) in a child process; returns its exit status, or 128 + signal. */
+static __attribute__((unused)) int t_in_child(int (*fn)(void *), void *arg)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) _exit(fn(arg));
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* SIGKILL a child (if any) and reap it. */
+static __attribute__((unused)) void t_kill_wait(pid_t p)
+{
+    if (p > 0) { kill(p, SIGKILL); waitpid(p, NULL, 0); }
+}
+
+/* 1 if the object /dev/shm/NAME exists ("shm:NAME" too). */
+static __attribute__((unused)) int t_shm_exists(const char *name)
+{
+    char p[200];
+    struct stat st;
+    if (!strncmp(name, "shm:", 4)) name += 4;
+    snprintf(p, sizeof p, "/dev/shm/%s", name);
+    return stat(p, &st) == 0;
+}
+
+/* Whether p can be written: a read(2) into it from /dev/zero (writes one zero byte) succeeds,
+ * without the fault a plain store would raise on a sealed page. */
+static __attribute__((unused)) int t_writable(const void *p)
+{
+    static int devzero = -1;
+    if (devzero < 0) devzero = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+    return read(devzero, (void *)p, 0) == 0 && read(devzero, (void *)p, 1) == 1;
+}
+
 #ifdef SHMHEAP_H
+/* Close (if open) and unlink a heap, whatever state it is in. */
+static __attribute__((unused)) void t_rm(shmheap *h, const char *name)
+{
+    if (h) shmheap_close(h);
+    shmheap_unlink(name, NULL);
+}
+
 /* A new heap of the given size, or a FAIL line and NULL. */
 static __attribute__((unused)) shmheap *t_heap(const char *name, size_t size)
 {
@@ -74,6 +147,178 @@ static __attribute__((unused)) shmheap *t_heap(const char *name, size_t size)
     int r = shmheap_create(name, &o, &h);
     CHECKF(r == 0, "create %s: %s", name, shmheap_strerror(r));
     return h;
+}
+#endif
+#ifdef RPCOOL_H
+/* One server for many tests: a handler for each thing they ask of a server (t_serve registers
+ * them all, then starts that many serving threads). */
+enum { T_FN_SLOW = 1, T_FN_SAFETY = 2, T_FN_STR = 3, T_FN_FAIL = 4, T_FN_CLOSE = 5, T_FN_COPYNEED = 6,
+       T_FN_SLOWREPLY = 7, T_FN_SEALREQ = 8, T_FN_SEALED = 9, T_FN_BIGREPLY = 10, T_FN_ECHO = 11 };
+
+static __attribute__((unused)) int t_h_slow(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)ctx; (void)user;
+    usleep(len >= sizeof(int) ? (useconds_t)*(int *)arg * 1000 : 1000);
+    return 1;
+}
+
+static __attribute__((unused)) int t_h_safety(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)arg; (void)len; (void)user;
+    return (int)rpcool_ctx_safety(ctx);
+}
+
+static __attribute__((unused)) int t_h_str(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)len; (void)user;
+    const char *s = rpcool_ctx_need_str(ctx, *(const char **)rpcool_ctx_need(ctx, arg, sizeof(char *)));
+    return (int)strlen(s);
+}
+
+static __attribute__((unused)) int t_h_fail(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)arg; (void)len; (void)user;
+    rpcool_ctx_fail(ctx, -1234);
+    return 0;
+}
+
+static __attribute__((unused)) int t_h_close(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)ctx; (void)arg; (void)len;
+    return rpcool_server_close((rpcool_server *)user);
+}
+
+/* under COPY: the argument is the private copy, rpcool_ctx_need accepts it, and writing to it
+   does not change the sender's memory */
+static __attribute__((unused)) int t_h_copyneed(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)user;
+    if (shmheap_contains(rpcool_ctx_heap(ctx), arg, len)) return 2;
+    char *p = (char *)rpcool_ctx_need(ctx, arg, len);
+    p[0] = 'X';
+    return 1;
+}
+
+/* A reply of n bytes after us microseconds, with that status. */
+static __attribute__((unused)) int t_reply(rpcool_ctx *ctx, useconds_t us, size_t n, int status)
+{
+    if (us) usleep(us);
+    void *r = rpcool_ctx_alloc(ctx, n);
+    if (!r) return SHMHEAP_E_FULL;
+    rpcool_ctx_reply(ctx, r, n);
+    return status;
+}
+
+static __attribute__((unused)) int t_h_slowreply(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)arg; (void)len; (void)user;
+    return t_reply(ctx, 200000, 1000, 3);
+}
+
+/* a reply over 32 KiB: rpcool_ctx_alloc takes the client heap's mutex */
+static __attribute__((unused)) int t_h_bigreply(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)arg; (void)len; (void)user;
+    return t_reply(ctx, 0, 100000, 4);
+}
+
+static __attribute__((unused)) int t_h_sealed(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)ctx; (void)len; (void)user;
+    return t_writable(arg) ? 0 : 1;
+}
+
+static __attribute__((unused)) rpcool_server *t_serve(const char *name, const rpcool_server_opts *so, unsigned threads)
+{
+    rpcool_server *s = NULL;
+    int r = rpcool_server_open(name, so, &s);
+    CHECKF(r == 0, "server_open: %s", rpcool_strerror(r));
+    if (r) return NULL;
+    rpcool_server_add_handler(s, T_FN_SLOW, t_h_slow, NULL, 0);
+    rpcool_server_add_handler(s, T_FN_SAFETY, t_h_safety, NULL, RPCOOL_SANDBOX);
+    rpcool_server_add_handler(s, T_FN_STR, t_h_str, NULL, 0);
+    rpcool_server_add_handler(s, T_FN_FAIL, t_h_fail, NULL, 0);
+    rpcool_server_add_handler(s, T_FN_CLOSE, t_h_close, s, 0);
+    rpcool_server_add_handler(s, T_FN_COPYNEED, t_h_copyneed, NULL, RPCOOL_COPY);
+    rpcool_server_add_handler(s, T_FN_SLOWREPLY, t_h_slowreply, NULL, 0);
+    rpcool_server_add_handler(s, T_FN_SEALREQ, t_h_sealed, NULL, RPCOOL_SEAL);
+    rpcool_server_add_handler(s, T_FN_SEALED, t_h_sealed, NULL, 0);
+    rpcool_server_add_handler(s, T_FN_BIGREPLY, t_h_bigreply, NULL, 0);
+    if (threads) rpcool_server_start(s, threads);
+    return s;
+}
+
+#ifdef RPCOOL_IMPLEMENTATION_ONCE
+/* Fill call slot i's request line by hand, as a buggy or malicious client could (the caller
+ * posts it with rpcool__shm_post). */
+static __attribute__((unused)) void t_raw_fill(rpcool_conn *c, int i, uint32_t fn, uint32_t flags,
+                                               uint64_t arg, uint64_t len, uint64_t seal,
+                                               uint64_t seal_len)
+{
+    struct rpcool__req *sl = &c->hdr->req[i];
+    sl->fn = fn;
+    sl->flags = flags;
+    sl->arg = arg;
+    sl->arg_len = len;
+    sl->seal = seal;
+    sl->seal_len = seal_len;
+    c->pend[i].pstate = RPCOOL__P_SYNC;
+    c->pend[i].seal_p = NULL;
+}
+#endif
+
+/* Replies with a copy of the argument, in the caller's heap. */
+static __attribute__((unused)) int t_h_echo(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)user;
+    char *r = (char *)rpcool_ctx_alloc(ctx, len ? len : 1);
+    if (!r) return SHMHEAP_E_FULL;
+    memcpy(r, arg, len);
+    rpcool_ctx_reply(ctx, r, len);
+    return 0;
+}
+
+/* A server that reaps every 20 ms with T_FN_SLOW and T_FN_ECHO only, not serving yet; NULL and
+ * a FAIL line if the channel cannot be opened. */
+static __attribute__((unused)) rpcool_server *t_open_server(const char *name, unsigned max_conns)
+{
+    rpcool_server *s = NULL;
+    rpcool_server_opts o;
+    memset(&o, 0, sizeof o);
+    o.reap_ms = 20;
+    o.max_conns = max_conns;
+    int r = rpcool_server_open(name, &o, &s);
+    CHECKF(r == 0, "server_open: %s", rpcool_strerror(r));
+    if (r) return NULL;
+    rpcool_server_add_handler(s, T_FN_SLOW, t_h_slow, NULL, 0);
+    rpcool_server_add_handler(s, T_FN_ECHO, t_h_echo, NULL, 0);
+    return s;
+}
+
+/* t_serve(name, NULL, threads) and a connection to it: 0, or -1 with a FAIL line and nothing
+ * left open. */
+static __attribute__((unused)) int t_serve_connect(const char *name, unsigned threads,
+                                                   rpcool_server **s, rpcool_conn **c)
+{
+    *c = NULL;
+    if (!(*s = t_serve(name, NULL, threads))) return -1;
+    CHECK_EQ(rpcool_connect(name, NULL, c), 0);
+    if (!*c) {
+        rpcool_server_close(*s);
+        return -1;
+    }
+    return 0;
+}
+
+/* A call of T_FN_SLOW that takes ms milliseconds in the handler. */
+static __attribute__((unused)) int t_slow_call(rpcool_conn *c, int ms)
+{
+    int *a = (int *)rpcool_alloc(c, sizeof *a);
+    if (!a) return SHMHEAP_E_FULL;
+    *a = ms;
+    int r = rpcool_call(c, T_FN_SLOW, a, sizeof *a, NULL, NULL);
+    rpcool_free(c, a);
+    return r;
 }
 #endif
 #endif

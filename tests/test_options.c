@@ -1,6 +1,8 @@
 /* Compile-time and run-time options of shmheap.h and rpcool.h: the allocation hooks
  * (SHMHEAP_MALLOC/SHMHEAP_FREE, RPCOOL_MALLOC/RPCOOL_FREE), the log callbacks of the opts
- * structs, and the SHMHEAP_DEBUG/RPCOOL_DEBUG stderr loggers. */
+ * structs, and the SHMHEAP_DEBUG/RPCOOL_DEBUG stderr loggers; the SHMHEAP_STATIC/RPCOOL_STATIC
+ * builds, every error code's explanation, connect_timeout_ms and the channel file's mode,
+ * max_conns and pods. */
 #include <stdatomic.h>
 #include <stddef.h>
 
@@ -19,7 +21,11 @@ static void t_rpc_free(void *p);
 #include "t.h"
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 
 static void *t_shm_malloc(size_t n) { atomic_fetch_add(&t_shm_allocs, 1); return malloc(n); }
 static void t_shm_free(void *p) { if (p) atomic_fetch_add(&t_shm_frees, 1); free(p); }
@@ -301,15 +307,186 @@ static void silent_by_default_env_read_once(void)
     CHECKF(err[0] == 0, "logged with no variable set, or after setting one late: %s", err);
 }
 
+static double ms_since(uint64_t t0) { return (double)(rcp__now_ns() - t0) / 1e6; }
+
+static int shm_mode(const char *name)
+{
+    char p[256];
+    struct stat st;
+    snprintf(p, sizeof p, "/dev/shm/%s", name);
+    return stat(p, &st) ? -1 : (int)(st.st_mode & 0777);
+}
+
+/* SHMHEAP_STATIC / RPCOOL_STATIC: "make every function static". A file that defines them and
+   does not call every function must still build warning-free (this project builds with
+   -Wall -Werror), as C11 and as C++17. */
+static void g_static_build(void)
+{
+    const char *src = __FILE__; /* this file, relative to the repository */
+    char root[512], dir[] = "/tmp/t-gaps-XXXXXX", cmd[2048];
+    snprintf(root, sizeof root, "%s", src);
+    char *slash = strrchr(root, '/');
+    if (slash) *slash = 0; else snprintf(root, sizeof root, ".");
+    strncat(root, "/..", sizeof root - strlen(root) - 1);
+    snprintf(cmd, sizeof cmd, "%s/rpcool.h", root);
+    if (access(cmd, R_OK) || !mkdtemp(dir) || system("command -v cc >/dev/null 2>&1") != 0) {
+        t_skip("g_static_build", "no compiler or sources here");
+        return;
+    }
+    const char *kinds[2][2] = {
+        {"shm", "#define SHMHEAP_STATIC\n#define SHMHEAP_IMPLEMENTATION\n#include \"shmheap.h\"\nint main(void) { return 0; }\n"},
+        {"rpc", "#define SHMHEAP_STATIC\n#define RPCOOL_STATIC\n#define RPCOOL_IMPLEMENTATION\n#include \"rpcool.h\"\nint main(void) { return 0; }\n"},
+    };
+    for (int k = 0; k < 2; k++) {
+        for (int cpp = 0; cpp < 2; cpp++) {
+            char file[600];
+            snprintf(file, sizeof file, "%s/%s.%s", dir, kinds[k][0], cpp ? "cpp" : "c");
+            FILE *f = fopen(file, "w");
+            if (!f) { CHECK(0); continue; }
+            fputs(kinds[k][1], f);
+            fclose(f);
+            if (cpp && system("command -v c++ >/dev/null 2>&1") != 0) continue;
+            snprintf(cmd, sizeof cmd, "%s -c -o /dev/null %s -Wall -Wextra -Werror -pthread -I%s %s >%s/err 2>&1",
+                     cpp ? "c++" : "cc", cpp ? "-std=c++17" : "-std=c11", root, file, dir);
+            int r = system(cmd);
+            char first[200] = "";
+            snprintf(cmd, sizeof cmd, "%s/err", dir);
+            if (r && (f = fopen(cmd, "r"))) {
+                while (fgets(first, sizeof first, f) && !strstr(first, "error")) first[0] = 0;
+                fclose(f);
+            }
+            CHECKF(r == 0, "a %s static build (%s) does not compile warning-free: %s", kinds[k][0],
+                   cpp ? "C++17" : "C11", first);
+            unlink(file);
+        }
+    }
+    snprintf(cmd, sizeof cmd, "%s/err", dir);
+    unlink(cmd);
+    rmdir(dir);
+}
+
+/* Every error code has its own explanation, the one its X-macro list gives; -errno is explained
+   too. */
+#define T_CODE(name, value, text) {name, value, text},
+struct t_code { int code, value; const char *text; };
+static const struct t_code t_shm_codes[] = {SHMHEAP_ERRORS(T_CODE)},
+                           t_rpc_codes[] = {RPCOOL_ERRORS(T_CODE)};
+#undef T_CODE
+
+/* Checks one list: each code has its value, its text from strerror (which rpcool_strerror
+   gives too), and no two codes share a text. Returns how many codes it checked. */
+static int check_codes(const struct t_code *codes, size_t n, const char *(*str)(int))
+{
+    const char *seen[64];
+    int k = 0;
+    for (size_t i = 0; i < n && k < 64; i++) {
+        int c = codes[i].code;
+        const char *s = str(c);
+        CHECK_EQ(c, codes[i].value);
+        CHECKF(s && *s && !strstr(s, "unknown"), "strerror(%d) = %s", c, s ? s : "NULL");
+        CHECKF(s && !strcmp(s, codes[i].text), "strerror(%d) = %s", c, s);
+        CHECKF(s && !strcmp(s, rpcool_strerror(c)), "rpcool_strerror(%d) differs", c);
+        for (int j = 0; j < k; j++) CHECKF(strcmp(seen[j], s), "two codes share \"%s\"", s);
+        seen[k++] = s;
+    }
+    return k;
+}
+
+static void g_strerror(void)
+{
+    CHECK_EQ(check_codes(t_shm_codes, sizeof t_shm_codes / sizeof t_shm_codes[0], shmheap_strerror),
+             16);
+    CHECK_EQ(check_codes(t_rpc_codes, sizeof t_rpc_codes / sizeof t_rpc_codes[0], rpcool_strerror),
+             17);
+    CHECK(!strcmp(shmheap_strerror(-ETIMEDOUT), strerror(ETIMEDOUT)));
+    CHECK(!strcmp(rpcool_strerror(-ENOENT), strerror(ENOENT)));
+}
+
+/* connect_timeout_ms: a channel whose server never serves refuses within that time, and the
+   would-be connection leaves no heap behind. mode: the channel file's permissions. */
+static int count_shm(const char *needle)
+{
+    char cmd[256];
+    int n = 0;
+    FILE *f;
+    snprintf(cmd, sizeof cmd, "ls /dev/shm 2>/dev/null | grep -c -- 'rpcool-%s-'", needle);
+    if ((f = popen(cmd, "r"))) { if (fscanf(f, "%d", &n) != 1) n = -1; pclose(f); }
+    return n;
+}
+
+static void g_connect_timeout_and_mode(void)
+{
+    const char *name = t_uniq("gcto");
+    rpcool_server_opts so;
+    memset(&so, 0, sizeof so);
+    so.mode = 0640;
+    mode_t old = umask(0);
+    rpcool_server *s = t_serve(name, &so, 0); /* opened, never served */
+    umask(old);
+    if (!s) return;
+    char fn[128];
+    snprintf(fn, sizeof fn, "rpcool.%s", name);
+    CHECKF(shm_mode(fn) == 0640, "channel mode 0640 asked, file has %o", shm_mode(fn));
+    rpcool_conn_opts o;
+    memset(&o, 0, sizeof o);
+    o.connect_timeout_ms = 150;
+    o.heap_size = 2 << 20;
+    rpcool_conn *c = NULL;
+    uint64_t t0 = rcp__now_ns();
+    CHECK_EQ(rpcool_connect(name, &o, &c), RPCOOL_E_TIMEOUT);
+    double ms = ms_since(t0);
+    CHECKF(ms >= 140 && ms < 1500, "connect_timeout_ms 150 took %.0f ms", ms);
+    CHECK_EQ(count_shm(name), 0);
+    rpcool_server_close(s);
+    s = t_serve(name, NULL, 0);
+    if (s) CHECKF(shm_mode(fn) == 0600, "default channel mode: %o", shm_mode(fn));
+    if (s) rpcool_server_close(s);
+}
+
+/* max_conns: 0 means 64 slots, more than 1024 is refused. A connection in a pod of its own. */
+static void g_max_conns_and_pod(void)
+{
+    rpcool_server *s = NULL;
+    rpcool_server_opts so;
+    memset(&so, 0, sizeof so);
+    so.max_conns = 1025;
+    CHECK_EQ(rpcool_server_open(t_uniq("gmax"), &so, &s), RPCOOL_E_INVAL);
+    const char *name = t_uniq("gmax");
+    const char *pod = t_uniq("gcpod");
+    so.max_conns = 0;
+    so.pod = pod;
+    s = t_serve(name, &so, 1);
+    if (!s) return;
+    rpcool_conn_opts o;
+    memset(&o, 0, sizeof o);
+    o.heap_size = 2 << 20;
+    o.pod = pod;
+    static rpcool_conn *c[65];
+    int k = 0, r = 0;
+    while (k < 65 && (r = rpcool_connect(name, &o, &c[k])) == 0) k++;
+    CHECK_EQ(k, 64);
+    CHECK_EQ(r, RPCOOL_E_NOSLOT);
+    CHECK(shm_mode(pod) >= 0); /* the heaps went to that pod */
+    if (k) CHECK_EQ(t_slow_call(c[k - 1], 0), 1);
+    while (k > 0) rpcool_disconnect(c[--k]);
+    rpcool_server_close(s);
+    char pp[128];
+    snprintf(pp, sizeof pp, "/%s", pod);
+    shm_unlink(pp);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--child")) return child_main(argv[2]);
-    const char *only = argc > 1 ? argv[1] : NULL; /* run only the tests whose name has it */
-#define RUN(fn) do { if (!only || strstr(#fn, only)) TEST(fn); } while (0)
+    t_init(argc, argv);
     RUN(hooks_used_and_balanced);
     RUN(hooks_both_or_neither);
     RUN(log_callbacks);
     RUN(env_logs_to_stderr);
     RUN(silent_by_default_env_read_once);
+    RUN(g_static_build);
+    RUN(g_strerror);
+    RUN(g_connect_timeout_and_mode);
+    RUN(g_max_conns_and_pod);
     return T_DONE();
 }

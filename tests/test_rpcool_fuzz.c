@@ -534,15 +534,7 @@ static int hx_raw(struct hx *x, uint32_t fn, uint32_t flags, uint64_t arg, uint6
         rpcool__reclaim(c);
         return i;
     }
-    struct rpcool__req *sl = &c->hdr->req[i];
-    sl->fn = fn;
-    sl->flags = flags;
-    sl->arg = arg;
-    sl->arg_len = len;
-    sl->seal = seal;
-    sl->seal_len = seal_len;
-    c->pend[i].pstate = RPCOOL__P_SYNC;
-    c->pend[i].seal_p = NULL;
+    t_raw_fill(c, i, fn, flags, arg, len, seal, seal_len);
     hx_count(&sh->h_calls);
     rpcool__shm_post(c, (unsigned)i);
     if (!wait) {

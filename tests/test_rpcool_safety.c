@@ -1,21 +1,20 @@
 // TSAN
 /* rpcool safety modes: copy, sealed (and batched release), sandboxed handlers (faults become
- * error replies, checked accessors), channel policy, a client that truncates its heap file. */
+ * error replies, checked accessors), channel policy, a client that truncates its heap file; the
+ * union of safety flags, handler-required SEAL, the ctx helpers on the copy, max_copy, seals
+ * shared by calls in flight and the seal of a timed-out call. */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
 #include "t.h"
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 
 enum { FN_INSPECT = 1, FN_WILD = 2, FN_NEED = 3, FN_MAP = 4, FN_SEALED = 5, FN_ECHO = 6 };
-
-static int devzero = -1;
-
-/* 1 if the page of p is writable in this process: read(2) into it fails with EFAULT if not. */
-static int writable(const void *p)
-{
-    return read(devzero, (void *)p, 0) == 0 && read(devzero, (void *)p, 1) == 1;
-}
 
 /* reports how the argument arrived: 1 in the heap, 2 a private copy; +10 if content is "abc" */
 static int h_inspect(rpcool_ctx *ctx, void *arg, size_t len, void *user)
@@ -54,7 +53,7 @@ static int h_map(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 static int h_sealed(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
     (void)ctx; (void)len; (void)user;
-    return writable(arg) ? 0 : 1;
+    return t_writable(arg) ? 0 : 1;
 }
 
 static rpcool_server *serve(const char *name, unsigned safety)
@@ -115,7 +114,7 @@ static void test_seal(void)
     co.safety = RPCOOL_SEAL;
     CHECK_EQ(rpcool_call(c, FN_SEALED, pg, 7, NULL, NULL), 0);     /* relaxed: writable */
     CHECK_EQ(rpcool_call_ex(c, FN_SEALED, pg, 7, &co, NULL, NULL), 1); /* sealed during the call */
-    CHECK(writable(pg));                                            /* released after it */
+    CHECK(t_writable(pg));                                            /* released after it */
     /* an argument not on its own pages cannot be sealed (it would catch its neighbours) */
     char *small = rpcool_strdup(c, "x");
     CHECK_EQ(rpcool_call_ex(c, FN_SEALED, small, 2, &co, NULL, NULL), RPCOOL_E_INVAL);
@@ -136,19 +135,19 @@ static void test_seal(void)
     char *p[4];
     for (int i = 0; i < 4; i++) p[i] = (char *)rpcool_alloc_pages(c, 4096);
     for (int i = 0; i < 3; i++) CHECK_EQ(rpcool_call(c, FN_SEALED, p[i], 64, NULL, NULL), 1);
-    CHECK(!writable(p[0]) && !writable(p[2]) && writable(p[3]));
+    CHECK(!t_writable(p[0]) && !t_writable(p[2]) && t_writable(p[3]));
     CHECK_EQ(rpcool_release(c), 0);
-    CHECK(writable(p[0]) && writable(p[2]));
+    CHECK(t_writable(p[0]) && t_writable(p[2]));
     for (int i = 0; i < 4; i++) CHECK_EQ(rpcool_call(c, FN_SEALED, p[i], 64, NULL, NULL), 1);
-    CHECK(writable(p[0]) && writable(p[3])); /* the fourth filled the batch */
+    CHECK(t_writable(p[0]) && t_writable(p[3])); /* the fourth filled the batch */
     /* a repeated argument is still sealed from the call before: no new seal, and the page
        stays read-only until the batch is released; freeing it releases it first */
     for (int i = 0; i < 3; i++) CHECK_EQ(rpcool_call(c, FN_SEALED, p[0], 64, NULL, NULL), 1);
-    CHECK(!writable(p[0]) && c->nseals == 1);
+    CHECK(!t_writable(p[0]) && c->nseals == 1);
     rpcool_free(c, p[0]);
     CHECK(c->nseals == 0);
     p[0] = (char *)rpcool_alloc_pages(c, 4096);
-    CHECK(p[0] && writable(p[0]));
+    CHECK(p[0] && t_writable(p[0]));
     for (int i = 0; i < 4; i++) rpcool_free(c, p[i]);
     rpcool_disconnect(c);
     rpcool_server_close(s);
@@ -271,17 +270,187 @@ static void test_truncated_heap(void)
     rpcool_server_close(s);
 }
 
-int main(void)
+/* A call gets the union of per-call, connection, channel and handler flags (rpcool_ctx_safety);
+   a handler registered with RPCOOL_SEAL refuses unsealed calls. */
+static void g_safety_union(void)
 {
-#ifdef T_TSAN /* ThreadSanitizer programs can map only inside this window (see shmheap.h) */
-    setenv("SHMHEAP_POD", "shmheap-tsan.pod", 0);
-    setenv("SHMHEAP_WINDOW", "560000000000-568000000000", 0);
-#endif
-    devzero = open("/dev/zero", O_RDONLY);
-    TEST(test_copy);
-    TEST(test_seal);
-    TEST(test_sandbox);
-    TEST(test_truncated_heap);
-    close(devzero);
+    const char *name = t_uniq("gunion");
+    rpcool_server *s = t_serve(name, NULL, 1);
+    if (!s) return;
+    rpcool_conn_opts o;
+    memset(&o, 0, sizeof o);
+    o.safety = RPCOOL_COPY;
+    rpcool_conn *c = NULL;
+    CHECK_EQ(rpcool_connect(name, &o, &c), 0);
+    if (c) {
+        char *pg = (char *)rpcool_alloc_pages(c, 64);
+        rpcool_call_opts co;
+        memset(&co, 0, sizeof co);
+        co.safety = RPCOOL_SEAL;
+        CHECK_EQ(rpcool_call_ex(c, T_FN_SAFETY, pg, 64, &co, NULL, NULL), RPCOOL_COPY | RPCOOL_SEAL | RPCOOL_SANDBOX);
+        CHECK_EQ(rpcool_call(c, T_FN_SAFETY, pg, 64, NULL, NULL), RPCOOL_COPY | RPCOOL_SANDBOX);
+        /* handler-required sealing */
+        rpcool_free(c, pg);
+        rpcool_disconnect(c);
+    }
+    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    if (c) {
+        char *pg = (char *)rpcool_alloc_pages(c, 64);
+        CHECK_EQ(rpcool_call(c, T_FN_SEALREQ, pg, 64, NULL, NULL), RPCOOL_E_POLICY);
+        rpcool_call_opts co;
+        memset(&co, 0, sizeof co);
+        co.safety = RPCOOL_SEAL;
+        CHECK_EQ(rpcool_call_ex(c, T_FN_SEALREQ, pg, 64, &co, NULL, NULL), 1);
+        CHECK(t_writable(pg));
+        rpcool_free(c, pg);
+        rpcool_disconnect(c);
+    }
+    rpcool_server_close(s);
+    rpcool_server_opts so;
+    memset(&so, 0, sizeof so);
+    so.safety = RPCOOL_COPY;
+    s = t_serve(name, &so, 1);
+    if (!s) return;
+    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    if (c) {
+        char *a = rpcool_strdup(c, "x");
+        CHECK_EQ(rpcool_call(c, T_FN_SAFETY, a, 2, NULL, NULL), RPCOOL_COPY | RPCOOL_SANDBOX);
+        rpcool_free(c, a);
+        rpcool_disconnect(c);
+    }
+    rpcool_server_close(s);
+}
+
+/* rpcool_ctx_need_str, rpcool_ctx_fail, rpcool_ctx_need on the private copy of a COPY call. */
+static const char *private_str = "private";
+
+static void g_ctx_helpers(void)
+{
+    const char *name = t_uniq("gctx");
+    rpcool_server *s;
+    rpcool_conn *c;
+    if (t_serve_connect(name, 1, &s, &c)) return;
+    char **arg = (char **)rpcool_alloc(c, sizeof *arg);
+    *arg = rpcool_strdup(c, "twelve chars");
+    CHECK_EQ(rpcool_call(c, T_FN_STR, arg, sizeof *arg, NULL, NULL), 12);
+    char *mine = *arg;
+    *arg = (char *)private_str;
+    CHECK_EQ(rpcool_call(c, T_FN_STR, arg, sizeof *arg, NULL, NULL), RPCOOL_E_BADPTR);
+    /* a string that runs to the end of the heap without a NUL */
+    char *end = (char *)shmheap_base(rpcool_heap(c)) + shmheap_size(rpcool_heap(c)) - 64;
+    void *tail = shmheap_aligned_alloc(rpcool_heap(c), 65536, 65536);
+    if (tail && (char *)tail + 65536 == end + 64) {
+        memset(end, 'a', 64);
+        *arg = end;
+        CHECK_EQ(rpcool_call(c, T_FN_STR, arg, sizeof *arg, NULL, NULL), RPCOOL_E_BADPTR);
+    }
+    if (tail) rpcool_free(c, tail);
+    CHECK_EQ(rpcool_call(c, T_FN_FAIL, NULL, 0, NULL, NULL), -1234);
+    char *txt = rpcool_strdup(c, "abc");
+    CHECK_EQ(rpcool_call(c, T_FN_COPYNEED, txt, 4, NULL, NULL), 1);
+    CHECK(!strcmp(txt, "abc")); /* the handler wrote to its copy only */
+    rpcool_free(c, txt);
+    rpcool_free(c, mine);
+    rpcool_free(c, arg);
+    rpcool_disconnect(c);
+    rpcool_server_close(s);
+}
+
+/* max_copy: a COPY argument larger than the server copies fails with RPCOOL_E_TOOBIG (a client
+   picks its heap's size: it must not make every serving thread copy gigabytes), the server
+   serves on, and 0 means 64 MiB. */
+static void g_copy_max(void)
+{
+    const char *name = t_uniq("gcopy");
+    rpcool_server_opts so = {.max_copy = (size_t)1 << 20};
+    rpcool_server *s = t_serve(name, &so, 1);
+    if (!s) return;
+    rpcool_conn_opts co = {.heap_size = (size_t)256 << 20};
+    rpcool_conn *c = NULL;
+    CHECK_EQ(rpcool_connect(name, &co, &c), 0);
+    if (!c) { rpcool_server_close(s); return; }
+    char *big = (char *)rpcool_alloc(c, ((size_t)64 << 20) + 1);
+    CHECK(big != NULL);
+    if (big) {
+        memset(big, 'b', (size_t)1 << 20);
+        CHECK_EQ(rpcool_call(c, T_FN_COPYNEED, big, (size_t)1 << 20, NULL, NULL), 1);
+        CHECK_EQ(rpcool_call(c, T_FN_COPYNEED, big, ((size_t)1 << 20) + 1, NULL, NULL), RPCOOL_E_TOOBIG);
+        CHECK_EQ(big[0], 'b');
+        CHECK_EQ(rpcool_call(c, T_FN_COPYNEED, big, 16, NULL, NULL), 1); /* still served */
+        CHECK(strstr(rpcool_strerror(RPCOOL_E_TOOBIG), "max_copy") != NULL);
+    }
+    rpcool_disconnect(c);
+    rpcool_server_close(s);
+    /* the default: 64 MiB */
+    s = t_serve(name, NULL, 1);
+    if (!s) return;
+    c = NULL;
+    CHECK_EQ(rpcool_connect(name, &co, &c), 0);
+    if (c) {
+        big = (char *)rpcool_alloc(c, ((size_t)64 << 20) + 1);
+        CHECK(big != NULL);
+        if (big) CHECK_EQ(rpcool_call(c, T_FN_COPYNEED, big, ((size_t)64 << 20) + 1, NULL, NULL), RPCOOL_E_TOOBIG);
+        if (big) CHECK_EQ(rpcool_call(c, T_FN_COPYNEED, big, 16, NULL, NULL), 1);
+        rpcool_disconnect(c);
+    }
+    rpcool_server_close(s);
+}
+
+/* "a range stays sealed while any call uses it": two sealed calls in flight on one page, the
+   short one finishes first (seal_batch 1): the page stays read-only until the long one ends.
+   And the seal of a call that timed out stays until the server answers; then it goes, and so
+   does the reply nobody took. */
+static void g_seals_in_flight(void)
+{
+    const char *name = t_uniq("gseal");
+    rpcool_server *s;
+    rpcool_conn *c;
+    if (t_serve_connect(name, 2, &s, &c)) return;
+    int *pg = (int *)rpcool_alloc_pages(c, 4096);
+    pg[0] = 300;
+    pg[1] = 1;
+    rpcool_call_opts co;
+    memset(&co, 0, sizeof co);
+    co.safety = RPCOOL_SEAL;
+    uint64_t slow, quick;
+    CHECK_EQ(rpcool_call_async(c, T_FN_SLOW, pg, sizeof(int), &co, NULL, NULL, &slow), 0);
+    usleep(20000);
+    co.seal_p = pg;
+    co.seal_len = 4096;
+    CHECK_EQ(rpcool_call_async(c, T_FN_SLOW, pg + 1, sizeof(int), &co, NULL, NULL, &quick), 0);
+    CHECK_EQ(rpcool_wait(c, quick, NULL, NULL), 1);
+    CHECKF(!t_writable(pg), "the page was unsealed while another sealed call still used it");
+    CHECK_EQ(rpcool_wait(c, slow, NULL, NULL), 1);
+    CHECK(t_writable(pg));
+    /* a sealed call that times out */
+    shmheap_stats st0, st1;
+    CHECK_EQ(shmheap_check(rpcool_heap(c), &st0), 0);
+    memset(&co, 0, sizeof co);
+    co.safety = RPCOOL_SEAL;
+    co.timeout_ms = 30;
+    CHECK_EQ(rpcool_call_ex(c, T_FN_SLOWREPLY, pg, 64, &co, NULL, NULL), RPCOOL_E_TIMEOUT);
+    CHECKF(!t_writable(pg), "the seal of a call that timed out went before the server answered");
+    usleep(300000);
+    CHECK(rpcool_progress(c) >= 0);
+    CHECKF(t_writable(pg), "the seal of a timed-out call stayed after the server answered");
+    CHECK_EQ(shmheap_check(rpcool_heap(c), &st1), 0);
+    CHECKF(st1.live_blocks == st0.live_blocks, "the reply of a timed-out call was not freed (%zu live blocks, %zu before)",
+           st1.live_blocks, st0.live_blocks);
+    rpcool_free(c, pg);
+    rpcool_disconnect(c);
+    rpcool_server_close(s);
+}
+
+int main(int argc, char **argv)
+{
+    t_init(argc, argv);
+    RUN(test_copy);
+    RUN(test_seal);
+    RUN(test_sandbox);
+    RUN(test_truncated_heap);
+    RUN_NO_TSAN(g_safety_union);
+    RUN_NO_TSAN(g_ctx_helpers);
+    RUN_NO_TSAN(g_copy_max);
+    RUN_NO_TSAN(g_seals_in_flight);
     return T_DONE();
 }

@@ -1,6 +1,7 @@
 #!/bin/sh
 # tests/vm/init.sh - /init of the VM tier's guests (busybox sh). The kernel command line says
-# what to do: rcp.role=single|a|b|cxl|krconn|krconn-bench|perftest, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
+# what to do: rcp.role=single|a|b|cxl|krconn|krconn-bench|perftest|alockbench|nppin|
+# nppin-bench, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
 # second serial port (/dev/ttyS1) as "ok/FAIL/skip NAME" lines; the host reads that file. The
 # last line is "guest-done"; without it the host counts the guest as failed.
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -46,6 +47,15 @@ rdma_up() { # eth0 with our address, and rxe0 on it
     fi
 }
 
+swap_up() { # 512 MiB of zram swap, for paging tests; says why when it cannot
+    if modprobe zram && echo 512M >/sys/block/zram0/disksize && mkswap /dev/zram0 >/dev/null &&
+        swapon /dev/zram0; then
+        echo "# swap: zram0, 512 MiB"
+    else
+        echo "# swap: none (zram setup failed)"
+    fi
+}
+
 ivshmem_dev() { # the BAR of the ivshmem-plain device (vendor 0x1af4, device 0x1110), enabled
     for d in /sys/bus/pci/devices/*; do
         if [ "$(cat $d/vendor)" = 0x1af4 ] && [ "$(cat $d/device)" = 0x1110 ]; then
@@ -61,6 +71,7 @@ single)
     rdma_up
     export VM_IP="$ip"
     run test_verbs 150 /t/test_verbs
+    run test_alock_rdma 170 /t/test_alock_rdma
     ;;
 a|b)
     rdma_up
@@ -72,8 +83,12 @@ a|b)
     else
         echo "FAIL podheap-$role: no ivshmem device (1af4:1110) found"
     fi
+    run "alock-pair-$role" 120 /t/test_alock_rdma "$role" "$peer"
+    run "nppin-twohost-$role" 90 /t/test_nppin_twohost "$role" "$peer"
     ;;
 cxl)
+    # reserve the 2 MiB pages of the hugetlbfs test first, before other tests fragment memory
+    echo 16 >/proc/sys/vm/nr_hugepages
     modprobe -a cxl_acpi cxl_pci cxl_mem cxl_pmem libnvdimm nd_pmem dax_pmem device_dax ||
         echo "# modprobe failed"
     run test_cxl 100 /t/test_cxl
@@ -154,6 +169,15 @@ krconn-bench)
     run bench_krconn 120 /t/bench_krconn
     cmtime_runs "7 8 9 10 11 12"
     ;;
+nppin)
+    rdma_up
+    swap_up
+    run test_nppin 170 /t/test_nppin
+    ;;
+nppin-bench)
+    rdma_up
+    run nppin-bench 380 /t/nppin_bench
+    ;;
 perftest)
     rdma_up
     gid=$(/t/test_verbs --gid)
@@ -170,6 +194,10 @@ perftest)
         fi
         wait
     done
+    ;;
+alockbench)
+    rdma_up
+    run alockbench 560 /t/bench_alock_vm
     ;;
 *)
     echo "FAIL guest: unknown role '$role'"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/vm/run.sh [all|single|pair|cxl|krconn|krconn-bench|perftest] - the VM tier: boots Debian's own kernel in
+# tests/vm/run.sh [all|single|pair|cxl|krconn|nppin|MODE] - the VM tier: boots Debian's own kernel in
 # qemu (TCG) with Soft-RoCE, ivshmem and an emulated CXL type-3 device, and runs tests/vm/*.c in
 # the guests. Prints "ok/FAIL/skip NAME" lines and ends with "vm: N passed, N failed, N skipped".
 #   single    one guest: impl/verbs.h on rxe0 (RC, UD, WRITE, READ, atomics, error paths)
@@ -10,6 +10,9 @@
 #   krconn    one guest: krconn.h on rxe0 (tests/vm/test_krconn.c: processes of one guest)
 #   krconn-bench  one guest timing krconn's connects against rdma_cm (cmtime) and plain verbs
 #   perftest  one guest running perftest's ib_*_lat on rxe0 (used by bench/bench_perftest.sh)
+#   alockbench  one guest running alock's lock-table benchmark (used by bench/bench_alock.sh)
+#   nppin     one 2 GiB guest with zram swap: nppin.h (tests/vm/test_nppin.c)
+#   nppin-bench  the same guest running tests/vm/nppin_bench.c (used by bench/bench_nppin.sh)
 # The kernel package is downloaded once and kept in build/vm/kernel. Needs root for installing
 # missing packages (tests/deps.sh vm); otherwise only qemu and the packages.
 set -u
@@ -80,7 +83,7 @@ fi
 # ---- initramfs: busybox, the modules we need, test programs, their libraries, rdma-core
 
 MODULES="virtio_pci virtio_net crc32_generic rdma_rxe ib_uverbs rdma_cm rdma_ucm cxl_acpi cxl_pci cxl_mem cxl_pmem libnvdimm
-nd_pmem dax_pmem device_dax nfit"
+nd_pmem dax_pmem device_dax nfit zram"
 TOOLS="/usr/bin/rdma /usr/bin/cxl /usr/bin/ndctl /usr/bin/ib_send_lat /usr/bin/ib_write_lat
 /usr/bin/ib_read_lat /usr/bin/ib_atomic_lat /usr/bin/cmtime"
 
@@ -257,6 +260,22 @@ run_perftest() {
     collect perftest $(($(date +%s) - t0))
 }
 
+run_alockbench() { # bench/bench_alock.sh: the lock table of tests/vm/bench_alock_vm.c
+    t0=$(date +%s)
+    boot alockbench alockbench "rcp.ip=10.0.2.15" -m 1G \
+        -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:0f
+    tr -d '\r' <"$OUT/alockbench.results" | grep -E '^(alock|spin|mcs)' || true
+    collect alockbench $(($(date +%s) - t0))
+}
+
+run_nppin() { # run_nppin ROLE: one 2 GiB guest (a 1 GiB region fully registered fits)
+    t0=$(date +%s)
+    boot "$1" "$1" "rcp.ip=10.0.2.15" -m 2G \
+        -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:0f
+    [ "$1" = nppin-bench ] && { tr -d '\r' <"$OUT/$1.results" | grep -E '^nppin_bench ' || true; }
+    collect "$1" $(($(date +%s) - t0))
+}
+
 case $mode in
     all)
         echo "== vm: impl headers as C11 and C++17"
@@ -265,13 +284,15 @@ case $mode in
         pass=$((pass + $(grep -c '^ok ' "$OUT/compile.log")))
         fail=$((fail + $(grep -c '^FAIL ' "$OUT/compile.log")))
         skip=$((skip + $(grep -c '^skip ' "$OUT/compile.log")))
-        run_single; run_pair; run_cxl; run_krconn ;;
+        run_single; run_pair; run_cxl; run_krconn; run_nppin nppin ;;
     single) run_single ;;
     pair) run_pair ;;
     cxl) run_cxl ;;
     krconn) run_krconn ;;
     krconn-bench) run_krconn_bench ;;
     perftest) run_perftest ;;
-    *) echo "usage: $0 [all|single|pair|cxl|krconn|krconn-bench|perftest]"; exit 2 ;;
+    alockbench) run_alockbench ;;
+    nppin|nppin-bench) run_nppin "$mode" ;;
+    *) echo "usage: $0 [all|single|pair|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench]"; exit 2 ;;
 esac
 finish

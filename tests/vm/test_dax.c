@@ -9,7 +9,6 @@
  * device and only forgets the pod entry.
  *   test_dax /dev/daxX.Y */
 #include "vmt.h"
-#if VMT_HAVE_SHMHEAP
 #define SHMHEAP_IMPLEMENTATION
 #include "shmheap.h"
 #include <sys/stat.h>
@@ -188,12 +187,10 @@ static void dax_bad_input(void)
         CHECK_EQ(shmheap_close(h), 0);
     }
 }
-#endif
 
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-#if VMT_HAVE_SHMHEAP
     if (argc != 2 || strncmp(argv[1], "/dev/dax", 8)) {
         printf("FAIL dax: usage: %s /dev/daxX.Y\n", argv[0]);
         return 1;
@@ -208,9 +205,5 @@ int main(int argc, char **argv)
     TEST(dax_second_process);
     TEST(dax_kill_rounds);
     TEST(dax_bad_input);
-#else
-    (void)argc; (void)argv;
-    t_skip("dax", "shmheap.h has no implementation yet");
-#endif
     return T_DONE();
 }

@@ -5,7 +5,6 @@
  * walks and extends a pointer-linked list, unlink removes the file.
  *   test_hugetlb DIR     (DIR: a hugetlbfs mount) */
 #include "vmt.h"
-#if VMT_HAVE_SHMHEAP
 #define SHMHEAP_IMPLEMENTATION
 #include "shmheap.h"
 #include <sys/stat.h>
@@ -108,12 +107,10 @@ static int walker(const char *p)
     if (shmheap_check(h, NULL)) return 4;
     return shmheap_close(h) ? 5 : 0;
 }
-#endif
 
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-#if VMT_HAVE_SHMHEAP
     if (argc == 3 && !strcmp(argv[1], "--walk")) return walker(argv[2]);
     struct statfs sf;
     if (argc != 2 || statfs(argv[1], &sf) || sf.f_type != HUGETLBFS_MAGIC_) {
@@ -122,9 +119,5 @@ int main(int argc, char **argv)
     }
     snprintf(path, sizeof path, "%s/heap-%d", argv[1], (int)getpid());
     TEST(hugetlb_heap);
-#else
-    (void)argc; (void)argv;
-    t_skip("hugetlb_heap", "shmheap.h has no implementation yet");
-#endif
     return T_DONE();
 }

@@ -19,10 +19,8 @@
  *                            through KRCONN_META=PEER_IP (stale entry, killed peer across guests)
  */
 #define KRCONN_IMPLEMENTATION
-#if VMT_HAVE_SHMHEAP
 #define SHMHEAP_IMPLEMENTATION
 #include "../../shmheap.h"
-#endif
 #include "../../krconn.h"
 #include "vmt.h"
 #include <pthread.h>
@@ -102,7 +100,6 @@ static int srv_role(int fd, void *arg, char *why, size_t whylen)
         }
         krconn_dir_close(md);
     }
-#if VMT_HAVE_SHMHEAP
     if (cfg->name) {
         shmheap *h = NULL;
         krconn_dir *dir = NULL;
@@ -113,7 +110,6 @@ static int srv_role(int fd, void *arg, char *why, size_t whylen)
         krconn_dir_close(dir);
         shmheap_close(h);
     }
-#endif
     {
         krconn_addr a;
         krconn_ctx_addr(ctx, &a);
@@ -238,7 +234,6 @@ static krconn_ctx *client_ctx(unsigned pool)
 
 static krconn_dir *heap_dir(void)
 {
-#if VMT_HAVE_SHMHEAP
     static shmheap *h;
     krconn_dir *d = NULL;
     if (!h) {
@@ -249,9 +244,6 @@ static krconn_dir *heap_dir(void)
     int rc = krconn_dir_heap(h, 0, &d);
     CHECKF(rc == 0, "krconn_dir_heap: %s", krconn_strerror(rc));
     return d;
-#else
-    return NULL;
-#endif
 }
 
 /* Check every operation on k against the echo server; seed picks this caller's region. With
@@ -1174,10 +1166,6 @@ int main(int argc, char **argv)
     if (argc == 3) return pair_main(argc, argv);
     const char *only = getenv("KRCONN_TEST_ONLY"); /* debugging: one test after the server starts */
     if (argc > 1) cycles = atoi(argv[1]);
-#if !VMT_HAVE_SHMHEAP
-    t_skip("krconn", "shmheap.h has no implementation yet (the in-pod directory needs it)");
-    return 0;
-#else
     snprintf(heapname, sizeof heapname, "krconn-dir-%d", (int)getpid());
     shmheap_opts ho;
     memset(&ho, 0, sizeof ho);
@@ -1219,5 +1207,4 @@ int main(int argc, char **argv)
     shmheap_close(h);
     shmheap_unlink(heapname, NULL);
     return T_DONE();
-#endif
 }

@@ -5,10 +5,8 @@
 #include "vmt.h"
 #include <setjmp.h>
 #include <sys/mman.h>
-#if VMT_HAVE_SHMHEAP
 #define SHMHEAP_IMPLEMENTATION
 #include "shmheap.h"
-#endif
 #ifndef SEGV_PKUERR
 #define SEGV_PKUERR 4
 #endif
@@ -65,7 +63,6 @@ static void pkey_raw(void)
     CHECK_EQ(pkey_free(k), 0);
 }
 
-#if VMT_HAVE_SHMHEAP
 static void shmheap_pkeys(void)
 {
     shmheap *h;
@@ -95,7 +92,6 @@ static void shmheap_pkeys(void)
     CHECK_EQ(shmheap_close(h), 0);
     CHECK_EQ(shmheap_unlink(name, NULL), 0);
 }
-#endif
 
 int main(void)
 {
@@ -111,10 +107,6 @@ int main(void)
         return 0;
     }
     TEST(pkey_raw);
-#if VMT_HAVE_SHMHEAP
     TEST(shmheap_pkeys);
-#else
-    t_skip("shmheap_pkeys", "shmheap.h has no implementation yet");
-#endif
     return T_DONE();
 }

@@ -6,16 +6,13 @@
  *   test_podheap a DEVICE PEER_IP     (DEVICE: /sys/bus/pci/devices/ADDR/resource2)
  *   test_podheap b DEVICE PEER_IP */
 #include "vmt.h"
-#if VMT_HAVE_SHMHEAP
 #define SHMHEAP_IMPLEMENTATION
 #include "shmheap.h"
-#endif
 
 #define PORT 18602
 #define NODES 1000
 #define B_NODES 10
 
-#if VMT_HAVE_SHMHEAP
 struct node {
     uint64_t v;
     struct node *next;
@@ -139,11 +136,3 @@ int main(int argc, char **argv)
     close(sock);
     return T_DONE();
 }
-#else
-int main(int argc, char **argv)
-{
-    const char *r = argc > 1 ? argv[1] : "?";
-    printf("skip podheap_%s: shmheap.h has no implementation yet\n", r);
-    return 0;
-}
-#endif

@@ -8,7 +8,6 @@
  * relaxed handler must still see everything (keys only restrict sandboxed calls). A client in
  * the server's own process keeps working (its heap gets no key). */
 #include "vmt.h"
-#if VMT_HAVE_SHMHEAP
 #define RPCOOL_IMPLEMENTATION
 #include "../../rpcool.h"
 #include <sys/wait.h>
@@ -196,13 +195,11 @@ static void rpcool_sandbox_pkeys_inproc(void)
     if (s) rpcool_server_close(s);
     pthread_barrier_destroy(&ip.go);
 }
-#endif
 
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
-#if VMT_HAVE_SHMHEAP
     if (!shmheap_pkey_supported()) {
         t_skip("rpcool_sandbox_pkeys", "no pku (shmheap_pkey_supported() is 0)");
         t_skip("rpcool_sandbox_pkeys_inproc", "no pku (shmheap_pkey_supported() is 0)");
@@ -210,9 +207,5 @@ int main(void)
     }
     TEST(rpcool_sandbox_pkeys);
     TEST(rpcool_sandbox_pkeys_inproc);
-#else
-    t_skip("rpcool_sandbox_pkeys", "shmheap.h has no implementation yet");
-    t_skip("rpcool_sandbox_pkeys_inproc", "shmheap.h has no implementation yet");
-#endif
     return T_DONE();
 }

@@ -1,10 +1,11 @@
 // TSAN
 /* rpcool under attack: a malicious client truncates the channel file, holds a lock on its heap
- * file, forges another client's heap name in its slot, scribbles on the channel header; a
- * server re-registers handlers while serving; rpcool_server_close with a user thread still in
- * rpcool_serve; API misuse (NULL arguments); timeouts with a long spin; connect/close churn
- * must not leak descriptors or /dev/shm files. Servers under attack run in a child process so
- * that a crash or hang of the server is a failed check here, not a dead test binary. */
+ * file, keeps its heap's mutex taken at connect, forges another client's heap name in its slot,
+ * scribbles on the channel header; a server re-registers handlers while serving;
+ * rpcool_server_close with a user thread still in rpcool_serve; API misuse (NULL arguments);
+ * timeouts with a long spin; connect/disconnect churn must not leak descriptors or /dev/shm
+ * files. Servers under attack run in a child process so that a crash or hang of the server is a
+ * failed check here, not a dead test binary. */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
 #include "t.h"
@@ -15,37 +16,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 
-enum { FN_ECHO = 1, FN_SLEEP = 2, FN_TAG = 3 };
-
-static int h_echo(rpcool_ctx *ctx, void *arg, size_t len, void *user)
-{
-    (void)user;
-    char *r = (char *)rpcool_ctx_alloc(ctx, len ? len : 1);
-    if (!r) return SHMHEAP_E_FULL;
-    memcpy(r, arg, len);
-    rpcool_ctx_reply(ctx, r, len);
-    return 0;
-}
-
-static int h_sleep(rpcool_ctx *ctx, void *arg, size_t len, void *user)
-{
-    (void)ctx; (void)user;
-    usleep(len >= sizeof(int) ? (useconds_t)*(int *)arg * 1000 : 1000);
-    return 1;
-}
-
-static rpcool_server *open_server(const char *name, unsigned max_conns)
-{
-    rpcool_server *s = NULL;
-    rpcool_server_opts o;
-    memset(&o, 0, sizeof o);
-    o.reap_ms = 20;
-    o.max_conns = max_conns;
-    if (rpcool_server_open(name, &o, &s)) return NULL;
-    rpcool_server_add_handler(s, FN_ECHO, h_echo, NULL, 0);
-    rpcool_server_add_handler(s, FN_SLEEP, h_sleep, NULL, 0);
-    return s;
-}
+enum { FN_TAG = 3 };
 
 /* A server in a child process; it closes its channel when the parent closes ctl. */
 struct child_srv {
@@ -61,7 +32,7 @@ static int srv_start(struct child_srv *cs, const char *name, unsigned max_conns)
     if (p == 0) {
         close(ready[0]);
         close(ctl[1]);
-        rpcool_server *s = open_server(name, max_conns);
+        rpcool_server *s = t_open_server(name, max_conns);
         if (!s || rpcool_server_start(s, 1)) _exit(2);
         if (write(ready[1], "r", 1) != 1) _exit(3);
         char x;
@@ -111,7 +82,7 @@ static int echo_ok(rpcool_conn *c)
     if (!a) return 0;
     void *ret = NULL;
     size_t n = 0;
-    int r = rpcool_call(c, FN_ECHO, a, 5, &ret, &n);
+    int r = rpcool_call(c, T_FN_ECHO, a, 5, &ret, &n);
     int ok = r == 0 && n == 5 && ret && !memcmp(ret, "ping", 5);
     if (ret) rpcool_free(c, ret);
     rpcool_free(c, a);
@@ -119,15 +90,6 @@ static int echo_ok(rpcool_conn *c)
 }
 
 static int count_shm(const char *needle);
-
-static int shm_exists(const char *heap)
-{
-    char p[200];
-    struct stat st;
-    if (!strncmp(heap, "shm:", 4)) heap += 4;
-    snprintf(p, sizeof p, "/dev/shm/%s", heap);
-    return stat(p, &st) == 0;
-}
 
 /* A client truncates the channel file: the server must not die of SIGBUS; it restores the file
    and goes on serving. */
@@ -193,33 +155,51 @@ static rpcool_conn *half_conn(const char *name)
     return c;
 }
 
+/* A server child on a new channel, and a client child that half-connects to it and exits with
+   fn(c, wfd) (fn writes to wfd when the parent may go on): 0 with *p the client and *rfd the
+   pipe's read end, or -1 after a FAIL line. */
+static int half_conn_child(const char *name, struct child_srv *cs, int (*fn)(rpcool_conn *, int),
+                           pid_t *p, int *rfd)
+{
+    if (srv_start(cs, name, 0)) { CHECK(0); return -1; }
+    int pfd[2];
+    CHECK_EQ(pipe(pfd), 0);
+    *p = fork();
+    if (*p == 0) {
+        rpcool_conn *c = half_conn(name);
+        if (!c) _exit(2);
+        _exit(fn(c, pfd[1]));
+    }
+    close(pfd[1]);
+    *rfd = pfd[0];
+    return 0;
+}
+
 /* A client holds flock(LOCK_EX) on its heap file and asks to connect: the server's accept
    must not block on it (shmheap_open waits for a creator's lock), so others are still
    accepted and served. */
+static int flocked_client(rpcool_conn *c, int wfd)
+{
+    char path[200];
+    snprintf(path, sizeof path, "/dev/shm/%s", c->heap_name);
+    int fd = open(path, O_RDWR);
+    if (fd < 0 || flock(fd, LOCK_EX)) return 3;
+    rpcool__handshake(c, 300); /* the server blocks in accept (before the fix) */
+    if (write(wfd, "x", 1) != 1) return 4;
+    pause();
+    return 0;
+}
+
 static void test_heap_flocked(void)
 {
     const char *name = t_uniq("flock");
     struct child_srv cs;
-    if (srv_start(&cs, name, 0)) { CHECK(0); return; }
-    int pfd[2];
-    CHECK_EQ(pipe(pfd), 0);
-    pid_t p = fork();
-    if (p == 0) {
-        rpcool_conn *c = half_conn(name);
-        if (!c) _exit(2);
-        char path[200];
-        snprintf(path, sizeof path, "/dev/shm/%s", c->heap_name);
-        int fd = open(path, O_RDWR);
-        if (fd < 0 || flock(fd, LOCK_EX)) _exit(3);
-        rpcool__handshake(c, 300); /* the server blocks in accept (before the fix) */
-        if (write(pfd[1], "x", 1) != 1) _exit(4);
-        pause();
-        _exit(0);
-    }
-    close(pfd[1]);
+    pid_t p;
+    int rfd;
+    if (half_conn_child(name, &cs, flocked_client, &p, &rfd)) return;
     char x;
-    CHECK_EQ(read(pfd[0], &x, 1), 1);
-    close(pfd[0]);
+    CHECK_EQ(read(rfd, &x, 1), 1);
+    close(rfd);
     rpcool_conn_opts o;
     memset(&o, 0, sizeof o);
     o.connect_timeout_ms = 2000;
@@ -242,27 +222,25 @@ static void test_heap_flocked(void)
    (it used to read the connection header through the heap's roots, under the mutex, and spent
    a second on a serving thread before refusing). The client is accepted at once, and another
    client connecting meanwhile is served. */
+static int mutex_holding_client(rpcool_conn *c, int wfd)
+{
+    if (shmheap__lock(c->heap)) return 3;
+    uint64_t t0 = rcp__now_ns();
+    int32_t res[2];
+    res[0] = rpcool__handshake(c, 3000);
+    res[1] = (int32_t)((rcp__now_ns() - t0) / 1000000u);
+    if (write(wfd, res, sizeof res) != (ssize_t)sizeof res) return 4;
+    pause();
+    return 0;
+}
+
 static void test_heap_mutex_held_at_connect(void)
 {
     const char *name = t_uniq("mutexacc");
     struct child_srv cs;
-    if (srv_start(&cs, name, 0)) { CHECK(0); return; }
-    int pfd[2];
-    CHECK_EQ(pipe(pfd), 0);
-    pid_t p = fork();
-    if (p == 0) {
-        rpcool_conn *c = half_conn(name);
-        if (!c) _exit(2);
-        if (shmheap__lock(c->heap)) _exit(3);
-        uint64_t t0 = rcp__now_ns();
-        int32_t res[2];
-        res[0] = rpcool__handshake(c, 3000);
-        res[1] = (int32_t)((rcp__now_ns() - t0) / 1000000u);
-        if (write(pfd[1], res, sizeof res) != (ssize_t)sizeof res) _exit(4);
-        pause();
-        _exit(0);
-    }
-    close(pfd[1]);
+    pid_t p;
+    int rfd;
+    if (half_conn_child(name, &cs, mutex_holding_client, &p, &rfd)) return;
     rpcool_conn_opts o;
     memset(&o, 0, sizeof o);
     o.connect_timeout_ms = 3000;
@@ -277,8 +255,8 @@ static void test_heap_mutex_held_at_connect(void)
         rpcool_disconnect(c);
     }
     int32_t res[2] = {1, -1};
-    CHECK_EQ(read(pfd[0], res, sizeof res), (ssize_t)sizeof res);
-    close(pfd[0]);
+    CHECK_EQ(read(rfd, res, sizeof res), (ssize_t)sizeof res);
+    close(rfd);
     CHECKF(res[0] == 0, "the client holding its mutex: handshake %s", rpcool_strerror(res[0]));
     CHECKF(res[1] < 500, "its handshake took %d ms", (int)res[1]);
     kill(p, SIGKILL);
@@ -317,10 +295,10 @@ static void test_forged_heap_name(void)
     waitpid(p, &st, 0);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     usleep(300000); /* many reap periods */
-    CHECKF(shm_exists(hn), "the live client's heap %s was unlinked", hn);
+    CHECKF(t_shm_exists(hn), "the live client's heap %s was unlinked", hn);
     CHECK(echo_ok(victim));
     rpcool_disconnect(victim);
-    CHECK(!shm_exists(hn));
+    CHECK(!t_shm_exists(hn));
     CHECK(srv_alive(&cs));
     CHECK_EQ(srv_stop(&cs, name), 0);
 }
@@ -360,21 +338,27 @@ static void test_header_scribbled(void)
 /* Re-registering a handler while calls run: a call must never get one registration's function
    with another's user pointer. */
 struct tag { int fn_tag; };
+
 static struct tag tag_a = {1}, tag_b = {2};
+
 static volatile int tag_mismatch;
+
 static int h_tag_a(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
     (void)ctx; (void)arg; (void)len;
     if (((struct tag *)user)->fn_tag != 1) tag_mismatch = 1;
     return 1;
 }
+
 static int h_tag_b(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
     (void)ctx; (void)arg; (void)len;
     if (((struct tag *)user)->fn_tag != 2) tag_mismatch = 1;
     return 2;
 }
+
 static volatile int swap_stop;
+
 static void *swapper(void *p)
 {
     rpcool_server *s = (rpcool_server *)p;
@@ -388,7 +372,7 @@ static void *swapper(void *p)
 static void test_handler_swap(void)
 {
     const char *name = t_uniq("swap");
-    rpcool_server *s = open_server(name, 0);
+    rpcool_server *s = t_open_server(name, 0);
     if (!s) { CHECK(0); return; }
     rpcool_server_add_handler(s, FN_TAG, h_tag_a, &tag_a, 0);
     rpcool_server_start(s, 1);
@@ -421,7 +405,7 @@ static void *serve_thread(void *p)
 static void test_close_with_serve_thread(void)
 {
     const char *name = t_uniq("servethr");
-    rpcool_server *s = open_server(name, 0);
+    rpcool_server *s = t_open_server(name, 0);
     if (!s) { CHECK(0); return; }
     pthread_t th;
     pthread_create(&th, NULL, serve_thread, s);
@@ -430,7 +414,7 @@ static void test_close_with_serve_thread(void)
         int *a = (int *)rpcool_alloc(c, sizeof *a);
         *a = 100;
         uint64_t id;
-        CHECK_EQ(rpcool_call_async(c, FN_SLEEP, a, sizeof *a, NULL, NULL, NULL, &id), 0);
+        CHECK_EQ(rpcool_call_async(c, T_FN_SLOW, a, sizeof *a, NULL, NULL, NULL, &id), 0);
         usleep(30000); /* the handler is running */
         CHECK_EQ(rpcool_server_close(s), 0);
         pthread_join(th, NULL);
@@ -454,18 +438,25 @@ static int survives(void (*fn)(void *), void *arg)
     waitpid(p, &st, 0);
     return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
+
 static void m_alloc(void *a) { (void)a; if (rpcool_alloc(NULL, 16)) _exit(1); }
+
 static void m_pages(void *a) { (void)a; if (rpcool_alloc_pages(NULL, 16)) _exit(1); }
+
 static void m_free(void *a) { rpcool_free(NULL, a); }
+
 static void m_strdup(void *a) { (void)a; if (rpcool_strdup(NULL, "x")) _exit(1); }
+
 static void m_strdup2(void *a) { if (rpcool_strdup((rpcool_conn *)a, NULL)) _exit(1); }
+
 static void m_release(void *a) { (void)a; if (rpcool_release(NULL) != RPCOOL_E_INVAL) _exit(1); }
+
 static void m_arena(void *a) { (void)a; if (rpcool_arena_alloc(NULL, 16, 16)) _exit(1); }
 
 static void test_null_args(void)
 {
     const char *name = t_uniq("null");
-    rpcool_server *s = open_server(name, 0);
+    rpcool_server *s = t_open_server(name, 0);
     if (!s) { CHECK(0); return; }
     rpcool_server_start(s, 1);
     rpcool_conn *c;
@@ -479,8 +470,8 @@ static void test_null_args(void)
     CHECK(survives(m_release, NULL));
     CHECK(survives(m_arena, NULL));
     CHECK_EQ(rpcool_call(c, RPCOOL_MAX_HANDLERS, NULL, 0, NULL, NULL), RPCOOL_E_INVAL);
-    CHECK_EQ(rpcool_call(c, FN_ECHO, dummy, 1, NULL, NULL), RPCOOL_E_BADPTR);
-    CHECK_EQ(rpcool_server_add_handler(s, RPCOOL_MAX_HANDLERS, h_echo, NULL, 0), RPCOOL_E_INVAL);
+    CHECK_EQ(rpcool_call(c, T_FN_ECHO, dummy, 1, NULL, NULL), RPCOOL_E_BADPTR);
+    CHECK_EQ(rpcool_server_add_handler(s, RPCOOL_MAX_HANDLERS, t_h_echo, NULL, 0), RPCOOL_E_INVAL);
     CHECK(echo_ok(c));
     rpcool_disconnect(c);
     rpcool_server_close(s);
@@ -490,7 +481,7 @@ static void test_null_args(void)
 static void test_timeout_long_spin(void)
 {
     const char *name = t_uniq("spin");
-    rpcool_server *s = open_server(name, 0);
+    rpcool_server *s = t_open_server(name, 0);
     if (!s) { CHECK(0); return; }
     rpcool_server_start(s, 1);
     rpcool_conn_opts o;
@@ -502,7 +493,7 @@ static void test_timeout_long_spin(void)
     int *a = (int *)rpcool_alloc(c, sizeof *a);
     *a = 600;
     uint64_t t0 = rcp__now_ns();
-    int r = rpcool_call(c, FN_SLEEP, a, sizeof *a, NULL, NULL);
+    int r = rpcool_call(c, T_FN_SLOW, a, sizeof *a, NULL, NULL);
     uint64_t ms = (rcp__now_ns() - t0) / 1000000;
     CHECK_EQ(r, RPCOOL_E_TIMEOUT);
     CHECKF(ms < 400, "a 50 ms timeout took %llu ms", (unsigned long long)ms);
@@ -540,7 +531,7 @@ static int count_shm(const char *needle)
 static void test_churn(void)
 {
     const char *name = t_uniq("churn");
-    rpcool_server *s = open_server(name, 0);
+    rpcool_server *s = t_open_server(name, 0);
     if (!s) { CHECK(0); return; }
     rpcool_server_start(s, 1);
     rpcool_conn_opts o;
@@ -576,17 +567,9 @@ static void test_churn(void)
     CHECK_EQ(count_shm(name), 0);
 }
 
-static const char *only; /* argv[1]: run only the tests whose name contains it */
-#define RUN(fn) do { if (!only || strstr(#fn, only)) TEST(fn); } while (0)
-
 int main(int argc, char **argv)
 {
-    only = argc > 1 ? argv[1] : NULL;
-#ifdef T_TSAN /* ThreadSanitizer programs can map only inside this window (see shmheap.h) */
-    setenv("SHMHEAP_POD", "shmheap-tsan.pod", 0);
-    setenv("SHMHEAP_WINDOW", "560000000000-568000000000", 0);
-#endif
-    signal(SIGPIPE, SIG_IGN);
+    t_init(argc, argv);
 #ifdef T_TSAN /* a SIGBUS inside ThreadSanitizer's atomics leaves its internal lock held */
     t_skip("test_chan_truncated", "fault recovery inside ThreadSanitizer's atomic runtime deadlocks; run by the ASan build");
 #else

@@ -1,11 +1,18 @@
 // TSAN
 /* rpcool: channels and every call path - sync, async (poll, wait, callback), many threads on one
- * connection, many client processes, many channels, idle sleep, names, the data builders. */
+ * connection, many client processes, many channels, idle sleep, names, the data builders;
+ * rpcool_server_stop and close from a handler, a sync call waiting for a slot, a waiting client
+ * that sleeps, builders and name limits. */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
 #include "t.h"
 #include <pthread.h>
 #include <sys/resource.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 enum { FN_ECHO = 1, FN_STATUS = 2, FN_SUM = 3, FN_SLOW = 4 };
 
@@ -29,6 +36,7 @@ static int h_status(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 
 /* sums a pointer-rich list: struct node { long v; struct node *next; } */
 struct node { long v; struct node *next; };
+
 static int h_sum(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
     (void)len; (void)user;
@@ -147,7 +155,9 @@ static void test_names(void)
 }
 
 static int cb_count;
+
 static long cb_sum;
+
 static void on_done(rpcool_conn *c, int status, void *ret, size_t n, void *user)
 {
     (void)n;
@@ -195,6 +205,7 @@ static void test_async(void)
 }
 
 struct thr_arg { rpcool_conn *c; int n, bad; };
+
 static void *thr_calls(void *p)
 {
     struct thr_arg *ta = (struct thr_arg *)p;
@@ -309,6 +320,7 @@ static void test_idle_sleeps(void)
    leave a call waiting for a 1 s time slice (peer_check_ms, reap_ms), so no call may take
    that long. */
 struct wake_arg { rpcool_conn *c; int id, bad; uint64_t max_ns; };
+
 static void *wake_calls(void *p)
 {
     struct wake_arg *wa = (struct wake_arg *)p;
@@ -395,20 +407,182 @@ static void test_builders(void)
     shmheap_unlink(hn, NULL);
 }
 
-int main(void)
+static double ms_since(uint64_t t0) { return (double)(rcp__now_ns() - t0) / 1e6; }
+
+/* rpcool_server_stop makes a thread in rpcool_serve return; rpcool_server_close from a
+   handler of that server fails with RPCOOL_E_INVAL. */
+static int g_served;
+
+static void *serve_main(void *p)
 {
-    (void)t_skip;
-#ifdef T_TSAN /* ThreadSanitizer programs can map only inside this window (see shmheap.h) */
-    setenv("SHMHEAP_POD", "shmheap-tsan.pod", 0);
-    setenv("SHMHEAP_WINDOW", "560000000000-568000000000", 0);
-#endif
-    TEST(test_sync_echo);
-    TEST(test_names);
-    TEST(test_async);
-    TEST(test_threads);
-    TEST(test_processes);
-    TEST(test_idle_sleeps);
-    TEST(test_sleep_wake);
-    TEST(test_builders);
+    rpcool_serve((rpcool_server *)p);
+    __atomic_store_n(&g_served, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+static void g_stop_and_close_from_handler(void)
+{
+    const char *name = t_uniq("gstop");
+    rpcool_server *s = t_serve(name, NULL, 0);
+    if (!s) return;
+    pthread_t th;
+    g_served = 0;
+    pthread_create(&th, NULL, serve_main, s);
+    rpcool_conn *c = NULL;
+    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    if (c) CHECK_EQ(rpcool_call(c, T_FN_CLOSE, NULL, 0, NULL, NULL), RPCOOL_E_INVAL);
+    if (c) CHECK_EQ(t_slow_call(c, 0), 1); /* still open */
+    if (c) rpcool_disconnect(c); /* (a stopped server would not see it go until close's 5 s) */
+    rpcool_server_stop(s);
+    uint64_t t0 = rcp__now_ns();
+    while (!__atomic_load_n(&g_served, __ATOMIC_ACQUIRE) && ms_since(t0) < 2000) usleep(1000);
+    CHECKF(__atomic_load_n(&g_served, __ATOMIC_ACQUIRE), "rpcool_serve did not return after rpcool_server_stop");
+    pthread_join(th, NULL);
+    rpcool_server_close(s);
+}
+
+/* A synchronous call waits for a free slot while 64 asynchronous calls are in flight. */
+static rpcool_conn *g_c;
+
+static uint64_t g_ids[RPCOOL_MAX_INFLIGHT];
+
+static int g_waitsum;
+
+static void *waiter(void *p)
+{
+    (void)p;
+    usleep(50000);
+    for (int i = 0; i < RPCOOL_MAX_INFLIGHT; i++) g_waitsum += rpcool_wait(g_c, g_ids[i], NULL, NULL);
+    return NULL;
+}
+
+static void g_sync_waits_for_slot(void)
+{
+    const char *name = t_uniq("gslot");
+    rpcool_server *s;
+    rpcool_conn *c;
+    if (t_serve_connect(name, 2, &s, &c)) return;
+    g_c = c;
+    g_waitsum = 0;
+    int *a = (int *)rpcool_alloc(c, sizeof *a);
+    *a = 5;
+    int r = 0;
+    for (int i = 0; i < RPCOOL_MAX_INFLIGHT && !r; i++) r = rpcool_call_async(c, T_FN_SLOW, a, sizeof *a, NULL, NULL, NULL, &g_ids[i]);
+    CHECK_EQ(r, 0);
+    pthread_t th;
+    pthread_create(&th, NULL, waiter, NULL);
+    CHECK_EQ(rpcool_call(c, T_FN_SLOW, a, sizeof *a, NULL, NULL), 1);
+    pthread_join(th, NULL);
+    CHECK_EQ(g_waitsum, RPCOOL_MAX_INFLIGHT);
+    rpcool_free(c, a);
+    rpcool_disconnect(c);
+    rpcool_server_close(s);
+}
+
+/* A waiting client busy-polls only spin_ns, then sleeps: a 300 ms call costs its thread little
+   CPU. */
+static double thread_cpu_ms(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_THREAD, &ru);
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 + (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+}
+
+static void g_client_sleeps(void)
+{
+    const char *name = t_uniq("gsleep");
+    rpcool_server *s;
+    rpcool_conn *c;
+    if (t_serve_connect(name, 1, &s, &c)) return;
+    double t0 = thread_cpu_ms();
+    CHECK_EQ(t_slow_call(c, 300), 1);
+    double used = thread_cpu_ms() - t0;
+    CHECKF(used < 60, "the caller used %.1f ms of CPU waiting 300 ms", used);
+    rpcool_disconnect(c);
+    rpcool_server_close(s);
+}
+
+/* Builders: arena_reset, strn, alignment, array growth, map_put's old value and a full heap,
+   alloc_pages gives whole pages; channel names of 48 characters, not 49. */
+static void g_builders_and_names(void)
+{
+    const char *hn = t_uniq("gbuild");
+    shmheap *h = t_heap(hn, 2 << 20);
+    if (!h) return;
+    rpcool_arena a;
+    CHECK_EQ(rpcool_arena_init(&a, h, 8192), 0);
+    char *x = (char *)rpcool_arena_alloc(&a, 10, 0);
+    char *y = (char *)rpcool_arena_alloc(&a, 8, 64);
+    CHECK(x && y && ((uintptr_t)y & 63) == 0);
+    char *s = rpcool_arena_strndup(&a, "abcdef", 3);
+    CHECK(s && !strcmp(s, "abc"));
+    CHECK(rpcool_arena_used(&a) > 0);
+    rpcool_arena_reset(&a);
+    CHECK_EQ(rpcool_arena_used(&a), 0);
+    CHECK(rpcool_arena_alloc(&a, 10, 0) == x);
+    rpcool_arena_reset(&a);
+    rpcool_array *arr = rpcool_array_new(&a, sizeof(int), 1);
+    for (int i = 0; arr && i < 50; i++) CHECK(rpcool_array_push(&a, arr, &i) != NULL);
+    int ok = arr && arr->len == 50;
+    for (int i = 0; ok && i < 50; i++) ok = RPCOOL_AT(arr, int, i) == i;
+    CHECK(ok);
+    rpcool_arena_reset(&a);
+    rpcool_map *m = rpcool_map_new(&a, 4);
+    uint64_t old = 99;
+    CHECK(m && rpcool_map_put(&a, m, "k", 5, &old) == 0 && old == 0);
+    char key[32];
+    int r = 0, i;
+    for (i = 0; i < 10000 && (r = rpcool_map_put(&a, m, (snprintf(key, sizeof key, "key-%d", i), key), (uint64_t)i, NULL)) == 0; i++) {}
+    CHECK_EQ(r, SHMHEAP_E_FULL);
+    uint64_t v = 0;
+    CHECK(rpcool_map_get(m, "k", &v) && v == 5);
+    CHECK(i > 0 && rpcool_map_get(m, "key-0", &v) && v == 0);
+    rpcool_arena_destroy(&a);
+    shmheap_close(h);
+    shmheap_unlink(hn, NULL);
+
+    char nm[64];
+    memset(nm, 'c', sizeof nm);
+    snprintf(nm, sizeof nm, "g%d", (int)getpid());
+    nm[strlen(nm)] = 'c';
+    nm[48] = 0;
+    rpcool_server *srv = NULL;
+    CHECK_EQ(rpcool_server_open(nm, NULL, &srv), 0);
+    if (srv) {
+        rpcool_server_add_handler(srv, T_FN_SLOW, t_h_slow, NULL, 0);
+        rpcool_server_start(srv, 1);
+        rpcool_conn *c = NULL;
+        CHECK_EQ(rpcool_connect(nm, NULL, &c), 0);
+        if (c) {
+            CHECK_EQ(t_slow_call(c, 0), 1);
+            char *pg = (char *)rpcool_alloc_pages(c, 5000);
+            CHECK(pg && ((uintptr_t)pg & 4095) == 0 && shmheap_usable_size(rpcool_heap(c), pg) >= 8192);
+            rpcool_free(c, pg);
+            rpcool_disconnect(c);
+        }
+        rpcool_server_close(srv);
+    }
+    nm[48] = 'c';
+    nm[49] = 0;
+    CHECK_EQ(rpcool_server_open(nm, NULL, &srv), RPCOOL_E_BADNAME);
+    rpcool_conn *c2 = NULL;
+    CHECK_EQ(rpcool_connect(nm, NULL, &c2), RPCOOL_E_BADNAME);
+}
+
+int main(int argc, char **argv)
+{
+    t_init(argc, argv);
+    RUN(test_sync_echo);
+    RUN(test_names);
+    RUN(test_async);
+    RUN(test_threads);
+    RUN(test_processes);
+    RUN(test_idle_sleeps);
+    RUN(test_sleep_wake);
+    RUN(test_builders);
+    RUN_NO_TSAN(g_stop_and_close_from_handler);
+    RUN_NO_TSAN(g_sync_waits_for_slot);
+    RUN_NO_TSAN(g_client_sleeps);
+    RUN_NO_TSAN(g_builders_and_names);
     return T_DONE();
 }

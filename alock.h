@@ -1,0 +1,1302 @@
+/* SPDX-License-Identifier: MIT */
+/* alock.h - ALock: a lock table whose local users never touch the NIC, with remote users over
+   RDMA. version 0.1
+
+   TABLE OF CONTENTS
+   -----------------
+   1. Usage
+   2. Example
+   3. Concepts         cohorts, the lock line, budgets, links; dead holders and waiters
+   4. Options
+   5. Thread safety
+   6. Errors
+   7. Limits
+
+   1. USAGE
+   --------
+   Copy alock.h, shmheap.h and the impl/ folder into your project. In exactly one C or C++ file:
+
+       #define ALOCK_IMPLEMENTATION
+       #include "alock.h"
+
+   ALOCK_IMPLEMENTATION also compiles shmheap's implementation into that file unless it is there
+   already (define ALOCK_NO_SHMHEAP_IMPLEMENTATION if it lives in another file of yours). The
+   remote cohort needs libibverbs: link with -libverbs. Local use only (processes of one host,
+   or of one CXL pod) needs libc alone: define ALOCK_NO_RDMA and build with plain `cc -pthread`
+   (without <infiniband/verbs.h> on the machine that is automatic). Options, defined before the
+   implementation:
+       ALOCK_NO_RDMA        leave the remote cohort out (automatic when <infiniband/verbs.h> is
+                            missing): alock_remote_* and alock_verbs_link_* then return
+                            ALOCK_E_NOTSUP
+       ALOCK_STATIC         make every alock function static
+       ALOCK_ASSERT(x)      your assert (default: assert from <assert.h>)
+       ALOCK_MALLOC(size)   your allocator for the library's private memory (default: malloc
+       ALOCK_FREE(p)        and free); define both or neither
+       ALOCK_CHECK_RMW      check the invariant ALock rests on, at run time: no word of a lock
+                            line is changed by both a CPU read-modify-write and an RDMA one (every
+                            such operation marks its word in the line; a mark of the other kind
+                            fails ALOCK_ASSERT). Costs one RDMA READ and one fetch-and-add
+                            more per remote atomic
+   Set ALOCK_DEBUG (any value) in the environment to log recoveries and failures to stderr when
+   no log function is given in the options.
+
+   2. EXAMPLE
+   ----------
+       shmheap *h;  alock_table *t;  alock_hold hold;
+       shmheap_create("locks", NULL, &h);                    // other processes: shmheap_open
+       alock_table_opts o = {.nlocks = 1024};
+       alock_table_create(h, "table", &o, &t);               // other processes: alock_table_open
+       int rc = alock_lock(t, 42, &hold);                    // 0, or ALOCK_OWNERDEAD (held)
+       if (rc < 0) { fprintf(stderr, "%s\n", alock_strerror(rc)); return 1; }
+       counter++;                                            // the critical section
+       alock_unlock(&hold);
+       alock_table_close(t);                                 // alock_table_unlink removes it
+   A remote process: the table's node registers what alock_table_lines names and tells remote
+   processes its address and key; a remote process registers ALOCK_REMOTE_MEM(ndesc) bytes of
+   its own for its descriptors, calls alock_remote_create with a link to the table's node,
+   alock_remote_set_peer for every other remote process, then alock_remote_lock / _unlock.
+
+   3. CONCEPTS
+   -----------
+   RDMA gives no atomicity between a CPU's read-modify-write and a NIC's on the same word (Soft-RoCE
+   performs a remote atomic as a plain load then store). ALock splits the users of a lock into a
+   local cohort (CPU atomics, zero RDMA operations) and a remote cohort (RDMA atomics), each an
+   MCS queue, and lets the two cohort leaders arbitrate with Peterson's algorithm, which needs
+   only loads and stores across the boundary. A lock is one 64-byte line:
+       r_tail  @0   the remote queue's tail: changed only by RDMA compare-and-swap
+       l_tail  @16  the local queue's tail: changed only by CPU exchange and compare-and-swap
+       victim  @32  Peterson's turn: plain stores from both sides
+   A non-empty tail is that cohort's Peterson flag. A waiter's descriptor (64 bytes: budget @0,
+   next @32) is in its own memory: local ones in the table, remote ones in the remote process's
+   registered memory, so every waiter spins on its own line. The lock passes within a cohort
+   with budget - 1; a waiter handed 0 re-arbitrates (Peterson again), so neither cohort starves
+   the other: once a waiting leader has written victim, the other cohort enters at most budget
+   more times before it. A leader that finds the other cohort's tail empty right after raising
+   its own flag enters at once, without writing victim: a local lock+unlock that meets no remote
+   user is an exchange, two loads and a compare-and-swap; a remote one is a compare-and-swap,
+   one READ of the line and a compare-and-swap.
+   The table lives in a shmheap (shmheap.h): every local process of the pod opens it and locks
+   with CPU atomics. A remote process reaches the lock lines through one connection to the
+   table's node, and the descriptors of other remote processes through connections to them:
+   an alock_link is four function pointers (compare-and-swap, fetch-and-add, READ, WRITE) and
+   a connection, so any connection library can carry it; alock_verbs_link_create makes one
+   from an RC queue pair. Verbs has no atomic swap: the remote enqueue is a compare-and-swap
+   loop, which is lock-free, not starvation-free (tests/alock.pml shows the starving run).
+   The protocol, timeouts included, is model-checked with Spin (tests/alock.pml,
+   tests/alock_model.sh); the take-over from dead processes is not modelled.
+
+   Dead holders and waiters. Every local handle holds an open-file-description lock on one byte
+   (its slot) of the table's liveness file; the kernel drops it when the process dies, in any
+   pid namespace. What happens:
+   - A local process dies holding a lock, or dies queued for one: the lock reaches its
+     descriptor and stays there until a live process takes it over. Its local successor does so
+     by itself: while it waits it looks at its predecessor's slot every check_ms, and once the
+     dead predecessor has been handed the lock, it takes the lock and re-arbitrates.
+     alock_lock returns ALOCK_OWNERDEAD (the lock is held) when the dead process had entered its
+     critical section: the data it protects may be half-updated. With no local successor (the
+     dead descriptor is the local tail), remote waiters wait until a local process locks that
+     lock (it becomes the successor) or calls alock_recover(t), which releases every lock held or
+     reached by a dead process. A new process never reuses the slot of a dead one before that
+     slot's descriptors are out of every queue.
+   - alock_lock_timeout: a waiter whose deadline passes leaves its descriptor in the queue marked
+     abandoned; whoever hands it the lock passes it on instead. So a timeout never blocks others.
+   - A remote process dies (its connection fails): what it left is NOT recovered. Its queue
+     neighbours' RDMA operations fail and their calls return ALOCK_E_PEER; a live remote waiter
+     queued behind a dead one waits (the remote queue cannot tell whether a live process ahead
+     of the dead one still holds the lock); a dead remote holder or tail keeps the remote tail
+     non-empty, so local cohort leaders wait in Peterson's loop. alock_remote_reset (by a process
+     that knows every remote user of that lock has gone) empties the remote queue. The local
+     cohort is never corrupted by a remote death: it only waits.
+   - A lock never hands the protected data back in a known state: ALOCK_OWNERDEAD only says that
+     the holder died inside its critical section.
+
+   4. OPTIONS
+   ----------
+   Zero means the default; NULL opts means all defaults (alock_table_create needs nlocks).
+   alock_table_opts (create; check_ms, log and log_user also for open):
+       nlocks     locks in the table, 1..2^24 (required)
+       budget     hand-offs within a cohort before re-arbitration: ALOCK_DEFAULT_BUDGET
+       slots      local handles open at once: ALOCK_DEFAULT_SLOTS (at most ALOCK_MAX_SLOTS)
+       ndesc      locks one local handle holds or waits for at once: ALOCK_DEFAULT_NDESC
+       check_ms   how often a waiter looks at its predecessor's liveness: ALOCK_DEFAULT_CHECK_MS
+       live_path  the liveness file: /dev/shm/alock.<heap address>.<table name>
+       log, log_user  log callback (levels ALOCK_LOG_*); NULL = silent, or stderr when ALOCK_DEBUG
+                  is set in the environment
+   alock_remote_opts (all required but budget, log and log_user):
+       id         this process's id among the table's remote processes, 1..65535, unique
+       lines_addr, nlocks, budget  what the table's node reports (alock_table_lines; the budget
+                  it was created with, 0 = ALOCK_DEFAULT_BUDGET)
+       home       the link to the table's node
+       descs, ndesc  ALOCK_REMOTE_MEM(ndesc) bytes, 64-byte aligned, registered by the caller for
+                  remote read and write: the other remote processes' links reach it
+   alock_verbs_link_create: timeout_ms bounds each operation (0 = ALOCK_DEFAULT_OP_TIMEOUT_MS).
+
+   5. THREAD SAFETY
+   ----------------
+   alock_table functions may be called from any thread of any local process; one alock_hold
+   per acquisition. An alock_remote (and the links it uses) is used by one thread at a time:
+   give every thread of a remote process its own.
+
+   6. ERRORS
+   ---------
+   0 or a negative code: ALOCK_E_* (ALOCK_ERRORS lists them), shmheap's codes from the heap,
+   or -errno (verbs errors are converted at the boundary). alock_strerror(code) explains it.
+   ALOCK_OWNERDEAD (positive) means success with news.
+
+   7. LIMITS
+   ---------
+   Linux x86-64/aarch64. Up to 2^24 locks per table; up to ALOCK_MAX_SLOTS local process
+   handles and up to 65535 remote processes (16-bit ids, 48-bit addresses in descriptor
+   pointers). A local handle holds or waits for at most ndesc locks at once, ALOCK_E_NODESC
+   beyond; a remote descriptor whose RDMA operation failed after it was queued stays reserved.
+   The liveness file must support OFD locks (/dev/shm does); without it dead local processes
+   are not recognised. A process that forks shares its slot's byte lock with the child: open the
+   table again in the child. A remote process waits in the queue without a deadline:
+   alock_remote_lock has no timeout variant.
+*/
+#ifndef ALOCK_H
+#define ALOCK_H
+
+/* The implementation needs GNU extensions of glibc (OFD locks): define the implementation in a
+   file that includes alock.h first, or compile with -D_GNU_SOURCE. */
+#if defined(ALOCK_IMPLEMENTATION) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE 1
+#endif
+
+#include "shmheap.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef ALOCK_STATIC
+#define ALOCK_API static __attribute__((unused))
+#else
+#define ALOCK_API extern
+#endif
+
+#if !defined(ALOCK_NO_RDMA) && defined(__has_include)
+#if !__has_include(<infiniband/verbs.h>)
+#define ALOCK_NO_RDMA 1
+#endif
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ALOCK_DEFAULT_BUDGET 8        /* hand-offs within a cohort before re-arbitration */
+#define ALOCK_DEFAULT_SLOTS 64        /* local process handles at once */
+#define ALOCK_DEFAULT_NDESC 64        /* locks one local process holds or waits for at once */
+#define ALOCK_DEFAULT_CHECK_MS 10     /* a waiter looks at its predecessor's liveness this often */
+#define ALOCK_DEFAULT_OP_TIMEOUT_MS 5000 /* one RDMA operation, before ALOCK_E_PEER */
+#define ALOCK_MAX_SLOTS 4096
+#define ALOCK_LOCAL 1                 /* victim values */
+#define ALOCK_REMOTE 2
+
+#define ALOCK_OWNERDEAD 1 /* held; the previous holder died in its critical section */
+
+#define ALOCK_ERRORS(X)                                                                            \
+    X(ALOCK_E_INVAL, -3000, "invalid argument")                                                    \
+    X(ALOCK_E_BUSY, -2999, "the lock is held (trylock)")                                           \
+    X(ALOCK_E_TIMEDOUT, -2998, "the deadline passed before the lock was taken")                    \
+    X(ALOCK_E_NOTSUP, -2997, "not supported: built without the remote cohort (ALOCK_NO_RDMA)")     \
+    X(ALOCK_E_NODESC, -2996, "this handle holds or waits for ndesc locks already")                 \
+    X(ALOCK_E_NOSLOT, -2995, "the lock table has no free process slot")                            \
+    X(ALOCK_E_BADTABLE, -2994, "not an alock table (magic, version or sizes)")                     \
+    X(ALOCK_E_PEER, -2993, "an RDMA operation failed: the peer or the connection is gone")         \
+    X(ALOCK_E_NOTFOUND, -2992, "no lock table of that name")
+#define ALOCK__ERROR_ENUM(name, value, text) name = value,
+enum { ALOCK_ERRORS(ALOCK__ERROR_ENUM) };
+#undef ALOCK__ERROR_ENUM
+
+enum { ALOCK_LOG_ERROR = 0, ALOCK_LOG_WARN = 1, ALOCK_LOG_INFO = 2, ALOCK_LOG_DEBUG = 3 };
+typedef void (*alock_log_fn)(int level, const char *msg, void *user);
+
+/* Zero means default. */
+typedef struct alock_table_opts {
+    uint32_t nlocks;      /* create: locks in the table (required, 1..2^24) */
+    uint32_t budget;      /* create: ALOCK_DEFAULT_BUDGET */
+    uint32_t slots;       /* create: ALOCK_DEFAULT_SLOTS local handles at once */
+    uint32_t ndesc;       /* create: ALOCK_DEFAULT_NDESC descriptors per slot */
+    uint32_t check_ms;    /* ALOCK_DEFAULT_CHECK_MS */
+    const char *live_path; /* create: the liveness file; NULL = /dev/shm/alock.<heap>.<name> */
+    alock_log_fn log;     /* NULL = silent, or stderr when ALOCK_DEBUG is set */
+    void *log_user;
+} alock_table_opts;
+
+typedef struct alock_table alock_table;
+
+/* What a holder keeps between lock and unlock (caller's storage; no need to initialise). */
+typedef struct alock_hold {
+    alock_table *t;
+    uint32_t idx;
+    void *desc;
+} alock_hold;
+
+ALOCK_API const char *alock_strerror(int code);
+
+/* The table: create in a shmheap under a root name, open it from other local processes. */
+ALOCK_API int alock_table_create(shmheap *h, const char *name, const alock_table_opts *opts,
+                                 alock_table **out);
+ALOCK_API int alock_table_open(shmheap *h, const char *name, const alock_table_opts *opts,
+                               alock_table **out);
+ALOCK_API int alock_table_close(alock_table *t);
+/* Remove table name from h: its memory, its root and its liveness file. No process may use it. */
+ALOCK_API int alock_table_unlink(shmheap *h, const char *name);
+ALOCK_API uint32_t alock_table_nlocks(const alock_table *t);
+/* The lock lines: register [*addr, *addr + *len) for remote access (read, write, atomics) and
+   give remote processes the address and rkey; lock i is the line at *addr + 64 * i. */
+ALOCK_API void alock_table_lines(const alock_table *t, void **addr, size_t *len);
+
+/* Local cohort. lock: 0 or ALOCK_OWNERDEAD when held, else an error. timeout: deadline_ns on
+   CLOCK_MONOTONIC (0 = none), ALOCK_E_TIMEDOUT after it. trylock: ALOCK_E_BUSY if not free. */
+ALOCK_API int alock_lock(alock_table *t, uint32_t idx, alock_hold *hold);
+ALOCK_API int alock_lock_timeout(alock_table *t, uint32_t idx, uint64_t deadline_ns,
+                                 alock_hold *hold);
+ALOCK_API int alock_trylock(alock_table *t, uint32_t idx, alock_hold *hold);
+ALOCK_API int alock_unlock(alock_hold *hold);
+/* Release what dead local processes hold or were handed; returns how many it released. */
+ALOCK_API int alock_recover(alock_table *t);
+
+/* Remote cohort. An alock_link is how this process reaches one peer's memory: synchronous
+   operations on remote addresses (atomics on 8-byte aligned words), each returning 0 or a
+   negative code; alock reports any failure as ALOCK_E_PEER. Any connection library can provide
+   them (krconn_cas/_faa/_read/_write and krconn_wait, for one); alock_verbs_link_create makes
+   one from an RC queue pair. conn is handed back to every call. */
+typedef struct alock_link {
+    int (*cas)(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired, uint64_t *old);
+    int (*faa)(void *conn, uint64_t raddr, uint64_t add, uint64_t *old); /* ALOCK_CHECK_RMW only */
+    int (*read)(void *conn, uint64_t raddr, void *dst, uint32_t len);
+    int (*write)(void *conn, uint64_t raddr, const void *src, uint32_t len);
+    void *conn;
+} alock_link;
+
+#define ALOCK_REMOTE_MEM(ndesc) ((size_t)(ndesc) * 64) /* bytes of a remote process's descriptors */
+
+typedef struct alock_remote_opts {
+    uint16_t id;           /* this process's id among the table's remote processes, 1..65535 */
+    uint64_t lines_addr;   /* the table's lock lines (alock_table_lines at its node) */
+    uint32_t nlocks;
+    uint32_t budget;       /* the table's budget; 0 = ALOCK_DEFAULT_BUDGET */
+    alock_link home;       /* reaches the table's node (lines_addr) */
+    void *descs;           /* ALOCK_REMOTE_MEM(ndesc) bytes, 64-byte aligned, which the caller
+                              registered for remote read and write: other remote processes'
+                              links to us reach it (give them its address and key) */
+    uint32_t ndesc;        /* locks held or waited for at once (required) */
+    alock_log_fn log;
+    void *log_user;
+} alock_remote_opts;
+
+typedef struct alock_remote alock_remote;
+typedef struct alock_rhold {
+    alock_remote *r;
+    uint32_t idx;
+    void *desc;
+} alock_rhold;
+
+ALOCK_API int alock_remote_create(const alock_remote_opts *opts, alock_remote **out);
+ALOCK_API int alock_remote_destroy(alock_remote *r);
+/* How to reach remote process id's descriptors. */
+ALOCK_API int alock_remote_set_peer(alock_remote *r, uint16_t id, const alock_link *link);
+ALOCK_API int alock_remote_lock(alock_remote *r, uint32_t idx, alock_rhold *hold);
+ALOCK_API int alock_remote_trylock(alock_remote *r, uint32_t idx, alock_rhold *hold);
+ALOCK_API int alock_remote_unlock(alock_rhold *hold);
+/* Empty lock idx's remote queue (compare-and-swap of its tail from what it names to 0). Only
+   when no remote process of that queue lives: see 4. Dead holders and waiters. */
+ALOCK_API int alock_remote_reset(alock_remote *r, uint32_t idx);
+
+/* An alock_link over one RC queue pair (libibverbs): qp's send completions land in cq, which
+   the link polls (nothing else may use cq meanwhile); rkey is the peer memory's key. It
+   registers a little scratch memory in qp's protection domain. timeout_ms bounds each
+   operation (0 = ALOCK_DEFAULT_OP_TIMEOUT_MS). */
+struct ibv_qp;
+struct ibv_cq;
+ALOCK_API int alock_verbs_link_create(struct ibv_qp *qp, struct ibv_cq *cq, uint32_t rkey,
+                                      uint32_t timeout_ms, alock_link *out);
+ALOCK_API int alock_verbs_link_destroy(alock_link *link);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* ALOCK_H */
+
+/* ============================================================================================ */
+/*                                       IMPLEMENTATION                                         */
+/* ============================================================================================ */
+#if defined(ALOCK_IMPLEMENTATION) && !defined(ALOCK_IMPLEMENTATION_ONCE)
+#define ALOCK_IMPLEMENTATION_ONCE
+
+#if !defined(SHMHEAP_IMPLEMENTATION_ONCE) && !defined(ALOCK_NO_SHMHEAP_IMPLEMENTATION)
+#define SHMHEAP_IMPLEMENTATION
+#include "shmheap.h"
+#endif
+#include "impl/platform.h"
+#include <fcntl.h>
+#include <sys/stat.h>
+#ifndef ALOCK_NO_RDMA
+#include "impl/verbs.h"
+#endif
+
+#ifndef ALOCK_ASSERT
+#include <assert.h>
+#define ALOCK_ASSERT(x) assert(x)
+#endif
+#if defined(ALOCK_MALLOC) != defined(ALOCK_FREE)
+#error "alock.h: define both ALOCK_MALLOC and ALOCK_FREE, or neither"
+#endif
+#ifndef ALOCK_MALLOC
+#define ALOCK_MALLOC(size) malloc(size)
+#define ALOCK_FREE(p) free(p)
+#endif
+
+/* ---------------------------------------------------------------------------------------- */
+/* >>layout                                                                                  */
+
+#define ALOCK__MAGIC 0x314b434f4c41ull /* "ALOCK1" */
+#define ALOCK__VERSION 1u
+#define ALOCK__WAIT (-1)       /* a descriptor's budget while its owner waits */
+#define ALOCK__ABANDONED (-2)  /* its owner's deadline passed: whoever grants it passes on */
+#define ALOCK__RECLAIMED (-3)  /* a dead owner's grant was taken over */
+#define ALOCK__LIVE_OFF ((off_t)1 << 40)
+
+/* One lock: the paper's layout. @48 and @56 hold ALOCK_CHECK_RMW's marks: each is changed by one
+   kind of read-modify-write only (RDMA fetch-and-add, CPU fetch-or). */
+typedef struct alock__line {
+    uint64_t r_tail;      /* remote descriptor: id << 48 | address; 0 = empty */
+    uint64_t pad0;
+    uint64_t l_tail;      /* local descriptor: its address (the heap maps alike everywhere) */
+    uint64_t pad1;
+    uint64_t victim;      /* ALOCK_LOCAL or ALOCK_REMOTE */
+    uint64_t pad2;
+    uint64_t rdma_marks;  /* ALOCK_CHECK_RMW: byte k counts RDMA read-modify-writes of word k */
+    uint64_t cpu_marks;   /* ALOCK_CHECK_RMW: bit k = a CPU read-modify-write of word k */
+} alock__line;
+
+/* A waiter's descriptor. Local ones live in the table (slot s owns ndesc of them). */
+typedef struct alock__desc {
+    int64_t budget;       /* ALOCK__WAIT, or the budget it was handed (>= 0), or _ABANDONED/_RECLAIMED */
+    uint64_t lock;        /* local: lock index + 1 while linked in a queue, 0 = free */
+    uint64_t held;        /* local: 1 inside the critical section (tells ALOCK_OWNERDEAD) */
+    uint64_t pad0;
+    uint64_t next;        /* the successor's descriptor (local: address; remote: id << 48 | address) */
+    uint64_t pad1[3];
+} alock__desc;
+
+typedef struct alock__slot {
+    uint64_t owner;       /* pid of the handle's process (a hint for logs); 0 = never used */
+    uint64_t pad[7];
+} alock__slot;
+
+typedef struct alock__hdr {
+    uint64_t magic;
+    uint32_t version, ready;
+    uint32_t nlocks, budget, slots, ndesc;
+    uint64_t lines_off, slots_off, descs_off, total;
+    char live_path[192];
+} alock__hdr;
+
+RCP__STATIC_ASSERT(sizeof(alock__line) == 64, "lock line");
+RCP__STATIC_ASSERT(offsetof(alock__line, l_tail) == 16 && offsetof(alock__line, victim) == 32,
+                   "the paper's layout");
+RCP__STATIC_ASSERT(sizeof(alock__desc) == 64 && offsetof(alock__desc, next) == 32, "descriptor");
+RCP__STATIC_ASSERT(sizeof(alock__slot) == 64, "slot");
+RCP__STATIC_ASSERT(sizeof(alock__hdr) == 256, "header");
+
+struct alock_table {
+    alock__hdr *hdr;
+    alock__line *lines;
+    alock__slot *slots;
+    alock__desc *descs;
+    uint32_t nlocks, budget, nslots, ndesc, slot;
+    uint64_t check_ns;
+    int live_fd;
+    alock_log_fn log;
+    void *log_user;
+};
+
+/* ---------------------------------------------------------------------------------------- */
+/* >>util                                                                                    */
+
+ALOCK_API const char *alock_strerror(int code)
+{
+    switch (code) {
+    case 0: return "success";
+    case ALOCK_OWNERDEAD: return "held; the previous holder died in its critical section";
+#define ALOCK__CASE(name, value, text) case name: return text;
+        ALOCK_ERRORS(ALOCK__CASE)
+#undef ALOCK__CASE
+    default: break;
+    }
+    if (code < 0 && code > -1000) return strerror(-code);
+    return shmheap_strerror(code);
+}
+
+static int alock__env_debug = -1;
+static void alock__logf(alock_log_fn fn, void *user, int level, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void alock__logf(alock_log_fn fn, void *user, int level, const char *fmt, ...)
+{
+    struct rcp__logger lg = rcp__logger_pick(fn, user, &alock__env_debug, "ALOCK_DEBUG", "alock");
+    va_list ap;
+    va_start(ap, fmt);
+    rcp__logv(&lg, level, fmt, ap);
+    va_end(ap);
+}
+#define ALOCK__LOG(t, level, ...) alock__logf((t)->log, (t)->log_user, (level), __VA_ARGS__)
+
+/* ALOCK_CHECK_RMW: a CPU read-modify-write of word k of a line (k = byte offset / 8) */
+static inline void alock__cpu_rmw_mark(alock__line *L, unsigned k)
+{
+#ifdef ALOCK_CHECK_RMW
+    ALOCK_ASSERT(((rcp__load(&L->rdma_marks) >> (8 * k)) & 0xff) == 0 &&
+                 "a word of the lock line saw both CPU and RDMA read-modify-write");
+    __atomic_fetch_or(&L->cpu_marks, 1ull << k, __ATOMIC_RELAXED);
+#else
+    (void)L; (void)k;
+#endif
+}
+
+/* One step of a wait: spin a little, then let the CPU go (the holder or the NIC's work may be
+   waiting for it: Soft-RoCE runs on the same CPUs). */
+static inline void alock__pause(unsigned *k)
+{
+    if ((++*k & 127) == 0) sched_yield();
+    else rcp__cpu_relax();
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* >>liveness                                                                                */
+
+/* 1 if slot s's byte is locked (its process lives), 0 if not, -1 unknown */
+static int alock__slot_live(alock_table *t, uint32_t s)
+{
+    if (t->live_fd < 0) return -1;
+    if (s == t->slot) return 1;
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = ALOCK__LIVE_OFF + (off_t)s;
+    fl.l_len = 1;
+    if (fcntl(t->live_fd, F_OFD_GETLK, &fl)) return -1;
+    return fl.l_type != F_UNLCK;
+}
+
+static inline uint32_t alock__desc_slot(const alock_table *t, const alock__desc *d)
+{
+    return (uint32_t)((size_t)(d - t->descs) / t->ndesc);
+}
+
+static inline int alock__desc_ok(const alock_table *t, uint64_t v)
+{
+    uintptr_t lo = (uintptr_t)t->descs, hi = lo + (size_t)t->nslots * t->ndesc * sizeof(alock__desc);
+    return v >= lo && v < hi && (v - lo) % sizeof(alock__desc) == 0;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* >>table                                                                                   */
+
+static int alock__live_open(alock_table *t, int create)
+{
+    t->live_fd = open(t->hdr->live_path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+    if (t->live_fd < 0) {
+        ALOCK__LOG(t, ALOCK_LOG_WARN, "liveness file %s: %s (dead processes will not be recognised)",
+                   t->hdr->live_path, strerror(errno));
+    }
+    return 0;
+}
+
+/* Does slot s still have descriptors in some queue (a dead process's, not yet released)? */
+static int alock__slot_busy(alock_table *t, uint32_t s)
+{
+    for (uint32_t i = 0; i < t->ndesc; i++)
+        if (rcp__load(&t->descs[(size_t)s * t->ndesc + i].lock)) return 1;
+    return 0;
+}
+
+/* Take a slot: the first whose byte nobody holds and whose descriptors are all free. */
+static int alock__claim_slot(alock_table *t)
+{
+    for (uint32_t s = 0; s < t->nslots; s++) {
+        if (t->live_fd >= 0) {
+            struct flock fl;
+            memset(&fl, 0, sizeof fl);
+            fl.l_type = F_WRLCK;
+            fl.l_whence = SEEK_SET;
+            fl.l_start = ALOCK__LIVE_OFF + (off_t)s;
+            fl.l_len = 1;
+            if (fcntl(t->live_fd, F_OFD_SETLK, &fl)) continue;
+            if (alock__slot_busy(t, s)) { /* a dead process's descriptors are still queued */
+                t->slot = s;
+                int n = alock_recover(t);
+                (void)n;
+                if (alock__slot_busy(t, s)) {
+                    fl.l_type = F_UNLCK;
+                    fcntl(t->live_fd, F_OFD_SETLK, &fl);
+                    continue;
+                }
+            }
+            t->slot = s;
+            rcp__store(&t->slots[s].owner, (uint64_t)getpid());
+            return 0;
+        }
+        /* no liveness file: slots are claimed by pid, never reclaimed from the dead */
+        uint64_t o = 0;
+        if (rcp__cas(&t->slots[s].owner, &o, (uint64_t)getpid())) {
+            t->slot = s;
+            return 0;
+        }
+    }
+    return ALOCK_E_NOSLOT;
+}
+
+static int alock__attach(shmheap *h, alock__hdr *H, const alock_table_opts *o, int create,
+                         alock_table **out)
+{
+    alock_table *t = (alock_table *)ALOCK_MALLOC(sizeof *t);
+    if (!t) return -ENOMEM;
+    memset(t, 0, sizeof *t);
+    char *base = (char *)H;
+    t->hdr = H;
+    t->nlocks = H->nlocks;
+    t->budget = H->budget;
+    t->nslots = H->slots;
+    t->ndesc = H->ndesc;
+    t->lines = (alock__line *)(void *)(base + H->lines_off);
+    t->slots = (alock__slot *)(void *)(base + H->slots_off);
+    t->descs = (alock__desc *)(void *)(base + H->descs_off);
+    t->check_ns = (uint64_t)(o && o->check_ms ? o->check_ms : ALOCK_DEFAULT_CHECK_MS) * 1000000ull;
+    t->log = o ? o->log : NULL;
+    t->log_user = o ? o->log_user : NULL;
+    t->slot = UINT32_MAX;
+    if (!shmheap_contains(h, base, H->total)) {
+        ALOCK_FREE(t);
+        return ALOCK_E_BADTABLE;
+    }
+    alock__live_open(t, create);
+    int rc = alock__claim_slot(t);
+    if (rc) {
+        if (t->live_fd >= 0) close(t->live_fd);
+        ALOCK_FREE(t);
+        return rc;
+    }
+    *out = t;
+    return 0;
+}
+
+ALOCK_API int alock_table_create(shmheap *h, const char *name, const alock_table_opts *opts,
+                                 alock_table **out)
+{
+    if (!h || !name || !out || !opts || !opts->nlocks || opts->nlocks > (1u << 24)) return ALOCK_E_INVAL;
+    uint32_t slots = opts->slots ? opts->slots : ALOCK_DEFAULT_SLOTS;
+    uint32_t ndesc = opts->ndesc ? opts->ndesc : ALOCK_DEFAULT_NDESC;
+    if (slots > ALOCK_MAX_SLOTS || ndesc > 4096) return ALOCK_E_INVAL;
+    size_t lines_off = 256, slots_off = lines_off + (size_t)opts->nlocks * 64,
+           descs_off = slots_off + (size_t)slots * 64, total = descs_off + (size_t)slots * ndesc * 64;
+    void *mem = NULL;
+    int rc = shmheap_alloc(h, total, 64, &mem);
+    if (rc) return rc;
+    memset(mem, 0, total);
+    alock__hdr *H = (alock__hdr *)mem;
+    H->magic = ALOCK__MAGIC;
+    H->version = ALOCK__VERSION;
+    H->nlocks = opts->nlocks;
+    H->budget = opts->budget ? opts->budget : ALOCK_DEFAULT_BUDGET;
+    H->slots = slots;
+    H->ndesc = ndesc;
+    H->lines_off = lines_off;
+    H->slots_off = slots_off;
+    H->descs_off = descs_off;
+    H->total = total;
+    if (opts->live_path) snprintf(H->live_path, sizeof H->live_path, "%s", opts->live_path);
+    else snprintf(H->live_path, sizeof H->live_path, "/dev/shm/alock.%llx.%s",
+                  (unsigned long long)(uintptr_t)shmheap_base(h), name);
+    alock__line *L = (alock__line *)(void *)((char *)mem + lines_off);
+    for (uint32_t i = 0; i < opts->nlocks; i++) L[i].victim = ALOCK_LOCAL;
+    rcp__store(&H->ready, 1u);
+    if ((rc = alock__attach(h, H, opts, 1, out))) {
+        shmheap_free(h, mem);
+        return rc;
+    }
+    if ((rc = shmheap_root_set(h, name, mem))) {
+        alock_table_close(*out);
+        shmheap_free(h, mem);
+        return rc;
+    }
+    return 0;
+}
+
+ALOCK_API int alock_table_open(shmheap *h, const char *name, const alock_table_opts *opts,
+                               alock_table **out)
+{
+    if (!h || !name || !out) return ALOCK_E_INVAL;
+    alock__hdr *H = (alock__hdr *)shmheap_root_get(h, name);
+    if (!H) return ALOCK_E_NOTFOUND;
+    if (!shmheap_contains(h, H, sizeof *H) || H->magic != ALOCK__MAGIC ||
+        H->version != ALOCK__VERSION || !rcp__load(&H->ready))
+        return ALOCK_E_BADTABLE;
+    if (!H->nlocks || H->nlocks > (1u << 24) || !H->slots || H->slots > ALOCK_MAX_SLOTS ||
+        !H->ndesc || H->ndesc > 4096 || H->lines_off != 256 ||
+        H->slots_off != 256 + (uint64_t)H->nlocks * 64 ||
+        H->descs_off != H->slots_off + (uint64_t)H->slots * 64 ||
+        H->total != H->descs_off + (uint64_t)H->slots * H->ndesc * 64 || !H->budget ||
+        memchr(H->live_path, 0, sizeof H->live_path) == NULL)
+        return ALOCK_E_BADTABLE;
+    return alock__attach(h, H, opts, 0, out);
+}
+
+ALOCK_API int alock_table_close(alock_table *t)
+{
+    if (!t) return 0;
+    if (t->live_fd >= 0) close(t->live_fd); /* drops our slot's byte lock */
+    else if (t->slot != UINT32_MAX) rcp__store(&t->slots[t->slot].owner, (uint64_t)0);
+    ALOCK_FREE(t);
+    return 0;
+}
+
+ALOCK_API int alock_table_unlink(shmheap *h, const char *name)
+{
+    if (!h || !name) return ALOCK_E_INVAL;
+    alock__hdr *H = (alock__hdr *)shmheap_root_get(h, name);
+    if (!H) return ALOCK_E_NOTFOUND;
+    if (!shmheap_contains(h, H, sizeof *H) || H->magic != ALOCK__MAGIC ||
+        memchr(H->live_path, 0, sizeof H->live_path) == NULL)
+        return ALOCK_E_BADTABLE;
+    char live[sizeof H->live_path];
+    memcpy(live, H->live_path, sizeof live);
+    rcp__store(&H->magic, (uint64_t)0);
+    int rc = shmheap_root_set(h, name, NULL);
+    if (!rc) rc = shmheap_free(h, H);
+    if (unlink(live) && !rc && errno != ENOENT) rc = -errno;
+    return rc;
+}
+
+ALOCK_API uint32_t alock_table_nlocks(const alock_table *t) { return t->nlocks; }
+
+ALOCK_API void alock_table_lines(const alock_table *t, void **addr, size_t *len)
+{
+    *addr = t->lines;
+    *len = (size_t)t->nlocks * sizeof(alock__line);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* >>local                                                                                   */
+
+static alock__desc *alock__desc_get(alock_table *t, uint32_t idx)
+{
+    alock__desc *d = t->descs + (size_t)t->slot * t->ndesc;
+    for (uint32_t i = 0; i < t->ndesc; i++) {
+        uint64_t z = 0;
+        if (rcp__load_relaxed(&d[i].lock) == 0 && rcp__cas(&d[i].lock, &z, (uint64_t)idx + 1)) {
+            rcp__store_relaxed(&d[i].held, (uint64_t)0);
+            rcp__store_relaxed(&d[i].next, (uint64_t)0);
+            rcp__store_relaxed(&d[i].budget, (int64_t)ALOCK__WAIT);
+            return &d[i];
+        }
+    }
+    return NULL;
+}
+
+static inline void alock__desc_put(alock__desc *d) { rcp__store(&d->lock, (uint64_t)0); }
+
+/* Hand the lock (budget b) to successor s of a releasing holder: if s abandoned its wait, pass
+   on for it. Returns with the lock handed on or the local queue empty. */
+static void alock__grant(alock_table *t, alock__line *L, alock__desc *s, int64_t b)
+{
+    for (;;) {
+        int64_t w = ALOCK__WAIT;
+        if (__atomic_compare_exchange_n(&s->budget, &w, b, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            return;
+        /* s gave up (ALOCK__ABANDONED): release for it */
+        uint64_t n = rcp__load(&s->next), sv = (uint64_t)(uintptr_t)s;
+        if (!n) {
+            alock__cpu_rmw_mark(L, 2);
+            if (rcp__cas(&L->l_tail, &sv, (uint64_t)0)) {
+                alock__desc_put(s);
+                return;
+            }
+            unsigned k = 0;
+            while (!(n = rcp__load(&s->next))) alock__pause(&k);
+        }
+        alock__desc_put(s);
+        if (!alock__desc_ok(t, n)) return; /* a scribbled queue: nothing sane to do */
+        s = (alock__desc *)(uintptr_t)n;
+    }
+}
+
+/* Release d's place at the head of the local queue without having entered (trylock failure,
+   timeout as leader): the successor, if any, re-arbitrates. */
+static void alock__leave_head(alock_table *t, alock__line *L, alock__desc *d)
+{
+    uint64_t dv = (uint64_t)(uintptr_t)d, n;
+    if (!rcp__load(&d->next)) {
+        alock__cpu_rmw_mark(L, 2);
+        if (rcp__cas(&L->l_tail, &dv, (uint64_t)0)) return;
+        unsigned k = 0;
+        while (!(n = rcp__load(&d->next))) alock__pause(&k);
+    }
+    n = rcp__load(&d->next);
+    if (alock__desc_ok(t, n)) alock__grant(t, L, (alock__desc *)(uintptr_t)n, 0);
+}
+
+/* Peterson as the local leader. 0 when entered; ALOCK_E_TIMEDOUT / _BUSY (try) otherwise. */
+static int alock__peterson_local(alock__line *L, uint64_t deadline, int try_only)
+{
+    /* Our flag (l_tail) is up: the exchange or compare-and-swap that raised it is a full
+       barrier. If the remote flag is down now, a remote leader raises it later, then sees ours
+       and waits for victim: we may enter without writing victim (tests/alock.pml checks it). */
+    if (__atomic_load_n(&L->r_tail, __ATOMIC_SEQ_CST) == 0) return 0;
+    __atomic_store_n(&L->victim, (uint64_t)ALOCK_LOCAL, __ATOMIC_SEQ_CST); /* a full barrier */
+    for (unsigned k = 0;; k++) {
+        uint64_t rt = __atomic_load_n(&L->r_tail, __ATOMIC_SEQ_CST);
+        uint64_t v = __atomic_load_n(&L->victim, __ATOMIC_SEQ_CST);
+        if (rt == 0 || v != ALOCK_LOCAL) return 0;
+        if (try_only) return ALOCK_E_BUSY;
+        if ((k & 15) == 15) { /* the remote cohort takes microseconds: let the CPU go early */
+            if (deadline && rcp__now_ns() >= deadline) return ALOCK_E_TIMEDOUT;
+            sched_yield();
+        } else {
+            rcp__cpu_relax();
+        }
+    }
+}
+
+/* Take over from pred, which is dead and was handed the lock. 1 if we did (the lock is ours,
+   to re-arbitrate), 0 if someone else took over (and will hand it to us). *ownerdead is set if
+   pred had entered its critical section. */
+static int alock__take_over(alock__desc *pred, int *ownerdead)
+{
+    int64_t b = rcp__load(&pred->budget);
+    if (b < 0) return 0;
+    if (!__atomic_compare_exchange_n(&pred->budget, &b, (int64_t)ALOCK__RECLAIMED, 0,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        return 0;
+    *ownerdead = rcp__load(&pred->held) != 0;
+    alock__desc_put(pred);
+    return 1;
+}
+
+static int alock__lock(alock_table *t, uint32_t idx, uint64_t deadline, int try_only, alock_hold *hold)
+{
+    if (!t || !hold || idx >= t->nlocks) return ALOCK_E_INVAL;
+    alock__line *L = &t->lines[idx];
+    if (try_only && rcp__load(&L->l_tail)) return ALOCK_E_BUSY;
+    alock__desc *d = alock__desc_get(t, idx);
+    if (!d) return ALOCK_E_NODESC;
+    uint64_t dv = (uint64_t)(uintptr_t)d, pred;
+    int ownerdead = 0, rc;
+    alock__cpu_rmw_mark(L, 2);
+    if (try_only) {
+        pred = 0;
+        if (!rcp__cas(&L->l_tail, &pred, dv)) {
+            alock__desc_put(d);
+            return ALOCK_E_BUSY;
+        }
+    } else {
+        pred = rcp__exchange(&L->l_tail, dv);
+    }
+    if (pred) {
+        alock__desc *p = alock__desc_ok(t, pred) ? (alock__desc *)(uintptr_t)pred : NULL;
+        if (p) rcp__store(&p->next, dv);
+        uint64_t next_check = rcp__now_ns() + t->check_ns;
+        int64_t b;
+        for (unsigned k = 0;; k++) {
+            b = rcp__load(&d->budget);
+            if (b != ALOCK__WAIT) break;
+            if ((k & 255) != 255) {
+                rcp__cpu_relax();
+                continue;
+            }
+            uint64_t now = rcp__now_ns();
+            if (deadline && now >= deadline) {
+                int64_t w = ALOCK__WAIT;
+                if (__atomic_compare_exchange_n(&d->budget, &w, (int64_t)ALOCK__ABANDONED, 0,
+                                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                    return ALOCK_E_TIMEDOUT; /* d stays linked: the granter passes on and frees it */
+                continue;                    /* granted meanwhile */
+            }
+            if (p && now >= next_check) {
+                next_check = now + t->check_ns;
+                if (alock__slot_live(t, alock__desc_slot(t, p)) == 0 && alock__take_over(p, &ownerdead)) {
+                    ALOCK__LOG(t, ALOCK_LOG_INFO, "lock %u: took over from a dead process (slot %u)%s", idx,
+                               alock__desc_slot(t, p), ownerdead ? ", which held it" : "");
+                    b = 0;
+                    break;
+                }
+            }
+            sched_yield();
+        }
+        if (b > 0) goto held;
+    }
+    rcp__store_relaxed(&d->budget, (int64_t)t->budget);
+    rc = alock__peterson_local(L, deadline, try_only);
+    if (rc) {
+        alock__leave_head(t, L, d);
+        alock__desc_put(d);
+        return rc;
+    }
+held:
+    rcp__store(&d->held, (uint64_t)1);
+    hold->t = t;
+    hold->idx = idx;
+    hold->desc = d;
+    return ownerdead ? ALOCK_OWNERDEAD : 0;
+}
+
+ALOCK_API int alock_lock(alock_table *t, uint32_t idx, alock_hold *hold)
+{
+    return alock__lock(t, idx, 0, 0, hold);
+}
+
+ALOCK_API int alock_lock_timeout(alock_table *t, uint32_t idx, uint64_t deadline_ns, alock_hold *hold)
+{
+    return alock__lock(t, idx, deadline_ns, 0, hold);
+}
+
+ALOCK_API int alock_trylock(alock_table *t, uint32_t idx, alock_hold *hold)
+{
+    return alock__lock(t, idx, 0, 1, hold);
+}
+
+ALOCK_API int alock_unlock(alock_hold *hold)
+{
+    if (!hold || !hold->t || !hold->desc) return ALOCK_E_INVAL;
+    alock_table *t = hold->t;
+    alock__line *L = &t->lines[hold->idx];
+    alock__desc *d = (alock__desc *)hold->desc;
+    uint64_t dv = (uint64_t)(uintptr_t)d, n;
+    rcp__store(&d->held, (uint64_t)0);
+    hold->desc = NULL;
+    if (!(n = rcp__load(&d->next))) {
+        alock__cpu_rmw_mark(L, 2);
+        if (rcp__cas(&L->l_tail, &dv, (uint64_t)0)) {
+            alock__desc_put(d);
+            return 0;
+        }
+        unsigned k = 0;
+        while (!(n = rcp__load(&d->next))) alock__pause(&k);
+    }
+    int64_t b = rcp__load_relaxed(&d->budget) - 1;
+    if (alock__desc_ok(t, n)) alock__grant(t, L, (alock__desc *)(uintptr_t)n, b < 0 ? 0 : b);
+    alock__desc_put(d);
+    return 0;
+}
+
+/* A dead process's descriptor d that was handed the lock: release it for them. */
+static int alock__release_dead(alock_table *t, alock__desc *d)
+{
+    int od = 0;
+    uint64_t lk = rcp__load(&d->lock);
+    if (!lk || lk > t->nlocks || !alock__take_over(d, &od)) return 0;
+    alock__line *L = &t->lines[lk - 1];
+    uint64_t dv = (uint64_t)(uintptr_t)d, n = rcp__load(&d->next);
+    if (!n) {
+        alock__cpu_rmw_mark(L, 2);
+        if (rcp__cas(&L->l_tail, &dv, (uint64_t)0)) return 1;
+        uint64_t end = rcp__now_ns() + 1000000000ull; /* its successor is linking itself */
+        while (!(n = rcp__load(&d->next)) && rcp__now_ns() < end) sched_yield();
+        if (!n) {
+            ALOCK__LOG(t, ALOCK_LOG_WARN, "lock %llu: a dead holder's successor never linked itself",
+                       (unsigned long long)(lk - 1));
+            return 1;
+        }
+    }
+    if (alock__desc_ok(t, n)) alock__grant(t, L, (alock__desc *)(uintptr_t)n, 0);
+    ALOCK__LOG(t, ALOCK_LOG_INFO, "lock %llu: released for a dead process", (unsigned long long)(lk - 1));
+    return 1;
+}
+
+ALOCK_API int alock_recover(alock_table *t)
+{
+    if (!t || t->live_fd < 0) return 0;
+    int n = 0, more = 1;
+    while (more) { /* a release can hand the lock to another dead descriptor */
+        more = 0;
+        for (uint32_t s = 0; s < t->nslots; s++) {
+            if (s == t->slot || alock__slot_live(t, s) != 0) continue;
+            for (uint32_t i = 0; i < t->ndesc; i++) {
+                alock__desc *d = &t->descs[(size_t)s * t->ndesc + i];
+                if (!rcp__load(&d->lock)) continue;
+                int64_t b = rcp__load(&d->budget);
+                if (b >= 0 && alock__release_dead(t, d)) { n++; more = 1; }
+            }
+        }
+    }
+    return n;
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* >>remote                                                                                  */
+
+#ifdef ALOCK_NO_RDMA
+ALOCK_API int alock_remote_create(const alock_remote_opts *opts, alock_remote **out)
+{
+    (void)opts;
+    if (out) *out = NULL;
+    return ALOCK_E_NOTSUP;
+}
+ALOCK_API int alock_remote_destroy(alock_remote *r) { (void)r; return ALOCK_E_NOTSUP; }
+ALOCK_API int alock_remote_set_peer(alock_remote *r, uint16_t id, const alock_link *link)
+{
+    (void)r; (void)id; (void)link;
+    return ALOCK_E_NOTSUP;
+}
+ALOCK_API int alock_remote_lock(alock_remote *r, uint32_t idx, alock_rhold *hold)
+{
+    (void)r; (void)idx; (void)hold;
+    return ALOCK_E_NOTSUP;
+}
+ALOCK_API int alock_remote_trylock(alock_remote *r, uint32_t idx, alock_rhold *hold)
+{
+    (void)r; (void)idx; (void)hold;
+    return ALOCK_E_NOTSUP;
+}
+ALOCK_API int alock_remote_unlock(alock_rhold *hold) { (void)hold; return ALOCK_E_NOTSUP; }
+ALOCK_API int alock_remote_reset(alock_remote *r, uint32_t idx)
+{
+    (void)r; (void)idx;
+    return ALOCK_E_NOTSUP;
+}
+ALOCK_API int alock_verbs_link_create(struct ibv_qp *qp, struct ibv_cq *cq, uint32_t rkey,
+                                      uint32_t timeout_ms, alock_link *out)
+{
+    (void)qp; (void)cq; (void)rkey; (void)timeout_ms;
+    if (out) memset(out, 0, sizeof *out);
+    return ALOCK_E_NOTSUP;
+}
+ALOCK_API int alock_verbs_link_destroy(alock_link *link) { (void)link; return ALOCK_E_NOTSUP; }
+#else
+#define ALOCK__ADDR_MASK ((1ull << 48) - 1)
+
+struct alock_remote {
+    alock_remote_opts o;
+    alock__desc *descs;
+    alock_link peers[65536]; /* by id; cas NULL = unknown */
+};
+
+static int alock__r_write8(const alock_link *k, uint64_t raddr, uint64_t v)
+{
+    return k->write(k->conn, raddr, &v, 8) ? ALOCK_E_PEER : 0;
+}
+
+static int alock__r_cas(alock_remote *r, uint64_t raddr, uint64_t expect, uint64_t desired, uint64_t *old)
+{
+    return r->o.home.cas(r->o.home.conn, raddr, expect, desired, old) ? ALOCK_E_PEER : 0;
+}
+
+static int alock__r_read_line(alock_remote *r, uint64_t raddr, alock__line *out)
+{
+    return r->o.home.read(r->o.home.conn, raddr, out, sizeof *out) ? ALOCK_E_PEER : 0;
+}
+
+/* ALOCK_CHECK_RMW: an RDMA read-modify-write of word k of line raddr */
+static int alock__rdma_rmw_mark(alock_remote *r, uint64_t raddr, unsigned k)
+{
+#ifdef ALOCK_CHECK_RMW
+    alock__line l;
+    uint64_t old;
+    int rc = alock__r_read_line(r, raddr, &l);
+    if (rc) return rc;
+    ALOCK_ASSERT(!(l.cpu_marks & (1ull << k)) &&
+                 "a word of the lock line saw both CPU and RDMA read-modify-write");
+    if (!r->o.home.faa) return 0;
+    return r->o.home.faa(r->o.home.conn, raddr + offsetof(alock__line, rdma_marks),
+                         1ull << (8 * k), &old) ? ALOCK_E_PEER : 0;
+#else
+    (void)r; (void)raddr; (void)k;
+    return 0;
+#endif
+}
+
+ALOCK_API int alock_remote_create(const alock_remote_opts *opts, alock_remote **out)
+{
+    if (!opts || !out || !opts->id || !opts->home.cas || !opts->home.read || !opts->home.write ||
+        !opts->nlocks || !opts->lines_addr || (opts->lines_addr & 63) || !opts->descs ||
+        ((uintptr_t)opts->descs & 63) || !opts->ndesc)
+        return ALOCK_E_INVAL;
+    alock_remote *r = (alock_remote *)ALOCK_MALLOC(sizeof *r);
+    if (!r) return -ENOMEM;
+    memset(r, 0, sizeof *r);
+    r->o = *opts;
+    if (!r->o.budget) r->o.budget = ALOCK_DEFAULT_BUDGET;
+    r->descs = (alock__desc *)opts->descs;
+    memset(r->descs, 0, ALOCK_REMOTE_MEM(opts->ndesc));
+    *out = r;
+    return 0;
+}
+
+ALOCK_API int alock_remote_destroy(alock_remote *r)
+{
+    ALOCK_FREE(r);
+    return 0;
+}
+
+ALOCK_API int alock_remote_set_peer(alock_remote *r, uint16_t id, const alock_link *link)
+{
+    if (!r || !id || !link || !link->write) return ALOCK_E_INVAL;
+    r->peers[id] = *link;
+    return 0;
+}
+
+static alock__desc *alock__rdesc_get(alock_remote *r, uint32_t idx)
+{
+    for (uint32_t i = 0; i < r->o.ndesc; i++)
+        if (!r->descs[i].lock) {
+            alock__desc *d = &r->descs[i];
+            d->lock = (uint64_t)idx + 1;
+            rcp__store(&d->next, (uint64_t)0);
+            rcp__store(&d->budget, (int64_t)ALOCK__WAIT);
+            return d;
+        }
+    return NULL;
+}
+
+static inline uint64_t alock__renc(alock_remote *r, alock__desc *d)
+{
+    return (uint64_t)r->o.id << 48 | ((uint64_t)(uintptr_t)d & ALOCK__ADDR_MASK);
+}
+
+/* Write v into word off of remote descriptor s (encoded): ours directly, a peer's by RDMA. */
+static int alock__r_desc_store(alock_remote *r, uint64_t s, size_t off, uint64_t v)
+{
+    uint16_t id = (uint16_t)(s >> 48);
+    uint64_t addr = s & ALOCK__ADDR_MASK;
+    if (id == r->o.id) {
+        rcp__store((uint64_t *)(uintptr_t)(addr + off), v);
+        return 0;
+    }
+    if (!r->peers[id].write) {
+        alock__logf(r->o.log, r->o.log_user, ALOCK_LOG_ERROR, "no link to remote process %u", id);
+        return ALOCK_E_PEER;
+    }
+    return alock__r_write8(&r->peers[id], addr + off, v);
+}
+
+/* Peterson as the remote leader: victim by WRITE, then READ the line until we may enter. */
+static int alock__peterson_remote(alock_remote *r, uint64_t line, int try_only)
+{
+    alock__line l;
+    /* Our flag (r_tail) is up: if the local one is down now, a local leader raises it later,
+       sees ours and waits for victim: enter without writing victim (tests/alock.pml) */
+    int rc = alock__r_read_line(r, line, &l);
+    if (rc) return rc;
+    if (l.l_tail == 0) return 0;
+    if ((rc = alock__r_write8(&r->o.home, line + offsetof(alock__line, victim), ALOCK_REMOTE)))
+        return rc;
+    for (;;) {
+        if ((rc = alock__r_read_line(r, line, &l))) return rc;
+        if (l.l_tail == 0 || l.victim != ALOCK_REMOTE) return 0;
+        if (try_only) return ALOCK_E_BUSY;
+    }
+}
+
+/* Leave the head of the remote queue, handing budget b to the successor if there is one. */
+static int alock__r_unlink_head(alock_remote *r, uint64_t line, alock__desc *d, int64_t b)
+{
+    uint64_t me = alock__renc(r, d), old = 0, n;
+    int rc;
+    if (!(n = rcp__load(&d->next))) {
+        if ((rc = alock__rdma_rmw_mark(r, line, 0))) return rc;
+        if ((rc = alock__r_cas(r, line, me, 0, &old))) return rc;
+        if (old == me) return 0;
+        uint64_t end = rcp__now_ns() + (uint64_t)ALOCK_DEFAULT_OP_TIMEOUT_MS * 1000000ull;
+        unsigned k = 0;
+        while (!(n = rcp__load(&d->next))) {
+            if (rcp__now_ns() > end) return ALOCK_E_PEER; /* the successor died linking itself */
+            alock__pause(&k);
+        }
+    }
+    return alock__r_desc_store(r, n, offsetof(alock__desc, budget), (uint64_t)b);
+}
+
+static int alock__rlock(alock_remote *r, uint32_t idx, int try_only, alock_rhold *hold)
+{
+    if (!r || !hold || idx >= r->o.nlocks) return ALOCK_E_INVAL;
+    uint64_t line = r->o.lines_addr + (uint64_t)idx * 64;
+    alock__desc *d = alock__rdesc_get(r, idx);
+    if (!d) return ALOCK_E_NODESC;
+    uint64_t me = alock__renc(r, d), pred = 0, old = 0;
+    int rc;
+    for (;;) { /* verbs has no swap: a compare-and-swap loop */
+        if ((rc = alock__rdma_rmw_mark(r, line, 0))) goto fail;
+        if ((rc = alock__r_cas(r, line, pred, me, &old))) goto fail;
+        if (old == pred) break;
+        if (try_only) { rc = ALOCK_E_BUSY; goto fail; }
+        pred = old;
+    }
+    if (pred) {
+        /* d is queued from here on: on failure it stays reserved (never reused) */
+        if ((rc = alock__r_desc_store(r, pred, offsetof(alock__desc, next), me))) return rc;
+        int64_t b;
+        unsigned k = 0;
+        while ((b = rcp__load(&d->budget)) == ALOCK__WAIT) alock__pause(&k);
+        if (b > 0) goto held;
+    }
+    rcp__store(&d->budget, (int64_t)r->o.budget);
+    if ((rc = alock__peterson_remote(r, line, try_only))) {
+        if (rc == ALOCK_E_BUSY && alock__r_unlink_head(r, line, d, 0) == 0) d->lock = 0;
+        return rc;
+    }
+held:
+    hold->r = r;
+    hold->idx = idx;
+    hold->desc = d;
+    return 0;
+fail:
+    if (!pred || rc == ALOCK_E_BUSY) d->lock = 0; /* never queued */
+    return rc;
+}
+
+ALOCK_API int alock_remote_lock(alock_remote *r, uint32_t idx, alock_rhold *hold)
+{
+    return alock__rlock(r, idx, 0, hold);
+}
+
+ALOCK_API int alock_remote_trylock(alock_remote *r, uint32_t idx, alock_rhold *hold)
+{
+    return alock__rlock(r, idx, 1, hold);
+}
+
+ALOCK_API int alock_remote_unlock(alock_rhold *hold)
+{
+    if (!hold || !hold->r || !hold->desc) return ALOCK_E_INVAL;
+    alock_remote *r = hold->r;
+    alock__desc *d = (alock__desc *)hold->desc;
+    uint64_t line = r->o.lines_addr + (uint64_t)hold->idx * 64;
+    hold->desc = NULL;
+    int64_t b = rcp__load(&d->budget) - 1;
+    int rc = alock__r_unlink_head(r, line, d, b < 0 ? 0 : b);
+    if (!rc) d->lock = 0;
+    return rc;
+}
+
+ALOCK_API int alock_remote_reset(alock_remote *r, uint32_t idx)
+{
+    if (!r || idx >= r->o.nlocks) return ALOCK_E_INVAL;
+    uint64_t line = r->o.lines_addr + (uint64_t)idx * 64, old = 0, cur = 0;
+    int rc;
+    for (;;) {
+        if ((rc = alock__rdma_rmw_mark(r, line, 0))) return rc;
+        if ((rc = alock__r_cas(r, line, cur, 0, &old))) return rc;
+        if (old == cur) return 0;
+        cur = old;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* >>verbs_link                                                                              */
+
+typedef struct alock__vlink {
+    struct ibv_qp *qp;
+    struct ibv_cq *cq;
+    struct ibv_mr *mr;
+    uint32_t rkey;
+    uint64_t timeout_ns;
+    unsigned char buf[128]; /* registered: atomic results, READ destination, WRITE source */
+} alock__vlink;
+
+static int alock__v_wait(alock__vlink *v)
+{
+    struct ibv_wc wc;
+    int rc = rcp__verbs_wait(v->cq, &wc, v->timeout_ns);
+    if (rc) {
+        char d[200];
+        rcp__verbs_log("alock link on qp %u: %s", v->qp->qp_num, rcp__verbs_describe(rc, &wc, d, sizeof d));
+    }
+    return rc;
+}
+
+static int alock__v_cas(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired, uint64_t *old)
+{
+    alock__vlink *v = (alock__vlink *)conn;
+    uint64_t *b = (uint64_t *)(void *)v->buf;
+    int rc = rcp__verbs_post_cas(v->qp, 1, b, v->mr->lkey, raddr, v->rkey, expect, desired, IBV_SEND_SIGNALED);
+    if (!rc) rc = alock__v_wait(v);
+    if (!rc) *old = rcp__load(b);
+    return rc;
+}
+
+static int alock__v_faa(void *conn, uint64_t raddr, uint64_t add, uint64_t *old)
+{
+    alock__vlink *v = (alock__vlink *)conn;
+    uint64_t *b = (uint64_t *)(void *)v->buf;
+    int rc = rcp__verbs_post_faa(v->qp, 2, b, v->mr->lkey, raddr, v->rkey, add, IBV_SEND_SIGNALED);
+    if (!rc) rc = alock__v_wait(v);
+    if (!rc) *old = rcp__load(b);
+    return rc;
+}
+
+static int alock__v_read(void *conn, uint64_t raddr, void *dst, uint32_t len)
+{
+    alock__vlink *v = (alock__vlink *)conn;
+    if (len > sizeof v->buf) return -EINVAL;
+    int rc = rcp__verbs_post_read(v->qp, 3, v->buf, len, v->mr->lkey, raddr, v->rkey, IBV_SEND_SIGNALED);
+    if (!rc) rc = alock__v_wait(v);
+    if (!rc) memcpy(dst, v->buf, len);
+    return rc;
+}
+
+static int alock__v_write(void *conn, uint64_t raddr, const void *src, uint32_t len)
+{
+    alock__vlink *v = (alock__vlink *)conn;
+    if (len > sizeof v->buf) return -EINVAL;
+    memcpy(v->buf, src, len);
+    int rc = rcp__verbs_post_write(v->qp, 4, v->buf, len, v->mr->lkey, raddr, v->rkey, 0, 0,
+                                   IBV_SEND_SIGNALED);
+    return rc ? rc : alock__v_wait(v);
+}
+
+ALOCK_API int alock_verbs_link_create(struct ibv_qp *qp, struct ibv_cq *cq, uint32_t rkey,
+                                      uint32_t timeout_ms, alock_link *out)
+{
+    if (!qp || !cq || !out) return ALOCK_E_INVAL;
+    alock__vlink *v = (alock__vlink *)ALOCK_MALLOC(sizeof *v);
+    if (!v) return -ENOMEM;
+    memset(v, 0, sizeof *v);
+    v->qp = qp;
+    v->cq = cq;
+    v->rkey = rkey;
+    v->timeout_ns = (uint64_t)(timeout_ms ? timeout_ms : ALOCK_DEFAULT_OP_TIMEOUT_MS) * 1000000ull;
+    errno = 0;
+    v->mr = ibv_reg_mr(qp->pd, v->buf, sizeof v->buf, IBV_ACCESS_LOCAL_WRITE);
+    if (!v->mr) {
+        int rc = rcp__verbs_err(0);
+        ALOCK_FREE(v);
+        return rc;
+    }
+    out->cas = alock__v_cas;
+    out->faa = alock__v_faa;
+    out->read = alock__v_read;
+    out->write = alock__v_write;
+    out->conn = v;
+    return 0;
+}
+
+ALOCK_API int alock_verbs_link_destroy(alock_link *link)
+{
+    if (!link || !link->conn) return 0;
+    alock__vlink *v = (alock__vlink *)link->conn;
+    int rc = ibv_dereg_mr(v->mr);
+    ALOCK_FREE(v);
+    link->conn = NULL;
+    return rc ? rcp__verbs_err(rc) : 0;
+}
+#endif /* ALOCK_NO_RDMA */
+
+
+#endif /* ALOCK_IMPLEMENTATION */
+
+/*
+   MIT License. Copyright (c) 2026 the rpcool authors.
+   Permission is hereby granted, free of charge, to any person obtaining a copy of this software
+   and associated documentation files (the "Software"), to deal in the Software without
+   restriction, including without limitation the rights to use, copy, modify, merge, publish,
+   distribute, sublicense, and/or sell copies of the Software, and to permit persons to whom the
+   Software is furnished to do so, subject to the following conditions: The above copyright
+   notice and this permission notice shall be included in all copies or substantial portions of
+   the Software. THE SOFTWARE IS PROVIDED "AS IS", WITHOUT WARRANTY OF ANY KIND, EXPRESS OR
+   IMPLIED, INCLUDING BUT NOT LIMITED TO THE WARRANTIES OF MERCHANTABILITY, FITNESS FOR A
+   PARTICULAR PURPOSE AND NONINFRINGEMENT. IN NO EVENT SHALL THE AUTHORS OR COPYRIGHT HOLDERS BE
+   LIABLE FOR ANY CLAIM, DAMAGES OR OTHER LIABILITY, WHETHER IN AN ACTION OF CONTRACT, TORT OR
+   OTHERWISE, ARISING FROM, OUT OF OR IN CONNECTION WITH THE SOFTWARE OR THE USE OR OTHER
+   DEALINGS IN THE SOFTWARE.
+*/

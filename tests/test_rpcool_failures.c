@@ -1,0 +1,511 @@
+/* rpcool failures: a client SIGKILLed mid-call, a dead server, a closed channel, takeover of a
+ * dead server's channel, malformed queue entries, heap full, channel full, call timeouts,
+ * rpcool_progress when the server dies, liveness across fork, a client the server drops. */
+#define RPCOOL_IMPLEMENTATION
+#include "rpcool.h"
+#include "t.h"
+#include <signal.h>
+#include <sys/stat.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+enum { FN_BIG = 3 };
+
+static int sleep_call(rpcool_conn *c, int ms, const rpcool_call_opts *o)
+{
+    int *a = (int *)rpcool_alloc(c, sizeof *a);
+    *a = ms;
+    int r = rpcool_call_ex(c, T_FN_SLOW, a, sizeof *a, o, NULL, NULL);
+    rpcool_free(c, a);
+    return r;
+}
+
+static rpcool_conn *connect_retry(const char *name)
+{
+    rpcool_conn *c = NULL;
+    for (int i = 0; i < 500 && rpcool_connect(name, NULL, &c); i++) usleep(5000);
+    return c;
+}
+
+/* A client dies in the middle of a call: the server finishes the handler, reclaims the whole
+   connection heap, and serves other clients throughout. */
+static void test_client_killed(void)
+{
+    const char *name = t_uniq("kill");
+    rpcool_server *s = t_open_server(name, 0);
+    if (!s) return;
+    int pfd[2];
+    CHECK_EQ(pipe(pfd), 0);
+    pid_t p = fork();
+    if (p == 0) {
+        rpcool_conn *c;
+        if (rpcool_connect(name, NULL, &c)) _exit(2);
+        char hn[160];
+        snprintf(hn, sizeof hn, "%s", shmheap_name(rpcool_heap(c)));
+        if (write(pfd[1], hn, sizeof hn) != (ssize_t)sizeof hn) _exit(3);
+        sleep_call(c, 300, NULL); /* killed in here */
+        _exit(4);
+    }
+    close(pfd[1]);
+    rpcool_server_start(s, 1);
+    char hn[160] = "";
+    CHECK_EQ(read(pfd[0], hn, sizeof hn), (ssize_t)sizeof hn);
+    close(pfd[0]);
+    CHECK(t_shm_exists(hn));
+    usleep(100000); /* the call is running */
+    kill(p, SIGKILL);
+    int st;
+    waitpid(p, &st, 0);
+    CHECK(WIFSIGNALED(st));
+    rpcool_server_stats ss;
+    uint64_t t0 = rcp__now_ns();
+    do { usleep(10000); rpcool_server_get_stats(s, &ss); } while (!ss.reaped && rcp__now_ns() - t0 < 3000000000ull);
+    CHECK_EQ(ss.reaped, 1);
+    CHECK_EQ(ss.conns, 0);
+    CHECK(!t_shm_exists(hn)); /* the dead client's heap is gone */
+    rpcool_conn *c;
+    CHECK_EQ(rpcool_connect(name, NULL, &c), 0); /* others are served */
+    if (c) {
+        CHECK_EQ(sleep_call(c, 1, NULL), 1);
+        rpcool_disconnect(c);
+    }
+    rpcool_server_close(s);
+}
+
+/* The server dies while a call waits: the call fails within about peer_check_ms. */
+static void test_server_killed(void)
+{
+    const char *name = t_uniq("sdead");
+    pid_t p = fork();
+    if (p == 0) {
+        rpcool_server *s = t_open_server(name, 0);
+        if (!s) _exit(2);
+        rpcool_serve(s);
+        _exit(0);
+    }
+    rpcool_conn_opts o;
+    memset(&o, 0, sizeof o);
+    o.peer_check_ms = 50;
+    rpcool_conn *c = NULL;
+    for (int i = 0; i < 500 && rpcool_connect(name, &o, &c); i++) usleep(5000);
+    CHECK(c != NULL);
+    if (!c) { kill(p, SIGKILL); waitpid(p, NULL, 0); return; }
+    CHECK_EQ(sleep_call(c, 1, NULL), 1);
+    int *a = (int *)rpcool_alloc(c, sizeof *a);
+    *a = 10000;
+    uint64_t id;
+    CHECK_EQ(rpcool_call_async(c, T_FN_SLOW, a, sizeof *a, NULL, NULL, NULL, &id), 0);
+    usleep(50000);
+    kill(p, SIGKILL);
+    waitpid(p, NULL, 0);
+    uint64_t t0 = rcp__now_ns();
+    CHECK_EQ(rpcool_wait(c, id, NULL, NULL), RPCOOL_E_PEERDEAD);
+    uint64_t ms = (rcp__now_ns() - t0) / 1000000;
+    CHECKF(ms < 500, "noticed the dead server after %llu ms", (unsigned long long)ms);
+    CHECK_EQ(sleep_call(c, 1, NULL), RPCOOL_E_PEERDEAD); /* and fails at once from now on */
+    rpcool_disconnect(c);
+    /* the dead server's channel is taken over by a new server; the old heap was unlinked */
+    rpcool_server *s = t_open_server(name, 0);
+    CHECK(s != NULL);
+    if (s) rpcool_server_close(s);
+}
+
+/* A server that closes its channel: waiting and later calls fail with RPCOOL_E_CLOSED. */
+static void test_server_closed(void)
+{
+    const char *name = t_uniq("closed");
+    rpcool_server *s = t_open_server(name, 0);
+    if (!s) return;
+    rpcool_server_start(s, 1);
+    rpcool_conn *c;
+    if (rpcool_connect(name, NULL, &c)) { CHECK(0); rpcool_server_close(s); return; }
+    CHECK_EQ(sleep_call(c, 1, NULL), 1);
+    rpcool_server_close(s);
+    CHECK_EQ(sleep_call(c, 1, NULL), RPCOOL_E_CLOSED);
+    rpcool_disconnect(c);
+}
+
+/* A server killed with live and dead clients: a new server takes the name over, reclaims the
+   dead client's heap and serves new clients; the old live client sees PEERDEAD. */
+static void test_takeover(void)
+{
+    const char *name = t_uniq("take");
+    pid_t srv = fork();
+    if (srv == 0) {
+        rpcool_server *s = t_open_server(name, 0);
+        if (!s) _exit(2);
+        rpcool_serve(s);
+        _exit(0);
+    }
+    int pfd[2];
+    CHECK_EQ(pipe(pfd), 0);
+    pid_t cl = fork();
+    if (cl == 0) {
+        rpcool_conn *c = connect_retry(name);
+        if (!c) _exit(2);
+        char hn[160];
+        snprintf(hn, sizeof hn, "%s", shmheap_name(rpcool_heap(c)));
+        if (write(pfd[1], hn, sizeof hn) != (ssize_t)sizeof hn) _exit(3);
+        pause();
+        _exit(0);
+    }
+    close(pfd[1]);
+    char hn[160] = "";
+    CHECK_EQ(read(pfd[0], hn, sizeof hn), (ssize_t)sizeof hn);
+    close(pfd[0]);
+    rpcool_conn *live = connect_retry(name);
+    CHECK(live != NULL);
+    rpcool_server *s2 = NULL;
+    CHECK_EQ(rpcool_server_open(name, NULL, &s2), RPCOOL_E_NAMETAKEN);
+    kill(cl, SIGKILL);
+    waitpid(cl, NULL, 0);
+    kill(srv, SIGKILL);
+    waitpid(srv, NULL, 0);
+    CHECK(t_shm_exists(hn)); /* nobody reclaimed it yet: its server died too */
+    s2 = t_open_server(name, 0);
+    CHECK(s2 != NULL);
+    if (!s2) return;
+    rpcool_server_start(s2, 1);
+    CHECK(!t_shm_exists(hn)); /* the takeover reclaimed the dead client's heap */
+    if (live) {
+        CHECK_EQ(sleep_call(live, 1, NULL), RPCOOL_E_PEERDEAD);
+        rpcool_disconnect(live);
+    }
+    rpcool_conn *c;
+    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    if (c) {
+        CHECK_EQ(sleep_call(c, 1, NULL), 1);
+        rpcool_disconnect(c);
+    }
+    rpcool_server_close(s2);
+}
+
+/* Write a request slot by hand, as a buggy or malicious client could, and read the answer. */
+static int raw_call(rpcool_conn *c, uint32_t fn, uint32_t flags, uint64_t arg, uint64_t len,
+                    uint64_t seal, uint64_t seal_len)
+{
+    int i = rpcool__slot_get(c);
+    if (i < 0) return i;
+    t_raw_fill(c, i, fn, flags, arg, len, seal, seal_len);
+    rpcool__shm_post(c, (unsigned)i);
+    int r = rpcool__shm_wait(c, (unsigned)i, rcp__now_ns() + 2000000000ull);
+    return r ? r : rpcool__harvest(c, (unsigned)i, NULL, NULL);
+}
+
+static void test_malformed(void)
+{
+    const char *name = t_uniq("bad");
+    rpcool_server *s = t_open_server(name, 0);
+    if (!s) return;
+    rpcool_server_start(s, 1);
+    rpcool_conn *c;
+    if (rpcool_connect(name, NULL, &c)) { CHECK(0); rpcool_server_close(s); return; }
+    char *a = rpcool_strdup(c, "ok");
+    uint64_t A = (uint64_t)(uintptr_t)a;
+    CHECK_EQ(raw_call(c, T_FN_ECHO, 0, A, 3, 0, 0), 0);
+    CHECK_EQ(raw_call(c, 999, 0, A, 3, 0, 0), RPCOOL_E_NOHANDLER);
+    CHECK_EQ(raw_call(c, 0xffffffffu, 0, A, 3, 0, 0), RPCOOL_E_NOHANDLER);
+    CHECK_EQ(raw_call(c, T_FN_ECHO, 0x80, A, 3, 0, 0), RPCOOL_E_INVAL);            /* unknown flags */
+    CHECK_EQ(raw_call(c, T_FN_ECHO, 0, 0x1000, 3, 0, 0), RPCOOL_E_BADPTR);         /* outside */
+    CHECK_EQ(raw_call(c, T_FN_ECHO, 0, A, (uint64_t)1 << 40, 0, 0), RPCOOL_E_BADPTR); /* too long */
+    CHECK_EQ(raw_call(c, T_FN_ECHO, 0, ~0ull - 2, 8, 0, 0), RPCOOL_E_BADPTR);       /* wraps */
+    CHECK_EQ(raw_call(c, T_FN_ECHO, RPCOOL_SEAL, A, 3, A + 64, 4096), RPCOOL_E_BADPTR); /* arg not in seal */
+    CHECK_EQ(raw_call(c, T_FN_ECHO, RPCOOL_SEAL, A, 3, 0x1000, 1 << 20), RPCOOL_E_BADPTR);
+    /* a request bit with no request behind it: ignored and counted */
+    uint64_t before;
+    rpcool_server_stats st;
+    rpcool_server_get_stats(s, &st);
+    before = st.bad_entries;
+    rcp__fetch_or(&c->hdr->req_bits, 1ull << 63);
+    uint64_t t0 = rcp__now_ns();
+    do { usleep(1000); rpcool_server_get_stats(s, &st); } while (st.bad_entries == before && rcp__now_ns() - t0 < 2000000000ull);
+    CHECK_EQ(st.bad_entries, before + 1);
+    /* nothing is corrupted: the heap checks out and calls still work */
+    CHECK_EQ(rpcool_call(c, T_FN_ECHO, a, 3, NULL, NULL), 0);
+    CHECK_EQ(shmheap_check(rpcool_heap(c), NULL), 0);
+    /* a connection request naming a file instead of a heap is refused */
+    rpcool_free(c, a);
+    rpcool_disconnect(c);
+    rpcool_server_close(s);
+}
+
+static void test_full(void)
+{
+    const char *name = t_uniq("full");
+    rpcool_server *s = t_open_server(name, 2);
+    if (!s) return;
+    rpcool_server_start(s, 1);
+    rpcool_conn_opts o;
+    memset(&o, 0, sizeof o);
+    o.heap_size = 2 << 20;
+    rpcool_conn *c1, *c2, *c3;
+    CHECK_EQ(rpcool_connect(name, &o, &c1), 0);
+    CHECK_EQ(rpcool_connect(name, &o, &c2), 0);
+    CHECK_EQ(rpcool_connect(name, &o, &c3), RPCOOL_E_NOSLOT); /* two slots */
+    /* fill c1's heap, then ask for a reply that needs space */
+    char *arg = (char *)rpcool_alloc(c1, 20000);
+    memset(arg, 'x', 20000);
+    void *blocks[4096];
+    int n = 0;
+    while (n < 4096 && (blocks[n] = rpcool_alloc(c1, 20000)) != NULL) n++;
+    CHECK(n > 0 && n < 4096);
+    CHECK(rpcool_alloc(c1, 20000) == NULL);
+    CHECK_EQ(rpcool_call(c1, T_FN_ECHO, arg, 20000, NULL, NULL), SHMHEAP_E_FULL);
+    rpcool_free(c1, blocks[--n]);
+    void *ret = NULL;
+    size_t rl;
+    CHECK_EQ(rpcool_call(c1, T_FN_ECHO, arg, 20000, &ret, &rl), 0); /* space again */
+    CHECK(ret && rl == 20000);
+    rpcool_free(c1, ret);
+    while (n > 0) rpcool_free(c1, blocks[--n]);
+    rpcool_disconnect(c2);
+    /* the freed slot is reusable once the server let go of it */
+    uint64_t t0 = rcp__now_ns();
+    int r;
+    while ((r = rpcool_connect(name, &o, &c3)) == RPCOOL_E_NOSLOT && rcp__now_ns() - t0 < 2000000000ull) usleep(2000);
+    CHECK_EQ(r, 0);
+    if (!r) rpcool_disconnect(c3);
+    rpcool_disconnect(c1);
+    rpcool_server_close(s);
+}
+
+static void test_timeout(void)
+{
+    const char *name = t_uniq("tmo");
+    rpcool_server *s = t_open_server(name, 0);
+    if (!s) return;
+    rpcool_server_start(s, 1);
+    rpcool_conn *c;
+    if (rpcool_connect(name, NULL, &c)) { CHECK(0); rpcool_server_close(s); return; }
+    rpcool_call_opts co;
+    memset(&co, 0, sizeof co);
+    co.timeout_ms = 30;
+    uint64_t t0 = rcp__now_ns();
+    CHECK_EQ(sleep_call(c, 200, &co), RPCOOL_E_TIMEOUT);
+    uint64_t ms = (rcp__now_ns() - t0) / 1000000;
+    CHECKF(ms >= 30 && ms < 150, "timed out after %llu ms", (unsigned long long)ms);
+    CHECK(rcp__load(&c->free_bits) != ~0ull); /* the abandoned slot waits for its reply */
+    usleep(250000);
+    rpcool_progress(c);
+    CHECK(rcp__load(&c->free_bits) == ~0ull); /* and is reclaimed after it */
+    CHECK_EQ(sleep_call(c, 1, NULL), 1);
+    rpcool_disconnect(c);
+    rpcool_server_close(s);
+}
+
+static double ms_since(uint64_t t0) { return (double)(rcp__now_ns() - t0) / 1e6; }
+
+/* Servers in a child process, for the death tests. */
+static pid_t g_srv, g_srv_kid;
+
+static int start_child_server(const char *name, int fork_kid)
+{
+    int p[2];
+    if (pipe(p)) return -1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        rpcool_server_opts so;
+        memset(&so, 0, sizeof so);
+        so.reap_ms = 20;
+        rpcool_server *s = NULL;
+        if (rpcool_server_open(name, &so, &s)) _exit(2);
+        rpcool_server_add_handler(s, T_FN_SLOW, t_h_slow, NULL, 0);
+        rpcool_server_start(s, 1);
+        pid_t kid = 0;
+        if (fork_kid && (kid = fork()) == 0) { pause(); _exit(0); } /* inherits the channel */
+        if (write(p[1], &kid, sizeof kid) != (ssize_t)sizeof kid) _exit(3);
+        for (;;) pause();
+    }
+    close(p[1]);
+    g_srv = pid;
+    g_srv_kid = 0;
+    int ok = read(p[0], &g_srv_kid, sizeof g_srv_kid) == (ssize_t)sizeof g_srv_kid;
+    close(p[0]);
+    return ok ? 0 : -1;
+}
+
+/* rpcool_progress returns a negative error when the server died with callbacks pending. */
+static int g_cb_calls;
+
+static void count_cb(rpcool_conn *c, int status, void *ret, size_t n, void *user)
+{
+    (void)c; (void)status; (void)ret; (void)n; (void)user;
+    g_cb_calls++;
+}
+
+static void g_progress_server_dead(void)
+{
+    const char *name = t_uniq("gprog");
+    if (start_child_server(name, 0)) { CHECK(0); t_kill_wait(g_srv); return; }
+    rpcool_conn_opts o;
+    memset(&o, 0, sizeof o);
+    o.peer_check_ms = 50;
+    rpcool_conn *c = NULL;
+    CHECK_EQ(rpcool_connect(name, &o, &c), 0);
+    if (!c) { t_kill_wait(g_srv); return; }
+    int *a = (int *)rpcool_alloc(c, sizeof *a);
+    *a = 5000;
+    g_cb_calls = 0;
+    CHECK_EQ(rpcool_call_async(c, T_FN_SLOW, a, sizeof *a, NULL, count_cb, NULL, NULL), 0);
+    usleep(30000);
+    CHECK_EQ(rpcool_progress(c), 0);
+    t_kill_wait(g_srv);
+    uint64_t t0 = rcp__now_ns();
+    int r;
+    while ((r = rpcool_progress(c)) == 0 && ms_since(t0) < 2000) usleep(5000);
+    CHECK_EQ(r, RPCOOL_E_PEERDEAD);
+    CHECKF(ms_since(t0) < 1000, "progress noticed the dead server after %.0f ms", ms_since(t0));
+    CHECK_EQ(g_cb_calls, 0);
+    rpcool_disconnect(c);
+    char p[128];
+    snprintf(p, sizeof p, "/dev/shm/rpcool.%s", name);
+    unlink(p);
+}
+
+/* fork: "the child closes its inherited copies, so the parent's death is still seen". A server
+   that forked dies: its clients see it. A client that forked dies: the server reaps it. */
+static void g_fork_liveness(void)
+{
+    const char *name = t_uniq("gforks");
+    if (start_child_server(name, 1)) { CHECK(0); t_kill_wait(g_srv_kid); t_kill_wait(g_srv); return; }
+    rpcool_conn_opts o;
+    memset(&o, 0, sizeof o);
+    o.peer_check_ms = 50;
+    o.timeout_ms = 2000;
+    rpcool_conn *c = NULL;
+    CHECK_EQ(rpcool_connect(name, &o, &c), 0);
+    if (c) CHECK_EQ(t_slow_call(c, 0), 1);
+    t_kill_wait(g_srv);
+    if (c) {
+        uint64_t t0 = rcp__now_ns();
+        int r = t_slow_call(c, 0);
+        CHECKF(r == RPCOOL_E_PEERDEAD, "call after the server died, its forked child alive: %s", rpcool_strerror(r));
+        CHECKF(ms_since(t0) < 1000, "took %.0f ms", ms_since(t0));
+        rpcool_disconnect(c);
+    }
+    t_kill_wait(g_srv_kid);
+    char p[128];
+    snprintf(p, sizeof p, "/dev/shm/rpcool.%s", name);
+    unlink(p);
+
+    /* the client side */
+    name = t_uniq("gforkc");
+    rpcool_server_opts so;
+    memset(&so, 0, sizeof so);
+    so.reap_ms = 20;
+    rpcool_server *s = t_serve(name, &so, 1);
+    if (!s) return;
+    int pp[2];
+    if (pipe(pp)) { CHECK(0); rpcool_server_close(s); return; }
+    fflush(stdout);
+    pid_t cl = fork();
+    if (cl == 0) {
+        close(pp[0]);
+        rpcool_conn *k = NULL;
+        if (rpcool_connect(name, NULL, &k)) _exit(2);
+        pid_t kid = fork();
+        if (kid == 0) { pause(); _exit(0); }
+        if (write(pp[1], &kid, sizeof kid) != (ssize_t)sizeof kid) _exit(3);
+        for (;;) pause();
+    }
+    close(pp[1]);
+    pid_t kid = 0;
+    CHECK_EQ(read(pp[0], &kid, sizeof kid), (ssize_t)sizeof kid);
+    close(pp[0]);
+    rpcool_server_stats st;
+    rpcool_server_get_stats(s, &st);
+    CHECK_EQ(st.conns, 1);
+    t_kill_wait(cl);
+    uint64_t t0 = rcp__now_ns();
+    do { usleep(5000); rpcool_server_get_stats(s, &st); } while (!st.reaped && ms_since(t0) < 1500);
+    CHECKF(st.reaped == 1 && st.conns == 0, "a dead client whose forked child lives was not reaped (%u conns)", st.conns);
+    t_kill_wait(kid);
+    rpcool_server_close(s);
+}
+
+/* A client the server drops (here: it keeps its heap's mutex taken while a handler needs it) is
+   told: its next call fails with RPCOOL_E_DROPPED within peer_check_ms instead of waiting for
+   its timeout, its close returns at once, and the channel serves other clients as before. The
+   client runs in a child: in the server's process it would share the server's heap handle. */
+static int dropped_child(void *arg)
+{
+    const char *name = (const char *)arg;
+    rpcool_conn_opts o;
+    memset(&o, 0, sizeof o);
+    o.peer_check_ms = 50;
+    rpcool_conn *c = NULL;
+    if (rpcool_connect(name, &o, &c)) return 100;
+    int bad = 0, r;
+    if (rpcool_call(c, T_FN_BIGREPLY, NULL, 0, NULL, NULL) != 4) bad |= 1;
+    if (shmheap__lock(rpcool_heap(c))) bad |= 1; /* held by this thread: alive, never let go */
+    r = rpcool_call(c, T_FN_BIGREPLY, NULL, 0, NULL, NULL); /* the handler waits 1 s, then NULL */
+    if (r != SHMHEAP_E_FULL && r != RPCOOL_E_DROPPED) {
+        bad |= 2;
+        fprintf(stderr, "# call whose handler could not take the mutex: %s\n", rpcool_strerror(r));
+    }
+    shmheap__unlock(rpcool_heap(c)); /* too late: the connection is dropped */
+    rpcool_call_opts co;
+    memset(&co, 0, sizeof co);
+    co.timeout_ms = 3000;
+    int *a = (int *)rpcool_alloc(c, sizeof *a);
+    if (!a) return 101;
+    *a = 0;
+    uint64_t t0 = rcp__now_ns();
+    r = rpcool_call_ex(c, T_FN_SLOW, a, sizeof *a, &co, NULL, NULL);
+    double took = ms_since(t0);
+    if (r != RPCOOL_E_DROPPED) { bad |= 4; fprintf(stderr, "# call after the drop: %s after %.0f ms\n", rpcool_strerror(r), took); }
+    if (took > 1000) { bad |= 8; fprintf(stderr, "# the drop was noticed after %.0f ms\n", took); }
+    if ((r = rpcool_call_ex(c, T_FN_SLOW, a, sizeof *a, &co, NULL, NULL)) != RPCOOL_E_DROPPED) bad |= 16; /* sticky */
+    t0 = rcp__now_ns();
+    if (rpcool_disconnect(c)) bad |= 32;
+    if (ms_since(t0) > 1000) { bad |= 64; fprintf(stderr, "# close of a dropped connection took %.0f ms\n", ms_since(t0)); }
+    return bad;
+}
+
+static void g_dropped_client(void)
+{
+    const char *n0 = t_uniq("gdrop");
+    static char name[96];
+    snprintf(name, sizeof name, "%s", n0);
+    rpcool_server_opts so;
+    memset(&so, 0, sizeof so);
+    so.reap_ms = 20;
+    rpcool_server *s = t_serve(name, &so, 1);
+    if (!s) return;
+    int st = t_in_child(dropped_child, name);
+    CHECKF(st == 0, "dropped client: child status %d (1 setup, 2 first call, 4 later call not RPCOOL_E_DROPPED, "
+           "8 noticed late, 16 not sticky, 32 close failed, 64 close slow; 100+ connect/alloc)", st);
+    CHECK(strstr(rpcool_strerror(RPCOOL_E_DROPPED), "dropped") != NULL);
+    rpcool_server_stats ss;
+    uint64_t t0 = rcp__now_ns();
+    do { usleep(5000); rpcool_server_get_stats(s, &ss); } while (ss.conns && ms_since(t0) < 2000);
+    CHECKF(ss.conns == 0, "the dropped client's slot was not freed (%u conns)", ss.conns);
+    rpcool_conn *c2 = NULL;
+    CHECK_EQ(rpcool_connect(name, NULL, &c2), 0);
+    if (c2) {
+        CHECK_EQ(t_slow_call(c2, 0), 1);
+        CHECK_EQ(rpcool_disconnect(c2), 0);
+    }
+    rpcool_server_close(s);
+}
+
+int main(int argc, char **argv)
+{
+    t_init(argc, argv);
+    RUN(test_client_killed);
+    RUN(test_server_killed);
+    RUN(test_server_closed);
+    RUN(test_takeover);
+    RUN(test_malformed);
+    RUN(test_full);
+    RUN(test_timeout);
+    RUN(g_progress_server_dead);
+    RUN(g_fork_liveness);
+    RUN(g_dropped_client);
+    return T_DONE();
+}

@@ -1,0 +1,691 @@
+// VM
+// LIBS: -libverbs
+/* tests/vm/test_alock_rdma.c - alock.h's remote cohort on real verbs (Soft-RoCE).
+ *   test_alock_rdma              one guest: the hazard (CPU and RDMA fetch-and-add on one word
+ *                                lose updates), local and remote processes (rxe loopback) on one
+ *                                lock with exact counts and bounded waiting, ALOCK_CHECK_RMW's
+ *                                invariant check, a killed remote holder and its recovery
+ *   test_alock_rdma a|b PEER_IP  two guests: a holds the table, with local processes and a
+ *                                loopback remote process; b's remote processes lock at once
+ * Built with ALOCK_CHECK_RMW: every RDMA and CPU read-modify-write of a lock line is checked
+ * against the other kind. Remote processes reach each other's descriptors through their own
+ * RC connections, set up over socketpairs (one guest) or TCP (two guests). */
+#define ALOCK_CHECK_RMW 1
+#define ALOCK_IMPLEMENTATION
+#include "alock.h"
+#include "vmt.h"
+
+#define NLOCKS 16
+#define BUDGET 4
+#define HAZARD_N 100000  /* RDMA fetch-and-adds in the hazard test (a million would take 80 s
+                            under TCG; the CPU side adds as long as the RDMA side runs) */
+#define REMOTE_ITERS 150 /* critical sections per remote process */
+
+/* the protected data and the checker, in the heap (registered: remote processes reach it) */
+struct shared {
+    uint64_t counter;      /* +1 per critical section: CPU plain ops or RDMA READ + WRITE */
+    uint64_t inside;       /* 1 while someone is inside */
+    uint64_t violations;   /* entries that found inside == 1 (locals add; remotes report) */
+    uint64_t local_acq;    /* critical sections of local processes */
+    uint64_t hazard_word;
+    uint64_t stop;
+    uint64_t per_local[4];
+    uint64_t streak, streak_rcs, streak_on, max_streak; /* local critical sections in a row while
+                                                           the same remote waiter was queued */
+    uint64_t pad[2];
+};
+
+static const char *heap_name;
+static shmheap *heap;
+static alock_table *tab;
+static struct shared *sh;
+
+/* ---------------------------------------------------------------- connections */
+
+/* one RC connection: our QP and CQ, the peer's memory (addr, rkey) and four numbers it sent */
+typedef struct tlink {
+    struct ibv_cq *cq;
+    struct ibv_qp *qp;
+    uint64_t addr;
+    uint32_t rkey;
+    uint64_t x[4];
+} tlink;
+#define TL_WIRE (RCP__VERBS_EP_WIRE + 12 + 32)
+
+static int tlink_setup(int fd, rcp__verbs_dev *d, uint64_t my_addr, uint32_t my_rkey,
+                       const uint64_t my_x[4], tlink *l)
+{
+    rcp__verbs_qp_opts o;
+    memset(&o, 0, sizeof o);
+    o.timeout = 16;  /* 268 ms: two TCG guests on a shared host stall for tens of ms */
+    o.retry_cnt = 6;
+    memset(l, 0, sizeof *l);
+    int rc = rcp__verbs_cq_create(d, 64, 0, &l->cq);
+    if (!rc) rc = rcp__verbs_qp_create(d, l->cq, l->cq, &o, &l->qp);
+    if (rc) return rc;
+    rcp__verbs_ep me, peer;
+    rcp__verbs_ep_local(d, l->qp, 0, 0, &me);
+    unsigned char out[TL_WIRE], in[TL_WIRE];
+    rcp__verbs_ep_pack(&me, out);
+    vmt_put64(out + RCP__VERBS_EP_WIRE, my_addr);
+    rcp__verbs_put32(out + RCP__VERBS_EP_WIRE + 8, my_rkey);
+    for (int i = 0; i < 4; i++) vmt_put64(out + RCP__VERBS_EP_WIRE + 12 + 8 * i, my_x ? my_x[i] : 0);
+    if ((rc = vmt_write_all(fd, out, sizeof out))) return rc;
+    if ((rc = vmt_read_all(fd, in, sizeof in, 60000))) return rc;
+    if ((rc = rcp__verbs_ep_unpack(in, &peer))) return rc;
+    l->addr = vmt_get64(in + RCP__VERBS_EP_WIRE);
+    l->rkey = rcp__verbs_get32(in + RCP__VERBS_EP_WIRE + 8);
+    for (int i = 0; i < 4; i++) l->x[i] = vmt_get64(in + RCP__VERBS_EP_WIRE + 12 + 8 * i);
+    return rcp__verbs_rc_connect(d, l->qp, &me, &peer, &o);
+}
+
+/* ---------------------------------------------------------------- the home (table) side */
+
+static rcp__verbs_dev hdev;
+static struct ibv_mr *heap_mr;
+static int home_open;
+
+static int home_setup(void)
+{
+    heap_name = t_uniq("alock-vm");
+    shmheap_opts o = {.size = 8 << 20};
+    int rc = shmheap_create(heap_name, &o, &heap);
+    CHECKF(rc == 0, "shmheap_create: %s", shmheap_strerror(rc));
+    if (rc) return rc;
+    alock_table_opts ao = {.nlocks = NLOCKS, .budget = BUDGET, .check_ms = 5};
+    rc = alock_table_create(heap, "table", &ao, &tab);
+    CHECKF(rc == 0, "alock_table_create: %s", alock_strerror(rc));
+    if (rc) return rc;
+    sh = (struct shared *)shmheap_calloc(heap, 1, sizeof *sh);
+    shmheap_root_set(heap, "shared", sh);
+    return 0;
+}
+
+/* after the children are forked: our device and the heap registered for them */
+static int home_rdma(void)
+{
+    int rc = rcp__verbs_open(NULL, &hdev);
+    CHECKF(rc == 0, "open device: %s", strerror(-rc));
+    if (rc) return rc;
+    rc = rcp__verbs_reg(&hdev, shmheap_base(heap), shmheap_size(heap), 0, &heap_mr);
+    CHECKF(rc == 0, "register the heap: %s", strerror(-rc));
+    home_open = rc == 0;
+    return rc;
+}
+
+/* serve one remote process's connection: it learns where the lines and the data are */
+static int home_link(int fd, tlink *l)
+{
+    void *lines;
+    size_t len;
+    alock_table_lines(tab, &lines, &len);
+    uint64_t x[4] = {(uint64_t)(uintptr_t)lines, NLOCKS, BUDGET, (uint64_t)(uintptr_t)sh};
+    int rc = tlink_setup(fd, &hdev, (uint64_t)(uintptr_t)shmheap_base(heap), heap_mr->rkey, x, l);
+    CHECKF(rc == 0, "home link: %s", strerror(-rc));
+    return rc;
+}
+
+static void home_teardown(void)
+{
+    char live[256];
+    snprintf(live, sizeof live, "/dev/shm/alock.%llx.table", (unsigned long long)(uintptr_t)shmheap_base(heap));
+    if (home_open) {
+        rcp__verbs_dereg(heap_mr);
+        rcp__verbs_close(&hdev);
+        home_open = 0;
+    }
+    alock_table_close(tab);
+    shmheap_close(heap);
+    shmheap_unlink(heap_name, NULL);
+    unlink(live);
+}
+
+/* ---------------------------------------------------------------- a remote process */
+
+typedef struct rproc {
+    uint16_t id;
+    int home_fd;            /* to the home */
+    int npeers;
+    int peer_fd[4];         /* to other remote processes */
+    uint16_t peer_id[4];
+    int iters;              /* critical sections; 0 = hold lock `hold_lock` and sleep */
+    uint32_t hold_lock;
+    int reset_lock;         /* >= 0: only alock_remote_reset(reset_lock), then exit */
+} rproc;
+
+typedef struct rctx {
+    rcp__verbs_dev d;
+    tlink home, peers[4];
+    alock_link hl, pl[4];
+    alock_remote *r;
+    struct ibv_mr *mr, *dmr;
+    uint64_t *buf;          /* registered scratch for data READ/WRITE */
+    void *descs;            /* our descriptors, registered for the peers */
+    uint64_t data;          /* the home's struct shared */
+} rctx;
+
+#define RDESC 16
+
+static int rctx_setup(rproc *p, rctx *c, char *why, size_t whylen)
+{
+    int rc;
+    memset(c, 0, sizeof *c);
+    if ((rc = rcp__verbs_open(NULL, &c->d))) VMT_FAILF("open: %s", strerror(-rc));
+    if ((rc = tlink_setup(p->home_fd, &c->d, 0, 0, NULL, &c->home))) VMT_FAILF("home link: %s", strerror(-rc));
+    c->data = c->home.x[3];
+    if (posix_memalign((void **)&c->buf, 4096, 4096) || posix_memalign(&c->descs, 4096, ALOCK_REMOTE_MEM(RDESC)))
+        VMT_FAILF("memalign");
+    if ((rc = rcp__verbs_reg(&c->d, c->buf, 4096, 0, &c->mr))) VMT_FAILF("reg: %s", strerror(-rc));
+    if ((rc = rcp__verbs_reg(&c->d, c->descs, ALOCK_REMOTE_MEM(RDESC), 0, &c->dmr))) VMT_FAILF("reg: %s", strerror(-rc));
+    if ((rc = alock_verbs_link_create(c->home.qp, c->home.cq, c->home.rkey, 20000, &c->hl)))
+        VMT_FAILF("alock_verbs_link_create: %s", alock_strerror(rc));
+    alock_remote_opts o;
+    memset(&o, 0, sizeof o);
+    o.id = p->id;
+    o.lines_addr = c->home.x[0];
+    o.nlocks = (uint32_t)c->home.x[1];
+    o.budget = (uint32_t)c->home.x[2];
+    o.home = c->hl;
+    o.descs = c->descs;
+    o.ndesc = RDESC;
+    if ((rc = alock_remote_create(&o, &c->r))) VMT_FAILF("alock_remote_create: %s", alock_strerror(rc));
+    for (int i = 0; i < p->npeers; i++) {
+        if ((rc = tlink_setup(p->peer_fd[i], &c->d, (uint64_t)(uintptr_t)c->descs, c->dmr->rkey, NULL, &c->peers[i])))
+            VMT_FAILF("peer link %u: %s", p->peer_id[i], strerror(-rc));
+        if ((rc = alock_verbs_link_create(c->peers[i].qp, c->peers[i].cq, c->peers[i].rkey, 20000, &c->pl[i])))
+            VMT_FAILF("peer alock_verbs_link_create: %s", alock_strerror(rc));
+        if ((rc = alock_remote_set_peer(c->r, p->peer_id[i], &c->pl[i]))) VMT_FAILF("set_peer: %s", alock_strerror(rc));
+    }
+    return 0;
+out:
+    return -1;
+}
+
+static int rread(rctx *c, uint64_t off, uint64_t *v)
+{
+    struct ibv_wc wc;
+    int rc = rcp__verbs_post_read(c->home.qp, 9, c->buf, 8, c->mr->lkey, c->data + off, c->home.rkey, IBV_SEND_SIGNALED);
+    if (!rc) rc = rcp__verbs_wait(c->home.cq, &wc, VMT_WAIT);
+    *v = c->buf[0];
+    return rc;
+}
+
+static int rwrite(rctx *c, uint64_t off, uint64_t v)
+{
+    struct ibv_wc wc;
+    c->buf[1] = v;
+    int rc = rcp__verbs_post_write(c->home.qp, 10, &c->buf[1], 8, c->mr->lkey, c->data + off, c->home.rkey, 0, 0, IBV_SEND_SIGNALED);
+    if (!rc) rc = rcp__verbs_wait(c->home.cq, &wc, VMT_WAIT);
+    return rc;
+}
+
+#define OFF(f) offsetof(struct shared, f)
+
+/* A remote process: iters critical sections on lock 0, each a READ-modify-WRITE of the counter
+   with the checker around it; reports the overlaps it saw. */
+static int remote_role(int fd, void *arg, char *why, size_t whylen)
+{
+    (void)fd;
+    rproc *p = (rproc *)arg;
+    rctx c;
+    int rc;
+    if (rctx_setup(p, &c, why, whylen)) return -1;
+    if (p->reset_lock >= 0) {
+        if ((rc = alock_remote_reset(c.r, (uint32_t)p->reset_lock))) VMT_FAILF("reset: %s", alock_strerror(rc));
+        return 0;
+    }
+    VMT_TRY(vmt_send_byte(p->home_fd, 'R'));
+    VMT_TRY(vmt_expect_byte(p->home_fd, 'G', 60000));
+    if (p->iters == 0) {
+        alock_rhold h;
+        if ((rc = alock_remote_lock(c.r, p->hold_lock, &h))) VMT_FAILF("lock: %s", alock_strerror(rc));
+        VMT_TRY(vmt_send_byte(p->home_fd, 'H'));
+        for (;;) pause();
+    }
+    uint64_t worst = 0, viol = 0;
+    for (int i = 0; i < p->iters; i++) {
+        alock_rhold h;
+        uint64_t v, in;
+        if ((rc = alock_remote_lock(c.r, 0, &h))) VMT_FAILF("lock %d: %s", i, alock_strerror(rc));
+        VMT_TRY(rread(&c, OFF(inside), &in));
+        if (in) viol++;
+        VMT_TRY(rwrite(&c, OFF(inside), 1));
+        VMT_TRY(rread(&c, OFF(counter), &v));
+        VMT_TRY(rwrite(&c, OFF(counter), v + 1));
+        VMT_TRY(rwrite(&c, OFF(inside), 0));
+        if ((rc = alock_remote_unlock(&h))) VMT_FAILF("unlock %d: %s", i, alock_strerror(rc));
+    }
+    unsigned char rep[16];
+    vmt_put64(rep, worst);
+    vmt_put64(rep + 8, viol);
+    VMT_TRY(vmt_write_all(p->home_fd, rep, sizeof rep));
+    return 0;
+out:
+    return -1;
+}
+
+/* A local process: lock 0 until told to stop; plain counter, checker, per-process count. */
+static void local_proc(int me)
+{
+    shmheap *h;
+    alock_table *t;
+    if (shmheap_open(heap_name, NULL, &h) || alock_table_open(h, "table", NULL, &t)) _exit(2);
+    struct shared *s = (struct shared *)shmheap_root_get(h, "shared");
+    while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
+        alock_hold hd;
+        if (alock_lock(t, 0, &hd) < 0) _exit(3);
+        if (s->inside) s->violations++;
+        s->inside = 1;
+        s->counter++;
+        /* bounded waiting, seen from inside: local critical sections while a remote process is
+           queued (r_tail set) and no remote critical section came between them */
+        uint64_t rcs = s->counter - 1 - s->local_acq;
+        if (__atomic_load_n(&t->lines[0].r_tail, __ATOMIC_ACQUIRE)) {
+            if (s->streak_on && s->streak_rcs == rcs) s->streak++;
+            else { s->streak = 1; s->streak_rcs = rcs; s->streak_on = 1; }
+            if (s->streak > s->max_streak) s->max_streak = s->streak;
+        } else {
+            s->streak_on = 0;
+        }
+        s->local_acq++;
+        s->per_local[me]++;
+        s->inside = 0;
+        alock_unlock(&hd);
+    }
+    alock_table_close(t);
+    _exit(0);
+}
+
+/* ---------------------------------------------------------------- one guest */
+
+/* CPU lock xadd and rxe's fetch-and-add on one word: rxe does load-then-store, so adds are lost */
+static int hazard_role(int fd, void *arg, char *why, size_t whylen)
+{
+    (void)arg;
+    rcp__verbs_dev d;
+    tlink l;
+    struct ibv_mr *mr = NULL;
+    uint64_t *old = NULL;
+    int rc;
+    if ((rc = rcp__verbs_open(NULL, &d))) VMT_FAILF("open: %s", strerror(-rc));
+    if ((rc = tlink_setup(fd, &d, 0, 0, NULL, &l))) VMT_FAILF("link: %s", strerror(-rc));
+    if (posix_memalign((void **)&old, 4096, 4096)) VMT_FAILF("memalign");
+    VMT_TRY(rcp__verbs_reg(&d, old, 4096, 0, &mr));
+    VMT_TRY(vmt_expect_byte(fd, 'G', 60000));
+    for (int i = 0; i < HAZARD_N; i++) {
+        struct ibv_wc wc;
+        VMT_TRY(rcp__verbs_post_faa(l.qp, 1, old, mr->lkey, l.x[3] + OFF(hazard_word), l.rkey, 1, IBV_SEND_SIGNALED));
+        VMT_WAIT_OK(l.cq, &wc);
+    }
+    VMT_TRY(vmt_send_byte(fd, 'D'));
+    return 0;
+out:
+    return -1;
+}
+
+static void hazard_cpu_and_rdma_faa(void)
+{
+    vmt_child ch;
+    int sock;
+    if (vmt_spawn_sock(hazard_role, NULL, &ch, &sock)) return;
+    tlink l;
+    if (home_link(sock, &l) == 0) {
+        uint64_t cpu = 0, t0 = rcp__now_ns();
+        vmt_send_byte(sock, 'G');
+        for (;;) {
+            for (int k = 0; k < 256; k++, cpu++) __atomic_fetch_add(&sh->hazard_word, 1, __ATOMIC_SEQ_CST);
+            struct pollfd pf = {.fd = sock, .events = POLLIN, .revents = 0};
+            if (poll(&pf, 1, 0) > 0) break;
+            if (rcp__now_ns() - t0 > 100 * VMT_SEC) break;
+        }
+        char c = 0;
+        CHECK_EQ(vmt_read_all(sock, &c, 1, 1000), 0);
+        uint64_t fin = __atomic_load_n(&sh->hazard_word, __ATOMIC_SEQ_CST);
+        long long lost = (long long)(cpu + HAZARD_N) - (long long)fin;
+        printf("# hazard: %d RDMA and %llu CPU fetch-and-adds on one word in %.1f s: %lld lost\n",
+               HAZARD_N, (unsigned long long)cpu, (rcp__now_ns() - t0) / 1e9, lost);
+        CHECKF(lost > 0, "no update was lost (%lld): the hazard did not show", lost);
+        rcp__verbs_qp_destroy(l.qp);
+        rcp__verbs_cq_destroy(l.cq);
+    }
+    char why[512];
+    CHECKF(vmt_reap(&ch, why, sizeof why) == 0, "rdma side: %s", why);
+    close(sock);
+}
+
+/* 2 local and 2 remote processes (loopback) on lock 0 at once: exact count, no overlap, and a
+   remote waiter sees a bounded number of local critical sections while it waits */
+static void mixed_local_and_remote(void)
+{
+    int s1[2], s2[2], s12[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, s1) || socketpair(AF_UNIX, SOCK_STREAM, 0, s2) ||
+        socketpair(AF_UNIX, SOCK_STREAM, 0, s12)) { CHECKF(0, "socketpair"); return; }
+    rproc p1 = {1, s1[1], 1, {s12[0]}, {2}, REMOTE_ITERS, 0, -1};
+    rproc p2 = {2, s2[1], 1, {s12[1]}, {1}, REMOTE_ITERS, 0, -1};
+    vmt_child c1, c2;
+    fflush(stdout);
+    pid_t lp[2];
+    for (int i = 0; i < 2; i++)
+        if ((lp[i] = fork()) == 0) local_proc(i);
+    CHECK_EQ(vmt_spawn(remote_role, -1, &p1, &c1), 0);
+    CHECK_EQ(vmt_spawn(remote_role, -1, &p2, &c2), 0);
+    close(s1[1]); close(s2[1]); close(s12[0]); close(s12[1]);
+    tlink l1, l2;
+    memset(&l1, 0, sizeof l1);
+    memset(&l2, 0, sizeof l2);
+    int ok = home_link(s1[0], &l1) == 0 && home_link(s2[0], &l2) == 0;
+    ok = ok && vmt_expect_byte(s1[0], 'R', 60000) == 0 && vmt_expect_byte(s2[0], 'R', 60000) == 0;
+    uint64_t t0 = rcp__now_ns();
+    if (ok) { vmt_send_byte(s1[0], 'G'); vmt_send_byte(s2[0], 'G'); }
+    unsigned char rep[2][16];
+    memset(rep, 0, sizeof rep);
+    CHECK(ok && vmt_read_all(s1[0], rep[0], 16, 150000) == 0);
+    CHECK(ok && vmt_read_all(s2[0], rep[1], 16, 150000) == 0);
+    double secs = (rcp__now_ns() - t0) / 1e9;
+    __atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < 2; i++) {
+        int st = 0;
+        waitpid(lp[i], &st, 0);
+        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "local process %d: status %d", i, st);
+    }
+    char why[512];
+    CHECKF(vmt_reap(&c1, why, sizeof why) == 0, "remote 1: %s", why);
+    CHECKF(vmt_reap(&c2, why, sizeof why) == 0, "remote 2: %s", why);
+    uint64_t worst = sh->max_streak;
+    uint64_t rviol = vmt_get64(rep[0] + 8) + vmt_get64(rep[1] + 8);
+    printf("# mixed: %llu local + %d remote critical sections in %.1f s; at most %llu local ones "
+           "in a row while a remote one was queued (budget %d)\n", (unsigned long long)sh->local_acq, 2 * REMOTE_ITERS, secs,
+           (unsigned long long)worst, BUDGET);
+    CHECK_EQ(sh->counter, sh->local_acq + 2 * REMOTE_ITERS);
+    CHECK_EQ(sh->per_local[0] + sh->per_local[1], sh->local_acq);
+    CHECK_EQ(sh->violations, 0);
+    CHECK_EQ(rviol, 0);
+    CHECKF(sh->local_acq > 0, "the local processes never got the lock");
+    /* bounded waiting: Peterson lets the local cohort in at most twice per remote wait, each
+       time for at most BUDGET hand-offs, plus the ones in flight */
+    CHECKF(worst <= 2 * BUDGET + 4, "%llu local critical sections in a row past a queued remote one",
+           (unsigned long long)worst);
+    rcp__verbs_qp_destroy(l1.qp); rcp__verbs_cq_destroy(l1.cq);
+    rcp__verbs_qp_destroy(l2.qp); rcp__verbs_cq_destroy(l2.cq);
+    close(s1[0]); close(s2[0]);
+    __atomic_store_n(&sh->stop, 0, __ATOMIC_RELEASE);
+}
+
+/* ALOCK_CHECK_RMW: lock 0's remote tail has seen RDMA compare-and-swap; a CPU read-modify-write of
+   it must trip the assertion, one of the local tail must not */
+static void debug_invariant_check(void)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alock__cpu_rmw_mark(&tab->lines[0], 2); /* l_tail: allowed */
+        alock__cpu_rmw_mark(&tab->lines[0], 0); /* r_tail: the forbidden mix */
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "expected an assertion (SIGABRT), status %d", st);
+    CHECKF(((tab->lines[0].rdma_marks) & 0xff) > 0, "no RDMA mark on r_tail");
+    CHECKF(((tab->lines[0].rdma_marks >> 16) & 0xff) == 0, "RDMA mark on l_tail");
+}
+
+/* A remote holder is killed: local lockers wait (deadline), a remote process resets the queue
+   (documented recovery), and the lock works again */
+static void killed_remote_holder(void)
+{
+    int s[2], s2[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, s) || socketpair(AF_UNIX, SOCK_STREAM, 0, s2)) { CHECKF(0, "socketpair"); return; }
+    rproc p = {3, s[1], 0, {0}, {0}, 0, 5, -1};
+    vmt_child c;
+    CHECK_EQ(vmt_spawn(remote_role, -1, &p, &c), 0);
+    close(s[1]);
+    tlink l;
+    memset(&l, 0, sizeof l);
+    int ok = home_link(s[0], &l) == 0 && vmt_expect_byte(s[0], 'R', 60000) == 0;
+    if (ok) vmt_send_byte(s[0], 'G');
+    ok = ok && vmt_expect_byte(s[0], 'H', 60000) == 0;
+    CHECKF(ok, "the remote process did not take lock 5");
+    kill(c.pid, SIGKILL);
+    char why[512];
+    vmt_reap(&c, why, sizeof why);
+    alock_hold h;
+    CHECK_EQ(alock_lock_timeout(tab, 5, rcp__now_ns() + 300000000ull, &h), ALOCK_E_TIMEDOUT);
+    CHECK_EQ(alock_trylock(tab, 5, &h), ALOCK_E_BUSY);
+    /* recovery: a remote process that knows id 3 is gone empties the remote queue */
+    rproc q = {4, s2[1], 0, {0}, {0}, 0, 0, 5};
+    vmt_child c2;
+    CHECK_EQ(vmt_spawn(remote_role, -1, &q, &c2), 0);
+    close(s2[1]);
+    tlink l2;
+    memset(&l2, 0, sizeof l2);
+    home_link(s2[0], &l2);
+    CHECKF(vmt_reap(&c2, why, sizeof why) == 0, "reset: %s", why);
+    CHECK_EQ(alock_lock_timeout(tab, 5, rcp__now_ns() + 5 * VMT_SEC, &h), 0);
+    alock_unlock(&h);
+    rcp__verbs_qp_destroy(l.qp); rcp__verbs_cq_destroy(l.cq);
+    rcp__verbs_qp_destroy(l2.qp); rcp__verbs_cq_destroy(l2.cq);
+    close(s[0]); close(s2[0]);
+}
+
+/* ---------------------------------------------------------------- two guests */
+
+#define PAIR_PORT 18710
+#define PAIR_ITERS 100
+
+/* a: accept the 4 TCP connections of b's remote processes 2 and 3 (to the home, to remote 1),
+   told apart by the first byte each sends: 'h' or 'p', then the id */
+static int pair_accept(int l, int fds[2][4])
+{
+    for (int i = 0; i < 4; i++) {
+        int fd = vmt_tcp_accept(l, 90000);
+        if (fd < 0) return fd;
+        unsigned char tag[2];
+        int rc = vmt_read_all(fd, tag, 2, 30000);
+        if (rc) return rc;
+        if ((tag[0] != 'h' && tag[0] != 'p') || tag[1] < 2 || tag[1] > 3) return -EPROTO;
+        fds[tag[0] == 'p'][tag[1]] = fd;
+    }
+    return 0;
+}
+
+static void pair_a(void)
+{
+    int l = vmt_tcp_listen(PAIR_PORT);
+    CHECKF(l >= 0, "listen: %s", strerror(-l));
+    if (l < 0) return;
+    int fds[2][4];
+    memset(fds, -1, sizeof fds);
+    int rc = pair_accept(l, fds);
+    close(l);
+    CHECKF(rc == 0, "accepting b's processes: %s", strerror(-rc));
+    if (rc) return;
+    /* remote 1 here (loopback), with links to 2 and 3 on b */
+    int s1[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, s1)) { CHECKF(0, "socketpair"); return; }
+    rproc p1 = {1, s1[1], 2, {fds[1][2], fds[1][3]}, {2, 3}, PAIR_ITERS, 0, -1};
+    fflush(stdout);
+    pid_t lp[2];
+    for (int i = 0; i < 2; i++)
+        if ((lp[i] = fork()) == 0) local_proc(i);
+    vmt_child c1;
+    CHECK_EQ(vmt_spawn(remote_role, -1, &p1, &c1), 0);
+    close(s1[1]);
+    close(fds[1][2]);
+    close(fds[1][3]);
+    int hf[3] = {s1[0], fds[0][2], fds[0][3]};
+    tlink hl[3];
+    memset(hl, 0, sizeof hl);
+    int ok = 1;
+    for (int i = 0; i < 3 && ok; i++) ok = home_link(hf[i], &hl[i]) == 0;
+    for (int i = 0; i < 3 && ok; i++) ok = vmt_expect_byte(hf[i], 'R', 90000) == 0;
+    CHECKF(ok, "the remote processes did not get ready");
+    uint64_t t0 = rcp__now_ns();
+    for (int i = 0; i < 3 && ok; i++) vmt_send_byte(hf[i], 'G');
+    uint64_t rviol = 0;
+    for (int i = 0; i < 3 && ok; i++) {
+        unsigned char rep[16];
+        rc = vmt_read_all(hf[i], rep, 16, 150000);
+        CHECKF(rc == 0, "remote %d's report: %s", i + 1, strerror(-rc));
+        if (!rc) rviol += vmt_get64(rep + 8);
+    }
+    double secs = (rcp__now_ns() - t0) / 1e9;
+    __atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < 2; i++) {
+        int st = 0;
+        waitpid(lp[i], &st, 0);
+        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "local process %d: status %d", i, st);
+    }
+    char why[512];
+    CHECKF(vmt_reap(&c1, why, sizeof why) == 0, "remote 1: %s", why);
+    printf("# two guests: %llu local + %d remote critical sections (1 remote here, 2 on b) in %.1f s;"
+           " at most %llu local ones in a row past a queued remote one (budget %d)\n",
+           (unsigned long long)sh->local_acq, 3 * PAIR_ITERS, secs,
+           (unsigned long long)sh->max_streak, BUDGET);
+    if (ok) {
+        CHECK_EQ(sh->counter, sh->local_acq + 3 * PAIR_ITERS);
+        CHECK_EQ(sh->violations, 0);
+        CHECK_EQ(rviol, 0);
+        CHECKF(sh->max_streak <= 2 * BUDGET + 4, "%llu local critical sections in a row",
+               (unsigned long long)sh->max_streak);
+    }
+    for (int i = 0; i < 3; i++) {
+        if (hl[i].qp) rcp__verbs_qp_destroy(hl[i].qp);
+        if (hl[i].cq) rcp__verbs_cq_destroy(hl[i].cq);
+        close(hf[i]);
+    }
+}
+
+/* a: b's remote process 4 takes lock 7 and is killed by b; locals wait; b's process 5 resets
+   the remote queue (the documented recovery); locals get the lock */
+static void pair_a_killed_remote(void)
+{
+    int l = vmt_tcp_listen(PAIR_PORT + 1);
+    CHECKF(l >= 0, "listen: %s", strerror(-l));
+    if (l < 0) return;
+    int ctl = vmt_tcp_accept(l, 90000), k4 = vmt_tcp_accept(l, 90000), k5 = -1;
+    tlink l4, l5;
+    memset(&l4, 0, sizeof l4);
+    memset(&l5, 0, sizeof l5);
+    alock_hold h;
+    int ok = ctl >= 0 && k4 >= 0 && home_link(k4, &l4) == 0 && vmt_expect_byte(k4, 'R', 90000) == 0;
+    if (ok) vmt_send_byte(k4, 'G');
+    ok = ok && vmt_expect_byte(k4, 'H', 90000) == 0;
+    CHECKF(ok, "b's process 4 did not take lock 7");
+    if (!ok) goto out;
+    vmt_send_byte(ctl, 'K');
+    CHECK_EQ(vmt_expect_byte(ctl, 'D', 90000), 0); /* b killed it */
+    CHECK_EQ(alock_lock_timeout(tab, 7, rcp__now_ns() + 300000000ull, &h), ALOCK_E_TIMEDOUT);
+    k5 = vmt_tcp_accept(l, 90000);
+    ok = k5 >= 0 && home_link(k5, &l5) == 0;
+    CHECKF(ok, "b's process 5 did not connect");
+    if (ok) {
+        int rc = alock_lock_timeout(tab, 7, rcp__now_ns() + 60 * VMT_SEC, &h);
+        CHECKF(rc == 0, "lock 7 after the reset: %s", alock_strerror(rc));
+        if (rc == 0) alock_unlock(&h);
+    }
+out:
+    if (l4.qp) { rcp__verbs_qp_destroy(l4.qp); rcp__verbs_cq_destroy(l4.cq); }
+    if (l5.qp) { rcp__verbs_qp_destroy(l5.qp); rcp__verbs_cq_destroy(l5.cq); }
+    if (ctl >= 0) close(ctl);
+    if (k4 >= 0) close(k4);
+    if (k5 >= 0) close(k5);
+    close(l);
+}
+
+static void pair_b_killed_remote(const char *peer)
+{
+    int ctl = vmt_tcp_connect(peer, PAIR_PORT + 1, 90000);
+    CHECKF(ctl >= 0, "tcp: %s", strerror(-ctl));
+    if (ctl < 0) return;
+    int k4 = vmt_tcp_connect(peer, PAIR_PORT + 1, 90000);
+    CHECKF(k4 >= 0, "tcp: %s", strerror(-k4));
+    if (k4 < 0) { close(ctl); return; }
+    rproc q4 = {4, k4, 0, {0}, {0}, 0, 7, -1};
+    vmt_child c4;
+    CHECK_EQ(vmt_spawn(remote_role, -1, &q4, &c4), 0);
+    CHECK_EQ(vmt_expect_byte(ctl, 'K', 120000), 0);
+    kill(c4.pid, SIGKILL);
+    char why[512];
+    vmt_reap(&c4, why, sizeof why);
+    vmt_send_byte(ctl, 'D');
+    int k5 = vmt_tcp_connect(peer, PAIR_PORT + 1, 90000);
+    CHECKF(k5 >= 0, "tcp: %s", strerror(-k5));
+    if (k5 >= 0) {
+        rproc q5 = {5, k5, 0, {0}, {0}, 0, 0, 7};
+        vmt_child c5;
+        CHECK_EQ(vmt_spawn(remote_role, -1, &q5, &c5), 0);
+        CHECKF(vmt_reap(&c5, why, sizeof why) == 0, "reset: %s", why);
+        close(k5);
+    }
+    close(k4);
+    close(ctl);
+}
+
+static int pair_conn(const char *peer, char kind, int id)
+{
+    int fd = vmt_tcp_connect(peer, PAIR_PORT, 90000);
+    if (fd < 0) return fd;
+    unsigned char tag[2] = {(unsigned char)kind, (unsigned char)id};
+    int rc = vmt_write_all(fd, tag, 2);
+    if (rc) { close(fd); return rc; }
+    return fd;
+}
+
+static void pair_b(const char *peer)
+{
+    int s23[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, s23)) { CHECKF(0, "socketpair"); return; }
+    int h2 = pair_conn(peer, 'h', 2), p2 = pair_conn(peer, 'p', 2);
+    int h3 = pair_conn(peer, 'h', 3), p3 = pair_conn(peer, 'p', 3);
+    CHECKF(h2 >= 0 && p2 >= 0 && h3 >= 0 && p3 >= 0, "tcp to %s: %s", peer, strerror(-(h2 < 0 ? h2 : p2 < 0 ? p2 : h3 < 0 ? h3 : p3)));
+    if (h2 < 0 || p2 < 0 || h3 < 0 || p3 < 0) return;
+    /* peers in id order on both sides, so no two processes wait for each other's setup */
+    rproc q2 = {2, h2, 2, {p2, s23[0]}, {1, 3}, PAIR_ITERS, 0, -1};
+    rproc q3 = {3, h3, 2, {p3, s23[1]}, {1, 2}, PAIR_ITERS, 0, -1};
+    vmt_child c2, c3;
+    CHECK_EQ(vmt_spawn(remote_role, -1, &q2, &c2), 0);
+    CHECK_EQ(vmt_spawn(remote_role, -1, &q3, &c3), 0);
+    char why[512];
+    CHECKF(vmt_reap(&c2, why, sizeof why) == 0, "remote 2: %s", why);
+    CHECKF(vmt_reap(&c3, why, sizeof why) == 0, "remote 3: %s", why);
+    close(h2); close(p2); close(h3); close(p3); close(s23[0]); close(s23[1]);
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGPIPE, SIG_IGN);
+    if (argc == 1) {
+        t_begin("alock_setup");
+        int rc = home_setup();
+        if (!rc) rc = home_rdma();
+        t_end();
+        if (rc) return T_DONE();
+        TEST(hazard_cpu_and_rdma_faa);
+        TEST(mixed_local_and_remote);
+        TEST(debug_invariant_check);
+        TEST(killed_remote_holder);
+        home_teardown();
+        return T_DONE();
+    }
+    int is_a = vmt_guest_role(argc, argv, 3, "PEER_IP");
+    if (is_a < 0) return 2;
+    if (is_a) {
+        t_begin("alock_pair_setup");
+        int rc = home_setup();
+        if (!rc) rc = home_rdma();
+        t_end();
+        if (rc) return T_DONE();
+        TEST(pair_a);
+        TEST(pair_a_killed_remote);
+        home_teardown();
+    } else {
+        t_begin("pair_b");
+        pair_b(argv[2]);
+        t_end();
+        t_begin("pair_b_killed_remote");
+        pair_b_killed_remote(argv[2]);
+        t_end();
+    }
+    return T_DONE();
+}
