@@ -7,11 +7,13 @@
  * Forks a krconn server process (a context that answers requests and serves a meta directory)
  * and a plain-verbs server process (TCP on port 18620), then times, in this process:
  *   krconn_new/T      a physical connect (KRCONN_CONNECT_NO_VIRTUAL: what a connect to a context
- *                     not yet connected costs), T = 1 or 2 threads, N per thread; close not timed
+ *                     not yet connected costs), T = 1 or 2 threads; close not timed; with 1
+ *                     thread alternated with verbs_tcp/1 (one of each per round, N/2 rounds)
  *   krconn_virtual/T  a connect to a context already connected (one physical connection held)
  *   krconn_lookup_shm, krconn_lookup_meta   a directory lookup (shared memory; RDMA READ)
  *   verbs_tcp/1       create CQ+QP, INIT, swap endpoints over TCP, RTR, RTS (the server does
- *                     the same on its side before it answers); the device stays open
+ *                     the same on its side before it answers); the device stays open; teardown
+ *                     not timed
  * Lines: "NAME MEDIAN_NS P99_NS OPS_PER_S" (bench/hist.h), "# ..." for humans, and
  * "step NAME STEP US_PER_CONNECT" for the breakdown, "packets NAME PER_CONNECT". */
 #define KRCONN_IMPLEMENTATION
@@ -140,6 +142,7 @@ static void run_connects(const char *name, int threads, int n, unsigned flags)
     krconn_stats c0, c1, s0, s1;
     krconn_ctx_stats(cli, &c0);
     server_stats(&s0);
+    usleep(20000); /* hw_counters are cached for about 10 ms: read fresh values */
     long long p0 = hw("sent_pkts"), r0 = hw("rcvd_pkts");
     uint64_t t0 = hist_now();
     for (int i = 0; i < threads; i++) {
@@ -151,6 +154,7 @@ static void run_connects(const char *name, int threads, int n, unsigned flags)
     }
     for (int i = 0; i < threads; i++) pthread_join(th[i], NULL);
     uint64_t wall = hist_now() - t0;
+    usleep(20000);
     long long p1 = hw("sent_pkts"), r1 = hw("rcvd_pkts");
     krconn_ctx_stats(cli, &c1);
     server_stats(&s1);
@@ -230,47 +234,91 @@ static void run_lookups(int n)
 
 /* ---------------------------------------------------------------- plain verbs */
 
-static void run_verbs(int n)
+/* One plain-verbs connection: steps added to st[0..2] (create, TCP exchange, RTR/RTS); returns
+   the total in ns. */
+static uint64_t verbs_one(rcp__verbs_dev *d, uint64_t *st)
+{
+    struct ibv_cq *cq = NULL;
+    struct ibv_qp *qp = NULL;
+    rcp__verbs_ep me, peer;
+    unsigned char out[RCP__VERBS_EP_WIRE], in[RCP__VERBS_EP_WIRE];
+    uint64_t a = hist_now();
+    if (rcp__verbs_cq_create(d, 128, 0, &cq) || rcp__verbs_qp_create(d, cq, cq, NULL, &qp))
+        die("verbs create", -EIO);
+    uint64_t b = hist_now();
+    int s = vmt_tcp_connect("127.0.0.1", VERBS_PORT, 10000);
+    if (s < 0) die("verbs tcp", s);
+    rcp__verbs_ep_local(d, qp, 0, 0, &me);
+    rcp__verbs_ep_pack(&me, out);
+    if (vmt_write_all(s, out, sizeof out) || vmt_read_all(s, in, sizeof in, 10000) ||
+        rcp__verbs_ep_unpack(in, &peer))
+        die("verbs exchange", -EIO);
+    uint64_t c = hist_now();
+    if (rcp__verbs_rc_connect(d, qp, &me, &peer, NULL)) die("verbs rtr/rts", -EIO);
+    uint64_t e = hist_now();
+    st[0] += b - a;
+    st[1] += c - b;
+    st[2] += e - c;
+    vmt_send_byte(s, 'D');
+    close(s);
+    rcp__verbs_qp_destroy(qp);
+    rcp__verbs_cq_destroy(cq);
+    return e - a;
+}
+
+/* krconn new-peer connects and plain-verbs connects alternated, one of each per round, so both
+   see the same conditions (the host's load moves within a run). */
+static void run_new_and_verbs(int n)
 {
     rcp__verbs_dev d;
-    hist h;
-    uint64_t s_create = 0, s_tcp = 0, s_modify = 0;
+    hist hk, hv;
+    uint64_t st[3] = {0, 0, 0}, tk = 0, tv = 0;
+    krconn_stats c0, c1, s0, s1;
+    krconn_connect_opts co;
+    memset(&co, 0, sizeof co);
+    co.flags = KRCONN_CONNECT_NO_VIRTUAL;
     if (rcp__verbs_open(NULL, &d)) die("verbs open", -ENODEV);
-    hist_init(&h, (size_t)n);
-    uint64_t t0 = hist_now();
-    for (int i = 0; i < n; i++) {
-        struct ibv_cq *cq = NULL;
-        struct ibv_qp *qp = NULL;
-        rcp__verbs_ep me, peer;
-        unsigned char out[RCP__VERBS_EP_WIRE], in[RCP__VERBS_EP_WIRE];
-        uint64_t a = hist_now();
-        if (rcp__verbs_cq_create(&d, 128, 0, &cq) || rcp__verbs_qp_create(&d, cq, cq, NULL, &qp))
-            die("verbs create", -EIO);
-        uint64_t b = hist_now();
-        int s = vmt_tcp_connect("127.0.0.1", VERBS_PORT, 10000);
-        if (s < 0) die("verbs tcp", s);
-        rcp__verbs_ep_local(&d, qp, 0, 0, &me);
-        rcp__verbs_ep_pack(&me, out);
-        if (vmt_write_all(s, out, sizeof out) || vmt_read_all(s, in, sizeof in, 10000) ||
-            rcp__verbs_ep_unpack(in, &peer))
-            die("verbs exchange", -EIO);
-        uint64_t c = hist_now();
-        if (rcp__verbs_rc_connect(&d, qp, &me, &peer, NULL)) die("verbs rtr/rts", -EIO);
-        uint64_t e = hist_now();
-        hist_add(&h, e - a);
-        s_create += b - a;
-        s_tcp += c - b;
-        s_modify += e - c;
-        vmt_send_byte(s, 'D');
-        close(s);
-        rcp__verbs_qp_destroy(qp);
-        rcp__verbs_cq_destroy(cq);
+    hist_init(&hk, (size_t)n);
+    hist_init(&hv, (size_t)n);
+    krconn_ctx_stats(cli, &c0);
+    server_stats(&s0);
+    for (int i = 0; i < n; i++) { /* packets per connect: see krconn_new/2 */
+        krconn *k;
+        uint64_t t = hist_now();
+        int rc = krconn_connect(cli, &srv, &co, &k);
+        uint64_t dt = hist_now() - t;
+        if (rc) die("krconn_new", rc);
+        hist_add(&hk, dt);
+        tk += dt;
+        krconn_close(k);
+        dt = verbs_one(&d, st);
+        hist_add(&hv, dt);
+        tv += dt;
     }
-    hist_print(&h, "verbs_tcp/1", (double)n * 1e9 / (double)(hist_now() - t0));
-    printf("step verbs_tcp/1 create_cq_qp_init %.1f\n", (double)s_create / 1e3 / n);
-    printf("step verbs_tcp/1 tcp_connect_exchange %.1f\n", (double)s_tcp / 1e3 / n);
-    printf("step verbs_tcp/1 modify %.1f\n", (double)s_modify / 1e3 / n);
-    hist_free(&h);
+    krconn_ctx_stats(cli, &c1);
+    server_stats(&s1);
+    /* connects per second from the time spent in each alone */
+    hist_print(&hk, "krconn_new/1", (double)n * 1e9 / (double)tk);
+    hist_print(&hv, "verbs_tcp/1", (double)n * 1e9 / (double)tv);
+    uint64_t phys = c1.connects - c0.connects, acc = s1.accepts - s0.accepts;
+    const char *full = "krconn_new/1";
+    printf("step %s pool %.1f\n", full, (double)(c1.ns_pool - c0.ns_pool) / 1e3 / (double)phys);
+    printf("step %s request %.1f\n", full, (double)(c1.ns_request - c0.ns_request) / 1e3 / (double)phys);
+    printf("step %s RTR+RTS %.1f\n", full, (double)(c1.ns_modify - c0.ns_modify) / 1e3 / (double)phys);
+    if (acc) {
+        printf("step %s peer_answer %.1f\n", full, (double)(s1.ns_accept - s0.ns_accept) / 1e3 / (double)acc);
+        printf("step %s peer_answer:RTR %.1f\n", full,
+               (double)(s1.ns_accept_modify - s0.ns_accept_modify) / 1e3 / (double)acc);
+        printf("step %s peer_answer:post_send %.1f\n", full,
+               (double)(s1.ns_accept_send - s0.ns_accept_send) / 1e3 / (double)acc);
+        printf("step %s peer_after_answer:RTS %.1f\n", full,
+               (double)(s1.ns_accept_rts - s0.ns_accept_rts) / 1e3 / (double)acc);
+    }
+    printf("step verbs_tcp/1 create_cq_qp_init %.1f\n", (double)st[0] / 1e3 / n);
+    printf("step verbs_tcp/1 tcp_connect_exchange %.1f\n", (double)st[1] / 1e3 / n);
+    printf("step verbs_tcp/1 RTR+RTS %.1f\n", (double)st[2] / 1e3 / n);
+    hist_free(&hk);
+    hist_free(&hv);
     rcp__verbs_close(&d);
 }
 
@@ -304,7 +352,7 @@ int main(int argc, char **argv)
     hist_free(&w.h);
     usleep(200000);
 
-    run_connects("krconn_new", 1, n, KRCONN_CONNECT_NO_VIRTUAL);
+    run_new_and_verbs(n / 2);
     usleep(200000);
     run_connects("krconn_new", 2, n / 2, KRCONN_CONNECT_NO_VIRTUAL);
     krconn *held;
@@ -313,7 +361,6 @@ int main(int argc, char **argv)
     run_connects("krconn_virtual", 2, n * 5, 0);
     krconn_close(held);
     run_lookups(n);
-    run_verbs(n / 4 > 20 ? n / 4 : 20);
 
     krconn_ctx_destroy(cli);
     if (write(srv_fd, "Q", 1) != 1) {}
