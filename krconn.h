@@ -134,7 +134,7 @@
    9. THREAD SAFETY
    ----------------
    Every function may be called from any thread, except: krconn_ctx_destroy (no other call on
-   that context may run or follow), krconn_close (no other call on that connection), and
+   that context may run or follow), krconn_disconnect (no other call on that connection), and
    krconn_poll/krconn_wait of one connection by two threads at once (allowed, but each
    completion goes to one of them).
 
@@ -351,7 +351,7 @@ KRCONN_API int krconn_connect(krconn_ctx *ctx, const krconn_addr *peer,
 KRCONN_API int krconn_connect_name(krconn_ctx *ctx, krconn_dir *dir, const char *name,
                                    const krconn_connect_opts *opts, krconn **out);
 KRCONN_API int krconn_accept(krconn_ctx *ctx, int timeout_ms, krconn **out);
-KRCONN_API int krconn_close(krconn *c);
+KRCONN_API int krconn_disconnect(krconn *c);
 KRCONN_API int krconn_is_virtual(const krconn *c);
 KRCONN_API int krconn_peer_addr(const krconn *c, krconn_addr *out);
 KRCONN_API const void *krconn_peer_data(const krconn *c); /* KRCONN_DATA_MAX bytes, 8-aligned */
@@ -565,7 +565,7 @@ KRCONN_API int krconn_accept(krconn_ctx *c, int t, krconn **out)
     if (out) *out = NULL;
     return KRCONN_E_NOTSUP;
 }
-KRCONN_API int krconn_close(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
+KRCONN_API int krconn_disconnect(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 KRCONN_API int krconn_is_virtual(const krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 KRCONN_API int krconn_peer_addr(const krconn *c, krconn_addr *o)
 {
@@ -2275,7 +2275,7 @@ KRCONN_API int krconn_accept(krconn_ctx *ctx, int timeout_ms, krconn **out)
     }
 }
 
-KRCONN_API int krconn_close(krconn *c)
+KRCONN_API int krconn_disconnect(krconn *c)
 {
     if (!c) return KRCONN_E_INVAL;
     krconn_ctx *ctx = c->ctx;
@@ -2523,7 +2523,7 @@ KRCONN_API int krconn_dir_close(krconn_dir *d)
 {
     if (!d) return KRCONN_E_INVAL;
     if (d->buf.mr) krconn_dereg(&d->buf);
-    if (d->conn) krconn_close(d->conn);
+    if (d->conn) krconn_disconnect(d->conn);
     KRCONN_FREE(d->lbuf);
     pthread_mutex_destroy(&d->mu);
     KRCONN_FREE(d);

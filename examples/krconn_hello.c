@@ -65,8 +65,8 @@ static int client(const char *address)
     printf("read: %s\n", buf);
     if ((rc = krconn_connect(ctx, &peer, NULL, &v))) return fail("second connect", rc);
     printf("second connection virtual: %s\n", krconn_is_virtual(v) ? "yes" : "no");
-    krconn_close(v);
-    krconn_close(k);
+    krconn_disconnect(v);
+    krconn_disconnect(k);
     krconn_dereg(&mr);
     krconn_ctx_destroy(ctx);
     return 0;

@@ -78,7 +78,7 @@ typedef struct rcp__verbs_qp_opts {
     uint32_t qkey;          /* UD: 0 = RCP__VERBS_QKEY */
     /* RC, after connect: */
     uint8_t timeout;        /* local ACK timeout, 4.096 us * 2^timeout; 0 = 14 (67 ms) */
-    uint8_t retry_cnt;      /* 0 = 7 */
+    uint8_t retry_cnt;      /* 0 = 6 (rxe: 7 retries forever) */
     uint8_t rnr_retry;      /* 0 = 6 (7 would retry forever) */
     uint8_t min_rnr_timer;  /* 0 = 12 (0.64 ms) */
 } rcp__verbs_qp_opts;
@@ -415,7 +415,7 @@ static inline int rcp__verbs_rc_connect(rcp__verbs_dev *d, struct ibv_qp *qp, co
     a.qp_state = IBV_QPS_RTS;
     a.sq_psn = local->psn;
     a.timeout = o->timeout ? o->timeout : 14;
-    a.retry_cnt = o->retry_cnt ? o->retry_cnt : 7;
+    a.retry_cnt = o->retry_cnt ? o->retry_cnt : 6;
     a.rnr_retry = o->rnr_retry ? o->rnr_retry : 6;
     a.max_rd_atomic = (uint8_t)(rd_init > 0 ? rd_init : 1);
     return rcp__verbs_modify(qp, &a,

@@ -122,7 +122,7 @@ static void *connect_loop(void *arg)
         int rc = krconn_connect(cli, &srv, &co, &k);
         hist_add(&j->h, hist_now() - t);
         if (rc) { j->rc = rc; return NULL; }
-        krconn_close(k);
+        krconn_disconnect(k);
     }
     return NULL;
 }
@@ -290,7 +290,7 @@ static void run_new_and_verbs(int n)
         if (rc) die("krconn_new", rc);
         hist_add(&hk, dt);
         tk += dt;
-        krconn_close(k);
+        krconn_disconnect(k);
         dt = verbs_one(&d, st);
         hist_add(&hv, dt);
         tv += dt;
@@ -359,7 +359,7 @@ int main(int argc, char **argv)
     if ((rc = krconn_connect(cli, &srv, NULL, &held))) die("held connect", rc);
     run_connects("krconn_virtual", 1, n * 10, 0);
     run_connects("krconn_virtual", 2, n * 5, 0);
-    krconn_close(held);
+    krconn_disconnect(held);
     run_lookups(n);
 
     krconn_ctx_destroy(cli);

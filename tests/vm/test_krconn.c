@@ -145,7 +145,7 @@ static int srv_role(int fd, void *arg, char *why, size_t whylen)
             int n = krconn_poll(cs[i], &wc, 1, 0);
             busy |= n != 0;
             if (n == KRCONN_E_CLOSED || (n == 1 && wc.status && wc.status != 0)) {
-                krconn_close(cs[i]);
+                krconn_disconnect(cs[i]);
                 cs[i] = NULL;
                 nc--;
                 continue;
@@ -165,7 +165,7 @@ static int srv_role(int fd, void *arg, char *why, size_t whylen)
         if (!busy) usleep(nc ? 50 : 200);
     }
 out:
-    for (int i = 0; i < MAXC; i++) if (cs[i]) krconn_close(cs[i]);
+    for (int i = 0; i < MAXC; i++) if (cs[i]) krconn_disconnect(cs[i]);
     if (mr.mr) krconn_dereg(&mr);
     if (ctx) krconn_ctx_destroy(ctx);
     return why[0] ? 1 : 0;
@@ -439,9 +439,9 @@ static void connect_and_data(void)
     krconn *none = NULL;
     CHECK_EQ(krconn_connect_name(c, dir, "no-such-service", NULL, &none), KRCONN_E_NOTFOUND);
 out:
-    if (p2) krconn_close(p2);
-    if (v) krconn_close(v);
-    if (k) krconn_close(k);
+    if (p2) krconn_disconnect(p2);
+    if (v) krconn_disconnect(v);
+    if (k) krconn_disconnect(k);
     if (dir) krconn_dir_close(dir);
     if (c) {
         krconn_stats st;
@@ -479,7 +479,7 @@ static void *thr_connect(void *p)
     for (int i = 0; i < 5 && !t->err[0]; i++)
         check_data(t->c, k, t->seed + 10u * (unsigned)i, t->flags & KRCONN_CONNECT_NO_VIRTUAL,
                    t->err, sizeof t->err);
-    krconn_close(k);
+    krconn_disconnect(k);
     return NULL;
 }
 
@@ -537,7 +537,7 @@ static void cycles_no_leak(void)
     /* warm up: both pools reach their steady size */
     for (i = 0; i < 50 && !rc; i++) {
         krconn *k;
-        if (!(rc = krconn_connect(c, &a, &co, &k))) krconn_close(k);
+        if (!(rc = krconn_connect(c, &a, &co, &k))) krconn_disconnect(k);
     }
     usleep(300000);
     /* QPs and CQs outside the two pools, and MRs: these must not move. The pools float between
@@ -562,9 +562,9 @@ static void cycles_no_leak(void)
             rc = -1;
             snprintf(d, sizeof d, "cycle %d: virtual is %d", i, krconn_is_virtual(k));
         }
-        krconn_close(k);
+        krconn_disconnect(k);
     }
-    if (held) krconn_close(held);
+    if (held) krconn_disconnect(held);
     double secs = (double)(rcp__now_ns() - t0) / 1e9;
     CHECKF(rc == 0, "cycle %d: %s", i, d);
     if (rc) { /* where is the server? its threads' kernel wait channels and stacks */
@@ -637,7 +637,7 @@ static void pool_empty_nowait(void)
     krconn_ctx_stats(c, &st);
     CHECK_EQ(st.pool_fallback, 1);
     CHECK_EQ(st.pool_ready, 0);
-    for (int i = 0; i < 3; i++) if (k[i]) krconn_close(k[i]);
+    for (int i = 0; i < 3; i++) if (k[i]) krconn_disconnect(k[i]);
     krconn_ctx_stats(c, &st);
     CHECKF(st.pool_ready == 2, "closed connections gave back %u QPs (cap 2)", st.pool_ready);
     krconn_ctx_destroy(c);
@@ -671,7 +671,7 @@ static void dead_and_absent(void)
     CHECKF(rc == KRCONN_E_PEERDEAD, "post after the peer died: %s", krconn_strerror(rc));
     krconn_dereg(&mr);
     free(w);
-    krconn_close(k);
+    krconn_disconnect(k);
     k = NULL;
     /* connect to the dead context: a clear error within the deadline */
     krconn_connect_opts co;
@@ -707,7 +707,7 @@ static void stale_entry(void)
     CHECKF(rc == 0, "connect to the first instance: %s", krconn_strerror(rc));
     if (!rc) {
         CHECK_EQ(((const srvinfo *)krconn_peer_data(k))->instance, 21);
-        krconn_close(k);
+        krconn_disconnect(k);
         k = NULL;
     }
     server_kill(&s1);
@@ -717,7 +717,7 @@ static void stale_entry(void)
     CHECKF(rc == 0, "connect after the restart: %s", krconn_strerror(rc));
     if (!rc) {
         CHECK_EQ(((const srvinfo *)krconn_peer_data(k))->instance, 22);
-        krconn_close(k);
+        krconn_disconnect(k);
         k = NULL;
     }
     krconn_ctx_stats(c, &st);
@@ -725,7 +725,7 @@ static void stale_entry(void)
     /* again: straight to the new instance, nothing stale */
     rc = krconn_connect_name(c, dir, "restarting", NULL, &k);
     CHECKF(rc == 0, "third connect: %s", krconn_strerror(rc));
-    if (!rc) krconn_close(k);
+    if (!rc) krconn_disconnect(k);
     krconn_ctx_stats(c, &st);
     CHECK_EQ(st.stale_detected, 1);
     /* the second instance dies too, and the directory keeps naming it: a clear error in time */
@@ -799,7 +799,7 @@ static void *racer_fn(void *p)
         if (!r->rc) {
             r->instance = ((const srvinfo *)krconn_peer_data(k))->instance;
             if (r->instance != 1) r->rc = -1;
-            krconn_close(k);
+            krconn_disconnect(k);
         }
     }
     return NULL;
@@ -946,7 +946,7 @@ stop:
         char err[600];
         if (c && krconn_connect(c, &main_srv.addr, NULL, &k) == 0) {
             CHECKF(check_data(c, k, 30, 1, err, sizeof err) == 0, "after the fuzz: %s", err);
-            krconn_close(k);
+            krconn_disconnect(k);
         } else CHECKF(0, "connect after the fuzz failed");
         if (c) krconn_ctx_destroy(c);
     }
@@ -989,7 +989,7 @@ static void meta_directory(void)
         rc = krconn_connect_name(c, dir, "second", NULL, &k);
         CHECKF(rc == 0, "connect to a service found through the meta server: %s",
                krconn_strerror(rc));
-        if (!rc) krconn_close(k);
+        if (!rc) krconn_disconnect(k);
         krconn_dir_close(dir2);
     } else CHECKF(0, "second client's dir_meta failed");
     if (c2) krconn_ctx_destroy(c2);
@@ -998,7 +998,7 @@ static void meta_directory(void)
            krconn_strerror(rc));
     if (!rc) {
         CHECKF(check_data(c, k, 40, 1, err, sizeof err) == 0, "data: %s", err);
-        krconn_close(k);
+        krconn_disconnect(k);
     }
     CHECK_EQ(krconn_dir_meta(c, "127.0.0.1:1", 300, &dir2), KRCONN_E_TIMEDOUT);
 out:
@@ -1105,9 +1105,9 @@ static int pair_b(int sock, const char *peer)
     CHECKF(rc == 0 && krconn_is_virtual(v) == 1, "virtual connect: %s", krconn_strerror(rc));
     if (!rc) {
         CHECKF(check_data(c, v, 62, 1, err, sizeof err) == 0, "virtual: %s", err);
-        krconn_close(v);
+        krconn_disconnect(v);
     }
-    krconn_close(k);
+    krconn_disconnect(k);
     k = NULL;
     t_end();
 
@@ -1133,12 +1133,12 @@ static int pair_b(int sock, const char *peer)
         double ms = (double)(rcp__now_ns() - t0) / 1e6;
         printf("# pair: peer killed, ping said \"%s\" after %.0f ms\n", krconn_strerror(rc), ms);
         CHECKF(rc == KRCONN_E_PEERDEAD, "ping: %s", krconn_strerror(rc));
-        krconn_close(k);
+        krconn_disconnect(k);
         k = NULL;
     } else CHECKF(0, "no connection to test");
     t_end();
 out:
-    if (k) krconn_close(k);
+    if (k) krconn_disconnect(k);
     if (dir) krconn_dir_close(dir);
     if (c) krconn_ctx_destroy(c);
     vmt_send_byte(sock, 'D');
