@@ -126,6 +126,7 @@ cxl)
 krconn)
     rdma_up
     run test_krconn 140 /t/test_krconn
+    run test_krconn_compose 150 /t/test_krconn_compose
     # again under ASan+UBSan (fewer cycles: it is slower); result lines renamed *-asan
     # examples/krconn_hello.c: server prints its address, the client reads the greeting
     /t/ex_krconn_hello >/tmp/hello.addr 2>&1 &
