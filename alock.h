@@ -80,7 +80,8 @@
    table's node, and the descriptors of other remote processes through connections to them:
    an alock_link is four function pointers (compare-and-swap, fetch-and-add, READ, WRITE) and
    a connection, so any connection library can carry it; alock_verbs_link_create makes one
-   from an RC queue pair. Verbs has no atomic swap: the remote enqueue is a compare-and-swap
+   from an RC queue pair, and alock_krconn_link_create (declared when krconn.h is included
+   before alock.h) one from a krconn.h connection. Verbs has no atomic swap: the remote enqueue is a compare-and-swap
    loop, which is lock-free, not starvation-free (tests/alock.pml shows the starving run).
    The protocol, timeouts included, is model-checked with Spin (tests/alock.pml,
    tests/alock_model.sh); the take-over from dead processes is not modelled.
@@ -130,6 +131,8 @@
        descs, ndesc  ALOCK_REMOTE_MEM(ndesc) bytes, 64-byte aligned, registered by the caller for
                   remote read and write: the other remote processes' links reach it
    alock_verbs_link_create: timeout_ms bounds each operation (0 = ALOCK_DEFAULT_OP_TIMEOUT_MS).
+   alock_krconn_link_create: the same; ctx is the context c belongs to (the link registers 128
+                  bytes of scratch memory with krconn_reg there), rkey the peer memory's key.
 
    5. THREAD SAFETY
    ----------------
@@ -318,6 +321,27 @@ ALOCK_API int alock_verbs_link_destroy(alock_link *link);
 }
 #endif
 #endif /* ALOCK_H */
+
+/* With krconn.h included before alock.h: an alock_link over one krconn connection c of context
+   ctx. Each operation posts one work request on c (krconn_cas, _faa, _read, _write, signalled)
+   and takes its completion with krconn_wait, so nothing else may post or poll on c while the
+   link is in use (use a connection of its own, or KRCONN_CONNECT_NO_VIRTUAL for a physical one;
+   virtual connections to one peer are fine, their completions are kept apart). READ and WRITE
+   go through the link's 128 bytes of registered scratch memory (alock moves at most a line).
+   Returns 0, ALOCK_E_INVAL, -ENOMEM or krconn's code from krconn_reg (KRCONN_E_NOTSUP without
+   RDMA). Free with alock_krconn_link_destroy before disconnecting c. */
+#if defined(KRCONN_H) && !defined(ALOCK_KRCONN_DECLARED)
+#define ALOCK_KRCONN_DECLARED
+#ifdef __cplusplus
+extern "C" {
+#endif
+ALOCK_API int alock_krconn_link_create(krconn_ctx *ctx, krconn *c, uint32_t rkey,
+                                       uint32_t timeout_ms, alock_link *out);
+ALOCK_API int alock_krconn_link_destroy(alock_link *link);
+#ifdef __cplusplus
+}
+#endif
+#endif
 
 /* ============================================================================================ */
 /*                                       IMPLEMENTATION                                         */
@@ -1282,6 +1306,91 @@ ALOCK_API int alock_verbs_link_destroy(alock_link *link)
 }
 #endif /* ALOCK_NO_RDMA */
 
+/* ---------------------------------------------------------------------------------------- */
+/* >>krconn_link                                                                             */
+
+#ifdef KRCONN_H
+typedef struct alock__klink {
+    krconn *c;
+    krconn_mr mr;
+    uint32_t rkey;
+    int timeout_ms;
+    uint64_t buf[16]; /* registered: atomic results, READ destination, WRITE source */
+} alock__klink;
+
+static int alock__k_done(alock__klink *k, int rc)
+{
+    krconn_wc wc;
+    return rc ? rc : krconn_wait(k->c, &wc, k->timeout_ms);
+}
+
+static int alock__k_cas(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired, uint64_t *old)
+{
+    alock__klink *k = (alock__klink *)conn;
+    int rc = alock__k_done(k, krconn_cas(k->c, 1, &k->mr, k->buf, raddr, k->rkey, expect, desired, 0));
+    if (!rc) *old = rcp__load(&k->buf[0]);
+    return rc;
+}
+
+static int alock__k_faa(void *conn, uint64_t raddr, uint64_t add, uint64_t *old)
+{
+    alock__klink *k = (alock__klink *)conn;
+    int rc = alock__k_done(k, krconn_faa(k->c, 2, &k->mr, k->buf, raddr, k->rkey, add, 0));
+    if (!rc) *old = rcp__load(&k->buf[0]);
+    return rc;
+}
+
+static int alock__k_read(void *conn, uint64_t raddr, void *dst, uint32_t len)
+{
+    alock__klink *k = (alock__klink *)conn;
+    if (len > sizeof k->buf) return ALOCK_E_INVAL;
+    int rc = alock__k_done(k, krconn_read(k->c, 3, &k->mr, k->buf, len, raddr, k->rkey, 0));
+    if (!rc) memcpy(dst, k->buf, len);
+    return rc;
+}
+
+static int alock__k_write(void *conn, uint64_t raddr, const void *src, uint32_t len)
+{
+    alock__klink *k = (alock__klink *)conn;
+    if (len > sizeof k->buf) return ALOCK_E_INVAL;
+    memcpy(k->buf, src, len);
+    return alock__k_done(k, krconn_write(k->c, 4, &k->mr, k->buf, len, raddr, k->rkey, 0));
+}
+
+ALOCK_API int alock_krconn_link_create(krconn_ctx *ctx, krconn *c, uint32_t rkey,
+                                       uint32_t timeout_ms, alock_link *out)
+{
+    if (!ctx || !c || !out) return ALOCK_E_INVAL;
+    alock__klink *k = (alock__klink *)ALOCK_MALLOC(sizeof *k);
+    if (!k) return -ENOMEM;
+    memset(k, 0, sizeof *k);
+    k->c = c;
+    k->rkey = rkey;
+    if (!timeout_ms) timeout_ms = ALOCK_DEFAULT_OP_TIMEOUT_MS;
+    k->timeout_ms = timeout_ms > 0x7fffffffu ? 0x7fffffff : (int)timeout_ms;
+    int rc = krconn_reg(ctx, k->buf, sizeof k->buf, 0, &k->mr);
+    if (rc) {
+        ALOCK_FREE(k);
+        return rc;
+    }
+    out->cas = alock__k_cas;
+    out->faa = alock__k_faa;
+    out->read = alock__k_read;
+    out->write = alock__k_write;
+    out->conn = k;
+    return 0;
+}
+
+ALOCK_API int alock_krconn_link_destroy(alock_link *link)
+{
+    if (!link || !link->conn) return 0;
+    alock__klink *k = (alock__klink *)link->conn;
+    int rc = krconn_dereg(&k->mr);
+    ALOCK_FREE(k);
+    link->conn = NULL;
+    return rc;
+}
+#endif /* KRCONN_H */
 
 #endif /* ALOCK_IMPLEMENTATION */
 

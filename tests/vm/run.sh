@@ -8,6 +8,7 @@
 #   cxl       one guest with a CXL type-3 device (libcxl region -> /dev/daxX.Y) and a file-backed
 #             NVDIMM made devdax (shmheap on /dev/daxX.Y with data); hugetlbfs; pku (shmheap, rpcool)
 #   krconn    one guest: krconn.h on rxe0 (tests/vm/test_krconn.c: processes of one guest)
+#             and alock.h / nppin.h over krconn connections (tests/vm/test_krconn_compose.c)
 #   krconn-bench  one guest timing krconn's connects against rdma_cm (cmtime) and plain verbs
 #   perftest  one guest running perftest's ib_*_lat on rxe0 (used by bench/bench_perftest.sh)
 #   alockbench  one guest running alock's lock-table benchmark (used by bench/bench_alock.sh)

@@ -5,13 +5,16 @@
  *   alock_over_krconn   the table's node (this process) serves a krconn context; a local process
  *                       locks with CPU atomics, a remote process connects with krconn_connect,
  *                       learns the lock lines, heap key and data address from krconn_peer_data,
- *                       and locks through an alock_link whose four operations are krconn_cas,
- *                       krconn_faa, krconn_read and krconn_write (+ krconn_wait). Both take lock
- *                       0 and add to a plain counter: the final count is exact.
+ *                       and locks through alock_krconn_link_create's alock_link (krconn_cas,
+ *                       _faa, _read, _write + krconn_wait); its critical section READs and WRITEs
+ *                       the counter through the same link. Both take lock 0 and add to a plain
+ *                       counter: the final count is exact.
  *   nppin_over_krconn   an owner process exports an nppin region; this process connects to it
  *                       twice (KRCONN_CONNECT_NO_VIRTUAL): one connection's QP and CQ carry the
  *                       nppin peer channel (nppin_chan_verbs_create on krconn_qp), the other the
  *                       data; a READ of a chunk through a lease is checked byte for byte.
+ *                       krconn caps rnr_retry at 6, where nppin.h asks for 7 on a channel that may
+ *                       meet bursts of revocations; this test sends one lease request.
  * Children are forked before any krconn context exists in the process that forks. */
 #define KRCONN_IMPLEMENTATION
 #include "../../krconn.h"
@@ -27,86 +30,6 @@
 #define LOCAL_ITERS 400  /* critical sections of the local process */
 #define REMOTE_ITERS 100 /* critical sections of the remote process */
 #define RDESC 8
-
-/* ---------------------------------------------------------------- alock_link over krconn */
-
-/* The adapter: one krconn connection, a registered scratch buffer (atomics return the old
-   value into it; READ and WRITE go through it, since alock's buffers are not registered) and
-   the peer memory's rkey. Used by one thread at a time, as alock requires of its links. */
-#define KL_SCRATCH 4096u
-typedef struct klink {
-    krconn *k;
-    krconn_mr mr;
-    uint64_t *buf;
-    uint32_t rkey;
-    int timeout_ms;
-} klink;
-
-static int kl_done(klink *l, int rc)
-{
-    krconn_wc wc;
-    if (rc) return rc;
-    return krconn_wait(l->k, &wc, l->timeout_ms);
-}
-
-static int kl_cas(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired, uint64_t *old)
-{
-    klink *l = (klink *)conn;
-    int rc = kl_done(l, krconn_cas(l->k, 1, &l->mr, l->buf, raddr, l->rkey, expect, desired, 0));
-    if (!rc) *old = l->buf[0];
-    return rc;
-}
-
-static int kl_faa(void *conn, uint64_t raddr, uint64_t add, uint64_t *old)
-{
-    klink *l = (klink *)conn;
-    int rc = kl_done(l, krconn_faa(l->k, 2, &l->mr, l->buf, raddr, l->rkey, add, 0));
-    if (!rc) *old = l->buf[0];
-    return rc;
-}
-
-static int kl_read(void *conn, uint64_t raddr, void *dst, uint32_t len)
-{
-    klink *l = (klink *)conn;
-    if (len > KL_SCRATCH) return KRCONN_E_INVAL;
-    int rc = kl_done(l, krconn_read(l->k, 3, &l->mr, l->buf, len, raddr, l->rkey, 0));
-    if (!rc) memcpy(dst, l->buf, len);
-    return rc;
-}
-
-static int kl_write(void *conn, uint64_t raddr, const void *src, uint32_t len)
-{
-    klink *l = (klink *)conn;
-    if (len > KL_SCRATCH) return KRCONN_E_INVAL;
-    memcpy(l->buf, src, len);
-    return kl_done(l, krconn_write(l->k, 4, &l->mr, l->buf, len, raddr, l->rkey, 0));
-}
-
-static int klink_init(krconn_ctx *ctx, krconn *k, uint32_t rkey, klink *l, alock_link *out)
-{
-    memset(l, 0, sizeof *l);
-    l->k = k;
-    l->rkey = rkey;
-    l->timeout_ms = TMO;
-    if (posix_memalign((void **)&l->buf, 4096, KL_SCRATCH)) return -ENOMEM;
-    int rc = krconn_reg(ctx, l->buf, KL_SCRATCH, 0, &l->mr);
-    if (rc) {
-        free(l->buf);
-        l->buf = NULL;
-        return rc;
-    }
-    *out = (alock_link){.cas = kl_cas, .faa = kl_faa, .read = kl_read, .write = kl_write,
-                        .conn = l};
-    return 0;
-}
-
-static void klink_fini(klink *l)
-{
-    if (!l->buf) return;
-    krconn_dereg(&l->mr);
-    free(l->buf);
-    l->buf = NULL;
-}
 
 /* ---------------------------------------------------------------- alock over krconn */
 
@@ -163,8 +86,7 @@ static int remote_role(int fd, void *arg, char *why, size_t whylen)
     (void)arg;
     krconn_ctx *ctx = NULL;
     krconn *k = NULL;
-    klink kl = {0};
-    alock_link hl;
+    alock_link hl = {0};
     alock_remote *r = NULL;
     void *descs = NULL;
     krconn_mr dmr = {0};
@@ -177,7 +99,8 @@ static int remote_role(int fd, void *arg, char *why, size_t whylen)
     if ((rc = krconn_connect(ctx, &home, &co, &k))) VMT_FAILF("krconn_connect: %s", krconn_describe(rc, buf, sizeof buf));
     struct home_data hd;
     memcpy(&hd, krconn_peer_data(k), sizeof hd);
-    if ((rc = klink_init(ctx, k, hd.rkey, &kl, &hl))) VMT_FAILF("klink_init: %s", krconn_strerror(rc));
+    if ((rc = alock_krconn_link_create(ctx, k, hd.rkey, TMO, &hl)))
+        VMT_FAILF("alock_krconn_link_create: %s", krconn_strerror(rc));
     /* our descriptors: registered for remote read and write (no other remote process here) */
     if (posix_memalign(&descs, 4096, ALOCK_REMOTE_MEM(RDESC))) VMT_FAILF("memalign");
     memset(descs, 0, ALOCK_REMOTE_MEM(RDESC));
@@ -193,13 +116,13 @@ static int remote_role(int fd, void *arg, char *why, size_t whylen)
         uint64_t v, in, one = 1, zero = 0;
         if ((rc = alock_remote_lock(r, 0, &h))) VMT_FAILF("alock_remote_lock %d: %s", i, alock_strerror(rc));
         /* the critical section through the same link: READ-modify-WRITE of the counter */
-        if ((rc = kl_read(&kl, hd.shared + OFF(inside), &in, 8))) VMT_FAILF("read: %s", krconn_strerror(rc));
+        if ((rc = hl.read(hl.conn, hd.shared + OFF(inside), &in, 8))) VMT_FAILF("read: %s", krconn_strerror(rc));
         if (in) viol++;
-        if ((rc = kl_write(&kl, hd.shared + OFF(inside), &one, 8))) VMT_FAILF("write: %s", krconn_strerror(rc));
-        if ((rc = kl_read(&kl, hd.shared + OFF(counter), &v, 8))) VMT_FAILF("read: %s", krconn_strerror(rc));
+        if ((rc = hl.write(hl.conn, hd.shared + OFF(inside), &one, 8))) VMT_FAILF("write: %s", krconn_strerror(rc));
+        if ((rc = hl.read(hl.conn, hd.shared + OFF(counter), &v, 8))) VMT_FAILF("read: %s", krconn_strerror(rc));
         v++;
-        if ((rc = kl_write(&kl, hd.shared + OFF(counter), &v, 8))) VMT_FAILF("write: %s", krconn_strerror(rc));
-        if ((rc = kl_write(&kl, hd.shared + OFF(inside), &zero, 8))) VMT_FAILF("write: %s", krconn_strerror(rc));
+        if ((rc = hl.write(hl.conn, hd.shared + OFF(counter), &v, 8))) VMT_FAILF("write: %s", krconn_strerror(rc));
+        if ((rc = hl.write(hl.conn, hd.shared + OFF(inside), &zero, 8))) VMT_FAILF("write: %s", krconn_strerror(rc));
         if ((rc = alock_remote_unlock(&h))) VMT_FAILF("alock_remote_unlock %d: %s", i, alock_strerror(rc));
     }
     if (viol) VMT_FAILF("%llu remote critical sections found someone inside", (unsigned long long)viol);
@@ -207,7 +130,7 @@ out:
     if (r) alock_remote_destroy(r);
     if (dmr.mr) krconn_dereg(&dmr);
     free(descs);
-    klink_fini(&kl);
+    alock_krconn_link_destroy(&hl);
     if (k) krconn_disconnect(k);
     if (ctx) krconn_ctx_destroy(ctx);
     return why[0] ? -1 : 0;
