@@ -512,56 +512,46 @@ KRCONN_API int krconn_addr_parse(const char *s, krconn_addr *out)
 
 #ifdef KRCONN_NO_RDMA
 /* >>no_rdma: every call that needs a device says so. */
-KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *o, krconn_ctx **out)
+KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out)
 {
-    (void)o;
+    (void)opts;
     if (out) *out = NULL;
     return KRCONN_E_NOTSUP;
 }
-KRCONN_API int krconn_ctx_destroy(krconn_ctx *c) { (void)c; return KRCONN_E_NOTSUP; }
-KRCONN_API int krconn_ctx_addr(const krconn_ctx *c, krconn_addr *o)
+KRCONN_API int krconn_ctx_destroy(krconn_ctx *ctx) { (void)ctx; return KRCONN_E_NOTSUP; }
+KRCONN_API int krconn_ctx_addr(const krconn_ctx *ctx, krconn_addr *o)
 {
-    (void)c;
-    (void)o;
+    (void)ctx, (void)o;
     return KRCONN_E_NOTSUP;
 }
-KRCONN_API int krconn_ctx_set_data(krconn_ctx *c, const void *d, size_t n)
+KRCONN_API int krconn_ctx_set_data(krconn_ctx *ctx, const void *data, size_t len)
 {
-    (void)c;
-    (void)d;
-    (void)n;
+    (void)ctx, (void)data, (void)len;
     return KRCONN_E_NOTSUP;
 }
-KRCONN_API int krconn_ctx_stats(krconn_ctx *c, krconn_stats *o)
+KRCONN_API int krconn_ctx_stats(krconn_ctx *ctx, krconn_stats *out)
 {
-    (void)c;
-    (void)o;
+    (void)ctx, (void)out;
     return KRCONN_E_NOTSUP;
 }
-KRCONN_API const char *krconn_ctx_device(const krconn_ctx *c) { (void)c; return ""; }
-KRCONN_API int krconn_connect(krconn_ctx *c, const krconn_addr *p, const krconn_connect_opts *o,
+KRCONN_API const char *krconn_ctx_device(const krconn_ctx *ctx) { (void)ctx; return ""; }
+KRCONN_API int krconn_connect(krconn_ctx *ctx, const krconn_addr *p, const krconn_connect_opts *o,
                               krconn **out)
 {
-    (void)c;
-    (void)p;
-    (void)o;
+    (void)ctx, (void)p, (void)o;
     if (out) *out = NULL;
     return KRCONN_E_NOTSUP;
 }
-KRCONN_API int krconn_connect_name(krconn_ctx *c, krconn_dir *d, const char *n,
-                                   const krconn_connect_opts *o, krconn **out)
+KRCONN_API int krconn_connect_name(krconn_ctx *ctx, krconn_dir *dir, const char *name,
+                                   const krconn_connect_opts *opts, krconn **out)
 {
-    (void)c;
-    (void)d;
-    (void)n;
-    (void)o;
+    (void)ctx, (void)dir, (void)name, (void)opts;
     if (out) *out = NULL;
     return KRCONN_E_NOTSUP;
 }
-KRCONN_API int krconn_accept(krconn_ctx *c, int t, krconn **out)
+KRCONN_API int krconn_accept(krconn_ctx *ctx, int timeout_ms, krconn **out)
 {
-    (void)c;
-    (void)t;
+    (void)ctx, (void)timeout_ms;
     if (out) *out = NULL;
     return KRCONN_E_NOTSUP;
 }
@@ -569,146 +559,91 @@ KRCONN_API int krconn_disconnect(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 KRCONN_API int krconn_is_virtual(const krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 KRCONN_API int krconn_peer_addr(const krconn *c, krconn_addr *o)
 {
-    (void)c;
-    (void)o;
+    (void)c, (void)o;
     return KRCONN_E_NOTSUP;
 }
 KRCONN_API const void *krconn_peer_data(const krconn *c) { (void)c; return NULL; }
 KRCONN_API struct ibv_qp *krconn_qp(const krconn *c) { (void)c; return NULL; }
 KRCONN_API int krconn_dir_shm(void *m, size_t n, krconn_dir **out)
 {
-    (void)m;
-    (void)n;
+    (void)m, (void)n;
     if (out) *out = NULL;
     return KRCONN_E_NOTSUP;
 }
-KRCONN_API int krconn_dir_meta(krconn_ctx *c, const char *w, int t, krconn_dir **out)
+KRCONN_API int krconn_dir_meta(krconn_ctx *ctx, const char *where, int timeout_ms, krconn_dir **out)
 {
-    (void)c;
-    (void)w;
-    (void)t;
+    (void)ctx, (void)where, (void)timeout_ms;
     if (out) *out = NULL;
     return KRCONN_E_NOTSUP;
 }
-KRCONN_API int krconn_dir_close(krconn_dir *d) { (void)d; return KRCONN_E_NOTSUP; }
+KRCONN_API int krconn_dir_close(krconn_dir *dir) { (void)dir; return KRCONN_E_NOTSUP; }
 KRCONN_API int krconn_meta_serve(krconn_ctx *c, const krconn_meta_opts *o)
 {
-    (void)c;
-    (void)o;
+    (void)c, (void)o;
     return KRCONN_E_NOTSUP;
 }
-KRCONN_API int krconn_publish(krconn_ctx *c, krconn_dir *d, const char *n, int t)
+KRCONN_API int krconn_publish(krconn_ctx *ctx, krconn_dir *dir, const char *name, int timeout_ms)
 {
-    (void)c;
-    (void)d;
-    (void)n;
-    (void)t;
+    (void)ctx, (void)dir, (void)name, (void)timeout_ms;
     return KRCONN_E_NOTSUP;
 }
-KRCONN_API int krconn_lookup(krconn_dir *d, const char *n, int t, krconn_addr *o)
+KRCONN_API int krconn_lookup(krconn_dir *dir, const char *name, int timeout_ms, krconn_addr *out)
 {
-    (void)d;
-    (void)n;
-    (void)t;
-    (void)o;
+    (void)dir, (void)name, (void)timeout_ms, (void)out;
     return KRCONN_E_NOTSUP;
 }
-KRCONN_API int krconn_reg(krconn_ctx *c, void *a, size_t n, int x, krconn_mr *o)
+KRCONN_API int krconn_reg(krconn_ctx *ctx, void *addr, size_t len, int access, krconn_mr *out)
 {
-    (void)c;
-    (void)a;
-    (void)n;
-    (void)x;
-    (void)o;
+    (void)ctx, (void)addr, (void)len, (void)access, (void)out;
     return KRCONN_E_NOTSUP;
 }
-KRCONN_API int krconn_dereg(krconn_mr *m) { (void)m; return KRCONN_E_NOTSUP; }
-KRCONN_API int krconn_post_send(krconn *c, uint64_t w, const krconn_mr *m, const void *b,
+KRCONN_API int krconn_dereg(krconn_mr *mr) { (void)mr; return KRCONN_E_NOTSUP; }
+KRCONN_API int krconn_post_send(krconn *c, uint64_t w, const krconn_mr *mr, const void *b,
                                 uint32_t n, unsigned f)
 {
-    (void)c;
-    (void)w;
-    (void)m;
-    (void)b;
-    (void)n;
-    (void)f;
+    (void)c, (void)w, (void)mr, (void)b, (void)n, (void)f;
     return KRCONN_E_NOTSUP;
 }
-KRCONN_API int krconn_post_recv(krconn *c, uint64_t w, const krconn_mr *m, void *b, uint32_t n)
+KRCONN_API int krconn_post_recv(krconn *c, uint64_t wr_id, const krconn_mr *mr, void *buf,
+                                uint32_t len)
 {
-    (void)c;
-    (void)w;
-    (void)m;
-    (void)b;
-    (void)n;
+    (void)c, (void)wr_id, (void)mr, (void)buf, (void)len;
     return KRCONN_E_NOTSUP;
 }
-KRCONN_API int krconn_write(krconn *c, uint64_t w, const krconn_mr *m, const void *b, uint32_t n,
-                            uint64_t ra, uint32_t rk, unsigned f)
+KRCONN_API int krconn_write(krconn *c, uint64_t wr_id, const krconn_mr *mr, const void *buf,
+                            uint32_t len, uint64_t raddr, uint32_t rkey, unsigned flags)
 {
-    (void)c;
-    (void)w;
-    (void)m;
-    (void)b;
-    (void)n;
-    (void)ra;
-    (void)rk;
-    (void)f;
+    (void)c, (void)wr_id, (void)mr, (void)buf, (void)len, (void)raddr, (void)rkey, (void)flags;
     return KRCONN_E_NOTSUP;
 }
-KRCONN_API int krconn_read(krconn *c, uint64_t w, const krconn_mr *m, void *b, uint32_t n,
-                           uint64_t ra, uint32_t rk, unsigned f)
+KRCONN_API int krconn_read(krconn *c, uint64_t wr_id, const krconn_mr *mr, void *buf, uint32_t len,
+                           uint64_t raddr, uint32_t rkey, unsigned flags)
 {
-    (void)c;
-    (void)w;
-    (void)m;
-    (void)b;
-    (void)n;
-    (void)ra;
-    (void)rk;
-    (void)f;
+    (void)c, (void)wr_id, (void)mr, (void)buf, (void)len, (void)raddr, (void)rkey, (void)flags;
     return KRCONN_E_NOTSUP;
 }
-KRCONN_API int krconn_cas(krconn *c, uint64_t w, const krconn_mr *m, uint64_t *o, uint64_t ra,
-                          uint32_t rk, uint64_t e, uint64_t d, unsigned f)
+KRCONN_API int krconn_cas(krconn *c, uint64_t wr_id, const krconn_mr *mr, uint64_t *old,
+                          uint64_t raddr, uint32_t rkey, uint64_t expect, uint64_t desired,
+                          unsigned flags)
 {
-    (void)c;
-    (void)w;
-    (void)m;
-    (void)o;
-    (void)ra;
-    (void)rk;
-    (void)e;
-    (void)d;
-    (void)f;
+    (void)c, (void)wr_id, (void)mr, (void)old, (void)raddr, (void)rkey, (void)expect, (void)desired,
+        (void)flags;
     return KRCONN_E_NOTSUP;
 }
-KRCONN_API int krconn_faa(krconn *c, uint64_t w, const krconn_mr *m, uint64_t *o, uint64_t ra,
-                          uint32_t rk, uint64_t a, unsigned f)
+KRCONN_API int krconn_faa(krconn *c, uint64_t wr_id, const krconn_mr *mr, uint64_t *old,
+                          uint64_t raddr, uint32_t rkey, uint64_t add, unsigned flags)
 {
-    (void)c;
-    (void)w;
-    (void)m;
-    (void)o;
-    (void)ra;
-    (void)rk;
-    (void)a;
-    (void)f;
+    (void)c, (void)wr_id, (void)mr, (void)old, (void)raddr, (void)rkey, (void)add, (void)flags;
     return KRCONN_E_NOTSUP;
 }
-KRCONN_API int krconn_poll(krconn *c, krconn_wc *w, int m, int t)
+KRCONN_API int krconn_poll(krconn *c, krconn_wc *wc, int max, int timeout_ms)
 {
-    (void)c;
-    (void)w;
-    (void)m;
-    (void)t;
+    (void)c, (void)wc, (void)max, (void)timeout_ms;
     return KRCONN_E_NOTSUP;
 }
-KRCONN_API int krconn_wait(krconn *c, krconn_wc *w, int t)
+KRCONN_API int krconn_wait(krconn *c, krconn_wc *wc, int timeout_ms)
 {
-    (void)c;
-    (void)w;
-    (void)t;
+    (void)c, (void)wc, (void)timeout_ms;
     return KRCONN_E_NOTSUP;
 }
 KRCONN_API int krconn_ping(krconn *c, int t) { (void)c; (void)t; return KRCONN_E_NOTSUP; }
