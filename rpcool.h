@@ -68,10 +68,12 @@
 
    Waiting: both sides busy-poll for spin_ns (RPCOOL_DEFAULT_SPIN_NS, 20 us), then sleep on a
    shared futex, so an idle server uses no CPU; a sleeping side is woken only when it announced
-   that it sleeps, so a busy pair makes no system calls at all. The clock is read once per
-   64-128 polls. A polling side yields its CPU (sched_yield) only when the peer was seen on the
-   same CPU (sched_getcpu hints in the channel file): on separate CPUs a yield would only add
-   latency, on a shared CPU it is what lets the peer answer.
+   that it sleeps, so a busy pair on separate CPUs makes no system calls at all. The clock is
+   read once per 16-128 polls. A polling side yields its CPU (sched_yield) at every poll when
+   the peer was seen on the same CPU (sched_getcpu hints in the channel file): there a yield is
+   what lets the peer answer, and a round trip costs two context switches. On separate CPUs a
+   yield would only add latency: only a client still waiting after 2 us yields, once per 64
+   polls, in case its server has no CPU of its own.
 
    Asynchronous calls: rpcool_call_async() returns at once with a call id; finish it with
    rpcool_poll() (never blocks), rpcool_wait(), or give a callback and call rpcool_progress()

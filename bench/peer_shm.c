@@ -9,7 +9,10 @@
 
    server:  peer_shm [-a PATH]  (default /dev/shm/rpcool-bench-shm)
    client:  peer_shm PATH        both: peer_shm -f
-   With -f the mapping is anonymous and shared across fork. */
+   With -f the mapping is anonymous and shared across fork. With -1 (both on one CPU) a
+   busy-poll would only burn the slice the peer needs, so both sides poll with sched_yield
+   instead (result shm_pingpong/yield@cpu0): two context switches per round trip, the floor of
+   any shared-memory RPC between two processes sharing one CPU. */
 #include "peer.h"   /* first: it defines _GNU_SOURCE */
 
 #include <fcntl.h>
@@ -30,8 +33,14 @@ struct shm_ctx {
     struct shm_lines *lines;   /* set before fork in -f mode */
 };
 
+static int yield_wait; /* -1: hand the CPU over instead of pausing */
+
 static inline void cpu_relax(void)
 {
+    if (yield_wait) {
+        sched_yield();
+        return;
+    }
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
 #endif
@@ -113,7 +122,7 @@ static int client(const struct peer_opts *o, const char *addr, void *vctx)
         }
         usleep(1000);
     }
-    int rc = peer_measure(o, "shm_pingpong/line", pingpong, l);
+    int rc = peer_measure(o, yield_wait ? "shm_pingpong/yield" : "shm_pingpong/line", pingpong, l);
     atomic_store_explicit(&l->req, SHM_STOP, memory_order_release);
     if (!ctx->lines)
         munmap(l, sizeof *l);
@@ -126,6 +135,7 @@ int main(int argc, char **argv)
     if (peer_parse(&o, argc, argv, NULL, "[options] [PATH]", NULL))
         return 2;
     struct shm_ctx ctx = {NULL};
+    yield_wait = o.same_cpu;
     if (o.fork_mode) {
         void *p = mmap(NULL, sizeof(struct shm_lines), PROT_READ | PROT_WRITE,
                        MAP_SHARED | MAP_ANONYMOUS, -1, 0);
