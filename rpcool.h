@@ -604,9 +604,21 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #define RPCOOL__HEAPNAME 112
 #define RPCOOL__ROOT "rpcool.conn"
 #define RPCOOL__COPY_KEEP ((size_t)1 << 20) /* a serving thread keeps a copy buffer up to this */
+/* A sealed call whose seal range is smaller than a page: the client did not seal, the server
+   copies the argument instead (as RPCOOL_COPY, whatever max_copy). Never seen by handlers. */
+#define RPCOOL__SEAL_COPY 8u
 #define RPCOOL__KNOWN_FLAGS (RPCOOL_COPY | RPCOOL_SEAL | RPCOOL_SANDBOX)
+#define RPCOOL__WIRE_FLAGS (RPCOOL__KNOWN_FLAGS | RPCOOL__SEAL_COPY)
 
 /* >>support - private memory, logging ---------------------------------------------------------- */
+
+static size_t rpcool__page_size(void)
+{
+    static size_t pg; /* racy but idempotent: every thread stores the same value */
+    size_t v = rcp__load_relaxed(&pg);
+    if (!v) { v = (size_t)sysconf(_SC_PAGESIZE); rcp__store_relaxed(&pg, v); }
+    return v;
+}
 
 /* Private memory: every allocation of the library goes through RPCOOL_MALLOC/RPCOOL_FREE. */
 static void *rpcool__calloc(size_t n, size_t size)
@@ -1723,7 +1735,11 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
         fnid < RPCOOL_MAX_HANDLERS ? rcp__load(&s->handlers[fnid]) : NULL;
     rpcool_handler *fn = e ? e->fn : NULL;
     unsigned need = s->safety | (fn ? e->flags : 0);
-    if (cflags & ~(unsigned)RPCOOL__KNOWN_FLAGS) status = RPCOOL_E_INVAL;
+    /* a seal copy is a sealed call of less than a page: the copy is bounded by a page */
+    unsigned small = cflags & RPCOOL__SEAL_COPY;
+    if (cflags & ~(unsigned)RPCOOL__WIRE_FLAGS) status = RPCOOL_E_INVAL;
+    else if (small && (!(cflags & RPCOOL_SEAL) || seal_len >= rpcool__page_size()))
+        status = RPCOOL_E_INVAL;
     else if (!fn) status = RPCOOL_E_NOHANDLER;
     else if ((arg || len) && !shmheap_contains(sc->heap, arg, len)) status = RPCOOL_E_BADPTR;
     else if ((need & RPCOOL_SEAL) && !(cflags & RPCOOL_SEAL)) status = RPCOOL_E_POLICY;
@@ -1732,10 +1748,11 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
              (const char *)arg + len > (const char *)seal + seal_len)) status = RPCOOL_E_BADPTR;
     else status = 0;
     if (status == 0) {
-        ctx.flags = cflags | need;
+        ctx.flags = (cflags & RPCOOL__KNOWN_FLAGS) | need;
         if ((ctx.flags & RPCOOL_COPY) && len > s->max_copy) {
             status = RPCOOL_E_TOOBIG; /* a client's heap may be far larger than we want to copy */
-        } else if (ctx.flags & RPCOOL_COPY) {
+        } else if ((ctx.flags & RPCOOL_COPY) || small) {
+            ctx.flags |= RPCOOL_COPY; /* the handler gets a private copy: say so */
             if (len > w->cap) {
                 char *nb = (char *)RPCOOL_MALLOC(len); /* the old contents are not needed */
                 if (!nb) status = -ENOMEM;
@@ -2466,7 +2483,16 @@ static int rpcool__post(rpcool_conn *c, unsigned i, unsigned fn, const void *arg
     if (flags & RPCOOL_SEAL) {
         const void *sp = o && o->seal_p ? o->seal_p : arg;
         size_t sn = o && o->seal_p ? o->seal_len : len;
-        uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+        uintptr_t pg = (uintptr_t)rpcool__page_size();
+        if (sp && sn && sn < pg) {
+            /* less than a page: the server copies it instead (RPCool's rule, copy below a
+               page and seal above); no mprotect, and the sender cannot change what the
+               handler reads */
+            flags |= RPCOOL__SEAL_COPY;
+            sl->seal = (uint64_t)(uintptr_t)sp;
+            sl->seal_len = sn;
+            goto post;
+        }
         size_t usable = shmheap_usable_size(c->heap, sp);
         if (!sp || !sn || ((uintptr_t)sp & (pg - 1)) ||
             (usable && usable < ((sn + pg - 1) & ~(size_t)(pg - 1))))
@@ -2479,6 +2505,7 @@ static int rpcool__post(rpcool_conn *c, unsigned i, unsigned fn, const void *arg
         sl->seal = (uint64_t)(uintptr_t)sp;
         sl->seal_len = sn;
     }
+post:
     sl->fn = fn;
     sl->flags = flags;
     sl->arg = (uint64_t)(uintptr_t)arg;
