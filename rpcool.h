@@ -178,6 +178,16 @@
        cannot). A seal covers whole pages: allocate sealed arguments with rpcool_alloc_pages()
        or an arena (rpcool_arena_init) so no unrelated data shares the pages; ranges must
        start on a page.
+       Below a page, copy instead (RPCool's rule): when the seal range (seal_p/seal_len, or
+       [arg, arg+len) without seal_p) is shorter than a page, nothing is sealed and no
+       mprotect is made; the server copies [arg, arg+len) into private memory as under
+       RPCOOL_COPY (whatever max_copy), the handler gets that copy and rpcool_ctx_safety()
+       reports RPCOOL_COPY as well. This is stronger than a seal for the argument's own
+       bytes, even against a malicious sender: what the handler reads cannot change. Pointers
+       inside the copy still point into the shared heap, which the sender can still change:
+       follow them with rpcool_ctx_need() or use SANDBOX. Such an argument need not start on
+       a page, its pages stay writable for the sender during and after the call, and it takes
+       no part in batched release. Everything below is about ranges of a page or more.
        Batched release (seal_batch > 1, as RPCool's): after the reply the pages stay
        read-only until seal_batch sealed calls have finished or rpcool_release() is called, so
        the sender must not write to argument memory before then (it would fault); rpcool_free
@@ -185,9 +195,10 @@
        arena, shmheap_free) must be released by hand before it is reused. A call whose range
        is still sealed from an earlier call makes no system call at all; sealed calls in
        flight at once may share pages (a range stays sealed while any call uses it).
-       Cost: a sealed call pays one mprotect to seal and one to release, and each may flush
-       the TLB of every CPU running a thread of the sender, so it depends on the machine
-       (bench/seal_cost.c measures it; sh bench/bench_shmheap.sh runs it). A repeated
+       Cost: a sealed call of a page or more pays one mprotect to seal and one to release,
+       and each may flush the TLB of every CPU running a thread of the sender, so it depends
+       on the machine (bench/seal_cost.c measures it; sh bench/bench_shmheap.sh runs it); one
+       under a page pays a memcpy of the argument instead, as RPCOOL_COPY. A repeated
        argument with batched release costs no more than a relaxed call.
    RPCOOL_SANDBOX  The handler runs inside a recovery point: a SIGSEGV or SIGBUS raised while
        it runs becomes the error reply RPCOOL_E_FAULT and the server thread carries on.
@@ -386,7 +397,7 @@ typedef struct rpcool_server_opts {
     unsigned max_conns;   /* connection slots; 0 = RPCOOL_DEFAULT_MAX_CONNS, at most
                              RPCOOL_MAX_CONNS */
     unsigned safety;      /* flags every call on this channel gets (RPCOOL_SEAL: calls must
-                             come sealed, else RPCOOL_E_POLICY) */
+                             come sealed, or copied under a page, else RPCOOL_E_POLICY) */
     uint64_t spin_ns;     /* busy-poll this long after the last request before sleeping;
                              0 = RPCOOL_DEFAULT_SPIN_NS */
     unsigned reap_ms;     /* check for dead clients this often; 0 = RPCOOL_DEFAULT_REAP_MS */
@@ -426,10 +437,11 @@ typedef struct rpcool_call_opts {
     unsigned safety;          /* added to the connection's default flags */
     unsigned timeout_ms;      /* 0 = connection default */
     const void *seal_p;       /* RPCOOL_SEAL: the range to seal (page aligned start); */
-    size_t seal_len;          /* NULL = [arg, arg+len) */
+    size_t seal_len;          /* NULL = [arg, arg+len); under a page: the argument is copied */
 } rpcool_call_opts;
 
-/* A handler: arg/len as sent (a private copy under RPCOOL_COPY). Returns a status >= 0 that the
+/* A handler: arg/len as sent (a private copy under RPCOOL_COPY, and for a sealed call whose seal
+   range is under a page). Returns a status >= 0 that the
    caller receives, or a negative error code. Set a result with rpcool_ctx_reply. */
 typedef int rpcool_handler(rpcool_ctx *ctx, void *arg, size_t len, void *user);
 /* Completion callback of an asynchronous call; ret belongs to the callee (free with
