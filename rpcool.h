@@ -180,6 +180,16 @@
        cannot). A seal covers whole pages: allocate sealed arguments with rpcool_alloc_pages()
        or an arena (rpcool_arena_init) so no unrelated data shares the pages; ranges must
        start on a page.
+       Below a page, copy instead (RPCool's rule): when the seal range (seal_p/seal_len, or
+       [arg, arg+len) without seal_p) is shorter than a page, nothing is sealed and no
+       mprotect is made; the server copies [arg, arg+len) into private memory as under
+       RPCOOL_COPY (whatever max_copy), the handler gets that copy and rpcool_ctx_safety()
+       reports RPCOOL_COPY as well. This is stronger than a seal for the argument's own
+       bytes, even against a malicious sender: what the handler reads cannot change. Pointers
+       inside the copy still point into the shared heap, which the sender can still change:
+       follow them with rpcool_ctx_need() or use SANDBOX. Such an argument need not start on
+       a page, its pages stay writable for the sender during and after the call, and it takes
+       no part in batched release. Everything below is about ranges of a page or more.
        Batched release (seal_batch > 1, as RPCool's): after the reply the pages stay
        read-only until seal_batch sealed calls have finished or rpcool_release() is called, so
        the sender must not write to argument memory before then (it would fault); rpcool_free
@@ -187,9 +197,10 @@
        arena, shmheap_free) must be released by hand before it is reused. A call whose range
        is still sealed from an earlier call makes no system call at all; sealed calls in
        flight at once may share pages (a range stays sealed while any call uses it).
-       Cost: a sealed call pays one mprotect to seal and one to release, and each may flush
-       the TLB of every CPU running a thread of the sender, so it depends on the machine
-       (bench/seal_cost.c measures it; sh bench/bench_shmheap.sh runs it). A repeated
+       Cost: a sealed call of a page or more pays one mprotect to seal and one to release,
+       and each may flush the TLB of every CPU running a thread of the sender, so it depends
+       on the machine (bench/seal_cost.c measures it; sh bench/bench_shmheap.sh runs it); one
+       under a page pays a memcpy of the argument instead, as RPCOOL_COPY. A repeated
        argument with batched release costs no more than a relaxed call.
    RPCOOL_SANDBOX  The handler runs inside a recovery point: a SIGSEGV or SIGBUS raised while
        it runs becomes the error reply RPCOOL_E_FAULT and the server thread carries on.
@@ -388,7 +399,7 @@ typedef struct rpcool_server_opts {
     unsigned max_conns;   /* connection slots; 0 = RPCOOL_DEFAULT_MAX_CONNS, at most
                              RPCOOL_MAX_CONNS */
     unsigned safety;      /* flags every call on this channel gets (RPCOOL_SEAL: calls must
-                             come sealed, else RPCOOL_E_POLICY) */
+                             come sealed, or copied under a page, else RPCOOL_E_POLICY) */
     uint64_t spin_ns;     /* busy-poll this long after the last request before sleeping;
                              0 = RPCOOL_DEFAULT_SPIN_NS */
     unsigned reap_ms;     /* check for dead clients this often; 0 = RPCOOL_DEFAULT_REAP_MS */
@@ -428,10 +439,11 @@ typedef struct rpcool_call_opts {
     unsigned safety;          /* added to the connection's default flags */
     unsigned timeout_ms;      /* 0 = connection default */
     const void *seal_p;       /* RPCOOL_SEAL: the range to seal (page aligned start); */
-    size_t seal_len;          /* NULL = [arg, arg+len) */
+    size_t seal_len;          /* NULL = [arg, arg+len); under a page: the argument is copied */
 } rpcool_call_opts;
 
-/* A handler: arg/len as sent (a private copy under RPCOOL_COPY). Returns a status >= 0 that the
+/* A handler: arg/len as sent (a private copy under RPCOOL_COPY, and for a sealed call whose seal
+   range is under a page). Returns a status >= 0 that the
    caller receives, or a negative error code. Set a result with rpcool_ctx_reply. */
 typedef int rpcool_handler(rpcool_ctx *ctx, void *arg, size_t len, void *user);
 /* Completion callback of an asynchronous call; ret belongs to the callee (free with
@@ -606,9 +618,21 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #define RPCOOL__HEAPNAME 112
 #define RPCOOL__ROOT "rpcool.conn"
 #define RPCOOL__COPY_KEEP ((size_t)1 << 20) /* a serving thread keeps a copy buffer up to this */
+/* A sealed call whose seal range is smaller than a page: the client did not seal, the server
+   copies the argument instead (as RPCOOL_COPY, whatever max_copy). Never seen by handlers. */
+#define RPCOOL__SEAL_COPY 8u
 #define RPCOOL__KNOWN_FLAGS (RPCOOL_COPY | RPCOOL_SEAL | RPCOOL_SANDBOX)
+#define RPCOOL__WIRE_FLAGS (RPCOOL__KNOWN_FLAGS | RPCOOL__SEAL_COPY)
 
 /* >>support - private memory, logging ---------------------------------------------------------- */
+
+static size_t rpcool__page_size(void)
+{
+    static size_t pg; /* racy but idempotent: every thread stores the same value */
+    size_t v = rcp__load_relaxed(&pg);
+    if (!v) { v = (size_t)sysconf(_SC_PAGESIZE); rcp__store_relaxed(&pg, v); }
+    return v;
+}
 
 /* Private memory: every allocation of the library goes through RPCOOL_MALLOC/RPCOOL_FREE. */
 static void *rpcool__calloc(size_t n, size_t size)
@@ -1725,7 +1749,11 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
         fnid < RPCOOL_MAX_HANDLERS ? rcp__load(&s->handlers[fnid]) : NULL;
     rpcool_handler *fn = e ? e->fn : NULL;
     unsigned need = s->safety | (fn ? e->flags : 0);
-    if (cflags & ~(unsigned)RPCOOL__KNOWN_FLAGS) status = RPCOOL_E_INVAL;
+    /* a seal copy is a sealed call of less than a page: the copy is bounded by a page */
+    unsigned small = cflags & RPCOOL__SEAL_COPY;
+    if (cflags & ~(unsigned)RPCOOL__WIRE_FLAGS) status = RPCOOL_E_INVAL;
+    else if (small && (!(cflags & RPCOOL_SEAL) || seal_len >= rpcool__page_size()))
+        status = RPCOOL_E_INVAL;
     else if (!fn) status = RPCOOL_E_NOHANDLER;
     else if ((arg || len) && !shmheap_contains(sc->heap, arg, len)) status = RPCOOL_E_BADPTR;
     else if ((need & RPCOOL_SEAL) && !(cflags & RPCOOL_SEAL)) status = RPCOOL_E_POLICY;
@@ -1734,10 +1762,11 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
              (const char *)arg + len > (const char *)seal + seal_len)) status = RPCOOL_E_BADPTR;
     else status = 0;
     if (status == 0) {
-        ctx.flags = cflags | need;
+        ctx.flags = (cflags & RPCOOL__KNOWN_FLAGS) | need;
         if ((ctx.flags & RPCOOL_COPY) && len > s->max_copy) {
             status = RPCOOL_E_TOOBIG; /* a client's heap may be far larger than we want to copy */
-        } else if (ctx.flags & RPCOOL_COPY) {
+        } else if ((ctx.flags & RPCOOL_COPY) || small) {
+            ctx.flags |= RPCOOL_COPY; /* the handler gets a private copy: say so */
             if (len > w->cap) {
                 char *nb = (char *)RPCOOL_MALLOC(len); /* the old contents are not needed */
                 if (!nb) status = -ENOMEM;
@@ -2468,7 +2497,16 @@ static int rpcool__post(rpcool_conn *c, unsigned i, unsigned fn, const void *arg
     if (flags & RPCOOL_SEAL) {
         const void *sp = o && o->seal_p ? o->seal_p : arg;
         size_t sn = o && o->seal_p ? o->seal_len : len;
-        uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
+        uintptr_t pg = (uintptr_t)rpcool__page_size();
+        if (sp && sn && sn < pg) {
+            /* less than a page: the server copies it instead (RPCool's rule, copy below a
+               page and seal above); no mprotect, and the sender cannot change what the
+               handler reads */
+            flags |= RPCOOL__SEAL_COPY;
+            sl->seal = (uint64_t)(uintptr_t)sp;
+            sl->seal_len = sn;
+            goto post;
+        }
         size_t usable = shmheap_usable_size(c->heap, sp);
         if (!sp || !sn || ((uintptr_t)sp & (pg - 1)) ||
             (usable && usable < ((sn + pg - 1) & ~(size_t)(pg - 1))))
@@ -2481,6 +2519,7 @@ static int rpcool__post(rpcool_conn *c, unsigned i, unsigned fn, const void *arg
         sl->seal = (uint64_t)(uintptr_t)sp;
         sl->seal_len = sn;
     }
+post:
     sl->fn = fn;
     sl->flags = flags;
     sl->arg = (uint64_t)(uintptr_t)arg;

@@ -6,7 +6,7 @@
    no-op round trips (other suites scale from it), -w WARMUP, -P, -1, -T, -S SUITES (comma list
    of noop, payload, tree, kv, connect; default all).
        cc -O2 -pthread -I. bench/rpcool_bench.c -o rpcool_bench && ./rpcool_bench -f
-   Result names: rpcool/noop/MODE (MODE also sealed-batch64, sealed-batch64-pages), rpcool/payload/MODE/SIZE, rpcool/tree/MODE/NODES,
+   Result names: rpcool/noop/MODE (MODE also sealed-batch64, sealed-batch64-pages, sealed-8B, relaxed-8B), rpcool/payload/MODE/SIZE, rpcool/tree/MODE/NODES,
    rpcool/kv/get/VALUE_SIZE, rpcool/kv/put/VALUE_SIZE, rpcool/connect/HEAP_SIZE (rpcool_connect
    until the first call can be made: the client makes its heap, the server accepts and maps
    it) against uds/connect (a UNIX socket to an acceptor thread in the server process:
@@ -257,6 +257,13 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
     for (int m = 0; m < 4 && want("noop"); m++) {
         snprintf(name, sizeof name, "rpcool/noop/%s%s", modes[m].name, sfx);
         run(c, name, n, FN_NOOP, arg, 64, modes[m].o, 0);
+    }
+    /* sealed with an 8-byte argument: under a page, so copied by the server, not sealed */
+    if (want("noop")) {
+        snprintf(name, sizeof name, "rpcool/noop/sealed-8B%s", sfx);
+        run(c, name, n, FN_NOOP, arg, 8, &sealed, 0);
+        snprintf(name, sizeof name, "rpcool/noop/relaxed-8B%s", sfx);
+        run(c, name, n, FN_NOOP, arg, 8, &relaxed, 0);
     }
     /* sealed with batched release (seal_batch 64) on a second connection: the same argument
        every call (still sealed from the last call: no mprotect until the batch is released),

@@ -214,6 +214,12 @@ static void test_malformed(void)
     CHECK_EQ(raw_call(c, T_FN_ECHO, 0, ~0ull - 2, 8, 0, 0), RPCOOL_E_BADPTR);       /* wraps */
     CHECK_EQ(raw_call(c, T_FN_ECHO, RPCOOL_SEAL, A, 3, A + 64, 4096), RPCOOL_E_BADPTR); /* arg not in seal */
     CHECK_EQ(raw_call(c, T_FN_ECHO, RPCOOL_SEAL, A, 3, 0x1000, 1 << 20), RPCOOL_E_BADPTR);
+    /* the private copy-instead-of-seal bit (8): only on a sealed call of under a page, and the
+       argument must lie in its range; the copy is then bounded by a page */
+    CHECK_EQ(raw_call(c, T_FN_ECHO, RPCOOL_SEAL | 8u, A, 3, A, 3), 0);
+    CHECK_EQ(raw_call(c, T_FN_ECHO, 8u, A, 3, A, 3), RPCOOL_E_INVAL);
+    CHECK_EQ(raw_call(c, T_FN_ECHO, RPCOOL_SEAL | 8u, A, 3, A, 4096), RPCOOL_E_INVAL);
+    CHECK_EQ(raw_call(c, T_FN_ECHO, RPCOOL_SEAL | 8u, A, 3, A + 1, 100), RPCOOL_E_BADPTR);
     /* a request bit with no request behind it: ignored and counted */
     uint64_t before;
     rpcool_server_stats st;

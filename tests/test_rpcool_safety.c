@@ -14,7 +14,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
-enum { FN_INSPECT = 1, FN_WILD = 2, FN_NEED = 3, FN_MAP = 4, FN_SEALED = 5, FN_ECHO = 6 };
+enum { FN_INSPECT = 1, FN_WILD = 2, FN_NEED = 3, FN_MAP = 4, FN_SEALED = 5, FN_ECHO = 6, FN_SNAP = 7 };
 
 /* reports how the argument arrived: 1 in the heap, 2 a private copy; +10 if content is "abc" */
 static int h_inspect(rpcool_ctx *ctx, void *arg, size_t len, void *user)
@@ -56,6 +56,21 @@ static int h_sealed(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     return t_writable(arg) ? 0 : 1;
 }
 
+/* the argument in the heap, as the client sent it (FN_SNAP) */
+static volatile char *snap_heap;
+static int snap_started; /* set by the handler once it runs (the server has taken the argument) */
+/* waits (up to 2 s) until the client changed the argument's first byte in the heap, then
+   returns the first byte the handler sees + 1000 if it got a private copy (RPCOOL_COPY in its
+   flags and not a pointer into the heap) */
+static int h_snap(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)user;
+    __atomic_store_n(&snap_started, 1, __ATOMIC_SEQ_CST);
+    for (int i = 0; i < 2000 && snap_heap && snap_heap[0] == 'a'; i++) usleep(1000);
+    int copied = (rpcool_ctx_safety(ctx) & RPCOOL_COPY) && !shmheap_contains(rpcool_ctx_heap(ctx), arg, len);
+    return ((const char *)arg)[0] + (copied ? 1000 : 0);
+}
+
 static rpcool_server *serve(const char *name, unsigned safety)
 {
     rpcool_server *s = NULL;
@@ -71,6 +86,7 @@ static rpcool_server *serve(const char *name, unsigned safety)
     rpcool_server_add_handler(s, FN_NEED, h_need, NULL, 0);
     rpcool_server_add_handler(s, FN_MAP, h_map, NULL, RPCOOL_SANDBOX);
     rpcool_server_add_handler(s, FN_SEALED, h_sealed, NULL, 0);
+    rpcool_server_add_handler(s, FN_SNAP, h_snap, NULL, 0);
     rpcool_server_start(s, 1);
     return s;
 }
@@ -112,12 +128,16 @@ static void test_seal(void)
     rpcool_call_opts co;
     memset(&co, 0, sizeof co);
     co.safety = RPCOOL_SEAL;
-    CHECK_EQ(rpcool_call(c, FN_SEALED, pg, 7, NULL, NULL), 0);     /* relaxed: writable */
-    CHECK_EQ(rpcool_call_ex(c, FN_SEALED, pg, 7, &co, NULL, NULL), 1); /* sealed during the call */
-    CHECK(t_writable(pg));                                            /* released after it */
-    /* an argument not on its own pages cannot be sealed (it would catch its neighbours) */
+    CHECK_EQ(rpcool_call(c, FN_SEALED, pg, 4096, NULL, NULL), 0);     /* relaxed: writable */
+    CHECK_EQ(rpcool_call_ex(c, FN_SEALED, pg, 4096, &co, NULL, NULL), 1); /* sealed during the call */
+    CHECK(t_writable(pg));                                               /* released after it */
+    /* an argument of a page or more not on its own pages cannot be sealed (it would catch its
+       neighbours); one of less than a page is copied instead, wherever it lies */
+    char *big = (char *)rpcool_alloc(c, 5000);
+    CHECK_EQ(rpcool_call_ex(c, FN_SEALED, big, 5000, &co, NULL, NULL), RPCOOL_E_INVAL);
+    rpcool_free(c, big);
     char *small = rpcool_strdup(c, "x");
-    CHECK_EQ(rpcool_call_ex(c, FN_SEALED, small, 2, &co, NULL, NULL), RPCOOL_E_INVAL);
+    CHECK_EQ(rpcool_call_ex(c, FN_SEALED, small, 2, &co, NULL, NULL), 0);
     /* a seal range given separately must contain the argument (checked by the server too) */
     co.seal_p = pg;
     co.seal_len = 4096;
@@ -134,15 +154,18 @@ static void test_seal(void)
     if (rpcool_connect(name, &o, &c)) { CHECK(0); rpcool_server_close(s); return; }
     char *p[4];
     for (int i = 0; i < 4; i++) p[i] = (char *)rpcool_alloc_pages(c, 4096);
-    for (int i = 0; i < 3; i++) CHECK_EQ(rpcool_call(c, FN_SEALED, p[i], 64, NULL, NULL), 1);
+    for (int i = 0; i < 3; i++) CHECK_EQ(rpcool_call(c, FN_SEALED, p[i], 4096, NULL, NULL), 1);
     CHECK(!t_writable(p[0]) && !t_writable(p[2]) && t_writable(p[3]));
     CHECK_EQ(rpcool_release(c), 0);
     CHECK(t_writable(p[0]) && t_writable(p[2]));
-    for (int i = 0; i < 4; i++) CHECK_EQ(rpcool_call(c, FN_SEALED, p[i], 64, NULL, NULL), 1);
+    for (int i = 0; i < 4; i++) CHECK_EQ(rpcool_call(c, FN_SEALED, p[i], 4096, NULL, NULL), 1);
     CHECK(t_writable(p[0]) && t_writable(p[3])); /* the fourth filled the batch */
+    /* a sub-page argument is copied, not sealed: it takes no place in the batch */
+    CHECK_EQ(rpcool_call(c, FN_SEALED, p[1], 64, NULL, NULL), 0);
+    CHECK(t_writable(p[1]) && c->nseals == 0);
     /* a repeated argument is still sealed from the call before: no new seal, and the page
        stays read-only until the batch is released; freeing it releases it first */
-    for (int i = 0; i < 3; i++) CHECK_EQ(rpcool_call(c, FN_SEALED, p[0], 64, NULL, NULL), 1);
+    for (int i = 0; i < 3; i++) CHECK_EQ(rpcool_call(c, FN_SEALED, p[0], 4096, NULL, NULL), 1);
     CHECK(!t_writable(p[0]) && c->nseals == 1);
     rpcool_free(c, p[0]);
     CHECK(c->nseals == 0);
@@ -159,8 +182,72 @@ static void test_seal(void)
     memset(&co, 0, sizeof co);
     CHECK_EQ(rpcool_call(c, FN_SEALED, pg, 10, NULL, NULL), RPCOOL_E_POLICY);
     co.safety = RPCOOL_SEAL;
-    CHECK_EQ(rpcool_call_ex(c, FN_SEALED, pg, 10, &co, NULL, NULL), 1);
+    CHECK_EQ(rpcool_call_ex(c, FN_SEALED, pg, 4096, &co, NULL, NULL), 1);
+    CHECK_EQ(rpcool_call_ex(c, FN_SEALED, pg, 10, &co, NULL, NULL), 0); /* copied: meets the policy */
     rpcool_free(c, pg);
+    rpcool_disconnect(c);
+    rpcool_server_close(s);
+}
+
+/* A sealed call of less than a page is copied by the server, not sealed (issue 14): the
+   handler sees the argument as sent while the client changes it, the client's page stays
+   writable, and a range of a page or more is still sealed. */
+static void test_seal_small(void)
+{
+    const char *name = t_uniq("sealsm");
+    rpcool_server *s = serve(name, 0);
+    rpcool_conn *c;
+    if (!s || rpcool_connect(name, NULL, &c)) { CHECK(0); if (s) rpcool_server_close(s); return; }
+    rpcool_call_opts co;
+    memset(&co, 0, sizeof co);
+    co.safety = RPCOOL_SEAL;
+    char *a = (char *)rpcool_alloc(c, 8); /* not page aligned: no seal, so no need to be */
+    memcpy(a, "aaaaaaa", 8);
+    snap_heap = a;
+    uint64_t id;
+    CHECK_EQ(rpcool_call_async(c, FN_SNAP, a, 8, &co, NULL, NULL, &id), 0);
+    /* t_writable stores a zero byte: probe the argument's last byte, which is one */
+    CHECKF(t_writable(a + 7), "a sub-page sealed argument was made read-only");
+    for (int i = 0; i < 2000 && !__atomic_load_n(&snap_started, __ATOMIC_SEQ_CST); i++) usleep(1000);
+    if (t_writable(a + 7)) a[0] = 'b'; /* the sender changes it while the handler runs */
+    int r = rpcool_wait(c, id, NULL, NULL);
+    CHECKF(r == 1000 + 'a', "the handler did not see the argument as sent (%d)", r);
+    snap_heap = NULL;
+    CHECK(t_writable(a) && c->nseals == 0);
+    /* the boundary: 4095 bytes are copied, 4096 sealed; an explicit page-sized seal range
+       around a small argument is sealed */
+    char *pg = (char *)rpcool_alloc_pages(c, 8192);
+    CHECK_EQ(rpcool_call_ex(c, FN_SEALED, pg, 4095, &co, NULL, NULL), 0);
+    CHECK_EQ(rpcool_call_ex(c, FN_SEALED, pg, 4096, &co, NULL, NULL), 1);
+    CHECK_EQ(rpcool_call_ex(c, FN_SEALED, pg + 4096, 8192 - 4096, &co, NULL, NULL), 1);
+    co.seal_p = pg;
+    co.seal_len = 4096;
+    CHECK_EQ(rpcool_call_ex(c, FN_SEALED, pg + 8, 8, &co, NULL, NULL), 1);
+    co.seal_len = 100; /* an explicit range under a page: copied, and must contain the argument */
+    CHECK_EQ(rpcool_call_ex(c, FN_SEALED, pg + 8, 8, &co, NULL, NULL), 0);
+    CHECK_EQ(rpcool_call_ex(c, FN_SEALED, pg + 96, 8, &co, NULL, NULL), RPCOOL_E_BADPTR);
+    CHECK(t_writable(pg) && t_writable(pg + 4096));
+    rpcool_free(c, pg);
+    rpcool_free(c, a);
+    rpcool_disconnect(c);
+    rpcool_server_close(s);
+
+    /* the copy of a sealed call is bounded by a page, not by max_copy */
+    rpcool_server_opts so;
+    memset(&so, 0, sizeof so);
+    so.max_copy = 4;
+    s = t_serve(name, &so, 1);
+    if (!s) return;
+    if (rpcool_connect(name, NULL, &c)) { CHECK(0); rpcool_server_close(s); return; }
+    char *b = (char *)rpcool_alloc(c, 64);
+    memset(&co, 0, sizeof co);
+    co.safety = RPCOOL_SEAL;
+    CHECK_EQ(rpcool_call_ex(c, T_FN_SEALED, b, 64, &co, NULL, NULL), 0);
+    co.safety = RPCOOL_SEAL | RPCOOL_COPY; /* an explicit COPY keeps its limit */
+    CHECK_EQ(rpcool_call_ex(c, T_FN_SEALED, b, 64, &co, NULL, NULL), RPCOOL_E_TOOBIG);
+    co.safety = RPCOOL_SEAL | RPCOOL_SANDBOX;
+    CHECK_EQ(rpcool_call_ex(c, T_FN_SAFETY, b, 64, &co, NULL, NULL), RPCOOL_COPY | RPCOOL_SEAL | RPCOOL_SANDBOX);
+    rpcool_free(c, b);
     rpcool_disconnect(c);
     rpcool_server_close(s);
 }
@@ -300,6 +387,8 @@ static void g_safety_union(void)
         rpcool_call_opts co;
         memset(&co, 0, sizeof co);
         co.safety = RPCOOL_SEAL;
+        co.seal_p = pg;
+        co.seal_len = 4096;
         CHECK_EQ(rpcool_call_ex(c, T_FN_SEALREQ, pg, 64, &co, NULL, NULL), 1);
         CHECK(t_writable(pg));
         rpcool_free(c, pg);
@@ -412,11 +501,11 @@ static void g_seals_in_flight(void)
     rpcool_call_opts co;
     memset(&co, 0, sizeof co);
     co.safety = RPCOOL_SEAL;
+    co.seal_p = pg; /* a page: sealed (less than a page would be copied) */
+    co.seal_len = 4096;
     uint64_t slow, quick;
     CHECK_EQ(rpcool_call_async(c, T_FN_SLOW, pg, sizeof(int), &co, NULL, NULL, &slow), 0);
     usleep(20000);
-    co.seal_p = pg;
-    co.seal_len = 4096;
     CHECK_EQ(rpcool_call_async(c, T_FN_SLOW, pg + 1, sizeof(int), &co, NULL, NULL, &quick), 0);
     CHECK_EQ(rpcool_wait(c, quick, NULL, NULL), 1);
     CHECKF(!t_writable(pg), "the page was unsealed while another sealed call still used it");
@@ -428,6 +517,8 @@ static void g_seals_in_flight(void)
     memset(&co, 0, sizeof co);
     co.safety = RPCOOL_SEAL;
     co.timeout_ms = 30;
+    co.seal_p = pg;
+    co.seal_len = 4096;
     CHECK_EQ(rpcool_call_ex(c, T_FN_SLOWREPLY, pg, 64, &co, NULL, NULL), RPCOOL_E_TIMEOUT);
     CHECKF(!t_writable(pg), "the seal of a call that timed out went before the server answered");
     usleep(300000);
@@ -446,6 +537,7 @@ int main(int argc, char **argv)
     t_init(argc, argv);
     RUN(test_copy);
     RUN(test_seal);
+    RUN(test_seal_small);
     RUN(test_sandbox);
     RUN(test_truncated_heap);
     RUN_NO_TSAN(g_safety_union);
