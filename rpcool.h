@@ -611,7 +611,8 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 
 #define RPCOOL__CH_MAGIC 0x314c4843434f4352ull   /* "RCOCCHL1" */
 #define RPCOOL__CONN_MAGIC 0x314e4e43434f4352ull /* "RCOCCNN1" */
-#define RPCOOL__VERSION 4u /* 4: the channel is a sealed memfd, named by a rendezvous record */
+#define RPCOOL__VERSION 5u /* 4: the channel is a sealed memfd, named by a rendezvous record;
+                              5: a sealed call under a page carries RPCOOL__SEAL_COPY */
 #define RPCOOL__RDV_MAGIC 0x3156445243434f52ull /* "RCOCRDV1" */
 #define RPCOOL__NSLOTS 64u
 #define RPCOOL__NAME_MAX 48

@@ -57,7 +57,7 @@ static int h_sealed(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 }
 
 /* the argument in the heap, as the client sent it (FN_SNAP) */
-static volatile char *snap_heap;
+static char *snap_heap;
 static int snap_started; /* set by the handler once it runs (the server has taken the argument) */
 /* waits (up to 2 s) until the client changed the argument's first byte in the heap, then
    returns the first byte the handler sees + 1000 if it got a private copy (RPCOOL_COPY in its
@@ -66,7 +66,8 @@ static int h_snap(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
     (void)user;
     __atomic_store_n(&snap_started, 1, __ATOMIC_SEQ_CST);
-    for (int i = 0; i < 2000 && snap_heap && snap_heap[0] == 'a'; i++) usleep(1000);
+    for (int i = 0; i < 2000 && snap_heap && __atomic_load_n(&snap_heap[0], __ATOMIC_RELAXED) == 'a'; i++)
+        usleep(1000);
     int copied = (rpcool_ctx_safety(ctx) & RPCOOL_COPY) && !shmheap_contains(rpcool_ctx_heap(ctx), arg, len);
     return ((const char *)arg)[0] + (copied ? 1000 : 0);
 }
@@ -206,10 +207,11 @@ static void test_seal_small(void)
     snap_heap = a;
     uint64_t id;
     CHECK_EQ(rpcool_call_async(c, FN_SNAP, a, 8, &co, NULL, NULL, &id), 0);
-    /* t_writable stores a zero byte: probe the argument's last byte, which is one */
-    CHECKF(t_writable(a + 7), "a sub-page sealed argument was made read-only");
+    /* once the handler runs (the server has its copy), the sender changes the argument: its
+       page is writable (t_writable stores a zero byte: probe the last byte, which is one) */
     for (int i = 0; i < 2000 && !__atomic_load_n(&snap_started, __ATOMIC_SEQ_CST); i++) usleep(1000);
-    if (t_writable(a + 7)) a[0] = 'b'; /* the sender changes it while the handler runs */
+    CHECKF(t_writable(a + 7), "a sub-page sealed argument was made read-only");
+    if (t_writable(a + 7)) __atomic_store_n(&a[0], 'b', __ATOMIC_RELAXED);
     int r = rpcool_wait(c, id, NULL, NULL);
     CHECKF(r == 1000 + 'a', "the handler did not see the argument as sent (%d)", r);
     snap_heap = NULL;
