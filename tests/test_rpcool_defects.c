@@ -661,21 +661,52 @@ static int chan_proc_path(const char *name, char *out, size_t n)
     return 1;
 }
 
+/* The set-up and the end of the channel attacks: a server and an honest client calling in a
+   loop; at the end the honest client saw every call succeed, the server lives, and a new client
+   connects and calls. */
+static int attack_pipes[2][2]; /* ready, go */
+
+static pid_t attack_start(const char *name, pid_t *honest)
+{
+    pid_t sp = fork_server(name);
+    int *ready = attack_pipes[0], *go = attack_pipes[1];
+    CHECK_EQ(pipe(ready), 0);
+    CHECK_EQ(pipe(go), 0);
+    *honest = honest_client(name, ready[1], go[0], 700);
+    char b = 0;
+    CHECK_EQ(read(ready[0], &b, 1), 1);
+    CHECK_EQ(write(go[1], &b, 1), 1);
+    usleep(100000);
+    return sp;
+}
+
+static void attack_finish(pid_t sp, pid_t hp, const char *name, const char *what)
+{
+    int st = 0;
+    check_honest(hp);
+    CHECK_EQ(waitpid(sp, &st, WNOHANG), 0); /* the server lives */
+    rpcool_conn_opts o = {.connect_timeout_ms = 2000};
+    rpcool_conn *c = NULL;
+    int r = rpcool_connect(name, &o, &c);
+    CHECKF(r == 0, "connect after the %s: %s", what, rpcool_strerror(r));
+    if (c) {
+        char *m = rpcool_strdup(c, "x");
+        CHECK_EQ(rpcool_call(c, FN_TOUCH, m, 2, NULL, NULL), 0);
+        rpcool_free(c, m);
+        rpcool_disconnect(c);
+    }
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 2; k++) close(attack_pipes[i][k]);
+    kill_server(sp, name);
+}
+
 /* Item 4 (attack 3): a client truncates the channel: the name file, and the channel memfd
    itself through /proc (refused: it is sealed). Other clients' calls all succeed meanwhile,
    the server lives, and a new client connects. */
 static void test_chan_truncate_attack(void)
 {
     const char *name = t_uniq("chtr");
-    pid_t sp = fork_server(name);
-    int ready[2], go[2];
-    CHECK_EQ(pipe(ready), 0);
-    CHECK_EQ(pipe(go), 0);
-    pid_t hp = honest_client(name, ready[1], go[0], 700);
-    char b = 0;
-    CHECK_EQ(read(ready[0], &b, 1), 1);
-    CHECK_EQ(write(go[1], &b, 1), 1);
-    usleep(100000);
+    pid_t hp, sp = attack_start(name, &hp);
     pid_t ap = fork();
     if (ap == 0) { /* the attacker */
         char path[128], proc[64];
@@ -699,20 +730,7 @@ static void test_chan_truncate_attack(void)
     waitpid(ap, &st, 0);
     CHECKF(WIFEXITED(st) && (WEXITSTATUS(st) & 4) == 0, "a client truncated the channel memfd");
     CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "attacker: status %d", st);
-    check_honest(hp);
-    CHECK_EQ(waitpid(sp, &st, WNOHANG), 0); /* the server lives */
-    rpcool_conn_opts o = {.connect_timeout_ms = 2000};
-    rpcool_conn *c = NULL;
-    int r = rpcool_connect(name, &o, &c);
-    CHECKF(r == 0, "connect after the truncation: %s", rpcool_strerror(r));
-    if (c) {
-        char *m = rpcool_strdup(c, "x");
-        CHECK_EQ(rpcool_call(c, FN_TOUCH, m, 2, NULL, NULL), 0);
-        rpcool_free(c, m);
-        rpcool_disconnect(c);
-    }
-    for (int k = 0; k < 2; k++) { close(ready[k]); close(go[k]); }
-    kill_server(sp, name);
+    attack_finish(sp, hp, name, "truncation");
 }
 
 /* Item 4 (attack 4): a client overwrites the channel header (magic, epoch, state, size) and
@@ -722,15 +740,7 @@ static void test_chan_truncate_attack(void)
 static void test_chan_overwrite_attack(void)
 {
     const char *name = t_uniq("chow");
-    pid_t sp = fork_server(name);
-    int ready[2], go[2];
-    CHECK_EQ(pipe(ready), 0);
-    CHECK_EQ(pipe(go), 0);
-    pid_t hp = honest_client(name, ready[1], go[0], 700);
-    char b = 0;
-    CHECK_EQ(read(ready[0], &b, 1), 1);
-    CHECK_EQ(write(go[1], &b, 1), 1);
-    usleep(100000);
+    pid_t hp, sp = attack_start(name, &hp);
     pid_t ap = fork();
     if (ap == 0) { /* the attacker */
         char path[128], junk[64];
@@ -752,20 +762,7 @@ static void test_chan_overwrite_attack(void)
     int st = 0;
     waitpid(ap, &st, 0);
     CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "attacker: status %d", st);
-    check_honest(hp);
-    CHECK_EQ(waitpid(sp, &st, WNOHANG), 0);
-    rpcool_conn_opts o = {.connect_timeout_ms = 2000};
-    rpcool_conn *c = NULL;
-    int r = rpcool_connect(name, &o, &c);
-    CHECKF(r == 0, "connect after the overwrite: %s", rpcool_strerror(r));
-    if (c) {
-        char *m = rpcool_strdup(c, "x");
-        CHECK_EQ(rpcool_call(c, FN_TOUCH, m, 2, NULL, NULL), 0);
-        rpcool_free(c, m);
-        rpcool_disconnect(c);
-    }
-    for (int k = 0; k < 2; k++) { close(ready[k]); close(go[k]); }
-    kill_server(sp, name);
+    attack_finish(sp, hp, name, "overwrite");
 }
 
 int main(void)
