@@ -350,7 +350,11 @@ KRCONN_API int krconn_connect(krconn_ctx *ctx, const krconn_addr *peer,
                               const krconn_connect_opts *opts, krconn **out);
 KRCONN_API int krconn_connect_name(krconn_ctx *ctx, krconn_dir *dir, const char *name,
                                    const krconn_connect_opts *opts, krconn **out);
+/* timeout_ms < 0: do not wait (KRCONN_E_AGAIN when none is queued); 0 = the default. */
 KRCONN_API int krconn_accept(krconn_ctx *ctx, int timeout_ms, krconn **out);
+/* An eventfd (non-blocking) that becomes readable when a connection is queued for
+   krconn_accept; read it to clear it. -1 without accept_backlog (or KRCONN_E_NOTSUP). */
+KRCONN_API int krconn_accept_fd(const krconn_ctx *ctx);
 KRCONN_API int krconn_disconnect(krconn *c);
 KRCONN_API int krconn_is_virtual(const krconn *c);
 KRCONN_API int krconn_peer_addr(const krconn *c, krconn_addr *out);
@@ -555,6 +559,7 @@ KRCONN_API int krconn_accept(krconn_ctx *ctx, int timeout_ms, krconn **out)
     if (out) *out = NULL;
     return KRCONN_E_NOTSUP;
 }
+KRCONN_API int krconn_accept_fd(const krconn_ctx *ctx) { (void)ctx; return KRCONN_E_NOTSUP; }
 KRCONN_API int krconn_disconnect(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 KRCONN_API int krconn_is_virtual(const krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 KRCONN_API int krconn_peer_addr(const krconn *c, krconn_addr *o)
@@ -784,6 +789,7 @@ struct krconn_ctx {
     uint32_t nconn;
     pthread_t thr;
     int thr_started, stop, evfd;
+    int accfd;              /* eventfd: a connection was queued for krconn_accept (or -1) */
     /* meta server */
     unsigned char *meta_tab;
     size_t meta_len;
@@ -1559,6 +1565,8 @@ static void krconn__on_req(krconn_ctx *ctx, const krconn__msg *m)
         ctx->acq[(ctx->acq_head + ctx->acq_n) % ctx->o.accept_backlog] = p;
         ctx->acq_n++;
         p->queued = 1;
+        uint64_t one = 1;
+        if (ctx->accfd >= 0 && write(ctx->accfd, &one, sizeof one) < 0) { /* full: readable */ }
     }
     rec = &ctx->recent[ctx->recent_next++ % KRCONN__NRECENT];
     memcpy(rec->gid, m->src_gid, 16);
@@ -1721,6 +1729,7 @@ KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out)
     if (!ctx) return -ENOMEM;
     memset(ctx, 0, sizeof *ctx);
     ctx->evfd = -1;
+    ctx->accfd = -1;
     ctx->meta_fd = -1;
     if (opts) ctx->o = *opts;
     {
@@ -1766,6 +1775,9 @@ KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out)
     if (ctx->o.accept_backlog) {
         ctx->acq = (krconn__phys **)KRCONN_MALLOC(ctx->o.accept_backlog * sizeof *ctx->acq);
         if (!ctx->acq) goto fail;
+        step = "eventfd";
+        if ((ctx->accfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) { rc = -errno; goto fail; }
+        step = "allocate";
     }
     ctx->ud_buf = (unsigned char *)KRCONN_MALLOC((KRCONN__NRX + KRCONN__NTX) * KRCONN__SLOT);
     if (!ctx->ud_buf) goto fail;
@@ -1843,6 +1855,7 @@ KRCONN_API int krconn_ctx_destroy(krconn_ctx *ctx)
     rcp__verbs_dereg(ctx->ud_mr);
     rcp__verbs_close(&ctx->d);
     if (ctx->evfd >= 0) close(ctx->evfd);
+    if (ctx->accfd >= 0) close(ctx->accfd);
     KRCONN_FREE(ctx->ud_buf);
     KRCONN_FREE(ctx->acq);
     KRCONN_FREE(ctx->pool);
@@ -2181,7 +2194,7 @@ KRCONN_API int krconn_accept(krconn_ctx *ctx, int timeout_ms, krconn **out)
     if (!ctx || !out) return KRCONN_E_INVAL;
     *out = NULL;
     if (!ctx->o.accept_backlog) return KRCONN_E_INVAL;
-    uint64_t deadline = krconn__deadline(timeout_ms);
+    uint64_t deadline = timeout_ms < 0 ? 0 : krconn__deadline(timeout_ms);
     for (;;) {
         krconn__phys *p = NULL;
         pthread_mutex_lock(&ctx->mu);
@@ -2204,11 +2217,14 @@ KRCONN_API int krconn_accept(krconn_ctx *ctx, int timeout_ms, krconn **out)
             rcp__fetch_add(&ctx->nconn, 1);
             return 0;
         }
+        if (!deadline) return KRCONN_E_AGAIN; /* timeout_ms < 0: just look */
         if (rcp__now_ns() >= deadline) return KRCONN_E_TIMEDOUT;
         krconn__rx_drive(ctx, 0);
         usleep(50);
     }
 }
+
+KRCONN_API int krconn_accept_fd(const krconn_ctx *ctx) { return ctx ? ctx->accfd : KRCONN_E_INVAL; }
 
 KRCONN_API int krconn_disconnect(krconn *c)
 {
