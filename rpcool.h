@@ -356,7 +356,11 @@ typedef struct rpcool_ctx rpcool_ctx;       /* one call, as seen by its handler 
       "the server dropped this connection (its heap was truncated, or its mutex stayed taken)")    \
     /* RPCOOL_COPY: the argument is larger than the server's max_copy */                           \
     X(RPCOOL_E_TOOBIG, -1983,                                                                      \
-      "the argument is larger than the server copies (rpcool_server_opts.max_copy)")
+      "the argument is larger than the server copies (rpcool_server_opts.max_copy)")              \
+    /* RDMA: the client's heap lies where the server already maps something (same pod id) */     \
+    X(RPCOOL_E_ADDRINUSE, -1982,                                                                   \
+      "the connection heap's addresses are in use at the server: give each pod its own "           \
+      "SHMHEAP_POD_ID")
 #define RPCOOL__ERROR_ENUM(name, value, text) name = value,
 enum { RPCOOL_ERRORS(RPCOOL__ERROR_ENUM) };
 #undef RPCOOL__ERROR_ENUM
@@ -412,6 +416,12 @@ typedef struct rpcool_server_opts {
                              (RPCOOL_LOG_* levels, one line each), those of the connection
                              heaps too; NULL = silent, or stderr when RPCOOL_DEBUG is set */
     void *log_user;       /* passed to log */
+    const char *rdma;     /* also serve clients of other pods over RDMA (RPCOOL_WITH_RDMA):
+                             "serve" or "serve:PORT" runs krconn's meta server in this process
+                             (TCP port KRCONN_DEFAULT_META_PORT, 7471) and publishes the channel
+                             there; "HOST[:PORT]" publishes at that meta server; "" at
+                             $KRCONN_META. NULL = shared memory only */
+    const char *rdma_device; /* RDMA device; NULL = $KRCONN_DEVICE, else the first active */
 } rpcool_server_opts;
 
 /* Connection options. */
@@ -428,18 +438,28 @@ typedef struct rpcool_conn_opts {
     unsigned seal_batch;      /* release seals after this many sealed calls;
                                  0 = RPCOOL_DEFAULT_SEAL_BATCH (1: at once).
                                  > 1: see "Batched release" under RPCOOL_SEAL */
-    int transport;            /* RPCOOL_TRANSPORT_SHM (0) */
+    int transport;            /* RPCOOL_TRANSPORT_SHM (0), or RPCOOL_TRANSPORT_RDMA: the channel
+                                 name is then looked up at the meta server $KRCONN_META (as
+                                 "rdma:NAME" would be) */
     const char *pod;          /* shmheap pod (NULL = default) */
     void (*log)(int level, const char *msg, void *user); /* as in rpcool_server_opts */
     void *log_user;           /* passed to log */
 } rpcool_conn_opts;
 
 /* Per-call options (NULL = connection defaults). */
+/* A range of the connection heap that an RDMA call carries with it (see "Between pods"). */
+typedef struct rpcool_extent {
+    const void *p;
+    size_t len;
+} rpcool_extent;
+
 typedef struct rpcool_call_opts {
     unsigned safety;          /* added to the connection's default flags */
     unsigned timeout_ms;      /* 0 = connection default */
     const void *seal_p;       /* RPCOOL_SEAL: the range to seal (page aligned start); */
     size_t seal_len;          /* NULL = [arg, arg+len); under a page: the argument is copied */
+    const rpcool_extent *extents; /* RDMA: ranges sent with the call besides [arg, arg+len) */
+    unsigned nextents;        /* (up to 16; ignored on shared memory) */
 } rpcool_call_opts;
 
 /* A handler: arg/len as sent (a private copy under RPCOOL_COPY, and for a sealed call whose seal
@@ -587,6 +607,12 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #undef SHMHEAP_IMPLEMENTATION
 #endif
 
+#ifdef RPCOOL_WITH_RDMA /* the RDMA transport: krconn.h connects (its implementation comes along) */
+#if !defined(KRCONN_IMPLEMENTATION_ONCE) && !defined(RPCOOL_NO_KRCONN_IMPLEMENTATION)
+#define KRCONN_IMPLEMENTATION
+#endif
+#include "krconn.h"
+#endif
 #include "impl/platform.h"
 #include <dirent.h>
 #include <fcntl.h>
@@ -839,6 +865,7 @@ struct rpcool_server {
     unsigned nthreads;
     int pkeys[15], npkeys;
     rpcool_server_stats st;
+    struct rpcool__rsrv *rdma; /* the RDMA transport's listener, or NULL */
 };
 
 struct rpcool__pend { /* client-private state of one call slot */
@@ -849,6 +876,8 @@ struct rpcool__pend { /* client-private state of one call slot */
     uint64_t deadline;  /* an asynchronous call's timeout (rcp__now_ns), or 0 */
     const void *seal_p; /* the seal this call holds (a key of the seal table), or NULL */
     size_t seal_len;
+    const rpcool_extent *ext; /* RDMA: the caller's extents, while the call is posted */
+    unsigned next;
 };
 
 /* A sealed (read-only) range of the client's heap and the calls in flight that rely on it.
@@ -889,6 +918,7 @@ struct rpcool_conn {
     shmheap_range *release;     /* scratch for a batch release */
     size_t nseals, seal_cap;    /* nseals: read unlocked only as a hint */
     unsigned seal_done;         /* sealed calls finished since the last release */
+    struct rpcool__rconn *rdma; /* an RDMA connection's state, or NULL (shared memory) */
 };
 
 struct rpcool_ctx {
@@ -904,7 +934,79 @@ struct rpcool_ctx {
     int abort_code;
     int fault_sig;      /* a contained fault: its signal and address */
     void *fault_addr;
+    struct rpcool__rconn *rc; /* a call over RDMA: its connection (sc is NULL) */
 };
+
+/* The RDMA transport (impl/rpcool_rdma.h, compiled in with RPCOOL_WITH_RDMA). */
+struct rpcool__rconn;
+struct rpcool__rsrv;
+/* "rdma://HOST[:PORT]/NAME" or "rdma:NAME": the meta server (NULL: $KRCONN_META) and the name.
+   Returns 1 for an RDMA name, 0 for another, or RPCOOL_E_BADNAME. */
+static int rpcool__r_parse(const char *channel, char *where, size_t wlen, const char **name)
+{
+    if (strncmp(channel, "rdma:", 5)) return 0;
+    const char *p = channel + 5;
+    where[0] = '\0';
+    if (!strncmp(p, "//", 2)) {
+        p += 2;
+        const char *sl = strchr(p, '/');
+        if (!sl || sl == p || (size_t)(sl - p) >= wlen) return RPCOOL_E_BADNAME;
+        memcpy(where, p, (size_t)(sl - p));
+        where[sl - p] = '\0';
+        p = sl + 1;
+    }
+    *name = p;
+    return 1;
+}
+
+#ifdef RPCOOL_WITH_RDMA
+static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name,
+                             unsigned connect_ms);
+static int rpcool__r_disconnect(rpcool_conn *c);
+static void rpcool__r_pump(rpcool_conn *c);
+static int rpcool__r_gone(rpcool_conn *c);
+static void rpcool__r_free(rpcool_conn *c, void *p);
+static int rpcool__r_is_reply(rpcool_conn *c, const void *p);
+static void *rpcool__r_alloc(rpcool_server *s, struct rpcool__rconn *rc, size_t size);
+static int rpcool__r_in_mirror(const struct rpcool__rconn *rc, const void *p, size_t len);
+static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device);
+static int rpcool__r_server_start(rpcool_server *s);
+static void rpcool__r_server_stop(rpcool_server *s);
+static void rpcool__r_server_close(rpcool_server *s);
+#else
+static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name, unsigned ms)
+{
+    (void)where, (void)name, (void)ms;
+    rpcool__log(&c->log, RPCOOL_LOG_ERROR,
+                "RDMA transport not built in: define RPCOOL_WITH_RDMA and link -libverbs");
+    return RPCOOL_E_NOTSUP;
+}
+static int rpcool__r_disconnect(rpcool_conn *c) { (void)c; return 0; }
+static void rpcool__r_pump(rpcool_conn *c) { (void)c; }
+static int rpcool__r_gone(rpcool_conn *c) { (void)c; return RPCOOL_E_NOTSUP; }
+static void rpcool__r_free(rpcool_conn *c, void *p) { (void)c, (void)p; }
+static int rpcool__r_is_reply(rpcool_conn *c, const void *p) { (void)c, (void)p; return 0; }
+static void *rpcool__r_alloc(rpcool_server *s, struct rpcool__rconn *rc, size_t size)
+{
+    (void)s, (void)rc, (void)size;
+    return NULL;
+}
+static int rpcool__r_in_mirror(const struct rpcool__rconn *rc, const void *p, size_t len)
+{
+    (void)rc, (void)p, (void)len;
+    return 0;
+}
+static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device)
+{
+    (void)how, (void)device;
+    rpcool__log(&s->log, RPCOOL_LOG_ERROR,
+                "RDMA transport not built in: define RPCOOL_WITH_RDMA and link -libverbs");
+    return RPCOOL_E_NOTSUP;
+}
+static int rpcool__r_server_start(rpcool_server *s) { (void)s; return 0; }
+static void rpcool__r_server_stop(rpcool_server *s) { (void)s; }
+static void rpcool__r_server_close(rpcool_server *s) { (void)s; }
+#endif
 
 /* >>errors - errors ---------------------------------------------------------------------------- */
 
@@ -1382,6 +1484,10 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     if (s->safety & RPCOOL_SANDBOX) rpcool__pkeys_init(s);
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: serving (epoch %u, %u slots)", s->name, s->epoch,
                 s->max_conns);
+    if (o.rdma && (r = rpcool__r_server_open(s, o.rdma, o.rdma_device))) {
+        rpcool_server_close(s); /* takes the half-made RDMA listener down too */
+        return r;
+    }
     *out = s;
     return 0;
 fail_close:
@@ -1970,6 +2076,7 @@ static void rpcool__worker_loop(rpcool_server *s)
     s->workers = &w;
     pthread_mutex_unlock(&s->hk_lock);
     rpcool__pkeys(s, -1, 1); /* this thread may touch every connection heap */
+    if (s->rdma) rpcool__r_server_start(s); /* RDMA connections get a thread of their own */
     while (!rcp__load(&s->stop)) rpcool__worker_run(&w);
     pthread_mutex_lock(&s->hk_lock);
     for (struct rpcool__worker **pp = &s->workers; *pp; pp = &(*pp)->next)
@@ -2027,6 +2134,7 @@ RPCOOL_API void rpcool_server_stop(rpcool_server *s)
 {
     if (!s) return;
     rcp__store(&s->stop, 1);
+    if (s->rdma) rpcool__r_server_stop(s);
     if (rpcool__guarded(rpcool__ring_server, s, -1)) /* a client truncated the channel file */
         rpcool__chan_repair(s);
 }
@@ -2101,6 +2209,7 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
         rpcool_server_stop(s);
         usleep(1000);
     }
+    rpcool__r_server_close(s); /* RDMA clients get a BYE, their mirrors go */
     /* tell clients, wake those asleep, then drop every mapping */
     rpcool__pkeys(s, -1, 1);
     if (rpcool__guarded(rpcool__chan_close, s, -1)) rpcool__chan_repair(s);
@@ -2143,7 +2252,7 @@ RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *s
 
 /* >>handler - handler side --------------------------------------------------------------------- */
 
-RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx) { return ctx->sc->heap; }
+RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx) { return ctx->rc ? NULL : ctx->sc->heap; }
 
 struct rpcool__alloc_args {
     shmheap *h;
@@ -2162,6 +2271,7 @@ static int rpcool__alloc_fn(void *p)
 
 RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size)
 {
+    if (ctx->rc) return rpcool__r_alloc(ctx->s, ctx->rc, size); /* the client's reply region */
     /* The library's own access to the client's heap, with faults contained whatever the
        handler's mode: a client that truncated its heap file makes this fail (and is dropped),
        it does not kill the server with SIGBUS. */
@@ -2191,7 +2301,8 @@ RPCOOL_API unsigned rpcool_ctx_safety(const rpcool_ctx *ctx) { return ctx->flags
 
 RPCOOL_API int rpcool_ctx_ok(const rpcool_ctx *ctx, const void *p, size_t len)
 {
-    if (shmheap_contains(ctx->sc->heap, p, len)) return 1;
+    if (ctx->rc ? rpcool__r_in_mirror(ctx->rc, p, len) : shmheap_contains(ctx->sc->heap, p, len))
+        return 1;
     uintptr_t a = (uintptr_t)p, c = (uintptr_t)ctx->copy;
     return ctx->copy && a >= c && a <= c + ctx->copy_len && len <= c + ctx->copy_len - a;
 }
@@ -2218,7 +2329,8 @@ static void rpcool__accessor_fault(rpcool_ctx *ctx, struct rpcool__guard *g)
     rpcool__cur = g->prev;
     rpcool__fault_unblock();
     rcp__fetch_add(&ctx->s->st.faults, 1u);
-    if (g->sig == SIGBUS) rpcool__condemn(ctx->s, ctx->sc, "SIGBUS on its heap (truncated)");
+    if (g->sig == SIGBUS && ctx->sc)
+        rpcool__condemn(ctx->s, ctx->sc, "SIGBUS on its heap (truncated)");
     rpcool_ctx_fail(ctx, RPCOOL_E_FAULT);
 }
 
@@ -2251,6 +2363,7 @@ static int rpcool__server_gone(rpcool_conn *c)
 {
     int r = rcp__load(&c->dead);
     if (r) return r;
+    if (c->rdma) return rpcool__r_gone(c);
     /* Any client can write the channel header: a changed epoch or a "closed" state is believed
        only when the server's lock confirms it (a closing server marks the channel closed, then
        lets its lock go; a new server makes a new channel). The lock is tested at once then. */
@@ -2479,7 +2592,8 @@ static int rpcool__harvest(rpcool_conn *c, unsigned i, void **ret, size_t *ret_l
         *ret = rp;
         if (ret_len) *ret_len = rl;
     } else if (rp) {
-        shmheap_free(c->heap, rp);
+        if (c->rdma) rpcool__r_free(c, rp);
+        else shmheap_free(c->heap, rp);
     }
     rpcool__slot_put(c, i);
     return status;
@@ -2495,6 +2609,9 @@ static int rpcool__post(rpcool_conn *c, unsigned i, unsigned fn, const void *arg
         return RPCOOL_E_INVAL;
     if ((arg || len) && !shmheap_contains(c->heap, arg, len)) return RPCOOL_E_BADPTR;
     pd->seal_p = NULL;
+    pd->ext = o ? o->extents : NULL;
+    pd->next = o && o->extents ? o->nextents : 0;
+    if ((flags & RPCOOL_SEAL) && c->rdma) goto post; /* the bytes cross the network: a copy */
     if (flags & RPCOOL_SEAL) {
         const void *sp = o && o->seal_p ? o->seal_p : arg;
         size_t sn = o && o->seal_p ? o->seal_len : len;
@@ -2585,6 +2702,7 @@ static void rpcool__drop_orphans(rpcool_conn *c)
 /* Finish abandoned slots whose replies came. */
 static void rpcool__reclaim(rpcool_conn *c)
 {
+    if (c->rdma) rpcool__r_pump(c);
     for (unsigned i = 0; i < RPCOOL__NSLOTS; i++) {
         uint32_t exp = RPCOOL__P_ABANDONED;
         if (rcp__load_relaxed(&c->pend[i].pstate) != RPCOOL__P_ABANDONED || !rpcool__done(c, i))
@@ -2667,6 +2785,7 @@ RPCOOL_API int rpcool_poll(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_
     if (!c) return RPCOOL_E_INVAL;
     int i = rpcool__slot_of(c, id);
     if (i < 0) return i;
+    if (c->rdma) rpcool__r_pump(c);
     if (!rpcool__done(c, (unsigned)i)) {
         int r = rpcool__server_gone(c);
         if (!r && c->pend[i].deadline && rcp__now_ns() >= c->pend[i].deadline) r = RPCOOL_E_TIMEOUT;
@@ -2909,12 +3028,17 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     rpcool_conn *c;
     unsigned connect_ms;
     int r;
+    char where[128] = "";
+    const char *rname = channel;
     if (!out) return RPCOOL_E_INVAL;
     *out = NULL;
-    if ((r = rpcool__check_name(channel))) return r;
     memset(&o, 0, sizeof o);
     if (opts) o = *opts;
-    if (o.transport != RPCOOL_TRANSPORT_SHM) return RPCOOL_E_NOTSUP;
+    int rdma = channel ? rpcool__r_parse(channel, where, sizeof where, &rname) : 0;
+    if (rdma < 0) return rdma;
+    if (o.transport == RPCOOL_TRANSPORT_RDMA) rdma = 1;
+    else if (o.transport != RPCOOL_TRANSPORT_SHM) return RPCOOL_E_INVAL;
+    if ((r = rpcool__check_name(rdma ? rname : channel))) return r;
     if (o.safety & ~(unsigned)RPCOOL__KNOWN_FLAGS) return RPCOOL_E_INVAL;
     if (!(c = (rpcool_conn *)rpcool__calloc(1, sizeof *c))) return -ENOMEM;
     c->tp = &rpcool__shm_transport;
@@ -2938,6 +3062,11 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
         goto fail_free;
     }
     connect_ms = o.connect_timeout_ms ? o.connect_timeout_ms : RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS;
+    if (rdma) {
+        if ((r = rpcool__r_connect(c, where, rname, connect_ms))) goto fail_free;
+        *out = c;
+        return 0;
+    }
     if ((r = rpcool__chan_find(c, channel, connect_ms))) goto fail_free;
     if ((r = rpcool__slot_claim(c))) goto fail_chan;
     if ((r = rpcool__conn_heap(c, channel))) goto fail_slot;
@@ -2965,6 +3094,11 @@ fail_free:
 RPCOOL_API int rpcool_disconnect(rpcool_conn *c)
 {
     if (!c) return RPCOOL_E_INVAL;
+    if (c->rdma) {
+        rpcool__r_disconnect(c);
+        rpcool__conn_free(c);
+        return 0;
+    }
     rpcool_release(c);
     rpcool__server_gone(c); /* notes a drop (sticky) before our CLOSING hides it */
     /* tell the server and wait until it unmapped our heap, unless it is gone */
@@ -2997,6 +3131,10 @@ RPCOOL_API void *rpcool_alloc(rpcool_conn *c, size_t size)
 RPCOOL_API void rpcool_free(rpcool_conn *c, void *p)
 {
     if (!c || !p) return;
+    if (c->rdma && rpcool__r_is_reply(c, p)) { /* the server owns the reply region */
+        rpcool__r_free(c, p);
+        return;
+    }
     /* a block still sealed by a finished call: release first */
     if (rcp__load_relaxed(&c->nseals)) {
         pthread_mutex_lock(&c->seal_lock);
@@ -3035,6 +3173,10 @@ RPCOOL_API char *rpcool_strdup(rpcool_conn *c, const char *s)
     if (p) memcpy(p, s, n);
     return p;
 }
+
+#ifdef RPCOOL_WITH_RDMA
+#include "impl/rpcool_rdma.h"
+#endif
 
 /* >>builders - data builders ------------------------------------------------------------------- */
 
