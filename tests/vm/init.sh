@@ -72,6 +72,11 @@ single)
     export VM_IP="$ip"
     run test_verbs 150 /t/test_verbs
     run test_alock_rdma 170 /t/test_alock_rdma
+    run test_rpcool_rdma 300 /t/test_rpcool_rdma
+    ;;
+rpcool-rdma) # tests/vm/run.sh rpcool-rdma: rpcool's RDMA transport alone (its tests are in single)
+    rdma_up
+    run test_rpcool_rdma 300 /t/test_rpcool_rdma
     ;;
 a|b)
     rdma_up

@@ -175,9 +175,9 @@ collect() {
     echo "== $name: $2 s"
 }
 
-run_single() {
+run_single() { # run_single [ROLE]: one guest (rpcool-rdma: only rpcool's RDMA transport)
     t0=$(date +%s)
-    boot single single "rcp.ip=10.0.2.15" -m 1G \
+    boot single "${1:-single}" "rcp.ip=10.0.2.15" -m 1G \
         -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:0f
     collect single $(($(date +%s) - t0))
 }
@@ -287,6 +287,7 @@ case $mode in
         skip=$((skip + $(grep -c '^skip ' "$OUT/compile.log")))
         run_single; run_pair; run_cxl; run_krconn; run_nppin nppin ;;
     single) run_single ;;
+    rpcool-rdma) run_single rpcool-rdma ;;
     pair) run_pair ;;
     cxl) run_cxl ;;
     krconn) run_krconn ;;
@@ -294,6 +295,6 @@ case $mode in
     perftest) run_perftest ;;
     alockbench) run_alockbench ;;
     nppin|nppin-bench) run_nppin "$mode" ;;
-    *) echo "usage: $0 [all|single|pair|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench]"; exit 2 ;;
+    *) echo "usage: $0 [all|single|rpcool-rdma|pair|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench]"; exit 2 ;;
 esac
 finish
