@@ -237,8 +237,10 @@ static int rpcool__r_post_recv(struct rpcool__rconn *rc)
     return r ? -r : 0;
 }
 
-/* A new connection over krconn connection k: register the area, post the receives. */
-static int rpcool__r_conn_new(krconn_ctx *kc, krconn *k, struct rpcool__rconn **out)
+/* A new connection: its area registered, ready for rpcool__r_attach. The slow part (8 MiB
+   allocated and registered) comes first, so that receives are posted at once after the connect:
+   a peer's first message must not find none (it would retry only for a few milliseconds). */
+static int rpcool__r_prep(krconn_ctx *kc, struct rpcool__rconn **out)
 {
     struct rpcool__rconn *rc = (struct rpcool__rconn *)rpcool__calloc(1, sizeof *rc);
     int r;
@@ -249,13 +251,6 @@ static int rpcool__r_conn_new(krconn_ctx *kc, krconn *k, struct rpcool__rconn **
     pthread_mutex_init(&rc->free_lock, NULL);
     rc->backlog_tail = &rc->backlog;
     rc->evfd = -1;
-    rc->k = k;
-    rc->qp = krconn_qp(k);
-    rc->cq = rc->qp ? rc->qp->recv_cq : NULL;
-    if (!rc->qp || rc->cq != rc->qp->send_cq) {
-        r = RPCOOL_E_PROTO; /* krconn gives every physical QP one CQ */
-        goto fail;
-    }
     if (posix_memalign((void **)&rc->area, 4096, RPCOOL__R_AREA)) {
         rc->area = NULL;
         r = -ENOMEM;
@@ -263,18 +258,27 @@ static int rpcool__r_conn_new(krconn_ctx *kc, krconn *k, struct rpcool__rconn **
     }
     memset(rc->area, 0, RPCOOL__R_AREA);
     if ((r = rpcool__r_err(krconn_reg(kc, rc->area, RPCOOL__R_AREA, 0, &rc->mr)))) goto fail;
+    *out = rc;
+    return 0;
+fail:
+    rpcool__r_conn_free(rc);
+    return r;
+}
+
+/* Put rc on krconn connection k (rc owns k from now on, even on failure): post the receives. */
+static int rpcool__r_attach(struct rpcool__rconn *rc, krconn *k)
+{
+    int r = 0;
+    rc->k = k;
+    rc->qp = krconn_qp(k);
+    rc->cq = rc->qp ? rc->qp->recv_cq : NULL;
+    if (!rc->qp || rc->cq != rc->qp->send_cq) return RPCOOL_E_PROTO; /* one CQ per krconn QP */
+    for (unsigned i = 0; i < RPCOOL__R_RECVS && !r; i++) r = rpcool__r_post_recv(rc);
 #ifdef KRCONN_CTX_EVENTS
     rc->evfd = krconn_event_fd(k);
     if (rc->evfd < 0) rc->evfd = -1;
 #endif
-    for (unsigned i = 0; i < RPCOOL__R_RECVS; i++)
-        if ((r = rpcool__r_post_recv(rc))) goto fail;
     rc->last_rx = rcp__now_ns();
-    *out = rc;
-    return 0;
-fail:
-    rc->k = NULL; /* the caller still owns k */
-    rpcool__r_conn_free(rc);
     return r;
 }
 
@@ -540,9 +544,20 @@ static pthread_mutex_t rpcool__r_lock = PTHREAD_MUTEX_INITIALIZER;
 static krconn_ctx *rpcool__r_kc;    /* the process's client context, made at the first connect */
 static struct { char where[128]; krconn_dir *dir; } rpcool__r_dirs[8];
 
+/* A child of fork() must not use its parent's verbs objects: it makes a context of its own. */
+static void rpcool__r_atfork_child(void)
+{
+    pthread_mutex_init(&rpcool__r_lock, NULL);
+    rpcool__r_kc = NULL;
+    memset(rpcool__r_dirs, 0, sizeof rpcool__r_dirs);
+}
+static pthread_once_t rpcool__r_fork_once = PTHREAD_ONCE_INIT;
+static void rpcool__r_fork_init(void) { pthread_atfork(NULL, NULL, rpcool__r_atfork_child); }
+
 static int rpcool__r_client_ctx(krconn_ctx **out)
 {
     int r = 0;
+    pthread_once(&rpcool__r_fork_once, rpcool__r_fork_init);
     pthread_mutex_lock(&rpcool__r_lock);
     if (!rpcool__r_kc) {
         krconn_ctx_opts ko;
@@ -865,17 +880,16 @@ static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name
     if ((r = rpcool__r_client_ctx(&kc))) return r;
     if ((r = rpcool__r_dir(kc, where[0] ? where : NULL, connect_ms, &dir))) return r;
     snprintf(svc, sizeof svc, "rpcool.%s", name);
+    if ((r = rpcool__r_prep(kc, &rc))) return r;
     krconn_connect_opts co = {(int)connect_ms, KRCONN_CONNECT_NO_VIRTUAL};
-    if ((r = rpcool__r_err(krconn_connect_name(kc, dir, svc, &co, &k)))) {
+    int kr = krconn_connect_name(kc, dir, svc, &co, &k);
+    if ((r = rpcool__r_err(kr))) {
         char buf[256];
         rpcool__log(&c->log, RPCOOL_LOG_WARN, "rdma connect to %s: %s", name,
-                    krconn_describe(r, buf, sizeof buf));
-        return r;
+                    krconn_describe(kr, buf, sizeof buf));
+        goto fail_rc;
     }
-    if ((r = rpcool__r_conn_new(kc, k, &rc))) {
-        krconn_disconnect(k);
-        return r;
-    }
+    if ((r = rpcool__r_attach(rc, k))) goto fail_rc;
     rc->frees = (uint64_t *)rpcool__calloc(RPCOOL__R_FREES, sizeof *rc->frees);
     if (!rc->frees) { r = -ENOMEM; goto fail_rc; }
     /* the heap: an ordinary one of our pod, at our pod's addresses */
@@ -1302,8 +1316,12 @@ static void rpcool__r_accept(rpcool_server *s, krconn *k)
 {
     struct rpcool__rsrv *rs = s->rdma;
     struct rpcool__rconn *rc;
-    if (rpcool__r_conn_new(rs->kc, k, &rc)) {
+    if (rpcool__r_prep(rs->kc, &rc)) {
         krconn_disconnect(k);
+        return;
+    }
+    if (rpcool__r_attach(rc, k)) {
+        rpcool__r_conn_free(rc);
         return;
     }
     struct rpcool__rhello sh;
@@ -1336,7 +1354,10 @@ static int rpcool__r_step(struct rpcool__worker *w, struct rpcool__rconn *rc, ui
             rpcool__r_hello_in(s, rc);
             return 1;
         }
-        if (now >= rc->hello_deadline) rc->state = RPCOOL__RS_DEAD;
+        if (now >= rc->hello_deadline || rcp__load(&rc->dead)) {
+            rc->state = RPCOOL__RS_DEAD;
+            rc->hello_deadline = now;
+        }
         return n;
     }
     if (rc->state != RPCOOL__RS_ACTIVE) return n;

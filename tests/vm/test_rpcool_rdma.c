@@ -98,12 +98,19 @@ static int h_slow(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     return 7;
 }
 
+static void logf_(int level, const char *msg, void *user)
+{
+    if (level <= RPCOOL_LOG_INFO) printf("# %s: %s\n", (const char *)user, msg);
+}
+
 static int serve(const char *how)
 {
     rpcool_server *s;
     rpcool_server_opts so;
     memset(&so, 0, sizeof so);
     so.rdma = how;
+    so.log = logf_;
+    so.log_user = (void *)"server";
     int rc = rpcool_server_open(NAME, &so, &s);
     if (rc) {
         printf("FAIL server_open: %s\n", rpcool_strerror(rc));
@@ -127,6 +134,8 @@ static rpcool_conn *conn(void)
     memset(&o, 0, sizeof o);
     o.connect_timeout_ms = 20000;
     o.heap_size = 16 << 20;
+    o.log = logf_;
+    o.log_user = (void *)"client";
     int rc = rpcool_connect(where, &o, &c);
     CHECKF(rc == 0, "connect %s: %s", where, rpcool_strerror(rc));
     return c;
@@ -412,6 +421,8 @@ static void client_killed(void)
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGPIPE, SIG_IGN);
+    if (getenv("RDMAT_ONLY")) t_only = getenv("RDMAT_ONLY");
     const char *role = argc > 1 ? argv[1] : "single";
     if (!strcmp(role, "server")) return serve("serve");
     if (!strcmp(role, "client")) {
