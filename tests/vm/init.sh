@@ -127,6 +127,7 @@ krconn)
     rdma_up
     run test_krconn 140 /t/test_krconn
     run test_krconn_compose 150 /t/test_krconn_compose
+    run test_krconn_events 90 /t/test_krconn_events
     # again under ASan+UBSan (fewer cycles: it is slower); result lines renamed *-asan
     # examples/krconn_hello.c: server prints its address, the client reads the greeting
     /t/ex_krconn_hello >/tmp/hello.addr 2>&1 &
@@ -144,6 +145,7 @@ krconn)
     # the concurrent tests under ThreadSanitizer
     KRCONN_TEST_ONLY=threads run test_krconn-tsan 140 sh -c 'set -o pipefail; /t/test_krconn.tsan | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-tsan/"'
     ASAN_OPTIONS=detect_leaks=1 run test_krconn-asan 140 sh -c 'set -o pipefail; /t/test_krconn.asan 1000 | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-asan/"'
+    ASAN_OPTIONS=detect_leaks=1 run test_krconn_events-asan 90 sh -c 'set -o pipefail; /t/test_krconn_events.asan | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-asan/"'
     ;;
 krconn-bench)
     rdma_up
