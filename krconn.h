@@ -36,17 +36,54 @@
 
    3. EXAMPLE
    ----------
-       // server                                    // client (another process or host)
-       krconn_ctx *s;                                krconn_ctx *c;  krconn *k;  krconn_dir *d;
-       krconn_ctx_create(NULL, &s);                  krconn_ctx_create(NULL, &c);
-       krconn_dir *d;                                krconn_dir_meta(c, NULL, 2000, &d); //
-   $KRCONN_META krconn_meta_serve(s, NULL);  // or any         int rc = krconn_connect_name(c, d,
-   "kv", NULL, &k); krconn_dir_meta(s, "127.0.0.1", 2000, &d);    if (rc) puts(krconn_describe(rc,
-   buf, sizeof buf)); krconn_publish(s, d, "kv", 2000);             krconn_mr mr;  krconn_reg(c,
-   buf, 4096, 0, &mr);
-       // one-sided peers need nothing more;         krconn_read(k, 1, &mr, buf, 64, raddr, rkey,
-   0);
-       // two-sided ones: krconn_accept(s, ...)      krconn_wc wc;  krconn_wait(k, &wc, 1000);
+   One program, two roles: the server publishes "hello" at a meta server (itself) and hands the
+   address and key of a greeting to every peer as connect data; the client finds it by name and
+   reads the greeting with one RDMA READ. Run `./hello` on one host, then `KRCONN_META=HOST
+   ./hello c` on another (or the same). examples/krconn_hello.c is a longer one.
+
+       #define KRCONN_IMPLEMENTATION
+       #include "krconn.h"
+       #include <stdio.h>
+       #include <unistd.h>
+
+       static char greeting[64] = "hello over RDMA READ", got[64];
+
+       int main(int argc, char **argv)
+       {
+           krconn_ctx *ctx = NULL;
+           krconn_dir *dir = NULL;
+           krconn_mr mr = {NULL, 0, 0, 0, NULL};
+           char why[400];
+           int server = argc < 2;
+           (void)argv;
+           int rc = krconn_ctx_create(NULL, &ctx); // device: $KRCONN_DEVICE or the first
+           if (!rc) rc = krconn_reg(ctx, server ? greeting : got, 64, 0, &mr);
+           if (!rc && server) {
+               uint64_t info[2] = {(uintptr_t)greeting, mr.rkey}; // for every peer
+               krconn_ctx_set_data(ctx, info, sizeof info);
+               rc = krconn_meta_serve(ctx, NULL); // TCP port 7471 for the first contact
+               if (!rc) rc = krconn_dir_meta(ctx, "127.0.0.1", 2000, &dir);
+               if (!rc) rc = krconn_publish(ctx, dir, "hello", 2000);
+               if (!rc) sleep(60); // the context's own thread answers connects
+           } else if (!rc) {
+               krconn *k;
+               krconn_wc wc;
+               rc = krconn_dir_meta(ctx, NULL, 2000, &dir); // NULL: $KRCONN_META
+               if (!rc) rc = krconn_connect_name(ctx, dir, "hello", NULL, &k);
+               if (!rc) {
+                   const uint64_t *info = (const uint64_t *)krconn_peer_data(k);
+                   rc = krconn_read(k, 1, &mr, got, 64, info[0], (uint32_t)info[1], 0);
+                   if (!rc) rc = krconn_wait(k, &wc, 1000);
+                   if (!rc) printf("read: %s\n", got);
+                   krconn_disconnect(k);
+               }
+           }
+           if (rc) fprintf(stderr, "%s\n", krconn_describe(rc, why, sizeof why));
+           if (dir) krconn_dir_close(dir);
+           if (mr.mr) krconn_dereg(&mr);
+           if (ctx) krconn_ctx_destroy(ctx);
+           return rc != 0;
+       }
 
    4. HOW IT CONNECTS
    ------------------
