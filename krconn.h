@@ -36,17 +36,54 @@
 
    3. EXAMPLE
    ----------
-       // server                                    // client (another process or host)
-       krconn_ctx *s;                                krconn_ctx *c;  krconn *k;  krconn_dir *d;
-       krconn_ctx_create(NULL, &s);                  krconn_ctx_create(NULL, &c);
-       krconn_dir *d;                                krconn_dir_meta(c, NULL, 2000, &d); //
-   $KRCONN_META krconn_meta_serve(s, NULL);  // or any         int rc = krconn_connect_name(c, d,
-   "kv", NULL, &k); krconn_dir_meta(s, "127.0.0.1", 2000, &d);    if (rc) puts(krconn_describe(rc,
-   buf, sizeof buf)); krconn_publish(s, d, "kv", 2000);             krconn_mr mr;  krconn_reg(c,
-   buf, 4096, 0, &mr);
-       // one-sided peers need nothing more;         krconn_read(k, 1, &mr, buf, 64, raddr, rkey,
-   0);
-       // two-sided ones: krconn_accept(s, ...)      krconn_wc wc;  krconn_wait(k, &wc, 1000);
+   One program, two roles: the server publishes "hello" at a meta server (itself) and hands the
+   address and key of a greeting to every peer as connect data; the client finds it by name and
+   reads the greeting with one RDMA READ. Run `./hello` on one host, then `KRCONN_META=HOST
+   ./hello c` on another (or the same). examples/krconn_hello.c is a longer one.
+
+       #define KRCONN_IMPLEMENTATION
+       #include "krconn.h"
+       #include <stdio.h>
+       #include <unistd.h>
+
+       static char greeting[64] = "hello over RDMA READ", got[64];
+
+       int main(int argc, char **argv)
+       {
+           krconn_ctx *ctx = NULL;
+           krconn_dir *dir = NULL;
+           krconn_mr mr = {NULL, 0, 0, 0, NULL};
+           char why[400];
+           int server = argc < 2;
+           (void)argv;
+           int rc = krconn_ctx_create(NULL, &ctx); // device: $KRCONN_DEVICE or the first
+           if (!rc) rc = krconn_reg(ctx, server ? greeting : got, 64, 0, &mr);
+           if (!rc && server) {
+               uint64_t info[2] = {(uintptr_t)greeting, mr.rkey}; // for every peer
+               krconn_ctx_set_data(ctx, info, sizeof info);
+               rc = krconn_meta_serve(ctx, NULL); // TCP port 7471 for the first contact
+               if (!rc) rc = krconn_dir_meta(ctx, "127.0.0.1", 2000, &dir);
+               if (!rc) rc = krconn_publish(ctx, dir, "hello", 2000);
+               if (!rc) sleep(60); // the context's own thread answers connects
+           } else if (!rc) {
+               krconn *k;
+               krconn_wc wc;
+               rc = krconn_dir_meta(ctx, NULL, 2000, &dir); // NULL: $KRCONN_META
+               if (!rc) rc = krconn_connect_name(ctx, dir, "hello", NULL, &k);
+               if (!rc) {
+                   const uint64_t *info = (const uint64_t *)krconn_peer_data(k);
+                   rc = krconn_read(k, 1, &mr, got, 64, info[0], (uint32_t)info[1], 0);
+                   if (!rc) rc = krconn_wait(k, &wc, 1000);
+                   if (!rc) printf("read: %s\n", got);
+                   krconn_disconnect(k);
+               }
+           }
+           if (rc) fprintf(stderr, "%s\n", krconn_describe(rc, why, sizeof why));
+           if (dir) krconn_dir_close(dir);
+           if (mr.mr) krconn_dereg(&mr);
+           if (ctx) krconn_ctx_destroy(ctx);
+           return rc != 0;
+       }
 
    4. HOW IT CONNECTS
    ------------------
@@ -106,8 +143,24 @@
    krconn_reg. Atomics work on 8-byte aligned remote words. Two-sided messages: the receive
    queue belongs to the physical QP, so on virtual connections to one peer a message fills the
    oldest receive posted by any of them, and completes at the connection that posted it.
-   krconn_qp gives the struct ibv_qp * for raw verbs (post your own work with wr_id < 2^48 and
-   poll with krconn_poll, which routes by the top 16 bits).
+   Raw verbs: krconn_qp gives the struct ibv_qp * (send and receive queues share one CQ, which
+   krconn_poll reads and routes by the top 16 bits of wr_id, the connection's tag). Post your own
+   work requests (chains too, signaled or not) with wr_id = krconn_wr_id(c, id), id < 2^48 - 1
+   (2^48 - 1 is krconn_ping's); krconn_poll on c then returns them with wr_id == id. A connection
+   made by krconn_connect that is not virtual has tag 0, so there krconn_wr_id(c, id) == id and a
+   plain wr_id < 2^48 - 1 works as is; accepted and virtual connections need krconn_wr_id.
+   Blocking instead of spinning (a context made with KRCONN_CTX_EVENTS): each RC QP's CQ has
+   its own completion channel, whose non-blocking fd krconn_event_fd gives. To sleep: poll the
+   connection (krconn_poll, timeout 0); if nothing came, krconn_arm, then poll once more (a
+   completion that came before the arm raises no event), and only if that finds nothing too,
+   wait for the fd to become readable (poll(2), epoll); then krconn_event_ack (it takes and
+   acknowledges every pending event, never blocks) and poll the connection again. Arming is
+   one-shot: arm again before each sleep. Virtual connections share their physical QP's CQ, so
+   they share its fd: an event may be for another of them (krconn_poll keeps their completions
+   for them), and the fd can be readable with nothing for this connection: treat every wake-up
+   as a hint. The channel lives and dies with its CQ; a QP given back to the pool keeps both,
+   and krconn drops the events left on it first. Without KRCONN_CTX_EVENTS these calls return
+   KRCONN_E_NOTSUP.
 
    7. FAILURES
    -----------
@@ -267,6 +320,10 @@ typedef struct krconn_ctx_opts {
 /* The pool is filled once at create and then only by QPs that closed connections give back: a
    fixed QP budget (connects beyond it create QPs, or fail with KRCONN_E_AGAIN if NOWAIT). */
 #define KRCONN_CTX_NO_REFILL 1u
+/* Every RC QP's CQ this context creates (pool and fallback) gets its own completion channel, so a
+   program can sleep in poll(2) instead of spinning: krconn_event_fd, krconn_arm, krconn_event_ack
+   (section 6). */
+#define KRCONN_CTX_EVENTS 2u
 
 #define KRCONN_CONNECT_NOWAIT     1u /* pool empty: KRCONN_E_AGAIN instead of creating a QP */
 #define KRCONN_CONNECT_NO_VIRTUAL 2u /* always a new physical connection */
@@ -396,6 +453,19 @@ KRCONN_API int krconn_wait(krconn *c, krconn_wc *wc, int timeout_ms);
 /* Keepalive: a zero-byte RDMA WRITE; 0, KRCONN_E_PEERDEAD, KRCONN_E_CLOSED or a timeout. Use it
    on a connection with no other work outstanding. */
 KRCONN_API int krconn_ping(krconn *c, int timeout_ms);
+/* The wr_id to give a work request posted with raw verbs on krconn_qp(c) so that krconn_poll on
+   c returns its completion with wr_id == user_id (the low 48 bits of user_id are kept). */
+KRCONN_API uint64_t krconn_wr_id(const krconn *c, uint64_t user_id);
+
+/* Completion events (a context made with KRCONN_CTX_EVENTS; section 6). The channel's fd (non-
+   blocking; readable once an armed CQ got a completion), or KRCONN_E_NOTSUP without EVENTS. */
+KRCONN_API int krconn_event_fd(const krconn *c);
+/* Ask for one event at the CQ's next completion (ibv_req_notify_cq); 0 or -errno. Poll again
+   after arming: a completion that came before the arm raises no event. */
+KRCONN_API int krconn_arm(krconn *c);
+/* Take every event pending on the channel without blocking and acknowledge them: how many
+   (>= 0), or -errno / KRCONN_E_NOTSUP. */
+KRCONN_API int krconn_event_ack(krconn *c);
 
 #ifdef __cplusplus
 }
@@ -652,6 +722,14 @@ KRCONN_API int krconn_wait(krconn *c, krconn_wc *wc, int timeout_ms)
     return KRCONN_E_NOTSUP;
 }
 KRCONN_API int krconn_ping(krconn *c, int t) { (void)c; (void)t; return KRCONN_E_NOTSUP; }
+KRCONN_API uint64_t krconn_wr_id(const krconn *c, uint64_t user_id)
+{
+    (void)c;
+    return user_id & ((1ull << 48) - 1);
+}
+KRCONN_API int krconn_event_fd(const krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
+KRCONN_API int krconn_arm(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
+KRCONN_API int krconn_event_ack(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 #else /* RDMA */
 
 #include "impl/verbs.h"
@@ -1091,8 +1169,8 @@ static int krconn__qp_new(krconn_ctx *ctx, krconn__poolqp *q)
     qo.max_recv_wr = ctx->o.max_recv_wr;
     qo.max_inline = ctx->o.max_inline;
     q->qp = NULL;
-    if ((rc = rcp__verbs_cq_create(&ctx->d, (int)(ctx->o.max_send_wr + ctx->o.max_recv_wr), 0,
-                                   &q->cq)))
+    if ((rc = rcp__verbs_cq_create(&ctx->d, (int)(ctx->o.max_send_wr + ctx->o.max_recv_wr),
+                                   (ctx->o.flags & KRCONN_CTX_EVENTS) != 0, &q->cq)))
         return krconn__fail(ctx, rc, "create CQ", 0, NULL, 0);
     if ((rc = rcp__verbs_qp_create(&ctx->d, q->cq, q->cq, &qo, &q->qp))) {
         rcp__verbs_cq_destroy(q->cq);
@@ -1100,6 +1178,28 @@ static int krconn__qp_new(krconn_ctx *ctx, krconn__poolqp *q)
         return krconn__fail(ctx, rc, "create RC QP", 0, NULL, 0);
     }
     return 0;
+}
+
+/* Take and acknowledge every event waiting on cq's channel (non-blocking fd): how many, or
+   -errno. An event taken and not acknowledged would make ibv_destroy_cq wait forever. */
+static int krconn__ev_drain(struct ibv_cq *cq)
+{
+    struct ibv_comp_channel *ch = cq->channel;
+    if (!ch) return KRCONN_E_NOTSUP;
+    int n = 0, rc = 0;
+    for (;;) {
+        struct ibv_cq *ev_cq;
+        void *ev_ctx;
+        if (ibv_get_cq_event(ch, &ev_cq, &ev_ctx)) {
+            int e = errno;
+            if (e == EINTR) continue;
+            if (e != EAGAIN && e != EWOULDBLOCK) rc = e > 0 ? -e : -EIO;
+            break;
+        }
+        ibv_ack_cq_events(ev_cq, 1);
+        n++;
+    }
+    return n ? n : rc;
 }
 
 static void krconn__qp_free(krconn__poolqp *q)
@@ -1154,6 +1254,7 @@ static void krconn__pool_give(krconn_ctx *ctx, struct ibv_qp *qp, struct ibv_cq 
     int ok = ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0;
     struct ibv_wc wc[16];
     while (ibv_poll_cq(cq, 16, wc) > 0) {}
+    if (cq->channel) krconn__ev_drain(cq); /* the next user starts with no stale event */
     ok = ok && krconn__qp_init(ctx, qp) == 0;
     pthread_mutex_lock(&ctx->mu);
     if (ok && ctx->pool_n < ctx->pool_cap) {
@@ -2764,6 +2865,34 @@ KRCONN_API int krconn_ping(krconn *c, int timeout_ms)
         if (rc == KRCONN_E_TIMEDOUT || rc == KRCONN_E_CLOSED) return rc;
         if (wc.wr_id == KRCONN__WRID_MASK) return rc;
     }
+}
+
+KRCONN_API uint64_t krconn_wr_id(const krconn *c, uint64_t user_id)
+{
+    return (c ? (uint64_t)c->tag << KRCONN__TAG_SHIFT : 0) | (user_id & KRCONN__WRID_MASK);
+}
+
+/* ---------------------------------------------------------------------------- >>events */
+
+KRCONN_API int krconn_event_fd(const krconn *c)
+{
+    if (!c) return KRCONN_E_INVAL;
+    struct ibv_comp_channel *ch = c->p->cq->channel;
+    return ch ? ch->fd : KRCONN_E_NOTSUP;
+}
+
+KRCONN_API int krconn_arm(krconn *c)
+{
+    if (!c) return KRCONN_E_INVAL;
+    if (!c->p->cq->channel) return KRCONN_E_NOTSUP;
+    int rc = ibv_req_notify_cq(c->p->cq, 0);
+    return rc ? rcp__verbs_err(rc) : 0;
+}
+
+KRCONN_API int krconn_event_ack(krconn *c)
+{
+    if (!c) return KRCONN_E_INVAL;
+    return krconn__ev_drain(c->p->cq);
 }
 
 #endif /* KRCONN_NO_RDMA */

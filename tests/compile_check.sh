@@ -42,6 +42,19 @@ for ex in examples/*.c; do
         echo "FAIL example-builds-alone-$n: $(head -3 "$dir/err-$n" | tr '\n' ' ')"
     fi
 done
+# krconn.h's manual example (section 3), cut out of the header and built the same way, as C11
+# and C++17. It is run in the VM tier (tests/vm/init.sh, role krconn) from the same cut.
+if [ -f krconn.h ]; then
+    sed -n '/^   3\. EXAMPLE/,/^   4\. /p' krconn.h | sed -n 's/^       //p' >"$dir/krconn_manual.c"
+    cp "$dir/krconn_manual.c" "$dir/krconn_manual.cpp"
+    if [ "$(wc -l <"$dir/krconn_manual.c")" -gt 10 ] &&
+       (cd "$dir" && cc -std=c11 -Wall -Wextra -Werror -pthread krconn_manual.c -o krconn_manual -libverbs &&
+        c++ -std=c++17 -Wall -Wextra -Werror -pthread krconn_manual.cpp -o krconn_manual_cpp -libverbs) 2>"$dir/err-m"; then
+        echo "ok example-krconn-manual"
+    else
+        echo "FAIL example-krconn-manual: $(head -3 "$dir/err-m" | tr '\n' ' ')"
+    fi
+fi
 "$dir/shmheap_list" >"$dir/out" 2>&1 && grep -q "walked 1000 items" "$dir/out" &&
     echo "ok example-runs-alone-shmheap_list" || echo "FAIL example-runs-alone-shmheap_list: $(cat "$dir/out")"
 
