@@ -612,6 +612,9 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #define KRCONN_IMPLEMENTATION
 #endif
 #include "krconn.h"
+#ifndef KRCONN_NO_RDMA /* no rdma-core headers: RDMA stays "not supported" */
+#define RPCOOL__RDMA 1
+#endif
 #endif
 #include "impl/platform.h"
 #include <dirent.h>
@@ -959,7 +962,7 @@ static int rpcool__r_parse(const char *channel, char *where, size_t wlen, const 
     return 1;
 }
 
-#ifdef RPCOOL_WITH_RDMA
+#ifdef RPCOOL__RDMA
 static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name,
                              unsigned connect_ms);
 static int rpcool__r_disconnect(rpcool_conn *c);
@@ -977,8 +980,8 @@ static void rpcool__r_server_close(rpcool_server *s);
 static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name, unsigned ms)
 {
     (void)where, (void)name, (void)ms;
-    rpcool__log(&c->log, RPCOOL_LOG_ERROR,
-                "RDMA transport not built in: define RPCOOL_WITH_RDMA and link -libverbs");
+    rpcool__log(&c->log, RPCOOL_LOG_ERROR, "RDMA transport not built in: define "
+                "RPCOOL_WITH_RDMA, have rdma-core's headers and link -libverbs");
     return RPCOOL_E_NOTSUP;
 }
 static int rpcool__r_disconnect(rpcool_conn *c) { (void)c; return 0; }
@@ -999,8 +1002,8 @@ static int rpcool__r_in_mirror(const struct rpcool__rconn *rc, const void *p, si
 static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device)
 {
     (void)how, (void)device;
-    rpcool__log(&s->log, RPCOOL_LOG_ERROR,
-                "RDMA transport not built in: define RPCOOL_WITH_RDMA and link -libverbs");
+    rpcool__log(&s->log, RPCOOL_LOG_ERROR, "RDMA transport not built in: define "
+                "RPCOOL_WITH_RDMA, have rdma-core's headers and link -libverbs");
     return RPCOOL_E_NOTSUP;
 }
 static int rpcool__r_server_start(rpcool_server *s) { (void)s; return 0; }
@@ -3174,7 +3177,7 @@ RPCOOL_API char *rpcool_strdup(rpcool_conn *c, const char *s)
     return p;
 }
 
-#ifdef RPCOOL_WITH_RDMA
+#ifdef RPCOOL__RDMA
 #include "impl/rpcool_rdma.h"
 #endif
 

@@ -1425,6 +1425,7 @@ static void rpcool__r_reap(rpcool_server *s, uint64_t now, int all)
         *pp = rc->next;
         pthread_mutex_unlock(&rs->lock);
         if (rc->state == RPCOOL__RS_ACTIVE) {
+            if (why == RPCOOL_E_PROTO) rcp__fetch_add(&s->st.bad_entries, 1u); /* malformed */
             if (why == RPCOOL_E_CLOSED) rcp__fetch_add(&s->st.closed, 1u);
             else if (!all) rcp__fetch_add(&s->st.reaped, 1u);
             rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: rdma client at %#llx %s", s->name,

@@ -30,6 +30,13 @@ done
 check all "$all
 int main(void) { return 0; }
 "
+# rpcool with its RDMA transport (krconn.h's implementation comes along); without rdma-core's
+# headers it still compiles, and RDMA calls return RPCOOL_E_NOTSUP
+check rpcool-rdma "#define RPCOOL_WITH_RDMA 1
+#define RPCOOL_IMPLEMENTATION
+#include \"rpcool.h\"
+int main(void) { return 0; }
+"
 
 # A new user: the headers and impl/ in an empty folder, each example built with plain cc.
 for ex in examples/*.c; do

@@ -90,6 +90,9 @@ a|b)
     fi
     run "alock-pair-$role" 120 /t/test_alock_rdma "$role" "$peer"
     run "nppin-twohost-$role" 90 /t/test_nppin_twohost "$role" "$peer"
+    # rpcool between pods: the server in guest a (pod 0), the clients in guest b (pod id 1)
+    if [ "$role" = a ]; then run rpcool-rdma-a 240 /t/test_rpcool_rdma server
+    else run rpcool-rdma-b 240 /t/test_rpcool_rdma client "$peer"; fi
     ;;
 cxl)
     # reserve the 2 MiB pages of the hugetlbfs test first, before other tests fragment memory

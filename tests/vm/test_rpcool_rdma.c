@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 
 #define NAME "rdmat"
-enum { H_ECHO = 1, H_SUM, H_TREE, H_LIST, H_SLOW, H_FLAGS };
+enum { H_ECHO = 1, H_SUM, H_TREE, H_LIST, H_SLOW, H_QUIT };
 
 struct node {
     struct node *l, *r;
@@ -103,6 +103,13 @@ static void logf_(int level, const char *msg, void *user)
     if (level <= RPCOOL_LOG_INFO) printf("# %s: %s\n", (const char *)user, msg);
 }
 
+static int h_quit(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)ctx, (void)arg, (void)len;
+    rpcool_server_stop((rpcool_server *)user);
+    return 0;
+}
+
 static int serve(const char *how)
 {
     rpcool_server *s;
@@ -121,7 +128,16 @@ static int serve(const char *how)
     rpcool_server_add_handler(s, H_TREE, h_tree, NULL, 0);
     rpcool_server_add_handler(s, H_LIST, h_list, NULL, RPCOOL_SANDBOX);
     rpcool_server_add_handler(s, H_SLOW, h_slow, NULL, 0);
-    rpcool_serve(s); /* until killed */
+    rpcool_server_add_handler(s, H_QUIT, h_quit, s, 0);
+    rpcool_serve(s); /* until killed, or a client calls H_QUIT */
+    rpcool_server_stats st;
+    rpcool_server_get_stats(s, &st);
+    printf("# server: %llu calls, %llu accepted, %llu closed, %llu reaped, %llu bad entries\n",
+           (unsigned long long)st.calls, (unsigned long long)st.accepted,
+           (unsigned long long)st.closed, (unsigned long long)st.reaped,
+           (unsigned long long)st.bad_entries);
+    CHECK(st.calls > 100 && st.reaped >= 1 && st.bad_entries >= 1); /* the fuzz and kill reached it */
+    rpcool_server_close(s);
     return 0;
 }
 
@@ -424,10 +440,28 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     if (getenv("RDMAT_ONLY")) t_only = getenv("RDMAT_ONLY");
     const char *role = argc > 1 ? argv[1] : "single";
-    if (!strcmp(role, "server")) return serve("serve");
+    if (!strcmp(role, "server")) { /* a guest of its own: until a client calls H_QUIT */
+        t_begin("rpcool-rdma-server");
+        serve("serve");
+        t_end();
+        return T_DONE();
+    }
     if (!strcmp(role, "client")) {
         snprintf(where, sizeof where, "rdma://%s/%s", argc > 2 ? argv[2] : "127.0.0.1", NAME);
+        setenv("SHMHEAP_POD_ID", "1", 1); /* the other guest is pod 0 */
+        rpcool_conn *c = NULL;
+        rpcool_conn_opts o;
+        memset(&o, 0, sizeof o);
+        o.connect_timeout_ms = 5000;
+        for (int i = 0; i < 60 && rpcool_connect(where, &o, &c); i++) sleep(1); /* server up? */
+        if (c) rpcool_disconnect(c);
         run_client();
+        RUN(client_killed);
+        c = conn();
+        if (c) {
+            rpcool_call(c, H_QUIT, NULL, 0, NULL, NULL);
+            rpcool_disconnect(c);
+        }
         return T_DONE();
     }
     /* single guest: the server in a child, clients here */
