@@ -8,15 +8,17 @@
    2. What it is      channels, connections, calls, waiting, transports
    3. Example
    4. Safety modes    RELAXED, COPY, SEAL, SANDBOX and their threat models
-   5. Failures        dead clients and servers, dropped clients, bad input
-   6. Thread safety
-   7. Errors
-   8. Limits
-   9. Design notes
+   5. Between pods    the RDMA transport: names, addresses, what travels, failures
+   6. Failures        dead clients and servers, dropped clients, bad input
+   7. Thread safety
+   8. Errors
+   9. Limits
+  10. Design notes
    The declarations follow this text; then the implementation, whose sections are marked with
    anchors to grep for: >>implementation >>support >>layout >>state >>errors >>liveness
    >>contain >>names >>server >>accept >>dispatch >>serve >>handler >>client >>seal >>call
-   >>connect >>builders. The licence (MIT) is at the end of the file.
+   >>connect >>builders; the RDMA transport is in impl/rpcool_rdma.h (>>r-conn >>r-client
+   >>r-server). The licence (MIT) is at the end of the file.
 
    1. USAGE
    --------
@@ -82,10 +84,10 @@
    passed, rpcool_poll and rpcool_wait return RPCOOL_E_TIMEOUT and rpcool_progress gives the
    callback RPCOOL_E_TIMEOUT.
 
-   Transports: a connection has a transport (rpcool_conn_opts.transport).
-   RPCOOL_TRANSPORT_SHM (one CXL pod; on one host /dev/shm) is the only one built;
-   RPCOOL_TRANSPORT_RDMA is reserved for connections between pods and fails with
-   RPCOOL_E_NOTSUP.
+   Transports: within a pod, shared memory (RPCOOL_TRANSPORT_SHM, the default); between pods,
+   RDMA (section 5; compiled in with RPCOOL_WITH_RDMA). The channel name says which: "kv" is
+   the pod's channel, "rdma://HOST/kv" the channel kv of a server in another pod; the same calls
+   and handlers work on both.
 
    3. EXAMPLE
    ----------
@@ -222,7 +224,68 @@
        resources while touching peer data (do that first, then take locks on private state),
        and in C++ no destructors run.
 
-   5. FAILURES
+   5. BETWEEN PODS (RDMA)
+   ----------------------
+   Build: #define RPCOOL_WITH_RDMA before the implementation include, keep krconn.h beside
+   rpcool.h (its implementation comes along, unless RPCOOL_NO_KRCONN_IMPLEMENTATION says it is in
+   another file of yours) and link -libverbs -pthread (Debian: libibverbs-dev). Without the define,
+   or without rdma-core's headers, RDMA names and rpcool_server_opts.rdma give RPCOOL_E_NOTSUP.
+   Server: rpcool_server_opts.rdma = "serve" also serves clients of other pods: the process runs
+   krconn.h's meta server (TCP port 7471, "serve:PORT" for another) and publishes the channel
+   there as "rpcool.NAME"; "HOST[:PORT]" publishes at another meta server instead, "" at
+   $KRCONN_META. RDMA connections are served by one thread that starts with the server's first
+   serving thread (rpcool_serve or rpcool_server_start) and stops with rpcool_server_stop; a
+   second thread answers page faults from rpcool_server_open to rpcool_server_close. A server
+   needs userfaultfd: Linux 5.11 or later (UFFD_USER_MODE_ONLY), else root or
+   vm.unprivileged_userfaultfd=1 (rpcool_server_open fails with -EPERM otherwise).
+   Client: rpcool_connect("rdma://HOST[:PORT]/NAME", ...) asks the meta server at HOST:PORT,
+   "rdma:NAME" (or opts.transport = RPCOOL_TRANSPORT_RDMA with a plain NAME) the one
+   $KRCONN_META names. A process has one krconn context (device $KRCONN_DEVICE, else the first
+   active one), made at its first RDMA connect and kept until it exits; a forked child makes its
+   own. Each connection is a physical RC queue pair of its own, taken from krconn's pool.
+   Addresses: the connection heap is an ordinary heap of the client's pod, and the server keeps
+   a private mirror of it at the same address, so pointers mean the same on both sides. Heaps of
+   different pods must not share addresses: give every pod its own pod id (SHMHEAP_POD_ID, 0-15,
+   set when the pod is first used; shmheap.h). A connection whose heap clashes with a mapping of
+   the server is refused with RPCOOL_E_ADDRINUSE.
+   What travels with a call: the argument's bytes [arg, arg+len) and the ranges named in
+   rpcool_call_opts.extents (up to 16; an arena's [base, base + used) for pointer-rich data),
+   rounded out to whole pages and clipped to the heap, in the call's message (up to 2 MiB; what
+   does not fit is fetched). Before it runs a call the server drops every page of the mirror, so
+   a handler never reads a page older than its call. A page the handler touches that did not
+   travel is fetched from the client on first touch (userfaultfd), one page per fault: a
+   pointer outside the extents works, slowly. The client sends that page from inside its wait:
+   it answers only while one of its threads is in rpcool_call, rpcool_wait, rpcool_poll or
+   rpcool_progress on that connection (a synchronous call always is); a fetch unanswered for 2 s
+   drops the connection.
+   Replies: a quarter of the connection heap (rounded to pages) is the reply region, owned by
+   the server. rpcool_ctx_alloc allocates there, and every block the handler allocated during the
+   call travels back with the answer (at most 2 MiB in all, else the call fails with
+   RPCOOL_E_TOOBIG) and lands at the same address in the client's heap. rpcool_free of any block
+   of a reply frees every block of that call (the free travels with a later call). What a
+   handler writes into the argument (the mirror) does not travel back. rpcool_ctx_heap returns
+   NULL (the heap is in another pod).
+   Safety: the bytes a handler reads crossed the network and cannot change under it, so every
+   RDMA call counts as sealed (RPCOOL_SEAL is in rpcool_ctx_safety; a channel's RPCOOL_SEAL
+   policy is met; the client seals nothing). RPCOOL_COPY copies out of the mirror; SANDBOX keeps
+   its checked accessors (bounded by the mirror: the client's heap range) and fault containment;
+   with protection keys, a sandboxed RDMA handler cannot touch shared-memory clients' heaps, but
+   mirrors of other RDMA clients have no key. A pointer the library follows for a client (the
+   argument, a fetch, a reply block, a free) never leaves that client's mirror. A malformed
+   message (bad length, type, sequence or address) drops that connection (counted in
+   bad_entries), never the server.
+   Serving: the calls of one RDMA connection run one at a time, in order, on the RDMA thread;
+   connections take turns. Waiting on either side: poll the completion queue while spin_ns
+   lasts, then sleep on its completion channel (RR-Compound's BPEV); an idle server wakes every
+   reap_ms (keepalives).
+   Failures: a client waiting for an answer sends a keepalive (a zero-byte RDMA WRITE) when
+   nothing came for peer_check_ms; if the server is dead it fails after the queue pair's retry
+   bound (about 0.5 s, krconn.h section 4), so a call fails with RPCOOL_E_PEERDEAD within
+   peer_check_ms plus that bound. A server that closes tells its clients (RPCOOL_E_CLOSED). The
+   server sends keepalives on connections silent for reap_ms: a dead client's mirror, queue pair
+   and registered memory are reclaimed within reap_ms plus the retry bound (counted in reaped).
+
+   6. FAILURES
    -----------
    Liveness uses open-file-description byte locks (F_OFD_SETLK) on the channel: the server
    holds byte 0 (and byte 0 of the name file while it owns the name), client slot i holds
@@ -260,7 +323,7 @@
      taken over: the new server makes a new channel and unlinks the heaps of the old one's
      clients (which fail with RPCOOL_E_PEERDEAD and keep their mappings until they disconnect).
 
-   6. THREAD SAFETY
+   7. THREAD SAFETY
    ----------------
    A connection may be used by many threads at once (up to 64 calls in flight per connection;
    synchronous calls wait for a free slot, asynchronous ones return RPCOOL_E_AGAIN). A server
@@ -272,14 +335,14 @@
    RPCOOL_E_INVAL). Disconnect a connection only when no other thread uses it, and only once.
    A log callback may be called from any thread that uses the server or connection.
 
-   7. ERRORS
+   8. ERRORS
    ---------
    Functions return 0 or a negative code: RPCOOL_E_* (RPCOOL_ERRORS lists them), SHMHEAP_E_*
    from the heap (a full connection heap is SHMHEAP_E_FULL), or -errno. rpcool_strerror(code)
    explains any of them. rpcool_call returns the handler's status (>= 0) or a negative code
    (the handler's own negative return passes through unchanged).
 
-   8. LIMITS
+   9. LIMITS
    ---------
    Linux with glibc. Channel names: 1-48 characters of [A-Za-z0-9._-]. Up to RPCOOL_MAX_CONNS
    (1024) connections per channel (RPCOOL_DEFAULT_MAX_CONNS, 64, by default), 64 calls in
@@ -293,13 +356,27 @@
    handlers for up to a second, once, in rpcool_ctx_alloc of a block that needs the mutex
    (over 32 KiB, or a size class with no span a quarter free in its heap): then the server
    drops it (RPCOOL_E_DROPPED). Accepting it never waits for that mutex.
+   RDMA (section 5): each connection registers (pins) 8 MiB on each side, a 4 MiB receive ring
+   and its send buffer; a call carries at most 2 MiB of pages and 16 extents, an answer at most
+   2 MiB of reply; one call at a time per connection at the server. A client killed while
+   connected leaves its heap file (rpcool-rdma-*) in its own pod's /dev/shm: nobody in that pod
+   watches it. Publishing at the meta server and its TCP bootstrap are not authenticated
+   (krconn.h): run it on a trusted network.
 
-   9. DESIGN NOTES
-   ---------------
+   10. DESIGN NOTES
+   ----------------
    A receiver-enforced seal with userfaultfd write-protection buys nothing over mprotect
    against a malicious sender: the uffd must be created by the sender (it acts on the
    creator's mm), the receiver would need ptrace rights (pidfd_getfd) to fetch it, and the
    sender keeps its own descriptor and can still map an alias writable. rpcool does not use it.
+   Between pods, a page the handler touches is fetched by asking the client (a message that the
+   client answers with the page) rather than by an RDMA READ of the client's heap: a READ needs
+   the heap registered (pinned) whole for as long as the connection lives, or registered chunk
+   by chunk with a lease round trip on each miss (nppin.h), which costs the same round trip as
+   asking and adds lease state; a connection heap is sparse and 64 MiB by default. Messages
+   are RDMA WRITEs with immediate data into the peer's ring (RR-Compound's [length][payload]
+   [flag]): the immediate's completion tells the receiver the whole message is there, which a
+   flag byte polled in memory cannot promise on every NIC.
 */
 #ifndef RPCOOL_H
 #define RPCOOL_H

@@ -156,6 +156,8 @@ struct rpcool__rconn {
 
 struct rpcool__rsrv {
     krconn_ctx *kc;
+    krconn_ctx *meta;            /* "serve": the meta server's own context (its connections are
+                                    directory readers, never rpcool clients) */
     krconn_dir *dir;
     int uffd;
     int stop, closing;   /* stop: the serving thread; closing: the fault thread too */
@@ -599,6 +601,20 @@ static int rpcool__r_dir(krconn_ctx *kc, const char *where, unsigned timeout_ms,
     return r;
 }
 
+/* Forget a cached directory whose meta server connection broke. */
+static void rpcool__r_dir_drop(krconn_dir *dir)
+{
+    pthread_mutex_lock(&rpcool__r_lock);
+    for (unsigned i = 0; i < 8; i++)
+        if (rpcool__r_dirs[i].dir == dir) {
+            krconn_dir_close(dir);
+            for (; i < 7; i++) rpcool__r_dirs[i] = rpcool__r_dirs[i + 1];
+            memset(&rpcool__r_dirs[7], 0, sizeof rpcool__r_dirs[7]);
+            break;
+        }
+    pthread_mutex_unlock(&rpcool__r_lock);
+}
+
 static void rpcool__r_rounds(uint64_t *lo, uint64_t *hi, uint64_t base, uint64_t size)
 {
     uint64_t pg = rpcool__page_size();
@@ -883,6 +899,12 @@ static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name
     if ((r = rpcool__r_prep(kc, &rc))) return r;
     krconn_connect_opts co = {(int)connect_ms, KRCONN_CONNECT_NO_VIRTUAL};
     int kr = krconn_connect_name(kc, dir, svc, &co, &k);
+    if (kr == KRCONN_E_CLOSED || kr == KRCONN_E_PEERDEAD || kr == KRCONN_E_QPERR ||
+        kr == KRCONN_E_FLUSHED) { /* the meta server went away since: ask it afresh, once */
+        rpcool__r_dir_drop(dir);
+        if ((r = rpcool__r_dir(kc, where[0] ? where : NULL, connect_ms, &dir))) goto fail_rc;
+        kr = krconn_connect_name(kc, dir, svc, &co, &k);
+    }
     if ((r = rpcool__r_err(kr))) {
         char buf[256];
         rpcool__log(&c->log, RPCOOL_LOG_WARN, "rdma connect to %s: %s", name,
@@ -1633,9 +1655,13 @@ static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *
     if ((r = rpcool__r_err(krconn_ctx_create(&ko, &rs->kc)))) goto fail;
     if (!strncmp(how, "serve", 5) && (how[5] == '\0' || how[5] == ':')) {
         krconn_meta_opts mo;
+        krconn_ctx_opts mko;
         memset(&mo, 0, sizeof mo);
+        memset(&mko, 0, sizeof mko);
+        mko.device = device;
         if (how[5] == ':') mo.port = (uint16_t)atoi(how + 6);
-        if ((r = rpcool__r_err(krconn_meta_serve(rs->kc, &mo)))) goto fail;
+        if ((r = rpcool__r_err(krconn_ctx_create(&mko, &rs->meta)))) goto fail;
+        if ((r = rpcool__r_err(krconn_meta_serve(rs->meta, &mo)))) goto fail;
         snprintf(where, sizeof where, "127.0.0.1:%u",
                  mo.port ? (unsigned)mo.port : (unsigned)KRCONN_DEFAULT_META_PORT);
         w = where;
@@ -1683,6 +1709,7 @@ static void rpcool__r_server_close(rpcool_server *s)
     rpcool__r_reap(s, rcp__now_ns(), 1);
     if (rs->dir) krconn_dir_close(rs->dir);
     if (rs->kc) krconn_ctx_destroy(rs->kc);
+    if (rs->meta) krconn_ctx_destroy(rs->meta);
     if (rs->uffd >= 0) close(rs->uffd);
     pthread_mutex_destroy(&rs->lock);
     rpcool__free(rs);

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/vm/init.sh - /init of the VM tier's guests (busybox sh). The kernel command line says
-# what to do: rcp.role=single|a|b|cxl|krconn|krconn-bench|perftest|alockbench|nppin|
+# what to do: rcp.role=single|rpcool-rdma|a|b|pods-a|pods-b|cxl|krconn|krconn-bench|perftest|alockbench|nppin|
 # nppin-bench, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
 # second serial port (/dev/ttyS1) as "ok/FAIL/skip NAME" lines; the host reads that file. The
 # last line is "guest-done"; without it the host counts the guest as failed.
@@ -78,6 +78,12 @@ rpcool-rdma) # tests/vm/run.sh rpcool-rdma: rpcool's RDMA transport alone (its t
     rdma_up
     run test_rpcool_rdma 300 /t/test_rpcool_rdma
     ;;
+pods-a|pods-b) # tests/vm/run.sh pods: rpcool between two pods over RDMA (issue 13)
+    rdma_up
+    # the server in guest a (pod 0), the clients in guest b (pod id 1)
+    if [ "$role" = pods-a ]; then run rpcool-rdma-server 150 /t/test_rpcool_rdma server
+    else run rpcool-rdma-client 150 /t/test_rpcool_rdma client "$peer"; fi
+    ;;
 a|b)
     rdma_up
     run "twohost-rc-$role" 90 /t/test_twohost "$role" "$peer"
@@ -90,9 +96,6 @@ a|b)
     fi
     run "alock-pair-$role" 120 /t/test_alock_rdma "$role" "$peer"
     run "nppin-twohost-$role" 90 /t/test_nppin_twohost "$role" "$peer"
-    # rpcool between pods: the server in guest a (pod 0), the clients in guest b (pod id 1)
-    if [ "$role" = a ]; then run rpcool-rdma-a 240 /t/test_rpcool_rdma server
-    else run rpcool-rdma-b 240 /t/test_rpcool_rdma client "$peer"; fi
     ;;
 cxl)
     # reserve the 2 MiB pages of the hugetlbfs test first, before other tests fragment memory

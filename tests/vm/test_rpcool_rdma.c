@@ -110,6 +110,31 @@ static int h_quit(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     return 0;
 }
 
+/* A client of the server's own pod (shared memory) calling while RDMA clients call: every
+   answer checked. Returns the number of failures. */
+static int local_client(void)
+{
+    rpcool_conn *c;
+    int bad = 0, rc = rpcool_connect(NAME, NULL, &c);
+    if (rc) return 1000;
+    for (int i = 0; i < 300; i++) {
+        char msg[32];
+        snprintf(msg, sizeof msg, "local %d", i);
+        char *m = rpcool_strdup(c, msg);
+        void *ret = NULL;
+        size_t n = 0;
+        rc = rpcool_call(c, H_ECHO, m, strlen(msg) + 1, &ret, &n);
+        if (rc || n != strlen(msg) + 1 || strcmp((char *)ret, msg)) bad++;
+        rpcool_free(c, ret);
+        rpcool_free(c, m);
+        usleep(20000);
+    }
+    rpcool_disconnect(c);
+    return bad;
+}
+
+static int with_local; /* the server role also runs a local (shared-memory) client */
+
 static int serve(const char *how)
 {
     rpcool_server *s;
@@ -129,7 +154,15 @@ static int serve(const char *how)
     rpcool_server_add_handler(s, H_LIST, h_list, NULL, RPCOOL_SANDBOX);
     rpcool_server_add_handler(s, H_SLOW, h_slow, NULL, 0);
     rpcool_server_add_handler(s, H_QUIT, h_quit, s, 0);
+    pid_t lp = -1;
+    if (with_local && (lp = fork()) == 0) _exit(local_client() ? 1 : 0);
+    if (with_local) rpcool_server_start(s, 1); /* shared-memory clients too */
     rpcool_serve(s); /* until killed, or a client calls H_QUIT */
+    if (lp > 0) {
+        int ws = 0;
+        waitpid(lp, &ws, 0);
+        CHECKF(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "the local client's calls failed (%#x)", ws);
+    }
     rpcool_server_stats st;
     rpcool_server_get_stats(s, &st);
     printf("# server: %llu calls, %llu accepted, %llu closed, %llu reaped, %llu bad entries\n",
@@ -442,6 +475,7 @@ int main(int argc, char **argv)
     const char *role = argc > 1 ? argv[1] : "single";
     if (!strcmp(role, "server")) { /* a guest of its own: until a client calls H_QUIT */
         t_begin("rpcool-rdma-server");
+        with_local = 1;
         serve("serve");
         t_end();
         return T_DONE();
