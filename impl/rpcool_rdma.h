@@ -327,22 +327,32 @@ static int rpcool__r_cq(struct rpcool__rconn *rc)
     return total;
 }
 
-/* Post one send work request (under tx_lock): every RPCOOL__R_SIGNAL-th is signalled, its
-   wr_id carrying how many were posted, so the send queue never overflows. */
+/* Post a chain of send work requests with one doorbell (under tx_lock): the last one of a chain
+   that reaches a multiple of RPCOOL__R_SIGNAL is signalled, its wr_id carrying how many were
+   posted, so the send queue never overflows. */
 static int rpcool__r_post_wr(struct rpcool__rconn *rc, struct ibv_send_wr *wr)
 {
-    while (rc->sq_posted - rcp__load(&rc->sq_done) >= RPCOOL__R_WR - 2 * RPCOOL__R_SIGNAL) {
+    unsigned n = 0;
+    struct ibv_send_wr *last = wr;
+    for (struct ibv_send_wr *w = wr; w; w = w->next, n++) {
+        last = w;
+        w->wr_id = RPCOOL__RW_SEND; /* unsignalled: completes only if it fails */
+    }
+    while (rc->sq_posted + n - rcp__load(&rc->sq_done) > RPCOOL__R_WR - 2 * RPCOOL__R_SIGNAL) {
         rpcool__r_cq(rc);
         int d = rcp__load(&rc->dead);
         if (d) return d;
     }
     struct ibv_send_wr *bad = NULL;
-    rc->sq_posted++;
-    if (!(rc->sq_posted % RPCOOL__R_SIGNAL)) wr->send_flags |= IBV_SEND_SIGNALED;
-    wr->wr_id = rc->sq_posted << 8 | RPCOOL__RW_SEND;
+    uint64_t before = rc->sq_posted;
+    rc->sq_posted += n;
+    if (rc->sq_posted / RPCOOL__R_SIGNAL != before / RPCOOL__R_SIGNAL) {
+        last->send_flags |= IBV_SEND_SIGNALED;
+        last->wr_id = rc->sq_posted << 8 | RPCOOL__RW_SEND;
+    }
     int r = ibv_post_send(rc->qp, wr, &bad);
     if (r) {
-        rc->sq_posted--;
+        rc->sq_posted = before;
         rcp__store(&rc->dead, (int32_t)RPCOOL_E_PEERDEAD);
         return RPCOOL_E_PEERDEAD;
     }
@@ -352,25 +362,26 @@ static int rpcool__r_post_wr(struct rpcool__rconn *rc, struct ibv_send_wr *wr)
 /* Tell the peer what we consumed, if enough to matter (or force). Takes tx_lock. */
 static void rpcool__r_credit(struct rpcool__rconn *rc, int force)
 {
-    if (!force && rc->rx_pos - rc->rep_bytes < RPCOOL__R_RING / 4 &&
-        rc->rx_frames - rc->rep_frames < RPCOOL__R_RECVS / 4)
+    /* below half a ring or half the receives, the credit rides on our next frame */
+    if (!force && rc->rx_pos - rcp__load_relaxed(&rc->rep_bytes) < RPCOOL__R_RING / 2 &&
+        rc->rx_frames - rcp__load_relaxed(&rc->rep_frames) < RPCOOL__R_RECVS / 2)
         return;
     pthread_mutex_lock(&rc->tx_lock);
     struct rpcool__rcredit *src = rpcool__r_credit_src(rc);
-    src->bytes = rc->rx_pos;
-    src->frames = rc->rx_frames;
+    uint64_t b = rcp__load_relaxed(&rc->rx_pos), f = rcp__load_relaxed(&rc->rx_frames);
+    src->bytes = b;
+    src->frames = f;
     struct ibv_sge sge = {(uint64_t)(uintptr_t)src, sizeof *src, rc->mr.lkey};
     struct ibv_send_wr wr;
     memset(&wr, 0, sizeof wr);
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.send_flags = IBV_SEND_INLINE * 0;
     wr.wr.rdma.remote_addr = rc->peer_area;
     wr.wr.rdma.rkey = rc->peer_rkey;
     if (!rpcool__r_post_wr(rc, &wr)) {
-        rc->rep_bytes = rc->rx_pos;
-        rc->rep_frames = rc->rx_frames;
+        rcp__store_relaxed(&rc->rep_bytes, b);
+        rcp__store_relaxed(&rc->rep_frames, f);
     }
     pthread_mutex_unlock(&rc->tx_lock);
 }
@@ -450,16 +461,36 @@ static int rpcool__r_send(struct rpcool__rconn *rc, struct rpcool__rf *h,
     memset(f + at, 0, flen - 8 - at);
     uint64_t tr = RPCOOL__R_TRAILER ^ rc->tx_seq;
     memcpy(f + flen - 8, &tr, 8);
-    struct ibv_sge sge = {(uint64_t)(uintptr_t)f, (uint32_t)flen, rc->mr.lkey};
-    struct ibv_send_wr wr;
+    struct ibv_sge sge = {(uint64_t)(uintptr_t)f, (uint32_t)flen, rc->mr.lkey}, csge;
+    struct ibv_send_wr wr, cw, *first = &wr;
     memset(&wr, 0, sizeof wr);
+    /* what we consumed of the peer's frames rides along (one doorbell for both) */
+    uint64_t cb = rcp__load_relaxed(&rc->rx_pos), cf = rcp__load_relaxed(&rc->rx_frames);
+    if (cb != rcp__load_relaxed(&rc->rep_bytes) || cf != rcp__load_relaxed(&rc->rep_frames)) {
+        struct rpcool__rcredit *src = rpcool__r_credit_src(rc);
+        src->bytes = cb;
+        src->frames = cf;
+        csge = (struct ibv_sge){(uint64_t)(uintptr_t)src, sizeof *src, rc->mr.lkey};
+        memset(&cw, 0, sizeof cw);
+        cw.sg_list = &csge;
+        cw.num_sge = 1;
+        cw.opcode = IBV_WR_RDMA_WRITE;
+        cw.wr.rdma.remote_addr = rc->peer_area;
+        cw.wr.rdma.rkey = rc->peer_rkey;
+        cw.next = &wr;
+        first = &cw;
+    }
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     wr.imm_data = htonl((uint32_t)(off / 8));
     wr.wr.rdma.remote_addr = rc->peer_area + 64 + off;
     wr.wr.rdma.rkey = rc->peer_rkey;
-    r = rpcool__r_post_wr(rc, &wr);
+    r = rpcool__r_post_wr(rc, first);
+    if (!r && first == &cw) {
+        rcp__store_relaxed(&rc->rep_bytes, cb);
+        rcp__store_relaxed(&rc->rep_frames, cf);
+    }
     if (!r) {
         rc->tx_pos = pos + flen;
         rc->tx_frames++;
@@ -491,7 +522,7 @@ static struct rpcool__rf *rpcool__r_next(struct rpcool__rconn *rc)
     uint32_t len;
     if (off != exp) {
         if (off != 0) goto bad;
-        rc->rx_pos += RPCOOL__R_RING - exp; /* the sender started over at 0 */
+        rcp__store_relaxed(&rc->rx_pos, rc->rx_pos + RPCOOL__R_RING - exp); /* started over at 0 */
     }
     if (off + sizeof(struct rpcool__rf) + 8 > RPCOOL__R_RING) goto bad;
     h = (struct rpcool__rf *)(rpcool__r_ring(rc) + off);
@@ -511,8 +542,8 @@ bad:
 /* Done with frame h (the one rpcool__r_next returned): its room goes back to the sender. */
 static void rpcool__r_consume(struct rpcool__rconn *rc, struct rpcool__rf *h)
 {
-    rc->rx_pos += h->len;
-    rc->rx_frames++;
+    rcp__store_relaxed(&rc->rx_pos, rc->rx_pos + h->len); /* read by senders of credits */
+    rcp__store_relaxed(&rc->rx_frames, rc->rx_frames + 1);
     rc->rx_seq++;
     rpcool__r_credit(rc, 0);
 }

@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 
 #define NAME "rdmat"
-enum { H_ECHO = 1, H_SUM, H_TREE, H_LIST, H_SLOW, H_QUIT };
+enum { H_ECHO = 1, H_SUM, H_TREE, H_LIST, H_SLOW, H_QUIT, H_DOC };
 
 struct node {
     struct node *l, *r;
@@ -91,6 +91,18 @@ static int h_list(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     return (int)(s & 0x7fffffff);
 }
 
+/* A document (a map of string keys to strings) from another pod, read with the checked
+   accessors of a sandboxed handler: the value of "k<n>" as a number. */
+static int h_doc(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)user, (void)len;
+    const rpcool_map *m = (const rpcool_map *)rpcool_ctx_need(ctx, arg, sizeof(rpcool_map));
+    uint64_t v = 0;
+    if (!rpcool_map_get_checked(ctx, m, "k42", &v)) return RPCOOL_E_NOHANDLER - 100;
+    const char *s = rpcool_ctx_need_str(ctx, (const char *)(uintptr_t)v);
+    return atoi(s + 1);
+}
+
 static int h_slow(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
     (void)ctx, (void)arg, (void)len, (void)user;
@@ -154,6 +166,7 @@ static int serve(const char *how)
     rpcool_server_add_handler(s, H_LIST, h_list, NULL, RPCOOL_SANDBOX);
     rpcool_server_add_handler(s, H_SLOW, h_slow, NULL, 0);
     rpcool_server_add_handler(s, H_QUIT, h_quit, s, 0);
+    rpcool_server_add_handler(s, H_DOC, h_doc, NULL, RPCOOL_SANDBOX);
     pid_t lp = -1;
     if (with_local && (lp = fork()) == 0) _exit(local_client() ? 1 : 0);
     if (with_local) rpcool_server_start(s, 1); /* shared-memory clients too */
@@ -311,6 +324,33 @@ static void fetch_and_change(void)
     rpcool_disconnect(c);
 }
 
+static void docstore(void)
+{
+    rpcool_conn *c = conn();
+    if (!c) return;
+    for (int round = 0; round < 5; round++) {
+        rpcool_arena a;
+        CHECK(rpcool_arena_init(&a, rpcool_heap(c), 64 << 10) == 0);
+        rpcool_map *m = rpcool_map_new(&a, 256);
+        for (int k = 0; k < 100; k++) {
+            char key[16], val[16];
+            snprintf(key, sizeof key, "k%d", k);
+            snprintf(val, sizeof val, "v%d", k * 7 + round);
+            CHECK(rpcool_map_put(&a, m, key, (uint64_t)(uintptr_t)rpcool_arena_strdup(&a, val),
+                                 NULL) == 0);
+        }
+        rpcool_extent ex = {a.base, rpcool_arena_used(&a)};
+        rpcool_call_opts co;
+        memset(&co, 0, sizeof co);
+        co.extents = &ex;
+        co.nextents = round & 1; /* odd rounds: sent along; even: fetched page by page */
+        int rc = rpcool_call_ex(c, H_DOC, m, sizeof *m, &co, NULL, NULL);
+        CHECKF(rc == 42 * 7 + round, "round %d: %d (%s)", round, rc, rc < 0 ? rpcool_strerror(rc) : "");
+        rpcool_arena_destroy(&a);
+    }
+    rpcool_disconnect(c);
+}
+
 static void bad_input(void)
 {
     rpcool_conn *c = conn();
@@ -401,6 +441,7 @@ static int run_client(void)
     RUN(tree_arg);
     RUN(tree_reply);
     RUN(fetch_and_change);
+    RUN(docstore);
     RUN(bad_input);
     RUN(async);
     RUN(fuzz_ring);
@@ -467,6 +508,36 @@ static void client_killed(void)
     rpcool_disconnect(c);
 }
 
+static pid_t server_pid;
+
+/* An idle server sleeps (BPEV): under 5% of a CPU over 3 s with a connection open. */
+static void idle_server(void)
+{
+    rpcool_conn *c = conn();
+    if (!c) return;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)server_pid);
+    unsigned long long t[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        if (k) sleep(3);
+        FILE *f = fopen(path, "r");
+        if (!f) break;
+        if (fgets(buf, sizeof buf, f)) {
+            const char *p = strrchr(buf, ')');
+            unsigned long long ut = 0, st = 0;
+            if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+                            &st) == 2)
+                t[k] = ut + st;
+        }
+        fclose(f);
+    }
+    long hz = sysconf(_SC_CLK_TCK);
+    double cpu = (double)(t[1] - t[0]) / (double)hz / 3.0;
+    printf("# idle server: %.1f%% of a CPU over 3 s with a connection open\n", cpu * 100);
+    CHECKF(t[1] > 0 && cpu < 0.05, "idle server used %.1f%% of a CPU", cpu * 100);
+    rpcool_disconnect(c);
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -502,8 +573,10 @@ int main(int argc, char **argv)
     snprintf(where, sizeof where, "rdma://127.0.0.1/%s", NAME);
     pid_t sp = fork();
     if (sp == 0) _exit(serve("serve"));
+    server_pid = sp;
     usleep(1500000); /* the meta server listens */
     run_client();
+    RUN(idle_server);
     RUN(client_killed);
     kill(sp, SIGKILL);
     waitpid(sp, NULL, 0);
