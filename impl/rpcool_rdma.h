@@ -1509,6 +1509,7 @@ static void *rpcool__r_thread(void *p)
     w.s = s;
     rpcool__me = &w;
     rpcool__pkeys(s, -1, 1);
+    pthread_setname_np(pthread_self(), "rpcool-rdma");
     uint64_t idle_since = 0;
     int accfd = krconn_accept_fd(rs->kc);
     while (!rcp__load(&rs->stop)) {
@@ -1570,6 +1571,7 @@ static void *rpcool__r_fault_thread(void *p)
     rpcool_server *s = (rpcool_server *)p;
     struct rpcool__rsrv *rs = s->rdma;
     uint64_t pg = rpcool__page_size();
+    pthread_setname_np(pthread_self(), "rpcool-fault");
     while (!rcp__load(&rs->closing)) {
         struct pollfd pf = {rs->uffd, POLLIN, 0};
         if (poll(&pf, 1, 100) <= 0) continue;

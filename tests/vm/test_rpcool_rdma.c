@@ -531,6 +531,13 @@ static void idle_server(void)
         }
         fclose(f);
     }
+    /* per thread, to say which one did not sleep */
+    char cmd[128];
+    snprintf(cmd, sizeof cmd,
+             "for t in /proc/%d/task/*; do echo \"# thread $(cat $t/comm): $(cut -d' ' -f14,15 $t/stat)\"; done",
+             (int)server_pid);
+    fflush(stdout);
+    if (system(cmd)) { /* informative only */ }
     long hz = sysconf(_SC_CLK_TCK);
     double cpu = (double)(t[1] - t[0]) / (double)hz / 3.0;
     printf("# idle server: %.1f%% of a CPU over 3 s with a connection open\n", cpu * 100);
