@@ -180,8 +180,9 @@
      with KRCONN_E_PEERDEAD, and krconn_poll returns what is left and then KRCONN_E_PEERDEAD.
      Bound: a peer that dies while the connection is idle is reported within keepalive_ms + two
      rounds + the retry bound of section 4, that is within 2 x keepalive_ms + about 0.5 s with
-     the default QP attributes (plus the kernel's timer and scheduling slack). Connections with
-     traffic are not pinged: their own operations report a dead peer. While its write is out,
+     the default QP attributes (plus the kernel's timer and scheduling slack). A connection that
+     had successful completions in the interval is not pinged (its own operations report a dead
+     peer); a ping takes one send-queue slot while it is out. While its write is out,
      the thread polls the connection's CQ and keeps completions for their connections (use
      krconn_poll, not ibv_poll_cq, on krconn_qp's CQ); with KRCONN_CTX_EVENTS its completion
      may wake an armed channel (a spurious wake-up, section 6).
@@ -372,6 +373,7 @@ typedef struct krconn_stats {
     uint64_t ns_pool;         /* taking a QP (from the pool, or creating one) */
     uint64_t ns_request; /* the UD request until its answer: the round trip and the peer's work */
     uint64_t ns_modify;       /* this side's RTR and RTS */
+    uint64_t ns_modify_rtr;   /* of which the RTR */
     uint64_t ns_accept;       /* answering a request: QP, RTR, sending the answer */
     uint64_t ns_accept_modify;/* of which the RTR */
     uint64_t ns_accept_send;  /* of which posting the answer */
@@ -1309,7 +1311,6 @@ static void krconn__pool_refill(krconn_ctx *ctx)
 
 /* ---------------------------------------------------------------------------- >>phys */
 
-/* INIT -> RTR -> RTS towards the peer's RC QP. */
 /* INIT -> RTR towards the peer's RC QP: from then on this side answers the peer's packets. */
 static int krconn__rtr(krconn_ctx *ctx, krconn__phys *p)
 {
@@ -1358,12 +1359,6 @@ static int krconn__rts(krconn_ctx *ctx, krconn__phys *p)
                                "RTS");
     if (rc) krconn__fail(ctx, rc, "RTS", p->qp->qp_num, p->peer.gid, p->rqpn);
     return rc;
-}
-
-static int krconn__rc_connect(krconn_ctx *ctx, krconn__phys *p)
-{
-    int rc = krconn__rtr(ctx, p);
-    return rc ? rc : krconn__rts(ctx, p);
 }
 
 static krconn__phys *krconn__phys_new(krconn_ctx *ctx, const krconn_addr *peer)
@@ -2268,7 +2263,9 @@ static int krconn__connect(krconn_ctx *ctx, const krconn_addr *peer, const krcon
     p->peer.generation = ans.src_gen;
     memcpy(p->peer_data, ans.data, KRCONN_DATA_MAX);
     pthread_mutex_unlock(&ctx->mu);
-    if ((rc = krconn__rc_connect(ctx, p))) goto fail;
+    if ((rc = krconn__rtr(ctx, p))) goto fail;
+    uint64_t t2r = rcp__now_ns();
+    if ((rc = krconn__rts(ctx, p))) goto fail;
     t3 = rcp__now_ns();
     if ((rc = krconn__handle(ctx, p, 0, out))) goto fail;
     pthread_mutex_lock(&ctx->mu);
@@ -2277,6 +2274,7 @@ static int krconn__connect(krconn_ctx *ctx, const krconn_addr *peer, const krcon
     ctx->st.ns_pool += t1 - t0;
     ctx->st.ns_request += t2 - t1;
     ctx->st.ns_modify += t3 - t2;
+    ctx->st.ns_modify_rtr += t2r - t2;
     pthread_mutex_unlock(&ctx->mu);
     rcp__fetch_add(&ctx->nconn, 1);
     /* a meta server's answer says where its table is (for krconn_dir_meta) */
