@@ -2222,7 +2222,7 @@ static int krconn__connect(krconn_ctx *ctx, const krconn_addr *peer, const krcon
         usleep(20);
     }
 
-    uint64_t t0 = rcp__now_ns(), t1, t2, t3;
+    uint64_t t0 = rcp__now_ns(), t1, t2, t2r, t3;
     rc = krconn__pool_take(ctx, flags & KRCONN_CONNECT_NOWAIT, &q);
     t1 = rcp__now_ns();
     if (rc) {
@@ -2264,7 +2264,7 @@ static int krconn__connect(krconn_ctx *ctx, const krconn_addr *peer, const krcon
     memcpy(p->peer_data, ans.data, KRCONN_DATA_MAX);
     pthread_mutex_unlock(&ctx->mu);
     if ((rc = krconn__rtr(ctx, p))) goto fail;
-    uint64_t t2r = rcp__now_ns();
+    t2r = rcp__now_ns();
     if ((rc = krconn__rts(ctx, p))) goto fail;
     t3 = rcp__now_ns();
     if ((rc = krconn__handle(ctx, p, 0, out))) goto fail;
