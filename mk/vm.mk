@@ -35,5 +35,6 @@ $(BUILD)/vm/bin/%.tsan: tests/vm/%.c tests/vm/vmt.h tests/t.h $(HEADERS)
 vm-bins: $(BUILD)/vm/bin/ex_krconn_manual
 $(BUILD)/vm/bin/ex_krconn_manual: krconn.h $(wildcard impl/*.h)
 	@mkdir -p $(@D)
-	sed -n '/^   3\. EXAMPLE/,/^   4\. /p' krconn.h | sed -n 's/^       //p' >$(BUILD)/vm/ex_krconn_manual.c
+	sed -n '/^   3\. EXAMPLE/,/^   4\. /p' krconn.h | \
+	    sed -n 's/^       //p' >$(BUILD)/vm/ex_krconn_manual.c
 	$(CC) -std=c11 $(CFLAGS) $(WARN) -pthread -I. $(BUILD)/vm/ex_krconn_manual.c -o $@ -libverbs

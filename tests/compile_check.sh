@@ -49,21 +49,23 @@ for ex in examples/*.c; do
         echo "FAIL example-builds-alone-$n: $(head -3 "$dir/err-$n" | tr '\n' ' ')"
     fi
 done
+"$dir/shmheap_list" >"$dir/out" 2>&1 && grep -q "walked 1000 items" "$dir/out" &&
+    echo "ok example-runs-alone-shmheap_list" || echo "FAIL example-runs-alone-shmheap_list: $(cat "$dir/out")"
+
 # krconn.h's manual example (section 3), cut out of the header and built the same way, as C11
-# and C++17. It is run in the VM tier (tests/vm/init.sh, role krconn) from the same cut.
+# and C++17. The VM tier runs the same cut (mk/vm.mk, tests/vm/init.sh role krconn).
 if [ -f krconn.h ]; then
     sed -n '/^   3\. EXAMPLE/,/^   4\. /p' krconn.h | sed -n 's/^       //p' >"$dir/krconn_manual.c"
     cp "$dir/krconn_manual.c" "$dir/krconn_manual.cpp"
+    W="-Wall -Wextra -Werror -pthread"
     if [ "$(wc -l <"$dir/krconn_manual.c")" -gt 10 ] &&
-       (cd "$dir" && cc -std=c11 -Wall -Wextra -Werror -pthread krconn_manual.c -o krconn_manual -libverbs &&
-        c++ -std=c++17 -Wall -Wextra -Werror -pthread krconn_manual.cpp -o krconn_manual_cpp -libverbs) 2>"$dir/err-m"; then
+       (cd "$dir" && cc -std=c11 $W krconn_manual.c -o krconn_manual -libverbs &&
+        c++ -std=c++17 $W krconn_manual.cpp -o krconn_manual_cpp -libverbs) 2>"$dir/err-m"; then
         echo "ok example-krconn-manual"
     else
         echo "FAIL example-krconn-manual: $(head -3 "$dir/err-m" | tr '\n' ' ')"
     fi
 fi
-"$dir/shmheap_list" >"$dir/out" 2>&1 && grep -q "walked 1000 items" "$dir/out" &&
-    echo "ok example-runs-alone-shmheap_list" || echo "FAIL example-runs-alone-shmheap_list: $(cat "$dir/out")"
 
 # krconn.h without rdma-core (KRCONN_NO_RDMA): with the switch, and with <infiniband/verbs.h>
 # really absent (an empty folder mounted over /usr/include/infiniband in a private mount

@@ -171,6 +171,7 @@ krconn)
     KRCONN_TEST_ONLY=threads run test_krconn-tsan 140 sh -c 'set -o pipefail; /t/test_krconn.tsan | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-tsan/"'
     ASAN_OPTIONS=detect_leaks=1 run test_krconn-asan 140 sh -c 'set -o pipefail; /t/test_krconn.asan 1000 | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-asan/"'
     ASAN_OPTIONS=detect_leaks=1 run test_krconn_events-asan 90 sh -c 'set -o pipefail; /t/test_krconn_events.asan | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-asan/"'
+    run test_krconn_events-tsan 90 sh -c 'set -o pipefail; /t/test_krconn_events.tsan | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-tsan/"'
     ;;
 krconn-bench)
     rdma_up

@@ -1,6 +1,7 @@
 // VM
 // LIBS: -libverbs
 // VM-ASAN
+// VM-TSAN
 /* tests/vm/test_krconn_events.c - krconn.h's completion events and raw-verbs wr_ids on
  * Soft-RoCE (rxe0), two contexts of one process connected to each other:
  *   events_send_wakes     an armed receiver's channel fd becomes readable when a message comes,
@@ -12,6 +13,11 @@
  *   raw_wr_id_chain       a chain of raw ibv_post_send WRITEs on krconn_qp (plain wr_ids < 2^48
  *                         on a connected, non-virtual connection; krconn_wr_id on a virtual one)
  *                         comes back from krconn_poll with the ids posted
+ *   keepalive_live_idle   keepalive_ms = 100 on a connection with no traffic to a live peer: pings
+ *                         go out, nothing is reported for 12 intervals
+ *   keepalive_peer_killed the peer process is killed: the idle connection reports
+ *                         KRCONN_E_PEERDEAD (poll and post) within 2 * keepalive_ms + the retry
+ *                         bound; a context without keepalive sees nothing (the control)
  */
 #define KRCONN_IMPLEMENTATION
 #include "../../krconn.h"
@@ -26,7 +32,7 @@ static krconn_ctx *sctx, *cctx;
 static krconn_mr smr, cmr;
 static unsigned char *sbuf, *cbuf;
 
-static krconn_ctx *ctx_new(unsigned flags, unsigned backlog)
+static krconn_ctx *ctx_ka(unsigned flags, unsigned backlog, unsigned keepalive_ms)
 {
     krconn_ctx_opts o;
     krconn_ctx *c = NULL;
@@ -35,11 +41,14 @@ static krconn_ctx *ctx_new(unsigned flags, unsigned backlog)
     o.flags = flags;
     o.accept_backlog = backlog;
     o.pool_size = 4;
+    o.keepalive_ms = keepalive_ms;
     int rc = krconn_ctx_create(&o, &c);
     krconn_describe(rc, d, sizeof d);
     CHECKF(rc == 0, "krconn_ctx_create: %s", d);
     return c;
 }
+
+static krconn_ctx *ctx_new(unsigned flags, unsigned backlog) { return ctx_ka(flags, backlog, 0); }
 
 /* A client connection to sctx and the server's side of it. */
 static int pair(unsigned flags, krconn **k, krconn **a)
@@ -252,6 +261,99 @@ static void raw_wr_id_chain(void)
     krconn_disconnect(a);
 }
 
+/* ---------------------------------------------------------------- keepalive */
+
+#define KA_MS 100
+static vmt_child peer;
+static int peer_sock = -1;
+static krconn_addr peer_addr;
+static int peer_up;
+
+/* A plain context that answers connects until it is told to quit or killed. */
+static int peer_role(int fd, void *arg, char *why, size_t whylen)
+{
+    krconn_ctx *ctx = NULL;
+    krconn_addr a;
+    char c;
+    (void)arg;
+    int rc = krconn_ctx_create(NULL, &ctx);
+    if (rc) VMT_FAILF("peer ctx: %s", krconn_strerror(rc));
+    krconn_ctx_addr(ctx, &a);
+    VMT_TRY(vmt_send_byte(fd, 'R'));
+    VMT_TRY(vmt_write_all(fd, &a, sizeof a));
+    vmt_read_all(fd, &c, 1, 110000);
+out:
+    if (ctx) krconn_ctx_destroy(ctx);
+    return why[0] ? 1 : 0;
+}
+
+static krconn_ctx *kactx;
+static krconn *ka_k, *plain_k;
+
+static void keepalive_live_idle(void)
+{
+    krconn_stats st;
+    krconn_wc wc;
+    CHECK(peer_up);
+    if (!peer_up) return;
+    kactx = ctx_ka(0, 0, KA_MS);
+    if (!kactx) return;
+    int rc = krconn_connect(kactx, &peer_addr, NULL, &ka_k);
+    CHECKF(rc == 0, "connect: %s", krconn_strerror(rc));
+    rc = krconn_connect(cctx, &peer_addr, NULL, &plain_k);
+    CHECKF(rc == 0, "connect (no keepalive): %s", krconn_strerror(rc));
+    if (!ka_k || !plain_k) return;
+    for (int i = 0; i < 24; i++) { /* 12 intervals */
+        usleep(KA_MS * 1000 / 2);
+        rc = krconn_poll(ka_k, &wc, 1, 0);
+        CHECKF(rc == 0, "poll on a live idle connection, after %d ms: %s", (i + 1) * KA_MS / 2,
+               krconn_strerror(rc));
+        if (rc) break;
+    }
+    krconn_ctx_stats(kactx, &st);
+    printf("# keepalive: %llu pings in 12 intervals, %llu dead\n",
+           (unsigned long long)st.keepalive_sent, (unsigned long long)st.keepalive_dead);
+    CHECKF(st.keepalive_sent >= 4, "pings sent: %llu", (unsigned long long)st.keepalive_sent);
+    CHECK_EQ(st.keepalive_dead, 0);
+    CHECK_EQ(krconn_ping(ka_k, TMO), 0);
+}
+
+static void keepalive_peer_killed(void)
+{
+    krconn_wc wc;
+    krconn_stats st;
+    char why[512];
+    if (!ka_k || !plain_k) { CHECKF(0, "no connection (keepalive_live_idle failed)"); return; }
+    kill(peer.pid, SIGKILL);
+    uint64_t t0 = rcp__now_ns();
+    vmt_reap(&peer, why, sizeof why);
+    peer_up = 0;
+    int rc = 0;
+    while (rcp__now_ns() - t0 < 10 * VMT_SEC) {
+        rc = krconn_poll(ka_k, &wc, 1, 0);
+        if (rc) break;
+        usleep(2000);
+    }
+    double ms = (double)(rcp__now_ns() - t0) / 1e6;
+    /* the documented bound: 2 * keepalive_ms + the retry bound (retry_cnt 6: 7 sends, timeout
+       14: 67.1 ms apart), plus 300 ms of scheduling slack under TCG */
+    double bound = 2.0 * KA_MS + 7 * 67.1 + 300;
+    printf("# keepalive: killed peer reported after %.0f ms (bound %.0f ms)\n", ms, bound);
+    CHECKF(rc == KRCONN_E_PEERDEAD, "poll after the kill: %s", krconn_strerror(rc));
+    CHECKF(ms <= bound, "reported after %.0f ms, bound %.0f ms", ms, bound);
+    CHECK_EQ(krconn_write(ka_k, 1, &cmr, cbuf, 8, 0, 0, 0), KRCONN_E_PEERDEAD);
+    CHECK_EQ(krconn_wait(ka_k, &wc, 100), KRCONN_E_PEERDEAD);
+    krconn_ctx_stats(kactx, &st);
+    CHECK_EQ(st.keepalive_dead, 1);
+    /* the control: without keepalive nothing is noticed until an operation */
+    CHECK_EQ(krconn_poll(plain_k, &wc, 1, 0), 0);
+    krconn_disconnect(ka_k);
+    krconn_disconnect(plain_k);
+    ka_k = plain_k = NULL;
+    CHECK_EQ(krconn_ctx_destroy(kactx), 0);
+    kactx = NULL;
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -259,6 +361,12 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
     t_begin("krconn_events_setup");
+    /* the keepalive tests' peer process, forked before this process has threads */
+    if (vmt_spawn_sock(peer_role, NULL, &peer, &peer_sock) == 0 &&
+        vmt_expect_byte(peer_sock, 'R', 60000) == 0 &&
+        vmt_read_all(peer_sock, &peer_addr, sizeof peer_addr, 10000) == 0)
+        peer_up = 1;
+    CHECK(peer_up);
     sctx = ctx_new(KRCONN_CTX_EVENTS, 16);
     cctx = ctx_new(KRCONN_CTX_EVENTS, 0);
     sbuf = (unsigned char *)aligned_alloc(4096, BUF);
@@ -274,12 +382,20 @@ int main(int argc, char **argv)
         TEST(events_notsup);
         TEST(events_recycle);
         TEST(raw_wr_id_chain);
+        TEST(keepalive_live_idle);
+        TEST(keepalive_peer_killed);
     }
     t_begin("krconn_events_teardown");
     if (smr.mr) CHECK_EQ(krconn_dereg(&smr), 0);
     if (cmr.mr) CHECK_EQ(krconn_dereg(&cmr), 0);
     if (cctx) CHECK_EQ(krconn_ctx_destroy(cctx), 0);
     if (sctx) CHECK_EQ(krconn_ctx_destroy(sctx), 0);
+    if (peer_up) {
+        char why[512] = "";
+        vmt_send_byte(peer_sock, 'Q');
+        CHECKF(vmt_reap(&peer, why, sizeof why) == 0, "peer: %s", why);
+    }
+    if (peer_sock >= 0) close(peer_sock);
     t_end();
     free(sbuf);
     free(cbuf);
