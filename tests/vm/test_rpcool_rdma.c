@@ -351,6 +351,33 @@ static void docstore(void)
     rpcool_disconnect(c);
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Not a benchmark (make bench has one): the no-op round trip's median here, for the log. */
+static void noop(void)
+{
+    rpcool_conn *c = conn();
+    if (!c) return;
+    enum { N = 2000 };
+    static uint64_t ns[N];
+    int bad = 0;
+    for (int i = 0; i < N + 100; i++) {
+        uint64_t t0 = rcp__now_ns();
+        int rc = rpcool_call(c, H_SLOW + 100, NULL, 0, NULL, NULL);
+        if (i >= 100) ns[i - 100] = rcp__now_ns() - t0;
+        bad += rc != RPCOOL_E_NOHANDLER;
+    }
+    qsort(ns, N, sizeof ns[0], cmp_u64);
+    printf("# no-op call (unknown handler) round trip: median %.1f us, p99 %.1f us\n",
+           ns[N / 2] / 1e3, ns[N * 99 / 100] / 1e3);
+    CHECK_EQ(bad, 0);
+    rpcool_disconnect(c);
+}
+
 static void bad_input(void)
 {
     rpcool_conn *c = conn();
@@ -442,6 +469,7 @@ static int run_client(void)
     RUN(tree_reply);
     RUN(fetch_and_change);
     RUN(docstore);
+    RUN(noop);
     RUN(bad_input);
     RUN(async);
     RUN(fuzz_ring);
