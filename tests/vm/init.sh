@@ -76,7 +76,7 @@ single)
     ;;
 rpcool-rdma) # tests/vm/run.sh rpcool-rdma: rpcool's RDMA transport alone (its tests are in single)
     rdma_up
-    run test_rpcool_rdma 300 /t/test_rpcool_rdma
+    RDMAT_ONLY=$(arg rcp.only) run test_rpcool_rdma 300 /t/test_rpcool_rdma
     ;;
 pods-a|pods-b) # tests/vm/run.sh pods: rpcool between two pods over RDMA (issue 13)
     rdma_up
