@@ -161,6 +161,7 @@ struct rpcool__rsrv {
     krconn_dir *dir;
     int uffd;
     int stop, closing;   /* stop: the serving thread; closing: the fault thread too */
+    uint64_t spin_ns;    /* the serving thread polls this long before it sleeps */
     pthread_t thr, fthr;
     int thr_started, fthr_started;
     pthread_mutex_t lock;        /* the connection list, against the fault thread */
@@ -1524,7 +1525,7 @@ static void *rpcool__r_thread(void *p)
             continue;
         }
         if (!idle_since) idle_since = now;
-        if (now - idle_since < s->spin_ns) {
+        if (now - idle_since < rs->spin_ns) {
             rcp__cpu_relax();
             continue;
         }
@@ -1649,7 +1650,8 @@ static void *rpcool__r_fault_thread(void *p)
 
 /* rpcool_server_opts.rdma: "serve[:PORT]" runs krconn's meta server here and publishes there;
    "HOST[:PORT]" publishes at that meta server; "" at $KRCONN_META. */
-static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device)
+static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device,
+                                 uint64_t spin_ns)
 {
     struct rpcool__rsrv *rs = (struct rpcool__rsrv *)rpcool__calloc(1, sizeof *rs);
     int r;
@@ -1657,6 +1659,7 @@ static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *
     const char *w = how;
     if (!rs) return -ENOMEM;
     rs->uffd = -1;
+    rs->spin_ns = spin_ns ? spin_ns : RPCOOL_DEFAULT_RDMA_SPIN_NS;
     pthread_mutex_init(&rs->lock, NULL);
     snprintf(rs->name, sizeof rs->name, "%s", s->name);
     s->rdma = rs;
