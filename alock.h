@@ -301,6 +301,11 @@ ALOCK_API int alock_remote_destroy(alock_remote *r);
 /* How to reach remote process id's descriptors. */
 ALOCK_API int alock_remote_set_peer(alock_remote *r, uint16_t id, const alock_link *link);
 ALOCK_API int alock_remote_lock(alock_remote *r, uint32_t idx, alock_rhold *hold);
+/* As alock_remote_lock, with a deadline (CLOCK_MONOTONIC ns, 0 = none): ALOCK_E_TIMEDOUT after
+   it. Needs a link to this process's own descriptors: alock_remote_set_peer(r, own id, link),
+   a loopback connection (ALOCK_E_INVAL without one, when deadline_ns is not 0). */
+ALOCK_API int alock_remote_lock_timeout(alock_remote *r, uint32_t idx, uint64_t deadline_ns,
+                                        alock_rhold *hold);
 ALOCK_API int alock_remote_trylock(alock_remote *r, uint32_t idx, alock_rhold *hold);
 ALOCK_API int alock_remote_unlock(alock_rhold *hold);
 /* Empty lock idx's remote queue (compare-and-swap of its tail from what it names to 0). Only
@@ -969,6 +974,12 @@ ALOCK_API int alock_remote_lock(alock_remote *r, uint32_t idx, alock_rhold *hold
     (void)r; (void)idx; (void)hold;
     return ALOCK_E_NOTSUP;
 }
+ALOCK_API int alock_remote_lock_timeout(alock_remote *r, uint32_t idx, uint64_t deadline_ns,
+                                        alock_rhold *hold)
+{
+    (void)r; (void)idx; (void)deadline_ns; (void)hold;
+    return ALOCK_E_NOTSUP;
+}
 ALOCK_API int alock_remote_trylock(alock_remote *r, uint32_t idx, alock_rhold *hold)
 {
     (void)r; (void)idx; (void)hold;
@@ -1064,7 +1075,7 @@ ALOCK_API int alock_remote_set_peer(alock_remote *r, uint16_t id, const alock_li
 static alock__desc *alock__rdesc_get(alock_remote *r, uint32_t idx)
 {
     for (uint32_t i = 0; i < r->o.ndesc; i++)
-        if (!r->descs[i].lock) {
+        if (!rcp__load(&r->descs[i].lock)) { /* an abandoned one: 0 once passed over */
             alock__desc *d = &r->descs[i];
             d->lock = (uint64_t)idx + 1;
             rcp__store(&d->next, (uint64_t)0);
@@ -1077,6 +1088,49 @@ static alock__desc *alock__rdesc_get(alock_remote *r, uint32_t idx)
 static inline uint64_t alock__renc(alock_remote *r, alock__desc *d)
 {
     return (uint64_t)r->o.id << 48 | ((uint64_t)(uintptr_t)d & ALOCK__ADDR_MASK);
+}
+
+/* The link to remote process id's descriptors; NULL (logged) when there is none. */
+static const alock_link *alock__r_peer(alock_remote *r, uint16_t id)
+{
+    if (r->peers[id].write) return &r->peers[id];
+    alock__logf(r->o.log, r->o.log_user, ALOCK_LOG_ERROR, "no link to remote process %u", id);
+    return NULL;
+}
+
+/* Hand budget b to remote descriptor s (encoded) if its owner still waits: a compare-and-swap
+   of its budget from ALOCK__WAIT to b, by RDMA (the owner gives up with an RDMA
+   compare-and-swap of the same word through its loopback link, never a CPU one). 0 and *old =
+   ALOCK__WAIT if handed, else *old is what the word held (ALOCK__ABANDONED). A descriptor of
+   our own is not waiting (this thread is here), so a load and a store do. */
+static int alock__r_grant_one(alock_remote *r, uint64_t s, int64_t b, int64_t *old)
+{
+    uint16_t id = (uint16_t)(s >> 48);
+    uint64_t addr = (s & ALOCK__ADDR_MASK) + offsetof(alock__desc, budget), o = 0;
+    if (id == r->o.id) {
+        *old = rcp__load((int64_t *)(uintptr_t)addr);
+        if (*old == ALOCK__WAIT) rcp__store((int64_t *)(uintptr_t)addr, b);
+        return 0;
+    }
+    const alock_link *k = alock__r_peer(r, id);
+    if (!k || !k->cas) return ALOCK_E_PEER;
+    if (k->cas(k->conn, addr, (uint64_t)(int64_t)ALOCK__WAIT, (uint64_t)b, &o)) return ALOCK_E_PEER;
+    *old = (int64_t)o;
+    return 0;
+}
+
+/* Read word off of remote descriptor s (encoded). */
+static int alock__r_desc_load(alock_remote *r, uint64_t s, size_t off, uint64_t *v)
+{
+    uint16_t id = (uint16_t)(s >> 48);
+    uint64_t addr = (s & ALOCK__ADDR_MASK) + off;
+    if (id == r->o.id) {
+        *v = rcp__load((uint64_t *)(uintptr_t)addr);
+        return 0;
+    }
+    const alock_link *k = alock__r_peer(r, id);
+    if (!k || !k->read) return ALOCK_E_PEER;
+    return k->read(k->conn, addr, v, 8) ? ALOCK_E_PEER : 0;
 }
 
 /* Write v into word off of remote descriptor s (encoded): ours directly, a peer's by RDMA. */
@@ -1096,7 +1150,7 @@ static int alock__r_desc_store(alock_remote *r, uint64_t s, size_t off, uint64_t
 }
 
 /* Peterson as the remote leader: victim by WRITE, then READ the line until we may enter. */
-static int alock__peterson_remote(alock_remote *r, uint64_t line, int try_only)
+static int alock__peterson_remote(alock_remote *r, uint64_t line, uint64_t deadline, int try_only)
 {
     alock__line l;
     /* Our flag (r_tail) is up: if the local one is down now, a local leader raises it later,
@@ -1110,6 +1164,37 @@ static int alock__peterson_remote(alock_remote *r, uint64_t line, int try_only)
         if ((rc = alock__r_read_line(r, line, &l))) return rc;
         if (l.l_tail == 0 || l.victim != ALOCK_REMOTE) return 0;
         if (try_only) return ALOCK_E_BUSY;
+        if (deadline && rcp__now_ns() >= deadline) return ALOCK_E_TIMEDOUT;
+    }
+}
+
+/* Hand the lock (budget b) to remote successor s (encoded); pass over the ones that gave up
+   (unlink each and free it for its owner: a WRITE of 0 to its lock word), as alock__grant
+   does for the local cohort. Returns with the lock handed on or the remote queue empty. */
+static int alock__r_grant(alock_remote *r, uint64_t line, uint64_t s, int64_t b)
+{
+    for (;;) {
+        int64_t was = 0;
+        uint64_t n = 0, old = 0;
+        int rc = alock__r_grant_one(r, s, b, &was);
+        if (rc || was == ALOCK__WAIT) return rc;
+        /* s gave up (ALOCK__ABANDONED): leave the queue for it */
+        if ((rc = alock__r_desc_load(r, s, offsetof(alock__desc, next), &n))) return rc;
+        if (!n) {
+            if ((rc = alock__rdma_rmw_mark(r, line, 0))) return rc;
+            if ((rc = alock__r_cas(r, line, s, 0, &old))) return rc;
+            if (old == s) return alock__r_desc_store(r, s, offsetof(alock__desc, lock), 0);
+            uint64_t end = rcp__now_ns() + (uint64_t)ALOCK_DEFAULT_OP_TIMEOUT_MS * 1000000ull;
+            unsigned k = 0;
+            for (;;) { /* its successor is linking itself */
+                if ((rc = alock__r_desc_load(r, s, offsetof(alock__desc, next), &n))) return rc;
+                if (n) break;
+                if (rcp__now_ns() > end) return ALOCK_E_PEER;
+                alock__pause(&k);
+            }
+        }
+        if ((rc = alock__r_desc_store(r, s, offsetof(alock__desc, lock), 0))) return rc;
+        s = n;
     }
 }
 
@@ -1129,12 +1214,15 @@ static int alock__r_unlink_head(alock_remote *r, uint64_t line, alock__desc *d, 
             alock__pause(&k);
         }
     }
-    return alock__r_desc_store(r, n, offsetof(alock__desc, budget), (uint64_t)b);
+    return alock__r_grant(r, line, n, b);
 }
 
-static int alock__rlock(alock_remote *r, uint32_t idx, int try_only, alock_rhold *hold)
+static int alock__rlock(alock_remote *r, uint32_t idx, uint64_t deadline, int try_only,
+                        alock_rhold *hold)
 {
     if (!r || !hold || idx >= r->o.nlocks) return ALOCK_E_INVAL;
+    const alock_link *self = &r->peers[r->o.id];
+    if (deadline && !self->cas) return ALOCK_E_INVAL; /* no way to give up safely */
     uint64_t line = r->o.lines_addr + (uint64_t)idx * 64;
     alock__desc *d = alock__rdesc_get(r, idx);
     if (!d) return ALOCK_E_NODESC;
@@ -1152,12 +1240,23 @@ static int alock__rlock(alock_remote *r, uint32_t idx, int try_only, alock_rhold
         if ((rc = alock__r_desc_store(r, pred, offsetof(alock__desc, next), me))) return rc;
         int64_t b;
         unsigned k = 0;
-        while ((b = rcp__load(&d->budget)) == ALOCK__WAIT) alock__pause(&k);
+        while ((b = rcp__load(&d->budget)) == ALOCK__WAIT) {
+            alock__pause(&k);
+            if (!deadline || (k & 127) || rcp__now_ns() < deadline) continue;
+            /* the deadline passed: give up by RDMA compare-and-swap (a granter changes this
+               word with one), leaving d queued for the granter to pass over and free */
+            uint64_t o = 0;
+            if (self->cas(self->conn, (uint64_t)(uintptr_t)&d->budget, (uint64_t)(int64_t)ALOCK__WAIT,
+                          (uint64_t)(int64_t)ALOCK__ABANDONED, &o))
+                return ALOCK_E_PEER;
+            if ((int64_t)o == ALOCK__WAIT) return ALOCK_E_TIMEDOUT;
+        }
         if (b > 0) goto held;
     }
     rcp__store(&d->budget, (int64_t)r->o.budget);
-    if ((rc = alock__peterson_remote(r, line, try_only))) {
-        if (rc == ALOCK_E_BUSY && alock__r_unlink_head(r, line, d, 0) == 0) d->lock = 0;
+    if ((rc = alock__peterson_remote(r, line, deadline, try_only))) {
+        if ((rc == ALOCK_E_BUSY || rc == ALOCK_E_TIMEDOUT) && alock__r_unlink_head(r, line, d, 0) == 0)
+            d->lock = 0;
         return rc;
     }
 held:
@@ -1172,12 +1271,18 @@ fail:
 
 ALOCK_API int alock_remote_lock(alock_remote *r, uint32_t idx, alock_rhold *hold)
 {
-    return alock__rlock(r, idx, 0, hold);
+    return alock__rlock(r, idx, 0, 0, hold);
+}
+
+ALOCK_API int alock_remote_lock_timeout(alock_remote *r, uint32_t idx, uint64_t deadline_ns,
+                                        alock_rhold *hold)
+{
+    return alock__rlock(r, idx, deadline_ns, 0, hold);
 }
 
 ALOCK_API int alock_remote_trylock(alock_remote *r, uint32_t idx, alock_rhold *hold)
 {
-    return alock__rlock(r, idx, 1, hold);
+    return alock__rlock(r, idx, 0, 1, hold);
 }
 
 ALOCK_API int alock_remote_unlock(alock_rhold *hold)

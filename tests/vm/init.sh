@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/vm/init.sh - /init of the VM tier's guests (busybox sh). The kernel command line says
-# what to do: rcp.role=single|a|b|cxl|krconn|krconn-bench|perftest|alockbench|nppin|
-# nppin-bench, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
+# what to do: rcp.role=single|a|b|cxl|krconn|krconn-bench|perftest|alockbench-a|alockbench-b|
+# nppin|nppin-bench, rcp.ip=ADDR, rcp.peer=ADDR (rcp.bench=quick: a shorter benchmark). Results go to the
 # second serial port (/dev/ttyS1) as "ok/FAIL/skip NAME" lines; the host reads that file. The
 # last line is "guest-done"; without it the host counts the guest as failed.
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -196,9 +196,10 @@ perftest)
         wait
     done
     ;;
-alockbench)
+alockbench-a|alockbench-b)
     rdma_up
-    run alockbench 560 /t/bench_alock_vm
+    # shellcheck disable=SC2046
+    run "$role" 560 /t/bench_alock_vm "${role#alockbench-}" "$peer" $(arg rcp.bench)
     ;;
 *)
     echo "FAIL guest: unknown role '$role'"
