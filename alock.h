@@ -54,7 +54,8 @@
    A remote process: the table's node registers what alock_table_lines names and tells remote
    processes its address and key; a remote process registers ALOCK_REMOTE_MEM(ndesc) bytes of
    its own for its descriptors, calls alock_remote_create with a link to the table's node,
-   alock_remote_set_peer for every other remote process, then alock_remote_lock / _unlock.
+   alock_remote_set_peer for every other remote process (and for its own id, a loopback link,
+   if it uses alock_remote_lock_timeout), then alock_remote_lock / _unlock.
 
    3. CONCEPTS
    -----------
@@ -83,8 +84,8 @@
    from an RC queue pair, and alock_krconn_link_create (declared when krconn.h is included
    before alock.h) one from a krconn.h connection. Verbs has no atomic swap: the remote enqueue is a compare-and-swap
    loop, which is lock-free, not starvation-free (tests/alock.pml shows the starving run).
-   The protocol, timeouts included, is model-checked with Spin (tests/alock.pml,
-   tests/alock_model.sh); the take-over from dead processes is not modelled.
+   The protocol, local and remote timeouts included, is model-checked with Spin
+   (tests/alock.pml, tests/alock_model.sh); the take-over from dead processes is not modelled.
 
    Dead holders and waiters. Every local handle holds an open-file-description lock on one byte
    (its slot) of the table's liveness file; the kernel drops it when the process dies, in any
@@ -101,13 +102,21 @@
      slot's descriptors are out of every queue.
    - alock_lock_timeout: a waiter whose deadline passes leaves its descriptor in the queue marked
      abandoned; whoever hands it the lock passes it on instead. So a timeout never blocks others.
+     alock_remote_lock_timeout does the same in the remote queue: a remote hand-off is an RDMA
+     compare-and-swap of the successor's budget word, and a remote waiter gives up with an RDMA
+     compare-and-swap of that word too, through the link to its own id (a loopback connection),
+     never with a CPU one, which the NIC's would not exclude; the granter passes over a waiter
+     that gave up (READ of its next word) and frees its descriptor (WRITE of 0). A remote leader
+     whose deadline passes in Peterson's loop leaves the head (its successor re-arbitrates).
    - A remote process dies (its connection fails): what it left is NOT recovered. Its queue
      neighbours' RDMA operations fail and their calls return ALOCK_E_PEER; a live remote waiter
      queued behind a dead one waits (the remote queue cannot tell whether a live process ahead
-     of the dead one still holds the lock); a dead remote holder or tail keeps the remote tail
-     non-empty, so local cohort leaders wait in Peterson's loop. alock_remote_reset (by a process
-     that knows every remote user of that lock has gone) empties the remote queue. The local
-     cohort is never corrupted by a remote death: it only waits.
+     of the dead one still holds the lock), until its deadline with alock_remote_lock_timeout,
+     after which its descriptor stays reserved (nobody passes over it); a dead remote holder or
+     tail keeps the remote tail non-empty, so local cohort leaders wait in Peterson's loop (until
+     their deadline with alock_lock_timeout). alock_remote_reset (by a process that knows every
+     remote user of that lock has gone) empties the remote queue. The local cohort is never
+     corrupted by a remote death: it only waits.
    - A lock never hands the protected data back in a known state: ALOCK_OWNERDEAD only says that
      the holder died inside its critical section.
 
@@ -154,8 +163,9 @@
    beyond; a remote descriptor whose RDMA operation failed after it was queued stays reserved.
    The liveness file must support OFD locks (/dev/shm does); without it dead local processes
    are not recognised. A process that forks shares its slot's byte lock with the child: open the
-   table again in the child. A remote process waits in the queue without a deadline:
-   alock_remote_lock has no timeout variant.
+   table again in the child. A descriptor that gave up (a deadline passed) counts against ndesc
+   until the lock passes over it: a remote one until a granter frees it, which needs the
+   granter's link to it.
 */
 #ifndef ALOCK_H
 #define ALOCK_H
@@ -298,7 +308,8 @@ typedef struct alock_rhold {
 
 ALOCK_API int alock_remote_create(const alock_remote_opts *opts, alock_remote **out);
 ALOCK_API int alock_remote_destroy(alock_remote *r);
-/* How to reach remote process id's descriptors. */
+/* How to reach remote process id's descriptors (link needs cas, read and write). For our own
+   id: a loopback link to our own descriptors, which alock_remote_lock_timeout needs. */
 ALOCK_API int alock_remote_set_peer(alock_remote *r, uint16_t id, const alock_link *link);
 ALOCK_API int alock_remote_lock(alock_remote *r, uint32_t idx, alock_rhold *hold);
 /* As alock_remote_lock, with a deadline (CLOCK_MONOTONIC ns, 0 = none): ALOCK_E_TIMEDOUT after
@@ -1067,7 +1078,7 @@ ALOCK_API int alock_remote_destroy(alock_remote *r)
 
 ALOCK_API int alock_remote_set_peer(alock_remote *r, uint16_t id, const alock_link *link)
 {
-    if (!r || !id || !link || !link->write) return ALOCK_E_INVAL;
+    if (!r || !id || !link || !link->write || !link->cas || !link->read) return ALOCK_E_INVAL;
     r->peers[id] = *link;
     return 0;
 }
