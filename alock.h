@@ -281,6 +281,11 @@ typedef struct alock_link {
     int (*read)(void *conn, uint64_t raddr, void *dst, uint32_t len);
     int (*write)(void *conn, uint64_t raddr, const void *src, uint32_t len);
     void *conn;
+    /* optional (NULL: a cas, then a read): a compare-and-swap at raddr, then a READ of len
+       bytes at read_addr that the peer performs after it (one RC queue pair executes them in
+       order), both in one round trip. alock_verbs_link_create's links have it. */
+    int (*cas_read)(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired, uint64_t *old,
+                    uint64_t read_addr, void *dst, uint32_t len);
 } alock_link;
 
 #define ALOCK_REMOTE_MEM(ndesc) ((size_t)(ndesc) * 64) /* bytes of a remote process's descriptors */
@@ -1161,13 +1166,16 @@ static int alock__r_desc_store(alock_remote *r, uint64_t s, size_t off, uint64_t
 }
 
 /* Peterson as the remote leader: victim by WRITE, then READ the line until we may enter. */
-static int alock__peterson_remote(alock_remote *r, uint64_t line, uint64_t deadline, int try_only)
+static int alock__peterson_remote(alock_remote *r, uint64_t line, const alock__line *first,
+                                  uint64_t deadline, int try_only)
 {
     alock__line l;
+    int rc = 0;
     /* Our flag (r_tail) is up: if the local one is down now, a local leader raises it later,
-       sees ours and waits for victim: enter without writing victim (tests/alock.pml) */
-    int rc = alock__r_read_line(r, line, &l);
-    if (rc) return rc;
+       sees ours and waits for victim: enter without writing victim (tests/alock.pml). first:
+       the line as read right after our flag went up, by the same round trip */
+    if (first) l = *first;
+    else if ((rc = alock__r_read_line(r, line, &l))) return rc;
     if (l.l_tail == 0) return 0;
     if ((rc = alock__r_write8(&r->o.home, line + offsetof(alock__line, victim), ALOCK_REMOTE)))
         return rc;
@@ -1238,10 +1246,19 @@ static int alock__rlock(alock_remote *r, uint32_t idx, uint64_t deadline, int tr
     alock__desc *d = alock__rdesc_get(r, idx);
     if (!d) return ALOCK_E_NODESC;
     uint64_t me = alock__renc(r, d), pred = 0, old = 0;
-    int rc;
+    alock__line first;
+    int rc, have_first = 0;
     for (;;) { /* verbs has no swap: a compare-and-swap loop */
         if ((rc = alock__rdma_rmw_mark(r, line, 0))) goto fail;
-        if ((rc = alock__r_cas(r, line, pred, me, &old))) goto fail;
+        if (pred == 0 && r->o.home.cas_read) { /* if it joins an empty queue, the line too */
+            if (r->o.home.cas_read(r->o.home.conn, line, 0, me, &old, line, &first, sizeof first)) {
+                rc = ALOCK_E_PEER;
+                goto fail;
+            }
+            have_first = old == 0;
+        } else if ((rc = alock__r_cas(r, line, pred, me, &old))) {
+            goto fail;
+        }
         if (old == pred) break;
         if (try_only) { rc = ALOCK_E_BUSY; goto fail; }
         pred = old;
@@ -1265,7 +1282,7 @@ static int alock__rlock(alock_remote *r, uint32_t idx, uint64_t deadline, int tr
         if (b > 0) goto held;
     }
     rcp__store(&d->budget, (int64_t)r->o.budget);
-    if ((rc = alock__peterson_remote(r, line, deadline, try_only))) {
+    if ((rc = alock__peterson_remote(r, line, have_first && !pred ? &first : NULL, deadline, try_only))) {
         if ((rc == ALOCK_E_BUSY || rc == ALOCK_E_TIMEDOUT) && alock__r_unlink_head(r, line, d, 0) == 0)
             d->lock = 0;
         return rc;
@@ -1365,6 +1382,25 @@ static int alock__v_faa(void *conn, uint64_t raddr, uint64_t add, uint64_t *old)
     return rc;
 }
 
+/* compare-and-swap (unsignalled) then READ (signalled) on one RC queue pair: the peer executes
+   them in order, and the READ's completion comes after the compare-and-swap's work is done */
+static int alock__v_cas_read(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired, uint64_t *old,
+                             uint64_t read_addr, void *dst, uint32_t len)
+{
+    alock__vlink *v = (alock__vlink *)conn;
+    uint64_t *b = (uint64_t *)(void *)v->buf;
+    if (len > sizeof v->buf - 64) return -EINVAL;
+    int rc = rcp__verbs_post_cas(v->qp, 5, b, v->mr->lkey, raddr, v->rkey, expect, desired, 0);
+    if (!rc) rc = rcp__verbs_post_read(v->qp, 6, v->buf + 64, len, v->mr->lkey, read_addr, v->rkey,
+                                       IBV_SEND_SIGNALED);
+    if (!rc) rc = alock__v_wait(v);
+    if (!rc) {
+        *old = rcp__load(b);
+        memcpy(dst, v->buf + 64, len);
+    }
+    return rc;
+}
+
 static int alock__v_read(void *conn, uint64_t raddr, void *dst, uint32_t len)
 {
     alock__vlink *v = (alock__vlink *)conn;
@@ -1407,6 +1443,7 @@ ALOCK_API int alock_verbs_link_create(struct ibv_qp *qp, struct ibv_cq *cq, uint
     out->faa = alock__v_faa;
     out->read = alock__v_read;
     out->write = alock__v_write;
+    out->cas_read = alock__v_cas_read;
     out->conn = v;
     return 0;
 }
@@ -1493,6 +1530,7 @@ ALOCK_API int alock_krconn_link_create(krconn_ctx *ctx, krconn *c, uint32_t rkey
     out->faa = alock__k_faa;
     out->read = alock__k_read;
     out->write = alock__k_write;
+    out->cas_read = NULL; /* a cas, then a read */
     out->conn = k;
     return 0;
 }

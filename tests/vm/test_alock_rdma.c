@@ -451,7 +451,7 @@ static void mixed_local_and_remote(void)
     __atomic_store_n(&sh->stop, 0, __ATOMIC_RELEASE);
 }
 
-/* alock_remote_lock_timeout: 3 remote processes (loopback) with deadlines of 1-2 ms and 1 local
+/* alock_remote_lock_timeout: 3 remote processes (loopback) with deadlines of 2-4 ms and 1 local
    process that now and then holds the lock for 3 ms, on lock 0 at once. Remote waiters give up
    queued (their descriptors stay linked, marked abandoned, until a granter passes over them and
    frees them) and as cohort leaders in Peterson's loop (they leave the head). Exact count, no
@@ -459,7 +459,7 @@ static void mixed_local_and_remote(void)
    gives up more often than that, so unfreed ones would end in ALOCK_E_NODESC. */
 static void remote_waiters_time_out(void)
 {
-    enum { NR = 3, ITERS = 60 };
+    enum { NR = 3, ITERS = 40 };
     int hs[NR][2], ps[NR][NR][2];
     for (int i = 0; i < NR; i++) {
         if (socketpair(AF_UNIX, SOCK_STREAM, 0, hs[i])) { CHECKF(0, "socketpair"); return; }
@@ -478,7 +478,7 @@ static void remote_waiters_time_out(void)
         }
         p[i].iters = ITERS;
         p[i].reset_lock = -1;
-        p[i].timeout_us = 1000;
+        p[i].timeout_us = 2000;
     }
     sh->counter = sh->local_acq = sh->violations = sh->per_local[0] = sh->per_local[1] = 0;
     sh->hold_us = 3000;
