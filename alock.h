@@ -1274,16 +1274,18 @@ static int alock__rlock(alock_remote *r, uint32_t idx, uint64_t deadline, int tr
             /* the deadline passed: give up by RDMA compare-and-swap (a granter changes this
                word with one), leaving d queued for the granter to pass over and free */
             uint64_t o = 0;
-            if (self->cas(self->conn, (uint64_t)(uintptr_t)&d->budget, (uint64_t)(int64_t)ALOCK__WAIT,
-                          (uint64_t)(int64_t)ALOCK__ABANDONED, &o))
+            if (self->cas(self->conn, (uint64_t)(uintptr_t)&d->budget,
+                          (uint64_t)(int64_t)ALOCK__WAIT, (uint64_t)(int64_t)ALOCK__ABANDONED, &o))
                 return ALOCK_E_PEER;
             if ((int64_t)o == ALOCK__WAIT) return ALOCK_E_TIMEDOUT;
         }
         if (b > 0) goto held;
     }
     rcp__store(&d->budget, (int64_t)r->o.budget);
-    if ((rc = alock__peterson_remote(r, line, have_first && !pred ? &first : NULL, deadline, try_only))) {
-        if ((rc == ALOCK_E_BUSY || rc == ALOCK_E_TIMEDOUT) && alock__r_unlink_head(r, line, d, 0) == 0)
+    rc = alock__peterson_remote(r, line, have_first && !pred ? &first : NULL, deadline, try_only);
+    if (rc) {
+        if ((rc == ALOCK_E_BUSY || rc == ALOCK_E_TIMEDOUT) &&
+            alock__r_unlink_head(r, line, d, 0) == 0)
             d->lock = 0;
         return rc;
     }
@@ -1384,8 +1386,8 @@ static int alock__v_faa(void *conn, uint64_t raddr, uint64_t add, uint64_t *old)
 
 /* compare-and-swap (unsignalled) then READ (signalled) on one RC queue pair: the peer executes
    them in order, and the READ's completion comes after the compare-and-swap's work is done */
-static int alock__v_cas_read(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired, uint64_t *old,
-                             uint64_t read_addr, void *dst, uint32_t len)
+static int alock__v_cas_read(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired,
+                             uint64_t *old, uint64_t read_addr, void *dst, uint32_t len)
 {
     alock__vlink *v = (alock__vlink *)conn;
     uint64_t *b = (uint64_t *)(void *)v->buf;

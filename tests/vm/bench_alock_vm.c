@@ -13,6 +13,9 @@
  *             node's keys too go through the NIC (rxe loopback)
  *   mcs       all-RDMA MCS: ALock's remote cohort alone for every key (own node's through
  *             loopback): an MCS queue over RDMA plus one line READ per cohort leader
+ * Soft-RoCE is software: the responder of a remote operation is kernel work on the target
+ * guest's CPUs, which a NIC would not need. Worker threads run SCHED_IDLE so that this work
+ * preempts them (as a NIC would not wait for them); "busy" keeps them SCHED_OTHER.
  * Every worker has its own RC queue pairs: one to each node's heap, one to every other worker's
  * descriptors (loopback inside a guest, the virtual wire between them). Guest a leads: it sends
  * each run's configuration to b, both run for the same time, b sends its counts and latency
@@ -47,7 +50,7 @@ struct cfg { uint32_t lock, p_local, t, ms, stop; };
 struct nodeinfo { uint64_t lines[NTAB], spin, descs[WPN]; uint32_t heap_rkey, desc_rkey; };
 
 static int me;                  /* our node: 0 = a, 1 = b */
-static int quick;
+static int quick, idle_workers;
 static rcp__verbs_dev dev;
 static shmheap *heap;
 static alock_table *tabs[NTAB];
@@ -167,6 +170,11 @@ static void *worker_main(void *arg)
 {
     worker *k = (worker *)arg;
     int node = me;
+    if (idle_workers) { /* rxe's kernel work (the emulated NIC) preempts us at once */
+        struct sched_param sp;
+        memset(&sp, 0, sizeof sp);
+        pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+    }
     for (;;) {
         pthread_barrier_wait(&bar); /* cur is set */
         struct cfg c = cur;
@@ -266,8 +274,10 @@ static int lead(int sock)
     uint64_t *tmp = (uint64_t *)malloc((size_t)MAXS * 8);
     printf("# lock table: 2 guests x %d keys, rxe between them, lock+unlock per op; each "
            "configuration %d runs of %d ms, the %d locks alternated run by run; throughput = "
-           "median of the runs (ops/s of all workers), latency over all their operations\n",
-           KEYS, reps, ms, NLOCKS);
+           "median of the runs (ops/s of all workers), latency over all their operations; "
+           "workers %s\n", KEYS, reps, ms, NLOCKS,
+           idle_workers ? "SCHED_IDLE (rxe's softirq work, the emulated NIC, preempts them)"
+                        : "SCHED_OTHER (they compete with rxe's softirq work for the vCPUs)");
     for (uint32_t t = 1; t <= WPN; t++)
         for (int pi = 0; pi < npl; pi++) {
             uint32_t pl = quick ? (pi ? 100 : 50) : pls[pi];
@@ -337,10 +347,11 @@ static int lead(int sock)
 
 int main(int argc, char **argv)
 {
-    int a = vmt_guest_role(argc == 4 ? 3 : argc, argv, 3, "PEER_IP [quick]");
+    int a = vmt_guest_role(argc == 4 ? 3 : argc, argv, 3, "PEER_IP [quick][,busy]");
     if (a < 0) return 2;
     me = a ? 0 : 1;
-    quick = argc > 3 && !strcmp(argv[3], "quick");
+    quick = argc > 3 && strstr(argv[3], "quick") != NULL;
+    idle_workers = !(argc > 3 && strstr(argv[3], "busy") != NULL);
     const char *peer = argv[2];
     char hn[64];
     snprintf(hn, sizeof hn, "alock-bench-%c", 'a' + me);

@@ -12,7 +12,7 @@
 #   krconn-bench  one guest timing krconn's connects against rdma_cm (cmtime) and plain verbs
 #   perftest  one guest running perftest's ib_*_lat on rxe0 (used by bench/bench_perftest.sh)
 #   alockbench  two guests running alock's lock-table benchmark (used by bench/bench_alock.sh;
-#             BENCH_QUICK=1 makes it short)
+#             BENCH_QUICK=1 makes it short; ALOCK_BENCH=WORDS passes options: quick, busy)
 #   nppin     one 2 GiB guest with zram swap: nppin.h (tests/vm/test_nppin.c)
 #   nppin-bench  the same guest running tests/vm/nppin_bench.c (used by bench/bench_nppin.sh)
 # The kernel package is downloaded once and kept in build/vm/kernel. Needs root for installing
@@ -264,7 +264,7 @@ run_perftest() {
 }
 
 run_alockbench() { # bench/bench_alock.sh: the lock table of tests/vm/bench_alock_vm.c, two guests
-    PAIR_APPEND=${BENCH_QUICK:+rcp.bench=quick} run_pair alockbench-a alockbench-b alockbench
+    PAIR_APPEND="rcp.bench=${ALOCK_BENCH:-${BENCH_QUICK:+quick}}" run_pair alockbench-a alockbench-b alockbench
     tr -d '\r' <"$OUT/alockbench-a.results" | grep -E '^(alock|spin|mcs|# p_local|# lock table)' || true
 }
 

@@ -293,6 +293,13 @@ static int remote_role(int fd, void *arg, char *why, size_t whylen)
         VMT_TRY(rwrite(&c, OFF(inside), 0));
         if ((rc = alock_remote_unlock(&h))) VMT_FAILF("unlock %d: %s", i, alock_strerror(rc));
     }
+    if (timeouts) { /* every descriptor that gave up came before our last lock: all passed over */
+        const alock__desc *dd = (const alock__desc *)c.descs;
+        for (int i = 0; i < RDESC; i++)
+            if (rcp__load(&dd[i].lock))
+                VMT_FAILF("descriptor %d still reserved after %llu timeouts (never passed over?)", i,
+                          (unsigned long long)timeouts);
+    }
     unsigned char rep[REP_LEN];
     vmt_put64(rep, worst);
     vmt_put64(rep + 8, viol);
@@ -451,15 +458,16 @@ static void mixed_local_and_remote(void)
     __atomic_store_n(&sh->stop, 0, __ATOMIC_RELEASE);
 }
 
-/* alock_remote_lock_timeout: 3 remote processes (loopback) with deadlines of 2-4 ms and 1 local
-   process that now and then holds the lock for 3 ms, on lock 0 at once. Remote waiters give up
-   queued (their descriptors stay linked, marked abandoned, until a granter passes over them and
-   frees them) and as cohort leaders in Peterson's loop (they leave the head). Exact count, no
-   overlap, timeouts seen, and no descriptor leaks: each process has RDESC descriptors and
-   gives up more often than that, so unfreed ones would end in ALOCK_E_NODESC. */
+/* alock_remote_lock_timeout: 3 remote processes (loopback) with deadlines of 15-30 ms and 1
+   local process that holds the lock for 20 ms every 16th time, on lock 0 at once (under TCG a
+   remote critical section takes milliseconds). Remote waiters give up queued (their
+   descriptors stay linked, marked abandoned, until a granter passes over them and frees them)
+   and as cohort leaders in Peterson's loop (they leave the head). Exact count, no overlap,
+   timeouts seen, no descriptor left reserved at the end (each remote process checks its own),
+   and the lock works afterwards. */
 static void remote_waiters_time_out(void)
 {
-    enum { NR = 3, ITERS = 40 };
+    enum { NR = 3, ITERS = 30 };
     int hs[NR][2], ps[NR][NR][2];
     for (int i = 0; i < NR; i++) {
         if (socketpair(AF_UNIX, SOCK_STREAM, 0, hs[i])) { CHECKF(0, "socketpair"); return; }
@@ -478,10 +486,10 @@ static void remote_waiters_time_out(void)
         }
         p[i].iters = ITERS;
         p[i].reset_lock = -1;
-        p[i].timeout_us = 2000;
+        p[i].timeout_us = 15000;
     }
     sh->counter = sh->local_acq = sh->violations = sh->per_local[0] = sh->per_local[1] = 0;
-    sh->hold_us = 3000;
+    sh->hold_us = 20000;
     fflush(stdout);
     pid_t lp = fork();
     if (lp == 0) local_proc(0);
@@ -502,25 +510,32 @@ static void remote_waiters_time_out(void)
     uint64_t viol = 0, tos = 0;
     for (int i = 0; i < NR && ok; i++) {
         unsigned char r[REP_LEN];
-        int rc = vmt_read_all(hs[i][0], r, REP_LEN, 150000);
+        int rc = vmt_read_all(hs[i][0], r, REP_LEN, 120000);
         CHECKF(rc == 0, "remote %d's report: %s", 11 + i, strerror(-rc));
         if (!rc) { viol += vmt_get64(r + 8); tos += vmt_get64(r + 16); }
+        else { ok = 0; for (int j = 0; j < NR; j++) kill(c[j].pid, SIGKILL); }
     }
     double secs = (rcp__now_ns() - t0) / 1e9;
-    __atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
-    int st = 0;
-    waitpid(lp, &st, 0);
-    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "local process: status %d", st);
     char why[512];
     for (int i = 0; i < NR; i++) CHECKF(vmt_reap(&c[i], why, sizeof why) == 0, "remote %d: %s", 11 + i, why);
+    __atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
+    int st = 0;
+    for (int k = 0; k < 200 && waitpid(lp, &st, WNOHANG) == 0; k++) usleep(50000);
+    if (waitpid(lp, &st, WNOHANG) == 0) { /* stuck behind a remote queue that died */
+        kill(lp, SIGKILL);
+        waitpid(lp, &st, 0);
+        CHECKF(0, "the local process did not stop in 10 s (lock 0 stuck)");
+        ok = 0;
+    } else {
+        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "local process: status %d", st);
+    }
     printf("# remote timeouts: %llu local + %d remote critical sections, %llu remote timeouts, "
            "in %.1f s\n", (unsigned long long)sh->local_acq, NR * ITERS, (unsigned long long)tos, secs);
     if (ok) {
         CHECK_EQ(sh->counter, sh->local_acq + NR * ITERS);
         CHECK_EQ(sh->violations, 0);
         CHECK_EQ(viol, 0);
-        CHECKF(tos > RDESC, "only %llu timeouts: the deadlines were never tested hard",
-               (unsigned long long)tos);
+        CHECKF(tos > 0, "no remote waiter timed out: the deadlines were never tested");
         /* the queue is sound afterwards: empty, and a lock without deadline works */
         CHECK_EQ(__atomic_load_n(&tab->lines[0].r_tail, __ATOMIC_ACQUIRE), 0);
         alock_hold h;
