@@ -171,7 +171,7 @@ typedef struct rctx {
     uint64_t data;          /* the home's struct shared */
 } rctx;
 
-#define RDESC 16
+#define RDESC 64
 
 static int rctx_setup(rproc *p, rctx *c, char *why, size_t whylen)
 {
@@ -281,6 +281,11 @@ static int remote_role(int fd, void *arg, char *why, size_t whylen)
             uint64_t us = (uint64_t)p->timeout_us + seed % (uint64_t)p->timeout_us;
             rc = alock_remote_lock_timeout(c.r, 0, rcp__now_ns() + us * 1000, &h);
             if (rc == ALOCK_E_TIMEDOUT) { timeouts++; i--; continue; }
+            if (rc == ALOCK_E_NODESC) { /* every descriptor gave up and waits to be passed over */
+                usleep(1000);
+                i--;
+                continue;
+            }
         } else {
             rc = alock_remote_lock(c.r, 0, &h);
         }
@@ -458,13 +463,14 @@ static void mixed_local_and_remote(void)
     __atomic_store_n(&sh->stop, 0, __ATOMIC_RELEASE);
 }
 
-/* alock_remote_lock_timeout: 3 remote processes (loopback) with deadlines of 15-30 ms and 1
-   local process that holds the lock for 20 ms every 16th time, on lock 0 at once (under TCG a
-   remote critical section takes milliseconds). Remote waiters give up queued (their
-   descriptors stay linked, marked abandoned, until a granter passes over them and frees them)
-   and as cohort leaders in Peterson's loop (they leave the head). Exact count, no overlap,
-   timeouts seen, no descriptor left reserved at the end (each remote process checks its own),
-   and the lock works afterwards. */
+/* alock_remote_lock_timeout: 3 remote processes (loopback) with deadlines of 2-4 ms and 1 local
+   process that holds the lock for 3 ms every 16th time, on lock 0 at once (under TCG a remote
+   critical section takes about a millisecond: most waits time out). Remote waiters give up
+   queued (their descriptors stay linked, marked abandoned, until a granter passes over them
+   and frees them) and as cohort leaders in Peterson's loop (they leave the head); a process
+   whose RDESC descriptors all gave up gets ALOCK_E_NODESC and retries. Exact count, no
+   overlap, timeouts seen, no descriptor left reserved at the end (each remote process checks
+   its own), and the lock works afterwards. */
 static void remote_waiters_time_out(void)
 {
     enum { NR = 3, ITERS = 30 };
@@ -486,10 +492,10 @@ static void remote_waiters_time_out(void)
         }
         p[i].iters = ITERS;
         p[i].reset_lock = -1;
-        p[i].timeout_us = 15000;
+        p[i].timeout_us = 2000;
     }
     sh->counter = sh->local_acq = sh->violations = sh->per_local[0] = sh->per_local[1] = 0;
-    sh->hold_us = 20000;
+    sh->hold_us = 3000;
     fflush(stdout);
     pid_t lp = fork();
     if (lp == 0) local_proc(0);
