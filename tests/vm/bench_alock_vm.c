@@ -19,9 +19,9 @@
  * Every worker has its own RC queue pairs: one to each node's heap, one to every other worker's
  * descriptors (loopback inside a guest, the virtual wire between them). Guest a leads: it sends
  * each run's configuration to b, both run for the same time, b sends its counts and latency
- * samples back. Prints NAME MEDIAN_NS P99_NS OPS_PER_S lines (bench/hist.h), for ALock also
- * its local and remote operations apart (NAME/local, NAME/remote; their ops/s is their share of
- * the throughput), and ratio lines; all one run. */
+ * samples back. Prints NAME MEDIAN_NS P99_NS OPS_PER_S lines (bench/hist.h), also each lock's
+ * operations on own-node keys and on the other node's keys apart (NAME/local, NAME/remote; their
+ * ops/s is their share of the throughput), and ratio lines; all one run. */
 #define ALOCK_IMPLEMENTATION
 #include "alock.h"
 #include "vmt.h"
@@ -39,7 +39,7 @@ static const uint32_t budgets[NTAB] = {1, 2, 4, 8, 16};
 #define NDESC 4
 #define MAXS 100000             /* latency samples per worker and run */
 #define PORT 18630
-#define REMOTE_BIT (1ull << 63) /* a sample of an ALock operation on the other node's key */
+#define REMOTE_BIT (1ull << 63) /* a sample of an operation on the other node's key */
 
 /* every QP pair: worker w's link to a target (home of node 0, 1; peer worker p) */
 #define NTGT (2 + NW)           /* targets 0, 1 = homes; 2 + p = worker p (p != w) */
@@ -189,7 +189,7 @@ static void *worker_main(void *arg)
                 uint64_t x = rng(&k->seed);
                 int m = (x % 100) < c.p_local ? node : 1 - node;
                 uint32_t key = (uint32_t)((x >> 8) % KEYS);
-                uint64_t flag = 0;
+                uint64_t flag = m != node ? REMOTE_BIT : 0;
                 if (c.lock < NTAB && m == node) {
                     alock_hold hd;
                     if (alock_lock(tabs[c.lock], key, &hd) < 0) k->errs++;
@@ -199,7 +199,6 @@ static void *worker_main(void *arg)
                     alock_remote *r = k->rr[m][c.lock < NTAB ? c.lock : NTAB - 1];
                     if (alock_remote_lock(r, key, &hd)) k->errs++;
                     else if (alock_remote_unlock(&hd)) k->errs++;
-                    flag = c.lock < NTAB ? REMOTE_BIT : 0;
                 } else {
                     uint64_t addr = info[m].spin + (uint64_t)key * 64, old = 1, z = 0;
                     while (old != 0)
@@ -318,7 +317,7 @@ static int lead(int sock)
                 if (l < NTAB) snprintf(name, sizeof name, "alock_b%u/p%u/t%u", budgets[l], pl, t);
                 else snprintf(name, sizeof name, "%s/p%u/t%u", l == L_SPIN ? "spin" : "mcs", pl, t);
                 if (A[l].all.n) hist_print(&A[l].all, name, thr[l]);
-                if (l < NTAB) {
+                {
                     char n2[80];
                     double share = A[l].all.n ? (double)A[l].loc.n / (double)A[l].all.n : 0;
                     snprintf(n2, sizeof n2, "%s/local", name);
