@@ -75,7 +75,8 @@
    more times before it. A leader that finds the other cohort's tail empty right after raising
    its own flag enters at once, without writing victim: a local lock+unlock that meets no remote
    user is an exchange, two loads and a compare-and-swap; a remote one is a compare-and-swap,
-   one READ of the line and a compare-and-swap.
+   one READ of the line and a compare-and-swap: two round trips when the link has cas_read
+   (the first two posted together on one queue pair, which executes them in order).
    The table lives in a shmheap (shmheap.h): every local process of the pod opens it and locks
    with CPU atomics. A remote process reaches the lock lines through one connection to the
    table's node, and the descriptors of other remote processes through connections to them:
