@@ -284,7 +284,8 @@ typedef struct alock_link {
     void *conn;
     /* optional (NULL: a cas, then a read): a compare-and-swap at raddr, then a READ of len
        bytes at read_addr that the peer performs after it (one RC queue pair executes them in
-       order), both in one round trip. alock_verbs_link_create's links have it. */
+       order), both in one round trip. The links of alock_verbs_link_create and
+       alock_krconn_link_create have it. */
     int (*cas_read)(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired, uint64_t *old,
                     uint64_t read_addr, void *dst, uint32_t len);
 } alock_link;
@@ -1496,6 +1497,23 @@ static int alock__k_faa(void *conn, uint64_t raddr, uint64_t add, uint64_t *old)
     return rc;
 }
 
+/* compare-and-swap (unsignalled) then READ on c, one round trip: c executes them in order */
+static int alock__k_cas_read(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired,
+                             uint64_t *old, uint64_t read_addr, void *dst, uint32_t len)
+{
+    alock__klink *k = (alock__klink *)conn;
+    if (len > sizeof k->buf - 64) return ALOCK_E_INVAL;
+    int rc = krconn_cas(k->c, 5, &k->mr, k->buf, raddr, k->rkey, expect, desired,
+                        KRCONN_UNSIGNALED);
+    if (!rc) rc = alock__k_done(k, krconn_read(k->c, 6, &k->mr, &k->buf[8], len, read_addr,
+                                               k->rkey, 0));
+    if (!rc) {
+        *old = rcp__load(&k->buf[0]);
+        memcpy(dst, &k->buf[8], len);
+    }
+    return rc;
+}
+
 static int alock__k_read(void *conn, uint64_t raddr, void *dst, uint32_t len)
 {
     alock__klink *k = (alock__klink *)conn;
@@ -1533,7 +1551,7 @@ ALOCK_API int alock_krconn_link_create(krconn_ctx *ctx, krconn *c, uint32_t rkey
     out->faa = alock__k_faa;
     out->read = alock__k_read;
     out->write = alock__k_write;
-    out->cas_read = NULL; /* a cas, then a read */
+    out->cas_read = alock__k_cas_read;
     out->conn = k;
     return 0;
 }
