@@ -2,9 +2,9 @@
 # tests/vm/init.sh - /init of the VM tier's guests (busybox sh). The kernel command line says
 # what to do: rcp.role=single|a|b|cxl|krconn|krconn-bench|perftest|alockbench-a|alockbench-b|
 # nppin|nppin-bench, rcp.ip=ADDR, rcp.peer=ADDR, rcp.bench=WORDS (alockbench's options, e.g.
-# quick,busy). Results go to the
-# second serial port (/dev/ttyS1) as "ok/FAIL/skip NAME" lines; the host reads that file. The
-# last line is "guest-done"; without it the host counts the guest as failed.
+# quick,busy). Results go to the second serial port (/dev/ttyS1) as "ok/FAIL/skip NAME" lines;
+# the host reads that file. The last line is "guest-done"; without it the host counts the guest
+# as failed.
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
