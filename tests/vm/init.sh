@@ -1,9 +1,10 @@
 #!/bin/sh
 # tests/vm/init.sh - /init of the VM tier's guests (busybox sh). The kernel command line says
-# what to do: rcp.role=single|rpcool-rdma|a|b|pods-a|pods-b|cxl|krconn|krconn-bench|perftest|alockbench|nppin|
-# nppin-bench, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
-# second serial port (/dev/ttyS1) as "ok/FAIL/skip NAME" lines; the host reads that file. The
-# last line is "guest-done"; without it the host counts the guest as failed.
+# what to do: rcp.role=single|rpcool-rdma|a|b|pods-a|pods-b|cxl|krconn|krconn-bench|perftest|
+# alockbench-a|alockbench-b|nppin|nppin-bench, rcp.ip=ADDR, rcp.peer=ADDR, rcp.bench=WORDS
+# (alockbench's options, e.g. quick,busy). Results go to the second serial port (/dev/ttyS1) as
+# "ok/FAIL/skip NAME" lines; the host reads that file. The last line is "guest-done"; without
+# it the host counts the guest as failed.
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
@@ -224,9 +225,10 @@ perftest)
         wait
     done
     ;;
-alockbench)
+alockbench-a|alockbench-b)
     rdma_up
-    run alockbench 560 /t/bench_alock_vm
+    # shellcheck disable=SC2046
+    run "$role" 560 /t/bench_alock_vm "${role#alockbench-}" "$peer" $(arg rcp.bench)
     ;;
 *)
     echo "FAIL guest: unknown role '$role'"
