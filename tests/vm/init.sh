@@ -78,6 +78,13 @@ single)
 rpcool-rdma) # tests/vm/run.sh rpcool-rdma: rpcool's RDMA transport alone (its tests are in single)
     rdma_up
     RDMAT_ONLY=$(arg rcp.only) run test_rpcool_rdma 300 /t/test_rpcool_rdma
+    # for the log only (make bench measures): ib_write_lat's t_typical (half a round trip) here
+    gid=$(/t/test_verbs --gid)
+    timeout 60 ib_write_lat -d rxe0 -x "$gid" -n 2000 >/tmp/wl.server 2>&1 &
+    sleep 1
+    timeout 60 ib_write_lat -d rxe0 -x "$gid" -n 2000 "$ip" 2>&1 | awk '/^ *2 +2000/ {
+        print "# ib_write_lat 2 B: t_typical " $5 " us (half a round trip: " 2 * $5 " us round trip)" }'
+    wait
     ;;
 pods-a|pods-b) # tests/vm/run.sh pods: rpcool between two pods over RDMA (issue 13)
     rdma_up
