@@ -77,7 +77,8 @@ struct rpcool__rf {
     uint32_t n1, n2;   /* CALL: frees, extents; DONE: blocks; FREE: frees */
     uint32_t id;       /* FETCH, PAGES */
     uint64_t a, b;     /* CALL: arg, arg_len; DONE: ret, ret_len; FETCH/PAGES: addr, len */
-    uint64_t pad;
+    uint32_t cbytes, cframes; /* what the sender had consumed of our frames (low 32 bits): the
+                                 credit rides in every frame, no WRITE of its own */
 };
 RCP__STATIC_ASSERT(sizeof(struct rpcool__rf) == 64, "rdma frame header");
 
@@ -135,6 +136,7 @@ struct rpcool__rconn {
     uint64_t tx_pos, tx_frames, sq_posted;
     uint32_t tx_seq;
     uint64_t sq_done;            /* work requests known complete (cq_lock, read under tx_lock) */
+    uint64_t hdr_cb, hdr_cf;     /* the latest credit that rode in the peer's frames */
     int ping_out;
     uint64_t last_ping, last_rx;
     int32_t dead;                /* sticky: why the connection is unusable */
@@ -148,6 +150,7 @@ struct rpcool__rconn {
     size_t nblk, capblk;
     uint32_t group;              /* the call being served */
     uint32_t fetch_id;
+    uint64_t sleeps, polls;      /* times this side slept on the channel / polled the CQ */
     /* client side: frees to send */
     pthread_mutex_t free_lock;
     uint64_t *frees;
@@ -162,6 +165,7 @@ struct rpcool__rsrv {
     int uffd;
     int stop, closing;   /* stop: the serving thread; closing: the fault thread too */
     uint64_t spin_ns;    /* the serving thread polls this long before it sleeps */
+    uint64_t sleeps;     /* times the serving thread slept */
     pthread_t thr, fthr;
     int thr_started, fthr_started;
     pthread_mutex_t lock;        /* the connection list, against the fault thread */
@@ -450,6 +454,9 @@ static int rpcool__r_send(struct rpcool__rconn *rc, struct rpcool__rf *h,
         struct rpcool__rcredit *cr = rpcool__r_credit_in(rc);
         uint64_t cb = rcp__load((volatile uint64_t *)&cr->bytes);
         uint64_t cf = rcp__load((volatile uint64_t *)&cr->frames);
+        uint64_t hb = rcp__load_relaxed(&rc->hdr_cb), hf = rcp__load_relaxed(&rc->hdr_cf);
+        if (hb > cb) cb = hb; /* the newer of the two ways a credit comes */
+        if (hf > cf) cf = hf;
         if (pos + flen - cb <= RPCOOL__R_RING && rc->tx_frames + 1 - cf <= RPCOOL__R_RECVS - 4)
             break;
         if (rcp__now_ns() >= deadline) {
@@ -467,8 +474,11 @@ static int rpcool__r_send(struct rpcool__rconn *rc, struct rpcool__rf *h,
         return r;
     }
     char *f = rpcool__r_sbuf(rc) + off;
+    uint64_t cb = rcp__load_relaxed(&rc->rx_pos), cf = rcp__load_relaxed(&rc->rx_frames);
     h->len = (uint32_t)flen;
     h->seq = rc->tx_seq;
+    h->cbytes = (uint32_t)cb; /* what we consumed of the peer's frames rides along */
+    h->cframes = (uint32_t)cf;
     memcpy(f, h, sizeof *h);
     size_t at = sizeof *h;
     for (unsigned i = 0; i < nparts; i++) {
@@ -478,30 +488,32 @@ static int rpcool__r_send(struct rpcool__rconn *rc, struct rpcool__rf *h,
     memset(f + at, 0, flen - 8 - at);
     uint64_t tr = RPCOOL__R_TRAILER ^ rc->tx_seq;
     memcpy(f + flen - 8, &tr, 8);
-    struct ibv_sge sge, csge;
-    struct ibv_send_wr wr, cw, *first = &wr;
-    uint64_t cb = 0, cf = 0;
+    struct ibv_sge sge;
+    struct ibv_send_wr wr;
     rpcool__r_wr(rc, &wr, &sge, f, flen, IBV_WR_RDMA_WRITE_WITH_IMM, rc->peer_area + 64 + off);
     wr.imm_data = htonl((uint32_t)(off / 8));
-    /* what we consumed of the peer's frames rides along (one doorbell for both) */
-    if (rcp__load_relaxed(&rc->rx_pos) != rcp__load_relaxed(&rc->rep_bytes) ||
-        rcp__load_relaxed(&rc->rx_frames) != rcp__load_relaxed(&rc->rep_frames)) {
-        rpcool__r_credit_wr(rc, &cw, &csge, &cb, &cf);
-        cw.next = &wr;
-        first = &cw;
-    }
-    r = rpcool__r_post_wr(rc, first);
-    if (!r && first == &cw) {
+    r = rpcool__r_post_wr(rc, &wr);
+    if (!r) {
         rcp__store_relaxed(&rc->rep_bytes, cb);
         rcp__store_relaxed(&rc->rep_frames, cf);
     }
     if (!r) {
-        rc->tx_pos = pos + flen;
-        rc->tx_frames++;
+        rcp__store_relaxed(&rc->tx_pos, pos + flen); /* read by the receiving side */
+        rcp__store_relaxed(&rc->tx_frames, rc->tx_frames + 1);
         rc->tx_seq++;
     }
     pthread_mutex_unlock(&rc->tx_lock);
     return r;
+}
+
+/* The credit that rode in a peer's frame (low 32 bits of what it consumed of ours), widened
+   against what we sent: it can be neither more than that nor 2^32 less. */
+static void rpcool__r_hdr_credit(struct rpcool__rconn *rc, uint32_t cb32, uint32_t cf32)
+{
+    uint64_t tb = rcp__load_relaxed(&rc->tx_pos), tf = rcp__load_relaxed(&rc->tx_frames);
+    uint64_t cb = tb - (uint32_t)((uint32_t)tb - cb32), cf = tf - (uint32_t)((uint32_t)tf - cf32);
+    if (cb > rcp__load_relaxed(&rc->hdr_cb)) rcp__store_relaxed(&rc->hdr_cb, cb);
+    if (cf > rcp__load_relaxed(&rc->hdr_cf)) rcp__store_relaxed(&rc->hdr_cf, cf);
 }
 
 /* The next frame (under rx_lock), or NULL if none came: checked for its place, length and
@@ -536,6 +548,7 @@ static struct rpcool__rf *rpcool__r_next(struct rpcool__rconn *rc)
         goto bad;
     memcpy(&tr, (char *)h + len - 8, 8);
     if (tr != (RPCOOL__R_TRAILER ^ rc->rx_seq)) goto bad;
+    rpcool__r_hdr_credit(rc, h->cbytes, h->cframes);
     return h;
 bad:
     rc->bad++;
@@ -555,6 +568,7 @@ static void rpcool__r_consume(struct rpcool__rconn *rc, struct rpcool__rf *h)
 /* Sleep until the CQ has something or timeout_ns pass (BPEV's event half). */
 static void rpcool__r_sleep(struct rpcool__rconn *rc, uint64_t timeout_ns)
 {
+    rc->sleeps++;
 #ifdef KRCONN_CTX_EVENTS
     if (rc->evfd >= 0 && !krconn_arm(rc->k)) {
         if (rpcool__r_cq(rc)) return; /* came before the arm took */
@@ -1479,9 +1493,10 @@ static void rpcool__r_reap(rpcool_server *s, uint64_t now, int all)
             if (why == RPCOOL_E_PROTO) rcp__fetch_add(&s->st.bad_entries, 1u); /* malformed */
             if (why == RPCOOL_E_CLOSED) rcp__fetch_add(&s->st.closed, 1u);
             else if (!all) rcp__fetch_add(&s->st.reaped, 1u);
-            rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: rdma client at %#llx %s", s->name,
-                        (unsigned long long)rc->base,
-                        why == RPCOOL_E_CLOSED ? "disconnected" : "gone: reclaimed");
+            rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: rdma client at %#llx %s (the thread slept "
+                        "%llu times so far)", s->name, (unsigned long long)rc->base,
+                        why == RPCOOL_E_CLOSED ? "disconnected" : "gone: reclaimed",
+                        (unsigned long long)rs->sleeps);
         }
         if (all && rc->state == RPCOOL__RS_ACTIVE && !why) {
             struct rpcool__rf h; /* the server closes: tell the client */
@@ -1546,7 +1561,10 @@ static void *rpcool__r_thread(void *p)
         }
         for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next)
             if (rpcool__r_cq(rc) || rc->rxq_n) timeout = 0; /* came before the arm took */
-        if (timeout) poll(pf, np, timeout);
+        if (timeout) {
+            rs->sleeps++;
+            poll(pf, np, timeout);
+        }
         if (accfd >= 0) {
             uint64_t v;
             if (read(accfd, &v, sizeof v) < 0) { /* nothing queued */ }
