@@ -248,7 +248,8 @@
    different pods must not share addresses: give every pod its own pod id (SHMHEAP_POD_ID, 0-15,
    set when the pod is first used; shmheap.h). A connection whose heap clashes with a mapping of
    the server is refused with RPCOOL_E_ADDRINUSE.
-   What travels with a call: the argument's bytes [arg, arg+len) and the ranges named in
+   What travels with a call: the argument's bytes [arg, arg+len), the seal range if the call
+   names one (rpcool_call_opts.seal_p, seal_len) and the ranges named in
    rpcool_call_opts.extents (up to 16; an arena's [base, base + used) for pointer-rich data),
    rounded out to whole pages and clipped to the heap, in the call's message (up to 2 MiB; what
    does not fit is fetched). Before it runs a call the server drops every page of the mirror, so
@@ -2697,7 +2698,12 @@ static int rpcool__post(rpcool_conn *c, unsigned i, unsigned fn, const void *arg
     pd->seal_p = NULL;
     pd->ext = o ? o->extents : NULL;
     pd->next = o && o->extents ? o->nextents : 0;
-    if ((flags & RPCOOL_SEAL) && c->rdma) goto post; /* the bytes cross the network: a copy */
+    if (c->rdma) { /* the bytes cross the network (a copy: sealed by construction); a seal range
+                      named by the caller travels with the call as an extent */
+        sl->seal = o && o->seal_p ? (uint64_t)(uintptr_t)o->seal_p : 0;
+        sl->seal_len = o && o->seal_p ? o->seal_len : 0;
+        goto post;
+    }
     if (flags & RPCOOL_SEAL) {
         const void *sp = o && o->seal_p ? o->seal_p : arg;
         size_t sn = o && o->seal_p ? o->seal_len : len;

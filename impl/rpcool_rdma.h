@@ -13,9 +13,10 @@
      in its send buffer and writes with ONE RDMA WRITE WITH IMMEDIATE at the same offset of the
      peer's ring (RR-Compound's ring; the immediate is the frame's offset, so a frame never
      straddles the ring's end). The completion of the immediate is the receiver's signal that the
-     whole frame is there. The receiver writes back what it consumed (bytes and frames, 16 B, one
-     RDMA WRITE) once a quarter of the ring or of its posted receives is used; a frame is at most
-     half the ring, so a sender always gets room eventually.
+     whole frame is there. Every frame carries what its sender has consumed of the other
+     side's frames (bytes and frames: the credit); a side with nothing to send writes it back on
+     its own (16 B, one RDMA WRITE) once half the ring or half its posted receives is used. A
+     frame is at most half the ring, so a sender always gets room eventually.
    - The client's connection heap is an ordinary shmheap of its pod, at an address unique to its
      pod (SHMHEAP_POD_ID). The server maps a private, anonymous MIRROR of it at the same address
      (MAP_FIXED_NOREPLACE: a clash is refused with RPCOOL_E_ADDRINUSE) and registers it with
@@ -751,11 +752,16 @@ static int rpcool__r_post(rpcool_conn *c, unsigned i)
     struct rpcool__req *sl = &c->hdr->req[i];
     struct rpcool__pend *pd = &c->pend[i];
     uint64_t base = (uint64_t)(uintptr_t)shmheap_base(c->heap), size = shmheap_size(c->heap);
-    uint64_t ext[RPCOOL__R_MAXEXT + 1][2];
+    uint64_t ext[RPCOOL__R_MAXEXT + 2][2];
     unsigned n = 0;
     if (sl->arg_len) {
         ext[n][0] = sl->arg;
         ext[n][1] = sl->arg + sl->arg_len;
+        n++;
+    }
+    if (sl->seal_len && sl->seal + sl->seal_len > sl->seal) { /* a seal range: it travels too */
+        ext[n][0] = sl->seal;
+        ext[n][1] = sl->seal + sl->seal_len;
         n++;
     }
     for (unsigned k = 0; k < pd->next && n < RPCOOL__R_MAXEXT; k++) {
