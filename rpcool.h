@@ -257,8 +257,8 @@
    travel is fetched from the client on first touch (userfaultfd), one page per fault: a
    pointer outside the extents works, slowly. The client sends that page from inside its wait:
    it answers only while one of its threads is in rpcool_call, rpcool_wait, rpcool_poll or
-   rpcool_progress on that connection (a synchronous call always is); a fetch unanswered for 2 s
-   drops the connection.
+   rpcool_progress on that connection (a synchronous call always is); a fetch unanswered for
+   10 s drops the connection.
    Replies: a quarter of the connection heap (rounded to pages) is the reply region, owned by
    the server. rpcool_ctx_alloc allocates there, and every block the handler allocated during the
    call travels back with the answer (at most 2 MiB in all, else the call fails with
@@ -282,7 +282,8 @@
    completion channel (RR-Compound's BPEV); an idle server wakes every reap_ms (keepalives).
    Failures: a client waiting for an answer sends a keepalive (a zero-byte RDMA WRITE) when
    nothing came for peer_check_ms; if the server is dead it fails after the queue pair's retry
-   bound (about 0.5 s, krconn.h section 4), so a call fails with RPCOOL_E_PEERDEAD within
+   bound (rpcool's queue pairs wait 0.54 s for an acknowledgement, 7 times: about 4 s, so that
+   slow but live peers are not given up), so a call fails with RPCOOL_E_PEERDEAD within
    peer_check_ms plus that bound. A server that closes tells its clients (RPCOOL_E_CLOSED). The
    server sends keepalives on connections silent for reap_ms: a dead client's mirror, queue pair
    and registered memory are reclaimed within reap_ms plus the retry bound (counted in reaped).

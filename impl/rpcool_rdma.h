@@ -59,7 +59,11 @@
 #define RPCOOL__R_HELLO 256u
 #define RPCOOL__R_AREA (64 + 2 * RPCOOL__R_RING + 64 + RPCOOL__R_HELLO)
 #define RPCOOL__R_FREES 256u               /* reply frees queued before a FREE frame goes */
-#define RPCOOL__R_FETCH_MS 2000u           /* a page fetch waits this long for its client */
+#define RPCOOL__R_FETCH_MS 10000u          /* a page fetch waits this long for its client */
+/* The RC ACK timeout of rpcool's queue pairs: 4.096 us x 2^17 = 0.54 s, 7 tries (retry_cnt 6),
+   so a silent peer is declared dead after about 4 s. krconn's default (67 ms, about 0.5 s in
+   all) declared live peers dead between loaded emulated guests. */
+#define RPCOOL__R_ACK_TIMEOUT 17
 
 enum { /* frame types */
     RPCOOL__RF_CALL = 1, RPCOOL__RF_DONE, RPCOOL__RF_FETCH, RPCOOL__RF_PAGES, RPCOOL__RF_FREE,
@@ -616,6 +620,7 @@ static int rpcool__r_client_ctx(krconn_ctx **out)
         memset(&ko, 0, sizeof ko);
         ko.max_send_wr = RPCOOL__R_WR;
         ko.max_recv_wr = RPCOOL__R_WR;
+        ko.timeout = RPCOOL__R_ACK_TIMEOUT;
 #ifdef KRCONN_CTX_EVENTS
         ko.flags = KRCONN_CTX_EVENTS;
 #endif
@@ -1705,6 +1710,7 @@ static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *
     ko.device = device;
     ko.max_send_wr = RPCOOL__R_WR;
     ko.max_recv_wr = RPCOOL__R_WR;
+    ko.timeout = RPCOOL__R_ACK_TIMEOUT;
     ko.accept_backlog = 64;
 #ifdef KRCONN_CTX_EVENTS
     ko.flags = KRCONN_CTX_EVENTS;
