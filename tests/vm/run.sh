@@ -14,6 +14,9 @@
 #   alockbench  one guest running alock's lock-table benchmark (used by bench/bench_alock.sh)
 #   nppin     one 2 GiB guest with zram swap: nppin.h (tests/vm/test_nppin.c)
 #   nppin-bench  the same guest running tests/vm/nppin_bench.c (used by bench/bench_nppin.sh)
+#   rpcbench  the pair of guests (roles rpcbench-a, rpcbench-b) running rpcool between pods
+#             against perftest, protobuf-c and gRPC over TCP (used by bench/bench_rdma_pair.sh);
+#             only this mode packs build/vm/bench/ (make vm-bench-bins, vm-bench-grpc)
 # The kernel package is downloaded once and kept in build/vm/kernel. Needs root for installing
 # missing packages (tests/deps.sh vm); otherwise only qemu and the packages.
 set -u
@@ -80,6 +83,13 @@ mkdir -p "$OUT"
 if ! $MAKE -s vm-bins >"$OUT/build.log" 2>&1; then
     cat "$OUT/build.log"; failed "vm-build: test programs did not build"; finish
 fi
+if [ "$mode" = rpcbench ]; then
+    if ! $MAKE -s vm-bench-bins >"$OUT/build-bench.log" 2>&1; then
+        cat "$OUT/build-bench.log"; failed "vm-build: bench tools did not build"; finish
+    fi
+    $MAKE -s vm-bench-grpc >"$OUT/build-grpc.log" 2>&1 ||
+        echo "# gRPC peer did not build (the guests leave it out): $OUT/build-grpc.log"
+fi
 
 # ---- initramfs: busybox, the modules we need, test programs, their libraries, rdma-core
 
@@ -118,6 +128,11 @@ build_initramfs() {
     for t in $TOOLS; do copy_with_libs "$t" "/bin/$(basename "$t")"; done
     for a in $(busybox --list); do [ -e "$STAGE/bin/$a" ] || ln -s busybox "$STAGE/bin/$a"; done
     for t in "$BUILD"/vm/bin/*; do copy_with_libs "$t" "/t/$(basename "$t")"; done
+    if [ "$mode" = rpcbench ]; then
+        for t in "$BUILD"/vm/bench/*; do
+            [ -f "$t" ] && [ -x "$t" ] && copy_with_libs "$t" "/t/$(basename "$t")"
+        done
+    fi
     # libibverbs finds its providers through /etc/libibverbs.d and dlopen()s them
     cp -r /etc/libibverbs.d "$STAGE/etc/"
     for p in /usr/lib/x86_64-linux-gnu/libibverbs/*.so; do copy_lib "$p"; copy_with_libs "$p" ""; done
@@ -186,7 +201,9 @@ listening() { # listening PORT: is something listening on 127.0.0.1:PORT?
     grep -q "0100007F:$(printf %04X "$1") 00000000:0000 0A" /proc/net/tcp 2>/dev/null
 }
 
-run_pair() {
+run_pair() { # run_pair [ROLE-A ROLE-B]: roles a and b unless named; results NAME.results
+    ra=${1:-a}; rb=${2:-b}; na=pair-$ra; nb=pair-$rb
+    [ $# -gt 0 ] && { na=$ra; nb=$rb; }
     t0=$(date +%s)
     pod=/dev/shm/rcp-vm-pod-$$
     rm -f "$pod"
@@ -198,7 +215,7 @@ run_pair() {
         port=$((20000 + ($$ * 7 + try * 997) % 30000))
         listening "$port" && continue
         # shellcheck disable=SC2086
-        (BOOT_EXEC=exec boot pair-a a "rcp.ip=10.0.3.1 rcp.peer=10.0.3.2" -m 1G $mem \
+        (BOOT_EXEC=exec boot "$na" "$ra" "rcp.ip=10.0.3.1 rcp.peer=10.0.3.2" -m 1G $mem \
             -netdev socket,id=n0,listen=127.0.0.1:$port -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:01) &
         pa=$!
         i=0
@@ -208,14 +225,14 @@ run_pair() {
     done
     if [ -n "$pa" ]; then
         # shellcheck disable=SC2086
-        boot pair-b b "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1" -m 1G $mem \
+        boot "$nb" "$rb" "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1" -m 1G $mem \
             -netdev socket,id=n0,connect=127.0.0.1:$port -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:02
         wait $pa
     fi
     rm -f "$pod"
     t=$(($(date +%s) - t0))
-    collect pair-a $t
-    collect pair-b $t
+    collect "$na" $t
+    collect "$nb" $t
 }
 
 run_cxl() {
@@ -288,12 +305,19 @@ case $mode in
         run_single; run_pair; run_cxl; run_krconn; run_nppin nppin ;;
     single) run_single ;;
     pair) run_pair ;;
+    rpcbench)
+        GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-900}
+        run_pair rpcbench-a rpcbench-b
+        # the client guest's results: perftest tables ("| "), "NAME MEDIAN P99 OPS" lines, rows
+        tr -d '\r' <"$OUT/rpcbench-b.results" |
+            grep -E '^(perftest |\| |rpcool-rdma: |kv-remote: |grpc: |#q |# +(pbtree|grpc))|^[a-z_]+/[^ ]+ [0-9]+ [0-9]+ [0-9]+$' || true
+        ;;
     cxl) run_cxl ;;
     krconn) run_krconn ;;
     krconn-bench) run_krconn_bench ;;
     perftest) run_perftest ;;
     alockbench) run_alockbench ;;
     nppin|nppin-bench) run_nppin "$mode" ;;
-    *) echo "usage: $0 [all|single|pair|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench]"; exit 2 ;;
+    *) echo "usage: $0 [all|single|pair|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench|rpcbench]"; exit 2 ;;
 esac
 finish
