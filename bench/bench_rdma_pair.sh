@@ -3,13 +3,17 @@
 # socket netdev, Soft-RoCE (rxe0) on each, booted by `tests/vm/run.sh rpcbench` (guest roles
 # rpcbench-a: servers, 10.0.3.1, SHMHEAP_POD_ID=0; rpcbench-b: clients, 10.0.3.2, pod 1). One run:
 #   perftest_pair/write_rtt/2, send_rtt/2   ib_write_lat, ib_send_lat between the guests (2 B,
-#                        2000 iterations). perftest prints HALF the round trip for send and
-#                        write (src/perftest_parameters.c, print_report_lat: rtt_factor 2);
-#                        these rows are 2 x its t_typical and 2 x its 99%: round trips, like ours
-#   pbtree_tcp/N         protobuf-c trees of N = 1, 16, 256, 4096 nodes over TCP (peer_pbtree)
-#   grpc_tcp/64          gRPC unary call, 64 B, over TCP (peer_grpc), when it runs in the guest
-#   rpcool_rdma/noop/MODE, rpcool_rdma/tree/MODE/N   rpcool_bench with rdma://10.0.3.1/bench
-#                        (no-op: relaxed, copy, sealed, sandboxed; trees: relaxed, sealed, ...)
+#                        -n 500, -x the GID index impl/verbs.h picks). perftest prints HALF
+#                        the round trip for send and write (src/perftest_parameters.c,
+#                        print_report_lat: rtt_factor 2 unless READ or ATOMIC); these rows are
+#                        2 x its t_typical and 2 x its 99%: round trips, like all the others
+#   pbtree_tcp/N         protobuf-c trees of N = 1, 16, 256, 4096 nodes over TCP (peer_pbtree,
+#                        -n 200 -w 20 per size)
+#   grpc_tcp/64          gRPC unary call, 64 B, over TCP (peer_grpc, -n 500 -w 50), when it runs
+#                        in the guest
+#   rpcool_rdma/noop/MODE, rpcool_rdma/tree/MODE/N   rpcool_bench -n 1000 -w 100 with
+#                        rdma://10.0.3.1/bench (no-op: relaxed, copy, sealed, sandboxed, 8 B;
+#                        trees: relaxed, sealed, sandboxed, sealed+sandboxed; 200+ calls each)
 #   kv-remote            a slot: the KV store's remote get by RPC and by one-sided READ
 # Until rpcool's RDMA transport exists, rpcool_connect("rdma://...") fails and the rows say
 # "rpcool-rdma: not supported yet (RC)"; that is not a failure of this script.

@@ -250,7 +250,7 @@ rpcbench-a|rpcbench-b)
     if [ "$role" = rpcbench-a ]; then
         export SHMHEAP_POD_ID=0
         for t in $PT; do
-            $t -d rxe0 -x "$gid" -n 2000 >/tmp/srv.out 2>&1 &
+            $t -d rxe0 -x "$gid" -n 500 >/tmp/srv.out 2>&1 &
             served "$t" 18515 $!
         done
         /t/peer_pbtree -a "tcp:$ip:7480" >/tmp/srv.out 2>&1 &
@@ -269,7 +269,7 @@ rpcbench-a|rpcbench-b)
         export SHMHEAP_POD_ID=1
         for t in $PT; do
             await "$t" || continue
-            if timeout 200 $t -d rxe0 -x "$gid" -n 2000 "$peer" >/tmp/$t.client 2>&1; then
+            if timeout 200 $t -d rxe0 -x "$gid" -n 500 "$peer" >/tmp/$t.client 2>&1; then
                 echo "perftest $t"
                 sed 's/^/| /' /tmp/$t.client
             else
@@ -279,17 +279,17 @@ rpcbench-a|rpcbench-b)
             post "done-$t"
         done
         if await pbtree; then
-            bench pbtree-tcp 300 /t/peer_pbtree -n 2000 -w 200 "tcp:$peer:7480"
+            bench pbtree-tcp 300 /t/peer_pbtree -n 200 -w 20 "tcp:$peer:7480"
             post done-pbtree
         fi
         if await grpc grpc-none && [ "$heard" = grpc ]; then
-            bench grpc-tcp 300 /t/peer_grpc -n 2000 -w 200 "ipv4:$peer:7481"
+            bench grpc-tcp 300 /t/peer_grpc -n 500 -w 50 "ipv4:$peer:7481"
             post done-grpc
         elif [ "$heard" = grpc-none ]; then
             echo "grpc: not in the guests (peer_grpc did not build on the host: run.sh said why)"
         fi
         if await rpcool; then
-            bench rpcool-rdma 300 /t/rpcool_bench -n 2000 -w 200 "rdma://$peer/bench"
+            bench rpcool-rdma 300 /t/rpcool_bench -n 1000 -w 100 "rdma://$peer/bench"
             post done-rpcool
         fi
         await kv-none

@@ -158,13 +158,14 @@ echo "== vm: kernel $KVER, initramfs $(du -k "$VM/initrd.gz" | cut -f1) KiB, $((
 
 # ---- booting
 
-# boot NAME ROLE APPEND-EXTRA QEMU-ARGS...: one guest under a deadline; its results land in
+# boot NAME ROLE APPEND-EXTRA QEMU-ARGS...: one guest (VM_SMP vCPUs, default 2) under a
+# deadline; its results land in
 # $OUT/NAME.results. In the background, run it as `(BOOT_EXEC=exec boot ...) &` so that $! is
 # timeout's pid, and killing it takes qemu down too.
 boot() {
     name=$1; role=$2; extra=$3; shift 3
     rm -f "$OUT/$name.results" "$OUT/$name.console"
-    ${BOOT_EXEC:-} timeout -k 5 "$GUEST_TIMEOUT" qemu-system-x86_64 -accel tcg -cpu max -smp 2 -nodefaults \
+    ${BOOT_EXEC:-} timeout -k 5 "$GUEST_TIMEOUT" qemu-system-x86_64 -accel tcg -cpu max -smp "${VM_SMP:-2}" -nodefaults \
         -display none -no-reboot -monitor none \
         -kernel "$VMLINUZ" -initrd "$VM/initrd.gz" \
         -append "console=ttyS0 quiet panic=-1 rcp.role=$role $extra" \
