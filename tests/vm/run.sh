@@ -159,9 +159,8 @@ echo "== vm: kernel $KVER, initramfs $(du -k "$VM/initrd.gz" | cut -f1) KiB, $((
 # ---- booting
 
 # boot NAME ROLE APPEND-EXTRA QEMU-ARGS...: one guest (VM_SMP vCPUs, default 2) under a
-# deadline; its results land in
-# $OUT/NAME.results. In the background, run it as `(BOOT_EXEC=exec boot ...) &` so that $! is
-# timeout's pid, and killing it takes qemu down too.
+# deadline; its results land in $OUT/NAME.results. In the background, run it as
+# `(BOOT_EXEC=exec boot ...) &` so that $! is timeout's pid, and killing it takes qemu down too.
 boot() {
     name=$1; role=$2; extra=$3; shift 3
     rm -f "$OUT/$name.results" "$OUT/$name.console"
