@@ -32,7 +32,8 @@ else
     load0=$(cut -d' ' -f1 /proc/loadavg)
     sh tests/vm/run.sh rpcbench >"$B/rdma_pair.log" 2>&1
     rc=$?
-    echo "# host load average $load0 at the start, $(cut -d' ' -f1 /proc/loadavg) at the end; commit $(git rev-parse --short HEAD 2>/dev/null)" >>"$B/rdma_pair.log"
+    echo "# host load average $load0 at the start, $(cut -d' ' -f1 /proc/loadavg) at the end;" \
+        "commit $(git rev-parse --short HEAD 2>/dev/null)" >>"$B/rdma_pair.log"
 fi
 tr -d '\r' <"$B/rdma_pair.log" | awk '
     # perftest table: #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9% (usec),
@@ -45,7 +46,9 @@ tr -d '\r' <"$B/rdma_pair.log" | awk '
         med[k] = 2000 * $6; p99[k] = 2000 * $9; ops[k] = 1e6 / (2 * $7); order[++no] = k
         next
     }
-    /^[a-z_]+\/[^ ]+ [0-9]+ [0-9]+ [0-9]+$/ { med[$1] = $2; p99[$1] = $3; ops[$1] = $4; order[++no] = $1; next }
+    /^[a-z_]+\/[^ ]+ [0-9]+ [0-9]+ [0-9]+$/ {
+        med[$1] = $2; p99[$1] = $3; ops[$1] = $4; order[++no] = $1; next
+    }
     /^rpcool-rdma: |^kv-remote: |^grpc: / { rows[++nr] = $0; next }
     /^FAIL / { fails[++nf] = $0; next }
     /^vm: / { vm = $0; next }
@@ -61,27 +64,40 @@ tr -d '\r' <"$B/rdma_pair.log" | awk '
         print "== two guests, one run (median, p99 in us; round trips)"
         for (i = 1; i <= no; i++) {
             k = order[i]
-            printf "%-40s median %10.1f us  p99 %10.1f us  %9.0f /s\n", k, med[k] / 1000, p99[k] / 1000, ops[k]
+            printf "%-40s median %10.1f us  p99 %10.1f us  %9.0f /s\n", k, med[k] / 1000,
+                p99[k] / 1000, ops[k]
         }
         for (i = 1; i <= nr; i++) print rows[i]
         print "== ratios (same run; perftest doubled to a round trip)"
-        ratio("rpcool RDMA no-op / ib_write_lat round trip", "rpcool_rdma/noop/relaxed", "perftest_pair/write_rtt/2")
-        ratio("rpcool RDMA no-op / ib_send_lat round trip", "rpcool_rdma/noop/relaxed", "perftest_pair/send_rtt/2")
-        ratio("ib_send_lat / ib_write_lat round trip", "perftest_pair/send_rtt/2", "perftest_pair/write_rtt/2")
-        ratio("gRPC TCP 64 B / rpcool RDMA no-op", "grpc_tcp/64", "rpcool_rdma/noop/relaxed")
-        ratio("gRPC TCP 64 B / ib_write_lat round trip", "grpc_tcp/64", "perftest_pair/write_rtt/2")
+        W = "perftest_pair/write_rtt/2"; S = "perftest_pair/send_rtt/2"
+        R = "rpcool_rdma/noop/relaxed"
+        ratio("rpcool RDMA no-op / ib_write_lat round trip", R, W)
+        ratio("rpcool RDMA no-op / ib_send_lat round trip", R, S)
+        ratio("ib_send_lat / ib_write_lat round trip", S, W)
+        ratio("gRPC TCP 64 B / rpcool RDMA no-op", "grpc_tcp/64", R)
+        ratio("gRPC TCP 64 B / ib_write_lat round trip", "grpc_tcp/64", W)
         split("1 16 256 4096", ns, " ")
         for (j = 1; j <= 4; j++) {
-            ratio(sprintf("protobuf-c TCP / rpcool RDMA relaxed, %d nodes", ns[j]), "pbtree_tcp/" ns[j], "rpcool_rdma/tree/relaxed/" ns[j])
-            ratio(sprintf("protobuf-c TCP / rpcool RDMA sealed, %d nodes", ns[j]), "pbtree_tcp/" ns[j], "rpcool_rdma/tree/sealed/" ns[j])
+            P = "pbtree_tcp/" ns[j]
+            ratio(sprintf("protobuf-c TCP / rpcool RDMA relaxed, %d nodes", ns[j]), P,
+                  "rpcool_rdma/tree/relaxed/" ns[j])
+            ratio(sprintf("protobuf-c TCP / rpcool RDMA sealed, %d nodes", ns[j]), P,
+                  "rpcool_rdma/tree/sealed/" ns[j])
         }
         print "== machine lines"
-        for (i = 1; i <= no; i++) { k = order[i]; printf "%s %d %d %d\n", k, med[k], p99[k], ops[k] }
+        for (i = 1; i <= no; i++) {
+            k = order[i]; printf "%s %d %d %d\n", k, med[k], p99[k], ops[k]
+        }
         for (i = 1; i <= nf; i++) print fails[i]
         if (vm != "") print vm
         bad = 0
-        if (!("perftest_pair/write_rtt/2" in med) || !("perftest_pair/send_rtt/2" in med)) { print "bench_rdma_pair: perftest results missing"; bad = 1 }
-        for (j = 1; j <= 4; j++) if (!(("pbtree_tcp/" ns[j]) in med)) { print "bench_rdma_pair: pbtree_tcp/" ns[j] " missing"; bad = 1 }
+        if (!(W in med) || !(S in med)) {
+            print "bench_rdma_pair: perftest results missing"; bad = 1
+        }
+        for (j = 1; j <= 4; j++)
+            if (!(("pbtree_tcp/" ns[j]) in med)) {
+                print "bench_rdma_pair: pbtree_tcp/" ns[j] " missing"; bad = 1
+            }
         if (nf > 0) bad = 1
         exit bad
     }
