@@ -190,7 +190,16 @@ static int server(const struct peer_opts *o, const char *chan, void *unused)
         return 3;
 #endif
     }
-    if ((r = rpcool_server_open(chan, &so, &srv))) { fprintf(stderr, "server: %s\n", rpcool_strerror(r)); return 1; }
+    r = rpcool_server_open(chan, &so, &srv);
+    if (r) {
+        if (rdma_serve && r == RPCOOL_E_NOTSUP)
+            fprintf(stderr, "rpcool-rdma: server not supported yet (%d %s)\n", r, rpcool_strerror(r));
+        else
+            fprintf(stderr, "server: %s\n", rpcool_strerror(r));
+        shmheap_close(h);
+        shmheap_unlink(hn, NULL);
+        return rdma_serve && r == RPCOOL_E_NOTSUP ? 3 : 1;
+    }
     rpcool_server_add_handler(srv, FN_NOOP, h_noop, NULL, 0);
     rpcool_server_add_handler(srv, FN_TOUCH, h_touch, NULL, 0);
     rpcool_server_add_handler(srv, FN_TREE, h_tree, NULL, 0);
