@@ -33,7 +33,7 @@ else
     sh tests/vm/run.sh rpcbench >"$B/rdma_pair.log" 2>&1
     rc=$?
     echo "# host load average $load0 at the start, $(cut -d' ' -f1 /proc/loadavg) at the end;" \
-        "commit $(git rev-parse --short HEAD 2>/dev/null)" >>"$B/rdma_pair.log"
+        "commit $(git describe --always --dirty 2>/dev/null)" >>"$B/rdma_pair.log"
 fi
 tr -d '\r' <"$B/rdma_pair.log" | awk '
     # perftest table: #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9% (usec),
