@@ -326,7 +326,8 @@ case $mode in
         GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-900}
         # UDP between the qemus: over the stream socket, a round trip that sends two frames
         # back to back in one direction stalled for tens of ms (pbtree/256: 50 ms, 3 ms on UDP)
-        VM_PAIR_NET=${VM_PAIR_NET:-udp} run_pair rpcbench-a rpcbench-b
+        VM_PAIR_NET=${VM_PAIR_NET:-udp}
+        run_pair rpcbench-a rpcbench-b
         # the client guest's results: perftest tables ("| "), "NAME MEDIAN P99 OPS" lines, rows
         tr -d '\r' <"$OUT/rpcbench-b.results" |
             grep -E '^(perftest |\| |rpcool-rdma: |kv-remote: |grpc: |#q |# +(pbtree|grpc))|^[a-z_]+/[^ ]+ [0-9]+ [0-9]+ [0-9]+$' || true
