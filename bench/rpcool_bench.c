@@ -279,10 +279,19 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
     rdma_client = strncmp(chan, "rdma://", 7) == 0;
     if (rdma_client) { /* two 1 GiB guests: a smaller heap, and only the suites that compare */
         co.heap_size = (size_t)64 << 20;
+        co.connect_timeout_ms = 10000; /* TCG */
         if (!suites) suites = "noop,tree";
     }
     int r = RPCOOL_E_NOCHANNEL;
     for (int i = 0; i < 1000 && (r = rpcool_connect(chan, &co, &c)) == RPCOOL_E_NOCHANNEL; i++) usleep(2000);
+    if (rdma_client) { /* the server may still be starting (meta server up, RDMA not yet): 30 s */
+        for (int i = 0; i < 30 && r && r != RPCOOL_E_NOTSUP && r != RPCOOL_E_BADNAME; i++) {
+            printf("# connect %s: %d %s; again in 1 s\n", chan, r, rpcool_strerror(r));
+            fflush(stdout);
+            sleep(1);
+            r = rpcool_connect(chan, &co, &c);
+        }
+    }
     if (rdma_client && (r == RPCOOL_E_NOTSUP || r == RPCOOL_E_BADNAME)) {
         printf("rpcool-rdma: not supported yet (%d %s): rpcool_connect(\"%s\")\n", r,
                rpcool_strerror(r), chan);

@@ -262,7 +262,7 @@ rpcbench-a|rpcbench-b)
             post grpc-none
         fi
         # rpcool's server; with the RDMA transport, its krconn meta server listens on TCP 7471
-        /t/rpcool_bench -R -a bench >/tmp/srv.out 2>&1 &
+        RPCOOL_DEBUG=1 /t/rpcool_bench -R -a bench >/tmp/srv.out 2>&1 &
         served rpcool 7471 $!
         post kv-none
     else
@@ -289,7 +289,7 @@ rpcbench-a|rpcbench-b)
             echo "grpc: not in the guests (peer_grpc did not build on the host: run.sh said why)"
         fi
         if await rpcool; then
-            bench rpcool-rdma 300 /t/rpcool_bench -n 1000 -w 100 "rdma://$peer/bench"
+            bench rpcool-rdma 300 env RPCOOL_DEBUG=1 /t/rpcool_bench -n 1000 -w 100 "rdma://$peer/bench"
             post done-rpcool
         fi
         await kv-none
