@@ -202,9 +202,8 @@ listening() { # listening PORT: is something listening on 127.0.0.1:PORT?
     grep -q "0100007F:$(printf %04X "$1") 00000000:0000 0A" /proc/net/tcp 2>/dev/null
 }
 
-run_pair() { # run_pair [ROLE-A ROLE-B]: roles a and b unless named; results NAME.results
-    ra=${1:-a}; rb=${2:-b}; na=pair-$ra; nb=pair-$rb
-    [ $# -gt 0 ] && { na=$ra; nb=$rb; }
+run_pair() { # run_pair [NAME ROLE_A ROLE_B]: two guests (default: pair, roles a and b)
+    pn=${1:-pair}; ra=${2:-a}; rb=${3:-b}; na=$pn-a; nb=$pn-b
     t0=$(date +%s)
     pod=/dev/shm/rcp-vm-pod-$$
     rm -f "$pod"
@@ -327,7 +326,7 @@ case $mode in
         # UDP between the qemus: over the stream socket, a round trip that sends two frames
         # back to back in one direction stalled for tens of ms (pbtree/256: 50 ms, 3 ms on UDP)
         VM_PAIR_NET=${VM_PAIR_NET:-udp}
-        run_pair rpcbench-a rpcbench-b
+        run_pair rpcbench rpcbench-a rpcbench-b
         # the client guest's results: perftest tables ("| "), "NAME MEDIAN P99 OPS" lines, rows
         tr -d '\r' <"$OUT/rpcbench-b.results" |
             grep -E '^(perftest |\| |rpcool-rdma: |kv-remote: |grpc: |#q |# +(pbtree|grpc))|^[a-z_]+/[^ ]+ [0-9]+ [0-9]+ [0-9]+$' || true
