@@ -203,7 +203,7 @@ listening() { # listening PORT: is something listening on 127.0.0.1:PORT?
 }
 
 run_pair() { # run_pair [NAME ROLE_A ROLE_B]: two guests (default: pair, roles a and b)
-    pn=${1:-pair}; ra=${2:-a}; rb=${3:-b}; na=$pn-a; nb=$pn-b
+    pn=${1:-pair}; ra=${2:-a}; rb=${3:-b}
     t0=$(date +%s)
     pod=/dev/shm/rcp-vm-pod-$$
     rm -f "$pod"
@@ -215,12 +215,12 @@ run_pair() { # run_pair [NAME ROLE_A ROLE_B]: two guests (default: pair, roles a
         # between them can hold back a frame behind another: Nagle on the host side)
         port=$((20000 + ($$ * 7) % 30000))
         # shellcheck disable=SC2086
-        (BOOT_EXEC=exec boot "$na" "$ra" "rcp.ip=10.0.3.1 rcp.peer=10.0.3.2" -m 1G $mem \
+        (BOOT_EXEC=exec boot "$pn-a" "$ra" "rcp.ip=10.0.3.1 rcp.peer=10.0.3.2" -m 1G $mem \
             -netdev socket,id=n0,udp=127.0.0.1:$((port + 1)),localaddr=127.0.0.1:$port \
             -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:01) &
         pa=$!
         # shellcheck disable=SC2086
-        boot "$nb" "$rb" "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1" -m 1G $mem \
+        boot "$pn-b" "$rb" "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1" -m 1G $mem \
             -netdev socket,id=n0,udp=127.0.0.1:$port,localaddr=127.0.0.1:$((port + 1)) \
             -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:02
         wait $pa
@@ -230,7 +230,7 @@ run_pair() { # run_pair [NAME ROLE_A ROLE_B]: two guests (default: pair, roles a
         port=$((20000 + ($$ * 7 + try * 997) % 30000))
         listening "$port" && continue
         # shellcheck disable=SC2086
-        (BOOT_EXEC=exec boot "$na" "$ra" "rcp.ip=10.0.3.1 rcp.peer=10.0.3.2" -m 1G $mem \
+        (BOOT_EXEC=exec boot "$pn-a" "$ra" "rcp.ip=10.0.3.1 rcp.peer=10.0.3.2" -m 1G $mem \
             -netdev socket,id=n0,listen=127.0.0.1:$port -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:01) &
         pa=$!
         i=0
@@ -240,15 +240,15 @@ run_pair() { # run_pair [NAME ROLE_A ROLE_B]: two guests (default: pair, roles a
     done
     if [ -n "$pa" ]; then
         # shellcheck disable=SC2086
-        boot "$nb" "$rb" "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1" -m 1G $mem \
+        boot "$pn-b" "$rb" "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1" -m 1G $mem \
             -netdev socket,id=n0,connect=127.0.0.1:$port -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:02
         wait $pa
     fi
     fi
     rm -f "$pod"
     t=$(($(date +%s) - t0))
-    collect "$na" $t
-    collect "$nb" $t
+    collect "$pn-a" $t
+    collect "$pn-b" $t
 }
 
 run_cxl() {
