@@ -13,7 +13,7 @@
 #                        in the guest
 #   rpcool_rdma/noop/MODE, rpcool_rdma/tree/MODE/N   rpcool_bench -n 1000 -w 100 with
 #                        rdma://10.0.3.1/bench (no-op: relaxed, copy, sealed, sandboxed, 8 B;
-#                        trees: relaxed, sealed, sandboxed, sealed+sandboxed; 200+ calls each)
+#                        trees: relaxed, sealed, sandboxed, sealed+sandboxed; 50+ calls each)
 #   kv-remote            a slot: the KV store's remote get by RPC and by one-sided READ
 # Until rpcool's RDMA transport exists, rpcool_connect("rdma://...") fails and the rows say
 # "rpcool-rdma: not supported yet (RC)"; that is not a failure of this script.

@@ -209,12 +209,12 @@ rpcbench-a|rpcbench-b)
     rdma_up
     gid=$(/t/test_verbs --gid)
     echo "# rpcbench on rxe0, gid index $gid, peer $peer"
-    post() { # post WORD: serve WORD to the one peer that asks, 300 s at most
-        echo "$1" | timeout 300 nc -l -p 7000 >/dev/null || echo "# post $1: nobody asked"
+    post() { # post WORD: serve WORD to the one peer that asks, 600 s at most
+        echo "$1" | timeout 600 nc -l -p 7000 >/dev/null || echo "# post $1: nobody asked"
     }
-    await() { # await WORD...: ask the peer until it says one of the WORDs (in $heard), 300 s
+    await() { # await WORD...: ask the peer until it says one of the WORDs (in $heard), 600 s
         i=0
-        while [ $i -lt 1500 ]; do
+        while [ $i -lt 3000 ]; do
             heard=$(nc "$peer" 7000 </dev/null 2>/dev/null)
             for w in "$@"; do [ "$heard" = "$w" ] && return 0; done
             sleep 0.2; i=$((i + 1))
@@ -289,7 +289,7 @@ rpcbench-a|rpcbench-b)
             echo "grpc: not in the guests (peer_grpc did not build on the host: run.sh said why)"
         fi
         if await rpcool; then
-            bench rpcool-rdma 300 env RPCOOL_DEBUG=1 /t/rpcool_bench -n 1000 -w 100 "rdma://$peer/bench"
+            bench rpcool-rdma 600 env RPCOOL_DEBUG=1 /t/rpcool_bench -n 1000 -w 100 "rdma://$peer/bench"
             post done-rpcool
         fi
         await kv-none
