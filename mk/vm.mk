@@ -31,6 +31,14 @@ $(BUILD)/vm/bin/%.tsan: tests/vm/%.c tests/vm/vmt.h tests/t.h $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) -std=c11 $(CFLAGS) $(WARN) $(TSAN) -DT_TSAN=1 -pthread -I. $< -o $@ $(call libs_of,$<)
 
+# krconn.h's manual example (section 3), cut out of the header; the krconn role runs it.
+vm-bins: $(BUILD)/vm/bin/ex_krconn_manual
+$(BUILD)/vm/bin/ex_krconn_manual: krconn.h $(wildcard impl/*.h)
+	@mkdir -p $(@D)
+	sed -n '/^   3\. EXAMPLE/,/^   4\. /p' krconn.h | \
+	    sed -n 's/^       //p' >$(BUILD)/vm/ex_krconn_manual.c
+	$(CC) -std=c11 $(CFLAGS) $(WARN) -pthread -I. $(BUILD)/vm/ex_krconn_manual.c -o $@ -libverbs
+
 # The pair-of-guests benchmark (tests/vm/run.sh rpcbench, bench/bench_rdma_pair.sh): bench tools
 # built into build/vm/bench/, which only that mode packs into the initramfs. rpcool_bench is
 # built with rpcool's RDMA transport (-DRPCOOL_WITH_RDMA -libverbs) when a probe using

@@ -5,6 +5,8 @@
 #   single    one guest: impl/verbs.h on rxe0 (RC, UD, WRITE, READ, atomics, error paths)
 #   pair      two guests, NICs joined by a qemu socket netdev on 127.0.0.1, one ivshmem file:
 #             RC between the guests, and a shmheap shared through ivshmem
+#   pods      two guests as two CXL pods: rpcool over RDMA between them (tests/vm/test_rpcool_rdma)
+#   rpcool-rdma  one guest: only test_rpcool_rdma (it also runs in single)
 #   cxl       one guest with a CXL type-3 device (libcxl region -> /dev/daxX.Y) and a file-backed
 #             NVDIMM made devdax (shmheap on /dev/daxX.Y with data); hugetlbfs; pku (shmheap, rpcool)
 #   krconn    one guest: krconn.h on rxe0 (tests/vm/test_krconn.c: processes of one guest)
@@ -191,9 +193,9 @@ collect() {
     echo "== $name: $2 s"
 }
 
-run_single() {
+run_single() { # run_single [ROLE]: one guest (rpcool-rdma: only rpcool's RDMA transport)
     t0=$(date +%s)
-    boot single single "rcp.ip=10.0.2.15" -m 1G \
+    boot single "${1:-single}" "rcp.ip=10.0.2.15" -m 1G \
         -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:0f
     collect single $(($(date +%s) - t0))
 }
@@ -318,9 +320,11 @@ case $mode in
         pass=$((pass + $(grep -c '^ok ' "$OUT/compile.log")))
         fail=$((fail + $(grep -c '^FAIL ' "$OUT/compile.log")))
         skip=$((skip + $(grep -c '^skip ' "$OUT/compile.log")))
-        run_single; run_pair; run_cxl; run_krconn; run_nppin nppin ;;
+        run_single; run_pair; run_pair pods pods-a pods-b; run_cxl; run_krconn; run_nppin nppin ;;
     single) run_single ;;
+    rpcool-rdma) run_single rpcool-rdma ;;
     pair) run_pair ;;
+    pods) run_pair pods pods-a pods-b ;;
     rpcbench)
         GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-900}
         # UDP between the qemus: over the stream socket, a round trip that sends two frames
@@ -337,6 +341,6 @@ case $mode in
     perftest) run_perftest ;;
     alockbench) run_alockbench ;;
     nppin|nppin-bench) run_nppin "$mode" ;;
-    *) echo "usage: $0 [all|single|pair|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench|rpcbench]"; exit 2 ;;
+    *) echo "usage: $0 [all|single|rpcool-rdma|pair|pods|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench|rpcbench]"; exit 2 ;;
 esac
 finish
