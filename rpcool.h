@@ -276,8 +276,9 @@
    bad_entries), never the server.
    Serving: the calls of one RDMA connection run one at a time, in order, on the RDMA thread;
    connections take turns. Waiting on either side: poll the completion queue while spin_ns
-   lasts, then sleep on its completion channel (RR-Compound's BPEV); an idle server wakes every
-   reap_ms (keepalives).
+   lasts (by default RPCOOL_DEFAULT_RDMA_SPIN_NS, 500 us, RR-Compound's busy-poll time: a
+   network round trip is longer than the 20 us that suit shared memory), then sleep on its
+   completion channel (RR-Compound's BPEV); an idle server wakes every reap_ms (keepalives).
    Failures: a client waiting for an answer sends a keepalive (a zero-byte RDMA WRITE) when
    nothing came for peer_check_ms; if the server is dead it fails after the queue pair's retry
    bound (about 0.5 s, krconn.h section 4), so a call fails with RPCOOL_E_PEERDEAD within
@@ -467,6 +468,7 @@ enum {
 /* Defaults: what a zero field of the options below means. */
 #define RPCOOL_DEFAULT_MAX_CONNS 64
 #define RPCOOL_DEFAULT_SPIN_NS 20000 /* 20 us */
+#define RPCOOL_DEFAULT_RDMA_SPIN_NS 500000 /* 500 us over RDMA (RR-Compound's busy-poll time) */
 #define RPCOOL_DEFAULT_REAP_MS 100
 #define RPCOOL_DEFAULT_PEER_CHECK_MS 100
 #define RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS 5000
@@ -482,7 +484,8 @@ typedef struct rpcool_server_opts {
     unsigned safety;      /* flags every call on this channel gets (RPCOOL_SEAL: calls must
                              come sealed, or copied under a page, else RPCOOL_E_POLICY) */
     uint64_t spin_ns;     /* busy-poll this long after the last request before sleeping;
-                             0 = RPCOOL_DEFAULT_SPIN_NS */
+                             0 = RPCOOL_DEFAULT_SPIN_NS (RPCOOL_DEFAULT_RDMA_SPIN_NS for the
+                             RDMA thread) */
     unsigned reap_ms;     /* check for dead clients this often; 0 = RPCOOL_DEFAULT_REAP_MS */
     unsigned mode;        /* permissions of the channel's name file; 0 = RPCOOL_DEFAULT_MODE */
     const char *pod;      /* shmheap pod (NULL = default) */
@@ -507,7 +510,8 @@ typedef struct rpcool_conn_opts {
                                  /dev/shm) */
     unsigned safety;          /* default flags of every call */
     uint64_t spin_ns;         /* busy-poll for a reply this long, then sleep;
-                                 0 = RPCOOL_DEFAULT_SPIN_NS */
+                                 0 = RPCOOL_DEFAULT_SPIN_NS (RPCOOL_DEFAULT_RDMA_SPIN_NS over
+                                 RDMA) */
     unsigned timeout_ms;      /* default per-call timeout; 0 = none */
     unsigned peer_check_ms;   /* a waiting call checks the server lives this often;
                                  0 = RPCOOL_DEFAULT_PEER_CHECK_MS */
@@ -1049,7 +1053,8 @@ static void rpcool__r_free(rpcool_conn *c, void *p);
 static int rpcool__r_is_reply(rpcool_conn *c, const void *p);
 static void *rpcool__r_alloc(rpcool_server *s, struct rpcool__rconn *rc, size_t size);
 static int rpcool__r_in_mirror(const struct rpcool__rconn *rc, const void *p, size_t len);
-static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device);
+static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device,
+                                 uint64_t spin_ns);
 static int rpcool__r_server_start(rpcool_server *s);
 static void rpcool__r_server_stop(rpcool_server *s);
 static void rpcool__r_server_close(rpcool_server *s);
@@ -1076,9 +1081,10 @@ static int rpcool__r_in_mirror(const struct rpcool__rconn *rc, const void *p, si
     (void)rc, (void)p, (void)len;
     return 0;
 }
-static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device)
+static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device,
+                                 uint64_t spin_ns)
 {
-    (void)how, (void)device;
+    (void)how, (void)device, (void)spin_ns;
     rpcool__log(&s->log, RPCOOL_LOG_ERROR, "RDMA transport not built in: define "
                 "RPCOOL_WITH_RDMA, have rdma-core's headers and link -libverbs");
     return RPCOOL_E_NOTSUP;
@@ -1564,7 +1570,7 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     if (s->safety & RPCOOL_SANDBOX) rpcool__pkeys_init(s);
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: serving (epoch %u, %u slots)", s->name, s->epoch,
                 s->max_conns);
-    if (o.rdma && (r = rpcool__r_server_open(s, o.rdma, o.rdma_device))) {
+    if (o.rdma && (r = rpcool__r_server_open(s, o.rdma, o.rdma_device, o.spin_ns))) {
         rpcool_server_close(s); /* takes the half-made RDMA listener down too */
         return r;
     }
@@ -3143,6 +3149,7 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     }
     connect_ms = o.connect_timeout_ms ? o.connect_timeout_ms : RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS;
     if (rdma) {
+        if (!o.spin_ns) c->spin_ns = RPCOOL_DEFAULT_RDMA_SPIN_NS; /* a network round trip */
         if ((r = rpcool__r_connect(c, where, rname, connect_ms))) goto fail_free;
         *out = c;
         return 0;

@@ -161,6 +161,7 @@ struct rpcool__rsrv {
     krconn_dir *dir;
     int uffd;
     int stop, closing;   /* stop: the serving thread; closing: the fault thread too */
+    uint64_t spin_ns;    /* the serving thread polls this long before it sleeps */
     pthread_t thr, fthr;
     int thr_started, fthr_started;
     pthread_mutex_t lock;        /* the connection list, against the fault thread */
@@ -359,6 +360,30 @@ static int rpcool__r_post_wr(struct rpcool__rconn *rc, struct ibv_send_wr *wr)
     return 0;
 }
 
+/* wr: one scatter entry sge over [p, p+len) of our area, op to the peer's raddr. */
+static void rpcool__r_wr(struct rpcool__rconn *rc, struct ibv_send_wr *wr, struct ibv_sge *sge,
+                         const void *p, size_t len, enum ibv_wr_opcode op, uint64_t raddr)
+{
+    *sge = (struct ibv_sge){(uint64_t)(uintptr_t)p, (uint32_t)len, rc->mr.lkey};
+    memset(wr, 0, sizeof *wr);
+    wr->sg_list = sge;
+    wr->num_sge = 1;
+    wr->opcode = op;
+    wr->wr.rdma.remote_addr = raddr;
+    wr->wr.rdma.rkey = rc->peer_rkey;
+}
+
+/* wr: the WRITE of what we consumed ({*bytes, *frames}) into the peer's credit word (under
+   tx_lock: the source is one buffer). */
+static void rpcool__r_credit_wr(struct rpcool__rconn *rc, struct ibv_send_wr *wr,
+                                struct ibv_sge *sge, uint64_t *bytes, uint64_t *frames)
+{
+    struct rpcool__rcredit *src = rpcool__r_credit_src(rc);
+    src->bytes = *bytes = rcp__load_relaxed(&rc->rx_pos);
+    src->frames = *frames = rcp__load_relaxed(&rc->rx_frames);
+    rpcool__r_wr(rc, wr, sge, src, sizeof *src, IBV_WR_RDMA_WRITE, rc->peer_area);
+}
+
 /* Tell the peer what we consumed, if enough to matter (or force). Takes tx_lock. */
 static void rpcool__r_credit(struct rpcool__rconn *rc, int force)
 {
@@ -367,18 +392,10 @@ static void rpcool__r_credit(struct rpcool__rconn *rc, int force)
         rc->rx_frames - rcp__load_relaxed(&rc->rep_frames) < RPCOOL__R_RECVS / 2)
         return;
     pthread_mutex_lock(&rc->tx_lock);
-    struct rpcool__rcredit *src = rpcool__r_credit_src(rc);
-    uint64_t b = rcp__load_relaxed(&rc->rx_pos), f = rcp__load_relaxed(&rc->rx_frames);
-    src->bytes = b;
-    src->frames = f;
-    struct ibv_sge sge = {(uint64_t)(uintptr_t)src, sizeof *src, rc->mr.lkey};
+    struct ibv_sge sge;
     struct ibv_send_wr wr;
-    memset(&wr, 0, sizeof wr);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.wr.rdma.remote_addr = rc->peer_area;
-    wr.wr.rdma.rkey = rc->peer_rkey;
+    uint64_t b, f;
+    rpcool__r_credit_wr(rc, &wr, &sge, &b, &f);
     if (!rpcool__r_post_wr(rc, &wr)) {
         rcp__store_relaxed(&rc->rep_bytes, b);
         rcp__store_relaxed(&rc->rep_frames, f);
@@ -461,31 +478,18 @@ static int rpcool__r_send(struct rpcool__rconn *rc, struct rpcool__rf *h,
     memset(f + at, 0, flen - 8 - at);
     uint64_t tr = RPCOOL__R_TRAILER ^ rc->tx_seq;
     memcpy(f + flen - 8, &tr, 8);
-    struct ibv_sge sge = {(uint64_t)(uintptr_t)f, (uint32_t)flen, rc->mr.lkey}, csge;
+    struct ibv_sge sge, csge;
     struct ibv_send_wr wr, cw, *first = &wr;
-    memset(&wr, 0, sizeof wr);
+    uint64_t cb = 0, cf = 0;
+    rpcool__r_wr(rc, &wr, &sge, f, flen, IBV_WR_RDMA_WRITE_WITH_IMM, rc->peer_area + 64 + off);
+    wr.imm_data = htonl((uint32_t)(off / 8));
     /* what we consumed of the peer's frames rides along (one doorbell for both) */
-    uint64_t cb = rcp__load_relaxed(&rc->rx_pos), cf = rcp__load_relaxed(&rc->rx_frames);
-    if (cb != rcp__load_relaxed(&rc->rep_bytes) || cf != rcp__load_relaxed(&rc->rep_frames)) {
-        struct rpcool__rcredit *src = rpcool__r_credit_src(rc);
-        src->bytes = cb;
-        src->frames = cf;
-        csge = (struct ibv_sge){(uint64_t)(uintptr_t)src, sizeof *src, rc->mr.lkey};
-        memset(&cw, 0, sizeof cw);
-        cw.sg_list = &csge;
-        cw.num_sge = 1;
-        cw.opcode = IBV_WR_RDMA_WRITE;
-        cw.wr.rdma.remote_addr = rc->peer_area;
-        cw.wr.rdma.rkey = rc->peer_rkey;
+    if (rcp__load_relaxed(&rc->rx_pos) != rcp__load_relaxed(&rc->rep_bytes) ||
+        rcp__load_relaxed(&rc->rx_frames) != rcp__load_relaxed(&rc->rep_frames)) {
+        rpcool__r_credit_wr(rc, &cw, &csge, &cb, &cf);
         cw.next = &wr;
         first = &cw;
     }
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.imm_data = htonl((uint32_t)(off / 8));
-    wr.wr.rdma.remote_addr = rc->peer_area + 64 + off;
-    wr.wr.rdma.rkey = rc->peer_rkey;
     r = rpcool__r_post_wr(rc, first);
     if (!r && first == &cw) {
         rcp__store_relaxed(&rc->rep_bytes, cb);
@@ -892,18 +896,24 @@ static int rpcool__r_await_hello(struct rpcool__rconn *rc, uint64_t deadline,
     }
 }
 
-static int rpcool__r_send_hello(struct rpcool__rconn *rc, const struct rpcool__rhello *hl)
+/* Send our hello as role (1 server, 2 client) on channel: hl's other fields as the caller set
+   them (the heap, for a client). */
+static int rpcool__r_send_hello(struct rpcool__rconn *rc, struct rpcool__rhello *hl,
+                                uint32_t role, const char *channel)
 {
+    hl->magic = RPCOOL__R_HELLO_MAGIC;
+    hl->version = RPCOOL__R_VERSION;
+    hl->role = role;
+    hl->area = (uint64_t)(uintptr_t)rc->area;
+    hl->rkey = rc->mr.rkey;
+    snprintf(hl->channel, sizeof hl->channel, "%s", channel);
     /* from the send buffer's last bytes: frames reach them only after ring-size bytes, long
        after this send completed */
     char *src = rpcool__r_sbuf(rc) + RPCOOL__R_RING - RPCOOL__R_HELLO;
     memcpy(src, hl, sizeof *hl);
-    struct ibv_sge sge = {(uint64_t)(uintptr_t)src, sizeof *hl, rc->mr.lkey};
+    struct ibv_sge sge;
     struct ibv_send_wr wr;
-    memset(&wr, 0, sizeof wr);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_SEND;
+    rpcool__r_wr(rc, &wr, &sge, src, sizeof *hl, IBV_WR_SEND, 0);
     pthread_mutex_lock(&rc->tx_lock);
     int r = rpcool__r_post_wr(rc, &wr);
     pthread_mutex_unlock(&rc->tx_lock);
@@ -972,17 +982,11 @@ static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name
     rc->peer_area = sh.area;
     rc->peer_rkey = sh.rkey;
     memset(&ch, 0, sizeof ch);
-    ch.magic = RPCOOL__R_HELLO_MAGIC;
-    ch.version = RPCOOL__R_VERSION;
-    ch.role = 2;
-    ch.area = (uint64_t)(uintptr_t)rc->area;
-    ch.rkey = rc->mr.rkey;
     ch.heap_base = rc->base;
     ch.heap_size = rc->size;
     ch.reply_base = rc->rbase;
     ch.reply_len = rc->rlen;
-    snprintf(ch.channel, sizeof ch.channel, "%s", name);
-    if ((r = rpcool__r_send_hello(rc, &ch))) goto fail_heap;
+    if ((r = rpcool__r_send_hello(rc, &ch, 2, name))) goto fail_heap;
     for (;;) { /* the server's verdict: an ACCEPT frame */
         pthread_mutex_lock(&rc->rx_lock);
         struct rpcool__rf *h = rpcool__r_next(rc);
@@ -1379,13 +1383,7 @@ static void rpcool__r_accept(rpcool_server *s, krconn *k)
     }
     struct rpcool__rhello sh;
     memset(&sh, 0, sizeof sh);
-    sh.magic = RPCOOL__R_HELLO_MAGIC;
-    sh.version = RPCOOL__R_VERSION;
-    sh.role = 1;
-    sh.area = (uint64_t)(uintptr_t)rc->area;
-    sh.rkey = rc->mr.rkey;
-    snprintf(sh.channel, sizeof sh.channel, "%s", s->name);
-    if (rpcool__r_send_hello(rc, &sh)) {
+    if (rpcool__r_send_hello(rc, &sh, 1, s->name)) {
         rpcool__r_conn_free(rc);
         return;
     }
@@ -1527,7 +1525,7 @@ static void *rpcool__r_thread(void *p)
             continue;
         }
         if (!idle_since) idle_since = now;
-        if (now - idle_since < s->spin_ns) {
+        if (now - idle_since < rs->spin_ns) {
             rcp__cpu_relax();
             continue;
         }
@@ -1652,7 +1650,8 @@ static void *rpcool__r_fault_thread(void *p)
 
 /* rpcool_server_opts.rdma: "serve[:PORT]" runs krconn's meta server here and publishes there;
    "HOST[:PORT]" publishes at that meta server; "" at $KRCONN_META. */
-static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device)
+static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device,
+                                 uint64_t spin_ns)
 {
     struct rpcool__rsrv *rs = (struct rpcool__rsrv *)rpcool__calloc(1, sizeof *rs);
     int r;
@@ -1660,6 +1659,7 @@ static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *
     const char *w = how;
     if (!rs) return -ENOMEM;
     rs->uffd = -1;
+    rs->spin_ns = spin_ns ? spin_ns : RPCOOL_DEFAULT_RDMA_SPIN_NS;
     pthread_mutex_init(&rs->lock, NULL);
     snprintf(rs->name, sizeof rs->name, "%s", s->name);
     s->rdma = rs;

@@ -1,9 +1,10 @@
 #!/bin/sh
 # tests/vm/init.sh - /init of the VM tier's guests (busybox sh). The kernel command line says
 # what to do: rcp.role=single|rpcool-rdma|a|b|pods-a|pods-b|cxl|krconn|krconn-bench|perftest|
-# alockbench|nppin|nppin-bench|rpcbench-a|rpcbench-b, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
-# second serial port (/dev/ttyS1) as "ok/FAIL/skip NAME" lines; the host reads that file. The
-# last line is "guest-done"; without it the host counts the guest as failed.
+# alockbench-a|alockbench-b|nppin|nppin-bench|rpcbench-a|rpcbench-b, rcp.ip=ADDR, rcp.peer=ADDR,
+# rcp.bench=WORDS (alockbench's options, e.g. quick,busy). Results go to the second serial port
+# (/dev/ttyS1) as "ok/FAIL/skip NAME" lines; the host reads that file. The last line is
+# "guest-done"; without it the host counts the guest as failed.
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
@@ -76,7 +77,7 @@ single)
     ;;
 rpcool-rdma) # tests/vm/run.sh rpcool-rdma: rpcool's RDMA transport alone (its tests are in single)
     rdma_up
-    run test_rpcool_rdma 300 /t/test_rpcool_rdma
+    RDMAT_ONLY=$(arg rcp.only) run test_rpcool_rdma 300 /t/test_rpcool_rdma
     ;;
 pods-a|pods-b) # tests/vm/run.sh pods: rpcool between two pods over RDMA (issue 13)
     rdma_up
@@ -224,9 +225,10 @@ perftest)
         wait
     done
     ;;
-alockbench)
+alockbench-a|alockbench-b)
     rdma_up
-    run alockbench 560 /t/bench_alock_vm
+    # shellcheck disable=SC2046
+    run "$role" 560 /t/bench_alock_vm "${role#alockbench-}" "$peer" $(arg rcp.bench)
     ;;
 rpcbench-a|rpcbench-b)
     # bench/bench_rdma_pair.sh: rpcool between pods. Guest a (10.0.3.1, pod 0) runs the servers

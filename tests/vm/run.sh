@@ -13,7 +13,8 @@
 #             and alock.h / nppin.h over krconn connections (tests/vm/test_krconn_compose.c)
 #   krconn-bench  one guest timing krconn's connects against rdma_cm (cmtime) and plain verbs
 #   perftest  one guest running perftest's ib_*_lat on rxe0 (used by bench/bench_perftest.sh)
-#   alockbench  one guest running alock's lock-table benchmark (used by bench/bench_alock.sh)
+#   alockbench  two guests running alock's lock-table benchmark (used by bench/bench_alock.sh;
+#             BENCH_QUICK=1 makes it short; ALOCK_BENCH=WORDS passes options: quick, busy)
 #   nppin     one 2 GiB guest with zram swap: nppin.h (tests/vm/test_nppin.c)
 #   nppin-bench  the same guest running tests/vm/nppin_bench.c (used by bench/bench_nppin.sh)
 #   rpcbench  the pair of guests (roles rpcbench-a, rpcbench-b) running rpcool between pods
@@ -195,7 +196,7 @@ collect() {
 
 run_single() { # run_single [ROLE]: one guest (rpcool-rdma: only rpcool's RDMA transport)
     t0=$(date +%s)
-    boot single "${1:-single}" "rcp.ip=10.0.2.15" -m 1G \
+    boot single "${1:-single}" "rcp.ip=10.0.2.15${VM_ONLY:+ rcp.only=$VM_ONLY}" -m 1G \
         -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:0f
     collect single $(($(date +%s) - t0))
 }
@@ -232,7 +233,7 @@ run_pair() { # run_pair [NAME ROLE_A ROLE_B]: two guests (default: pair, roles a
         port=$((20000 + ($$ * 7 + try * 997) % 30000))
         listening "$port" && continue
         # shellcheck disable=SC2086
-        (BOOT_EXEC=exec boot "$pn-a" "$ra" "rcp.ip=10.0.3.1 rcp.peer=10.0.3.2" -m 1G $mem \
+        (BOOT_EXEC=exec boot "$pn-a" "$ra" "rcp.ip=10.0.3.1 rcp.peer=10.0.3.2 ${PAIR_APPEND:-}" -m 1G $mem \
             -netdev socket,id=n0,listen=127.0.0.1:$port -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:01) &
         pa=$!
         i=0
@@ -242,7 +243,7 @@ run_pair() { # run_pair [NAME ROLE_A ROLE_B]: two guests (default: pair, roles a
     done
     if [ -n "$pa" ]; then
         # shellcheck disable=SC2086
-        boot "$pn-b" "$rb" "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1" -m 1G $mem \
+        boot "$pn-b" "$rb" "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1 ${PAIR_APPEND:-}" -m 1G $mem \
             -netdev socket,id=n0,connect=127.0.0.1:$port -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:02
         wait $pa
     fi
@@ -296,12 +297,9 @@ run_perftest() {
     collect perftest $(($(date +%s) - t0))
 }
 
-run_alockbench() { # bench/bench_alock.sh: the lock table of tests/vm/bench_alock_vm.c
-    t0=$(date +%s)
-    boot alockbench alockbench "rcp.ip=10.0.2.15" -m 1G \
-        -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:0f
-    tr -d '\r' <"$OUT/alockbench.results" | grep -E '^(alock|spin|mcs)' || true
-    collect alockbench $(($(date +%s) - t0))
+run_alockbench() { # bench/bench_alock.sh: the lock table of tests/vm/bench_alock_vm.c, two guests
+    PAIR_APPEND="rcp.bench=${ALOCK_BENCH:-${BENCH_QUICK:+quick}}" run_pair alockbench alockbench-a alockbench-b
+    tr -d '\r' <"$OUT/alockbench-a.results" | grep -E '^(alock|spin|mcs|# p_local|# lock table)' || true
 }
 
 run_nppin() { # run_nppin ROLE: one 2 GiB guest (a 1 GiB region fully registered fits)
