@@ -218,12 +218,12 @@ run_pair() { # run_pair [NAME ROLE_A ROLE_B]: two guests (default: pair, roles a
         # between them can hold back a frame behind another: Nagle on the host side)
         port=$((20000 + ($$ * 7) % 30000))
         # shellcheck disable=SC2086
-        (BOOT_EXEC=exec boot "$pn-a" "$ra" "rcp.ip=10.0.3.1 rcp.peer=10.0.3.2" -m 1G $mem \
+        (BOOT_EXEC=exec boot "$pn-a" "$ra" "rcp.ip=10.0.3.1 rcp.peer=10.0.3.2 ${PAIR_APPEND:-}" -m 1G $mem \
             -netdev socket,id=n0,udp=127.0.0.1:$((port + 1)),localaddr=127.0.0.1:$port \
             -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:01) &
         pa=$!
         # shellcheck disable=SC2086
-        boot "$pn-b" "$rb" "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1" -m 1G $mem \
+        boot "$pn-b" "$rb" "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1 ${PAIR_APPEND:-}" -m 1G $mem \
             -netdev socket,id=n0,udp=127.0.0.1:$port,localaddr=127.0.0.1:$((port + 1)) \
             -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:02
         wait $pa
