@@ -17,6 +17,10 @@
 #             BENCH_QUICK=1 makes it short; ALOCK_BENCH=WORDS passes options: quick, busy)
 #   nppin     one 2 GiB guest with zram swap: nppin.h (tests/vm/test_nppin.c)
 #   nppin-bench  the same guest running tests/vm/nppin_bench.c (used by bench/bench_nppin.sh)
+#   rpcbench  the pair of guests (roles rpcbench-a, rpcbench-b) running rpcool between pods
+#             against perftest, protobuf-c and gRPC over TCP (used by bench/bench_rdma_pair.sh);
+#             only this mode packs build/vm/bench/ (make vm-bench-bins, vm-bench-grpc); the
+#             qemus talk UDP (VM_PAIR_NET=udp; the other pair modes: a TCP stream, the default)
 # The kernel package is downloaded once and kept in build/vm/kernel. Needs root for installing
 # missing packages (tests/deps.sh vm); otherwise only qemu and the packages.
 set -u
@@ -83,6 +87,13 @@ mkdir -p "$OUT"
 if ! $MAKE -s vm-bins >"$OUT/build.log" 2>&1; then
     cat "$OUT/build.log"; failed "vm-build: test programs did not build"; finish
 fi
+if [ "$mode" = rpcbench ]; then
+    if ! $MAKE -s vm-bench-bins >"$OUT/build-bench.log" 2>&1; then
+        cat "$OUT/build-bench.log"; failed "vm-build: bench tools did not build"; finish
+    fi
+    $MAKE -s vm-bench-grpc >"$OUT/build-grpc.log" 2>&1 ||
+        echo "# gRPC peer did not build (the guests leave it out): $OUT/build-grpc.log"
+fi
 
 # ---- initramfs: busybox, the modules we need, test programs, their libraries, rdma-core
 
@@ -121,6 +132,11 @@ build_initramfs() {
     for t in $TOOLS; do copy_with_libs "$t" "/bin/$(basename "$t")"; done
     for a in $(busybox --list); do [ -e "$STAGE/bin/$a" ] || ln -s busybox "$STAGE/bin/$a"; done
     for t in "$BUILD"/vm/bin/*; do copy_with_libs "$t" "/t/$(basename "$t")"; done
+    if [ "$mode" = rpcbench ]; then
+        for t in "$BUILD"/vm/bench/*; do
+            [ -f "$t" ] && [ -x "$t" ] && copy_with_libs "$t" "/t/$(basename "$t")"
+        done
+    fi
     # libibverbs finds its providers through /etc/libibverbs.d and dlopen()s them
     cp -r /etc/libibverbs.d "$STAGE/etc/"
     for p in /usr/lib/x86_64-linux-gnu/libibverbs/*.so; do copy_lib "$p"; copy_with_libs "$p" ""; done
@@ -146,13 +162,13 @@ echo "== vm: kernel $KVER, initramfs $(du -k "$VM/initrd.gz" | cut -f1) KiB, $((
 
 # ---- booting
 
-# boot NAME ROLE APPEND-EXTRA QEMU-ARGS...: one guest under a deadline; its results land in
-# $OUT/NAME.results. In the background, run it as `(BOOT_EXEC=exec boot ...) &` so that $! is
-# timeout's pid, and killing it takes qemu down too.
+# boot NAME ROLE APPEND-EXTRA QEMU-ARGS...: one guest (VM_SMP vCPUs, default 2) under a
+# deadline; its results land in $OUT/NAME.results. In the background, run it as
+# `(BOOT_EXEC=exec boot ...) &` so that $! is timeout's pid, and killing it takes qemu down too.
 boot() {
     name=$1; role=$2; extra=$3; shift 3
     rm -f "$OUT/$name.results" "$OUT/$name.console"
-    ${BOOT_EXEC:-} timeout -k 5 "$GUEST_TIMEOUT" qemu-system-x86_64 -accel tcg -cpu max -smp 2 -nodefaults \
+    ${BOOT_EXEC:-} timeout -k 5 "$GUEST_TIMEOUT" qemu-system-x86_64 -accel tcg -cpu max -smp "${VM_SMP:-2}" -nodefaults \
         -display none -no-reboot -monitor none \
         -kernel "$VMLINUZ" -initrd "$VM/initrd.gz" \
         -append "console=ttyS0 quiet panic=-1 rcp.role=$role $extra" \
@@ -196,8 +212,23 @@ run_pair() { # run_pair [NAME ROLE_A ROLE_B]: two guests (default: pair, roles a
     rm -f "$pod"
     truncate -s 16M "$pod"
     mem="-object memory-backend-file,id=pod,share=on,mem-path=$pod,size=16M -device ivshmem-plain,memdev=pod"
-    # Guest a listens on a free loopback port; b connects once a's qemu is listening.
     pa=""
+    if [ "${VM_PAIR_NET:-tcp}" = udp ]; then
+        # VM_PAIR_NET=udp: UDP between the qemus, ports $port and $port + 1 (a stream socket
+        # between them can hold back a frame behind another: Nagle on the host side)
+        port=$((20000 + ($$ * 7) % 30000))
+        # shellcheck disable=SC2086
+        (BOOT_EXEC=exec boot "$pn-a" "$ra" "rcp.ip=10.0.3.1 rcp.peer=10.0.3.2 ${PAIR_APPEND:-}" -m 1G $mem \
+            -netdev socket,id=n0,udp=127.0.0.1:$((port + 1)),localaddr=127.0.0.1:$port \
+            -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:01) &
+        pa=$!
+        # shellcheck disable=SC2086
+        boot "$pn-b" "$rb" "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1 ${PAIR_APPEND:-}" -m 1G $mem \
+            -netdev socket,id=n0,udp=127.0.0.1:$port,localaddr=127.0.0.1:$((port + 1)) \
+            -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:02
+        wait $pa
+    else
+    # Guest a listens on a free loopback port; b connects once a's qemu is listening.
     for try in 1 2 3 4 5; do
         port=$((20000 + ($$ * 7 + try * 997) % 30000))
         listening "$port" && continue
@@ -215,6 +246,7 @@ run_pair() { # run_pair [NAME ROLE_A ROLE_B]: two guests (default: pair, roles a
         boot "$pn-b" "$rb" "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1 ${PAIR_APPEND:-}" -m 1G $mem \
             -netdev socket,id=n0,connect=127.0.0.1:$port -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:02
         wait $pa
+    fi
     fi
     rm -f "$pod"
     t=$(($(date +%s) - t0))
@@ -291,12 +323,22 @@ case $mode in
     rpcool-rdma) run_single rpcool-rdma ;;
     pair) run_pair ;;
     pods) run_pair pods pods-a pods-b ;;
+    rpcbench)
+        GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-900}
+        # UDP between the qemus: over the stream socket, a round trip that sends two frames
+        # back to back in one direction stalled for tens of ms (pbtree/256: 50 ms, 3 ms on UDP)
+        VM_PAIR_NET=${VM_PAIR_NET:-udp}
+        run_pair rpcbench rpcbench-a rpcbench-b
+        # the client guest's results: perftest tables ("| "), "NAME MEDIAN P99 OPS" lines, rows
+        tr -d '\r' <"$OUT/rpcbench-b.results" |
+            grep -E '^(perftest |\| |rpcool-rdma: |kv-remote: |grpc: |#q |# +(pbtree|grpc))|^[a-z_]+/[^ ]+ [0-9]+ [0-9]+ [0-9]+$' || true
+        ;;
     cxl) run_cxl ;;
     krconn) run_krconn ;;
     krconn-bench) run_krconn_bench ;;
     perftest) run_perftest ;;
     alockbench) run_alockbench ;;
     nppin|nppin-bench) run_nppin "$mode" ;;
-    *) echo "usage: $0 [all|single|rpcool-rdma|pair|pods|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench]"; exit 2 ;;
+    *) echo "usage: $0 [all|single|rpcool-rdma|pair|pods|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench|rpcbench]"; exit 2 ;;
 esac
 finish
