@@ -9,8 +9,9 @@
  *   ./kvp serve [SECONDS]         pod A's server on channel "kv" (default: until SIGINT/SIGTERM)
  *   ./kvp local N KEYS ROUNDS     N pod A client processes against that server
  *   SHMHEAP_POD_ID=1 ./kvp remote HOST N KEYS ROUNDS   N pod B client processes (needs RDMA)
- *   ./kvp bench [HOST] [GETS]     time gets: with HOST from pod B (by RPC over RDMA and by
- *                                 one-sided READ), without it from pod A (RPC, by pointer)
+ *   ./kvp bench [HOST] [GETS]     time gets: with HOST from pod B, alone there (pod B id 1; by
+ *                                 RPC over RDMA and by one-sided READ), without it from pod A
+ *                                 (a server of its own; RPC, by pointer)
  *
  * The idea. The server keeps a hash table of fixed-size buckets in a shared heap of its own (the
  * "store", named root "kv.table") and an alock.h lock table beside it ("kv.locks"): lock i
@@ -29,6 +30,10 @@
  *   addresses and keys. Once calls work over RDMA, the KVP_INFO call returns the same and the
  *   context's address. Pod B clients publish themselves ("kv.b<ID>") so that each can link to
  *   the others' lock descriptors (ALock's remote queue).
+ * Trust: the table's key lets pod B's clients write any entry (that is how they put without a
+ * call); entries are checked (kvp_entry_ok) and copied with bounds, so a bad one is skipped,
+ * never followed. A server that does not trust pod B registers the table for remote READ only
+ * and takes puts by call.
  * rpcool.h on this tree has no RDMA transport yet: pod B's rpcool_connect fails, which the
  * remote clients say, and they carry on with the one-sided part. Build with -DKVP_RPC_RDMA=1
  * once rpcool_server_opts has `.rdma` (the server then serves pod B's calls too). */
@@ -57,6 +62,9 @@
 #define KVP_KEY_MAX 32  /* key bytes with the NUL */
 #define KVP_VAL_MAX 80  /* value bytes with the NUL */
 #define KVP_TMO 20000   /* ms: one RDMA operation or connect (Soft-RoCE under emulation is slow) */
+/* RC ACK timeout 4.096 us * 2^18 = 1.07 s, 7 tries: Soft-RoCE in emulated guests on a busy host
+   answers late, and krconn's default (67 ms) would declare a live peer dead. */
+static const krconn_ctx_opts kvp_kopts = {.timeout = 18};
 
 typedef struct kvp_entry { /* written only by a holder of its bucket's lock */
     uint32_t used;          /* 1: holds a key */
@@ -117,23 +125,33 @@ static int kvp_entry_ok(const kvp_entry *e)
 }
 
 /* The slot holding key, else -1; *free_slot = the first unused slot (-1: none). A used entry
-   that is not well formed is counted in *bad (it never should be: writers hold the lock). */
+   that is not well formed is counted in *bad (it never should be: writers hold the lock). Each
+   entry is checked on a copy, so one that changes meanwhile is never read out of bounds. */
 static int kvp_find(const kvp_bucket *b, const char *key, int *free_slot, int *bad)
 {
     if (free_slot) *free_slot = -1;
     for (int i = 0; i < KVP_SLOTS; i++) {
-        const kvp_entry *e = &b->e[i];
-        if (!e->used) {
+        kvp_entry e;
+        memcpy(&e, &b->e[i], sizeof e);
+        if (!e.used) {
             if (free_slot && *free_slot < 0) *free_slot = i;
             continue;
         }
-        if (!kvp_entry_ok(e)) {
+        if (!kvp_entry_ok(&e)) {
             if (bad) (*bad)++;
             continue;
         }
-        if (!strcmp(e->key, key)) return i;
+        if (!strcmp(e.key, key)) return i;
     }
     return -1;
+}
+
+/* A found entry's value into out (KVP_VAL_MAX bytes), bounded whatever the entry holds now:
+   a pod B process that ignores the locks can change it after kvp_find looked. */
+static void kvp_copy_val(char *out, const kvp_entry *e)
+{
+    memcpy(out, e->val, KVP_VAL_MAX);
+    out[KVP_VAL_MAX - 1] = 0;
 }
 
 static void kvp_fill(kvp_entry *e, const char *key, const char *val)
@@ -168,7 +186,7 @@ static unsigned kvp_value_round(const char *key, const char *val)
     if (strncmp(val, key, kl) || val[kl] != '|' || val[kl + 1] != 'r') return 0;
     unsigned long r = strtoul(val + kl + 2, NULL, 10);
     char want[KVP_VAL_MAX];
-    if (r < 1 || r > 1000000) return 0;
+    if (r < 1 || r > 1000000000) return 0;
     kvp_value(key, (unsigned)r, want);
     return strcmp(want, val) ? 0 : (unsigned)r;
 }
@@ -226,7 +244,7 @@ static int kvp_get(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     int rc = alock_lock(kvp_srv->locks, b, &hold);
     if (rc < 0) return rc;
     int i = kvp_find(&t->b[b], k, NULL, NULL);
-    if (i >= 0) memcpy(v, t->b[b].e[i].val, t->b[b].e[i].vlen);
+    if (i >= 0) kvp_copy_val(v, &t->b[b].e[i]);
     alock_unlock(&hold);
     if (i < 0) return KVP_NOTFOUND;
     size_t n = strlen(v) + 1;
@@ -262,7 +280,7 @@ static int kvp_server_rdma(kvp_server *sv, char *why, size_t whylen)
     void *lines;
     size_t llen;
     krconn_addr me;
-    int rc = krconn_ctx_create(NULL, &sv->kc);
+    int rc = krconn_ctx_create(&kvp_kopts, &sv->kc);
     if (rc) { snprintf(why, whylen, "krconn_ctx_create: %s", krconn_describe(rc, d, sizeof d)); return rc; }
     size_t tlen = sizeof(kvp_table) + (size_t)sv->tab->nbuckets * sizeof(kvp_bucket);
     alock_table_lines(sv->locks, &lines, &llen);
@@ -392,7 +410,7 @@ fail:
 typedef struct kvp_counts {
     uint64_t puts_rpc, puts_write;           /* puts by call, by one-sided WRITE */
     uint64_t gets_rpc, gets_ptr, gets_read;  /* gets by call, by pointer, by one-sided READ */
-    uint64_t others;       /* other clients' keys read and found well formed */
+    uint64_t others;       /* other clients' keys and hot keys read and found well formed */
     uint64_t bad;          /* answers that disagree with what was put: must stay 0 */
 } kvp_counts;
 
@@ -523,7 +541,7 @@ static int kvp_remote_open(const char *host, const char *chan, uint16_t id, kvp_
     snprintf(url, sizeof url, "rdma://%s/%s", host, chan);
     kvp_client_rpc(c, url, id != 1); /* no calls: carry on with the one-sided part */
     step = "krconn_ctx_create";
-    if ((rc = krconn_ctx_create(NULL, &c->kc))) goto fail;
+    if ((rc = krconn_ctx_create(&kvp_kopts, &c->kc))) goto fail;
     /* the server's context: by KVP_INFO when calls work, else by name in krconn's directory */
     if (c->conn) {
         void *ret = NULL;
@@ -596,7 +614,7 @@ static int kvp_remote_open(const char *host, const char *chan, uint16_t id, kvp_
     return 0;
 fail:
     fprintf(stderr, "pod B client %u: %s: %s\n", (unsigned)id, step,
-            rc <= -3000 && rc > -3100 ? alock_strerror(rc) : krconn_describe(rc, d, sizeof d));
+            rc >= -3000 && rc <= -2900 ? alock_strerror(rc) : krconn_describe(rc, d, sizeof d));
     kvp_client_close(c);
     return rc;
 }
@@ -651,7 +669,7 @@ static int kvp_get_ptr(kvp_client *c, const char *key, char *val, uint64_t *bad)
     int badn = 0, rc = alock_lock(c->locks, b, &hold);
     if (rc < 0) return rc;
     int i = kvp_find(&c->tab->b[b], key, NULL, &badn);
-    if (i >= 0) memcpy(val, c->tab->b[b].e[i].val, c->tab->b[b].e[i].vlen);
+    if (i >= 0) kvp_copy_val(val, &c->tab->b[b].e[i]);
     alock_unlock(&hold);
     *bad += (uint64_t)badn;
     return i >= 0;
@@ -685,7 +703,7 @@ static int kvp_get_read(kvp_client *c, const char *key, char *val, uint64_t *bad
     }
     if (rc) return rc;
     int i = kvp_find(c->buf, key, NULL, &badn);
-    if (i >= 0) memcpy(val, c->buf->e[i].val, c->buf->e[i].vlen);
+    if (i >= 0) kvp_copy_val(val, &c->buf->e[i]);
     if (bad) *bad += (uint64_t)badn;
     return i >= 0;
 }
@@ -716,100 +734,136 @@ static void kvp_key(char *out, char pod, int id, long k) { snprintf(out, KVP_KEY
 
 static const char *kvp_err(int rc)
 {
-    return rc <= -4000 && rc > -4100 ? krconn_strerror(rc)
-           : rc <= -3000 && rc > -3100 ? alock_strerror(rc)
+    return rc >= -4000 && rc <= -3900 ? krconn_strerror(rc)
+           : rc >= -3000 && rc <= -2900 ? alock_strerror(rc)
            : rc == -KVP_FULL ? "the bucket is full" : rpcool_strerror(rc);
 }
 
-/* One client's run: `rounds` times, put each of its keys, read it back every way this client
-   can (it is the only writer of its keys: it must see its own value), and read a key of another
-   client (`others`: their pod letters and ids), which must be absent or a value put under it. */
+/* Keys "h:0".."h:7" are put (one per key put) and read by every client of both pods: the same entries are then
+   written by the server's CPU and by pod B's RDMA WRITEs, each under the bucket's lock. */
+#define KVP_HOT 8
+
 typedef struct kvp_peer { char pod; int id; } kvp_peer;
 
-static int kvp_workload(kvp_client *c, char pod, int id, long keys, unsigned rounds,
-                        const kvp_peer *others, int nothers, kvp_counts *n)
+/* Shared by one pod's client processes and their parent (MAP_SHARED, made before the fork). */
+typedef struct kvp_shared {
+    uint32_t stop;            /* set: pod A's clients end after the round they are in */
+    uint32_t rounds_a[16];    /* the rounds each pod A client did: its keys' last values */
+} kvp_shared;
+
+/* Get key every way this client can (one call, one by pointer or READ); each answer goes to
+   check(key, value or NULL, ...). Returns 0 or the first error. */
+static int kvp_get_all(kvp_client *c, const char *key, int calls,
+                       void (*check)(const char *key, const char *got, const char *how,
+                                     const void *want, kvp_counts *n),
+                       const void *want, kvp_counts *n)
 {
-    char key[KVP_KEY_MAX], val[KVP_VAL_MAX], got[KVP_VAL_MAX];
-    uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)(id + 1) + (uint64_t)pod;
+    char got[KVP_VAL_MAX];
     int rc;
-    for (unsigned r = 1; r <= rounds; r++)
-        for (long k = 0; k < keys; k++) {
-            kvp_key(key, pod, id, k);
-            kvp_value(key, r, val);
-            /* pod B puts by call when there are calls (even keys) and by WRITE otherwise */
-            int by_write = pod == 'b' && (!c->conn || (k & 1));
-            rc = by_write ? kvp_put_write(c, key, val) : kvp_put_rpc(c, key, val);
-            if (rc != 1) {
-                fprintf(stderr, "%c%d: put %s: %s\n", pod, id, key, kvp_err(rc));
-                return rc < 0 ? rc : -1;
-            }
-            by_write ? n->puts_write++ : n->puts_rpc++;
-            if (c->conn) {
-                if ((rc = kvp_get_rpc(c, key, got)) < 0) goto fail;
-                n->gets_rpc++;
-                if (rc != 1 || strcmp(got, val)) {
-                    n->bad++;
-                    fprintf(stderr, "%c%d: get %s by call: %s, want %s\n", pod, id, key, rc ? got : "(none)", val);
-                }
-            }
-            rc = c->tab ? kvp_get_ptr(c, key, got, &n->bad) : kvp_get_read(c, key, got, &n->bad, 1);
-            if (rc < 0) goto fail;
-            c->tab ? n->gets_ptr++ : n->gets_read++;
-            if (rc != 1 || strcmp(got, val)) {
-                n->bad++;
-                fprintf(stderr, "%c%d: get %s %s: %s, want %s\n", pod, id, key,
-                        c->tab ? "by pointer" : "by READ", rc ? got : "(none)", val);
-            }
-            if (!nothers) continue;
-            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-            const kvp_peer *o = &others[(seed >> 33) % (uint64_t)nothers];
-            kvp_key(key, o->pod, o->id, (long)((seed >> 13) % (uint64_t)keys));
-            rc = c->tab ? kvp_get_ptr(c, key, got, &n->bad) : kvp_get_read(c, key, got, &n->bad, 1);
-            if (rc < 0) goto fail;
-            c->tab ? n->gets_ptr++ : n->gets_read++;
-            if (rc == 1 && !kvp_value_round(key, got)) {
-                n->bad++;
-                fprintf(stderr, "%c%d: %s holds \"%s\", which no client put\n", pod, id, key, got);
-            } else if (rc == 1) {
-                n->others++;
-            }
-        }
+    if (calls && c->conn) {
+        if ((rc = kvp_get_rpc(c, key, got)) < 0) return rc;
+        n->gets_rpc++;
+        check(key, rc ? got : NULL, "by call", want, n);
+    }
+    rc = c->tab ? kvp_get_ptr(c, key, got, &n->bad) : kvp_get_read(c, key, got, &n->bad, 1);
+    if (rc < 0) return rc;
+    c->tab ? n->gets_ptr++ : n->gets_read++;
+    check(key, rc ? got : NULL, c->tab ? "by pointer" : "by READ", want, n);
     return 0;
-fail:
-    fprintf(stderr, "%c%d: get %s: %s\n", pod, id, key, kvp_err(rc));
-    return rc;
 }
 
-/* After every writer finished: each key of each client in `all` holds its last round's value,
-   read every way this client can. */
-static int kvp_check(kvp_client *c, const kvp_peer *all, int nall, long keys, unsigned rounds,
-                     kvp_counts *n)
+static void kvp_want_exact(const char *key, const char *got, const char *how, const void *want,
+                           kvp_counts *n)
 {
-    char key[KVP_KEY_MAX], val[KVP_VAL_MAX], got[KVP_VAL_MAX];
+    if (got && !strcmp(got, (const char *)want)) return;
+    n->bad++;
+    fprintf(stderr, "get %s %s: %s, want %s\n", key, how, got ? got : "(none)", (const char *)want);
+}
+
+/* absent (want == NULL only), or a value some client put under key */
+static void kvp_want_put(const char *key, const char *got, const char *how, const void *want,
+                         kvp_counts *n)
+{
+    if (got && kvp_value_round(key, got)) { n->others++; return; }
+    if (!got && !want) return;
+    n->bad++;
+    fprintf(stderr, "get %s %s: \"%s\", which no client put\n", key, how, got ? got : "(none)");
+}
+
+static const char kvp_nonempty[] = "";
+
+/* One client's run: round after round, put each of its keys and a hot key, read its key back
+   every way it can (it is its keys' only writer: it must see its own value), and read a key of
+   another client (`others`) and a hot key, which must be absent or a value a client put. Pod A
+   clients go on after `rounds` until *stop (when given); *done = the rounds done. */
+static int kvp_workload(kvp_client *c, char pod, int id, long keys, unsigned rounds,
+                        const volatile uint32_t *stop, const kvp_peer *others, int nothers,
+                        kvp_counts *n, unsigned *done)
+{
+    char key[KVP_KEY_MAX], val[KVP_VAL_MAX];
+    uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)(id + 1) + (uint64_t)pod;
+    unsigned r;
+    int rc = 0;
+    for (r = 1; r <= rounds || (stop && !__atomic_load_n(stop, __ATOMIC_ACQUIRE)); r++)
+        for (long k = 0; k < keys; k++) {
+            /* pod B puts by call when there are calls (even keys) and by WRITE otherwise */
+            int by_write = pod == 'b' && (!c->conn || (k & 1));
+            for (int hot = 0; hot < 2; hot++) {
+                seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                if (hot) snprintf(key, sizeof key, "h:%u", (unsigned)((k + r + (unsigned)id) % KVP_HOT));
+                else kvp_key(key, pod, id, k);
+                kvp_value(key, hot ? (unsigned)(seed >> 44) % 100000 + 1 : r, val);
+                rc = by_write ? kvp_put_write(c, key, val) : kvp_put_rpc(c, key, val);
+                if (rc != 1) {
+                    fprintf(stderr, "%c%d: put %s: %s\n", pod, id, key, kvp_err(rc));
+                    goto out;
+                }
+                by_write ? n->puts_write++ : n->puts_rpc++;
+                if (!hot && (rc = kvp_get_all(c, key, 1, kvp_want_exact, val, n))) goto err;
+            }
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            snprintf(key, sizeof key, "h:%u", (unsigned)(seed >> 40) % KVP_HOT);
+            if ((rc = kvp_get_all(c, key, 0, kvp_want_put, NULL, n))) goto err;
+            if (!nothers) continue;
+            const kvp_peer *o = &others[(seed >> 20) % (uint64_t)nothers];
+            kvp_key(key, o->pod, o->id, (long)((seed >> 4) % (uint64_t)keys));
+            if ((rc = kvp_get_all(c, key, 0, kvp_want_put, NULL, n))) goto err;
+            if (r > rounds) usleep(200); /* only overlapping pod B: leave it CPU time */
+        }
+    rc = 0;
+    goto out;
+err:
+    fprintf(stderr, "%c%d: get %s: %s\n", pod, id, key, kvp_err(rc));
+out:
+    if (done) *done = r - 1;
+    return rc == 1 ? -1 : rc;
+}
+
+/* After every writer finished: each key of each client in `all` holds its last round's value
+   (pod A client i: sh->rounds_a[i] when known, else `rounds`), and every hot key a value some
+   client put; read every way this client can. */
+static int kvp_check(kvp_client *c, const kvp_peer *all, int nall, long keys, unsigned rounds,
+                     const kvp_shared *sh, kvp_counts *n)
+{
+    char key[KVP_KEY_MAX], val[KVP_VAL_MAX];
     int rc;
-    for (int p = 0; p < nall; p++)
+    for (int p = 0; p < nall; p++) {
+        unsigned r = all[p].pod == 'a' && sh && sh->rounds_a[all[p].id] ? sh->rounds_a[all[p].id] : rounds;
         for (long k = 0; k < keys; k++) {
             kvp_key(key, all[p].pod, all[p].id, k);
-            kvp_value(key, rounds, val);
-            for (int way = 0; way < 2; way++) {
-                if (way == 0 && !c->conn) continue;
-                if (way == 0) rc = kvp_get_rpc(c, key, got);
-                else if (c->tab) rc = kvp_get_ptr(c, key, got, &n->bad);
-                else rc = kvp_get_read(c, key, got, &n->bad, 1);
-                if (rc < 0) {
-                    fprintf(stderr, "check: get %s: %s\n", key, kvp_err(rc));
-                    return rc;
-                }
-                way == 0 ? n->gets_rpc++ : c->tab ? n->gets_ptr++ : n->gets_read++;
-                if (rc != 1 || strcmp(got, val)) {
-                    n->bad++;
-                    fprintf(stderr, "check: %s %s: %s, want %s\n", key,
-                            way == 0 ? "by call" : c->tab ? "by pointer" : "by READ",
-                            rc ? got : "(none)", val);
-                }
-            }
+            kvp_value(key, r, val);
+            if ((rc = kvp_get_all(c, key, 1, kvp_want_exact, val, n))) goto err;
         }
+    }
+    for (unsigned h = 0; h < KVP_HOT; h++) {
+        snprintf(key, sizeof key, "h:%u", h);
+        if ((rc = kvp_get_all(c, key, 1, kvp_want_put, keys >= KVP_HOT ? kvp_nonempty : NULL, n)))
+            goto err;
+    }
     return 0;
+err:
+    fprintf(stderr, "check: get %s: %s\n", key, kvp_err(rc));
+    return rc;
 }
 
 static void kvp_counts_add(kvp_counts *to, const kvp_counts *n)
@@ -821,16 +875,6 @@ static void kvp_counts_add(kvp_counts *to, const kvp_counts *n)
     to->gets_read += n->gets_read;
     to->others += n->others;
     to->bad += n->bad;
-}
-
-static void kvp_counts_print(const char *who, const kvp_counts *n)
-{
-    printf("%s: puts %llu by call, %llu by WRITE; gets %llu by call, %llu by pointer, %llu by "
-           "READ; %llu of other clients' keys well formed; %llu wrong\n",
-           who, (unsigned long long)n->puts_rpc, (unsigned long long)n->puts_write,
-           (unsigned long long)n->gets_rpc, (unsigned long long)n->gets_ptr,
-           (unsigned long long)n->gets_read, (unsigned long long)n->others,
-           (unsigned long long)n->bad);
 }
 
 /* ---------------------------------------------------------------- bench */
@@ -856,7 +900,7 @@ static int kvp_bench(kvp_client *c, long keys, long gets)
                             "kvpods/remote-get-read-unlocked", NULL};
     for (int way = 0; way < 3; way++) {
         if (way == 0 && !c->conn) {
-            printf("skip %s: %s\n", names[0], c->rpc_why);
+            printf("# %s: not measured: %s\n", names[0], c->rpc_why);
             continue;
         }
         if (way == 2 && !c->kc) continue;
@@ -885,23 +929,6 @@ static int kvp_bench(kvp_client *c, long keys, long gets)
 
 /* ---------------------------------------------------------------- processes */
 
-/* argv[i] as a whole number in [lo, hi], or def if absent; exits with the usage if bad */
-static const char *kvp_usage =
-    "usage: kvp [KEYS [CLIENTS]] | serve [SECONDS] | local N KEYS ROUNDS |\n"
-    "       remote HOST N KEYS ROUNDS | bench [HOST] [GETS]\n";
-static long arg_num(int argc, char **argv, int i, long def, long lo, long hi)
-{
-    if (argc <= i) return def;
-    char *end;
-    errno = 0;
-    long v = strtol(argv[i], &end, 10);
-    if (errno || end == argv[i] || *end || v < lo || v > hi) {
-        fputs(kvp_usage, stderr);
-        exit(2);
-    }
-    return v;
-}
-
 /* Client processes, forked before this process has any thread or krconn context. Each one
    waits for "go", runs its job, and meets its siblings at barriers: the parent reads a byte
    from every child, runs its hook (the VM test syncs with the other pod there), then answers
@@ -918,6 +945,7 @@ struct kvp_job {
     unsigned rounds;
     kvp_peer all[32];         /* every client of both pods: what the final check reads */
     int nall;
+    kvp_shared *sh;           /* NULL: pod A clients do `rounds` rounds and stop */
 };
 
 static int kvp_kid_sync(void) /* in a child: at a barrier */
@@ -974,8 +1002,8 @@ static int kvp_barrier(kvp_kids *k)
 {
     int fails = 0;
     for (int i = 0; i < k->n; i++) {
-        char x;
-        if (read(k->back[i], &x, 1) != 1) fails++;
+        char x = 0;
+        if (read(k->back[i], &x, 1) != 1 || x != 's') fails++; /* gone, or wrote its counts */
     }
     return fails ? -1 : 0;
 }
@@ -1020,9 +1048,12 @@ static int kvp_local_kid(int i, const kvp_job *j, kvp_counts n[2])
     }
     if (ret) rpcool_free(c->conn, ret);
     if ((rc = kvp_kid_sync())) goto out;
-    if ((rc = kvp_workload(c, 'a', i, j->keys, j->rounds, others, no, &n[0]))) goto out;
-    if ((rc = kvp_kid_sync())) goto out;
-    rc = kvp_check(c, j->all, j->nall, j->keys, j->rounds, &n[1]);
+    unsigned done = 0;
+    rc = kvp_workload(c, 'a', i, j->keys, j->rounds, j->sh ? &j->sh->stop : NULL, others, no,
+                      &n[0], &done);
+    if (j->sh) __atomic_store_n(&j->sh->rounds_a[i], done, __ATOMIC_RELEASE);
+    if (rc || (rc = kvp_kid_sync())) goto out;
+    rc = kvp_check(c, j->all, j->nall, j->keys, j->rounds, j->sh, &n[1]);
 out:
     kvp_client_close(c);
     return rc ? rc : n[0].bad || n[1].bad ? -1 : 0;
@@ -1042,15 +1073,18 @@ static int kvp_remote_kid(int i, const kvp_job *j, kvp_counts n[2])
         if (j->all[p].pod != 'b' || j->all[p].id != id) others[no++] = j->all[p];
     /* every pod B client stays until all have linked: they connect to one another by name */
     if ((rc = kvp_kid_sync())) goto out;
-    if ((rc = kvp_workload(c, 'b', id, j->keys, j->rounds, others, no, &n[0]))) goto out;
+    if ((rc = kvp_workload(c, 'b', id, j->keys, j->rounds, NULL, others, no, &n[0], NULL)))
+        goto out;
     if ((rc = kvp_kid_sync())) goto out;
-    rc = kvp_check(c, j->all, j->nall, j->keys, j->rounds, &n[1]);
+    rc = kvp_check(c, j->all, j->nall, j->keys, j->rounds, j->sh, &n[1]);
 out:
     kvp_client_close(c);
     return rc ? rc : n[0].bad || n[1].bad ? -1 : 0;
 }
 
-/* One pod's clients: fork, go, the two barriers (hook between them, may be NULL), reap. The
+/* One pod's clients: go, the two barriers with hook(phase) at "ready" (all there), "running"
+   (released; pod A's hook sets sh->stop when pod B is done) and "done" (all done writing), reap.
+   Every hook runs, in order, even after a failure (the other pod's hooks wait for them). The
    server, if any, must be serving before `go`. Returns how many clients failed. */
 static int kvp_run_clients(kvp_kids *k, int (*hook)(const char *phase, void *user), void *user,
                            kvp_counts sum[2])
@@ -1060,16 +1094,51 @@ static int kvp_run_clients(kvp_kids *k, int (*hook)(const char *phase, void *use
     if (kvp_barrier(k)) fails++;                               /* ready (pod B: linked) */
     if (hook && hook("ready", user)) fails++;
     kvp_release(k, fails ? 'x' : 'g');
-    if (!fails && kvp_barrier(k)) fails++;                     /* done writing */
-    if (!fails && hook && hook("done", user)) fails++;
+    if (hook && hook("running", user)) fails++;
+    if (kvp_barrier(k)) fails++;                               /* done writing */
+    if (hook && hook("done", user)) fails++;
     kvp_release(k, fails ? 'x' : 'g');
     return kvp_reap(k, sum) + fails;
+}
+
+#ifndef KVP_NO_MAIN /* tests/vm/test_kv_pods.c has a main of its own */
+static void kvp_counts_print(const char *who, const kvp_counts *n)
+{
+    printf("%s: puts %llu by call, %llu by WRITE; gets %llu by call, %llu by pointer, %llu by "
+           "READ; %llu of other clients' and hot keys well formed; %llu wrong\n",
+           who, (unsigned long long)n->puts_rpc, (unsigned long long)n->puts_write,
+           (unsigned long long)n->gets_rpc, (unsigned long long)n->gets_ptr,
+           (unsigned long long)n->gets_read, (unsigned long long)n->others,
+           (unsigned long long)n->bad);
+}
+
+static void kvp_check_print(const char *who, const kvp_counts *n)
+{
+    printf("%s, final check: gets %llu by call, %llu by pointer, %llu by READ; %llu wrong\n", who,
+           (unsigned long long)n->gets_rpc, (unsigned long long)n->gets_ptr,
+           (unsigned long long)n->gets_read, (unsigned long long)n->bad);
+}
+
+/* argv[i] as a whole number in [lo, hi], or def if absent; exits with the usage if bad */
+static const char *kvp_usage =
+    "usage: kvp [KEYS [CLIENTS]] | serve [SECONDS] | local N KEYS ROUNDS |\n"
+    "       remote HOST N KEYS ROUNDS | bench [HOST] [GETS]\n";
+static long arg_num(int argc, char **argv, int i, long def, long lo, long hi)
+{
+    if (argc <= i) return def;
+    char *end;
+    errno = 0;
+    long v = strtol(argv[i], &end, 10);
+    if (errno || end == argv[i] || *end || v < lo || v > hi) {
+        fputs(kvp_usage, stderr);
+        exit(2);
+    }
+    return v;
 }
 
 static volatile sig_atomic_t kvp_stop;
 static void kvp_on_signal(int sig) { (void)sig; kvp_stop = 1; }
 
-#ifndef KVP_NO_MAIN
 static void kvp_job_all(kvp_job *j, int na, int nb)
 {
     j->nall = 0;
@@ -1079,10 +1148,8 @@ static void kvp_job_all(kvp_job *j, int na, int nb)
 
 static void kvp_print_run(const char *who, const kvp_counts sum[2])
 {
-    char w[64];
     kvp_counts_print(who, &sum[0]);
-    snprintf(w, sizeof w, "%s, final check", who);
-    kvp_counts_print(w, &sum[1]);
+    kvp_check_print(who, &sum[1]);
 }
 
 int main(int argc, char **argv)

@@ -85,6 +85,9 @@ a|b)
     fi
     run "alock-pair-$role" 120 /t/test_alock_rdma "$role" "$peer"
     run "nppin-twohost-$role" 90 /t/test_nppin_twohost "$role" "$peer"
+    # examples/rpcool_kv_pods.c: guest a is pod A (server, local clients), b is pod B (pod id 1)
+    podid=0; [ "$role" = b ] && podid=1
+    run "kv-pods-$role" 150 env SHMHEAP_POD_ID=$podid /t/test_kv_pods "$role" "$peer"
     ;;
 cxl)
     # reserve the 2 MiB pages of the hugetlbfs test first, before other tests fragment memory

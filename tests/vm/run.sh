@@ -4,7 +4,8 @@
 # the guests. Prints "ok/FAIL/skip NAME" lines and ends with "vm: N passed, N failed, N skipped".
 #   single    one guest: impl/verbs.h on rxe0 (RC, UD, WRITE, READ, atomics, error paths)
 #   pair      two guests, NICs joined by a qemu socket netdev on 127.0.0.1, one ivshmem file:
-#             RC between the guests, and a shmheap shared through ivshmem
+#             RC between the guests, and a shmheap shared through ivshmem; and
+#             examples/rpcool_kv_pods.c across them (a = pod A: server, b = pod B)
 #   cxl       one guest with a CXL type-3 device (libcxl region -> /dev/daxX.Y) and a file-backed
 #             NVDIMM made devdax (shmheap on /dev/daxX.Y with data); hugetlbfs; pku (shmheap, rpcool)
 #   krconn    one guest: krconn.h on rxe0 (tests/vm/test_krconn.c: processes of one guest)
@@ -188,6 +189,8 @@ listening() { # listening PORT: is something listening on 127.0.0.1:PORT?
 
 run_pair() {
     t0=$(date +%s)
+    gt=$GUEST_TIMEOUT
+    GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-300} # the pair runs examples/rpcool_kv_pods.c too
     pod=/dev/shm/rcp-vm-pod-$$
     rm -f "$pod"
     truncate -s 16M "$pod"
@@ -216,6 +219,7 @@ run_pair() {
     t=$(($(date +%s) - t0))
     collect pair-a $t
     collect pair-b $t
+    GUEST_TIMEOUT=$gt
 }
 
 run_cxl() {
