@@ -4,8 +4,8 @@
  * one-sided RDMA READ. One lock table (alock.h) guards the buckets for both.
  *
  *   cc -O2 -pthread -I. examples/rpcool_kv_pods.c -o kvp -libverbs
- *   ./kvp [KEYS] [CLIENTS]        pod A on this host: the server and CLIENTS local client
- *                                 processes (default 2000 keys each, 2 clients); `make demo`
+ *   ./kvp [KEYS] [CLIENTS]        pod A alone on this host (no RDMA): the server and CLIENTS
+ *                                 client processes (default 2000 keys each, 2); `make demo`
  *   ./kvp serve [SECONDS]         pod A's server on channel "kv" (default: until SIGINT/SIGTERM)
  *   ./kvp local N KEYS ROUNDS     N pod A client processes against that server
  *   SHMHEAP_POD_ID=1 ./kvp remote HOST N KEYS ROUNDS   N pod B client processes (needs RDMA)
@@ -333,9 +333,9 @@ static void kvp_server_close(kvp_server *sv)
     kvp_srv = NULL;
 }
 
-/* The store, the table, the locks and the channel (not serving yet), then the RDMA side if
-   the host has a device: without one the server says so and serves its own pod only. */
-static int kvp_server_open(const char *chan, long keys, kvp_server **out)
+/* The store, the table, the locks and the channel (not serving yet); with rdma, then the RDMA
+   side if the host has a device: without one the server says so and serves its own pod only. */
+static int kvp_server_open(const char *chan, long keys, int rdma, kvp_server **out)
 {
     kvp_server *sv = (kvp_server *)calloc(1, sizeof *sv);
     char why[600];
@@ -380,7 +380,7 @@ static int kvp_server_open(const char *chan, long keys, kvp_server **out)
     rpcool_server_add_handler(sv->rpc, KVP_PUT, kvp_put, NULL, 0);
     rpcool_server_add_handler(sv->rpc, KVP_GET, kvp_get, NULL, 0);
     rpcool_server_add_handler(sv->rpc, KVP_INFO, kvp_info_fn, NULL, 0);
-    if (kvp_server_rdma(sv, why, sizeof why)) {
+    if (rdma && kvp_server_rdma(sv, why, sizeof why)) {
         printf("server: no RDMA (%s): pod B cannot reach this table\n", why);
         if (sv->dir) krconn_dir_close(sv->dir);
         if (sv->lmr.mr) krconn_dereg(&sv->lmr);
@@ -390,7 +390,7 @@ static int kvp_server_open(const char *chan, long keys, kvp_server **out)
         memset(&sv->tmr, 0, sizeof sv->tmr);
         memset(&sv->lmr, 0, sizeof sv->lmr);
         sv->info.rdma = 0;
-    } else {
+    } else if (rdma) {
         printf("server: RDMA on %s, krconn context %s published as \"kv.table\"%s\n",
                krconn_ctx_device(sv->kc), sv->info.addr,
                KVP_RPC_RDMA ? "" : " (meta server on TCP 7471)");
@@ -1165,7 +1165,7 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "serve")) {
         long secs = arg_num(argc, argv, 2, 0, 0, 1000000);
         kvp_server *sv;
-        if (kvp_server_open(j.chan, 4096, &sv)) return 1;
+        if (kvp_server_open(j.chan, 4096, 1, &sv)) return 1;
         signal(SIGINT, kvp_on_signal);
         signal(SIGTERM, kvp_on_signal);
         rpcool_server_start(sv->rpc, 1);
@@ -1203,7 +1203,7 @@ int main(int argc, char **argv)
             rc = kvp_remote_open(argv[2], j.chan, 1, &c);
         } else { /* pod A: a server of its own in this process, on a channel of its own */
             snprintf(chan, sizeof chan, "kvp-bench-%d", (int)getpid());
-            if (kvp_server_open(chan, 1024, &sv)) return 1;
+            if (kvp_server_open(chan, 1024, 0, &sv)) return 1;
             rpcool_server_start(sv->rpc, 1);
             rc = kvp_local_open(chan, &c);
         }
@@ -1225,7 +1225,7 @@ int main(int argc, char **argv)
     kvp_job_all(&j, j.nclients, 0);
     if (kvp_fork(&k, j.nclients, kvp_local_kid, &j)) return 1; /* before any thread exists */
     kvp_server *sv;
-    if (kvp_server_open(chan, j.keys * j.nclients, &sv)) {
+    if (kvp_server_open(chan, j.keys * j.nclients, 0, &sv)) {
         kvp_release(&k, 'x');
         kvp_reap(&k, sum);
         return 1;

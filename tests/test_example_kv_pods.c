@@ -27,7 +27,7 @@ static void kv_pods_local(void)
     j.rounds = 3;
     for (int i = 0; i < j.nclients; i++) j.all[j.nall++] = (kvp_peer){'a', i};
     CHECK_EQ(kvp_fork(&k, j.nclients, kvp_local_kid, &j), 0); /* before the server's threads */
-    int rc = kvp_server_open(j.chan, j.keys * j.nclients, &sv);
+    int rc = kvp_server_open(j.chan, j.keys * j.nclients, 0, &sv);
     CHECK_EQ(rc, 0);
     if (rc) {
         kvp_release(&k, 'x');
@@ -66,7 +66,7 @@ static void kv_pods_bad_entry(void)
     const char *chan = t_uniq("kvp");
     kvp_server *sv = NULL;
     char got[KVP_VAL_MAX], v1[KVP_VAL_MAX], v2[KVP_VAL_MAX];
-    int rc = kvp_server_open(chan, 100, &sv);
+    int rc = kvp_server_open(chan, 100, 0, &sv);
     CHECK_EQ(rc, 0);
     if (rc) return;
     CHECK_EQ(rpcool_server_start(sv->rpc, 1), 0);
@@ -101,7 +101,7 @@ static void kv_pods_hostile(void)
     const char *chan = t_uniq("kvp");
     kvp_server *sv = NULL;
     char got[KVP_VAL_MAX];
-    int rc = kvp_server_open(chan, 100, &sv);
+    int rc = kvp_server_open(chan, 100, 0, &sv);
     CHECK_EQ(rc, 0);
     if (rc) return;
     CHECK_EQ(rpcool_server_start(sv->rpc, 1), 0);

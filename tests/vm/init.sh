@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/vm/init.sh - /init of the VM tier's guests (busybox sh). The kernel command line says
 # what to do: rcp.role=single|a|b|cxl|krconn|krconn-bench|perftest|alockbench|nppin|
-# nppin-bench, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
+# nppin-bench|kvbench-a|kvbench-b, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
 # second serial port (/dev/ttyS1) as "ok/FAIL/skip NAME" lines; the host reads that file. The
 # last line is "guest-done"; without it the host counts the guest as failed.
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -88,6 +88,22 @@ a|b)
     # examples/rpcool_kv_pods.c: guest a is pod A (server, local clients), b is pod B (pod id 1)
     podid=0; [ "$role" = b ] && podid=1
     run "kv-pods-$role" 150 env SHMHEAP_POD_ID=$podid /t/test_kv_pods "$role" "$peer"
+    ;;
+kvbench-a)
+    # examples/rpcool_kv_pods.c's bench: pod A's gets (a server of its own), then the server that
+    # pod B's bench reads, until the host stops this guest (tests/vm/run.sh kvpods-bench)
+    rdma_up
+    if timeout 120 /t/ex_rpcool_kv_pods bench 20000; then echo "ok kvpods-bench-local"
+    else echo "FAIL kvpods-bench-local: ex_rpcool_kv_pods bench failed"; fi
+    /t/ex_rpcool_kv_pods serve 600
+    ;;
+kvbench-b)
+    rdma_up
+    if timeout 560 env SHMHEAP_POD_ID=1 /t/ex_rpcool_kv_pods bench "$peer" 2000; then
+        echo "ok kvpods-bench-remote"
+    else
+        echo "FAIL kvpods-bench-remote: ex_rpcool_kv_pods bench $peer failed"
+    fi
     ;;
 cxl)
     # reserve the 2 MiB pages of the hugetlbfs test first, before other tests fragment memory

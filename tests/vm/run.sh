@@ -15,6 +15,8 @@
 #   alockbench  one guest running alock's lock-table benchmark (used by bench/bench_alock.sh)
 #   nppin     one 2 GiB guest with zram swap: nppin.h (tests/vm/test_nppin.c)
 #   nppin-bench  the same guest running tests/vm/nppin_bench.c (used by bench/bench_nppin.sh)
+#   kvpods-bench  the pair running examples/rpcool_kv_pods.c's bench: pod A's gets in guest a, then
+#             pod B's (by one-sided READ, locked and not, and by call once rpcool has RDMA) in b
 # The kernel package is downloaded once and kept in build/vm/kernel. Needs root for installing
 # missing packages (tests/deps.sh vm); otherwise only qemu and the packages.
 set -u
@@ -187,10 +189,9 @@ listening() { # listening PORT: is something listening on 127.0.0.1:PORT?
     grep -q "0100007F:$(printf %04X "$1") 00000000:0000 0A" /proc/net/tcp 2>/dev/null
 }
 
-run_pair() {
-    t0=$(date +%s)
-    gt=$GUEST_TIMEOUT
-    GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-300} # the pair runs examples/rpcool_kv_pods.c too
+# boot_pair ROLE_A ROLE_B NAME_A NAME_B [stop]: guests a (10.0.3.1) and b (10.0.3.2), NICs joined
+# by a socket netdev, one ivshmem file; returns when b is done (stop: then a is killed).
+boot_pair() {
     pod=/dev/shm/rcp-vm-pod-$$
     rm -f "$pod"
     truncate -s 16M "$pod"
@@ -201,7 +202,7 @@ run_pair() {
         port=$((20000 + ($$ * 7 + try * 997) % 30000))
         listening "$port" && continue
         # shellcheck disable=SC2086
-        (BOOT_EXEC=exec boot pair-a a "rcp.ip=10.0.3.1 rcp.peer=10.0.3.2" -m 1G $mem \
+        (BOOT_EXEC=exec boot "$3" "$1" "rcp.ip=10.0.3.1 rcp.peer=10.0.3.2" -m 1G $mem \
             -netdev socket,id=n0,listen=127.0.0.1:$port -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:01) &
         pa=$!
         i=0
@@ -211,15 +212,36 @@ run_pair() {
     done
     if [ -n "$pa" ]; then
         # shellcheck disable=SC2086
-        boot pair-b b "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1" -m 1G $mem \
+        boot "$4" "$2" "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1" -m 1G $mem \
             -netdev socket,id=n0,connect=127.0.0.1:$port -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:02
+        [ "${5:-}" = stop ] && kill $pa 2>/dev/null
         wait $pa
     fi
     rm -f "$pod"
+}
+
+run_pair() {
+    t0=$(date +%s)
+    gt=$GUEST_TIMEOUT
+    GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-300} # the pair runs examples/rpcool_kv_pods.c too
+    boot_pair a b pair-a pair-b
     t=$(($(date +%s) - t0))
     collect pair-a $t
     collect pair-b $t
     GUEST_TIMEOUT=$gt
+}
+
+run_kvpods_bench() { # examples/rpcool_kv_pods.c's bench: a serves (stopped when b is done)
+    t0=$(date +%s)
+    boot_pair kvbench-a kvbench-b kvbench-a kvbench-b stop
+    t=$(($(date +%s) - t0))
+    for g in kvbench-a kvbench-b; do
+        [ -f "$OUT/$g.results" ] || : >"$OUT/$g.results"
+        tr -d '\r' <"$OUT/$g.results" | grep -E '^(kvpods/|#   kvpods/|# kvpods/)' || true
+    done
+    echo "guest-done" >>"$OUT/kvbench-a.results" # a was stopped on purpose
+    collect kvbench-a $t
+    collect kvbench-b $t
 }
 
 run_cxl() {
@@ -298,6 +320,7 @@ case $mode in
     perftest) run_perftest ;;
     alockbench) run_alockbench ;;
     nppin|nppin-bench) run_nppin "$mode" ;;
-    *) echo "usage: $0 [all|single|pair|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench]"; exit 2 ;;
+    kvpods-bench) run_kvpods_bench ;;
+    *) echo "usage: $0 [all|single|pair|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench|kvpods-bench]"; exit 2 ;;
 esac
 finish

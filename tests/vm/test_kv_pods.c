@@ -87,7 +87,7 @@ static int pod_a(const char *peer, kvp_job *j)
     memset(sum, 0, sizeof sum);
     if (kvp_fork(&k, KVP_NA, kvp_local_kid, j)) { printf("FAIL kvpods-server: fork\n"); return 1; }
     int sock = vmt_tcp_peer(1, peer, KVP_PORT);
-    if (sock < 0 || kvp_server_open(j->chan, 4 * KVP_KEYS * (KVP_NA + KVP_NB), &sv) ||
+    if (sock < 0 || kvp_server_open(j->chan, 4 * KVP_KEYS * (KVP_NA + KVP_NB), 1, &sv) ||
         !sv->info.rdma) {
         printf("FAIL kvpods-server: %s\n", sock < 0 ? "no TCP to guest b" : !sv ? "see above"
                                                   : "no RDMA: pod B cannot reach the table");
