@@ -430,7 +430,8 @@ typedef struct kvp_client {
     krconn_mr bmr, dmr;       /* our bucket buffer, our lock descriptors */
     kvp_bucket *buf;
     void *descs;
-    alock_link hl, pl[16];
+    alock_link hl, pl[16];    /* alock's links: to the server, to the other pod B clients */
+    krconn *pk[16];
     int npl;
     alock_remote *r;
     kvp_info info;
@@ -451,7 +452,10 @@ static void kvp_client_close(kvp_client *c)
     if (c->locks) alock_table_close(c->locks);
     if (c->store) shmheap_close(c->store);
     if (c->r) alock_remote_destroy(c->r);
-    for (int i = 0; i < c->npl; i++) alock_krconn_link_destroy(&c->pl[i]);
+    for (int i = 0; i < c->npl; i++) {
+        alock_krconn_link_destroy(&c->pl[i]);
+        krconn_disconnect(c->pk[i]);
+    }
     if (c->hl.conn) alock_krconn_link_destroy(&c->hl);
     if (c->bmr.mr) krconn_dereg(&c->bmr);
     if (c->dmr.mr) krconn_dereg(&c->dmr);
@@ -556,8 +560,11 @@ static int kvp_remote_open(const char *host, const char *chan, uint16_t id, kvp_
             goto fail;
         }
         step = "krconn_connect (KVP_INFO's address)";
-        rc = krconn_addr_parse(((kvp_info_reply *)ret)->addr, &a);
+        char text[sizeof ((kvp_info_reply *)ret)->addr];
+        memcpy(text, ((kvp_info_reply *)ret)->addr, sizeof text);
+        text[sizeof text - 1] = 0;
         rpcool_free(c->conn, ret);
+        rc = krconn_addr_parse(text, &a);
         if (rc || (rc = krconn_connect(c->kc, &a, &co, &c->home))) goto fail;
     } else {
         step = "krconn_connect_name(\"kv.table\")";
@@ -633,11 +640,12 @@ static int kvp_remote_link(kvp_client *c, uint16_t peer)
         return rc;
     }
     memcpy(pd, krconn_peer_data(k), sizeof pd);
-    if ((rc = alock_krconn_link_create(c->kc, k, (uint32_t)pd[1], KVP_TMO, &c->pl[c->npl])))
-        return rc; /* k is closed with the context */
-    if ((rc = alock_remote_set_peer(c->r, peer, &c->pl[c->npl]))) return rc;
-    c->npl++;
-    return 0;
+    if ((rc = alock_krconn_link_create(c->kc, k, (uint32_t)pd[1], KVP_TMO, &c->pl[c->npl]))) {
+        krconn_disconnect(k);
+        return rc;
+    }
+    c->pk[c->npl++] = k; /* kvp_client_close lets go of both */
+    return alock_remote_set_peer(c->r, peer, &c->pl[c->npl - 1]);
 }
 
 /* ---- the operations. Each returns 1 (found / stored), 0 (not found), or a negative code. */
@@ -656,7 +664,7 @@ static int kvp_get_rpc(kvp_client *c, const char *key, char *val)
     size_t n = 0;
     snprintf(c->key, KVP_KEY_MAX, "%s", key);
     int rc = rpcool_call(c->conn, KVP_GET, c->key, strlen(c->key) + 1, &ret, &n);
-    if (rc == KVP_OK) snprintf(val, KVP_VAL_MAX, "%s", ret && n ? (char *)ret : "");
+    if (rc == KVP_OK) snprintf(val, KVP_VAL_MAX, "%.*s", ret ? (int)n : 0, ret ? (char *)ret : "");
     if (ret) rpcool_free(c->conn, ret);
     return rc == KVP_OK ? 1 : rc == KVP_NOTFOUND ? 0 : rc < 0 ? rc : -rc;
 }
