@@ -61,6 +61,7 @@
 #define KVP_SLOTS 8     /* entries per bucket */
 #define KVP_KEY_MAX 32  /* key bytes with the NUL */
 #define KVP_VAL_MAX 80  /* value bytes with the NUL */
+#define KVP_BUDGET 8    /* alock: hand-offs within a cohort before the other gets a turn */
 #define KVP_TMO 20000   /* ms: one RDMA operation or connect (Soft-RoCE under emulation is slow) */
 /* RC ACK timeout 4.096 us * 2^18 = 1.07 s, 7 tries: Soft-RoCE in emulated guests on a busy host
    answers late, and krconn's default (67 ms) would declare a live peer dead. */
@@ -295,7 +296,7 @@ static int kvp_server_rdma(kvp_server *sv, char *why, size_t whylen)
     i->table_rkey = sv->tmr.rkey;
     i->lines_rkey = sv->lmr.rkey;
     i->nbuckets = sv->tab->nbuckets;
-    i->budget = ALOCK_DEFAULT_BUDGET;
+    i->budget = KVP_BUDGET; /* what the table was made with: pod B's cohort must agree */
     krconn_ctx_set_data(sv->kc, i, sizeof *i);
     krconn_ctx_addr(sv->kc, &me);
     krconn_addr_format(&me, sv->info.addr, sizeof sv->info.addr);
@@ -361,7 +362,7 @@ static int kvp_server_open(const char *chan, long keys, int rdma, kvp_server **o
     sv->tab->nbuckets = nb;
     sv->tab->slots = KVP_SLOTS;
     sv->tab->entry_size = sizeof(kvp_entry);
-    alock_table_opts ao = {.nlocks = nb};
+    alock_table_opts ao = {.nlocks = nb, .budget = KVP_BUDGET};
     if ((rc = alock_table_create(sv->store, "kv.locks", &ao, &sv->locks))) {
         fprintf(stderr, "lock table: %s\n", alock_strerror(rc));
         goto fail;
