@@ -43,7 +43,6 @@
 #include "krconn.h"
 #define ALOCK_IMPLEMENTATION
 #include "alock.h" /* after krconn.h: declares alock_krconn_link_create */
-#include "bench/hist.h"
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -888,52 +887,71 @@ static void kvp_counts_add(kvp_counts *to, const kvp_counts *n)
 
 /* ---------------------------------------------------------------- bench */
 
+static int kvp_cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* n samples (ns) of one way, as bench/hist.h prints them: "NAME MEDIAN_NS P99_NS OPS_PER_S",
+   then a "#" line for people; percentiles are nearest-rank order statistics. */
+static void kvp_print_lat(const char *name, uint64_t *ns, size_t n, uint64_t wall_ns)
+{
+    qsort(ns, n, sizeof *ns, kvp_cmp_u64);
+    size_t r50 = (n + 1) / 2, r99 = (n * 99 + 99) / 100;
+    double ops = wall_ns ? (double)n * 1e9 / (double)wall_ns : 0;
+    printf("%s %llu %llu %.0f\n", name, (unsigned long long)ns[r50 - 1],
+           (unsigned long long)ns[r99 - 1], ops);
+    printf("#   %s: median %.3f us  p99 %.3f us  min %.3f us  max %.3f us  %.0f ops/s  n=%zu\n",
+           name, ns[r50 - 1] / 1e3, ns[r99 - 1] / 1e3, ns[0] / 1e3, ns[n - 1] / 1e3, ops, n);
+}
+
 /* Gets of `gets` random keys among `keys` put first: from pod B (c->kc) by call (when there are
    calls) and by one-sided READ, locked and (the lock's cost) unlocked; from pod A by call and by
-   pointer. One machine line per way (bench/hist.h). */
+   pointer. One machine line per way (kvp_print_lat). */
 static int kvp_bench(kvp_client *c, long keys, long gets)
 {
     char key[KVP_KEY_MAX], val[KVP_VAL_MAX];
     uint64_t bad = 0, seed = 42;
-    hist hs;
-    int rc;
-    if (hist_init(&hs, (size_t)gets)) return -ENOMEM;
-    for (long k = 0; k < keys; k++) {
+    uint64_t *ns = (uint64_t *)malloc((size_t)gets * sizeof *ns);
+    int rc = 0;
+    if (!ns) return -ENOMEM;
+    for (long k = 0; k < keys && !rc; k++) {
         kvp_key(key, 'x', 0, k);
         kvp_value(key, 1, val);
         rc = c->conn ? kvp_put_rpc(c, key, val) : kvp_put_write(c, key, val);
-        if (rc != 1) { fprintf(stderr, "bench: put %s: %s\n", key, kvp_err(rc)); hist_free(&hs); return -1; }
+        if (rc != 1) fprintf(stderr, "bench: put %s: %s\n", key, kvp_err(rc));
+        rc = rc == 1 ? 0 : rc < 0 ? rc : -1;
     }
-    const char *names[4] = {c->kc ? "kvpods/remote-get-rpc" : "kvpods/local-get-rpc",
+    const char *names[3] = {c->kc ? "kvpods/remote-get-rpc" : "kvpods/local-get-rpc",
                             c->kc ? "kvpods/remote-get-read-locked" : "kvpods/local-get-ptr-locked",
-                            "kvpods/remote-get-read-unlocked", NULL};
-    for (int way = 0; way < 3; way++) {
+                            "kvpods/remote-get-read-unlocked"};
+    for (int way = 0; way < 3 && !rc; way++) {
         if (way == 0 && !c->conn) {
             printf("# %s: not measured: %s\n", names[0], c->rpc_why);
             continue;
         }
         if (way == 2 && !c->kc) continue;
-        hs.n = 0;
-        hs.sorted = 0;
-        uint64_t t0 = hist_now();
-        for (long i = 0; i < gets; i++) {
+        uint64_t t0 = rcp__now_ns();
+        for (long i = 0; i < gets && !rc; i++) {
             seed = seed * 6364136223846793005ull + 1442695040888963407ull;
             kvp_key(key, 'x', 0, (long)((seed >> 20) % (uint64_t)keys));
-            uint64_t s = hist_now();
+            uint64_t s = rcp__now_ns();
             rc = way == 0 ? kvp_get_rpc(c, key, val)
                  : c->kc  ? kvp_get_read(c, key, val, &bad, way == 1)
                           : kvp_get_ptr(c, key, val, &bad);
-            hist_add(&hs, hist_now() - s);
+            ns[i] = rcp__now_ns() - s;
             if (rc != 1 || !kvp_value_round(key, val)) {
                 fprintf(stderr, "bench: get %s: %s\n", key, rc < 0 ? kvp_err(rc) : "wrong answer");
-                hist_free(&hs);
-                return -1;
+                rc = rc < 0 ? rc : -1;
+            } else {
+                rc = 0;
             }
         }
-        hist_print(&hs, names[way], hist_ops_per_s(hs.n, hist_now() - t0));
+        if (!rc) kvp_print_lat(names[way], ns, (size_t)gets, rcp__now_ns() - t0);
     }
-    hist_free(&hs);
-    return bad ? -1 : 0;
+    free(ns);
+    return rc ? rc : bad ? -1 : 0;
 }
 
 /* ---------------------------------------------------------------- processes */
