@@ -25,22 +25,20 @@
  *   put by READ + RDMA WRITE of one entry under the same lock. ALock's cohorts never apply a CPU
  *   and an RDMA read-modify-write to the same word, which Soft-RoCE would not make atomic.
  * - How pod B finds the table: the server registers the table and the lock lines with krconn.h
- *   and publishes its krconn context as "kv.table" in krconn's directory (the meta server on
- *   TCP 7471 of the server's host); the connect data of that context (32 bytes) carries the
- *   addresses and keys. Once calls work over RDMA, the KVP_INFO call returns the same and the
- *   context's address. Pod B clients publish themselves ("kv.b<ID>") so that each can link to
- *   the others' lock descriptors (ALock's remote queue).
+ *   and publishes its krconn context as "kv.table" at the meta server that rpcool runs for it
+ *   (`.rdma = "serve"`: TCP 7471 of the server's host); that context's connect data (32 bytes)
+ *   carries the addresses and keys. A pod B client asks the KVP_INFO call for the context's
+ *   address, or looks "kv.table" up when it has no calls. Pod B clients publish themselves
+ *   ("kv.b<ID>") so that each can link to the others' lock descriptors (ALock's remote queue).
  * Trust: the table's key lets pod B's clients write any entry (that is how they put without a
  * call); entries are checked (kvp_entry_ok) and copied with bounds, so a bad one is skipped,
  * never followed. A server that does not trust pod B registers the table for remote READ only
  * and takes puts by call.
- * rpcool.h on this tree has no RDMA transport yet: pod B's rpcool_connect fails, which the
- * remote clients say, and they carry on with the one-sided part. Build with -DKVP_RPC_RDMA=1
- * once rpcool_server_opts has `.rdma` (the server then serves pod B's calls too). */
+ * Without rdma-core's headers everything RDMA says "not supported" (RPCOOL_E_NOTSUP and the
+ * like): the server then serves its own pod, and pod B's clients say why they cannot run. */
+#define RPCOOL_WITH_RDMA          /* calls between pods (krconn.h's implementation comes along) */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
-#define KRCONN_IMPLEMENTATION
-#include "krconn.h"
 #define ALOCK_IMPLEMENTATION
 #include "alock.h" /* after krconn.h: declares alock_krconn_link_create */
 #include <errno.h>
@@ -48,10 +46,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
-
-#ifndef KVP_RPC_RDMA
-#define KVP_RPC_RDMA 0 /* 1: rpcool.h has the RDMA transport (rpcool_server_opts.rdma) */
-#endif
 
 /* ---------------------------------------------------------------- the table (shared layout) */
 
@@ -103,6 +97,7 @@ enum { KVP_PUT = 1, KVP_GET = 2, KVP_INFO = 3 };                 /* handler ids 
 enum { KVP_OK = 0, KVP_NOTFOUND = 1, KVP_FULL = 2, KVP_TOOLONG = 3 }; /* statuses */
 
 struct kvp_req { const char *key, *val; }; /* KVP_PUT's argument, in the caller's heap */
+#define KVP_REQ_BYTES (sizeof(struct kvp_req) + KVP_KEY_MAX + KVP_VAL_MAX) /* with its strings */
 
 static uint64_t kvp_sum(const char *key, const char *val, uint32_t vlen)
 {
@@ -299,11 +294,8 @@ static int kvp_server_rdma(kvp_server *sv, char *why, size_t whylen)
     krconn_ctx_set_data(sv->kc, i, sizeof *i);
     krconn_ctx_addr(sv->kc, &me);
     krconn_addr_format(&me, sv->info.addr, sizeof sv->info.addr);
-    /* rpcool's RDMA transport runs krconn's meta server itself; without it, this context does */
-    if (!KVP_RPC_RDMA && (rc = krconn_meta_serve(sv->kc, NULL))) {
-        snprintf(why, whylen, "krconn_meta_serve: %s", krconn_describe(rc, d, sizeof d));
-        return rc;
-    }
+    /* rpcool's RDMA transport runs krconn's meta server (TCP 7471) in this process: publish
+       there, beside the channel's own entry "rpcool.<channel>" */
     if ((rc = krconn_dir_meta(sv->kc, "127.0.0.1", KVP_TMO, &sv->dir)) ||
         (rc = krconn_publish(sv->kc, sv->dir, "kv.table", KVP_TMO))) {
         snprintf(why, whylen, "publishing \"kv.table\": %s", krconn_describe(rc, d, sizeof d));
@@ -369,11 +361,15 @@ static int kvp_server_open(const char *chan, long keys, int rdma, kvp_server **o
     shmheap_root_set(sv->store, "kv.table", sv->tab);
     sv->info.i.table = (uint64_t)(uintptr_t)sv->tab; /* the rest once RDMA is up */
     sv->info.i.nbuckets = nb;
-    rpcool_server_opts so = {.max_conns = 64};
-#if KVP_RPC_RDMA
-    so.rdma = "serve"; /* also serve pod B's calls over RDMA (and krconn's meta server) */
-#endif
-    if ((rc = rpcool_server_open(chan, &so, &sv->rpc))) {
+    /* with rdma: also serve pod B's calls over RDMA, and run krconn's meta server */
+    rpcool_server_opts so = {.max_conns = 64, .rdma = rdma ? "serve" : NULL};
+    if ((rc = rpcool_server_open(chan, &so, &sv->rpc)) && rdma) {
+        printf("server: no calls over RDMA (%s): serving pod A only\n", rpcool_strerror(rc));
+        rdma = 0;
+        so.rdma = NULL;
+        rc = rpcool_server_open(chan, &so, &sv->rpc);
+    }
+    if (rc) {
         fprintf(stderr, "channel \"%s\": %s\n", chan, rpcool_strerror(rc));
         goto fail;
     }
@@ -391,9 +387,9 @@ static int kvp_server_open(const char *chan, long keys, int rdma, kvp_server **o
         memset(&sv->lmr, 0, sizeof sv->lmr);
         sv->info.rdma = 0;
     } else if (rdma) {
-        printf("server: RDMA on %s, krconn context %s published as \"kv.table\"%s\n",
-               krconn_ctx_device(sv->kc), sv->info.addr,
-               KVP_RPC_RDMA ? "" : " (meta server on TCP 7471)");
+        printf("server: calls over RDMA too; the table by RDMA on %s: krconn context %s,"
+               " published as \"kv.table\" (meta server on TCP 7471)\n",
+               krconn_ctx_device(sv->kc), sv->info.addr);
     }
     printf("server: channel \"%s\", table of %u buckets x %d entries in heap \"%s\"\n", chan, nb,
            KVP_SLOTS, sv->heap_name);
@@ -445,8 +441,6 @@ static void kvp_client_close(kvp_client *c)
     if (!c) return;
     if (c->conn) {
         if (c->rq) rpcool_free(c->conn, c->rq);
-        if (c->key) rpcool_free(c->conn, c->key);
-        if (c->val) rpcool_free(c->conn, c->val);
         rpcool_disconnect(c->conn);
     }
     if (c->locks) alock_table_close(c->locks);
@@ -472,16 +466,18 @@ static int kvp_client_rpc(kvp_client *c, const char *chan, int quiet)
 {
     int rc = rpcool_connect(chan, NULL, &c->conn);
     if (rc) {
-        snprintf(c->rpc_why, sizeof c->rpc_why, "rpcool_connect(\"%s\"): %s%s", chan,
-                 rpcool_strerror(rc), KVP_RPC_RDMA ? "" : " (this rpcool.h has no RDMA transport)");
+        snprintf(c->rpc_why, sizeof c->rpc_why, "rpcool_connect(\"%s\"): %s", chan,
+                 rpcool_strerror(rc));
         if (!quiet) printf("client: %s\n", c->rpc_why);
         c->conn = NULL;
         return rc;
     }
-    c->rq = (struct kvp_req *)rpcool_alloc(c->conn, sizeof *c->rq);
-    c->key = (char *)rpcool_alloc(c->conn, KVP_KEY_MAX);
-    c->val = (char *)rpcool_alloc(c->conn, KVP_VAL_MAX);
-    if (!c->rq || !c->key || !c->val) return SHMHEAP_E_FULL;
+    /* the request and its strings in one block: over RDMA, one extent carries all of it */
+    char *blk = (char *)rpcool_alloc(c->conn, KVP_REQ_BYTES);
+    if (!blk) return SHMHEAP_E_FULL;
+    c->rq = (struct kvp_req *)blk;
+    c->key = blk + sizeof *c->rq;
+    c->val = c->key + KVP_KEY_MAX;
     c->rq->key = c->key;
     c->rq->val = c->val;
     return 0;
@@ -654,7 +650,9 @@ static int kvp_put_rpc(kvp_client *c, const char *key, const char *val)
 {
     snprintf(c->key, KVP_KEY_MAX, "%s", key);
     snprintf(c->val, KVP_VAL_MAX, "%s", val);
-    int rc = rpcool_call(c->conn, KVP_PUT, c->rq, sizeof *c->rq, NULL, NULL);
+    rpcool_extent all = {c->rq, KVP_REQ_BYTES}; /* the strings travel with the call */
+    rpcool_call_opts co = {.extents = &all, .nextents = 1};
+    int rc = rpcool_call_ex(c->conn, KVP_PUT, c->rq, sizeof *c->rq, &co, NULL, NULL);
     return rc == KVP_OK ? 1 : rc < 0 ? rc : -rc; /* a put that is refused is an error here */
 }
 

@@ -4,8 +4,10 @@
 # the guests. Prints "ok/FAIL/skip NAME" lines and ends with "vm: N passed, N failed, N skipped".
 #   single    one guest: impl/verbs.h on rxe0 (RC, UD, WRITE, READ, atomics, error paths)
 #   pair      two guests, NICs joined by a qemu socket netdev on 127.0.0.1, one ivshmem file:
-#             RC between the guests, and a shmheap shared through ivshmem; and
-#             examples/rpcool_kv_pods.c across them (a = pod A: server, b = pod B)
+#             RC between the guests, and a shmheap shared through ivshmem
+#   pods      two guests as two CXL pods: rpcool over RDMA between them (tests/vm/test_rpcool_rdma),
+#             and examples/rpcool_kv_pods.c across them (tests/vm/test_kv_pods.c)
+#   rpcool-rdma  one guest: only test_rpcool_rdma (it also runs in single)
 #   cxl       one guest with a CXL type-3 device (libcxl region -> /dev/daxX.Y) and a file-backed
 #             NVDIMM made devdax (shmheap on /dev/daxX.Y with data); hugetlbfs; pku (shmheap, rpcool)
 #   krconn    one guest: krconn.h on rxe0 (tests/vm/test_krconn.c: processes of one guest)
@@ -15,8 +17,8 @@
 #   alockbench  one guest running alock's lock-table benchmark (used by bench/bench_alock.sh)
 #   nppin     one 2 GiB guest with zram swap: nppin.h (tests/vm/test_nppin.c)
 #   nppin-bench  the same guest running tests/vm/nppin_bench.c (used by bench/bench_nppin.sh)
-#   kvpods-bench  the pair running examples/rpcool_kv_pods.c's bench: pod A's gets in guest a, then
-#             pod B's (by one-sided READ, locked and not, and by call once rpcool has RDMA) in b
+#   kvpods-bench  the pods pair running examples/rpcool_kv_pods.c's bench: pod A's gets in guest a,
+#             then pod B's (by call over RDMA, by one-sided READ locked and not) in guest b
 # The kernel package is downloaded once and kept in build/vm/kernel. Needs root for installing
 # missing packages (tests/deps.sh vm); otherwise only qemu and the packages.
 set -u
@@ -178,9 +180,9 @@ collect() {
     echo "== $name: $2 s"
 }
 
-run_single() {
+run_single() { # run_single [ROLE]: one guest (rpcool-rdma: only rpcool's RDMA transport)
     t0=$(date +%s)
-    boot single single "rcp.ip=10.0.2.15" -m 1G \
+    boot single "${1:-single}" "rcp.ip=10.0.2.15" -m 1G \
         -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:0f
     collect single $(($(date +%s) - t0))
 }
@@ -189,9 +191,12 @@ listening() { # listening PORT: is something listening on 127.0.0.1:PORT?
     grep -q "0100007F:$(printf %04X "$1") 00000000:0000 0A" /proc/net/tcp 2>/dev/null
 }
 
-# boot_pair ROLE_A ROLE_B NAME_A NAME_B [stop]: guests a (10.0.3.1) and b (10.0.3.2), NICs joined
-# by a socket netdev, one ivshmem file; returns when b is done (stop: then a is killed).
-boot_pair() {
+run_pair() { # run_pair [NAME ROLE_A ROLE_B [stop]]: two guests (default: pair, roles a and b);
+    # stop: guest a is stopped once b is done (a serves until then)
+    pn=${1:-pair}; ra=${2:-a}; rb=${3:-b}
+    t0=$(date +%s)
+    gt=$GUEST_TIMEOUT
+    GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-300} # two guests share the host's CPUs
     pod=/dev/shm/rcp-vm-pod-$$
     rm -f "$pod"
     truncate -s 16M "$pod"
@@ -202,7 +207,7 @@ boot_pair() {
         port=$((20000 + ($$ * 7 + try * 997) % 30000))
         listening "$port" && continue
         # shellcheck disable=SC2086
-        (BOOT_EXEC=exec boot "$3" "$1" "rcp.ip=10.0.3.1 rcp.peer=10.0.3.2" -m 1G $mem \
+        (BOOT_EXEC=exec boot "$pn-a" "$ra" "rcp.ip=10.0.3.1 rcp.peer=10.0.3.2" -m 1G $mem \
             -netdev socket,id=n0,listen=127.0.0.1:$port -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:01) &
         pa=$!
         i=0
@@ -212,36 +217,26 @@ boot_pair() {
     done
     if [ -n "$pa" ]; then
         # shellcheck disable=SC2086
-        boot "$4" "$2" "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1" -m 1G $mem \
+        boot "$pn-b" "$rb" "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1" -m 1G $mem \
             -netdev socket,id=n0,connect=127.0.0.1:$port -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:02
-        [ "${5:-}" = stop ] && kill $pa 2>/dev/null
+        if [ "${4:-}" = stop ]; then
+            kill $pa 2>/dev/null
+            echo guest-done >>"$OUT/$pn-a.results" # stopped on purpose
+        fi
         wait $pa
     fi
     rm -f "$pod"
-}
-
-run_pair() {
-    t0=$(date +%s)
-    gt=$GUEST_TIMEOUT
-    GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-300} # the pair runs examples/rpcool_kv_pods.c too
-    boot_pair a b pair-a pair-b
     t=$(($(date +%s) - t0))
-    collect pair-a $t
-    collect pair-b $t
+    collect "$pn-a" $t
+    collect "$pn-b" $t
     GUEST_TIMEOUT=$gt
 }
 
-run_kvpods_bench() { # examples/rpcool_kv_pods.c's bench: a serves (stopped when b is done)
-    t0=$(date +%s)
-    boot_pair kvbench-a kvbench-b kvbench-a kvbench-b stop
-    t=$(($(date +%s) - t0))
+run_kvpods_bench() { # examples/rpcool_kv_pods.c's bench; machine lines "kvpods/NAME MED P99 OPS"
+    run_pair kvbench kvbench-a kvbench-b stop
     for g in kvbench-a kvbench-b; do
-        [ -f "$OUT/$g.results" ] || : >"$OUT/$g.results"
-        tr -d '\r' <"$OUT/$g.results" | grep -E '^(kvpods/|#   kvpods/|# kvpods/)' || true
+        tr -d '\r' <"$OUT/$g.results" | grep -E '^kvpods/' || true
     done
-    echo "guest-done" >>"$OUT/kvbench-a.results" # a was stopped on purpose
-    collect kvbench-a $t
-    collect kvbench-b $t
 }
 
 run_cxl() {
@@ -311,9 +306,11 @@ case $mode in
         pass=$((pass + $(grep -c '^ok ' "$OUT/compile.log")))
         fail=$((fail + $(grep -c '^FAIL ' "$OUT/compile.log")))
         skip=$((skip + $(grep -c '^skip ' "$OUT/compile.log")))
-        run_single; run_pair; run_cxl; run_krconn; run_nppin nppin ;;
+        run_single; run_pair; run_pair pods pods-a pods-b; run_cxl; run_krconn; run_nppin nppin ;;
     single) run_single ;;
+    rpcool-rdma) run_single rpcool-rdma ;;
     pair) run_pair ;;
+    pods) run_pair pods pods-a pods-b ;;
     cxl) run_cxl ;;
     krconn) run_krconn ;;
     krconn-bench) run_krconn_bench ;;
@@ -321,6 +318,6 @@ case $mode in
     alockbench) run_alockbench ;;
     nppin|nppin-bench) run_nppin "$mode" ;;
     kvpods-bench) run_kvpods_bench ;;
-    *) echo "usage: $0 [all|single|pair|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench|kvpods-bench]"; exit 2 ;;
+    *) echo "usage: $0 [all|single|rpcool-rdma|pair|pods|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench|kvpods-bench]"; exit 2 ;;
 esac
 finish

@@ -154,8 +154,8 @@ static int pod_b(const char *peer, kvp_job *j)
         rc = rc == 1 ? kvp_get_rpc(c, "b9:0", got) : rc;
         if (rc == 1 && !strcmp(got, val)) printf("ok kvpods-rpc-rdma\n");
         else printf("FAIL kvpods-rpc-rdma: put and get over RDMA: %s\n", rc < 0 ? kvp_err(rc) : "wrong answer");
-    } else if (!KVP_RPC_RDMA) {
-        printf("skip kvpods-rpc-rdma: RDMA transport not built (%s)\n", c ? c->rpc_why : "");
+    } else if (rc == RPCOOL_E_NOTSUP) {
+        printf("skip kvpods-rpc-rdma: RDMA transport not built (%s)\n", c->rpc_why);
     } else {
         printf("FAIL kvpods-rpc-rdma: %s\n", c ? c->rpc_why : "no memory");
     }
