@@ -14,7 +14,7 @@ echo "== rpcool key-value store: 1 server thread, 2 client processes, 100000 key
 echo
 echo "== one KV server for two pods, pod A's half (examples/rpcool_kv_pods.c): 2 client processes"
 echo "   call it over shared memory and read its buckets by pointer under alock.h's locks; pod B's"
-echo "   half (RDMA calls, one-sided READ under the same locks) runs in the VM tier's pair of guests"
+echo "   half (RDMA calls, one-sided READ under the same locks) runs in the VM tier's pods guests"
 "$ex/rpcool_kv_pods" 2000 2
 echo
 echo "== no-op round trip (examples/rpcool_echo.c)"

@@ -2,7 +2,9 @@
 // LIBS: -libverbs -pthread
 /* tests/vm/test_kv_pods.c a|b PEER - examples/rpcool_kv_pods.c across the pair of guests (issue
  * 13's example): guest a is pod A (the server and KVP_NA local client processes), guest b is
- * pod B (KVP_NB client processes, SHMHEAP_POD_ID=1). The guests meet over TCP (port 7480):
+ * pod B (KVP_NB client processes, SHMHEAP_POD_ID=1; roles pods-a and pods-b of tests/vm/init.sh).
+ * Pod B's clients put even keys by call over RDMA and odd ones by RDMA WRITE. The guests meet
+ * over TCP (port 7480):
  *   a: server up (RDMA required) -> 'R' -> both pods' clients ready -> both run at once (pod A's
  *      clients keep going until pod B's are done, so puts from both pods overlap, also on the
  *      hot keys every client writes) -> both done -> a sends pod A's rounds -> both pods check
@@ -11,7 +13,8 @@
  *   kvpods-server         (a) store, table, locks, channel, krconn context published
  *   kvpods-run-a/-b       each pod's clients: every answer checked against what was put
  *   kvpods-final-a/-b     after all writers: every key of both pods, read every way
- *   kvpods-rpc-rdma       (b) pod B's calls over RDMA: skip while rpcool has no RDMA transport
+ *   kvpods-rpc-rdma       (b) a put and a get by call over RDMA from this process (skip when
+ *                         rpcool's RDMA transport is not built: RPCOOL_E_NOTSUP)
  *   kvpods-bench          (b) remote get by one-sided READ (and by call when there are calls) */
 #define KVP_NO_MAIN
 #include "../../examples/rpcool_kv_pods.c"
