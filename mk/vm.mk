@@ -6,7 +6,8 @@ VM_BINS = $(VM_SRC:tests/vm/%.c=$(BUILD)/vm/bin/%)
 .PHONY: vm-bins vm-compile-check
 vm-bins: $(VM_BINS)
 
-$(BUILD)/vm/bin/%: tests/vm/%.c $(wildcard tests/vm/*.h) tests/t.h $(HEADERS)
+# (examples/*.c too: tests/vm/ex_*.c and test_kv_pods.c include an example)
+$(BUILD)/vm/bin/%: tests/vm/%.c $(wildcard tests/vm/*.h) tests/t.h $(HEADERS) $(wildcard examples/*.c)
 	@mkdir -p $(@D)
 	$(CC) -std=c11 $(CFLAGS) $(WARN) -pthread -I. $< -o $@ $(call libs_of,$<)
 

@@ -1,7 +1,8 @@
 #!/bin/sh
 # tests/vm/init.sh - /init of the VM tier's guests (busybox sh). The kernel command line says
 # what to do: rcp.role=single|rpcool-rdma|a|b|pods-a|pods-b|cxl|krconn|krconn-bench|perftest|
-# alockbench-a|alockbench-b|nppin|nppin-bench|rpcbench-a|rpcbench-b, rcp.ip=ADDR, rcp.peer=ADDR,
+# alockbench-a|alockbench-b|nppin|nppin-bench|rpcbench-a|rpcbench-b|kvbench-a|kvbench-b,
+# rcp.ip=ADDR, rcp.peer=ADDR,
 # rcp.bench=WORDS (alockbench's options, e.g. quick,busy). Results go to the second serial port
 # (/dev/ttyS1) as "ok/FAIL/skip NAME" lines; the host reads that file. The last line is
 # "guest-done"; without it the host counts the guest as failed.
@@ -91,6 +92,9 @@ pods-a|pods-b) # tests/vm/run.sh pods: rpcool between two pods over RDMA (issue 
     # the server in guest a (pod 0), the clients in guest b (pod id 1)
     if [ "$role" = pods-a ]; then run rpcool-rdma-server 150 /t/test_rpcool_rdma server
     else run rpcool-rdma-client 150 /t/test_rpcool_rdma client "$peer"; fi
+    # examples/rpcool_kv_pods.c: guest a is pod A (server, local clients), b is pod B
+    podid=0; [ "$role" = pods-b ] && podid=1
+    run "kv-pods-${role#pods-}" 200 env SHMHEAP_POD_ID=$podid /t/test_kv_pods "${role#pods-}" "$peer"
     ;;
 a|b)
     rdma_up
@@ -104,6 +108,22 @@ a|b)
     fi
     run "alock-pair-$role" 120 /t/test_alock_rdma "$role" "$peer"
     run "nppin-twohost-$role" 90 /t/test_nppin_twohost "$role" "$peer"
+    ;;
+kvbench-a)
+    # examples/rpcool_kv_pods.c's bench: pod A's gets (a server of its own), then the server that
+    # pod B's bench reads, until the host stops this guest (tests/vm/run.sh kvpods-bench)
+    rdma_up
+    if timeout 120 /t/ex_rpcool_kv_pods bench 20000; then echo "ok kvpods-bench-local"
+    else echo "FAIL kvpods-bench-local: ex_rpcool_kv_pods bench failed"; fi
+    /t/ex_rpcool_kv_pods serve 600
+    ;;
+kvbench-b)
+    rdma_up
+    if timeout 560 env SHMHEAP_POD_ID=1 /t/ex_rpcool_kv_pods bench "$peer" 2000; then
+        echo "ok kvpods-bench-remote"
+    else
+        echo "FAIL kvpods-bench-remote: ex_rpcool_kv_pods bench $peer failed"
+    fi
     ;;
 cxl)
     # reserve the 2 MiB pages of the hugetlbfs test first, before other tests fragment memory

@@ -5,7 +5,8 @@
 #   single    one guest: impl/verbs.h on rxe0 (RC, UD, WRITE, READ, atomics, error paths)
 #   pair      two guests, NICs joined by a qemu socket netdev on 127.0.0.1, one ivshmem file:
 #             RC between the guests, and a shmheap shared through ivshmem
-#   pods      two guests as two CXL pods: rpcool over RDMA between them (tests/vm/test_rpcool_rdma)
+#   pods      two guests as two CXL pods: rpcool over RDMA between them (tests/vm/test_rpcool_rdma),
+#             and examples/rpcool_kv_pods.c across them (tests/vm/test_kv_pods.c)
 #   rpcool-rdma  one guest: only test_rpcool_rdma (it also runs in single)
 #   cxl       one guest with a CXL type-3 device (libcxl region -> /dev/daxX.Y) and a file-backed
 #             NVDIMM made devdax (shmheap on /dev/daxX.Y with data); hugetlbfs; pku (shmheap, rpcool)
@@ -21,6 +22,8 @@
 #             against perftest, protobuf-c and gRPC over TCP (used by bench/bench_rdma_pair.sh);
 #             only this mode packs build/vm/bench/ (make vm-bench-bins, vm-bench-grpc); the
 #             qemus talk UDP (VM_PAIR_NET=udp; the other pair modes: a TCP stream, the default)
+#   kvpods-bench  the pods pair running examples/rpcool_kv_pods.c's bench: pod A's gets in guest a,
+#             then pod B's (by call over RDMA, by one-sided READ locked and not) in guest b
 # The kernel package is downloaded once and kept in build/vm/kernel. Needs root for installing
 # missing packages (tests/deps.sh vm); otherwise only qemu and the packages.
 set -u
@@ -205,9 +208,12 @@ listening() { # listening PORT: is something listening on 127.0.0.1:PORT?
     grep -q "0100007F:$(printf %04X "$1") 00000000:0000 0A" /proc/net/tcp 2>/dev/null
 }
 
-run_pair() { # run_pair [NAME ROLE_A ROLE_B]: two guests (default: pair, roles a and b)
+run_pair() { # run_pair [NAME ROLE_A ROLE_B [stop]]: two guests (default: pair, roles a and b);
+    # stop: guest a is stopped once b is done (a serves until then)
     pn=${1:-pair}; ra=${2:-a}; rb=${3:-b}
     t0=$(date +%s)
+    gt=$GUEST_TIMEOUT
+    GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-300} # two guests share the host's CPUs
     pod=/dev/shm/rcp-vm-pod-$$
     rm -f "$pod"
     truncate -s 16M "$pod"
@@ -245,6 +251,10 @@ run_pair() { # run_pair [NAME ROLE_A ROLE_B]: two guests (default: pair, roles a
         # shellcheck disable=SC2086
         boot "$pn-b" "$rb" "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1 ${PAIR_APPEND:-}" -m 1G $mem \
             -netdev socket,id=n0,connect=127.0.0.1:$port -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:02
+        if [ "${4:-}" = stop ]; then
+            kill $pa 2>/dev/null
+            echo guest-done >>"$OUT/$pn-a.results" # stopped on purpose
+        fi
         wait $pa
     fi
     fi
@@ -252,6 +262,14 @@ run_pair() { # run_pair [NAME ROLE_A ROLE_B]: two guests (default: pair, roles a
     t=$(($(date +%s) - t0))
     collect "$pn-a" $t
     collect "$pn-b" $t
+    GUEST_TIMEOUT=$gt
+}
+
+run_kvpods_bench() { # examples/rpcool_kv_pods.c's bench; machine lines "kvpods/NAME MED P99 OPS"
+    run_pair kvbench kvbench-a kvbench-b stop
+    for g in kvbench-a kvbench-b; do
+        tr -d '\r' <"$OUT/$g.results" | grep -E '^kvpods/' || true
+    done
 }
 
 run_cxl() {
@@ -339,6 +357,7 @@ case $mode in
     perftest) run_perftest ;;
     alockbench) run_alockbench ;;
     nppin|nppin-bench) run_nppin "$mode" ;;
-    *) echo "usage: $0 [all|single|rpcool-rdma|pair|pods|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench|rpcbench]"; exit 2 ;;
+    kvpods-bench) run_kvpods_bench ;;
+    *) echo "usage: $0 [all|single|rpcool-rdma|pair|pods|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench|rpcbench|kvpods-bench]"; exit 2 ;;
 esac
 finish
