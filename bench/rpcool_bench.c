@@ -359,9 +359,16 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
         if (rpcool_arena_init(&a, rpcool_heap(c), nodes[ti] * 96 + 4096)) return 1;
         struct bench_node *root = bench_tree_build(nodes[ti], arena_alloc, &a);
         if (!root) { fprintf(stderr, "tree build failed\n"); return 1; }
-        rpcool_call_opts ts = sealed;
+        rpcool_call_opts ts = sealed, tr_relaxed = relaxed, tr_sandbox = sandbox;
         ts.seal_p = a.base;
         ts.seal_len = rpcool_arena_used(&a);
+        /* between pods, the tree's arena (its used part) travels with every call, whatever the
+           mode (rpcool.h section 5); the sealed call's seal range is that same range */
+        rpcool_extent tree_ext = {a.base, rpcool_arena_used(&a)};
+        if (rdma_client) {
+            tr_relaxed.extents = tr_sandbox.extents = &tree_ext;
+            tr_relaxed.nextents = tr_sandbox.nextents = 1;
+        }
         void *ret;
         size_t rl;
         int tr = rpcool_call(c, FN_TREE_CHECKED, root, sizeof *root, &ret, &rl);
@@ -380,12 +387,12 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
         long floor_it = rdma_client ? 50 : 200; /* over RDMA in TCG a 4096-node call takes ~0.3 s */
         if (it < floor_it) it = floor_it;
         snprintf(name, sizeof name, "%s/tree/relaxed/%zu%s", pfx, nodes[ti], sfx);
-        run(c, name, it, FN_TREE, root, sizeof *root, &relaxed, 0);
+        run(c, name, it, FN_TREE, root, sizeof *root, &tr_relaxed, 0);
         snprintf(name, sizeof name, "%s/tree/sealed/%zu%s", pfx, nodes[ti], sfx);
         run(c, name, it, FN_TREE, root, sizeof *root, &ts, 0);
-        sandbox.safety = RPCOOL_SANDBOX;
+        sandbox.safety = tr_sandbox.safety = RPCOOL_SANDBOX;
         snprintf(name, sizeof name, "%s/tree/sandboxed/%zu%s", pfx, nodes[ti], sfx);
-        run(c, name, it, FN_TREE_CHECKED, root, sizeof *root, &sandbox, 0);
+        run(c, name, it, FN_TREE_CHECKED, root, sizeof *root, &tr_sandbox, 0);
         ts.safety = RPCOOL_SEAL | RPCOOL_SANDBOX;
         snprintf(name, sizeof name, "%s/tree/sealed+sandboxed/%zu%s", pfx, nodes[ti], sfx);
         run(c, name, it, FN_TREE_CHECKED, root, sizeof *root, &ts, 0);
