@@ -64,6 +64,10 @@
    so a silent peer is declared dead after about 4 s. krconn's default (67 ms, about 0.5 s in
    all) declared live peers dead between loaded emulated guests. */
 #define RPCOOL__R_ACK_TIMEOUT 17
+/* Busy-polling adapts to the traffic (BPEV "while calls are frequent"): a side keeps polling
+   up to 4 times the recent round trip (client) or gap between calls (server), if that is under
+   this bound, else only spin_ns. */
+#define RPCOOL__R_SPIN_MAX_NS 50000000ull
 
 enum { /* frame types */
     RPCOOL__RF_CALL = 1, RPCOOL__RF_DONE, RPCOOL__RF_FETCH, RPCOOL__RF_PAGES, RPCOOL__RF_FREE,
@@ -156,6 +160,7 @@ struct rpcool__rconn {
     uint32_t group;              /* the call being served */
     uint32_t fetch_id;
     uint64_t sleeps, polls;      /* times this side slept on the channel / polled the CQ */
+    uint64_t rtt_ns;             /* client: recent round trips (moving average) */
     /* client side: frees to send */
     pthread_mutex_t free_lock;
     uint64_t *frees;
@@ -171,6 +176,7 @@ struct rpcool__rsrv {
     int stop, closing;   /* stop: the serving thread; closing: the fault thread too */
     uint64_t spin_ns;    /* the serving thread polls this long before it sleeps */
     uint64_t sleeps;     /* times the serving thread slept */
+    uint64_t gap_ns;     /* recent idle gaps between calls (moving average) */
     pthread_t thr, fthr;
     int thr_started, fthr_started;
     pthread_mutex_t lock;        /* the connection list, against the fault thread */
@@ -846,9 +852,15 @@ static int rpcool__r_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
     struct rpcool__rconn *rc = c->rdma;
     const uint32_t done = RPCOOL__SL(c->pend[i].gen, RPCOOL__SL_DONE);
     uint64_t t0 = rcp__now_ns(), check = (uint64_t)c->peer_check_ms * 1000000u;
+    uint64_t spin = c->spin_ns, rtt = rcp__load_relaxed(&rc->rtt_ns);
+    if (4 * rtt < RPCOOL__R_SPIN_MAX_NS && 4 * rtt > spin) spin = 4 * rtt;
     for (unsigned k = 0;; k++) {
         rpcool__r_pump(c);
-        if (rcp__load(&c->hdr->resp[i].state) == done) return 0;
+        if (rcp__load(&c->hdr->resp[i].state) == done) {
+            uint64_t took = rcp__now_ns() - t0; /* the round trips the next waits expect */
+            rcp__store_relaxed(&rc->rtt_ns, rtt ? (7 * rtt + took) / 8 : took);
+            return 0;
+        }
         int d = rcp__load(&rc->dead);
         if (d) return d;
         if (k & 15) {
@@ -861,7 +873,7 @@ static int rpcool__r_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
             rc->last_ping = now;
             rpcool__r_ping(rc);
         }
-        if (now - t0 < c->spin_ns) continue;
+        if (now - t0 < spin) continue;
         uint64_t slice = check;
         if (deadline && deadline - now < slice) slice = deadline - now;
         rpcool__r_sleep(rc, slice);
@@ -1547,11 +1559,17 @@ static void *rpcool__r_thread(void *p)
         for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next) n += rpcool__r_step(&w, rc, now);
         rpcool__r_reap(s, now, 0);
         if (n) {
+            if (idle_since) { /* the gap this call ended: how long to poll next time */
+                uint64_t gap = now - idle_since;
+                rs->gap_ns = rs->gap_ns ? (7 * rs->gap_ns + gap) / 8 : gap;
+            }
             idle_since = 0;
             continue;
         }
         if (!idle_since) idle_since = now;
-        if (now - idle_since < rs->spin_ns) {
+        uint64_t spin = rs->spin_ns;
+        if (4 * rs->gap_ns < RPCOOL__R_SPIN_MAX_NS && 4 * rs->gap_ns > spin) spin = 4 * rs->gap_ns;
+        if (now - idle_since < spin) {
             rcp__cpu_relax();
             continue;
         }
