@@ -393,6 +393,8 @@ enum {
 #define RPCOOL_DEFAULT_HEAP_SIZE ((size_t)64 << 20) /* 64 MiB */
 #define RPCOOL_DEFAULT_MAX_COPY ((size_t)64 << 20)  /* 64 MiB */
 #define RPCOOL_DEFAULT_SEAL_BATCH 1
+#define RPCOOL_DEFAULT_PREALLOC 4
+#define RPCOOL_MAX_PREALLOC 16
 
 /* Server options. Zero means default; use designated initialisers. */
 typedef struct rpcool_server_opts {
@@ -412,6 +414,11 @@ typedef struct rpcool_server_opts {
                              (RPCOOL_LOG_* levels, one line each), those of the connection
                              heaps too; NULL = silent, or stderr when RPCOOL_DEBUG is set */
     void *log_user;       /* passed to log */
+    unsigned prealloc;    /* connection heaps kept made ahead of connects;
+                             0 = RPCOOL_DEFAULT_PREALLOC, at most RPCOOL_MAX_PREALLOC */
+    int dumpable;         /* 1: leave the process dumpable (see LIMITS: then any process of its
+                             user can open its descriptors, every connection heap among them);
+                             0: rpcool_server_open makes it non-dumpable */
 } rpcool_server_opts;
 
 /* Connection options. */
@@ -595,9 +602,13 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <poll.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 #ifndef RPCOOL_MALLOC
 #define RPCOOL_MALLOC(size) malloc(size)
@@ -611,8 +622,9 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 
 #define RPCOOL__CH_MAGIC 0x314c4843434f4352ull   /* "RCOCCHL1" */
 #define RPCOOL__CONN_MAGIC 0x314e4e43434f4352ull /* "RCOCCNN1" */
-#define RPCOOL__VERSION 5u /* 4: the channel is a sealed memfd, named by a rendezvous record;
-                              5: a sealed call under a page carries RPCOOL__SEAL_COPY */
+#define RPCOOL__VERSION 6u /* 4: the channel is a sealed memfd, named by a rendezvous record;
+                              5: a sealed call under a page carries RPCOOL__SEAL_COPY;
+                              6: connection heaps are the server's memfds, given over a socket */
 #define RPCOOL__RDV_MAGIC 0x3156445243434f52ull /* "RCOCRDV1" */
 #define RPCOOL__NSLOTS 64u
 #define RPCOOL__NAME_MAX 48
@@ -758,6 +770,17 @@ RCP__STATIC_ASSERT(sizeof(struct rpcool__conn_hdr) == 320 + 128 * RPCOOL__NSLOTS
 
 enum { RPCOOL__SC_FREE = 0, RPCOOL__SC_ACTIVE, RPCOOL__SC_DRAINING };
 
+/* A connection heap made ahead of a connect: a memfd sealed against resizing, formatted and
+   mapped by the server, its connection header allocated; and a new open of the channel memfd
+   for its client, whose lock byte the server takes before giving it away. */
+struct rpcool__prem {
+    int hfd, cfd;
+    int ofd, pfd;   /* the client's own open of the heap, and a hold on its pod range */
+    size_t size;
+    shmheap *h;
+    struct rpcool__conn_hdr *hdr;
+};
+
 struct rpcool__sconn { /* the server's view of one connection */
     uint32_t state;
     uint32_t condemned; /* a read of its heap faulted, or its mutex stays taken: drain it, serve it
@@ -839,6 +862,14 @@ struct rpcool_server {
     unsigned nthreads;
     int pkeys[15], npkeys;
     rpcool_server_stats st;
+    /* the front door: a listening socket, a thread that gives each connect a heap made ahead */
+    int lfd;
+    char sock_path[RPCOOL__NAME_MAX + 40];
+    pthread_t acceptor;
+    int acc_started, acc_stop;
+    unsigned prealloc, npool;
+    size_t last_size;   /* the heap size last asked for: what the pool is refilled with */
+    struct rpcool__prem *pool; /* RPCOOL_MAX_PREALLOC, touched by the acceptor thread only */
 };
 
 struct rpcool__pend { /* client-private state of one call slot */
@@ -877,6 +908,7 @@ struct rpcool_conn {
     shmheap_opts hopts;
     struct rcp__logger log;
     struct rpcool__conn_hdr *hdr;
+    int pod_fd;          /* holds the heap's range in the pod (see shmheap_pod_hold) */
     char heap_name[RPCOOL__HEAPNAME];
     unsigned safety, timeout_ms, peer_check_ms, seal_batch;
     uint64_t spin_ns;
@@ -1329,6 +1361,306 @@ static void rpcool__pkey_attach(rpcool_server *s, struct rpcool__sconn *sc, uint
         sc->pkey = k;
 }
 
+/* The front door. A client connects to the socket /dev/shm/rpcool.NAME.sock (mode as the name
+   file) and sends a request; the acceptor thread answers with a connection slot and two
+   descriptors (SCM_RIGHTS): a new open of the channel memfd whose lock byte for that slot it
+   has already taken, and a connection heap it made ahead of time. Nobody else ever holds
+   either: the heap has no name, and the server is not dumpable (see LIMITS). */
+#define RPCOOL__CREQ_MAGIC 0x3151455243434f52ull /* "RCOCREQ1" */
+#define RPCOOL__CREP_MAGIC 0x3150455243434f52ull /* "RCOCREP1" */
+#define RPCOOL__REQ_WAIT_MS 100 /* how long the acceptor waits for a connected client's request */
+struct rpcool__creq {
+    uint64_t magic;
+    uint32_t version, pad;
+    uint64_t heap_size; /* 0 = the server's choice */
+    uint32_t pid;       /* the client's word (for the log and the slot; not trusted) */
+    uint32_t pad2;
+};
+struct rpcool__crep {
+    uint64_t magic;
+    uint32_t version;
+    int32_t status;     /* 0: two descriptors come with it (channel, heap) */
+    uint32_t slot, epoch, max_conns, pad;
+    uint64_t hdr;       /* the connection header's address */
+    uint64_t pad2[2];
+};
+RCP__STATIC_ASSERT(sizeof(struct rpcool__creq) == 32 && sizeof(struct rpcool__crep) == 56,
+                   "front door messages");
+
+static void rpcool__sock_path(char *out, size_t n, const char *name)
+{
+    snprintf(out, n, "/dev/shm/rpcool.%s.sock", name);
+}
+
+/* Remove a connection heap's name, if it has one (heaps on memfds have none: they go with the
+   last process that has them open). */
+static void rpcool__heap_drop(const char *name, const shmheap_opts *o)
+{
+    if (name[0] && strncmp(name, "fd:", 3)) shmheap_unlink(name, o);
+}
+
+static void rpcool__prem_free(struct rpcool__prem *pm)
+{
+    if (pm->h) shmheap_close(pm->h);
+    if (pm->hfd >= 0) close(pm->hfd);
+    if (pm->cfd >= 0) close(pm->cfd);
+    if (pm->ofd >= 0) close(pm->ofd);
+    if (pm->pfd >= 0) close(pm->pfd);
+    memset(pm, 0, sizeof *pm);
+    pm->hfd = pm->cfd = pm->ofd = pm->pfd = -1;
+}
+
+/* Make a connection heap of size bytes ahead of its connect. */
+static int rpcool__prem_make(rpcool_server *s, size_t size, struct rpcool__prem *pm)
+{
+    char nm[RPCOOL__NAME_MAX + 16];
+    shmheap_opts ho = s->hopts;
+    int r;
+    memset(pm, 0, sizeof *pm);
+    pm->cfd = pm->ofd = pm->pfd = -1;
+    pm->size = size;
+    snprintf(nm, sizeof nm, "rpcool-%s", s->name);
+    if ((pm->hfd = memfd_create(nm, MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0) return -errno;
+    ho.size = size;
+    if ((r = shmheap_create_fd(pm->hfd, &ho, &pm->h))) goto fail;
+    /* nobody, its client included, can truncate it under the server */
+    if (fcntl(pm->hfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+        r = -errno;
+        goto fail;
+    }
+    pm->hdr = (struct rpcool__conn_hdr *)shmheap_aligned_alloc(pm->h, 128, sizeof *pm->hdr);
+    if (!pm->hdr) {
+        r = SHMHEAP_E_FULL;
+        goto fail;
+    }
+    memset(pm->hdr, 0, sizeof *pm->hdr);
+    pm->hdr->version = RPCOOL__VERSION;
+    pm->hdr->nslots = RPCOOL__NSLOTS;
+    if ((r = shmheap_root_set(pm->h, RPCOOL__ROOT, pm->hdr))) goto fail;
+    char proc[48]; /* new open file descriptions, the client's own: its byte locks */
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", s->fd);
+    if ((pm->cfd = open(proc, O_RDWR | O_CLOEXEC)) < 0) {
+        r = -errno;
+        goto fail;
+    }
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", pm->hfd);
+    if ((pm->ofd = open(proc, O_RDWR | O_CLOEXEC)) < 0) {
+        r = -errno;
+        goto fail;
+    }
+    if ((pm->pfd = shmheap_pod_hold(pm->h, &s->hopts)) < 0) {
+        r = pm->pfd;
+        goto fail;
+    }
+    return 0;
+fail:
+    rpcool__prem_free(pm);
+    return r;
+}
+
+/* Keep prealloc heaps of the size last asked for ready (acceptor thread, or before it runs). */
+static void rpcool__pool_fill(rpcool_server *s)
+{
+    unsigned have = 0;
+    for (unsigned k = 0; k < s->npool; k++) have += s->pool[k].size == s->last_size;
+    if (!have && s->npool == s->prealloc && s->npool) { /* all of another size: one goes */
+        rpcool__prem_free(&s->pool[0]);
+        s->pool[0] = s->pool[--s->npool];
+    }
+    while (s->npool < s->prealloc && !rcp__load(&s->acc_stop)) {
+        struct pollfd pf = {s->lfd, POLLIN, 0};
+        if (s->lfd >= 0 && poll(&pf, 1, 0) == 1) break; /* a connect waits: answer it first */
+        if (rpcool__prem_make(s, s->last_size, &s->pool[s->npool])) break;
+        s->npool++;
+    }
+}
+
+/* Give the made-ahead heap pm to a client (peer pid, 0 if unknown): a free slot whose lock
+   byte we take through pm->cfd (the descriptor the client gets, so the lock is the client's
+   from the start and goes when it dies, even before it has received it), then the connection
+   is active for the serving threads. Under hk_lock. */
+static int rpcool__grant_locked(rpcool_server *s, struct rpcool__prem *pm, uint32_t pid,
+                                uint32_t *slot)
+{
+    for (uint32_t i = 0; i < s->max_conns; i++) {
+        struct rpcool__chan_slot *cs = &s->cs[i];
+        struct rpcool__sconn *sc = &s->conns[i];
+        uint32_t exp = RPCOOL__CS_FREE;
+        if (rcp__load(&cs->state) != RPCOOL__CS_FREE ||
+            rcp__load(&sc->state) != RPCOOL__SC_FREE || rpcool__lock_try(pm->cfd, 1 + (off_t)i))
+            continue;
+        if (!rcp__cas(&cs->state, &exp, (uint32_t)RPCOOL__CS_CLAIMED)) { /* a client wrote it */
+            struct flock fl;
+            rpcool__lock_op(pm->cfd, 1 + (off_t)i, F_OFD_SETLK, F_UNLCK, &fl);
+            continue;
+        }
+        pm->hdr->chan_slot = i;
+        pm->hdr->epoch = s->epoch;
+        rcp__store(&pm->hdr->magic, RPCOOL__CONN_MAGIC);
+        sc->heap = pm->h;
+        sc->hdr = pm->hdr;
+        sc->dead = 0;
+        sc->rot = 0;
+        snprintf(sc->heap_name, sizeof sc->heap_name, "%.100s", shmheap_name(pm->h));
+        sc->pkey = -1;
+        if (pid != (uint32_t)getpid()) rpcool__pkey_attach(s, sc, i); /* not our own client */
+        rcp__store(&sc->condemned, 0u);
+        for (unsigned k = 0; k < RPCOOL__NSLOTS; k++) rcp__store_relaxed(&sc->claimed[k], ~0u);
+        rcp__store(&sc->state, (uint32_t)RPCOOL__SC_ACTIVE);
+        if (i + 1 > rcp__load_relaxed(&s->nscan)) rcp__store(&s->nscan, i + 1);
+        rcp__fetch_add(&s->st.accepted, 1u);
+        cs->client_pid = pid;
+        cs->epoch = s->epoch;
+        cs->status = 0;
+        cs->hdr = (uint64_t)(uintptr_t)pm->hdr;
+        snprintf(cs->heap, sizeof cs->heap, "%s", sc->heap_name);
+        rcp__store(&cs->state, (uint32_t)RPCOOL__CS_ACTIVE);
+        rcp__fetch_add(&cs->seq, 1u);
+        pm->h = NULL; /* the connection's now */
+        *slot = i;
+        return 0;
+    }
+    return RPCOOL_E_NOSLOT;
+}
+
+/* Answer one connected client: a heap of the size it asks for (from the pool, else made now)
+   and a slot, or an error. A client that sends no request within RPCOOL__REQ_WAIT_MS is let
+   go. The descriptors we sent are closed here: from then on only the client holds them. */
+static void rpcool__front_answer(rpcool_server *s, int sk)
+{
+    struct rpcool__creq rq;
+    struct rpcool__crep rp;
+    struct rpcool__prem pm;
+    struct pollfd pf = {sk, POLLIN, 0};
+    int r = 0;
+    memset(&rp, 0, sizeof rp);
+    memset(&pm, 0, sizeof pm);
+    pm.hfd = pm.cfd = pm.ofd = pm.pfd = -1;
+    rp.magic = RPCOOL__CREP_MAGIC;
+    rp.version = RPCOOL__VERSION;
+    ssize_t n = recv(sk, &rq, sizeof rq, MSG_DONTWAIT); /* usually there already */
+    if (n < 0 && errno == EAGAIN && poll(&pf, 1, RPCOOL__REQ_WAIT_MS) == 1)
+        n = recv(sk, &rq, sizeof rq, MSG_DONTWAIT);
+    if (n != (ssize_t)sizeof rq ||
+        rq.magic != RPCOOL__CREQ_MAGIC || rq.version != RPCOOL__VERSION) {
+        rcp__fetch_add(&s->st.bad_entries, 1u);
+        r = RPCOOL_E_PROTO;
+        goto answer;
+    }
+    size_t want = rq.heap_size ? (size_t)rq.heap_size : RPCOOL_DEFAULT_HEAP_SIZE;
+    if (rq.heap_size > ((uint64_t)1 << 44)) {
+        r = RPCOOL_E_INVAL;
+        goto answer;
+    }
+    want = (want + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1); /* as shmheap rounds */
+    s->last_size = want;
+    for (unsigned k = 0; k < s->npool && pm.hfd < 0; k++)
+        if (s->pool[k].size == want) {
+            pm = s->pool[k];
+            s->pool[k] = s->pool[--s->npool];
+        }
+    if (pm.hfd < 0 && (r = rpcool__prem_make(s, want, &pm))) goto answer;
+    pthread_mutex_lock(&s->hk_lock);
+    r = rpcool__grant_locked(s, &pm, rq.pid, &rp.slot);
+    pthread_mutex_unlock(&s->hk_lock);
+    if (r) goto answer;
+    rp.epoch = s->epoch;
+    rp.max_conns = s->max_conns;
+    rp.hdr = s->cs[rp.slot].hdr;
+    rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: slot %u to pid %d (heap %s)", s->name, rp.slot,
+                (int)rq.pid, s->conns[rp.slot].heap_name);
+answer:
+    rp.status = r;
+    {
+        struct iovec iov = {&rp, sizeof rp};
+        union {
+            struct cmsghdr h;
+            char b[CMSG_SPACE(3 * sizeof(int))];
+        } cm;
+        struct msghdr mh;
+        memset(&mh, 0, sizeof mh);
+        memset(&cm, 0, sizeof cm);
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        if (!r) {
+            int fds[3] = {pm.cfd, pm.ofd, pm.pfd};
+            mh.msg_control = cm.b;
+            mh.msg_controllen = sizeof cm.b;
+            struct cmsghdr *ch = CMSG_FIRSTHDR(&mh);
+            ch->cmsg_level = SOL_SOCKET;
+            ch->cmsg_type = SCM_RIGHTS;
+            ch->cmsg_len = CMSG_LEN(sizeof fds);
+            memcpy(CMSG_DATA(ch), fds, sizeof fds);
+        }
+        /* a client gone by now: its slot's lock goes with our copy below, and reaping
+           reclaims the connection as a dead client's */
+        if (sendmsg(sk, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+            rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: a client left inside connect", s->name);
+    }
+    rpcool__prem_free(&pm); /* after a grant: our copies of the descriptors only */
+}
+
+static void *rpcool__acceptor_main(void *p)
+{
+    rpcool_server *s = (rpcool_server *)p;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL); /* the program's signals go to its own threads */
+    while (!rcp__load(&s->acc_stop)) {
+        int sk = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (sk < 0) {
+            if (errno != EINTR && errno != ECONNABORTED && !rcp__load(&s->acc_stop))
+                usleep(1000); /* out of descriptors, say: do not spin */
+            continue;
+        }
+        rpcool__front_answer(s, sk);
+        close(sk);
+        rpcool__pool_fill(s);
+    }
+    return NULL;
+}
+
+/* Open the front door: the pool, the socket, the acceptor thread. */
+static int rpcool__front_open(rpcool_server *s, unsigned mode)
+{
+    struct sockaddr_un a;
+    int r;
+    s->pool = (struct rpcool__prem *)rpcool__calloc(RPCOOL_MAX_PREALLOC, sizeof *s->pool);
+    if (!s->pool) return -ENOMEM;
+    s->last_size = RPCOOL_DEFAULT_HEAP_SIZE;
+    rpcool__pool_fill(s);
+    rpcool__sock_path(s->sock_path, sizeof s->sock_path, s->name);
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", s->sock_path);
+    if ((s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) < 0) return -errno;
+    unlink(s->sock_path); /* a dead server's: we hold the name */
+    if (bind(s->lfd, (struct sockaddr *)&a, sizeof a) || chmod(s->sock_path, mode) ||
+        listen(s->lfd, 128))
+        return -errno;
+    if ((r = pthread_create(&s->acceptor, NULL, rpcool__acceptor_main, s))) return -r;
+    s->acc_started = 1;
+    return 0;
+}
+
+/* Close it: no new connects; made-ahead heaps go (nobody else has them). */
+static void rpcool__front_close(rpcool_server *s)
+{
+    rcp__store(&s->acc_stop, 1);
+    if (s->lfd >= 0) shutdown(s->lfd, SHUT_RDWR); /* wakes accept */
+    if (s->acc_started) pthread_join(s->acceptor, NULL);
+    s->acc_started = 0;
+    if (s->lfd >= 0) {
+        unlink(s->sock_path);
+        close(s->lfd);
+    }
+    s->lfd = -1;
+    for (unsigned k = 0; s->pool && k < s->npool; k++) rpcool__prem_free(&s->pool[k]);
+    s->npool = 0;
+    rpcool__free(s->pool);
+    s->pool = NULL;
+}
+
 RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts *opts,
                                   rpcool_server **out)
 {
@@ -1366,6 +1698,7 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
         goto fail_free;
     }
     s->fd = -1;
+    s->lfd = -1;
     s->name_fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, o.mode ? o.mode : RPCOOL_DEFAULT_MODE);
     if (s->name_fd < 0) {
         r = -errno;
@@ -1379,6 +1712,20 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     pthread_once(&rpcool__sig_once, rpcool__sig_install);
     rpcool__fd_track(s->name_fd, 1);
     rpcool__fd_track(s->fd, 1);
+    /* no process of our user may open our descriptors (/proc/PID/fd) or memory: they hold
+       every client's heap */
+    if (!o.dumpable) prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    s->prealloc = o.prealloc ? o.prealloc : RPCOOL_DEFAULT_PREALLOC;
+    if (s->prealloc > RPCOOL_MAX_PREALLOC) s->prealloc = RPCOOL_MAX_PREALLOC;
+    if ((r = rpcool__front_open(s, o.mode ? o.mode : RPCOOL_DEFAULT_MODE))) {
+        rpcool__front_close(s);
+        rpcool__fd_track(s->fd, 0);
+        rpcool__fd_track(s->name_fd, 0);
+        munmap(s->ch, s->map_len);
+        close(s->fd);
+        unlink(s->path);
+        goto fail_close;
+    }
     if (s->safety & RPCOOL_SANDBOX) rpcool__pkeys_init(s);
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: serving (epoch %u, %u slots)", s->name, s->epoch,
                 s->max_conns);
@@ -1412,106 +1759,7 @@ RPCOOL_API int rpcool_server_add_handler(rpcool_server *s, unsigned id, rpcool_h
     return 0;
 }
 
-struct rpcool__hdr_check {
-    shmheap *h;
-    struct rpcool__conn_hdr *hd;
-    uint64_t addr; /* what the channel slot names */
-    uint32_t slot, epoch;
-};
-
 /* >>accept - server: accepting, draining and reaping connections ------------------------------- */
-
-/* Is the heap a connection heap made for this slot and epoch? Reads client memory: guarded.
-   The header is the one the client's channel slot names, not looked up among the heap's roots:
-   that takes the heap's mutex, which a client could keep taken, and accept would wait for it
-   on a serving thread. The address is the client's to write: the header must lie in its heap
-   and be aligned as rpcool__conn_heap allocates it (128), or our atomics and futexes on its
-   words would be misaligned (undefined behaviour; a fault on aarch64 or with split-lock
-   detection). */
-static int rpcool__check_hdr(void *p)
-{
-    struct rpcool__hdr_check *hc = (struct rpcool__hdr_check *)p;
-    struct rpcool__conn_hdr *hd = (struct rpcool__conn_hdr *)(uintptr_t)hc->addr;
-    if (!hd || ((uintptr_t)hd & 127) || !shmheap_contains(hc->h, hd, sizeof *hd) ||
-        /* magic first, acquire: the client stores it last (release), after the other fields */
-        rcp__load(&hd->magic) != RPCOOL__CONN_MAGIC || hd->version != RPCOOL__VERSION ||
-        hd->nslots != RPCOOL__NSLOTS || hd->chan_slot != hc->slot || hd->epoch != hc->epoch)
-        return RPCOOL_E_PROTO;
-    hc->hd = hd;
-    return 0;
-}
-
-/* Open a client's heap file and hold a shared flock on it while shmheap_open runs: shmheap_open
-   waits (without bound) for a creator's exclusive flock, and a malicious client could hold one
-   forever; with ours held it cannot take one. Also refuses what is plainly not a finished heap
-   (not a regular file, empty, magic 0: shmheap_open would wait up to a second for those). The
-   descriptor, or an error. */
-static int rpcool__heap_pin(const char *name)
-{
-    char path[RPCOOL__HEAPNAME + 16];
-    struct stat st;
-    uint64_t magic = 0;
-    snprintf(path, sizeof path, "/dev/shm/%s", name);
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT ? SHMHEAP_E_NOTFOUND : -errno;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < 4096 ||
-        flock(fd, LOCK_SH | LOCK_NB) ||
-        pread(fd, &magic, sizeof magic, 0) != (ssize_t)sizeof magic || magic == 0) {
-        close(fd);
-        return RPCOOL_E_PROTO;
-    }
-    return fd;
-}
-
-static void rpcool__accept(rpcool_server *s, uint32_t i)
-{
-    struct rpcool__chan_slot *cs = &s->cs[i];
-    struct rpcool__sconn *sc = &s->conns[i];
-    char name[RPCOOL__HEAPNAME];
-    shmheap *h = NULL;
-    int r = 0, pin = -1, o;
-    memcpy(name, cs->heap, sizeof name);
-    name[sizeof name - 1] = 0;
-    if (rcp__load(&sc->state) != RPCOOL__SC_FREE) return; /* old one still draining */
-    if (rcp__load(&cs->epoch) != s->epoch || !rpcool__check_heap_name(s->name, name)) {
-        r = RPCOOL_E_PROTO;
-        rcp__fetch_add(&s->st.bad_entries, 1u);
-    } else if ((pin = rpcool__heap_pin(name)) < 0) {
-        r = pin;
-    } else if (o = rpcool__contain_set(0), r = shmheap_open(name, &s->hopts, &h),
-               rpcool__contain_set(o), !r) {
-        struct rpcool__hdr_check hc;
-        hc.h = h;
-        hc.hd = NULL;
-        hc.addr = rcp__load(&cs->hdr);
-        hc.slot = i;
-        hc.epoch = s->epoch;
-        if ((r = rpcool__guarded(rpcool__check_hdr, &hc, RPCOOL_E_PROTO))) {
-            o = rpcool__contain_set(0);
-            shmheap_close(h);
-            rpcool__contain_set(o);
-        } else {
-            sc->heap = h;
-            sc->hdr = hc.hd;
-            sc->dead = 0;
-            sc->rot = 0;
-            memcpy(sc->heap_name, name, sizeof name);
-            rpcool__pkey_attach(s, sc, i);
-            rcp__store(&sc->condemned, 0u);
-            for (unsigned k = 0; k < RPCOOL__NSLOTS; k++) rcp__store_relaxed(&sc->claimed[k], ~0u);
-            rcp__store(&sc->state, (uint32_t)RPCOOL__SC_ACTIVE);
-            if (i + 1 > rcp__load_relaxed(&s->nscan)) rcp__store(&s->nscan, i + 1);
-            rcp__fetch_add(&s->st.accepted, 1u);
-        }
-    }
-    if (pin >= 0) close(pin);
-    rpcool__log(&s->log, r ? RPCOOL_LOG_WARN : RPCOOL_LOG_INFO, "%s: accept slot %u heap %s: %s",
-                s->name, i, name, rpcool_strerror(r));
-    cs->status = r;
-    rcp__store(&cs->state, (uint32_t)(r ? RPCOOL__CS_REFUSED : RPCOOL__CS_ACTIVE));
-    rcp__fetch_add(&cs->seq, 1u);
-    rcp__futex_wake(&cs->seq, INT_MAX);
-}
 
 /* Unmap a connection once no pass that may have seen it active is still running (a pass that
    announced a later grace period saw it draining); 0 when done, 1 when still in use. Under
@@ -1540,7 +1788,7 @@ static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead)
     struct rpcool__chan_slot *cs = &s->cs[i];
     int o = rpcool__contain_set(0);
     shmheap_close(sc->heap);
-    shmheap_unlink(sc->heap_name, &s->hopts);
+    rpcool__heap_drop(sc->heap_name, &s->hopts);
     rpcool__contain_set(o);
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: slot %u %s (%s)", s->name, i,
                 dead ? "reaped" : "closed", sc->heap_name);
@@ -1658,8 +1906,6 @@ static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, 
                 rcp__store(&sc->dead, 1); /* client gone without closing: reclaim its heap */
                 rpcool__drain(s, i);
             }
-        } else if (st == RPCOOL__CS_PENDING) {
-            rpcool__accept(s, i);
         } else if (st != RPCOOL__CS_FREE && (timed || force || st == RPCOOL__CS_CLOSING)) {
             rpcool__reclaim_stale(s, i);
         }
@@ -2089,6 +2335,7 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
 {
     if (!s) return RPCOOL_E_INVAL;
     if (rpcool__me && rpcool__me->s == s) return RPCOOL_E_INVAL; /* from a handler of s */
+    rpcool__front_close(s);
     rpcool_server_stop(s);
     for (unsigned i = 0; i < s->nthreads; i++) pthread_join(s->threads[i], NULL);
     rpcool__free(s->threads);
@@ -2112,7 +2359,7 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
         /* a client that died and was not reaped yet: its heap goes (a live one unlinks its own
            in rpcool_disconnect) */
         if (sc->dead || rpcool__lock_held(s->fd, 1 + (off_t)i) == 0)
-            shmheap_unlink(sc->heap_name, &s->hopts);
+            rpcool__heap_drop(sc->heap_name, &s->hopts);
     }
     if (rpcool__guarded(rpcool__close_sweep, s, -1)) rpcool__chan_repair(s);
     for (int k = 0; k < s->npkeys; k++) shmheap_pkey_free(s->pkeys[k]);
@@ -2812,7 +3059,7 @@ static __attribute__((unused)) int rpcool__chan_attach(rpcool_conn *c, const cha
 
 /* A channel slot: its lock byte first (so a claimed slot always has a live owner), then the
    slot itself. */
-static int rpcool__slot_claim(rpcool_conn *c)
+static __attribute__((unused)) int rpcool__slot_claim(rpcool_conn *c)
 {
     struct rpcool__chan_slot *slots =
         (struct rpcool__chan_slot *)((char *)c->ch + RPCOOL__SLOTS_OFF);
@@ -2833,66 +3080,159 @@ static int rpcool__slot_claim(rpcool_conn *c)
     return RPCOOL_E_NOSLOT;
 }
 
-/* Create the connection heap with its header. Its name goes into our channel slot first: if we
-   die from here on (even inside shmheap_create), the slot names what we may have left in
-   /dev/shm, and whoever reclaims the slot (the server's reaping, its close, a takeover) unlinks
-   it. The first byte is written last, so a slot never names half a name. The name ends in a
-   number from the clock: a name left by a dead process never names a heap made later by
-   another process that got the same pid. */
-static int rpcool__conn_heap(rpcool_conn *c, const char *channel)
+/* Is the channel's name held by a live server? */
+static int rpcool__name_held(const char *channel)
 {
-    static uint32_t seqno;
-    int r;
-    snprintf(c->heap_name, sizeof c->heap_name, "rpcool-%s-%d-%u-%u", channel, (int)getpid(),
-             rcp__fetch_add(&seqno, 1u), (unsigned)(rcp__now_ns() % 1000000000u));
-    rcp__store(&c->cs->heap[0], '\0');
-    memcpy(c->cs->heap + 1, c->heap_name + 1, sizeof c->heap_name - 1);
-    rcp__store(&c->cs->heap[0], c->heap_name[0]);
-    if ((r = shmheap_create(c->heap_name, &c->hopts, &c->heap))) return r;
-    c->hdr = (struct rpcool__conn_hdr *)shmheap_aligned_alloc(c->heap, 128, sizeof *c->hdr);
-    if (!c->hdr) {
-        r = SHMHEAP_E_FULL;
-        goto fail_heap;
-    }
-    memset(c->hdr, 0, sizeof *c->hdr);
-    c->hdr->version = RPCOOL__VERSION;
-    c->hdr->nslots = RPCOOL__NSLOTS;
-    c->hdr->chan_slot = c->index;
-    c->hdr->epoch = c->epoch;
-    rcp__store(&c->hdr->magic, RPCOOL__CONN_MAGIC);
-    if ((r = shmheap_root_set(c->heap, RPCOOL__ROOT, c->hdr))) goto fail_heap;
-    return 0;
-fail_heap:
-    shmheap_close(c->heap);
-    shmheap_unlink(c->heap_name, &c->hopts);
+    char path[RPCOOL__NAME_MAX + 32];
+    rpcool__path(path, sizeof path, channel);
+    int nfd = open(path, O_RDONLY | O_CLOEXEC);
+    if (nfd < 0) return 0;
+    int r = rpcool__lock_held(nfd, 0) == 1;
+    close(nfd);
     return r;
 }
 
-/* Ask the server to accept our heap and wait for its answer. */
-static int rpcool__handshake(rpcool_conn *c, unsigned timeout_ms)
+/* Ask the channel's acceptor for a connection (see the front door, >>server): its answer, and
+   in fds the channel (with our slot's lock byte taken) and the heap. A socket with no server
+   behind it is looked at again while a live server holds the name, until timeout_ms. fds:
+   the channel, the heap, a hold on the heap's range in the pod. */
+static int rpcool__front_ask(const char *channel, size_t heap_size, unsigned timeout_ms,
+                             struct rpcool__crep *rp, int fds[3])
 {
-    c->cs->client_pid = (uint32_t)getpid();
-    c->cs->hdr = (uint64_t)(uintptr_t)c->hdr;
-    c->cs->epoch = c->epoch;
-    uint32_t seq = rcp__load(&c->cs->seq);
-    rcp__store(&c->cs->state, (uint32_t)RPCOOL__CS_PENDING);
-    rcp__fetch_add(&c->ch->pending, 1u);
-    rcp__fetch_add(&c->ch->sdoor, 1u);
-    rcp__futex_wake(&c->ch->sdoor, 1);
+    struct sockaddr_un a;
+    struct rpcool__creq rq;
     uint64_t deadline = rcp__now_ns() + (uint64_t)timeout_ms * 1000000u;
+    int sk, r = 0, nf = 0;
+    ssize_t n;
+    fds[0] = fds[1] = fds[2] = -1;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    rpcool__sock_path(a.sun_path, sizeof a.sun_path, channel);
     for (;;) {
-        uint32_t st = rcp__load(&c->cs->state);
-        if (st == RPCOOL__CS_ACTIVE) return 0;
-        if (st == RPCOOL__CS_REFUSED) return c->cs->status ? c->cs->status : RPCOOL_E_PROTO;
-        int r = rpcool__server_gone(c);
-        if (r) return r;
-        uint64_t now = rcp__now_ns();
-        if (now >= deadline) return RPCOOL_E_TIMEOUT;
-        uint64_t slice = (uint64_t)c->peer_check_ms * 1000000u;
-        if (deadline - now < slice) slice = deadline - now;
-        rcp__futex_wait(&c->cs->seq, seq, slice);
-        seq = rcp__load(&c->cs->seq);
+        if ((sk = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) < 0) return -errno;
+        if (connect(sk, (struct sockaddr *)&a, sizeof a) == 0) break;
+        r = errno;
+        close(sk);
+        if (r != ENOENT && r != ECONNREFUSED && r != EAGAIN) return -r;
+        if (!rpcool__name_held(channel) || rcp__now_ns() >= deadline) return RPCOOL_E_NOCHANNEL;
+        usleep(1000);
     }
+    memset(&rq, 0, sizeof rq);
+    rq.magic = RPCOOL__CREQ_MAGIC;
+    rq.version = RPCOOL__VERSION;
+    rq.heap_size = heap_size;
+    rq.pid = (uint32_t)getpid();
+    if (send(sk, &rq, sizeof rq, MSG_NOSIGNAL) != (ssize_t)sizeof rq) {
+        r = RPCOOL_E_NOCHANNEL; /* the server went */
+        goto out;
+    }
+    for (;;) {
+        uint64_t now = rcp__now_ns();
+        struct pollfd pf = {sk, POLLIN, 0};
+        int pr = poll(&pf, 1, now < deadline ? (int)((deadline - now) / 1000000u) + 1 : 0);
+        if (pr == 1) break;
+        if (pr < 0 && errno == EINTR) continue;
+        r = RPCOOL_E_TIMEOUT;
+        goto out;
+    }
+    {
+        struct iovec iov = {rp, sizeof *rp};
+        union {
+            struct cmsghdr h;
+            char b[CMSG_SPACE(4 * sizeof(int))];
+        } cm;
+        struct msghdr mh;
+        memset(&mh, 0, sizeof mh);
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = cm.b;
+        mh.msg_controllen = sizeof cm.b;
+        n = recvmsg(sk, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+        for (struct cmsghdr *ch = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; ch;
+             ch = CMSG_NXTHDR(&mh, ch)) {
+            if (ch->cmsg_level != SOL_SOCKET || ch->cmsg_type != SCM_RIGHTS) continue;
+            size_t k = (ch->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t j = 0; j < k; j++) {
+                int fd;
+                memcpy(&fd, CMSG_DATA(ch) + j * sizeof(int), sizeof fd);
+                if (nf < 3) fds[nf++] = fd;
+                else close(fd);
+            }
+        }
+    }
+    if (n <= 0) r = RPCOOL_E_NOCHANNEL; /* closed without an answer: the server closes */
+    else if (n != (ssize_t)sizeof *rp || rp->magic != RPCOOL__CREP_MAGIC ||
+             rp->version != RPCOOL__VERSION || rp->status > 0)
+        r = RPCOOL_E_PROTO;
+    else if (rp->status) r = rp->status;
+    else if (nf != 3) r = RPCOOL_E_PROTO;
+out:
+    if (r)
+        for (int j = 0; j < nf; j++) close(fds[j]), fds[j] = -1;
+    close(sk);
+    return r;
+}
+
+/* Take what the acceptor gave: map the channel (a sealed memfd of the server's epoch) and the
+   heap, and find our connection header in it. On failure both descriptors are closed, so our
+   slot's lock goes and the server reclaims the connection as a dead client's. */
+static int rpcool__conn_take(rpcool_conn *c, const struct rpcool__crep *rp, int fds[3])
+{
+    struct stat st;
+    struct rpcool__conn_hdr *hd;
+    void *m;
+    int seals, r = RPCOOL_E_PROTO;
+    c->fd = fds[0];
+    if (rp->max_conns == 0 || rp->max_conns > RPCOOL_MAX_CONNS || rp->slot >= rp->max_conns)
+        goto fail;
+    c->map_len = rpcool__chan_bytes(rp->max_conns);
+    seals = fcntl(c->fd, F_GET_SEALS);
+    if (fstat(c->fd, &st) || seals < 0 ||
+        (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW) ||
+        (size_t)st.st_size < c->map_len)
+        goto fail;
+    m = mmap(NULL, c->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd, 0);
+    if (m == MAP_FAILED) {
+        r = -errno;
+        goto fail;
+    }
+    madvise(m, c->map_len, MADV_DONTFORK); /* as the server's: keeps our lock byte ours */
+    c->ch = (struct rpcool__chan_hdr *)m;
+    c->epoch = rp->epoch;
+    if (rcp__load(&c->ch->magic) != RPCOOL__CH_MAGIC || c->ch->version != RPCOOL__VERSION ||
+        rcp__load(&c->ch->epoch) != rp->epoch || rcp__load(&c->ch->state) != RPCOOL__CH_OPEN) {
+        r = RPCOOL_E_NOCHANNEL;
+        goto fail_map;
+    }
+    c->index = rp->slot;
+    c->cs = (struct rpcool__chan_slot *)((char *)m + RPCOOL__SLOTS_OFF) + rp->slot;
+    if ((r = shmheap_open_fd(fds[1], &c->hopts, &c->heap))) goto fail_map;
+    close(fds[1]);
+    fds[1] = -1;
+    hd = (struct rpcool__conn_hdr *)(uintptr_t)rp->hdr;
+    if (!hd || ((uintptr_t)hd & 127) || !shmheap_contains(c->heap, hd, sizeof *hd) ||
+        rcp__load(&hd->magic) != RPCOOL__CONN_MAGIC || hd->version != RPCOOL__VERSION ||
+        hd->nslots != RPCOOL__NSLOTS || hd->chan_slot != rp->slot || hd->epoch != rp->epoch) {
+        r = RPCOOL_E_PROTO;
+        goto fail_heap;
+    }
+    c->hdr = hd;
+    c->pod_fd = fds[2];
+    snprintf(c->heap_name, sizeof c->heap_name, "%.100s", shmheap_name(c->heap));
+    return 0;
+fail_heap:
+    shmheap_close(c->heap);
+    c->heap = NULL;
+fail_map:
+    munmap(c->ch, c->map_len);
+    c->ch = NULL;
+fail:
+    close(fds[0]);
+    if (fds[1] >= 0) close(fds[1]);
+    close(fds[2]);
+    fds[0] = fds[1] = fds[2] = -1;
+    c->fd = -1;
+    return r;
 }
 
 static void rpcool__conn_free(rpcool_conn *c)
@@ -2938,25 +3278,17 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
         goto fail_free;
     }
     connect_ms = o.connect_timeout_ms ? o.connect_timeout_ms : RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS;
-    if ((r = rpcool__chan_find(c, channel, connect_ms))) goto fail_free;
-    if ((r = rpcool__slot_claim(c))) goto fail_chan;
-    if ((r = rpcool__conn_heap(c, channel))) goto fail_slot;
-    if ((r = rpcool__handshake(c, connect_ms))) goto fail_heap;
+    {
+        struct rpcool__crep rp;
+        int fds[3];
+        if ((r = rpcool__front_ask(channel, o.heap_size, connect_ms, &rp, fds))) goto fail_free;
+        if ((r = rpcool__conn_take(c, &rp, fds))) goto fail_free;
+    }
     rpcool__fd_track(c->fd, 1);
     rpcool__log(&c->log, RPCOOL_LOG_INFO, "connected to %s (slot %u, heap %s)", channel,
                 c->index, c->heap_name);
     *out = c;
     return 0;
-fail_heap:
-    shmheap_close(c->heap);
-    shmheap_unlink(c->heap_name, &c->hopts);
-fail_slot:
-    /* the server may have seen our request: it sees the slot closing and our lock gone */
-    rcp__store(&c->cs->state, (uint32_t)RPCOOL__CS_CLOSING);
-    rcp__fetch_add(&c->ch->pending, 1u);
-fail_chan:
-    munmap(c->ch, c->map_len);
-    close(c->fd);
 fail_free:
     rpcool__conn_free(c);
     return r;
@@ -2981,7 +3313,8 @@ RPCOOL_API int rpcool_disconnect(rpcool_conn *c)
         seq = rcp__load(&c->cs->seq);
     }
     shmheap_close(c->heap);
-    shmheap_unlink(c->heap_name, &c->hopts);
+    rpcool__heap_drop(c->heap_name, &c->hopts);
+    if (c->pod_fd > 0) close(c->pod_fd); /* the heap's range in the pod may go */
     munmap(c->ch, c->map_len);
     rpcool__fd_track(c->fd, 0);
     close(c->fd); /* drops our lock byte */
