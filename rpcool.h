@@ -1402,6 +1402,9 @@ static void rpcool__heap_drop(const char *name, const shmheap_opts *o)
 static void rpcool__prem_free(struct rpcool__prem *pm)
 {
     if (pm->h) shmheap_close(pm->h);
+    rpcool__fd_track(pm->cfd, 0);
+    rpcool__fd_track(pm->ofd, 0);
+    rpcool__fd_track(pm->pfd, 0);
     if (pm->hfd >= 0) close(pm->hfd);
     if (pm->cfd >= 0) close(pm->cfd);
     if (pm->ofd >= 0) close(pm->ofd);
@@ -1452,6 +1455,10 @@ static int rpcool__prem_make(rpcool_server *s, size_t size, struct rpcool__prem 
         r = pm->pfd;
         goto fail;
     }
+    /* a child forked meanwhile must not keep the client's descriptions (its lock byte) */
+    rpcool__fd_track(pm->cfd, 1);
+    rpcool__fd_track(pm->ofd, 1);
+    rpcool__fd_track(pm->pfd, 1);
     return 0;
 fail:
     rpcool__prem_free(pm);
@@ -3199,8 +3206,10 @@ static int rpcool__conn_take(rpcool_conn *c, const struct rpcool__crep *rp, int 
     madvise(m, c->map_len, MADV_DONTFORK); /* as the server's: keeps our lock byte ours */
     c->ch = (struct rpcool__chan_hdr *)m;
     c->epoch = rp->epoch;
-    if (rcp__load(&c->ch->magic) != RPCOOL__CH_MAGIC || c->ch->version != RPCOOL__VERSION ||
-        rcp__load(&c->ch->epoch) != rp->epoch || rcp__load(&c->ch->state) != RPCOOL__CH_OPEN) {
+    /* a client may have scribbled on the header: believe it only with the server's lock */
+    if ((rcp__load(&c->ch->magic) != RPCOOL__CH_MAGIC || c->ch->version != RPCOOL__VERSION ||
+         rcp__load(&c->ch->epoch) != rp->epoch || rcp__load(&c->ch->state) != RPCOOL__CH_OPEN) &&
+        rpcool__lock_held(c->fd, 0) != 1) {
         r = RPCOOL_E_NOCHANNEL;
         goto fail_map;
     }

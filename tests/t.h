@@ -117,6 +117,21 @@ static __attribute__((unused)) int t_shm_exists(const char *name)
 {
     char p[200];
     struct stat st;
+    int idx;
+    if (sscanf(name, "fd:%d:", &idx) == 1) { /* a heap on a memfd: is its pod entry held? */
+        const char *pod = getenv("SHMHEAP_POD");
+        snprintf(p, sizeof p, "/dev/shm/%s", pod && *pod ? pod : "shmheap.pod");
+        int fd = open(p, O_RDONLY | O_CLOEXEC);
+        struct flock fl;
+        memset(&fl, 0, sizeof fl);
+        fl.l_type = F_WRLCK;
+        fl.l_whence = SEEK_SET;
+        fl.l_start = ((off_t)1 << 30) + idx;
+        fl.l_len = 1;
+        int held = fd >= 0 && fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+        if (fd >= 0) close(fd);
+        return held;
+    }
     if (!strncmp(name, "shm:", 4)) name += 4;
     snprintf(p, sizeof p, "/dev/shm/%s", name);
     return stat(p, &st) == 0;
