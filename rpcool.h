@@ -466,6 +466,7 @@ typedef struct rpcool_server_stats {
     uint64_t faults;       /* faults contained */
     uint64_t bad_entries;  /* malformed requests (flagged but not filled, bad names, ...) */
     unsigned conns;        /* connections now */
+    unsigned ready;        /* connection heaps made ahead, waiting for a connect */
 } rpcool_server_stats;
 
 RPCOOL_API const char *rpcool_strerror(int code);
@@ -595,7 +596,6 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #endif
 
 #include "impl/platform.h"
-#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
@@ -603,6 +603,7 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #include <setjmp.h>
 #include <signal.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -863,7 +864,7 @@ struct rpcool_server {
     int pkeys[15], npkeys;
     rpcool_server_stats st;
     /* the front door: a listening socket, a thread that gives each connect a heap made ahead */
-    int lfd;
+    int lfd, acc_ev; /* the listening socket; an eventfd that stops the acceptor */
     char sock_path[RPCOOL__NAME_MAX + 40];
     pthread_t acceptor;
     int acc_started, acc_stop;
@@ -1127,18 +1128,6 @@ static int rpcool__check_name(const char *n)
     return 0;
 }
 
-/* A connection heap name a client wrote: "rpcool-CHANNEL-" then digits and '-', nothing else
-   (never a path: a client must not make the server map an arbitrary file). */
-static int rpcool__check_heap_name(const char *channel, const char *h)
-{
-    size_t cl = strlen(channel), hl = strnlen(h, RPCOOL__HEAPNAME);
-    if (hl >= RPCOOL__HEAPNAME || hl <= 7 + cl + 1) return 0;
-    if (memcmp(h, "rpcool-", 7) || memcmp(h + 7, channel, cl) || h[7 + cl] != '-') return 0;
-    for (size_t i = 8 + cl; i < hl; i++)
-        if (!((h[i] >= '0' && h[i] <= '9') || h[i] == '-')) return 0;
-    return 1;
-}
-
 static void rpcool__path(char *out, size_t n, const char *name)
 {
     snprintf(out, n, "/dev/shm/rpcool.%s", name);
@@ -1153,77 +1142,20 @@ static size_t rpcool__chan_bytes(uint32_t max_conns)
 
 static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead);
 
-/* Is this heap name also named by another slot or held by a connection? A client can write any
-   name into its own slot: a stale slot must not make us unlink somebody else's heap. */
-static int rpcool__heap_named_elsewhere(rpcool_server *s, uint32_t i, const char *name)
-{
-    uint32_t nslots = (uint32_t)((s->map_len - RPCOOL__SLOTS_OFF) / sizeof *s->cs);
-    for (uint32_t j = 0; j < s->max_conns; j++)
-        if (j != i && rcp__load(&s->conns[j].state) != RPCOOL__SC_FREE &&
-            !strncmp(s->conns[j].heap_name, name, RPCOOL__HEAPNAME))
-            return 1;
-    for (uint32_t j = 0; j < nslots; j++)
-        if (j != i && rcp__load(&s->cs[j].state) != RPCOOL__CS_FREE &&
-            !strncmp(s->cs[j].heap, name, RPCOOL__HEAPNAME))
-            return 1;
-    return 0;
-}
-
-/* A stale slot left by an earlier server or by a client that died before it was accepted (or
-   while it closed): the heap it names goes too, whatever the slot's state, since its client
-   may have died anywhere between naming it in the slot and unlinking it. */
+/* A stale slot: one whose client is gone (its lock byte is free) with no connection behind it
+   (a client that wrote a slot by hand, or one that closed). It is freed; nothing is unlinked:
+   connection heaps have no names, and what a slot names is not believed. */
 static void rpcool__reclaim_stale(rpcool_server *s, uint32_t i)
 {
     struct rpcool__chan_slot *cs = &s->cs[i];
     uint32_t st = rcp__load(&cs->state);
     if (st == RPCOOL__CS_FREE) return;
     int held = rpcool__lock_held(s->fd, 1 + (off_t)i);
-    if (held == 1 && st != RPCOOL__CS_CLOSING) return; /* a live client is still using it */
-    if (held == 0) {
-        char name[RPCOOL__HEAPNAME];
-        memcpy(name, cs->heap, sizeof name);
-        name[sizeof name - 1] = 0;
-        if (rpcool__check_heap_name(s->name, name) && !rpcool__heap_named_elsewhere(s, i, name)) {
-            int o = rpcool__contain_set(0);
-            shmheap_unlink(name, &s->hopts);
-            rpcool__contain_set(o);
-            rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: unlinked stale heap %s", s->name, name);
-        }
-    }
-    if (held == 1) return; /* CLOSING but still locked: the client is finishing up */
+    if (held != 0) return; /* a live client still uses it (or is finishing its close) */
     rcp__store(&cs->heap[0], '\0');
     rcp__store(&cs->state, (uint32_t)RPCOOL__CS_FREE);
     rcp__fetch_add(&cs->seq, 1u);
     rcp__futex_wake(&cs->seq, INT_MAX);
-}
-
-/* A heap name left by a client of this channel: "rpcool-CHANNEL-PID-SEQ-CLOCK", exactly (a
-   longer channel name that starts with ours has more fields). */
-static int rpcool__is_our_heap(const char *channel, const char *h)
-{
-    if (!rpcool__check_heap_name(channel, h)) return 0;
-    int dashes = 0;
-    for (const char *q = h + 8 + strlen(channel); *q; q++) {
-        if (*q == '-' && (q[1] == '-' || !q[1])) return 0;
-        dashes += *q == '-';
-    }
-    return h[8 + strlen(channel)] != '-' && dashes == 2;
-}
-
-/* The heaps of an earlier server's clients: that server is dead (we hold the name), its channel
-   memfd is out of our reach, and its clients can only fail; they keep their mappings. */
-static void rpcool__unlink_orphans(rpcool_server *s)
-{
-    DIR *d = opendir("/dev/shm");
-    int n = 0;
-    if (!d) return;
-    for (struct dirent *e; (e = readdir(d));)
-        if (rpcool__is_our_heap(s->name, e->d_name) && shmheap_unlink(e->d_name, &s->hopts) == 0)
-            n++;
-    closedir(d);
-    if (n)
-        rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: unlinked %d heaps of earlier clients", s->name,
-                    n);
 }
 
 /* Write the rendezvous record (and cut the name file to its size). */
@@ -1267,7 +1199,6 @@ static int rpcool__chan_init(rpcool_server *s)
     if (pread(s->name_fd, &old, sizeof old, 0) == (ssize_t)sizeof old &&
         old.magic == RPCOOL__RDV_MAGIC)
         old_epoch = old.epoch;
-    rpcool__unlink_orphans(s);
     s->map_len = rpcool__chan_bytes(s->max_conns);
     snprintf(mname, sizeof mname, "rpcool.%s", s->name);
     if ((fd = memfd_create(mname, MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0) return -errno;
@@ -1465,8 +1396,9 @@ fail:
     return r;
 }
 
-/* Keep prealloc heaps of the size last asked for ready (acceptor thread, or before it runs). */
-static void rpcool__pool_fill(rpcool_server *s)
+/* Make one more heap of the size last asked for, if the pool lacks one (acceptor thread, or
+   before it runs): 1 if it made one, 0 if the pool is full or making failed. */
+static int rpcool__pool_fill_one(rpcool_server *s)
 {
     unsigned have = 0;
     for (unsigned k = 0; k < s->npool; k++) have += s->pool[k].size == s->last_size;
@@ -1474,12 +1406,14 @@ static void rpcool__pool_fill(rpcool_server *s)
         rpcool__prem_free(&s->pool[0]);
         s->pool[0] = s->pool[--s->npool];
     }
-    while (s->npool < s->prealloc && !rcp__load(&s->acc_stop)) {
-        struct pollfd pf = {s->lfd, POLLIN, 0};
-        if (s->lfd >= 0 && poll(&pf, 1, 0) == 1) break; /* a connect waits: answer it first */
-        if (rpcool__prem_make(s, s->last_size, &s->pool[s->npool])) break;
+    if (s->npool < s->prealloc && !rcp__load(&s->acc_stop) &&
+        !rpcool__prem_make(s, s->last_size, &s->pool[s->npool])) {
         s->npool++;
+        rcp__store(&s->st.ready, s->npool);
+        return 1;
     }
+    rcp__store(&s->st.ready, s->npool);
+    return 0;
 }
 
 /* Give the made-ahead heap pm to a client (peer pid, 0 if unknown): a free slot whose lock
@@ -1530,24 +1464,22 @@ static int rpcool__grant_locked(rpcool_server *s, struct rpcool__prem *pm, uint3
     return RPCOOL_E_NOSLOT;
 }
 
-/* Answer one connected client: a heap of the size it asks for (from the pool, else made now)
-   and a slot, or an error. A client that sends no request within RPCOOL__REQ_WAIT_MS is let
-   go. The descriptors we sent are closed here: from then on only the client holds them. */
-static void rpcool__front_answer(rpcool_server *s, int sk)
+/* Answer one connected client whose request (n bytes of rq; n < 0: none came in time) was
+   read: a heap of the size it asks for (from the pool, else made now) and a slot, or an
+   error. The descriptors we sent are closed here: from then on only the client holds them. */
+static void rpcool__front_answer(rpcool_server *s, int sk, const struct rpcool__creq *req,
+                                 ssize_t n)
 {
     struct rpcool__creq rq;
     struct rpcool__crep rp;
     struct rpcool__prem pm;
-    struct pollfd pf = {sk, POLLIN, 0};
     int r = 0;
     memset(&rp, 0, sizeof rp);
     memset(&pm, 0, sizeof pm);
+    memcpy(&rq, req, sizeof rq);
     pm.hfd = pm.cfd = pm.ofd = pm.pfd = -1;
     rp.magic = RPCOOL__CREP_MAGIC;
     rp.version = RPCOOL__VERSION;
-    ssize_t n = recv(sk, &rq, sizeof rq, MSG_DONTWAIT); /* usually there already */
-    if (n < 0 && errno == EAGAIN && poll(&pf, 1, RPCOOL__REQ_WAIT_MS) == 1)
-        n = recv(sk, &rq, sizeof rq, MSG_DONTWAIT);
     if (n != (ssize_t)sizeof rq ||
         rq.magic != RPCOOL__CREQ_MAGIC || rq.version != RPCOOL__VERSION) {
         rcp__fetch_add(&s->st.bad_entries, 1u);
@@ -1565,6 +1497,7 @@ static void rpcool__front_answer(rpcool_server *s, int sk)
         if (s->pool[k].size == want) {
             pm = s->pool[k];
             s->pool[k] = s->pool[--s->npool];
+            rcp__store(&s->st.ready, s->npool);
         }
     if (pm.hfd < 0 && (r = rpcool__prem_make(s, want, &pm))) goto answer;
     pthread_mutex_lock(&s->hk_lock);
@@ -1607,23 +1540,95 @@ answer:
     rpcool__prem_free(&pm); /* after a grant: our copies of the descriptors only */
 }
 
+/* The acceptor: never blocks on one client. Connected clients whose request has not come yet
+   wait in a set (RPCOOL__ACC_WAITING at most; when full, the one waiting longest is refused),
+   each until its own deadline (RPCOOL__REQ_WAIT_MS); one poll covers the listening socket, the
+   waiting clients and the stop event. When nothing is ready, the pool is refilled, one heap
+   between two polls. */
+#define RPCOOL__ACC_WAITING 32
+struct rpcool__acc_wait {
+    int fd;
+    uint64_t deadline;
+};
+
+static void rpcool__acc_drop(struct rpcool__acc_wait *w, unsigned *nw, unsigned k)
+{
+    close(w[k].fd);
+    w[k] = w[--*nw];
+}
+
+/* Read a client's request if it is there: 1 and answered (socket closed), 0 not yet. */
+static int rpcool__acc_try(rpcool_server *s, int sk, int expired)
+{
+    struct rpcool__creq rq;
+    memset(&rq, 0, sizeof rq);
+    ssize_t n = recv(sk, &rq, sizeof rq, MSG_DONTWAIT | MSG_TRUNC);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) && !expired)
+        return 0;
+    rpcool__front_answer(s, sk, &rq, n);
+    return 1;
+}
+
 static void *rpcool__acceptor_main(void *p)
 {
     rpcool_server *s = (rpcool_server *)p;
+    struct rpcool__acc_wait w[RPCOOL__ACC_WAITING];
+    struct pollfd pf[RPCOOL__ACC_WAITING + 2];
+    unsigned nw = 0;
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL); /* the program's signals go to its own threads */
     while (!rcp__load(&s->acc_stop)) {
-        int sk = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (sk < 0) {
-            if (errno != EINTR && errno != ECONNABORTED && !rcp__load(&s->acc_stop))
-                usleep(1000); /* out of descriptors, say: do not spin */
+        uint64_t now = rcp__now_ns(), next = UINT64_MAX;
+        pf[0].fd = s->lfd;
+        pf[0].events = POLLIN;
+        pf[1].fd = s->acc_ev;
+        pf[1].events = POLLIN;
+        for (unsigned k = 0; k < nw; k++) {
+            pf[2 + k].fd = w[k].fd;
+            pf[2 + k].events = POLLIN;
+            if (w[k].deadline < next) next = w[k].deadline;
+        }
+        int tmo = -1;
+        if (s->npool < s->prealloc) tmo = 0; /* refill once nothing is ready */
+        else if (next != UINT64_MAX) tmo = next > now ? (int)((next - now) / 1000000u) + 1 : 0;
+        int pr = poll(pf, 2 + nw, tmo);
+        if (pr < 0) {
+            if (errno != EINTR) usleep(1000);
             continue;
         }
-        rpcool__front_answer(s, sk);
-        close(sk);
-        rpcool__pool_fill(s);
+        if (pr == 0 && rpcool__pool_fill_one(s)) continue;
+        now = rcp__now_ns();
+        for (unsigned k = nw; k-- > 0;) /* answered, or out of time (a refusal) */
+            if (((pf[2 + k].revents & (POLLIN | POLLHUP | POLLERR)) || w[k].deadline <= now) &&
+                rpcool__acc_try(s, w[k].fd, 1))
+                rpcool__acc_drop(w, &nw, k);
+        if (pf[0].revents & POLLIN)
+            for (int m = 0; m < 16; m++) { /* a few at a time, so waiting ones are not starved */
+                int sk = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                if (sk < 0) {
+                    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+                        errno != ECONNABORTED)
+                        usleep(1000); /* out of descriptors, say: do not spin */
+                    break;
+                }
+                if (rpcool__acc_try(s, sk, 0)) { /* usually its request is there already */
+                    close(sk);
+                    continue;
+                }
+                if (nw == RPCOOL__ACC_WAITING) { /* full: the one waiting longest goes */
+                    unsigned old = 0;
+                    for (unsigned k = 1; k < nw; k++)
+                        if (w[k].deadline < w[old].deadline) old = k;
+                    rpcool__acc_try(s, w[old].fd, 1);
+                    rpcool__acc_drop(w, &nw, old);
+                }
+                w[nw].fd = sk;
+                w[nw].deadline = rcp__now_ns() + (uint64_t)RPCOOL__REQ_WAIT_MS * 1000000u;
+                nw++;
+            }
     }
+    while (nw) rpcool__acc_drop(w, &nw, nw - 1);
     return NULL;
 }
 
@@ -1635,12 +1640,13 @@ static int rpcool__front_open(rpcool_server *s, unsigned mode)
     s->pool = (struct rpcool__prem *)rpcool__calloc(RPCOOL_MAX_PREALLOC, sizeof *s->pool);
     if (!s->pool) return -ENOMEM;
     s->last_size = RPCOOL_DEFAULT_HEAP_SIZE;
-    rpcool__pool_fill(s);
+    while (rpcool__pool_fill_one(s)) {}
+    if ((s->acc_ev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) return -errno;
     rpcool__sock_path(s->sock_path, sizeof s->sock_path, s->name);
     memset(&a, 0, sizeof a);
     a.sun_family = AF_UNIX;
     snprintf(a.sun_path, sizeof a.sun_path, "%s", s->sock_path);
-    if ((s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) < 0) return -errno;
+    if ((s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0) return -errno;
     unlink(s->sock_path); /* a dead server's: we hold the name */
     if (bind(s->lfd, (struct sockaddr *)&a, sizeof a) || chmod(s->sock_path, mode) ||
         listen(s->lfd, 128))
@@ -1653,10 +1659,16 @@ static int rpcool__front_open(rpcool_server *s, unsigned mode)
 /* Close it: no new connects; made-ahead heaps go (nobody else has them). */
 static void rpcool__front_close(rpcool_server *s)
 {
+    uint64_t one = 1;
     rcp__store(&s->acc_stop, 1);
-    if (s->lfd >= 0) shutdown(s->lfd, SHUT_RDWR); /* wakes accept */
+    if (s->acc_ev >= 0) { /* wakes its poll */
+        ssize_t w = write(s->acc_ev, &one, sizeof one);
+        (void)w;
+    }
     if (s->acc_started) pthread_join(s->acceptor, NULL);
     s->acc_started = 0;
+    if (s->acc_ev >= 0) close(s->acc_ev);
+    s->acc_ev = -1;
     if (s->lfd >= 0) {
         unlink(s->sock_path);
         close(s->lfd);
@@ -1664,6 +1676,7 @@ static void rpcool__front_close(rpcool_server *s)
     s->lfd = -1;
     for (unsigned k = 0; s->pool && k < s->npool; k++) rpcool__prem_free(&s->pool[k]);
     s->npool = 0;
+    rcp__store(&s->st.ready, 0u);
     rpcool__free(s->pool);
     s->pool = NULL;
 }
@@ -1705,7 +1718,7 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
         goto fail_free;
     }
     s->fd = -1;
-    s->lfd = -1;
+    s->lfd = s->acc_ev = -1;
     s->name_fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, o.mode ? o.mode : RPCOOL_DEFAULT_MODE);
     if (s->name_fd < 0) {
         r = -errno;
@@ -2390,6 +2403,7 @@ RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *s
     st->reaped = rcp__load(&s->st.reaped);
     st->faults = rcp__load(&s->st.faults);
     st->bad_entries = rcp__load(&s->st.bad_entries);
+    st->ready = rcp__load(&s->st.ready);
     st->conns = 0;
     for (uint32_t i = 0; i < s->max_conns; i++)
         if (rcp__load(&s->conns[i].state) != RPCOOL__SC_FREE) st->conns++;
@@ -3117,7 +3131,10 @@ static int rpcool__front_ask(const char *channel, size_t heap_size, unsigned tim
     rpcool__sock_path(a.sun_path, sizeof a.sun_path, channel);
     for (;;) {
         if ((sk = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) < 0) return -errno;
-        if (connect(sk, (struct sockaddr *)&a, sizeof a) == 0) break;
+        if (connect(sk, (struct sockaddr *)&a, sizeof a) == 0) {
+            r = 0; /* not the errno of an earlier try: that reached callers as "unknown error" */
+            break;
+        }
         r = errno;
         close(sk);
         if (r != ENOENT && r != ECONNREFUSED && r != EAGAIN) return -r;

@@ -233,7 +233,8 @@ SHMHEAP_API int shmheap_unlink(const char *name, const shmheap_opts *opts);
    process has the heap open through. The heap's range in the pod stays taken while a hold
    exists: the creator's handle has one, shmheap_pod_hold makes another (a descriptor holding a
    read lock on the pod entry's byte, e.g. to pass along with the heap; close it when done);
-   without holds the range is freed by the next create that needs room. Nothing to unlink. */
+   without holds the range is freed by the next shmheap_create_fd (or any create that needs
+   room). Nothing to unlink. */
 SHMHEAP_API int shmheap_create_fd(int fd, const shmheap_opts *opts, shmheap **out);
 SHMHEAP_API int shmheap_open_fd(int fd, const shmheap_opts *opts, shmheap **out);
 SHMHEAP_API int shmheap_pod_hold(const shmheap *h, const shmheap_opts *opts);
@@ -2151,6 +2152,12 @@ SHMHEAP_API int shmheap_create_fd(int fd, const shmheap_opts *opts, shmheap **ou
     if ((size_t)st.st_size < size && ftruncate(fd, (off_t)size)) return -errno;
     pthread_mutex_lock(&shmheap__reg_lock);
     if ((r = shmheap__pod_open(&o, &pr))) goto fail_reg;
+    /* entries of heaps on descriptors that nobody holds any more go first (one lock query
+       each): a process killed with heaps it made leaves nothing past the next create_fd */
+    for (int i = 0; i < SHMHEAP__POD_N; i++)
+        if (pr.p->e[i].base && !strncmp(pr.p->e[i].key, "fd:", 3) &&
+            shmheap__pod_lock(pr.fd, i, F_WRLCK, F_OFD_GETLK) == 0)
+            pr.p->e[i].base = 0;
     r = shmheap__place_fd_once(&pr, fd, size, key, sizeof key, &base);
     if (r == SHMHEAP_E_FULL || r == SHMHEAP_E_ADDRINUSE) {
         shmheap__pod_sweep(pr.p, pr.fd);

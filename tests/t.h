@@ -137,6 +137,33 @@ static __attribute__((unused)) int t_shm_exists(const char *name)
     return stat(p, &st) == 0;
 }
 
+#ifdef SHMHEAP__POD_LOCKS /* the implementation is in this file */
+/* Heaps on descriptors (memfds) in the pod of this process (SHMHEAP_POD): how many entries are
+ * recorded (*rec) and how many of those somebody still holds (*held: a process has the heap or
+ * a hold on it). A recorded entry nobody holds is freed by the next shmheap_create_fd; leaked
+ * is what stays held. 0, or -1 when the pod cannot be opened. */
+static __attribute__((unused)) int t_pod_fd_entries(int *rec, int *held)
+{
+    struct shmheap__podref pr;
+    *rec = *held = 0;
+    if (shmheap__pod_open(NULL, &pr)) return -1;
+    for (int i = 0; i < SHMHEAP__POD_N; i++) {
+        if (!pr.p->e[i].base || strncmp(pr.p->e[i].key, "fd:", 3)) continue;
+        (*rec)++;
+        *held += shmheap__pod_lock(pr.fd, i, F_WRLCK, F_OFD_GETLK) == 1;
+    }
+    shmheap__pod_close(&pr);
+    return 0;
+}
+
+/* Held entries only. */
+static __attribute__((unused)) int t_pod_held(void)
+{
+    int rec, held;
+    return t_pod_fd_entries(&rec, &held) ? -1 : held;
+}
+#endif
+
 /* Whether p can be written: a read(2) into it from /dev/zero (writes one zero byte) succeeds,
  * without the fault a plain store would raise on a sealed page. */
 static __attribute__((unused)) int t_writable(const void *p)
