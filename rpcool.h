@@ -52,13 +52,22 @@
    pointer. Every process maps a heap at the same address (shmheap.h), so the pointer means the
    same thing in client and server.
 
-       channel "kv"    a memfd of the server's, sealed against resizing, that clients open
-                       through /proc/PID/fd/N as named in /dev/shm/rpcool.kv: a small directory
-                       of connection slots, the server's doorbell, and byte-range locks that tell
-                       each side whether the other lives
-       connection      one shmheap per client connection ("rpcool-kv-PID-N-T") holding 64 call
-                       slots, a request bitmap and the client's doorbell; arguments are
-                       allocated there by the client, results there by the server
+       channel "kv"    a memfd of the server's, sealed against resizing: a small directory of
+                       connection slots, the server's doorbell, and byte-range locks that tell
+                       each side whether the other lives. /dev/shm/rpcool.kv holds the name
+                       (the server's lock on it) and /dev/shm/rpcool.kv.sock is the front door:
+                       a UNIX socket on which an acceptor thread of the server answers connects
+       connection      one shmheap per client connection holding 64 call slots, a request
+                       bitmap and the client's doorbell; arguments are allocated there by the
+                       client, results there by the server. The heap is a memfd with no name,
+                       made, sealed against resizing and formatted by the server ahead of
+                       connects (rpcool_server_opts.prealloc of them, of the size last asked
+                       for; another size is made during the connect). A connect is a socket
+                       round trip: the acceptor picks a free slot, takes the slot's liveness
+                       lock through the very descriptor it then sends, and sends that channel
+                       descriptor, the heap and a hold on the heap's address range (SCM_RIGHTS)
+                       to that one client, keeping no copy but its own mapping; the client maps
+                       both
        call            client fills a slot's request line {handler id, arg pointer, length,
                        safety flags, generation}, sets the slot's bit in the request bitmap if
                        it is not still set, and rings the server only if it sleeps; a server
@@ -142,21 +151,28 @@
    are masked, handler ids range-checked, every pointer it follows for the library (argument,
    seal range) is checked with shmheap_contains against that connection's heap, names are
    checked for their pattern, and the library's own reads of a client's heap run under fault
-   containment (a client that truncates its heap file makes its connection fail, not the
-   server; this includes rpcool_ctx_alloc and the checked accessors called by a handler of any
+   containment (a fault there, such as a SIGBUS for memory the kernel cannot provide, makes
+   that connection fail, not the server; this includes rpcool_ctx_alloc and the checked accessors called by a handler of any
    mode, and a sandboxed handler's SIGBUS inside the client's heap, after which the server
    drops the connection). A malicious client can always deny service to its own connection.
+   Connection heaps are memfds the server made, sealed against shrinking and growing
+   (F_SEAL_SHRINK, F_SEAL_GROW): no client can truncate its heap (ftruncate fails with EPERM).
+   They have no name in /dev/shm; each is given over the socket to one client only, and the
+   server makes its process non-dumpable (unless rpcool_server_opts.dumpable is 1), so no other
+   process of its user can open its descriptors (/proc/PID/fd, pidfd_getfd) or read its memory
+   (/proc/PID/mem): another client cannot take or read a client's heap, except through that
+   client's own process (see LIMITS). A heap made ahead that nobody claimed is held by the
+   server alone and goes with it. A client at the socket that sends nothing or junk is refused
+   on its own deadline (100 ms) and never makes the acceptor wait.
    The channel is a memfd sealed against shrinking and growing (F_SEAL_SHRINK, F_SEAL_GROW):
-   no client can truncate it. Every client maps it writable (it takes byte locks and claims a
-   slot in it), so a client can overwrite its header: the server restores the header every
-   reap_ms, and connected clients believe a "closed" state or a changed epoch only when the
-   server's liveness lock confirms it, so they are not disturbed; a connect meanwhile waits
-   (within connect_timeout_ms). The name file /dev/shm/rpcool.NAME is never mapped: a client
-   that truncates or overwrites it delays new connects until the server rewrites it (every
-   reap_ms) and disturbs nobody else. What a client can still do to others: write their
-   channel slots, or open their heap files (all clients of a channel run as the server's
-   user, see LIMITS). A client heap file is opened with a shared flock held, so a client
-   cannot make accept wait on its lock.
+   no client can truncate it. Every client maps it writable (it rings the server's doorbell
+   and marks its slot closing there), so a client can overwrite its header: the server
+   restores the header every reap_ms, and clients, connected or connecting, believe a
+   "closed" state or a changed epoch only when the server's liveness lock confirms it, so they
+   are not disturbed. The name file /dev/shm/rpcool.NAME is never mapped and clients do not
+   read it: a client that truncates or overwrites it disturbs nobody (the server rewrites it
+   every reap_ms). What a client can still do to others: write their channel slots (their
+   state words; liveness is the kernel's byte locks, and calls do not use the slots).
 
    RPCOOL_RELAXED (0)  Trust the peer. The handler gets the pointer into the shared heap. A
        buggy or malicious client can change the argument while the handler reads it, and a
@@ -232,19 +248,22 @@
    channel mapping (MADV_DONTFORK), so the parent's death is still seen; connections and
    servers are not usable in the child.
    - Client dies (even mid-call): the server notices within reap_ms (RPCOOL_DEFAULT_REAP_MS,
-     100 ms), lets any handler running for it finish, unmaps its heap and unlinks it: its
-     memory is freed whole. So also for a client that dies anywhere inside rpcool_connect (its
-     channel slot names its heap before the heap is made) or rpcool_disconnect (the server
-     unlinks the heap of every connection it lets go of), and for one the server had not
-     noticed yet when it closes or when a new server takes the channel over.
-     rpcool_server_close waits (up to about a second) for clients inside rpcool_connect or
-     rpcool_disconnect to see the channel closed and leave, then unlinks what the dead ones
-     left; a connected client that outlives the server unlinks its heap in rpcool_disconnect.
+     100 ms), lets any handler running for it finish and unmaps its heap: a connection heap is
+     a memfd with no name, freed whole when the last process that has it lets go. So also for
+     a client that dies anywhere inside rpcool_connect (its slot's lock is taken through the
+     descriptor it is sent, so it is the client's from the first instant, and goes with the
+     client even before it received it) or rpcool_disconnect, and for one the server had not
+     noticed yet when it closes or dies. rpcool_server_close waits (up to about a second) for
+     clients inside rpcool_disconnect to see the channel closed and leave. A connected client
+     that outlives its server keeps its heap mapped until rpcool_disconnect.
+   - Heaps made ahead: the server holds them alone, so they go when it closes or dies. Their
+     address ranges in the pod (shmheap.h) are held by locks that die with their holders; the
+     next heap made on a descriptor (the next server's first) frees the entries nobody holds.
    - Server dies: a waiting call checks the server's lock every peer_check_ms
      (RPCOOL_DEFAULT_PEER_CHECK_MS, 100 ms) and fails with RPCOOL_E_PEERDEAD; calls also fail
      if the channel was closed (RPCOOL_E_CLOSED) or taken over by a new server.
-   - Client dropped by the server: a read of its heap faulted (it truncated the heap file), or
-     it kept its heap's mutex taken for over a second. The server serves it no more and
+   - Client dropped by the server: a read of its heap faulted (SIGBUS: memory the kernel
+     could not provide; a client cannot truncate its heap), or it kept its heap's mutex taken for over a second. The server serves it no more and
      reclaims its heap; the client's waiting and later calls fail with RPCOOL_E_DROPPED
      within peer_check_ms, and rpcool_disconnect returns at once.
    - Timeouts: optional per call (timeout_ms). A call that timed out is not taken back: it may
@@ -257,8 +276,9 @@
      (RPCOOL_E_TOOBIG), a slot that was flagged but not filled (ignored and counted), a
      handler that faults in SANDBOX mode (RPCOOL_E_FAULT).
    - A channel name served by a live server: RPCOOL_E_NAMETAKEN. A name whose server died is
-     taken over: the new server makes a new channel and unlinks the heaps of the old one's
-     clients (which fail with RPCOOL_E_PEERDEAD and keep their mappings until they disconnect).
+     taken over: the new server makes a new channel and socket; the old one's clients fail
+     with RPCOOL_E_PEERDEAD and keep their heaps until they disconnect (nothing is unlinked:
+     heaps have no names).
 
    6. THREAD SAFETY
    ----------------
@@ -286,9 +306,19 @@
    flight per connection, handler ids below 1024.
    Liveness locks need one kernel for both peers (processes of one host, or one VM); a pod of
    several hosts sharing a device needs another detector (future work with the RDMA tier).
-   A client opens the channel through /proc/PID/fd of the server, which the kernel allows to
-   processes that may inspect the server (its user, and a dumpable server; or CAP_SYS_PTRACE):
-   otherwise connect fails with -EACCES.
+   A client connects to the socket /dev/shm/rpcool.NAME.sock, created with the name file's
+   mode (rpcool_server_opts.mode): a process that may not connect to it gets -EACCES.
+   rpcool_server_open makes the whole process non-dumpable (prctl PR_SET_DUMPABLE 0), for the
+   rest of its life: no core dumps, and only processes with CAP_SYS_PTRACE may ptrace it or
+   open its /proc files. rpcool_server_opts.dumpable = 1 leaves the process as it was; then
+   any process of its user can open every connection heap through /proc/PID/fd. A client's
+   heap is as private as the client's process: any process that may ptrace the client (its
+   user, unless the client made itself non-dumpable) can read it.
+   The acceptor keeps up to 32 connected clients waiting for their request (100 ms each);
+   beyond that the one waiting longest is refused (RPCOOL_E_PROTO) at once, so a flood of
+   silent connects can make an honest connect whose request was not there yet fail; it never
+   makes one wait. A connect that asks for a heap size no made-ahead heap has pays for making
+   the heap (a memfd, its mapping and formatting) inside rpcool_connect.
    A client that keeps its heap's mutex taken can stall the serving thread running one of its
    handlers for up to a second, once, in rpcool_ctx_alloc of a block that needs the mutex
    (over 32 KiB, or a size class with no span a quarter free in its heap): then the server
@@ -414,8 +444,9 @@ typedef struct rpcool_server_opts {
                              (RPCOOL_LOG_* levels, one line each), those of the connection
                              heaps too; NULL = silent, or stderr when RPCOOL_DEBUG is set */
     void *log_user;       /* passed to log */
-    unsigned prealloc;    /* connection heaps kept made ahead of connects;
-                             0 = RPCOOL_DEFAULT_PREALLOC, at most RPCOOL_MAX_PREALLOC */
+    unsigned prealloc;    /* connection heaps kept made ahead of connects, of the size last
+                             asked for; 0 = RPCOOL_DEFAULT_PREALLOC, at most
+                             RPCOOL_MAX_PREALLOC (16) */
     int dumpable;         /* 1: leave the process dumpable (see LIMITS: then any process of its
                              user can open its descriptors, every connection heap among them);
                              0: rpcool_server_open makes it non-dumpable */
@@ -485,7 +516,7 @@ RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *s
 /* Handler side. */
 RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx);           /* the client's heap */
 /* In the client's heap; NULL when it is full, or when the client keeps its heap's mutex taken
-   for over a second or truncated its heap file (a fault, contained in any safety mode): then the
+   for over a second or reading its heap faults (contained in any safety mode): then the
    connection is also dropped (served no more, its heap reclaimed). */
 RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size);
 RPCOOL_API void rpcool_ctx_reply(rpcool_ctx *ctx, void *p, size_t len);
@@ -495,8 +526,7 @@ RPCOOL_API int rpcool_ctx_ok(const rpcool_ctx *ctx, const void *p, size_t len); 
    RPCOOL_E_BADPTR (does not return). */
 RPCOOL_API const void *rpcool_ctx_need(rpcool_ctx *ctx, const void *p, size_t len);
 /* s if it is a NUL-terminated string inside the heap, else ends the call (RPCOOL_E_BADPTR; or
-   RPCOOL_E_FAULT if reading it faults, whatever the mode: a truncated heap file, which also
-   drops the connection; so does rpcool_map_get_checked). */
+   RPCOOL_E_FAULT if reading it faults, whatever the mode, which also drops the connection; so does rpcool_map_get_checked). */
 RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s);
 /* End the call now: the caller gets code (a status >= 0 or a negative error code), as if the
    handler had returned it. Does not return. */
@@ -607,6 +637,7 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -789,7 +820,7 @@ struct rpcool__sconn { /* the server's view of one connection */
     uint64_t drain_gp;  /* grace period that began when it started draining */
     shmheap *heap;
     struct rpcool__conn_hdr *hdr;
-    int dead;          /* client died: unlink its heap once drained */
+    int dead;          /* client died: reclaim its connection once drained */
     int pkey;
     uint32_t rot;      /* where the next scan starts (fairness) */
     uint32_t claimed[RPCOOL__NSLOTS]; /* generation last claimed per slot (server threads) */
@@ -820,10 +851,10 @@ struct rpcool__worker {
 };
 
 /* The channel's name file /dev/shm/rpcool.NAME holds this record and nothing else. The server
-   holds its byte 0 (the name is taken while it lives) and writes it with pwrite; clients read it
-   and open the channel itself, a memfd sealed against shrinking and growing, through
-   /proc/PID/fd/FD. Nobody maps the name file: a client that truncates or overwrites it makes
-   new connects wait until the server rewrites it (every reap_ms), and disturbs nobody else. */
+   holds its byte 0 (the name is taken while it lives: a connect that finds no socket retries
+   while the name is held) and writes it with pwrite. Clients get the channel over the socket,
+   not through this record. Nobody maps the name file: a client that truncates or overwrites
+   it disturbs nobody; the server rewrites it every reap_ms. */
 struct rpcool__rdv {
     uint64_t magic;
     uint32_t version, server_pid;
@@ -868,9 +899,14 @@ struct rpcool_server {
     char sock_path[RPCOOL__NAME_MAX + 40];
     pthread_t acceptor;
     int acc_started, acc_stop;
+    /* the pool of heaps made ahead: filled by the maker thread, emptied by the acceptor */
+    pthread_t maker;
+    int maker_started;
+    pthread_mutex_t pool_lock;
+    pthread_cond_t pool_cv; /* the maker waits on it for room, or for the stop */
     unsigned prealloc, npool;
     size_t last_size;   /* the heap size last asked for: what the pool is refilled with */
-    struct rpcool__prem *pool; /* RPCOOL_MAX_PREALLOC, touched by the acceptor thread only */
+    struct rpcool__prem *pool; /* RPCOOL_MAX_PREALLOC entries, under pool_lock */
 };
 
 struct rpcool__pend { /* client-private state of one call slot */
@@ -1252,6 +1288,8 @@ static int rpcool__chan_init(rpcool_server *s)
 static void rpcool__server_free(rpcool_server *s)
 {
     pthread_mutex_destroy(&s->hk_lock);
+    pthread_mutex_destroy(&s->pool_lock);
+    pthread_cond_destroy(&s->pool_cv);
     for (unsigned i = 0; s->handlers && i < RPCOOL_MAX_HANDLERS; i++) rpcool__free(s->handlers[i]);
     while (s->retired) {
         struct rpcool__handler_ent *e = s->retired;
@@ -1323,13 +1361,6 @@ static void rpcool__sock_path(char *out, size_t n, const char *name)
     snprintf(out, n, "/dev/shm/rpcool.%s.sock", name);
 }
 
-/* Remove a connection heap's name, if it has one (heaps on memfds have none: they go with the
-   last process that has them open). */
-static void rpcool__heap_drop(const char *name, const shmheap_opts *o)
-{
-    if (name[0] && strncmp(name, "fd:", 3)) shmheap_unlink(name, o);
-}
-
 static void rpcool__prem_free(struct rpcool__prem *pm)
 {
     if (pm->h) shmheap_close(pm->h);
@@ -1396,24 +1427,65 @@ fail:
     return r;
 }
 
-/* Make one more heap of the size last asked for, if the pool lacks one (acceptor thread, or
-   before it runs): 1 if it made one, 0 if the pool is full or making failed. */
+/* Make one more heap of the size last asked for if the pool lacks one: 1 if it made one, 0
+   if the pool is full (or being stopped) or making failed. Called with pool_lock held; the
+   heap is made without it, so the acceptor can take from the pool meanwhile. */
 static int rpcool__pool_fill_one(rpcool_server *s)
 {
     unsigned have = 0;
     for (unsigned k = 0; k < s->npool; k++) have += s->pool[k].size == s->last_size;
     if (!have && s->npool == s->prealloc && s->npool) { /* all of another size: one goes */
-        rpcool__prem_free(&s->pool[0]);
+        struct rpcool__prem old = s->pool[0];
         s->pool[0] = s->pool[--s->npool];
-    }
-    if (s->npool < s->prealloc && !rcp__load(&s->acc_stop) &&
-        !rpcool__prem_make(s, s->last_size, &s->pool[s->npool])) {
-        s->npool++;
         rcp__store(&s->st.ready, s->npool);
-        return 1;
+        pthread_mutex_unlock(&s->pool_lock);
+        rpcool__prem_free(&old);
+        pthread_mutex_lock(&s->pool_lock);
     }
+    if (s->npool >= s->prealloc || rcp__load(&s->acc_stop)) return 0;
+    struct rpcool__prem pm;
+    size_t size = s->last_size;
+    pthread_mutex_unlock(&s->pool_lock);
+    int r = rpcool__prem_make(s, size, &pm);
+    pthread_mutex_lock(&s->pool_lock);
+    if (r) return 0;
+    if (s->npool >= s->prealloc || rcp__load(&s->acc_stop)) { /* filled meanwhile */
+        pthread_mutex_unlock(&s->pool_lock);
+        rpcool__prem_free(&pm);
+        pthread_mutex_lock(&s->pool_lock);
+        return 0;
+    }
+    s->pool[s->npool++] = pm;
     rcp__store(&s->st.ready, s->npool);
-    return 0;
+    return 1;
+}
+
+/* The maker: keeps the pool full, at a lower priority than the rest of the server (nice +5),
+   so that answering a connect or serving a call never waits for a heap being made. It waits
+   for room when the pool is full; after a failure it tries again a little later. */
+static void *rpcool__maker_main(void *p)
+{
+    rpcool_server *s = (rpcool_server *)p;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 5); /* a hint only */
+    pthread_mutex_lock(&s->pool_lock);
+    while (!rcp__load(&s->acc_stop)) {
+        unsigned n = s->npool;
+        if (rpcool__pool_fill_one(s)) continue;
+        if (s->npool < s->prealloc && s->npool <= n) { /* making failed: not in a loop */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 10000000;
+            if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+            pthread_cond_timedwait(&s->pool_cv, &s->pool_lock, &ts);
+        } else if (!rcp__load(&s->acc_stop)) {
+            pthread_cond_wait(&s->pool_cv, &s->pool_lock);
+        }
+    }
+    pthread_mutex_unlock(&s->pool_lock);
+    return NULL;
 }
 
 /* Give the made-ahead heap pm to a client (peer pid, 0 if unknown): a free slot whose lock
@@ -1492,6 +1564,7 @@ static void rpcool__front_answer(rpcool_server *s, int sk, const struct rpcool__
         goto answer;
     }
     want = (want + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1); /* as shmheap rounds */
+    pthread_mutex_lock(&s->pool_lock);
     s->last_size = want;
     for (unsigned k = 0; k < s->npool && pm.hfd < 0; k++)
         if (s->pool[k].size == want) {
@@ -1499,6 +1572,8 @@ static void rpcool__front_answer(rpcool_server *s, int sk, const struct rpcool__
             s->pool[k] = s->pool[--s->npool];
             rcp__store(&s->st.ready, s->npool);
         }
+    pthread_cond_signal(&s->pool_cv); /* room, or a new size: the maker makes one */
+    pthread_mutex_unlock(&s->pool_lock);
     if (pm.hfd < 0 && (r = rpcool__prem_make(s, want, &pm))) goto answer;
     pthread_mutex_lock(&s->hk_lock);
     r = rpcool__grant_locked(s, &pm, rq.pid, &rp.slot);
@@ -1543,8 +1618,7 @@ answer:
 /* The acceptor: never blocks on one client. Connected clients whose request has not come yet
    wait in a set (RPCOOL__ACC_WAITING at most; when full, the one waiting longest is refused),
    each until its own deadline (RPCOOL__REQ_WAIT_MS); one poll covers the listening socket, the
-   waiting clients and the stop event. When nothing is ready, the pool is refilled, one heap
-   between two polls. */
+   waiting clients and the stop event. The maker thread refills the pool meanwhile. */
 #define RPCOOL__ACC_WAITING 32
 struct rpcool__acc_wait {
     int fd;
@@ -1590,14 +1664,12 @@ static void *rpcool__acceptor_main(void *p)
             if (w[k].deadline < next) next = w[k].deadline;
         }
         int tmo = -1;
-        if (s->npool < s->prealloc) tmo = 0; /* refill once nothing is ready */
-        else if (next != UINT64_MAX) tmo = next > now ? (int)((next - now) / 1000000u) + 1 : 0;
+        if (next != UINT64_MAX) tmo = next > now ? (int)((next - now) / 1000000u) + 1 : 0;
         int pr = poll(pf, 2 + nw, tmo);
         if (pr < 0) {
             if (errno != EINTR) usleep(1000);
             continue;
         }
-        if (pr == 0 && rpcool__pool_fill_one(s)) continue;
         now = rcp__now_ns();
         for (unsigned k = nw; k-- > 0;) /* answered, or out of time (a refusal) */
             if (((pf[2 + k].revents & (POLLIN | POLLHUP | POLLERR)) || w[k].deadline <= now) &&
@@ -1640,7 +1712,11 @@ static int rpcool__front_open(rpcool_server *s, unsigned mode)
     s->pool = (struct rpcool__prem *)rpcool__calloc(RPCOOL_MAX_PREALLOC, sizeof *s->pool);
     if (!s->pool) return -ENOMEM;
     s->last_size = RPCOOL_DEFAULT_HEAP_SIZE;
+    pthread_mutex_lock(&s->pool_lock);
     while (rpcool__pool_fill_one(s)) {}
+    pthread_mutex_unlock(&s->pool_lock);
+    if ((r = pthread_create(&s->maker, NULL, rpcool__maker_main, s))) return -r;
+    s->maker_started = 1;
     if ((s->acc_ev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) return -errno;
     rpcool__sock_path(s->sock_path, sizeof s->sock_path, s->name);
     memset(&a, 0, sizeof a);
@@ -1667,6 +1743,11 @@ static void rpcool__front_close(rpcool_server *s)
     }
     if (s->acc_started) pthread_join(s->acceptor, NULL);
     s->acc_started = 0;
+    pthread_mutex_lock(&s->pool_lock);
+    pthread_cond_broadcast(&s->pool_cv);
+    pthread_mutex_unlock(&s->pool_lock);
+    if (s->maker_started) pthread_join(s->maker, NULL);
+    s->maker_started = 0;
     if (s->acc_ev >= 0) close(s->acc_ev);
     s->acc_ev = -1;
     if (s->lfd >= 0) {
@@ -1710,6 +1791,8 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     /* a client that stops holding its heap's mutex must not hang us */
     s->hopts.lock_timeout_ms = 1000;
     pthread_mutex_init(&s->hk_lock, NULL);
+    pthread_mutex_init(&s->pool_lock, NULL);
+    pthread_cond_init(&s->pool_cv, NULL);
     s->handlers =
         (struct rpcool__handler_ent **)rpcool__calloc(RPCOOL_MAX_HANDLERS, sizeof *s->handlers);
     s->conns = (struct rpcool__sconn *)rpcool__calloc(s->max_conns, sizeof *s->conns);
@@ -1800,15 +1883,14 @@ static int rpcool__drain(rpcool_server *s, uint32_t i)
     return 0;
 }
 
-/* Unmap a drained connection and unlink its heap: a client that closes unlinks it too, but may
-   die before it does (its own unlink then finds nothing). dead: counted as reaped, not closed. */
+/* Unmap a drained connection (its heap goes when its client has let go of it too). dead:
+   counted as reaped, not closed. */
 static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead)
 {
     struct rpcool__sconn *sc = &s->conns[i];
     struct rpcool__chan_slot *cs = &s->cs[i];
     int o = rpcool__contain_set(0);
     shmheap_close(sc->heap);
-    rpcool__heap_drop(sc->heap_name, &s->hopts);
     rpcool__contain_set(o);
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: slot %u %s (%s)", s->name, i,
                 dead ? "reaped" : "closed", sc->heap_name);
@@ -2322,11 +2404,10 @@ static int rpcool__wake_client(void *p)
     return 0;
 }
 
-/* At close, after the channel is marked closed: clients inside rpcool_connect or
-   rpcool_disconnect see it and leave; wait for them (up to about a second), then reclaim every
-   slot not held by a live client and unlink the heap it names, so a client that died anywhere
-   in connect or disconnect leaves nothing behind. Slots of accepted connections are skipped
-   (done by the caller). Reads the channel file: guarded. */
+/* At close, after the channel is marked closed: clients inside rpcool_disconnect see it and
+   leave; wait for them (up to about a second), then free every slot not held by a live
+   client. Slots of accepted connections are skipped (done by the caller). Reads the channel
+   file: guarded. */
 static int rpcool__close_sweep(void *p)
 {
     rpcool_server *s = (rpcool_server *)p;
@@ -2375,11 +2456,7 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
         struct rpcool__sconn *sc = &s->conns[i];
         if (rcp__load(&sc->state) == RPCOOL__SC_FREE) continue;
         rpcool__guarded(rpcool__wake_client, sc->hdr, 0); /* the heap may be truncated */
-        shmheap_close(sc->heap);
-        /* a client that died and was not reaped yet: its heap goes (a live one unlinks its own
-           in rpcool_disconnect) */
-        if (sc->dead || rpcool__lock_held(s->fd, 1 + (off_t)i) == 0)
-            rpcool__heap_drop(sc->heap_name, &s->hopts);
+        shmheap_close(sc->heap); /* the heap goes with its client (now, if it is dead) */
     }
     if (rpcool__guarded(rpcool__close_sweep, s, -1)) rpcool__chan_repair(s);
     for (int k = 0; k < s->npkeys; k++) shmheap_pkey_free(s->pkeys[k]);
@@ -2431,8 +2508,8 @@ static int rpcool__alloc_fn(void *p)
 RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size)
 {
     /* The library's own access to the client's heap, with faults contained whatever the
-       handler's mode: a client that truncated its heap file makes this fail (and is dropped),
-       it does not kill the server with SIGBUS. */
+       handler's mode: a fault there (a SIGBUS for memory the kernel cannot provide) makes this
+       fail and drops the client; it does not kill the server. */
     struct rpcool__alloc_args a = {ctx->sc->heap, size, NULL, 0};
     if (rpcool__guarded(rpcool__alloc_fn, &a, 1)) {
         rcp__fetch_add(&ctx->s->st.faults, 1u);
@@ -2480,7 +2557,7 @@ RPCOOL_API const void *rpcool_ctx_need(rpcool_ctx *ctx, const void *p, size_t le
 
 /* The checked accessors read the client's heap for the library, in a handler of any mode: a
    fault there ends the call with RPCOOL_E_FAULT instead of killing the server, and a SIGBUS
-   (its heap file was truncated) also drops the connection. Does not return. */
+   also drops the connection. Does not return. */
 static void rpcool__accessor_fault(rpcool_ctx *ctx, struct rpcool__guard *g)
 {
     rpcool__cur = g->prev;
@@ -3284,6 +3361,7 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     if (o.safety & ~(unsigned)RPCOOL__KNOWN_FLAGS) return RPCOOL_E_INVAL;
     if (!(c = (rpcool_conn *)rpcool__calloc(1, sizeof *c))) return -ENOMEM;
     c->tp = &rpcool__shm_transport;
+    c->pod_fd = -1;
     c->safety = o.safety;
     c->timeout_ms = o.timeout_ms;
     c->spin_ns = o.spin_ns ? o.spin_ns : RPCOOL_DEFAULT_SPIN_NS;
@@ -3339,8 +3417,7 @@ RPCOOL_API int rpcool_disconnect(rpcool_conn *c)
         seq = rcp__load(&c->cs->seq);
     }
     shmheap_close(c->heap);
-    rpcool__heap_drop(c->heap_name, &c->hopts);
-    if (c->pod_fd > 0) close(c->pod_fd); /* the heap's range in the pod may go */
+    if (c->pod_fd >= 0) close(c->pod_fd); /* the heap's range in the pod may go */
     munmap(c->ch, c->map_len);
     rpcool__fd_track(c->fd, 0);
     close(c->fd); /* drops our lock byte */
