@@ -1024,6 +1024,18 @@ static int rpcool__fds[256];
 static pthread_mutex_t rpcool__fds_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t rpcool__fork_once = PTHREAD_ONCE_INIT;
 
+/* A client process maps each channel once, whatever its number of connections to it (>>connect,
+   rpcool__chmap_get). */
+struct rpcool__chmap {
+    uint64_t dev, ino;
+    size_t len;
+    void *m;
+    unsigned refs;
+    struct rpcool__chmap *next;
+};
+static struct rpcool__chmap *rpcool__chmaps;
+static pthread_mutex_t rpcool__chmaps_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void rpcool__atfork_child(void)
 {
     for (unsigned i = 0; i < 256; i++)
@@ -1032,6 +1044,8 @@ static void rpcool__atfork_child(void)
             rpcool__fds[i] = 0;
         }
     pthread_mutex_init(&rpcool__fds_lock, NULL);
+    rpcool__chmaps = NULL; /* not inherited (MADV_DONTFORK); the list's memory is left behind */
+    pthread_mutex_init(&rpcool__chmaps_lock, NULL);
 }
 static void rpcool__fork_init(void) { pthread_atfork(NULL, NULL, rpcool__atfork_child); }
 
@@ -3274,6 +3288,65 @@ out:
     return r;
 }
 
+/* The channel's mapping for a connection whose channel descriptor is fd (stat st): the one
+   this process has already (another connection to the same channel), else a new one. A
+   mapping keeps the open file description it was made from, with any lock on it: so
+   rpcool_disconnect releases its slot's lock byte explicitly instead of by closing, and a
+   child does not inherit channel mappings (MADV_DONTFORK). NULL with *err on failure. */
+static void *rpcool__chmap_get(int fd, const struct stat *st, size_t len, int *err)
+{
+    struct rpcool__chmap *e, *n;
+    void *m;
+    pthread_once(&rpcool__fork_once, rpcool__fork_init);
+    pthread_mutex_lock(&rpcool__chmaps_lock);
+    for (e = rpcool__chmaps; e; e = e->next)
+        if (e->dev == (uint64_t)st->st_dev && e->ino == (uint64_t)st->st_ino && e->len == len)
+            break;
+    if (e) {
+        e->refs++;
+        pthread_mutex_unlock(&rpcool__chmaps_lock);
+        return e->m;
+    }
+    pthread_mutex_unlock(&rpcool__chmaps_lock);
+    m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        *err = -errno;
+        return NULL;
+    }
+    madvise(m, len, MADV_DONTFORK); /* as the server's: keeps our lock bytes ours */
+    if (!(n = (struct rpcool__chmap *)rpcool__calloc(1, sizeof *n))) {
+        munmap(m, len);
+        *err = -ENOMEM;
+        return NULL;
+    }
+    n->dev = (uint64_t)st->st_dev;
+    n->ino = (uint64_t)st->st_ino;
+    n->len = len;
+    n->m = m;
+    n->refs = 1;
+    pthread_mutex_lock(&rpcool__chmaps_lock);
+    n->next = rpcool__chmaps;
+    rpcool__chmaps = n;
+    pthread_mutex_unlock(&rpcool__chmaps_lock);
+    return m;
+}
+
+static void rpcool__chmap_put(void *m, size_t len)
+{
+    struct rpcool__chmap **pp, *e = NULL;
+    pthread_mutex_lock(&rpcool__chmaps_lock);
+    for (pp = &rpcool__chmaps; *pp; pp = &(*pp)->next)
+        if ((*pp)->m == m) {
+            e = *pp;
+            if (--e->refs == 0) *pp = e->next;
+            break;
+        }
+    pthread_mutex_unlock(&rpcool__chmaps_lock);
+    if (e && e->refs) return;
+    munmap(m, len);
+    rpcool__free(e);
+}
+
 /* Take what the acceptor gave: map the channel (a sealed memfd of the server's epoch) and the
    heap, and find our connection header in it. On failure both descriptors are closed, so our
    slot's lock goes and the server reclaims the connection as a dead client's. */
@@ -3292,12 +3365,7 @@ static int rpcool__conn_take(rpcool_conn *c, const struct rpcool__crep *rp, int 
         (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW) ||
         (size_t)st.st_size < c->map_len)
         goto fail;
-    m = mmap(NULL, c->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, c->fd, 0);
-    if (m == MAP_FAILED) {
-        r = -errno;
-        goto fail;
-    }
-    madvise(m, c->map_len, MADV_DONTFORK); /* as the server's: keeps our lock byte ours */
+    if (!(m = rpcool__chmap_get(c->fd, &st, c->map_len, &r))) goto fail;
     c->ch = (struct rpcool__chan_hdr *)m;
     c->epoch = rp->epoch;
     /* a client may have scribbled on the header: believe it only with the server's lock */
@@ -3327,7 +3395,7 @@ fail_heap:
     shmheap_close(c->heap);
     c->heap = NULL;
 fail_map:
-    munmap(c->ch, c->map_len);
+    rpcool__chmap_put(c->ch, c->map_len);
     c->ch = NULL;
 fail:
     close(fds[0]);
@@ -3418,9 +3486,13 @@ RPCOOL_API int rpcool_disconnect(rpcool_conn *c)
     }
     shmheap_close(c->heap);
     if (c->pod_fd >= 0) close(c->pod_fd); /* the heap's range in the pod may go */
-    munmap(c->ch, c->map_len);
+    rpcool__chmap_put(c->ch, c->map_len);
     rpcool__fd_track(c->fd, 0);
-    close(c->fd); /* drops our lock byte */
+    /* our lock byte goes now, even if the channel stays mapped through this descriptor for
+       other connections of ours (see rpcool__chmap_get) */
+    struct flock fl;
+    rpcool__lock_op(c->fd, 1 + (off_t)c->index, F_OFD_SETLK, F_UNLCK, &fl);
+    close(c->fd);
     rpcool__conn_free(c);
     return 0;
 }

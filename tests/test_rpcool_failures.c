@@ -576,6 +576,44 @@ static void test_server_killed_premade(void)
     else unsetenv("SHMHEAP_POD");
 }
 
+/* Connections of one process to one channel share its mapping, which keeps the descriptor of
+   the first one (and so that connection's open file description) alive: disconnecting the
+   first must still free its slot at once (the server counts it closed and can give the slot
+   again), while the second goes on; and once both are gone, the mapping is too. */
+static void test_shared_channel_mapping(void)
+{
+    const char *name = t_uniq("chmap");
+    rpcool_server *s = t_open_server(name, 2);
+    if (!s) return;
+    rpcool_server_start(s, 1);
+    rpcool_conn *c1 = NULL, *c2 = NULL, *c3 = NULL;
+    CHECK_EQ(rpcool_connect(name, NULL, &c1), 0);
+    CHECK_EQ(rpcool_connect(name, NULL, &c2), 0);
+    if (!c1 || !c2) { rpcool_server_close(s); return; }
+    CHECK(c1->ch == c2->ch);
+    void *m = c1->ch;
+    rpcool_server_stats st0, st;
+    rpcool_server_get_stats(s, &st0);
+    uint64_t t0 = rcp__now_ns();
+    CHECK_EQ(rpcool_disconnect(c1), 0);
+    double ms = (double)(rcp__now_ns() - t0) / 1e6;
+    CHECKF(ms < 1000, "disconnect took %.0f ms", ms);
+    rpcool_server_get_stats(s, &st);
+    CHECK_EQ(st.closed, st0.closed + 1);
+    CHECK_EQ(sleep_call(c2, 1, NULL), 1);
+    CHECK_EQ(rpcool_connect(name, NULL, &c3), 0); /* the freed slot (max_conns 2) */
+    if (c3) {
+        CHECK(c3->ch == m);
+        CHECK_EQ(sleep_call(c3, 1, NULL), 1);
+        rpcool_disconnect(c3);
+    }
+    rpcool_disconnect(c2);
+    /* the mapping is gone with the last connection: the page is free again */
+    unsigned char vec = 0;
+    CHECK(mincore(m, 4096, &vec) == -1 && errno == ENOMEM);
+    rpcool_server_close(s);
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv);
@@ -584,6 +622,7 @@ int main(int argc, char **argv)
     RUN(test_server_closed);
     RUN(test_takeover);
     RUN(test_server_killed_premade);
+    RUN(test_shared_channel_mapping);
     RUN(test_malformed);
     RUN(test_full);
     RUN(test_timeout);
