@@ -60,14 +60,15 @@
        connection      one shmheap per client connection holding 64 call slots, a request
                        bitmap and the client's doorbell; arguments are allocated there by the
                        client, results there by the server. The heap is a memfd with no name,
-                       made, sealed against resizing and formatted by the server ahead of
-                       connects (rpcool_server_opts.prealloc of them, of the size last asked
-                       for; another size is made during the connect). A connect is a socket
+                       made, sealed against resizing and formatted by a thread of the server
+                       (at a lower priority) ahead of connects (rpcool_server_opts.prealloc of
+                       them, of the size last asked for; another size is made during the
+                       connect). A connect is a socket
                        round trip: the acceptor picks a free slot, takes the slot's liveness
                        lock through the very descriptor it then sends, and sends that channel
                        descriptor, the heap and a hold on the heap's address range (SCM_RIGHTS)
-                       to that one client, keeping no copy but its own mapping; the client maps
-                       both
+                       to that one client, keeping only its own handle of the heap; the client maps
+                       both (a channel once per process, whatever its number of connections)
        call            client fills a slot's request line {handler id, arg pointer, length,
                        safety flags, generation}, sets the slot's bit in the request bitmap if
                        it is not still set, and rings the server only if it sleeps; a server
