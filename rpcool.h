@@ -1560,6 +1560,7 @@ static void rpcool__front_answer(rpcool_server *s, int sk, const struct rpcool__
     struct rpcool__creq rq;
     struct rpcool__crep rp;
     struct rpcool__prem pm;
+    size_t want;
     int r = 0;
     memset(&rp, 0, sizeof rp);
     memset(&pm, 0, sizeof pm);
@@ -1573,7 +1574,7 @@ static void rpcool__front_answer(rpcool_server *s, int sk, const struct rpcool__
         r = RPCOOL_E_PROTO;
         goto answer;
     }
-    size_t want = rq.heap_size ? (size_t)rq.heap_size : RPCOOL_DEFAULT_HEAP_SIZE;
+    want = rq.heap_size ? (size_t)rq.heap_size : RPCOOL_DEFAULT_HEAP_SIZE;
     if (rq.heap_size > ((uint64_t)1 << 44)) {
         r = RPCOOL_E_INVAL;
         goto answer;

@@ -2201,14 +2201,13 @@ SHMHEAP_API int shmheap_open_fd(int fd, const shmheap_opts *opts, shmheap **out)
     if (fd < 0) return SHMHEAP_E_INVAL;
     pthread_once(&shmheap__once, shmheap__init_once);
     /* the leading fields only (no 90 KiB header copy): all that validate reads */
-    union { struct shmheap__hdr h; char b[SHMHEAP__HEAD_BYTES]; } *H =
-        (void *)SHMHEAP_MALLOC(sizeof(struct shmheap__hdr));
+    struct shmheap__hdr *H = (struct shmheap__hdr *)SHMHEAP_MALLOC(sizeof *H);
     if (!H || fstat(fd, &st)) { r = H ? -errno : -ENOMEM; goto out; }
     if (!S_ISREG(st.st_mode) || (size_t)st.st_size < SHMHEAP__HEAD_BYTES) {
         r = SHMHEAP_E_TOOSMALL;
         goto out;
     }
-    if ((r = shmheap__read_head(fd, &H->h)) || (r = shmheap__validate(&H->h, (size_t)st.st_size)))
+    if ((r = shmheap__read_head(fd, H)) || (r = shmheap__validate(H, (size_t)st.st_size)))
         goto out;
     pthread_mutex_lock(&shmheap__reg_lock);
     for (h = shmheap__reg; h; h = h->next)
@@ -2216,7 +2215,7 @@ SHMHEAP_API int shmheap_open_fd(int fd, const shmheap_opts *opts, shmheap **out)
     if (h) {
         h->refs++; /* this process has it open already */
         *out = h;
-    } else if (!(r = shmheap__map_at(fd, H->h.base, (size_t)H->h.size, &base))) {
+    } else if (!(r = shmheap__map_at(fd, H->base, (size_t)H->size, &base))) {
         /* what we map is what we checked, unless the file changed in between: check the real
            header again (a file cut short meanwhile is caught by shmheap__intact later) */
         struct shmheap__hdr *M = (struct shmheap__hdr *)base;
@@ -2227,7 +2226,7 @@ SHMHEAP_API int shmheap_open_fd(int fd, const shmheap_opts *opts, shmheap **out)
              idx < 0 || idx >= SHMHEAP__POD_N))
             r = SHMHEAP_E_CORRUPT;
         if (!r) r = shmheap__new_handle(base, fd, key, opts, out);
-        if (r) munmap(base, (size_t)H->h.size);
+        if (r) munmap(base, (size_t)H->size);
     }
     pthread_mutex_unlock(&shmheap__reg_lock);
 out:
