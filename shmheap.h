@@ -2232,6 +2232,7 @@ SHMHEAP_API int shmheap_open_fd(int fd, const shmheap_opts *opts, shmheap **out)
 out:
     shmheap__free(H);
     if (r) shmheap__log(&lg, SHMHEAP_LOG_ERROR, "open fd %d failed: %s", fd, shmheap_strerror(r));
+    else shmheap__log(&lg, SHMHEAP_LOG_INFO, "opened %s at %p", (*out)->name, (*out)->base);
     return r;
 }
 

@@ -614,6 +614,45 @@ static void test_shared_channel_mapping(void)
     rpcool_server_close(s);
 }
 
+/* A connect made while the server is still opening (it holds the name, its socket is not
+   there yet: it is making its first heaps) waits for it and succeeds. It used to return the
+   errno of its first try at the socket (2, "unknown error"): every result must be 0 or an
+   error code rpcool_strerror explains. */
+static void test_connect_while_server_opens(void)
+{
+    for (int k = 0; k < 5; k++) {
+        const char *name = t_uniq("opening");
+        pid_t srv = fork();
+        if (srv == 0) {
+            rpcool_server *s = NULL;
+            rpcool_server_opts o = {.prealloc = RPCOOL_MAX_PREALLOC};
+            if (rpcool_server_open(name, &o, &s)) _exit(2);
+            rpcool_server_add_handler(s, T_FN_SLOW, t_h_slow, NULL, 0);
+            rpcool_serve(s);
+            _exit(0);
+        }
+        rpcool_conn *c = NULL;
+        int r = RPCOOL_E_NOCHANNEL, tries = 0;
+        uint64_t t0 = rcp__now_ns();
+        while ((r = rpcool_connect(name, NULL, &c)) == RPCOOL_E_NOCHANNEL &&
+               rcp__now_ns() - t0 < 5000000000ull)
+            tries++;
+        CHECKF(r == 0, "connect while the server opens: %d (%s) after %d tries", r,
+               rpcool_strerror(r), tries);
+        CHECK(r <= 0);
+        if (c) {
+            CHECK_EQ(sleep_call(c, 1, NULL), 1);
+            rpcool_disconnect(c);
+        }
+        t_kill_wait(srv);
+        char p[128];
+        snprintf(p, sizeof p, "/dev/shm/rpcool.%s", name);
+        unlink(p);
+        snprintf(p, sizeof p, "/dev/shm/rpcool.%s.sock", name);
+        unlink(p);
+    }
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv);
@@ -623,6 +662,7 @@ int main(int argc, char **argv)
     RUN(test_takeover);
     RUN(test_server_killed_premade);
     RUN(test_shared_channel_mapping);
+    RUN(test_connect_while_server_opens);
     RUN(test_malformed);
     RUN(test_full);
     RUN(test_timeout);
