@@ -36,17 +36,54 @@
 
    3. EXAMPLE
    ----------
-       // server                                    // client (another process or host)
-       krconn_ctx *s;                                krconn_ctx *c;  krconn *k;  krconn_dir *d;
-       krconn_ctx_create(NULL, &s);                  krconn_ctx_create(NULL, &c);
-       krconn_dir *d;                                krconn_dir_meta(c, NULL, 2000, &d); //
-   $KRCONN_META krconn_meta_serve(s, NULL);  // or any         int rc = krconn_connect_name(c, d,
-   "kv", NULL, &k); krconn_dir_meta(s, "127.0.0.1", 2000, &d);    if (rc) puts(krconn_describe(rc,
-   buf, sizeof buf)); krconn_publish(s, d, "kv", 2000);             krconn_mr mr;  krconn_reg(c,
-   buf, 4096, 0, &mr);
-       // one-sided peers need nothing more;         krconn_read(k, 1, &mr, buf, 64, raddr, rkey,
-   0);
-       // two-sided ones: krconn_accept(s, ...)      krconn_wc wc;  krconn_wait(k, &wc, 1000);
+   One program, two roles: the server publishes "hello" at a meta server (itself) and hands the
+   address and key of a greeting to every peer as connect data; the client finds it by name and
+   reads the greeting with one RDMA READ. Run `./hello` on one host, then `KRCONN_META=HOST
+   ./hello c` on another (or the same). examples/krconn_hello.c is a longer one.
+
+       #define KRCONN_IMPLEMENTATION
+       #include "krconn.h"
+       #include <stdio.h>
+       #include <unistd.h>
+
+       static char greeting[64] = "hello over RDMA READ", got[64];
+
+       int main(int argc, char **argv)
+       {
+           krconn_ctx *ctx = NULL;
+           krconn_dir *dir = NULL;
+           krconn_mr mr = {NULL, 0, 0, 0, NULL};
+           char why[400];
+           int server = argc < 2;
+           (void)argv;
+           int rc = krconn_ctx_create(NULL, &ctx); // device: $KRCONN_DEVICE or the first
+           if (!rc) rc = krconn_reg(ctx, server ? greeting : got, 64, 0, &mr);
+           if (!rc && server) {
+               uint64_t info[2] = {(uintptr_t)greeting, mr.rkey}; // for every peer
+               krconn_ctx_set_data(ctx, info, sizeof info);
+               rc = krconn_meta_serve(ctx, NULL); // TCP port 7471 for the first contact
+               if (!rc) rc = krconn_dir_meta(ctx, "127.0.0.1", 2000, &dir);
+               if (!rc) rc = krconn_publish(ctx, dir, "hello", 2000);
+               if (!rc) sleep(60); // the context's own thread answers connects
+           } else if (!rc) {
+               krconn *k;
+               krconn_wc wc;
+               rc = krconn_dir_meta(ctx, NULL, 2000, &dir); // NULL: $KRCONN_META
+               if (!rc) rc = krconn_connect_name(ctx, dir, "hello", NULL, &k);
+               if (!rc) {
+                   const uint64_t *info = (const uint64_t *)krconn_peer_data(k);
+                   rc = krconn_read(k, 1, &mr, got, 64, info[0], (uint32_t)info[1], 0);
+                   if (!rc) rc = krconn_wait(k, &wc, 1000);
+                   if (!rc) printf("read: %s\n", got);
+                   krconn_disconnect(k);
+               }
+           }
+           if (rc) fprintf(stderr, "%s\n", krconn_describe(rc, why, sizeof why));
+           if (dir) krconn_dir_close(dir);
+           if (mr.mr) krconn_dereg(&mr);
+           if (ctx) krconn_ctx_destroy(ctx);
+           return rc != 0;
+       }
 
    4. HOW IT CONNECTS
    ------------------
@@ -106,8 +143,24 @@
    krconn_reg. Atomics work on 8-byte aligned remote words. Two-sided messages: the receive
    queue belongs to the physical QP, so on virtual connections to one peer a message fills the
    oldest receive posted by any of them, and completes at the connection that posted it.
-   krconn_qp gives the struct ibv_qp * for raw verbs (post your own work with wr_id < 2^48 and
-   poll with krconn_poll, which routes by the top 16 bits).
+   Raw verbs: krconn_qp gives the struct ibv_qp * (send and receive queues share one CQ, which
+   krconn_poll reads and routes by the top 16 bits of wr_id, the connection's tag). Post your own
+   work requests (chains too, signaled or not) with wr_id = krconn_wr_id(c, id), id < 2^48 - 1
+   (2^48 - 1 is krconn_ping's); krconn_poll on c then returns them with wr_id == id. A connection
+   made by krconn_connect that is not virtual has tag 0, so there krconn_wr_id(c, id) == id and a
+   plain wr_id < 2^48 - 1 works as is; accepted and virtual connections need krconn_wr_id.
+   Blocking instead of spinning (a context made with KRCONN_CTX_EVENTS): each RC QP's CQ has
+   its own completion channel, whose non-blocking fd krconn_event_fd gives. To sleep: poll the
+   connection (krconn_poll, timeout 0); if nothing came, krconn_arm, then poll once more (a
+   completion that came before the arm raises no event), and only if that finds nothing too,
+   wait for the fd to become readable (poll(2), epoll); then krconn_event_ack (it takes and
+   acknowledges every pending event, never blocks) and poll the connection again. Arming is
+   one-shot: arm again before each sleep. Virtual connections share their physical QP's CQ, so
+   they share its fd: an event may be for another of them (krconn_poll keeps their completions
+   for them), and the fd can be readable with nothing for this connection: treat every wake-up
+   as a hint. The channel lives and dies with its CQ; a QP given back to the pool keeps both,
+   and krconn drops the events left on it first. Without KRCONN_CTX_EVENTS these calls return
+   KRCONN_E_NOTSUP.
 
    7. FAILURES
    -----------
@@ -117,8 +170,22 @@
      100, 200, 400 and then every 800 ms; the answer to a repeated request is the same.
    - Peer died after connecting: the next operation completes with KRCONN_E_PEERDEAD within
      the retry bound (section 4); once that completion has been polled, later posts on the
-     connection fail at once. krconn_ping is an explicit keepalive (a zero-byte RDMA WRITE). A
-     peer that closed sends a disconnect: posts then fail with KRCONN_E_CLOSED.
+     connection fail at once, and krconn_poll returns KRCONN_E_PEERDEAD when no completion is
+     left. krconn_ping is an explicit keepalive (a zero-byte RDMA WRITE). A peer that closed
+     sends a disconnect: posts then fail with KRCONN_E_CLOSED.
+   - Background keepalive (krconn_ctx_opts.keepalive_ms > 0): the context's thread looks at every
+     physical connection each keepalive_ms / 2 (at most 200 ms); one that saw no successful
+     completion for keepalive_ms gets a zero-byte RDMA WRITE (the peer's program does nothing:
+     its device acknowledges). When that write fails, the connection is marked dead: posts fail
+     with KRCONN_E_PEERDEAD, and krconn_poll returns what is left and then KRCONN_E_PEERDEAD.
+     Bound: a peer that dies while the connection is idle is reported within keepalive_ms + two
+     rounds + the retry bound of section 4, that is within 2 x keepalive_ms + about 0.5 s with
+     the default QP attributes (plus the kernel's timer and scheduling slack). A connection that
+     had successful completions in the interval is not pinged (its own operations report a dead
+     peer); a ping takes one send-queue slot while it is out. While its write is out,
+     the thread polls the connection's CQ and keeps completions for their connections (use
+     krconn_poll, not ibv_poll_cq, on krconn_qp's CQ); with KRCONN_CTX_EVENTS its completion
+     may wake an armed channel (a spurious wake-up, section 6).
    - Pool empty: connect creates a QP itself (counted in krconn_stats.pool_fallback), or returns
      KRCONN_E_AGAIN with KRCONN_CONNECT_NOWAIT.
    - Anything on the UD QP that is not a well-formed message of this protocol (wrong size,
@@ -149,7 +216,7 @@
    11. LIMITS
    ----------
    One context per process and device port is the intended use (contexts are independent, so
-   more work). 65536 connections per physical QP, 48-bit wr_ids, 32 bytes of connect data per
+   more work). 65535 connections per physical QP, 48-bit wr_ids, 32 bytes of connect data per
    context (krconn_ctx_set_data), 47-byte service names, directories of up to 65536 slots. The
    directory's slots are in the host's byte order: meta server and clients must agree (all
    little-endian hosts do). Publishing to a meta server is not authenticated beyond the
@@ -259,6 +326,9 @@ typedef struct krconn_ctx_opts {
     uint8_t rnr_retry;        /* 0 = 6 (7 would mean forever and is refused) */
     uint8_t min_rnr_timer;    /* 0 = 12; values below 12 are raised to 12 */
     unsigned flags;           /* KRCONN_CTX_* */
+    /* > 0: the context's thread pings each physical connection that saw no completion for this
+       long and marks it dead when the peer stops answering (section 7); 0 = off */
+    unsigned keepalive_ms;
     /* one line per message, KRCONN_LOG_* levels; NULL: silent, or stderr when $KRCONN_DEBUG */
     void (*log)(int level, const char *msg, void *user);
     void *log_user;
@@ -267,6 +337,10 @@ typedef struct krconn_ctx_opts {
 /* The pool is filled once at create and then only by QPs that closed connections give back: a
    fixed QP budget (connects beyond it create QPs, or fail with KRCONN_E_AGAIN if NOWAIT). */
 #define KRCONN_CTX_NO_REFILL 1u
+/* Every RC QP's CQ this context creates (pool and fallback) gets its own completion channel, so a
+   program can sleep in poll(2) instead of spinning: krconn_event_fd, krconn_arm, krconn_event_ack
+   (section 6). */
+#define KRCONN_CTX_EVENTS 2u
 
 #define KRCONN_CONNECT_NOWAIT     1u /* pool empty: KRCONN_E_AGAIN instead of creating a QP */
 #define KRCONN_CONNECT_NO_VIRTUAL 2u /* always a new physical connection */
@@ -299,10 +373,13 @@ typedef struct krconn_stats {
     uint64_t ns_pool;         /* taking a QP (from the pool, or creating one) */
     uint64_t ns_request; /* the UD request until its answer: the round trip and the peer's work */
     uint64_t ns_modify;       /* this side's RTR and RTS */
+    uint64_t ns_modify_rtr;   /* of which the RTR */
     uint64_t ns_accept;       /* answering a request: QP, RTR, sending the answer */
     uint64_t ns_accept_modify;/* of which the RTR */
     uint64_t ns_accept_send;  /* of which posting the answer */
     uint64_t ns_accept_rts;   /* the RTS that follows the answer */
+    uint64_t keepalive_sent;  /* background keepalive pings posted (keepalive_ms) */
+    uint64_t keepalive_dead;  /* physical connections the keepalive found dead */
     uint32_t pool_ready;      /* QPs in the pool now */
     uint32_t physical;        /* physical connections now */
     uint32_t connections;     /* krconn handles now */
@@ -350,7 +427,11 @@ KRCONN_API int krconn_connect(krconn_ctx *ctx, const krconn_addr *peer,
                               const krconn_connect_opts *opts, krconn **out);
 KRCONN_API int krconn_connect_name(krconn_ctx *ctx, krconn_dir *dir, const char *name,
                                    const krconn_connect_opts *opts, krconn **out);
+/* timeout_ms < 0: do not wait (KRCONN_E_AGAIN when none is queued); 0 = the default. */
 KRCONN_API int krconn_accept(krconn_ctx *ctx, int timeout_ms, krconn **out);
+/* An eventfd (non-blocking) that becomes readable when a connection is queued for
+   krconn_accept; read it to clear it. -1 without accept_backlog (or KRCONN_E_NOTSUP). */
+KRCONN_API int krconn_accept_fd(const krconn_ctx *ctx);
 KRCONN_API int krconn_disconnect(krconn *c);
 KRCONN_API int krconn_is_virtual(const krconn *c);
 KRCONN_API int krconn_peer_addr(const krconn *c, krconn_addr *out);
@@ -385,13 +466,28 @@ KRCONN_API int krconn_cas(krconn *c, uint64_t wr_id, const krconn_mr *mr, uint64
 KRCONN_API int krconn_faa(krconn *c, uint64_t wr_id, const krconn_mr *mr, uint64_t *old,
                           uint64_t raddr, uint32_t rkey, uint64_t add, unsigned flags);
 /* Up to max completions of this connection: the number (>= 1), 0 when timeout_ms is 0 and none
-   is there, KRCONN_E_TIMEDOUT, or KRCONN_E_CLOSED when the peer closed and none is left. */
+   is there, KRCONN_E_TIMEDOUT, or, when none is left, KRCONN_E_CLOSED (the peer closed) or
+   KRCONN_E_PEERDEAD (an operation or the keepalive found the peer dead). */
 KRCONN_API int krconn_poll(krconn *c, krconn_wc *wc, int max, int timeout_ms);
-/* One completion: its status (0 = success), or KRCONN_E_TIMEDOUT. */
+/* One completion: its status (0 = success), or KRCONN_E_TIMEDOUT (or KRCONN_E_CLOSED /
+   KRCONN_E_PEERDEAD as krconn_poll). */
 KRCONN_API int krconn_wait(krconn *c, krconn_wc *wc, int timeout_ms);
 /* Keepalive: a zero-byte RDMA WRITE; 0, KRCONN_E_PEERDEAD, KRCONN_E_CLOSED or a timeout. Use it
    on a connection with no other work outstanding. */
 KRCONN_API int krconn_ping(krconn *c, int timeout_ms);
+/* The wr_id to give a work request posted with raw verbs on krconn_qp(c) so that krconn_poll on
+   c returns its completion with wr_id == user_id (the low 48 bits of user_id are kept). */
+KRCONN_API uint64_t krconn_wr_id(const krconn *c, uint64_t user_id);
+
+/* Completion events (a context made with KRCONN_CTX_EVENTS; section 6). The channel's fd (non-
+   blocking; readable once an armed CQ got a completion), or KRCONN_E_NOTSUP without EVENTS. */
+KRCONN_API int krconn_event_fd(const krconn *c);
+/* Ask for one event at the CQ's next completion (ibv_req_notify_cq); 0 or -errno. Poll again
+   after arming: a completion that came before the arm raises no event. */
+KRCONN_API int krconn_arm(krconn *c);
+/* Take every event pending on the channel without blocking and acknowledge them: how many
+   (>= 0), or -errno / KRCONN_E_NOTSUP. */
+KRCONN_API int krconn_event_ack(krconn *c);
 
 #ifdef __cplusplus
 }
@@ -555,6 +651,7 @@ KRCONN_API int krconn_accept(krconn_ctx *ctx, int timeout_ms, krconn **out)
     if (out) *out = NULL;
     return KRCONN_E_NOTSUP;
 }
+KRCONN_API int krconn_accept_fd(const krconn_ctx *ctx) { (void)ctx; return KRCONN_E_NOTSUP; }
 KRCONN_API int krconn_disconnect(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 KRCONN_API int krconn_is_virtual(const krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 KRCONN_API int krconn_peer_addr(const krconn *c, krconn_addr *o)
@@ -647,6 +744,14 @@ KRCONN_API int krconn_wait(krconn *c, krconn_wc *wc, int timeout_ms)
     return KRCONN_E_NOTSUP;
 }
 KRCONN_API int krconn_ping(krconn *c, int t) { (void)c; (void)t; return KRCONN_E_NOTSUP; }
+KRCONN_API uint64_t krconn_wr_id(const krconn *c, uint64_t user_id)
+{
+    (void)c;
+    return user_id & ((1ull << 48) - 1);
+}
+KRCONN_API int krconn_event_fd(const krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
+KRCONN_API int krconn_arm(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
+KRCONN_API int krconn_event_ack(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 #else /* RDMA */
 
 #include "impl/verbs.h"
@@ -673,6 +778,7 @@ KRCONN_API int krconn_ping(krconn *c, int t) { (void)c; (void)t; return KRCONN_E
 #define KRCONN__NNAMES 64
 #define KRCONN__TAG_SHIFT 48
 #define KRCONN__WRID_MASK ((1ull << KRCONN__TAG_SHIFT) - 1)
+#define KRCONN__KA_TAG 0xffffu      /* the background keepalive's completions; not a handle */
 
 enum { KRCONN__REQ = 1, KRCONN__REP, KRCONN__REJ, KRCONN__DISC, KRCONN__PUB, KRCONN__PUBACK };
 enum { KRCONN__REJ_STALE = 1, KRCONN__REJ_BUSY = 2 };
@@ -725,6 +831,10 @@ struct krconn__phys {
     uint64_t peer_data[KRCONN_DATA_MAX / 8]; /* 8-byte aligned: callers cast it to structs */
     uint32_t meta_slots, meta_rkey; /* the peer is a meta server: its table */
     uint64_t meta_addr;
+    /* keepalive (under mu): completions seen, the count at the last check, when, and whether a
+       ping is out */
+    uint64_t act, ka_act, ka_last;
+    int ka_out;
 };
 
 typedef struct krconn__pending {
@@ -784,6 +894,7 @@ struct krconn_ctx {
     uint32_t nconn;
     pthread_t thr;
     int thr_started, stop, evfd;
+    int accfd;              /* eventfd: a connection was queued for krconn_accept (or -1) */
     /* meta server */
     unsigned char *meta_tab;
     size_t meta_len;
@@ -1085,8 +1196,8 @@ static int krconn__qp_new(krconn_ctx *ctx, krconn__poolqp *q)
     qo.max_recv_wr = ctx->o.max_recv_wr;
     qo.max_inline = ctx->o.max_inline;
     q->qp = NULL;
-    if ((rc = rcp__verbs_cq_create(&ctx->d, (int)(ctx->o.max_send_wr + ctx->o.max_recv_wr), 0,
-                                   &q->cq)))
+    if ((rc = rcp__verbs_cq_create(&ctx->d, (int)(ctx->o.max_send_wr + ctx->o.max_recv_wr),
+                                   (ctx->o.flags & KRCONN_CTX_EVENTS) != 0, &q->cq)))
         return krconn__fail(ctx, rc, "create CQ", 0, NULL, 0);
     if ((rc = rcp__verbs_qp_create(&ctx->d, q->cq, q->cq, &qo, &q->qp))) {
         rcp__verbs_cq_destroy(q->cq);
@@ -1094,6 +1205,28 @@ static int krconn__qp_new(krconn_ctx *ctx, krconn__poolqp *q)
         return krconn__fail(ctx, rc, "create RC QP", 0, NULL, 0);
     }
     return 0;
+}
+
+/* Take and acknowledge every event waiting on cq's channel (non-blocking fd): how many, or
+   -errno. An event taken and not acknowledged would make ibv_destroy_cq wait forever. */
+static int krconn__ev_drain(struct ibv_cq *cq)
+{
+    struct ibv_comp_channel *ch = cq->channel;
+    if (!ch) return KRCONN_E_NOTSUP;
+    int n = 0, rc = 0;
+    for (;;) {
+        struct ibv_cq *ev_cq;
+        void *ev_ctx;
+        if (ibv_get_cq_event(ch, &ev_cq, &ev_ctx)) {
+            int e = errno;
+            if (e == EINTR) continue;
+            if (e != EAGAIN && e != EWOULDBLOCK) rc = e > 0 ? -e : -EIO;
+            break;
+        }
+        ibv_ack_cq_events(ev_cq, 1);
+        n++;
+    }
+    return n ? n : rc;
 }
 
 static void krconn__qp_free(krconn__poolqp *q)
@@ -1148,6 +1281,7 @@ static void krconn__pool_give(krconn_ctx *ctx, struct ibv_qp *qp, struct ibv_cq 
     int ok = ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0;
     struct ibv_wc wc[16];
     while (ibv_poll_cq(cq, 16, wc) > 0) {}
+    if (cq->channel) krconn__ev_drain(cq); /* the next user starts with no stale event */
     ok = ok && krconn__qp_init(ctx, qp) == 0;
     pthread_mutex_lock(&ctx->mu);
     if (ok && ctx->pool_n < ctx->pool_cap) {
@@ -1183,7 +1317,6 @@ static void krconn__pool_refill(krconn_ctx *ctx)
 
 /* ---------------------------------------------------------------------------- >>phys */
 
-/* INIT -> RTR -> RTS towards the peer's RC QP. */
 /* INIT -> RTR towards the peer's RC QP: from then on this side answers the peer's packets. */
 static int krconn__rtr(krconn_ctx *ctx, krconn__phys *p)
 {
@@ -1232,12 +1365,6 @@ static int krconn__rts(krconn_ctx *ctx, krconn__phys *p)
                                "RTS");
     if (rc) krconn__fail(ctx, rc, "RTS", p->qp->qp_num, p->peer.gid, p->rqpn);
     return rc;
-}
-
-static int krconn__rc_connect(krconn_ctx *ctx, krconn__phys *p)
-{
-    int rc = krconn__rtr(ctx, p);
-    return rc ? rc : krconn__rts(ctx, p);
 }
 
 static krconn__phys *krconn__phys_new(krconn_ctx *ctx, const krconn_addr *peer)
@@ -1296,7 +1423,7 @@ static int krconn__handle(krconn_ctx *ctx, krconn__phys *p, int virt, krconn **o
     while (t < p->nv && p->v[t]) t++;
     if (t == p->nv) {
         uint32_t nn = p->nv ? p->nv * 2 : 4;
-        if (nn > 65536) nn = 65536;
+        if (nn > KRCONN__KA_TAG) nn = KRCONN__KA_TAG; /* tags 0..65534 */
         krconn **nv = t < nn ? (krconn **)KRCONN_MALLOC(nn * sizeof *nv) : NULL;
         if (!nv) {
             pthread_mutex_unlock(&p->mu);
@@ -1559,6 +1686,8 @@ static void krconn__on_req(krconn_ctx *ctx, const krconn__msg *m)
         ctx->acq[(ctx->acq_head + ctx->acq_n) % ctx->o.accept_backlog] = p;
         ctx->acq_n++;
         p->queued = 1;
+        uint64_t one = 1;
+        if (ctx->accfd >= 0 && write(ctx->accfd, &one, sizeof one) < 0) { /* full: readable */ }
     }
     rec = &ctx->recent[ctx->recent_next++ % KRCONN__NRECENT];
     memcpy(rec->gid, m->src_gid, 16);
@@ -1675,12 +1804,83 @@ static void krconn__rx_drive(krconn_ctx *ctx, int block)
 /* ---------------------------------------------------------------------------- >>thread */
 
 static void krconn__meta_accept(krconn_ctx *ctx);
+static void krconn__cq_take(krconn__phys *p, krconn *c, krconn_wc *wc, int max, int *n);
+
+/* The thread's round, in ms: how often it looks at the keepalive (and at least every 200). */
+static int krconn__ka_period(const krconn_ctx *ctx)
+{
+    unsigned k = ctx->o.keepalive_ms / 2;
+    return !ctx->o.keepalive_ms || k > 200 ? 200 : k ? (int)k : 1;
+}
+
+/* One keepalive round. A usable physical connection that saw no successful completion in the
+   last keepalive_ms gets a zero-byte RDMA WRITE (tag KRCONN__KA_TAG); the next round takes its
+   completion (or a poller does), and a failed one marks the connection dead (krconn__cq_take). */
+static void krconn__keepalive(krconn_ctx *ctx)
+{
+    uint64_t now = rcp__now_ns(), ka = (uint64_t)ctx->o.keepalive_ms * 1000000ull;
+    krconn__phys **list;
+    unsigned n = 0;
+    pthread_mutex_lock(&ctx->mu);
+    list = (krconn__phys **)KRCONN_MALLOC((ctx->st.physical + 1) * sizeof *list);
+    for (krconn__phys *p = ctx->phys; list && p && n <= ctx->st.physical; p = p->next)
+        if (p->state == KRCONN__READY && !rcp__load(&p->err)) {
+            p->refs++; /* pinned: a disconnect meanwhile leaves the freeing to us */
+            list[n++] = p;
+        }
+    pthread_mutex_unlock(&ctx->mu);
+    for (unsigned i = 0; i < n; i++) {
+        krconn__phys *p = list[i];
+        int post = 0, none = 0;
+        pthread_mutex_lock(&p->mu);
+        if (p->ka_out) krconn__cq_take(p, NULL, NULL, 0, &none);
+        else if (!p->ka_last) p->ka_last = now;
+        else if (now - p->ka_last >= ka) {
+            post = p->act == p->ka_act && !rcp__load(&p->err);
+            p->ka_out = post;
+            p->ka_act = p->act;
+            p->ka_last = now;
+        }
+        pthread_mutex_unlock(&p->mu);
+        if (post) {
+            struct ibv_send_wr wr, *bad = NULL;
+            memset(&wr, 0, sizeof wr);
+            wr.wr_id = (uint64_t)KRCONN__KA_TAG << KRCONN__TAG_SHIFT;
+            wr.opcode = IBV_WR_RDMA_WRITE;
+            wr.send_flags = IBV_SEND_SIGNALED;
+            int rc = ibv_post_send(p->qp, &wr, &bad);
+            pthread_mutex_lock(&p->mu);
+            if (rc) p->ka_out = 0; /* queue full: there is traffic; try next time */
+            pthread_mutex_unlock(&p->mu);
+            if (!rc) {
+                pthread_mutex_lock(&ctx->mu);
+                ctx->st.keepalive_sent++;
+                pthread_mutex_unlock(&ctx->mu);
+            }
+        }
+        int gone = 0;
+        pthread_mutex_lock(&ctx->mu);
+        if (--p->refs == 0) {
+            krconn__phys_unlink(ctx, p);
+            gone = 1;
+        }
+        pthread_mutex_unlock(&ctx->mu);
+        if (gone) krconn__phys_free(ctx, p, 1);
+    }
+    KRCONN_FREE(list);
+}
 
 static void *krconn__thread(void *arg)
 {
     krconn_ctx *ctx = (krconn_ctx *)arg;
     struct ibv_comp_channel *ch = ctx->ud_rcq->channel;
+    int period = krconn__ka_period(ctx);
+    uint64_t next_ka = 0;
     while (!rcp__load(&ctx->stop)) {
+        if (ctx->o.keepalive_ms && rcp__now_ns() >= next_ka) {
+            krconn__keepalive(ctx);
+            next_ka = rcp__now_ns() + (uint64_t)period * 1000000ull;
+        }
         if (!(ctx->o.flags & KRCONN_CTX_NO_REFILL)) krconn__pool_refill(ctx);
         ibv_req_notify_cq(ctx->ud_rcq, 0);
         krconn__rx_drive(ctx, 1);
@@ -1691,7 +1891,7 @@ static void *krconn__thread(void *arg)
         if (rcp__load(&ctx->meta_fd) >= 0) {
             pf[n].fd = ctx->meta_fd; pf[n].events = POLLIN; pf[n++].revents = 0;
         }
-        if (poll(pf, (nfds_t)n, 200) <= 0) continue;
+        if (poll(pf, (nfds_t)n, period) <= 0) continue;
         if (pf[0].revents) {
             struct ibv_cq *ev_cq;
             void *ev_ctx;
@@ -1721,6 +1921,7 @@ KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out)
     if (!ctx) return -ENOMEM;
     memset(ctx, 0, sizeof *ctx);
     ctx->evfd = -1;
+    ctx->accfd = -1;
     ctx->meta_fd = -1;
     if (opts) ctx->o = *opts;
     {
@@ -1766,6 +1967,9 @@ KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out)
     if (ctx->o.accept_backlog) {
         ctx->acq = (krconn__phys **)KRCONN_MALLOC(ctx->o.accept_backlog * sizeof *ctx->acq);
         if (!ctx->acq) goto fail;
+        step = "eventfd";
+        if ((ctx->accfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) { rc = -errno; goto fail; }
+        step = "allocate";
     }
     ctx->ud_buf = (unsigned char *)KRCONN_MALLOC((KRCONN__NRX + KRCONN__NTX) * KRCONN__SLOT);
     if (!ctx->ud_buf) goto fail;
@@ -1843,6 +2047,7 @@ KRCONN_API int krconn_ctx_destroy(krconn_ctx *ctx)
     rcp__verbs_dereg(ctx->ud_mr);
     rcp__verbs_close(&ctx->d);
     if (ctx->evfd >= 0) close(ctx->evfd);
+    if (ctx->accfd >= 0) close(ctx->accfd);
     KRCONN_FREE(ctx->ud_buf);
     KRCONN_FREE(ctx->acq);
     KRCONN_FREE(ctx->pool);
@@ -2030,7 +2235,7 @@ static int krconn__connect(krconn_ctx *ctx, const krconn_addr *peer, const krcon
         usleep(20);
     }
 
-    uint64_t t0 = rcp__now_ns(), t1, t2, t3;
+    uint64_t t0 = rcp__now_ns(), t1, t2, t2r, t3;
     rc = krconn__pool_take(ctx, flags & KRCONN_CONNECT_NOWAIT, &q);
     t1 = rcp__now_ns();
     if (rc) {
@@ -2071,7 +2276,9 @@ static int krconn__connect(krconn_ctx *ctx, const krconn_addr *peer, const krcon
     p->peer.generation = ans.src_gen;
     memcpy(p->peer_data, ans.data, KRCONN_DATA_MAX);
     pthread_mutex_unlock(&ctx->mu);
-    if ((rc = krconn__rc_connect(ctx, p))) goto fail;
+    if ((rc = krconn__rtr(ctx, p))) goto fail;
+    t2r = rcp__now_ns();
+    if ((rc = krconn__rts(ctx, p))) goto fail;
     t3 = rcp__now_ns();
     if ((rc = krconn__handle(ctx, p, 0, out))) goto fail;
     pthread_mutex_lock(&ctx->mu);
@@ -2080,6 +2287,7 @@ static int krconn__connect(krconn_ctx *ctx, const krconn_addr *peer, const krcon
     ctx->st.ns_pool += t1 - t0;
     ctx->st.ns_request += t2 - t1;
     ctx->st.ns_modify += t3 - t2;
+    ctx->st.ns_modify_rtr += t2r - t2;
     pthread_mutex_unlock(&ctx->mu);
     rcp__fetch_add(&ctx->nconn, 1);
     /* a meta server's answer says where its table is (for krconn_dir_meta) */
@@ -2181,7 +2389,7 @@ KRCONN_API int krconn_accept(krconn_ctx *ctx, int timeout_ms, krconn **out)
     if (!ctx || !out) return KRCONN_E_INVAL;
     *out = NULL;
     if (!ctx->o.accept_backlog) return KRCONN_E_INVAL;
-    uint64_t deadline = krconn__deadline(timeout_ms);
+    uint64_t deadline = timeout_ms < 0 ? 0 : krconn__deadline(timeout_ms);
     for (;;) {
         krconn__phys *p = NULL;
         pthread_mutex_lock(&ctx->mu);
@@ -2204,11 +2412,14 @@ KRCONN_API int krconn_accept(krconn_ctx *ctx, int timeout_ms, krconn **out)
             rcp__fetch_add(&ctx->nconn, 1);
             return 0;
         }
+        if (!deadline) return KRCONN_E_AGAIN; /* timeout_ms < 0: just look */
         if (rcp__now_ns() >= deadline) return KRCONN_E_TIMEDOUT;
         krconn__rx_drive(ctx, 0);
         usleep(50);
     }
 }
+
+KRCONN_API int krconn_accept_fd(const krconn_ctx *ctx) { return ctx ? ctx->accfd : KRCONN_E_INVAL; }
 
 KRCONN_API int krconn_disconnect(krconn *c)
 {
@@ -2680,6 +2891,41 @@ static void krconn__stash(krconn_ctx *ctx, krconn *t, const krconn_wc *wc)
     t->stash[(t->st_head + t->st_n++) % t->st_cap] = *wc;
 }
 
+/* Poll p's CQ once and route what came: c's completions into wc (up to max, *n counts), other
+   handles' into their stashes, the keepalive's handled here. c may be NULL. Under p->mu. */
+static void krconn__cq_take(krconn__phys *p, krconn *c, krconn_wc *wc, int max, int *n)
+{
+    struct ibv_wc w[16];
+    int k = ibv_poll_cq(p->cq, 16, w);
+    for (int i = 0; i < k; i++) {
+        krconn_wc x;
+        uint32_t tag = (uint32_t)(w[i].wr_id >> KRCONN__TAG_SHIFT);
+        x.wr_id = w[i].wr_id & KRCONN__WRID_MASK;
+        x.status = krconn__wc_status(w[i].status);
+        x.op = w[i].status == IBV_WC_SUCCESS ? krconn__wc_op(w[i].opcode) : KRCONN_OP_OTHER;
+        x.byte_len = w[i].byte_len;
+        x.imm = w[i].wc_flags & IBV_WC_WITH_IMM ? ntohl(w[i].imm_data) : 0;
+        if (x.status && !rcp__load(&p->err)) {
+            rcp__store(&p->err,
+                       x.status == KRCONN_E_PEERDEAD ? KRCONN_E_PEERDEAD : KRCONN_E_QPERR);
+            if (tag == KRCONN__KA_TAG) {
+                pthread_mutex_lock(&p->ctx->mu);
+                p->ctx->st.keepalive_dead++;
+                pthread_mutex_unlock(&p->ctx->mu);
+                krconn__log(p->ctx, KRCONN_LOG_WARN, "keepalive: qp %u to qp %u: %s",
+                            p->qp->qp_num, p->rqpn, krconn_strerror(x.status));
+            }
+        }
+        if (tag == KRCONN__KA_TAG) {
+            p->ka_out = 0;
+            continue;
+        }
+        if (!x.status) p->act++;
+        if (c && tag == c->tag && *n < max) wc[(*n)++] = x;
+        else if (tag < p->nv && p->v[tag]) krconn__stash(p->ctx, p->v[tag], &x);
+    }
+}
+
 KRCONN_API int krconn_poll(krconn *c, krconn_wc *wc, int max, int timeout_ms)
 {
     if (!c || !wc || max <= 0) return KRCONN_E_INVAL;
@@ -2694,27 +2940,11 @@ KRCONN_API int krconn_poll(krconn *c, krconn_wc *wc, int max, int timeout_ms)
             c->st_head = (c->st_head + 1) % c->st_cap;
             c->st_n--;
         }
-        if (!n) {
-            struct ibv_wc w[16];
-            int k = ibv_poll_cq(p->cq, 16, w);
-            for (int i = 0; i < k; i++) {
-                krconn_wc x;
-                uint32_t tag = (uint32_t)(w[i].wr_id >> KRCONN__TAG_SHIFT);
-                x.wr_id = w[i].wr_id & KRCONN__WRID_MASK;
-                x.status = krconn__wc_status(w[i].status);
-                x.op = w[i].status == IBV_WC_SUCCESS ? krconn__wc_op(w[i].opcode) : KRCONN_OP_OTHER;
-                x.byte_len = w[i].byte_len;
-                x.imm = w[i].wc_flags & IBV_WC_WITH_IMM ? ntohl(w[i].imm_data) : 0;
-                if (x.status && !rcp__load(&p->err))
-                    rcp__store(&p->err,
-                               x.status == KRCONN_E_PEERDEAD ? KRCONN_E_PEERDEAD : KRCONN_E_QPERR);
-                if (tag == c->tag && n < max) wc[n++] = x;
-                else if (tag < p->nv && p->v[tag]) krconn__stash(c->ctx, p->v[tag], &x);
-            }
-        }
+        if (!n) krconn__cq_take(p, c, wc, max, &n);
         pthread_mutex_unlock(&p->mu);
         if (n) return n;
-        if (rcp__load(&p->err) == KRCONN_E_CLOSED) return KRCONN_E_CLOSED;
+        int e = rcp__load(&p->err);
+        if (e == KRCONN_E_CLOSED || e == KRCONN_E_PEERDEAD) return e;
         if (timeout_ms == 0) return 0;
         if (rcp__now_ns() >= deadline) return KRCONN_E_TIMEDOUT;
         if (++spins > 256) sched_yield();
@@ -2744,10 +2974,38 @@ KRCONN_API int krconn_ping(krconn *c, int timeout_ms)
     for (;;) {
         int left = (int)((deadline - rcp__now_ns()) / 1000000ull);
         if (rcp__now_ns() >= deadline || left <= 0) return KRCONN_E_TIMEDOUT;
-        rc = krconn_wait(c, &wc, left);
-        if (rc == KRCONN_E_TIMEDOUT || rc == KRCONN_E_CLOSED) return rc;
-        if (wc.wr_id == KRCONN__WRID_MASK) return rc;
+        int n = krconn_poll(c, &wc, 1, left);
+        if (n < 0) return n;
+        if (n == 1 && wc.wr_id == KRCONN__WRID_MASK) return wc.status;
     }
+}
+
+KRCONN_API uint64_t krconn_wr_id(const krconn *c, uint64_t user_id)
+{
+    return (c ? (uint64_t)c->tag << KRCONN__TAG_SHIFT : 0) | (user_id & KRCONN__WRID_MASK);
+}
+
+/* ---------------------------------------------------------------------------- >>events */
+
+KRCONN_API int krconn_event_fd(const krconn *c)
+{
+    if (!c) return KRCONN_E_INVAL;
+    struct ibv_comp_channel *ch = c->p->cq->channel;
+    return ch ? ch->fd : KRCONN_E_NOTSUP;
+}
+
+KRCONN_API int krconn_arm(krconn *c)
+{
+    if (!c) return KRCONN_E_INVAL;
+    if (!c->p->cq->channel) return KRCONN_E_NOTSUP;
+    int rc = ibv_req_notify_cq(c->p->cq, 0);
+    return rc ? rcp__verbs_err(rc) : 0;
+}
+
+KRCONN_API int krconn_event_ack(krconn *c)
+{
+    if (!c) return KRCONN_E_INVAL;
+    return krconn__ev_drain(c->p->cq);
 }
 
 #endif /* KRCONN_NO_RDMA */

@@ -8,15 +8,17 @@
    2. What it is      channels, connections, calls, waiting, transports
    3. Example
    4. Safety modes    RELAXED, COPY, SEAL, SANDBOX and their threat models
-   5. Failures        dead clients and servers, dropped clients, bad input
-   6. Thread safety
-   7. Errors
-   8. Limits
-   9. Design notes
+   5. Between pods    the RDMA transport: names, addresses, what travels, failures
+   6. Failures        dead clients and servers, dropped clients, bad input
+   7. Thread safety
+   8. Errors
+   9. Limits
+  10. Design notes
    The declarations follow this text; then the implementation, whose sections are marked with
    anchors to grep for: >>implementation >>support >>layout >>state >>errors >>liveness
    >>contain >>names >>server >>accept >>dispatch >>serve >>handler >>client >>seal >>call
-   >>connect >>builders. The licence (MIT) is at the end of the file.
+   >>connect >>builders; the RDMA transport is in impl/rpcool_rdma.h (>>r-conn >>r-client
+   >>r-server). The licence (MIT) is at the end of the file.
 
    1. USAGE
    --------
@@ -92,10 +94,10 @@
    passed, rpcool_poll and rpcool_wait return RPCOOL_E_TIMEOUT and rpcool_progress gives the
    callback RPCOOL_E_TIMEOUT.
 
-   Transports: a connection has a transport (rpcool_conn_opts.transport).
-   RPCOOL_TRANSPORT_SHM (one CXL pod; on one host /dev/shm) is the only one built;
-   RPCOOL_TRANSPORT_RDMA is reserved for connections between pods and fails with
-   RPCOOL_E_NOTSUP.
+   Transports: within a pod, shared memory (RPCOOL_TRANSPORT_SHM, the default); between pods,
+   RDMA (section 5; compiled in with RPCOOL_WITH_RDMA). The channel name says which: "kv" is
+   the pod's channel, "rdma://HOST/kv" the channel kv of a server in another pod; the same calls
+   and handlers work on both.
 
    3. EXAMPLE
    ----------
@@ -239,7 +241,68 @@
        resources while touching peer data (do that first, then take locks on private state),
        and in C++ no destructors run.
 
-   5. FAILURES
+   5. BETWEEN PODS (RDMA)
+   ----------------------
+   Build: #define RPCOOL_WITH_RDMA before the implementation include, keep krconn.h beside
+   rpcool.h (its implementation comes along, unless RPCOOL_NO_KRCONN_IMPLEMENTATION says it is in
+   another file of yours) and link -libverbs -pthread (Debian: libibverbs-dev). Without the define,
+   or without rdma-core's headers, RDMA names and rpcool_server_opts.rdma give RPCOOL_E_NOTSUP.
+   Server: rpcool_server_opts.rdma = "serve" also serves clients of other pods: the process runs
+   krconn.h's meta server (TCP port 7471, "serve:PORT" for another) and publishes the channel
+   there as "rpcool.NAME"; "HOST[:PORT]" publishes at another meta server instead, "" at
+   $KRCONN_META. RDMA connections are served by one thread that starts with the server's first
+   serving thread (rpcool_serve or rpcool_server_start) and stops with rpcool_server_stop; a
+   second thread answers page faults from rpcool_server_open to rpcool_server_close. A server
+   needs userfaultfd: Linux 5.11 or later (UFFD_USER_MODE_ONLY), else root or
+   vm.unprivileged_userfaultfd=1 (rpcool_server_open fails with -EPERM otherwise).
+   Client: rpcool_connect("rdma://HOST[:PORT]/NAME", ...) asks the meta server at HOST:PORT,
+   "rdma:NAME" (or opts.transport = RPCOOL_TRANSPORT_RDMA with a plain NAME) the one
+   $KRCONN_META names. A process has one krconn context (device $KRCONN_DEVICE, else the first
+   active one), made at its first RDMA connect and kept until it exits; a forked child makes its
+   own. Each connection is a physical RC queue pair of its own, taken from krconn's pool.
+   Addresses: the connection heap is an ordinary heap of the client's pod, and the server keeps
+   a private mirror of it at the same address, so pointers mean the same on both sides. Heaps of
+   different pods must not share addresses: give every pod its own pod id (SHMHEAP_POD_ID, 0-15,
+   set when the pod is first used; shmheap.h). A connection whose heap clashes with a mapping of
+   the server is refused with RPCOOL_E_ADDRINUSE.
+   What travels with a call: the argument's bytes [arg, arg+len) and the ranges named in
+   rpcool_call_opts.extents (up to 16; an arena's [base, base + used) for pointer-rich data),
+   rounded out to whole pages and clipped to the heap, in the call's message (up to 2 MiB; what
+   does not fit is fetched). Before it runs a call the server drops every page of the mirror, so
+   a handler never reads a page older than its call. A page the handler touches that did not
+   travel is fetched from the client on first touch (userfaultfd), one page per fault: a
+   pointer outside the extents works, slowly. The client sends that page from inside its wait:
+   it answers only while one of its threads is in rpcool_call, rpcool_wait, rpcool_poll or
+   rpcool_progress on that connection (a synchronous call always is); a fetch unanswered for 2 s
+   drops the connection.
+   Replies: a quarter of the connection heap (rounded to pages) is the reply region, owned by
+   the server. rpcool_ctx_alloc allocates there, and every block the handler allocated during the
+   call travels back with the answer (at most 2 MiB in all, else the call fails with
+   RPCOOL_E_TOOBIG) and lands at the same address in the client's heap. rpcool_free of any block
+   of a reply frees every block of that call (the free travels with a later call). What a
+   handler writes into the argument (the mirror) does not travel back. rpcool_ctx_heap returns
+   NULL (the heap is in another pod).
+   Safety: the bytes a handler reads crossed the network and cannot change under it, so every
+   RDMA call counts as sealed (RPCOOL_SEAL is in rpcool_ctx_safety; a channel's RPCOOL_SEAL
+   policy is met; the client seals nothing). RPCOOL_COPY copies out of the mirror; SANDBOX keeps
+   its checked accessors (bounded by the mirror: the client's heap range) and fault containment;
+   with protection keys, a sandboxed RDMA handler cannot touch shared-memory clients' heaps, but
+   mirrors of other RDMA clients have no key. A pointer the library follows for a client (the
+   argument, a fetch, a reply block, a free) never leaves that client's mirror. A malformed
+   message (bad length, type, sequence or address) drops that connection (counted in
+   bad_entries), never the server.
+   Serving: the calls of one RDMA connection run one at a time, in order, on the RDMA thread;
+   connections take turns. Waiting on either side: poll the completion queue while spin_ns
+   lasts, then sleep on its completion channel (RR-Compound's BPEV); an idle server wakes every
+   reap_ms (keepalives).
+   Failures: a client waiting for an answer sends a keepalive (a zero-byte RDMA WRITE) when
+   nothing came for peer_check_ms; if the server is dead it fails after the queue pair's retry
+   bound (about 0.5 s, krconn.h section 4), so a call fails with RPCOOL_E_PEERDEAD within
+   peer_check_ms plus that bound. A server that closes tells its clients (RPCOOL_E_CLOSED). The
+   server sends keepalives on connections silent for reap_ms: a dead client's mirror, queue pair
+   and registered memory are reclaimed within reap_ms plus the retry bound (counted in reaped).
+
+   6. FAILURES
    -----------
    Liveness uses open-file-description byte locks (F_OFD_SETLK) on the channel: the server
    holds byte 0 (and byte 0 of the name file while it owns the name), client slot i holds
@@ -281,7 +344,7 @@
      with RPCOOL_E_PEERDEAD and keep their heaps until they disconnect (nothing is unlinked:
      heaps have no names).
 
-   6. THREAD SAFETY
+   7. THREAD SAFETY
    ----------------
    A connection may be used by many threads at once (up to 64 calls in flight per connection;
    synchronous calls wait for a free slot, asynchronous ones return RPCOOL_E_AGAIN). A server
@@ -293,14 +356,14 @@
    RPCOOL_E_INVAL). Disconnect a connection only when no other thread uses it, and only once.
    A log callback may be called from any thread that uses the server or connection.
 
-   7. ERRORS
+   8. ERRORS
    ---------
    Functions return 0 or a negative code: RPCOOL_E_* (RPCOOL_ERRORS lists them), SHMHEAP_E_*
    from the heap (a full connection heap is SHMHEAP_E_FULL), or -errno. rpcool_strerror(code)
    explains any of them. rpcool_call returns the handler's status (>= 0) or a negative code
    (the handler's own negative return passes through unchanged).
 
-   8. LIMITS
+   9. LIMITS
    ---------
    Linux with glibc. Channel names: 1-48 characters of [A-Za-z0-9._-]. Up to RPCOOL_MAX_CONNS
    (1024) connections per channel (RPCOOL_DEFAULT_MAX_CONNS, 64, by default), 64 calls in
@@ -324,13 +387,27 @@
    handlers for up to a second, once, in rpcool_ctx_alloc of a block that needs the mutex
    (over 32 KiB, or a size class with no span a quarter free in its heap): then the server
    drops it (RPCOOL_E_DROPPED). Accepting it never waits for that mutex.
+   RDMA (section 5): each connection registers (pins) 8 MiB on each side, a 4 MiB receive ring
+   and its send buffer; a call carries at most 2 MiB of pages and 16 extents, an answer at most
+   2 MiB of reply; one call at a time per connection at the server. A client killed while
+   connected leaves its heap file (rpcool-rdma-*) in its own pod's /dev/shm: nobody in that pod
+   watches it. Publishing at the meta server and its TCP bootstrap are not authenticated
+   (krconn.h): run it on a trusted network.
 
-   9. DESIGN NOTES
-   ---------------
+   10. DESIGN NOTES
+   ----------------
    A receiver-enforced seal with userfaultfd write-protection buys nothing over mprotect
    against a malicious sender: the uffd must be created by the sender (it acts on the
    creator's mm), the receiver would need ptrace rights (pidfd_getfd) to fetch it, and the
    sender keeps its own descriptor and can still map an alias writable. rpcool does not use it.
+   Between pods, a page the handler touches is fetched by asking the client (a message that the
+   client answers with the page) rather than by an RDMA READ of the client's heap: a READ needs
+   the heap registered (pinned) whole for as long as the connection lives, or registered chunk
+   by chunk with a lease round trip on each miss (nppin.h), which costs the same round trip as
+   asking and adds lease state; a connection heap is sparse and 64 MiB by default. Messages
+   are RDMA WRITEs with immediate data into the peer's ring (RR-Compound's [length][payload]
+   [flag]): the immediate's completion tells the receiver the whole message is there, which a
+   flag byte polled in memory cannot promise on every NIC.
 */
 #ifndef RPCOOL_H
 #define RPCOOL_H
@@ -387,7 +464,11 @@ typedef struct rpcool_ctx rpcool_ctx;       /* one call, as seen by its handler 
       "the server dropped this connection (its heap was truncated, or its mutex stayed taken)")    \
     /* RPCOOL_COPY: the argument is larger than the server's max_copy */                           \
     X(RPCOOL_E_TOOBIG, -1983,                                                                      \
-      "the argument is larger than the server copies (rpcool_server_opts.max_copy)")
+      "the argument is larger than the server copies (rpcool_server_opts.max_copy)")              \
+    /* RDMA: the client's heap lies where the server already maps something (same pod id) */     \
+    X(RPCOOL_E_ADDRINUSE, -1982,                                                                   \
+      "the connection heap's addresses are in use at the server: give each pod its own "           \
+      "SHMHEAP_POD_ID")
 #define RPCOOL__ERROR_ENUM(name, value, text) name = value,
 enum { RPCOOL_ERRORS(RPCOOL__ERROR_ENUM) };
 #undef RPCOOL__ERROR_ENUM
@@ -451,6 +532,12 @@ typedef struct rpcool_server_opts {
     int dumpable;         /* 1: leave the process dumpable (see LIMITS: then any process of its
                              user can open its descriptors, every connection heap among them);
                              0: rpcool_server_open makes it non-dumpable */
+    const char *rdma;     /* also serve clients of other pods over RDMA (RPCOOL_WITH_RDMA):
+                             "serve" or "serve:PORT" runs krconn's meta server in this process
+                             (TCP port KRCONN_DEFAULT_META_PORT, 7471) and publishes the channel
+                             there; "HOST[:PORT]" publishes at that meta server; "" at
+                             $KRCONN_META. NULL = shared memory only */
+    const char *rdma_device; /* RDMA device; NULL = $KRCONN_DEVICE, else the first active */
 } rpcool_server_opts;
 
 /* Connection options. */
@@ -467,18 +554,28 @@ typedef struct rpcool_conn_opts {
     unsigned seal_batch;      /* release seals after this many sealed calls;
                                  0 = RPCOOL_DEFAULT_SEAL_BATCH (1: at once).
                                  > 1: see "Batched release" under RPCOOL_SEAL */
-    int transport;            /* RPCOOL_TRANSPORT_SHM (0) */
+    int transport;            /* RPCOOL_TRANSPORT_SHM (0), or RPCOOL_TRANSPORT_RDMA: the channel
+                                 name is then looked up at the meta server $KRCONN_META (as
+                                 "rdma:NAME" would be) */
     const char *pod;          /* shmheap pod (NULL = default) */
     void (*log)(int level, const char *msg, void *user); /* as in rpcool_server_opts */
     void *log_user;           /* passed to log */
 } rpcool_conn_opts;
 
 /* Per-call options (NULL = connection defaults). */
+/* A range of the connection heap that an RDMA call carries with it (see "Between pods"). */
+typedef struct rpcool_extent {
+    const void *p;
+    size_t len;
+} rpcool_extent;
+
 typedef struct rpcool_call_opts {
     unsigned safety;          /* added to the connection's default flags */
     unsigned timeout_ms;      /* 0 = connection default */
     const void *seal_p;       /* RPCOOL_SEAL: the range to seal (page aligned start); */
     size_t seal_len;          /* NULL = [arg, arg+len); under a page: the argument is copied */
+    const rpcool_extent *extents; /* RDMA: ranges sent with the call besides [arg, arg+len) */
+    unsigned nextents;        /* (up to 16; ignored on shared memory) */
 } rpcool_call_opts;
 
 /* A handler: arg/len as sent (a private copy under RPCOOL_COPY, and for a sealed call whose seal
@@ -626,6 +723,15 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #undef SHMHEAP_IMPLEMENTATION
 #endif
 
+#ifdef RPCOOL_WITH_RDMA /* the RDMA transport: krconn.h connects (its implementation comes along) */
+#if !defined(KRCONN_IMPLEMENTATION_ONCE) && !defined(RPCOOL_NO_KRCONN_IMPLEMENTATION)
+#define KRCONN_IMPLEMENTATION
+#endif
+#include "krconn.h"
+#ifndef KRCONN_NO_RDMA /* no rdma-core headers: RDMA stays "not supported" */
+#define RPCOOL__RDMA 1
+#endif
+#endif
 #include "impl/platform.h"
 #include <fcntl.h>
 #include <limits.h>
@@ -908,6 +1014,7 @@ struct rpcool_server {
     unsigned prealloc, npool;
     size_t last_size;   /* the heap size last asked for: what the pool is refilled with */
     struct rpcool__prem *pool; /* RPCOOL_MAX_PREALLOC entries, under pool_lock */
+    struct rpcool__rsrv *rdma; /* the RDMA transport's listener, or NULL */
 };
 
 struct rpcool__pend { /* client-private state of one call slot */
@@ -918,6 +1025,8 @@ struct rpcool__pend { /* client-private state of one call slot */
     uint64_t deadline;  /* an asynchronous call's timeout (rcp__now_ns), or 0 */
     const void *seal_p; /* the seal this call holds (a key of the seal table), or NULL */
     size_t seal_len;
+    const rpcool_extent *ext; /* RDMA: the caller's extents, while the call is posted */
+    unsigned next;
 };
 
 /* A sealed (read-only) range of the client's heap and the calls in flight that rely on it.
@@ -959,6 +1068,7 @@ struct rpcool_conn {
     shmheap_range *release;     /* scratch for a batch release */
     size_t nseals, seal_cap;    /* nseals: read unlocked only as a hint */
     unsigned seal_done;         /* sealed calls finished since the last release */
+    struct rpcool__rconn *rdma; /* an RDMA connection's state, or NULL (shared memory) */
 };
 
 struct rpcool_ctx {
@@ -974,7 +1084,79 @@ struct rpcool_ctx {
     int abort_code;
     int fault_sig;      /* a contained fault: its signal and address */
     void *fault_addr;
+    struct rpcool__rconn *rc; /* a call over RDMA: its connection (sc is NULL) */
 };
+
+/* The RDMA transport (impl/rpcool_rdma.h, compiled in with RPCOOL_WITH_RDMA). */
+struct rpcool__rconn;
+struct rpcool__rsrv;
+/* "rdma://HOST[:PORT]/NAME" or "rdma:NAME": the meta server (NULL: $KRCONN_META) and the name.
+   Returns 1 for an RDMA name, 0 for another, or RPCOOL_E_BADNAME. */
+static int rpcool__r_parse(const char *channel, char *where, size_t wlen, const char **name)
+{
+    if (strncmp(channel, "rdma:", 5)) return 0;
+    const char *p = channel + 5;
+    where[0] = '\0';
+    if (!strncmp(p, "//", 2)) {
+        p += 2;
+        const char *sl = strchr(p, '/');
+        if (!sl || sl == p || (size_t)(sl - p) >= wlen) return RPCOOL_E_BADNAME;
+        memcpy(where, p, (size_t)(sl - p));
+        where[sl - p] = '\0';
+        p = sl + 1;
+    }
+    *name = p;
+    return 1;
+}
+
+#ifdef RPCOOL__RDMA
+static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name,
+                             unsigned connect_ms);
+static int rpcool__r_disconnect(rpcool_conn *c);
+static void rpcool__r_pump(rpcool_conn *c);
+static int rpcool__r_gone(rpcool_conn *c);
+static void rpcool__r_free(rpcool_conn *c, void *p);
+static int rpcool__r_is_reply(rpcool_conn *c, const void *p);
+static void *rpcool__r_alloc(rpcool_server *s, struct rpcool__rconn *rc, size_t size);
+static int rpcool__r_in_mirror(const struct rpcool__rconn *rc, const void *p, size_t len);
+static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device);
+static int rpcool__r_server_start(rpcool_server *s);
+static void rpcool__r_server_stop(rpcool_server *s);
+static void rpcool__r_server_close(rpcool_server *s);
+#else
+static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name, unsigned ms)
+{
+    (void)where, (void)name, (void)ms;
+    rpcool__log(&c->log, RPCOOL_LOG_ERROR, "RDMA transport not built in: define "
+                "RPCOOL_WITH_RDMA, have rdma-core's headers and link -libverbs");
+    return RPCOOL_E_NOTSUP;
+}
+static int rpcool__r_disconnect(rpcool_conn *c) { (void)c; return 0; }
+static void rpcool__r_pump(rpcool_conn *c) { (void)c; }
+static int rpcool__r_gone(rpcool_conn *c) { (void)c; return RPCOOL_E_NOTSUP; }
+static void rpcool__r_free(rpcool_conn *c, void *p) { (void)c, (void)p; }
+static int rpcool__r_is_reply(rpcool_conn *c, const void *p) { (void)c, (void)p; return 0; }
+static void *rpcool__r_alloc(rpcool_server *s, struct rpcool__rconn *rc, size_t size)
+{
+    (void)s, (void)rc, (void)size;
+    return NULL;
+}
+static int rpcool__r_in_mirror(const struct rpcool__rconn *rc, const void *p, size_t len)
+{
+    (void)rc, (void)p, (void)len;
+    return 0;
+}
+static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device)
+{
+    (void)how, (void)device;
+    rpcool__log(&s->log, RPCOOL_LOG_ERROR, "RDMA transport not built in: define "
+                "RPCOOL_WITH_RDMA, have rdma-core's headers and link -libverbs");
+    return RPCOOL_E_NOTSUP;
+}
+static int rpcool__r_server_start(rpcool_server *s) { (void)s; return 0; }
+static void rpcool__r_server_stop(rpcool_server *s) { (void)s; }
+static void rpcool__r_server_close(rpcool_server *s) { (void)s; }
+#endif
 
 /* >>errors - errors ---------------------------------------------------------------------------- */
 
@@ -1848,6 +2030,10 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     if (s->safety & RPCOOL_SANDBOX) rpcool__pkeys_init(s);
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: serving (epoch %u, %u slots)", s->name, s->epoch,
                 s->max_conns);
+    if (o.rdma && (r = rpcool__r_server_open(s, o.rdma, o.rdma_device))) {
+        rpcool_server_close(s); /* takes the half-made RDMA listener down too */
+        return r;
+    }
     *out = s;
     return 0;
 fail_close:
@@ -2334,6 +2520,7 @@ static void rpcool__worker_loop(rpcool_server *s)
     s->workers = &w;
     pthread_mutex_unlock(&s->hk_lock);
     rpcool__pkeys(s, -1, 1); /* this thread may touch every connection heap */
+    if (s->rdma) rpcool__r_server_start(s); /* RDMA connections get a thread of their own */
     while (!rcp__load(&s->stop)) rpcool__worker_run(&w);
     pthread_mutex_lock(&s->hk_lock);
     for (struct rpcool__worker **pp = &s->workers; *pp; pp = &(*pp)->next)
@@ -2391,6 +2578,7 @@ RPCOOL_API void rpcool_server_stop(rpcool_server *s)
 {
     if (!s) return;
     rcp__store(&s->stop, 1);
+    if (s->rdma) rpcool__r_server_stop(s);
     if (rpcool__guarded(rpcool__ring_server, s, -1)) /* a client truncated the channel file */
         rpcool__chan_repair(s);
 }
@@ -2465,6 +2653,7 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
         rpcool_server_stop(s);
         usleep(1000);
     }
+    rpcool__r_server_close(s); /* RDMA clients get a BYE, their mirrors go */
     /* tell clients, wake those asleep, then drop every mapping */
     rpcool__pkeys(s, -1, 1);
     if (rpcool__guarded(rpcool__chan_close, s, -1)) rpcool__chan_repair(s);
@@ -2504,7 +2693,7 @@ RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *s
 
 /* >>handler - handler side --------------------------------------------------------------------- */
 
-RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx) { return ctx->sc->heap; }
+RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx) { return ctx->rc ? NULL : ctx->sc->heap; }
 
 struct rpcool__alloc_args {
     shmheap *h;
@@ -2523,6 +2712,7 @@ static int rpcool__alloc_fn(void *p)
 
 RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size)
 {
+    if (ctx->rc) return rpcool__r_alloc(ctx->s, ctx->rc, size); /* the client's reply region */
     /* The library's own access to the client's heap, with faults contained whatever the
        handler's mode: a fault there (a SIGBUS for memory the kernel cannot provide) makes this
        fail and drops the client; it does not kill the server. */
@@ -2552,7 +2742,8 @@ RPCOOL_API unsigned rpcool_ctx_safety(const rpcool_ctx *ctx) { return ctx->flags
 
 RPCOOL_API int rpcool_ctx_ok(const rpcool_ctx *ctx, const void *p, size_t len)
 {
-    if (shmheap_contains(ctx->sc->heap, p, len)) return 1;
+    if (ctx->rc ? rpcool__r_in_mirror(ctx->rc, p, len) : shmheap_contains(ctx->sc->heap, p, len))
+        return 1;
     uintptr_t a = (uintptr_t)p, c = (uintptr_t)ctx->copy;
     return ctx->copy && a >= c && a <= c + ctx->copy_len && len <= c + ctx->copy_len - a;
 }
@@ -2579,7 +2770,8 @@ static void rpcool__accessor_fault(rpcool_ctx *ctx, struct rpcool__guard *g)
     rpcool__cur = g->prev;
     rpcool__fault_unblock();
     rcp__fetch_add(&ctx->s->st.faults, 1u);
-    if (g->sig == SIGBUS) rpcool__condemn(ctx->s, ctx->sc, "SIGBUS on its heap (truncated)");
+    if (g->sig == SIGBUS && ctx->sc)
+        rpcool__condemn(ctx->s, ctx->sc, "SIGBUS on its heap (truncated)");
     rpcool_ctx_fail(ctx, RPCOOL_E_FAULT);
 }
 
@@ -2612,6 +2804,7 @@ static int rpcool__server_gone(rpcool_conn *c)
 {
     int r = rcp__load(&c->dead);
     if (r) return r;
+    if (c->rdma) return rpcool__r_gone(c);
     /* Any client can write the channel header: a changed epoch or a "closed" state is believed
        only when the server's lock confirms it (a closing server marks the channel closed, then
        lets its lock go; a new server makes a new channel). The lock is tested at once then. */
@@ -2840,7 +3033,8 @@ static int rpcool__harvest(rpcool_conn *c, unsigned i, void **ret, size_t *ret_l
         *ret = rp;
         if (ret_len) *ret_len = rl;
     } else if (rp) {
-        shmheap_free(c->heap, rp);
+        if (c->rdma) rpcool__r_free(c, rp);
+        else shmheap_free(c->heap, rp);
     }
     rpcool__slot_put(c, i);
     return status;
@@ -2856,6 +3050,9 @@ static int rpcool__post(rpcool_conn *c, unsigned i, unsigned fn, const void *arg
         return RPCOOL_E_INVAL;
     if ((arg || len) && !shmheap_contains(c->heap, arg, len)) return RPCOOL_E_BADPTR;
     pd->seal_p = NULL;
+    pd->ext = o ? o->extents : NULL;
+    pd->next = o && o->extents ? o->nextents : 0;
+    if ((flags & RPCOOL_SEAL) && c->rdma) goto post; /* the bytes cross the network: a copy */
     if (flags & RPCOOL_SEAL) {
         const void *sp = o && o->seal_p ? o->seal_p : arg;
         size_t sn = o && o->seal_p ? o->seal_len : len;
@@ -2946,6 +3143,7 @@ static void rpcool__drop_orphans(rpcool_conn *c)
 /* Finish abandoned slots whose replies came. */
 static void rpcool__reclaim(rpcool_conn *c)
 {
+    if (c->rdma) rpcool__r_pump(c);
     for (unsigned i = 0; i < RPCOOL__NSLOTS; i++) {
         uint32_t exp = RPCOOL__P_ABANDONED;
         if (rcp__load_relaxed(&c->pend[i].pstate) != RPCOOL__P_ABANDONED || !rpcool__done(c, i))
@@ -3028,6 +3226,7 @@ RPCOOL_API int rpcool_poll(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_
     if (!c) return RPCOOL_E_INVAL;
     int i = rpcool__slot_of(c, id);
     if (i < 0) return i;
+    if (c->rdma) rpcool__r_pump(c);
     if (!rpcool__done(c, (unsigned)i)) {
         int r = rpcool__server_gone(c);
         if (!r && c->pend[i].deadline && rcp__now_ns() >= c->pend[i].deadline) r = RPCOOL_E_TIMEOUT;
@@ -3422,12 +3621,17 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     rpcool_conn *c;
     unsigned connect_ms;
     int r;
+    char where[128] = "";
+    const char *rname = channel;
     if (!out) return RPCOOL_E_INVAL;
     *out = NULL;
-    if ((r = rpcool__check_name(channel))) return r;
     memset(&o, 0, sizeof o);
     if (opts) o = *opts;
-    if (o.transport != RPCOOL_TRANSPORT_SHM) return RPCOOL_E_NOTSUP;
+    int rdma = channel ? rpcool__r_parse(channel, where, sizeof where, &rname) : 0;
+    if (rdma < 0) return rdma;
+    if (o.transport == RPCOOL_TRANSPORT_RDMA) rdma = 1;
+    else if (o.transport != RPCOOL_TRANSPORT_SHM) return RPCOOL_E_INVAL;
+    if ((r = rpcool__check_name(rdma ? rname : channel))) return r;
     if (o.safety & ~(unsigned)RPCOOL__KNOWN_FLAGS) return RPCOOL_E_INVAL;
     if (!(c = (rpcool_conn *)rpcool__calloc(1, sizeof *c))) return -ENOMEM;
     c->tp = &rpcool__shm_transport;
@@ -3452,6 +3656,11 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
         goto fail_free;
     }
     connect_ms = o.connect_timeout_ms ? o.connect_timeout_ms : RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS;
+    if (rdma) {
+        if ((r = rpcool__r_connect(c, where, rname, connect_ms))) goto fail_free;
+        *out = c;
+        return 0;
+    }
     {
         struct rpcool__crep rp;
         int fds[3];
@@ -3471,6 +3680,11 @@ fail_free:
 RPCOOL_API int rpcool_disconnect(rpcool_conn *c)
 {
     if (!c) return RPCOOL_E_INVAL;
+    if (c->rdma) {
+        rpcool__r_disconnect(c);
+        rpcool__conn_free(c);
+        return 0;
+    }
     rpcool_release(c);
     rpcool__server_gone(c); /* notes a drop (sticky) before our CLOSING hides it */
     /* tell the server and wait until it unmapped our heap, unless it is gone */
@@ -3507,6 +3721,10 @@ RPCOOL_API void *rpcool_alloc(rpcool_conn *c, size_t size)
 RPCOOL_API void rpcool_free(rpcool_conn *c, void *p)
 {
     if (!c || !p) return;
+    if (c->rdma && rpcool__r_is_reply(c, p)) { /* the server owns the reply region */
+        rpcool__r_free(c, p);
+        return;
+    }
     /* a block still sealed by a finished call: release first */
     if (rcp__load_relaxed(&c->nseals)) {
         pthread_mutex_lock(&c->seal_lock);
@@ -3545,6 +3763,10 @@ RPCOOL_API char *rpcool_strdup(rpcool_conn *c, const char *s)
     if (p) memcpy(p, s, n);
     return p;
 }
+
+#ifdef RPCOOL__RDMA
+#include "impl/rpcool_rdma.h"
+#endif
 
 /* >>builders - data builders ------------------------------------------------------------------- */
 

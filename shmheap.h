@@ -49,7 +49,9 @@
    A new heap's address comes from the window [0x680000000000, 0x700000000000), handed out by a
    small pod directory that itself lives in shared memory (/dev/shm/shmheap.pod, or
    $SHMHEAP_POD): no daemon. A new pod takes its window from $SHMHEAP_WINDOW ("LO-HI" in hex) if
-   set: programs built with ThreadSanitizer can only map inside [0x550000000000, 0x568000000000),
+   set, narrowed to its own sixteenth when $SHMHEAP_POD_ID is set (0-15: "pod ids", so heaps of
+   different pods never share addresses, as rpcool's RDMA transport needs across pods). Programs
+   built with ThreadSanitizer can only map inside [0x550000000000, 0x568000000000),
    so such builds default to the pod shmheap-tsan.pod with the window
    [0x560000000000, 0x568000000000). The address is recorded in the heap's header; every opener
    maps exactly there with MAP_FIXED_NOREPLACE and fails with SHMHEAP_E_ADDRINUSE rather than
@@ -162,6 +164,7 @@ typedef struct shmheap shmheap; /* a process-local handle to a mapped heap */
 /* Defaults: what a zero field of shmheap_opts means. */
 #define SHMHEAP_DEFAULT_SIZE ((size_t)64 << 20) /* 64 MiB */
 #define SHMHEAP_DEFAULT_MODE 0600
+#define SHMHEAP_POD_IDS 16 /* $SHMHEAP_POD_ID: 0 .. SHMHEAP_POD_IDS - 1 */
 
 /* Options for create and open. Zero means default; use designated initialisers. */
 typedef struct shmheap_opts {
@@ -1600,6 +1603,22 @@ static int shmheap__pod_open(const shmheap_opts *o, struct shmheap__podref *pr)
                          "ignoring malformed SHMHEAP_WINDOW=%s (want LO-HI in hex)", w);
             lo = SHMHEAP__WIN_LO;
             hi = SHMHEAP__WIN_HI;
+        }
+        const char *id = getenv("SHMHEAP_POD_ID");
+        if (id) { /* the pod's own sixteenth of the window: pods of one cluster never overlap */
+            unsigned k;
+            char extra;
+            unsigned long long part =
+                ((hi - lo) / SHMHEAP_POD_IDS) & ~(unsigned long long)(SHMHEAP__ALIGN - 1);
+            if (sscanf(id, "%u%c", &k, &extra) == 1 && k < SHMHEAP_POD_IDS && part) {
+                lo += k * part;
+                hi = lo + part;
+            } else {
+                struct rcp__logger lg = shmheap__logger(o);
+                shmheap__log(&lg, SHMHEAP_LOG_WARN,
+                             "ignoring malformed SHMHEAP_POD_ID=%s (want 0-%u)", id,
+                             SHMHEAP_POD_IDS - 1);
+            }
         }
         pr->p->lo = lo;
         pr->p->hi = hi;

@@ -30,3 +30,11 @@ vm-bins: $(VM_TSAN_BINS)
 $(BUILD)/vm/bin/%.tsan: tests/vm/%.c tests/vm/vmt.h tests/t.h $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) -std=c11 $(CFLAGS) $(WARN) $(TSAN) -DT_TSAN=1 -pthread -I. $< -o $@ $(call libs_of,$<)
+
+# krconn.h's manual example (section 3), cut out of the header; the krconn role runs it.
+vm-bins: $(BUILD)/vm/bin/ex_krconn_manual
+$(BUILD)/vm/bin/ex_krconn_manual: krconn.h $(wildcard impl/*.h)
+	@mkdir -p $(@D)
+	sed -n '/^   3\. EXAMPLE/,/^   4\. /p' krconn.h | \
+	    sed -n 's/^       //p' >$(BUILD)/vm/ex_krconn_manual.c
+	$(CC) -std=c11 $(CFLAGS) $(WARN) -pthread -I. $(BUILD)/vm/ex_krconn_manual.c -o $@ -libverbs

@@ -30,6 +30,13 @@ done
 check all "$all
 int main(void) { return 0; }
 "
+# rpcool with its RDMA transport (krconn.h's implementation comes along); without rdma-core's
+# headers it still compiles, and RDMA calls return RPCOOL_E_NOTSUP
+check rpcool-rdma "#define RPCOOL_WITH_RDMA 1
+#define RPCOOL_IMPLEMENTATION
+#include \"rpcool.h\"
+int main(void) { return 0; }
+"
 
 # A new user: the headers and impl/ in an empty folder, each example built with plain cc.
 for ex in examples/*.c; do
@@ -44,6 +51,21 @@ for ex in examples/*.c; do
 done
 "$dir/shmheap_list" >"$dir/out" 2>&1 && grep -q "walked 1000 items" "$dir/out" &&
     echo "ok example-runs-alone-shmheap_list" || echo "FAIL example-runs-alone-shmheap_list: $(cat "$dir/out")"
+
+# krconn.h's manual example (section 3), cut out of the header and built the same way, as C11
+# and C++17. The VM tier runs the same cut (mk/vm.mk, tests/vm/init.sh role krconn).
+if [ -f krconn.h ]; then
+    sed -n '/^   3\. EXAMPLE/,/^   4\. /p' krconn.h | sed -n 's/^       //p' >"$dir/krconn_manual.c"
+    cp "$dir/krconn_manual.c" "$dir/krconn_manual.cpp"
+    W="-Wall -Wextra -Werror -pthread"
+    if [ "$(wc -l <"$dir/krconn_manual.c")" -gt 10 ] &&
+       (cd "$dir" && cc -std=c11 $W krconn_manual.c -o krconn_manual -libverbs &&
+        c++ -std=c++17 $W krconn_manual.cpp -o krconn_manual_cpp -libverbs) 2>"$dir/err-m"; then
+        echo "ok example-krconn-manual"
+    else
+        echo "FAIL example-krconn-manual: $(head -3 "$dir/err-m" | tr '\n' ' ')"
+    fi
+fi
 
 # krconn.h without rdma-core (KRCONN_NO_RDMA): with the switch, and with <infiniband/verbs.h>
 # really absent (an empty folder mounted over /usr/include/infiniband in a private mount

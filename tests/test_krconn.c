@@ -46,6 +46,10 @@ static void every_call_says_notsup(void)
     CHECK_EQ(krconn_poll(k, &wc, 1, 0), KRCONN_E_NOTSUP);
     CHECK_EQ(krconn_wait(k, &wc, 10), KRCONN_E_NOTSUP);
     CHECK_EQ(krconn_ping(k, 10), KRCONN_E_NOTSUP);
+    CHECK_EQ(krconn_event_fd(k), KRCONN_E_NOTSUP);
+    CHECK_EQ(krconn_arm(k), KRCONN_E_NOTSUP);
+    CHECK_EQ(krconn_event_ack(k), KRCONN_E_NOTSUP);
+    CHECK_EQ(krconn_wr_id(k, 5), 5);
 }
 
 static void every_code_has_its_text(void)

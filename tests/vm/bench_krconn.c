@@ -179,6 +179,8 @@ static void run_connects(const char *name, int threads, int n, unsigned flags)
                (double)(c1.ns_request - c0.ns_request) / 1e3 / (double)phys);
         printf("step %s RTR+RTS %.1f\n", full,
                (double)(c1.ns_modify - c0.ns_modify) / 1e3 / (double)phys);
+        printf("step %s RTR+RTS:RTR %.1f\n", full,
+               (double)(c1.ns_modify_rtr - c0.ns_modify_rtr) / 1e3 / (double)phys);
         uint64_t acc = s1.accepts - s0.accepts;
         if (acc) {
             printf("step %s peer_answer %.1f\n", full,
@@ -305,6 +307,8 @@ static void run_new_and_verbs(int n)
     printf("step %s pool %.1f\n", full, (double)(c1.ns_pool - c0.ns_pool) / 1e3 / (double)phys);
     printf("step %s request %.1f\n", full, (double)(c1.ns_request - c0.ns_request) / 1e3 / (double)phys);
     printf("step %s RTR+RTS %.1f\n", full, (double)(c1.ns_modify - c0.ns_modify) / 1e3 / (double)phys);
+    printf("step %s RTR+RTS:RTR %.1f\n", full,
+           (double)(c1.ns_modify_rtr - c0.ns_modify_rtr) / 1e3 / (double)phys);
     if (acc) {
         printf("step %s peer_answer %.1f\n", full, (double)(s1.ns_accept - s0.ns_accept) / 1e3 / (double)acc);
         printf("step %s peer_answer:RTR %.1f\n", full,

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/vm/init.sh - /init of the VM tier's guests (busybox sh). The kernel command line says
-# what to do: rcp.role=single|a|b|cxl|krconn|krconn-bench|perftest|alockbench|nppin|
+# what to do: rcp.role=single|rpcool-rdma|a|b|pods-a|pods-b|cxl|krconn|krconn-bench|perftest|alockbench|nppin|
 # nppin-bench, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
 # second serial port (/dev/ttyS1) as "ok/FAIL/skip NAME" lines; the host reads that file. The
 # last line is "guest-done"; without it the host counts the guest as failed.
@@ -72,6 +72,17 @@ single)
     export VM_IP="$ip"
     run test_verbs 150 /t/test_verbs
     run test_alock_rdma 170 /t/test_alock_rdma
+    run test_rpcool_rdma 300 /t/test_rpcool_rdma
+    ;;
+rpcool-rdma) # tests/vm/run.sh rpcool-rdma: rpcool's RDMA transport alone (its tests are in single)
+    rdma_up
+    run test_rpcool_rdma 300 /t/test_rpcool_rdma
+    ;;
+pods-a|pods-b) # tests/vm/run.sh pods: rpcool between two pods over RDMA (issue 13)
+    rdma_up
+    # the server in guest a (pod 0), the clients in guest b (pod id 1)
+    if [ "$role" = pods-a ]; then run rpcool-rdma-server 150 /t/test_rpcool_rdma server
+    else run rpcool-rdma-client 150 /t/test_rpcool_rdma client "$peer"; fi
     ;;
 a|b)
     rdma_up
@@ -127,6 +138,7 @@ krconn)
     rdma_up
     run test_krconn 140 /t/test_krconn
     run test_krconn_compose 150 /t/test_krconn_compose
+    run test_krconn_events 90 /t/test_krconn_events
     # again under ASan+UBSan (fewer cycles: it is slower); result lines renamed *-asan
     # examples/krconn_hello.c: server prints its address, the client reads the greeting
     /t/ex_krconn_hello >/tmp/hello.addr 2>&1 &
@@ -141,9 +153,25 @@ krconn)
     fi
     kill $hs 2>/dev/null
     wait $hs 2>/dev/null
+    # krconn.h's manual example (section 3, cut out by mk/vm.mk): server, then a client by name
+    /t/ex_krconn_manual >/tmp/manual.srv 2>&1 &
+    hs=$!
+    i=0
+    while [ $i -lt 20 ] && ! KRCONN_META=127.0.0.1 timeout 30 /t/ex_krconn_manual c >/tmp/manual.out 2>&1; do
+        sleep 0.5; i=$((i + 1))
+    done
+    if grep -q "read: hello over RDMA READ" /tmp/manual.out; then
+        echo "ok example-krconn-manual"
+    else
+        echo "FAIL example-krconn-manual: $(tr '\n' ' ' </tmp/manual.out) (server: $(tr '\n' ' ' </tmp/manual.srv))"
+    fi
+    kill $hs 2>/dev/null
+    wait $hs 2>/dev/null
     # the concurrent tests under ThreadSanitizer
     KRCONN_TEST_ONLY=threads run test_krconn-tsan 140 sh -c 'set -o pipefail; /t/test_krconn.tsan | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-tsan/"'
     ASAN_OPTIONS=detect_leaks=1 run test_krconn-asan 140 sh -c 'set -o pipefail; /t/test_krconn.asan 1000 | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-asan/"'
+    ASAN_OPTIONS=detect_leaks=1 run test_krconn_events-asan 90 sh -c 'set -o pipefail; /t/test_krconn_events.asan | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-asan/"'
+    run test_krconn_events-tsan 90 sh -c 'set -o pipefail; /t/test_krconn_events.tsan | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-tsan/"'
     ;;
 krconn-bench)
     rdma_up

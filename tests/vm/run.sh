@@ -5,6 +5,8 @@
 #   single    one guest: impl/verbs.h on rxe0 (RC, UD, WRITE, READ, atomics, error paths)
 #   pair      two guests, NICs joined by a qemu socket netdev on 127.0.0.1, one ivshmem file:
 #             RC between the guests, and a shmheap shared through ivshmem
+#   pods      two guests as two CXL pods: rpcool over RDMA between them (tests/vm/test_rpcool_rdma)
+#   rpcool-rdma  one guest: only test_rpcool_rdma (it also runs in single)
 #   cxl       one guest with a CXL type-3 device (libcxl region -> /dev/daxX.Y) and a file-backed
 #             NVDIMM made devdax (shmheap on /dev/daxX.Y with data); hugetlbfs; pku (shmheap, rpcool)
 #   krconn    one guest: krconn.h on rxe0 (tests/vm/test_krconn.c: processes of one guest)
@@ -175,9 +177,9 @@ collect() {
     echo "== $name: $2 s"
 }
 
-run_single() {
+run_single() { # run_single [ROLE]: one guest (rpcool-rdma: only rpcool's RDMA transport)
     t0=$(date +%s)
-    boot single single "rcp.ip=10.0.2.15" -m 1G \
+    boot single "${1:-single}" "rcp.ip=10.0.2.15" -m 1G \
         -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:0f
     collect single $(($(date +%s) - t0))
 }
@@ -186,7 +188,8 @@ listening() { # listening PORT: is something listening on 127.0.0.1:PORT?
     grep -q "0100007F:$(printf %04X "$1") 00000000:0000 0A" /proc/net/tcp 2>/dev/null
 }
 
-run_pair() {
+run_pair() { # run_pair [NAME ROLE_A ROLE_B]: two guests (default: pair, roles a and b)
+    pn=${1:-pair}; ra=${2:-a}; rb=${3:-b}
     t0=$(date +%s)
     pod=/dev/shm/rcp-vm-pod-$$
     rm -f "$pod"
@@ -198,7 +201,7 @@ run_pair() {
         port=$((20000 + ($$ * 7 + try * 997) % 30000))
         listening "$port" && continue
         # shellcheck disable=SC2086
-        (BOOT_EXEC=exec boot pair-a a "rcp.ip=10.0.3.1 rcp.peer=10.0.3.2" -m 1G $mem \
+        (BOOT_EXEC=exec boot "$pn-a" "$ra" "rcp.ip=10.0.3.1 rcp.peer=10.0.3.2" -m 1G $mem \
             -netdev socket,id=n0,listen=127.0.0.1:$port -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:01) &
         pa=$!
         i=0
@@ -208,14 +211,14 @@ run_pair() {
     done
     if [ -n "$pa" ]; then
         # shellcheck disable=SC2086
-        boot pair-b b "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1" -m 1G $mem \
+        boot "$pn-b" "$rb" "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1" -m 1G $mem \
             -netdev socket,id=n0,connect=127.0.0.1:$port -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:02
         wait $pa
     fi
     rm -f "$pod"
     t=$(($(date +%s) - t0))
-    collect pair-a $t
-    collect pair-b $t
+    collect "$pn-a" $t
+    collect "$pn-b" $t
 }
 
 run_cxl() {
@@ -285,15 +288,17 @@ case $mode in
         pass=$((pass + $(grep -c '^ok ' "$OUT/compile.log")))
         fail=$((fail + $(grep -c '^FAIL ' "$OUT/compile.log")))
         skip=$((skip + $(grep -c '^skip ' "$OUT/compile.log")))
-        run_single; run_pair; run_cxl; run_krconn; run_nppin nppin ;;
+        run_single; run_pair; run_pair pods pods-a pods-b; run_cxl; run_krconn; run_nppin nppin ;;
     single) run_single ;;
+    rpcool-rdma) run_single rpcool-rdma ;;
     pair) run_pair ;;
+    pods) run_pair pods pods-a pods-b ;;
     cxl) run_cxl ;;
     krconn) run_krconn ;;
     krconn-bench) run_krconn_bench ;;
     perftest) run_perftest ;;
     alockbench) run_alockbench ;;
     nppin|nppin-bench) run_nppin "$mode" ;;
-    *) echo "usage: $0 [all|single|pair|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench]"; exit 2 ;;
+    *) echo "usage: $0 [all|single|rpcool-rdma|pair|pods|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench]"; exit 2 ;;
 esac
 finish

@@ -459,6 +459,8 @@ typedef struct thr_arg {
     unsigned flags;
     char err[600];
     int virt;
+    pthread_barrier_t *all_in; /* nobody closes before all four connected (a slow thread would
+                                  otherwise find the first one's connection already gone) */
 } thr_arg;
 
 static void *thr_connect(void *p)
@@ -470,6 +472,7 @@ static void *thr_connect(void *p)
     memset(&co, 0, sizeof co);
     co.flags = t->flags;
     int rc = krconn_connect_name(t->c, t->dir, "svc", &co, &k);
+    pthread_barrier_wait(t->all_in);
     if (rc) {
         describe(rc, d, sizeof d);
         snprintf(t->err, sizeof t->err, "connect: %s", d);
@@ -489,10 +492,13 @@ static void threads_connect(unsigned flags, unsigned seed0)
     krconn_dir *dir = heap_dir();
     thr_arg t[4];
     pthread_t th[4];
+    pthread_barrier_t all_in;
     if (!c || !dir) goto out;
+    pthread_barrier_init(&all_in, NULL, 4);
     for (int i = 0; i < 4; i++) {
         memset(&t[i], 0, sizeof t[i]);
         t[i].c = c; t[i].dir = dir; t[i].seed = seed0 + (unsigned)i; t[i].flags = flags;
+        t[i].all_in = &all_in;
         pthread_create(&th[i], NULL, thr_connect, &t[i]);
     }
     int nvirt = 0;
@@ -501,6 +507,7 @@ static void threads_connect(unsigned flags, unsigned seed0)
         CHECKF(!t[i].err[0], "thread %d: %s", i, t[i].err);
         nvirt += t[i].virt;
     }
+    pthread_barrier_destroy(&all_in);
     krconn_stats st;
     krconn_ctx_stats(c, &st);
     if (flags & KRCONN_CONNECT_NO_VIRTUAL) {

@@ -1,0 +1,1752 @@
+/* SPDX-License-Identifier: MIT */
+/* impl/rpcool_rdma.h - rpcool's RDMA transport between pods (private to rpcool.h's
+   implementation, which includes it when RPCOOL_WITH_RDMA is defined; see rpcool.h's manual,
+   section "Between pods"). Not a public header: every name here is rpcool__r*.
+
+   The design, in short:
+   - A connection is one physical krconn connection (KRCONN_CONNECT_NO_VIRTUAL: its own RC QP
+     and CQ, taken from krconn's pool of ready QPs). The client finds the server through a krconn
+     directory: "rdma://HOST[:PORT]/NAME" reads the meta server at HOST:PORT, "rdma:NAME" the one
+     named by $KRCONN_META; the server publishes "rpcool.NAME" there.
+   - Each side registers one area: [credit 64 B][receive ring][send buffer][credit source]
+     [hello buffer]. Messages are frames [header 64 B][body][trailer 8 B] that the sender builds
+     in its send buffer and writes with ONE RDMA WRITE WITH IMMEDIATE at the same offset of the
+     peer's ring (RR-Compound's ring; the immediate is the frame's offset, so a frame never
+     straddles the ring's end). The completion of the immediate is the receiver's signal that the
+     whole frame is there. The receiver writes back what it consumed (bytes and frames, 16 B, one
+     RDMA WRITE) once a quarter of the ring or of its posted receives is used; a frame is at most
+     half the ring, so a sender always gets room eventually.
+   - The client's connection heap is an ordinary shmheap of its pod, at an address unique to its
+     pod (SHMHEAP_POD_ID). The server maps a private, anonymous MIRROR of it at the same address
+     (MAP_FIXED_NOREPLACE: a clash is refused with RPCOOL_E_ADDRINUSE) and registers it with
+     userfaultfd (missing pages). A call carries its extents (the argument's pages, and ranges
+     the caller names) inline; the server drops every mirror page it populated for the previous
+     call, copies the extents in (UFFDIO_COPY), and runs the handler. A page outside the extents
+     faults on first touch: the server's fault thread asks the client for it (a FETCH frame), the
+     client answers with the page's bytes (a PAGES frame) from inside its wait, and the fault
+     thread copies it in. Why not an RDMA READ: the client's heap would have to be registered
+     (pinned) whole for the server to read it at any time, or registered chunk by chunk with a
+     lease round trip per miss (nppin.h), which costs the same round trip as asking for the page
+     and adds lease state; a connection heap is sparse and 64 MiB by default.
+   - Replies: the client sets aside a reply region in its heap at connect. The server owns it:
+     rpcool_ctx_alloc carves blocks from it (a private first-fit allocator), and everything the
+     handler allocated travels back inline in the DONE frame, which the client copies to the
+     same addresses. rpcool_free of any block of a reply frees that call's whole reply; the
+     frees ride on the next call (or a FREE frame when many are queued).
+   - Waiting (RR-Compound's BPEV): poll the CQ while calls are frequent (spin_ns), then arm it
+     and sleep on its completion channel (krconn's KRCONN_CTX_EVENTS), so an idle side uses no
+     CPU for its connections.
+   - Liveness: a side waiting on its peer posts a zero-byte RDMA WRITE every peer_check_ms (reap_ms
+     on the server); a dead peer's QP stops acknowledging and the WRITE fails after krconn's
+     retry bound (retry_cnt 6 x timeout 67 ms: about 0.5 s). */
+#ifndef RPCOOL_RDMA_IMPL_H
+#define RPCOOL_RDMA_IMPL_H
+
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+
+#define RPCOOL__R_VERSION 1u
+#define RPCOOL__R_HELLO_MAGIC 0x31524c4843434f52ull /* "RCOCHLR1" */
+#define RPCOOL__R_TRAILER 0x3152544f4f435052ull
+#define RPCOOL__R_RING ((size_t)4 << 20)   /* each side's receive ring */
+#define RPCOOL__R_MAXFRAME (RPCOOL__R_RING / 2)
+#define RPCOOL__R_RECVS 128u               /* receives kept posted per side */
+#define RPCOOL__R_WR 512u                  /* send and receive queue depth asked of krconn */
+#define RPCOOL__R_SIGNAL 16u               /* every 16th send is signalled */
+#define RPCOOL__R_HELLO 256u
+#define RPCOOL__R_AREA (64 + 2 * RPCOOL__R_RING + 64 + RPCOOL__R_HELLO)
+#define RPCOOL__R_FREES 256u               /* reply frees queued before a FREE frame goes */
+#define RPCOOL__R_FETCH_MS 2000u           /* a page fetch waits this long for its client */
+
+enum { /* frame types */
+    RPCOOL__RF_CALL = 1, RPCOOL__RF_DONE, RPCOOL__RF_FETCH, RPCOOL__RF_PAGES, RPCOOL__RF_FREE,
+    RPCOOL__RF_BYE, RPCOOL__RF_ACCEPT
+};
+enum { /* work request ids */
+    RPCOOL__RW_SEND = 1, RPCOOL__RW_RECV = 2, RPCOOL__RW_PING = 3, RPCOOL__RW_HELLO = 4
+};
+
+struct rpcool__rf {
+    uint32_t len;      /* the whole frame: header, body, trailer; a multiple of 8 */
+    uint16_t type, slot;
+    uint32_t gen, seq;
+    int32_t status;    /* DONE, ACCEPT, PAGES */
+    uint32_t fn, flags;
+    uint32_t n1, n2;   /* CALL: frees, extents; DONE: blocks; FREE: frees */
+    uint32_t id;       /* FETCH, PAGES */
+    uint64_t a, b;     /* CALL: arg, arg_len; DONE: ret, ret_len; FETCH/PAGES: addr, len */
+    uint64_t pad;
+};
+RCP__STATIC_ASSERT(sizeof(struct rpcool__rf) == 64, "rdma frame header");
+
+struct rpcool__rhello {
+    uint64_t magic;
+    uint32_t version, role;     /* 1 server, 2 client */
+    uint64_t area;              /* the sender's registered area */
+    uint32_t rkey;
+    int32_t status;
+    uint64_t heap_base, heap_size, reply_base, reply_len;
+    char channel[RPCOOL__NAME_MAX + 8];
+};
+RCP__STATIC_ASSERT(sizeof(struct rpcool__rhello) <= RPCOOL__R_HELLO, "rdma hello");
+
+struct rpcool__rcredit {
+    uint64_t bytes, frames; /* consumed by the receiver, of what this side sent */
+};
+
+/* A reply block the server carved from a client's reply region. */
+struct rpcool__rblk {
+    uint64_t addr, len;
+    uint32_t group; /* the call that allocated it */
+};
+
+struct rpcool__rframe { /* a frame set aside by the fault thread for the serving thread */
+    struct rpcool__rframe *next;
+    size_t len;
+    char data[];
+};
+
+enum { RPCOOL__RS_HELLO = 1, RPCOOL__RS_ACTIVE, RPCOOL__RS_DEAD };
+
+struct rpcool__rconn {
+    struct rpcool__rconn *next;  /* the server's list */
+    krconn *k;
+    struct ibv_qp *qp;
+    struct ibv_cq *cq;
+    krconn_mr mr;
+    char *area;
+    uint64_t peer_area;
+    uint32_t peer_rkey;
+    int evfd;                    /* completion channel, or -1 */
+    /* completions: under cq_lock */
+    pthread_mutex_t cq_lock;
+    uint32_t rxq[2 * RPCOOL__R_RECVS];
+    unsigned rxq_head, rxq_n;
+    int hello_in;                /* a hello came (its bytes are in the hello buffer) */
+    /* receiving: under rx_lock */
+    pthread_mutex_t rx_lock;
+    uint64_t rx_pos, rx_frames, rep_bytes, rep_frames;
+    uint32_t rx_seq;
+    struct rpcool__rframe *backlog, **backlog_tail;
+    /* sending: under tx_lock */
+    pthread_mutex_t tx_lock;
+    uint64_t tx_pos, tx_frames, sq_posted;
+    uint32_t tx_seq;
+    uint64_t sq_done;            /* work requests known complete (cq_lock, read under tx_lock) */
+    int ping_out;
+    uint64_t last_ping, last_rx;
+    int32_t dead;                /* sticky: why the connection is unusable */
+    uint64_t bad;                /* malformed frames */
+    /* the client's heap, as the server mirrors it */
+    uint64_t base, size, rbase, rlen;
+    int state;                   /* server: RPCOOL__RS_* */
+    uint64_t hello_deadline;
+    int mirror, populated;
+    struct rpcool__rblk *blk;    /* reply blocks, sorted by address */
+    size_t nblk, capblk;
+    uint32_t group;              /* the call being served */
+    uint32_t fetch_id;
+    /* client side: frees to send */
+    pthread_mutex_t free_lock;
+    uint64_t *frees;
+    unsigned nfrees;
+};
+
+struct rpcool__rsrv {
+    krconn_ctx *kc;
+    krconn_ctx *meta;            /* "serve": the meta server's own context (its connections are
+                                    directory readers, never rpcool clients) */
+    krconn_dir *dir;
+    int uffd;
+    int stop, closing;   /* stop: the serving thread; closing: the fault thread too */
+    pthread_t thr, fthr;
+    int thr_started, fthr_started;
+    pthread_mutex_t lock;        /* the connection list, against the fault thread */
+    struct rpcool__rconn *conns;
+    char name[RPCOOL__NAME_MAX + 8];
+};
+
+static inline struct rpcool__rcredit *rpcool__r_credit_in(struct rpcool__rconn *rc)
+{
+    return (struct rpcool__rcredit *)rc->area;
+}
+static inline char *rpcool__r_ring(struct rpcool__rconn *rc) { return rc->area + 64; }
+static inline char *rpcool__r_sbuf(struct rpcool__rconn *rc)
+{
+    return rc->area + 64 + RPCOOL__R_RING;
+}
+static inline struct rpcool__rcredit *rpcool__r_credit_src(struct rpcool__rconn *rc)
+{
+    return (struct rpcool__rcredit *)(rc->area + 64 + 2 * RPCOOL__R_RING);
+}
+static inline char *rpcool__r_hello(struct rpcool__rconn *rc)
+{
+    return rc->area + 128 + 2 * RPCOOL__R_RING;
+}
+
+static int rpcool__r_err(int krc)
+{
+    switch (krc) {
+    case 0: return 0;
+    case KRCONN_E_NOTSUP: return RPCOOL_E_NOTSUP;
+    case KRCONN_E_TIMEDOUT: return RPCOOL_E_TIMEOUT;
+    case KRCONN_E_NOTFOUND: return RPCOOL_E_NOCHANNEL;
+    case KRCONN_E_STALE: return RPCOOL_E_NOCHANNEL;
+    case KRCONN_E_REJECTED: return RPCOOL_E_NOSLOT;
+    case KRCONN_E_PEERDEAD: case KRCONN_E_FLUSHED: case KRCONN_E_QPERR: case KRCONN_E_NORECV:
+        return RPCOOL_E_PEERDEAD;
+    case KRCONN_E_CLOSED: return RPCOOL_E_CLOSED;
+    case KRCONN_E_INVAL: return RPCOOL_E_INVAL;
+    case KRCONN_E_PROTO: return RPCOOL_E_PROTO;
+    case KRCONN_E_NODEV: return RPCOOL_E_NOTSUP;
+    default: return krc < 0 && krc > -4096 ? krc : RPCOOL_E_PROTO;
+    }
+}
+
+/* ---------------------------------------------------------------------------- >>r-conn */
+
+static void rpcool__r_conn_free(struct rpcool__rconn *rc)
+{
+    if (!rc) return;
+    if (rc->mr.mr) krconn_dereg(&rc->mr);
+    if (rc->k) krconn_disconnect(rc->k);
+    free(rc->area);
+    rpcool__free(rc->blk);
+    rpcool__free(rc->frees);
+    while (rc->backlog) {
+        struct rpcool__rframe *f = rc->backlog;
+        rc->backlog = f->next;
+        rpcool__free(f);
+    }
+    pthread_mutex_destroy(&rc->cq_lock);
+    pthread_mutex_destroy(&rc->rx_lock);
+    pthread_mutex_destroy(&rc->tx_lock);
+    pthread_mutex_destroy(&rc->free_lock);
+    rpcool__free(rc);
+}
+
+static int rpcool__r_post_recv(struct rpcool__rconn *rc)
+{
+    struct ibv_sge sge = {(uint64_t)(uintptr_t)rpcool__r_hello(rc), RPCOOL__R_HELLO, rc->mr.lkey};
+    struct ibv_recv_wr wr, *bad = NULL;
+    memset(&wr, 0, sizeof wr);
+    wr.wr_id = RPCOOL__RW_RECV;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    int r = ibv_post_recv(rc->qp, &wr, &bad);
+    return r ? -r : 0;
+}
+
+/* A new connection: its area registered, ready for rpcool__r_attach. The slow part (8 MiB
+   allocated and registered) comes first, so that receives are posted at once after the connect:
+   a peer's first message must not find none (it would retry only for a few milliseconds). */
+static int rpcool__r_prep(krconn_ctx *kc, struct rpcool__rconn **out)
+{
+    struct rpcool__rconn *rc = (struct rpcool__rconn *)rpcool__calloc(1, sizeof *rc);
+    int r;
+    if (!rc) return -ENOMEM;
+    pthread_mutex_init(&rc->cq_lock, NULL);
+    pthread_mutex_init(&rc->rx_lock, NULL);
+    pthread_mutex_init(&rc->tx_lock, NULL);
+    pthread_mutex_init(&rc->free_lock, NULL);
+    rc->backlog_tail = &rc->backlog;
+    rc->evfd = -1;
+    if (posix_memalign((void **)&rc->area, 4096, RPCOOL__R_AREA)) {
+        rc->area = NULL;
+        r = -ENOMEM;
+        goto fail;
+    }
+    memset(rc->area, 0, RPCOOL__R_AREA);
+    if ((r = rpcool__r_err(krconn_reg(kc, rc->area, RPCOOL__R_AREA, 0, &rc->mr)))) goto fail;
+    *out = rc;
+    return 0;
+fail:
+    rpcool__r_conn_free(rc);
+    return r;
+}
+
+/* Put rc on krconn connection k (rc owns k from now on, even on failure): post the receives. */
+static int rpcool__r_attach(struct rpcool__rconn *rc, krconn *k)
+{
+    int r = 0;
+    rc->k = k;
+    rc->qp = krconn_qp(k);
+    rc->cq = rc->qp ? rc->qp->recv_cq : NULL;
+    if (!rc->qp || rc->cq != rc->qp->send_cq) return RPCOOL_E_PROTO; /* one CQ per krconn QP */
+    for (unsigned i = 0; i < RPCOOL__R_RECVS && !r; i++) r = rpcool__r_post_recv(rc);
+#ifdef KRCONN_CTX_EVENTS
+    rc->evfd = krconn_event_fd(k);
+    if (rc->evfd < 0) rc->evfd = -1;
+#endif
+    rc->last_rx = rcp__now_ns();
+    return r;
+}
+
+/* Poll the CQ once: receives queue their frame offsets (and are posted again), sends count,
+   failures make the connection dead. Returns how many completions. */
+static int rpcool__r_cq(struct rpcool__rconn *rc)
+{
+    struct ibv_wc wc[16];
+    int n, total = 0;
+    pthread_mutex_lock(&rc->cq_lock);
+    while ((n = ibv_poll_cq(rc->cq, 16, wc)) > 0) {
+        for (int i = 0; i < n; i++) {
+            if (wc[i].status != IBV_WC_SUCCESS) {
+                if (!rcp__load(&rc->dead))
+                    rcp__store(&rc->dead, wc[i].status == IBV_WC_WR_FLUSH_ERR
+                                              ? (int32_t)RPCOOL_E_PEERDEAD
+                                              : (int32_t)RPCOOL_E_PEERDEAD);
+                continue;
+            }
+            uint64_t id = wc[i].wr_id & 0xffffffffffffull;
+            if (id == RPCOOL__RW_RECV) {
+                if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+                    if (rc->rxq_n < 2 * RPCOOL__R_RECVS) {
+                        rc->rxq[(rc->rxq_head + rc->rxq_n) % (2 * RPCOOL__R_RECVS)] =
+                            ntohl(wc[i].imm_data);
+                        rc->rxq_n++;
+                    } else {
+                        rcp__store(&rc->dead, (int32_t)RPCOOL_E_PROTO); /* more than credited */
+                    }
+                } else if (wc[i].opcode == IBV_WC_RECV) {
+                    rc->hello_in = (int)wc[i].byte_len;
+                }
+                rpcool__r_post_recv(rc);
+            } else if (id == RPCOOL__RW_PING) {
+                rcp__store(&rc->ping_out, 0);
+            } else if ((id & 0xff) == RPCOOL__RW_SEND) {
+                rcp__store(&rc->sq_done, id >> 8);
+            }
+        }
+        total += n;
+    }
+    pthread_mutex_unlock(&rc->cq_lock);
+    if (total) rcp__store_relaxed(&rc->last_rx, rcp__now_ns());
+    return total;
+}
+
+/* Post a chain of send work requests with one doorbell (under tx_lock): the last one of a chain
+   that reaches a multiple of RPCOOL__R_SIGNAL is signalled, its wr_id carrying how many were
+   posted, so the send queue never overflows. */
+static int rpcool__r_post_wr(struct rpcool__rconn *rc, struct ibv_send_wr *wr)
+{
+    unsigned n = 0;
+    struct ibv_send_wr *last = wr;
+    for (struct ibv_send_wr *w = wr; w; w = w->next, n++) {
+        last = w;
+        w->wr_id = RPCOOL__RW_SEND; /* unsignalled: completes only if it fails */
+    }
+    while (rc->sq_posted + n - rcp__load(&rc->sq_done) > RPCOOL__R_WR - 2 * RPCOOL__R_SIGNAL) {
+        rpcool__r_cq(rc);
+        int d = rcp__load(&rc->dead);
+        if (d) return d;
+    }
+    struct ibv_send_wr *bad = NULL;
+    uint64_t before = rc->sq_posted;
+    rc->sq_posted += n;
+    if (rc->sq_posted / RPCOOL__R_SIGNAL != before / RPCOOL__R_SIGNAL) {
+        last->send_flags |= IBV_SEND_SIGNALED;
+        last->wr_id = rc->sq_posted << 8 | RPCOOL__RW_SEND;
+    }
+    int r = ibv_post_send(rc->qp, wr, &bad);
+    if (r) {
+        rc->sq_posted = before;
+        rcp__store(&rc->dead, (int32_t)RPCOOL_E_PEERDEAD);
+        return RPCOOL_E_PEERDEAD;
+    }
+    return 0;
+}
+
+/* Tell the peer what we consumed, if enough to matter (or force). Takes tx_lock. */
+static void rpcool__r_credit(struct rpcool__rconn *rc, int force)
+{
+    /* below half a ring or half the receives, the credit rides on our next frame */
+    if (!force && rc->rx_pos - rcp__load_relaxed(&rc->rep_bytes) < RPCOOL__R_RING / 2 &&
+        rc->rx_frames - rcp__load_relaxed(&rc->rep_frames) < RPCOOL__R_RECVS / 2)
+        return;
+    pthread_mutex_lock(&rc->tx_lock);
+    struct rpcool__rcredit *src = rpcool__r_credit_src(rc);
+    uint64_t b = rcp__load_relaxed(&rc->rx_pos), f = rcp__load_relaxed(&rc->rx_frames);
+    src->bytes = b;
+    src->frames = f;
+    struct ibv_sge sge = {(uint64_t)(uintptr_t)src, sizeof *src, rc->mr.lkey};
+    struct ibv_send_wr wr;
+    memset(&wr, 0, sizeof wr);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.wr.rdma.remote_addr = rc->peer_area;
+    wr.wr.rdma.rkey = rc->peer_rkey;
+    if (!rpcool__r_post_wr(rc, &wr)) {
+        rcp__store_relaxed(&rc->rep_bytes, b);
+        rcp__store_relaxed(&rc->rep_frames, f);
+    }
+    pthread_mutex_unlock(&rc->tx_lock);
+}
+
+/* A keepalive: a zero-byte RDMA WRITE, at most one outstanding; a dead peer fails it. */
+static void rpcool__r_ping(struct rpcool__rconn *rc)
+{
+    if (rcp__load(&rc->ping_out) || rcp__load(&rc->dead)) return;
+    struct ibv_send_wr wr, *bad = NULL;
+    memset(&wr, 0, sizeof wr);
+    wr.wr_id = RPCOOL__RW_PING;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = rc->peer_area;
+    wr.wr.rdma.rkey = rc->peer_rkey;
+    pthread_mutex_lock(&rc->tx_lock);
+    rcp__store(&rc->ping_out, 1);
+    if (ibv_post_send(rc->qp, &wr, &bad)) {
+        rcp__store(&rc->ping_out, 0);
+        rcp__store(&rc->dead, (int32_t)RPCOOL_E_PEERDEAD);
+    }
+    pthread_mutex_unlock(&rc->tx_lock);
+}
+
+/* One piece of a frame's body. */
+struct rpcool__rpart {
+    const void *p;
+    size_t len;
+};
+
+/* Send a frame: header h (len, seq filled in here) and a body of parts, padded to 8 bytes.
+   Waits for room in the peer's ring up to deadline (0: 5 s). */
+static int rpcool__r_send(struct rpcool__rconn *rc, struct rpcool__rf *h,
+                          const struct rpcool__rpart *parts, unsigned nparts, uint64_t deadline)
+{
+    size_t body = 0;
+    for (unsigned i = 0; i < nparts; i++) body += parts[i].len;
+    size_t flen = sizeof *h + ((body + 7) & ~(size_t)7) + 8;
+    if (flen > RPCOOL__R_MAXFRAME) return RPCOOL_E_TOOBIG;
+    if (!deadline) deadline = rcp__now_ns() + 5000000000ull;
+    pthread_mutex_lock(&rc->tx_lock);
+    int r = rcp__load(&rc->dead);
+    uint64_t pos = rc->tx_pos, off = pos % RPCOOL__R_RING;
+    if (off + flen > RPCOOL__R_RING) { /* no frame straddles the end: start over at 0 */
+        pos += RPCOOL__R_RING - off;
+        off = 0;
+    }
+    for (unsigned k = 0; !r; k++) {
+        struct rpcool__rcredit *cr = rpcool__r_credit_in(rc);
+        uint64_t cb = rcp__load((volatile uint64_t *)&cr->bytes);
+        uint64_t cf = rcp__load((volatile uint64_t *)&cr->frames);
+        if (pos + flen - cb <= RPCOOL__R_RING && rc->tx_frames + 1 - cf <= RPCOOL__R_RECVS - 4)
+            break;
+        if (rcp__now_ns() >= deadline) {
+            r = RPCOOL_E_TIMEOUT;
+            break;
+        }
+        pthread_mutex_unlock(&rc->tx_lock);
+        rpcool__r_cq(rc);
+        if (k > 64) sched_yield();
+        pthread_mutex_lock(&rc->tx_lock);
+        r = rcp__load(&rc->dead);
+    }
+    if (r) {
+        pthread_mutex_unlock(&rc->tx_lock);
+        return r;
+    }
+    char *f = rpcool__r_sbuf(rc) + off;
+    h->len = (uint32_t)flen;
+    h->seq = rc->tx_seq;
+    memcpy(f, h, sizeof *h);
+    size_t at = sizeof *h;
+    for (unsigned i = 0; i < nparts; i++) {
+        if (parts[i].len) memcpy(f + at, parts[i].p, parts[i].len);
+        at += parts[i].len;
+    }
+    memset(f + at, 0, flen - 8 - at);
+    uint64_t tr = RPCOOL__R_TRAILER ^ rc->tx_seq;
+    memcpy(f + flen - 8, &tr, 8);
+    struct ibv_sge sge = {(uint64_t)(uintptr_t)f, (uint32_t)flen, rc->mr.lkey}, csge;
+    struct ibv_send_wr wr, cw, *first = &wr;
+    memset(&wr, 0, sizeof wr);
+    /* what we consumed of the peer's frames rides along (one doorbell for both) */
+    uint64_t cb = rcp__load_relaxed(&rc->rx_pos), cf = rcp__load_relaxed(&rc->rx_frames);
+    if (cb != rcp__load_relaxed(&rc->rep_bytes) || cf != rcp__load_relaxed(&rc->rep_frames)) {
+        struct rpcool__rcredit *src = rpcool__r_credit_src(rc);
+        src->bytes = cb;
+        src->frames = cf;
+        csge = (struct ibv_sge){(uint64_t)(uintptr_t)src, sizeof *src, rc->mr.lkey};
+        memset(&cw, 0, sizeof cw);
+        cw.sg_list = &csge;
+        cw.num_sge = 1;
+        cw.opcode = IBV_WR_RDMA_WRITE;
+        cw.wr.rdma.remote_addr = rc->peer_area;
+        cw.wr.rdma.rkey = rc->peer_rkey;
+        cw.next = &wr;
+        first = &cw;
+    }
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    wr.imm_data = htonl((uint32_t)(off / 8));
+    wr.wr.rdma.remote_addr = rc->peer_area + 64 + off;
+    wr.wr.rdma.rkey = rc->peer_rkey;
+    r = rpcool__r_post_wr(rc, first);
+    if (!r && first == &cw) {
+        rcp__store_relaxed(&rc->rep_bytes, cb);
+        rcp__store_relaxed(&rc->rep_frames, cf);
+    }
+    if (!r) {
+        rc->tx_pos = pos + flen;
+        rc->tx_frames++;
+        rc->tx_seq++;
+    }
+    pthread_mutex_unlock(&rc->tx_lock);
+    return r;
+}
+
+/* The next frame (under rx_lock), or NULL if none came: checked for its place, length and
+   trailer; a malformed one makes the connection dead (RPCOOL_E_PROTO). */
+static struct rpcool__rf *rpcool__r_next(struct rpcool__rconn *rc)
+{
+    uint32_t imm;
+    pthread_mutex_lock(&rc->cq_lock);
+    int have = rc->rxq_n != 0;
+    if (have) {
+        imm = rc->rxq[rc->rxq_head];
+        rc->rxq_head = (rc->rxq_head + 1) % (2 * RPCOOL__R_RECVS);
+        rc->rxq_n--;
+    }
+    pthread_mutex_unlock(&rc->cq_lock);
+    if (!have) {
+        if (!rpcool__r_cq(rc)) return NULL;
+        return rpcool__r_next(rc);
+    }
+    uint64_t off = (uint64_t)imm * 8, exp = rc->rx_pos % RPCOOL__R_RING, tr;
+    struct rpcool__rf *h;
+    uint32_t len;
+    if (off != exp) {
+        if (off != 0) goto bad;
+        rcp__store_relaxed(&rc->rx_pos, rc->rx_pos + RPCOOL__R_RING - exp); /* started over at 0 */
+    }
+    if (off + sizeof(struct rpcool__rf) + 8 > RPCOOL__R_RING) goto bad;
+    h = (struct rpcool__rf *)(rpcool__r_ring(rc) + off);
+    len = rcp__load_relaxed(&h->len);
+    if (len < sizeof *h + 8 || (len & 7) || len > RPCOOL__R_MAXFRAME || off + len > RPCOOL__R_RING ||
+        h->seq != rc->rx_seq)
+        goto bad;
+    memcpy(&tr, (char *)h + len - 8, 8);
+    if (tr != (RPCOOL__R_TRAILER ^ rc->rx_seq)) goto bad;
+    return h;
+bad:
+    rc->bad++;
+    rcp__store(&rc->dead, (int32_t)RPCOOL_E_PROTO);
+    return NULL;
+}
+
+/* Done with frame h (the one rpcool__r_next returned): its room goes back to the sender. */
+static void rpcool__r_consume(struct rpcool__rconn *rc, struct rpcool__rf *h)
+{
+    rcp__store_relaxed(&rc->rx_pos, rc->rx_pos + h->len); /* read by senders of credits */
+    rcp__store_relaxed(&rc->rx_frames, rc->rx_frames + 1);
+    rc->rx_seq++;
+    rpcool__r_credit(rc, 0);
+}
+
+/* Sleep until the CQ has something or timeout_ns pass (BPEV's event half). */
+static void rpcool__r_sleep(struct rpcool__rconn *rc, uint64_t timeout_ns)
+{
+#ifdef KRCONN_CTX_EVENTS
+    if (rc->evfd >= 0 && !krconn_arm(rc->k)) {
+        if (rpcool__r_cq(rc)) return; /* came before the arm took */
+        pthread_mutex_lock(&rc->cq_lock);
+        int have = rc->rxq_n != 0;
+        pthread_mutex_unlock(&rc->cq_lock);
+        if (have) return;
+        struct pollfd pf = {rc->evfd, POLLIN, 0};
+        poll(&pf, 1, (int)(timeout_ns / 1000000u) + 1);
+        krconn_event_ack(rc->k);
+        return;
+    }
+#endif
+    (void)rc;
+    uint64_t t = timeout_ns < 200000u ? timeout_ns : 200000u;
+    struct timespec ts = {0, (long)t};
+    nanosleep(&ts, NULL);
+}
+
+
+/* ---------------------------------------------------------------------------- >>r-client */
+
+static pthread_mutex_t rpcool__r_lock = PTHREAD_MUTEX_INITIALIZER;
+static krconn_ctx *rpcool__r_kc;    /* the process's client context, made at the first connect */
+static struct { char where[128]; krconn_dir *dir; } rpcool__r_dirs[8];
+
+/* A child of fork() must not use its parent's verbs objects: it makes a context of its own. */
+static void rpcool__r_atfork_child(void)
+{
+    pthread_mutex_init(&rpcool__r_lock, NULL);
+    rpcool__r_kc = NULL;
+    memset(rpcool__r_dirs, 0, sizeof rpcool__r_dirs);
+}
+static pthread_once_t rpcool__r_fork_once = PTHREAD_ONCE_INIT;
+static void rpcool__r_fork_init(void) { pthread_atfork(NULL, NULL, rpcool__r_atfork_child); }
+
+static int rpcool__r_client_ctx(krconn_ctx **out)
+{
+    int r = 0;
+    pthread_once(&rpcool__r_fork_once, rpcool__r_fork_init);
+    pthread_mutex_lock(&rpcool__r_lock);
+    if (!rpcool__r_kc) {
+        krconn_ctx_opts ko;
+        memset(&ko, 0, sizeof ko);
+        ko.max_send_wr = RPCOOL__R_WR;
+        ko.max_recv_wr = RPCOOL__R_WR;
+#ifdef KRCONN_CTX_EVENTS
+        ko.flags = KRCONN_CTX_EVENTS;
+#endif
+        r = rpcool__r_err(krconn_ctx_create(&ko, &rpcool__r_kc));
+    }
+    *out = rpcool__r_kc;
+    pthread_mutex_unlock(&rpcool__r_lock);
+    return r;
+}
+
+/* The directory at meta server `where` (NULL: $KRCONN_META), kept for the process. */
+static int rpcool__r_dir(krconn_ctx *kc, const char *where, unsigned timeout_ms, krconn_dir **out)
+{
+    const char *w = where ? where : "";
+    int r = 0;
+    pthread_mutex_lock(&rpcool__r_lock);
+    unsigned i;
+    for (i = 0; i < 8 && rpcool__r_dirs[i].dir; i++)
+        if (!strcmp(rpcool__r_dirs[i].where, w)) break;
+    if (i < 8 && rpcool__r_dirs[i].dir) {
+        *out = rpcool__r_dirs[i].dir;
+    } else {
+        r = rpcool__r_err(krconn_dir_meta(kc, where, (int)timeout_ms, out));
+        if (!r && i < 8) {
+            snprintf(rpcool__r_dirs[i].where, sizeof rpcool__r_dirs[i].where, "%s", w);
+            rpcool__r_dirs[i].dir = *out;
+        } else if (!r) {
+            krconn_dir_close(*out); /* more than 8 meta servers: not kept */
+            r = RPCOOL_E_NOTSUP;
+        }
+    }
+    pthread_mutex_unlock(&rpcool__r_lock);
+    return r;
+}
+
+/* Forget a cached directory whose meta server connection broke. */
+static void rpcool__r_dir_drop(krconn_dir *dir)
+{
+    pthread_mutex_lock(&rpcool__r_lock);
+    for (unsigned i = 0; i < 8; i++)
+        if (rpcool__r_dirs[i].dir == dir) {
+            krconn_dir_close(dir);
+            for (; i < 7; i++) rpcool__r_dirs[i] = rpcool__r_dirs[i + 1];
+            memset(&rpcool__r_dirs[7], 0, sizeof rpcool__r_dirs[7]);
+            break;
+        }
+    pthread_mutex_unlock(&rpcool__r_lock);
+}
+
+static void rpcool__r_rounds(uint64_t *lo, uint64_t *hi, uint64_t base, uint64_t size)
+{
+    uint64_t pg = rpcool__page_size();
+    *lo &= ~(pg - 1);
+    *hi = (*hi + pg - 1) & ~(pg - 1);
+    if (*lo < base) *lo = base;
+    if (*hi > base + size) *hi = base + size;
+}
+
+/* Handle one frame at the client (under rx_lock). */
+static void rpcool__r_client_frame(rpcool_conn *c, struct rpcool__rconn *rc, struct rpcool__rf *h)
+{
+    if (h->type == RPCOOL__RF_DONE) {
+        unsigned i = h->slot;
+        if (i >= RPCOOL__NSLOTS || h->gen != c->pend[i].gen) { rc->bad++; return; }
+        const char *q = (const char *)(h + 1), *end = (const char *)h + h->len - 8;
+        int status = h->status;
+        for (uint32_t b = 0; b < h->n1; b++) {
+            uint64_t ba, bl;
+            if (end - q < 16) { status = RPCOOL_E_PROTO; break; }
+            memcpy(&ba, q, 8);
+            memcpy(&bl, q + 8, 8);
+            q += 16;
+            if (bl > (uint64_t)(end - q) || ba < rc->rbase || bl > rc->rlen ||
+                ba - rc->rbase > rc->rlen - bl) {
+                status = RPCOOL_E_PROTO;
+                break;
+            }
+            memcpy((void *)(uintptr_t)ba, q, (size_t)bl); /* the reply, at its own address */
+            q += (bl + 7) & ~(uint64_t)7;
+        }
+        struct rpcool__resp *sl = &c->hdr->resp[i];
+        sl->status = status;
+        sl->ret = status == RPCOOL_E_PROTO ? 0 : h->a;
+        sl->ret_len = status == RPCOOL_E_PROTO ? 0 : h->b;
+        rcp__store(&sl->state, RPCOOL__SL(c->pend[i].gen, RPCOOL__SL_DONE));
+    } else if (h->type == RPCOOL__RF_FETCH) {
+        uint64_t lo = h->a, hi = h->a + h->b, base = (uint64_t)(uintptr_t)shmheap_base(c->heap);
+        uint64_t size = shmheap_size(c->heap);
+        struct rpcool__rf a;
+        memset(&a, 0, sizeof a);
+        a.type = RPCOOL__RF_PAGES;
+        a.id = h->id;
+        a.a = h->a;
+        a.b = h->b;
+        struct rpcool__rpart part = {NULL, 0};
+        if (h->a < base || h->b > size || h->a - base > size - h->b || h->b > RPCOOL__R_RING / 4) {
+            a.status = RPCOOL_E_BADPTR;
+        } else {
+            rpcool__r_rounds(&lo, &hi, base, size);
+            part.p = (const void *)(uintptr_t)h->a;
+            part.len = (size_t)h->b;
+        }
+        rpcool__r_send(rc, &a, &part, part.len ? 1 : 0, 0);
+    } else if (h->type == RPCOOL__RF_BYE) {
+        rcp__store(&rc->dead, (int32_t)RPCOOL_E_CLOSED);
+    } else {
+        rc->bad++;
+    }
+}
+
+/* Read and handle what came (the client side); another thread doing it is enough. */
+static void rpcool__r_pump(rpcool_conn *c)
+{
+    struct rpcool__rconn *rc = c->rdma;
+    if (pthread_mutex_trylock(&rc->rx_lock)) return;
+    struct rpcool__rf *h;
+    while ((h = rpcool__r_next(rc))) {
+        rpcool__r_client_frame(c, rc, h);
+        rpcool__r_consume(rc, h);
+    }
+    pthread_mutex_unlock(&rc->rx_lock);
+}
+
+static int rpcool__r_gone(rpcool_conn *c) { return rcp__load(&c->rdma->dead); }
+
+#define RPCOOL__R_MAXEXT 16
+
+/* Post call i: one CALL frame carrying the frees queued, and the extents (the argument's
+   pages and the ranges the caller named, merged, clipped to the heap, as many whole ones as fit
+   in a frame; the rest is fetched when touched). */
+static int rpcool__r_post(rpcool_conn *c, unsigned i)
+{
+    struct rpcool__rconn *rc = c->rdma;
+    struct rpcool__req *sl = &c->hdr->req[i];
+    struct rpcool__pend *pd = &c->pend[i];
+    uint64_t base = (uint64_t)(uintptr_t)shmheap_base(c->heap), size = shmheap_size(c->heap);
+    uint64_t ext[RPCOOL__R_MAXEXT + 1][2];
+    unsigned n = 0;
+    if (sl->arg_len) {
+        ext[n][0] = sl->arg;
+        ext[n][1] = sl->arg + sl->arg_len;
+        n++;
+    }
+    for (unsigned k = 0; k < pd->next && n < RPCOOL__R_MAXEXT; k++) {
+        const rpcool_extent *e = &pd->ext[k];
+        uint64_t lo = (uint64_t)(uintptr_t)e->p, hi = lo + e->len;
+        if (!e->len || hi < lo || lo >= base + size || hi <= base) continue;
+        ext[n][0] = lo;
+        ext[n][1] = hi;
+        n++;
+    }
+    for (unsigned k = 0; k < n; k++) rpcool__r_rounds(&ext[k][0], &ext[k][1], base, size);
+    for (unsigned a = 1; a < n; a++) /* sort by start, then merge */
+        for (unsigned b = a; b > 0 && ext[b][0] < ext[b - 1][0]; b--) {
+            uint64_t t0 = ext[b][0], t1 = ext[b][1];
+            ext[b][0] = ext[b - 1][0], ext[b][1] = ext[b - 1][1];
+            ext[b - 1][0] = t0, ext[b - 1][1] = t1;
+        }
+    unsigned m = 0;
+    for (unsigned k = 0; k < n; k++) {
+        if (m && ext[k][0] <= ext[m - 1][1]) {
+            if (ext[k][1] > ext[m - 1][1]) ext[m - 1][1] = ext[k][1];
+        } else {
+            ext[m][0] = ext[k][0];
+            ext[m][1] = ext[k][1];
+            m++;
+        }
+    }
+    uint64_t frees[RPCOOL__R_FREES];
+    pthread_mutex_lock(&rc->free_lock);
+    unsigned nf = rc->nfrees;
+    memcpy(frees, rc->frees, nf * sizeof *frees);
+    rc->nfrees = 0;
+    pthread_mutex_unlock(&rc->free_lock);
+    struct rpcool__rf h;
+    memset(&h, 0, sizeof h);
+    h.type = RPCOOL__RF_CALL;
+    h.slot = (uint16_t)i;
+    h.gen = pd->gen;
+    h.fn = sl->fn;
+    h.flags = sl->flags;
+    h.a = sl->arg;
+    h.b = sl->arg_len;
+    h.n1 = nf;
+    struct rpcool__rpart parts[1 + 2 * RPCOOL__R_MAXEXT];
+    uint64_t hdrs[RPCOOL__R_MAXEXT][2];
+    unsigned np = 0;
+    size_t room = RPCOOL__R_MAXFRAME - sizeof h - 8 - nf * 8;
+    parts[np++] = (struct rpcool__rpart){frees, nf * 8};
+    for (unsigned k = 0; k < m; k++) {
+        uint64_t len = ext[k][1] - ext[k][0];
+        if (16 + len > room) {
+            uint64_t pg = rpcool__page_size();
+            if (room < 16 + pg) break;
+            len = (room - 16) & ~(pg - 1); /* what fits; the rest is fetched on touch */
+        }
+        hdrs[k][0] = ext[k][0];
+        hdrs[k][1] = len;
+        parts[np++] = (struct rpcool__rpart){hdrs[k], 16};
+        parts[np++] = (struct rpcool__rpart){(const void *)(uintptr_t)ext[k][0], (size_t)len};
+        room -= 16 + len;
+        h.n2++;
+    }
+    int r = rpcool__r_send(rc, &h, parts, np, 0);
+    if (r) { /* the frees were not sent: queue them again */
+        pthread_mutex_lock(&rc->free_lock);
+        for (unsigned k = 0; k < nf && rc->nfrees < RPCOOL__R_FREES; k++)
+            rc->frees[rc->nfrees++] = frees[k];
+        pthread_mutex_unlock(&rc->free_lock);
+    }
+    return r;
+}
+
+/* Wait for call i: poll while spin_ns lasts, then sleep on the completion channel; a keepalive
+   every peer_check_ms. */
+static int rpcool__r_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
+{
+    struct rpcool__rconn *rc = c->rdma;
+    const uint32_t done = RPCOOL__SL(c->pend[i].gen, RPCOOL__SL_DONE);
+    uint64_t t0 = rcp__now_ns(), check = (uint64_t)c->peer_check_ms * 1000000u;
+    for (unsigned k = 0;; k++) {
+        rpcool__r_pump(c);
+        if (rcp__load(&c->hdr->resp[i].state) == done) return 0;
+        int d = rcp__load(&rc->dead);
+        if (d) return d;
+        if (k & 15) {
+            rcp__cpu_relax();
+            continue;
+        }
+        uint64_t now = rcp__now_ns();
+        if (deadline && now >= deadline) return RPCOOL_E_TIMEOUT;
+        if (now - rcp__load_relaxed(&rc->last_rx) >= check && now - rc->last_ping >= check) {
+            rc->last_ping = now;
+            rpcool__r_ping(rc);
+        }
+        if (now - t0 < c->spin_ns) continue;
+        uint64_t slice = check;
+        if (deadline && deadline - now < slice) slice = deadline - now;
+        rpcool__r_sleep(rc, slice);
+    }
+}
+
+static const struct rpcool__transport rpcool__r_transport = {"rdma", rpcool__r_post,
+                                                             rpcool__r_wait};
+
+/* rpcool_free of a reply block: its call's reply goes, at the next call. */
+static void rpcool__r_free(rpcool_conn *c, void *p)
+{
+    struct rpcool__rconn *rc = c->rdma;
+    uint64_t a = (uint64_t)(uintptr_t)p;
+    pthread_mutex_lock(&rc->free_lock);
+    rc->frees[rc->nfrees++] = a;
+    int flush = rc->nfrees == RPCOOL__R_FREES;
+    uint64_t frees[RPCOOL__R_FREES];
+    unsigned nf = 0;
+    if (flush) {
+        nf = rc->nfrees;
+        memcpy(frees, rc->frees, nf * sizeof *frees);
+        rc->nfrees = 0;
+    }
+    pthread_mutex_unlock(&rc->free_lock);
+    if (flush) {
+        struct rpcool__rf h;
+        memset(&h, 0, sizeof h);
+        h.type = RPCOOL__RF_FREE;
+        h.n1 = nf;
+        struct rpcool__rpart part = {frees, nf * 8};
+        rpcool__r_send(rc, &h, &part, 1, 0); /* lost if the server is gone: so is the heap */
+    }
+}
+
+static int rpcool__r_is_reply(rpcool_conn *c, const void *p)
+{
+    uint64_t a = (uint64_t)(uintptr_t)p;
+    return c->rdma && a >= c->rdma->rbase && a - c->rdma->rbase < c->rdma->rlen;
+}
+
+/* Wait for the server's hello (its area), up to deadline. */
+static int rpcool__r_await_hello(struct rpcool__rconn *rc, uint64_t deadline,
+                                 struct rpcool__rhello *out)
+{
+    for (;;) {
+        rpcool__r_cq(rc);
+        int d = rcp__load(&rc->dead);
+        if (d) return d;
+        pthread_mutex_lock(&rc->cq_lock);
+        int got = rc->hello_in;
+        if (got) memcpy(out, rpcool__r_hello(rc), sizeof *out);
+        pthread_mutex_unlock(&rc->cq_lock);
+        if (got) return got == (int)sizeof *out ? 0 : RPCOOL_E_PROTO;
+        if (rcp__now_ns() >= deadline) return RPCOOL_E_TIMEOUT;
+        rpcool__r_sleep(rc, 1000000u);
+    }
+}
+
+static int rpcool__r_send_hello(struct rpcool__rconn *rc, const struct rpcool__rhello *hl)
+{
+    /* from the send buffer's last bytes: frames reach them only after ring-size bytes, long
+       after this send completed */
+    char *src = rpcool__r_sbuf(rc) + RPCOOL__R_RING - RPCOOL__R_HELLO;
+    memcpy(src, hl, sizeof *hl);
+    struct ibv_sge sge = {(uint64_t)(uintptr_t)src, sizeof *hl, rc->mr.lkey};
+    struct ibv_send_wr wr;
+    memset(&wr, 0, sizeof wr);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    pthread_mutex_lock(&rc->tx_lock);
+    int r = rpcool__r_post_wr(rc, &wr);
+    pthread_mutex_unlock(&rc->tx_lock);
+    return r;
+}
+
+/* A client connection over RDMA: see the top of this file. */
+static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name,
+                             unsigned connect_ms)
+{
+    krconn_ctx *kc;
+    krconn_dir *dir;
+    krconn *k = NULL;
+    struct rpcool__rconn *rc = NULL;
+    char svc[RPCOOL__NAME_MAX + 16];
+    uint64_t deadline = rcp__now_ns() + (uint64_t)connect_ms * 1000000u;
+    size_t pg = rpcool__page_size(), hs, rlen;
+    void *reply;
+    int r;
+    if ((r = rpcool__check_name(name))) return r;
+    if ((r = rpcool__r_client_ctx(&kc))) return r;
+    if ((r = rpcool__r_dir(kc, where[0] ? where : NULL, connect_ms, &dir))) return r;
+    snprintf(svc, sizeof svc, "rpcool.%s", name);
+    if ((r = rpcool__r_prep(kc, &rc))) return r;
+    krconn_connect_opts co = {(int)connect_ms, KRCONN_CONNECT_NO_VIRTUAL};
+    int kr = krconn_connect_name(kc, dir, svc, &co, &k);
+    if (kr == KRCONN_E_CLOSED || kr == KRCONN_E_PEERDEAD || kr == KRCONN_E_QPERR ||
+        kr == KRCONN_E_FLUSHED) { /* the meta server went away since: ask it afresh, once */
+        rpcool__r_dir_drop(dir);
+        if ((r = rpcool__r_dir(kc, where[0] ? where : NULL, connect_ms, &dir))) goto fail_rc;
+        kr = krconn_connect_name(kc, dir, svc, &co, &k);
+    }
+    if ((r = rpcool__r_err(kr))) {
+        char buf[256];
+        rpcool__log(&c->log, RPCOOL_LOG_WARN, "rdma connect to %s: %s", name,
+                    krconn_describe(kr, buf, sizeof buf));
+        goto fail_rc;
+    }
+    if ((r = rpcool__r_attach(rc, k))) goto fail_rc;
+    rc->frees = (uint64_t *)rpcool__calloc(RPCOOL__R_FREES, sizeof *rc->frees);
+    if (!rc->frees) { r = -ENOMEM; goto fail_rc; }
+    /* the heap: an ordinary one of our pod, at our pod's addresses */
+    static uint32_t seqno;
+    snprintf(c->heap_name, sizeof c->heap_name, "rpcool-rdma-%s-%d-%u-%u", name, (int)getpid(),
+             rcp__fetch_add(&seqno, 1u), (unsigned)(rcp__now_ns() % 1000000000u));
+    if ((r = shmheap_create(c->heap_name, &c->hopts, &c->heap))) goto fail_rc;
+    c->hdr = (struct rpcool__conn_hdr *)shmheap_aligned_alloc(c->heap, 128, sizeof *c->hdr);
+    hs = shmheap_size(c->heap);
+    rlen = (hs / 4) & ~(pg - 1);
+    reply = rlen ? shmheap_aligned_alloc(c->heap, pg, rlen) : NULL;
+    if (!c->hdr || !reply) { r = SHMHEAP_E_FULL; goto fail_heap; }
+    memset(c->hdr, 0, sizeof *c->hdr);
+    c->hdr->version = RPCOOL__VERSION;
+    c->hdr->nslots = RPCOOL__NSLOTS;
+    c->hdr->magic = RPCOOL__CONN_MAGIC;
+    rc->base = (uint64_t)(uintptr_t)shmheap_base(c->heap);
+    rc->size = hs;
+    rc->rbase = (uint64_t)(uintptr_t)reply;
+    rc->rlen = rlen;
+    struct rpcool__rhello sh, ch;
+    if ((r = rpcool__r_await_hello(rc, deadline, &sh))) goto fail_heap;
+    if (sh.magic != RPCOOL__R_HELLO_MAGIC || sh.version != RPCOOL__R_VERSION || sh.role != 1) {
+        r = RPCOOL_E_PROTO;
+        goto fail_heap;
+    }
+    rc->peer_area = sh.area;
+    rc->peer_rkey = sh.rkey;
+    memset(&ch, 0, sizeof ch);
+    ch.magic = RPCOOL__R_HELLO_MAGIC;
+    ch.version = RPCOOL__R_VERSION;
+    ch.role = 2;
+    ch.area = (uint64_t)(uintptr_t)rc->area;
+    ch.rkey = rc->mr.rkey;
+    ch.heap_base = rc->base;
+    ch.heap_size = rc->size;
+    ch.reply_base = rc->rbase;
+    ch.reply_len = rc->rlen;
+    snprintf(ch.channel, sizeof ch.channel, "%s", name);
+    if ((r = rpcool__r_send_hello(rc, &ch))) goto fail_heap;
+    for (;;) { /* the server's verdict: an ACCEPT frame */
+        pthread_mutex_lock(&rc->rx_lock);
+        struct rpcool__rf *h = rpcool__r_next(rc);
+        int st = 1;
+        if (h) {
+            st = h->type == RPCOOL__RF_ACCEPT ? h->status : RPCOOL_E_PROTO;
+            rpcool__r_consume(rc, h);
+        }
+        pthread_mutex_unlock(&rc->rx_lock);
+        if (st != 1) {
+            r = st;
+            break;
+        }
+        if ((r = rcp__load(&rc->dead))) break;
+        if (rcp__now_ns() >= deadline) { r = RPCOOL_E_TIMEOUT; break; }
+        rpcool__r_sleep(rc, 1000000u);
+    }
+    if (r) goto fail_heap;
+    c->rdma = rc;
+    c->tp = &rpcool__r_transport;
+    rpcool__log(&c->log, RPCOOL_LOG_INFO, "connected to %s over RDMA (heap %s at %p)", name,
+                c->heap_name, shmheap_base(c->heap));
+    return 0;
+fail_heap:
+    shmheap_close(c->heap);
+    shmheap_unlink(c->heap_name, &c->hopts);
+    c->heap = NULL;
+fail_rc:
+    rpcool__r_conn_free(rc);
+    return r;
+}
+
+static int rpcool__r_disconnect(rpcool_conn *c)
+{
+    struct rpcool__rconn *rc = c->rdma;
+    if (!rcp__load(&rc->dead)) {
+        struct rpcool__rf h;
+        memset(&h, 0, sizeof h);
+        h.type = RPCOOL__RF_BYE;
+        rpcool__r_send(rc, &h, NULL, 0, rcp__now_ns() + 100000000u);
+        /* let the BYE leave before the QP goes back to krconn's pool */
+        uint64_t until = rcp__now_ns() + 20000000u;
+        while (rc->sq_posted != rcp__load(&rc->sq_done) && !rcp__load(&rc->dead) &&
+               rcp__now_ns() < until) {
+            rpcool__r_ping(rc);
+            rpcool__r_cq(rc);
+            if (!rcp__load(&rc->ping_out)) break;
+        }
+    }
+    rpcool__r_conn_free(rc);
+    c->rdma = NULL;
+    shmheap_close(c->heap);
+    shmheap_unlink(c->heap_name, &c->hopts);
+    return 0;
+}
+
+
+/* ---------------------------------------------------------------------------- >>r-server */
+
+/* Make [a, a+len) of a mirror present (zero pages where missing): reply blocks, so writing them
+   does not ask the client for pages whose old contents do not matter. */
+static void rpcool__r_zero(struct rpcool__rsrv *rs, uint64_t a, uint64_t len)
+{
+    uint64_t pg = rpcool__page_size(), lo = a & ~(pg - 1), hi = (a + len + pg - 1) & ~(pg - 1);
+    for (uint64_t p = lo; p < hi; p += pg) {
+        struct uffdio_zeropage z;
+        memset(&z, 0, sizeof z);
+        z.range.start = p;
+        z.range.len = pg;
+        ioctl(rs->uffd, UFFDIO_ZEROPAGE, &z); /* EEXIST: already there */
+    }
+}
+
+/* Reply blocks: a first-fit allocator over the reply region, private to the server. */
+static void *rpcool__r_alloc(rpcool_server *s, struct rpcool__rconn *rc, size_t size)
+{
+    if (!size) size = 1;
+    if (size > rc->rlen) return NULL;
+    uint64_t need = (size + 15) & ~(uint64_t)15, at = rc->rbase;
+    size_t k = 0;
+    for (; k < rc->nblk; k++) {
+        if (rc->blk[k].addr - at >= need) break;
+        at = rc->blk[k].addr + rc->blk[k].len;
+    }
+    if (at + need > rc->rbase + rc->rlen) return NULL;
+    if (rc->nblk == rc->capblk) {
+        size_t nc = rc->capblk ? rc->capblk * 2 : 64;
+        struct rpcool__rblk *nb = (struct rpcool__rblk *)rpcool__calloc(nc, sizeof *nb);
+        if (!nb) return NULL;
+        if (rc->nblk) memcpy(nb, rc->blk, rc->nblk * sizeof *nb);
+        rpcool__free(rc->blk);
+        rc->blk = nb;
+        rc->capblk = nc;
+    }
+    memmove(&rc->blk[k + 1], &rc->blk[k], (rc->nblk - k) * sizeof *rc->blk);
+    rc->blk[k].addr = at;
+    rc->blk[k].len = need;
+    rc->blk[k].group = rc->group;
+    rc->nblk++;
+    rpcool__r_zero(s->rdma, at, need);
+    rc->populated = 1;
+    return (void *)(uintptr_t)at;
+}
+
+/* Free the reply that holds address a (every block of its call). */
+static void rpcool__r_free_group(struct rpcool__rconn *rc, uint64_t a)
+{
+    size_t k;
+    for (k = 0; k < rc->nblk; k++)
+        if (a >= rc->blk[k].addr && a - rc->blk[k].addr < rc->blk[k].len) break;
+    if (k == rc->nblk) return; /* not ours (or freed already): ignored */
+    uint32_t g = rc->blk[k].group;
+    size_t w = 0;
+    for (size_t j = 0; j < rc->nblk; j++)
+        if (rc->blk[j].group != g) rc->blk[w++] = rc->blk[j];
+    rc->nblk = w;
+}
+
+static void rpcool__r_free_group_id(struct rpcool__rconn *rc, uint32_t g)
+{
+    size_t w = 0;
+    for (size_t j = 0; j < rc->nblk; j++)
+        if (rc->blk[j].group != g) rc->blk[w++] = rc->blk[j];
+    rc->nblk = w;
+}
+
+static int rpcool__r_in_mirror(const struct rpcool__rconn *rc, const void *p, size_t len)
+{
+    uint64_t a = (uint64_t)(uintptr_t)p;
+    return rc->mirror && a >= rc->base && len <= rc->size && a - rc->base <= rc->size - len;
+}
+
+/* Answer a call. */
+static void rpcool__r_done(struct rpcool__rconn *rc, unsigned slot, uint32_t gen, int status,
+                           void *ret, size_t ret_len)
+{
+    struct rpcool__rf h;
+    memset(&h, 0, sizeof h);
+    h.type = RPCOOL__RF_DONE;
+    h.slot = (uint16_t)slot;
+    h.gen = gen;
+    struct rpcool__rpart *parts = NULL;
+    uint64_t (*hd)[2] = NULL;
+    unsigned np = 0, nb = 0;
+    size_t total = 0;
+    for (size_t k = 0; k < rc->nblk; k++) nb += rc->blk[k].group == rc->group;
+    if (nb) {
+        parts = (struct rpcool__rpart *)rpcool__calloc(2 * nb, sizeof *parts);
+        hd = (uint64_t(*)[2])rpcool__calloc(nb, sizeof *hd);
+        if (!parts || !hd) { status = -ENOMEM; nb = 0; }
+    }
+    for (size_t k = 0, j = 0; j < nb && k < rc->nblk; k++) {
+        if (rc->blk[k].group != rc->group) continue;
+        hd[j][0] = rc->blk[k].addr;
+        hd[j][1] = rc->blk[k].len;
+        parts[np++] = (struct rpcool__rpart){hd[j], 16};
+        parts[np++] = (struct rpcool__rpart){(const void *)(uintptr_t)rc->blk[k].addr,
+                                             (size_t)rc->blk[k].len};
+        total += 16 + rc->blk[k].len;
+        j++;
+    }
+    if (total + sizeof h + 8 > RPCOOL__R_MAXFRAME) { /* the reply does not fit a frame */
+        status = RPCOOL_E_TOOBIG;
+        np = nb = 0;
+    }
+    if (status < 0 || !ret) { /* nobody will point at what the handler allocated */
+        rpcool__r_free_group_id(rc, rc->group);
+        if (status < 0) { ret = NULL; ret_len = 0; }
+    }
+    h.status = status;
+    h.a = (uint64_t)(uintptr_t)ret;
+    h.b = ret ? ret_len : 0;
+    h.n1 = np / 2;
+    rpcool__r_send(rc, &h, parts, np, 0);
+    rpcool__free(parts);
+    rpcool__free(hd);
+}
+
+/* Copy a call's extents into the mirror (its pages were dropped: UFFDIO_COPY places them). */
+static int rpcool__r_install(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, uint64_t a,
+                             uint64_t len, const char *src)
+{
+    uint64_t pg = rpcool__page_size();
+    if ((a & (pg - 1)) || (len & (pg - 1)) || !rpcool__r_in_mirror(rc, (void *)(uintptr_t)a, len))
+        return RPCOOL_E_BADPTR;
+    uint64_t done = 0;
+    while (done < len) {
+        struct uffdio_copy cp;
+        memset(&cp, 0, sizeof cp);
+        cp.dst = a + done;
+        cp.src = (uint64_t)(uintptr_t)(src + done);
+        cp.len = len - done;
+        if (ioctl(rs->uffd, UFFDIO_COPY, &cp) == 0) break;
+        if (errno == EEXIST) { /* a page there already (overlap): write it in place */
+            uint64_t got = cp.copy > 0 ? (uint64_t)cp.copy : 0;
+            done += got;
+            memcpy((void *)(uintptr_t)(a + done), src + done, pg);
+            done += pg;
+        } else if (errno == EAGAIN && cp.copy > 0) {
+            done += (uint64_t)cp.copy;
+        } else {
+            return -errno;
+        }
+    }
+    rc->populated = 1;
+    return 0;
+}
+
+/* Serve the CALL frame h of rc (under rx_lock, which this releases once the frame is read). */
+static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
+                            struct rpcool__rf *h, int from_ring)
+{
+    rpcool_server *s = w->s;
+    struct rpcool__rsrv *rs = s->rdma;
+    unsigned slot = h->slot, fnid = h->fn, cflags = h->flags;
+    uint32_t gen = h->gen;
+    void *arg = (void *)(uintptr_t)h->a;
+    size_t len = (size_t)h->b;
+    int status = 0;
+    const char *q = (const char *)(h + 1), *end = (const char *)h + h->len - 8;
+    if (h->n1 > (uint64_t)(end - q) / 8) status = RPCOOL_E_PROTO;
+    for (uint32_t k = 0; !status && k < h->n1; k++, q += 8) {
+        uint64_t a;
+        memcpy(&a, q, 8);
+        rpcool__r_free_group(rc, a);
+    }
+    if (!status && rc->populated) { /* nothing of an earlier call may be served stale */
+        madvise((void *)(uintptr_t)rc->base, rc->size, MADV_DONTNEED);
+        rc->populated = 0;
+    }
+    for (uint32_t k = 0; !status && k < h->n2; k++) {
+        uint64_t a, l;
+        if (end - q < 16) { status = RPCOOL_E_PROTO; break; }
+        memcpy(&a, q, 8);
+        memcpy(&l, q + 8, 8);
+        q += 16;
+        if (l > (uint64_t)(end - q)) { status = RPCOOL_E_PROTO; break; }
+        status = rpcool__r_install(rs, rc, a, l, q);
+        q += l;
+    }
+    if (from_ring) rpcool__r_consume(rc, h);
+    pthread_mutex_unlock(&rc->rx_lock);
+    rc->group++;
+    if (status) {
+        rc->bad++;
+        rcp__fetch_add(&s->st.bad_entries, 1u);
+        rpcool__r_done(rc, slot, gen, status, NULL, 0);
+        return;
+    }
+    rpcool_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.s = s;
+    ctx.rc = rc;
+    struct rpcool__handler_ent *e =
+        fnid < RPCOOL_MAX_HANDLERS ? rcp__load(&s->handlers[fnid]) : NULL;
+    rpcool_handler *fn = e ? e->fn : NULL;
+    unsigned need = s->safety | (fn ? e->flags : 0);
+    /* whatever crossed the network cannot change under the handler: sealed by construction */
+    if (cflags & ~(unsigned)RPCOOL__WIRE_FLAGS) status = RPCOOL_E_INVAL;
+    else if (!fn) status = RPCOOL_E_NOHANDLER;
+    else if ((arg || len) && !rpcool__r_in_mirror(rc, arg, len)) status = RPCOOL_E_BADPTR;
+    if (status == 0) {
+        ctx.flags = ((cflags & RPCOOL__KNOWN_FLAGS) | need) | RPCOOL_SEAL;
+        if ((ctx.flags & RPCOOL_COPY) && len > s->max_copy) status = RPCOOL_E_TOOBIG;
+        else if (ctx.flags & RPCOOL_COPY) {
+            if (len > w->cap) {
+                char *nb = (char *)RPCOOL_MALLOC(len);
+                if (!nb) status = -ENOMEM;
+                else { rpcool__free(w->buf); w->buf = nb; w->cap = len; }
+            }
+            if (status == 0) {
+                if (len) memcpy(w->buf, arg, len);
+                ctx.copy = w->buf;
+                ctx.copy_len = len;
+                arg = len ? w->buf : NULL;
+            }
+        }
+    }
+    if (status == 0) {
+        int fence = (ctx.flags & RPCOOL_SANDBOX) && s->npkeys;
+        if (fence) rpcool__pkeys(s, -1, 0);
+        status = rpcool__run_handler(&ctx, e, fn, arg, len);
+        if (fence) rpcool__pkeys(s, -1, 1);
+        rcp__fetch_add(&s->st.calls, 1u);
+        if (!ctx.aborted && status == RPCOOL_E_FAULT) rcp__fetch_add(&s->st.faults, 1u);
+        if (ctx.ret && !rpcool__r_in_mirror(rc, ctx.ret, ctx.ret_len)) {
+            status = RPCOOL_E_BADPTR;
+            ctx.ret = NULL;
+            ctx.ret_len = 0;
+        }
+    }
+    if (rcp__load(&rc->dead)) return;
+    rpcool__r_done(rc, slot, gen, status, ctx.ret, ctx.ret ? ctx.ret_len : 0);
+    if (w->cap > RPCOOL__COPY_KEEP) {
+        rpcool__free(w->buf);
+        w->buf = NULL;
+        w->cap = 0;
+    }
+}
+
+/* The mirror goes: unregistered from userfaultfd, unmapped. */
+static void rpcool__r_unmirror(struct rpcool__rsrv *rs, struct rpcool__rconn *rc)
+{
+    if (!rc->mirror) return;
+    struct uffdio_range ur = {rc->base, rc->size};
+    ioctl(rs->uffd, UFFDIO_UNREGISTER, &ur);
+    munmap((void *)(uintptr_t)rc->base, rc->size);
+    rc->mirror = 0;
+}
+
+/* The client's hello came: check it, map the mirror, answer with ACCEPT. */
+static void rpcool__r_hello_in(rpcool_server *s, struct rpcool__rconn *rc)
+{
+    struct rpcool__rsrv *rs = s->rdma;
+    struct rpcool__rhello ch;
+    int st = 0;
+    pthread_mutex_lock(&rc->cq_lock);
+    int n = rc->hello_in;
+    memcpy(&ch, rpcool__r_hello(rc), sizeof ch);
+    pthread_mutex_unlock(&rc->cq_lock);
+    uint64_t pg = rpcool__page_size();
+    ch.channel[sizeof ch.channel - 1] = '\0';
+    if (n != (int)sizeof ch || ch.magic != RPCOOL__R_HELLO_MAGIC || ch.role != 2)
+        st = RPCOOL_E_PROTO;
+    else if (ch.version != RPCOOL__R_VERSION) st = RPCOOL_E_PROTO;
+    else if (strcmp(ch.channel, s->name)) st = RPCOOL_E_NOCHANNEL;
+    else if (!ch.heap_size || (ch.heap_base & (pg - 1)) || (ch.heap_size & (pg - 1)) ||
+             ch.heap_base + ch.heap_size < ch.heap_base ||
+             ch.heap_base + ch.heap_size > 0x800000000000ull || ch.reply_base < ch.heap_base ||
+             ch.reply_len > ch.heap_size ||
+             ch.reply_base - ch.heap_base > ch.heap_size - ch.reply_len || !ch.reply_len)
+        st = RPCOOL_E_BADPTR;
+    rc->peer_area = ch.area;
+    rc->peer_rkey = ch.rkey;
+    if (!st) {
+        void *m = mmap((void *)(uintptr_t)ch.heap_base, ch.heap_size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+        if (m == MAP_FAILED || m != (void *)(uintptr_t)ch.heap_base) {
+            if (m != MAP_FAILED) munmap(m, ch.heap_size);
+            st = RPCOOL_E_ADDRINUSE;
+            rpcool__log(&s->log, RPCOOL_LOG_WARN,
+                        "%s: rdma client's heap [%#llx, +%#llx) clashes with a mapping here: "
+                        "give each pod its own SHMHEAP_POD_ID",
+                        s->name, (unsigned long long)ch.heap_base,
+                        (unsigned long long)ch.heap_size);
+        } else {
+            madvise(m, ch.heap_size, MADV_DONTFORK);
+            struct uffdio_register ur;
+            memset(&ur, 0, sizeof ur);
+            ur.range.start = ch.heap_base;
+            ur.range.len = ch.heap_size;
+            ur.mode = UFFDIO_REGISTER_MODE_MISSING;
+            if (ioctl(rs->uffd, UFFDIO_REGISTER, &ur)) {
+                st = -errno;
+                munmap(m, ch.heap_size);
+            } else {
+                rc->base = ch.heap_base;
+                rc->size = ch.heap_size;
+                rc->rbase = ch.reply_base;
+                rc->rlen = ch.reply_len;
+                rc->mirror = 1;
+            }
+        }
+    }
+    struct rpcool__rf h;
+    memset(&h, 0, sizeof h);
+    h.type = RPCOOL__RF_ACCEPT;
+    h.status = st;
+    if (rpcool__r_send(rc, &h, NULL, 0, 0) && !st) st = RPCOOL_E_PEERDEAD;
+    if (st) {
+        rpcool__r_unmirror(rs, rc);
+        rc->state = RPCOOL__RS_DEAD;
+        rc->hello_deadline = rcp__now_ns() + 200000000u; /* let the answer leave */
+        return;
+    }
+    rc->state = RPCOOL__RS_ACTIVE;
+    rcp__fetch_add(&s->st.accepted, 1u);
+    rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: rdma client connected (heap at %#llx, %llu bytes)",
+                s->name, (unsigned long long)rc->base, (unsigned long long)rc->size);
+}
+
+/* A new krconn connection: send our hello, wait for the client's. */
+static void rpcool__r_accept(rpcool_server *s, krconn *k)
+{
+    struct rpcool__rsrv *rs = s->rdma;
+    struct rpcool__rconn *rc;
+    if (rpcool__r_prep(rs->kc, &rc)) {
+        krconn_disconnect(k);
+        return;
+    }
+    if (rpcool__r_attach(rc, k)) {
+        rpcool__r_conn_free(rc);
+        return;
+    }
+    struct rpcool__rhello sh;
+    memset(&sh, 0, sizeof sh);
+    sh.magic = RPCOOL__R_HELLO_MAGIC;
+    sh.version = RPCOOL__R_VERSION;
+    sh.role = 1;
+    sh.area = (uint64_t)(uintptr_t)rc->area;
+    sh.rkey = rc->mr.rkey;
+    snprintf(sh.channel, sizeof sh.channel, "%s", s->name);
+    if (rpcool__r_send_hello(rc, &sh)) {
+        rpcool__r_conn_free(rc);
+        return;
+    }
+    rc->state = RPCOOL__RS_HELLO;
+    rc->hello_deadline = rcp__now_ns() + (uint64_t)RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS * 1000000u;
+    pthread_mutex_lock(&rs->lock);
+    rc->next = rs->conns;
+    rs->conns = rc;
+    pthread_mutex_unlock(&rs->lock);
+}
+
+/* Work on one connection: returns how much was done. */
+static int rpcool__r_step(struct rpcool__worker *w, struct rpcool__rconn *rc, uint64_t now)
+{
+    rpcool_server *s = w->s;
+    int n = rpcool__r_cq(rc);
+    if (rc->state == RPCOOL__RS_HELLO) {
+        if (rc->hello_in) {
+            rpcool__r_hello_in(s, rc);
+            return 1;
+        }
+        if (now >= rc->hello_deadline || rcp__load(&rc->dead)) {
+            rc->state = RPCOOL__RS_DEAD;
+            rc->hello_deadline = now;
+        }
+        return n;
+    }
+    if (rc->state != RPCOOL__RS_ACTIVE) return n;
+    for (;;) {
+        if (rcp__load(&rc->dead)) break;
+        pthread_mutex_lock(&rc->rx_lock);
+        struct rpcool__rframe *bf = rc->backlog;
+        if (bf) {
+            rc->backlog = bf->next;
+            if (!rc->backlog) rc->backlog_tail = &rc->backlog;
+            rpcool__r_serve(w, rc, (struct rpcool__rf *)bf->data, 0); /* unlocks */
+            rpcool__free(bf);
+            n++;
+            continue;
+        }
+        struct rpcool__rf *h = rpcool__r_next(rc);
+        if (!h) {
+            pthread_mutex_unlock(&rc->rx_lock);
+            break;
+        }
+        n++;
+        if (h->type == RPCOOL__RF_CALL) {
+            rpcool__r_serve(w, rc, h, 1); /* unlocks */
+            continue;
+        }
+        if (h->type == RPCOOL__RF_FREE) {
+            const uint64_t *f = (const uint64_t *)(h + 1);
+            if (h->n1 <= (h->len - sizeof *h - 8) / 8)
+                for (uint32_t k = 0; k < h->n1; k++) rpcool__r_free_group(rc, f[k]);
+        } else if (h->type == RPCOOL__RF_BYE) {
+            rcp__store(&rc->dead, (int32_t)RPCOOL_E_CLOSED);
+        } else if (h->type != RPCOOL__RF_PAGES) { /* a late answer to a fetch that gave up */
+            rc->bad++;
+            rcp__fetch_add(&s->st.bad_entries, 1u);
+            rcp__store(&rc->dead, (int32_t)RPCOOL_E_PROTO);
+        }
+        rpcool__r_consume(rc, h);
+        pthread_mutex_unlock(&rc->rx_lock);
+    }
+    if (!rcp__load(&rc->dead) && now - rcp__load_relaxed(&rc->last_rx) >=
+                                     (uint64_t)s->reap_ms * 1000000u &&
+        now - rc->last_ping >= (uint64_t)s->reap_ms * 1000000u) {
+        rc->last_ping = now;
+        rpcool__r_ping(rc);
+    }
+    return n;
+}
+
+/* Drop the dead connections (their mirrors and registrations go). */
+static void rpcool__r_reap(rpcool_server *s, uint64_t now, int all)
+{
+    struct rpcool__rsrv *rs = s->rdma;
+    for (struct rpcool__rconn **pp = &rs->conns; *pp;) {
+        struct rpcool__rconn *rc = *pp;
+        int32_t why = rcp__load(&rc->dead);
+        int go = all || (rc->state == RPCOOL__RS_ACTIVE && why) ||
+                 (rc->state == RPCOOL__RS_DEAD && now >= rc->hello_deadline);
+        if (!go) {
+            if (rc->state == RPCOOL__RS_DEAD && rc->hello_deadline > now + 1000000000ull)
+                rc->hello_deadline = now;
+            pp = &rc->next;
+            continue;
+        }
+        pthread_mutex_lock(&rs->lock);
+        *pp = rc->next;
+        pthread_mutex_unlock(&rs->lock);
+        if (rc->state == RPCOOL__RS_ACTIVE) {
+            if (why == RPCOOL_E_PROTO) rcp__fetch_add(&s->st.bad_entries, 1u); /* malformed */
+            if (why == RPCOOL_E_CLOSED) rcp__fetch_add(&s->st.closed, 1u);
+            else if (!all) rcp__fetch_add(&s->st.reaped, 1u);
+            rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: rdma client at %#llx %s", s->name,
+                        (unsigned long long)rc->base,
+                        why == RPCOOL_E_CLOSED ? "disconnected" : "gone: reclaimed");
+        }
+        if (all && rc->state == RPCOOL__RS_ACTIVE && !why) {
+            struct rpcool__rf h; /* the server closes: tell the client */
+            memset(&h, 0, sizeof h);
+            h.type = RPCOOL__RF_BYE;
+            rpcool__r_send(rc, &h, NULL, 0, now + 100000000u);
+        }
+        /* a fault thread fetching for it holds rx_lock: wait for it */
+        pthread_mutex_lock(&rc->rx_lock);
+        pthread_mutex_unlock(&rc->rx_lock);
+        rpcool__r_unmirror(rs, rc);
+        rpcool__r_conn_free(rc);
+    }
+}
+
+/* The serving thread of RDMA connections. */
+static void *rpcool__r_thread(void *p)
+{
+    rpcool_server *s = (rpcool_server *)p;
+    struct rpcool__rsrv *rs = s->rdma;
+    struct rpcool__worker w;
+    memset(&w, 0, sizeof w);
+    w.s = s;
+    rpcool__me = &w;
+    rpcool__pkeys(s, -1, 1);
+    pthread_setname_np(pthread_self(), "rpcool-rdma");
+    uint64_t idle_since = 0;
+    int accfd = krconn_accept_fd(rs->kc);
+    while (!rcp__load(&rs->stop)) {
+        int n = 0;
+        krconn *k;
+        while (krconn_accept(rs->kc, -1, &k) == 0) {
+            rpcool__r_accept(s, k);
+            n++;
+        }
+        uint64_t now = rcp__now_ns();
+        for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next) n += rpcool__r_step(&w, rc, now);
+        rpcool__r_reap(s, now, 0);
+        if (n) {
+            idle_since = 0;
+            continue;
+        }
+        if (!idle_since) idle_since = now;
+        if (now - idle_since < s->spin_ns) {
+            rcp__cpu_relax();
+            continue;
+        }
+        /* idle: arm every CQ, look once more, sleep on all the channels and the accept fd */
+        struct pollfd pf[257];
+        unsigned np = 0;
+        int timeout = (int)s->reap_ms;
+        if (accfd >= 0) pf[np++] = (struct pollfd){accfd, POLLIN, 0};
+        else timeout = 1; /* no accept fd: look for connections often */
+        for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next) {
+#ifdef KRCONN_CTX_EVENTS
+            if (rc->evfd >= 0 && np < 257 && !krconn_arm(rc->k)) {
+                pf[np++] = (struct pollfd){rc->evfd, POLLIN, 0};
+                continue;
+            }
+#endif
+            timeout = 1; /* no channel: poll it again soon */
+        }
+        for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next)
+            if (rpcool__r_cq(rc) || rc->rxq_n) timeout = 0; /* came before the arm took */
+        if (timeout) poll(pf, np, timeout);
+        if (accfd >= 0) {
+            uint64_t v;
+            if (read(accfd, &v, sizeof v) < 0) { /* nothing queued */ }
+        }
+#ifdef KRCONN_CTX_EVENTS
+        for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next)
+            if (rc->evfd >= 0) krconn_event_ack(rc->k);
+#endif
+        idle_since = 0;
+    }
+    rpcool__free(w.buf);
+    rpcool__me = NULL;
+    return NULL;
+}
+
+/* The fault thread: a handler touched a mirror page that did not come with the call; ask the
+   client for it and place it. */
+static void *rpcool__r_fault_thread(void *p)
+{
+    rpcool_server *s = (rpcool_server *)p;
+    struct rpcool__rsrv *rs = s->rdma;
+    uint64_t pg = rpcool__page_size();
+    pthread_setname_np(pthread_self(), "rpcool-fault");
+    while (!rcp__load(&rs->closing)) {
+        struct pollfd pf = {rs->uffd, POLLIN, 0};
+        if (poll(&pf, 1, 100) <= 0) continue;
+        struct uffd_msg msg;
+        if (read(rs->uffd, &msg, sizeof msg) != (ssize_t)sizeof msg) continue;
+        if (msg.event != UFFD_EVENT_PAGEFAULT) continue;
+        uint64_t a = msg.arg.pagefault.address & ~(pg - 1);
+        int ok = 0;
+        pthread_mutex_lock(&rs->lock);
+        struct rpcool__rconn *rc = rs->conns;
+        while (rc && !(rc->mirror && a >= rc->base && a - rc->base < rc->size)) rc = rc->next;
+        if (rc) pthread_mutex_lock(&rc->rx_lock); /* the reaper waits for it */
+        pthread_mutex_unlock(&rs->lock);
+        if (rc && !rcp__load(&rc->dead)) {
+            struct rpcool__rf h;
+            memset(&h, 0, sizeof h);
+            h.type = RPCOOL__RF_FETCH;
+            h.id = ++rc->fetch_id;
+            h.a = a;
+            h.b = pg;
+            uint64_t deadline = rcp__now_ns() + (uint64_t)RPCOOL__R_FETCH_MS * 1000000u;
+            int r = rpcool__r_send(rc, &h, NULL, 0, deadline);
+            while (!r && !ok && rcp__now_ns() < deadline && !rcp__load(&rc->dead)) {
+                struct rpcool__rf *f = rpcool__r_next(rc);
+                if (!f) {
+                    rpcool__r_sleep(rc, 1000000u);
+                    continue;
+                }
+                if (f->type == RPCOOL__RF_PAGES && f->id == rc->fetch_id) {
+                    if (f->status == 0 && f->a == a && f->b == pg && f->len >= sizeof *f + pg + 8)
+                        ok = !rpcool__r_install(rs, rc, a, pg, (const char *)(f + 1));
+                    rpcool__r_consume(rc, f);
+                    break;
+                }
+                if (f->type == RPCOOL__RF_CALL || f->type == RPCOOL__RF_FREE ||
+                    f->type == RPCOOL__RF_BYE) { /* for the serving thread, later */
+                    struct rpcool__rframe *bf =
+                        (struct rpcool__rframe *)rpcool__calloc(1, sizeof *bf + f->len);
+                    if (bf && f->type == RPCOOL__RF_CALL) {
+                        bf->len = f->len;
+                        memcpy(bf->data, f, f->len);
+                        *rc->backlog_tail = bf;
+                        rc->backlog_tail = &bf->next;
+                    } else {
+                        rpcool__free(bf);
+                        if (f->type == RPCOOL__RF_FREE) {
+                            const uint64_t *fr = (const uint64_t *)(f + 1);
+                            if (f->n1 <= (f->len - sizeof *f - 8) / 8)
+                                for (uint32_t k = 0; k < f->n1; k++)
+                                    rpcool__r_free_group(rc, fr[k]);
+                        } else if (f->type == RPCOOL__RF_BYE) {
+                            rcp__store(&rc->dead, (int32_t)RPCOOL_E_CLOSED);
+                        } else {
+                            rcp__store(&rc->dead, (int32_t)-ENOMEM);
+                        }
+                    }
+                }
+                rpcool__r_consume(rc, f);
+            }
+            if (!ok) {
+                rpcool__log(&s->log, RPCOOL_LOG_WARN,
+                            "%s: could not fetch page %#llx from its rdma client: dropping it",
+                            s->name, (unsigned long long)a);
+                if (!rcp__load(&rc->dead)) rcp__store(&rc->dead, (int32_t)RPCOOL_E_PEERDEAD);
+            }
+        }
+        if (rc) pthread_mutex_unlock(&rc->rx_lock);
+        if (!ok) { /* unblock the faulting thread: its call's answer goes nowhere */
+            struct uffdio_zeropage z;
+            memset(&z, 0, sizeof z);
+            z.range.start = a;
+            z.range.len = pg;
+            ioctl(rs->uffd, UFFDIO_ZEROPAGE, &z);
+        }
+    }
+    return NULL;
+}
+
+/* rpcool_server_opts.rdma: "serve[:PORT]" runs krconn's meta server here and publishes there;
+   "HOST[:PORT]" publishes at that meta server; "" at $KRCONN_META. */
+static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device)
+{
+    struct rpcool__rsrv *rs = (struct rpcool__rsrv *)rpcool__calloc(1, sizeof *rs);
+    int r;
+    char svc[RPCOOL__NAME_MAX + 16], where[128];
+    const char *w = how;
+    if (!rs) return -ENOMEM;
+    rs->uffd = -1;
+    pthread_mutex_init(&rs->lock, NULL);
+    snprintf(rs->name, sizeof rs->name, "%s", s->name);
+    s->rdma = rs;
+    rs->uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
+    if (rs->uffd < 0) rs->uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+    if (rs->uffd < 0) {
+        r = -errno;
+        rpcool__log(&s->log, RPCOOL_LOG_ERROR,
+                    "%s: userfaultfd: %s (needs Linux 5.11+, or vm.unprivileged_userfaultfd=1)",
+                    s->name, strerror(errno));
+        goto fail;
+    }
+    struct uffdio_api api;
+    memset(&api, 0, sizeof api);
+    api.api = UFFD_API;
+    if (ioctl(rs->uffd, UFFDIO_API, &api)) { r = -errno; goto fail; }
+    krconn_ctx_opts ko;
+    memset(&ko, 0, sizeof ko);
+    ko.device = device;
+    ko.max_send_wr = RPCOOL__R_WR;
+    ko.max_recv_wr = RPCOOL__R_WR;
+    ko.accept_backlog = 64;
+#ifdef KRCONN_CTX_EVENTS
+    ko.flags = KRCONN_CTX_EVENTS;
+#endif
+    if ((r = rpcool__r_err(krconn_ctx_create(&ko, &rs->kc)))) goto fail;
+    if (!strncmp(how, "serve", 5) && (how[5] == '\0' || how[5] == ':')) {
+        krconn_meta_opts mo;
+        krconn_ctx_opts mko;
+        memset(&mo, 0, sizeof mo);
+        memset(&mko, 0, sizeof mko);
+        mko.device = device;
+        if (how[5] == ':') mo.port = (uint16_t)atoi(how + 6);
+        if ((r = rpcool__r_err(krconn_ctx_create(&mko, &rs->meta)))) goto fail;
+        if ((r = rpcool__r_err(krconn_meta_serve(rs->meta, &mo)))) goto fail;
+        snprintf(where, sizeof where, "127.0.0.1:%u",
+                 mo.port ? (unsigned)mo.port : (unsigned)KRCONN_DEFAULT_META_PORT);
+        w = where;
+    }
+    if ((r = rpcool__r_err(krconn_dir_meta(rs->kc, *w ? w : NULL, 5000, &rs->dir)))) goto fail;
+    snprintf(svc, sizeof svc, "rpcool.%s", s->name);
+    if ((r = rpcool__r_err(krconn_publish(rs->kc, rs->dir, svc, 5000)))) goto fail;
+    if ((r = pthread_create(&rs->fthr, NULL, rpcool__r_fault_thread, s))) { r = -r; goto fail; }
+    rs->fthr_started = 1;
+    return 0;
+fail:
+    rpcool__log(&s->log, RPCOOL_LOG_ERROR, "%s: rdma transport: %s", s->name, rpcool_strerror(r));
+    return r;
+}
+
+/* Start serving RDMA connections (with the server's first serving thread). */
+static int rpcool__r_server_start(rpcool_server *s)
+{
+    struct rpcool__rsrv *rs = s->rdma;
+    int r = 0;
+    pthread_mutex_lock(&rs->lock);
+    if (rs->thr_started && rcp__load(&rs->stop)) { /* stopped earlier: start it again */
+        pthread_join(rs->thr, NULL);
+        rs->thr_started = 0;
+    }
+    if (!rs->thr_started) {
+        rcp__store(&rs->stop, 0);
+        r = pthread_create(&rs->thr, NULL, rpcool__r_thread, s);
+        if (!r) rs->thr_started = 1;
+    }
+    pthread_mutex_unlock(&rs->lock);
+    return -r;
+}
+
+static void rpcool__r_server_stop(rpcool_server *s) { rcp__store(&s->rdma->stop, 1); }
+
+static void rpcool__r_server_close(rpcool_server *s)
+{
+    struct rpcool__rsrv *rs = s->rdma;
+    if (!rs) return;
+    rcp__store(&rs->stop, 1);
+    rcp__store(&rs->closing, 1);
+    if (rs->thr_started) pthread_join(rs->thr, NULL);
+    if (rs->fthr_started) pthread_join(rs->fthr, NULL);
+    rpcool__r_reap(s, rcp__now_ns(), 1);
+    if (rs->dir) krconn_dir_close(rs->dir);
+    if (rs->kc) krconn_ctx_destroy(rs->kc);
+    if (rs->meta) krconn_ctx_destroy(rs->meta);
+    if (rs->uffd >= 0) close(rs->uffd);
+    pthread_mutex_destroy(&rs->lock);
+    rpcool__free(rs);
+    s->rdma = NULL;
+}
+
+#endif /* RPCOOL_RDMA_IMPL_H */

@@ -1,0 +1,594 @@
+// VM
+// LIBS: -libverbs -pthread
+/* tests/vm/test_rpcool_rdma.c - rpcool between pods over RDMA (issue 13), on Soft-RoCE.
+ * One guest ("single"): the server is a child process in pod A (the default pod); the client
+ * processes are in pod B (SHMHEAP_POD=shmheap-b.pod, SHMHEAP_POD_ID=1) and connect with
+ * "rdma://127.0.0.1/NAME" (the server runs krconn's meta server: rdma = "serve").
+ * Two guests ("server" / "client PEER"): the same checks across the pair network.
+ *   echo            a string there and back
+ *   tree_arg        a tree of N nodes (1..4096) in an arena sent as an extent: the server sums it
+ *   tree_reply      the server builds a tree with rpcool_ctx_alloc: the client walks it in place
+ *   fetch_on_touch  a list whose nodes are NOT sent: the server's mirror fetches each page
+ *   changed         the client changes the list between calls: the server sees the new values
+ *   bad_input       unknown handler, argument outside the heap, bad flags
+ *   async           64 calls in flight, completed with rpcool_wait and rpcool_progress
+ *   fuzz_ring       malformed frames (garbage types, lengths, addresses) through the real ring:
+ *                   the server drops that connection and keeps serving a good one
+ *   server_killed   the server is SIGKILLed mid-call: the call fails with RPCOOL_E_PEERDEAD
+ *   client_killed   a client is SIGKILLed mid-call: the server reclaims it and serves others */
+#define RPCOOL_WITH_RDMA 1
+#define RPCOOL_IMPLEMENTATION
+#include "../../rpcool.h"
+#include "vmt.h"
+#include <sys/wait.h>
+
+#define NAME "rdmat"
+enum { H_ECHO = 1, H_SUM, H_TREE, H_LIST, H_SLOW, H_QUIT, H_DOC };
+
+struct node {
+    struct node *l, *r;
+    uint64_t v;
+};
+
+struct lnode {
+    struct lnode *next;
+    uint64_t v;
+    char pad[4096 - 16]; /* one page each: every node is a separate fetch */
+};
+
+static uint64_t sum_tree(const struct node *n) { return n ? n->v + sum_tree(n->l) + sum_tree(n->r) : 0; }
+
+static int h_echo(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)user;
+    char *r = (char *)rpcool_ctx_alloc(ctx, len);
+    if (!r) return SHMHEAP_E_FULL;
+    memcpy(r, arg, len);
+    rpcool_ctx_reply(ctx, r, len);
+    return 0;
+}
+
+static int h_sum(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)user, (void)len;
+    uint64_t *r = (uint64_t *)rpcool_ctx_alloc(ctx, sizeof *r);
+    if (!r) return SHMHEAP_E_FULL;
+    *r = sum_tree((const struct node *)arg);
+    rpcool_ctx_reply(ctx, r, sizeof *r);
+    return 0;
+}
+
+static struct node *build(rpcool_ctx *ctx, unsigned n, uint64_t *next)
+{
+    if (!n) return NULL;
+    struct node *x = (struct node *)rpcool_ctx_alloc(ctx, sizeof *x);
+    if (!x) return NULL;
+    x->v = (*next)++;
+    unsigned left = (n - 1) / 2;
+    x->l = build(ctx, left, next);
+    x->r = build(ctx, n - 1 - left, next);
+    return x;
+}
+
+static int h_tree(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)user;
+    if (len != sizeof(uint64_t)) return RPCOOL_E_INVAL;
+    uint64_t next = 1;
+    struct node *t = build(ctx, (unsigned)*(uint64_t *)arg, &next);
+    rpcool_ctx_reply(ctx, t, sizeof *t);
+    return 0;
+}
+
+static int h_list(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)user, (void)len;
+    uint64_t s = 0;
+    for (struct lnode *n = *(struct lnode **)arg; n; n = n->next) {
+        RPCOOL_NEED(ctx, n);
+        s += n->v;
+    }
+    return (int)(s & 0x7fffffff);
+}
+
+/* A document (a map of string keys to strings) from another pod, read with the checked
+   accessors of a sandboxed handler: the value of "k<n>" as a number. */
+static int h_doc(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)user, (void)len;
+    const rpcool_map *m = (const rpcool_map *)rpcool_ctx_need(ctx, arg, sizeof(rpcool_map));
+    uint64_t v = 0;
+    if (!rpcool_map_get_checked(ctx, m, "k42", &v)) return RPCOOL_E_NOHANDLER - 100;
+    const char *s = rpcool_ctx_need_str(ctx, (const char *)(uintptr_t)v);
+    return atoi(s + 1);
+}
+
+static int h_slow(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)ctx, (void)arg, (void)len, (void)user;
+    usleep(300000);
+    return 7;
+}
+
+static void logf_(int level, const char *msg, void *user)
+{
+    if (level <= RPCOOL_LOG_INFO) printf("# %s: %s\n", (const char *)user, msg);
+}
+
+static int h_quit(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)ctx, (void)arg, (void)len;
+    rpcool_server_stop((rpcool_server *)user);
+    return 0;
+}
+
+/* A client of the server's own pod (shared memory) calling while RDMA clients call: every
+   answer checked. Returns the number of failures. */
+static int local_client(void)
+{
+    rpcool_conn *c;
+    int bad = 0, rc = rpcool_connect(NAME, NULL, &c);
+    if (rc) return 1000;
+    for (int i = 0; i < 300; i++) {
+        char msg[32];
+        snprintf(msg, sizeof msg, "local %d", i);
+        char *m = rpcool_strdup(c, msg);
+        void *ret = NULL;
+        size_t n = 0;
+        rc = rpcool_call(c, H_ECHO, m, strlen(msg) + 1, &ret, &n);
+        if (rc || n != strlen(msg) + 1 || strcmp((char *)ret, msg)) bad++;
+        rpcool_free(c, ret);
+        rpcool_free(c, m);
+        usleep(20000);
+    }
+    rpcool_disconnect(c);
+    return bad;
+}
+
+static int with_local; /* the server role also runs a local (shared-memory) client */
+
+static int serve(const char *how)
+{
+    rpcool_server *s;
+    rpcool_server_opts so;
+    memset(&so, 0, sizeof so);
+    so.rdma = how;
+    so.log = logf_;
+    so.log_user = (void *)"server";
+    int rc = rpcool_server_open(NAME, &so, &s);
+    if (rc) {
+        printf("FAIL server_open: %s\n", rpcool_strerror(rc));
+        return 1;
+    }
+    rpcool_server_add_handler(s, H_ECHO, h_echo, NULL, 0);
+    rpcool_server_add_handler(s, H_SUM, h_sum, NULL, 0);
+    rpcool_server_add_handler(s, H_TREE, h_tree, NULL, 0);
+    rpcool_server_add_handler(s, H_LIST, h_list, NULL, RPCOOL_SANDBOX);
+    rpcool_server_add_handler(s, H_SLOW, h_slow, NULL, 0);
+    rpcool_server_add_handler(s, H_QUIT, h_quit, s, 0);
+    rpcool_server_add_handler(s, H_DOC, h_doc, NULL, RPCOOL_SANDBOX);
+    pid_t lp = -1;
+    if (with_local && (lp = fork()) == 0) _exit(local_client() ? 1 : 0);
+    if (with_local) rpcool_server_start(s, 1); /* shared-memory clients too */
+    rpcool_serve(s); /* until killed, or a client calls H_QUIT */
+    if (lp > 0) {
+        int ws = 0;
+        waitpid(lp, &ws, 0);
+        CHECKF(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "the local client's calls failed (%#x)", ws);
+    }
+    rpcool_server_stats st;
+    rpcool_server_get_stats(s, &st);
+    printf("# server: %llu calls, %llu accepted, %llu closed, %llu reaped, %llu bad entries\n",
+           (unsigned long long)st.calls, (unsigned long long)st.accepted,
+           (unsigned long long)st.closed, (unsigned long long)st.reaped,
+           (unsigned long long)st.bad_entries);
+    CHECK(st.calls > 100 && st.reaped >= 1 && st.bad_entries >= 1); /* the fuzz and kill reached it */
+    rpcool_server_close(s);
+    return 0;
+}
+
+static char where[200];
+
+static rpcool_conn *conn(void)
+{
+    rpcool_conn *c = NULL;
+    rpcool_conn_opts o;
+    memset(&o, 0, sizeof o);
+    o.connect_timeout_ms = 20000;
+    o.heap_size = 16 << 20;
+    o.log = logf_;
+    o.log_user = (void *)"client";
+    int rc = rpcool_connect(where, &o, &c);
+    CHECKF(rc == 0, "connect %s: %s", where, rpcool_strerror(rc));
+    return c;
+}
+
+static void echo(void)
+{
+    rpcool_conn *c = conn();
+    if (!c) return;
+    for (int i = 0; i < 50; i++) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "hello %d over rdma", i);
+        char *m = rpcool_strdup(c, msg);
+        void *ret = NULL;
+        size_t n = 0;
+        int rc = rpcool_call(c, H_ECHO, m, strlen(m) + 1, &ret, &n);
+        CHECKF(rc == 0, "call %d: %s", i, rpcool_strerror(rc));
+        if (rc) break;
+        CHECK(n == strlen(msg) + 1 && !strcmp((char *)ret, msg));
+        CHECK(shmheap_contains(rpcool_heap(c), ret, n)); /* in our own heap, at its address */
+        rpcool_free(c, ret);
+        rpcool_free(c, m);
+    }
+    rpcool_disconnect(c);
+}
+
+static struct node *abuild(rpcool_arena *a, unsigned n, uint64_t *sum, uint64_t *next)
+{
+    if (!n) return NULL;
+    struct node *x = (struct node *)rpcool_arena_alloc(a, sizeof *x, 8);
+    x->v = (*next)++ * 3;
+    *sum += x->v;
+    unsigned left = (n - 1) / 2;
+    x->l = abuild(a, left, sum, next);
+    x->r = abuild(a, n - 1 - left, sum, next);
+    return x;
+}
+
+static void tree_arg(void)
+{
+    rpcool_conn *c = conn();
+    if (!c) return;
+    unsigned sizes[] = {1, 16, 256, 4096};
+    for (unsigned k = 0; k < 4; k++) {
+        rpcool_arena a;
+        CHECK(rpcool_arena_init(&a, rpcool_heap(c), sizes[k] * sizeof(struct node) + 4096) == 0);
+        uint64_t want = 0, next = 1;
+        struct node *t = abuild(&a, sizes[k], &want, &next);
+        rpcool_extent ex = {a.base, rpcool_arena_used(&a)};
+        rpcool_call_opts co;
+        memset(&co, 0, sizeof co);
+        co.extents = &ex;
+        co.nextents = 1;
+        void *ret = NULL;
+        size_t n = 0;
+        int rc = rpcool_call_ex(c, H_SUM, t, sizeof *t, &co, &ret, &n);
+        CHECKF(rc == 0, "%u nodes: %s", sizes[k], rpcool_strerror(rc));
+        CHECKF(rc || *(uint64_t *)ret == want, "%u nodes: sum %llu, want %llu", sizes[k],
+               rc ? 0ull : (unsigned long long)*(uint64_t *)ret, (unsigned long long)want);
+        if (!rc) rpcool_free(c, ret);
+        rpcool_arena_destroy(&a);
+    }
+    rpcool_disconnect(c);
+}
+
+static void tree_reply(void)
+{
+    rpcool_conn *c = conn();
+    if (!c) return;
+    unsigned sizes[] = {1, 16, 256, 4096};
+    for (unsigned k = 0; k < 4; k++) {
+        uint64_t *n = (uint64_t *)rpcool_alloc(c, sizeof *n);
+        *n = sizes[k];
+        void *ret = NULL;
+        size_t len = 0;
+        int rc = rpcool_call(c, H_TREE, n, sizeof *n, &ret, &len);
+        CHECKF(rc == 0, "%u nodes: %s", sizes[k], rpcool_strerror(rc));
+        uint64_t want = (uint64_t)sizes[k] * (sizes[k] + 1) / 2;
+        CHECKF(rc || sum_tree((struct node *)ret) == want, "%u nodes: walked sum wrong", sizes[k]);
+        if (!rc) rpcool_free(c, ret);
+        rpcool_free(c, n);
+    }
+    /* the reply region is reused once freed: many calls, no SHMHEAP_E_FULL */
+    for (int i = 0; i < 200; i++) {
+        uint64_t *n = (uint64_t *)rpcool_alloc(c, sizeof *n);
+        *n = 256;
+        void *ret = NULL;
+        size_t len = 0;
+        int rc = rpcool_call(c, H_TREE, n, sizeof *n, &ret, &len);
+        if (rc) { CHECKF(0, "call %d: %s", i, rpcool_strerror(rc)); break; }
+        rpcool_free(c, ret);
+        rpcool_free(c, n);
+    }
+    rpcool_disconnect(c);
+}
+
+static void fetch_and_change(void)
+{
+    rpcool_conn *c = conn();
+    if (!c) return;
+    struct lnode *head = NULL;
+    uint64_t want = 0;
+    for (int i = 0; i < 20; i++) {
+        struct lnode *n = (struct lnode *)rpcool_alloc_pages(c, sizeof *n);
+        n->v = (uint64_t)i + 1;
+        n->next = head;
+        head = n;
+        want += n->v;
+    }
+    struct lnode **arg = (struct lnode **)rpcool_alloc(c, sizeof *arg);
+    *arg = head;
+    int rc = rpcool_call(c, H_LIST, arg, sizeof *arg, NULL, NULL);
+    CHECKF(rc == (int)want, "fetch_on_touch: %d (%s), want %llu", rc, rc < 0 ? rpcool_strerror(rc) : "",
+           (unsigned long long)want);
+    for (int round = 0; round < 3; round++) { /* changed between calls: never served stale */
+        want = 0;
+        for (struct lnode *n = head; n; n = n->next) {
+            n->v += 1000;
+            want += n->v;
+        }
+        rc = rpcool_call(c, H_LIST, arg, sizeof *arg, NULL, NULL);
+        CHECKF(rc == (int)want, "changed round %d: %d, want %llu", round, rc, (unsigned long long)want);
+    }
+    rpcool_disconnect(c);
+}
+
+static void docstore(void)
+{
+    rpcool_conn *c = conn();
+    if (!c) return;
+    for (int round = 0; round < 5; round++) {
+        rpcool_arena a;
+        CHECK(rpcool_arena_init(&a, rpcool_heap(c), 64 << 10) == 0);
+        rpcool_map *m = rpcool_map_new(&a, 256);
+        for (int k = 0; k < 100; k++) {
+            char key[16], val[16];
+            snprintf(key, sizeof key, "k%d", k);
+            snprintf(val, sizeof val, "v%d", k * 7 + round);
+            CHECK(rpcool_map_put(&a, m, key, (uint64_t)(uintptr_t)rpcool_arena_strdup(&a, val),
+                                 NULL) == 0);
+        }
+        rpcool_extent ex = {a.base, rpcool_arena_used(&a)};
+        rpcool_call_opts co;
+        memset(&co, 0, sizeof co);
+        co.extents = &ex;
+        co.nextents = round & 1; /* odd rounds: sent along; even: fetched page by page */
+        int rc = rpcool_call_ex(c, H_DOC, m, sizeof *m, &co, NULL, NULL);
+        CHECKF(rc == 42 * 7 + round, "round %d: %d (%s)", round, rc, rc < 0 ? rpcool_strerror(rc) : "");
+        rpcool_arena_destroy(&a);
+    }
+    rpcool_disconnect(c);
+}
+
+static void bad_input(void)
+{
+    rpcool_conn *c = conn();
+    if (!c) return;
+    char *m = rpcool_strdup(c, "x");
+    CHECK_EQ(rpcool_call(c, 999, m, 2, NULL, NULL), RPCOOL_E_NOHANDLER);
+    static char outside[64];
+    CHECK_EQ(rpcool_call(c, H_ECHO, outside, sizeof outside, NULL, NULL), RPCOOL_E_BADPTR);
+    CHECK_EQ(rpcool_call(c, RPCOOL_MAX_HANDLERS, m, 2, NULL, NULL), RPCOOL_E_INVAL);
+    rpcool_call_opts co;
+    memset(&co, 0, sizeof co);
+    co.safety = 64;
+    CHECK_EQ(rpcool_call_ex(c, H_ECHO, m, 2, &co, NULL, NULL), RPCOOL_E_INVAL);
+    void *ret = NULL;
+    size_t n = 0;
+    CHECK_EQ(rpcool_call(c, H_ECHO, m, 2, &ret, &n), 0); /* still served */
+    rpcool_free(c, ret);
+    rpcool_disconnect(c);
+}
+
+static int cb_count;
+static void cb(rpcool_conn *c, int status, void *ret, size_t n, void *user)
+{
+    (void)n, (void)user;
+    if (status == 0 && ret && *(char *)ret == 'a') cb_count++;
+    rpcool_free(c, ret);
+}
+
+static void async(void)
+{
+    rpcool_conn *c = conn();
+    if (!c) return;
+    char *m = rpcool_strdup(c, "async");
+    uint64_t ids[32];
+    int ok = 0;
+    for (int i = 0; i < 32; i++) CHECK(rpcool_call_async(c, H_ECHO, m, 6, NULL, NULL, NULL, &ids[i]) == 0);
+    for (int i = 0; i < 32; i++) {
+        void *ret = NULL;
+        size_t n = 0;
+        if (rpcool_wait(c, ids[i], &ret, &n) == 0 && n == 6 && !strcmp((char *)ret, "async")) ok++;
+        rpcool_free(c, ret);
+    }
+    CHECK_EQ(ok, 32);
+    cb_count = 0;
+    for (int i = 0; i < 32; i++) CHECK(rpcool_call_async(c, H_ECHO, m, 6, NULL, cb, NULL, NULL) == 0);
+    uint64_t end = rcp__now_ns() + 20 * VMT_SEC;
+    while (cb_count < 32 && rcp__now_ns() < end) rpcool_progress(c);
+    CHECK_EQ(cb_count, 32);
+    rpcool_disconnect(c);
+}
+
+static void fuzz_ring(void)
+{
+    rpcool_conn *good = conn(), *bad = conn();
+    if (!good || !bad) return;
+    uint64_t seed = 12345;
+    int sent = 0;
+    for (int i = 0; i < 200; i++) {
+        struct rpcool__rf h;
+        uint64_t junk[64];
+        for (unsigned k = 0; k < 64; k++) junk[k] = t_rng(&seed);
+        memcpy(&h, junk, sizeof h);
+        h.type = (uint16_t)(t_rng(&seed) % 9);
+        if (h.type == RPCOOL__RF_BYE) h.type = RPCOOL__RF_CALL;
+        h.n1 = (uint32_t)(t_rng(&seed) % 4 ? t_rng(&seed) % 8 : t_rng(&seed));
+        h.n2 = (uint32_t)(t_rng(&seed) % 4 ? t_rng(&seed) % 8 : t_rng(&seed));
+        struct rpcool__rpart part = {junk, (size_t)(t_rng(&seed) % sizeof junk)};
+        if (rpcool__r_send(bad->rdma, &h, &part, 1, rcp__now_ns() + VMT_SEC)) break;
+        sent++;
+    }
+    CHECK(sent > 0);
+    /* the good connection is still served, while the bad one was dropped */
+    char *m = rpcool_strdup(good, "still");
+    void *ret = NULL;
+    size_t n = 0;
+    int rc = rpcool_call(good, H_ECHO, m, 6, &ret, &n);
+    CHECKF(rc == 0 && n == 6 && !strcmp((char *)ret, "still"), "good conn: %s", rpcool_strerror(rc));
+    rpcool_free(good, ret);
+    rpcool_disconnect(good);
+    rpcool_disconnect(bad);
+}
+
+static int run_client(void)
+{
+    setenv("SHMHEAP_POD", "shmheap-b.pod", 1);
+    setenv("SHMHEAP_POD_ID", "1", 1);
+    RUN(echo);
+    RUN(tree_arg);
+    RUN(tree_reply);
+    RUN(fetch_and_change);
+    RUN(docstore);
+    RUN(bad_input);
+    RUN(async);
+    RUN(fuzz_ring);
+    return 0;
+}
+
+/* Kill tests need a server of their own. */
+static void server_killed(void)
+{
+    pid_t sp = fork();
+    if (sp == 0) _exit(serve("serve:7481"));
+    char w[64];
+    snprintf(w, sizeof w, "rdma://127.0.0.1:7481/%s", NAME);
+    usleep(1500000);
+    rpcool_conn *c = NULL;
+    rpcool_conn_opts o;
+    memset(&o, 0, sizeof o);
+    o.connect_timeout_ms = 20000;
+    o.peer_check_ms = 100;
+    int rc = rpcool_connect(w, &o, &c);
+    CHECKF(rc == 0, "connect: %s", rpcool_strerror(rc));
+    if (!rc) {
+        uint64_t id;
+        CHECK(rpcool_call_async(c, H_SLOW, NULL, 0, NULL, NULL, NULL, &id) == 0);
+        usleep(100000);
+        kill(sp, SIGKILL);
+        uint64_t t0 = rcp__now_ns();
+        rc = rpcool_wait(c, id, NULL, NULL);
+        double s = (double)(rcp__now_ns() - t0) / 1e9;
+        CHECKF(rc == RPCOOL_E_PEERDEAD, "wait after the kill: %s", rpcool_strerror(rc));
+        CHECKF(s < 5.0, "took %.2f s", s);
+        printf("# server killed mid-call: RPCOOL_E_PEERDEAD after %.3f s\n", s);
+        rc = rpcool_call(c, H_ECHO, NULL, 0, NULL, NULL);
+        CHECK_EQ(rc, RPCOOL_E_PEERDEAD);
+        rpcool_disconnect(c);
+    }
+    kill(sp, SIGKILL);
+    waitpid(sp, NULL, 0);
+}
+
+static void client_killed(void)
+{
+    /* a child connects and dies mid-call; then this process connects and is served */
+    pid_t cp = fork();
+    if (cp == 0) {
+        rpcool_conn *c = conn();
+        if (!c) _exit(1);
+        uint64_t id;
+        rpcool_call_async(c, H_SLOW, NULL, 0, NULL, NULL, NULL, &id);
+        for (;;) pause();
+    }
+    usleep(2500000);
+    kill(cp, SIGKILL);
+    waitpid(cp, NULL, 0);
+    usleep(1500000); /* the server's keepalive finds it gone and reclaims its mirror */
+    rpcool_conn *c = conn();
+    if (!c) return;
+    char *m = rpcool_strdup(c, "after");
+    void *ret = NULL;
+    size_t n = 0;
+    int rc = rpcool_call(c, H_ECHO, m, 6, &ret, &n);
+    CHECKF(rc == 0 && n == 6, "after a client died: %s", rpcool_strerror(rc));
+    rpcool_free(c, ret);
+    rpcool_disconnect(c);
+}
+
+static pid_t server_pid;
+
+/* An idle server sleeps (BPEV): under 10% of a CPU over 5 s with a connection open (it wakes
+   every reap_ms to send that connection a keepalive). */
+static void idle_server(void)
+{
+    rpcool_conn *c = conn();
+    if (!c) return;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)server_pid);
+    unsigned long long t[2] = {0, 0};
+    sleep(1); /* the connection settles */
+    for (int k = 0; k < 2; k++) {
+        if (k) sleep(5);
+        FILE *f = fopen(path, "r");
+        if (!f) break;
+        if (fgets(buf, sizeof buf, f)) {
+            const char *p = strrchr(buf, ')');
+            unsigned long long ut = 0, st = 0;
+            if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+                            &st) == 2)
+                t[k] = ut + st;
+        }
+        fclose(f);
+    }
+    /* per thread, to say which one did not sleep */
+    char cmd[128];
+    snprintf(cmd, sizeof cmd,
+             "for t in /proc/%d/task/*; do echo \"# thread $(cat $t/comm): $(cut -d' ' -f14,15 $t/stat)\"; done",
+             (int)server_pid);
+    fflush(stdout);
+    if (system(cmd)) { /* informative only */ }
+    long hz = sysconf(_SC_CLK_TCK);
+    double cpu = (double)(t[1] - t[0]) / (double)hz / 5.0;
+    printf("# idle server: %.1f%% of a CPU over 5 s with a connection open\n", cpu * 100);
+    CHECKF(t[1] > 0 && cpu < 0.10, "idle server used %.1f%% of a CPU", cpu * 100);
+    rpcool_disconnect(c);
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGPIPE, SIG_IGN);
+    if (getenv("RDMAT_ONLY")) t_only = getenv("RDMAT_ONLY");
+    const char *role = argc > 1 ? argv[1] : "single";
+    if (!strcmp(role, "server")) { /* a guest of its own: until a client calls H_QUIT */
+        t_begin("rpcool-rdma-server");
+        with_local = 1;
+        serve("serve");
+        t_end();
+        return T_DONE();
+    }
+    if (!strcmp(role, "client")) {
+        snprintf(where, sizeof where, "rdma://%s/%s", argc > 2 ? argv[2] : "127.0.0.1", NAME);
+        setenv("SHMHEAP_POD_ID", "1", 1); /* the other guest is pod 0 */
+        rpcool_conn *c = NULL;
+        rpcool_conn_opts o;
+        memset(&o, 0, sizeof o);
+        o.connect_timeout_ms = 5000;
+        for (int i = 0; i < 60 && rpcool_connect(where, &o, &c); i++) sleep(1); /* server up? */
+        if (c) rpcool_disconnect(c);
+        run_client();
+        RUN(client_killed);
+        c = conn();
+        if (c) {
+            rpcool_call(c, H_QUIT, NULL, 0, NULL, NULL);
+            rpcool_disconnect(c);
+        }
+        return T_DONE();
+    }
+    /* single guest: the server in a child, clients here */
+    snprintf(where, sizeof where, "rdma://127.0.0.1/%s", NAME);
+    pid_t sp = fork();
+    if (sp == 0) _exit(serve("serve"));
+    server_pid = sp;
+    usleep(1500000); /* the meta server listens */
+    run_client();
+    RUN(idle_server);
+    RUN(client_killed);
+    kill(sp, SIGKILL);
+    waitpid(sp, NULL, 0);
+    RUN(server_killed);
+    return T_DONE();
+}
