@@ -165,8 +165,8 @@
    process of its user can open its descriptors (/proc/PID/fd, pidfd_getfd) or read its memory
    (/proc/PID/mem): another client cannot take or read a client's heap, except through that
    client's own process (see LIMITS). A heap made ahead that nobody claimed is held by the
-   server alone and goes with it. A client at the socket that sends nothing or junk is refused
-   on its own deadline (100 ms) and never makes the acceptor wait.
+   server alone and goes with it. A client at the socket that sends junk is refused at once, one
+   that sends nothing after 100 ms; neither makes the acceptor wait.
    The channel is a memfd sealed against shrinking and growing (F_SEAL_SHRINK, F_SEAL_GROW):
    no client can truncate it. Every client maps it writable (it rings the server's doorbell
    and marks its slot closing there), so a client can overwrite its header: the server
