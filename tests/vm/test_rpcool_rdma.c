@@ -510,6 +510,63 @@ static void client_killed(void)
 
 static pid_t server_pid;
 
+static int res_count(const char *what) /* guest-wide count from `rdma resource show` */
+{
+    FILE *f = popen("rdma resource show 2>/dev/null", "r");
+    char line[512];
+    int v = -1;
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f)) {
+        char *p = strstr(line, what);
+        if (p && p > line && p[-1] == ' ' && p[strlen(what)] == ' ') v = atoi(p + strlen(what) + 1);
+    }
+    pclose(f);
+    return v;
+}
+
+static int mirrors(void) /* mappings in the server that lie in pod B's window: its mirrors */
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)server_pid);
+    FILE *f = fopen(path, "r");
+    int n = 0;
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f)) n += !strncmp(line, "688", 3);
+    fclose(f);
+    return n;
+}
+
+static int cycles(int n)
+{
+    int k;
+    for (k = 0; k < n; k++) {
+        rpcool_conn *c = conn();
+        if (!c) break;
+        char *m = rpcool_strdup(c, "cycle");
+        void *ret = NULL;
+        size_t len = 0;
+        int rc = rpcool_call(c, H_ECHO, m, 6, &ret, &len);
+        rpcool_free(c, ret);
+        rpcool_disconnect(c);
+        if (rc) { CHECKF(0, "cycle %d: %s", k, rpcool_strerror(rc)); break; }
+    }
+    usleep(500000); /* the server reaps the last one */
+    return k;
+}
+
+/* connect, call, disconnect cycles: after 50 (krconn's pools fill up to their bound), 100 more
+   leave queue pairs, CQs and registrations where they were, and the server keeps no mirror. */
+static void leak_cycles(void)
+{
+    int k = cycles(50);
+    int qp0 = res_count("qp"), cq0 = res_count("cq"), mr0 = res_count("mr");
+    k += cycles(100);
+    int qp1 = res_count("qp"), cq1 = res_count("cq"), mr1 = res_count("mr"), mi = mirrors();
+    printf("# %d connect/call/disconnect cycles: after the first 50, qp %d->%d cq %d->%d mr "
+           "%d->%d; %d mirrors left\n", k, qp0, qp1, cq0, cq1, mr0, mr1, mi);
+    CHECK(k == 150 && qp0 >= 0 && qp1 == qp0 && cq1 == cq0 && mr1 == mr0 && mi == 0);
+}
+
 /* An idle server sleeps (BPEV): under 10% of a CPU over 5 s with a connection open (it wakes
    every reap_ms to send that connection a keepalive). */
 static void idle_server(void)
@@ -586,6 +643,7 @@ int main(int argc, char **argv)
     usleep(1500000); /* the meta server listens */
     run_client();
     RUN(idle_server);
+    RUN(leak_cycles);
     RUN(client_killed);
     kill(sp, SIGKILL);
     waitpid(sp, NULL, 0);
