@@ -64,8 +64,9 @@
                        client, results there by the server. The heap is a memfd with no name,
                        made, sealed against resizing and formatted by a thread of the server
                        (at a lower priority) ahead of connects (rpcool_server_opts.prealloc of
-                       them, of the size last asked for; another size is made during the
-                       connect). A connect is a socket
+                       them, of the size last asked for, from the first connect on: the first
+                       connect, and one of another size, waits for its heap). A connect is a
+                       socket
                        round trip: the acceptor picks a free slot, takes the slot's liveness
                        lock through the very descriptor it then sends, and sends that channel
                        descriptor, the heap and a hold on the heap's address range (SCM_RIGHTS)
@@ -1012,7 +1013,8 @@ struct rpcool_server {
     pthread_mutex_t pool_lock;
     pthread_cond_t pool_cv; /* the maker waits on it for room, or for the stop */
     unsigned prealloc, npool;
-    size_t last_size;   /* the heap size last asked for: what the pool is refilled with */
+    size_t last_size;   /* the heap size last asked for: what the pool is refilled with (0:
+                           nobody asked yet, the pool stays empty) */
     struct rpcool__prem *pool; /* RPCOOL_MAX_PREALLOC entries, under pool_lock */
     struct rpcool__rsrv *rdma; /* the RDMA transport's listener, or NULL */
 };
@@ -1630,6 +1632,7 @@ fail:
 static int rpcool__pool_fill_one(rpcool_server *s)
 {
     unsigned have = 0;
+    if (!s->last_size) return 0; /* no client of this pod has asked yet */
     for (unsigned k = 0; k < s->npool; k++) have += s->pool[k].size == s->last_size;
     if (!have && s->npool == s->prealloc && s->npool) { /* all of another size: one goes */
         struct rpcool__prem old = s->pool[0];
@@ -1909,10 +1912,9 @@ static int rpcool__front_open(rpcool_server *s, unsigned mode)
     int r;
     s->pool = (struct rpcool__prem *)rpcool__calloc(RPCOOL_MAX_PREALLOC, sizeof *s->pool);
     if (!s->pool) return -ENOMEM;
-    s->last_size = RPCOOL_DEFAULT_HEAP_SIZE;
-    pthread_mutex_lock(&s->pool_lock);
-    while (rpcool__pool_fill_one(s)) {}
-    pthread_mutex_unlock(&s->pool_lock);
+    /* no heap is made before the first connect of a client of this pod: a server that serves
+       only clients of other pods (RDMA) keeps its pod's address ranges free for their mirrors */
+    s->last_size = 0;
     if ((r = pthread_create(&s->maker, NULL, rpcool__maker_main, s))) return -r;
     s->maker_started = 1;
     if ((s->acc_ev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) return -errno;
