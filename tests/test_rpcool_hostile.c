@@ -719,8 +719,22 @@ static int count_shm(const char *needle)
     return n;
 }
 
+/* Wait until the server's pool of heaps made ahead is full (its descriptors are counted). */
+static void wait_pool_full(rpcool_server *s)
+{
+    rpcool_server_stats st;
+    uint64_t t0 = rcp__now_ns();
+    do {
+        rpcool_server_get_stats(s, &st);
+        if (st.ready == RPCOOL_DEFAULT_PREALLOC) return;
+        usleep(10000);
+    } while (rcp__now_ns() - t0 < 5000000000ull);
+    CHECKF(0, "the server's pool holds %u heaps", st.ready);
+}
+
 /* 1000 connects and closes, some of them by clients that die: no descriptor, mapping or
-   /dev/shm file may be left behind, in the client or in the server. */
+   /dev/shm file may be left behind, in the client or in the server (whose pool of heaps made
+   ahead is full at both counts). */
 static void test_churn(void)
 {
     const char *name = t_uniq("churn");
@@ -734,6 +748,7 @@ static void test_churn(void)
     if (rpcool_connect(name, &o, &c)) { CHECK(0); rpcool_server_close(s); return; }
     CHECK(echo_ok(c));
     rpcool_disconnect(c);
+    wait_pool_full(s);
     int fds0 = count_fds(), shm0 = count_shm(name);
     for (int i = 0; i < 1000; i++) {
         int r = rpcool_connect(name, &o, &c);
@@ -754,6 +769,7 @@ static void test_churn(void)
     uint64_t t0 = rcp__now_ns();
     do { usleep(10000); rpcool_server_get_stats(s, &st); } while ((st.conns || st.reaped < 20) && rcp__now_ns() - t0 < 3000000000ull);
     CHECK_EQ(st.conns, 0);
+    wait_pool_full(s);
     CHECK_EQ(count_fds(), fds0);
     CHECK_EQ(count_shm(name), shm0);
     rpcool_server_close(s);
