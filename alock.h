@@ -54,7 +54,8 @@
    A remote process: the table's node registers what alock_table_lines names and tells remote
    processes its address and key; a remote process registers ALOCK_REMOTE_MEM(ndesc) bytes of
    its own for its descriptors, calls alock_remote_create with a link to the table's node,
-   alock_remote_set_peer for every other remote process, then alock_remote_lock / _unlock.
+   alock_remote_set_peer for every other remote process (and for its own id, a loopback link,
+   if it uses alock_remote_lock_timeout), then alock_remote_lock / _unlock.
 
    3. CONCEPTS
    -----------
@@ -74,7 +75,8 @@
    more times before it. A leader that finds the other cohort's tail empty right after raising
    its own flag enters at once, without writing victim: a local lock+unlock that meets no remote
    user is an exchange, two loads and a compare-and-swap; a remote one is a compare-and-swap,
-   one READ of the line and a compare-and-swap.
+   one READ of the line and a compare-and-swap: two round trips when the link has cas_read
+   (the first two posted together on one queue pair, which executes them in order).
    The table lives in a shmheap (shmheap.h): every local process of the pod opens it and locks
    with CPU atomics. A remote process reaches the lock lines through one connection to the
    table's node, and the descriptors of other remote processes through connections to them:
@@ -83,8 +85,8 @@
    from an RC queue pair, and alock_krconn_link_create (declared when krconn.h is included
    before alock.h) one from a krconn.h connection. Verbs has no atomic swap: the remote enqueue is a compare-and-swap
    loop, which is lock-free, not starvation-free (tests/alock.pml shows the starving run).
-   The protocol, timeouts included, is model-checked with Spin (tests/alock.pml,
-   tests/alock_model.sh); the take-over from dead processes is not modelled.
+   The protocol, local and remote timeouts included, is model-checked with Spin
+   (tests/alock.pml, tests/alock_model.sh); the take-over from dead processes is not modelled.
 
    Dead holders and waiters. Every local handle holds an open-file-description lock on one byte
    (its slot) of the table's liveness file; the kernel drops it when the process dies, in any
@@ -101,13 +103,21 @@
      slot's descriptors are out of every queue.
    - alock_lock_timeout: a waiter whose deadline passes leaves its descriptor in the queue marked
      abandoned; whoever hands it the lock passes it on instead. So a timeout never blocks others.
+     alock_remote_lock_timeout does the same in the remote queue: a remote hand-off is an RDMA
+     compare-and-swap of the successor's budget word, and a remote waiter gives up with an RDMA
+     compare-and-swap of that word too, through the link to its own id (a loopback connection),
+     never with a CPU one, which the NIC's would not exclude; the granter passes over a waiter
+     that gave up (READ of its next word) and frees its descriptor (WRITE of 0). A remote leader
+     whose deadline passes in Peterson's loop leaves the head (its successor re-arbitrates).
    - A remote process dies (its connection fails): what it left is NOT recovered. Its queue
      neighbours' RDMA operations fail and their calls return ALOCK_E_PEER; a live remote waiter
      queued behind a dead one waits (the remote queue cannot tell whether a live process ahead
-     of the dead one still holds the lock); a dead remote holder or tail keeps the remote tail
-     non-empty, so local cohort leaders wait in Peterson's loop. alock_remote_reset (by a process
-     that knows every remote user of that lock has gone) empties the remote queue. The local
-     cohort is never corrupted by a remote death: it only waits.
+     of the dead one still holds the lock), until its deadline with alock_remote_lock_timeout,
+     after which its descriptor stays reserved (nobody passes over it); a dead remote holder or
+     tail keeps the remote tail non-empty, so local cohort leaders wait in Peterson's loop (until
+     their deadline with alock_lock_timeout). alock_remote_reset (by a process that knows every
+     remote user of that lock has gone) empties the remote queue. The local cohort is never
+     corrupted by a remote death: it only waits.
    - A lock never hands the protected data back in a known state: ALOCK_OWNERDEAD only says that
      the holder died inside its critical section.
 
@@ -154,8 +164,9 @@
    beyond; a remote descriptor whose RDMA operation failed after it was queued stays reserved.
    The liveness file must support OFD locks (/dev/shm does); without it dead local processes
    are not recognised. A process that forks shares its slot's byte lock with the child: open the
-   table again in the child. A remote process waits in the queue without a deadline:
-   alock_remote_lock has no timeout variant.
+   table again in the child. A descriptor that gave up (a deadline passed) counts against ndesc
+   until the lock passes over it: a remote one until a granter frees it, which needs the
+   granter's link to it.
 */
 #ifndef ALOCK_H
 #define ALOCK_H
@@ -271,6 +282,12 @@ typedef struct alock_link {
     int (*read)(void *conn, uint64_t raddr, void *dst, uint32_t len);
     int (*write)(void *conn, uint64_t raddr, const void *src, uint32_t len);
     void *conn;
+    /* optional (NULL: a cas, then a read): a compare-and-swap at raddr, then a READ of len
+       bytes at read_addr that the peer performs after it (one RC queue pair executes them in
+       order), both in one round trip. The links of alock_verbs_link_create and
+       alock_krconn_link_create have it. */
+    int (*cas_read)(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired, uint64_t *old,
+                    uint64_t read_addr, void *dst, uint32_t len);
 } alock_link;
 
 #define ALOCK_REMOTE_MEM(ndesc) ((size_t)(ndesc) * 64) /* bytes of a remote process's descriptors */
@@ -298,9 +315,15 @@ typedef struct alock_rhold {
 
 ALOCK_API int alock_remote_create(const alock_remote_opts *opts, alock_remote **out);
 ALOCK_API int alock_remote_destroy(alock_remote *r);
-/* How to reach remote process id's descriptors. */
+/* How to reach remote process id's descriptors (link needs cas, read and write). For our own
+   id: a loopback link to our own descriptors, which alock_remote_lock_timeout needs. */
 ALOCK_API int alock_remote_set_peer(alock_remote *r, uint16_t id, const alock_link *link);
 ALOCK_API int alock_remote_lock(alock_remote *r, uint32_t idx, alock_rhold *hold);
+/* As alock_remote_lock, with a deadline (CLOCK_MONOTONIC ns, 0 = none): ALOCK_E_TIMEDOUT after
+   it. Needs a link to this process's own descriptors: alock_remote_set_peer(r, own id, link),
+   a loopback connection (ALOCK_E_INVAL without one, when deadline_ns is not 0). */
+ALOCK_API int alock_remote_lock_timeout(alock_remote *r, uint32_t idx, uint64_t deadline_ns,
+                                        alock_rhold *hold);
 ALOCK_API int alock_remote_trylock(alock_remote *r, uint32_t idx, alock_rhold *hold);
 ALOCK_API int alock_remote_unlock(alock_rhold *hold);
 /* Empty lock idx's remote queue (compare-and-swap of its tail from what it names to 0). Only
@@ -969,6 +992,12 @@ ALOCK_API int alock_remote_lock(alock_remote *r, uint32_t idx, alock_rhold *hold
     (void)r; (void)idx; (void)hold;
     return ALOCK_E_NOTSUP;
 }
+ALOCK_API int alock_remote_lock_timeout(alock_remote *r, uint32_t idx, uint64_t deadline_ns,
+                                        alock_rhold *hold)
+{
+    (void)r; (void)idx; (void)deadline_ns; (void)hold;
+    return ALOCK_E_NOTSUP;
+}
 ALOCK_API int alock_remote_trylock(alock_remote *r, uint32_t idx, alock_rhold *hold)
 {
     (void)r; (void)idx; (void)hold;
@@ -1056,7 +1085,7 @@ ALOCK_API int alock_remote_destroy(alock_remote *r)
 
 ALOCK_API int alock_remote_set_peer(alock_remote *r, uint16_t id, const alock_link *link)
 {
-    if (!r || !id || !link || !link->write) return ALOCK_E_INVAL;
+    if (!r || !id || !link || !link->write || !link->cas || !link->read) return ALOCK_E_INVAL;
     r->peers[id] = *link;
     return 0;
 }
@@ -1064,7 +1093,7 @@ ALOCK_API int alock_remote_set_peer(alock_remote *r, uint16_t id, const alock_li
 static alock__desc *alock__rdesc_get(alock_remote *r, uint32_t idx)
 {
     for (uint32_t i = 0; i < r->o.ndesc; i++)
-        if (!r->descs[i].lock) {
+        if (!rcp__load(&r->descs[i].lock)) { /* an abandoned one: 0 once passed over */
             alock__desc *d = &r->descs[i];
             d->lock = (uint64_t)idx + 1;
             rcp__store(&d->next, (uint64_t)0);
@@ -1077,6 +1106,49 @@ static alock__desc *alock__rdesc_get(alock_remote *r, uint32_t idx)
 static inline uint64_t alock__renc(alock_remote *r, alock__desc *d)
 {
     return (uint64_t)r->o.id << 48 | ((uint64_t)(uintptr_t)d & ALOCK__ADDR_MASK);
+}
+
+/* The link to remote process id's descriptors; NULL (logged) when there is none. */
+static const alock_link *alock__r_peer(alock_remote *r, uint16_t id)
+{
+    if (r->peers[id].write) return &r->peers[id];
+    alock__logf(r->o.log, r->o.log_user, ALOCK_LOG_ERROR, "no link to remote process %u", id);
+    return NULL;
+}
+
+/* Hand budget b to remote descriptor s (encoded) if its owner still waits: a compare-and-swap
+   of its budget from ALOCK__WAIT to b, by RDMA (the owner gives up with an RDMA
+   compare-and-swap of the same word through its loopback link, never a CPU one). 0 and *old =
+   ALOCK__WAIT if handed, else *old is what the word held (ALOCK__ABANDONED). A descriptor of
+   our own is not waiting (this thread is here), so a load and a store do. */
+static int alock__r_grant_one(alock_remote *r, uint64_t s, int64_t b, int64_t *old)
+{
+    uint16_t id = (uint16_t)(s >> 48);
+    uint64_t addr = (s & ALOCK__ADDR_MASK) + offsetof(alock__desc, budget), o = 0;
+    if (id == r->o.id) {
+        *old = rcp__load((int64_t *)(uintptr_t)addr);
+        if (*old == ALOCK__WAIT) rcp__store((int64_t *)(uintptr_t)addr, b);
+        return 0;
+    }
+    const alock_link *k = alock__r_peer(r, id);
+    if (!k || !k->cas) return ALOCK_E_PEER;
+    if (k->cas(k->conn, addr, (uint64_t)(int64_t)ALOCK__WAIT, (uint64_t)b, &o)) return ALOCK_E_PEER;
+    *old = (int64_t)o;
+    return 0;
+}
+
+/* Read word off of remote descriptor s (encoded). */
+static int alock__r_desc_load(alock_remote *r, uint64_t s, size_t off, uint64_t *v)
+{
+    uint16_t id = (uint16_t)(s >> 48);
+    uint64_t addr = (s & ALOCK__ADDR_MASK) + off;
+    if (id == r->o.id) {
+        *v = rcp__load((uint64_t *)(uintptr_t)addr);
+        return 0;
+    }
+    const alock_link *k = alock__r_peer(r, id);
+    if (!k || !k->read) return ALOCK_E_PEER;
+    return k->read(k->conn, addr, v, 8) ? ALOCK_E_PEER : 0;
 }
 
 /* Write v into word off of remote descriptor s (encoded): ours directly, a peer's by RDMA. */
@@ -1096,13 +1168,16 @@ static int alock__r_desc_store(alock_remote *r, uint64_t s, size_t off, uint64_t
 }
 
 /* Peterson as the remote leader: victim by WRITE, then READ the line until we may enter. */
-static int alock__peterson_remote(alock_remote *r, uint64_t line, int try_only)
+static int alock__peterson_remote(alock_remote *r, uint64_t line, const alock__line *first,
+                                  uint64_t deadline, int try_only)
 {
     alock__line l;
+    int rc = 0;
     /* Our flag (r_tail) is up: if the local one is down now, a local leader raises it later,
-       sees ours and waits for victim: enter without writing victim (tests/alock.pml) */
-    int rc = alock__r_read_line(r, line, &l);
-    if (rc) return rc;
+       sees ours and waits for victim: enter without writing victim (tests/alock.pml). first:
+       the line as read right after our flag went up, by the same round trip */
+    if (first) l = *first;
+    else if ((rc = alock__r_read_line(r, line, &l))) return rc;
     if (l.l_tail == 0) return 0;
     if ((rc = alock__r_write8(&r->o.home, line + offsetof(alock__line, victim), ALOCK_REMOTE)))
         return rc;
@@ -1110,6 +1185,37 @@ static int alock__peterson_remote(alock_remote *r, uint64_t line, int try_only)
         if ((rc = alock__r_read_line(r, line, &l))) return rc;
         if (l.l_tail == 0 || l.victim != ALOCK_REMOTE) return 0;
         if (try_only) return ALOCK_E_BUSY;
+        if (deadline && rcp__now_ns() >= deadline) return ALOCK_E_TIMEDOUT;
+    }
+}
+
+/* Hand the lock (budget b) to remote successor s (encoded); pass over the ones that gave up
+   (unlink each and free it for its owner: a WRITE of 0 to its lock word), as alock__grant
+   does for the local cohort. Returns with the lock handed on or the remote queue empty. */
+static int alock__r_grant(alock_remote *r, uint64_t line, uint64_t s, int64_t b)
+{
+    for (;;) {
+        int64_t was = 0;
+        uint64_t n = 0, old = 0;
+        int rc = alock__r_grant_one(r, s, b, &was);
+        if (rc || was == ALOCK__WAIT) return rc;
+        /* s gave up (ALOCK__ABANDONED): leave the queue for it */
+        if ((rc = alock__r_desc_load(r, s, offsetof(alock__desc, next), &n))) return rc;
+        if (!n) {
+            if ((rc = alock__rdma_rmw_mark(r, line, 0))) return rc;
+            if ((rc = alock__r_cas(r, line, s, 0, &old))) return rc;
+            if (old == s) return alock__r_desc_store(r, s, offsetof(alock__desc, lock), 0);
+            uint64_t end = rcp__now_ns() + (uint64_t)ALOCK_DEFAULT_OP_TIMEOUT_MS * 1000000ull;
+            unsigned k = 0;
+            for (;;) { /* its successor is linking itself */
+                if ((rc = alock__r_desc_load(r, s, offsetof(alock__desc, next), &n))) return rc;
+                if (n) break;
+                if (rcp__now_ns() > end) return ALOCK_E_PEER;
+                alock__pause(&k);
+            }
+        }
+        if ((rc = alock__r_desc_store(r, s, offsetof(alock__desc, lock), 0))) return rc;
+        s = n;
     }
 }
 
@@ -1129,20 +1235,32 @@ static int alock__r_unlink_head(alock_remote *r, uint64_t line, alock__desc *d, 
             alock__pause(&k);
         }
     }
-    return alock__r_desc_store(r, n, offsetof(alock__desc, budget), (uint64_t)b);
+    return alock__r_grant(r, line, n, b);
 }
 
-static int alock__rlock(alock_remote *r, uint32_t idx, int try_only, alock_rhold *hold)
+static int alock__rlock(alock_remote *r, uint32_t idx, uint64_t deadline, int try_only,
+                        alock_rhold *hold)
 {
     if (!r || !hold || idx >= r->o.nlocks) return ALOCK_E_INVAL;
+    const alock_link *self = &r->peers[r->o.id];
+    if (deadline && !self->cas) return ALOCK_E_INVAL; /* no way to give up safely */
     uint64_t line = r->o.lines_addr + (uint64_t)idx * 64;
     alock__desc *d = alock__rdesc_get(r, idx);
     if (!d) return ALOCK_E_NODESC;
     uint64_t me = alock__renc(r, d), pred = 0, old = 0;
-    int rc;
+    alock__line first;
+    int rc, have_first = 0;
     for (;;) { /* verbs has no swap: a compare-and-swap loop */
         if ((rc = alock__rdma_rmw_mark(r, line, 0))) goto fail;
-        if ((rc = alock__r_cas(r, line, pred, me, &old))) goto fail;
+        if (pred == 0 && r->o.home.cas_read) { /* if it joins an empty queue, the line too */
+            if (r->o.home.cas_read(r->o.home.conn, line, 0, me, &old, line, &first, sizeof first)) {
+                rc = ALOCK_E_PEER;
+                goto fail;
+            }
+            have_first = old == 0;
+        } else if ((rc = alock__r_cas(r, line, pred, me, &old))) {
+            goto fail;
+        }
         if (old == pred) break;
         if (try_only) { rc = ALOCK_E_BUSY; goto fail; }
         pred = old;
@@ -1152,12 +1270,25 @@ static int alock__rlock(alock_remote *r, uint32_t idx, int try_only, alock_rhold
         if ((rc = alock__r_desc_store(r, pred, offsetof(alock__desc, next), me))) return rc;
         int64_t b;
         unsigned k = 0;
-        while ((b = rcp__load(&d->budget)) == ALOCK__WAIT) alock__pause(&k);
+        while ((b = rcp__load(&d->budget)) == ALOCK__WAIT) {
+            alock__pause(&k);
+            if (!deadline || (k & 127) || rcp__now_ns() < deadline) continue;
+            /* the deadline passed: give up by RDMA compare-and-swap (a granter changes this
+               word with one), leaving d queued for the granter to pass over and free */
+            uint64_t o = 0;
+            if (self->cas(self->conn, (uint64_t)(uintptr_t)&d->budget,
+                          (uint64_t)(int64_t)ALOCK__WAIT, (uint64_t)(int64_t)ALOCK__ABANDONED, &o))
+                return ALOCK_E_PEER;
+            if ((int64_t)o == ALOCK__WAIT) return ALOCK_E_TIMEDOUT;
+        }
         if (b > 0) goto held;
     }
     rcp__store(&d->budget, (int64_t)r->o.budget);
-    if ((rc = alock__peterson_remote(r, line, try_only))) {
-        if (rc == ALOCK_E_BUSY && alock__r_unlink_head(r, line, d, 0) == 0) d->lock = 0;
+    rc = alock__peterson_remote(r, line, have_first && !pred ? &first : NULL, deadline, try_only);
+    if (rc) {
+        if ((rc == ALOCK_E_BUSY || rc == ALOCK_E_TIMEDOUT) &&
+            alock__r_unlink_head(r, line, d, 0) == 0)
+            d->lock = 0;
         return rc;
     }
 held:
@@ -1172,12 +1303,18 @@ fail:
 
 ALOCK_API int alock_remote_lock(alock_remote *r, uint32_t idx, alock_rhold *hold)
 {
-    return alock__rlock(r, idx, 0, hold);
+    return alock__rlock(r, idx, 0, 0, hold);
+}
+
+ALOCK_API int alock_remote_lock_timeout(alock_remote *r, uint32_t idx, uint64_t deadline_ns,
+                                        alock_rhold *hold)
+{
+    return alock__rlock(r, idx, deadline_ns, 0, hold);
 }
 
 ALOCK_API int alock_remote_trylock(alock_remote *r, uint32_t idx, alock_rhold *hold)
 {
-    return alock__rlock(r, idx, 1, hold);
+    return alock__rlock(r, idx, 0, 1, hold);
 }
 
 ALOCK_API int alock_remote_unlock(alock_rhold *hold)
@@ -1249,6 +1386,25 @@ static int alock__v_faa(void *conn, uint64_t raddr, uint64_t add, uint64_t *old)
     return rc;
 }
 
+/* compare-and-swap (unsignalled) then READ (signalled) on one RC queue pair: the peer executes
+   them in order, and the READ's completion comes after the compare-and-swap's work is done */
+static int alock__v_cas_read(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired,
+                             uint64_t *old, uint64_t read_addr, void *dst, uint32_t len)
+{
+    alock__vlink *v = (alock__vlink *)conn;
+    uint64_t *b = (uint64_t *)(void *)v->buf;
+    if (len > sizeof v->buf - 64) return -EINVAL;
+    int rc = rcp__verbs_post_cas(v->qp, 5, b, v->mr->lkey, raddr, v->rkey, expect, desired, 0);
+    if (!rc) rc = rcp__verbs_post_read(v->qp, 6, v->buf + 64, len, v->mr->lkey, read_addr, v->rkey,
+                                       IBV_SEND_SIGNALED);
+    if (!rc) rc = alock__v_wait(v);
+    if (!rc) {
+        *old = rcp__load(b);
+        memcpy(dst, v->buf + 64, len);
+    }
+    return rc;
+}
+
 static int alock__v_read(void *conn, uint64_t raddr, void *dst, uint32_t len)
 {
     alock__vlink *v = (alock__vlink *)conn;
@@ -1291,6 +1447,7 @@ ALOCK_API int alock_verbs_link_create(struct ibv_qp *qp, struct ibv_cq *cq, uint
     out->faa = alock__v_faa;
     out->read = alock__v_read;
     out->write = alock__v_write;
+    out->cas_read = alock__v_cas_read;
     out->conn = v;
     return 0;
 }
@@ -1340,6 +1497,23 @@ static int alock__k_faa(void *conn, uint64_t raddr, uint64_t add, uint64_t *old)
     return rc;
 }
 
+/* compare-and-swap (unsignalled) then READ on c, one round trip: c executes them in order */
+static int alock__k_cas_read(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired,
+                             uint64_t *old, uint64_t read_addr, void *dst, uint32_t len)
+{
+    alock__klink *k = (alock__klink *)conn;
+    if (len > sizeof k->buf - 64) return ALOCK_E_INVAL;
+    int rc = krconn_cas(k->c, 5, &k->mr, k->buf, raddr, k->rkey, expect, desired,
+                        KRCONN_UNSIGNALED);
+    if (!rc) rc = alock__k_done(k, krconn_read(k->c, 6, &k->mr, &k->buf[8], len, read_addr,
+                                               k->rkey, 0));
+    if (!rc) {
+        *old = rcp__load(&k->buf[0]);
+        memcpy(dst, &k->buf[8], len);
+    }
+    return rc;
+}
+
 static int alock__k_read(void *conn, uint64_t raddr, void *dst, uint32_t len)
 {
     alock__klink *k = (alock__klink *)conn;
@@ -1377,6 +1551,7 @@ ALOCK_API int alock_krconn_link_create(krconn_ctx *ctx, krconn *c, uint32_t rkey
     out->faa = alock__k_faa;
     out->read = alock__k_read;
     out->write = alock__k_write;
+    out->cas_read = alock__k_cas_read;
     out->conn = k;
     return 0;
 }

@@ -266,7 +266,8 @@
    different pods must not share addresses: give every pod its own pod id (SHMHEAP_POD_ID, 0-15,
    set when the pod is first used; shmheap.h). A connection whose heap clashes with a mapping of
    the server is refused with RPCOOL_E_ADDRINUSE.
-   What travels with a call: the argument's bytes [arg, arg+len) and the ranges named in
+   What travels with a call: the argument's bytes [arg, arg+len), the seal range if the call
+   names one (rpcool_call_opts.seal_p, seal_len) and the ranges named in
    rpcool_call_opts.extents (up to 16; an arena's [base, base + used) for pointer-rich data),
    rounded out to whole pages and clipped to the heap, in the call's message (up to 2 MiB; what
    does not fit is fetched). Before it runs a call the server drops every page of the mirror, so
@@ -274,8 +275,8 @@
    travel is fetched from the client on first touch (userfaultfd), one page per fault: a
    pointer outside the extents works, slowly. The client sends that page from inside its wait:
    it answers only while one of its threads is in rpcool_call, rpcool_wait, rpcool_poll or
-   rpcool_progress on that connection (a synchronous call always is); a fetch unanswered for 2 s
-   drops the connection.
+   rpcool_progress on that connection (a synchronous call always is); a fetch unanswered for
+   10 s drops the connection.
    Replies: a quarter of the connection heap (rounded to pages) is the reply region, owned by
    the server. rpcool_ctx_alloc allocates there, and every block the handler allocated during the
    call travels back with the answer (at most 2 MiB in all, else the call fails with
@@ -294,11 +295,13 @@
    bad_entries), never the server.
    Serving: the calls of one RDMA connection run one at a time, in order, on the RDMA thread;
    connections take turns. Waiting on either side: poll the completion queue while spin_ns
-   lasts, then sleep on its completion channel (RR-Compound's BPEV); an idle server wakes every
-   reap_ms (keepalives).
+   lasts (by default RPCOOL_DEFAULT_RDMA_SPIN_NS, 500 us, RR-Compound's busy-poll time: a
+   network round trip is longer than the 20 us that suit shared memory), then sleep on its
+   completion channel (RR-Compound's BPEV); an idle server wakes every reap_ms (keepalives).
    Failures: a client waiting for an answer sends a keepalive (a zero-byte RDMA WRITE) when
    nothing came for peer_check_ms; if the server is dead it fails after the queue pair's retry
-   bound (about 0.5 s, krconn.h section 4), so a call fails with RPCOOL_E_PEERDEAD within
+   bound (rpcool's queue pairs wait 0.54 s for an acknowledgement, 7 times: about 4 s, so that
+   slow but live peers are not given up), so a call fails with RPCOOL_E_PEERDEAD within
    peer_check_ms plus that bound. A server that closes tells its clients (RPCOOL_E_CLOSED). The
    server sends keepalives on connections silent for reap_ms: a dead client's mirror, queue pair
    and registered memory are reclaimed within reap_ms plus the retry bound (counted in reaped).
@@ -499,6 +502,7 @@ enum {
 /* Defaults: what a zero field of the options below means. */
 #define RPCOOL_DEFAULT_MAX_CONNS 64
 #define RPCOOL_DEFAULT_SPIN_NS 20000 /* 20 us */
+#define RPCOOL_DEFAULT_RDMA_SPIN_NS 500000 /* 500 us over RDMA (RR-Compound's busy-poll time) */
 #define RPCOOL_DEFAULT_REAP_MS 100
 #define RPCOOL_DEFAULT_PEER_CHECK_MS 100
 #define RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS 5000
@@ -516,7 +520,8 @@ typedef struct rpcool_server_opts {
     unsigned safety;      /* flags every call on this channel gets (RPCOOL_SEAL: calls must
                              come sealed, or copied under a page, else RPCOOL_E_POLICY) */
     uint64_t spin_ns;     /* busy-poll this long after the last request before sleeping;
-                             0 = RPCOOL_DEFAULT_SPIN_NS */
+                             0 = RPCOOL_DEFAULT_SPIN_NS (RPCOOL_DEFAULT_RDMA_SPIN_NS for the
+                             RDMA thread) */
     unsigned reap_ms;     /* check for dead clients this often; 0 = RPCOOL_DEFAULT_REAP_MS */
     unsigned mode;        /* permissions of the channel's name file; 0 = RPCOOL_DEFAULT_MODE */
     const char *pod;      /* shmheap pod (NULL = default) */
@@ -547,7 +552,8 @@ typedef struct rpcool_conn_opts {
                                  /dev/shm) */
     unsigned safety;          /* default flags of every call */
     uint64_t spin_ns;         /* busy-poll for a reply this long, then sleep;
-                                 0 = RPCOOL_DEFAULT_SPIN_NS */
+                                 0 = RPCOOL_DEFAULT_SPIN_NS (RPCOOL_DEFAULT_RDMA_SPIN_NS over
+                                 RDMA) */
     unsigned timeout_ms;      /* default per-call timeout; 0 = none */
     unsigned peer_check_ms;   /* a waiting call checks the server lives this often;
                                  0 = RPCOOL_DEFAULT_PEER_CHECK_MS */
@@ -1121,7 +1127,8 @@ static void rpcool__r_free(rpcool_conn *c, void *p);
 static int rpcool__r_is_reply(rpcool_conn *c, const void *p);
 static void *rpcool__r_alloc(rpcool_server *s, struct rpcool__rconn *rc, size_t size);
 static int rpcool__r_in_mirror(const struct rpcool__rconn *rc, const void *p, size_t len);
-static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device);
+static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device,
+                                 uint64_t spin_ns);
 static int rpcool__r_server_start(rpcool_server *s);
 static void rpcool__r_server_stop(rpcool_server *s);
 static void rpcool__r_server_close(rpcool_server *s);
@@ -1148,9 +1155,10 @@ static int rpcool__r_in_mirror(const struct rpcool__rconn *rc, const void *p, si
     (void)rc, (void)p, (void)len;
     return 0;
 }
-static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device)
+static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device,
+                                 uint64_t spin_ns)
 {
-    (void)how, (void)device;
+    (void)how, (void)device, (void)spin_ns;
     rpcool__log(&s->log, RPCOOL_LOG_ERROR, "RDMA transport not built in: define "
                 "RPCOOL_WITH_RDMA, have rdma-core's headers and link -libverbs");
     return RPCOOL_E_NOTSUP;
@@ -2032,7 +2040,7 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     if (s->safety & RPCOOL_SANDBOX) rpcool__pkeys_init(s);
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: serving (epoch %u, %u slots)", s->name, s->epoch,
                 s->max_conns);
-    if (o.rdma && (r = rpcool__r_server_open(s, o.rdma, o.rdma_device))) {
+    if (o.rdma && (r = rpcool__r_server_open(s, o.rdma, o.rdma_device, o.spin_ns))) {
         rpcool_server_close(s); /* takes the half-made RDMA listener down too */
         return r;
     }
@@ -3054,7 +3062,12 @@ static int rpcool__post(rpcool_conn *c, unsigned i, unsigned fn, const void *arg
     pd->seal_p = NULL;
     pd->ext = o ? o->extents : NULL;
     pd->next = o && o->extents ? o->nextents : 0;
-    if ((flags & RPCOOL_SEAL) && c->rdma) goto post; /* the bytes cross the network: a copy */
+    if (c->rdma) { /* the bytes cross the network (a copy: sealed by construction); a seal range
+                      named by the caller travels with the call as an extent */
+        sl->seal = o && o->seal_p ? (uint64_t)(uintptr_t)o->seal_p : 0;
+        sl->seal_len = o && o->seal_p ? o->seal_len : 0;
+        goto post;
+    }
     if (flags & RPCOOL_SEAL) {
         const void *sp = o && o->seal_p ? o->seal_p : arg;
         size_t sn = o && o->seal_p ? o->seal_len : len;
@@ -3659,6 +3672,7 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     }
     connect_ms = o.connect_timeout_ms ? o.connect_timeout_ms : RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS;
     if (rdma) {
+        if (!o.spin_ns) c->spin_ns = RPCOOL_DEFAULT_RDMA_SPIN_NS; /* a network round trip */
         if ((r = rpcool__r_connect(c, where, rname, connect_ms))) goto fail_free;
         *out = c;
         return 0;

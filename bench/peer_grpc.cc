@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: MIT
-// peer_grpc - gRPC (C++, synchronous API) unary round trip over a UNIX socket: the
-// client calls Echo.Call with SIZE bytes, the server returns them. The generated code
-// (bench/echo.proto) is built into build/bench/gen by bench/bench_peers.sh.
+// peer_grpc - gRPC (C++, synchronous API) unary round trip over a UNIX socket, or over TCP
+// when the address is IPV4:PORT (gRPC's own address syntax; between two machines:
+// bench/bench_rdma_pair.sh): the client calls Echo.Call with SIZE bytes, the server returns
+// them. The generated code (bench/echo.proto) is built into build/bench/gen by
+// bench/bench_peers.sh (build/vm/bench/gen by mk/vm.mk for the guests). Results are named
+// grpc_uds/SIZE over unix:, grpc_tcp/SIZE otherwise.
 //
-// server:  peer_grpc [-a unix:PATH]   client: peer_grpc unix:PATH   both: peer_grpc -f
+// server:  peer_grpc [-a unix:PATH|IPV4:PORT]   client: peer_grpc unix:PATH|IPV4:PORT
+// both:    peer_grpc -f
 // LIBS: $(pkg-config --libs grpc++ protobuf)
 #include "peer.h"  // first: it defines _GNU_SOURCE
 
@@ -92,7 +96,8 @@ int client(const struct peer_opts *o, const char *addr, void *)
     c.stub = Echo::NewStub(channel);
     c.req.set_data(std::string(o->size, 'x'));
     char name[64];
-    snprintf(name, sizeof name, "grpc_uds/%zu", o->size);
+    snprintf(name, sizeof name, "%s/%zu", strncmp(addr, "unix:", 5) ? "grpc_tcp" : "grpc_uds",
+             o->size);
     int rc = peer_measure(o, name, round_trip, &c);
     grpc::ClientContext ctx;
     Blob empty;
@@ -106,7 +111,7 @@ int client(const struct peer_opts *o, const char *addr, void *)
 int main(int argc, char **argv)
 {
     struct peer_opts o;
-    if (peer_parse(&o, argc, argv, NULL, "[options] [unix:PATH]", NULL) ||
+    if (peer_parse(&o, argc, argv, NULL, "[options] [unix:PATH|IPV4:PORT]", NULL) ||
         peer_check_size(&o, 1, SIZE_MAX, "-s must be at least 1"))
         return 2;
     char addr[128];

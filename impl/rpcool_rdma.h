@@ -13,9 +13,10 @@
      in its send buffer and writes with ONE RDMA WRITE WITH IMMEDIATE at the same offset of the
      peer's ring (RR-Compound's ring; the immediate is the frame's offset, so a frame never
      straddles the ring's end). The completion of the immediate is the receiver's signal that the
-     whole frame is there. The receiver writes back what it consumed (bytes and frames, 16 B, one
-     RDMA WRITE) once a quarter of the ring or of its posted receives is used; a frame is at most
-     half the ring, so a sender always gets room eventually.
+     whole frame is there. Every frame carries what its sender has consumed of the other
+     side's frames (bytes and frames: the credit); a side with nothing to send writes it back on
+     its own (16 B, one RDMA WRITE) once half the ring or half its posted receives is used. A
+     frame is at most half the ring, so a sender always gets room eventually.
    - The client's connection heap is an ordinary shmheap of its pod, at an address unique to its
      pod (SHMHEAP_POD_ID). The server maps a private, anonymous MIRROR of it at the same address
      (MAP_FIXED_NOREPLACE: a clash is refused with RPCOOL_E_ADDRINUSE) and registers it with
@@ -58,7 +59,11 @@
 #define RPCOOL__R_HELLO 256u
 #define RPCOOL__R_AREA (64 + 2 * RPCOOL__R_RING + 64 + RPCOOL__R_HELLO)
 #define RPCOOL__R_FREES 256u               /* reply frees queued before a FREE frame goes */
-#define RPCOOL__R_FETCH_MS 2000u           /* a page fetch waits this long for its client */
+#define RPCOOL__R_FETCH_MS 10000u          /* a page fetch waits this long for its client */
+/* The RC ACK timeout of rpcool's queue pairs: 4.096 us x 2^17 = 0.54 s, 7 tries (retry_cnt 6),
+   so a silent peer is declared dead after about 4 s. krconn's default (67 ms, about 0.5 s in
+   all) declared live peers dead between loaded emulated guests. */
+#define RPCOOL__R_ACK_TIMEOUT 17
 
 enum { /* frame types */
     RPCOOL__RF_CALL = 1, RPCOOL__RF_DONE, RPCOOL__RF_FETCH, RPCOOL__RF_PAGES, RPCOOL__RF_FREE,
@@ -77,7 +82,8 @@ struct rpcool__rf {
     uint32_t n1, n2;   /* CALL: frees, extents; DONE: blocks; FREE: frees */
     uint32_t id;       /* FETCH, PAGES */
     uint64_t a, b;     /* CALL: arg, arg_len; DONE: ret, ret_len; FETCH/PAGES: addr, len */
-    uint64_t pad;
+    uint32_t cbytes, cframes; /* what the sender had consumed of our frames (low 32 bits): the
+                                 credit rides in every frame, no WRITE of its own */
 };
 RCP__STATIC_ASSERT(sizeof(struct rpcool__rf) == 64, "rdma frame header");
 
@@ -135,6 +141,7 @@ struct rpcool__rconn {
     uint64_t tx_pos, tx_frames, sq_posted;
     uint32_t tx_seq;
     uint64_t sq_done;            /* work requests known complete (cq_lock, read under tx_lock) */
+    uint64_t hdr_cb, hdr_cf;     /* the latest credit that rode in the peer's frames */
     int ping_out;
     uint64_t last_ping, last_rx;
     int32_t dead;                /* sticky: why the connection is unusable */
@@ -148,6 +155,7 @@ struct rpcool__rconn {
     size_t nblk, capblk;
     uint32_t group;              /* the call being served */
     uint32_t fetch_id;
+    uint64_t sleeps, polls;      /* times this side slept on the channel / polled the CQ */
     /* client side: frees to send */
     pthread_mutex_t free_lock;
     uint64_t *frees;
@@ -161,6 +169,8 @@ struct rpcool__rsrv {
     krconn_dir *dir;
     int uffd;
     int stop, closing;   /* stop: the serving thread; closing: the fault thread too */
+    uint64_t spin_ns;    /* the serving thread polls this long before it sleeps */
+    uint64_t sleeps;     /* times the serving thread slept */
     pthread_t thr, fthr;
     int thr_started, fthr_started;
     pthread_mutex_t lock;        /* the connection list, against the fault thread */
@@ -359,6 +369,30 @@ static int rpcool__r_post_wr(struct rpcool__rconn *rc, struct ibv_send_wr *wr)
     return 0;
 }
 
+/* wr: one scatter entry sge over [p, p+len) of our area, op to the peer's raddr. */
+static void rpcool__r_wr(struct rpcool__rconn *rc, struct ibv_send_wr *wr, struct ibv_sge *sge,
+                         const void *p, size_t len, enum ibv_wr_opcode op, uint64_t raddr)
+{
+    *sge = (struct ibv_sge){(uint64_t)(uintptr_t)p, (uint32_t)len, rc->mr.lkey};
+    memset(wr, 0, sizeof *wr);
+    wr->sg_list = sge;
+    wr->num_sge = 1;
+    wr->opcode = op;
+    wr->wr.rdma.remote_addr = raddr;
+    wr->wr.rdma.rkey = rc->peer_rkey;
+}
+
+/* wr: the WRITE of what we consumed ({*bytes, *frames}) into the peer's credit word (under
+   tx_lock: the source is one buffer). */
+static void rpcool__r_credit_wr(struct rpcool__rconn *rc, struct ibv_send_wr *wr,
+                                struct ibv_sge *sge, uint64_t *bytes, uint64_t *frames)
+{
+    struct rpcool__rcredit *src = rpcool__r_credit_src(rc);
+    src->bytes = *bytes = rcp__load_relaxed(&rc->rx_pos);
+    src->frames = *frames = rcp__load_relaxed(&rc->rx_frames);
+    rpcool__r_wr(rc, wr, sge, src, sizeof *src, IBV_WR_RDMA_WRITE, rc->peer_area);
+}
+
 /* Tell the peer what we consumed, if enough to matter (or force). Takes tx_lock. */
 static void rpcool__r_credit(struct rpcool__rconn *rc, int force)
 {
@@ -367,18 +401,10 @@ static void rpcool__r_credit(struct rpcool__rconn *rc, int force)
         rc->rx_frames - rcp__load_relaxed(&rc->rep_frames) < RPCOOL__R_RECVS / 2)
         return;
     pthread_mutex_lock(&rc->tx_lock);
-    struct rpcool__rcredit *src = rpcool__r_credit_src(rc);
-    uint64_t b = rcp__load_relaxed(&rc->rx_pos), f = rcp__load_relaxed(&rc->rx_frames);
-    src->bytes = b;
-    src->frames = f;
-    struct ibv_sge sge = {(uint64_t)(uintptr_t)src, sizeof *src, rc->mr.lkey};
+    struct ibv_sge sge;
     struct ibv_send_wr wr;
-    memset(&wr, 0, sizeof wr);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.wr.rdma.remote_addr = rc->peer_area;
-    wr.wr.rdma.rkey = rc->peer_rkey;
+    uint64_t b, f;
+    rpcool__r_credit_wr(rc, &wr, &sge, &b, &f);
     if (!rpcool__r_post_wr(rc, &wr)) {
         rcp__store_relaxed(&rc->rep_bytes, b);
         rcp__store_relaxed(&rc->rep_frames, f);
@@ -433,6 +459,9 @@ static int rpcool__r_send(struct rpcool__rconn *rc, struct rpcool__rf *h,
         struct rpcool__rcredit *cr = rpcool__r_credit_in(rc);
         uint64_t cb = rcp__load((volatile uint64_t *)&cr->bytes);
         uint64_t cf = rcp__load((volatile uint64_t *)&cr->frames);
+        uint64_t hb = rcp__load_relaxed(&rc->hdr_cb), hf = rcp__load_relaxed(&rc->hdr_cf);
+        if (hb > cb) cb = hb; /* the newer of the two ways a credit comes */
+        if (hf > cf) cf = hf;
         if (pos + flen - cb <= RPCOOL__R_RING && rc->tx_frames + 1 - cf <= RPCOOL__R_RECVS - 4)
             break;
         if (rcp__now_ns() >= deadline) {
@@ -450,8 +479,11 @@ static int rpcool__r_send(struct rpcool__rconn *rc, struct rpcool__rf *h,
         return r;
     }
     char *f = rpcool__r_sbuf(rc) + off;
+    uint64_t cb = rcp__load_relaxed(&rc->rx_pos), cf = rcp__load_relaxed(&rc->rx_frames);
     h->len = (uint32_t)flen;
     h->seq = rc->tx_seq;
+    h->cbytes = (uint32_t)cb; /* what we consumed of the peer's frames rides along */
+    h->cframes = (uint32_t)cf;
     memcpy(f, h, sizeof *h);
     size_t at = sizeof *h;
     for (unsigned i = 0; i < nparts; i++) {
@@ -461,43 +493,32 @@ static int rpcool__r_send(struct rpcool__rconn *rc, struct rpcool__rf *h,
     memset(f + at, 0, flen - 8 - at);
     uint64_t tr = RPCOOL__R_TRAILER ^ rc->tx_seq;
     memcpy(f + flen - 8, &tr, 8);
-    struct ibv_sge sge = {(uint64_t)(uintptr_t)f, (uint32_t)flen, rc->mr.lkey}, csge;
-    struct ibv_send_wr wr, cw, *first = &wr;
-    memset(&wr, 0, sizeof wr);
-    /* what we consumed of the peer's frames rides along (one doorbell for both) */
-    uint64_t cb = rcp__load_relaxed(&rc->rx_pos), cf = rcp__load_relaxed(&rc->rx_frames);
-    if (cb != rcp__load_relaxed(&rc->rep_bytes) || cf != rcp__load_relaxed(&rc->rep_frames)) {
-        struct rpcool__rcredit *src = rpcool__r_credit_src(rc);
-        src->bytes = cb;
-        src->frames = cf;
-        csge = (struct ibv_sge){(uint64_t)(uintptr_t)src, sizeof *src, rc->mr.lkey};
-        memset(&cw, 0, sizeof cw);
-        cw.sg_list = &csge;
-        cw.num_sge = 1;
-        cw.opcode = IBV_WR_RDMA_WRITE;
-        cw.wr.rdma.remote_addr = rc->peer_area;
-        cw.wr.rdma.rkey = rc->peer_rkey;
-        cw.next = &wr;
-        first = &cw;
-    }
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+    struct ibv_sge sge;
+    struct ibv_send_wr wr;
+    rpcool__r_wr(rc, &wr, &sge, f, flen, IBV_WR_RDMA_WRITE_WITH_IMM, rc->peer_area + 64 + off);
     wr.imm_data = htonl((uint32_t)(off / 8));
-    wr.wr.rdma.remote_addr = rc->peer_area + 64 + off;
-    wr.wr.rdma.rkey = rc->peer_rkey;
-    r = rpcool__r_post_wr(rc, first);
-    if (!r && first == &cw) {
+    r = rpcool__r_post_wr(rc, &wr);
+    if (!r) {
         rcp__store_relaxed(&rc->rep_bytes, cb);
         rcp__store_relaxed(&rc->rep_frames, cf);
     }
     if (!r) {
-        rc->tx_pos = pos + flen;
-        rc->tx_frames++;
+        rcp__store_relaxed(&rc->tx_pos, pos + flen); /* read by the receiving side */
+        rcp__store_relaxed(&rc->tx_frames, rc->tx_frames + 1);
         rc->tx_seq++;
     }
     pthread_mutex_unlock(&rc->tx_lock);
     return r;
+}
+
+/* The credit that rode in a peer's frame (low 32 bits of what it consumed of ours), widened
+   against what we sent: it can be neither more than that nor 2^32 less. */
+static void rpcool__r_hdr_credit(struct rpcool__rconn *rc, uint32_t cb32, uint32_t cf32)
+{
+    uint64_t tb = rcp__load_relaxed(&rc->tx_pos), tf = rcp__load_relaxed(&rc->tx_frames);
+    uint64_t cb = tb - (uint32_t)((uint32_t)tb - cb32), cf = tf - (uint32_t)((uint32_t)tf - cf32);
+    if (cb > rcp__load_relaxed(&rc->hdr_cb)) rcp__store_relaxed(&rc->hdr_cb, cb);
+    if (cf > rcp__load_relaxed(&rc->hdr_cf)) rcp__store_relaxed(&rc->hdr_cf, cf);
 }
 
 /* The next frame (under rx_lock), or NULL if none came: checked for its place, length and
@@ -532,6 +553,7 @@ static struct rpcool__rf *rpcool__r_next(struct rpcool__rconn *rc)
         goto bad;
     memcpy(&tr, (char *)h + len - 8, 8);
     if (tr != (RPCOOL__R_TRAILER ^ rc->rx_seq)) goto bad;
+    rpcool__r_hdr_credit(rc, h->cbytes, h->cframes);
     return h;
 bad:
     rc->bad++;
@@ -551,6 +573,7 @@ static void rpcool__r_consume(struct rpcool__rconn *rc, struct rpcool__rf *h)
 /* Sleep until the CQ has something or timeout_ns pass (BPEV's event half). */
 static void rpcool__r_sleep(struct rpcool__rconn *rc, uint64_t timeout_ns)
 {
+    rc->sleeps++;
 #ifdef KRCONN_CTX_EVENTS
     if (rc->evfd >= 0 && !krconn_arm(rc->k)) {
         if (rpcool__r_cq(rc)) return; /* came before the arm took */
@@ -597,6 +620,7 @@ static int rpcool__r_client_ctx(krconn_ctx **out)
         memset(&ko, 0, sizeof ko);
         ko.max_send_wr = RPCOOL__R_WR;
         ko.max_recv_wr = RPCOOL__R_WR;
+        ko.timeout = RPCOOL__R_ACK_TIMEOUT;
 #ifdef KRCONN_CTX_EVENTS
         ko.flags = KRCONN_CTX_EVENTS;
 #endif
@@ -733,11 +757,16 @@ static int rpcool__r_post(rpcool_conn *c, unsigned i)
     struct rpcool__req *sl = &c->hdr->req[i];
     struct rpcool__pend *pd = &c->pend[i];
     uint64_t base = (uint64_t)(uintptr_t)shmheap_base(c->heap), size = shmheap_size(c->heap);
-    uint64_t ext[RPCOOL__R_MAXEXT + 1][2];
+    uint64_t ext[RPCOOL__R_MAXEXT + 2][2];
     unsigned n = 0;
     if (sl->arg_len) {
         ext[n][0] = sl->arg;
         ext[n][1] = sl->arg + sl->arg_len;
+        n++;
+    }
+    if (sl->seal_len && sl->seal + sl->seal_len > sl->seal) { /* a seal range: it travels too */
+        ext[n][0] = sl->seal;
+        ext[n][1] = sl->seal + sl->seal_len;
         n++;
     }
     for (unsigned k = 0; k < pd->next && n < RPCOOL__R_MAXEXT; k++) {
@@ -892,18 +921,24 @@ static int rpcool__r_await_hello(struct rpcool__rconn *rc, uint64_t deadline,
     }
 }
 
-static int rpcool__r_send_hello(struct rpcool__rconn *rc, const struct rpcool__rhello *hl)
+/* Send our hello as role (1 server, 2 client) on channel: hl's other fields as the caller set
+   them (the heap, for a client). */
+static int rpcool__r_send_hello(struct rpcool__rconn *rc, struct rpcool__rhello *hl,
+                                uint32_t role, const char *channel)
 {
+    hl->magic = RPCOOL__R_HELLO_MAGIC;
+    hl->version = RPCOOL__R_VERSION;
+    hl->role = role;
+    hl->area = (uint64_t)(uintptr_t)rc->area;
+    hl->rkey = rc->mr.rkey;
+    snprintf(hl->channel, sizeof hl->channel, "%s", channel);
     /* from the send buffer's last bytes: frames reach them only after ring-size bytes, long
        after this send completed */
     char *src = rpcool__r_sbuf(rc) + RPCOOL__R_RING - RPCOOL__R_HELLO;
     memcpy(src, hl, sizeof *hl);
-    struct ibv_sge sge = {(uint64_t)(uintptr_t)src, sizeof *hl, rc->mr.lkey};
+    struct ibv_sge sge;
     struct ibv_send_wr wr;
-    memset(&wr, 0, sizeof wr);
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_SEND;
+    rpcool__r_wr(rc, &wr, &sge, src, sizeof *hl, IBV_WR_SEND, 0);
     pthread_mutex_lock(&rc->tx_lock);
     int r = rpcool__r_post_wr(rc, &wr);
     pthread_mutex_unlock(&rc->tx_lock);
@@ -972,17 +1007,11 @@ static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name
     rc->peer_area = sh.area;
     rc->peer_rkey = sh.rkey;
     memset(&ch, 0, sizeof ch);
-    ch.magic = RPCOOL__R_HELLO_MAGIC;
-    ch.version = RPCOOL__R_VERSION;
-    ch.role = 2;
-    ch.area = (uint64_t)(uintptr_t)rc->area;
-    ch.rkey = rc->mr.rkey;
     ch.heap_base = rc->base;
     ch.heap_size = rc->size;
     ch.reply_base = rc->rbase;
     ch.reply_len = rc->rlen;
-    snprintf(ch.channel, sizeof ch.channel, "%s", name);
-    if ((r = rpcool__r_send_hello(rc, &ch))) goto fail_heap;
+    if ((r = rpcool__r_send_hello(rc, &ch, 2, name))) goto fail_heap;
     for (;;) { /* the server's verdict: an ACCEPT frame */
         pthread_mutex_lock(&rc->rx_lock);
         struct rpcool__rf *h = rpcool__r_next(rc);
@@ -1379,13 +1408,7 @@ static void rpcool__r_accept(rpcool_server *s, krconn *k)
     }
     struct rpcool__rhello sh;
     memset(&sh, 0, sizeof sh);
-    sh.magic = RPCOOL__R_HELLO_MAGIC;
-    sh.version = RPCOOL__R_VERSION;
-    sh.role = 1;
-    sh.area = (uint64_t)(uintptr_t)rc->area;
-    sh.rkey = rc->mr.rkey;
-    snprintf(sh.channel, sizeof sh.channel, "%s", s->name);
-    if (rpcool__r_send_hello(rc, &sh)) {
+    if (rpcool__r_send_hello(rc, &sh, 1, s->name)) {
         rpcool__r_conn_free(rc);
         return;
     }
@@ -1481,9 +1504,10 @@ static void rpcool__r_reap(rpcool_server *s, uint64_t now, int all)
             if (why == RPCOOL_E_PROTO) rcp__fetch_add(&s->st.bad_entries, 1u); /* malformed */
             if (why == RPCOOL_E_CLOSED) rcp__fetch_add(&s->st.closed, 1u);
             else if (!all) rcp__fetch_add(&s->st.reaped, 1u);
-            rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: rdma client at %#llx %s", s->name,
-                        (unsigned long long)rc->base,
-                        why == RPCOOL_E_CLOSED ? "disconnected" : "gone: reclaimed");
+            rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: rdma client at %#llx %s (the thread slept "
+                        "%llu times so far)", s->name, (unsigned long long)rc->base,
+                        why == RPCOOL_E_CLOSED ? "disconnected" : "gone: reclaimed",
+                        (unsigned long long)rs->sleeps);
         }
         if (all && rc->state == RPCOOL__RS_ACTIVE && !why) {
             struct rpcool__rf h; /* the server closes: tell the client */
@@ -1527,7 +1551,7 @@ static void *rpcool__r_thread(void *p)
             continue;
         }
         if (!idle_since) idle_since = now;
-        if (now - idle_since < s->spin_ns) {
+        if (now - idle_since < rs->spin_ns) {
             rcp__cpu_relax();
             continue;
         }
@@ -1548,7 +1572,10 @@ static void *rpcool__r_thread(void *p)
         }
         for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next)
             if (rpcool__r_cq(rc) || rc->rxq_n) timeout = 0; /* came before the arm took */
-        if (timeout) poll(pf, np, timeout);
+        if (timeout) {
+            rs->sleeps++;
+            poll(pf, np, timeout);
+        }
         if (accfd >= 0) {
             uint64_t v;
             if (read(accfd, &v, sizeof v) < 0) { /* nothing queued */ }
@@ -1652,7 +1679,8 @@ static void *rpcool__r_fault_thread(void *p)
 
 /* rpcool_server_opts.rdma: "serve[:PORT]" runs krconn's meta server here and publishes there;
    "HOST[:PORT]" publishes at that meta server; "" at $KRCONN_META. */
-static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device)
+static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device,
+                                 uint64_t spin_ns)
 {
     struct rpcool__rsrv *rs = (struct rpcool__rsrv *)rpcool__calloc(1, sizeof *rs);
     int r;
@@ -1660,6 +1688,7 @@ static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *
     const char *w = how;
     if (!rs) return -ENOMEM;
     rs->uffd = -1;
+    rs->spin_ns = spin_ns ? spin_ns : RPCOOL_DEFAULT_RDMA_SPIN_NS;
     pthread_mutex_init(&rs->lock, NULL);
     snprintf(rs->name, sizeof rs->name, "%s", s->name);
     s->rdma = rs;
@@ -1681,6 +1710,7 @@ static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *
     ko.device = device;
     ko.max_send_wr = RPCOOL__R_WR;
     ko.max_recv_wr = RPCOOL__R_WR;
+    ko.timeout = RPCOOL__R_ACK_TIMEOUT;
     ko.accept_backlog = 64;
 #ifdef KRCONN_CTX_EVENTS
     ko.flags = KRCONN_CTX_EVENTS;

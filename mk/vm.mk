@@ -6,7 +6,8 @@ VM_BINS = $(VM_SRC:tests/vm/%.c=$(BUILD)/vm/bin/%)
 .PHONY: vm-bins vm-compile-check
 vm-bins: $(VM_BINS)
 
-$(BUILD)/vm/bin/%: tests/vm/%.c $(wildcard tests/vm/*.h) tests/t.h $(HEADERS)
+# (examples/*.c too: tests/vm/ex_*.c and test_kv_pods.c include an example)
+$(BUILD)/vm/bin/%: tests/vm/%.c $(wildcard tests/vm/*.h) tests/t.h $(HEADERS) $(wildcard examples/*.c)
 	@mkdir -p $(@D)
 	$(CC) -std=c11 $(CFLAGS) $(WARN) -pthread -I. $< -o $@ $(call libs_of,$<)
 
@@ -38,3 +39,50 @@ $(BUILD)/vm/bin/ex_krconn_manual: krconn.h $(wildcard impl/*.h)
 	sed -n '/^   3\. EXAMPLE/,/^   4\. /p' krconn.h | \
 	    sed -n 's/^       //p' >$(BUILD)/vm/ex_krconn_manual.c
 	$(CC) -std=c11 $(CFLAGS) $(WARN) -pthread -I. $(BUILD)/vm/ex_krconn_manual.c -o $@ -libverbs
+
+# The pair-of-guests benchmark (tests/vm/run.sh rpcbench, bench/bench_rdma_pair.sh): bench tools
+# built into build/vm/bench/, which only that mode packs into the initramfs. rpcool_bench is
+# built with rpcool's RDMA transport (-DRPCOOL_WITH_RDMA -libverbs) when a probe using
+# rpcool_server_opts.rdma links that way, else with -DBENCH_RPCOOL_RDMA=1 alone when the field
+# exists, else without either: it then reports "not supported yet" rows instead of failing.
+# peer_grpc is a separate target: run.sh carries on without it when gRPC does not build.
+VMB = $(BUILD)/vm/bench
+.PHONY: vm-bench-bins vm-bench-grpc
+vm-bench-bins: $(VMB)/rpcool_bench $(VMB)/peer_pbtree
+
+$(VMB)/rpcool_bench: bench/rpcool_bench.c bench/peer.h bench/hist.h bench/workload.h $(HEADERS)
+	@mkdir -p $(@D)/gen
+	@printf '#define RPCOOL_IMPLEMENTATION\n#include "rpcool.h"\nint main(void) {\n%s\n}\n' \
+		'rpcool_server_opts o = {.rdma = "serve"}; (void)o; return 0;' >$(@D)/gen/rdma_probe.c
+	@f=""; l=""; \
+	if $(CC) -DRPCOOL_WITH_RDMA=1 -pthread -I. $(@D)/gen/rdma_probe.c -o $(@D)/gen/rdma_probe \
+		-libverbs >/dev/null 2>&1; then f="-DBENCH_RPCOOL_RDMA=1 -DRPCOOL_WITH_RDMA=1"; l=-libverbs; \
+	elif $(CC) -fsyntax-only -I. $(@D)/gen/rdma_probe.c >/dev/null 2>&1; then \
+		f=-DBENCH_RPCOOL_RDMA=1; \
+	fi; \
+	echo "$(CC) -O2 -pthread -I. -Ibench $(WARN) $$f $< -o $@ $$l"; \
+	$(CC) -O2 -pthread -I. -Ibench $(WARN) $$f $< -o $@ $$l
+
+$(VMB)/gen/tree.pb-c.c: bench/tree.proto
+	@mkdir -p $(@D)
+	protoc-c --proto_path=bench --c_out=$(@D) $<
+
+$(VMB)/peer_pbtree: bench/peer_pbtree.c bench/peer.h bench/hist.h bench/workload.h \
+		$(VMB)/gen/tree.pb-c.c
+	$(CC) -O2 -pthread $(WARN) -I$(VMB)/gen $< $(VMB)/gen/tree.pb-c.c -o $@ -lprotobuf-c
+
+vm-bench-grpc: $(VMB)/peer_grpc
+
+$(VMB)/gen/echo.grpc.pb.cc: bench/echo.proto
+	@mkdir -p $(@D)
+	protoc --proto_path=bench --cpp_out=$(@D) --grpc_out=$(@D) \
+		--plugin=protoc-gen-grpc=$$(command -v grpc_cpp_plugin) $<
+
+# generated gRPC code is compiled without -Werror: its warnings are not ours
+VMB_GRPC_CXX = $(CXX) -std=c++17 -O2 $$(pkg-config --cflags grpc++ protobuf) -I$(VMB)/gen
+$(VMB)/peer_grpc: bench/peer_grpc.cc bench/peer.h bench/hist.h $(VMB)/gen/echo.grpc.pb.cc
+	$(VMB_GRPC_CXX) -pthread $(WARN) -c $< -o $(VMB)/gen/peer_grpc.o
+	$(VMB_GRPC_CXX) -c $(VMB)/gen/echo.pb.cc -o $(VMB)/gen/echo.pb.o
+	$(VMB_GRPC_CXX) -c $(VMB)/gen/echo.grpc.pb.cc -o $(VMB)/gen/echo.grpc.pb.o
+	$(CXX) -pthread $(VMB)/gen/peer_grpc.o $(VMB)/gen/echo.pb.o $(VMB)/gen/echo.grpc.pb.o -o $@ \
+		$$(pkg-config --libs grpc++ protobuf)

@@ -21,11 +21,20 @@
  * -DTIMEOUTS adds alock_lock_timeout to the local processes: a waiter may give up (its descriptor
  * stays queued, marked abandoned, and the granter passes over it), a leader may leave the head
  * of the queue from Peterson's loop (its successor re-arbitrates).
+ * -DRTIMEOUTS adds alock_remote_lock_timeout to the remote processes: a queued remote waiter
+ * gives up with an RDMA compare-and-swap of its own budget word (through its loopback link, so
+ * under rxe's lock), a remote leader leaves the head from Peterson's loop; a remote hand-off is
+ * an RDMA compare-and-swap of the successor's budget (WAIT -> b) and passes over the ones that
+ * gave up (READ of its next, compare-and-swap of r_tail, WRITE that frees it).
  * Mutants (-D at spin -a): MUT_CPU_XCHG_RTAIL - local processes join the remote queue with a
  * CPU exchange on the remote tail (the design ALock exists to avoid); MUT_NO_VICTIM - the local
  * leader does not write the victim word; MUT_NO_BUDGET - a cohort hands the lock on forever
  * without re-arbitrating (no budget); with TIMEOUTS, MUT_GRANT_NO_CAS - the lock is handed to a
- * waiter with a plain store, blind to its having given up. Each must give a counter-example. */
+ * waiter with a plain store, blind to its having given up; with RTIMEOUTS, MUT_RGRANT_WRITE -
+ * the remote hand-off is an RDMA WRITE (as it was before remote timeouts), and
+ * MUT_RGIVEUP_CPU - the remote waiter gives up with a CPU compare-and-swap of its budget word
+ * (atomic against the CPU only, while the granter's RDMA one is a load then a store). Each
+ * must give a counter-example. */
 
 #ifndef BUDGET
 #define BUDGET 2
@@ -47,17 +56,18 @@ bool want[5];
 bool queued[5];             /* a remote process is past its enqueue (its CAS loop succeeded) */
 bool freed[5];              /* TIMEOUTS: an abandoned descriptor was passed over and freed */
 
-/* an RDMA compare-and-swap on r_tail as rxe performs it: lock, load, compare, store, unlock */
-inline rxe_cas(expect, desired, old)
+/* an RDMA compare-and-swap on word w as rxe performs it: lock, load, compare, store, unlock */
+inline rxe_cas_on(w, expect, desired, old)
 {
     atomic { tk = rx_next; rx_next = 1 - rx_next };
-    atomic { rx_serving == tk -> old = r_tail; tk = 0 };
+    atomic { rx_serving == tk -> old = w; tk = 0 };
     if
-    :: old == expect -> r_tail = desired
+    :: old == expect -> w = desired
     :: else -> skip
     fi;
     rx_serving = 1 - rx_serving
 }
+inline rxe_cas(expect, desired, old) { rxe_cas_on(r_tail, expect, desired, old) }
 
 inline crit(me)
 {
@@ -199,10 +209,50 @@ cs:
     goto again
 }
 
+#ifdef RTIMEOUTS
+/* hand the lock (budget b) to remote successor `first` as alock__r_grant does: an RDMA CAS of
+   its budget WAIT -> b; if it gave up, unlink it (READ next; CAS r_tail; WRITE frees it) */
+inline grant_remote(first, b)
+{
+    s = first; gb = b;
+    do
+    ::
+#ifdef MUT_RGRANT_WRITE
+       budget[s] = gb; s = 0; gb = 0; break   /* the mutant: an RDMA WRITE, blind to giving up */
+#else
+       rxe_cas_on(budget[s], WAIT, gb, old);
+       if
+       :: old == WAIT -> atomic { old = 0; s = 0; gb = 0 }; break
+       :: else ->
+          old = 0;
+          if
+          :: next[s] == NONE ->                 /* RDMA READ of its next */
+             rxe_cas(s, NONE, old);
+             if :: old == s -> atomic { freed[s] = 1; s = 0 } :: else -> skip fi;
+             old = 0
+          :: else -> skip
+          fi;
+          if
+          :: s == 0 -> gb = 0; break
+          :: else ->
+             (next[s] != NONE);
+             n = next[s];
+             freed[s] = 1;                      /* RDMA WRITE of its lock word */
+             s = n; n = 0
+          fi
+       fi
+#endif
+    od
+}
+#endif
+
 proctype Remote(byte me)
 {
     byte pred, old, lt, v;
     bit tk;
+#ifdef RTIMEOUTS
+    byte s, n, gb;
+#endif
 again:
     atomic { want[me] = 1; budget[me] = WAIT; next[me] = NONE; pred = NONE };
     do                                           /* swap emulated with a CAS loop */
@@ -213,7 +263,27 @@ again:
     if
     :: pred != NONE ->
         atomic { next[pred] = me; pred = 0 };    /* RDMA WRITE into pred's descriptor */
+#ifdef RTIMEOUTS
+        do
+        :: budget[me] != WAIT -> break           /* spins on its own memory */
+        ::                                       /* the deadline passed: give up */
+#ifdef MUT_RGIVEUP_CPU
+           atomic { old = budget[me]; if :: old == WAIT -> budget[me] = ABANDONED :: else -> skip fi };
+#else
+           rxe_cas_on(budget[me], WAIT, ABANDONED, old);
+#endif
+           if
+           :: old == WAIT ->
+              atomic { old = 0; want[me] = 0; queued[me] = 0 };
+              (freed[me]);   /* one descriptor per process here: wait until it is passed over */
+              freed[me] = 0;
+              goto again
+           :: else -> old = 0; break              /* handed the lock meanwhile */
+           fi
+        od;
+#else
         (budget[me] != WAIT);                    /* spins on its own memory */
+#endif
         if
         :: budget[me] > 0 -> goto cs
         :: else -> budget[me] = BUDGET
@@ -231,6 +301,20 @@ again:
            :: v = victim; lt = l_tail
            fi;
            if :: lt == NONE || v != REMOTE -> break :: else -> skip fi
+#ifdef RTIMEOUTS
+        :: atomic { lt = 0; v = 0 };             /* the deadline passed: leave the head */
+           if
+           :: next[me] == NONE ->
+              rxe_cas(me, NONE, old);
+              if :: old == me -> atomic { old = 0; want[me] = 0; queued[me] = 0 }; goto again
+                 :: else -> old = 0 fi;
+              (next[me] != NONE)
+           :: else -> skip
+           fi;
+           grant_remote(next[me], 0);
+           atomic { want[me] = 0; queued[me] = 0 };
+           goto again
+#endif
         od
     fi;
     atomic { lt = 0; v = 0 };
@@ -243,7 +327,11 @@ cs:
         (next[me] != NONE)
     :: else -> skip
     fi;
+#ifdef RTIMEOUTS
+    grant_remote(next[me], budget[me] - 1);      /* RDMA CAS of the successor's budget */
+#else
     pass_on(me);                                 /* RDMA WRITE into the successor's */
+#endif
     goto again
 }
 

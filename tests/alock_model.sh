@@ -1,12 +1,13 @@
 #!/bin/sh
-# tests/alock_model.sh [safety|liveness|all] - model-checks alock.h's protocol (tests/alock.pml)
-# with Spin, and shows the model has teeth: each mutant must give a counter-example. Prints
+# tests/alock_model.sh [safety|liveness|all|rliveness] - model-checks alock.h's protocol
+# (tests/alock.pml) with Spin, and shows the model has teeth: each mutant must give a counter-example. Prints
 # ok/FAIL/skip lines. safety: mutual exclusion and no deadlock (with and without timeouts), the
 # mutants, the CAS loop's starvation; liveness: every local waiter and every enqueued remote
 # waiter gets the lock under weak fairness. About 15 s of CPU each, under a minute in all.
 # Checked by hand, not here (a minute by itself): with -DTIMEOUTS, remote_queued_gets_lock holds
 # too (spin -DTIMEOUTS -a tests/alock.pml; cc -O2 -DCOLLAPSE pan.c; ./a.out -a -f -m4000000
-# -N remote_queued_gets_lock: 7.8 M states, no errors).
+# -N remote_queued_gets_lock: 7.8 M states, no errors). With -DRTIMEOUTS (remote waiters give
+# up), local_gets_lock holds: `tests/alock_model.sh rliveness` (9.3 M states, about 3 minutes).
 # Needs spin and a C compiler (tests/deps.sh host installs spin).
 set -u
 what=${1:-all}
@@ -69,6 +70,15 @@ if [ "$what" = safety ] || [ "$what" = all ]; then
     breaks alock-model-mutant-no-victim "assertion violated" "-DMUT_NO_VICTIM" "-DSAFETY -DNOCLAIM" ""
     breaks alock-model-mutant-timeout-grant-no-cas "acceptance cycle" "-DTIMEOUTS -DMUT_GRANT_NO_CAS" "" "-a -f -N remote_queued_gets_lock"
     breaks alock-model-mutant-no-budget "acceptance cycle" "-DMUT_NO_BUDGET" "" "-a -f -N remote_queued_gets_lock"
+    # alock_remote_lock_timeout: remote waiters give up (RDMA CAS of their own budget word),
+    # remote leaders leave the head, hand-offs are RDMA CAS and pass over the ones that gave up
+    holds alock-model-rtimeouts-mutex-no-deadlock "-DRTIMEOUTS" "-DSAFETY -DNOCLAIM" ""
+    # a lost hand-off leaves the lock with nobody: the local processes wait forever
+    breaks alock-model-mutant-rgrant-write "acceptance cycle" "-DRTIMEOUTS -DMUT_RGRANT_WRITE" "" "-a -f -N local_gets_lock"
+    breaks alock-model-mutant-rgiveup-cpu "acceptance cycle" "-DRTIMEOUTS -DMUT_RGIVEUP_CPU" "" "-a -f -N local_gets_lock"
+fi
+if [ "$what" = rliveness ]; then
+    holds alock-model-rtimeouts-local-gets-lock "-DRTIMEOUTS" "" "-a -f -N local_gets_lock"
 fi
 if [ "$what" = liveness ] || [ "$what" = all ]; then
     # under weak fairness: every local waiter, and every remote waiter once enqueued, gets it

@@ -418,6 +418,8 @@ static void bad_input_and_notsup(void)
     alock_remote *r;
     alock_remote_opts ro = {0};
     CHECK_EQ(alock_remote_create(&ro, &r), ALOCK_E_NOTSUP);
+    alock_rhold rh;
+    CHECK_EQ(alock_remote_lock_timeout(NULL, 0, 1, &rh), ALOCK_E_NOTSUP);
     CHECK(strstr(alock_strerror(ALOCK_E_NOTSUP), "not supported") != NULL);
     teardown();
 }

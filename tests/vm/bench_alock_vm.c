@@ -1,66 +1,66 @@
 // VM
 // LIBS: -libverbs
-/* tests/vm/bench_alock_vm.c - the ALock paper's lock table on Soft-RoCE, in one guest (guest
- * role "alockbench", run by bench/bench_alock.sh through tests/vm/run.sh alockbench).
- * Two nodes, A and B, each a shmheap holding a lock table of KEYS locks; T worker processes per
- * node (T = 1, 2). A worker picks a key: with probability p_local one of its own node's, else
- * one of the other node's; then lock, unlock. Every RDMA operation goes through rxe loopback
- * (one guest: the "nodes" are process groups; rxe still runs its whole protocol stack).
- *   alock  ALock: own node's keys through the local cohort (CPU only), the other node's through
- *          the remote cohort; budgets 1, 4, 16
- *   spin   RDMA spin lock: compare-and-swap 0 -> 1 until it succeeds, WRITE 0 to unlock; own
- *          node's keys too go through the NIC (loopback)
- *   mcs    all-RDMA MCS: ALock's remote cohort alone for every key (own node's through loopback):
- *          an MCS queue over RDMA plus, per cohort leader, one victim WRITE and one line READ
- * One process is the "NIC side" of both nodes (it registered both heaps; its queue pairs answer
- * every worker), so any two workers reach each other's descriptors through their own QPs.
- * Prints NAME MEDIAN_NS P99_NS OPS_PER_S lines (bench/hist.h) and ratio lines, all one run. */
+/* tests/vm/bench_alock_vm.c - the ALock paper's lock table on Soft-RoCE across two guests
+ * (guest roles "alockbench-a" and "alockbench-b", booted by `tests/vm/run.sh alockbench`, used
+ * by bench/bench_alock.sh). Usage: bench_alock_vm a|b PEER_IP [quick].
+ * The keys are split between the two guests: each guest (node) holds a lock table of KEYS locks
+ * in a shmheap (one table per budget); T worker threads per node (T = 1, 2). A worker picks a
+ * key: with probability p_local one of its own node's, else one of the other node's; then lock,
+ * unlock. Locks compared in the same run, run by run alternated:
+ *   alock_bB  ALock with budget B (1, 2, 4, 8, 16): own node's keys through the local cohort
+ *             (CPU only), the other node's through the remote cohort (RDMA to the other guest)
+ *   spin      RDMA spin lock: compare-and-swap 0 -> 1 until it succeeds, WRITE 0 to unlock; own
+ *             node's keys too go through the NIC (rxe loopback)
+ *   mcs       all-RDMA MCS: ALock's remote cohort alone for every key (own node's through
+ *             loopback): an MCS queue over RDMA plus one line READ per cohort leader
+ * Soft-RoCE is software: the responder of a remote operation is kernel work on the target
+ * guest's CPUs, which a NIC would not need. Worker threads run SCHED_IDLE so that this work
+ * preempts them (as a NIC would not wait for them); "busy" keeps them SCHED_OTHER.
+ * Every worker has its own RC queue pairs: one to each node's heap, one to every other worker's
+ * descriptors (loopback inside a guest, the virtual wire between them). Guest a leads: it sends
+ * each run's configuration to b, both run for the same time, b sends its counts and latency
+ * samples back. Prints NAME MEDIAN_NS P99_NS OPS_PER_S lines (bench/hist.h), also each lock's
+ * operations on own-node keys and on the other node's keys apart (NAME/local, NAME/remote; their
+ * ops/s is their share of the throughput), and ratio lines; all one run. */
 #define ALOCK_IMPLEMENTATION
 #include "alock.h"
 #include "vmt.h"
 #include "../../bench/hist.h"
+#include <pthread.h>
 
 #define KEYS 256
-#define NTAB 3
-static const uint32_t budgets[NTAB] = {1, 4, 16};
-#define NW 4           /* workers: node = w / 2 */
+#define NTAB 5
+static const uint32_t budgets[NTAB] = {1, 2, 4, 8, 16};
+#define NLOCKS (NTAB + 2)       /* alock_b1..b16, spin, mcs */
+#define L_SPIN NTAB
+#define L_MCS (NTAB + 1)
+#define WPN 2                   /* worker threads per node */
+#define NW (2 * WPN)            /* workers in all: node = w / WPN, remote id = w + 1 */
 #define NDESC 4
-#define MAXS 300000    /* latency samples per worker and run */
-#define REPS 3
+#define MAXS 100000             /* latency samples per worker and run */
+#define PORT 18630
+#define REMOTE_BIT (1ull << 63) /* a sample of an operation on the other node's key */
 
-enum { M_ALOCK, M_SPIN, M_MCS };
+/* every QP pair: worker w's link to a target (home of node 0, 1; peer worker p) */
+#define NTGT (2 + NW)           /* targets 0, 1 = homes; 2 + p = worker p (p != w) */
+#define NPAIRS (NW * NTGT)
+static int tgt_node(int t) { return t < 2 ? t : (t - 2) / WPN; }
 
-struct cfg { uint32_t mode, p_local, tab, ms, active; };
+struct cfg { uint32_t lock, p_local, t, ms, stop; };
+struct nodeinfo { uint64_t lines[NTAB], spin, descs[WPN]; uint32_t heap_rkey, desc_rkey; };
 
-static shmheap *heaps[2];
-static const char *hname[2];
-static alock_table *tabs[2][NTAB];
-static uint64_t *spin[2];         /* KEYS spin words per node, each on its own line */
-
-typedef struct tlink { struct ibv_cq *cq; struct ibv_qp *qp; uint64_t x[8]; } tlink;
-#define TL_WIRE (RCP__VERBS_EP_WIRE + 64)
-
-static int tlink_setup(int fd, rcp__verbs_dev *d, const uint64_t x[8], tlink *l)
-{
-    rcp__verbs_qp_opts o;
-    memset(&o, 0, sizeof o);
-    o.timeout = 16;
-    o.retry_cnt = 6;
-    memset(l, 0, sizeof *l);
-    int rc = rcp__verbs_cq_create(d, 64, 0, &l->cq);
-    if (!rc) rc = rcp__verbs_qp_create(d, l->cq, l->cq, &o, &l->qp);
-    if (rc) return rc;
-    rcp__verbs_ep me, peer;
-    rcp__verbs_ep_local(d, l->qp, 0, 0, &me);
-    unsigned char out[TL_WIRE], in[TL_WIRE];
-    rcp__verbs_ep_pack(&me, out);
-    for (int i = 0; i < 8; i++) vmt_put64(out + RCP__VERBS_EP_WIRE + 8 * i, x ? x[i] : 0);
-    if ((rc = vmt_write_all(fd, out, sizeof out))) return rc;
-    if ((rc = vmt_read_all(fd, in, sizeof in, 60000))) return rc;
-    if ((rc = rcp__verbs_ep_unpack(in, &peer))) return rc;
-    for (int i = 0; i < 8; i++) l->x[i] = vmt_get64(in + RCP__VERBS_EP_WIRE + 8 * i);
-    return rcp__verbs_rc_connect(d, l->qp, &me, &peer, &o);
-}
+static int me;                  /* our node: 0 = a, 1 = b */
+static int quick, idle_workers;
+static rcp__verbs_dev dev;
+static shmheap *heap;
+static alock_table *tabs[NTAB];
+static uint64_t *spinw;
+static void *descmem;
+static struct ibv_mr *heap_mr, *desc_mr;
+static struct nodeinfo info[2];
+static struct ibv_qp *qps[NPAIRS][2];  /* [pair][0 active side, 1 passive side] */
+static struct ibv_cq *acq[NPAIRS], *pcq;
+static rcp__verbs_qp_opts qo;
 
 static uint64_t rng(uint64_t *s)
 {
@@ -68,235 +68,362 @@ static uint64_t rng(uint64_t *s)
     return *s;
 }
 
-/* ---------------------------------------------------------------- a worker */
+/* ---------------------------------------------------------------- connections */
 
-static void worker(int w, int home_fd, int peer_fd[NW])
+static int pair_w(int i) { return i / NTGT; }
+static int pair_t(int i) { return i % NTGT; }
+static int pair_valid(int i) { return pair_t(i) < 2 || pair_t(i) - 2 != pair_w(i); }
+
+/* Create the sides of every pair that live on this node, swap the cross-node endpoints with the
+   other guest over sock, connect everything. */
+static int connect_all(int sock)
 {
-    int node = w / 2;
-    rcp__verbs_dev d;
-    tlink home, pl[NW];
-    if (rcp__verbs_open(NULL, &d) || tlink_setup(home_fd, &d, NULL, &home)) _exit(2);
-    /* home.x: lines of the 2 x NTAB tables (x[0..5]), spin words of A and B (x[6], x[7]);
-       the rkeys come in a second message */
-    uint32_t rk[2];
-    if (vmt_read_all(home_fd, rk, sizeof rk, 60000)) _exit(2);
-    void *descs;
-    struct ibv_mr *dmr;
-    size_t dlen = ALOCK_REMOTE_MEM(NDESC) * 2 * NTAB;
-    if (posix_memalign(&descs, 4096, dlen) || rcp__verbs_reg(&d, descs, dlen, 0, &dmr)) _exit(2);
-    alock_link hl[2], peers[NW];
+    memset(&qo, 0, sizeof qo);
+    qo.timeout = 16; /* 268 ms: two TCG guests on a shared host stall for tens of ms */
+    qo.retry_cnt = 6;
+    int rc = rcp__verbs_cq_create(&dev, 16, 0, &pcq);
+    if (rc) return rc;
+    static unsigned char out[NPAIRS][RCP__VERBS_EP_WIRE], in[NPAIRS][RCP__VERBS_EP_WIRE];
+    static rcp__verbs_ep eps[NPAIRS][2]; /* ours: each with the PSN we tell the peer */
+    memset(out, 0, sizeof out);
+    for (int i = 0; i < NPAIRS; i++) {
+        if (!pair_valid(i)) continue;
+        int an = pair_w(i) / WPN, pn = tgt_node(pair_t(i));
+        if (an == me) {
+            if ((rc = rcp__verbs_cq_create(&dev, 16, 0, &acq[i])) ||
+                (rc = rcp__verbs_qp_create(&dev, acq[i], acq[i], &qo, &qps[i][0])))
+                return rc;
+        }
+        if (pn == me && (rc = rcp__verbs_qp_create(&dev, pcq, pcq, &qo, &qps[i][1]))) return rc;
+        for (int side = 0; side < 2; side++)
+            if (qps[i][side]) rcp__verbs_ep_local(&dev, qps[i][side], 0, 0, &eps[i][side]);
+        if (an != pn) rcp__verbs_ep_pack(&eps[i][an == me ? 0 : 1], out[i]);
+    }
+    if ((rc = vmt_write_all(sock, out, sizeof out)) || (rc = vmt_read_all(sock, in, sizeof in, 60000)))
+        return rc;
+    for (int i = 0; i < NPAIRS; i++) {
+        if (!pair_valid(i)) continue;
+        int an = pair_w(i) / WPN, pn = tgt_node(pair_t(i));
+        rcp__verbs_ep p;
+        if (an == pn && an == me) { /* loopback: both sides are ours */
+            if ((rc = rcp__verbs_rc_connect(&dev, qps[i][0], &eps[i][0], &eps[i][1], &qo)) ||
+                (rc = rcp__verbs_rc_connect(&dev, qps[i][1], &eps[i][1], &eps[i][0], &qo)))
+                return rc;
+        } else if (an == me || pn == me) {
+            int side = an == me ? 0 : 1;
+            if ((rc = rcp__verbs_ep_unpack(in[i], &p))) return rc;
+            if ((rc = rcp__verbs_rc_connect(&dev, qps[i][side], &eps[i][side], &p, &qo))) return rc;
+        }
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- workers */
+
+typedef struct worker {
+    int w;                      /* global index */
+    alock_link home[2], peer[NW];
+    alock_remote *rr[2][NTAB];
+    hist hs;
+    uint64_t ops, errs, seed;
+    pthread_t th;
+} worker;
+
+static worker wk[WPN];
+static struct cfg cur;
+static pthread_barrier_t bar;
+
+static int worker_setup(worker *k)
+{
+    int w = k->w, rc;
     for (int m = 0; m < 2; m++)
-        if (alock_verbs_link_create(home.qp, home.cq, rk[m], 20000, &hl[m])) _exit(2);
+        if ((rc = alock_verbs_link_create(qps[w * NTGT + m][0], acq[w * NTGT + m], info[m].heap_rkey,
+                                          20000, &k->home[m])))
+            return rc;
     for (int p = 0; p < NW; p++) {
         if (p == w) continue;
-        uint64_t x[8] = {(uint64_t)(uintptr_t)descs, dmr->rkey};
-        if (tlink_setup(peer_fd[p], &d, x, &pl[p])) _exit(2);
-        if (alock_verbs_link_create(pl[p].qp, pl[p].cq, (uint32_t)pl[p].x[1], 20000, &peers[p])) _exit(2);
+        int i = w * NTGT + 2 + p;
+        if ((rc = alock_verbs_link_create(qps[i][0], acq[i], info[p / WPN].desc_rkey, 20000, &k->peer[p])))
+            return rc;
     }
-    /* local tables of our node; remote handles on every table of both nodes */
-    shmheap *h;
-    alock_table *lt[NTAB];
-    if (shmheap_open(hname[node], NULL, &h)) _exit(3);
-    for (int k = 0; k < NTAB; k++) {
-        char n[16];
-        snprintf(n, sizeof n, "t%u", budgets[k]);
-        if (alock_table_open(h, n, NULL, &lt[k])) _exit(3);
-    }
-    alock_remote *rr[2][NTAB];
     for (int m = 0; m < 2; m++)
-        for (int k = 0; k < NTAB; k++) {
+        for (int t = 0; t < NTAB; t++) {
             alock_remote_opts o;
             memset(&o, 0, sizeof o);
             o.id = (uint16_t)(w + 1);
-            o.lines_addr = home.x[m * NTAB + k];
+            o.lines_addr = info[m].lines[t];
             o.nlocks = KEYS;
-            o.budget = budgets[k];
-            o.home = hl[m];
-            o.descs = (char *)descs + ALOCK_REMOTE_MEM(NDESC) * (size_t)(m * NTAB + k);
+            o.budget = budgets[t];
+            o.home = k->home[m];
+            o.descs = (char *)(uintptr_t)info[me].descs[w % WPN] + ALOCK_REMOTE_MEM(NDESC) * (size_t)(m * NTAB + t);
             o.ndesc = NDESC;
-            if (alock_remote_create(&o, &rr[m][k])) _exit(4);
+            if ((rc = alock_remote_create(&o, &k->rr[m][t]))) return rc;
             for (int p = 0; p < NW; p++)
-                if (p != w) alock_remote_set_peer(rr[m][k], (uint16_t)(p + 1), &peers[p]);
+                if (p != w && (rc = alock_remote_set_peer(k->rr[m][t], (uint16_t)(p + 1), &k->peer[p])))
+                    return rc;
         }
-    hist hs;
-    if (hist_init(&hs, MAXS)) _exit(5);
-    uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)(w + 1);
-    vmt_send_byte(home_fd, 'R');
+    k->seed = 0x9e3779b97f4a7c15ull * (uint64_t)(w + 1);
+    return hist_init(&k->hs, MAXS) ? -ENOMEM : 0;
+}
+
+static void *worker_main(void *arg)
+{
+    worker *k = (worker *)arg;
+    int node = me;
+    if (idle_workers) { /* rxe's kernel work (the emulated NIC) preempts us at once */
+        struct sched_param sp;
+        memset(&sp, 0, sizeof sp);
+        pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+    }
     for (;;) {
-        struct cfg c;
-        if (vmt_read_all(home_fd, &c, sizeof c, 600000)) _exit(0);
-        if (c.ms == 0) _exit(0);
-        hs.n = 0;
-        uint64_t n = 0, errs = 0;
-        if (c.active) {
-            uint64_t t0 = rcp__now_ns(), end = t0 + (uint64_t)c.ms * 1000000ull;
+        pthread_barrier_wait(&bar); /* cur is set */
+        struct cfg c = cur;
+        if (c.stop) return NULL;
+        k->hs.n = 0;
+        k->ops = k->errs = 0;
+        if (k->w % WPN < (int)c.t) {
+            uint64_t end = rcp__now_ns() + (uint64_t)c.ms * 1000000ull;
             for (;;) {
                 uint64_t s = rcp__now_ns();
                 if (s >= end) break;
-                uint64_t x = rng(&seed);
+                uint64_t x = rng(&k->seed);
                 int m = (x % 100) < c.p_local ? node : 1 - node;
                 uint32_t key = (uint32_t)((x >> 8) % KEYS);
-                if (c.mode == M_ALOCK && m == node) {
+                uint64_t flag = m != node ? REMOTE_BIT : 0;
+                if (c.lock < NTAB && m == node) {
                     alock_hold hd;
-                    if (alock_lock(lt[c.tab], key, &hd) < 0) errs++;
+                    if (alock_lock(tabs[c.lock], key, &hd) < 0) k->errs++;
                     else alock_unlock(&hd);
-                } else if (c.mode == M_ALOCK || c.mode == M_MCS) {
+                } else if (c.lock < NTAB || c.lock == L_MCS) {
                     alock_rhold hd;
-                    if (alock_remote_lock(rr[m][c.tab], key, &hd)) errs++;
-                    else if (alock_remote_unlock(&hd)) errs++;
+                    alock_remote *r = k->rr[m][c.lock < NTAB ? c.lock : NTAB - 1];
+                    if (alock_remote_lock(r, key, &hd)) k->errs++;
+                    else if (alock_remote_unlock(&hd)) k->errs++;
                 } else {
-                    uint64_t addr = home.x[6 + m] + (uint64_t)key * 64, old = 1;
+                    uint64_t addr = info[m].spin + (uint64_t)key * 64, old = 1, z = 0;
                     while (old != 0)
-                        if (hl[m].cas(hl[m].conn, addr, 0, 1, &old)) { errs++; break; }
-                    uint64_t z = 0;
-                    if (hl[m].write(hl[m].conn, addr, &z, 8)) errs++;
+                        if (k->home[m].cas(k->home[m].conn, addr, 0, 1, &old)) { k->errs++; break; }
+                    if (k->home[m].write(k->home[m].conn, addr, &z, 8)) k->errs++;
                 }
-                hist_add(&hs, rcp__now_ns() - s);
-                n++;
+                hist_add(&k->hs, (rcp__now_ns() - s) | flag);
+                k->ops++;
             }
         }
-        uint64_t hdr[2] = {n, errs};
-        uint64_t cnt = hs.n;
-        if (vmt_write_all(home_fd, hdr, sizeof hdr) || vmt_write_all(home_fd, &cnt, 8) ||
-            (cnt && vmt_write_all(home_fd, hs.ns, cnt * 8)))
-            _exit(6);
+        pthread_barrier_wait(&bar); /* results are in */
     }
 }
 
-/* ---------------------------------------------------------------- the orchestrator */
+/* ---------------------------------------------------------------- one run on this node */
 
-int main(void)
+static void run_local(const struct cfg *c)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    signal(SIGPIPE, SIG_IGN);
-    for (int m = 0; m < 2; m++) {
-        char n[64];
-        snprintf(n, sizeof n, "alock-bench-%c", 'a' + m);
-        hname[m] = strdup(n);
-        shmheap_opts o = {.size = 8 << 20};
-        if (shmheap_create(hname[m], &o, &heaps[m])) { printf("FAIL alockbench: heap\n"); return 1; }
-        for (int k = 0; k < NTAB; k++) {
-            char tn[16];
-            snprintf(tn, sizeof tn, "t%u", budgets[k]);
-            alock_table_opts ao = {.nlocks = KEYS, .budget = budgets[k]};
-            if (alock_table_create(heaps[m], tn, &ao, &tabs[m][k])) { printf("FAIL alockbench: table\n"); return 1; }
-        }
-        spin[m] = (uint64_t *)shmheap_aligned_alloc(heaps[m], 64, (size_t)KEYS * 64);
-        memset(spin[m], 0, (size_t)KEYS * 64);
+    cur = *c;
+    pthread_barrier_wait(&bar);
+    if (c->stop) return;
+    pthread_barrier_wait(&bar);
+}
+
+static int send_results(int sock)
+{
+    for (int j = 0; j < WPN; j++) {
+        uint64_t hdr[3] = {wk[j].ops, wk[j].errs, wk[j].hs.n};
+        int rc = vmt_write_all(sock, hdr, sizeof hdr);
+        if (!rc && hdr[2]) rc = vmt_write_all(sock, wk[j].hs.ns, hdr[2] * 8);
+        if (rc) return rc;
     }
-    int hs[NW][2], ps[NW][NW][2];
-    for (int w = 0; w < NW; w++) {
-        socketpair(AF_UNIX, SOCK_STREAM, 0, hs[w]);
-        for (int p = w + 1; p < NW; p++) socketpair(AF_UNIX, SOCK_STREAM, 0, ps[w][p]);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- guest a: the leader */
+
+typedef struct acc { hist all, loc, rem; double rate[8]; int nrate; uint64_t errs; } acc;
+
+static void acc_add(acc *a, const uint64_t *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint64_t v = s[i] & ~REMOTE_BIT;
+        hist_add(&a->all, v);
+        hist_add(s[i] & REMOTE_BIT ? &a->rem : &a->loc, v);
     }
-    fflush(stdout);
-    pid_t pid[NW];
-    for (int w = 0; w < NW; w++) {
-        if ((pid[w] = fork()) == 0) {
-            int pf[NW];
-            for (int p = 0; p < NW; p++) pf[p] = p == w ? -1 : (p > w ? ps[w][p][0] : ps[p][w][1]);
-            worker(w, hs[w][1], pf);
-        }
-    }
-    rcp__verbs_dev d;
-    struct ibv_mr *mr[2];
-    if (rcp__verbs_open(NULL, &d)) { printf("FAIL alockbench: device\n"); return 1; }
-    for (int m = 0; m < 2; m++)
-        if (rcp__verbs_reg(&d, shmheap_base(heaps[m]), shmheap_size(heaps[m]), 0, &mr[m])) {
-            printf("FAIL alockbench: register\n");
+}
+
+static double median_rate(acc *a)
+{
+    double r[8];
+    int n = a->nrate;
+    memcpy(r, a->rate, sizeof r);
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (r[j] < r[i]) { double x = r[i]; r[i] = r[j]; r[j] = x; }
+    return n ? r[n / 2] : 0;
+}
+
+static int lead(int sock)
+{
+    static const uint32_t pls[] = {50, 85, 95, 100};
+    int reps = quick ? 1 : 3, ms = quick ? 300 : 1000, failed = 0;
+    int npl = quick ? 2 : 4;
+    size_t cap = (size_t)NW * MAXS * (size_t)reps;
+    static acc A[NLOCKS];
+    for (int l = 0; l < NLOCKS; l++)
+        if (hist_init(&A[l].all, cap) || hist_init(&A[l].loc, cap) || hist_init(&A[l].rem, cap)) {
+            printf("FAIL alockbench: out of memory\n");
             return 1;
         }
-    uint64_t x[8];
-    for (int m = 0; m < 2; m++)
-        for (int k = 0; k < NTAB; k++) {
-            void *lines;
-            size_t len;
-            alock_table_lines(tabs[m][k], &lines, &len);
-            x[m * NTAB + k] = (uint64_t)(uintptr_t)lines;
-        }
-    x[6] = (uint64_t)(uintptr_t)spin[0];
-    x[7] = (uint64_t)(uintptr_t)spin[1];
-    tlink hl[NW];
-    for (int w = 0; w < NW; w++) {
-        uint32_t rk[2] = {mr[0]->rkey, mr[1]->rkey};
-        if (tlink_setup(hs[w][0], &d, x, &hl[w]) || vmt_write_all(hs[w][0], rk, sizeof rk)) {
-            printf("FAIL alockbench: link to worker %d\n", w);
-            return 1;
-        }
-    }
-    for (int w = 0; w < NW; w++)
-        if (vmt_expect_byte(hs[w][0], 'R', 120000)) { printf("FAIL alockbench: worker %d not ready\n", w); return 1; }
-    printf("# lock table: 2 nodes x %d keys, one guest (rxe loopback), lock+unlock per op\n", KEYS);
-    static const uint32_t pl[] = {50, 85, 95, 100};
-    int ms = 1000, failed = 0;
-    uint64_t *all = (uint64_t *)malloc((size_t)NW * MAXS * 8 * REPS);
-    printf("# each configuration: %d runs of %d ms, the five locks alternated run by run; "
-           "throughput = median of the runs, latency over all their operations\n", REPS, ms);
-    for (int t = 1; t <= 2; t++)
-        for (int pi = 0; pi < 4; pi++) {
-            hist h[5];
-            double rates[5][REPS];
-            for (int i = 0; i < 5; i++) { h[i].ns = all + (size_t)i * (NW * MAXS * REPS / 5); h[i].n = 0; h[i].cap = (size_t)NW * MAXS * REPS / 5; h[i].sorted = 0; }
-            for (int rep = 0; rep < REPS; rep++)
-                for (int i = 0; i < 5; i++) {
-                    int mode = i < NTAB ? M_ALOCK : i == NTAB ? M_SPIN : M_MCS;
-                    struct cfg c = {(uint32_t)mode, pl[pi], mode == M_MCS ? NTAB - 1u : (uint32_t)(i < NTAB ? i : 0), (uint32_t)ms, 0};
-                    for (int w = 0; w < NW; w++) {
-                        c.active = (w % 2) < t;
-                        vmt_write_all(hs[w][0], &c, sizeof c);
-                    }
-                    uint64_t ops = 0, errs = 0;
-                    for (int w = 0; w < NW; w++) {
-                        uint64_t hdr[2], cnt;
-                        if (vmt_read_all(hs[w][0], hdr, sizeof hdr, 120000) || vmt_read_all(hs[w][0], &cnt, 8, 60000)) {
-                            printf("FAIL alockbench: worker %d did not report\n", w);
-                            return 1;
-                        }
-                        size_t room = h[i].cap - h[i].n, take = cnt < room ? cnt : room;
-                        uint64_t *tmp = (uint64_t *)malloc(cnt * 8 + 8);
-                        if (cnt && vmt_read_all(hs[w][0], tmp, cnt * 8, 60000)) {
-                            printf("FAIL alockbench: worker %d did not report\n", w);
-                            return 1;
-                        }
-                        memcpy(h[i].ns + h[i].n, tmp, take * 8);
-                        h[i].n += take;
-                        free(tmp);
-                        ops += hdr[0];
-                        errs += hdr[1];
-                    }
-                    rates[i][rep] = hist_ops_per_s(ops, (uint64_t)ms * 1000000ull);
-                    if (errs) { printf("FAIL alockbench: %llu failed operations\n", (unsigned long long)errs); failed = 1; }
-                }
-            double thr[5];
-            for (int i = 0; i < 5; i++) {
-                for (int a = 0; a < REPS; a++) /* sort the runs' rates: median */
-                    for (int b = a + 1; b < REPS; b++)
-                        if (rates[i][b] < rates[i][a]) { double x = rates[i][a]; rates[i][a] = rates[i][b]; rates[i][b] = x; }
-                thr[i] = rates[i][REPS / 2];
-                char name[64];
-                if (i < NTAB) snprintf(name, sizeof name, "alock_b%u/p%u/t%d", budgets[i], pl[pi], t);
-                else snprintf(name, sizeof name, "%s/p%u/t%d", i == NTAB ? "spin" : "mcs", pl[pi], t);
-                if (h[i].n) hist_print(&h[i], name, thr[i]);
+    uint64_t *tmp = (uint64_t *)malloc((size_t)MAXS * 8);
+    printf("# lock table: 2 guests x %d keys, rxe between them, lock+unlock per op; each "
+           "configuration %d runs of %d ms, the %d locks alternated run by run; throughput = "
+           "median of the runs (ops/s of all workers), latency over all their operations; "
+           "workers %s\n", KEYS, reps, ms, NLOCKS,
+           idle_workers ? "SCHED_IDLE (rxe's softirq work, the emulated NIC, preempts them)"
+                        : "SCHED_OTHER (they compete with rxe's softirq work for the vCPUs)");
+    for (uint32_t t = 1; t <= WPN; t++)
+        for (int pi = 0; pi < npl; pi++) {
+            uint32_t pl = quick ? (pi ? 100 : 50) : pls[pi];
+            for (int l = 0; l < NLOCKS; l++) {
+                A[l].all.n = A[l].loc.n = A[l].rem.n = 0;
+                A[l].all.sorted = A[l].loc.sorted = A[l].rem.sorted = 0;
+                A[l].nrate = 0;
+                A[l].errs = 0;
             }
-            printf("# p_local %u%%, %d per node: alock/spin throughput b1 %.2fx b4 %.2fx b16 %.2fx; "
-                   "alock/mcs b1 %.2fx b4 %.2fx b16 %.2fx\n", pl[pi], t,
-                   thr[0] / thr[3], thr[1] / thr[3], thr[2] / thr[3], thr[0] / thr[4], thr[1] / thr[4], thr[2] / thr[4]);
+            for (int rep = 0; rep < reps; rep++)
+                for (int l = 0; l < NLOCKS; l++) {
+                    struct cfg c = {(uint32_t)l, pl, t, (uint32_t)ms, 0};
+                    if (vmt_write_all(sock, &c, sizeof c)) { printf("FAIL alockbench: b is gone\n"); return 1; }
+                    run_local(&c);
+                    uint64_t ops = 0;
+                    for (int j = 0; j < WPN; j++) {
+                        ops += wk[j].ops;
+                        A[l].errs += wk[j].errs;
+                        acc_add(&A[l], wk[j].hs.ns, wk[j].hs.n);
+                    }
+                    for (int j = 0; j < WPN; j++) {
+                        uint64_t hdr[3];
+                        if (vmt_read_all(sock, hdr, sizeof hdr, 120000) || hdr[2] > MAXS ||
+                            (hdr[2] && vmt_read_all(sock, tmp, hdr[2] * 8, 120000))) {
+                            printf("FAIL alockbench: b did not report\n");
+                            return 1;
+                        }
+                        ops += hdr[0];
+                        A[l].errs += hdr[1];
+                        acc_add(&A[l], tmp, hdr[2]);
+                    }
+                    A[l].rate[A[l].nrate++] = hist_ops_per_s(ops, (uint64_t)ms * 1000000ull);
+                }
+            double thr[NLOCKS];
+            for (int l = 0; l < NLOCKS; l++) {
+                thr[l] = median_rate(&A[l]);
+                char name[64];
+                if (l < NTAB) snprintf(name, sizeof name, "alock_b%u/p%u/t%u", budgets[l], pl, t);
+                else snprintf(name, sizeof name, "%s/p%u/t%u", l == L_SPIN ? "spin" : "mcs", pl, t);
+                if (A[l].all.n) hist_print(&A[l].all, name, thr[l]);
+                {
+                    char n2[80];
+                    double share = A[l].all.n ? (double)A[l].loc.n / (double)A[l].all.n : 0;
+                    snprintf(n2, sizeof n2, "%s/local", name);
+                    if (A[l].loc.n) hist_print(&A[l].loc, n2, thr[l] * share);
+                    snprintf(n2, sizeof n2, "%s/remote", name);
+                    if (A[l].rem.n) hist_print(&A[l].rem, n2, thr[l] * (1 - share));
+                }
+                if (A[l].errs) {
+                    printf("FAIL alockbench: %s: %llu failed operations\n", name, (unsigned long long)A[l].errs);
+                    failed = 1;
+                }
+            }
+            printf("# p_local %u%%, %u per node: alock/spin throughput", pl, t);
+            for (int l = 0; l < NTAB; l++) printf(" b%u %.2fx", budgets[l], thr[l] / thr[L_SPIN]);
+            printf("; alock/mcs");
+            for (int l = 0; l < NTAB; l++) printf(" b%u %.2fx", budgets[l], thr[l] / thr[L_MCS]);
+            printf("; mcs/spin %.2fx\n", thr[L_MCS] / thr[L_SPIN]);
         }
-    for (int w = 0; w < NW; w++) {
-        struct cfg c = {0, 0, 0, 0, 0};
-        vmt_write_all(hs[w][0], &c, sizeof c);
-        waitpid(pid[w], NULL, 0);
-    }
-    for (int m = 0; m < 2; m++) {
-        char live[128];
-        for (int k = 0; k < NTAB; k++) alock_table_close(tabs[m][k]);
-        for (int k = 0; k < NTAB; k++) {
-            snprintf(live, sizeof live, "/dev/shm/alock.%llx.t%u", (unsigned long long)(uintptr_t)shmheap_base(heaps[m]), budgets[k]);
-            unlink(live);
+    struct cfg stop = {0, 0, 0, 0, 1};
+    vmt_write_all(sock, &stop, sizeof stop);
+    run_local(&stop);
+    return failed;
+}
+
+/* ---------------------------------------------------------------- main */
+
+int main(int argc, char **argv)
+{
+    int a = vmt_guest_role(argc == 4 ? 3 : argc, argv, 3, "PEER_IP [quick][,busy]");
+    if (a < 0) return 2;
+    me = a ? 0 : 1;
+    quick = argc > 3 && strstr(argv[3], "quick") != NULL;
+    idle_workers = !(argc > 3 && strstr(argv[3], "busy") != NULL);
+    const char *peer = argv[2];
+    char hn[64];
+    snprintf(hn, sizeof hn, "alock-bench-%c", 'a' + me);
+    shmheap_unlink(hn, NULL);
+    shmheap_opts ho = {.size = 8 << 20};
+    int rc = shmheap_create(hn, &ho, &heap);
+    if (rc) { printf("FAIL alockbench: shmheap_create: %s\n", shmheap_strerror(rc)); return 1; }
+    for (int t = 0; t < NTAB; t++) {
+        char tn[16];
+        snprintf(tn, sizeof tn, "t%u", budgets[t]);
+        alock_table_opts ao = {.nlocks = KEYS, .budget = budgets[t]};
+        if ((rc = alock_table_create(heap, tn, &ao, &tabs[t]))) {
+            printf("FAIL alockbench: alock_table_create: %s\n", alock_strerror(rc));
+            return 1;
         }
-        shmheap_close(heaps[m]);
-        shmheap_unlink(hname[m], NULL);
     }
-    printf(failed ? "FAIL alockbench\n" : "ok alockbench\n");
+    spinw = (uint64_t *)shmheap_aligned_alloc(heap, 64, (size_t)KEYS * 64);
+    size_t dlen = ALOCK_REMOTE_MEM(NDESC) * 2 * NTAB * WPN;
+    if (!spinw || posix_memalign(&descmem, 4096, dlen)) { printf("FAIL alockbench: memory\n"); return 1; }
+    memset(spinw, 0, (size_t)KEYS * 64);
+    memset(descmem, 0, dlen);
+    if ((rc = rcp__verbs_open(NULL, &dev)) || (rc = rcp__verbs_reg(&dev, shmheap_base(heap), shmheap_size(heap), 0, &heap_mr)) ||
+        (rc = rcp__verbs_reg(&dev, descmem, dlen, 0, &desc_mr))) {
+        printf("FAIL alockbench: device: %s\n", strerror(-rc));
+        return 1;
+    }
+    struct nodeinfo mine;
+    memset(&mine, 0, sizeof mine);
+    for (int t = 0; t < NTAB; t++) {
+        void *lines;
+        size_t len;
+        alock_table_lines(tabs[t], &lines, &len);
+        mine.lines[t] = (uint64_t)(uintptr_t)lines;
+    }
+    mine.spin = (uint64_t)(uintptr_t)spinw;
+    for (int j = 0; j < WPN; j++) mine.descs[j] = (uint64_t)(uintptr_t)descmem + (uint64_t)j * ALOCK_REMOTE_MEM(NDESC) * 2 * NTAB;
+    mine.heap_rkey = heap_mr->rkey;
+    mine.desc_rkey = desc_mr->rkey;
+    int sock = vmt_tcp_peer(a, peer, PORT);
+    if (sock < 0) return 1;
+    info[me] = mine;
+    if ((rc = vmt_write_all(sock, &mine, sizeof mine)) || (rc = vmt_read_all(sock, &info[1 - me], sizeof mine, 60000))) {
+        printf("FAIL alockbench: exchange: %s\n", strerror(-rc));
+        return 1;
+    }
+    if ((rc = connect_all(sock))) { printf("FAIL alockbench: connect: %s\n", strerror(-rc)); return 1; }
+    pthread_barrier_init(&bar, NULL, WPN + 1);
+    for (int j = 0; j < WPN; j++) {
+        wk[j].w = me * WPN + j;
+        if ((rc = worker_setup(&wk[j]))) { printf("FAIL alockbench: worker: %s\n", alock_strerror(rc)); return 1; }
+    }
+    for (int j = 0; j < WPN; j++) pthread_create(&wk[j].th, NULL, worker_main, &wk[j]);
+    /* both sides ready before the first run */
+    if (vmt_send_byte(sock, 'R') || vmt_expect_byte(sock, 'R', 120000)) { printf("FAIL alockbench: peer not ready\n"); return 1; }
+    int failed = 0;
+    if (a) {
+        failed = lead(sock);
+    } else {
+        for (;;) {
+            struct cfg c;
+            if (vmt_read_all(sock, &c, sizeof c, 600000)) { printf("FAIL alockbench-b: a is gone\n"); failed = 1; c.stop = 1; }
+            run_local(&c);
+            if (c.stop) break;
+            if (send_results(sock)) {
+                printf("FAIL alockbench-b: a is gone\n");
+                failed = 1;
+                struct cfg stop = {0, 0, 0, 0, 1};
+                run_local(&stop);
+                break;
+            }
+        }
+    }
+    for (int j = 0; j < WPN; j++) pthread_join(wk[j].th, NULL);
+    printf(failed ? "FAIL alockbench-%c\n" : "ok alockbench-%c\n", 'a' + me);
     return failed;
 }

@@ -1,9 +1,11 @@
 #!/bin/sh
 # tests/vm/init.sh - /init of the VM tier's guests (busybox sh). The kernel command line says
-# what to do: rcp.role=single|rpcool-rdma|a|b|pods-a|pods-b|cxl|krconn|krconn-bench|perftest|alockbench|nppin|
-# nppin-bench, rcp.ip=ADDR, rcp.peer=ADDR. Results go to the
-# second serial port (/dev/ttyS1) as "ok/FAIL/skip NAME" lines; the host reads that file. The
-# last line is "guest-done"; without it the host counts the guest as failed.
+# what to do: rcp.role=single|rpcool-rdma|a|b|pods-a|pods-b|cxl|krconn|krconn-bench|perftest|
+# alockbench-a|alockbench-b|nppin|nppin-bench|rpcbench-a|rpcbench-b|kvbench-a|kvbench-b,
+# rcp.ip=ADDR, rcp.peer=ADDR,
+# rcp.bench=WORDS (alockbench's options, e.g. quick,busy). Results go to the second serial port
+# (/dev/ttyS1) as "ok/FAIL/skip NAME" lines; the host reads that file. The last line is
+# "guest-done"; without it the host counts the guest as failed.
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
@@ -76,13 +78,23 @@ single)
     ;;
 rpcool-rdma) # tests/vm/run.sh rpcool-rdma: rpcool's RDMA transport alone (its tests are in single)
     rdma_up
-    run test_rpcool_rdma 300 /t/test_rpcool_rdma
+    RDMAT_ONLY=$(arg rcp.only) run test_rpcool_rdma 300 /t/test_rpcool_rdma
+    # for the log only (make bench measures): ib_write_lat's t_typical (half a round trip) here
+    gid=$(/t/test_verbs --gid)
+    timeout 60 ib_write_lat -d rxe0 -x "$gid" -n 2000 >/tmp/wl.server 2>&1 &
+    sleep 1
+    timeout 60 ib_write_lat -d rxe0 -x "$gid" -n 2000 "$ip" 2>&1 | awk '/^ *2 +2000/ {
+        print "# ib_write_lat 2 B: t_typical " $5 " us (half a round trip: " 2 * $5 " us round trip)" }'
+    wait
     ;;
 pods-a|pods-b) # tests/vm/run.sh pods: rpcool between two pods over RDMA (issue 13)
     rdma_up
     # the server in guest a (pod 0), the clients in guest b (pod id 1)
     if [ "$role" = pods-a ]; then run rpcool-rdma-server 150 /t/test_rpcool_rdma server
     else run rpcool-rdma-client 150 /t/test_rpcool_rdma client "$peer"; fi
+    # examples/rpcool_kv_pods.c: guest a is pod A (server, local clients), b is pod B
+    podid=0; [ "$role" = pods-b ] && podid=1
+    run "kv-pods-${role#pods-}" 200 env SHMHEAP_POD_ID=$podid /t/test_kv_pods "${role#pods-}" "$peer"
     ;;
 a|b)
     rdma_up
@@ -96,6 +108,22 @@ a|b)
     fi
     run "alock-pair-$role" 120 /t/test_alock_rdma "$role" "$peer"
     run "nppin-twohost-$role" 90 /t/test_nppin_twohost "$role" "$peer"
+    ;;
+kvbench-a)
+    # examples/rpcool_kv_pods.c's bench: pod A's gets (a server of its own), then the server that
+    # pod B's bench reads, until the host stops this guest (tests/vm/run.sh kvpods-bench)
+    rdma_up
+    if timeout 120 /t/ex_rpcool_kv_pods bench 20000; then echo "ok kvpods-bench-local"
+    else echo "FAIL kvpods-bench-local: ex_rpcool_kv_pods bench failed"; fi
+    /t/ex_rpcool_kv_pods serve 600
+    ;;
+kvbench-b)
+    rdma_up
+    if timeout 560 env SHMHEAP_POD_ID=1 /t/ex_rpcool_kv_pods bench "$peer" 2000; then
+        echo "ok kvpods-bench-remote"
+    else
+        echo "FAIL kvpods-bench-remote: ex_rpcool_kv_pods bench $peer failed"
+    fi
     ;;
 cxl)
     # reserve the 2 MiB pages of the hugetlbfs test first, before other tests fragment memory
@@ -224,9 +252,107 @@ perftest)
         wait
     done
     ;;
-alockbench)
+alockbench-a|alockbench-b)
     rdma_up
-    run alockbench 560 /t/bench_alock_vm
+    # shellcheck disable=SC2046
+    run "$role" 560 /t/bench_alock_vm "${role#alockbench-}" "$peer" $(arg rcp.bench)
+    ;;
+rpcbench-a|rpcbench-b)
+    # bench/bench_rdma_pair.sh: rpcool between pods. Guest a (10.0.3.1, pod 0) runs the servers
+    # one after another, guest b (10.0.3.2, pod 1) the clients, which print the results. A step
+    # NAME: a starts its server, waits until it listens, says NAME; b runs its client, says
+    # done-NAME; a stops the server if it is still there. Saying = serving the word once on
+    # TCP port 7000 (post); the other side asks until it hears it (await).
+    rdma_up
+    gid=$(/t/test_verbs --gid)
+    echo "# rpcbench on rxe0, gid index $gid, peer $peer"
+    post() { # post WORD: serve WORD to the one peer that asks, 600 s at most
+        echo "$1" | timeout 600 nc -l -p 7000 >/dev/null || echo "# post $1: nobody asked"
+    }
+    await() { # await WORD...: ask the peer until it says one of the WORDs (in $heard), 600 s
+        i=0
+        while [ $i -lt 3000 ]; do
+            heard=$(nc "$peer" 7000 </dev/null 2>/dev/null)
+            for w in "$@"; do [ "$heard" = "$w" ] && return 0; done
+            sleep 0.2; i=$((i + 1))
+        done
+        echo "FAIL rpcbench-await-$1: the other guest never said it"
+        return 1
+    }
+    bench() { # bench NAME SECONDS CMD...: like run, but any non-zero exit is a FAIL line
+        n=$1; s=$2; shift 2
+        timeout "$s" "$@"
+        rc=$?
+        [ $rc -ne 0 ] && echo "FAIL $n: exited with status $rc: $*"
+    }
+    served() { # served NAME PORT PID: say NAME once the server listens, then stop it when done
+        i=0 hex=$(printf ':%04X ' "$2")
+        while [ $i -lt 600 ] && kill -0 "$3" 2>/dev/null && ! grep -q "$hex.* 0A " /proc/net/tcp; do
+            sleep 0.1; i=$((i + 1))
+        done
+        grep -q "$hex.* 0A " /proc/net/tcp || echo "# $1: no server listening on port $2"
+        post "$1"
+        await "done-$1"
+        i=0
+        while [ $i -lt 100 ] && kill -0 "$3" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+        kill "$3" 2>/dev/null
+        wait "$3"
+        echo "# $1 server: exit status $?"
+        sed 's/^/# server: /' /tmp/srv.out
+    }
+    # perftest prints t_typical etc. as HALF the round trip for send and write (ping-pong):
+    # perftest src/perftest_parameters.c, print_report_lat: rtt_factor = 2 unless READ or
+    # ATOMIC, every figure is delta / (cycles_to_units * rtt_factor). bench_rdma_pair.sh doubles.
+    PT="ib_write_lat ib_send_lat"
+    if [ "$role" = rpcbench-a ]; then
+        export SHMHEAP_POD_ID=0
+        for t in $PT; do
+            $t -d rxe0 -x "$gid" -n 500 >/tmp/srv.out 2>&1 &
+            served "$t" 18515 $!
+        done
+        /t/peer_pbtree -a "tcp:$ip:7480" >/tmp/srv.out 2>&1 &
+        served pbtree 7480 $!
+        if [ -x /t/peer_grpc ]; then
+            /t/peer_grpc -a "$ip:7481" >/tmp/srv.out 2>&1 &
+            served grpc 7481 $!
+        else
+            post grpc-none
+        fi
+        # rpcool's server; with the RDMA transport, its krconn meta server listens on TCP 7471
+        RPCOOL_DEBUG=1 /t/rpcool_bench -R -a bench >/tmp/srv.out 2>&1 &
+        served rpcool 7471 $!
+        post kv-none
+    else
+        export SHMHEAP_POD_ID=1
+        for t in $PT; do
+            await "$t" || continue
+            if timeout 200 $t -d rxe0 -x "$gid" -n 500 "$peer" >/tmp/$t.client 2>&1; then
+                echo "perftest $t"
+                sed 's/^/| /' /tmp/$t.client
+            else
+                echo "FAIL perftest-$t: client failed"
+                sed 's/^/# /' /tmp/$t.client
+            fi
+            post "done-$t"
+        done
+        if await pbtree; then
+            bench pbtree-tcp 300 /t/peer_pbtree -n 200 -w 20 "tcp:$peer:7480"
+            post done-pbtree
+        fi
+        if await grpc grpc-none && [ "$heard" = grpc ]; then
+            bench grpc-tcp 300 /t/peer_grpc -n 500 -w 50 "ipv4:$peer:7481"
+            post done-grpc
+        elif [ "$heard" = grpc-none ]; then
+            echo "grpc: not in the guests (peer_grpc did not build on the host: run.sh said why)"
+        fi
+        if await rpcool; then
+            bench rpcool-rdma 600 env RPCOOL_DEBUG=1 /t/rpcool_bench -n 1000 -w 100 "rdma://$peer/bench"
+            post done-rpcool
+        fi
+        await kv-none
+        echo "kv-remote: slot for the KV store's remote get by RPC and by one-sided READ" \
+            "(examples/rpcool_kv_pods.c, branch kvpods): no bench mode wired yet"
+    fi
     ;;
 *)
     echo "FAIL guest: unknown role '$role'"

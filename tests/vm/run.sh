@@ -5,7 +5,8 @@
 #   single    one guest: impl/verbs.h on rxe0 (RC, UD, WRITE, READ, atomics, error paths)
 #   pair      two guests, NICs joined by a qemu socket netdev on 127.0.0.1, one ivshmem file:
 #             RC between the guests, and a shmheap shared through ivshmem
-#   pods      two guests as two CXL pods: rpcool over RDMA between them (tests/vm/test_rpcool_rdma)
+#   pods      two guests as two CXL pods: rpcool over RDMA between them (tests/vm/test_rpcool_rdma),
+#             and examples/rpcool_kv_pods.c across them (tests/vm/test_kv_pods.c)
 #   rpcool-rdma  one guest: only test_rpcool_rdma (it also runs in single)
 #   cxl       one guest with a CXL type-3 device (libcxl region -> /dev/daxX.Y) and a file-backed
 #             NVDIMM made devdax (shmheap on /dev/daxX.Y with data); hugetlbfs; pku (shmheap, rpcool)
@@ -13,9 +14,16 @@
 #             and alock.h / nppin.h over krconn connections (tests/vm/test_krconn_compose.c)
 #   krconn-bench  one guest timing krconn's connects against rdma_cm (cmtime) and plain verbs
 #   perftest  one guest running perftest's ib_*_lat on rxe0 (used by bench/bench_perftest.sh)
-#   alockbench  one guest running alock's lock-table benchmark (used by bench/bench_alock.sh)
+#   alockbench  two guests running alock's lock-table benchmark (used by bench/bench_alock.sh;
+#             BENCH_QUICK=1 makes it short; ALOCK_BENCH=WORDS passes options: quick, busy)
 #   nppin     one 2 GiB guest with zram swap: nppin.h (tests/vm/test_nppin.c)
 #   nppin-bench  the same guest running tests/vm/nppin_bench.c (used by bench/bench_nppin.sh)
+#   rpcbench  the pair of guests (roles rpcbench-a, rpcbench-b) running rpcool between pods
+#             against perftest, protobuf-c and gRPC over TCP (used by bench/bench_rdma_pair.sh);
+#             only this mode packs build/vm/bench/ (make vm-bench-bins, vm-bench-grpc); the
+#             qemus talk UDP (VM_PAIR_NET=udp; the other pair modes: a TCP stream, the default)
+#   kvpods-bench  the pods pair running examples/rpcool_kv_pods.c's bench: pod A's gets in guest a,
+#             then pod B's (by call over RDMA, by one-sided READ locked and not) in guest b
 # The kernel package is downloaded once and kept in build/vm/kernel. Needs root for installing
 # missing packages (tests/deps.sh vm); otherwise only qemu and the packages.
 set -u
@@ -82,6 +90,13 @@ mkdir -p "$OUT"
 if ! $MAKE -s vm-bins >"$OUT/build.log" 2>&1; then
     cat "$OUT/build.log"; failed "vm-build: test programs did not build"; finish
 fi
+if [ "$mode" = rpcbench ]; then
+    if ! $MAKE -s vm-bench-bins >"$OUT/build-bench.log" 2>&1; then
+        cat "$OUT/build-bench.log"; failed "vm-build: bench tools did not build"; finish
+    fi
+    $MAKE -s vm-bench-grpc >"$OUT/build-grpc.log" 2>&1 ||
+        echo "# gRPC peer did not build (the guests leave it out): $OUT/build-grpc.log"
+fi
 
 # ---- initramfs: busybox, the modules we need, test programs, their libraries, rdma-core
 
@@ -120,6 +135,11 @@ build_initramfs() {
     for t in $TOOLS; do copy_with_libs "$t" "/bin/$(basename "$t")"; done
     for a in $(busybox --list); do [ -e "$STAGE/bin/$a" ] || ln -s busybox "$STAGE/bin/$a"; done
     for t in "$BUILD"/vm/bin/*; do copy_with_libs "$t" "/t/$(basename "$t")"; done
+    if [ "$mode" = rpcbench ]; then
+        for t in "$BUILD"/vm/bench/*; do
+            [ -f "$t" ] && [ -x "$t" ] && copy_with_libs "$t" "/t/$(basename "$t")"
+        done
+    fi
     # libibverbs finds its providers through /etc/libibverbs.d and dlopen()s them
     cp -r /etc/libibverbs.d "$STAGE/etc/"
     for p in /usr/lib/x86_64-linux-gnu/libibverbs/*.so; do copy_lib "$p"; copy_with_libs "$p" ""; done
@@ -145,13 +165,13 @@ echo "== vm: kernel $KVER, initramfs $(du -k "$VM/initrd.gz" | cut -f1) KiB, $((
 
 # ---- booting
 
-# boot NAME ROLE APPEND-EXTRA QEMU-ARGS...: one guest under a deadline; its results land in
-# $OUT/NAME.results. In the background, run it as `(BOOT_EXEC=exec boot ...) &` so that $! is
-# timeout's pid, and killing it takes qemu down too.
+# boot NAME ROLE APPEND-EXTRA QEMU-ARGS...: one guest (VM_SMP vCPUs, default 2) under a
+# deadline; its results land in $OUT/NAME.results. In the background, run it as
+# `(BOOT_EXEC=exec boot ...) &` so that $! is timeout's pid, and killing it takes qemu down too.
 boot() {
     name=$1; role=$2; extra=$3; shift 3
     rm -f "$OUT/$name.results" "$OUT/$name.console"
-    ${BOOT_EXEC:-} timeout -k 5 "$GUEST_TIMEOUT" qemu-system-x86_64 -accel tcg -cpu max -smp 2 -nodefaults \
+    ${BOOT_EXEC:-} timeout -k 5 "$GUEST_TIMEOUT" qemu-system-x86_64 -accel tcg -cpu max -smp "${VM_SMP:-2}" -nodefaults \
         -display none -no-reboot -monitor none \
         -kernel "$VMLINUZ" -initrd "$VM/initrd.gz" \
         -append "console=ttyS0 quiet panic=-1 rcp.role=$role $extra" \
@@ -179,7 +199,7 @@ collect() {
 
 run_single() { # run_single [ROLE]: one guest (rpcool-rdma: only rpcool's RDMA transport)
     t0=$(date +%s)
-    boot single "${1:-single}" "rcp.ip=10.0.2.15" -m 1G \
+    boot single "${1:-single}" "rcp.ip=10.0.2.15${VM_ONLY:+ rcp.only=$VM_ONLY}" -m 1G \
         -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:0f
     collect single $(($(date +%s) - t0))
 }
@@ -188,20 +208,38 @@ listening() { # listening PORT: is something listening on 127.0.0.1:PORT?
     grep -q "0100007F:$(printf %04X "$1") 00000000:0000 0A" /proc/net/tcp 2>/dev/null
 }
 
-run_pair() { # run_pair [NAME ROLE_A ROLE_B]: two guests (default: pair, roles a and b)
+run_pair() { # run_pair [NAME ROLE_A ROLE_B [stop]]: two guests (default: pair, roles a and b);
+    # stop: guest a is stopped once b is done (a serves until then)
     pn=${1:-pair}; ra=${2:-a}; rb=${3:-b}
     t0=$(date +%s)
+    gt=$GUEST_TIMEOUT
+    GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-300} # two guests share the host's CPUs
     pod=/dev/shm/rcp-vm-pod-$$
     rm -f "$pod"
     truncate -s 16M "$pod"
     mem="-object memory-backend-file,id=pod,share=on,mem-path=$pod,size=16M -device ivshmem-plain,memdev=pod"
-    # Guest a listens on a free loopback port; b connects once a's qemu is listening.
     pa=""
+    if [ "${VM_PAIR_NET:-tcp}" = udp ]; then
+        # VM_PAIR_NET=udp: UDP between the qemus, ports $port and $port + 1 (a stream socket
+        # between them can hold back a frame behind another: Nagle on the host side)
+        port=$((20000 + ($$ * 7) % 30000))
+        # shellcheck disable=SC2086
+        (BOOT_EXEC=exec boot "$pn-a" "$ra" "rcp.ip=10.0.3.1 rcp.peer=10.0.3.2 ${PAIR_APPEND:-}" -m 1G $mem \
+            -netdev socket,id=n0,udp=127.0.0.1:$((port + 1)),localaddr=127.0.0.1:$port \
+            -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:01) &
+        pa=$!
+        # shellcheck disable=SC2086
+        boot "$pn-b" "$rb" "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1 ${PAIR_APPEND:-}" -m 1G $mem \
+            -netdev socket,id=n0,udp=127.0.0.1:$port,localaddr=127.0.0.1:$((port + 1)) \
+            -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:02
+        wait $pa
+    else
+    # Guest a listens on a free loopback port; b connects once a's qemu is listening.
     for try in 1 2 3 4 5; do
         port=$((20000 + ($$ * 7 + try * 997) % 30000))
         listening "$port" && continue
         # shellcheck disable=SC2086
-        (BOOT_EXEC=exec boot "$pn-a" "$ra" "rcp.ip=10.0.3.1 rcp.peer=10.0.3.2" -m 1G $mem \
+        (BOOT_EXEC=exec boot "$pn-a" "$ra" "rcp.ip=10.0.3.1 rcp.peer=10.0.3.2 ${PAIR_APPEND:-}" -m 1G $mem \
             -netdev socket,id=n0,listen=127.0.0.1:$port -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:01) &
         pa=$!
         i=0
@@ -211,14 +249,27 @@ run_pair() { # run_pair [NAME ROLE_A ROLE_B]: two guests (default: pair, roles a
     done
     if [ -n "$pa" ]; then
         # shellcheck disable=SC2086
-        boot "$pn-b" "$rb" "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1" -m 1G $mem \
+        boot "$pn-b" "$rb" "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1 ${PAIR_APPEND:-}" -m 1G $mem \
             -netdev socket,id=n0,connect=127.0.0.1:$port -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:02
+        if [ "${4:-}" = stop ]; then
+            kill $pa 2>/dev/null
+            echo guest-done >>"$OUT/$pn-a.results" # stopped on purpose
+        fi
         wait $pa
+    fi
     fi
     rm -f "$pod"
     t=$(($(date +%s) - t0))
     collect "$pn-a" $t
     collect "$pn-b" $t
+    GUEST_TIMEOUT=$gt
+}
+
+run_kvpods_bench() { # examples/rpcool_kv_pods.c's bench; machine lines "kvpods/NAME MED P99 OPS"
+    run_pair kvbench kvbench-a kvbench-b stop
+    for g in kvbench-a kvbench-b; do
+        tr -d '\r' <"$OUT/$g.results" | grep -E '^kvpods/' || true
+    done
 }
 
 run_cxl() {
@@ -264,12 +315,9 @@ run_perftest() {
     collect perftest $(($(date +%s) - t0))
 }
 
-run_alockbench() { # bench/bench_alock.sh: the lock table of tests/vm/bench_alock_vm.c
-    t0=$(date +%s)
-    boot alockbench alockbench "rcp.ip=10.0.2.15" -m 1G \
-        -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:0f
-    tr -d '\r' <"$OUT/alockbench.results" | grep -E '^(alock|spin|mcs)' || true
-    collect alockbench $(($(date +%s) - t0))
+run_alockbench() { # bench/bench_alock.sh: the lock table of tests/vm/bench_alock_vm.c, two guests
+    PAIR_APPEND="rcp.bench=${ALOCK_BENCH:-${BENCH_QUICK:+quick}}" run_pair alockbench alockbench-a alockbench-b
+    tr -d '\r' <"$OUT/alockbench-a.results" | grep -E '^(alock|spin|mcs|# p_local|# lock table)' || true
 }
 
 run_nppin() { # run_nppin ROLE: one 2 GiB guest (a 1 GiB region fully registered fits)
@@ -293,12 +341,23 @@ case $mode in
     rpcool-rdma) run_single rpcool-rdma ;;
     pair) run_pair ;;
     pods) run_pair pods pods-a pods-b ;;
+    rpcbench)
+        GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-900}
+        # UDP between the qemus: over the stream socket, a round trip that sends two frames
+        # back to back in one direction stalled for tens of ms (pbtree/256: 50 ms, 3 ms on UDP)
+        VM_PAIR_NET=${VM_PAIR_NET:-udp}
+        run_pair rpcbench rpcbench-a rpcbench-b
+        # the client guest's results: perftest tables ("| "), "NAME MEDIAN P99 OPS" lines, rows
+        tr -d '\r' <"$OUT/rpcbench-b.results" |
+            grep -E '^(perftest |\| |rpcool-rdma: |kv-remote: |grpc: |#q |# +(pbtree|grpc))|^[a-z_]+/[^ ]+ [0-9]+ [0-9]+ [0-9]+$' || true
+        ;;
     cxl) run_cxl ;;
     krconn) run_krconn ;;
     krconn-bench) run_krconn_bench ;;
     perftest) run_perftest ;;
     alockbench) run_alockbench ;;
     nppin|nppin-bench) run_nppin "$mode" ;;
-    *) echo "usage: $0 [all|single|rpcool-rdma|pair|pods|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench]"; exit 2 ;;
+    kvpods-bench) run_kvpods_bench ;;
+    *) echo "usage: $0 [all|single|rpcool-rdma|pair|pods|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench|rpcbench|kvpods-bench]"; exit 2 ;;
 esac
 finish

@@ -4,7 +4,9 @@
  *   test_alock_rdma              one guest: the hazard (CPU and RDMA fetch-and-add on one word
  *                                lose updates), local and remote processes (rxe loopback) on one
  *                                lock with exact counts and bounded waiting, ALOCK_CHECK_RMW's
- *                                invariant check, a killed remote holder and its recovery
+ *                                invariant check, remote waiters with deadlines (they give up
+ *                                while queued and as leaders; the queue stays sound), a killed
+ *                                remote holder and its recovery
  *   test_alock_rdma a|b PEER_IP  two guests: a holds the table, with local processes and a
  *                                loopback remote process; b's remote processes lock at once
  * Built with ALOCK_CHECK_RMW: every RDMA and CPU read-modify-write of a lock line is checked
@@ -32,7 +34,8 @@ struct shared {
     uint64_t per_local[4];
     uint64_t streak, streak_rcs, streak_on, max_streak; /* local critical sections in a row while
                                                            the same remote waiter was queued */
-    uint64_t pad[2];
+    uint64_t hold_us;      /* local processes: every 16th critical section lasts this long */
+    uint64_t pad[1];
 };
 
 static const char *heap_name;
@@ -151,12 +154,16 @@ typedef struct rproc {
     int iters;              /* critical sections; 0 = hold lock `hold_lock` and sleep */
     uint32_t hold_lock;
     int reset_lock;         /* >= 0: only alock_remote_reset(reset_lock), then exit */
+    int timeout_us;         /* > 0: alock_remote_lock_timeout with deadlines of 1..2x this */
 } rproc;
+#define REP_LEN 24          /* a remote process's report: 0, overlaps seen, timeouts */
 
 typedef struct rctx {
     rcp__verbs_dev d;
     tlink home, peers[4];
-    alock_link hl, pl[4];
+    alock_link hl, pl[4], self;
+    struct ibv_cq *scq[2];  /* the loopback pair of the self link */
+    struct ibv_qp *sqp[2];
     alock_remote *r;
     struct ibv_mr *mr, *dmr;
     uint64_t *buf;          /* registered scratch for data READ/WRITE */
@@ -164,7 +171,7 @@ typedef struct rctx {
     uint64_t data;          /* the home's struct shared */
 } rctx;
 
-#define RDESC 16
+#define RDESC 64
 
 static int rctx_setup(rproc *p, rctx *c, char *why, size_t whylen)
 {
@@ -195,6 +202,29 @@ static int rctx_setup(rproc *p, rctx *c, char *why, size_t whylen)
         if ((rc = alock_verbs_link_create(c->peers[i].qp, c->peers[i].cq, c->peers[i].rkey, 20000, &c->pl[i])))
             VMT_FAILF("peer alock_verbs_link_create: %s", alock_strerror(rc));
         if ((rc = alock_remote_set_peer(c->r, p->peer_id[i], &c->pl[i]))) VMT_FAILF("set_peer: %s", alock_strerror(rc));
+    }
+    if (p->timeout_us > 0) { /* a loopback connection to our own descriptors, for giving up */
+        rcp__verbs_qp_opts qo;
+        memset(&qo, 0, sizeof qo);
+        qo.timeout = 16;
+        qo.retry_cnt = 6;
+        rcp__verbs_ep e[2];
+        for (int i = 0; i < 2; i++) {
+            if ((rc = rcp__verbs_cq_create(&c->d, 16, 0, &c->scq[i])) ||
+                (rc = rcp__verbs_qp_create(&c->d, c->scq[i], c->scq[i], &qo, &c->sqp[i])))
+                VMT_FAILF("self qp: %s", strerror(-rc));
+            rcp__verbs_ep_local(&c->d, c->sqp[i], 0, 0, &e[i]);
+        }
+        for (int i = 0; i < 2; i++)
+            if ((rc = rcp__verbs_rc_connect(&c->d, c->sqp[i], &e[i], &e[1 - i], &qo)))
+                VMT_FAILF("self connect: %s", strerror(-rc));
+        if ((rc = alock_verbs_link_create(c->sqp[0], c->scq[0], c->dmr->rkey, 20000, &c->self)))
+            VMT_FAILF("self alock_verbs_link_create: %s", alock_strerror(rc));
+        /* before the self link, a deadline is refused */
+        alock_rhold h;
+        if ((rc = alock_remote_lock_timeout(c->r, 0, rcp__now_ns() + VMT_SEC, &h)) != ALOCK_E_INVAL)
+            VMT_FAILF("lock_timeout without a self link: %s, not ALOCK_E_INVAL", alock_strerror(rc));
+        if ((rc = alock_remote_set_peer(c->r, p->id, &c->self))) VMT_FAILF("set_peer self: %s", alock_strerror(rc));
     }
     return 0;
 out:
@@ -242,11 +272,24 @@ static int remote_role(int fd, void *arg, char *why, size_t whylen)
         VMT_TRY(vmt_send_byte(p->home_fd, 'H'));
         for (;;) pause();
     }
-    uint64_t worst = 0, viol = 0;
+    uint64_t worst = 0, viol = 0, timeouts = 0, seed = 0x9e3779b97f4a7c15ull * p->id;
     for (int i = 0; i < p->iters; i++) {
         alock_rhold h;
         uint64_t v, in;
-        if ((rc = alock_remote_lock(c.r, 0, &h))) VMT_FAILF("lock %d: %s", i, alock_strerror(rc));
+        if (p->timeout_us > 0) {
+            seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17;
+            uint64_t us = (uint64_t)p->timeout_us + seed % (uint64_t)p->timeout_us;
+            rc = alock_remote_lock_timeout(c.r, 0, rcp__now_ns() + us * 1000, &h);
+            if (rc == ALOCK_E_TIMEDOUT) { timeouts++; i--; continue; }
+            if (rc == ALOCK_E_NODESC) { /* every descriptor gave up and waits to be passed over */
+                usleep(1000);
+                i--;
+                continue;
+            }
+        } else {
+            rc = alock_remote_lock(c.r, 0, &h);
+        }
+        if (rc) VMT_FAILF("lock %d: %s", i, alock_strerror(rc));
         VMT_TRY(rread(&c, OFF(inside), &in));
         if (in) viol++;
         VMT_TRY(rwrite(&c, OFF(inside), 1));
@@ -255,9 +298,17 @@ static int remote_role(int fd, void *arg, char *why, size_t whylen)
         VMT_TRY(rwrite(&c, OFF(inside), 0));
         if ((rc = alock_remote_unlock(&h))) VMT_FAILF("unlock %d: %s", i, alock_strerror(rc));
     }
-    unsigned char rep[16];
+    if (timeouts) { /* every descriptor that gave up came before our last lock: all passed over */
+        const alock__desc *dd = (const alock__desc *)c.descs;
+        for (int i = 0; i < RDESC; i++)
+            if (rcp__load(&dd[i].lock))
+                VMT_FAILF("descriptor %d still reserved after %llu timeouts (never passed over?)", i,
+                          (unsigned long long)timeouts);
+    }
+    unsigned char rep[REP_LEN];
     vmt_put64(rep, worst);
     vmt_put64(rep + 8, viol);
+    vmt_put64(rep + 16, timeouts);
     VMT_TRY(vmt_write_all(p->home_fd, rep, sizeof rep));
     return 0;
 out:
@@ -289,6 +340,7 @@ static void local_proc(int me)
         }
         s->local_acq++;
         s->per_local[me]++;
+        if (s->hold_us && (s->local_acq & 15) == 0) usleep((useconds_t)s->hold_us);
         s->inside = 0;
         alock_unlock(&hd);
     }
@@ -360,8 +412,8 @@ static void mixed_local_and_remote(void)
     int s1[2], s2[2], s12[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, s1) || socketpair(AF_UNIX, SOCK_STREAM, 0, s2) ||
         socketpair(AF_UNIX, SOCK_STREAM, 0, s12)) { CHECKF(0, "socketpair"); return; }
-    rproc p1 = {1, s1[1], 1, {s12[0]}, {2}, REMOTE_ITERS, 0, -1};
-    rproc p2 = {2, s2[1], 1, {s12[1]}, {1}, REMOTE_ITERS, 0, -1};
+    rproc p1 = {1, s1[1], 1, {s12[0]}, {2}, REMOTE_ITERS, 0, -1, 0};
+    rproc p2 = {2, s2[1], 1, {s12[1]}, {1}, REMOTE_ITERS, 0, -1, 0};
     vmt_child c1, c2;
     fflush(stdout);
     pid_t lp[2];
@@ -377,10 +429,10 @@ static void mixed_local_and_remote(void)
     ok = ok && vmt_expect_byte(s1[0], 'R', 60000) == 0 && vmt_expect_byte(s2[0], 'R', 60000) == 0;
     uint64_t t0 = rcp__now_ns();
     if (ok) { vmt_send_byte(s1[0], 'G'); vmt_send_byte(s2[0], 'G'); }
-    unsigned char rep[2][16];
+    unsigned char rep[2][REP_LEN];
     memset(rep, 0, sizeof rep);
-    CHECK(ok && vmt_read_all(s1[0], rep[0], 16, 150000) == 0);
-    CHECK(ok && vmt_read_all(s2[0], rep[1], 16, 150000) == 0);
+    CHECK(ok && vmt_read_all(s1[0], rep[0], REP_LEN, 150000) == 0);
+    CHECK(ok && vmt_read_all(s2[0], rep[1], REP_LEN, 150000) == 0);
     double secs = (rcp__now_ns() - t0) / 1e9;
     __atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < 2; i++) {
@@ -411,6 +463,99 @@ static void mixed_local_and_remote(void)
     __atomic_store_n(&sh->stop, 0, __ATOMIC_RELEASE);
 }
 
+/* alock_remote_lock_timeout: 3 remote processes (loopback) with deadlines of 2-4 ms and 1 local
+   process that holds the lock for 3 ms every 16th time, on lock 0 at once (under TCG a remote
+   critical section takes about a millisecond: most waits time out). Remote waiters give up
+   queued (their descriptors stay linked, marked abandoned, until a granter passes over them
+   and frees them) and as cohort leaders in Peterson's loop (they leave the head); a process
+   whose RDESC descriptors all gave up gets ALOCK_E_NODESC and retries. Exact count, no
+   overlap, timeouts seen, no descriptor left reserved at the end (each remote process checks
+   its own), and the lock works afterwards. */
+static void remote_waiters_time_out(void)
+{
+    enum { NR = 3, ITERS = 30 };
+    int hs[NR][2], ps[NR][NR][2];
+    for (int i = 0; i < NR; i++) {
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, hs[i])) { CHECKF(0, "socketpair"); return; }
+        for (int j = i + 1; j < NR; j++)
+            if (socketpair(AF_UNIX, SOCK_STREAM, 0, ps[i][j])) { CHECKF(0, "socketpair"); return; }
+    }
+    rproc p[NR];
+    memset(p, 0, sizeof p);
+    for (int i = 0; i < NR; i++) {
+        p[i].id = (uint16_t)(11 + i);
+        p[i].home_fd = hs[i][1];
+        for (int j = 0; j < NR; j++) { /* peers in id order on both sides */
+            if (j == i) continue;
+            p[i].peer_fd[p[i].npeers] = j > i ? ps[i][j][0] : ps[j][i][1];
+            p[i].peer_id[p[i].npeers++] = (uint16_t)(11 + j);
+        }
+        p[i].iters = ITERS;
+        p[i].reset_lock = -1;
+        p[i].timeout_us = 2000;
+    }
+    sh->counter = sh->local_acq = sh->violations = sh->per_local[0] = sh->per_local[1] = 0;
+    sh->hold_us = 3000;
+    fflush(stdout);
+    pid_t lp = fork();
+    if (lp == 0) local_proc(0);
+    vmt_child c[NR];
+    for (int i = 0; i < NR; i++) CHECK_EQ(vmt_spawn(remote_role, -1, &p[i], &c[i]), 0);
+    for (int i = 0; i < NR; i++) {
+        close(hs[i][1]);
+        for (int j = i + 1; j < NR; j++) { close(ps[i][j][0]); close(ps[i][j][1]); }
+    }
+    tlink l[NR];
+    memset(l, 0, sizeof l);
+    int ok = 1;
+    for (int i = 0; i < NR && ok; i++) ok = home_link(hs[i][0], &l[i]) == 0;
+    for (int i = 0; i < NR && ok; i++) ok = vmt_expect_byte(hs[i][0], 'R', 60000) == 0;
+    CHECKF(ok, "the remote processes did not get ready");
+    uint64_t t0 = rcp__now_ns();
+    for (int i = 0; i < NR && ok; i++) vmt_send_byte(hs[i][0], 'G');
+    uint64_t viol = 0, tos = 0;
+    for (int i = 0; i < NR && ok; i++) {
+        unsigned char r[REP_LEN];
+        int rc = vmt_read_all(hs[i][0], r, REP_LEN, 120000);
+        CHECKF(rc == 0, "remote %d's report: %s", 11 + i, strerror(-rc));
+        if (!rc) { viol += vmt_get64(r + 8); tos += vmt_get64(r + 16); }
+        else { ok = 0; for (int j = 0; j < NR; j++) kill(c[j].pid, SIGKILL); }
+    }
+    double secs = (rcp__now_ns() - t0) / 1e9;
+    char why[512];
+    for (int i = 0; i < NR; i++) CHECKF(vmt_reap(&c[i], why, sizeof why) == 0, "remote %d: %s", 11 + i, why);
+    __atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
+    int st = 0;
+    for (int k = 0; k < 200 && waitpid(lp, &st, WNOHANG) == 0; k++) usleep(50000);
+    if (waitpid(lp, &st, WNOHANG) == 0) { /* stuck behind a remote queue that died */
+        kill(lp, SIGKILL);
+        waitpid(lp, &st, 0);
+        CHECKF(0, "the local process did not stop in 10 s (lock 0 stuck)");
+        ok = 0;
+    } else {
+        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "local process: status %d", st);
+    }
+    printf("# remote timeouts: %llu local + %d remote critical sections, %llu remote timeouts, "
+           "in %.1f s\n", (unsigned long long)sh->local_acq, NR * ITERS, (unsigned long long)tos, secs);
+    if (ok) {
+        CHECK_EQ(sh->counter, sh->local_acq + NR * ITERS);
+        CHECK_EQ(sh->violations, 0);
+        CHECK_EQ(viol, 0);
+        CHECKF(tos > 0, "no remote waiter timed out: the deadlines were never tested");
+        /* the queue is sound afterwards: empty, and a lock without deadline works */
+        CHECK_EQ(__atomic_load_n(&tab->lines[0].r_tail, __ATOMIC_ACQUIRE), 0);
+        alock_hold h;
+        CHECK_EQ(alock_lock_timeout(tab, 0, rcp__now_ns() + 5 * VMT_SEC, &h), 0);
+        alock_unlock(&h);
+    }
+    for (int i = 0; i < NR; i++) {
+        if (l[i].qp) { rcp__verbs_qp_destroy(l[i].qp); rcp__verbs_cq_destroy(l[i].cq); }
+        close(hs[i][0]);
+    }
+    sh->hold_us = 0;
+    __atomic_store_n(&sh->stop, 0, __ATOMIC_RELEASE);
+}
+
 /* ALOCK_CHECK_RMW: lock 0's remote tail has seen RDMA compare-and-swap; a CPU read-modify-write of
    it must trip the assertion, one of the local tail must not */
 static void debug_invariant_check(void)
@@ -435,7 +580,7 @@ static void killed_remote_holder(void)
 {
     int s[2], s2[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, s) || socketpair(AF_UNIX, SOCK_STREAM, 0, s2)) { CHECKF(0, "socketpair"); return; }
-    rproc p = {3, s[1], 0, {0}, {0}, 0, 5, -1};
+    rproc p = {3, s[1], 0, {0}, {0}, 0, 5, -1, 0};
     vmt_child c;
     CHECK_EQ(vmt_spawn(remote_role, -1, &p, &c), 0);
     close(s[1]);
@@ -452,7 +597,7 @@ static void killed_remote_holder(void)
     CHECK_EQ(alock_lock_timeout(tab, 5, rcp__now_ns() + 300000000ull, &h), ALOCK_E_TIMEDOUT);
     CHECK_EQ(alock_trylock(tab, 5, &h), ALOCK_E_BUSY);
     /* recovery: a remote process that knows id 3 is gone empties the remote queue */
-    rproc q = {4, s2[1], 0, {0}, {0}, 0, 0, 5};
+    rproc q = {4, s2[1], 0, {0}, {0}, 0, 0, 5, 0};
     vmt_child c2;
     CHECK_EQ(vmt_spawn(remote_role, -1, &q, &c2), 0);
     close(s2[1]);
@@ -502,7 +647,7 @@ static void pair_a(void)
     /* remote 1 here (loopback), with links to 2 and 3 on b */
     int s1[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, s1)) { CHECKF(0, "socketpair"); return; }
-    rproc p1 = {1, s1[1], 2, {fds[1][2], fds[1][3]}, {2, 3}, PAIR_ITERS, 0, -1};
+    rproc p1 = {1, s1[1], 2, {fds[1][2], fds[1][3]}, {2, 3}, PAIR_ITERS, 0, -1, 0};
     fflush(stdout);
     pid_t lp[2];
     for (int i = 0; i < 2; i++)
@@ -523,8 +668,8 @@ static void pair_a(void)
     for (int i = 0; i < 3 && ok; i++) vmt_send_byte(hf[i], 'G');
     uint64_t rviol = 0;
     for (int i = 0; i < 3 && ok; i++) {
-        unsigned char rep[16];
-        rc = vmt_read_all(hf[i], rep, 16, 150000);
+        unsigned char rep[REP_LEN];
+        rc = vmt_read_all(hf[i], rep, REP_LEN, 150000);
         CHECKF(rc == 0, "remote %d's report: %s", i + 1, strerror(-rc));
         if (!rc) rviol += vmt_get64(rep + 8);
     }
@@ -600,7 +745,7 @@ static void pair_b_killed_remote(const char *peer)
     int k4 = vmt_tcp_connect(peer, PAIR_PORT + 1, 90000);
     CHECKF(k4 >= 0, "tcp: %s", strerror(-k4));
     if (k4 < 0) { close(ctl); return; }
-    rproc q4 = {4, k4, 0, {0}, {0}, 0, 7, -1};
+    rproc q4 = {4, k4, 0, {0}, {0}, 0, 7, -1, 0};
     vmt_child c4;
     CHECK_EQ(vmt_spawn(remote_role, -1, &q4, &c4), 0);
     CHECK_EQ(vmt_expect_byte(ctl, 'K', 120000), 0);
@@ -611,7 +756,7 @@ static void pair_b_killed_remote(const char *peer)
     int k5 = vmt_tcp_connect(peer, PAIR_PORT + 1, 90000);
     CHECKF(k5 >= 0, "tcp: %s", strerror(-k5));
     if (k5 >= 0) {
-        rproc q5 = {5, k5, 0, {0}, {0}, 0, 0, 7};
+        rproc q5 = {5, k5, 0, {0}, {0}, 0, 0, 7, 0};
         vmt_child c5;
         CHECK_EQ(vmt_spawn(remote_role, -1, &q5, &c5), 0);
         CHECKF(vmt_reap(&c5, why, sizeof why) == 0, "reset: %s", why);
@@ -640,8 +785,8 @@ static void pair_b(const char *peer)
     CHECKF(h2 >= 0 && p2 >= 0 && h3 >= 0 && p3 >= 0, "tcp to %s: %s", peer, strerror(-(h2 < 0 ? h2 : p2 < 0 ? p2 : h3 < 0 ? h3 : p3)));
     if (h2 < 0 || p2 < 0 || h3 < 0 || p3 < 0) return;
     /* peers in id order on both sides, so no two processes wait for each other's setup */
-    rproc q2 = {2, h2, 2, {p2, s23[0]}, {1, 3}, PAIR_ITERS, 0, -1};
-    rproc q3 = {3, h3, 2, {p3, s23[1]}, {1, 2}, PAIR_ITERS, 0, -1};
+    rproc q2 = {2, h2, 2, {p2, s23[0]}, {1, 3}, PAIR_ITERS, 0, -1, 0};
+    rproc q3 = {3, h3, 2, {p3, s23[1]}, {1, 2}, PAIR_ITERS, 0, -1, 0};
     vmt_child c2, c3;
     CHECK_EQ(vmt_spawn(remote_role, -1, &q2, &c2), 0);
     CHECK_EQ(vmt_spawn(remote_role, -1, &q3, &c3), 0);
@@ -663,6 +808,7 @@ int main(int argc, char **argv)
         if (rc) return T_DONE();
         TEST(hazard_cpu_and_rdma_faa);
         TEST(mixed_local_and_remote);
+        TEST(remote_waiters_time_out);
         TEST(debug_invariant_check);
         TEST(killed_remote_holder);
         home_teardown();

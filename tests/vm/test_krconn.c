@@ -341,20 +341,6 @@ out:
     return rc;
 }
 
-static int res_count(const char *what)
-{
-    FILE *f = popen("rdma resource show 2>/dev/null", "r");
-    char line[512];
-    int v = -1;
-    if (!f) return -1;
-    while (fgets(line, sizeof line, f)) {
-        char *p = strstr(line, what);
-        if (p && p[-1] == ' ' && p[strlen(what)] == ' ') v = atoi(p + strlen(what) + 1);
-    }
-    pclose(f);
-    return v;
-}
-
 static long long hw_counter(const char *name)
 {
     char path[160];
@@ -552,8 +538,8 @@ static void cycles_no_leak(void)
     krconn_stats p0c, p0s;
     krconn_ctx_stats(c, &p0c);
     if (server_stats(&main_srv, &p0s)) memset(&p0s, 0, sizeof p0s);
-    int qp0 = res_count("qp") - (int)(p0c.pool_ready + p0s.pool_ready);
-    int cq0 = res_count("cq") - (int)(p0c.pool_ready + p0s.pool_ready), mr0 = res_count("mr");
+    int qp0 = vmt_res_count("qp") - (int)(p0c.pool_ready + p0s.pool_ready);
+    int cq0 = vmt_res_count("cq") - (int)(p0c.pool_ready + p0s.pool_ready), mr0 = vmt_res_count("mr");
     uint64_t t0 = rcp__now_ns();
     /* even cycles: a physical connect and close; odd ones: a virtual connect and close, on top
        of a connection held open through the loop */
@@ -599,9 +585,9 @@ static void cycles_no_leak(void)
         usleep(100000);
         krconn_ctx_stats(c, &p1c);
         if (server_stats(&main_srv, &p1s)) memset(&p1s, 0, sizeof p1s);
-        qp1 = res_count("qp") - (int)(p1c.pool_ready + p1s.pool_ready);
-        cq1 = res_count("cq") - (int)(p1c.pool_ready + p1s.pool_ready);
-        mr1 = res_count("mr");
+        qp1 = vmt_res_count("qp") - (int)(p1c.pool_ready + p1s.pool_ready);
+        cq1 = vmt_res_count("cq") - (int)(p1c.pool_ready + p1s.pool_ready);
+        mr1 = vmt_res_count("mr");
         if (qp1 == qp0 && cq1 == cq0 && mr1 == mr0) break;
     }
     printf("# %d connect/close cycles in %.1f s; rdma resource outside the pools: qp %d->%d cq "

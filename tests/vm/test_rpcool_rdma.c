@@ -122,6 +122,19 @@ static int h_quit(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     return 0;
 }
 
+/* One echo call of msg, its answer checked: 0, or why not (an error code, or 1: wrong answer). */
+static int echo_once(rpcool_conn *c, const char *msg)
+{
+    char *m = rpcool_strdup(c, msg);
+    void *ret = NULL;
+    size_t n = 0;
+    int rc = m ? rpcool_call(c, H_ECHO, m, strlen(msg) + 1, &ret, &n) : SHMHEAP_E_FULL;
+    if (!rc && (n != strlen(msg) + 1 || strcmp((char *)ret, msg))) rc = 1;
+    rpcool_free(c, ret);
+    rpcool_free(c, m);
+    return rc;
+}
+
 /* A client of the server's own pod (shared memory) calling while RDMA clients call: every
    answer checked. Returns the number of failures. */
 static int local_client(void)
@@ -132,13 +145,7 @@ static int local_client(void)
     for (int i = 0; i < 300; i++) {
         char msg[32];
         snprintf(msg, sizeof msg, "local %d", i);
-        char *m = rpcool_strdup(c, msg);
-        void *ret = NULL;
-        size_t n = 0;
-        rc = rpcool_call(c, H_ECHO, m, strlen(msg) + 1, &ret, &n);
-        if (rc || n != strlen(msg) + 1 || strcmp((char *)ret, msg)) bad++;
-        rpcool_free(c, ret);
-        rpcool_free(c, m);
+        bad += echo_once(c, msg) != 0;
         usleep(20000);
     }
     rpcool_disconnect(c);
@@ -351,6 +358,34 @@ static void docstore(void)
     rpcool_disconnect(c);
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Not a benchmark (make bench has one): the no-op round trip's median here, for the log. */
+static void noop(void)
+{
+    rpcool_conn *c = conn();
+    if (!c) return;
+    enum { N = 2000 };
+    static uint64_t ns[N];
+    int bad = 0;
+    for (int i = 0; i < N + 100; i++) {
+        uint64_t t0 = rcp__now_ns();
+        int rc = rpcool_call(c, H_SLOW + 100, NULL, 0, NULL, NULL);
+        if (i >= 100) ns[i - 100] = rcp__now_ns() - t0;
+        bad += rc != RPCOOL_E_NOHANDLER;
+    }
+    qsort(ns, N, sizeof ns[0], cmp_u64);
+    printf("# no-op call (unknown handler) round trip: median %.1f us, p99 %.1f us (the client "
+           "slept %llu times)\n", ns[N / 2] / 1e3, ns[N * 99 / 100] / 1e3,
+           (unsigned long long)c->rdma->sleeps);
+    CHECK_EQ(bad, 0);
+    rpcool_disconnect(c);
+}
+
 static void bad_input(void)
 {
     rpcool_conn *c = conn();
@@ -423,12 +458,8 @@ static void fuzz_ring(void)
     }
     CHECK(sent > 0);
     /* the good connection is still served, while the bad one was dropped */
-    char *m = rpcool_strdup(good, "still");
-    void *ret = NULL;
-    size_t n = 0;
-    int rc = rpcool_call(good, H_ECHO, m, 6, &ret, &n);
-    CHECKF(rc == 0 && n == 6 && !strcmp((char *)ret, "still"), "good conn: %s", rpcool_strerror(rc));
-    rpcool_free(good, ret);
+    int rc = echo_once(good, "still");
+    CHECKF(rc == 0, "good conn: %d (%s)", rc, rpcool_strerror(rc));
     rpcool_disconnect(good);
     rpcool_disconnect(bad);
 }
@@ -442,6 +473,7 @@ static int run_client(void)
     RUN(tree_reply);
     RUN(fetch_and_change);
     RUN(docstore);
+    RUN(noop);
     RUN(bad_input);
     RUN(async);
     RUN(fuzz_ring);
@@ -499,30 +531,12 @@ static void client_killed(void)
     usleep(1500000); /* the server's keepalive finds it gone and reclaims its mirror */
     rpcool_conn *c = conn();
     if (!c) return;
-    char *m = rpcool_strdup(c, "after");
-    void *ret = NULL;
-    size_t n = 0;
-    int rc = rpcool_call(c, H_ECHO, m, 6, &ret, &n);
-    CHECKF(rc == 0 && n == 6, "after a client died: %s", rpcool_strerror(rc));
-    rpcool_free(c, ret);
+    int rc = echo_once(c, "after");
+    CHECKF(rc == 0, "after a client died: %d (%s)", rc, rpcool_strerror(rc));
     rpcool_disconnect(c);
 }
 
 static pid_t server_pid;
-
-static int res_count(const char *what) /* guest-wide count from `rdma resource show` */
-{
-    FILE *f = popen("rdma resource show 2>/dev/null", "r");
-    char line[512];
-    int v = -1;
-    if (!f) return -1;
-    while (fgets(line, sizeof line, f)) {
-        char *p = strstr(line, what);
-        if (p && p > line && p[-1] == ' ' && p[strlen(what)] == ' ') v = atoi(p + strlen(what) + 1);
-    }
-    pclose(f);
-    return v;
-}
 
 static int mirrors(void) /* mappings in the server that lie in pod B's window: its mirrors */
 {
@@ -542,11 +556,7 @@ static int cycles(int n)
     for (k = 0; k < n; k++) {
         rpcool_conn *c = conn();
         if (!c) break;
-        char *m = rpcool_strdup(c, "cycle");
-        void *ret = NULL;
-        size_t len = 0;
-        int rc = rpcool_call(c, H_ECHO, m, 6, &ret, &len);
-        rpcool_free(c, ret);
+        int rc = echo_once(c, "cycle");
         rpcool_disconnect(c);
         if (rc) { CHECKF(0, "cycle %d: %s", k, rpcool_strerror(rc)); break; }
     }
@@ -559,9 +569,9 @@ static int cycles(int n)
 static void leak_cycles(void)
 {
     int k = cycles(50);
-    int qp0 = res_count("qp"), cq0 = res_count("cq"), mr0 = res_count("mr");
+    int qp0 = vmt_res_count("qp"), cq0 = vmt_res_count("cq"), mr0 = vmt_res_count("mr");
     k += cycles(100);
-    int qp1 = res_count("qp"), cq1 = res_count("cq"), mr1 = res_count("mr"), mi = mirrors();
+    int qp1 = vmt_res_count("qp"), cq1 = vmt_res_count("cq"), mr1 = vmt_res_count("mr"), mi = mirrors();
     printf("# %d connect/call/disconnect cycles: after the first 50, qp %d->%d cq %d->%d mr "
            "%d->%d; %d mirrors left\n", k, qp0, qp1, cq0, cq1, mr0, mr1, mi);
     CHECK(k == 150 && qp0 >= 0 && qp1 == qp0 && cq1 == cq0 && mr1 == mr0 && mi == 0);
@@ -608,7 +618,7 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
-    if (getenv("RDMAT_ONLY")) t_only = getenv("RDMAT_ONLY");
+    if (getenv("RDMAT_ONLY") && *getenv("RDMAT_ONLY")) t_only = getenv("RDMAT_ONLY");
     const char *role = argc > 1 ? argv[1] : "single";
     if (!strcmp(role, "server")) { /* a guest of its own: until a client calls H_QUIT */
         t_begin("rpcool-rdma-server");

@@ -373,4 +373,19 @@ static inline long vmt_check(const unsigned char *p, size_t n, unsigned seed)
     }
     return -1;
 }
+/* A guest-wide count from `rdma resource show` ("qp", "cq", "mr", ...), or -1. */
+static inline int vmt_res_count(const char *what)
+{
+    FILE *f = popen("rdma resource show 2>/dev/null", "r");
+    char line[512];
+    int v = -1;
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f)) {
+        char *p = strstr(line, what);
+        if (p && p > line && p[-1] == ' ' && p[strlen(what)] == ' ') v = atoi(p + strlen(what) + 1);
+    }
+    pclose(f);
+    return v;
+}
+
 #endif
