@@ -54,13 +54,24 @@
    pointer. Every process maps a heap at the same address (shmheap.h), so the pointer means the
    same thing in client and server.
 
-       channel "kv"    a memfd of the server's, sealed against resizing, that clients open
-                       through /proc/PID/fd/N as named in /dev/shm/rpcool.kv: a small directory
-                       of connection slots, the server's doorbell, and byte-range locks that tell
-                       each side whether the other lives
-       connection      one shmheap per client connection ("rpcool-kv-PID-N-T") holding 64 call
-                       slots, a request bitmap and the client's doorbell; arguments are
-                       allocated there by the client, results there by the server
+       channel "kv"    a memfd of the server's, sealed against resizing: a small directory of
+                       connection slots, the server's doorbell, and byte-range locks that tell
+                       each side whether the other lives. /dev/shm/rpcool.kv holds the name
+                       (the server's lock on it) and /dev/shm/rpcool.kv.sock is the front door:
+                       a UNIX socket on which an acceptor thread of the server answers connects
+       connection      one shmheap per client connection holding 64 call slots, a request
+                       bitmap and the client's doorbell; arguments are allocated there by the
+                       client, results there by the server. The heap is a memfd with no name,
+                       made, sealed against resizing and formatted by a thread of the server
+                       (at a lower priority) ahead of connects (rpcool_server_opts.prealloc of
+                       them, of the size last asked for, from the first connect on: the first
+                       connect, and one of another size, waits for its heap). A connect is a
+                       socket
+                       round trip: the acceptor picks a free slot, takes the slot's liveness
+                       lock through the very descriptor it then sends, and sends that channel
+                       descriptor, the heap and a hold on the heap's address range (SCM_RIGHTS)
+                       to that one client, keeping only its own handle of the heap; the client maps
+                       both (a channel once per process, whatever its number of connections)
        call            client fills a slot's request line {handler id, arg pointer, length,
                        safety flags, generation}, sets the slot's bit in the request bitmap if
                        it is not still set, and rings the server only if it sleeps; a server
@@ -144,21 +155,28 @@
    are masked, handler ids range-checked, every pointer it follows for the library (argument,
    seal range) is checked with shmheap_contains against that connection's heap, names are
    checked for their pattern, and the library's own reads of a client's heap run under fault
-   containment (a client that truncates its heap file makes its connection fail, not the
-   server; this includes rpcool_ctx_alloc and the checked accessors called by a handler of any
+   containment (a fault there, such as a SIGBUS for memory the kernel cannot provide, makes
+   that connection fail, not the server; this includes rpcool_ctx_alloc and the checked accessors called by a handler of any
    mode, and a sandboxed handler's SIGBUS inside the client's heap, after which the server
    drops the connection). A malicious client can always deny service to its own connection.
+   Connection heaps are memfds the server made, sealed against shrinking and growing
+   (F_SEAL_SHRINK, F_SEAL_GROW): no client can truncate its heap (ftruncate fails with EPERM).
+   They have no name in /dev/shm; each is given over the socket to one client only, and the
+   server makes its process non-dumpable (unless rpcool_server_opts.dumpable is 1), so no other
+   process of its user can open its descriptors (/proc/PID/fd, pidfd_getfd) or read its memory
+   (/proc/PID/mem): another client cannot take or read a client's heap, except through that
+   client's own process (see LIMITS). A heap made ahead that nobody claimed is held by the
+   server alone and goes with it. A client at the socket that sends junk is refused at once, one
+   that sends nothing after 100 ms; neither makes the acceptor wait.
    The channel is a memfd sealed against shrinking and growing (F_SEAL_SHRINK, F_SEAL_GROW):
-   no client can truncate it. Every client maps it writable (it takes byte locks and claims a
-   slot in it), so a client can overwrite its header: the server restores the header every
-   reap_ms, and connected clients believe a "closed" state or a changed epoch only when the
-   server's liveness lock confirms it, so they are not disturbed; a connect meanwhile waits
-   (within connect_timeout_ms). The name file /dev/shm/rpcool.NAME is never mapped: a client
-   that truncates or overwrites it delays new connects until the server rewrites it (every
-   reap_ms) and disturbs nobody else. What a client can still do to others: write their
-   channel slots, or open their heap files (all clients of a channel run as the server's
-   user, see LIMITS). A client heap file is opened with a shared flock held, so a client
-   cannot make accept wait on its lock.
+   no client can truncate it. Every client maps it writable (it rings the server's doorbell
+   and marks its slot closing there), so a client can overwrite its header: the server
+   restores the header every reap_ms, and clients, connected or connecting, believe a
+   "closed" state or a changed epoch only when the server's liveness lock confirms it, so they
+   are not disturbed. The name file /dev/shm/rpcool.NAME is never mapped and clients do not
+   read it: a client that truncates or overwrites it disturbs nobody (the server rewrites it
+   every reap_ms). What a client can still do to others: write their channel slots (their
+   state words; liveness is the kernel's byte locks, and calls do not use the slots).
 
    RPCOOL_RELAXED (0)  Trust the peer. The handler gets the pointer into the shared heap. A
        buggy or malicious client can change the argument while the handler reads it, and a
@@ -300,19 +318,22 @@
    channel mapping (MADV_DONTFORK), so the parent's death is still seen; connections and
    servers are not usable in the child.
    - Client dies (even mid-call): the server notices within reap_ms (RPCOOL_DEFAULT_REAP_MS,
-     100 ms), lets any handler running for it finish, unmaps its heap and unlinks it: its
-     memory is freed whole. So also for a client that dies anywhere inside rpcool_connect (its
-     channel slot names its heap before the heap is made) or rpcool_disconnect (the server
-     unlinks the heap of every connection it lets go of), and for one the server had not
-     noticed yet when it closes or when a new server takes the channel over.
-     rpcool_server_close waits (up to about a second) for clients inside rpcool_connect or
-     rpcool_disconnect to see the channel closed and leave, then unlinks what the dead ones
-     left; a connected client that outlives the server unlinks its heap in rpcool_disconnect.
+     100 ms), lets any handler running for it finish and unmaps its heap: a connection heap is
+     a memfd with no name, freed whole when the last process that has it lets go. So also for
+     a client that dies anywhere inside rpcool_connect (its slot's lock is taken through the
+     descriptor it is sent, so it is the client's from the first instant, and goes with the
+     client even before it received it) or rpcool_disconnect, and for one the server had not
+     noticed yet when it closes or dies. rpcool_server_close waits (up to about a second) for
+     clients inside rpcool_disconnect to see the channel closed and leave. A connected client
+     that outlives its server keeps its heap mapped until rpcool_disconnect.
+   - Heaps made ahead: the server holds them alone, so they go when it closes or dies. Their
+     address ranges in the pod (shmheap.h) are held by locks that die with their holders; the
+     next heap made on a descriptor (the next server's first) frees the entries nobody holds.
    - Server dies: a waiting call checks the server's lock every peer_check_ms
      (RPCOOL_DEFAULT_PEER_CHECK_MS, 100 ms) and fails with RPCOOL_E_PEERDEAD; calls also fail
      if the channel was closed (RPCOOL_E_CLOSED) or taken over by a new server.
-   - Client dropped by the server: a read of its heap faulted (it truncated the heap file), or
-     it kept its heap's mutex taken for over a second. The server serves it no more and
+   - Client dropped by the server: a read of its heap faulted (SIGBUS: memory the kernel
+     could not provide; a client cannot truncate its heap), or it kept its heap's mutex taken for over a second. The server serves it no more and
      reclaims its heap; the client's waiting and later calls fail with RPCOOL_E_DROPPED
      within peer_check_ms, and rpcool_disconnect returns at once.
    - Timeouts: optional per call (timeout_ms). A call that timed out is not taken back: it may
@@ -325,8 +346,9 @@
      (RPCOOL_E_TOOBIG), a slot that was flagged but not filled (ignored and counted), a
      handler that faults in SANDBOX mode (RPCOOL_E_FAULT).
    - A channel name served by a live server: RPCOOL_E_NAMETAKEN. A name whose server died is
-     taken over: the new server makes a new channel and unlinks the heaps of the old one's
-     clients (which fail with RPCOOL_E_PEERDEAD and keep their mappings until they disconnect).
+     taken over: the new server makes a new channel and socket; the old one's clients fail
+     with RPCOOL_E_PEERDEAD and keep their heaps until they disconnect (nothing is unlinked:
+     heaps have no names).
 
    7. THREAD SAFETY
    ----------------
@@ -354,9 +376,19 @@
    flight per connection, handler ids below 1024.
    Liveness locks need one kernel for both peers (processes of one host, or one VM); a pod of
    several hosts sharing a device needs another detector (future work with the RDMA tier).
-   A client opens the channel through /proc/PID/fd of the server, which the kernel allows to
-   processes that may inspect the server (its user, and a dumpable server; or CAP_SYS_PTRACE):
-   otherwise connect fails with -EACCES.
+   A client connects to the socket /dev/shm/rpcool.NAME.sock, created with the name file's
+   mode (rpcool_server_opts.mode): a process that may not connect to it gets -EACCES.
+   rpcool_server_open makes the whole process non-dumpable (prctl PR_SET_DUMPABLE 0), for the
+   rest of its life: no core dumps, and only processes with CAP_SYS_PTRACE may ptrace it or
+   open its /proc files. rpcool_server_opts.dumpable = 1 leaves the process as it was; then
+   any process of its user can open every connection heap through /proc/PID/fd. A client's
+   heap is as private as the client's process: any process that may ptrace the client (its
+   user, unless the client made itself non-dumpable) can read it.
+   The acceptor keeps up to 32 connected clients waiting for their request (100 ms each);
+   beyond that the one waiting longest is refused (RPCOOL_E_PROTO) at once, so a flood of
+   silent connects can make an honest connect whose request was not there yet fail; it never
+   makes one wait. A connect that asks for a heap size no made-ahead heap has pays for making
+   the heap (a memfd, its mapping and formatting) inside rpcool_connect.
    A client that keeps its heap's mutex taken can stall the serving thread running one of its
    handlers for up to a second, once, in rpcool_ctx_alloc of a block that needs the mutex
    (over 32 KiB, or a size class with no span a quarter free in its heap): then the server
@@ -480,6 +512,8 @@ enum {
 #define RPCOOL_DEFAULT_HEAP_SIZE ((size_t)64 << 20) /* 64 MiB */
 #define RPCOOL_DEFAULT_MAX_COPY ((size_t)64 << 20)  /* 64 MiB */
 #define RPCOOL_DEFAULT_SEAL_BATCH 1
+#define RPCOOL_DEFAULT_PREALLOC 4
+#define RPCOOL_MAX_PREALLOC 16
 
 /* Server options. Zero means default; use designated initialisers. */
 typedef struct rpcool_server_opts {
@@ -500,6 +534,12 @@ typedef struct rpcool_server_opts {
                              (RPCOOL_LOG_* levels, one line each), those of the connection
                              heaps too; NULL = silent, or stderr when RPCOOL_DEBUG is set */
     void *log_user;       /* passed to log */
+    unsigned prealloc;    /* connection heaps kept made ahead of connects, of the size last
+                             asked for; 0 = RPCOOL_DEFAULT_PREALLOC, at most
+                             RPCOOL_MAX_PREALLOC (16) */
+    int dumpable;         /* 1: leave the process dumpable (see LIMITS: then any process of its
+                             user can open its descriptors, every connection heap among them);
+                             0: rpcool_server_open makes it non-dumpable */
     const char *rdma;     /* also serve clients of other pods over RDMA (RPCOOL_WITH_RDMA):
                              "serve" or "serve:PORT" runs krconn's meta server in this process
                              (TCP port KRCONN_DEFAULT_META_PORT, 7471) and publishes the channel
@@ -564,6 +604,7 @@ typedef struct rpcool_server_stats {
     uint64_t faults;       /* faults contained */
     uint64_t bad_entries;  /* malformed requests (flagged but not filled, bad names, ...) */
     unsigned conns;        /* connections now */
+    unsigned ready;        /* connection heaps made ahead, waiting for a connect */
 } rpcool_server_stats;
 
 RPCOOL_API const char *rpcool_strerror(int code);
@@ -582,7 +623,7 @@ RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *s
 /* Handler side. */
 RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx);           /* the client's heap */
 /* In the client's heap; NULL when it is full, or when the client keeps its heap's mutex taken
-   for over a second or truncated its heap file (a fault, contained in any safety mode): then the
+   for over a second or reading its heap faults (contained in any safety mode): then the
    connection is also dropped (served no more, its heap reclaimed). */
 RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size);
 RPCOOL_API void rpcool_ctx_reply(rpcool_ctx *ctx, void *p, size_t len);
@@ -592,8 +633,7 @@ RPCOOL_API int rpcool_ctx_ok(const rpcool_ctx *ctx, const void *p, size_t len); 
    RPCOOL_E_BADPTR (does not return). */
 RPCOOL_API const void *rpcool_ctx_need(rpcool_ctx *ctx, const void *p, size_t len);
 /* s if it is a NUL-terminated string inside the heap, else ends the call (RPCOOL_E_BADPTR; or
-   RPCOOL_E_FAULT if reading it faults, whatever the mode: a truncated heap file, which also
-   drops the connection; so does rpcool_map_get_checked). */
+   RPCOOL_E_FAULT if reading it faults, whatever the mode, which also drops the connection; so does rpcool_map_get_checked). */
 RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s);
 /* End the call now: the caller gets code (a status >= 0 or a negative error code), as if the
    handler had returned it. Does not return. */
@@ -702,16 +742,21 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #endif
 #endif
 #include "impl/platform.h"
-#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 
 #ifndef RPCOOL_MALLOC
 #define RPCOOL_MALLOC(size) malloc(size)
@@ -725,8 +770,9 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 
 #define RPCOOL__CH_MAGIC 0x314c4843434f4352ull   /* "RCOCCHL1" */
 #define RPCOOL__CONN_MAGIC 0x314e4e43434f4352ull /* "RCOCCNN1" */
-#define RPCOOL__VERSION 5u /* 4: the channel is a sealed memfd, named by a rendezvous record;
-                              5: a sealed call under a page carries RPCOOL__SEAL_COPY */
+#define RPCOOL__VERSION 6u /* 4: the channel is a sealed memfd, named by a rendezvous record;
+                              5: a sealed call under a page carries RPCOOL__SEAL_COPY;
+                              6: connection heaps are the server's memfds, given over a socket */
 #define RPCOOL__RDV_MAGIC 0x3156445243434f52ull /* "RCOCRDV1" */
 #define RPCOOL__NSLOTS 64u
 #define RPCOOL__NAME_MAX 48
@@ -872,6 +918,17 @@ RCP__STATIC_ASSERT(sizeof(struct rpcool__conn_hdr) == 320 + 128 * RPCOOL__NSLOTS
 
 enum { RPCOOL__SC_FREE = 0, RPCOOL__SC_ACTIVE, RPCOOL__SC_DRAINING };
 
+/* A connection heap made ahead of a connect: a memfd sealed against resizing, formatted and
+   mapped by the server, its connection header allocated; and a new open of the channel memfd
+   for its client, whose lock byte the server takes before giving it away. */
+struct rpcool__prem {
+    int hfd, cfd;
+    int ofd, pfd;   /* the client's own open of the heap, and a hold on its pod range */
+    size_t size;
+    shmheap *h;
+    struct rpcool__conn_hdr *hdr;
+};
+
 struct rpcool__sconn { /* the server's view of one connection */
     uint32_t state;
     uint32_t condemned; /* a read of its heap faulted, or its mutex stays taken: drain it, serve it
@@ -879,7 +936,7 @@ struct rpcool__sconn { /* the server's view of one connection */
     uint64_t drain_gp;  /* grace period that began when it started draining */
     shmheap *heap;
     struct rpcool__conn_hdr *hdr;
-    int dead;          /* client died: unlink its heap once drained */
+    int dead;          /* client died: reclaim its connection once drained */
     int pkey;
     uint32_t rot;      /* where the next scan starts (fairness) */
     uint32_t claimed[RPCOOL__NSLOTS]; /* generation last claimed per slot (server threads) */
@@ -910,10 +967,10 @@ struct rpcool__worker {
 };
 
 /* The channel's name file /dev/shm/rpcool.NAME holds this record and nothing else. The server
-   holds its byte 0 (the name is taken while it lives) and writes it with pwrite; clients read it
-   and open the channel itself, a memfd sealed against shrinking and growing, through
-   /proc/PID/fd/FD. Nobody maps the name file: a client that truncates or overwrites it makes
-   new connects wait until the server rewrites it (every reap_ms), and disturbs nobody else. */
+   holds its byte 0 (the name is taken while it lives: a connect that finds no socket retries
+   while the name is held) and writes it with pwrite. Clients get the channel over the socket,
+   not through this record. Nobody maps the name file: a client that truncates or overwrites
+   it disturbs nobody; the server rewrites it every reap_ms. */
 struct rpcool__rdv {
     uint64_t magic;
     uint32_t version, server_pid;
@@ -953,6 +1010,20 @@ struct rpcool_server {
     unsigned nthreads;
     int pkeys[15], npkeys;
     rpcool_server_stats st;
+    /* the front door: a listening socket, a thread that gives each connect a heap made ahead */
+    int lfd, acc_ev; /* the listening socket; an eventfd that stops the acceptor */
+    char sock_path[RPCOOL__NAME_MAX + 40];
+    pthread_t acceptor;
+    int acc_started, acc_stop;
+    /* the pool of heaps made ahead: filled by the maker thread, emptied by the acceptor */
+    pthread_t maker;
+    int maker_started;
+    pthread_mutex_t pool_lock;
+    pthread_cond_t pool_cv; /* the maker waits on it for room, or for the stop */
+    unsigned prealloc, npool;
+    size_t last_size;   /* the heap size last asked for: what the pool is refilled with (0:
+                           nobody asked yet, the pool stays empty) */
+    struct rpcool__prem *pool; /* RPCOOL_MAX_PREALLOC entries, under pool_lock */
     struct rpcool__rsrv *rdma; /* the RDMA transport's listener, or NULL */
 };
 
@@ -994,6 +1065,7 @@ struct rpcool_conn {
     shmheap_opts hopts;
     struct rcp__logger log;
     struct rpcool__conn_hdr *hdr;
+    int pod_fd;          /* holds the heap's range in the pod (see shmheap_pod_hold) */
     char heap_name[RPCOOL__HEAPNAME];
     unsigned safety, timeout_ms, peer_check_ms, seal_batch;
     uint64_t spin_ns;
@@ -1147,6 +1219,18 @@ static int rpcool__fds[256];
 static pthread_mutex_t rpcool__fds_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t rpcool__fork_once = PTHREAD_ONCE_INIT;
 
+/* A client process maps each channel once, whatever its number of connections to it (>>connect,
+   rpcool__chmap_get). */
+struct rpcool__chmap {
+    uint64_t dev, ino;
+    size_t len;
+    void *m;
+    unsigned refs;
+    struct rpcool__chmap *next;
+};
+static struct rpcool__chmap *rpcool__chmaps;
+static pthread_mutex_t rpcool__chmaps_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void rpcool__atfork_child(void)
 {
     for (unsigned i = 0; i < 256; i++)
@@ -1155,6 +1239,8 @@ static void rpcool__atfork_child(void)
             rpcool__fds[i] = 0;
         }
     pthread_mutex_init(&rpcool__fds_lock, NULL);
+    rpcool__chmaps = NULL; /* not inherited (MADV_DONTFORK); the list's memory is left behind */
+    pthread_mutex_init(&rpcool__chmaps_lock, NULL);
 }
 static void rpcool__fork_init(void) { pthread_atfork(NULL, NULL, rpcool__atfork_child); }
 
@@ -1287,18 +1373,6 @@ static int rpcool__check_name(const char *n)
     return 0;
 }
 
-/* A connection heap name a client wrote: "rpcool-CHANNEL-" then digits and '-', nothing else
-   (never a path: a client must not make the server map an arbitrary file). */
-static int rpcool__check_heap_name(const char *channel, const char *h)
-{
-    size_t cl = strlen(channel), hl = strnlen(h, RPCOOL__HEAPNAME);
-    if (hl >= RPCOOL__HEAPNAME || hl <= 7 + cl + 1) return 0;
-    if (memcmp(h, "rpcool-", 7) || memcmp(h + 7, channel, cl) || h[7 + cl] != '-') return 0;
-    for (size_t i = 8 + cl; i < hl; i++)
-        if (!((h[i] >= '0' && h[i] <= '9') || h[i] == '-')) return 0;
-    return 1;
-}
-
 static void rpcool__path(char *out, size_t n, const char *name)
 {
     snprintf(out, n, "/dev/shm/rpcool.%s", name);
@@ -1313,77 +1387,20 @@ static size_t rpcool__chan_bytes(uint32_t max_conns)
 
 static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead);
 
-/* Is this heap name also named by another slot or held by a connection? A client can write any
-   name into its own slot: a stale slot must not make us unlink somebody else's heap. */
-static int rpcool__heap_named_elsewhere(rpcool_server *s, uint32_t i, const char *name)
-{
-    uint32_t nslots = (uint32_t)((s->map_len - RPCOOL__SLOTS_OFF) / sizeof *s->cs);
-    for (uint32_t j = 0; j < s->max_conns; j++)
-        if (j != i && rcp__load(&s->conns[j].state) != RPCOOL__SC_FREE &&
-            !strncmp(s->conns[j].heap_name, name, RPCOOL__HEAPNAME))
-            return 1;
-    for (uint32_t j = 0; j < nslots; j++)
-        if (j != i && rcp__load(&s->cs[j].state) != RPCOOL__CS_FREE &&
-            !strncmp(s->cs[j].heap, name, RPCOOL__HEAPNAME))
-            return 1;
-    return 0;
-}
-
-/* A stale slot left by an earlier server or by a client that died before it was accepted (or
-   while it closed): the heap it names goes too, whatever the slot's state, since its client
-   may have died anywhere between naming it in the slot and unlinking it. */
+/* A stale slot: one whose client is gone (its lock byte is free) with no connection behind it
+   (a client that wrote a slot by hand, or one that closed). It is freed; nothing is unlinked:
+   connection heaps have no names, and what a slot names is not believed. */
 static void rpcool__reclaim_stale(rpcool_server *s, uint32_t i)
 {
     struct rpcool__chan_slot *cs = &s->cs[i];
     uint32_t st = rcp__load(&cs->state);
     if (st == RPCOOL__CS_FREE) return;
     int held = rpcool__lock_held(s->fd, 1 + (off_t)i);
-    if (held == 1 && st != RPCOOL__CS_CLOSING) return; /* a live client is still using it */
-    if (held == 0) {
-        char name[RPCOOL__HEAPNAME];
-        memcpy(name, cs->heap, sizeof name);
-        name[sizeof name - 1] = 0;
-        if (rpcool__check_heap_name(s->name, name) && !rpcool__heap_named_elsewhere(s, i, name)) {
-            int o = rpcool__contain_set(0);
-            shmheap_unlink(name, &s->hopts);
-            rpcool__contain_set(o);
-            rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: unlinked stale heap %s", s->name, name);
-        }
-    }
-    if (held == 1) return; /* CLOSING but still locked: the client is finishing up */
+    if (held != 0) return; /* a live client still uses it (or is finishing its close) */
     rcp__store(&cs->heap[0], '\0');
     rcp__store(&cs->state, (uint32_t)RPCOOL__CS_FREE);
     rcp__fetch_add(&cs->seq, 1u);
     rcp__futex_wake(&cs->seq, INT_MAX);
-}
-
-/* A heap name left by a client of this channel: "rpcool-CHANNEL-PID-SEQ-CLOCK", exactly (a
-   longer channel name that starts with ours has more fields). */
-static int rpcool__is_our_heap(const char *channel, const char *h)
-{
-    if (!rpcool__check_heap_name(channel, h)) return 0;
-    int dashes = 0;
-    for (const char *q = h + 8 + strlen(channel); *q; q++) {
-        if (*q == '-' && (q[1] == '-' || !q[1])) return 0;
-        dashes += *q == '-';
-    }
-    return h[8 + strlen(channel)] != '-' && dashes == 2;
-}
-
-/* The heaps of an earlier server's clients: that server is dead (we hold the name), its channel
-   memfd is out of our reach, and its clients can only fail; they keep their mappings. */
-static void rpcool__unlink_orphans(rpcool_server *s)
-{
-    DIR *d = opendir("/dev/shm");
-    int n = 0;
-    if (!d) return;
-    for (struct dirent *e; (e = readdir(d));)
-        if (rpcool__is_our_heap(s->name, e->d_name) && shmheap_unlink(e->d_name, &s->hopts) == 0)
-            n++;
-    closedir(d);
-    if (n)
-        rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: unlinked %d heaps of earlier clients", s->name,
-                    n);
 }
 
 /* Write the rendezvous record (and cut the name file to its size). */
@@ -1427,7 +1444,6 @@ static int rpcool__chan_init(rpcool_server *s)
     if (pread(s->name_fd, &old, sizeof old, 0) == (ssize_t)sizeof old &&
         old.magic == RPCOOL__RDV_MAGIC)
         old_epoch = old.epoch;
-    rpcool__unlink_orphans(s);
     s->map_len = rpcool__chan_bytes(s->max_conns);
     snprintf(mname, sizeof mname, "rpcool.%s", s->name);
     if ((fd = memfd_create(mname, MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0) return -errno;
@@ -1481,6 +1497,8 @@ static int rpcool__chan_init(rpcool_server *s)
 static void rpcool__server_free(rpcool_server *s)
 {
     pthread_mutex_destroy(&s->hk_lock);
+    pthread_mutex_destroy(&s->pool_lock);
+    pthread_cond_destroy(&s->pool_cv);
     for (unsigned i = 0; s->handlers && i < RPCOOL_MAX_HANDLERS; i++) rpcool__free(s->handlers[i]);
     while (s->retired) {
         struct rpcool__handler_ent *e = s->retired;
@@ -1521,6 +1539,439 @@ static void rpcool__pkey_attach(rpcool_server *s, struct rpcool__sconn *sc, uint
         sc->pkey = k;
 }
 
+/* The front door. A client connects to the socket /dev/shm/rpcool.NAME.sock (mode as the name
+   file) and sends a request; the acceptor thread answers with a connection slot and two
+   descriptors (SCM_RIGHTS): a new open of the channel memfd whose lock byte for that slot it
+   has already taken, and a connection heap it made ahead of time. Nobody else ever holds
+   either: the heap has no name, and the server is not dumpable (see LIMITS). */
+#define RPCOOL__CREQ_MAGIC 0x3151455243434f52ull /* "RCOCREQ1" */
+#define RPCOOL__CREP_MAGIC 0x3150455243434f52ull /* "RCOCREP1" */
+#define RPCOOL__REQ_WAIT_MS 100 /* how long the acceptor waits for a connected client's request */
+struct rpcool__creq {
+    uint64_t magic;
+    uint32_t version, pad;
+    uint64_t heap_size; /* 0 = the server's choice */
+    uint32_t pid;       /* the client's word (for the log and the slot; not trusted) */
+    uint32_t pad2;
+};
+struct rpcool__crep {
+    uint64_t magic;
+    uint32_t version;
+    int32_t status;     /* 0: two descriptors come with it (channel, heap) */
+    uint32_t slot, epoch, max_conns, pad;
+    uint64_t hdr;       /* the connection header's address */
+    uint64_t pad2[2];
+};
+RCP__STATIC_ASSERT(sizeof(struct rpcool__creq) == 32 && sizeof(struct rpcool__crep) == 56,
+                   "front door messages");
+
+static void rpcool__sock_path(char *out, size_t n, const char *name)
+{
+    snprintf(out, n, "/dev/shm/rpcool.%s.sock", name);
+}
+
+static void rpcool__prem_free(struct rpcool__prem *pm)
+{
+    if (pm->h) shmheap_close(pm->h);
+    rpcool__fd_track(pm->cfd, 0);
+    rpcool__fd_track(pm->ofd, 0);
+    rpcool__fd_track(pm->pfd, 0);
+    if (pm->hfd >= 0) close(pm->hfd);
+    if (pm->cfd >= 0) close(pm->cfd);
+    if (pm->ofd >= 0) close(pm->ofd);
+    if (pm->pfd >= 0) close(pm->pfd);
+    memset(pm, 0, sizeof *pm);
+    pm->hfd = pm->cfd = pm->ofd = pm->pfd = -1;
+}
+
+/* Make a connection heap of size bytes ahead of its connect. */
+static int rpcool__prem_make(rpcool_server *s, size_t size, struct rpcool__prem *pm)
+{
+    char nm[RPCOOL__NAME_MAX + 16];
+    shmheap_opts ho = s->hopts;
+    int r;
+    memset(pm, 0, sizeof *pm);
+    pm->cfd = pm->ofd = pm->pfd = -1;
+    pm->size = size;
+    snprintf(nm, sizeof nm, "rpcool-%s", s->name);
+    if ((pm->hfd = memfd_create(nm, MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0) return -errno;
+    ho.size = size;
+    if ((r = shmheap_create_fd(pm->hfd, &ho, &pm->h))) goto fail;
+    /* nobody, its client included, can truncate it under the server */
+    if (fcntl(pm->hfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+        r = -errno;
+        goto fail;
+    }
+    pm->hdr = (struct rpcool__conn_hdr *)shmheap_aligned_alloc(pm->h, 128, sizeof *pm->hdr);
+    if (!pm->hdr) {
+        r = SHMHEAP_E_FULL;
+        goto fail;
+    }
+    memset(pm->hdr, 0, sizeof *pm->hdr);
+    pm->hdr->version = RPCOOL__VERSION;
+    pm->hdr->nslots = RPCOOL__NSLOTS;
+    if ((r = shmheap_root_set(pm->h, RPCOOL__ROOT, pm->hdr))) goto fail;
+    char proc[48]; /* new open file descriptions, the client's own: its byte locks */
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", s->fd);
+    if ((pm->cfd = open(proc, O_RDWR | O_CLOEXEC)) < 0) {
+        r = -errno;
+        goto fail;
+    }
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", pm->hfd);
+    if ((pm->ofd = open(proc, O_RDWR | O_CLOEXEC)) < 0) {
+        r = -errno;
+        goto fail;
+    }
+    if ((pm->pfd = shmheap_pod_hold(pm->h, &s->hopts)) < 0) {
+        r = pm->pfd;
+        goto fail;
+    }
+    /* a child forked meanwhile must not keep the client's descriptions (its lock byte) */
+    rpcool__fd_track(pm->cfd, 1);
+    rpcool__fd_track(pm->ofd, 1);
+    rpcool__fd_track(pm->pfd, 1);
+    return 0;
+fail:
+    rpcool__prem_free(pm);
+    return r;
+}
+
+/* Make one more heap of the size last asked for if the pool lacks one: 1 if it made one, 0
+   if the pool is full (or being stopped) or making failed. Called with pool_lock held; the
+   heap is made without it, so the acceptor can take from the pool meanwhile. */
+static int rpcool__pool_fill_one(rpcool_server *s)
+{
+    unsigned have = 0;
+    if (!s->last_size) return 0; /* no client of this pod has asked yet */
+    for (unsigned k = 0; k < s->npool; k++) have += s->pool[k].size == s->last_size;
+    if (!have && s->npool == s->prealloc && s->npool) { /* all of another size: one goes */
+        struct rpcool__prem old = s->pool[0];
+        s->pool[0] = s->pool[--s->npool];
+        rcp__store(&s->st.ready, s->npool);
+        pthread_mutex_unlock(&s->pool_lock);
+        rpcool__prem_free(&old);
+        pthread_mutex_lock(&s->pool_lock);
+    }
+    if (s->npool >= s->prealloc || rcp__load(&s->acc_stop)) return 0;
+    struct rpcool__prem pm;
+    size_t size = s->last_size;
+    pthread_mutex_unlock(&s->pool_lock);
+    int r = rpcool__prem_make(s, size, &pm);
+    pthread_mutex_lock(&s->pool_lock);
+    if (r) return 0;
+    if (s->npool >= s->prealloc || rcp__load(&s->acc_stop)) { /* filled meanwhile */
+        pthread_mutex_unlock(&s->pool_lock);
+        rpcool__prem_free(&pm);
+        pthread_mutex_lock(&s->pool_lock);
+        return 0;
+    }
+    s->pool[s->npool++] = pm;
+    rcp__store(&s->st.ready, s->npool);
+    return 1;
+}
+
+/* The maker: keeps the pool full, at a lower priority than the rest of the server (nice +5),
+   so that answering a connect or serving a call never waits for a heap being made. It waits
+   for room when the pool is full; after a failure it tries again a little later. */
+static void *rpcool__maker_main(void *p)
+{
+    rpcool_server *s = (rpcool_server *)p;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 5); /* a hint only */
+    pthread_mutex_lock(&s->pool_lock);
+    while (!rcp__load(&s->acc_stop)) {
+        unsigned n = s->npool;
+        if (rpcool__pool_fill_one(s)) continue;
+        if (s->npool < s->prealloc && s->npool <= n) { /* making failed: not in a loop */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 10000000;
+            if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+            pthread_cond_timedwait(&s->pool_cv, &s->pool_lock, &ts);
+        } else if (!rcp__load(&s->acc_stop)) {
+            pthread_cond_wait(&s->pool_cv, &s->pool_lock);
+        }
+    }
+    pthread_mutex_unlock(&s->pool_lock);
+    return NULL;
+}
+
+/* Give the made-ahead heap pm to a client (peer pid, 0 if unknown): a free slot whose lock
+   byte we take through pm->cfd (the descriptor the client gets, so the lock is the client's
+   from the start and goes when it dies, even before it has received it), then the connection
+   is active for the serving threads. Under hk_lock. */
+static int rpcool__grant_locked(rpcool_server *s, struct rpcool__prem *pm, uint32_t pid,
+                                uint32_t *slot)
+{
+    for (uint32_t i = 0; i < s->max_conns; i++) {
+        struct rpcool__chan_slot *cs = &s->cs[i];
+        struct rpcool__sconn *sc = &s->conns[i];
+        uint32_t exp = RPCOOL__CS_FREE;
+        if (rcp__load(&cs->state) != RPCOOL__CS_FREE ||
+            rcp__load(&sc->state) != RPCOOL__SC_FREE || rpcool__lock_try(pm->cfd, 1 + (off_t)i))
+            continue;
+        if (!rcp__cas(&cs->state, &exp, (uint32_t)RPCOOL__CS_CLAIMED)) { /* a client wrote it */
+            struct flock fl;
+            rpcool__lock_op(pm->cfd, 1 + (off_t)i, F_OFD_SETLK, F_UNLCK, &fl);
+            continue;
+        }
+        pm->hdr->chan_slot = i;
+        pm->hdr->epoch = s->epoch;
+        rcp__store(&pm->hdr->magic, RPCOOL__CONN_MAGIC);
+        sc->heap = pm->h;
+        sc->hdr = pm->hdr;
+        sc->dead = 0;
+        sc->rot = 0;
+        snprintf(sc->heap_name, sizeof sc->heap_name, "%.100s", shmheap_name(pm->h));
+        sc->pkey = -1;
+        if (pid != (uint32_t)getpid()) rpcool__pkey_attach(s, sc, i); /* not our own client */
+        rcp__store(&sc->condemned, 0u);
+        for (unsigned k = 0; k < RPCOOL__NSLOTS; k++) rcp__store_relaxed(&sc->claimed[k], ~0u);
+        rcp__store(&sc->state, (uint32_t)RPCOOL__SC_ACTIVE);
+        if (i + 1 > rcp__load_relaxed(&s->nscan)) rcp__store(&s->nscan, i + 1);
+        rcp__fetch_add(&s->st.accepted, 1u);
+        cs->client_pid = pid;
+        cs->epoch = s->epoch;
+        cs->status = 0;
+        cs->hdr = (uint64_t)(uintptr_t)pm->hdr;
+        snprintf(cs->heap, sizeof cs->heap, "%s", sc->heap_name);
+        rcp__store(&cs->state, (uint32_t)RPCOOL__CS_ACTIVE);
+        rcp__fetch_add(&cs->seq, 1u);
+        pm->h = NULL; /* the connection's now */
+        *slot = i;
+        return 0;
+    }
+    return RPCOOL_E_NOSLOT;
+}
+
+/* Answer one connected client whose request (n bytes of rq; n < 0: none came in time) was
+   read: a heap of the size it asks for (from the pool, else made now) and a slot, or an
+   error. The descriptors we sent are closed here: from then on only the client holds them. */
+static void rpcool__front_answer(rpcool_server *s, int sk, const struct rpcool__creq *req,
+                                 ssize_t n)
+{
+    struct rpcool__creq rq;
+    struct rpcool__crep rp;
+    struct rpcool__prem pm;
+    size_t want;
+    int r = 0;
+    memset(&rp, 0, sizeof rp);
+    memset(&pm, 0, sizeof pm);
+    memcpy(&rq, req, sizeof rq);
+    pm.hfd = pm.cfd = pm.ofd = pm.pfd = -1;
+    rp.magic = RPCOOL__CREP_MAGIC;
+    rp.version = RPCOOL__VERSION;
+    if (n != (ssize_t)sizeof rq ||
+        rq.magic != RPCOOL__CREQ_MAGIC || rq.version != RPCOOL__VERSION) {
+        rcp__fetch_add(&s->st.bad_entries, 1u);
+        r = RPCOOL_E_PROTO;
+        goto answer;
+    }
+    want = rq.heap_size ? (size_t)rq.heap_size : RPCOOL_DEFAULT_HEAP_SIZE;
+    if (rq.heap_size > ((uint64_t)1 << 44)) {
+        r = RPCOOL_E_INVAL;
+        goto answer;
+    }
+    want = (want + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1); /* as shmheap rounds */
+    pthread_mutex_lock(&s->pool_lock);
+    s->last_size = want;
+    for (unsigned k = 0; k < s->npool && pm.hfd < 0; k++)
+        if (s->pool[k].size == want) {
+            pm = s->pool[k];
+            s->pool[k] = s->pool[--s->npool];
+            rcp__store(&s->st.ready, s->npool);
+        }
+    pthread_cond_signal(&s->pool_cv); /* room, or a new size: the maker makes one */
+    pthread_mutex_unlock(&s->pool_lock);
+    if (pm.hfd < 0 && (r = rpcool__prem_make(s, want, &pm))) goto answer;
+    pthread_mutex_lock(&s->hk_lock);
+    r = rpcool__grant_locked(s, &pm, rq.pid, &rp.slot);
+    pthread_mutex_unlock(&s->hk_lock);
+    if (r) goto answer;
+    rp.epoch = s->epoch;
+    rp.max_conns = s->max_conns;
+    rp.hdr = s->cs[rp.slot].hdr;
+    rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: slot %u to pid %d (heap %s)", s->name, rp.slot,
+                (int)rq.pid, s->conns[rp.slot].heap_name);
+answer:
+    rp.status = r;
+    {
+        struct iovec iov = {&rp, sizeof rp};
+        union {
+            struct cmsghdr h;
+            char b[CMSG_SPACE(3 * sizeof(int))];
+        } cm;
+        struct msghdr mh;
+        memset(&mh, 0, sizeof mh);
+        memset(&cm, 0, sizeof cm);
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        if (!r) {
+            int fds[3] = {pm.cfd, pm.ofd, pm.pfd};
+            mh.msg_control = cm.b;
+            mh.msg_controllen = sizeof cm.b;
+            struct cmsghdr *ch = CMSG_FIRSTHDR(&mh);
+            ch->cmsg_level = SOL_SOCKET;
+            ch->cmsg_type = SCM_RIGHTS;
+            ch->cmsg_len = CMSG_LEN(sizeof fds);
+            memcpy(CMSG_DATA(ch), fds, sizeof fds);
+        }
+        /* a client gone by now: its slot's lock goes with our copy below, and reaping
+           reclaims the connection as a dead client's */
+        if (sendmsg(sk, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+            rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: a client left inside connect", s->name);
+    }
+    rpcool__prem_free(&pm); /* after a grant: our copies of the descriptors only */
+}
+
+/* The acceptor: never blocks on one client. Connected clients whose request has not come yet
+   wait in a set (RPCOOL__ACC_WAITING at most; when full, the one waiting longest is refused),
+   each until its own deadline (RPCOOL__REQ_WAIT_MS); one poll covers the listening socket, the
+   waiting clients and the stop event. The maker thread refills the pool meanwhile. */
+#define RPCOOL__ACC_WAITING 32
+struct rpcool__acc_wait {
+    int fd;
+    uint64_t deadline;
+};
+
+static void rpcool__acc_drop(struct rpcool__acc_wait *w, unsigned *nw, unsigned k)
+{
+    close(w[k].fd);
+    w[k] = w[--*nw];
+}
+
+/* Read a client's request if it is there: 1 and answered (socket closed), 0 not yet. */
+static int rpcool__acc_try(rpcool_server *s, int sk, int expired)
+{
+    struct rpcool__creq rq;
+    memset(&rq, 0, sizeof rq);
+    ssize_t n = recv(sk, &rq, sizeof rq, MSG_DONTWAIT | MSG_TRUNC);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) && !expired)
+        return 0;
+    rpcool__front_answer(s, sk, &rq, n);
+    return 1;
+}
+
+static void *rpcool__acceptor_main(void *p)
+{
+    rpcool_server *s = (rpcool_server *)p;
+    struct rpcool__acc_wait w[RPCOOL__ACC_WAITING];
+    struct pollfd pf[RPCOOL__ACC_WAITING + 2];
+    unsigned nw = 0;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL); /* the program's signals go to its own threads */
+    while (!rcp__load(&s->acc_stop)) {
+        uint64_t now = rcp__now_ns(), next = UINT64_MAX;
+        pf[0].fd = s->lfd;
+        pf[0].events = POLLIN;
+        pf[1].fd = s->acc_ev;
+        pf[1].events = POLLIN;
+        for (unsigned k = 0; k < nw; k++) {
+            pf[2 + k].fd = w[k].fd;
+            pf[2 + k].events = POLLIN;
+            if (w[k].deadline < next) next = w[k].deadline;
+        }
+        int tmo = -1;
+        if (next != UINT64_MAX) tmo = next > now ? (int)((next - now) / 1000000u) + 1 : 0;
+        int pr = poll(pf, 2 + nw, tmo);
+        if (pr < 0) {
+            if (errno != EINTR) usleep(1000);
+            continue;
+        }
+        now = rcp__now_ns();
+        for (unsigned k = nw; k-- > 0;) /* answered, or out of time (a refusal) */
+            if (((pf[2 + k].revents & (POLLIN | POLLHUP | POLLERR)) || w[k].deadline <= now) &&
+                rpcool__acc_try(s, w[k].fd, 1))
+                rpcool__acc_drop(w, &nw, k);
+        if (pf[0].revents & POLLIN)
+            for (int m = 0; m < 16; m++) { /* a few at a time, so waiting ones are not starved */
+                int sk = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+                if (sk < 0) {
+                    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR &&
+                        errno != ECONNABORTED)
+                        usleep(1000); /* out of descriptors, say: do not spin */
+                    break;
+                }
+                if (rpcool__acc_try(s, sk, 0)) { /* usually its request is there already */
+                    close(sk);
+                    continue;
+                }
+                if (nw == RPCOOL__ACC_WAITING) { /* full: the one waiting longest goes */
+                    unsigned old = 0;
+                    for (unsigned k = 1; k < nw; k++)
+                        if (w[k].deadline < w[old].deadline) old = k;
+                    rpcool__acc_try(s, w[old].fd, 1);
+                    rpcool__acc_drop(w, &nw, old);
+                }
+                w[nw].fd = sk;
+                w[nw].deadline = rcp__now_ns() + (uint64_t)RPCOOL__REQ_WAIT_MS * 1000000u;
+                nw++;
+            }
+    }
+    while (nw) rpcool__acc_drop(w, &nw, nw - 1);
+    return NULL;
+}
+
+/* Open the front door: the pool, the socket, the acceptor thread. */
+static int rpcool__front_open(rpcool_server *s, unsigned mode)
+{
+    struct sockaddr_un a;
+    int r;
+    s->pool = (struct rpcool__prem *)rpcool__calloc(RPCOOL_MAX_PREALLOC, sizeof *s->pool);
+    if (!s->pool) return -ENOMEM;
+    /* no heap is made before the first connect of a client of this pod: a server that serves
+       only clients of other pods (RDMA) keeps its pod's address ranges free for their mirrors */
+    s->last_size = 0;
+    if ((r = pthread_create(&s->maker, NULL, rpcool__maker_main, s))) return -r;
+    s->maker_started = 1;
+    if ((s->acc_ev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) return -errno;
+    rpcool__sock_path(s->sock_path, sizeof s->sock_path, s->name);
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    snprintf(a.sun_path, sizeof a.sun_path, "%s", s->sock_path);
+    if ((s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0) return -errno;
+    unlink(s->sock_path); /* a dead server's: we hold the name */
+    if (bind(s->lfd, (struct sockaddr *)&a, sizeof a) || chmod(s->sock_path, mode) ||
+        listen(s->lfd, 128))
+        return -errno;
+    if ((r = pthread_create(&s->acceptor, NULL, rpcool__acceptor_main, s))) return -r;
+    s->acc_started = 1;
+    return 0;
+}
+
+/* Close it: no new connects; made-ahead heaps go (nobody else has them). */
+static void rpcool__front_close(rpcool_server *s)
+{
+    uint64_t one = 1;
+    rcp__store(&s->acc_stop, 1);
+    if (s->acc_ev >= 0) { /* wakes its poll */
+        ssize_t w = write(s->acc_ev, &one, sizeof one);
+        (void)w;
+    }
+    if (s->acc_started) pthread_join(s->acceptor, NULL);
+    s->acc_started = 0;
+    pthread_mutex_lock(&s->pool_lock);
+    pthread_cond_broadcast(&s->pool_cv);
+    pthread_mutex_unlock(&s->pool_lock);
+    if (s->maker_started) pthread_join(s->maker, NULL);
+    s->maker_started = 0;
+    if (s->acc_ev >= 0) close(s->acc_ev);
+    s->acc_ev = -1;
+    if (s->lfd >= 0) {
+        unlink(s->sock_path);
+        close(s->lfd);
+    }
+    s->lfd = -1;
+    for (unsigned k = 0; s->pool && k < s->npool; k++) rpcool__prem_free(&s->pool[k]);
+    s->npool = 0;
+    rcp__store(&s->st.ready, 0u);
+    rpcool__free(s->pool);
+    s->pool = NULL;
+}
+
 RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts *opts,
                                   rpcool_server **out)
 {
@@ -1550,6 +2001,8 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     /* a client that stops holding its heap's mutex must not hang us */
     s->hopts.lock_timeout_ms = 1000;
     pthread_mutex_init(&s->hk_lock, NULL);
+    pthread_mutex_init(&s->pool_lock, NULL);
+    pthread_cond_init(&s->pool_cv, NULL);
     s->handlers =
         (struct rpcool__handler_ent **)rpcool__calloc(RPCOOL_MAX_HANDLERS, sizeof *s->handlers);
     s->conns = (struct rpcool__sconn *)rpcool__calloc(s->max_conns, sizeof *s->conns);
@@ -1558,6 +2011,7 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
         goto fail_free;
     }
     s->fd = -1;
+    s->lfd = s->acc_ev = -1;
     s->name_fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, o.mode ? o.mode : RPCOOL_DEFAULT_MODE);
     if (s->name_fd < 0) {
         r = -errno;
@@ -1571,6 +2025,20 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     pthread_once(&rpcool__sig_once, rpcool__sig_install);
     rpcool__fd_track(s->name_fd, 1);
     rpcool__fd_track(s->fd, 1);
+    /* no process of our user may open our descriptors (/proc/PID/fd) or memory: they hold
+       every client's heap */
+    if (!o.dumpable) prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+    s->prealloc = o.prealloc ? o.prealloc : RPCOOL_DEFAULT_PREALLOC;
+    if (s->prealloc > RPCOOL_MAX_PREALLOC) s->prealloc = RPCOOL_MAX_PREALLOC;
+    if ((r = rpcool__front_open(s, o.mode ? o.mode : RPCOOL_DEFAULT_MODE))) {
+        rpcool__front_close(s);
+        rpcool__fd_track(s->fd, 0);
+        rpcool__fd_track(s->name_fd, 0);
+        munmap(s->ch, s->map_len);
+        close(s->fd);
+        unlink(s->path);
+        goto fail_close;
+    }
     if (s->safety & RPCOOL_SANDBOX) rpcool__pkeys_init(s);
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: serving (epoch %u, %u slots)", s->name, s->epoch,
                 s->max_conns);
@@ -1608,106 +2076,7 @@ RPCOOL_API int rpcool_server_add_handler(rpcool_server *s, unsigned id, rpcool_h
     return 0;
 }
 
-struct rpcool__hdr_check {
-    shmheap *h;
-    struct rpcool__conn_hdr *hd;
-    uint64_t addr; /* what the channel slot names */
-    uint32_t slot, epoch;
-};
-
 /* >>accept - server: accepting, draining and reaping connections ------------------------------- */
-
-/* Is the heap a connection heap made for this slot and epoch? Reads client memory: guarded.
-   The header is the one the client's channel slot names, not looked up among the heap's roots:
-   that takes the heap's mutex, which a client could keep taken, and accept would wait for it
-   on a serving thread. The address is the client's to write: the header must lie in its heap
-   and be aligned as rpcool__conn_heap allocates it (128), or our atomics and futexes on its
-   words would be misaligned (undefined behaviour; a fault on aarch64 or with split-lock
-   detection). */
-static int rpcool__check_hdr(void *p)
-{
-    struct rpcool__hdr_check *hc = (struct rpcool__hdr_check *)p;
-    struct rpcool__conn_hdr *hd = (struct rpcool__conn_hdr *)(uintptr_t)hc->addr;
-    if (!hd || ((uintptr_t)hd & 127) || !shmheap_contains(hc->h, hd, sizeof *hd) ||
-        /* magic first, acquire: the client stores it last (release), after the other fields */
-        rcp__load(&hd->magic) != RPCOOL__CONN_MAGIC || hd->version != RPCOOL__VERSION ||
-        hd->nslots != RPCOOL__NSLOTS || hd->chan_slot != hc->slot || hd->epoch != hc->epoch)
-        return RPCOOL_E_PROTO;
-    hc->hd = hd;
-    return 0;
-}
-
-/* Open a client's heap file and hold a shared flock on it while shmheap_open runs: shmheap_open
-   waits (without bound) for a creator's exclusive flock, and a malicious client could hold one
-   forever; with ours held it cannot take one. Also refuses what is plainly not a finished heap
-   (not a regular file, empty, magic 0: shmheap_open would wait up to a second for those). The
-   descriptor, or an error. */
-static int rpcool__heap_pin(const char *name)
-{
-    char path[RPCOOL__HEAPNAME + 16];
-    struct stat st;
-    uint64_t magic = 0;
-    snprintf(path, sizeof path, "/dev/shm/%s", name);
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return errno == ENOENT ? SHMHEAP_E_NOTFOUND : -errno;
-    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size < 4096 ||
-        flock(fd, LOCK_SH | LOCK_NB) ||
-        pread(fd, &magic, sizeof magic, 0) != (ssize_t)sizeof magic || magic == 0) {
-        close(fd);
-        return RPCOOL_E_PROTO;
-    }
-    return fd;
-}
-
-static void rpcool__accept(rpcool_server *s, uint32_t i)
-{
-    struct rpcool__chan_slot *cs = &s->cs[i];
-    struct rpcool__sconn *sc = &s->conns[i];
-    char name[RPCOOL__HEAPNAME];
-    shmheap *h = NULL;
-    int r = 0, pin = -1, o;
-    memcpy(name, cs->heap, sizeof name);
-    name[sizeof name - 1] = 0;
-    if (rcp__load(&sc->state) != RPCOOL__SC_FREE) return; /* old one still draining */
-    if (rcp__load(&cs->epoch) != s->epoch || !rpcool__check_heap_name(s->name, name)) {
-        r = RPCOOL_E_PROTO;
-        rcp__fetch_add(&s->st.bad_entries, 1u);
-    } else if ((pin = rpcool__heap_pin(name)) < 0) {
-        r = pin;
-    } else if (o = rpcool__contain_set(0), r = shmheap_open(name, &s->hopts, &h),
-               rpcool__contain_set(o), !r) {
-        struct rpcool__hdr_check hc;
-        hc.h = h;
-        hc.hd = NULL;
-        hc.addr = rcp__load(&cs->hdr);
-        hc.slot = i;
-        hc.epoch = s->epoch;
-        if ((r = rpcool__guarded(rpcool__check_hdr, &hc, RPCOOL_E_PROTO))) {
-            o = rpcool__contain_set(0);
-            shmheap_close(h);
-            rpcool__contain_set(o);
-        } else {
-            sc->heap = h;
-            sc->hdr = hc.hd;
-            sc->dead = 0;
-            sc->rot = 0;
-            memcpy(sc->heap_name, name, sizeof name);
-            rpcool__pkey_attach(s, sc, i);
-            rcp__store(&sc->condemned, 0u);
-            for (unsigned k = 0; k < RPCOOL__NSLOTS; k++) rcp__store_relaxed(&sc->claimed[k], ~0u);
-            rcp__store(&sc->state, (uint32_t)RPCOOL__SC_ACTIVE);
-            if (i + 1 > rcp__load_relaxed(&s->nscan)) rcp__store(&s->nscan, i + 1);
-            rcp__fetch_add(&s->st.accepted, 1u);
-        }
-    }
-    if (pin >= 0) close(pin);
-    rpcool__log(&s->log, r ? RPCOOL_LOG_WARN : RPCOOL_LOG_INFO, "%s: accept slot %u heap %s: %s",
-                s->name, i, name, rpcool_strerror(r));
-    cs->status = r;
-    rcp__store(&cs->state, (uint32_t)(r ? RPCOOL__CS_REFUSED : RPCOOL__CS_ACTIVE));
-    rcp__fetch_add(&cs->seq, 1u);
-    rcp__futex_wake(&cs->seq, INT_MAX);
-}
 
 /* Unmap a connection once no pass that may have seen it active is still running (a pass that
    announced a later grace period saw it draining); 0 when done, 1 when still in use. Under
@@ -1728,15 +2097,14 @@ static int rpcool__drain(rpcool_server *s, uint32_t i)
     return 0;
 }
 
-/* Unmap a drained connection and unlink its heap: a client that closes unlinks it too, but may
-   die before it does (its own unlink then finds nothing). dead: counted as reaped, not closed. */
+/* Unmap a drained connection (its heap goes when its client has let go of it too). dead:
+   counted as reaped, not closed. */
 static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead)
 {
     struct rpcool__sconn *sc = &s->conns[i];
     struct rpcool__chan_slot *cs = &s->cs[i];
     int o = rpcool__contain_set(0);
     shmheap_close(sc->heap);
-    shmheap_unlink(sc->heap_name, &s->hopts);
     rpcool__contain_set(o);
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: slot %u %s (%s)", s->name, i,
                 dead ? "reaped" : "closed", sc->heap_name);
@@ -1854,8 +2222,6 @@ static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, 
                 rcp__store(&sc->dead, 1); /* client gone without closing: reclaim its heap */
                 rpcool__drain(s, i);
             }
-        } else if (st == RPCOOL__CS_PENDING) {
-            rpcool__accept(s, i);
         } else if (st != RPCOOL__CS_FREE && (timed || force || st == RPCOOL__CS_CLOSING)) {
             rpcool__reclaim_stale(s, i);
         }
@@ -2254,11 +2620,10 @@ static int rpcool__wake_client(void *p)
     return 0;
 }
 
-/* At close, after the channel is marked closed: clients inside rpcool_connect or
-   rpcool_disconnect see it and leave; wait for them (up to about a second), then reclaim every
-   slot not held by a live client and unlink the heap it names, so a client that died anywhere
-   in connect or disconnect leaves nothing behind. Slots of accepted connections are skipped
-   (done by the caller). Reads the channel file: guarded. */
+/* At close, after the channel is marked closed: clients inside rpcool_disconnect see it and
+   leave; wait for them (up to about a second), then free every slot not held by a live
+   client. Slots of accepted connections are skipped (done by the caller). Reads the channel
+   file: guarded. */
 static int rpcool__close_sweep(void *p)
 {
     rpcool_server *s = (rpcool_server *)p;
@@ -2287,6 +2652,7 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
 {
     if (!s) return RPCOOL_E_INVAL;
     if (rpcool__me && rpcool__me->s == s) return RPCOOL_E_INVAL; /* from a handler of s */
+    rpcool__front_close(s);
     rpcool_server_stop(s);
     for (unsigned i = 0; i < s->nthreads; i++) pthread_join(s->threads[i], NULL);
     rpcool__free(s->threads);
@@ -2307,11 +2673,7 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
         struct rpcool__sconn *sc = &s->conns[i];
         if (rcp__load(&sc->state) == RPCOOL__SC_FREE) continue;
         rpcool__guarded(rpcool__wake_client, sc->hdr, 0); /* the heap may be truncated */
-        shmheap_close(sc->heap);
-        /* a client that died and was not reaped yet: its heap goes (a live one unlinks its own
-           in rpcool_disconnect) */
-        if (sc->dead || rpcool__lock_held(s->fd, 1 + (off_t)i) == 0)
-            shmheap_unlink(sc->heap_name, &s->hopts);
+        shmheap_close(sc->heap); /* the heap goes with its client (now, if it is dead) */
     }
     if (rpcool__guarded(rpcool__close_sweep, s, -1)) rpcool__chan_repair(s);
     for (int k = 0; k < s->npkeys; k++) shmheap_pkey_free(s->pkeys[k]);
@@ -2335,6 +2697,7 @@ RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *s
     st->reaped = rcp__load(&s->st.reaped);
     st->faults = rcp__load(&s->st.faults);
     st->bad_entries = rcp__load(&s->st.bad_entries);
+    st->ready = rcp__load(&s->st.ready);
     st->conns = 0;
     for (uint32_t i = 0; i < s->max_conns; i++)
         if (rcp__load(&s->conns[i].state) != RPCOOL__SC_FREE) st->conns++;
@@ -2363,8 +2726,8 @@ RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size)
 {
     if (ctx->rc) return rpcool__r_alloc(ctx->s, ctx->rc, size); /* the client's reply region */
     /* The library's own access to the client's heap, with faults contained whatever the
-       handler's mode: a client that truncated its heap file makes this fail (and is dropped),
-       it does not kill the server with SIGBUS. */
+       handler's mode: a fault there (a SIGBUS for memory the kernel cannot provide) makes this
+       fail and drops the client; it does not kill the server. */
     struct rpcool__alloc_args a = {ctx->sc->heap, size, NULL, 0};
     if (rpcool__guarded(rpcool__alloc_fn, &a, 1)) {
         rcp__fetch_add(&ctx->s->st.faults, 1u);
@@ -2413,7 +2776,7 @@ RPCOOL_API const void *rpcool_ctx_need(rpcool_ctx *ctx, const void *p, size_t le
 
 /* The checked accessors read the client's heap for the library, in a handler of any mode: a
    fault there ends the call with RPCOOL_E_FAULT instead of killing the server, and a SIGBUS
-   (its heap file was truncated) also drops the connection. Does not return. */
+   also drops the connection. Does not return. */
 static void rpcool__accessor_fault(rpcool_ctx *ctx, struct rpcool__guard *g)
 {
     rpcool__cur = g->prev;
@@ -3026,7 +3389,7 @@ static __attribute__((unused)) int rpcool__chan_attach(rpcool_conn *c, const cha
 
 /* A channel slot: its lock byte first (so a claimed slot always has a live owner), then the
    slot itself. */
-static int rpcool__slot_claim(rpcool_conn *c)
+static __attribute__((unused)) int rpcool__slot_claim(rpcool_conn *c)
 {
     struct rpcool__chan_slot *slots =
         (struct rpcool__chan_slot *)((char *)c->ch + RPCOOL__SLOTS_OFF);
@@ -3047,66 +3410,218 @@ static int rpcool__slot_claim(rpcool_conn *c)
     return RPCOOL_E_NOSLOT;
 }
 
-/* Create the connection heap with its header. Its name goes into our channel slot first: if we
-   die from here on (even inside shmheap_create), the slot names what we may have left in
-   /dev/shm, and whoever reclaims the slot (the server's reaping, its close, a takeover) unlinks
-   it. The first byte is written last, so a slot never names half a name. The name ends in a
-   number from the clock: a name left by a dead process never names a heap made later by
-   another process that got the same pid. */
-static int rpcool__conn_heap(rpcool_conn *c, const char *channel)
+/* Is the channel's name held by a live server? */
+static int rpcool__name_held(const char *channel)
 {
-    static uint32_t seqno;
-    int r;
-    snprintf(c->heap_name, sizeof c->heap_name, "rpcool-%s-%d-%u-%u", channel, (int)getpid(),
-             rcp__fetch_add(&seqno, 1u), (unsigned)(rcp__now_ns() % 1000000000u));
-    rcp__store(&c->cs->heap[0], '\0');
-    memcpy(c->cs->heap + 1, c->heap_name + 1, sizeof c->heap_name - 1);
-    rcp__store(&c->cs->heap[0], c->heap_name[0]);
-    if ((r = shmheap_create(c->heap_name, &c->hopts, &c->heap))) return r;
-    c->hdr = (struct rpcool__conn_hdr *)shmheap_aligned_alloc(c->heap, 128, sizeof *c->hdr);
-    if (!c->hdr) {
-        r = SHMHEAP_E_FULL;
-        goto fail_heap;
-    }
-    memset(c->hdr, 0, sizeof *c->hdr);
-    c->hdr->version = RPCOOL__VERSION;
-    c->hdr->nslots = RPCOOL__NSLOTS;
-    c->hdr->chan_slot = c->index;
-    c->hdr->epoch = c->epoch;
-    rcp__store(&c->hdr->magic, RPCOOL__CONN_MAGIC);
-    if ((r = shmheap_root_set(c->heap, RPCOOL__ROOT, c->hdr))) goto fail_heap;
-    return 0;
-fail_heap:
-    shmheap_close(c->heap);
-    shmheap_unlink(c->heap_name, &c->hopts);
+    char path[RPCOOL__NAME_MAX + 32];
+    rpcool__path(path, sizeof path, channel);
+    int nfd = open(path, O_RDONLY | O_CLOEXEC);
+    if (nfd < 0) return 0;
+    int r = rpcool__lock_held(nfd, 0) == 1;
+    close(nfd);
     return r;
 }
 
-/* Ask the server to accept our heap and wait for its answer. */
-static int rpcool__handshake(rpcool_conn *c, unsigned timeout_ms)
+/* Ask the channel's acceptor for a connection (see the front door, >>server): its answer, and
+   in fds the channel (with our slot's lock byte taken) and the heap. A socket with no server
+   behind it is looked at again while a live server holds the name, until timeout_ms. fds:
+   the channel, the heap, a hold on the heap's range in the pod. */
+static int rpcool__front_ask(const char *channel, size_t heap_size, unsigned timeout_ms,
+                             struct rpcool__crep *rp, int fds[3])
 {
-    c->cs->client_pid = (uint32_t)getpid();
-    c->cs->hdr = (uint64_t)(uintptr_t)c->hdr;
-    c->cs->epoch = c->epoch;
-    uint32_t seq = rcp__load(&c->cs->seq);
-    rcp__store(&c->cs->state, (uint32_t)RPCOOL__CS_PENDING);
-    rcp__fetch_add(&c->ch->pending, 1u);
-    rcp__fetch_add(&c->ch->sdoor, 1u);
-    rcp__futex_wake(&c->ch->sdoor, 1);
+    struct sockaddr_un a;
+    struct rpcool__creq rq;
     uint64_t deadline = rcp__now_ns() + (uint64_t)timeout_ms * 1000000u;
+    int sk, r = 0, nf = 0;
+    ssize_t n;
+    fds[0] = fds[1] = fds[2] = -1;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    rpcool__sock_path(a.sun_path, sizeof a.sun_path, channel);
     for (;;) {
-        uint32_t st = rcp__load(&c->cs->state);
-        if (st == RPCOOL__CS_ACTIVE) return 0;
-        if (st == RPCOOL__CS_REFUSED) return c->cs->status ? c->cs->status : RPCOOL_E_PROTO;
-        int r = rpcool__server_gone(c);
-        if (r) return r;
-        uint64_t now = rcp__now_ns();
-        if (now >= deadline) return RPCOOL_E_TIMEOUT;
-        uint64_t slice = (uint64_t)c->peer_check_ms * 1000000u;
-        if (deadline - now < slice) slice = deadline - now;
-        rcp__futex_wait(&c->cs->seq, seq, slice);
-        seq = rcp__load(&c->cs->seq);
+        if ((sk = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) < 0) return -errno;
+        if (connect(sk, (struct sockaddr *)&a, sizeof a) == 0) {
+            r = 0; /* not the errno of an earlier try: that reached callers as "unknown error" */
+            break;
+        }
+        r = errno;
+        close(sk);
+        if (r != ENOENT && r != ECONNREFUSED && r != EAGAIN) return -r;
+        if (!rpcool__name_held(channel) || rcp__now_ns() >= deadline) return RPCOOL_E_NOCHANNEL;
+        usleep(1000);
     }
+    memset(&rq, 0, sizeof rq);
+    rq.magic = RPCOOL__CREQ_MAGIC;
+    rq.version = RPCOOL__VERSION;
+    rq.heap_size = heap_size;
+    rq.pid = (uint32_t)getpid();
+    if (send(sk, &rq, sizeof rq, MSG_NOSIGNAL) != (ssize_t)sizeof rq) {
+        r = RPCOOL_E_NOCHANNEL; /* the server went */
+        goto out;
+    }
+    for (;;) {
+        uint64_t now = rcp__now_ns();
+        struct pollfd pf = {sk, POLLIN, 0};
+        int pr = poll(&pf, 1, now < deadline ? (int)((deadline - now) / 1000000u) + 1 : 0);
+        if (pr == 1) break;
+        if (pr < 0 && errno == EINTR) continue;
+        r = RPCOOL_E_TIMEOUT;
+        goto out;
+    }
+    {
+        struct iovec iov = {rp, sizeof *rp};
+        union {
+            struct cmsghdr h;
+            char b[CMSG_SPACE(4 * sizeof(int))];
+        } cm;
+        struct msghdr mh;
+        memset(&mh, 0, sizeof mh);
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = cm.b;
+        mh.msg_controllen = sizeof cm.b;
+        n = recvmsg(sk, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+        for (struct cmsghdr *ch = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; ch;
+             ch = CMSG_NXTHDR(&mh, ch)) {
+            if (ch->cmsg_level != SOL_SOCKET || ch->cmsg_type != SCM_RIGHTS) continue;
+            size_t k = (ch->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t j = 0; j < k; j++) {
+                int fd;
+                memcpy(&fd, CMSG_DATA(ch) + j * sizeof(int), sizeof fd);
+                if (nf < 3) fds[nf++] = fd;
+                else close(fd);
+            }
+        }
+    }
+    if (n <= 0) r = RPCOOL_E_NOCHANNEL; /* closed without an answer: the server closes */
+    else if (n != (ssize_t)sizeof *rp || rp->magic != RPCOOL__CREP_MAGIC ||
+             rp->version != RPCOOL__VERSION || rp->status > 0)
+        r = RPCOOL_E_PROTO;
+    else if (rp->status) r = rp->status;
+    else if (nf != 3) r = RPCOOL_E_PROTO;
+out:
+    if (r)
+        for (int j = 0; j < nf; j++) close(fds[j]), fds[j] = -1;
+    close(sk);
+    return r;
+}
+
+/* The channel's mapping for a connection whose channel descriptor is fd (stat st): the one
+   this process has already (another connection to the same channel), else a new one. A
+   mapping keeps the open file description it was made from, with any lock on it: so
+   rpcool_disconnect releases its slot's lock byte explicitly instead of by closing, and a
+   child does not inherit channel mappings (MADV_DONTFORK). NULL with *err on failure. */
+static void *rpcool__chmap_get(int fd, const struct stat *st, size_t len, int *err)
+{
+    struct rpcool__chmap *e, *n;
+    void *m;
+    pthread_once(&rpcool__fork_once, rpcool__fork_init);
+    pthread_mutex_lock(&rpcool__chmaps_lock);
+    for (e = rpcool__chmaps; e; e = e->next)
+        if (e->dev == (uint64_t)st->st_dev && e->ino == (uint64_t)st->st_ino && e->len == len)
+            break;
+    if (e) {
+        e->refs++;
+        pthread_mutex_unlock(&rpcool__chmaps_lock);
+        return e->m;
+    }
+    pthread_mutex_unlock(&rpcool__chmaps_lock);
+    m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        *err = -errno;
+        return NULL;
+    }
+    madvise(m, len, MADV_DONTFORK); /* as the server's: keeps our lock bytes ours */
+    if (!(n = (struct rpcool__chmap *)rpcool__calloc(1, sizeof *n))) {
+        munmap(m, len);
+        *err = -ENOMEM;
+        return NULL;
+    }
+    n->dev = (uint64_t)st->st_dev;
+    n->ino = (uint64_t)st->st_ino;
+    n->len = len;
+    n->m = m;
+    n->refs = 1;
+    pthread_mutex_lock(&rpcool__chmaps_lock);
+    n->next = rpcool__chmaps;
+    rpcool__chmaps = n;
+    pthread_mutex_unlock(&rpcool__chmaps_lock);
+    return m;
+}
+
+static void rpcool__chmap_put(void *m, size_t len)
+{
+    struct rpcool__chmap **pp, *e = NULL;
+    pthread_mutex_lock(&rpcool__chmaps_lock);
+    for (pp = &rpcool__chmaps; *pp; pp = &(*pp)->next)
+        if ((*pp)->m == m) {
+            e = *pp;
+            if (--e->refs == 0) *pp = e->next;
+            break;
+        }
+    pthread_mutex_unlock(&rpcool__chmaps_lock);
+    if (e && e->refs) return;
+    munmap(m, len);
+    rpcool__free(e);
+}
+
+/* Take what the acceptor gave: map the channel (a sealed memfd of the server's epoch) and the
+   heap, and find our connection header in it. On failure both descriptors are closed, so our
+   slot's lock goes and the server reclaims the connection as a dead client's. */
+static int rpcool__conn_take(rpcool_conn *c, const struct rpcool__crep *rp, int fds[3])
+{
+    struct stat st;
+    struct rpcool__conn_hdr *hd;
+    void *m;
+    int seals, r = RPCOOL_E_PROTO;
+    c->fd = fds[0];
+    if (rp->max_conns == 0 || rp->max_conns > RPCOOL_MAX_CONNS || rp->slot >= rp->max_conns)
+        goto fail;
+    c->map_len = rpcool__chan_bytes(rp->max_conns);
+    seals = fcntl(c->fd, F_GET_SEALS);
+    if (fstat(c->fd, &st) || seals < 0 ||
+        (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW) ||
+        (size_t)st.st_size < c->map_len)
+        goto fail;
+    if (!(m = rpcool__chmap_get(c->fd, &st, c->map_len, &r))) goto fail;
+    c->ch = (struct rpcool__chan_hdr *)m;
+    c->epoch = rp->epoch;
+    /* a client may have scribbled on the header: believe it only with the server's lock */
+    if ((rcp__load(&c->ch->magic) != RPCOOL__CH_MAGIC || c->ch->version != RPCOOL__VERSION ||
+         rcp__load(&c->ch->epoch) != rp->epoch || rcp__load(&c->ch->state) != RPCOOL__CH_OPEN) &&
+        rpcool__lock_held(c->fd, 0) != 1) {
+        r = RPCOOL_E_NOCHANNEL;
+        goto fail_map;
+    }
+    c->index = rp->slot;
+    c->cs = (struct rpcool__chan_slot *)((char *)m + RPCOOL__SLOTS_OFF) + rp->slot;
+    if ((r = shmheap_open_fd(fds[1], &c->hopts, &c->heap))) goto fail_map;
+    close(fds[1]);
+    fds[1] = -1;
+    hd = (struct rpcool__conn_hdr *)(uintptr_t)rp->hdr;
+    if (!hd || ((uintptr_t)hd & 127) || !shmheap_contains(c->heap, hd, sizeof *hd) ||
+        rcp__load(&hd->magic) != RPCOOL__CONN_MAGIC || hd->version != RPCOOL__VERSION ||
+        hd->nslots != RPCOOL__NSLOTS || hd->chan_slot != rp->slot || hd->epoch != rp->epoch) {
+        r = RPCOOL_E_PROTO;
+        goto fail_heap;
+    }
+    c->hdr = hd;
+    c->pod_fd = fds[2];
+    snprintf(c->heap_name, sizeof c->heap_name, "%.100s", shmheap_name(c->heap));
+    return 0;
+fail_heap:
+    shmheap_close(c->heap);
+    c->heap = NULL;
+fail_map:
+    rpcool__chmap_put(c->ch, c->map_len);
+    c->ch = NULL;
+fail:
+    close(fds[0]);
+    if (fds[1] >= 0) close(fds[1]);
+    close(fds[2]);
+    fds[0] = fds[1] = fds[2] = -1;
+    c->fd = -1;
+    return r;
 }
 
 static void rpcool__conn_free(rpcool_conn *c)
@@ -3137,6 +3652,7 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     if (o.safety & ~(unsigned)RPCOOL__KNOWN_FLAGS) return RPCOOL_E_INVAL;
     if (!(c = (rpcool_conn *)rpcool__calloc(1, sizeof *c))) return -ENOMEM;
     c->tp = &rpcool__shm_transport;
+    c->pod_fd = -1;
     c->safety = o.safety;
     c->timeout_ms = o.timeout_ms;
     c->spin_ns = o.spin_ns ? o.spin_ns : RPCOOL_DEFAULT_SPIN_NS;
@@ -3163,25 +3679,17 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
         *out = c;
         return 0;
     }
-    if ((r = rpcool__chan_find(c, channel, connect_ms))) goto fail_free;
-    if ((r = rpcool__slot_claim(c))) goto fail_chan;
-    if ((r = rpcool__conn_heap(c, channel))) goto fail_slot;
-    if ((r = rpcool__handshake(c, connect_ms))) goto fail_heap;
+    {
+        struct rpcool__crep rp;
+        int fds[3];
+        if ((r = rpcool__front_ask(channel, o.heap_size, connect_ms, &rp, fds))) goto fail_free;
+        if ((r = rpcool__conn_take(c, &rp, fds))) goto fail_free;
+    }
     rpcool__fd_track(c->fd, 1);
     rpcool__log(&c->log, RPCOOL_LOG_INFO, "connected to %s (slot %u, heap %s)", channel,
                 c->index, c->heap_name);
     *out = c;
     return 0;
-fail_heap:
-    shmheap_close(c->heap);
-    shmheap_unlink(c->heap_name, &c->hopts);
-fail_slot:
-    /* the server may have seen our request: it sees the slot closing and our lock gone */
-    rcp__store(&c->cs->state, (uint32_t)RPCOOL__CS_CLOSING);
-    rcp__fetch_add(&c->ch->pending, 1u);
-fail_chan:
-    munmap(c->ch, c->map_len);
-    close(c->fd);
 fail_free:
     rpcool__conn_free(c);
     return r;
@@ -3211,10 +3719,14 @@ RPCOOL_API int rpcool_disconnect(rpcool_conn *c)
         seq = rcp__load(&c->cs->seq);
     }
     shmheap_close(c->heap);
-    shmheap_unlink(c->heap_name, &c->hopts);
-    munmap(c->ch, c->map_len);
+    if (c->pod_fd >= 0) close(c->pod_fd); /* the heap's range in the pod may go */
+    rpcool__chmap_put(c->ch, c->map_len);
     rpcool__fd_track(c->fd, 0);
-    close(c->fd); /* drops our lock byte */
+    /* our lock byte goes now, even if the channel stays mapped through this descriptor for
+       other connections of ours (see rpcool__chmap_get) */
+    struct flock fl;
+    rpcool__lock_op(c->fd, 1 + (off_t)c->index, F_OFD_SETLK, F_UNLCK, &fl);
+    close(c->fd);
     rpcool__conn_free(c);
     return 0;
 }

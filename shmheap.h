@@ -228,6 +228,19 @@ SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmhe
 SHMHEAP_API int shmheap_open(const char *name, const shmheap_opts *opts, shmheap **out);
 SHMHEAP_API int shmheap_close(shmheap *h);
 SHMHEAP_API int shmheap_unlink(const char *name, const shmheap_opts *opts);
+/* A heap with no name, on a descriptor (a memfd, or any file that can be mapped shared), which
+   can be passed to other processes (SCM_RIGHTS). create_fd sizes the file (opts->size) and
+   formats it; open_fd maps a heap another process made. fd stays the caller's (the handle
+   keeps a duplicate). Byte locks belong to an open file description: give each process its
+   own open of the file (open("/proc/self/fd/N") makes one), never a description another
+   process has the heap open through. The heap's range in the pod stays taken while a hold
+   exists: the creator's handle has one, shmheap_pod_hold makes another (a descriptor holding a
+   read lock on the pod entry's byte, e.g. to pass along with the heap; close it when done);
+   without holds the range is freed by the next shmheap_create_fd (or any create that needs
+   room). Nothing to unlink. */
+SHMHEAP_API int shmheap_create_fd(int fd, const shmheap_opts *opts, shmheap **out);
+SHMHEAP_API int shmheap_open_fd(int fd, const shmheap_opts *opts, shmheap **out);
+SHMHEAP_API int shmheap_pod_hold(const shmheap *h, const shmheap_opts *opts);
 
 SHMHEAP_API void *shmheap_base(const shmheap *h);
 SHMHEAP_API size_t shmheap_size(const shmheap *h);
@@ -473,6 +486,8 @@ struct shmheap {
     struct rcp__logger log;
     dev_t dev;    /* the object behind the name, to tell a re-created name from the open one */
     ino_t ino;
+    int pod_fd;   /* a heap on a descriptor: our own open of the pod, holding a read lock on its
+                     entry's byte (the entry lives while anyone has the heap open) */
     char name[SHMHEAP__NAME_MAX + 16];
     struct shmheap *next;
 };
@@ -1534,13 +1549,22 @@ RCP__STATIC_ASSERT(sizeof(struct shmheap__pod_ent) == 128, "pod entry layout");
 
 struct shmheap__podref { int fd; struct shmheap__pod *p; };
 
-static int shmheap__pod_open(const shmheap_opts *o, struct shmheap__podref *pr)
+/* The pod's shm object name ("/NAME") into path (NAME_MAX + 2 bytes), and its name. */
+static int shmheap__pod_path(const shmheap_opts *o, char *path, const char **pname)
 {
     const char *name = (o && o->pod) ? o->pod : getenv("SHMHEAP_POD");
-    char path[NAME_MAX + 2];
     if (!name || !*name) name = SHMHEAP__POD_DEFAULT;
     if (strchr(name, '/') || strlen(name) > NAME_MAX - 1) return SHMHEAP_E_BADNAME;
-    snprintf(path, sizeof path, "/%s", name);
+    snprintf(path, NAME_MAX + 2, "/%s", name);
+    *pname = name;
+    return 0;
+}
+
+static int shmheap__pod_open(const shmheap_opts *o, struct shmheap__podref *pr)
+{
+    const char *name;
+    char path[NAME_MAX + 2];
+    if (shmheap__pod_path(o, path, &name)) return SHMHEAP_E_BADNAME;
     struct stat st;
     void *m;
     int r, fd = shm_open(path, O_RDWR | O_CREAT, 0666);
@@ -1621,11 +1645,33 @@ static struct shmheap__pod_ent *shmheap__pod_find(struct shmheap__pod *p, const 
     return NULL;
 }
 
-/* Entries for shm objects that no longer exist are stale: free their ranges. */
-static void shmheap__pod_sweep(struct shmheap__pod *p)
+/* A heap on a descriptor ("fd:INDEX:..."): every process that has it open holds a read lock
+   on byte SHMHEAP__POD_LOCKS + INDEX of the pod file (through its own open of the pod). */
+#define SHMHEAP__POD_LOCKS ((off_t)1 << 30)
+
+static int shmheap__pod_lock(int fd, int i, short type, int cmd)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = SHMHEAP__POD_LOCKS + i;
+    fl.l_len = 1;
+    if (fcntl(fd, cmd, &fl)) return -errno;
+    return cmd == F_OFD_GETLK ? fl.l_type != F_UNLCK : 0;
+}
+
+/* Entries for shm objects that no longer exist are stale, and those of heaps on descriptors
+   that nobody has open: free their ranges. */
+static void shmheap__pod_sweep(struct shmheap__pod *p, int pod_fd)
 {
     for (int i = 0; i < SHMHEAP__POD_N; i++) {
-        if (!p->e[i].base || strncmp(p->e[i].key, "shm:", 4)) continue;
+        if (!p->e[i].base) continue;
+        if (!strncmp(p->e[i].key, "fd:", 3)) {
+            if (shmheap__pod_lock(pod_fd, i, F_WRLCK, F_OFD_GETLK) == 0) p->e[i].base = 0;
+            continue;
+        }
+        if (strncmp(p->e[i].key, "shm:", 4)) continue;
         char path[NAME_MAX + 2];
         snprintf(path, sizeof path, "/%.*s", (int)(sizeof p->e[i].key - 5), p->e[i].key + 4);
         int fd = shm_open(path, O_RDONLY, 0);
@@ -1774,6 +1820,7 @@ static int shmheap__new_handle(void *base, int fd, const char *key, const shmhea
     shmheap__bind(h, base);
     h->refs = 1;
     h->lock_timeout_ms = o ? o->lock_timeout_ms : 0;
+    h->pod_fd = -1;
     h->log = shmheap__logger(o);
     h->hid = rcp__fetch_add(&shmheap__hid_next, (uint64_t)1) + 1;
     snprintf(h->name, sizeof h->name, "%s", key);
@@ -1869,7 +1916,7 @@ static int shmheap__place(int fd, const struct shmheap__loc *L, const shmheap_op
        way: a sweep opens every object the pod names, and a pod holds up to 1024. */
     r = shmheap__place_once(pr.p, fd, L, o, size, base);
     if (r == SHMHEAP_E_FULL || r == SHMHEAP_E_ADDRINUSE) {
-        shmheap__pod_sweep(pr.p);
+        shmheap__pod_sweep(pr.p, pr.fd);
         r = shmheap__place_once(pr.p, fd, L, o, size, base);
     }
     if (r == SHMHEAP_E_FULL) r = SHMHEAP_E_PODFULL; /* not the heap: it has not been made yet */
@@ -2037,6 +2084,7 @@ SHMHEAP_API int shmheap_close(shmheap *h)
         *pp = h->next;
         munmap(h->base, h->size);
         if (h->fd >= 0) close(h->fd);
+        if (h->pod_fd >= 0) close(h->pod_fd); /* drops our read lock on the pod entry */
         shmheap__free(h);
     }
     pthread_mutex_unlock(&shmheap__reg_lock);
@@ -2066,6 +2114,162 @@ SHMHEAP_API int shmheap_unlink(const char *name, const shmheap_opts *opts)
         shmheap__pod_close(&pr);
     }
     return r;
+}
+
+/* One try at a pod entry and a range for a heap on a descriptor, mapped (pod locked): the entry
+   is free and nobody holds its byte; we take a read lock on the byte, then record the entry. */
+static int shmheap__place_fd_once(struct shmheap__podref *pr, int fd, size_t size, char *key,
+                                  size_t keyn, void **base)
+{
+    struct shmheap__pod *p = pr->p;
+    int idx = -1, r = SHMHEAP_E_ADDRINUSE;
+    uint64_t min = 0, b = 0;
+    for (int i = 0; i < SHMHEAP__POD_N && idx < 0; i++)
+        if (!p->e[i].base && shmheap__pod_lock(pr->fd, i, F_WRLCK, F_OFD_GETLK) == 0) idx = i;
+    if (idx < 0) return SHMHEAP_E_FULL;
+    for (int tries = 0; tries < 64 && r == SHMHEAP_E_ADDRINUSE; tries++) {
+        if (!(b = shmheap__pod_pick(p, size, min))) return SHMHEAP_E_FULL;
+        r = shmheap__map_at(fd, b, size, base);
+        min = b + SHMHEAP__ALIGN; /* taken in this process: try above it */
+    }
+    if (r) return r;
+    if ((r = shmheap__pod_lock(pr->fd, idx, F_RDLCK, F_OFD_SETLK))) {
+        munmap(*base, size);
+        return r;
+    }
+    struct shmheap__pod_ent *e = &p->e[idx];
+    snprintf(key, keyn, "fd:%d:%d-%llu", idx, (int)getpid(),
+             (unsigned long long)(rcp__now_ns() % 1000000000000ull));
+    e->base = 0;
+    snprintf(e->key, sizeof e->key, "%s", key);
+    e->size = size;
+    rcp__store(&e->base, b); /* written last: a torn entry is an unused one */
+    return 0;
+}
+
+SHMHEAP_API int shmheap_create_fd(int fd, const shmheap_opts *opts, shmheap **out)
+{
+    struct shmheap__podref pr;
+    struct stat st;
+    shmheap_opts o;
+    char key[SHMHEAP__NAME_MAX + 12];
+    void *base = NULL;
+    int r, keep = -1;
+    size_t size;
+    if (!out) return SHMHEAP_E_INVAL;
+    *out = NULL;
+    memset(&o, 0, sizeof o);
+    if (opts) o = *opts;
+    struct rcp__logger lg = shmheap__logger(&o);
+    if (fd < 0 || o.addr || o.size > ((size_t)1 << 44)) return SHMHEAP_E_INVAL;
+    if (fstat(fd, &st)) return -errno;
+    if (!S_ISREG(st.st_mode)) return SHMHEAP_E_INVAL;
+    pthread_once(&shmheap__once, shmheap__init_once);
+    size = o.size ? o.size : SHMHEAP_DEFAULT_SIZE;
+    size = (size + SHMHEAP__ALIGN - 1) & ~(SHMHEAP__ALIGN - 1);
+    int fresh = st.st_size == 0;
+    if ((size_t)st.st_size < size && ftruncate(fd, (off_t)size)) return -errno;
+    pthread_mutex_lock(&shmheap__reg_lock);
+    if ((r = shmheap__pod_open(&o, &pr))) goto fail_reg;
+    /* entries of heaps on descriptors that nobody holds any more go first (one lock query
+       each): a process killed with heaps it made leaves nothing past the next create_fd */
+    for (int i = 0; i < SHMHEAP__POD_N; i++)
+        if (pr.p->e[i].base && !strncmp(pr.p->e[i].key, "fd:", 3) &&
+            shmheap__pod_lock(pr.fd, i, F_WRLCK, F_OFD_GETLK) == 0)
+            pr.p->e[i].base = 0;
+    r = shmheap__place_fd_once(&pr, fd, size, key, sizeof key, &base);
+    if (r == SHMHEAP_E_FULL || r == SHMHEAP_E_ADDRINUSE) {
+        shmheap__pod_sweep(pr.p, pr.fd);
+        r = shmheap__place_fd_once(&pr, fd, size, key, sizeof key, &base);
+    }
+    if (r == SHMHEAP_E_FULL) r = SHMHEAP_E_PODFULL;
+    /* our open of the pod holds the entry's read lock: keep it open past pod_close */
+    if (!r && (keep = fcntl(pr.fd, F_DUPFD_CLOEXEC, 3)) < 0) {
+        r = -errno;
+        munmap(base, size);
+    }
+    shmheap__pod_close(&pr);
+    if (r) goto fail_reg;
+    shmheap__format(base, size, key, fresh);
+    if ((r = shmheap__validate((struct shmheap__hdr *)base, size)) ||
+        (r = shmheap__new_handle(base, fd, key, &o, out))) {
+        munmap(base, size);
+        close(keep);
+        goto fail_reg;
+    }
+    (*out)->pod_fd = keep;
+    pthread_mutex_unlock(&shmheap__reg_lock);
+    shmheap__log(&lg, SHMHEAP_LOG_INFO, "created %s at %p, %zu bytes", key, base, size);
+    return 0;
+fail_reg:
+    pthread_mutex_unlock(&shmheap__reg_lock);
+    shmheap__log(&lg, SHMHEAP_LOG_ERROR, "create on fd %d failed: %s", fd, shmheap_strerror(r));
+    return r;
+}
+
+SHMHEAP_API int shmheap_open_fd(int fd, const shmheap_opts *opts, shmheap **out)
+{
+    struct stat st;
+    char key[SHMHEAP__NAME_MAX + 12];
+    int r, idx = -1;
+    void *base = NULL;
+    shmheap *h;
+    struct rcp__logger lg = shmheap__logger(opts);
+    if (!out) return SHMHEAP_E_INVAL;
+    *out = NULL;
+    if (fd < 0) return SHMHEAP_E_INVAL;
+    pthread_once(&shmheap__once, shmheap__init_once);
+    /* the leading fields only (no 90 KiB header copy): all that validate reads */
+    struct shmheap__hdr *H = (struct shmheap__hdr *)SHMHEAP_MALLOC(sizeof *H);
+    if (!H || fstat(fd, &st)) { r = H ? -errno : -ENOMEM; goto out; }
+    if (!S_ISREG(st.st_mode) || (size_t)st.st_size < SHMHEAP__HEAD_BYTES) {
+        r = SHMHEAP_E_TOOSMALL;
+        goto out;
+    }
+    if ((r = shmheap__read_head(fd, H)) || (r = shmheap__validate(H, (size_t)st.st_size)))
+        goto out;
+    pthread_mutex_lock(&shmheap__reg_lock);
+    for (h = shmheap__reg; h; h = h->next)
+        if (h->dev == st.st_dev && h->ino == st.st_ino && !strncmp(h->name, "fd:", 3)) break;
+    if (h) {
+        h->refs++; /* this process has it open already */
+        *out = h;
+    } else if (!(r = shmheap__map_at(fd, H->base, (size_t)H->size, &base))) {
+        /* what we map is what we checked, unless the file changed in between: check the real
+           header again (a file cut short meanwhile is caught by shmheap__intact later) */
+        struct shmheap__hdr *M = (struct shmheap__hdr *)base;
+        memcpy(key, M->name, sizeof key);
+        key[sizeof key - 1] = 0;
+        if (!(r = shmheap__validate(M, (size_t)st.st_size)) &&
+            (M->base != (uint64_t)(uintptr_t)base || sscanf(key, "fd:%d:", &idx) != 1 ||
+             idx < 0 || idx >= SHMHEAP__POD_N))
+            r = SHMHEAP_E_CORRUPT;
+        if (!r) r = shmheap__new_handle(base, fd, key, opts, out);
+        if (r) munmap(base, (size_t)H->size);
+    }
+    pthread_mutex_unlock(&shmheap__reg_lock);
+out:
+    shmheap__free(H);
+    if (r) shmheap__log(&lg, SHMHEAP_LOG_ERROR, "open fd %d failed: %s", fd, shmheap_strerror(r));
+    else shmheap__log(&lg, SHMHEAP_LOG_INFO, "opened %s at %p", (*out)->name, (*out)->base);
+    return r;
+}
+
+SHMHEAP_API int shmheap_pod_hold(const shmheap *h, const shmheap_opts *opts)
+{
+    char pp[NAME_MAX + 2];
+    const char *pn;
+    int idx = -1, r;
+    if (!h || sscanf(h->name, "fd:%d:", &idx) != 1 || idx < 0 || idx >= SHMHEAP__POD_N)
+        return SHMHEAP_E_INVAL;
+    if ((r = shmheap__pod_path(opts, pp, &pn))) return r;
+    int pfd = shm_open(pp, O_RDWR | O_CLOEXEC, 0);
+    if (pfd < 0) return -errno;
+    if ((r = shmheap__pod_lock(pfd, idx, F_RDLCK, F_OFD_SETLK))) {
+        close(pfd);
+        return r;
+    }
+    return pfd;
 }
 
 SHMHEAP_API void *shmheap_base(const shmheap *h) { return h ? h->base : NULL; }

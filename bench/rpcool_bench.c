@@ -8,9 +8,10 @@
        cc -O2 -pthread -I. bench/rpcool_bench.c -o rpcool_bench && ./rpcool_bench -f
    Result names: rpcool/noop/MODE (MODE also sealed-batch64, sealed-batch64-pages, sealed-8B, relaxed-8B), rpcool/payload/MODE/SIZE, rpcool/tree/MODE/NODES,
    rpcool/kv/get/VALUE_SIZE, rpcool/kv/put/VALUE_SIZE, rpcool/connect/HEAP_SIZE (rpcool_connect
-   until the first call can be made: the client makes its heap, the server accepts and maps
-   it) against uds/connect (a UNIX socket to an acceptor thread in the server process:
-   socket, connect, and read the byte the acceptor writes once it accepted).
+   until the first call can be made: the server hands over a heap it made ahead and a channel
+   slot over its socket, the client maps both) against uds/connect (a UNIX socket to an acceptor thread in the server process:
+   socket, connect, and read the byte the acceptor writes once it accepted), alternating in one
+   loop (uds/connect/b is the peer of the 1 GiB loop).
 
    Between pods (bench/bench_rdma_pair.sh, two VM guests): the server takes -R (it also serves
    RDMA clients: rpcool_server_opts.rdma = "serve", built only when this rpcool.h has that
@@ -436,37 +437,48 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
             hist_free(&h);
         }
     }
-    /* connection set-up: rpcool_connect with a 64 MiB and a 1 GiB heap, against a UNIX socket */
+    /* connection set-up: rpcool_connect with a 64 MiB and a 1 GiB heap, each alternating in
+       one loop with its peer, a UNIX socket connect that waits for the accept (uds/connect
+       with the 64 MiB loop, uds/connect/b with the 1 GiB one); "# ratio" lines give the
+       medians' ratio of each pair */
     long nc = n / 100 < 50 ? 50 : n / 100;
     static const size_t heaps[] = {(size_t)64 << 20, (size_t)1 << 30};
-    for (int hi = 0; hi < 3 && want("connect"); hi++) {
-        hist h;
-        if (hist_init(&h, (size_t)nc)) return 1;
+    for (int hi = 0; hi < 2 && want("connect"); hi++) {
+        hist hr, hu;
+        if (hist_init(&hr, (size_t)nc) || hist_init(&hu, (size_t)nc)) return 1;
         struct sockaddr_un ua;
         socklen_t ul = uds_addr(chan, &ua);
-        uint64_t t0 = hist_now();
+        rpcool_conn_opts ho;
+        memset(&ho, 0, sizeof ho);
+        ho.heap_size = heaps[hi];
+        uint64_t tr = 0, tu = 0;
         for (long i = 0; i < nc; i++) {
             uint64_t s = hist_now();
-            if (hi < 2) {
-                rpcool_conn_opts ho;
-                memset(&ho, 0, sizeof ho);
-                ho.heap_size = heaps[hi];
-                rpcool_conn *c2 = NULL;
-                if ((r = rpcool_connect(chan, &ho, &c2))) { fprintf(stderr, "connect: %s\n", rpcool_strerror(r)); return 1; }
-                hist_add(&h, hist_now() - s);
-                rpcool_disconnect(c2);
-            } else {
-                char b;
-                int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-                if (fd < 0 || connect(fd, (struct sockaddr *)&ua, ul) || read(fd, &b, 1) != 1) { perror("uds connect"); return 1; }
-                hist_add(&h, hist_now() - s);
-                close(fd);
-            }
+            rpcool_conn *c2 = NULL;
+            if ((r = rpcool_connect(chan, &ho, &c2))) { fprintf(stderr, "connect: %s\n", rpcool_strerror(r)); return 1; }
+            uint64_t e = hist_now();
+            hist_add(&hr, e - s);
+            tr += e - s;
+            rpcool_disconnect(c2);
+            char b;
+            s = hist_now();
+            int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+            if (fd < 0 || connect(fd, (struct sockaddr *)&ua, ul) || read(fd, &b, 1) != 1) { perror("uds connect"); return 1; }
+            e = hist_now();
+            hist_add(&hu, e - s);
+            tu += e - s;
+            close(fd);
         }
-        if (hi < 2) snprintf(name, sizeof name, "%s/connect/%zuMiB%s", pfx, heaps[hi] >> 20, sfx);
-        else snprintf(name, sizeof name, "uds/connect%s", sfx);
-        hist_print(&h, name, hist_ops_per_s(h.n, hist_now() - t0));
-        hist_free(&h);
+        char nu[96];
+        snprintf(name, sizeof name, "%s/connect/%zuMiB%s", pfx, heaps[hi] >> 20, sfx);
+        snprintf(nu, sizeof nu, "uds/connect%s%s", hi ? "/b" : "", sfx);
+        double mr = (double)hist_median(&hr), mu = (double)hist_median(&hu);
+        hist_print(&hr, name, hist_ops_per_s(hr.n, tr));
+        hist_print(&hu, nu, hist_ops_per_s(hu.n, tu));
+        printf("# ratio %s / %s = %.2f (medians %.1f / %.1f us, alternating, %ld each)\n", name, nu,
+               mu > 0 ? mr / mu : 0.0, mr / 1000, mu / 1000, nc);
+        hist_free(&hr);
+        hist_free(&hu);
     }
     rpcool_call(c, FN_QUIT, NULL, 0, NULL, NULL);
     rpcool_disconnect(c);

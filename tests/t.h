@@ -117,10 +117,52 @@ static __attribute__((unused)) int t_shm_exists(const char *name)
 {
     char p[200];
     struct stat st;
+    int idx;
+    if (sscanf(name, "fd:%d:", &idx) == 1) { /* a heap on a memfd: is its pod entry held? */
+        const char *pod = getenv("SHMHEAP_POD");
+        snprintf(p, sizeof p, "/dev/shm/%s", pod && *pod ? pod : "shmheap.pod");
+        int fd = open(p, O_RDONLY | O_CLOEXEC);
+        struct flock fl;
+        memset(&fl, 0, sizeof fl);
+        fl.l_type = F_WRLCK;
+        fl.l_whence = SEEK_SET;
+        fl.l_start = ((off_t)1 << 30) + idx;
+        fl.l_len = 1;
+        int held = fd >= 0 && fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+        if (fd >= 0) close(fd);
+        return held;
+    }
     if (!strncmp(name, "shm:", 4)) name += 4;
     snprintf(p, sizeof p, "/dev/shm/%s", name);
     return stat(p, &st) == 0;
 }
+
+#ifdef SHMHEAP__POD_LOCKS /* the implementation is in this file */
+/* Heaps on descriptors (memfds) in the pod of this process (SHMHEAP_POD): how many entries are
+ * recorded (*rec) and how many of those somebody still holds (*held: a process has the heap or
+ * a hold on it). A recorded entry nobody holds is freed by the next shmheap_create_fd; leaked
+ * is what stays held. 0, or -1 when the pod cannot be opened. */
+static __attribute__((unused)) int t_pod_fd_entries(int *rec, int *held)
+{
+    struct shmheap__podref pr;
+    *rec = *held = 0;
+    if (shmheap__pod_open(NULL, &pr)) return -1;
+    for (int i = 0; i < SHMHEAP__POD_N; i++) {
+        if (!pr.p->e[i].base || strncmp(pr.p->e[i].key, "fd:", 3)) continue;
+        (*rec)++;
+        *held += shmheap__pod_lock(pr.fd, i, F_WRLCK, F_OFD_GETLK) == 1;
+    }
+    shmheap__pod_close(&pr);
+    return 0;
+}
+
+/* Held entries only. */
+static __attribute__((unused)) int t_pod_held(void)
+{
+    int rec, held;
+    return t_pod_fd_entries(&rec, &held) ? -1 : held;
+}
+#endif
 
 /* Whether p can be written: a read(2) into it from /dev/zero (writes one zero byte) succeeds,
  * without the fault a plain store would raise on a sealed page. */

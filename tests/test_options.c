@@ -24,6 +24,7 @@ static void t_rpc_free(void *p);
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -222,7 +223,9 @@ static void log_callbacks(void)
     CHECK_EQ(rpcool_server_close(s), 0);
     CHECKF(strstr(sl.text, "serving") && strstr(sl.text, "closed"), "server messages: %s", sl.text);
     CHECKF(strstr(cl.text, "connected to") != NULL, "client messages: %s", cl.text);
-    CHECKF(strstr(cl.text, "created ") != NULL, "the connection heap's messages: %s", cl.text);
+    /* the connection heap is made by the server (its log says so) and opened by the client */
+    CHECKF(strstr(sl.text, "created ") != NULL, "the connection heaps' messages: %s", sl.text);
+    CHECKF(strstr(cl.text, "opened ") != NULL, "the connection heap's messages: %s", cl.text);
     CHECK(sl.levels[RPCOOL_LOG_INFO] >= 2 && cl.levels[RPCOOL_LOG_INFO] >= 1);
     CHECK_EQ(sl.bad + cl.bad, 0);
     CHECK_EQ(RPCOOL_LOG_ERROR, SHMHEAP_LOG_ERROR);
@@ -402,8 +405,10 @@ static void g_strerror(void)
     CHECK(!strcmp(rpcool_strerror(-ENOENT), strerror(ENOENT)));
 }
 
-/* connect_timeout_ms: a channel whose server never serves refuses within that time, and the
-   would-be connection leaves no heap behind. mode: the channel file's permissions. */
+/* connect_timeout_ms: a connect whose answer does not come in that time fails with
+   RPCOOL_E_TIMEOUT (the server's acceptor is held up making a heap of a size it has none of:
+   we hold the lock of the server's pod), and the would-be connection leaves no file behind.
+   mode: the permissions of the channel's name file and socket. */
 static int count_shm(const char *needle)
 {
     char cmd[256];
@@ -417,27 +422,45 @@ static int count_shm(const char *needle)
 static void g_connect_timeout_and_mode(void)
 {
     const char *name = t_uniq("gcto");
+    const char *pod = t_uniq("gctopod");
     rpcool_server_opts so;
     memset(&so, 0, sizeof so);
     so.mode = 0640;
+    so.pod = pod;
     mode_t old = umask(0);
-    rpcool_server *s = t_serve(name, &so, 0); /* opened, never served */
+    rpcool_server *s = t_serve(name, &so, 1);
     umask(old);
     if (!s) return;
-    char fn[128];
+    char fn[128], sn[160], pp[128];
     snprintf(fn, sizeof fn, "rpcool.%s", name);
+    snprintf(sn, sizeof sn, "rpcool.%s.sock", name);
     CHECKF(shm_mode(fn) == 0640, "channel mode 0640 asked, file has %o", shm_mode(fn));
+    CHECKF(shm_mode(sn) == 0640, "channel mode 0640 asked, socket has %o", shm_mode(sn));
+    rpcool_conn *c = NULL;
+    CHECK_EQ(rpcool_connect(name, NULL, &c), 0); /* the server's first heaps: its pod exists */
+    if (c) rpcool_disconnect(c);
+    snprintf(pp, sizeof pp, "/dev/shm/%s", pod);
+    int pfd = open(pp, O_RDWR);
+    CHECK(pfd >= 0 && flock(pfd, LOCK_EX) == 0);
     rpcool_conn_opts o;
     memset(&o, 0, sizeof o);
     o.connect_timeout_ms = 150;
-    o.heap_size = 2 << 20;
-    rpcool_conn *c = NULL;
+    o.heap_size = 6 << 20; /* not the pool's size: made during the connect */
+    c = NULL;
     uint64_t t0 = rcp__now_ns();
     CHECK_EQ(rpcool_connect(name, &o, &c), RPCOOL_E_TIMEOUT);
     double ms = ms_since(t0);
     CHECKF(ms >= 140 && ms < 1500, "connect_timeout_ms 150 took %.0f ms", ms);
+    if (pfd >= 0) close(pfd); /* the acceptor goes on, and finds the client gone */
+    o.connect_timeout_ms = 0;
+    CHECK_EQ(rpcool_connect(name, &o, &c), 0); /* and answers the next one */
+    if (c) {
+        CHECK_EQ(t_slow_call(c, 0), 1);
+        rpcool_disconnect(c);
+    }
     CHECK_EQ(count_shm(name), 0);
     rpcool_server_close(s);
+    unlink(pp);
     s = t_serve(name, NULL, 0);
     if (s) CHECKF(shm_mode(fn) == 0600, "default channel mode: %o", shm_mode(fn));
     if (s) rpcool_server_close(s);

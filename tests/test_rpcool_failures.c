@@ -1,5 +1,5 @@
 /* rpcool failures: a client SIGKILLed mid-call, a dead server, a closed channel, takeover of a
- * dead server's channel, malformed queue entries, heap full, channel full, call timeouts,
+ * dead server's channel, a dead server's heaps made ahead, malformed queue entries, heap full, channel full, call timeouts,
  * rpcool_progress when the server dies, liveness across fork, a client the server drops. */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
@@ -128,8 +128,11 @@ static void test_server_closed(void)
     rpcool_disconnect(c);
 }
 
-/* A server killed with live and dead clients: a new server takes the name over, reclaims the
-   dead client's heap and serves new clients; the old live client sees PEERDEAD. */
+/* A server killed with live and dead clients: a new server takes the name over and serves new
+   clients; the old live client sees PEERDEAD. Connection heaps are the server's memfds: the
+   dead client's went with the last process that had it (nothing for the new server to
+   reclaim); the live client's stays held while it is connected (its mapping stays valid) and
+   is freed once it disconnects. */
 static void test_takeover(void)
 {
     const char *name = t_uniq("take");
@@ -164,15 +167,19 @@ static void test_takeover(void)
     waitpid(cl, NULL, 0);
     kill(srv, SIGKILL);
     waitpid(srv, NULL, 0);
-    CHECK(t_shm_exists(hn)); /* nobody reclaimed it yet: its server died too */
+    CHECK(!t_shm_exists(hn)); /* gone with its client and its server */
+    char ln[160] = "";
+    if (live) snprintf(ln, sizeof ln, "%s", shmheap_name(rpcool_heap(live)));
+    CHECK(!live || t_shm_exists(ln));
     s2 = t_open_server(name, 0);
     CHECK(s2 != NULL);
     if (!s2) return;
     rpcool_server_start(s2, 1);
-    CHECK(!t_shm_exists(hn)); /* the takeover reclaimed the dead client's heap */
     if (live) {
+        CHECK(t_shm_exists(ln)); /* still the orphan client's */
         CHECK_EQ(sleep_call(live, 1, NULL), RPCOOL_E_PEERDEAD);
         rpcool_disconnect(live);
+        CHECK(!t_shm_exists(ln)); /* freed once that client disconnects */
     }
     rpcool_conn *c;
     CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
@@ -500,6 +507,163 @@ static void g_dropped_client(void)
     rpcool_server_close(s);
 }
 
+/* A server SIGKILLed with heaps made ahead that no client claimed (and one that was claimed,
+   by a client that died too): nothing of them stays held; the next server (another channel
+   here) frees their pod entries when it makes its own heaps, so every recorded entry is then
+   one it holds; nothing is left in /dev/shm. A private pod, so that no other program's heaps
+   count. */
+static void test_server_killed_premade(void)
+{
+    char pod[64], path[96];
+    const char *old = getenv("SHMHEAP_POD");
+    char saved[64] = "";
+    if (old) snprintf(saved, sizeof saved, "%s", old);
+    snprintf(pod, sizeof pod, "t-pod-premade-%d", (int)getpid());
+    setenv("SHMHEAP_POD", pod, 1);
+    const char *name = t_uniq("premade");
+    int rd[2];
+    CHECK_EQ(pipe(rd), 0);
+    pid_t srv = fork();
+    if (srv == 0) {
+        rpcool_server *s = NULL;
+        rpcool_server_opts o = {.prealloc = 8};
+        if (rpcool_server_open(name, &o, &s) || write(rd[1], "s", 1) != 1) _exit(2);
+        rpcool_serve(s);
+        _exit(0);
+    }
+    char b = 0;
+    CHECK_EQ(read(rd[0], &b, 1), 1);
+    pid_t cl = fork();
+    if (cl == 0) {
+        rpcool_conn *c = connect_retry(name);
+        if (!c || write(rd[1], "c", 1) != 1) _exit(2);
+        pause();
+        _exit(0);
+    }
+    CHECK_EQ(read(rd[0], &b, 1), 1);
+    int rec = 0, held = 0;
+    for (int i = 0; i < 200 && held < 9; i++) { /* 8 ready, 1 connected */
+        t_pod_fd_entries(&rec, &held);
+        if (held < 9) usleep(10000);
+    }
+    CHECKF(held == 9, "the server holds %d heaps (8 ready and 1 connected expected)", held);
+    kill(cl, SIGKILL);
+    kill(srv, SIGKILL);
+    waitpid(cl, NULL, 0);
+    waitpid(srv, NULL, 0);
+    t_pod_fd_entries(&rec, &held);
+    CHECKF(held == 0 && rec >= 9, "after the kill: %d recorded, %d held", rec, held);
+    const char *n2 = t_uniq("premade2");
+    rpcool_server *s2 = t_open_server(n2, 0);
+    if (s2) { /* it makes heaps from its first connect on */
+        rpcool_server_start(s2, 1);
+        rpcool_conn *c2 = NULL;
+        CHECK_EQ(rpcool_connect(n2, NULL, &c2), 0);
+        if (c2) rpcool_disconnect(c2);
+        rpcool_server_stats st;
+        for (int i = 0; i < 300; i++) {
+            rpcool_server_get_stats(s2, &st);
+            if (st.ready == RPCOOL_DEFAULT_PREALLOC && st.conns == 0) break;
+            usleep(10000);
+        }
+        t_pod_fd_entries(&rec, &held);
+        /* every entry is one it holds, but for the heap of the connection just closed (freed by
+           the next heap made): the dead server's are gone */
+        CHECKF(rec - held <= 1 && held == (int)st.ready && st.ready == RPCOOL_DEFAULT_PREALLOC,
+               "the next server: %d recorded, %d held, %u its own", rec, held, st.ready);
+        rpcool_server_close(s2);
+    }
+    t_pod_fd_entries(&rec, &held);
+    CHECK_EQ(held, 0);
+    snprintf(path, sizeof path, "/dev/shm/rpcool.%s", name);
+    unlink(path);
+    snprintf(path, sizeof path, "/dev/shm/rpcool.%s.sock", name);
+    unlink(path);
+    snprintf(path, sizeof path, "/dev/shm/%s", pod);
+    unlink(path);
+    close(rd[0]);
+    close(rd[1]);
+    if (saved[0]) setenv("SHMHEAP_POD", saved, 1);
+    else unsetenv("SHMHEAP_POD");
+}
+
+/* Connections of one process to one channel share its mapping, which keeps the descriptor of
+   the first one (and so that connection's open file description) alive: disconnecting the
+   first must still free its slot at once (the server counts it closed and can give the slot
+   again), while the second goes on; and once both are gone, the mapping is too. */
+static void test_shared_channel_mapping(void)
+{
+    const char *name = t_uniq("chmap");
+    rpcool_server *s = t_open_server(name, 2);
+    if (!s) return;
+    rpcool_server_start(s, 1);
+    rpcool_conn *c1 = NULL, *c2 = NULL, *c3 = NULL;
+    CHECK_EQ(rpcool_connect(name, NULL, &c1), 0);
+    CHECK_EQ(rpcool_connect(name, NULL, &c2), 0);
+    if (!c1 || !c2) { rpcool_server_close(s); return; }
+    CHECK(c1->ch == c2->ch);
+    void *m = c1->ch;
+    rpcool_server_stats st0, st;
+    rpcool_server_get_stats(s, &st0);
+    uint64_t t0 = rcp__now_ns();
+    CHECK_EQ(rpcool_disconnect(c1), 0);
+    double ms = (double)(rcp__now_ns() - t0) / 1e6;
+    CHECKF(ms < 1000, "disconnect took %.0f ms", ms);
+    rpcool_server_get_stats(s, &st);
+    CHECK_EQ(st.closed, st0.closed + 1);
+    CHECK_EQ(sleep_call(c2, 1, NULL), 1);
+    CHECK_EQ(rpcool_connect(name, NULL, &c3), 0); /* the freed slot (max_conns 2) */
+    if (c3) {
+        CHECK(c3->ch == m);
+        CHECK_EQ(sleep_call(c3, 1, NULL), 1);
+        rpcool_disconnect(c3);
+    }
+    rpcool_disconnect(c2);
+    /* the mapping is gone with the last connection: the page is free again */
+    unsigned char vec = 0;
+    CHECK(mincore(m, 4096, &vec) == -1 && errno == ENOMEM);
+    rpcool_server_close(s);
+}
+
+/* A connect made while the server is still opening (it holds the name, its socket is not
+   there yet: it is making its first heaps) waits for it and succeeds. It used to return the
+   errno of its first try at the socket (2, "unknown error"): every result must be 0 or an
+   error code rpcool_strerror explains. */
+static void test_connect_while_server_opens(void)
+{
+    for (int k = 0; k < 5; k++) {
+        const char *name = t_uniq("opening");
+        pid_t srv = fork();
+        if (srv == 0) {
+            rpcool_server *s = NULL;
+            rpcool_server_opts o = {.prealloc = RPCOOL_MAX_PREALLOC};
+            if (rpcool_server_open(name, &o, &s)) _exit(2);
+            rpcool_server_add_handler(s, T_FN_SLOW, t_h_slow, NULL, 0);
+            rpcool_serve(s);
+            _exit(0);
+        }
+        rpcool_conn *c = NULL;
+        int r = RPCOOL_E_NOCHANNEL, tries = 0;
+        uint64_t t0 = rcp__now_ns();
+        while ((r = rpcool_connect(name, NULL, &c)) == RPCOOL_E_NOCHANNEL &&
+               rcp__now_ns() - t0 < 5000000000ull)
+            tries++;
+        CHECKF(r == 0, "connect while the server opens: %d (%s) after %d tries", r,
+               rpcool_strerror(r), tries);
+        CHECK(r <= 0);
+        if (c) {
+            CHECK_EQ(sleep_call(c, 1, NULL), 1);
+            rpcool_disconnect(c);
+        }
+        t_kill_wait(srv);
+        char p[128];
+        snprintf(p, sizeof p, "/dev/shm/rpcool.%s", name);
+        unlink(p);
+        snprintf(p, sizeof p, "/dev/shm/rpcool.%s.sock", name);
+        unlink(p);
+    }
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv);
@@ -507,6 +671,9 @@ int main(int argc, char **argv)
     RUN(test_server_killed);
     RUN(test_server_closed);
     RUN(test_takeover);
+    RUN(test_server_killed_premade);
+    RUN(test_shared_channel_mapping);
+    RUN(test_connect_while_server_opens);
     RUN(test_malformed);
     RUN(test_full);
     RUN(test_timeout);

@@ -11,10 +11,11 @@
  * pointers: NULL, outside the heap, into a good client's heap, unaligned, at the heap header,
  * huge lengths), the request bitmap and doorbells, their channel slot, their heap's allocator
  * metadata (header, mutex, journal, roots, stripe table, thread caches, span table, bitmaps;
- * before the handshake too) followed by calls that make the server allocate there. They also
- * hold their heap's mutex while calls that need it queue up, run a thread that changes all of
+ * right after connecting too) followed by calls that make the server allocate there. They also
+ * misuse the channel's connect socket (silence, junk, bad requests, leaving mid-answer), hold
+ * their heap's mutex while calls that need it queue up, run a thread that changes all of
  * it during calls, flood, SIGKILL themselves mid-call, exit without closing, close early and
- * reconnect, and in the sandboxed phase truncate their heap file. Every hostile call has a
+ * reconnect, and in the sandboxed phase try to truncate their heap (a sealed memfd: refused). Every hostile call has a
  * timeout, and a hostile process that wedges anyway is killed.
  * Checks: the server lives through every round; good clients get only right answers, each
  * within GOOD_BOUND_MS, and their heaps pass shmheap_check with nothing leaked; no hostile call
@@ -818,96 +819,128 @@ static void hx_pool(struct hx *x)
     *x->num = 100;
 }
 
-/* rpcool_connect with a hook: damage the new heap or its header before the server opens it. */
+/* The channel's front door, misused: a connect to its socket that sends nothing, a random
+   message, or a request with random fields (a real request now and then), and leaves at a
+   random moment, taking any descriptors it was given with it. The acceptor must answer
+   everybody else meanwhile. */
+static void hx_door(struct hx *x)
+{
+    uint64_t *rng = &x->rng;
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    snprintf(a.sun_path, sizeof a.sun_path, "/dev/shm/rpcool.%s.sock", x->name);
+    int sk = socket(AF_UNIX, rnd(rng, 4) ? SOCK_SEQPACKET : SOCK_STREAM, 0);
+    if (sk < 0) return;
+    if (connect(sk, (struct sockaddr *)&a, sizeof a)) {
+        close(sk);
+        return;
+    }
+    struct rpcool__creq rq;
+    char junk[80];
+    for (size_t i = 0; i < sizeof junk; i++) junk[i] = (char)t_rng(rng);
+    memset(&rq, 0, sizeof rq);
+    rq.magic = RPCOOL__CREQ_MAGIC;
+    rq.version = RPCOOL__VERSION;
+    rq.heap_size = HOSTILE_HEAP;
+    rq.pid = (uint32_t)getpid();
+    switch (rnd(rng, 6)) {
+    case 0: break; /* nothing at all */
+    case 1: if (send(sk, junk, 1 + rnd(rng, sizeof junk), MSG_NOSIGNAL)) {} break;
+    case 2: /* one field wrong */
+        memcpy((char *)&rq + rnd(rng, sizeof rq - 4), junk, 4);
+        if (send(sk, &rq, sizeof rq, MSG_NOSIGNAL)) {}
+        break;
+    case 3: /* a huge or odd heap size */
+        rq.heap_size = rnd(rng, 2) ? hx_val64(x, rng) : ((uint64_t)1 << 44) + 1;
+        if (send(sk, &rq, sizeof rq, MSG_NOSIGNAL)) {}
+        break;
+    case 4: /* cut short */
+        if (send(sk, &rq, 1 + rnd(rng, sizeof rq - 1), MSG_NOSIGNAL)) {}
+        break;
+    default: /* a real request */
+        if (send(sk, &rq, sizeof rq, MSG_NOSIGNAL)) {}
+        break;
+    }
+    if (rnd(rng, 2)) usleep((useconds_t)rnd(rng, 3000));
+    if (rnd(rng, 2)) { /* read the answer, keep what came a while, and go */
+        char buf[128], cb[CMSG_SPACE(8 * sizeof(int))];
+        struct iovec iov = {buf, sizeof buf};
+        struct msghdr mh;
+        memset(&mh, 0, sizeof mh);
+        mh.msg_iov = &iov;
+        mh.msg_iovlen = 1;
+        mh.msg_control = cb;
+        mh.msg_controllen = sizeof cb;
+        struct pollfd pf = {sk, POLLIN, 0};
+        if (poll(&pf, 1, 300) == 1 && recvmsg(sk, &mh, MSG_DONTWAIT) > 0) {
+            usleep((useconds_t)rnd(rng, 2000));
+            for (struct cmsghdr *ch = CMSG_FIRSTHDR(&mh); ch; ch = CMSG_NXTHDR(&mh, ch))
+                if (ch->cmsg_level == SOL_SOCKET && ch->cmsg_type == SCM_RIGHTS)
+                    for (size_t j = 0; j < (ch->cmsg_len - CMSG_LEN(0)) / sizeof(int); j++) {
+                        int fd;
+                        memcpy(&fd, CMSG_DATA(ch) + j * sizeof(int), sizeof fd);
+                        close(fd);
+                    }
+        }
+    }
+    close(sk);
+}
+
+/* rpcool_connect, then damage to the new heap's allocator or the connection header at once
+   (before any call). The server made and formatted the heap; it reads nothing of it at
+   connect any more, so the damage meets the server in the calls that follow. */
 static rpcool_conn *hx_connect_scribbled(struct hx *x)
 {
-    rpcool_conn *c = (rpcool_conn *)calloc(1, sizeof *c);
-    c->tp = &rpcool__shm_transport;
-    c->timeout_ms = HOSTILE_CALL_MS;
-    c->spin_ns = 20000;
-    c->peer_check_ms = 50;
-    c->seal_batch = 1;
-    c->seal_cap = 1 + RPCOOL__NSLOTS;
-    c->hopts.size = HOSTILE_HEAP;
-    c->free_bits = ~0ull;
-    pthread_mutex_init(&c->seal_lock, NULL);
-    c->seals = (struct rpcool__seal *)calloc(c->seal_cap, sizeof *c->seals);
-    c->release = (shmheap_range *)calloc(c->seal_cap, sizeof *c->release);
-    if (rpcool__chan_attach(c, x->name)) {
-        rpcool__conn_free(c);
-        return NULL;
+    rpcool_conn_opts o;
+    memset(&o, 0, sizeof o);
+    o.heap_size = HOSTILE_HEAP;
+    o.timeout_ms = HOSTILE_CALL_MS;
+    o.peer_check_ms = 50;
+    o.connect_timeout_ms = 1000;
+    hx_count(&sh->h_connects);
+    rpcool_conn *c = NULL;
+    if (rpcool_connect(x->name, &o, &c)) return NULL;
+    shmheap *h = c->heap;
+    struct shmheap__hdr *H = h->hdr;
+    uint64_t *rng = &x->rng;
+    c->heap->lock_timeout_ms = 200; /* our own heap's mutex may be wrecked: never wait long */
+    x->c = c; /* for the damage helpers */
+    switch (rnd(rng, 6)) {
+    case 0:
+    case 1: { /* the heap's mutex */
+        uint32_t *w = (uint32_t *)(void *)&H->lock;
+        for (uint64_t k = 1 + rnd(rng, 4); k; k--) w[rnd(rng, sizeof H->lock / 4)] = hx_val32(x, rng);
+        break;
     }
-    int r = rpcool__slot_claim(c);
-    if (!r && !(r = rpcool__conn_heap(c, x->name))) {
-        shmheap *h = c->heap;
-        struct shmheap__hdr *H = h->hdr;
-        uint64_t *rng = &x->rng;
-        x->c = c; /* for the damage helpers */
-        switch (rnd(rng, 7)) {
-        case 0:
-        case 1: { /* the mutex the server takes to read our root */
-            uint32_t *w = (uint32_t *)(void *)&H->lock;
-            for (uint64_t k = 1 + rnd(rng, 4); k; k--) w[rnd(rng, sizeof H->lock / 4)] = hx_val32(x, rng);
-            break;
-        }
-        case 2: /* the root naming our connection header: low bits flipped, or anything */
-            for (int i = 0; i < SHMHEAP__NROOTS; i++)
-                if (H->roots[i].used) H->roots[i].off = rnd(rng, 2) ? H->roots[i].off ^ (1 + rnd(rng, 127)) : hx_val64(x, rng);
-            break;
-        case 3: /* the connection header */
-            ((char *)c->hdr)[rnd(rng, 24)] ^= (char)(1 << rnd(rng, 8));
-            break;
-        case 4: { /* the heap header's geometry */
-            static const size_t offs[] = {offsetof(struct shmheap__hdr, magic), offsetof(struct shmheap__hdr, version),
-                                          offsetof(struct shmheap__hdr, base), offsetof(struct shmheap__hdr, size),
-                                          offsetof(struct shmheap__hdr, nspans), offsetof(struct shmheap__hdr, data_off),
-                                          offsetof(struct shmheap__hdr, entries_off), offsetof(struct shmheap__hdr, hdr_size)};
-            uint32_t v = (uint32_t)t_rng(rng);
-            memcpy((char *)H + offs[rnd(rng, sizeof offs / sizeof offs[0])] + 4 * rnd(rng, 2), &v, 4);
-            break;
-        }
-        case 5:
-            hx_scribble_meta(x, rng);
-            break;
-        default:
-            if (x->sandbox) { /* the file cut short: the server must not fault opening it */
-                char path[RPCOOL__HEAPNAME + 16];
-                snprintf(path, sizeof path, "/dev/shm/%s", c->heap_name);
-                int fd = open(path, O_RDWR);
-                if (fd >= 0) {
-                    if (ftruncate(fd, (off_t)rnd(rng, 3) * 65536)) {}
-                    close(fd);
-                }
-                x->scribbled = 1;
-            }
-            break;
-        }
-        hx_count(&sh->h_connects);
-        r = rpcool__handshake(c, 1000);
-        if (!r) {
-            rpcool__fd_track(c->fd, 1);
-            c->heap->lock_timeout_ms = 200; /* our own heap's mutex may be wrecked: never wait long */
-            x->scribbled = 1;
-            return c;
-        }
-        x->c = NULL;
-        if (x->scribbled) _exit(0); /* truncated under our own mapping: do not touch it again */
-        shmheap_close(c->heap);
-        shmheap_unlink(c->heap_name, &c->hopts);
+    case 2: /* the roots */
+        for (int i = 0; i < SHMHEAP__NROOTS; i++)
+            if (H->roots[i].used) H->roots[i].off = rnd(rng, 2) ? H->roots[i].off ^ (1 + rnd(rng, 127)) : hx_val64(x, rng);
+        break;
+    case 3: /* the connection header */
+        ((char *)c->hdr)[rnd(rng, 24)] ^= (char)(1 << rnd(rng, 8));
+        break;
+    case 4: { /* the heap header's geometry */
+        static const size_t offs[] = {offsetof(struct shmheap__hdr, magic), offsetof(struct shmheap__hdr, version),
+                                      offsetof(struct shmheap__hdr, base), offsetof(struct shmheap__hdr, size),
+                                      offsetof(struct shmheap__hdr, nspans), offsetof(struct shmheap__hdr, data_off),
+                                      offsetof(struct shmheap__hdr, entries_off), offsetof(struct shmheap__hdr, hdr_size)};
+        uint32_t v = (uint32_t)t_rng(rng);
+        memcpy((char *)H + offs[rnd(rng, sizeof offs / sizeof offs[0])] + 4 * rnd(rng, 2), &v, 4);
+        break;
     }
-    if (r != RPCOOL_E_NOSLOT) { /* as rpcool_connect: the server sees the slot closing */
-        rcp__store(&c->cs->state, (uint32_t)RPCOOL__CS_CLOSING);
-        rcp__fetch_add(&c->ch->pending, 1u);
+    default:
+        hx_scribble_meta(x, rng);
+        break;
     }
-    munmap(c->ch, c->map_len);
-    close(c->fd);
-    rpcool__conn_free(c);
-    return NULL;
+    x->scribbled = 1;
+    return c;
 }
 
 static void hx_connect(struct hx *x)
 {
     x->scribbled = x->slot_scribbled = 0;
+    if (rnd(&x->rng, 4) == 0) hx_door(x);
     if (rnd(&x->rng, 5) == 0) {
         x->c = hx_connect_scribbled(x);
     } else {
@@ -1181,7 +1214,8 @@ static void hx_end(struct hx *x)
         *x->num = 1 << 20;
         rpcool_call_async(x->c, rnd(rng, 2) ? FN_ALLOC : FN_ECHO, rnd(rng, 2) ? (void *)x->num : (void *)x->huge,
                           8, NULL, NULL, NULL, &id);
-        snprintf(path, sizeof path, "/dev/shm/%s", x->c->heap_name);
+        /* the heap is the server's sealed memfd: both truncations fail (EPERM), and are tried */
+        snprintf(path, sizeof path, "/proc/self/fd/%d", x->c->heap->fd);
         int fd = open(path, O_RDWR);
         if (fd >= 0 && ftruncate(fd, (off_t)rnd(rng, 4) * 65536)) {}
         if (rnd(rng, 2)) { /* and back: the lost pages come back as zeros */

@@ -1,6 +1,6 @@
 // TSAN
-/* rpcool under attack: a malicious client truncates the channel file, holds a lock on its heap
- * file, keeps its heap's mutex taken at connect, forges another client's heap name in its slot,
+/* rpcool under attack: a malicious client truncates the channel's name file, connects to the
+ * channel's socket and sends nothing or junk, forges another client's heap name in its slot,
  * scribbles on the channel header; a server re-registers handlers while serving;
  * rpcool_server_close with a user thread still in rpcool_serve; API misuse (NULL arguments);
  * timeouts with a long spin; connect/disconnect churn must not leak descriptors or /dev/shm
@@ -13,6 +13,11 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <grp.h>
+#include <sys/prctl.h>
+#include <poll.h>
+#include <sys/syscall.h>
+#include <sys/mman.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 
@@ -143,104 +148,54 @@ static __attribute__((unused)) void test_chan_truncated(void)
     CHECK_EQ(srv_stop(&cs, name), 0);
 }
 
-/* A connection as rpcool_connect makes it, up to the handshake: a slot claimed and the heap
-   created, so a test can do something to it before asking the server. NULL on failure. */
-static rpcool_conn *half_conn(const char *name)
+/* A raw connection to the channel's front door (its acceptor socket), as a hostile client
+   makes one: -1 on failure. */
+static int door_connect(const char *name)
 {
-    rpcool_conn *c = (rpcool_conn *)calloc(1, sizeof *c);
-    if (!c) return NULL;
-    c->peer_check_ms = 100;
-    pthread_mutex_init(&c->seal_lock, NULL);
-    if (rpcool__chan_attach(c, name) || rpcool__slot_claim(c) || rpcool__conn_heap(c, name)) return NULL;
-    return c;
-}
-
-/* A server child on a new channel, and a client child that half-connects to it and exits with
-   fn(c, wfd) (fn writes to wfd when the parent may go on): 0 with *p the client and *rfd the
-   pipe's read end, or -1 after a FAIL line. */
-static int half_conn_child(const char *name, struct child_srv *cs, int (*fn)(rpcool_conn *, int),
-                           pid_t *p, int *rfd)
-{
-    if (srv_start(cs, name, 0)) { CHECK(0); return -1; }
-    int pfd[2];
-    CHECK_EQ(pipe(pfd), 0);
-    *p = fork();
-    if (*p == 0) {
-        rpcool_conn *c = half_conn(name);
-        if (!c) _exit(2);
-        _exit(fn(c, pfd[1]));
+    struct sockaddr_un a;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    snprintf(a.sun_path, sizeof a.sun_path, "/dev/shm/rpcool.%s.sock", name);
+    int sk = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (sk >= 0 && connect(sk, (struct sockaddr *)&a, sizeof a)) {
+        close(sk);
+        sk = -1;
     }
-    close(pfd[1]);
-    *rfd = pfd[0];
-    return 0;
+    return sk;
 }
 
-/* A client holds flock(LOCK_EX) on its heap file and asks to connect: the server's accept
-   must not block on it (shmheap_open waits for a creator's lock), so others are still
-   accepted and served. */
-static int flocked_client(rpcool_conn *c, int wfd)
+/* The acceptor's answer on sk within ms: its status, 1 if the socket closed without one, 2 on
+   no answer at all; *nfds counts the descriptors that came with it (closed here). */
+static int door_answer(int sk, int ms, int *nfds)
 {
-    char path[200];
-    snprintf(path, sizeof path, "/dev/shm/%s", c->heap_name);
-    int fd = open(path, O_RDWR);
-    if (fd < 0 || flock(fd, LOCK_EX)) return 3;
-    rpcool__handshake(c, 300); /* the server blocks in accept (before the fix) */
-    if (write(wfd, "x", 1) != 1) return 4;
-    pause();
-    return 0;
+    struct rpcool__crep rp;
+    char cb[CMSG_SPACE(8 * sizeof(int))];
+    struct iovec iov = {&rp, sizeof rp};
+    struct msghdr mh;
+    struct pollfd pf = {sk, POLLIN, 0};
+    *nfds = 0;
+    if (poll(&pf, 1, ms) != 1) return 2;
+    memset(&mh, 0, sizeof mh);
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cb;
+    mh.msg_controllen = sizeof cb;
+    ssize_t n = recvmsg(sk, &mh, MSG_DONTWAIT);
+    for (struct cmsghdr *ch = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL; ch; ch = CMSG_NXTHDR(&mh, ch))
+        if (ch->cmsg_level == SOL_SOCKET && ch->cmsg_type == SCM_RIGHTS)
+            for (size_t j = 0; j < (ch->cmsg_len - CMSG_LEN(0)) / sizeof(int); j++) {
+                int fd;
+                memcpy(&fd, CMSG_DATA(ch) + j * sizeof(int), sizeof fd);
+                close(fd);
+                (*nfds)++;
+            }
+    if (n != (ssize_t)sizeof rp) return 1;
+    return rp.status;
 }
 
-static void test_heap_flocked(void)
+/* One honest connect and call, timed: its milliseconds, or -1 if it failed. */
+static double honest_connect_ms(const char *name)
 {
-    const char *name = t_uniq("flock");
-    struct child_srv cs;
-    pid_t p;
-    int rfd;
-    if (half_conn_child(name, &cs, flocked_client, &p, &rfd)) return;
-    char x;
-    CHECK_EQ(read(rfd, &x, 1), 1);
-    close(rfd);
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.connect_timeout_ms = 2000;
-    rpcool_conn *c = NULL;
-    int r = rpcool_connect(name, &o, &c);
-    CHECKF(r == 0, "connect while another client holds its heap locked: %s", rpcool_strerror(r));
-    if (c) {
-        CHECK(echo_ok(c));
-        rpcool_disconnect(c);
-    }
-    kill(p, SIGKILL);
-    waitpid(p, NULL, 0);
-    usleep(200000); /* the server reclaims the dead client's refused slot and its heap */
-    CHECK(srv_alive(&cs));
-    CHECK_EQ(srv_stop(&cs, name), 0);
-    CHECK_EQ(count_shm(name), 0);
-}
-
-/* A client keeps its heap's mutex taken while it connects: accept must not wait for that mutex
-   (it used to read the connection header through the heap's roots, under the mutex, and spent
-   a second on a serving thread before refusing). The client is accepted at once, and another
-   client connecting meanwhile is served. */
-static int mutex_holding_client(rpcool_conn *c, int wfd)
-{
-    if (shmheap__lock(c->heap)) return 3;
-    uint64_t t0 = rcp__now_ns();
-    int32_t res[2];
-    res[0] = rpcool__handshake(c, 3000);
-    res[1] = (int32_t)((rcp__now_ns() - t0) / 1000000u);
-    if (write(wfd, res, sizeof res) != (ssize_t)sizeof res) return 4;
-    pause();
-    return 0;
-}
-
-static void test_heap_mutex_held_at_connect(void)
-{
-    const char *name = t_uniq("mutexacc");
-    struct child_srv cs;
-    pid_t p;
-    int rfd;
-    if (half_conn_child(name, &cs, mutex_holding_client, &p, &rfd)) return;
     rpcool_conn_opts o;
     memset(&o, 0, sizeof o);
     o.connect_timeout_ms = 3000;
@@ -248,22 +203,260 @@ static void test_heap_mutex_held_at_connect(void)
     uint64_t t0 = rcp__now_ns();
     int r = rpcool_connect(name, &o, &c);
     double ms = (double)(rcp__now_ns() - t0) / 1e6;
-    CHECKF(r == 0, "connect while another client holds its heap's mutex: %s", rpcool_strerror(r));
-    CHECKF(ms < 500, "connect took %.0f ms", ms);
-    if (c) {
-        CHECK(echo_ok(c));
-        rpcool_disconnect(c);
+    if (r) {
+        CHECKF(0, "an honest connect: %s", rpcool_strerror(r));
+        return -1;
     }
-    int32_t res[2] = {1, -1};
-    CHECK_EQ(read(rfd, res, sizeof res), (ssize_t)sizeof res);
-    close(rfd);
-    CHECKF(res[0] == 0, "the client holding its mutex: handshake %s", rpcool_strerror(res[0]));
-    CHECKF(res[1] < 500, "its handshake took %d ms", (int)res[1]);
-    kill(p, SIGKILL);
-    waitpid(p, NULL, 0);
-    usleep(200000);
+    CHECK(echo_ok(c));
+    rpcool_disconnect(c);
+    return ms;
+}
+
+/* Clients that connect to the front door and send nothing, more of them than the acceptor
+   keeps waiting: an honest connect meanwhile is answered at once (the acceptor never waits for
+   one client), each silent one is refused (RPCOOL_E_PROTO, no descriptors) after about
+   100 ms, or sooner when crowded out, and the server lives. */
+static void test_silent_clients(void)
+{
+    const char *name = t_uniq("silent");
+    struct child_srv cs;
+    if (srv_start(&cs, name, 0)) { CHECK(0); return; }
+    enum { NS = 40 };
+    int sk[NS];
+    for (int i = 0; i < NS; i++) CHECK((sk[i] = door_connect(name)) >= 0);
+    double ms = honest_connect_ms(name);
+    CHECKF(ms >= 0 && ms < 90, "an honest connect among %d silent clients took %.1f ms", NS, ms);
+    for (int i = 0; i < NS; i++) {
+        int nf = 0, r = sk[i] >= 0 ? door_answer(sk[i], 2000, &nf) : 0;
+        CHECKF(r == RPCOOL_E_PROTO && nf == 0, "silent client %d: answer %d, %d descriptors", i,
+               r, nf);
+        if (sk[i] >= 0) close(sk[i]);
+    }
     CHECK(srv_alive(&cs));
     CHECK_EQ(srv_stop(&cs, name), 0);
+}
+
+/* Junk at the front door: a short message, a wrong magic, a wrong version, a huge heap size,
+   a stream of bytes that never makes a request, and a client that asks and leaves before the
+   answer. Each is refused without descriptors (the one that left gets nothing); an honest
+   client connects at once meanwhile; the server lives. */
+static void test_garbage_clients(void)
+{
+    const char *name = t_uniq("junk");
+    struct child_srv cs;
+    if (srv_start(&cs, name, 0)) { CHECK(0); return; }
+    struct rpcool__creq ok;
+    memset(&ok, 0, sizeof ok);
+    ok.magic = RPCOOL__CREQ_MAGIC;
+    ok.version = RPCOOL__VERSION;
+    ok.pid = (uint32_t)getpid();
+    for (int k = 0; k < 5; k++) {
+        struct rpcool__creq rq = ok;
+        size_t len = sizeof rq;
+        int want = RPCOOL_E_PROTO;
+        if (k == 0) len = 7;
+        if (k == 1) rq.magic ^= 1;
+        if (k == 2) rq.version = RPCOOL__VERSION + 1;
+        if (k == 3) rq.heap_size = ~0ull, want = RPCOOL_E_INVAL;
+        if (k == 4) len = sizeof rq + 9; /* too long: not a request either */
+        char buf[sizeof rq + 16];
+        memset(buf, 0x5a, sizeof buf);
+        memcpy(buf, &rq, sizeof rq);
+        int sk = door_connect(name), nf = -1, r = 0;
+        CHECK(sk >= 0);
+        if (sk < 0) continue;
+        CHECK_EQ(send(sk, buf, len, MSG_NOSIGNAL), (ssize_t)len);
+        r = door_answer(sk, 2000, &nf);
+        CHECKF(r == want && nf == 0, "junk %d: answer %d (want %d), %d descriptors", k, r, want,
+               nf);
+        close(sk);
+    }
+    int sk = door_connect(name); /* asks, and leaves before the answer */
+    CHECK(sk >= 0);
+    if (sk >= 0) {
+        CHECK_EQ(send(sk, &ok, sizeof ok, MSG_NOSIGNAL), (ssize_t)sizeof ok);
+        close(sk);
+    }
+    double ms = honest_connect_ms(name);
+    CHECKF(ms >= 0 && ms < 90, "an honest connect after the junk took %.1f ms", ms);
+    CHECK(srv_alive(&cs));
+    CHECK_EQ(srv_stop(&cs, name), 0);
+}
+
+/* ---- stealing another client's heap ---- */
+
+/* Run as nobody (65534) when the tests run as root, so that the attack is made by a process of
+   the server's own user without CAP_SYS_PTRACE; every process of the test does the same. */
+static int drop_to_nobody(void)
+{
+    if (geteuid() != 0) return 0;
+    if (setgroups(0, NULL) || setgid(65534) || setuid(65534)) return -1;
+    return 0;
+}
+
+static char steal_pod[64], steal_secret[64];
+
+static int steal_serve(const char *name, int dumpable, int ready)
+{
+    if (drop_to_nobody()) return 10;
+    prctl(PR_SET_DUMPABLE, 1, 0, 0, 0); /* as any process that was not setuid: the uid change
+                                           made it non-dumpable, which is rpcool's own doing */
+    setenv("SHMHEAP_POD", steal_pod, 1);
+    rpcool_server *s = NULL;
+    rpcool_server_opts o;
+    memset(&o, 0, sizeof o);
+    o.dumpable = dumpable;
+    if (rpcool_server_open(name, &o, &s)) return 11;
+    rpcool_server_add_handler(s, T_FN_ECHO, t_h_echo, NULL, 0);
+    if (write(ready, "s", 1) != 1) return 12;
+    rpcool_serve(s);
+    return 0;
+}
+
+static int steal_victim(const char *name, int ready)
+{
+    if (drop_to_nobody()) return 10;
+    setenv("SHMHEAP_POD", steal_pod, 1);
+    rpcool_conn *c = NULL;
+    for (int i = 0; i < 200 && rpcool_connect(name, NULL, &c); i++) usleep(5000);
+    if (!c) return 11;
+    char *a = rpcool_strdup(c, steal_secret);
+    if (!a || !echo_ok(c) || write(ready, "v", 1) != 1) return 12;
+    for (;;) pause();
+}
+
+/* 1 if the descriptor fd maps a file holding the secret. */
+static int holds_secret(int fd)
+{
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode) || st.st_size <= 0) return 0;
+    size_t n = (size_t)st.st_size < ((size_t)8 << 20) ? (size_t)st.st_size : (size_t)8 << 20;
+    void *m = mmap(NULL, n, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) return 0;
+    int r = memmem(m, n, steal_secret, strlen(steal_secret)) != NULL;
+    munmap(m, n);
+    return r;
+}
+
+/* The attacker: a bit for each way that reached something. 1: opened one of the server's
+   descriptors through /proc/SRV/fd; 2: opened /proc/SRV/mem; 4: took a descriptor with
+   pidfd_getfd; 8: opened a mapping through /proc/SRV/map_files; 16: found the secret in
+   /dev/shm; 32: read the secret through any of these. 64: the attack could not even start. */
+static int steal_attack(pid_t srv)
+{
+    char p[128];
+    int bad = 0;
+    if (drop_to_nobody()) return 64;
+    snprintf(p, sizeof p, "/proc/%d/status", (int)srv);
+    if (access(p, F_OK)) return 64; /* the server is there to be attacked */
+    for (int n = 0; n < 256; n++) {
+        snprintf(p, sizeof p, "/proc/%d/fd/%d", (int)srv, n);
+        int fd = open(p, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        bad |= 1;
+        if (holds_secret(fd)) bad |= 32;
+        close(fd);
+    }
+    snprintf(p, sizeof p, "/proc/%d/mem", (int)srv);
+    int mfd = open(p, O_RDONLY | O_CLOEXEC);
+    if (mfd >= 0) {
+        bad |= 2;
+        close(mfd);
+    }
+#ifdef SYS_pidfd_getfd
+    int pfd = (int)syscall(SYS_pidfd_open, srv, 0);
+    for (int n = 0; pfd >= 0 && n < 256; n++) {
+        int fd = (int)syscall(SYS_pidfd_getfd, pfd, n, 0);
+        if (fd < 0) continue;
+        bad |= 4;
+        if (holds_secret(fd)) bad |= 32;
+        close(fd);
+    }
+    if (pfd >= 0) close(pfd);
+#endif
+    snprintf(p, sizeof p, "/proc/%d/map_files", (int)srv);
+    DIR *d = opendir(p);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        char q[400];
+        snprintf(q, sizeof q, "%s/%s", p, e->d_name);
+        int fd = open(q, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        bad |= 8;
+        if (holds_secret(fd)) bad |= 32;
+        close(fd);
+    }
+    if (d) closedir(d);
+    d = opendir("/dev/shm");
+    for (struct dirent *e; d && (e = readdir(d));) {
+        char q[400];
+        snprintf(q, sizeof q, "/dev/shm/%s", e->d_name);
+        int fd = open(q, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+        if (fd < 0) continue;
+        if (holds_secret(fd)) bad |= 16 | 32;
+        close(fd);
+    }
+    if (d) closedir(d);
+    return bad;
+}
+
+/* What the attacker reached, with the server dumpable or not. */
+static int steal_run(int dumpable)
+{
+    const char *name = t_uniq(dumpable ? "stealdump" : "steal");
+    int rd[2];
+    if (pipe(rd)) return -1;
+    pid_t srv = fork();
+    if (srv == 0) _exit(steal_serve(name, dumpable, rd[1]));
+    char b = 0;
+    if (read(rd[0], &b, 1) != 1) {
+        CHECKF(0, "the server (as nobody) did not start");
+        t_kill_wait(srv);
+        return -1;
+    }
+    pid_t vic = fork();
+    if (vic == 0) _exit(steal_victim(name, rd[1]));
+    if (read(rd[0], &b, 1) != 1 || b != 'v') {
+        CHECKF(0, "the victim (as nobody) did not connect");
+        t_kill_wait(vic);
+        t_kill_wait(srv);
+        return -1;
+    }
+    pid_t att = fork();
+    if (att == 0) _exit(steal_attack(srv));
+    int st = 0;
+    waitpid(att, &st, 0);
+    t_kill_wait(vic);
+    t_kill_wait(srv);
+    close(rd[0]);
+    close(rd[1]);
+    char path[128];
+    snprintf(path, sizeof path, "/dev/shm/rpcool.%s", name);
+    unlink(path);
+    snprintf(path, sizeof path, "/dev/shm/rpcool.%s.sock", name);
+    unlink(path);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* A hostile client of the server's own user (nobody, when the tests run as root) goes for
+   another client's heap: through the server's descriptors (/proc/SERVER/fd/N, pidfd_getfd),
+   its memory (/proc/SERVER/mem, /proc/SERVER/map_files) and /dev/shm. All refused: the
+   server is not dumpable and the heaps have no names. The same attack on a server opened with
+   dumpable = 1 must read the secret (so this test can fail). */
+static void test_steal_heap(void)
+{
+    snprintf(steal_pod, sizeof steal_pod, "t-pod-steal-%d", (int)getpid());
+    snprintf(steal_secret, sizeof steal_secret, "victim-secret-%llx",
+             (unsigned long long)rcp__now_ns());
+    int bad = steal_run(0);
+    CHECKF(bad == 0, "the attacker reached the server (bits %d: 1 fd, 2 mem, 4 pidfd_getfd, "
+           "8 map_files, 16 /dev/shm, 32 read the victim's secret, 64 could not start)", bad);
+    int ctl = steal_run(1);
+    CHECKF(ctl >= 0 && (ctl & 33) == 33,
+           "control: a dumpable server's descriptors should be open to its user (bits %d)", ctl);
+    char path[80];
+    snprintf(path, sizeof path, "/dev/shm/%s", steal_pod);
+    unlink(path);
 }
 
 /* A client writes another (live) client's heap name into its own slot and drops its lock: the
@@ -526,8 +719,22 @@ static int count_shm(const char *needle)
     return n;
 }
 
+/* Wait until the server's pool of heaps made ahead is full (its descriptors are counted). */
+static void wait_pool_full(rpcool_server *s)
+{
+    rpcool_server_stats st;
+    uint64_t t0 = rcp__now_ns();
+    do {
+        rpcool_server_get_stats(s, &st);
+        if (st.ready == RPCOOL_DEFAULT_PREALLOC) return;
+        usleep(10000);
+    } while (rcp__now_ns() - t0 < 5000000000ull);
+    CHECKF(0, "the server's pool holds %u heaps", st.ready);
+}
+
 /* 1000 connects and closes, some of them by clients that die: no descriptor, mapping or
-   /dev/shm file may be left behind, in the client or in the server. */
+   /dev/shm file may be left behind, in the client or in the server (whose pool of heaps made
+   ahead is full at both counts). */
 static void test_churn(void)
 {
     const char *name = t_uniq("churn");
@@ -541,6 +748,7 @@ static void test_churn(void)
     if (rpcool_connect(name, &o, &c)) { CHECK(0); rpcool_server_close(s); return; }
     CHECK(echo_ok(c));
     rpcool_disconnect(c);
+    wait_pool_full(s);
     int fds0 = count_fds(), shm0 = count_shm(name);
     for (int i = 0; i < 1000; i++) {
         int r = rpcool_connect(name, &o, &c);
@@ -561,6 +769,7 @@ static void test_churn(void)
     uint64_t t0 = rcp__now_ns();
     do { usleep(10000); rpcool_server_get_stats(s, &st); } while ((st.conns || st.reaped < 20) && rcp__now_ns() - t0 < 3000000000ull);
     CHECK_EQ(st.conns, 0);
+    wait_pool_full(s);
     CHECK_EQ(count_fds(), fds0);
     CHECK_EQ(count_shm(name), shm0);
     rpcool_server_close(s);
@@ -575,8 +784,9 @@ int main(int argc, char **argv)
 #else
     RUN(test_chan_truncated);
 #endif
-    RUN(test_heap_flocked);
-    RUN(test_heap_mutex_held_at_connect);
+    RUN(test_silent_clients);
+    RUN(test_steal_heap);
+    RUN(test_garbage_clients);
     RUN(test_forged_heap_name);
     RUN(test_header_scribbled);
     RUN(test_handler_swap);
