@@ -112,6 +112,10 @@ struct rpcool__rblk {
     uint32_t group; /* the call that allocated it */
 };
 
+struct rpcool__rrange {
+    uint64_t lo, hi;
+};
+
 struct rpcool__rframe { /* a frame set aside by the fault thread for the serving thread */
     struct rpcool__rframe *next;
     size_t len;
@@ -154,7 +158,13 @@ struct rpcool__rconn {
     uint64_t base, size, rbase, rlen;
     int state;                   /* server: RPCOOL__RS_* */
     uint64_t hello_deadline;
-    int mirror, populated;
+    int mirror;
+    /* the mirror's pages that hold something: the last call's extents, pages fetched for it,
+       reply blocks (under pop_lock: the fault thread adds too) */
+    pthread_mutex_t pop_lock;
+    struct rpcool__rrange *pop;
+    size_t npop, cappop;
+    int pop_all;                 /* lost track (no memory): drop the whole mirror next call */
     struct rpcool__rblk *blk;    /* reply blocks, sorted by address */
     size_t nblk, capblk;
     uint32_t group;              /* the call being served */
@@ -240,6 +250,8 @@ static void rpcool__r_conn_free(struct rpcool__rconn *rc)
     pthread_mutex_destroy(&rc->rx_lock);
     pthread_mutex_destroy(&rc->tx_lock);
     pthread_mutex_destroy(&rc->free_lock);
+    pthread_mutex_destroy(&rc->pop_lock);
+    rpcool__free(rc->pop);
     rpcool__free(rc);
 }
 
@@ -267,6 +279,7 @@ static int rpcool__r_prep(krconn_ctx *kc, struct rpcool__rconn **out)
     pthread_mutex_init(&rc->rx_lock, NULL);
     pthread_mutex_init(&rc->tx_lock, NULL);
     pthread_mutex_init(&rc->free_lock, NULL);
+    pthread_mutex_init(&rc->pop_lock, NULL);
     rc->backlog_tail = &rc->backlog;
     rc->evfd = -1;
     if (posix_memalign((void **)&rc->area, 4096, RPCOOL__R_AREA)) {
@@ -1083,6 +1096,57 @@ static int rpcool__r_disconnect(rpcool_conn *c)
 
 /* ---------------------------------------------------------------------------- >>r-server */
 
+/* Note [lo, hi) of the mirror as holding something (dropped before a call that does not send it). */
+static void rpcool__r_pop_add(struct rpcool__rconn *rc, uint64_t lo, uint64_t hi)
+{
+    pthread_mutex_lock(&rc->pop_lock);
+    if (rc->npop && rc->pop[rc->npop - 1].hi == lo) { /* extends the last one */
+        rc->pop[rc->npop - 1].hi = hi;
+    } else {
+        if (rc->npop == rc->cappop) {
+            size_t nc = rc->cappop ? 2 * rc->cappop : 32;
+            struct rpcool__rrange *np = (struct rpcool__rrange *)rpcool__calloc(nc, sizeof *np);
+            if (!np) { /* cannot keep track: the next call drops the whole mirror */
+                rc->pop_all = 1;
+                pthread_mutex_unlock(&rc->pop_lock);
+                return;
+            }
+            if (rc->npop) memcpy(np, rc->pop, rc->npop * sizeof *np);
+            rpcool__free(rc->pop);
+            rc->pop = np;
+            rc->cappop = nc;
+        }
+        rc->pop[rc->npop++] = (struct rpcool__rrange){lo, hi};
+    }
+    pthread_mutex_unlock(&rc->pop_lock);
+}
+
+/* Before a call: drop every page that holds something and that the call does not send again
+   (ext: its n extents, sorted), so nothing older than the call is ever read; the pages it does
+   send are overwritten in place (no drop, no TLB shootdown for a repeated argument). */
+static void rpcool__r_pop_trim(struct rpcool__rconn *rc, const struct rpcool__rrange *ext,
+                               unsigned n)
+{
+    pthread_mutex_lock(&rc->pop_lock);
+    if (rc->pop_all) {
+        madvise((void *)(uintptr_t)rc->base, rc->size, MADV_DONTNEED);
+        rc->pop_all = 0;
+        rc->npop = 0;
+    }
+    for (size_t i = 0; i < rc->npop; i++) {
+        uint64_t cur = rc->pop[i].lo, hi = rc->pop[i].hi;
+        for (unsigned k = 0; k < n && cur < hi; k++) {
+            if (ext[k].hi <= cur) continue;
+            if (ext[k].lo >= hi) break;
+            if (ext[k].lo > cur) madvise((void *)(uintptr_t)cur, ext[k].lo - cur, MADV_DONTNEED);
+            cur = ext[k].hi;
+        }
+        if (cur < hi) madvise((void *)(uintptr_t)cur, hi - cur, MADV_DONTNEED);
+    }
+    rc->npop = 0;
+    pthread_mutex_unlock(&rc->pop_lock);
+}
+
 /* Make [a, a+len) of a mirror present (zero pages where missing): reply blocks, so writing them
    does not ask the client for pages whose old contents do not matter. */
 static void rpcool__r_zero(struct rpcool__rsrv *rs, uint64_t a, uint64_t len)
@@ -1124,7 +1188,8 @@ static void *rpcool__r_alloc(rpcool_server *s, struct rpcool__rconn *rc, size_t 
     rc->blk[k].group = rc->group;
     rc->nblk++;
     rpcool__r_zero(s->rdma, at, need);
-    rc->populated = 1;
+    uint64_t pg = rpcool__page_size();
+    rpcool__r_pop_add(rc, at & ~(pg - 1), (at + need + pg - 1) & ~(pg - 1));
     return (void *)(uintptr_t)at;
 }
 
@@ -1202,7 +1267,8 @@ static void rpcool__r_done(struct rpcool__rconn *rc, unsigned slot, uint32_t gen
     rpcool__free(hd);
 }
 
-/* Copy a call's extents into the mirror (its pages were dropped: UFFDIO_COPY places them). */
+/* Copy a call's extents into the mirror: UFFDIO_COPY places missing pages, present ones (sent
+   by the last call too) are overwritten in place. */
 static int rpcool__r_install(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, uint64_t a,
                              uint64_t len, const char *src)
 {
@@ -1228,7 +1294,7 @@ static int rpcool__r_install(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, 
             return -errno;
         }
     }
-    rc->populated = 1;
+    rpcool__r_pop_add(rc, a, a + len);
     return 0;
 }
 
@@ -1250,10 +1316,13 @@ static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
         memcpy(&a, q, 8);
         rpcool__r_free_group(rc, a);
     }
-    if (!status && rc->populated) { /* nothing of an earlier call may be served stale */
-        madvise((void *)(uintptr_t)rc->base, rc->size, MADV_DONTNEED);
-        rc->populated = 0;
-    }
+    /* the extents: checked first, then every page of an earlier call that they do not cover
+       is dropped (nothing is served stale), then they are copied in */
+    struct rpcool__rrange ext[RPCOOL__R_MAXEXT + 2];
+    const char *src[RPCOOL__R_MAXEXT + 2];
+    unsigned ne = 0;
+    uint64_t pg = rpcool__page_size();
+    if (h->n2 > RPCOOL__R_MAXEXT + 2) status = RPCOOL_E_PROTO;
     for (uint32_t k = 0; !status && k < h->n2; k++) {
         uint64_t a, l;
         if (end - q < 16) { status = RPCOOL_E_PROTO; break; }
@@ -1261,9 +1330,22 @@ static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
         memcpy(&l, q + 8, 8);
         q += 16;
         if (l > (uint64_t)(end - q)) { status = RPCOOL_E_PROTO; break; }
-        status = rpcool__r_install(rs, rc, a, l, q);
+        if ((a & (pg - 1)) || (l & (pg - 1)) || !rpcool__r_in_mirror(rc, (void *)(uintptr_t)a, l)) {
+            status = RPCOOL_E_BADPTR;
+            break;
+        }
+        unsigned j = ne++; /* kept sorted by start */
+        for (; j > 0 && ext[j - 1].lo > a; j--) {
+            ext[j] = ext[j - 1];
+            src[j] = src[j - 1];
+        }
+        ext[j] = (struct rpcool__rrange){a, a + l};
+        src[j] = q;
         q += l;
     }
+    if (!status) rpcool__r_pop_trim(rc, ext, ne);
+    for (unsigned k = 0; !status && k < ne; k++)
+        status = rpcool__r_install(rs, rc, ext[k].lo, ext[k].hi - ext[k].lo, src[k]);
     if (from_ring) rpcool__r_consume(rc, h);
     pthread_mutex_unlock(&rc->rx_lock);
     rc->group++;
