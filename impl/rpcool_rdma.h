@@ -1641,9 +1641,11 @@ static void *rpcool__r_thread(void *p)
         for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next) n += rpcool__r_step(&w, rc, now);
         rpcool__r_reap(s, now, 0);
         if (n) {
-            if (idle_since) { /* the gap this call ended: how long to poll next time */
+            if (idle_since) { /* the gap this work ended: how long to poll next time (a gap
+                                 too long to poll through, a keepalive's, forgets the rest) */
                 uint64_t gap = now - idle_since;
-                rs->gap_ns = rs->gap_ns ? (7 * rs->gap_ns + gap) / 8 : gap;
+                if (4 * gap >= RPCOOL__R_SPIN_MAX_NS) rs->gap_ns = 0;
+                else rs->gap_ns = rs->gap_ns ? (7 * rs->gap_ns + gap) / 8 : gap;
             }
             idle_since = 0;
             continue;
@@ -1684,7 +1686,7 @@ static void *rpcool__r_thread(void *p)
         for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next)
             if (rc->evfd >= 0) krconn_event_ack(rc->k);
 #endif
-        idle_since = 0;
+        /* idle_since stays: the next work's gap counts the sleep too */
     }
     rpcool__free(w.buf);
     rpcool__me = NULL;

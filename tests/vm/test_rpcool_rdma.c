@@ -506,7 +506,7 @@ static void server_killed(void)
         rc = rpcool_wait(c, id, NULL, NULL);
         double s = (double)(rcp__now_ns() - t0) / 1e9;
         CHECKF(rc == RPCOOL_E_PEERDEAD, "wait after the kill: %s", rpcool_strerror(rc));
-        CHECKF(s < 5.0, "took %.2f s", s);
+        CHECKF(s < 8.0, "took %.2f s", s); /* peer_check_ms + the ~4 s retry bound */
         printf("# server killed mid-call: RPCOOL_E_PEERDEAD after %.3f s\n", s);
         rc = rpcool_call(c, H_ECHO, NULL, 0, NULL, NULL);
         CHECK_EQ(rc, RPCOOL_E_PEERDEAD);
