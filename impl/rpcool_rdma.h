@@ -64,6 +64,12 @@
    so a silent peer is declared dead after about 4 s. krconn's default (67 ms, about 0.5 s in
    all) declared live peers dead between loaded emulated guests. */
 #define RPCOOL__R_ACK_TIMEOUT 17
+/* The RNR timer our queue pairs advertise: 24 = 40.96 ms, so a peer whose first message (the
+   server's hello) arrives before our receives are posted retries for about 0.25 s (rnr_retry 6)
+   instead of 4 ms; with krconn's 0.64 ms a hello was lost now and then under TCG (the server's
+   queue pair failed, the client waited out its connect timeout). Receives are kept posted after
+   that, so no later message waits for it. */
+#define RPCOOL__R_RNR_TIMER 24
 /* Busy-polling adapts to the traffic (BPEV "while calls are frequent"): a side keeps polling
    up to 4 times the recent round trip (client) or gap between calls (server), if that is under
    this bound, else only spin_ns. */
@@ -640,6 +646,7 @@ static int rpcool__r_client_ctx(krconn_ctx **out)
         ko.max_send_wr = RPCOOL__R_WR;
         ko.max_recv_wr = RPCOOL__R_WR;
         ko.timeout = RPCOOL__R_ACK_TIMEOUT;
+        ko.min_rnr_timer = RPCOOL__R_RNR_TIMER;
 #ifdef KRCONN_CTX_EVENTS
         ko.flags = KRCONN_CTX_EVENTS;
 #endif
@@ -1813,6 +1820,7 @@ static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *
     ko.max_send_wr = RPCOOL__R_WR;
     ko.max_recv_wr = RPCOOL__R_WR;
     ko.timeout = RPCOOL__R_ACK_TIMEOUT;
+    ko.min_rnr_timer = RPCOOL__R_RNR_TIMER;
     ko.accept_backlog = 64;
 #ifdef KRCONN_CTX_EVENTS
     ko.flags = KRCONN_CTX_EVENTS;
