@@ -625,6 +625,21 @@ static pthread_mutex_t rpcool__r_lock = PTHREAD_MUTEX_INITIALIZER;
 static krconn_ctx *rpcool__r_kc;    /* the process's client context, made at the first connect */
 static struct { char where[128]; krconn_dir *dir; } rpcool__r_dirs[8];
 
+/* The options of rpcool's krconn contexts (device NULL: $KRCONN_DEVICE or the first active). */
+static void rpcool__r_ctx_opts(krconn_ctx_opts *ko, const char *device, unsigned backlog)
+{
+    memset(ko, 0, sizeof *ko);
+    ko->device = device;
+    ko->max_send_wr = RPCOOL__R_WR;
+    ko->max_recv_wr = RPCOOL__R_WR;
+    ko->timeout = RPCOOL__R_ACK_TIMEOUT;
+    ko->min_rnr_timer = RPCOOL__R_RNR_TIMER;
+    ko->accept_backlog = backlog;
+#ifdef KRCONN_CTX_EVENTS
+    ko->flags = KRCONN_CTX_EVENTS;
+#endif
+}
+
 /* A child of fork() must not use its parent's verbs objects: it makes a context of its own. */
 static void rpcool__r_atfork_child(void)
 {
@@ -642,14 +657,7 @@ static int rpcool__r_client_ctx(krconn_ctx **out)
     pthread_mutex_lock(&rpcool__r_lock);
     if (!rpcool__r_kc) {
         krconn_ctx_opts ko;
-        memset(&ko, 0, sizeof ko);
-        ko.max_send_wr = RPCOOL__R_WR;
-        ko.max_recv_wr = RPCOOL__R_WR;
-        ko.timeout = RPCOOL__R_ACK_TIMEOUT;
-        ko.min_rnr_timer = RPCOOL__R_RNR_TIMER;
-#ifdef KRCONN_CTX_EVENTS
-        ko.flags = KRCONN_CTX_EVENTS;
-#endif
+        rpcool__r_ctx_opts(&ko, NULL, 0);
         r = rpcool__r_err(krconn_ctx_create(&ko, &rpcool__r_kc));
     }
     *out = rpcool__r_kc;
@@ -1815,16 +1823,7 @@ static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *
     api.api = UFFD_API;
     if (ioctl(rs->uffd, UFFDIO_API, &api)) { r = -errno; goto fail; }
     krconn_ctx_opts ko;
-    memset(&ko, 0, sizeof ko);
-    ko.device = device;
-    ko.max_send_wr = RPCOOL__R_WR;
-    ko.max_recv_wr = RPCOOL__R_WR;
-    ko.timeout = RPCOOL__R_ACK_TIMEOUT;
-    ko.min_rnr_timer = RPCOOL__R_RNR_TIMER;
-    ko.accept_backlog = 64;
-#ifdef KRCONN_CTX_EVENTS
-    ko.flags = KRCONN_CTX_EVENTS;
-#endif
+    rpcool__r_ctx_opts(&ko, device, 64);
     if ((r = rpcool__r_err(krconn_ctx_create(&ko, &rs->kc)))) goto fail;
     if (!strncmp(how, "serve", 5) && (how[5] == '\0' || how[5] == ':')) {
         krconn_meta_opts mo;
