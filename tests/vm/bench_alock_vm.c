@@ -24,8 +24,10 @@
  * ops/s is their share of the throughput), and ratio lines; all one run.
  * Operations are timed by the TSC (calibrated against CLOCK_MONOTONIC): the guests' clock source
  * is hpet, and a clock_gettime costs about a microsecond ("# harness:" line). Throughput is the
- * sum over the workers of operations / their run's wall time. Each worker keeps MAXS latency
- * samples per run (the first ones; at p_local 100% a run has more operations than that).
+ * sum over the workers of operations / their run's wall time. Each worker keeps at most MAXS
+ * latency samples per run: every operation's, or when a run has more, every 2nd, 4th, ...
+ * operation's (decided as it goes: each time the buffer fills, every other sample is dropped),
+ * so the samples cover the whole run.
  * Before the table, a probe: guest a's first worker alone, every operation on guest b's keys,
  * for every lock and for two older forms of alock_b16's remote path (the compare-and-swap and
  * READ by two ibv_post_send calls; no cas_read at all: three round trips). rxe's port counters
@@ -247,7 +249,7 @@ static void *worker_main(void *arg)
         k->hs.n = 0;
         k->ops = k->errs = k->elapsed_ns = 0;
         if (c.solo ? k->w == 0 : k->w % WPN < (int)c.t) {
-            uint64_t w0 = rcp__now_ns(), t0 = ticks();
+            uint64_t w0 = rcp__now_ns(), t0 = ticks(), stride = 1, skip = 0;
             uint64_t end = t0 + (uint64_t)((double)c.ms * 1e6 / ns_per_tick);
             for (;;) {
                 uint64_t s = ticks();
@@ -272,7 +274,16 @@ static void *worker_main(void *arg)
                         if (k->home[m].cas(k->home[m].conn, addr, 0, 1, &old)) { k->errs++; break; }
                     if (k->home[m].write(k->home[m].conn, addr, &z, 8)) k->errs++;
                 }
-                hist_add(&k->hs, (uint64_t)((double)(ticks() - s) * ns_per_tick) | flag);
+                uint64_t lat = (uint64_t)((double)(ticks() - s) * ns_per_tick) | flag;
+                if (++skip >= stride) { /* every stride-th operation: spread over the run */
+                    skip = 0;
+                    if (k->hs.n >= MAXS) { /* full: keep every other one, halve the rate */
+                        for (size_t i = 0; i < MAXS / 2; i++) k->hs.ns[i] = k->hs.ns[2 * i];
+                        k->hs.n = MAXS / 2;
+                        stride *= 2;
+                    }
+                    hist_add(&k->hs, lat);
+                }
                 k->ops++;
             }
             k->elapsed_ns = rcp__now_ns() - w0;
