@@ -69,8 +69,7 @@
        victim  @32  Peterson's turn: plain stores from both sides
    A non-empty tail is that cohort's Peterson flag. A waiter's descriptor (64 bytes: budget @0,
    next @32) is in its own memory: local ones in the table, remote ones in the remote process's
-   registered memory, so every waiter spins on its own line (a local one spins, then yields the
-   CPU, then sleeps 20 us between looks once it has waited long). The lock passes within a cohort
+   registered memory, so every waiter spins on its own line. The lock passes within a cohort
    with budget - 1; a waiter handed 0 re-arbitrates (Peterson again), so neither cohort starves
    the other: once a waiting leader has written victim, the other cohort enters at most budget
    more times before it. A leader that finds the other cohort's tail empty right after raising
@@ -505,15 +504,6 @@ static inline void alock__cpu_rmw_mark(alock__line *L, unsigned k)
 
 /* One step of a wait: spin a little, then let the CPU go (the holder or the NIC's work may be
    waiting for it: Soft-RoCE runs on the same CPUs). */
-/* A local waiter spins, yields ALOCK__YIELDS times, then naps between looks: where its holder's
-   CPU is taken (a virtual CPU the host has descheduled), spinning on would keep it away. */
-#define ALOCK__YIELDS 64
-static void alock__nap(void)
-{
-    struct timespec ts = {0, 20000};
-    nanosleep(&ts, NULL);
-}
-
 static inline void alock__pause(unsigned *k)
 {
     if ((++*k & 127) == 0) sched_yield();
@@ -856,7 +846,6 @@ static int alock__lock(alock_table *t, uint32_t idx, uint64_t deadline, int try_
         if (p) rcp__store(&p->next, dv);
         uint64_t next_check = rcp__now_ns() + t->check_ns;
         int64_t b;
-        unsigned yields = 0;
         for (unsigned k = 0;; k++) {
             b = rcp__load(&d->budget);
             if (b != ALOCK__WAIT) break;
@@ -881,8 +870,7 @@ static int alock__lock(alock_table *t, uint32_t idx, uint64_t deadline, int try_
                     break;
                 }
             }
-            if (++yields < ALOCK__YIELDS) sched_yield();
-            else alock__nap();
+            sched_yield();
         }
         if (b > 0) goto held;
     }
