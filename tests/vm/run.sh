@@ -321,7 +321,7 @@ run_perftest() {
 
 run_alockbench() { # bench/bench_alock.sh: the lock table of tests/vm/bench_alock_vm.c, two guests
     PAIR_APPEND="rcp.bench=${ALOCK_BENCH:-${BENCH_QUICK:+quick}}" run_pair alockbench alockbench-a alockbench-b
-    tr -d '\r' <"$OUT/alockbench-a.results" | grep -E '^(alock|spin|mcs|# p_local|# lock table)' || true
+    tr -d '\r' <"$OUT/alockbench-a.results" | grep -E '^(alock|spin|mcs|probe/|# p_local|# lock table|# probe|# harness)' || true
 }
 
 run_nppin() { # run_nppin ROLE: one 2 GiB guest (a 1 GiB region fully registered fits)
