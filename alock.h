@@ -1357,11 +1357,12 @@ typedef struct alock__vlink {
 
 /* Poll v's CQ for the one completion. First a while without reading the clock (in a VM whose
    clock source is not the TSC every clock read is a system call and an emulated device access,
-   longer than a poll), then rcp__verbs_wait with the link's timeout. */
+   longer than a poll), then rcp__verbs_wait for what is left of the link's timeout. */
 static int alock__v_wait(alock__vlink *v)
 {
     struct ibv_wc wc;
     int rc = 1;
+    uint64_t t0 = rcp__now_ns();
     memset(&wc, 0, sizeof wc);
     for (unsigned k = 0; k < 4096 && rc == 1; k++) {
         int n = ibv_poll_cq(v->cq, 1, &wc);
@@ -1370,7 +1371,10 @@ static int alock__v_wait(alock__vlink *v)
         else if ((k & 255) == 255) sched_yield();
         else rcp__cpu_relax();
     }
-    if (rc == 1) rc = rcp__verbs_wait(v->cq, &wc, v->timeout_ns);
+    if (rc == 1) {
+        uint64_t used = rcp__now_ns() - t0;
+        rc = rcp__verbs_wait(v->cq, &wc, used < v->timeout_ns ? v->timeout_ns - used : 1);
+    }
     if (rc) {
         char d[200];
         rcp__verbs_log("alock link on qp %u: %s", v->qp->qp_num, rcp__verbs_describe(rc, &wc, d, sizeof d));
