@@ -64,7 +64,8 @@ struct cfg { uint32_t lock, p_local, t, ms, stop, solo; };
 
 /* rxe's port counters (/sys/class/infiniband/DEV/ports/1/hw_counters), read around every run */
 static const char *const ctr_names[] = {"sent_pkts", "rcvd_pkts", "duplicate_request",
-                                        "completer_retry_err", "rcvd_seq_err", "out_of_seq_request"};
+                                        "completer_retry_err", "rcvd_seq_err",
+                                        "out_of_seq_request"};
 #define NCTR 6
 static uint64_t ctr_delta[NCTR];
 struct nodeinfo { uint64_t lines[NTAB], spin, descs[WPN]; uint32_t heap_rkey, desc_rkey; };
@@ -222,7 +223,8 @@ static int worker_setup(worker *k)
             o.nlocks = KEYS;
             o.budget = budgets[t < NTAB ? t : NTAB - 1];
             o.home = t < NTAB ? k->home[m] : t == NTAB ? k->home2[m] : k->home3[m];
-            o.descs = (char *)(uintptr_t)info[me].descs[w % WPN] + ALOCK_REMOTE_MEM(NDESC) * (size_t)(m * NRR + t);
+            o.descs = (char *)(uintptr_t)info[me].descs[w % WPN] +
+                      ALOCK_REMOTE_MEM(NDESC) * (size_t)(m * NRR + t);
             o.ndesc = NDESC;
             if ((rc = alock_remote_create(&o, &k->rr[m][t]))) return rc;
             for (int p = 0; p < NW; p++)
@@ -297,7 +299,8 @@ static void *worker_main(void *arg)
 static uint64_t ctr_read(int i)
 {
     char p[256], buf[32];
-    snprintf(p, sizeof p, "/sys/class/infiniband/%s/ports/1/hw_counters/%s", dev.name, ctr_names[i]);
+    snprintf(p, sizeof p, "/sys/class/infiniband/%s/ports/1/hw_counters/%s", dev.name,
+             ctr_names[i]);
     FILE *f = fopen(p, "r");
     if (!f) return 0;
     unsigned long long v = 0;
@@ -391,7 +394,10 @@ static int one_run(int sock, const struct cfg *c, acc *a, uint64_t *tmp)
         a->errs += wk[j].errs;
         acc_add(a, wk[j].hs.ns, wk[j].hs.n);
     }
-    if (vmt_read_all(sock, cb, sizeof cb, 120000)) { printf("FAIL alockbench: b did not report\n"); return 1; }
+    if (vmt_read_all(sock, cb, sizeof cb, 120000)) {
+        printf("FAIL alockbench: b did not report\n");
+        return 1;
+    }
     for (int i = 0; i < NCTR; i++) a->ctr[1][i] += cb[i];
     for (int j = 0; j < WPN; j++) {
         uint64_t hdr[4];
@@ -410,10 +416,17 @@ static int one_run(int sock, const struct cfg *c, acc *a, uint64_t *tmp)
     return 0;
 }
 
+/* retransmissions seen by both guests: duplicate requests (responder), completer retries */
+static unsigned long long retrans(const acc *a)
+{
+    return (unsigned long long)(a->ctr[0][2] + a->ctr[1][2] + a->ctr[0][3] + a->ctr[1][3]);
+}
+
 static void lock_name(int l, char *name, size_t n)
 {
     if (l < NTAB) snprintf(name, n, "alock_b%u", budgets[l]);
-    else if (l >= NLOCKS) snprintf(name, n, "alock_b%u_%s", budgets[NTAB - 1], l == NLOCKS ? "2posts" : "nocasread");
+    else if (l >= NLOCKS)
+        snprintf(name, n, "alock_b%u_%s", budgets[NTAB - 1], l == NLOCKS ? "2posts" : "nocasread");
     else snprintf(name, n, "%s", l == L_SPIN ? "spin" : "mcs");
 }
 
@@ -442,10 +455,12 @@ static int probe(int sock, acc *A, uint64_t *tmp, int reps, int ms)
         printf("# probe %s: %llu ops, a sent %.3f pkts/op, b sent %.3f pkts/op, retransmissions "
                "%llu, seq errors %llu\n", name, (unsigned long long)A[l].ops,
                (double)A[l].ctr[0][0] / ops, (double)A[l].ctr[1][0] / ops,
-               (unsigned long long)(A[l].ctr[1][2] + A[l].ctr[0][3] + A[l].ctr[0][2] + A[l].ctr[1][3]),
-               (unsigned long long)(A[l].ctr[0][4] + A[l].ctr[1][4] + A[l].ctr[0][5] + A[l].ctr[1][5]));
+               retrans(&A[l]),
+               (unsigned long long)(A[l].ctr[0][4] + A[l].ctr[1][4] + A[l].ctr[0][5] +
+                                    A[l].ctr[1][5]));
         if (A[l].errs) {
-            printf("FAIL alockbench: probe %s: %llu failed operations\n", name, (unsigned long long)A[l].errs);
+            printf("FAIL alockbench: probe %s: %llu failed operations\n", name,
+                   (unsigned long long)A[l].errs);
             return 1;
         }
     }
@@ -554,9 +569,9 @@ static int lead(int sock)
             for (int l = 0; l < NLOCKS; l++) {
                 char ln[32];
                 lock_name(l, ln, sizeof ln);
-                printf(" %s %.2f %llu", ln,
-                       (double)(A[l].ctr[0][0] + A[l].ctr[1][0]) / (double)(A[l].ops ? A[l].ops : 1),
-                       (unsigned long long)(A[l].ctr[1][2] + A[l].ctr[0][3] + A[l].ctr[0][2] + A[l].ctr[1][3]));
+                double sent = (double)(A[l].ctr[0][0] + A[l].ctr[1][0]);
+                printf(" %s %.2f %llu", ln, sent / (double)(A[l].ops ? A[l].ops : 1),
+                       retrans(&A[l]));
             }
             printf("\n");
         }
@@ -610,7 +625,9 @@ int main(int argc, char **argv)
         mine.lines[t] = (uint64_t)(uintptr_t)lines;
     }
     mine.spin = (uint64_t)(uintptr_t)spinw;
-    for (int j = 0; j < WPN; j++) mine.descs[j] = (uint64_t)(uintptr_t)descmem + (uint64_t)j * ALOCK_REMOTE_MEM(NDESC) * 2 * NRR;
+    for (int j = 0; j < WPN; j++)
+        mine.descs[j] =
+            (uint64_t)(uintptr_t)descmem + (uint64_t)j * ALOCK_REMOTE_MEM(NDESC) * 2 * NRR;
     mine.heap_rkey = heap_mr->rkey;
     mine.desc_rkey = desc_mr->rkey;
     int sock = vmt_tcp_peer(a, peer, PORT);
