@@ -219,7 +219,9 @@
        flight at once may share pages (a range stays sealed while any call uses it).
        Cost: a sealed call of a page or more pays one mprotect to seal and one to release,
        and each may flush the TLB of every CPU running a thread of the sender, so it depends
-       on the machine (bench/seal_cost.c measures it; sh bench/bench_shmheap.sh runs it); one
+       on the machine (bench/seal_cost.c measures it; sh bench/bench_shmheap.sh runs it). The
+       first seal of a range also maps that range on its own (shmheap_seal), so that sealing
+       the same range again does not split the heap's mapping and merge it back; one
        under a page pays a memcpy of the argument instead, as RPCOOL_COPY. A repeated
        argument with batched release costs no more than a relaxed call.
    RPCOOL_SANDBOX  The handler runs inside a recovery point: a SIGSEGV or SIGBUS raised while

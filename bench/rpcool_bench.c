@@ -4,9 +4,9 @@
    perftest conventions (bench/peer.h): no address = server, an address (the channel name) =
    client, -f = both (server forked, pinned to CPU 1; client on CPU 0). Options: -n ITERS for the
    no-op round trips (other suites scale from it), -w WARMUP, -P, -1, -T, -S SUITES (comma list
-   of noop, payload, tree, kv, connect; default all).
+   of noop, seal, payload, tree, kv, connect; default all).
        cc -O2 -pthread -I. bench/rpcool_bench.c -o rpcool_bench && ./rpcool_bench -f
-   Result names: rpcool/noop/MODE (MODE also sealed-batch64, sealed-batch64-pages, sealed-8B, relaxed-8B), rpcool/payload/MODE/SIZE, rpcool/tree/MODE/NODES,
+   Result names: rpcool/noop/MODE (MODE also sealed-batch64, sealed-batch64-pages, sealed-8B, relaxed-8B), rpcool/seal/{relaxed,sealed,mprotect_pair}/SIZE, rpcool/payload/MODE/SIZE, rpcool/tree/MODE/NODES,
    rpcool/kv/get/VALUE_SIZE, rpcool/kv/put/VALUE_SIZE, rpcool/connect/HEAP_SIZE (rpcool_connect
    until the first call can be made: the server hands over a heap it made ahead and a channel
    slot over its socket, the client maps both) against uds/connect (a UNIX socket to an acceptor thread in the server process:
@@ -345,6 +345,62 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
         rpcool_release(cb);
         rpcool_disconnect(cb);
     }
+    /* issue 14 item 1: a sealed call of a page or more against a relaxed call of the same
+       argument and a bare mprotect pair (PROT_READ, then READ|WRITE) of a separate anonymous
+       shared mapping of the argument's size, alternating in one loop: one of each per
+       iteration. "# seal" lines: (sealed - relaxed) / mprotect pair, medians (goal <= 1.2). */
+    static const size_t ssizes[] = {4096, 65536};
+    for (int si = 0; si < 2 && want("seal") && !rdma_client; si++) {
+        size_t sz = ssizes[si];
+        long it = n / 4 < 1000 ? 1000 : n / 4;
+        hist hr, hs, hm;
+        char *bare = (char *)mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (bare == MAP_FAILED || hist_init(&hr, (size_t)it) || hist_init(&hs, (size_t)it) ||
+            hist_init(&hm, (size_t)it)) return 1;
+        memset(bare, 'x', sz);
+        uint64_t tr = 0, ts = 0, tm = 0;
+        for (long i = -opt->warmup / 4; i < it; i++) {
+            /* each case writes its first byte, then calls or seals: an argument is written
+               before it is sent, and a page's first write after a seal may fault */
+            uint64_t s0 = hist_now();
+            arg[0] = (char)i;
+            int r1 = rpcool_call_ex(c, FN_TOUCH, arg, sz, &relaxed, NULL, NULL);
+            uint64_t s1 = hist_now();
+            arg[0] = (char)i;
+            int r2 = rpcool_call_ex(c, FN_TOUCH, arg, sz, &sealed, NULL, NULL);
+            uint64_t s2 = hist_now();
+            bare[0] = (char)i;
+            int r3 = mprotect(bare, sz, PROT_READ) || mprotect(bare, sz, PROT_READ | PROT_WRITE);
+            uint64_t s3 = hist_now();
+            if (r1 < 0 || r2 < 0 || r3) {
+                fprintf(stderr, "seal suite: %d %d %d\n", r1, r2, r3);
+                return 1;
+            }
+            if (i < 0) continue;
+            hist_add(&hr, s1 - s0);
+            hist_add(&hs, s2 - s1);
+            hist_add(&hm, s3 - s2);
+            tr += s1 - s0;
+            ts += s2 - s1;
+            tm += s3 - s2;
+        }
+        char nr[96], nm[96];
+        snprintf(nr, sizeof nr, "%s/seal/relaxed/%zu%s", pfx, sz, sfx);
+        snprintf(name, sizeof name, "%s/seal/sealed/%zu%s", pfx, sz, sfx);
+        snprintf(nm, sizeof nm, "%s/seal/mprotect_pair/%zu%s", pfx, sz, sfx);
+        double mr = (double)hist_median(&hr), ms = (double)hist_median(&hs),
+               mm = (double)hist_median(&hm);
+        hist_print(&hr, nr, hist_ops_per_s(hr.n, tr));
+        hist_print(&hs, name, hist_ops_per_s(hs.n, ts));
+        hist_print(&hm, nm, hist_ops_per_s(hm.n, tm));
+        printf("# seal %zu B: (sealed - relaxed) / mprotect pair = %.2f (goal <= 1.2; medians "
+               "%.3f %.3f %.3f us, alternating, %ld each)\n", sz, mm > 0 ? (ms - mr) / mm : 0.0,
+               ms / 1000, mr / 1000, mm / 1000, it);
+        hist_free(&hr);
+        hist_free(&hs);
+        hist_free(&hm);
+        munmap(bare, sz);
+    }
     /* 2. payloads: the handler reads a byte of every cache line */
     static const size_t sizes[] = {64, 4096, 65536, 1 << 20};
     for (int si = 0; si < 4 && want("payload"); si++)
@@ -496,7 +552,7 @@ int main(int argc, char **argv)
         } else if (ch == 'R') {
             rdma_serve = 1;
         } else if (!peer_opt(&o, ch, optarg)) {
-            fprintf(stderr, "usage: %s [-f | [-R] [-a NAME] | CHANNEL | rdma://HOST/NAME] [-S noop,payload,tree,kv]\n" PEER_COMMON_HELP, argv[0]);
+            fprintf(stderr, "usage: %s [-f | [-R] [-a NAME] | CHANNEL | rdma://HOST/NAME] [-S noop,seal,payload,tree,kv,connect]\n" PEER_COMMON_HELP, argv[0]);
             return 2;
         }
     if (optind < argc) o.addr = argv[optind];
