@@ -959,7 +959,8 @@ struct rpcool__handler_ent {
    critical section: gp is 0 outside one, else the grace period the pass started in; a
    draining connection is unmapped once no pass that may have seen it active remains. */
 struct rpcool__worker {
-    uint64_t gp;
+    uint64_t gp;    /* the grace period its passes announce (0: in none; see rpcool__drain) */
+    uint64_t calls; /* handlers it ran: written by it alone, summed by rpcool_server_get_stats */
     struct rpcool__worker *next;
     rpcool_server *s;
     char *buf; /* private copies (RPCOOL_COPY) */
@@ -1005,8 +1006,9 @@ struct rpcool_server {
     uint32_t nscan;      /* 1 + highest connection slot in use: passes look no further */
     uint64_t last_hk;
     uint64_t gp;         /* grace period counter, bumped when a connection starts draining */
-    struct rpcool__worker *workers; /* under hk_lock */
+    struct rpcool__worker *workers; /* changed under hk_lock and wk_lock, read under either */
     pthread_mutex_t hk_lock;
+    pthread_mutex_t wk_lock; /* taken after hk_lock; never held while logging */
     int stop;
     pthread_t *threads;
     unsigned nthreads;
@@ -1499,6 +1501,7 @@ static int rpcool__chan_init(rpcool_server *s)
 static void rpcool__server_free(rpcool_server *s)
 {
     pthread_mutex_destroy(&s->hk_lock);
+    pthread_mutex_destroy(&s->wk_lock);
     pthread_mutex_destroy(&s->pool_lock);
     pthread_cond_destroy(&s->pool_cv);
     for (unsigned i = 0; s->handlers && i < RPCOOL_MAX_HANDLERS; i++) rpcool__free(s->handlers[i]);
@@ -2003,6 +2006,7 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     /* a client that stops holding its heap's mutex must not hang us */
     s->hopts.lock_timeout_ms = 1000;
     pthread_mutex_init(&s->hk_lock, NULL);
+    pthread_mutex_init(&s->wk_lock, NULL);
     pthread_mutex_init(&s->pool_lock, NULL);
     pthread_cond_init(&s->pool_cv, NULL);
     s->handlers =
@@ -2080,10 +2084,15 @@ RPCOOL_API int rpcool_server_add_handler(rpcool_server *s, unsigned id, rpcool_h
 
 /* >>accept - server: accepting, draining and reaping connections ------------------------------- */
 
+static RCP__THREAD_LOCAL struct rpcool__worker *rpcool__me; /* this thread's worker, if any */
+
 /* Unmap a connection once no pass that may have seen it active is still running (a pass that
    announced a later grace period saw it draining); 0 when done, 1 when still in use. Under
    hk_lock. seq_cst on both sides: the state store and grace period bump here, the announce
-   and state loads in rpcool__pass. */
+   and state loads in rpcool__pass. A polling worker keeps its announcement from pass to pass
+   (it stores again only when the counter moved) and withdraws it (0) before it sleeps or
+   leaves; the worker running this, if any, is between passes: its announcement does not
+   count. */
 static int rpcool__drain(rpcool_server *s, uint32_t i)
 {
     struct rpcool__sconn *sc = &s->conns[i];
@@ -2091,9 +2100,19 @@ static int rpcool__drain(rpcool_server *s, uint32_t i)
         __atomic_store_n(&sc->state, (uint32_t)RPCOOL__SC_DRAINING, __ATOMIC_SEQ_CST);
         sc->drain_gp = __atomic_add_fetch(&s->gp, 1u, __ATOMIC_SEQ_CST);
     }
-    for (struct rpcool__worker *w = s->workers; w; w = w->next) {
-        uint64_t g = __atomic_load_n(&w->gp, __ATOMIC_SEQ_CST);
-        if (g && g <= sc->drain_gp) return 1;
+    /* a polling worker moves on within a pass: wait for that a little (20 us), not for a
+       handler that runs long (the next housekeeping round tries again) */
+    for (uint64_t t0 = 0;;) {
+        int busy = 0;
+        for (struct rpcool__worker *w = s->workers; w && !busy; w = w->next) {
+            uint64_t g = w == rpcool__me ? 0 : __atomic_load_n(&w->gp, __ATOMIC_SEQ_CST);
+            busy = g && g <= sc->drain_gp;
+        }
+        if (!busy) break;
+        uint64_t now = rcp__now_ns();
+        if (!t0) t0 = now;
+        else if (now - t0 > 20000) return 1;
+        sched_yield();
     }
     rpcool__sconn_release(s, i, rcp__load(&sc->dead));
     return 0;
@@ -2350,7 +2369,7 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
         if (fence) rpcool__pkeys(s, sc->pkey, 0);
         status = rpcool__run_handler(&ctx, e, fn, arg, len);
         if (fence) rpcool__pkeys(s, -1, 1);
-        rcp__fetch_add(&s->st.calls, 1u);
+        rcp__store_relaxed(&w->calls, w->calls + 1); /* no locked add on the call's path */
         if (!ctx.aborted && status == RPCOOL_E_FAULT) {
             rcp__fetch_add(&s->st.faults, 1u);
             /* SIGBUS inside the client's heap: its file no longer backs the mapping (the client
@@ -2438,7 +2457,9 @@ static int rpcool__pass(struct rpcool__worker *w, struct rpcool__guard *g, int s
     uint32_t nscan = rcp__load(&s->nscan);
     int n = 0;
     if (!nscan) return 0;
-    __atomic_store_n(&w->gp, __atomic_load_n(&s->gp, __ATOMIC_SEQ_CST) + 1, __ATOMIC_SEQ_CST);
+    /* announce the grace period; a locked store only when it changed (rare: a drain began) */
+    uint64_t gp = __atomic_load_n(&s->gp, __ATOMIC_SEQ_CST) + 1;
+    if (rcp__load_relaxed(&w->gp) != gp) __atomic_store_n(&w->gp, gp, __ATOMIC_SEQ_CST);
     (void)g; /* containment is on all the time in a worker (rpcool__worker_run) */
     for (uint32_t i = 0; i < nscan && !(n && !serve); i++) {
         struct rpcool__sconn *sc = &s->conns[i];
@@ -2449,8 +2470,7 @@ static int rpcool__pass(struct rpcool__worker *w, struct rpcool__guard *g, int s
         n += rpcool__scan_conn(w, sc, !serve);
         w->cur = NULL;
     }
-    rcp__store(&w->gp, 0ull);
-    return n;
+    return n; /* the announcement stays (see rpcool__drain) */
 }
 
 /* >>serve - server: serving threads, stop, close ----------------------------------------------- */
@@ -2512,16 +2532,16 @@ static void rpcool__worker_run(struct rpcool__worker *w)
         __atomic_fetch_add(&s->ch->ssleepers, 1u, __ATOMIC_SEQ_CST);
         uint32_t seq = rcp__load(&s->ch->sdoor);
         rcp__full_fence();
-        if (!rcp__load(&s->stop) && !rpcool__pass(w, &g, 0))
-            rcp__futex_wait(&s->ch->sdoor, seq, (uint64_t)s->reap_ms * 1000000u);
+        int wait = !rcp__load(&s->stop) && !rpcool__pass(w, &g, 0);
+        rcp__store(&w->gp, 0ull); /* a sleeper holds up no drain */
+        if (wait) rcp__futex_wait(&s->ch->sdoor, seq, (uint64_t)s->reap_ms * 1000000u);
         rcp__fetch_add(&s->ch->ssleepers, (uint32_t)-1);
         idle_since = 0;
         it = 127; /* read the clock next round: timed housekeeping may be due */
     }
+    rcp__store(&w->gp, 0ull);
     rpcool__cur = NULL;
 }
-
-static RCP__THREAD_LOCAL struct rpcool__worker *rpcool__me; /* this thread's worker, if any */
 
 static void rpcool__worker_loop(rpcool_server *s)
 {
@@ -2530,18 +2550,23 @@ static void rpcool__worker_loop(rpcool_server *s)
     w.s = s;
     rpcool__me = &w;
     pthread_mutex_lock(&s->hk_lock);
+    pthread_mutex_lock(&s->wk_lock);
     w.next = s->workers;
     s->workers = &w;
+    pthread_mutex_unlock(&s->wk_lock);
     pthread_mutex_unlock(&s->hk_lock);
     rpcool__pkeys(s, -1, 1); /* this thread may touch every connection heap */
     if (s->rdma) rpcool__r_server_start(s); /* RDMA connections get a thread of their own */
     while (!rcp__load(&s->stop)) rpcool__worker_run(&w);
     pthread_mutex_lock(&s->hk_lock);
+    pthread_mutex_lock(&s->wk_lock);
     for (struct rpcool__worker **pp = &s->workers; *pp; pp = &(*pp)->next)
         if (*pp == &w) {
             *pp = w.next;
             break;
         }
+    rcp__fetch_add(&s->st.calls, rcp__load_relaxed(&w.calls));
+    pthread_mutex_unlock(&s->wk_lock);
     pthread_mutex_unlock(&s->hk_lock);
     rpcool__free(w.buf);
     rpcool__me = outer;
@@ -2693,7 +2718,11 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
 RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *st)
 {
     if (!s || !st) return;
-    st->calls = rcp__load(&s->st.calls);
+    pthread_mutex_lock(&s->wk_lock); /* the serving threads' own counts, then the departed's */
+    uint64_t calls = 0;
+    for (struct rpcool__worker *w = s->workers; w; w = w->next) calls += rcp__load_relaxed(&w->calls);
+    st->calls = calls + rcp__load(&s->st.calls);
+    pthread_mutex_unlock(&s->wk_lock);
     st->accepted = rcp__load(&s->st.accepted);
     st->closed = rcp__load(&s->st.closed);
     st->reaped = rcp__load(&s->st.reaped);
