@@ -355,7 +355,13 @@
    7. THREAD SAFETY
    ----------------
    A connection may be used by many threads at once (up to 64 calls in flight per connection;
-   synchronous calls wait for a free slot, asynchronous ones return RPCOOL_E_AGAIN). A server
+   synchronous calls wait for a free slot, asynchronous ones return RPCOOL_E_AGAIN). The first
+   thread whose synchronous call finds no slot kept on the connection keeps its slot, so its
+   later synchronous calls there take no atomic operation for a slot; a call that finds every
+   other slot in flight takes the kept slot whenever its thread is not in a call on it (it
+   makes every thread of the process pass a memory barrier: membarrier(2), private expedited),
+   so all 64 stay everyone's. Without that membarrier command (Linux before 4.14, a seccomp
+   filter) no slot is kept; 256 threads of a process keep slots at once, later ones none. A server
    may be served by many threads (rpcool_server_start, or several threads in rpcool_serve).
    Register handlers before serving or at any time: a registration is published whole (one
    atomic pointer store), so a call sees one registration's function, user pointer and flags;
@@ -758,7 +764,9 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <linux/membarrier.h>
 
 #ifndef RPCOOL_MALLOC
 #define RPCOOL_MALLOC(size) malloc(size)
@@ -1074,6 +1082,7 @@ struct rpcool_conn {
     unsigned safety, timeout_ms, peer_check_ms, seal_batch;
     uint64_t spin_ns;
     uint64_t free_bits;
+    uint64_t hot; /* the kept slot (rpcool__hot_take): owner cell << 8 | slot, 0, or REVOKING */
     int32_t dead;        /* sticky error once the server is known gone */
     uint64_t last_check; /* when the server's lock was last tested */
     struct rpcool__pend pend[RPCOOL__NSLOTS];
@@ -2951,6 +2960,164 @@ static void rpcool__slot_put(rpcool_conn *c, unsigned i)
     rcp__fetch_or(&c->free_bits, 1ull << i);
 }
 
+/* The kept slot. Taking a slot from free_bits and giving it back are two locked operations,
+   about as dear as the rest of a call's own work. So a thread whose synchronous call finds no
+   slot kept keeps its slot afterwards (conn->hot names the thread's cell and the slot), and its
+   later synchronous calls on that connection take no atomic operation for a slot: the cell's
+   busy flag, a plain store, says when the thread uses it. The slot is not lost to others: a
+   thread that finds every other slot in flight revokes it (rpcool__hot_revoke): it marks the
+   word REVOKING, makes every thread of the process pass a full barrier (membarrier, expedited:
+   the owner then needs no fence of its own, as in asymmetric Dekker), and takes the slot if
+   the owner's flag is clear, else gives the word back (the owner is in a call: the slot is in
+   flight). Without membarrier (an old kernel, a filter) no slot is kept. Under ThreadSanitizer
+   the owner's flag store and word load are seq_cst instead (TSan does not see membarrier). */
+#define RPCOOL__HOT_REVOKING 1u
+#define RPCOOL__NCELLS 256 /* threads that keep slots at once; later ones keep none */
+struct rpcool__cell {        /* static, one cache line each: a revoker may read a gone owner's */
+    uint32_t busy;           /* 1 while its thread uses a kept slot */
+    uint32_t used;           /* under rpcool__cell_lock: a live thread has it */
+    char pad[56];
+};
+static struct rpcool__cell rpcool__cells[RPCOOL__NCELLS] __attribute__((aligned(64)));
+static RCP__THREAD_LOCAL struct rpcool__cell *rpcool__my_cell;
+static RCP__THREAD_LOCAL int rpcool__no_cell; /* none was free: this thread keeps no slot */
+static pthread_mutex_t rpcool__cell_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t rpcool__cell_key;
+static int rpcool__hot_ok; /* 0 not tried, 1 membarrier registered, -1 no kept slots */
+static pthread_once_t rpcool__hot_once = PTHREAD_ONCE_INIT;
+
+#if defined(__SANITIZE_THREAD__)
+#define RPCOOL__HOT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RPCOOL__HOT_TSAN 1
+#endif
+#endif
+#ifndef RPCOOL__HOT_TSAN
+#define RPCOOL__HOT_TSAN 0
+#endif
+
+static void rpcool__cell_exit(void *p)
+{
+    pthread_mutex_lock(&rpcool__cell_lock);
+    ((struct rpcool__cell *)p)->used = 0;
+    pthread_mutex_unlock(&rpcool__cell_lock);
+}
+
+static void rpcool__hot_init(void)
+{
+    int ok = pthread_key_create(&rpcool__cell_key, rpcool__cell_exit) == 0;
+#if !RPCOOL__HOT_TSAN
+    ok = ok && syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+#endif
+    rcp__store(&rpcool__hot_ok, ok ? 1 : -1);
+}
+
+/* This thread's cell, made on first use; NULL if slots are not kept. */
+static struct rpcool__cell *rpcool__cell(void)
+{
+    struct rpcool__cell *cl = rpcool__my_cell;
+    if (cl || rpcool__no_cell) return cl;
+    rpcool__no_cell = 1; /* until one is found */
+    pthread_once(&rpcool__hot_once, rpcool__hot_init);
+    if (rcp__load(&rpcool__hot_ok) != 1) return NULL;
+    pthread_mutex_lock(&rpcool__cell_lock);
+    for (int k = 0; k < RPCOOL__NCELLS && !cl; k++)
+        if (!rpcool__cells[k].used) {
+            cl = &rpcool__cells[k];
+            cl->used = 1;
+        }
+    pthread_mutex_unlock(&rpcool__cell_lock);
+    if (!cl) return NULL;
+    if (pthread_setspecific(rpcool__cell_key, cl)) {
+        rpcool__cell_exit(cl);
+        return NULL;
+    }
+    rpcool__no_cell = 0;
+    return rpcool__my_cell = cl;
+}
+
+static uint64_t rpcool__hot_word(const struct rpcool__cell *cl, unsigned i)
+{
+    return (uint64_t)(uintptr_t)cl << 8 | i;
+}
+
+/* A synchronous call: the slot this thread keeps on c, marked in use, or -1. */
+static int rpcool__hot_take(rpcool_conn *c, struct rpcool__cell *cl)
+{
+    uint64_t w = rcp__load_relaxed(&c->hot);
+    if (!cl || (w >> 8) != (uint64_t)(uintptr_t)cl || rcp__load_relaxed(&cl->busy))
+        return -1; /* not ours, or ours in use (a call from a signal handler) */
+#if RPCOOL__HOT_TSAN
+    __atomic_store_n(&cl->busy, 1u, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&c->hot, __ATOMIC_SEQ_CST) == w) return (int)(w & 0xff);
+#else
+    rcp__store_relaxed(&cl->busy, 1u);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* a revoker's membarrier orders the two */
+    if (rcp__load_relaxed(&c->hot) == w) return (int)(w & 0xff);
+#endif
+    rcp__store(&cl->busy, 0u); /* being revoked */
+    return -1;
+}
+
+/* A call on the kept slot ended: the slot stays with this thread for its next call. */
+static void rpcool__hot_done(rpcool_conn *c, struct rpcool__cell *cl, unsigned i)
+{
+    c->pend[i].gen = (c->pend[i].gen + 1) & 0x3fffffffu;
+    rcp__store(&c->pend[i].pstate, (uint32_t)RPCOOL__P_FREE);
+    rcp__store(&cl->busy, 0u);
+}
+
+/* A call on the kept slot is abandoned (timeout, server gone): the slot stops being kept and
+   goes back by the abandoned calls' way (rpcool__reclaim). */
+static void rpcool__hot_drop(rpcool_conn *c, struct rpcool__cell *cl, unsigned i)
+{
+    uint64_t w = rpcool__hot_word(cl, i), cur;
+    while ((cur = rcp__load(&c->hot)) == RPCOOL__HOT_REVOKING) sched_yield(); /* it gives it back */
+    if (cur == w) rcp__cas(&c->hot, &w, 0ull);
+    rcp__store(&cl->busy, 0u);
+}
+
+/* A synchronous call on slot i (from free_bits) ended: keep i for this thread if no slot is
+   kept on c, else give it back. The slot is made ready before it is named in c->hot: from
+   then on a revoker may take it. */
+static void rpcool__hot_keep(rpcool_conn *c, struct rpcool__cell *cl, unsigned i)
+{
+    uint64_t z = 0;
+    if (!cl || rcp__load_relaxed(&c->hot) != 0) {
+        rpcool__slot_put(c, i);
+        return;
+    }
+    c->pend[i].gen = (c->pend[i].gen + 1) & 0x3fffffffu;
+    rcp__store(&c->pend[i].pstate, (uint32_t)RPCOOL__P_FREE);
+    if (!rcp__cas(&c->hot, &z, rpcool__hot_word(cl, i))) rcp__fetch_or(&c->free_bits, 1ull << i);
+}
+
+/* Every slot of free_bits is in flight: take the kept slot if its thread is not using it. */
+static int rpcool__hot_revoke(rpcool_conn *c)
+{
+    uint64_t w = rcp__load(&c->hot);
+    if (w <= RPCOOL__HOT_REVOKING || !rcp__cas(&c->hot, &w, (uint64_t)RPCOOL__HOT_REVOKING))
+        return -1;
+    const struct rpcool__cell *cl = (const struct rpcool__cell *)(uintptr_t)(w >> 8);
+#if !RPCOOL__HOT_TSAN
+    /* a forked child is registered anew (the registration belongs to the address space) */
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) &&
+        (errno != EPERM ||
+         syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) ||
+         syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0))) {
+        rcp__store(&c->hot, w); /* cannot tell: leave it */
+        return -1;
+    }
+#endif
+    if (__atomic_load_n(&cl->busy, __ATOMIC_SEQ_CST)) {
+        rcp__store(&c->hot, w);
+        return -1;
+    }
+    rcp__store(&c->hot, 0ull);
+    return (int)(w & 0xff);
+}
+
 /* >>seal - client: the seal table (RPCOOL_SEAL) ------------------------------------------------ */
 
 /* A call seals its range read-only unless a range already sealed covers it (a repeated
@@ -3055,7 +3222,7 @@ static int rpcool__done(rpcool_conn *c, unsigned i)
 }
 
 /* Take the reply of a done slot and give the slot back. */
-static int rpcool__harvest(rpcool_conn *c, unsigned i, void **ret, size_t *ret_len)
+static int rpcool__harvest_ex(rpcool_conn *c, unsigned i, void **ret, size_t *ret_len, int keep)
 {
     struct rpcool__resp *sl = &c->hdr->resp[i];
     struct rpcool__pend *pd = &c->pend[i];
@@ -3079,8 +3246,13 @@ static int rpcool__harvest(rpcool_conn *c, unsigned i, void **ret, size_t *ret_l
         if (c->rdma) rpcool__r_free(c, rp);
         else shmheap_free(c->heap, rp);
     }
-    rpcool__slot_put(c, i);
+    if (!keep) rpcool__slot_put(c, i); /* else the caller gives it back or keeps it */
     return status;
+}
+
+static int rpcool__harvest(rpcool_conn *c, unsigned i, void **ret, size_t *ret_len)
+{
+    return rpcool__harvest_ex(c, i, ret, ret_len, 0);
 }
 
 static int rpcool__post(rpcool_conn *c, unsigned i, unsigned fn, const void *arg, size_t len,
@@ -3209,22 +3381,32 @@ RPCOOL_API int rpcool_call_ex(rpcool_conn *c, unsigned fn, const void *arg, size
     if (ret_len) *ret_len = 0;
     uint64_t deadline = rpcool__deadline(c, opts);
     int i, r;
-    while ((i = rpcool__slot_get(c)) < 0) { /* 64 calls in flight: wait for one to end */
-        rpcool__reclaim(c);
-        if ((r = rpcool__server_gone(c))) return r;
-        if (deadline && rcp__now_ns() >= deadline) return RPCOOL_E_TIMEOUT;
-        sched_yield();
+    struct rpcool__cell *cl = rpcool__cell();
+    int hot = (i = rpcool__hot_take(c, cl)) >= 0;
+    if (!hot) {
+        while ((i = rpcool__slot_get(c)) < 0 && (i = rpcool__hot_revoke(c)) < 0) {
+            /* 64 calls in flight: wait for one to end */
+            rpcool__reclaim(c);
+            if ((r = rpcool__server_gone(c))) return r;
+            if (deadline && rcp__now_ns() >= deadline) return RPCOOL_E_TIMEOUT;
+            sched_yield();
+        }
     }
-    c->pend[i].pstate = RPCOOL__P_SYNC;
+    rcp__store_relaxed(&c->pend[i].pstate, (uint32_t)RPCOOL__P_SYNC); /* reclaim reads it */
     if ((r = rpcool__post(c, (unsigned)i, fn, arg, len, opts))) {
-        rpcool__slot_put(c, (unsigned)i);
+        if (hot) rpcool__hot_done(c, cl, (unsigned)i);
+        else rpcool__slot_put(c, (unsigned)i);
         return r;
     }
     if ((r = c->tp->wait(c, (unsigned)i, deadline))) {
+        if (hot) rpcool__hot_drop(c, cl, (unsigned)i);
         rpcool__abandon_why(c, (unsigned)i, r);
         return r;
     }
-    return rpcool__harvest(c, (unsigned)i, ret, ret_len);
+    r = rpcool__harvest_ex(c, (unsigned)i, ret, ret_len, 1);
+    if (hot) rpcool__hot_done(c, cl, (unsigned)i);
+    else rpcool__hot_keep(c, cl, (unsigned)i);
+    return r;
 }
 
 RPCOOL_API int rpcool_call(rpcool_conn *c, unsigned fn, const void *arg, size_t len, void **ret,
@@ -3243,7 +3425,8 @@ RPCOOL_API int rpcool_call_async(rpcool_conn *c, unsigned fn, const void *arg, s
     int i = rpcool__slot_get(c);
     if (i < 0) {
         rpcool__reclaim(c);
-        if ((i = rpcool__slot_get(c)) < 0) return i;
+        if ((i = rpcool__slot_get(c)) < 0 && (i = rpcool__hot_revoke(c)) < 0)
+            return RPCOOL_E_AGAIN;
     }
     struct rpcool__pend *pd = &c->pend[i];
     pd->cb = cb;
