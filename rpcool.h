@@ -2729,7 +2729,8 @@ RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *s
     if (!s || !st) return;
     pthread_mutex_lock(&s->wk_lock); /* the serving threads' own counts, then the departed's */
     uint64_t calls = 0;
-    for (struct rpcool__worker *w = s->workers; w; w = w->next) calls += rcp__load_relaxed(&w->calls);
+    for (struct rpcool__worker *w = s->workers; w; w = w->next)
+        calls += rcp__load_relaxed(&w->calls);
     st->calls = calls + rcp__load(&s->st.calls);
     pthread_mutex_unlock(&s->wk_lock);
     st->accepted = rcp__load(&s->st.accepted);

@@ -521,7 +521,8 @@ static int async_burst(rpcool_conn *c, int *ms, int n)
 {
     uint64_t ids[RPCOOL_MAX_INFLIGHT];
     int k = 0, r = 0, sum = 0;
-    for (; k < n && !(r = rpcool_call_async(c, FN_SLEEP, ms, sizeof *ms, NULL, NULL, NULL, &ids[k])); k++) {}
+    for (; k < n; k++)
+        if ((r = rpcool_call_async(c, FN_SLEEP, ms, sizeof *ms, NULL, NULL, NULL, &ids[k]))) break;
     for (int i = 0; i < k; i++) sum += rpcool_wait(c, ids[i], NULL, NULL);
     return r ? r : sum;
 }
@@ -534,7 +535,8 @@ static void *sync_caller_main(void *p)
     int *a = (int *)rpcool_alloc(sc->c, sizeof *a);
     for (int i = 0; a && i < sc->n; i++) {
         *a = sc->id * 100000 + i; /* h_status answers with it: a slot used twice would mix them */
-        if (rpcool_call(sc->c, FN_STATUS, a, sizeof *a, NULL, NULL) != sc->id * 100000 + i) sc->bad++;
+        int want = sc->id * 100000 + i;
+        if (rpcool_call(sc->c, FN_STATUS, a, sizeof *a, NULL, NULL) != want) sc->bad++;
     }
     rpcool_free(sc->c, a);
     return NULL;
