@@ -3385,8 +3385,10 @@ RPCOOL_API int rpcool_call_ex(rpcool_conn *c, unsigned fn, const void *arg, size
     struct rpcool__cell *cl = rpcool__cell();
     int hot = (i = rpcool__hot_take(c, cl)) >= 0;
     if (!hot) {
-        while ((i = rpcool__slot_get(c)) < 0 && (i = rpcool__hot_revoke(c)) < 0) {
-            /* 64 calls in flight: wait for one to end */
+        /* 64 calls in flight: wait for one to end (a kept slot is asked for now and then: each
+           try makes every thread of the process pass a barrier) */
+        for (unsigned k = 0; (i = rpcool__slot_get(c)) < 0; k++) {
+            if (!(k & 63) && (i = rpcool__hot_revoke(c)) >= 0) break;
             rpcool__reclaim(c);
             if ((r = rpcool__server_gone(c))) return r;
             if (deadline && rcp__now_ns() >= deadline) return RPCOOL_E_TIMEOUT;
