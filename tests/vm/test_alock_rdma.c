@@ -380,8 +380,9 @@ out:
 static long long hazard_round(int round)
 {
     vmt_child ch;
-    int sock;
+    int sock = -1;
     long long lost = -1;
+    memset(&ch, 0, sizeof ch);
     if (vmt_spawn_sock(hazard_role, NULL, &ch, &sock)) return -1;
     tlink l;
     if (home_link(sock, &l) == 0) {
