@@ -21,8 +21,14 @@
      pod (SHMHEAP_POD_ID). The server maps a private, anonymous MIRROR of it at the same address
      (MAP_FIXED_NOREPLACE: a clash is refused with RPCOOL_E_ADDRINUSE) and registers it with
      userfaultfd (missing pages). A call carries its extents (the argument's pages, and ranges
-     the caller names) inline; the server drops every mirror page it populated for the previous
-     call, copies the extents in (UFFDIO_COPY), and runs the handler. A page outside the extents
+     the caller names) inline as entries: WHOLE pages (their bytes), pages KEPT from the previous
+     call (no bytes: the client compared them with its copy of what it sent last, the server
+     checks them against its copy of what it installed, so a handler's write undoes a keep), and
+     PATCHES (the changed 8-byte words of a kept page). The server drops every other mirror page
+     it populated for the previous call, copies the whole pages in (UFFDIO_COPY), applies the
+     patches, and runs the handler. A small argument that stays in place (the usual case) costs
+     a 16-byte entry, or its changed words, instead of a page; a DONE that says some kept pages
+     were not kept makes the client send everything whole next time. A page outside the extents
      faults on first touch: the server's fault thread asks the client for it (a FETCH frame), the
      client answers with the page's bytes (a PAGES frame) from inside its wait, and the fault
      thread copies it in. Why not an RDMA READ: the client's heap would have to be registered
@@ -894,7 +900,8 @@ static int rpcool__r_post(rpcool_conn *c, unsigned i)
         }
     }
     for (unsigned k = 0, off = 0; k < m; off += (unsigned)(ext[k][1] - ext[k][0]), k++)
-        memcpy(rc->hbuf2 + off, (const void *)(uintptr_t)ext[k][0], (size_t)(ext[k][1] - ext[k][0]));
+        memcpy(rc->hbuf2 + off, (const void *)(uintptr_t)ext[k][0],
+               (size_t)(ext[k][1] - ext[k][0]));
     if (rcp__load(&rc->held_reset)) {
         rcp__store(&rc->held_reset, 0);
         rc->nheld = 0;
@@ -968,7 +975,8 @@ static int rpcool__r_post(rpcool_conn *c, unsigned i)
         rc->hcap = rc->hcap2;
         rc->hbuf2 = t;
         rc->hcap2 = tc;
-        for (unsigned k = 0; k < m; k++) rc->held[k] = (struct rpcool__rrange){ext[k][0], ext[k][1]};
+        for (unsigned k = 0; k < m; k++)
+            rc->held[k] = (struct rpcool__rrange){ext[k][0], ext[k][1]};
         rc->nheld = m;
         rc->tm_kept += kept;
         rc->tm_bytes += total - kept;
@@ -1463,9 +1471,15 @@ static int rpcool__r_entries(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, 
             e[k].src = q;
             q += l;
         }
-        if (!l || !rpcool__r_in_mirror(rc, (void *)(uintptr_t)a, l)) { st = RPCOOL_E_BADPTR; goto fail; }
+        if (!l || !rpcool__r_in_mirror(rc, (void *)(uintptr_t)a, l)) {
+            st = RPCOOL_E_BADPTR;
+            goto fail;
+        }
         if (kind == RPCOOL__R_PATCH) {
-            if (l > pg || (a & ~(pg - 1)) != ((a + l - 1) & ~(pg - 1))) { st = RPCOOL_E_PROTO; goto fail; }
+            if (l > pg || (a & ~(pg - 1)) != ((a + l - 1) & ~(pg - 1))) { /* one page */
+                st = RPCOOL_E_PROTO;
+                goto fail;
+            }
         } else {
             if ((a & (pg - 1)) || (l & (pg - 1))) { st = RPCOOL_E_BADPTR; goto fail; }
             if (a < prev) { st = RPCOOL_E_PROTO; goto fail; } /* ranges ascend, apart */
@@ -1502,7 +1516,8 @@ static int rpcool__r_entries(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, 
     rc->nheld = 0; /* from here on the mirror changes */
     for (uint32_t k = 0; k < n && !st; k++) {
         if (e[k].kind == 0) st = rpcool__r_install(rs, rc, e[k].a, e[k].l, e[k].src);
-        else if (e[k].kind == RPCOOL__R_KEEP && e[k].ok) rpcool__r_pop_add(rc, e[k].a, e[k].a + e[k].l);
+        else if (e[k].kind == RPCOOL__R_KEEP && e[k].ok)
+            rpcool__r_pop_add(rc, e[k].a, e[k].a + e[k].l);
     }
     for (uint32_t k = 0; k < n && !st; k++) { /* patches, inside a kept range */
         if (e[k].kind != RPCOOL__R_PATCH) continue;
@@ -1521,7 +1536,8 @@ static int rpcool__r_entries(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, 
         else { rpcool__free(rc->hbuf2); rc->hbuf2 = nb; rc->hcap2 = (size_t)total; }
     }
     for (unsigned k = 0, off = 0; k < nk; off += (unsigned)(keep[k].hi - keep[k].lo), k++)
-        memcpy(rc->hbuf2 + off, (const void *)(uintptr_t)keep[k].lo, (size_t)(keep[k].hi - keep[k].lo));
+        memcpy(rc->hbuf2 + off, (const void *)(uintptr_t)keep[k].lo,
+               (size_t)(keep[k].hi - keep[k].lo));
     {
         char *t = rc->hbuf;
         size_t tc = rc->hcap;
