@@ -1355,10 +1355,26 @@ typedef struct alock__vlink {
     unsigned char buf[128]; /* registered: atomic results, READ destination, WRITE source */
 } alock__vlink;
 
+/* Poll v's CQ for the one completion. First a while without reading the clock (in a VM whose
+   clock source is not the TSC every clock read is a system call and an emulated device access,
+   longer than a poll), then rcp__verbs_wait for what is left of the link's timeout. */
 static int alock__v_wait(alock__vlink *v)
 {
     struct ibv_wc wc;
-    int rc = rcp__verbs_wait(v->cq, &wc, v->timeout_ns);
+    int rc = 1;
+    uint64_t t0 = rcp__now_ns();
+    memset(&wc, 0, sizeof wc);
+    for (unsigned k = 0; k < 4096 && rc == 1; k++) {
+        int n = ibv_poll_cq(v->cq, 1, &wc);
+        if (n < 0) rc = -EIO;
+        else if (n > 0) rc = rcp__verbs_wc_errno(wc.status);
+        else if ((k & 255) == 255) sched_yield();
+        else rcp__cpu_relax();
+    }
+    if (rc == 1) {
+        uint64_t used = rcp__now_ns() - t0;
+        rc = rcp__verbs_wait(v->cq, &wc, used < v->timeout_ns ? v->timeout_ns - used : 1);
+    }
     if (rc) {
         char d[200];
         rcp__verbs_log("alock link on qp %u: %s", v->qp->qp_num, rcp__verbs_describe(rc, &wc, d, sizeof d));
@@ -1386,17 +1402,42 @@ static int alock__v_faa(void *conn, uint64_t raddr, uint64_t add, uint64_t *old)
     return rc;
 }
 
-/* compare-and-swap (unsignalled) then READ (signalled) on one RC queue pair: the peer executes
-   them in order, and the READ's completion comes after the compare-and-swap's work is done */
+/* compare-and-swap (unsignalled) then READ (signalled) on one RC queue pair, posted as one list
+   (one doorbell): the peer executes them in order, and the READ's completion comes after the
+   compare-and-swap's work is done */
 static int alock__v_cas_read(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired,
                              uint64_t *old, uint64_t read_addr, void *dst, uint32_t len)
 {
     alock__vlink *v = (alock__vlink *)conn;
     uint64_t *b = (uint64_t *)(void *)v->buf;
-    if (len > sizeof v->buf - 64) return -EINVAL;
-    int rc = rcp__verbs_post_cas(v->qp, 5, b, v->mr->lkey, raddr, v->rkey, expect, desired, 0);
-    if (!rc) rc = rcp__verbs_post_read(v->qp, 6, v->buf + 64, len, v->mr->lkey, read_addr, v->rkey,
-                                       IBV_SEND_SIGNALED);
+    if (len > sizeof v->buf - 64 || (raddr & 7)) return -EINVAL;
+    struct ibv_sge sg[2];
+    struct ibv_send_wr wr[2], *bad = NULL;
+    memset(wr, 0, sizeof wr);
+    sg[0].addr = (uintptr_t)b;
+    sg[0].length = 8;
+    sg[0].lkey = v->mr->lkey;
+    sg[1].addr = (uintptr_t)(v->buf + 64);
+    sg[1].length = len;
+    sg[1].lkey = v->mr->lkey;
+    wr[0].wr_id = 5;
+    wr[0].opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
+    wr[0].sg_list = &sg[0];
+    wr[0].num_sge = 1;
+    wr[0].wr.atomic.remote_addr = raddr;
+    wr[0].wr.atomic.rkey = v->rkey;
+    wr[0].wr.atomic.compare_add = expect;
+    wr[0].wr.atomic.swap = desired;
+    wr[0].next = &wr[1];
+    wr[1].wr_id = 6;
+    wr[1].opcode = IBV_WR_RDMA_READ;
+    wr[1].send_flags = IBV_SEND_SIGNALED;
+    wr[1].sg_list = &sg[1];
+    wr[1].num_sge = 1;
+    wr[1].wr.rdma.remote_addr = read_addr;
+    wr[1].wr.rdma.rkey = v->rkey;
+    int rc = ibv_post_send(v->qp, wr, &bad);
+    if (rc) rc = rcp__verbs_err(rc);
     if (!rc) rc = alock__v_wait(v);
     if (!rc) {
         *old = rcp__load(b);

@@ -15,5 +15,5 @@ grep -v '^#   ' build/bench/alock_host.log
 if [ -z "${BENCH_NO_VM:-}" ] && [ -f tests/vm/run.sh ]; then
     echo "# command: VM_GUEST_TIMEOUT=600 ALOCK_BENCH=${ALOCK_BENCH:-} sh tests/vm/run.sh alockbench"
     VM_GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-600} sh tests/vm/run.sh alockbench | tee build/bench/alock_vm.log |
-        grep -E '^(alock|spin|mcs|#|vm:|FAIL)' | grep -v '^#   '
+        grep -E '^(alock|spin|mcs|probe/|#|vm:|FAIL)' | grep -v '^#   '
 fi

@@ -4,7 +4,8 @@
 # the guests. Prints "ok/FAIL/skip NAME" lines and ends with "vm: N passed, N failed, N skipped".
 #   single    one guest: impl/verbs.h on rxe0 (RC, UD, WRITE, READ, atomics, error paths)
 #   pair      two guests, NICs joined by a qemu socket netdev on 127.0.0.1, one ivshmem file:
-#             RC between the guests, and a shmheap shared through ivshmem
+#             RC between the guests, and a shmheap shared through ivshmem. Every pair mode's
+#             qemus talk UDP (VM_PAIR_NET=tcp: a TCP stream, which stalls back-to-back frames)
 #   pods      two guests as two CXL pods: rpcool over RDMA between them (tests/vm/test_rpcool_rdma),
 #             and examples/rpcool_kv_pods.c across them (tests/vm/test_kv_pods.c)
 #   rpcool-rdma  one guest: only test_rpcool_rdma (it also runs in single)
@@ -20,8 +21,7 @@
 #   nppin-bench  the same guest running tests/vm/nppin_bench.c (used by bench/bench_nppin.sh)
 #   rpcbench  the pair of guests (roles rpcbench-a, rpcbench-b) running rpcool between pods
 #             against perftest, protobuf-c and gRPC over TCP (used by bench/bench_rdma_pair.sh);
-#             only this mode packs build/vm/bench/ (make vm-bench-bins, vm-bench-grpc); the
-#             qemus talk UDP (VM_PAIR_NET=udp; the other pair modes: a TCP stream, the default)
+#             only this mode packs build/vm/bench/ (make vm-bench-bins, vm-bench-grpc)
 #   kvpods-bench  the pods pair running examples/rpcool_kv_pods.c's bench: pod A's gets in guest a,
 #             then pod B's (by call over RDMA, by one-sided READ locked and not) in guest b
 # The kernel package is downloaded once and kept in build/vm/kernel. Needs root for installing
@@ -219,8 +219,8 @@ run_pair() { # run_pair [NAME ROLE_A ROLE_B [stop]]: two guests (default: pair, 
     truncate -s 16M "$pod"
     mem="-object memory-backend-file,id=pod,share=on,mem-path=$pod,size=16M -device ivshmem-plain,memdev=pod"
     pa=""
-    if [ "${VM_PAIR_NET:-tcp}" = udp ]; then
-        # VM_PAIR_NET=udp: UDP between the qemus, ports $port and $port + 1 (a stream socket
+    if [ "${VM_PAIR_NET:-udp}" = udp ]; then
+        # UDP between the qemus (the default), ports $port and $port + 1 (a stream socket
         # between them can hold back a frame behind another: Nagle on the host side)
         port=$((20000 + ($$ * 7) % 30000))
         # shellcheck disable=SC2086
@@ -232,6 +232,10 @@ run_pair() { # run_pair [NAME ROLE_A ROLE_B [stop]]: two guests (default: pair, 
         boot "$pn-b" "$rb" "rcp.ip=10.0.3.2 rcp.peer=10.0.3.1 ${PAIR_APPEND:-}" -m 1G $mem \
             -netdev socket,id=n0,udp=127.0.0.1:$port,localaddr=127.0.0.1:$((port + 1)) \
             -device virtio-net-pci,netdev=n0,mac=52:54:00:00:03:02
+        if [ "${4:-}" = stop ]; then
+            kill $pa 2>/dev/null
+            echo guest-done >>"$OUT/$pn-a.results" # stopped on purpose
+        fi
         wait $pa
     else
     # Guest a listens on a free loopback port; b connects once a's qemu is listening.
@@ -317,7 +321,7 @@ run_perftest() {
 
 run_alockbench() { # bench/bench_alock.sh: the lock table of tests/vm/bench_alock_vm.c, two guests
     PAIR_APPEND="rcp.bench=${ALOCK_BENCH:-${BENCH_QUICK:+quick}}" run_pair alockbench alockbench-a alockbench-b
-    tr -d '\r' <"$OUT/alockbench-a.results" | grep -E '^(alock|spin|mcs|# p_local|# lock table)' || true
+    tr -d '\r' <"$OUT/alockbench-a.results" | grep -E '^(alock|spin|mcs|probe/|# p_local|# lock table|# probe|# harness)' || true
 }
 
 run_nppin() { # run_nppin ROLE: one 2 GiB guest (a 1 GiB region fully registered fits)

@@ -375,13 +375,17 @@ out:
     return -1;
 }
 
-static void hazard_cpu_and_rdma_faa(void)
+/* One round: the RDMA side's HAZARD_N fetch-and-adds against this process's CPU ones until the
+   RDMA side is done. The lost updates, or -1 if the round could not run (a CHECK says why). */
+static long long hazard_round(int round)
 {
     vmt_child ch;
     int sock;
-    if (vmt_spawn_sock(hazard_role, NULL, &ch, &sock)) return;
+    long long lost = -1;
+    if (vmt_spawn_sock(hazard_role, NULL, &ch, &sock)) return -1;
     tlink l;
     if (home_link(sock, &l) == 0) {
+        uint64_t start = __atomic_load_n(&sh->hazard_word, __ATOMIC_SEQ_CST);
         uint64_t cpu = 0, t0 = rcp__now_ns();
         vmt_send_byte(sock, 'G');
         for (;;) {
@@ -393,16 +397,28 @@ static void hazard_cpu_and_rdma_faa(void)
         char c = 0;
         CHECK_EQ(vmt_read_all(sock, &c, 1, 1000), 0);
         uint64_t fin = __atomic_load_n(&sh->hazard_word, __ATOMIC_SEQ_CST);
-        long long lost = (long long)(cpu + HAZARD_N) - (long long)fin;
-        printf("# hazard: %d RDMA and %llu CPU fetch-and-adds on one word in %.1f s: %lld lost\n",
-               HAZARD_N, (unsigned long long)cpu, (rcp__now_ns() - t0) / 1e9, lost);
-        CHECKF(lost > 0, "no update was lost (%lld): the hazard did not show", lost);
+        lost = (long long)(start + cpu + HAZARD_N) - (long long)fin;
+        printf("# hazard, round %d: %d RDMA and %llu CPU fetch-and-adds on one word in %.1f s: "
+               "%lld lost\n", round, HAZARD_N, (unsigned long long)cpu,
+               (rcp__now_ns() - t0) / 1e9, lost);
         rcp__verbs_qp_destroy(l.qp);
         rcp__verbs_cq_destroy(l.cq);
     }
     char why[512];
-    CHECKF(vmt_reap(&ch, why, sizeof why) == 0, "rdma side: %s", why);
+    int rr = vmt_reap(&ch, why, sizeof why);
+    CHECKF(rr == 0, "rdma side: %s", why);
     close(sock);
+    return rr ? -1 : lost;
+}
+
+/* The loss shows only while both virtual CPUs run at once; on a loaded host the qemu may run
+   them one after the other for a whole round, so up to three rounds (each can fail). */
+static void hazard_cpu_and_rdma_faa(void)
+{
+    long long lost = 0;
+    for (int round = 1; round <= 3 && lost == 0; round++) lost = hazard_round(round);
+    if (lost < 0) return; /* a round could not run: its CHECK failed */
+    CHECKF(lost > 0, "no update was lost in three rounds: the hazard did not show");
 }
 
 /* 2 local and 2 remote processes (loopback) on lock 0 at once: exact count, no overlap, and a
