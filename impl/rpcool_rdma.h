@@ -914,13 +914,13 @@ static int rpcool__r_post(rpcool_conn *c, unsigned i)
     struct rpcool__rpart *parts =
         (struct rpcool__rpart *)rpcool__calloc(1 + 2 * RPCOOL__R_MAXENT, sizeof *parts);
     int r = 0;
+    unsigned ne = 0, lastr = ~0u, j = 0, np = 0;
+    uint64_t oj = 0, kept = 0;
+    size_t off = 0;
     if (!en || !parts) {
         r = -ENOMEM;
         goto out;
     }
-    unsigned ne = 0, lastr = ~0u, j = 0;
-    uint64_t oj = 0, kept = 0;
-    size_t off = 0;
     for (unsigned k = 0; k < m; k++) {
         uint64_t lo = ext[k][0], hi = ext[k][1];
         for (uint64_t p = lo; p < hi; p += pg) {
@@ -959,7 +959,6 @@ static int rpcool__r_post(rpcool_conn *c, unsigned i)
         }
         off += (size_t)(hi - lo);
     }
-    unsigned np = 0;
     parts[np++] = (struct rpcool__rpart){frees, nf * 8};
     for (unsigned e = 0; e < ne; e++) {
         parts[np++] = (struct rpcool__rpart){en[e], 16};
@@ -1453,10 +1452,12 @@ static int rpcool__r_entries(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, 
     uint64_t pg = rpcool__page_size();
     struct rpcool__rent { uint64_t a, l, kind; const char *src; int ok; } *e = NULL;
     int st = 0;
+    uint64_t prev = 0, total = 0;
+    struct rpcool__rrange keep[RPCOOL__R_MAXENT];
+    unsigned nk = 0;
     if (n > RPCOOL__R_MAXENT) { st = RPCOOL_E_PROTO; goto fail; }
     e = (struct rpcool__rent *)rpcool__calloc(n ? n : 1, sizeof *e);
     if (!e) { st = -ENOMEM; goto fail; }
-    uint64_t prev = 0;
     for (uint32_t k = 0; k < n; k++) {
         uint64_t a, l;
         if (end - q < 16) { st = RPCOOL_E_PROTO; goto fail; }
@@ -1504,9 +1505,6 @@ static int rpcool__r_entries(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, 
         else
             rc->lost = 1;
     }
-    struct rpcool__rrange keep[RPCOOL__R_MAXENT];
-    unsigned nk = 0;
-    uint64_t total = 0;
     for (uint32_t k = 0; k < n; k++)
         if (e[k].kind == 0 || (e[k].kind == RPCOOL__R_KEEP && e[k].ok)) {
             keep[nk++] = (struct rpcool__rrange){e[k].a, e[k].a + e[k].l};
