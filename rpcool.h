@@ -219,7 +219,9 @@
        flight at once may share pages (a range stays sealed while any call uses it).
        Cost: a sealed call of a page or more pays one mprotect to seal and one to release,
        and each may flush the TLB of every CPU running a thread of the sender, so it depends
-       on the machine (bench/seal_cost.c measures it; sh bench/bench_shmheap.sh runs it); one
+       on the machine (bench/seal_cost.c measures it; sh bench/bench_shmheap.sh runs it). The
+       first seal of a range also maps that range on its own (shmheap_seal), so that sealing
+       the same range again does not split the heap's mapping and merge it back; one
        under a page pays a memcpy of the argument instead, as RPCOOL_COPY. A repeated
        argument with batched release costs no more than a relaxed call.
    RPCOOL_SANDBOX  The handler runs inside a recovery point: a SIGSEGV or SIGBUS raised while
@@ -357,7 +359,13 @@
    7. THREAD SAFETY
    ----------------
    A connection may be used by many threads at once (up to 64 calls in flight per connection;
-   synchronous calls wait for a free slot, asynchronous ones return RPCOOL_E_AGAIN). A server
+   synchronous calls wait for a free slot, asynchronous ones return RPCOOL_E_AGAIN). The first
+   thread whose synchronous call finds no slot kept on the connection keeps its slot, so its
+   later synchronous calls there take no atomic operation for a slot; a call that finds every
+   other slot in flight takes the kept slot whenever its thread is not in a call on it (it
+   makes every thread of the process pass a memory barrier: membarrier(2), private expedited),
+   so all 64 stay everyone's. Without that membarrier command (Linux before 4.14, a seccomp
+   filter) no slot is kept; 256 threads of a process keep slots at once, later ones none. A server
    may be served by many threads (rpcool_server_start, or several threads in rpcool_serve).
    Register handlers before serving or at any time: a registration is published whole (one
    atomic pointer store), so a call sees one registration's function, user pointer and flags;
@@ -760,7 +768,9 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
+#include <linux/membarrier.h>
 
 #ifndef RPCOOL_MALLOC
 #define RPCOOL_MALLOC(size) malloc(size)
@@ -961,7 +971,8 @@ struct rpcool__handler_ent {
    critical section: gp is 0 outside one, else the grace period the pass started in; a
    draining connection is unmapped once no pass that may have seen it active remains. */
 struct rpcool__worker {
-    uint64_t gp;
+    uint64_t gp;    /* the grace period its passes announce (0: in none; see rpcool__drain) */
+    uint64_t calls; /* handlers it ran: written by it alone, summed by rpcool_server_get_stats */
     struct rpcool__worker *next;
     rpcool_server *s;
     char *buf; /* private copies (RPCOOL_COPY) */
@@ -1007,8 +1018,9 @@ struct rpcool_server {
     uint32_t nscan;      /* 1 + highest connection slot in use: passes look no further */
     uint64_t last_hk;
     uint64_t gp;         /* grace period counter, bumped when a connection starts draining */
-    struct rpcool__worker *workers; /* under hk_lock */
+    struct rpcool__worker *workers; /* changed under hk_lock and wk_lock, read under either */
     pthread_mutex_t hk_lock;
+    pthread_mutex_t wk_lock; /* taken after hk_lock; never held while logging */
     int stop;
     pthread_t *threads;
     unsigned nthreads;
@@ -1074,6 +1086,7 @@ struct rpcool_conn {
     unsigned safety, timeout_ms, peer_check_ms, seal_batch;
     uint64_t spin_ns;
     uint64_t free_bits;
+    uint64_t hot; /* the kept slot (rpcool__hot_take): owner cell << 8 | slot, 0, or REVOKING */
     int32_t dead;        /* sticky error once the server is known gone */
     uint64_t last_check; /* when the server's lock was last tested */
     struct rpcool__pend pend[RPCOOL__NSLOTS];
@@ -1501,6 +1514,7 @@ static int rpcool__chan_init(rpcool_server *s)
 static void rpcool__server_free(rpcool_server *s)
 {
     pthread_mutex_destroy(&s->hk_lock);
+    pthread_mutex_destroy(&s->wk_lock);
     pthread_mutex_destroy(&s->pool_lock);
     pthread_cond_destroy(&s->pool_cv);
     for (unsigned i = 0; s->handlers && i < RPCOOL_MAX_HANDLERS; i++) rpcool__free(s->handlers[i]);
@@ -2005,6 +2019,7 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     /* a client that stops holding its heap's mutex must not hang us */
     s->hopts.lock_timeout_ms = 1000;
     pthread_mutex_init(&s->hk_lock, NULL);
+    pthread_mutex_init(&s->wk_lock, NULL);
     pthread_mutex_init(&s->pool_lock, NULL);
     pthread_cond_init(&s->pool_cv, NULL);
     s->handlers =
@@ -2082,10 +2097,15 @@ RPCOOL_API int rpcool_server_add_handler(rpcool_server *s, unsigned id, rpcool_h
 
 /* >>accept - server: accepting, draining and reaping connections ------------------------------- */
 
+static RCP__THREAD_LOCAL struct rpcool__worker *rpcool__me; /* this thread's worker, if any */
+
 /* Unmap a connection once no pass that may have seen it active is still running (a pass that
    announced a later grace period saw it draining); 0 when done, 1 when still in use. Under
    hk_lock. seq_cst on both sides: the state store and grace period bump here, the announce
-   and state loads in rpcool__pass. */
+   and state loads in rpcool__pass. A polling worker keeps its announcement from pass to pass
+   (it stores again only when the counter moved) and withdraws it (0) before it sleeps or
+   leaves; the worker running this, if any, is between passes: its announcement does not
+   count. */
 static int rpcool__drain(rpcool_server *s, uint32_t i)
 {
     struct rpcool__sconn *sc = &s->conns[i];
@@ -2093,9 +2113,19 @@ static int rpcool__drain(rpcool_server *s, uint32_t i)
         __atomic_store_n(&sc->state, (uint32_t)RPCOOL__SC_DRAINING, __ATOMIC_SEQ_CST);
         sc->drain_gp = __atomic_add_fetch(&s->gp, 1u, __ATOMIC_SEQ_CST);
     }
-    for (struct rpcool__worker *w = s->workers; w; w = w->next) {
-        uint64_t g = __atomic_load_n(&w->gp, __ATOMIC_SEQ_CST);
-        if (g && g <= sc->drain_gp) return 1;
+    /* a polling worker moves on within a pass: wait for that a little (20 us), not for a
+       handler that runs long (the next housekeeping round tries again) */
+    for (uint64_t t0 = 0;;) {
+        int busy = 0;
+        for (struct rpcool__worker *w = s->workers; w && !busy; w = w->next) {
+            uint64_t g = w == rpcool__me ? 0 : __atomic_load_n(&w->gp, __ATOMIC_SEQ_CST);
+            busy = g && g <= sc->drain_gp;
+        }
+        if (!busy) break;
+        uint64_t now = rcp__now_ns();
+        if (!t0) t0 = now;
+        else if (now - t0 > 20000) return 1;
+        sched_yield();
     }
     rpcool__sconn_release(s, i, rcp__load(&sc->dead));
     return 0;
@@ -2352,7 +2382,7 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
         if (fence) rpcool__pkeys(s, sc->pkey, 0);
         status = rpcool__run_handler(&ctx, e, fn, arg, len);
         if (fence) rpcool__pkeys(s, -1, 1);
-        rcp__fetch_add(&s->st.calls, 1u);
+        rcp__store_relaxed(&w->calls, w->calls + 1); /* no locked add on the call's path */
         if (!ctx.aborted && status == RPCOOL_E_FAULT) {
             rcp__fetch_add(&s->st.faults, 1u);
             /* SIGBUS inside the client's heap: its file no longer backs the mapping (the client
@@ -2440,7 +2470,9 @@ static int rpcool__pass(struct rpcool__worker *w, struct rpcool__guard *g, int s
     uint32_t nscan = rcp__load(&s->nscan);
     int n = 0;
     if (!nscan) return 0;
-    __atomic_store_n(&w->gp, __atomic_load_n(&s->gp, __ATOMIC_SEQ_CST) + 1, __ATOMIC_SEQ_CST);
+    /* announce the grace period; a locked store only when it changed (rare: a drain began) */
+    uint64_t gp = __atomic_load_n(&s->gp, __ATOMIC_SEQ_CST) + 1;
+    if (rcp__load_relaxed(&w->gp) != gp) __atomic_store_n(&w->gp, gp, __ATOMIC_SEQ_CST);
     (void)g; /* containment is on all the time in a worker (rpcool__worker_run) */
     for (uint32_t i = 0; i < nscan && !(n && !serve); i++) {
         struct rpcool__sconn *sc = &s->conns[i];
@@ -2451,8 +2483,7 @@ static int rpcool__pass(struct rpcool__worker *w, struct rpcool__guard *g, int s
         n += rpcool__scan_conn(w, sc, !serve);
         w->cur = NULL;
     }
-    rcp__store(&w->gp, 0ull);
-    return n;
+    return n; /* the announcement stays (see rpcool__drain) */
 }
 
 /* >>serve - server: serving threads, stop, close ----------------------------------------------- */
@@ -2514,16 +2545,16 @@ static void rpcool__worker_run(struct rpcool__worker *w)
         __atomic_fetch_add(&s->ch->ssleepers, 1u, __ATOMIC_SEQ_CST);
         uint32_t seq = rcp__load(&s->ch->sdoor);
         rcp__full_fence();
-        if (!rcp__load(&s->stop) && !rpcool__pass(w, &g, 0))
-            rcp__futex_wait(&s->ch->sdoor, seq, (uint64_t)s->reap_ms * 1000000u);
+        int wait = !rcp__load(&s->stop) && !rpcool__pass(w, &g, 0);
+        rcp__store(&w->gp, 0ull); /* a sleeper holds up no drain */
+        if (wait) rcp__futex_wait(&s->ch->sdoor, seq, (uint64_t)s->reap_ms * 1000000u);
         rcp__fetch_add(&s->ch->ssleepers, (uint32_t)-1);
         idle_since = 0;
         it = 127; /* read the clock next round: timed housekeeping may be due */
     }
+    rcp__store(&w->gp, 0ull);
     rpcool__cur = NULL;
 }
-
-static RCP__THREAD_LOCAL struct rpcool__worker *rpcool__me; /* this thread's worker, if any */
 
 static void rpcool__worker_loop(rpcool_server *s)
 {
@@ -2532,18 +2563,23 @@ static void rpcool__worker_loop(rpcool_server *s)
     w.s = s;
     rpcool__me = &w;
     pthread_mutex_lock(&s->hk_lock);
+    pthread_mutex_lock(&s->wk_lock);
     w.next = s->workers;
     s->workers = &w;
+    pthread_mutex_unlock(&s->wk_lock);
     pthread_mutex_unlock(&s->hk_lock);
     rpcool__pkeys(s, -1, 1); /* this thread may touch every connection heap */
     if (s->rdma) rpcool__r_server_start(s); /* RDMA connections get a thread of their own */
     while (!rcp__load(&s->stop)) rpcool__worker_run(&w);
     pthread_mutex_lock(&s->hk_lock);
+    pthread_mutex_lock(&s->wk_lock);
     for (struct rpcool__worker **pp = &s->workers; *pp; pp = &(*pp)->next)
         if (*pp == &w) {
             *pp = w.next;
             break;
         }
+    rcp__fetch_add(&s->st.calls, rcp__load_relaxed(&w.calls));
+    pthread_mutex_unlock(&s->wk_lock);
     pthread_mutex_unlock(&s->hk_lock);
     rpcool__free(w.buf);
     rpcool__me = outer;
@@ -2695,7 +2731,12 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
 RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *st)
 {
     if (!s || !st) return;
-    st->calls = rcp__load(&s->st.calls);
+    pthread_mutex_lock(&s->wk_lock); /* the serving threads' own counts, then the departed's */
+    uint64_t calls = 0;
+    for (struct rpcool__worker *w = s->workers; w; w = w->next)
+        calls += rcp__load_relaxed(&w->calls);
+    st->calls = calls + rcp__load(&s->st.calls);
+    pthread_mutex_unlock(&s->wk_lock);
     st->accepted = rcp__load(&s->st.accepted);
     st->closed = rcp__load(&s->st.closed);
     st->reaped = rcp__load(&s->st.reaped);
@@ -2924,6 +2965,164 @@ static void rpcool__slot_put(rpcool_conn *c, unsigned i)
     rcp__fetch_or(&c->free_bits, 1ull << i);
 }
 
+/* The kept slot. Taking a slot from free_bits and giving it back are two locked operations,
+   about as dear as the rest of a call's own work. So a thread whose synchronous call finds no
+   slot kept keeps its slot afterwards (conn->hot names the thread's cell and the slot), and its
+   later synchronous calls on that connection take no atomic operation for a slot: the cell's
+   busy flag, a plain store, says when the thread uses it. The slot is not lost to others: a
+   thread that finds every other slot in flight revokes it (rpcool__hot_revoke): it marks the
+   word REVOKING, makes every thread of the process pass a full barrier (membarrier, expedited:
+   the owner then needs no fence of its own, as in asymmetric Dekker), and takes the slot if
+   the owner's flag is clear, else gives the word back (the owner is in a call: the slot is in
+   flight). Without membarrier (an old kernel, a filter) no slot is kept. Under ThreadSanitizer
+   the owner's flag store and word load are seq_cst instead (TSan does not see membarrier). */
+#define RPCOOL__HOT_REVOKING 1u
+#define RPCOOL__NCELLS 256 /* threads that keep slots at once; later ones keep none */
+struct rpcool__cell {        /* static, one cache line each: a revoker may read a gone owner's */
+    uint32_t busy;           /* 1 while its thread uses a kept slot */
+    uint32_t used;           /* under rpcool__cell_lock: a live thread has it */
+    char pad[56];
+};
+static struct rpcool__cell rpcool__cells[RPCOOL__NCELLS] __attribute__((aligned(64)));
+static RCP__THREAD_LOCAL struct rpcool__cell *rpcool__my_cell;
+static RCP__THREAD_LOCAL int rpcool__no_cell; /* none was free: this thread keeps no slot */
+static pthread_mutex_t rpcool__cell_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_key_t rpcool__cell_key;
+static int rpcool__hot_ok; /* 0 not tried, 1 membarrier registered, -1 no kept slots */
+static pthread_once_t rpcool__hot_once = PTHREAD_ONCE_INIT;
+
+#if defined(__SANITIZE_THREAD__)
+#define RPCOOL__HOT_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RPCOOL__HOT_TSAN 1
+#endif
+#endif
+#ifndef RPCOOL__HOT_TSAN
+#define RPCOOL__HOT_TSAN 0
+#endif
+
+static void rpcool__cell_exit(void *p)
+{
+    pthread_mutex_lock(&rpcool__cell_lock);
+    ((struct rpcool__cell *)p)->used = 0;
+    pthread_mutex_unlock(&rpcool__cell_lock);
+}
+
+static void rpcool__hot_init(void)
+{
+    int ok = pthread_key_create(&rpcool__cell_key, rpcool__cell_exit) == 0;
+#if !RPCOOL__HOT_TSAN
+    ok = ok && syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+#endif
+    rcp__store(&rpcool__hot_ok, ok ? 1 : -1);
+}
+
+/* This thread's cell, made on first use; NULL if slots are not kept. */
+static struct rpcool__cell *rpcool__cell(void)
+{
+    struct rpcool__cell *cl = rpcool__my_cell;
+    if (cl || rpcool__no_cell) return cl;
+    rpcool__no_cell = 1; /* until one is found */
+    pthread_once(&rpcool__hot_once, rpcool__hot_init);
+    if (rcp__load(&rpcool__hot_ok) != 1) return NULL;
+    pthread_mutex_lock(&rpcool__cell_lock);
+    for (int k = 0; k < RPCOOL__NCELLS && !cl; k++)
+        if (!rpcool__cells[k].used) {
+            cl = &rpcool__cells[k];
+            cl->used = 1;
+        }
+    pthread_mutex_unlock(&rpcool__cell_lock);
+    if (!cl) return NULL;
+    if (pthread_setspecific(rpcool__cell_key, cl)) {
+        rpcool__cell_exit(cl);
+        return NULL;
+    }
+    rpcool__no_cell = 0;
+    return rpcool__my_cell = cl;
+}
+
+static uint64_t rpcool__hot_word(const struct rpcool__cell *cl, unsigned i)
+{
+    return (uint64_t)(uintptr_t)cl << 8 | i;
+}
+
+/* A synchronous call: the slot this thread keeps on c, marked in use, or -1. */
+static int rpcool__hot_take(rpcool_conn *c, struct rpcool__cell *cl)
+{
+    uint64_t w = rcp__load_relaxed(&c->hot);
+    if (!cl || (w >> 8) != (uint64_t)(uintptr_t)cl || rcp__load_relaxed(&cl->busy))
+        return -1; /* not ours, or ours in use (a call from a signal handler) */
+#if RPCOOL__HOT_TSAN
+    __atomic_store_n(&cl->busy, 1u, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&c->hot, __ATOMIC_SEQ_CST) == w) return (int)(w & 0xff);
+#else
+    rcp__store_relaxed(&cl->busy, 1u);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* a revoker's membarrier orders the two */
+    if (rcp__load_relaxed(&c->hot) == w) return (int)(w & 0xff);
+#endif
+    rcp__store(&cl->busy, 0u); /* being revoked */
+    return -1;
+}
+
+/* A call on the kept slot ended: the slot stays with this thread for its next call. */
+static void rpcool__hot_done(rpcool_conn *c, struct rpcool__cell *cl, unsigned i)
+{
+    c->pend[i].gen = (c->pend[i].gen + 1) & 0x3fffffffu;
+    rcp__store(&c->pend[i].pstate, (uint32_t)RPCOOL__P_FREE);
+    rcp__store(&cl->busy, 0u);
+}
+
+/* A call on the kept slot is abandoned (timeout, server gone): the slot stops being kept and
+   goes back by the abandoned calls' way (rpcool__reclaim). */
+static void rpcool__hot_drop(rpcool_conn *c, struct rpcool__cell *cl, unsigned i)
+{
+    uint64_t w = rpcool__hot_word(cl, i), cur;
+    while ((cur = rcp__load(&c->hot)) == RPCOOL__HOT_REVOKING) sched_yield(); /* it gives it back */
+    if (cur == w) rcp__cas(&c->hot, &w, 0ull);
+    rcp__store(&cl->busy, 0u);
+}
+
+/* A synchronous call on slot i (from free_bits) ended: keep i for this thread if no slot is
+   kept on c, else give it back. The slot is made ready before it is named in c->hot: from
+   then on a revoker may take it. */
+static void rpcool__hot_keep(rpcool_conn *c, struct rpcool__cell *cl, unsigned i)
+{
+    uint64_t z = 0;
+    if (!cl || rcp__load_relaxed(&c->hot) != 0) {
+        rpcool__slot_put(c, i);
+        return;
+    }
+    c->pend[i].gen = (c->pend[i].gen + 1) & 0x3fffffffu;
+    rcp__store(&c->pend[i].pstate, (uint32_t)RPCOOL__P_FREE);
+    if (!rcp__cas(&c->hot, &z, rpcool__hot_word(cl, i))) rcp__fetch_or(&c->free_bits, 1ull << i);
+}
+
+/* Every slot of free_bits is in flight: take the kept slot if its thread is not using it. */
+static int rpcool__hot_revoke(rpcool_conn *c)
+{
+    uint64_t w = rcp__load(&c->hot);
+    if (w <= RPCOOL__HOT_REVOKING || !rcp__cas(&c->hot, &w, (uint64_t)RPCOOL__HOT_REVOKING))
+        return -1;
+    const struct rpcool__cell *cl = (const struct rpcool__cell *)(uintptr_t)(w >> 8);
+#if !RPCOOL__HOT_TSAN
+    /* a forked child is registered anew (the registration belongs to the address space) */
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) &&
+        (errno != EPERM ||
+         syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) ||
+         syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0))) {
+        rcp__store(&c->hot, w); /* cannot tell: leave it */
+        return -1;
+    }
+#endif
+    if (__atomic_load_n(&cl->busy, __ATOMIC_SEQ_CST)) {
+        rcp__store(&c->hot, w);
+        return -1;
+    }
+    rcp__store(&c->hot, 0ull);
+    return (int)(w & 0xff);
+}
+
 /* >>seal - client: the seal table (RPCOOL_SEAL) ------------------------------------------------ */
 
 /* A call seals its range read-only unless a range already sealed covers it (a repeated
@@ -3028,7 +3227,7 @@ static int rpcool__done(rpcool_conn *c, unsigned i)
 }
 
 /* Take the reply of a done slot and give the slot back. */
-static int rpcool__harvest(rpcool_conn *c, unsigned i, void **ret, size_t *ret_len)
+static int rpcool__harvest_ex(rpcool_conn *c, unsigned i, void **ret, size_t *ret_len, int keep)
 {
     struct rpcool__resp *sl = &c->hdr->resp[i];
     struct rpcool__pend *pd = &c->pend[i];
@@ -3052,8 +3251,13 @@ static int rpcool__harvest(rpcool_conn *c, unsigned i, void **ret, size_t *ret_l
         if (c->rdma) rpcool__r_free(c, rp);
         else shmheap_free(c->heap, rp);
     }
-    rpcool__slot_put(c, i);
+    if (!keep) rpcool__slot_put(c, i); /* else the caller gives it back or keeps it */
     return status;
+}
+
+static int rpcool__harvest(rpcool_conn *c, unsigned i, void **ret, size_t *ret_len)
+{
+    return rpcool__harvest_ex(c, i, ret, ret_len, 0);
 }
 
 static int rpcool__post(rpcool_conn *c, unsigned i, unsigned fn, const void *arg, size_t len,
@@ -3182,22 +3386,34 @@ RPCOOL_API int rpcool_call_ex(rpcool_conn *c, unsigned fn, const void *arg, size
     if (ret_len) *ret_len = 0;
     uint64_t deadline = rpcool__deadline(c, opts);
     int i, r;
-    while ((i = rpcool__slot_get(c)) < 0) { /* 64 calls in flight: wait for one to end */
-        rpcool__reclaim(c);
-        if ((r = rpcool__server_gone(c))) return r;
-        if (deadline && rcp__now_ns() >= deadline) return RPCOOL_E_TIMEOUT;
-        sched_yield();
+    struct rpcool__cell *cl = rpcool__cell();
+    int hot = (i = rpcool__hot_take(c, cl)) >= 0;
+    if (!hot) {
+        /* 64 calls in flight: wait for one to end (a kept slot is asked for now and then: each
+           try makes every thread of the process pass a barrier) */
+        for (unsigned k = 0; (i = rpcool__slot_get(c)) < 0; k++) {
+            if (!(k & 63) && (i = rpcool__hot_revoke(c)) >= 0) break;
+            rpcool__reclaim(c);
+            if ((r = rpcool__server_gone(c))) return r;
+            if (deadline && rcp__now_ns() >= deadline) return RPCOOL_E_TIMEOUT;
+            sched_yield();
+        }
     }
-    c->pend[i].pstate = RPCOOL__P_SYNC;
+    rcp__store_relaxed(&c->pend[i].pstate, (uint32_t)RPCOOL__P_SYNC); /* reclaim reads it */
     if ((r = rpcool__post(c, (unsigned)i, fn, arg, len, opts))) {
-        rpcool__slot_put(c, (unsigned)i);
+        if (hot) rpcool__hot_done(c, cl, (unsigned)i);
+        else rpcool__slot_put(c, (unsigned)i);
         return r;
     }
     if ((r = c->tp->wait(c, (unsigned)i, deadline))) {
+        if (hot) rpcool__hot_drop(c, cl, (unsigned)i);
         rpcool__abandon_why(c, (unsigned)i, r);
         return r;
     }
-    return rpcool__harvest(c, (unsigned)i, ret, ret_len);
+    r = rpcool__harvest_ex(c, (unsigned)i, ret, ret_len, 1);
+    if (hot) rpcool__hot_done(c, cl, (unsigned)i);
+    else rpcool__hot_keep(c, cl, (unsigned)i);
+    return r;
 }
 
 RPCOOL_API int rpcool_call(rpcool_conn *c, unsigned fn, const void *arg, size_t len, void **ret,
@@ -3216,7 +3432,8 @@ RPCOOL_API int rpcool_call_async(rpcool_conn *c, unsigned fn, const void *arg, s
     int i = rpcool__slot_get(c);
     if (i < 0) {
         rpcool__reclaim(c);
-        if ((i = rpcool__slot_get(c)) < 0) return i;
+        if ((i = rpcool__slot_get(c)) < 0 && (i = rpcool__hot_revoke(c)) < 0)
+            return RPCOOL_E_AGAIN;
     }
     struct rpcool__pend *pd = &c->pend[i];
     pd->cb = cb;

@@ -292,7 +292,13 @@ SHMHEAP_API void *shmheap_root_get(shmheap *h, const char *name);
 /* Safety building blocks. contains: 1 if [p, p+len) lies inside h's data area, else 0. */
 SHMHEAP_API int shmheap_contains(const shmheap *h, const void *p, size_t len);
 /* Seal makes the pages covering [p, p+len) read-only for the calling process; unseal restores
-   read-write. Batch unseal merges adjacent ranges into few mprotect calls. */
+   read-write. Batch unseal merges adjacent ranges into few mprotect calls. On tmpfs (memfd,
+   /dev/shm) the first seal of a page range maps it on its own, from a second open of the same
+   file through /proc/self/fd (the same pages at the same address), so that sealing and
+   unsealing exactly that range again changes its permissions without splitting and merging the
+   heap's mapping; a handle keeps up to 64 such ranges (a range that covers earlier ones whole
+   replaces them; none after shmheap_pkey_protect), each a line of its own in /proc/self/maps
+   until the heap is closed. */
 typedef struct shmheap_range { const void *p; size_t len; } shmheap_range;
 SHMHEAP_API int shmheap_seal(shmheap *h, const void *p, size_t len);
 SHMHEAP_API int shmheap_unseal(shmheap *h, const void *p, size_t len);
@@ -328,6 +334,7 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/vfs.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
@@ -389,6 +396,8 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 #define SHMHEAP__TC_CAP 8   /* blocks per class in a thread cache */
 #define SHMHEAP__TC_CLS 28  /* classes up to 4 KiB are cached */
 #define SHMHEAP__NBIND 4    /* heaps a thread keeps a cache in at once */
+#define SHMHEAP__SEAL_VMAS 64 /* ranges a handle keeps as mappings of their own (>>seal) */
+#define SHMHEAP__TMPFS_MAGIC 0x01021994 /* statfs f_type of tmpfs, memfd and /dev/shm */
 
 /* >>layout - the heap header and the handle ---------------------------------------------------- */
 
@@ -490,6 +499,13 @@ struct shmheap {
                      entry's byte (the entry lives while anyone has the heap open) */
     char name[SHMHEAP__NAME_MAX + 16];
     struct shmheap *next;
+    /* >>seal: page ranges [a, e) mapped on their own (another open of the same file), so that
+       sealing one again splits and merges nothing; seal_alias: 1 may add ranges, 0 may not
+       (not tmpfs, /proc missing, protection keys in use), -1 not probed yet */
+    pthread_mutex_t seal_mu;
+    int seal_alias;
+    unsigned nseal_vma;
+    uintptr_t seal_vma[SHMHEAP__SEAL_VMAS][2];
 };
 
 static const uint32_t shmheap__size[SHMHEAP__NCLS] = {
@@ -1821,6 +1837,8 @@ static int shmheap__new_handle(void *base, int fd, const char *key, const shmhea
     h->refs = 1;
     h->lock_timeout_ms = o ? o->lock_timeout_ms : 0;
     h->pod_fd = -1;
+    pthread_mutex_init(&h->seal_mu, NULL);
+    h->seal_alias = -1;
     h->log = shmheap__logger(o);
     h->hid = rcp__fetch_add(&shmheap__hid_next, (uint64_t)1) + 1;
     snprintf(h->name, sizeof h->name, "%s", key);
@@ -2085,6 +2103,7 @@ SHMHEAP_API int shmheap_close(shmheap *h)
         munmap(h->base, h->size);
         if (h->fd >= 0) close(h->fd);
         if (h->pod_fd >= 0) close(h->pod_fd); /* drops our read lock on the pod entry */
+        pthread_mutex_destroy(&h->seal_mu);
         shmheap__free(h);
     }
     pthread_mutex_unlock(&shmheap__reg_lock);
@@ -2494,9 +2513,86 @@ static int shmheap__protect(shmheap *h, const void *p, size_t len, int prot)
     return n && mprotect((void *)a, n, prot) ? -errno : 0;
 }
 
+/* Sealing a few pages in the middle of the heap's one big mapping makes the kernel split that
+   mapping in three, and unsealing merges the pieces again: both cost as much as the permission
+   change itself. So the first seal of a range maps it again, read-only, from another open of the
+   same file (/proc/self/fd): a mapping of its own that the kernel never merges with its
+   neighbours (they map another struct file), so later seals and unseals of that exact range are
+   one mprotect each. Same pages, same address: nothing changes for any other process. Only on
+   tmpfs (memfd, /dev/shm: a device or a disk file may refuse a page-sized mapping), at most
+   SHMHEAP__SEAL_VMAS ranges per handle; a new range may cover kept ones whole (it replaces
+   them: ranges only grow, so nested seals never map again and again) but not stick out of
+   one; none once protection keys tagged the heap (a new mapping would drop the key). */
+static int shmheap__seal_alias_ok(shmheap *h)
+{
+    if (h->seal_alias < 0) {
+        struct statfs sf;
+        h->seal_alias = h->fd >= 0 && fstatfs(h->fd, &sf) == 0 &&
+                        (unsigned long)sf.f_type == SHMHEAP__TMPFS_MAGIC;
+    }
+    return h->seal_alias > 0;
+}
+
+/* Map [a, a+n) again from a new open of h's file, read-only. 1: done; 0: not done, nothing
+   changed (the caller mprotects); negative: the range could not be mapped back (-errno). */
+static int shmheap__seal_alias(shmheap *h, uintptr_t a, size_t n)
+{
+    char path[40];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", h->fd);
+    int f = open(path, O_RDWR | O_CLOEXEC);
+    if (f < 0) {
+        h->seal_alias = 0; /* no /proc, or no right to open it again: do not try again */
+        return 0;
+    }
+    off_t off = (off_t)(a - (uintptr_t)h->base);
+    void *m = mmap((void *)a, n, PROT_READ, MAP_SHARED | MAP_FIXED, f, off);
+    int e = errno;
+    close(f);
+    if (m == (void *)a) return 1;
+    h->seal_alias = 0;
+    /* a failed MAP_FIXED may have unmapped the range already (older kernels): map it back */
+    m = mmap((void *)a, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, h->fd, off);
+    if (m != (void *)a) return -e;
+    return 0;
+}
+
 SHMHEAP_API int shmheap_seal(shmheap *h, const void *p, size_t len)
 {
-    return shmheap__protect(h, p, len, PROT_READ);
+    uintptr_t a;
+    size_t n;
+    int r = shmheap__pages(h, p, len, &a, &n);
+    if (r || !n) return r;
+    uintptr_t e = a + n;
+    pthread_mutex_lock(&h->seal_mu);
+    /* kept: exactly a range of ours; inside: ranges of ours within [a, e), which the new
+       mapping replaces; stray: one that sticks out of it (then mprotect splits, as before) */
+    unsigned kept = 0, inside = 0, stray = 0;
+    for (unsigned i = 0; i < h->nseal_vma; i++) {
+        uintptr_t x = h->seal_vma[i][0], y = h->seal_vma[i][1];
+        kept |= x == a && y == e;
+        inside += a <= x && y <= e;
+        stray |= x < e && a < y && (x < a || e < y);
+    }
+    if (!kept && !stray && h->nseal_vma - inside < SHMHEAP__SEAL_VMAS &&
+        shmheap__seal_alias_ok(h)) {
+        r = shmheap__seal_alias(h, a, n);
+        if (r > 0) {
+            unsigned k = 0;
+            for (unsigned i = 0; i < h->nseal_vma; i++)
+                if (!(a <= h->seal_vma[i][0] && h->seal_vma[i][1] <= e)) {
+                    h->seal_vma[k][0] = h->seal_vma[i][0];
+                    h->seal_vma[k++][1] = h->seal_vma[i][1];
+                }
+            h->seal_vma[k][0] = a;
+            h->seal_vma[k][1] = e;
+            h->nseal_vma = k + 1;
+        }
+        pthread_mutex_unlock(&h->seal_mu);
+        if (r) return r > 0 ? 0 : r;
+    } else {
+        pthread_mutex_unlock(&h->seal_mu);
+    }
+    return mprotect((void *)a, n, PROT_READ) ? -errno : 0;
 }
 SHMHEAP_API int shmheap_unseal(shmheap *h, const void *p, size_t len)
 {
@@ -2585,6 +2681,9 @@ SHMHEAP_API int shmheap_pkey_protect(shmheap *h, const void *p, size_t len, int 
 #ifdef SYS_pkey_mprotect
     if (!shmheap_pkey_supported()) return SHMHEAP_E_NOTSUP;
     if (!h || !p) return SHMHEAP_E_INVAL;
+    pthread_mutex_lock(&h->seal_mu); /* seals map no new ranges from now on: they would drop it */
+    h->seal_alias = 0;
+    pthread_mutex_unlock(&h->seal_mu);
     uintptr_t lo = (uintptr_t)h->base, x = (uintptr_t)p;
     if (x < lo || x - lo > h->size || len > h->size - (x - lo)) return SHMHEAP_E_FOREIGN;
     uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE), a = x & ~(pg - 1);

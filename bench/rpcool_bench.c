@@ -4,9 +4,9 @@
    perftest conventions (bench/peer.h): no address = server, an address (the channel name) =
    client, -f = both (server forked, pinned to CPU 1; client on CPU 0). Options: -n ITERS for the
    no-op round trips (other suites scale from it), -w WARMUP, -P, -1, -T, -S SUITES (comma list
-   of noop, payload, tree, kv, connect; default all).
+   of noop, pingpong, seal, payload, tree, kv, connect; default all).
        cc -O2 -pthread -I. bench/rpcool_bench.c -o rpcool_bench && ./rpcool_bench -f
-   Result names: rpcool/noop/MODE (MODE also sealed-batch64, sealed-batch64-pages, sealed-8B, relaxed-8B), rpcool/payload/MODE/SIZE, rpcool/tree/MODE/NODES,
+   Result names: rpcool/noop/MODE (MODE also sealed-batch64, sealed-batch64-pages, sealed-8B, relaxed-8B), rpcool/pingpong/{relaxed,line}, rpcool/seal/{relaxed,sealed,mprotect_pair}/SIZE, rpcool/payload/MODE/SIZE, rpcool/tree/MODE/NODES,
    rpcool/kv/get/VALUE_SIZE, rpcool/kv/put/VALUE_SIZE, rpcool/connect/HEAP_SIZE (rpcool_connect
    until the first call can be made: the server hands over a heap it made ahead and a channel
    slot over its socket, the client maps both) against uds/connect (a UNIX socket to an acceptor thread in the server process:
@@ -29,7 +29,7 @@
 #include "peer.h"
 #include "workload.h"
 
-enum { FN_NOOP = 1, FN_TOUCH, FN_TREE, FN_TREE_CHECKED, FN_PUT, FN_GET, FN_QUIT };
+enum { FN_NOOP = 1, FN_TOUCH, FN_TREE, FN_TREE_CHECKED, FN_PUT, FN_GET, FN_QUIT, FN_PINGPONG };
 
 static rpcool_server *srv;
 static int rdma_serve;  /* -R */
@@ -140,6 +140,34 @@ static int h_get(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     return 0;
 }
 
+/* The bare cache-line ping-pong (as bench/peer_shm.c) run by the serving thread itself, so
+   that it alternates with rpcool calls in one run on the same CPUs: arg holds a request line
+   and, 128 bytes on, a response line; the handler copies each new request value to the response
+   line until it reads PP_STOP (or nothing comes for 10 s). It starts from the response line's
+   value: a request that differs from it is new. */
+#define PP_STOP UINT64_MAX
+struct pp_lines { _Alignas(128) uint64_t req; _Alignas(128) uint64_t resp; };
+
+static int h_pingpong(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)ctx; (void)user;
+    if (len < sizeof(struct pp_lines)) return RPCOOL_E_INVAL;
+    struct pp_lines *l = (struct pp_lines *)arg;
+    uint64_t seen = __atomic_load_n(&l->resp, __ATOMIC_ACQUIRE); /* the last value answered */
+    for (;;) {
+        uint64_t v;
+        unsigned k = 0;
+        uint64_t t0 = hist_now();
+        while ((v = __atomic_load_n(&l->req, __ATOMIC_ACQUIRE)) == seen) {
+            rcp__cpu_relax();
+            if (!(++k & 0xfffff) && hist_now() - t0 > 10000000000ull) return RPCOOL_E_TIMEOUT;
+        }
+        if (v == PP_STOP) return 0;
+        seen = v;
+        __atomic_store_n(&l->resp, v, __ATOMIC_RELEASE);
+    }
+}
+
 static int h_quit(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
     (void)ctx; (void)arg; (void)len; (void)user;
@@ -216,6 +244,7 @@ static int server(const struct peer_opts *o, const char *chan, void *unused)
     rpcool_server_add_handler(srv, FN_PUT, h_put, NULL, 0);
     rpcool_server_add_handler(srv, FN_GET, h_get, NULL, 0);
     rpcool_server_add_handler(srv, FN_QUIT, h_quit, NULL, 0);
+    rpcool_server_add_handler(srv, FN_PINGPONG, h_pingpong, NULL, 0);
     rpcool_serve(srv);
     rpcool_server_close(srv);
     shmheap_close(h);
@@ -352,6 +381,119 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
         run_pages(cb, name, n, FN_NOOP, barg, 64, &sealed, 0, 64);
         rpcool_release(cb);
         rpcool_disconnect(cb);
+    }
+    /* issue 14 item 5: the relaxed no-op (64-byte argument) against the bare cache-line
+       ping-pong, in alternating blocks of 100 on the same processes and CPUs: the ping-pong's
+       server side is a handler (h_pingpong) of the serving thread, started with an
+       asynchronous call. "# pingpong" line: relaxed / ping-pong, medians (goal <= 1.2). */
+    if (want("pingpong") && !rdma_client && !o->same_cpu) {
+        long blocks = n / 100 < 20 ? 20 : n / 100;
+        hist hr, hp, br, bp; /* br, bp: each block's mean, in ns x 100 (finer than the clock) */
+        struct pp_lines *pl = (struct pp_lines *)rpcool_alloc_pages(c, 4096);
+        if (!pl || hist_init(&hr, (size_t)blocks * 100) || hist_init(&hp, (size_t)blocks * 100) ||
+            hist_init(&br, (size_t)blocks) || hist_init(&bp, (size_t)blocks))
+            return 1;
+        memset(pl, 0, sizeof *pl);
+        uint64_t seq = 0, tr = 0, tp = 0;
+        for (long b = -(opt->warmup / 100 + 1); b < blocks; b++) {
+            uint64_t s = hist_now(), e, s0 = s;
+            for (int k = 0; k < 100; k++) {
+                if (rpcool_call_ex(c, FN_NOOP, arg, 64, &relaxed, NULL, NULL)) return 1;
+                e = hist_now();
+                if (b >= 0) { hist_add(&hr, e - s); tr += e - s; }
+                s = e;
+            }
+            if (b >= 0) hist_add(&br, s - s0);
+            uint64_t id;
+            pl->req = pl->resp = seq; /* nothing pending: the handler starts from here */
+            if (rpcool_call_async(c, FN_PINGPONG, pl, sizeof *pl, &relaxed, NULL, NULL, &id)) return 1;
+            /* the handler is running once it answers the first value (untimed) */
+            __atomic_store_n(&pl->req, ++seq, __ATOMIC_RELEASE);
+            while (__atomic_load_n(&pl->resp, __ATOMIC_ACQUIRE) != seq) rcp__cpu_relax();
+            s = s0 = hist_now();
+            for (int k = 0; k < 100; k++) {
+                __atomic_store_n(&pl->req, ++seq, __ATOMIC_RELEASE);
+                while (__atomic_load_n(&pl->resp, __ATOMIC_ACQUIRE) != seq) rcp__cpu_relax();
+                e = hist_now();
+                if (b >= 0) { hist_add(&hp, e - s); tp += e - s; }
+                s = e;
+            }
+            if (b >= 0) hist_add(&bp, s - s0);
+            __atomic_store_n(&pl->req, PP_STOP, __ATOMIC_RELEASE);
+            if ((r = rpcool_wait(c, id, NULL, NULL))) { fprintf(stderr, "pingpong: %s\n", rpcool_strerror(r)); return 1; }
+        }
+        char np[96];
+        snprintf(name, sizeof name, "%s/pingpong/relaxed%s", pfx, sfx);
+        snprintf(np, sizeof np, "%s/pingpong/line%s", pfx, sfx);
+        double mr = (double)hist_median(&hr), mp = (double)hist_median(&hp),
+               mbr = (double)hist_median(&br) / 100, mbp = (double)hist_median(&bp) / 100;
+        hist_print(&hr, name, hist_ops_per_s(hr.n, tr));
+        hist_print(&hp, np, hist_ops_per_s(hp.n, tp));
+        printf("# pingpong: relaxed / ping-pong = %.2f (goal <= 1.2; medians %.3f / %.3f us, "
+               "alternating blocks of 100, %ld each); median block means %.1f / %.1f ns = %.3f\n",
+               mp > 0 ? mr / mp : 0.0, mr / 1000, mp / 1000, blocks * 100, mbr, mbp,
+               mbp > 0 ? mbr / mbp : 0.0);
+        hist_free(&hr);
+        hist_free(&hp);
+        hist_free(&br);
+        hist_free(&bp);
+        rpcool_free(c, pl);
+    }
+    /* issue 14 item 1: a sealed call of a page or more against a relaxed call of the same
+       argument and a bare mprotect pair (PROT_READ, then READ|WRITE) of a separate anonymous
+       shared mapping of the argument's size, alternating in one loop: one of each per
+       iteration. "# seal" lines: (sealed - relaxed) / mprotect pair, medians (goal <= 1.2). */
+    static const size_t ssizes[] = {4096, 65536};
+    for (int si = 0; si < 2 && want("seal") && !rdma_client; si++) {
+        size_t sz = ssizes[si];
+        long it = n / 4 < 1000 ? 1000 : n / 4;
+        hist hr, hs, hm;
+        char *bare = (char *)mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (bare == MAP_FAILED || hist_init(&hr, (size_t)it) || hist_init(&hs, (size_t)it) ||
+            hist_init(&hm, (size_t)it)) return 1;
+        memset(bare, 'x', sz);
+        uint64_t tr = 0, ts = 0, tm = 0;
+        for (long i = -opt->warmup / 4; i < it; i++) {
+            /* each case writes its first byte, then calls or seals: an argument is written
+               before it is sent, and a page's first write after a seal may fault */
+            uint64_t s0 = hist_now();
+            arg[0] = (char)i;
+            int r1 = rpcool_call_ex(c, FN_TOUCH, arg, sz, &relaxed, NULL, NULL);
+            uint64_t s1 = hist_now();
+            arg[0] = (char)i;
+            int r2 = rpcool_call_ex(c, FN_TOUCH, arg, sz, &sealed, NULL, NULL);
+            uint64_t s2 = hist_now();
+            bare[0] = (char)i;
+            int r3 = mprotect(bare, sz, PROT_READ) || mprotect(bare, sz, PROT_READ | PROT_WRITE);
+            uint64_t s3 = hist_now();
+            if (r1 < 0 || r2 < 0 || r3) {
+                fprintf(stderr, "seal suite: %d %d %d\n", r1, r2, r3);
+                return 1;
+            }
+            if (i < 0) continue;
+            hist_add(&hr, s1 - s0);
+            hist_add(&hs, s2 - s1);
+            hist_add(&hm, s3 - s2);
+            tr += s1 - s0;
+            ts += s2 - s1;
+            tm += s3 - s2;
+        }
+        char nr[96], nm[96];
+        snprintf(nr, sizeof nr, "%s/seal/relaxed/%zu%s", pfx, sz, sfx);
+        snprintf(name, sizeof name, "%s/seal/sealed/%zu%s", pfx, sz, sfx);
+        snprintf(nm, sizeof nm, "%s/seal/mprotect_pair/%zu%s", pfx, sz, sfx);
+        double mr = (double)hist_median(&hr), ms = (double)hist_median(&hs),
+               mm = (double)hist_median(&hm);
+        hist_print(&hr, nr, hist_ops_per_s(hr.n, tr));
+        hist_print(&hs, name, hist_ops_per_s(hs.n, ts));
+        hist_print(&hm, nm, hist_ops_per_s(hm.n, tm));
+        printf("# seal %zu B: (sealed - relaxed) / mprotect pair = %.2f (goal <= 1.2; medians "
+               "%.3f %.3f %.3f us, alternating, %ld each)\n", sz, mm > 0 ? (ms - mr) / mm : 0.0,
+               ms / 1000, mr / 1000, mm / 1000, it);
+        hist_free(&hr);
+        hist_free(&hs);
+        hist_free(&hm);
+        munmap(bare, sz);
     }
     /* 2. payloads: the handler reads a byte of every cache line */
     static const size_t sizes[] = {64, 4096, 65536, 1 << 20};
@@ -504,7 +646,7 @@ int main(int argc, char **argv)
         } else if (ch == 'R') {
             rdma_serve = 1;
         } else if (!peer_opt(&o, ch, optarg)) {
-            fprintf(stderr, "usage: %s [-f | [-R] [-a NAME] | CHANNEL | rdma://HOST/NAME] [-S noop,payload,tree,kv]\n" PEER_COMMON_HELP, argv[0]);
+            fprintf(stderr, "usage: %s [-f | [-R] [-a NAME] | CHANNEL | rdma://HOST/NAME] [-S noop,pingpong,seal,payload,tree,kv,connect]\n" PEER_COMMON_HELP, argv[0]);
             return 2;
         }
     if (optind < argc) o.addr = argv[optind];

@@ -14,7 +14,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-enum { FN_ECHO = 1, FN_STATUS = 2, FN_SUM = 3, FN_SLOW = 4 };
+enum { FN_ECHO = 1, FN_STATUS = 2, FN_SUM = 3, FN_SLOW = 4, FN_SLEEP = 5 };
 
 static int h_echo(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
@@ -56,6 +56,15 @@ static int h_slow(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     return 5;
 }
 
+/* sleeps as many milliseconds as the argument's int says, returns 1 */
+static int h_sleep(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)ctx; (void)user;
+    if (len < sizeof(int)) return RPCOOL_E_INVAL;
+    usleep((useconds_t)*(int *)arg * 1000);
+    return 1;
+}
+
 static rpcool_server *serve(const char *name, unsigned threads)
 {
     rpcool_server *s = NULL;
@@ -66,6 +75,7 @@ static rpcool_server *serve(const char *name, unsigned threads)
     rpcool_server_add_handler(s, FN_STATUS, h_status, NULL, 0);
     rpcool_server_add_handler(s, FN_SUM, h_sum, NULL, 0);
     rpcool_server_add_handler(s, FN_SLOW, h_slow, NULL, 0);
+    rpcool_server_add_handler(s, FN_SLEEP, h_sleep, NULL, 0);
     if (threads) rpcool_server_start(s, threads);
     return s;
 }
@@ -479,6 +489,143 @@ static void g_sync_waits_for_slot(void)
     rpcool_server_close(s);
 }
 
+/* The kept slot: a thread keeps its synchronous calls' slot (no atomic operation per call for
+   a slot) but the connection still takes 64 calls in flight: after synchronous calls, 64
+   asynchronous ones fit (the last takes the kept slot); while the keeper's own call is in
+   flight its slot is not taken (the 64th asynchronous call is refused); a kept slot whose call
+   timed out comes back once answered; threads calling and bursts of 64 asynchronous calls on
+   one connection each get their own answers. */
+struct keeper { rpcool_conn *c; int started, r; };
+
+static int sleep_call(rpcool_conn *c, int ms)
+{
+    int *a = (int *)rpcool_alloc(c, sizeof *a);
+    if (!a) return SHMHEAP_E_FULL;
+    *a = ms;
+    int r = rpcool_call(c, FN_SLEEP, a, sizeof *a, NULL, NULL);
+    rpcool_free(c, a);
+    return r;
+}
+
+static void *keeper_main(void *p)
+{
+    struct keeper *k = (struct keeper *)p;
+    int r1 = sleep_call(k->c, 0); /* this thread keeps its slot now */
+    __atomic_store_n(&k->started, 1, __ATOMIC_RELEASE);
+    int r2 = sleep_call(k->c, 600); /* on the kept slot, in flight for 600 ms */
+    k->r = r1 == 1 && r2 == 1 ? 0 : -1;
+    return NULL;
+}
+
+static int async_burst(rpcool_conn *c, int *ms, int n)
+{
+    uint64_t ids[RPCOOL_MAX_INFLIGHT];
+    int k = 0, r = 0, sum = 0;
+    for (; k < n; k++)
+        if ((r = rpcool_call_async(c, FN_SLEEP, ms, sizeof *ms, NULL, NULL, NULL, &ids[k]))) break;
+    for (int i = 0; i < k; i++) sum += rpcool_wait(c, ids[i], NULL, NULL);
+    return r ? r : sum;
+}
+
+struct sync_caller { rpcool_conn *c; int id, n, bad; };
+
+static void *sync_caller_main(void *p)
+{
+    struct sync_caller *sc = (struct sync_caller *)p;
+    int *a = (int *)rpcool_alloc(sc->c, sizeof *a);
+    for (int i = 0; a && i < sc->n; i++) {
+        *a = sc->id * 100000 + i; /* h_status answers with it: a slot used twice would mix them */
+        int want = sc->id * 100000 + i;
+        if (rpcool_call(sc->c, FN_STATUS, a, sizeof *a, NULL, NULL) != want) sc->bad++;
+    }
+    rpcool_free(sc->c, a);
+    return NULL;
+}
+
+struct burster { rpcool_conn *c; int rounds, bad, refused; };
+
+static void *burster_main(void *p)
+{
+    struct burster *b = (struct burster *)p;
+    int *a = (int *)rpcool_alloc(b->c, sizeof *a);
+    uint64_t ids[RPCOOL_MAX_INFLIGHT];
+    for (int r = 0; a && r < b->rounds; r++) {
+        int k = 0;
+        *a = 77;
+        for (; k < RPCOOL_MAX_INFLIGHT; k++)
+            if (rpcool_call_async(b->c, FN_STATUS, a, sizeof *a, NULL, NULL, NULL, &ids[k])) break;
+        if (k < RPCOOL_MAX_INFLIGHT) b->refused++; /* the synchronous callers hold slots: fine */
+        for (int i = 0; i < k; i++)
+            if (rpcool_wait(b->c, ids[i], NULL, NULL) != 77) b->bad++;
+    }
+    rpcool_free(b->c, a);
+    return NULL;
+}
+
+static void test_kept_slot(void)
+{
+    const char *name = t_uniq("kept");
+    rpcool_server *s = serve(name, 2);
+    rpcool_conn *c = NULL, *c2 = NULL;
+    if (!s) return;
+    if (rpcool_connect(name, NULL, &c)) { CHECK(0); rpcool_server_close(s); return; }
+    int *ms = (int *)rpcool_alloc(c, sizeof *ms);
+    *ms = 0;
+    for (int i = 0; i < 50; i++) CHECK_EQ(rpcool_call(c, FN_SLEEP, ms, sizeof *ms, NULL, NULL), 1);
+    *ms = 1;
+    CHECK_EQ(async_burst(c, ms, RPCOOL_MAX_INFLIGHT), RPCOOL_MAX_INFLIGHT); /* all 64 fit */
+    *ms = 0;
+    for (int i = 0; i < 10; i++) CHECK_EQ(rpcool_call(c, FN_SLEEP, ms, sizeof *ms, NULL, NULL), 1);
+    /* a kept slot whose call timed out: dropped, and back once the server answered */
+    rpcool_call_opts to;
+    memset(&to, 0, sizeof to);
+    to.timeout_ms = 30;
+    int *ms200 = (int *)rpcool_alloc(c, sizeof *ms200); /* the handler reads it after we gave up */
+    *ms200 = 200;
+    CHECK_EQ(rpcool_call_ex(c, FN_SLEEP, ms200, sizeof *ms200, &to, NULL, NULL), RPCOOL_E_TIMEOUT);
+    usleep(400000);
+    *ms = 1;
+    CHECK_EQ(async_burst(c, ms, RPCOOL_MAX_INFLIGHT), RPCOOL_MAX_INFLIGHT);
+    *ms = 0;
+    CHECK_EQ(rpcool_call(c, FN_SLEEP, ms, sizeof *ms, NULL, NULL), 1);
+    /* a keeper in another thread, its call in flight: its slot is not taken */
+    CHECK_EQ(rpcool_connect(name, NULL, &c2), 0);
+    if (c2) {
+        struct keeper k = {c2, 0, -1};
+        pthread_t th;
+        pthread_create(&th, NULL, keeper_main, &k);
+        while (!__atomic_load_n(&k.started, __ATOMIC_ACQUIRE)) usleep(1000);
+        usleep(50000);
+        int *m2 = (int *)rpcool_alloc(c2, sizeof *m2);
+        *m2 = 1;
+        CHECK_EQ(async_burst(c2, m2, RPCOOL_MAX_INFLIGHT), RPCOOL_E_AGAIN); /* 63 + the keeper's */
+        pthread_join(th, NULL);
+        CHECK_EQ(k.r, 0);
+        CHECK_EQ(async_burst(c2, m2, RPCOOL_MAX_INFLIGHT), RPCOOL_MAX_INFLIGHT); /* idle: taken */
+        rpcool_free(c2, m2);
+    }
+    /* three threads calling and one sending bursts of 64 on one connection */
+    struct sync_caller sc[3];
+    struct burster b = {c, 40, 0, 0};
+    pthread_t ts[3], tb;
+    for (int i = 0; i < 3; i++) {
+        sc[i].c = c; sc[i].id = i + 1; sc[i].n = 3000; sc[i].bad = 0;
+        pthread_create(&ts[i], NULL, sync_caller_main, &sc[i]);
+    }
+    pthread_create(&tb, NULL, burster_main, &b);
+    for (int i = 0; i < 3; i++) {
+        pthread_join(ts[i], NULL);
+        CHECK_EQ(sc[i].bad, 0);
+    }
+    pthread_join(tb, NULL);
+    CHECK_EQ(b.bad, 0);
+    rpcool_free(c, ms);
+    rpcool_free(c, ms200);
+    if (c2) rpcool_disconnect(c2);
+    rpcool_disconnect(c);
+    rpcool_server_close(s);
+}
+
 /* A waiting client busy-polls only spin_ns, then sleeps: a 300 ms call costs its thread little
    CPU. */
 static double thread_cpu_ms(void)
@@ -580,6 +727,7 @@ int main(int argc, char **argv)
     RUN(test_idle_sleeps);
     RUN(test_sleep_wake);
     RUN(test_builders);
+    RUN(test_kept_slot);
     RUN_NO_TSAN(g_stop_and_close_from_handler);
     RUN_NO_TSAN(g_sync_waits_for_slot);
     RUN_NO_TSAN(g_client_sleeps);

@@ -417,6 +417,97 @@ static void sealing(void)
     rm(h, n);
 }
 
+/* 1 if /proc/self/maps has a mapping exactly [a, e) */
+static int own_mapping(const void *a, const void *e)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f)) {
+        unsigned long x, y;
+        found = sscanf(line, "%lx-%lx", &x, &y) == 2 && x == (uintptr_t)a && y == (uintptr_t)e;
+    }
+    if (f) fclose(f);
+    return found;
+}
+
+/* A child that maps the heap afresh (one mapping) sees at p + off what the parent wrote */
+static int child_sees(const char *name, shmheap *h, const char *p, size_t off, char v)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        shmheap *c;
+        void *b = shmheap_base(h);
+        shmheap_close(h);
+        if (shmheap_open(name, NULL, &c) || shmheap_base(c) != b) _exit(2);
+        _exit(((volatile const char *)p)[off] == v ? 0 : 3);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* A sealed range becomes a mapping of its own (the same pages, another open of the file), so
+   sealing it again splits and merges nothing; a range covering kept ones replaces them; one
+   that sticks out of a kept range, and ranges beyond the 64 kept, are sealed by mprotect. */
+static void seal_own_mapping(void)
+{
+    const char *n = t_uniq("sealmap");
+    shmheap *h = t_heap(n, 4 << 20);
+    const size_t pg = 4096;
+    char *q = (char *)shmheap_aligned_alloc(h, pg, 16 * pg);
+    CHECK(q != NULL);
+    if (!q) return;
+    memset(q, 'a', 16 * pg);
+    CHECK_EQ(shmheap_seal(h, q + pg, 2 * pg), 0);
+    CHECK_EQ(faults(write_byte, q + pg), 77);
+    CHECK_EQ(faults(write_byte, q), 0); /* its neighbours stay writable */
+    CHECK_EQ(faults(write_byte, q + 3 * pg), 0);
+    CHECK(q[pg] == 'a' && q[3 * pg - 1] == 'a'); /* the same pages: contents kept */
+    CHECK_EQ(shmheap_unseal(h, q + pg, 2 * pg), 0);
+    CHECKF(own_mapping(q + pg, q + 3 * pg), "[%p, %p) merged back into the heap's mapping",
+           (void *)(q + pg), (void *)(q + 3 * pg));
+    q[pg + 5] = 'b'; /* written through the new mapping, seen by a fresh mapping of the heap */
+    CHECK_EQ(child_sees(n, h, q, pg + 5, 'b'), 0);
+    for (int i = 0; i < 3; i++) { /* again: the same mapping, sealed and unsealed */
+        CHECK_EQ(shmheap_seal(h, q + pg, 2 * pg), 0);
+        CHECK_EQ(faults(write_byte, q + 2 * pg), 77);
+        CHECK_EQ(shmheap_unseal(h, q + pg, 2 * pg), 0);
+        CHECK(own_mapping(q + pg, q + 3 * pg));
+    }
+    CHECK_EQ(shmheap_seal(h, q, 8 * pg), 0); /* covers the kept range: replaces it */
+    CHECK_EQ(faults(write_byte, q + 7 * pg), 77);
+    CHECK_EQ(shmheap_unseal(h, q, 8 * pg), 0);
+    CHECK(own_mapping(q, q + 8 * pg));
+    CHECK(q[pg + 5] == 'b');
+    CHECK_EQ(shmheap_seal(h, q + 6 * pg, 4 * pg), 0); /* sticks out of it: mprotect */
+    CHECK_EQ(faults(write_byte, q + 6 * pg), 77);
+    CHECK_EQ(faults(write_byte, q + 9 * pg), 77);
+    CHECK_EQ(faults(write_byte, q + 5 * pg), 0);
+    CHECK_EQ(shmheap_unseal(h, q + 6 * pg, 4 * pg), 0);
+    CHECK_EQ(faults(write_byte, q + 9 * pg), 0);
+    CHECK_EQ(shmheap_seal(h, q + 2 * pg, pg), 0); /* inside it: mprotect */
+    CHECK_EQ(faults(write_byte, q + 2 * pg), 77);
+    CHECK_EQ(shmheap_unseal(h, q + 2 * pg, pg), 0);
+    /* 80 more ranges, every other page: beyond the 64 kept, seals are mprotects; all hold */
+    char *r = (char *)shmheap_aligned_alloc(h, pg, 160 * pg);
+    CHECK(r != NULL);
+    if (!r) return;
+    memset(r, 'c', 160 * pg);
+    for (int i = 0; i < 80; i++) {
+        CHECK_EQ(shmheap_seal(h, r + 2 * i * pg, pg), 0);
+        if (i % 20 == 0 || i == 79) CHECK_EQ(faults(write_byte, r + 2 * i * pg), 77);
+    }
+    CHECK_EQ(faults(write_byte, r + pg), 0);
+    for (int i = 0; i < 80; i++) CHECK_EQ(shmheap_unseal(h, r + 2 * i * pg, pg), 0);
+    for (int i = 0; i < 80; i++) r[2 * i * pg] = 'd';
+    CHECK_EQ(child_sees(n, h, r, 158 * pg, 'd'), 0);
+    CHECK_EQ(shmheap_check(h, NULL), 0);
+    shmheap_free(h, r);
+    shmheap_free(h, q);
+    rm(h, n);
+}
+
 static void pkeys(void)
 {
     if (shmheap_pkey_supported()) {
@@ -452,6 +543,7 @@ int main(int argc, char **argv)
     TEST(spans_return);
     TEST(thread_caches);
     TEST(sealing);
+    TEST(seal_own_mapping);
     TEST(pkeys);
     return T_DONE();
 }
