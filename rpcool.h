@@ -272,7 +272,11 @@
    names one (rpcool_call_opts.seal_p, seal_len) and the ranges named in
    rpcool_call_opts.extents (up to 16; an arena's [base, base + used) for pointer-rich data),
    rounded out to whole pages and clipped to the heap, in the call's message (up to 2 MiB; what
-   does not fit is fetched). Before it runs a call the server drops every page of the mirror, so
+   does not fit is fetched). A page that travelled with the previous call of the connection and
+   is the same now on both sides (the client compares it with its copy of what it sent, the
+   server with its copy of what it installed, so a page the handler wrote does not count) stays
+   in the mirror and does not travel again; if only some of its bytes changed, those bytes travel
+   (in 8-byte words). Before it runs a call the server drops every other page of the mirror, so
    a handler never reads a page older than its call. A page the handler touches that did not
    travel is fetched from the client on first touch (userfaultfd), one page per fault: a
    pointer outside the extents works, slowly. The client sends that page from inside its wait:

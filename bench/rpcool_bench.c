@@ -35,6 +35,13 @@ static rpcool_server *srv;
 static int rdma_serve;  /* -R */
 static int rdma_client; /* the channel is rdma://... */
 
+/* Over RDMA: the transport's step timings (logged at disconnect) as a row of the results. */
+static void rdma_log(int level, const char *msg, void *user)
+{
+    (void)level, (void)user;
+    if (strstr(msg, "rdma steps")) printf("rpcool-rdma: client %s\n", msg);
+}
+
 static int h_noop(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
     (void)ctx; (void)arg; (void)len; (void)user;
@@ -311,6 +318,7 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
     if (rdma_client) { /* two 1 GiB guests: a smaller heap, and only the suites that compare */
         co.heap_size = (size_t)64 << 20;
         co.connect_timeout_ms = 10000; /* TCG */
+        co.log = rdma_log;
         if (!suites) suites = "noop,tree";
     }
     int r = RPCOOL_E_NOCHANNEL;

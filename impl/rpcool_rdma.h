@@ -21,8 +21,14 @@
      pod (SHMHEAP_POD_ID). The server maps a private, anonymous MIRROR of it at the same address
      (MAP_FIXED_NOREPLACE: a clash is refused with RPCOOL_E_ADDRINUSE) and registers it with
      userfaultfd (missing pages). A call carries its extents (the argument's pages, and ranges
-     the caller names) inline; the server drops every mirror page it populated for the previous
-     call, copies the extents in (UFFDIO_COPY), and runs the handler. A page outside the extents
+     the caller names) inline as entries: WHOLE pages (their bytes), pages KEPT from the previous
+     call (no bytes: the client compared them with its copy of what it sent last, the server
+     checks them against its copy of what it installed, so a handler's write undoes a keep), and
+     PATCHES (the changed 8-byte words of a kept page). The server drops every other mirror page
+     it populated for the previous call, copies the whole pages in (UFFDIO_COPY), applies the
+     patches, and runs the handler. A small argument that stays in place (the usual case) costs
+     a 16-byte entry, or its changed words, instead of a page; a DONE that says some kept pages
+     were not kept makes the client send everything whole next time. A page outside the extents
      faults on first touch: the server's fault thread asks the client for it (a FETCH frame), the
      client answers with the page's bytes (a PAGES frame) from inside its wait, and the fault
      thread copies it in. Why not an RDMA READ: the client's heap would have to be registered
@@ -48,7 +54,7 @@
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 
-#define RPCOOL__R_VERSION 1u
+#define RPCOOL__R_VERSION 2u
 #define RPCOOL__R_HELLO_MAGIC 0x31524c4843434f52ull /* "RCOCHLR1" */
 #define RPCOOL__R_TRAILER 0x3152544f4f435052ull
 #define RPCOOL__R_RING ((size_t)4 << 20)   /* each side's receive ring */
@@ -60,6 +66,12 @@
 #define RPCOOL__R_AREA (64 + 2 * RPCOOL__R_RING + 64 + RPCOOL__R_HELLO)
 #define RPCOOL__R_FREES 256u               /* reply frees queued before a FREE frame goes */
 #define RPCOOL__R_FETCH_MS 10000u          /* a page fetch waits this long for its client */
+#define RPCOOL__R_MAXENT 256u              /* entries (whole, kept, patch) in one CALL */
+/* A CALL entry's kind, in the top bits of its length: whole pages (their bytes follow), pages
+   kept from the previous call (no bytes), a patch of bytes inside a kept page. */
+#define RPCOOL__R_KEEP (1ull << 63)
+#define RPCOOL__R_PATCH (1ull << 62)
+#define RPCOOL__R_DONE_LOST 1u             /* DONE.flags: some kept pages were not kept */
 /* The RC ACK timeout of rpcool's queue pairs: 4.096 us x 2^17 = 0.54 s, 7 tries (retry_cnt 6),
    so a silent peer is declared dead after about 4 s. krconn's default (67 ms, about 0.5 s in
    all) declared live peers dead between loaded emulated guests. */
@@ -177,6 +189,19 @@ struct rpcool__rconn {
     uint32_t fetch_id;
     uint64_t sleeps, polls;      /* times this side slept on the channel / polled the CQ */
     uint64_t rtt_ns;             /* client: recent round trips (moving average) */
+    /* the pages the server holds from the last call, with a copy of their bytes (client: what
+       it sent; server: what it installed): a page unchanged on both sides is kept for the next
+       call instead of travelling again (client: under post_lock; server: serving thread) */
+    pthread_mutex_t post_lock;
+    struct rpcool__rrange held[RPCOOL__R_MAXENT];
+    unsigned nheld;
+    char *hbuf, *hbuf2;
+    size_t hcap, hcap2;
+    int held_reset;              /* client: the server lost some: send everything next call */
+    int lost;                    /* server: this call's DONE says so */
+    /* step timings, for RPCOOL_DEBUG's log (sums in ns, and counts) */
+    uint64_t tm_n, tm_post, tm_wait, tm_in, tm_run, tm_out, tm_gap, tm_bytes, tm_kept;
+    uint64_t tm_last, tm_gapn;
     /* client side: frees to send */
     pthread_mutex_t free_lock;
     uint64_t *frees;
@@ -257,7 +282,10 @@ static void rpcool__r_conn_free(struct rpcool__rconn *rc)
     pthread_mutex_destroy(&rc->tx_lock);
     pthread_mutex_destroy(&rc->free_lock);
     pthread_mutex_destroy(&rc->pop_lock);
+    pthread_mutex_destroy(&rc->post_lock);
     rpcool__free(rc->pop);
+    rpcool__free(rc->hbuf);
+    rpcool__free(rc->hbuf2);
     rpcool__free(rc);
 }
 
@@ -286,6 +314,7 @@ static int rpcool__r_prep(krconn_ctx *kc, struct rpcool__rconn **out)
     pthread_mutex_init(&rc->tx_lock, NULL);
     pthread_mutex_init(&rc->free_lock, NULL);
     pthread_mutex_init(&rc->pop_lock, NULL);
+    pthread_mutex_init(&rc->post_lock, NULL);
     rc->backlog_tail = &rc->backlog;
     rc->evfd = -1;
     if (posix_memalign((void **)&rc->area, 4096, RPCOOL__R_AREA)) {
@@ -735,6 +764,7 @@ static void rpcool__r_client_frame(rpcool_conn *c, struct rpcool__rconn *rc, str
             memcpy((void *)(uintptr_t)ba, q, (size_t)bl); /* the reply, at its own address */
             q += (bl + 7) & ~(uint64_t)7;
         }
+        if (h->flags & RPCOOL__R_DONE_LOST) rcp__store(&rc->held_reset, 1);
         struct rpcool__resp *sl = &c->hdr->resp[i];
         sl->status = status;
         sl->ret = status == RPCOOL_E_PROTO ? 0 : h->a;
@@ -829,6 +859,8 @@ static int rpcool__r_post(rpcool_conn *c, unsigned i)
         }
     }
     uint64_t frees[RPCOOL__R_FREES];
+    pthread_mutex_lock(&rc->post_lock);
+    uint64_t t0 = rcp__now_ns();
     pthread_mutex_lock(&rc->free_lock);
     unsigned nf = rc->nfrees;
     memcpy(frees, rc->frees, nf * sizeof *frees);
@@ -844,26 +876,115 @@ static int rpcool__r_post(rpcool_conn *c, unsigned i)
     h.a = sl->arg;
     h.b = sl->arg_len;
     h.n1 = nf;
-    struct rpcool__rpart parts[1 + 2 * RPCOOL__R_MAXEXT];
-    uint64_t hdrs[RPCOOL__R_MAXEXT][2];
-    unsigned np = 0;
-    size_t room = RPCOOL__R_MAXFRAME - sizeof h - 8 - nf * 8;
-    parts[np++] = (struct rpcool__rpart){frees, nf * 8};
+    /* what travels: the extents as whole pages, at most what fits in a frame (the rest is
+       fetched when touched); taken into a copy first, so that what the server gets and what we
+       remember it holds are the same bytes even if another thread writes meanwhile */
+    uint64_t pg = rpcool__page_size(), total = 0;
+    uint64_t budget = RPCOOL__R_MAXFRAME - sizeof h - 8 - nf * 8 - 16 * RPCOOL__R_MAXENT;
     for (unsigned k = 0; k < m; k++) {
         uint64_t len = ext[k][1] - ext[k][0];
-        if (16 + len > room) {
-            uint64_t pg = rpcool__page_size();
-            if (room < 16 + pg) break;
-            len = (room - 16) & ~(pg - 1); /* what fits; the rest is fetched on touch */
-        }
-        hdrs[k][0] = ext[k][0];
-        hdrs[k][1] = len;
-        parts[np++] = (struct rpcool__rpart){hdrs[k], 16};
-        parts[np++] = (struct rpcool__rpart){(const void *)(uintptr_t)ext[k][0], (size_t)len};
-        room -= 16 + len;
-        h.n2++;
+        if (total + len > budget) len = (budget - total) & ~(pg - 1);
+        if (!len) { m = k; break; }
+        ext[k][1] = ext[k][0] + len;
+        total += len;
     }
-    int r = rpcool__r_send(rc, &h, parts, np, 0);
+    if (total > rc->hcap2) {
+        char *nb = (char *)RPCOOL_MALLOC((size_t)total);
+        if (!nb) { /* no copy: nothing is kept, this call sends its pages whole */
+            m = 0;
+            total = 0;
+        } else {
+            rpcool__free(rc->hbuf2);
+            rc->hbuf2 = nb;
+            rc->hcap2 = (size_t)total;
+        }
+    }
+    for (unsigned k = 0, off = 0; k < m; off += (unsigned)(ext[k][1] - ext[k][0]), k++)
+        memcpy(rc->hbuf2 + off, (const void *)(uintptr_t)ext[k][0],
+               (size_t)(ext[k][1] - ext[k][0]));
+    if (rcp__load(&rc->held_reset)) {
+        rcp__store(&rc->held_reset, 0);
+        rc->nheld = 0;
+    }
+    /* entries: a page the server holds from the last call and that did not change is KEPT (no
+       bytes); one that changed is kept with a PATCH of its changed bytes; any other travels
+       WHOLE. Range entries ascend; a patch lies inside a kept range. */
+    uint64_t (*en)[2] = (uint64_t(*)[2])rpcool__calloc(RPCOOL__R_MAXENT, 16 + sizeof(char *));
+    const char **esrc = en ? (const char **)(void *)(en + RPCOOL__R_MAXENT) : NULL;
+    struct rpcool__rpart *parts =
+        (struct rpcool__rpart *)rpcool__calloc(1 + 2 * RPCOOL__R_MAXENT, sizeof *parts);
+    int r = 0;
+    unsigned ne = 0, lastr = ~0u, j = 0, np = 0;
+    uint64_t oj = 0, kept = 0;
+    size_t off = 0;
+    if (!en || !parts) {
+        r = -ENOMEM;
+        goto out;
+    }
+    for (unsigned k = 0; k < m; k++) {
+        uint64_t lo = ext[k][0], hi = ext[k][1];
+        for (uint64_t p = lo; p < hi; p += pg) {
+            const char *cur = rc->hbuf2 + off + (p - lo);
+            while (j < rc->nheld && rc->held[j].hi <= p) {
+                oj += rc->held[j].hi - rc->held[j].lo;
+                j++;
+            }
+            const char *old = j < rc->nheld && rc->held[j].lo <= p
+                                  ? rc->hbuf + oj + (p - rc->held[j].lo) : NULL;
+            uint64_t kind = 0, plo = 0, phi = 0;
+            if (ne + 3 + (m - k) > RPCOOL__R_MAXENT) old = NULL; /* out of entries: whole */
+            if (old) {
+                kind = RPCOOL__R_KEEP;
+                if (memcmp(old, cur, (size_t)pg)) { /* the changed bytes, in 8-byte words */
+                    while (plo < pg && !memcmp(old + plo, cur + plo, 8)) plo += 8;
+                    phi = pg;
+                    while (phi > plo && !memcmp(old + phi - 8, cur + phi - 8, 8)) phi -= 8;
+                }
+            }
+            if (lastr != ~0u && (en[lastr][1] & RPCOOL__R_KEEP) == kind &&
+                en[lastr][0] + (en[lastr][1] & ~RPCOOL__R_KEEP) == p) {
+                en[lastr][1] += pg; /* extends the last range */
+            } else {
+                lastr = ne++;
+                en[lastr][0] = p;
+                en[lastr][1] = pg | kind;
+                esrc[lastr] = kind ? NULL : cur;
+            }
+            if (kind) kept += pg;
+            if (phi > plo) {
+                en[ne][0] = p + plo;
+                en[ne][1] = (phi - plo) | RPCOOL__R_PATCH;
+                esrc[ne++] = cur + plo;
+            }
+        }
+        off += (size_t)(hi - lo);
+    }
+    parts[np++] = (struct rpcool__rpart){frees, nf * 8};
+    for (unsigned e = 0; e < ne; e++) {
+        parts[np++] = (struct rpcool__rpart){en[e], 16};
+        if (!(en[e][1] & RPCOOL__R_KEEP))
+            parts[np++] = (struct rpcool__rpart){esrc[e], (size_t)(en[e][1] & ~RPCOOL__R_PATCH)};
+    }
+    h.n2 = ne;
+    r = rpcool__r_send(rc, &h, parts, np, 0);
+    if (!r) { /* the server holds these pages now: remember them */
+        char *t = rc->hbuf;
+        size_t tc = rc->hcap;
+        rc->hbuf = rc->hbuf2;
+        rc->hcap = rc->hcap2;
+        rc->hbuf2 = t;
+        rc->hcap2 = tc;
+        for (unsigned k = 0; k < m; k++)
+            rc->held[k] = (struct rpcool__rrange){ext[k][0], ext[k][1]};
+        rc->nheld = m;
+        rc->tm_kept += kept;
+        rc->tm_bytes += total - kept;
+    }
+out:
+    rpcool__free(en);
+    rpcool__free(parts);
+    rc->tm_post += rcp__now_ns() - t0;
+    pthread_mutex_unlock(&rc->post_lock);
     if (r) { /* the frees were not sent: queue them again */
         pthread_mutex_lock(&rc->free_lock);
         for (unsigned k = 0; k < nf && rc->nfrees < RPCOOL__R_FREES; k++)
@@ -887,6 +1008,8 @@ static int rpcool__r_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
         if (rcp__load(&c->hdr->resp[i].state) == done) {
             uint64_t took = rcp__now_ns() - t0; /* the round trips the next waits expect */
             rcp__store_relaxed(&rc->rtt_ns, rtt ? (7 * rtt + took) / 8 : took);
+            rc->tm_wait += took;
+            rc->tm_n++;
             return 0;
         }
         int d = rcp__load(&rc->dead);
@@ -1087,6 +1210,12 @@ fail_rc:
 static int rpcool__r_disconnect(rpcool_conn *c)
 {
     struct rpcool__rconn *rc = c->rdma;
+    if (rc->tm_n)
+        rpcool__log(&c->log, RPCOOL_LOG_INFO, "rdma steps, mean of %llu calls: post %.1f us, "
+                    "post to DONE seen %.1f us; %llu bytes kept, %llu sent as whole pages",
+                    (unsigned long long)rc->tm_n, rc->tm_post / 1e3 / rc->tm_n,
+                    rc->tm_wait / 1e3 / rc->tm_n, (unsigned long long)rc->tm_kept,
+                    (unsigned long long)rc->tm_bytes);
     if (!rcp__load(&rc->dead)) {
         struct rpcool__rf h;
         memset(&h, 0, sizeof h);
@@ -1274,6 +1403,8 @@ static void rpcool__r_done(struct rpcool__rconn *rc, unsigned slot, uint32_t gen
         if (status < 0) { ret = NULL; ret_len = 0; }
     }
     h.status = status;
+    h.flags = rc->lost ? RPCOOL__R_DONE_LOST : 0u;
+    rc->lost = 0;
     h.a = (uint64_t)(uintptr_t)ret;
     h.b = ret ? ret_len : 0;
     h.n1 = np / 2;
@@ -1313,12 +1444,128 @@ static int rpcool__r_install(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, 
     return 0;
 }
 
+/* A CALL's entries [q, end) (n of them), checked, then placed in the mirror (see r_serve).
+   Sets rc->lost when a kept page was not ours to keep (the client sends it whole next time). */
+static int rpcool__r_entries(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, const char *q,
+                             const char *end, uint32_t n)
+{
+    uint64_t pg = rpcool__page_size();
+    struct rpcool__rent { uint64_t a, l, kind; const char *src; int ok; } *e = NULL;
+    int st = 0;
+    uint64_t prev = 0, total = 0;
+    struct rpcool__rrange keep[RPCOOL__R_MAXENT];
+    unsigned nk = 0;
+    if (n > RPCOOL__R_MAXENT) { st = RPCOOL_E_PROTO; goto fail; }
+    e = (struct rpcool__rent *)rpcool__calloc(n ? n : 1, sizeof *e);
+    if (!e) { st = -ENOMEM; goto fail; }
+    for (uint32_t k = 0; k < n; k++) {
+        uint64_t a, l;
+        if (end - q < 16) { st = RPCOOL_E_PROTO; goto fail; }
+        memcpy(&a, q, 8);
+        memcpy(&l, q + 8, 8);
+        q += 16;
+        uint64_t kind = l & (RPCOOL__R_KEEP | RPCOOL__R_PATCH);
+        l &= ~(RPCOOL__R_KEEP | RPCOOL__R_PATCH);
+        if (kind == (RPCOOL__R_KEEP | RPCOOL__R_PATCH)) { st = RPCOOL_E_PROTO; goto fail; }
+        if (kind != RPCOOL__R_KEEP) { /* bytes follow */
+            if (l > (uint64_t)(end - q)) { st = RPCOOL_E_PROTO; goto fail; }
+            e[k].src = q;
+            q += l;
+        }
+        if (!l || !rpcool__r_in_mirror(rc, (void *)(uintptr_t)a, l)) {
+            st = RPCOOL_E_BADPTR;
+            goto fail;
+        }
+        if (kind == RPCOOL__R_PATCH) {
+            if (l > pg || (a & ~(pg - 1)) != ((a + l - 1) & ~(pg - 1))) { /* one page */
+                st = RPCOOL_E_PROTO;
+                goto fail;
+            }
+        } else {
+            if ((a & (pg - 1)) || (l & (pg - 1))) { st = RPCOOL_E_BADPTR; goto fail; }
+            if (a < prev) { st = RPCOOL_E_PROTO; goto fail; } /* ranges ascend, apart */
+            prev = a + l;
+        }
+        e[k] = (struct rpcool__rent){a, l, kind, e[k].src, 0};
+    }
+    /* kept ranges: ours only if the last call installed them and nobody wrote them since */
+    if (rc->pop_all) rc->nheld = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        if (e[k].kind != RPCOOL__R_KEEP) continue;
+        uint64_t oj = 0;
+        unsigned j = 0;
+        while (j < rc->nheld && rc->held[j].hi <= e[k].a) {
+            oj += rc->held[j].hi - rc->held[j].lo;
+            j++;
+        }
+        if (j < rc->nheld && rc->held[j].lo <= e[k].a && e[k].a + e[k].l <= rc->held[j].hi &&
+            !memcmp((const void *)(uintptr_t)e[k].a, rc->hbuf + oj + (e[k].a - rc->held[j].lo),
+                    (size_t)e[k].l))
+            e[k].ok = 1;
+        else
+            rc->lost = 1;
+    }
+    for (uint32_t k = 0; k < n; k++)
+        if (e[k].kind == 0 || (e[k].kind == RPCOOL__R_KEEP && e[k].ok)) {
+            keep[nk++] = (struct rpcool__rrange){e[k].a, e[k].a + e[k].l};
+            total += e[k].l;
+        }
+    rpcool__r_pop_trim(rc, keep, nk);
+    rc->nheld = 0; /* from here on the mirror changes */
+    for (uint32_t k = 0; k < n && !st; k++) {
+        if (e[k].kind == 0) st = rpcool__r_install(rs, rc, e[k].a, e[k].l, e[k].src);
+        else if (e[k].kind == RPCOOL__R_KEEP && e[k].ok)
+            rpcool__r_pop_add(rc, e[k].a, e[k].a + e[k].l);
+    }
+    for (uint32_t k = 0; k < n && !st; k++) { /* patches, inside a kept range */
+        if (e[k].kind != RPCOOL__R_PATCH) continue;
+        uint32_t j = 0;
+        while (j < n && !(e[j].kind == RPCOOL__R_KEEP && e[j].a <= e[k].a &&
+                          e[k].a + e[k].l <= e[j].a + e[j].l))
+            j++;
+        if (j == n) st = RPCOOL_E_PROTO;
+        else if (e[j].ok) memcpy((void *)(uintptr_t)e[k].a, e[k].src, (size_t)e[k].l);
+    }
+    if (st) goto fail;
+    /* what the mirror holds now, copied, for the next call's kept ranges */
+    if (total > rc->hcap2) {
+        char *nb = (char *)RPCOOL_MALLOC((size_t)total);
+        if (!nb) nk = 0, total = 0, rc->lost = 1;
+        else { rpcool__free(rc->hbuf2); rc->hbuf2 = nb; rc->hcap2 = (size_t)total; }
+    }
+    for (unsigned k = 0, off = 0; k < nk; off += (unsigned)(keep[k].hi - keep[k].lo), k++)
+        memcpy(rc->hbuf2 + off, (const void *)(uintptr_t)keep[k].lo,
+               (size_t)(keep[k].hi - keep[k].lo));
+    {
+        char *t = rc->hbuf;
+        size_t tc = rc->hcap;
+        rc->hbuf = rc->hbuf2;
+        rc->hcap = rc->hcap2;
+        rc->hbuf2 = t;
+        rc->hcap2 = tc;
+    }
+    memcpy(rc->held, keep, nk * sizeof *keep);
+    rc->nheld = nk;
+    rpcool__free(e);
+    return 0;
+fail:
+    rc->nheld = 0;
+    rc->lost = 1;
+    rpcool__free(e);
+    return st;
+}
+
 /* Serve the CALL frame h of rc (under rx_lock, which this releases once the frame is read). */
 static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
                             struct rpcool__rf *h, int from_ring)
 {
     rpcool_server *s = w->s;
     struct rpcool__rsrv *rs = s->rdma;
+    uint64_t t0 = rcp__now_ns(), t1 = 0, t2 = 0;
+    if (rc->tm_last && t0 - rc->tm_last < 100000000u) { /* from our last DONE to this CALL */
+        rc->tm_gap += t0 - rc->tm_last;
+        rc->tm_gapn++;
+    }
     unsigned slot = h->slot, fnid = h->fn, cflags = h->flags;
     uint32_t gen = h->gen;
     void *arg = (void *)(uintptr_t)h->a;
@@ -1331,36 +1578,12 @@ static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
         memcpy(&a, q, 8);
         rpcool__r_free_group(rc, a);
     }
-    /* the extents: checked first, then every page of an earlier call that they do not cover
-       is dropped (nothing is served stale), then they are copied in */
-    struct rpcool__rrange ext[RPCOOL__R_MAXEXT + 2];
-    const char *src[RPCOOL__R_MAXEXT + 2];
-    unsigned ne = 0;
-    uint64_t pg = rpcool__page_size();
-    if (h->n2 > RPCOOL__R_MAXEXT + 2) status = RPCOOL_E_PROTO;
-    for (uint32_t k = 0; !status && k < h->n2; k++) {
-        uint64_t a, l;
-        if (end - q < 16) { status = RPCOOL_E_PROTO; break; }
-        memcpy(&a, q, 8);
-        memcpy(&l, q + 8, 8);
-        q += 16;
-        if (l > (uint64_t)(end - q)) { status = RPCOOL_E_PROTO; break; }
-        if ((a & (pg - 1)) || (l & (pg - 1)) || !rpcool__r_in_mirror(rc, (void *)(uintptr_t)a, l)) {
-            status = RPCOOL_E_BADPTR;
-            break;
-        }
-        unsigned j = ne++; /* kept sorted by start */
-        for (; j > 0 && ext[j - 1].lo > a; j--) {
-            ext[j] = ext[j - 1];
-            src[j] = src[j - 1];
-        }
-        ext[j] = (struct rpcool__rrange){a, a + l};
-        src[j] = q;
-        q += l;
-    }
-    if (!status) rpcool__r_pop_trim(rc, ext, ne);
-    for (unsigned k = 0; !status && k < ne; k++)
-        status = rpcool__r_install(rs, rc, ext[k].lo, ext[k].hi - ext[k].lo, src[k]);
+    /* the entries: checked first; kept pages are checked against our copy of what the last
+       call installed (a handler may have written them); then every page of an earlier call
+       that this one neither keeps nor sends again is dropped (nothing is served stale), the
+       whole pages are copied in and the patches applied */
+    if (!status) status = rpcool__r_entries(rs, rc, q, end, h->n2);
+    else rc->nheld = 0;
     if (from_ring) rpcool__r_consume(rc, h);
     pthread_mutex_unlock(&rc->rx_lock);
     rc->group++;
@@ -1402,7 +1625,9 @@ static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
     if (status == 0) {
         int fence = (ctx.flags & RPCOOL_SANDBOX) && s->npkeys;
         if (fence) rpcool__pkeys(s, -1, 0);
+        t1 = rcp__now_ns();
         status = rpcool__run_handler(&ctx, e, fn, arg, len);
+        t2 = rcp__now_ns();
         if (fence) rpcool__pkeys(s, -1, 1);
         rcp__fetch_add(&s->st.calls, 1u);
         if (!ctx.aborted && status == RPCOOL_E_FAULT) rcp__fetch_add(&s->st.faults, 1u);
@@ -1414,6 +1639,13 @@ static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
     }
     if (rcp__load(&rc->dead)) return;
     rpcool__r_done(rc, slot, gen, status, ctx.ret, ctx.ret ? ctx.ret_len : 0);
+    rc->tm_last = rcp__now_ns();
+    if (t1) {
+        rc->tm_n++;
+        rc->tm_in += t1 - t0;
+        rc->tm_run += t2 - t1;
+        rc->tm_out += rc->tm_last - t2;
+    }
     if (w->cap > RPCOOL__COPY_KEEP) {
         rpcool__free(w->buf);
         w->buf = NULL;
@@ -1617,6 +1849,13 @@ static void rpcool__r_reap(rpcool_server *s, uint64_t now, int all)
                         "%llu times so far)", s->name, (unsigned long long)rc->base,
                         why == RPCOOL_E_CLOSED ? "disconnected" : "gone: reclaimed",
                         (unsigned long long)rs->sleeps);
+            if (rc->tm_n)
+                rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: rdma steps, mean of %llu calls: frame "
+                            "to handler %.1f us, handler %.1f us, handler to DONE posted %.1f us, "
+                            "DONE posted to next CALL %.1f us (gaps under 0.1 s)", s->name,
+                            (unsigned long long)rc->tm_n, rc->tm_in / 1e3 / rc->tm_n,
+                            rc->tm_run / 1e3 / rc->tm_n, rc->tm_out / 1e3 / rc->tm_n,
+                            rc->tm_gapn ? rc->tm_gap / 1e3 / rc->tm_gapn : 0.0);
         }
         if (all && rc->state == RPCOOL__RS_ACTIVE && !why) {
             struct rpcool__rf h; /* the server closes: tell the client */

@@ -10,6 +10,9 @@
  *   tree_reply      the server builds a tree with rpcool_ctx_alloc: the client walks it in place
  *   fetch_on_touch  a list whose nodes are NOT sent: the server's mirror fetches each page
  *   changed         the client changes the list between calls: the server sees the new values
+ *   keep_patch      pages kept from the last call: unchanged ones are not sent again, a changed
+ *                   byte travels as a patch, a page the HANDLER wrote is not kept (the client's
+ *                   bytes are seen), a 64 B argument and an arena tree changed between calls
  *   bad_input       unknown handler, argument outside the heap, bad flags
  *   async           64 calls in flight, completed with rpcool_wait and rpcool_progress
  *   fuzz_ring       malformed frames (garbage types, lengths, addresses) through the real ring:
@@ -23,7 +26,7 @@
 #include <sys/wait.h>
 
 #define NAME "rdmat"
-enum { H_ECHO = 1, H_SUM, H_TREE, H_LIST, H_SLOW, H_QUIT, H_DOC };
+enum { H_ECHO = 1, H_SUM, H_TREE, H_LIST, H_SLOW, H_QUIT, H_DOC, H_FNV, H_SCRIBBLE };
 
 struct node {
     struct node *l, *r;
@@ -103,6 +106,29 @@ static int h_doc(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     return atoi(s + 1);
 }
 
+static int fnv(const unsigned char *p, size_t len)
+{
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < len; i++) h = (h ^ p[i]) * 16777619u;
+    return (int)(h & 0x7fffffff);
+}
+
+/* The checksum of the argument's bytes. */
+static int h_fnv(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)ctx, (void)user;
+    return fnv((const unsigned char *)arg, len);
+}
+
+/* The same, then the handler writes over its argument (the mirror): that must not be kept. */
+static int h_scribble(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)ctx, (void)user;
+    int h = fnv((const unsigned char *)arg, len);
+    memset(arg, 0xa5, len);
+    return h;
+}
+
 static int h_slow(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
     (void)ctx, (void)arg, (void)len, (void)user;
@@ -174,6 +200,8 @@ static int serve(const char *how)
     rpcool_server_add_handler(s, H_SLOW, h_slow, NULL, 0);
     rpcool_server_add_handler(s, H_QUIT, h_quit, s, 0);
     rpcool_server_add_handler(s, H_DOC, h_doc, NULL, RPCOOL_SANDBOX);
+    rpcool_server_add_handler(s, H_FNV, h_fnv, NULL, 0);
+    rpcool_server_add_handler(s, H_SCRIBBLE, h_scribble, NULL, 0);
     pid_t lp = -1;
     if (with_local && (lp = fork()) == 0) _exit(local_client() ? 1 : 0);
     if (with_local) rpcool_server_start(s, 1); /* shared-memory clients too */
@@ -388,6 +416,67 @@ static void noop(void)
     rpcool_disconnect(c);
 }
 
+static void keep_patch(void)
+{
+    rpcool_conn *c = conn();
+    if (!c) return;
+    size_t len = 3 * 4096 + 100;
+    unsigned char *b = (unsigned char *)rpcool_alloc(c, len);
+    for (size_t i = 0; i < len; i++) b[i] = (unsigned char)(i * 7 + 1);
+    uint64_t kept0 = c->rdma->tm_kept, whole0 = c->rdma->tm_bytes;
+    CHECK_EQ(rpcool_call(c, H_FNV, b, len, NULL, NULL), fnv(b, len)); /* sent whole */
+    uint64_t kept1 = c->rdma->tm_kept, whole1 = c->rdma->tm_bytes;
+    CHECK_EQ(rpcool_call(c, H_FNV, b, len, NULL, NULL), fnv(b, len)); /* kept */
+    uint64_t kept2 = c->rdma->tm_kept, whole2 = c->rdma->tm_bytes;
+    CHECKF(whole1 > whole0 && kept2 - kept1 >= 3 * 4096 && whole2 == whole1,
+           "kept %llu -> %llu -> %llu, whole %llu -> %llu -> %llu", (unsigned long long)kept0,
+           (unsigned long long)kept1, (unsigned long long)kept2, (unsigned long long)whole0,
+           (unsigned long long)whole1, (unsigned long long)whole2);
+    b[5000] ^= 0x40; /* one byte: a patch */
+    b[len - 1] ^= 0x11;
+    CHECK_EQ(rpcool_call(c, H_FNV, b, len, NULL, NULL), fnv(b, len));
+    CHECK_EQ(c->rdma->tm_bytes, whole2);
+    /* the handler writes its argument: the server must not keep those pages */
+    CHECK_EQ(rpcool_call(c, H_SCRIBBLE, b, len, NULL, NULL), fnv(b, len));
+    CHECK_EQ(rpcool_call(c, H_FNV, b, len, NULL, NULL), fnv(b, len));
+    b[77] ^= 1;
+    CHECK_EQ(rpcool_call(c, H_FNV, b, len, NULL, NULL), fnv(b, len));
+    CHECK_EQ(rpcool_call(c, H_FNV, b, len, NULL, NULL), fnv(b, len));
+    /* a 64-byte argument, changed in place between calls */
+    unsigned char *m = (unsigned char *)rpcool_alloc(c, 64);
+    for (int round = 0; round < 20; round++) {
+        for (int i = 0; i < 64; i++) m[i] = (unsigned char)(round * 31 + i * (round & 3));
+        CHECKF(rpcool_call(c, H_FNV, m, 64, NULL, NULL) == fnv(m, 64), "64 B round %d", round);
+    }
+    /* a tree in an arena: one value changes between calls, the new sum is seen */
+    rpcool_arena a;
+    CHECK(rpcool_arena_init(&a, rpcool_heap(c), 4096 * sizeof(struct node) + 4096) == 0);
+    uint64_t want = 0, next = 1;
+    struct node *t = abuild(&a, 4096, &want, &next);
+    rpcool_extent ex = {a.base, rpcool_arena_used(&a)};
+    rpcool_call_opts co;
+    memset(&co, 0, sizeof co);
+    co.extents = &ex;
+    co.nextents = 1;
+    for (int round = 0; round < 6; round++) {
+        void *ret = NULL;
+        size_t n = 0;
+        int rc = rpcool_call_ex(c, H_SUM, t, sizeof *t, &co, &ret, &n);
+        CHECKF(rc == 0 && *(uint64_t *)ret == want, "tree round %d: %s, sum %llu want %llu", round,
+               rpcool_strerror(rc), rc ? 0ull : (unsigned long long)*(uint64_t *)ret,
+               (unsigned long long)want);
+        if (!rc) rpcool_free(c, ret);
+        struct node *x = t;
+        for (int d = 0; d < round && x->r; d++) x = x->r; /* a deeper node each round */
+        x->v += 1000;
+        want += 1000;
+    }
+    rpcool_arena_destroy(&a);
+    printf("# keep_patch: %llu bytes kept, %llu sent as whole pages\n",
+           (unsigned long long)c->rdma->tm_kept, (unsigned long long)c->rdma->tm_bytes);
+    rpcool_disconnect(c);
+}
+
 static void bad_input(void)
 {
     rpcool_conn *c = conn();
@@ -476,6 +565,7 @@ static int run_client(void)
     RUN(fetch_and_change);
     RUN(docstore);
     RUN(noop);
+    RUN(keep_patch);
     RUN(bad_input);
     RUN(async);
     RUN(fuzz_ring);
