@@ -20,6 +20,7 @@
 #include "../../krconn.h" /* first: its implementation needs _GNU_SOURCE before any system header */
 #include "../../bench/hist.h"
 #include "vmt.h"
+#include <arpa/inet.h>
 #include <pthread.h>
 
 #define VERBS_PORT 18620
@@ -100,6 +101,117 @@ static int verbs_server(int lfd)
     }
     rcp__verbs_close(&d);
     return 0;
+}
+
+
+/* ---------------------------------------------------------------- probe: GID kinds */
+
+/* What an RTR and an address handle cost towards each kind of GID the port has: the
+ * IPv4-mapped RoCE v2 GID krconn uses, the IPv6 link-local RoCE v2 one, a RoCE v1 one if any
+ * (the kernel derives a link-local destination's MAC from the GID without the IP stack only
+ * when the source GID is RoCE v1). Two RC QPs of this process; the QP is reset and brought back
+ * to INIT between RTRs, only the RTR is timed. Lines: "# gid ..." (the table), and
+ * probe_rtr_KIND/1, probe_ah_KIND/1 in the usual format (KIND: mapped, linklocal,
+ * linklocal_rocevone). */
+static void probe_gids(int n)
+{
+    rcp__verbs_dev d;
+    struct ibv_cq *cq = NULL;
+    struct ibv_qp *qa = NULL, *qb = NULL;
+    if (rcp__verbs_open(NULL, &d)) { printf("# probe: no device\n"); return; }
+    int idx[3] = {-1, -1, -1}; /* v2 IPv4-mapped, v2 link-local, v1 link-local */
+    union ibv_gid gid[3];
+    for (int i = 0; i < d.port_attr.gid_tbl_len; i++) {
+        struct ibv_gid_entry e;
+        if (ibv_query_gid_ex(d.ctx, d.port, (uint32_t)i, &e, 0)) continue;
+        if (rcp__verbs_gid_is_zero(&e.gid)) continue;
+        char t[64];
+        inet_ntop(AF_INET6, e.gid.raw, t, sizeof t);
+        int v2 = e.gid_type == IBV_GID_TYPE_ROCE_V2;
+        int ll = e.gid.raw[0] == 0xfe && (e.gid.raw[1] & 0xc0) == 0x80;
+        printf("# gid %d %s %s\n", i,
+               v2 ? "RoCEv2" : e.gid_type == IBV_GID_TYPE_ROCE_V1 ? "RoCEv1" : "IB", t);
+        int k = v2 && rcp__verbs_gid_is_v4mapped(&e.gid) ? 0 : v2 && ll ? 1 : !v2 && ll ? 2 : -1;
+        if (k >= 0 && idx[k] < 0) { idx[k] = i; gid[k] = e.gid; }
+    }
+    if (rcp__verbs_cq_create(&d, 16, 0, &cq) || rcp__verbs_qp_create(&d, cq, cq, NULL, &qa) ||
+        rcp__verbs_qp_create(&d, cq, cq, NULL, &qb)) {
+        printf("# probe: no QPs\n");
+        goto out;
+    }
+    /* names without digits: tests/vm/run.sh passes on "[a-z_]+/[0-9]+ " lines only */
+    static const char *kind[3] = {"mapped", "linklocal", "linklocal_rocevone"};
+    for (int k = 0; k < 3; k++) {
+        if (idx[k] < 0) { printf("# probe: no %s GID on this port\n", kind[k]); continue; }
+        rcp__verbs_dev dk = d;
+        dk.gid_index = idx[k];
+        rcp__verbs_ep r;
+        memset(&r, 0, sizeof r);
+        r.qpn = qb->qp_num;
+        r.psn = 1;
+        memcpy(r.gid, gid[k].raw, 16);
+        hist hr, ha;
+        hist_init(&hr, (size_t)n);
+        hist_init(&ha, (size_t)n);
+        uint64_t tr = 0, ta = 0;
+        int err = 0;
+        for (int i = 0; i < n && !err; i++) {
+            struct ibv_qp_attr a;
+            memset(&a, 0, sizeof a);
+            a.qp_state = IBV_QPS_RESET;
+            if (ibv_modify_qp(qa, &a, IBV_QP_STATE)) { err = errno; break; }
+            a.qp_state = IBV_QPS_INIT;
+            a.port_num = d.port;
+            a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+            if (ibv_modify_qp(qa, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                          IBV_QP_ACCESS_FLAGS)) {
+                err = errno;
+                break;
+            }
+            memset(&a, 0, sizeof a);
+            a.qp_state = IBV_QPS_RTR;
+            a.path_mtu = d.port_attr.active_mtu;
+            a.dest_qp_num = r.qpn;
+            a.rq_psn = 1;
+            a.max_dest_rd_atomic = 1;
+            a.min_rnr_timer = 12;
+            rcp__verbs_ah_attr(&dk, &r, &a.ah_attr);
+            uint64_t t = hist_now();
+            if (ibv_modify_qp(qa, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+                                          IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
+                err = errno;
+                break;
+            }
+            uint64_t t1 = hist_now();
+            hist_add(&hr, t1 - t);
+            tr += t1 - t;
+            struct ibv_ah *ah;
+            t = hist_now();
+            if (rcp__verbs_ah_create(&dk, &r, &ah)) { err = errno ? errno : EIO; break; }
+            t1 = hist_now();
+            hist_add(&ha, t1 - t);
+            ta += t1 - t;
+            ibv_destroy_ah(ah);
+        }
+        char name[64];
+        if (err) {
+            printf("FAIL bench_krconn-probe-%s: gid index %d, after %zu: %s\n", kind[k], idx[k],
+                   hr.n, strerror(err));
+        } else {
+            snprintf(name, sizeof name, "probe_rtr_%s/1", kind[k]);
+            hist_print(&hr, name, (double)n * 1e9 / (double)tr);
+            snprintf(name, sizeof name, "probe_ah_%s/1", kind[k]);
+            hist_print(&ha, name, (double)n * 1e9 / (double)ta);
+        }
+        hist_free(&hr);
+        hist_free(&ha);
+    }
+out:
+    if (qa) rcp__verbs_qp_destroy(qa);
+    if (qb) rcp__verbs_qp_destroy(qb);
+    if (cq) rcp__verbs_cq_destroy(cq);
+    rcp__verbs_close(&d);
 }
 
 /* ---------------------------------------------------------------- krconn */
@@ -365,6 +477,7 @@ int main(int argc, char **argv)
     run_connects("krconn_virtual", 2, n * 5, 0);
     krconn_disconnect(held);
     run_lookups(n);
+    probe_gids(n / 4);
 
     krconn_ctx_destroy(cli);
     if (write(srv_fd, "Q", 1) != 1) {}
