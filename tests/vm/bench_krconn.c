@@ -110,9 +110,9 @@ static int verbs_server(int lfd)
  * IPv4-mapped RoCE v2 GID krconn uses, the IPv6 link-local RoCE v2 one, a RoCE v1 one if any
  * (the kernel derives a link-local destination's MAC from the GID without the IP stack only
  * when the source GID is RoCE v1). Two RC QPs of this process; the QP is reset and brought back
- * to INIT between RTRs, only the RTR is timed. Lines: "# gid ..." (the table), and
- * probe_rtr_KIND/1, probe_ah_KIND/1 in the usual format (KIND: mapped, linklocal,
- * linklocal_rocevone). */
+ * to INIT between RTRs, only the RTR is timed; the kinds alternate round by round. Lines:
+ * "# gid ..." (the table), and probe_rtr_KIND/1, probe_ah_KIND/1 in the usual format (KIND:
+ * mapped, linklocal, linklocal_rocevone). */
 static void probe_gids(int n)
 {
     rcp__verbs_dev d;
@@ -141,32 +141,37 @@ static void probe_gids(int n)
     }
     /* names without digits: tests/vm/run.sh passes on "[a-z_]+/[0-9]+ " lines only */
     static const char *kind[3] = {"mapped", "linklocal", "linklocal_rocevone"};
+    /* the kinds alternate, one RTR and one address handle each per round, so that all see the
+       same load */
+    hist hr[3], ha[3];
+    uint64_t tr[3] = {0, 0, 0}, ta[3] = {0, 0, 0};
+    int err[3] = {0, 0, 0};
     for (int k = 0; k < 3; k++) {
-        if (idx[k] < 0) { printf("# probe: no %s GID on this port\n", kind[k]); continue; }
-        rcp__verbs_dev dk = d;
-        dk.gid_index = idx[k];
-        rcp__verbs_ep r;
-        memset(&r, 0, sizeof r);
-        r.qpn = qb->qp_num;
-        r.psn = 1;
-        memcpy(r.gid, gid[k].raw, 16);
-        hist hr, ha;
-        hist_init(&hr, (size_t)n);
-        hist_init(&ha, (size_t)n);
-        uint64_t tr = 0, ta = 0;
-        int err = 0;
-        for (int i = 0; i < n && !err; i++) {
+        hist_init(&hr[k], (size_t)n);
+        hist_init(&ha[k], (size_t)n);
+        if (idx[k] < 0) printf("# probe: no %s GID on this port\n", kind[k]);
+    }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 3; k++) {
+            if (idx[k] < 0 || err[k]) continue;
+            rcp__verbs_dev dk = d;
+            dk.gid_index = idx[k];
+            rcp__verbs_ep r;
+            memset(&r, 0, sizeof r);
+            r.qpn = qb->qp_num;
+            r.psn = 1;
+            memcpy(r.gid, gid[k].raw, 16);
             struct ibv_qp_attr a;
             memset(&a, 0, sizeof a);
             a.qp_state = IBV_QPS_RESET;
-            if (ibv_modify_qp(qa, &a, IBV_QP_STATE)) { err = errno; break; }
+            if (ibv_modify_qp(qa, &a, IBV_QP_STATE)) { err[k] = errno; continue; }
             a.qp_state = IBV_QPS_INIT;
             a.port_num = d.port;
             a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
             if (ibv_modify_qp(qa, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
                                           IBV_QP_ACCESS_FLAGS)) {
-                err = errno;
-                break;
+                err[k] = errno;
+                continue;
             }
             memset(&a, 0, sizeof a);
             a.qp_state = IBV_QPS_RTR;
@@ -180,32 +185,36 @@ static void probe_gids(int n)
             if (ibv_modify_qp(qa, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
                                           IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
                                           IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
-                err = errno;
-                break;
+                err[k] = errno;
+                continue;
             }
             uint64_t t1 = hist_now();
-            hist_add(&hr, t1 - t);
-            tr += t1 - t;
+            hist_add(&hr[k], t1 - t);
+            tr[k] += t1 - t;
             struct ibv_ah *ah;
             t = hist_now();
-            if (rcp__verbs_ah_create(&dk, &r, &ah)) { err = errno ? errno : EIO; break; }
+            if (rcp__verbs_ah_create(&dk, &r, &ah)) {
+                err[k] = errno ? errno : EIO;
+                continue;
+            }
             t1 = hist_now();
-            hist_add(&ha, t1 - t);
-            ta += t1 - t;
+            hist_add(&ha[k], t1 - t);
+            ta[k] += t1 - t;
             ibv_destroy_ah(ah);
         }
+    for (int k = 0; k < 3; k++) {
         char name[64];
-        if (err) {
+        if (err[k]) {
             printf("FAIL bench_krconn-probe-%s: gid index %d, after %zu: %s\n", kind[k], idx[k],
-                   hr.n, strerror(err));
-        } else {
+                   hr[k].n, strerror(err[k]));
+        } else if (idx[k] >= 0) {
             snprintf(name, sizeof name, "probe_rtr_%s/1", kind[k]);
-            hist_print(&hr, name, (double)n * 1e9 / (double)tr);
+            hist_print(&hr[k], name, (double)n * 1e9 / (double)tr[k]);
             snprintf(name, sizeof name, "probe_ah_%s/1", kind[k]);
-            hist_print(&ha, name, (double)n * 1e9 / (double)ta);
+            hist_print(&ha[k], name, (double)n * 1e9 / (double)ta[k]);
         }
-        hist_free(&hr);
-        hist_free(&ha);
+        hist_free(&hr[k]);
+        hist_free(&ha[k]);
     }
 out:
     if (qa) rcp__verbs_qp_destroy(qa);
