@@ -405,15 +405,38 @@ static void run_new_and_verbs(int n)
     hist_init(&hv, (size_t)n);
     krconn_ctx_stats(cli, &c0);
     server_stats(&s0);
+    /* per-connect steps, for their medians (the sums in krconn_stats give means, which the
+       tail dominates): this side's stats around each connect, the peer's after each close
+       (kept only when exactly this connect was accepted since the last look) */
+    enum { S_REQ, S_RTR, S_RTS, S_PEER, S_PRTR, S_PPOST, S_WIRE, S_N };
+    static const char *sname[S_N] = {"request", "RTR", "RTS", "peer_answer", "peer_answer:RTR",
+                                     "peer_answer:post_send", "request-peer_answer"};
+    hist sh[S_N];
+    for (int j = 0; j < S_N; j++) hist_init(&sh[j], (size_t)n);
+    krconn_stats ca, cb, sa = s0, sb;
     for (int i = 0; i < n; i++) { /* packets per connect: see krconn_new/2 */
         krconn *k;
+        krconn_ctx_stats(cli, &ca);
         uint64_t t = hist_now();
         int rc = krconn_connect(cli, &srv, &co, &k);
         uint64_t dt = hist_now() - t;
         if (rc) die("krconn_new", rc);
         hist_add(&hk, dt);
         tk += dt;
+        krconn_ctx_stats(cli, &cb);
         krconn_disconnect(k);
+        hist_add(&sh[S_REQ], cb.ns_request - ca.ns_request);
+        hist_add(&sh[S_RTR], cb.ns_modify_rtr - ca.ns_modify_rtr);
+        hist_add(&sh[S_RTS], (cb.ns_modify - ca.ns_modify) - (cb.ns_modify_rtr - ca.ns_modify_rtr));
+        server_stats(&sb);
+        if (sb.accepts == sa.accepts + 1) {
+            hist_add(&sh[S_PEER], sb.ns_accept - sa.ns_accept);
+            hist_add(&sh[S_PRTR], sb.ns_accept_modify - sa.ns_accept_modify);
+            hist_add(&sh[S_PPOST], sb.ns_accept_send - sa.ns_accept_send);
+            uint64_t rq = cb.ns_request - ca.ns_request, pa = sb.ns_accept - sa.ns_accept;
+            hist_add(&sh[S_WIRE], rq > pa ? rq - pa : 0);
+        }
+        sa = sb;
         dt = verbs_one(&d, st);
         hist_add(&hv, dt);
         tv += dt;
@@ -438,6 +461,13 @@ static void run_new_and_verbs(int n)
                (double)(s1.ns_accept_send - s0.ns_accept_send) / 1e3 / (double)acc);
         printf("step %s peer_after_answer:RTS %.1f\n", full,
                (double)(s1.ns_accept_rts - s0.ns_accept_rts) / 1e3 / (double)acc);
+    }
+    printf("# krconn_new/1: the peer's steps of %zu of %d connects seen one by one\n",
+           sh[S_PEER].n, n);
+    for (int j = 0; j < S_N; j++) {
+        if (sh[j].n)
+            printf("step %s median:%s %.1f\n", full, sname[j], (double)hist_median(&sh[j]) / 1e3);
+        hist_free(&sh[j]);
     }
     printf("step verbs_tcp/1 create_cq_qp_init %.1f\n", (double)st[0] / 1e3 / n);
     printf("step verbs_tcp/1 tcp_connect_exchange %.1f\n", (double)st[1] / 1e3 / n);
