@@ -414,6 +414,9 @@ static void run_new_and_verbs(int n)
     hist sh[S_N];
     for (int j = 0; j < S_N; j++) hist_init(&sh[j], (size_t)n);
     krconn_stats ca, cb, sa = s0, sb;
+    memset(&ca, 0, sizeof ca);
+    memset(&cb, 0, sizeof cb);
+    memset(&sb, 0, sizeof sb);
     for (int i = 0; i < n; i++) { /* packets per connect: see krconn_new/2 */
         krconn *k;
         krconn_ctx_stats(cli, &ca);
