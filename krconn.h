@@ -92,21 +92,26 @@
    background thread (at once when half the pool is used, else within 200 ms), so a connect never
    waits for ibv_create_qp while the pool has QPs. A context's address (krconn_addr) is {GID, UD
    QPN, qkey, generation}; the generation is a random 64-bit number drawn when the context is
-   created, so a restarted peer is told apart from the one it replaces even if it gets the same
-   QPN. krconn_connect takes a pooled QP and sends ONE UD request {QPN, PSN, nonce, the generation
-   it expects}; the peer's context takes a pooled QP of its own, moves it to RTR, answers {QPN,
-   PSN, nonce} and then moves it to RTS; the client moves its QP to RTR and RTS. The peer's context
-   answers from its background thread (or from any of its threads that is waiting on krconn), so
-   the peer program does nothing for a connection to exist; krconn_accept hands incoming
-   connections to a program that wants them (krconn_ctx_opts.accept_backlog). Both sides first
-   create a UD address handle towards the other's GID, which resolves the neighbour (ARP) entry, so
-   the RC QP's RTR does not wait for it. A connection to a context that this context already has a
-   physical connection with is VIRTUAL: it shares that RC QP and its CQ and sends no packet;
-   completions are handed to the connection that posted the work (wr_id's top 16 bits carry the
-   connection's tag, so user wr_ids are 48 bits). QP attributes: rnr_retry 6 (finite),
-   min_rnr_timer 12 (0.64 ms), timeout 14 (67 ms) and retry_cnt 6 (rxe treats 7 as "forever", so 7
-   is refused): a silent peer fails an operation within about 0.5 s (7 sends, 67 ms apart, plus the
-   kernel timer's slack). All can be set in krconn_ctx_opts.
+   created, so a restarted peer is told apart from the one it replaces even if it gets the same QPN.
+   krconn_connect takes a pooled QP and sends ONE UD request {QPN, PSN, nonce, the generation it
+   expects}; the peer's context takes a pooled QP of its own, moves it to RTR, answers {QPN, PSN,
+   nonce} and then moves it to RTS; the client moves its QP to RTR and RTS. The peer's context
+   answers from its background thread (or from any of its threads that is waiting on krconn), so the
+   peer program does nothing for a connection to exist; krconn_accept hands incoming connections to
+   a program that wants them (krconn_ctx_opts.accept_backlog). Both sides first create a UD address
+   handle towards the other's GID, which resolves the neighbour (ARP) entry, so the RC QP's RTR does
+   not wait for it. The source GID, unless krconn_ctx_opts.fixed_gid names one, is on RoCE the
+   port's first RoCE v2 GID with an IPv4-mapped address (else another RoCE v2 one, else RoCE v1), on
+   InfiniBand index 0: an IPv4-mapped GID is routable between subnets, and the IPv6 link-local one
+   would not spare the kernel's address resolution in an RTR or an address handle (Linux derives the
+   MAC from a link-local destination GID without the IP stack only when the source GID is RoCE v1;
+   rxe has RoCE v2 GIDs only). A connection to a context that this context already has a physical
+   connection with is VIRTUAL: it shares that RC QP and its CQ and sends no packet; completions are
+   handed to the connection that posted the work (wr_id's top 16 bits carry the connection's tag, so
+   user wr_ids are 48 bits). QP attributes: rnr_retry 6 (finite), min_rnr_timer 12 (0.64 ms),
+   timeout 14 (67 ms) and retry_cnt 6 (rxe treats 7 as "forever", so 7 is refused): a silent peer
+   fails an operation within about 0.5 s (7 sends, 67 ms apart, plus the kernel timer's slack). All
+   can be set in krconn_ctx_opts.
    Closing the last connection on a physical QP sends the peer a UD "disconnect" (no wait), resets
    the QP and puts it back in the pool (or destroys it when the pool is full): QPs, CQs and MRs
    stay bounded however many connects and closes there are.

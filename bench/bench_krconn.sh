@@ -5,9 +5,13 @@
 #   krconn_virtual/T   krconn connect to a context already connected (shares the QP)
 #   krconn_lookup_*    directory lookup: shared memory, and the meta server by RDMA READ
 #   verbs_tcp/1        plain verbs: create CQ+QP, INIT, endpoints over TCP, RTR, RTS
+#   probe_rtr_KIND/1   one RTR (QP reset to INIT in between), and probe_ah_KIND/1 one
+#   probe_ah_KIND/1    ibv_create_ah, towards each kind of GID the port has (mapped: the
+#                      IPv4-mapped RoCE v2 GID krconn uses; linklocal: the fe80:: RoCE v2 one)
 #   rdma_cm/1          rdmacm-utils' cmtime, one connection per run, a fresh server per run:
 #                      create id + resolve addr + resolve route + create qp + connect
 # Absolute times under TCG mean little: read the ratios, which come from this one run.
+# VM_SMP=N gives the guest N virtual CPUs (default 2; tests/vm/run.sh).
 # Prints "NAME MEDIAN_NS P99_NS OPS_PER_S" lines (bench/README.md), the step breakdowns, device
 # packets per connect, and the ratios; kept in build/bench/krconn.txt (full guest output:
 # build/bench/krconn.log; KRCONN_BENCH_LOG=FILE re-reads a kept log instead of running).
@@ -22,7 +26,7 @@ else
     load0=$(cut -d' ' -f1 /proc/loadavg)
     sh tests/vm/run.sh krconn-bench >"$B/krconn.log" 2>&1
     rc=$?
-    echo "# host load average $load0 at the start, $(cut -d' ' -f1 /proc/loadavg) at the end; commit $(git rev-parse --short HEAD 2>/dev/null)" >>"$B/krconn.log"
+    echo "# host load average $load0 at the start, $(cut -d' ' -f1 /proc/loadavg) at the end; guest vCPUs ${VM_SMP:-2}; commit $(git rev-parse --short HEAD 2>/dev/null)" >>"$B/krconn.log"
 fi
 tr -d '\r' <"$B/krconn.log" | awk '
     function median(a, n,    i, j, t) { # sorts a[1..n]
@@ -66,6 +70,12 @@ tr -d '\r' <"$B/krconn.log" | awk '
             if (!(ks[j] in med) || med[ks[j]] == 0) continue
             if ("rdma_cm/1" in med) printf "rdma_cm/1 / %-18s %9.1fx\n", ks[j], med["rdma_cm/1"] / med[ks[j]]
             if ("verbs_tcp/1" in med) printf "verbs_tcp/1 / %-16s %9.1fx\n", ks[j], med["verbs_tcp/1"] / med[ks[j]]
+        }
+        split("rtr ah", pk2, " ")
+        for (j = 1; j <= 2; j++) {
+            a = "probe_" pk2[j] "_linklocal/1"; b = "probe_" pk2[j] "_mapped/1"
+            if ((a in med) && (b in med) && med[b] > 0)
+                printf "%s / %s %9.2fx\n", a, b, med[a] / med[b]
         }
         if (("krconn_new/2" in ops) && ops["krconn_new/1"] > 0) printf "krconn_new connects/s, 2 threads / 1: %.2f\n", ops["krconn_new/2"] / ops["krconn_new/1"]
         if (("krconn_virtual/2" in ops) && ops["krconn_virtual/1"] > 0) printf "krconn_virtual connects/s, 2 threads / 1: %.2f\n", ops["krconn_virtual/2"] / ops["krconn_virtual/1"]

@@ -20,6 +20,7 @@
 #include "../../krconn.h" /* first: its implementation needs _GNU_SOURCE before any system header */
 #include "../../bench/hist.h"
 #include "vmt.h"
+#include <arpa/inet.h>
 #include <pthread.h>
 
 #define VERBS_PORT 18620
@@ -100,6 +101,126 @@ static int verbs_server(int lfd)
     }
     rcp__verbs_close(&d);
     return 0;
+}
+
+
+/* ---------------------------------------------------------------- probe: GID kinds */
+
+/* What an RTR and an address handle cost towards each kind of GID the port has: the
+ * IPv4-mapped RoCE v2 GID krconn uses, the IPv6 link-local RoCE v2 one, a RoCE v1 one if any
+ * (the kernel derives a link-local destination's MAC from the GID without the IP stack only
+ * when the source GID is RoCE v1). Two RC QPs of this process; the QP is reset and brought back
+ * to INIT between RTRs, only the RTR is timed; the kinds alternate round by round. Lines:
+ * "# gid ..." (the table), and probe_rtr_KIND/1, probe_ah_KIND/1 in the usual format (KIND:
+ * mapped, linklocal, linklocal_rocevone). */
+static void probe_gids(int n)
+{
+    rcp__verbs_dev d;
+    struct ibv_cq *cq = NULL;
+    struct ibv_qp *qa = NULL, *qb = NULL;
+    if (rcp__verbs_open(NULL, &d)) { printf("# probe: no device\n"); return; }
+    int idx[3] = {-1, -1, -1}; /* v2 IPv4-mapped, v2 link-local, v1 link-local */
+    union ibv_gid gid[3];
+    for (int i = 0; i < d.port_attr.gid_tbl_len; i++) {
+        struct ibv_gid_entry e;
+        if (ibv_query_gid_ex(d.ctx, d.port, (uint32_t)i, &e, 0)) continue;
+        if (rcp__verbs_gid_is_zero(&e.gid)) continue;
+        char t[64];
+        inet_ntop(AF_INET6, e.gid.raw, t, sizeof t);
+        int v2 = e.gid_type == IBV_GID_TYPE_ROCE_V2;
+        int ll = e.gid.raw[0] == 0xfe && (e.gid.raw[1] & 0xc0) == 0x80;
+        printf("# gid %d %s %s\n", i,
+               v2 ? "RoCEv2" : e.gid_type == IBV_GID_TYPE_ROCE_V1 ? "RoCEv1" : "IB", t);
+        int k = v2 && rcp__verbs_gid_is_v4mapped(&e.gid) ? 0 : v2 && ll ? 1 : !v2 && ll ? 2 : -1;
+        if (k >= 0 && idx[k] < 0) { idx[k] = i; gid[k] = e.gid; }
+    }
+    if (rcp__verbs_cq_create(&d, 16, 0, &cq) || rcp__verbs_qp_create(&d, cq, cq, NULL, &qa) ||
+        rcp__verbs_qp_create(&d, cq, cq, NULL, &qb)) {
+        printf("# probe: no QPs\n");
+        goto out;
+    }
+    /* names without digits: tests/vm/run.sh passes on "[a-z_]+/[0-9]+ " lines only */
+    static const char *kind[3] = {"mapped", "linklocal", "linklocal_rocevone"};
+    /* the kinds alternate, one RTR and one address handle each per round, so that all see the
+       same load */
+    hist hr[3], ha[3];
+    uint64_t tr[3] = {0, 0, 0}, ta[3] = {0, 0, 0};
+    int err[3] = {0, 0, 0};
+    for (int k = 0; k < 3; k++) {
+        hist_init(&hr[k], (size_t)n);
+        hist_init(&ha[k], (size_t)n);
+        if (idx[k] < 0) printf("# probe: no %s GID on this port\n", kind[k]);
+    }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 3; k++) {
+            if (idx[k] < 0 || err[k]) continue;
+            rcp__verbs_dev dk = d;
+            dk.gid_index = idx[k];
+            rcp__verbs_ep r;
+            memset(&r, 0, sizeof r);
+            r.qpn = qb->qp_num;
+            r.psn = 1;
+            memcpy(r.gid, gid[k].raw, 16);
+            struct ibv_qp_attr a;
+            memset(&a, 0, sizeof a);
+            a.qp_state = IBV_QPS_RESET;
+            if (ibv_modify_qp(qa, &a, IBV_QP_STATE)) { err[k] = errno; continue; }
+            a.qp_state = IBV_QPS_INIT;
+            a.port_num = d.port;
+            a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+            if (ibv_modify_qp(qa, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+                                          IBV_QP_ACCESS_FLAGS)) {
+                err[k] = errno;
+                continue;
+            }
+            memset(&a, 0, sizeof a);
+            a.qp_state = IBV_QPS_RTR;
+            a.path_mtu = d.port_attr.active_mtu;
+            a.dest_qp_num = r.qpn;
+            a.rq_psn = 1;
+            a.max_dest_rd_atomic = 1;
+            a.min_rnr_timer = 12;
+            rcp__verbs_ah_attr(&dk, &r, &a.ah_attr);
+            uint64_t t = hist_now();
+            if (ibv_modify_qp(qa, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+                                          IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
+                err[k] = errno;
+                continue;
+            }
+            uint64_t t1 = hist_now();
+            hist_add(&hr[k], t1 - t);
+            tr[k] += t1 - t;
+            struct ibv_ah *ah;
+            t = hist_now();
+            if (rcp__verbs_ah_create(&dk, &r, &ah)) {
+                err[k] = errno ? errno : EIO;
+                continue;
+            }
+            t1 = hist_now();
+            hist_add(&ha[k], t1 - t);
+            ta[k] += t1 - t;
+            ibv_destroy_ah(ah);
+        }
+    for (int k = 0; k < 3; k++) {
+        char name[64];
+        if (err[k]) {
+            printf("FAIL bench_krconn-probe-%s: gid index %d, after %zu: %s\n", kind[k], idx[k],
+                   hr[k].n, strerror(err[k]));
+        } else if (idx[k] >= 0) {
+            snprintf(name, sizeof name, "probe_rtr_%s/1", kind[k]);
+            hist_print(&hr[k], name, (double)n * 1e9 / (double)tr[k]);
+            snprintf(name, sizeof name, "probe_ah_%s/1", kind[k]);
+            hist_print(&ha[k], name, (double)n * 1e9 / (double)ta[k]);
+        }
+        hist_free(&hr[k]);
+        hist_free(&ha[k]);
+    }
+out:
+    if (qa) rcp__verbs_qp_destroy(qa);
+    if (qb) rcp__verbs_qp_destroy(qb);
+    if (cq) rcp__verbs_cq_destroy(cq);
+    rcp__verbs_close(&d);
 }
 
 /* ---------------------------------------------------------------- krconn */
@@ -284,15 +405,41 @@ static void run_new_and_verbs(int n)
     hist_init(&hv, (size_t)n);
     krconn_ctx_stats(cli, &c0);
     server_stats(&s0);
+    /* per-connect steps, for their medians (the sums in krconn_stats give means, which the
+       tail dominates): this side's stats around each connect, the peer's after each close
+       (kept only when exactly this connect was accepted since the last look) */
+    enum { S_REQ, S_RTR, S_RTS, S_PEER, S_PRTR, S_PPOST, S_WIRE, S_N };
+    static const char *sname[S_N] = {"request", "RTR", "RTS", "peer_answer", "peer_answer:RTR",
+                                     "peer_answer:post_send", "request-peer_answer"};
+    hist sh[S_N];
+    for (int j = 0; j < S_N; j++) hist_init(&sh[j], (size_t)n);
+    krconn_stats ca, cb, sa = s0, sb;
+    memset(&ca, 0, sizeof ca);
+    memset(&cb, 0, sizeof cb);
+    memset(&sb, 0, sizeof sb);
     for (int i = 0; i < n; i++) { /* packets per connect: see krconn_new/2 */
         krconn *k;
+        krconn_ctx_stats(cli, &ca);
         uint64_t t = hist_now();
         int rc = krconn_connect(cli, &srv, &co, &k);
         uint64_t dt = hist_now() - t;
         if (rc) die("krconn_new", rc);
         hist_add(&hk, dt);
         tk += dt;
+        krconn_ctx_stats(cli, &cb);
         krconn_disconnect(k);
+        hist_add(&sh[S_REQ], cb.ns_request - ca.ns_request);
+        hist_add(&sh[S_RTR], cb.ns_modify_rtr - ca.ns_modify_rtr);
+        hist_add(&sh[S_RTS], (cb.ns_modify - ca.ns_modify) - (cb.ns_modify_rtr - ca.ns_modify_rtr));
+        server_stats(&sb);
+        if (sb.accepts == sa.accepts + 1) {
+            hist_add(&sh[S_PEER], sb.ns_accept - sa.ns_accept);
+            hist_add(&sh[S_PRTR], sb.ns_accept_modify - sa.ns_accept_modify);
+            hist_add(&sh[S_PPOST], sb.ns_accept_send - sa.ns_accept_send);
+            uint64_t rq = cb.ns_request - ca.ns_request, pa = sb.ns_accept - sa.ns_accept;
+            hist_add(&sh[S_WIRE], rq > pa ? rq - pa : 0);
+        }
+        sa = sb;
         dt = verbs_one(&d, st);
         hist_add(&hv, dt);
         tv += dt;
@@ -317,6 +464,13 @@ static void run_new_and_verbs(int n)
                (double)(s1.ns_accept_send - s0.ns_accept_send) / 1e3 / (double)acc);
         printf("step %s peer_after_answer:RTS %.1f\n", full,
                (double)(s1.ns_accept_rts - s0.ns_accept_rts) / 1e3 / (double)acc);
+    }
+    printf("# krconn_new/1: the peer's steps of %zu of %d connects seen one by one\n",
+           sh[S_PEER].n, n);
+    for (int j = 0; j < S_N; j++) {
+        if (sh[j].n)
+            printf("step %s median:%s %.1f\n", full, sname[j], (double)hist_median(&sh[j]) / 1e3);
+        hist_free(&sh[j]);
     }
     printf("step verbs_tcp/1 create_cq_qp_init %.1f\n", (double)st[0] / 1e3 / n);
     printf("step verbs_tcp/1 tcp_connect_exchange %.1f\n", (double)st[1] / 1e3 / n);
@@ -365,6 +519,7 @@ int main(int argc, char **argv)
     run_connects("krconn_virtual", 2, n * 5, 0);
     krconn_disconnect(held);
     run_lookups(n);
+    probe_gids(n / 4);
 
     krconn_ctx_destroy(cli);
     if (write(srv_fd, "Q", 1) != 1) {}
