@@ -7,7 +7,7 @@
    of noop, pingpong, onecpu, seal, payload, tree, kv, connect; default all).
        cc -O2 -pthread -I. bench/rpcool_bench.c -o rpcool_bench && ./rpcool_bench -f
    -S onecpu (with -1 only): rpcool/onecpu/{relaxed,yield_pingpong,futex_pingpong,
-   uds_socketpair/64,getppid,sched_yield_alone}@cpu0 in alternating blocks (see the suite).
+   uds_socketpair/64,getppid,sched_yield_alone,yield_pingpong_threads}@cpu0 in alternating blocks (see the suite).
    Result names: rpcool/noop/MODE (MODE also sealed-batch64, sealed-batch64-pages, sealed-8B, relaxed-8B), rpcool/pingpong/{relaxed,line}, rpcool/seal/{relaxed,sealed,mprotect_pair}/SIZE, rpcool/payload/MODE/SIZE, rpcool/tree/MODE/NODES,
    rpcool/kv/get/VALUE_SIZE, rpcool/kv/put/VALUE_SIZE, rpcool/connect/HEAP_SIZE (rpcool_connect
    until the first call can be made: the server hands over a heap it made ahead and a channel
@@ -307,6 +307,18 @@ static void run(rpcool_conn *c, const char *name, long iters, unsigned fn, const
 
 static void *arena_alloc(void *ctx, size_t size) { return rpcool_arena_alloc((rpcool_arena *)ctx, size, 8); }
 
+/* The onecpu suite's thread peer: a yield ping-pong on the line {go, mode, req, resp}. */
+static void *oc_thread(void *p)
+{
+    uint32_t *req = (uint32_t *)p + 2, *resp = (uint32_t *)p + 3, last = 0, v;
+    for (;;) {
+        while ((v = __atomic_load_n(req, __ATOMIC_ACQUIRE)) == last) sched_yield();
+        if (v == 0xffffffffu) return NULL;
+        __atomic_store_n(resp, v, __ATOMIC_RELEASE);
+        last = v;
+    }
+}
+
 static int client(const struct peer_opts *o, const char *chan, void *unused)
 {
     (void)unused;
@@ -446,12 +458,14 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
        (two yields, two switches), a bare futex ping-pong (wake + wait on each side: four system
        calls, two switches), a 64-byte UNIX stream socketpair round trip, and two one-process
        costs with the peer asleep: getppid() (a bare system call) and sched_yield() with no
-       other task to run. The floor processes are one forked child (it inherits CPU 0 and sleeps
+       other task to run, and the yield ping-pong between two threads of this process (no
+       address-space switch). The floor processes are one forked child (it inherits CPU 0 and sleeps
        on a futex between blocks). "# onecpu" line: socket / each, medians (goal >= 6 for rpcool). */
     if (want("onecpu") && !rdma_client && o->same_cpu) {
-        enum { OC_N = 6 };
+        enum { OC_N = 7 };
         static const char *const ocname[OC_N] = {"relaxed", "yield_pingpong", "futex_pingpong",
-                                                 "uds_socketpair/64", "getppid", "sched_yield_alone"};
+                                                 "uds_socketpair/64", "getppid", "sched_yield_alone",
+                                                 "yield_pingpong_threads"};
         long blocks = n / 100 < 20 ? 20 : n / 100;
         hist h[OC_N];
         uint64_t tt[OC_N] = {0};
@@ -494,6 +508,10 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
             }
         }
         close(sp[1]);
+        /* mode 6: the same yield ping-pong with a thread of this process (no address-space
+           switch); the thread is started per block and stopped with OC_STOP */
+        struct oc *ot = oc + 1; /* the next 16 bytes of the page */
+        pthread_t th;
         char buf[64];
         memset(buf, 0, sizeof buf);
         uint32_t seq = 0;
@@ -503,6 +521,12 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
                    one-process costs need the peer asleep: 1 ms of sleep before each block but
                    rpcool's, so that only the two tasks measured run on the CPU */
                 if (m >= 1) usleep(1000);
+                if (m == 6) {
+                    __atomic_store_n(&ot->req, 0, __ATOMIC_RELEASE);
+                    __atomic_store_n(&ot->resp, 0, __ATOMIC_RELEASE);
+                    seq = 0;
+                    if (pthread_create(&th, NULL, oc_thread, ot)) return 1;
+                }
                 if (m >= 1 && m <= 3) { /* wake the peer into mode m */
                     __atomic_store_n(&oc->req, 0, __ATOMIC_RELEASE);
                     __atomic_store_n(&oc->resp, 0, __ATOMIC_RELEASE);
@@ -533,7 +557,11 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
                         if (peer_write_full(sp[0], buf, sizeof buf) || peer_read_full(sp[0], buf, sizeof buf)) return 1;
                         break;
                     case 4: (void)getppid(); break;
-                    default: sched_yield(); break;
+                    case 5: sched_yield(); break;
+                    default:
+                        __atomic_store_n(&ot->req, v, __ATOMIC_RELEASE);
+                        while (__atomic_load_n(&ot->resp, __ATOMIC_ACQUIRE) != v) sched_yield();
+                        break;
                     }
                     if (k < 0) continue;
                     e = hist_now();
@@ -544,6 +572,9 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
                     __atomic_store_n(&oc->req, OC_STOP, __ATOMIC_RELEASE);
                     syscall(SYS_futex, &oc->req, FUTEX_WAKE, 1, NULL, NULL, 0);
                     while (__atomic_load_n(&oc->resp, __ATOMIC_ACQUIRE) != OC_STOP) sched_yield();
+                } else if (m == 6) {
+                    __atomic_store_n(&ot->req, OC_STOP, __ATOMIC_RELEASE);
+                    pthread_join(th, NULL);
                 } else if (m == 3) {
                     buf[0] = 1;
                     if (peer_write_full(sp[0], buf, sizeof buf) || peer_read_full(sp[0], buf, sizeof buf)) return 1;
@@ -563,11 +594,11 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
         }
         printf("# onecpu: socket / relaxed = %.2f (goal >= 6), socket / yield ping-pong = %.2f, "
                "socket / futex ping-pong = %.2f, relaxed / yield ping-pong = %.3f; medians ns: relaxed %.0f "
-               "yield %.0f futex %.0f socket %.0f getppid %.0f lone yield %.0f (alternating blocks "
-               "of 100, %ld each)\n",
+               "yield %.0f futex %.0f socket %.0f getppid %.0f lone yield %.0f thread yield %.0f "
+               "(alternating blocks of 100, %ld each)\n",
                med[0] > 0 ? med[3] / med[0] : 0.0, med[1] > 0 ? med[3] / med[1] : 0.0,
                med[2] > 0 ? med[3] / med[2] : 0.0, med[1] > 0 ? med[0] / med[1] : 0.0, med[0],
-               med[1], med[2], med[3], med[4], med[5], blocks * 100);
+               med[1], med[2], med[3], med[4], med[5], med[6], blocks * 100);
         for (int m = 0; m < OC_N; m++) hist_free(&h[m]);
         close(sp[0]);
         munmap(oc, 4096);
