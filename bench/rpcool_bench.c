@@ -7,7 +7,8 @@
    of noop, pingpong, onecpu, seal, payload, tree, kv, connect; default all).
        cc -O2 -pthread -I. bench/rpcool_bench.c -o rpcool_bench && ./rpcool_bench -f
    -S onecpu (with -1 only): rpcool/onecpu/{relaxed,yield_pingpong,futex_pingpong,
-   uds_socketpair/64,getppid,sched_yield_alone,yield_pingpong_threads}@cpu0 in alternating blocks (see the suite).
+   uds_socketpair/64,getppid,sched_yield_alone,yield_pingpong_threads}@cpu0 in alternating
+   blocks (see the suite).
    Result names: rpcool/noop/MODE (MODE also sealed-batch64, sealed-batch64-pages, sealed-8B, relaxed-8B), rpcool/pingpong/{relaxed,line}, rpcool/seal/{relaxed,sealed,mprotect_pair}/SIZE, rpcool/payload/MODE/SIZE, rpcool/tree/MODE/NODES,
    rpcool/kv/get/VALUE_SIZE, rpcool/kv/put/VALUE_SIZE, rpcool/connect/HEAP_SIZE (rpcool_connect
    until the first call can be made: the server hands over a heap it made ahead and a channel
@@ -459,13 +460,14 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
        calls, two switches), a 64-byte UNIX stream socketpair round trip, and two one-process
        costs with the peer asleep: getppid() (a bare system call) and sched_yield() with no
        other task to run, and the yield ping-pong between two threads of this process (no
-       address-space switch). The floor processes are one forked child (it inherits CPU 0 and sleeps
-       on a futex between blocks). "# onecpu" line: socket / each, medians (goal >= 6 for rpcool). */
+       address-space switch). The floor processes are one forked child (it inherits CPU 0 and
+       sleeps on a futex between blocks). "# onecpu" line: socket / each, medians (goal >= 6 for
+       rpcool). */
     if (want("onecpu") && !rdma_client && o->same_cpu) {
         enum { OC_N = 7 };
-        static const char *const ocname[OC_N] = {"relaxed", "yield_pingpong", "futex_pingpong",
-                                                 "uds_socketpair/64", "getppid", "sched_yield_alone",
-                                                 "yield_pingpong_threads"};
+        static const char *const ocname[OC_N] = {
+            "relaxed", "yield_pingpong", "futex_pingpong", "uds_socketpair/64", "getppid",
+            "sched_yield_alone", "yield_pingpong_threads"};
         long blocks = n / 100 < 20 ? 20 : n / 100;
         hist h[OC_N];
         uint64_t tt[OC_N] = {0};
@@ -491,7 +493,8 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
                 if (mode == 0) _exit(0);
                 for (;;) {
                     if (mode == 1) {
-                        while ((v = __atomic_load_n(&oc->req, __ATOMIC_ACQUIRE)) == last) sched_yield();
+                        while ((v = __atomic_load_n(&oc->req, __ATOMIC_ACQUIRE)) == last)
+                            sched_yield();
                         __atomic_store_n(&oc->resp, v, __ATOMIC_RELEASE);
                     } else if (mode == 2) {
                         while ((v = __atomic_load_n(&oc->req, __ATOMIC_ACQUIRE)) == last)
@@ -499,7 +502,9 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
                         __atomic_store_n(&oc->resp, v, __ATOMIC_RELEASE);
                         syscall(SYS_futex, &oc->resp, FUTEX_WAKE, 1, NULL, NULL, 0);
                     } else {
-                        if (peer_read_full(sp[1], buf, sizeof buf) || peer_write_full(sp[1], buf, sizeof buf)) _exit(1);
+                        if (peer_read_full(sp[1], buf, sizeof buf) ||
+                            peer_write_full(sp[1], buf, sizeof buf))
+                            _exit(1);
                         v = buf[0] ? OC_STOP : 0;
                     }
                     if (v == OC_STOP) break;
@@ -554,7 +559,9 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
                             syscall(SYS_futex, &oc->resp, FUTEX_WAIT, v - 1, NULL, NULL, 0);
                         break;
                     case 3:
-                        if (peer_write_full(sp[0], buf, sizeof buf) || peer_read_full(sp[0], buf, sizeof buf)) return 1;
+                        if (peer_write_full(sp[0], buf, sizeof buf) ||
+                            peer_read_full(sp[0], buf, sizeof buf))
+                            return 1;
                         break;
                     case 4: (void)getppid(); break;
                     case 5: sched_yield(); break;
@@ -577,7 +584,9 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
                     pthread_join(th, NULL);
                 } else if (m == 3) {
                     buf[0] = 1;
-                    if (peer_write_full(sp[0], buf, sizeof buf) || peer_read_full(sp[0], buf, sizeof buf)) return 1;
+                    if (peer_write_full(sp[0], buf, sizeof buf) ||
+                        peer_read_full(sp[0], buf, sizeof buf))
+                        return 1;
                     buf[0] = 0;
                 }
             }
@@ -593,8 +602,8 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
             med[m] = (double)hist_median(&h[m]);
         }
         printf("# onecpu: socket / relaxed = %.2f (goal >= 6), socket / yield ping-pong = %.2f, "
-               "socket / futex ping-pong = %.2f, relaxed / yield ping-pong = %.3f; medians ns: relaxed %.0f "
-               "yield %.0f futex %.0f socket %.0f getppid %.0f lone yield %.0f thread yield %.0f "
+               "socket / futex ping-pong = %.2f, relaxed / yield ping-pong = %.3f; medians ns: "
+               "relaxed %.0f yield %.0f futex %.0f socket %.0f getppid %.0f lone yield %.0f thread yield %.0f "
                "(alternating blocks of 100, %ld each)\n",
                med[0] > 0 ? med[3] / med[0] : 0.0, med[1] > 0 ? med[3] / med[1] : 0.0,
                med[2] > 0 ? med[3] / med[2] : 0.0, med[1] > 0 ? med[0] / med[1] : 0.0, med[0],
