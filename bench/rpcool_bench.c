@@ -603,7 +603,8 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
         }
         printf("# onecpu: socket / relaxed = %.2f (goal >= 6), socket / yield ping-pong = %.2f, "
                "socket / futex ping-pong = %.2f, relaxed / yield ping-pong = %.3f; medians ns: "
-               "relaxed %.0f yield %.0f futex %.0f socket %.0f getppid %.0f lone yield %.0f thread yield %.0f "
+               "relaxed %.0f yield %.0f futex %.0f socket %.0f getppid %.0f lone yield %.0f "
+               "thread yield %.0f "
                "(alternating blocks of 100, %ld each)\n",
                med[0] > 0 ? med[3] / med[0] : 0.0, med[1] > 0 ? med[3] / med[1] : 0.0,
                med[2] > 0 ? med[3] / med[2] : 0.0, med[1] > 0 ? med[0] / med[1] : 0.0, med[0],
