@@ -4,8 +4,11 @@
    perftest conventions (bench/peer.h): no address = server, an address (the channel name) =
    client, -f = both (server forked, pinned to CPU 1; client on CPU 0). Options: -n ITERS for the
    no-op round trips (other suites scale from it), -w WARMUP, -P, -1, -T, -S SUITES (comma list
-   of noop, pingpong, seal, payload, tree, kv, connect; default all).
+   of noop, pingpong, onecpu, seal, payload, tree, kv, connect; default all).
        cc -O2 -pthread -I. bench/rpcool_bench.c -o rpcool_bench && ./rpcool_bench -f
+   -S onecpu (with -1 only): rpcool/onecpu/{relaxed,yield_pingpong,futex_pingpong,
+   uds_socketpair/64,getppid,sched_yield_alone,yield_pingpong_threads}@cpu0 in alternating
+   blocks (see the suite).
    Result names: rpcool/noop/MODE (MODE also sealed-batch64, sealed-batch64-pages, sealed-8B, relaxed-8B), rpcool/pingpong/{relaxed,line}, rpcool/seal/{relaxed,sealed,mprotect_pair}/SIZE, rpcool/payload/MODE/SIZE, rpcool/tree/MODE/NODES,
    rpcool/kv/get/VALUE_SIZE, rpcool/kv/put/VALUE_SIZE, rpcool/connect/HEAP_SIZE (rpcool_connect
    until the first call can be made: the server hands over a heap it made ahead and a channel
@@ -305,6 +308,18 @@ static void run(rpcool_conn *c, const char *name, long iters, unsigned fn, const
 
 static void *arena_alloc(void *ctx, size_t size) { return rpcool_arena_alloc((rpcool_arena *)ctx, size, 8); }
 
+/* The onecpu suite's thread peer: a yield ping-pong on the line {go, mode, req, resp}. */
+static void *oc_thread(void *p)
+{
+    uint32_t *req = (uint32_t *)p + 2, *resp = (uint32_t *)p + 3, last = 0, v;
+    for (;;) {
+        while ((v = __atomic_load_n(req, __ATOMIC_ACQUIRE)) == last) sched_yield();
+        if (v == 0xffffffffu) return NULL;
+        __atomic_store_n(resp, v, __ATOMIC_RELEASE);
+        last = v;
+    }
+}
+
 static int client(const struct peer_opts *o, const char *chan, void *unused)
 {
     (void)unused;
@@ -438,6 +453,165 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
         hist_free(&br);
         hist_free(&bp);
         rpcool_free(c, pl);
+    }
+    /* issue 14 item 3: on one CPU (-1 only), the relaxed no-op against its floors, in alternating
+       blocks of 100 in one run: a bare two-process ping-pong handing over with sched_yield
+       (two yields, two switches), a bare futex ping-pong (wake + wait on each side: four system
+       calls, two switches), a 64-byte UNIX stream socketpair round trip, and two one-process
+       costs with the peer asleep: getppid() (a bare system call) and sched_yield() with no
+       other task to run, and the yield ping-pong between two threads of this process (no
+       address-space switch). The floor processes are one forked child (it inherits CPU 0 and
+       sleeps on a futex between blocks). "# onecpu" line: socket / each, medians (goal >= 6 for
+       rpcool). */
+    if (want("onecpu") && !rdma_client && o->same_cpu) {
+        enum { OC_N = 7 };
+        static const char *const ocname[OC_N] = {
+            "relaxed", "yield_pingpong", "futex_pingpong", "uds_socketpair/64", "getppid",
+            "sched_yield_alone", "yield_pingpong_threads"};
+        long blocks = n / 100 < 20 ? 20 : n / 100;
+        hist h[OC_N];
+        uint64_t tt[OC_N] = {0};
+        for (int m = 0; m < OC_N; m++)
+            if (hist_init(&h[m], (size_t)blocks * 100)) return 1;
+        struct oc { uint32_t go, mode, req, resp; } *oc = (struct oc *)mmap(
+            NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        int sp[2];
+        if (oc == MAP_FAILED || socketpair(AF_UNIX, SOCK_STREAM, 0, sp)) return 1;
+        memset(oc, 0, sizeof *oc);
+        const uint32_t OC_STOP = 0xffffffffu;
+        pid_t kid = fork();
+        if (kid < 0) return 1;
+        if (kid == 0) { /* the floors' peer: the parent's CPU (inherited affinity) */
+            close(sp[0]);
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            char buf[64];
+            for (uint32_t go = 0;;) {
+                while (__atomic_load_n(&oc->go, __ATOMIC_ACQUIRE) == go)
+                    syscall(SYS_futex, &oc->go, FUTEX_WAIT, go, NULL, NULL, 0);
+                go = __atomic_load_n(&oc->go, __ATOMIC_ACQUIRE);
+                uint32_t mode = __atomic_load_n(&oc->mode, __ATOMIC_ACQUIRE), last = 0, v;
+                if (mode == 0) _exit(0);
+                for (;;) {
+                    if (mode == 1) {
+                        while ((v = __atomic_load_n(&oc->req, __ATOMIC_ACQUIRE)) == last)
+                            sched_yield();
+                        __atomic_store_n(&oc->resp, v, __ATOMIC_RELEASE);
+                    } else if (mode == 2) {
+                        while ((v = __atomic_load_n(&oc->req, __ATOMIC_ACQUIRE)) == last)
+                            syscall(SYS_futex, &oc->req, FUTEX_WAIT, last, NULL, NULL, 0);
+                        __atomic_store_n(&oc->resp, v, __ATOMIC_RELEASE);
+                        syscall(SYS_futex, &oc->resp, FUTEX_WAKE, 1, NULL, NULL, 0);
+                    } else {
+                        if (peer_read_full(sp[1], buf, sizeof buf) ||
+                            peer_write_full(sp[1], buf, sizeof buf))
+                            _exit(1);
+                        v = buf[0] ? OC_STOP : 0;
+                    }
+                    if (v == OC_STOP) break;
+                    last = v;
+                }
+            }
+        }
+        close(sp[1]);
+        /* mode 6: the same yield ping-pong with a thread of this process (no address-space
+           switch); the thread is started per block and stopped with OC_STOP */
+        struct oc *ot = oc + 1; /* the next 16 bytes of the page */
+        pthread_t th;
+        char buf[64];
+        memset(buf, 0, sizeof buf);
+        uint32_t seq = 0;
+        for (long b = -(opt->warmup / 100 + 1); b < blocks; b++) {
+            for (int m = 0; m < OC_N; m++) {
+                /* the rpcool server polls with yields for a while after a call, and the
+                   one-process costs need the peer asleep: 1 ms of sleep before each block but
+                   rpcool's, so that only the two tasks measured run on the CPU */
+                if (m >= 1) usleep(1000);
+                if (m == 6) {
+                    __atomic_store_n(&ot->req, 0, __ATOMIC_RELEASE);
+                    __atomic_store_n(&ot->resp, 0, __ATOMIC_RELEASE);
+                    seq = 0;
+                    if (pthread_create(&th, NULL, oc_thread, ot)) return 1;
+                }
+                if (m >= 1 && m <= 3) { /* wake the peer into mode m */
+                    __atomic_store_n(&oc->req, 0, __ATOMIC_RELEASE);
+                    __atomic_store_n(&oc->resp, 0, __ATOMIC_RELEASE);
+                    seq = 0;
+                    __atomic_store_n(&oc->mode, (uint32_t)m, __ATOMIC_RELEASE);
+                    __atomic_add_fetch(&oc->go, 1u, __ATOMIC_RELEASE);
+                    syscall(SYS_futex, &oc->go, FUTEX_WAKE, 1, NULL, NULL, 0);
+                }
+                uint64_t s = 0, e;
+                for (int k = -5; k < 100; k++) { /* 5 untimed: the peer wakes up */
+                    if (k == 0) s = hist_now();
+                    uint32_t v = ++seq;
+                    switch (m) {
+                    case 0:
+                        if (rpcool_call_ex(c, FN_NOOP, arg, 64, &relaxed, NULL, NULL)) return 1;
+                        break;
+                    case 1:
+                        __atomic_store_n(&oc->req, v, __ATOMIC_RELEASE);
+                        while (__atomic_load_n(&oc->resp, __ATOMIC_ACQUIRE) != v) sched_yield();
+                        break;
+                    case 2:
+                        __atomic_store_n(&oc->req, v, __ATOMIC_RELEASE);
+                        syscall(SYS_futex, &oc->req, FUTEX_WAKE, 1, NULL, NULL, 0);
+                        while (__atomic_load_n(&oc->resp, __ATOMIC_ACQUIRE) != v)
+                            syscall(SYS_futex, &oc->resp, FUTEX_WAIT, v - 1, NULL, NULL, 0);
+                        break;
+                    case 3:
+                        if (peer_write_full(sp[0], buf, sizeof buf) ||
+                            peer_read_full(sp[0], buf, sizeof buf))
+                            return 1;
+                        break;
+                    case 4: (void)getppid(); break;
+                    case 5: sched_yield(); break;
+                    default:
+                        __atomic_store_n(&ot->req, v, __ATOMIC_RELEASE);
+                        while (__atomic_load_n(&ot->resp, __ATOMIC_ACQUIRE) != v) sched_yield();
+                        break;
+                    }
+                    if (k < 0) continue;
+                    e = hist_now();
+                    if (b >= 0) { hist_add(&h[m], e - s); tt[m] += e - s; }
+                    s = e;
+                }
+                if (m == 1 || m == 2) { /* stop the peer: it goes back to sleep on go */
+                    __atomic_store_n(&oc->req, OC_STOP, __ATOMIC_RELEASE);
+                    syscall(SYS_futex, &oc->req, FUTEX_WAKE, 1, NULL, NULL, 0);
+                    while (__atomic_load_n(&oc->resp, __ATOMIC_ACQUIRE) != OC_STOP) sched_yield();
+                } else if (m == 6) {
+                    __atomic_store_n(&ot->req, OC_STOP, __ATOMIC_RELEASE);
+                    pthread_join(th, NULL);
+                } else if (m == 3) {
+                    buf[0] = 1;
+                    if (peer_write_full(sp[0], buf, sizeof buf) ||
+                        peer_read_full(sp[0], buf, sizeof buf))
+                        return 1;
+                    buf[0] = 0;
+                }
+            }
+        }
+        __atomic_store_n(&oc->mode, 0u, __ATOMIC_RELEASE);
+        __atomic_add_fetch(&oc->go, 1u, __ATOMIC_RELEASE);
+        syscall(SYS_futex, &oc->go, FUTEX_WAKE, 1, NULL, NULL, 0);
+        waitpid(kid, NULL, 0);
+        double med[OC_N];
+        for (int m = 0; m < OC_N; m++) {
+            snprintf(name, sizeof name, "%s/onecpu/%s%s", pfx, ocname[m], sfx);
+            hist_print(&h[m], name, hist_ops_per_s(h[m].n, tt[m]));
+            med[m] = (double)hist_median(&h[m]);
+        }
+        printf("# onecpu: socket / relaxed = %.2f (goal >= 6), socket / yield ping-pong = %.2f, "
+               "socket / futex ping-pong = %.2f, relaxed / yield ping-pong = %.3f; medians ns: "
+               "relaxed %.0f yield %.0f futex %.0f socket %.0f getppid %.0f lone yield %.0f "
+               "thread yield %.0f "
+               "(alternating blocks of 100, %ld each)\n",
+               med[0] > 0 ? med[3] / med[0] : 0.0, med[1] > 0 ? med[3] / med[1] : 0.0,
+               med[2] > 0 ? med[3] / med[2] : 0.0, med[1] > 0 ? med[0] / med[1] : 0.0, med[0],
+               med[1], med[2], med[3], med[4], med[5], med[6], blocks * 100);
+        for (int m = 0; m < OC_N; m++) hist_free(&h[m]);
+        close(sp[0]);
+        munmap(oc, 4096);
     }
     /* issue 14 item 1: a sealed call of a page or more against a relaxed call of the same
        argument and a bare mprotect pair (PROT_READ, then READ|WRITE) of a separate anonymous
@@ -646,7 +820,7 @@ int main(int argc, char **argv)
         } else if (ch == 'R') {
             rdma_serve = 1;
         } else if (!peer_opt(&o, ch, optarg)) {
-            fprintf(stderr, "usage: %s [-f | [-R] [-a NAME] | CHANNEL | rdma://HOST/NAME] [-S noop,pingpong,seal,payload,tree,kv,connect]\n" PEER_COMMON_HELP, argv[0]);
+            fprintf(stderr, "usage: %s [-f | [-R] [-a NAME] | CHANNEL | rdma://HOST/NAME] [-S noop,pingpong,onecpu,seal,payload,tree,kv,connect]\n" PEER_COMMON_HELP, argv[0]);
             return 2;
         }
     if (optind < argc) o.addr = argv[optind];
