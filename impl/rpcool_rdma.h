@@ -171,6 +171,7 @@ struct rpcool__rconn {
     int ping_out;
     uint64_t last_ping, last_rx;
     int32_t dead;                /* sticky: why the connection is unusable */
+    int wc_fail;                 /* the first failed completion's status + 1 (0: none), for logs */
     uint64_t bad;                /* malformed frames */
     /* the client's heap, as the server mirrors it */
     uint64_t base, size, rbase, rlen;
@@ -358,6 +359,7 @@ static int rpcool__r_cq(struct rpcool__rconn *rc)
     while ((n = ibv_poll_cq(rc->cq, 16, wc)) > 0) {
         for (int i = 0; i < n; i++) {
             if (wc[i].status != IBV_WC_SUCCESS) {
+                if (!rc->wc_fail) rc->wc_fail = (int)wc[i].status + 1;
                 if (!rcp__load(&rc->dead))
                     rcp__store(&rc->dead, wc[i].status == IBV_WC_WR_FLUSH_ERR
                                               ? (int32_t)RPCOOL_E_PEERDEAD
@@ -1162,7 +1164,13 @@ static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name
     rc->rbase = (uint64_t)(uintptr_t)reply;
     rc->rlen = rlen;
     struct rpcool__rhello sh, ch;
-    if ((r = rpcool__r_await_hello(rc, deadline, &sh))) goto fail_heap;
+    if ((r = rpcool__r_await_hello(rc, deadline, &sh))) {
+        rpcool__log(&c->log, RPCOOL_LOG_WARN, "rdma connect to %s: connected, but no hello from "
+                    "the server: %s%s%s (the server's log says why it dropped the connection)",
+                    name, rpcool_strerror(r), rc->wc_fail ? ", a work request failed: " : "",
+                    rc->wc_fail ? ibv_wc_status_str((enum ibv_wc_status)(rc->wc_fail - 1)) : "");
+        goto fail_heap;
+    }
     if (sh.magic != RPCOOL__R_HELLO_MAGIC || sh.version != RPCOOL__R_VERSION || sh.role != 1) {
         r = RPCOOL_E_PROTO;
         goto fail_heap;
@@ -1192,7 +1200,11 @@ static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name
         if (rcp__now_ns() >= deadline) { r = RPCOOL_E_TIMEOUT; break; }
         rpcool__r_sleep(rc, 1000000u);
     }
-    if (r) goto fail_heap;
+    if (r) {
+        rpcool__log(&c->log, RPCOOL_LOG_WARN, "rdma connect to %s: the server's answer to our "
+                    "hello: %s", name, rpcool_strerror(r));
+        goto fail_heap;
+    }
     c->rdma = rc;
     c->tp = &rpcool__r_transport;
     rpcool__log(&c->log, RPCOOL_LOG_INFO, "connected to %s over RDMA (heap %s at %p)", name,
@@ -1739,18 +1751,25 @@ static void rpcool__r_accept(rpcool_server *s, krconn *k)
 {
     struct rpcool__rsrv *rs = s->rdma;
     struct rpcool__rconn *rc;
-    if (rpcool__r_prep(rs->kc, &rc)) {
+    int r;
+    if ((r = rpcool__r_prep(rs->kc, &rc))) {
         krconn_disconnect(k);
+        rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: rdma connection dropped: its area: %s",
+                    s->name, rpcool_strerror(r));
         return;
     }
-    if (rpcool__r_attach(rc, k)) {
+    if ((r = rpcool__r_attach(rc, k))) {
         rpcool__r_conn_free(rc);
+        rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: rdma connection dropped: posting receives: %s",
+                    s->name, rpcool_strerror(r));
         return;
     }
     struct rpcool__rhello sh;
     memset(&sh, 0, sizeof sh);
-    if (rpcool__r_send_hello(rc, &sh, 1, s->name)) {
+    if ((r = rpcool__r_send_hello(rc, &sh, 1, s->name))) {
         rpcool__r_conn_free(rc);
+        rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: rdma connection dropped: sending our hello: %s",
+                    s->name, rpcool_strerror(r));
         return;
     }
     rc->state = RPCOOL__RS_HELLO;
@@ -1772,6 +1791,22 @@ static int rpcool__r_step(struct rpcool__worker *w, struct rpcool__rconn *rc, ui
             return 1;
         }
         if (now >= rc->hello_deadline || rcp__load(&rc->dead)) {
+            /* a client that never learns of this waits out its connect timeout: say why */
+            if (rc->wc_fail)
+                rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: rdma connection dropped before the "
+                            "client's hello: a work request failed (%s)%s", s->name,
+                            ibv_wc_status_str((enum ibv_wc_status)(rc->wc_fail - 1)),
+                            rc->wc_fail - 1 == IBV_WC_RNR_RETRY_EXC_ERR
+                                ? ": our hello found no receive posted at the client in time"
+                                : "");
+            else if (rcp__load(&rc->dead))
+                rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: rdma connection dropped before the "
+                            "client's hello: %s", s->name,
+                            rpcool_strerror((int)rcp__load(&rc->dead)));
+            else
+                rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: rdma connection dropped: no hello "
+                            "from the client in %u ms", s->name,
+                            (unsigned)RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS);
             rc->state = RPCOOL__RS_DEAD;
             rc->hello_deadline = now;
         }
