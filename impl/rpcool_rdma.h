@@ -82,6 +82,10 @@
    queue pair failed, the client waited out its connect timeout). Receives are kept posted after
    that, so no later message waits for it. */
 #define RPCOOL__R_RNR_TIMER 24
+/* A client waiting for the server's hello checks this often that the server's queue pair still
+   answers (rpcool__r_await_hello); one found dead makes the connect start afresh while its
+   deadline allows. */
+#define RPCOOL__R_HELLO_PING_MS 500u
 /* Busy-polling adapts to the traffic (BPEV "while calls are frequent"): a side keeps polling
    up to 4 times the recent round trip (client) or gap between calls (server), if that is under
    this bound, else only spin_ns. */
@@ -171,6 +175,7 @@ struct rpcool__rconn {
     int ping_out;
     uint64_t last_ping, last_rx;
     int32_t dead;                /* sticky: why the connection is unusable */
+    int wc_fail;                 /* the first failed completion's status + 1 (0: none), for logs */
     uint64_t bad;                /* malformed frames */
     /* the client's heap, as the server mirrors it */
     uint64_t base, size, rbase, rlen;
@@ -358,6 +363,7 @@ static int rpcool__r_cq(struct rpcool__rconn *rc)
     while ((n = ibv_poll_cq(rc->cq, 16, wc)) > 0) {
         for (int i = 0; i < n; i++) {
             if (wc[i].status != IBV_WC_SUCCESS) {
+                if (!rc->wc_fail) rc->wc_fail = (int)wc[i].status + 1;
                 if (!rcp__load(&rc->dead))
                     rcp__store(&rc->dead, wc[i].status == IBV_WC_WR_FLUSH_ERR
                                               ? (int32_t)RPCOOL_E_PEERDEAD
@@ -1066,10 +1072,15 @@ static int rpcool__r_is_reply(rpcool_conn *c, const void *p)
     return c->rdma && a >= c->rdma->rbase && a - c->rdma->rbase < c->rdma->rlen;
 }
 
-/* Wait for the server's hello (its area), up to deadline. */
+/* Wait for the server's hello (its area), up to deadline. A zero-byte RDMA WRITE goes every
+   RPCOOL__R_HELLO_PING_MS: a server that dropped the connection (its hello found no receive
+   posted here in time: RNR retries exceeded) leaves its queue pair in error or back in its
+   pool, which acknowledges nothing, so the write fails after the ACK retries (about 4 s) and
+   this returns RPCOOL_E_PEERDEAD instead of waiting out the deadline. */
 static int rpcool__r_await_hello(struct rpcool__rconn *rc, uint64_t deadline,
                                  struct rpcool__rhello *out)
 {
+    uint64_t next_ping = rcp__now_ns() + RPCOOL__R_HELLO_PING_MS * 1000000ull;
     for (;;) {
         rpcool__r_cq(rc);
         int d = rcp__load(&rc->dead);
@@ -1079,7 +1090,12 @@ static int rpcool__r_await_hello(struct rpcool__rconn *rc, uint64_t deadline,
         if (got) memcpy(out, rpcool__r_hello(rc), sizeof *out);
         pthread_mutex_unlock(&rc->cq_lock);
         if (got) return got == (int)sizeof *out ? 0 : RPCOOL_E_PROTO;
-        if (rcp__now_ns() >= deadline) return RPCOOL_E_TIMEOUT;
+        uint64_t now = rcp__now_ns();
+        if (now >= deadline) return RPCOOL_E_TIMEOUT;
+        if (now >= next_ping) {
+            rpcool__r_ping(rc);
+            next_ping = now + RPCOOL__R_HELLO_PING_MS * 1000000ull;
+        }
         rpcool__r_sleep(rc, 1000000u);
     }
 }
@@ -1108,6 +1124,10 @@ static int rpcool__r_send_hello(struct rpcool__rconn *rc, struct rpcool__rhello 
     return r;
 }
 
+#ifdef RPCOOL__R_TEST_HOOKS
+static unsigned rpcool__r_test_late_recv_us; /* tests only: see rpcool__r_connect */
+#endif
+
 /* A client connection over RDMA: see the top of this file. */
 static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name,
                              unsigned connect_ms)
@@ -1125,8 +1145,12 @@ static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name
     if ((r = rpcool__r_client_ctx(&kc))) return r;
     if ((r = rpcool__r_dir(kc, where[0] ? where : NULL, connect_ms, &dir))) return r;
     snprintf(svc, sizeof svc, "rpcool.%s", name);
+    int again = 0;
+attempt:
     if ((r = rpcool__r_prep(kc, &rc))) return r;
-    krconn_connect_opts co = {(int)connect_ms, KRCONN_CONNECT_NO_VIRTUAL};
+    uint64_t now0 = rcp__now_ns();
+    unsigned left_ms = now0 < deadline ? (unsigned)((deadline - now0) / 1000000u) : 0;
+    krconn_connect_opts co = {(int)(left_ms ? left_ms : 1), KRCONN_CONNECT_NO_VIRTUAL};
     int kr = krconn_connect_name(kc, dir, svc, &co, &k);
     if (kr == KRCONN_E_CLOSED || kr == KRCONN_E_PEERDEAD || kr == KRCONN_E_QPERR ||
         kr == KRCONN_E_FLUSHED) { /* the meta server went away since: ask it afresh, once */
@@ -1140,6 +1164,12 @@ static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name
                     krconn_describe(kr, buf, sizeof buf));
         goto fail_rc;
     }
+#ifdef RPCOOL__R_TEST_HOOKS
+    if (rpcool__r_test_late_recv_us) { /* tests: a client slow to post its receives, once */
+        usleep(rpcool__r_test_late_recv_us);
+        rpcool__r_test_late_recv_us = 0;
+    }
+#endif
     if ((r = rpcool__r_attach(rc, k))) goto fail_rc;
     rc->frees = (uint64_t *)rpcool__calloc(RPCOOL__R_FREES, sizeof *rc->frees);
     if (!rc->frees) { r = -ENOMEM; goto fail_rc; }
@@ -1162,7 +1192,16 @@ static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name
     rc->rbase = (uint64_t)(uintptr_t)reply;
     rc->rlen = rlen;
     struct rpcool__rhello sh, ch;
-    if ((r = rpcool__r_await_hello(rc, deadline, &sh))) goto fail_heap;
+    if ((r = rpcool__r_await_hello(rc, deadline, &sh))) {
+        /* the server dropped the connection before its hello reached us: a new one, in time */
+        again = r == RPCOOL_E_PEERDEAD && rcp__now_ns() < deadline;
+        rpcool__log(&c->log, RPCOOL_LOG_WARN, "rdma connect to %s: connected, but no hello from "
+                    "the server: %s%s%s (the server's log says why it dropped the connection)%s",
+                    name, rpcool_strerror(r), rc->wc_fail ? ", a work request failed: " : "",
+                    rc->wc_fail ? ibv_wc_status_str((enum ibv_wc_status)(rc->wc_fail - 1)) : "",
+                    again ? "; connecting again" : "");
+        goto fail_heap;
+    }
     if (sh.magic != RPCOOL__R_HELLO_MAGIC || sh.version != RPCOOL__R_VERSION || sh.role != 1) {
         r = RPCOOL_E_PROTO;
         goto fail_heap;
@@ -1192,7 +1231,11 @@ static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name
         if (rcp__now_ns() >= deadline) { r = RPCOOL_E_TIMEOUT; break; }
         rpcool__r_sleep(rc, 1000000u);
     }
-    if (r) goto fail_heap;
+    if (r) {
+        rpcool__log(&c->log, RPCOOL_LOG_WARN, "rdma connect to %s: the server's answer to our "
+                    "hello: %s", name, rpcool_strerror(r));
+        goto fail_heap;
+    }
     c->rdma = rc;
     c->tp = &rpcool__r_transport;
     rpcool__log(&c->log, RPCOOL_LOG_INFO, "connected to %s over RDMA (heap %s at %p)", name,
@@ -1204,6 +1247,12 @@ fail_heap:
     c->heap = NULL;
 fail_rc:
     rpcool__r_conn_free(rc);
+    if (again) {
+        again = 0;
+        rc = NULL;
+        k = NULL;
+        goto attempt;
+    }
     return r;
 }
 
@@ -1739,18 +1788,25 @@ static void rpcool__r_accept(rpcool_server *s, krconn *k)
 {
     struct rpcool__rsrv *rs = s->rdma;
     struct rpcool__rconn *rc;
-    if (rpcool__r_prep(rs->kc, &rc)) {
+    int r;
+    if ((r = rpcool__r_prep(rs->kc, &rc))) {
         krconn_disconnect(k);
+        rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: rdma connection dropped: its area: %s",
+                    s->name, rpcool_strerror(r));
         return;
     }
-    if (rpcool__r_attach(rc, k)) {
+    if ((r = rpcool__r_attach(rc, k))) {
         rpcool__r_conn_free(rc);
+        rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: rdma connection dropped: posting receives: %s",
+                    s->name, rpcool_strerror(r));
         return;
     }
     struct rpcool__rhello sh;
     memset(&sh, 0, sizeof sh);
-    if (rpcool__r_send_hello(rc, &sh, 1, s->name)) {
+    if ((r = rpcool__r_send_hello(rc, &sh, 1, s->name))) {
         rpcool__r_conn_free(rc);
+        rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: rdma connection dropped: sending our hello: %s",
+                    s->name, rpcool_strerror(r));
         return;
     }
     rc->state = RPCOOL__RS_HELLO;
@@ -1772,6 +1828,22 @@ static int rpcool__r_step(struct rpcool__worker *w, struct rpcool__rconn *rc, ui
             return 1;
         }
         if (now >= rc->hello_deadline || rcp__load(&rc->dead)) {
+            /* a client that never learns of this waits out its connect timeout: say why */
+            if (rc->wc_fail)
+                rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: rdma connection dropped before the "
+                            "client's hello: a work request failed (%s)%s", s->name,
+                            ibv_wc_status_str((enum ibv_wc_status)(rc->wc_fail - 1)),
+                            rc->wc_fail - 1 == IBV_WC_RNR_RETRY_EXC_ERR
+                                ? ": our hello found no receive posted at the client in time"
+                                : "");
+            else if (rcp__load(&rc->dead))
+                rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: rdma connection dropped before the "
+                            "client's hello: %s", s->name,
+                            rpcool_strerror((int)rcp__load(&rc->dead)));
+            else
+                rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: rdma connection dropped: no hello "
+                            "from the client in %u ms", s->name,
+                            (unsigned)RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS);
             rc->state = RPCOOL__RS_DEAD;
             rc->hello_deadline = now;
         }

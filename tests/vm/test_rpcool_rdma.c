@@ -20,6 +20,7 @@
  *   server_killed   the server is SIGKILLed mid-call: the call fails with RPCOOL_E_PEERDEAD
  *   client_killed   a client is SIGKILLed mid-call: the server reclaims it and serves others */
 #define RPCOOL_WITH_RDMA 1
+#define RPCOOL__R_TEST_HOOKS 1
 #define RPCOOL_IMPLEMENTATION
 #include "../../rpcool.h"
 #include "vmt.h"
@@ -669,6 +670,23 @@ static void leak_cycles(void)
     CHECK(k == 150 && qp0 >= 0 && qp1 == qp0 && cq1 == cq0 && mr1 == mr0 && mi == 0);
 }
 
+/* A client slow to post its receives after the connect (0.7 s, longer than the server's hello
+   retries on RNR, about 0.25 s; a loaded host did that): the server drops the connection, and
+   the client notices (its check write fails) and connects again, well within its 20 s timeout,
+   instead of waiting it out and failing with "timed out". */
+static void late_receives(void)
+{
+    rpcool__r_test_late_recv_us = 700000;
+    uint64_t t0 = rcp__now_ns();
+    rpcool_conn *c = conn();
+    double s = (rcp__now_ns() - t0) / 1e9;
+    printf("# a client 0.7 s late with its receives connected in %.3f s\n", s);
+    if (!c) return;
+    CHECKF(s < 15.0, "connect took %.3f s", s);
+    CHECK(echo_once(c, "late") == 0);
+    rpcool_disconnect(c);
+}
+
 /* An idle server sleeps (BPEV): under 10% of a CPU over 5 s with a connection open (it wakes
    every reap_ms to send that connection a keepalive). */
 static void idle_server(void)
@@ -745,6 +763,7 @@ int main(int argc, char **argv)
     usleep(1500000); /* the meta server listens */
     run_client();
     RUN(idle_server);
+    RUN(late_receives);
     RUN(leak_cycles);
     RUN(client_killed);
     kill(sp, SIGKILL);
