@@ -87,6 +87,15 @@
    this bound, else only spin_ns. */
 #define RPCOOL__R_SPIN_MAX_NS 50000000ull
 
+/* RPCOOL_RDMA_SPIN_MAX_NS (read at each connect and server open; a benchmark knob): a lower
+   bound on the busy-poll, spin_ns included; 1 makes a side sleep on its channel at once. */
+static uint64_t rpcool__r_spin_max(void)
+{
+    const char *e = getenv("RPCOOL_RDMA_SPIN_MAX_NS");
+    unsigned long long v = e ? strtoull(e, NULL, 10) : 0;
+    return v ? (uint64_t)v : RPCOOL__R_SPIN_MAX_NS;
+}
+
 enum { /* frame types */
     RPCOOL__RF_CALL = 1, RPCOOL__RF_DONE, RPCOOL__RF_FETCH, RPCOOL__RF_PAGES, RPCOOL__RF_FREE,
     RPCOOL__RF_BYE, RPCOOL__RF_ACCEPT
@@ -188,6 +197,8 @@ struct rpcool__rconn {
     uint32_t group;              /* the call being served */
     uint32_t fetch_id;
     uint64_t sleeps, polls;      /* times this side slept on the channel / polled the CQ */
+    uint64_t arms, events;       /* times its CQ was armed / completion events taken from it */
+    uint64_t spin_max;           /* the adaptive busy-poll's bound (RPCOOL__R_SPIN_MAX_NS) */
     uint64_t rtt_ns;             /* client: recent round trips (moving average) */
     /* the pages the server holds from the last call, with a copy of their bytes (client: what
        it sent; server: what it installed): a page unchanged on both sides is kept for the next
@@ -218,6 +229,7 @@ struct rpcool__rsrv {
     uint64_t spin_ns;    /* the serving thread polls this long before it sleeps */
     uint64_t sleeps;     /* times the serving thread slept */
     uint64_t gap_ns;     /* recent idle gaps between calls (moving average) */
+    uint64_t spin_max;   /* the adaptive busy-poll's bound (RPCOOL__R_SPIN_MAX_NS) */
     pthread_t thr, fthr;
     int thr_started, fthr_started;
     pthread_mutex_t lock;        /* the connection list, against the fault thread */
@@ -309,6 +321,7 @@ static int rpcool__r_prep(krconn_ctx *kc, struct rpcool__rconn **out)
     struct rpcool__rconn *rc = (struct rpcool__rconn *)rpcool__calloc(1, sizeof *rc);
     int r;
     if (!rc) return -ENOMEM;
+    rc->spin_max = rpcool__r_spin_max();
     pthread_mutex_init(&rc->cq_lock, NULL);
     pthread_mutex_init(&rc->rx_lock, NULL);
     pthread_mutex_init(&rc->tx_lock, NULL);
@@ -630,6 +643,7 @@ static void rpcool__r_sleep(struct rpcool__rconn *rc, uint64_t timeout_ns)
     rc->sleeps++;
 #ifdef KRCONN_CTX_EVENTS
     if (rc->evfd >= 0 && !krconn_arm(rc->k)) {
+        rc->arms++;
         if (rpcool__r_cq(rc)) return; /* came before the arm took */
         pthread_mutex_lock(&rc->cq_lock);
         int have = rc->rxq_n != 0;
@@ -637,7 +651,8 @@ static void rpcool__r_sleep(struct rpcool__rconn *rc, uint64_t timeout_ns)
         if (have) return;
         struct pollfd pf = {rc->evfd, POLLIN, 0};
         poll(&pf, 1, (int)(timeout_ns / 1000000u) + 1);
-        krconn_event_ack(rc->k);
+        int ev = krconn_event_ack(rc->k);
+        if (ev > 0) rc->events += (unsigned)ev;
         return;
     }
 #endif
@@ -1002,7 +1017,8 @@ static int rpcool__r_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
     const uint32_t done = RPCOOL__SL(c->pend[i].gen, RPCOOL__SL_DONE);
     uint64_t t0 = rcp__now_ns(), check = (uint64_t)c->peer_check_ms * 1000000u;
     uint64_t spin = c->spin_ns, rtt = rcp__load_relaxed(&rc->rtt_ns);
-    if (4 * rtt < RPCOOL__R_SPIN_MAX_NS && 4 * rtt > spin) spin = 4 * rtt;
+    if (4 * rtt < rc->spin_max && 4 * rtt > spin) spin = 4 * rtt;
+    if (spin > rc->spin_max) spin = rc->spin_max;
     for (unsigned k = 0;; k++) {
         rpcool__r_pump(c);
         if (rcp__load(&c->hdr->resp[i].state) == done) {
@@ -1212,10 +1228,12 @@ static int rpcool__r_disconnect(rpcool_conn *c)
     struct rpcool__rconn *rc = c->rdma;
     if (rc->tm_n)
         rpcool__log(&c->log, RPCOOL_LOG_INFO, "rdma steps, mean of %llu calls: post %.1f us, "
-                    "post to DONE seen %.1f us; %llu bytes kept, %llu sent as whole pages",
+                    "post to DONE seen %.1f us; %llu bytes kept, %llu sent as whole pages; "
+                    "slept %llu times, CQ armed %llu times, %llu completion events",
                     (unsigned long long)rc->tm_n, rc->tm_post / 1e3 / rc->tm_n,
                     rc->tm_wait / 1e3 / rc->tm_n, (unsigned long long)rc->tm_kept,
-                    (unsigned long long)rc->tm_bytes);
+                    (unsigned long long)rc->tm_bytes, (unsigned long long)rc->sleeps,
+                    (unsigned long long)rc->arms, (unsigned long long)rc->events);
     if (!rcp__load(&rc->dead)) {
         struct rpcool__rf h;
         memset(&h, 0, sizeof h);
@@ -1846,9 +1864,11 @@ static void rpcool__r_reap(rpcool_server *s, uint64_t now, int all)
             if (why == RPCOOL_E_CLOSED) rcp__fetch_add(&s->st.closed, 1u);
             else if (!all) rcp__fetch_add(&s->st.reaped, 1u);
             rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: rdma client at %#llx %s (the thread slept "
-                        "%llu times so far)", s->name, (unsigned long long)rc->base,
+                        "%llu times so far; this CQ armed %llu times, %llu completion events)",
+                        s->name, (unsigned long long)rc->base,
                         why == RPCOOL_E_CLOSED ? "disconnected" : "gone: reclaimed",
-                        (unsigned long long)rs->sleeps);
+                        (unsigned long long)rs->sleeps, (unsigned long long)rc->arms,
+                        (unsigned long long)rc->events);
             if (rc->tm_n)
                 rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: rdma steps, mean of %llu calls: frame "
                             "to handler %.1f us, handler %.1f us, handler to DONE posted %.1f us, "
@@ -1898,7 +1918,7 @@ static void *rpcool__r_thread(void *p)
             if (idle_since) { /* the gap this work ended: how long to poll next time (a gap
                                  too long to poll through, a keepalive's, forgets the rest) */
                 uint64_t gap = now - idle_since;
-                if (4 * gap >= RPCOOL__R_SPIN_MAX_NS) rs->gap_ns = 0;
+                if (4 * gap >= rs->spin_max) rs->gap_ns = 0;
                 else rs->gap_ns = rs->gap_ns ? (7 * rs->gap_ns + gap) / 8 : gap;
             }
             idle_since = 0;
@@ -1906,7 +1926,8 @@ static void *rpcool__r_thread(void *p)
         }
         if (!idle_since) idle_since = now;
         uint64_t spin = rs->spin_ns;
-        if (4 * rs->gap_ns < RPCOOL__R_SPIN_MAX_NS && 4 * rs->gap_ns > spin) spin = 4 * rs->gap_ns;
+        if (4 * rs->gap_ns < rs->spin_max && 4 * rs->gap_ns > spin) spin = 4 * rs->gap_ns;
+        if (spin > rs->spin_max) spin = rs->spin_max;
         if (now - idle_since < spin) {
             rcp__cpu_relax();
             continue;
@@ -1920,6 +1941,7 @@ static void *rpcool__r_thread(void *p)
         for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next) {
 #ifdef KRCONN_CTX_EVENTS
             if (rc->evfd >= 0 && np < 257 && !krconn_arm(rc->k)) {
+                rc->arms++;
                 pf[np++] = (struct pollfd){rc->evfd, POLLIN, 0};
                 continue;
             }
@@ -1938,7 +1960,10 @@ static void *rpcool__r_thread(void *p)
         }
 #ifdef KRCONN_CTX_EVENTS
         for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next)
-            if (rc->evfd >= 0) krconn_event_ack(rc->k);
+            if (rc->evfd >= 0) {
+                int ev = krconn_event_ack(rc->k);
+                if (ev > 0) rc->events += (unsigned)ev;
+            }
 #endif
         /* idle_since stays: the next work's gap counts the sleep too */
     }
@@ -2045,6 +2070,7 @@ static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *
     if (!rs) return -ENOMEM;
     rs->uffd = -1;
     rs->spin_ns = spin_ns ? spin_ns : RPCOOL_DEFAULT_RDMA_SPIN_NS;
+    rs->spin_max = rpcool__r_spin_max();
     pthread_mutex_init(&rs->lock, NULL);
     snprintf(rs->name, sizeof rs->name, "%s", s->name);
     s->rdma = rs;
