@@ -88,12 +88,22 @@
 #define RPCOOL__R_SPIN_MAX_NS 50000000ull
 
 /* RPCOOL_RDMA_SPIN_MAX_NS (read at each connect and server open; a benchmark knob): a lower
-   bound on the busy-poll, spin_ns included; 1 makes a side sleep on its channel at once. */
+   bound on the busy-poll, spin_ns included; 1 makes a side sleep on its channel at once.
+   0 when unset: the bound is RPCOOL__R_SPIN_MAX_NS and spin_ns is not capped. */
 static uint64_t rpcool__r_spin_max(void)
 {
     const char *e = getenv("RPCOOL_RDMA_SPIN_MAX_NS");
-    unsigned long long v = e ? strtoull(e, NULL, 10) : 0;
-    return v ? (uint64_t)v : RPCOOL__R_SPIN_MAX_NS;
+    return e ? (uint64_t)strtoull(e, NULL, 10) : 0;
+}
+
+/* How long a side polls before it sleeps: spin_ns, or 4 x recent (round trip or gap) while
+   that is under the bound; never over RPCOOL_RDMA_SPIN_MAX_NS when that is set. */
+static uint64_t rpcool__r_spin(uint64_t spin_ns, uint64_t recent, uint64_t spin_max)
+{
+    uint64_t spin = spin_ns, bound = spin_max ? spin_max : RPCOOL__R_SPIN_MAX_NS;
+    if (4 * recent < bound && 4 * recent > spin) spin = 4 * recent;
+    if (spin_max && spin > spin_max) spin = spin_max;
+    return spin;
 }
 
 enum { /* frame types */
@@ -198,7 +208,7 @@ struct rpcool__rconn {
     uint32_t fetch_id;
     uint64_t sleeps, polls;      /* times this side slept on the channel / polled the CQ */
     uint64_t arms, events;       /* times its CQ was armed / completion events taken from it */
-    uint64_t spin_max;           /* the adaptive busy-poll's bound (RPCOOL__R_SPIN_MAX_NS) */
+    uint64_t spin_max;           /* RPCOOL_RDMA_SPIN_MAX_NS, 0 if unset (rpcool__r_spin) */
     uint64_t rtt_ns;             /* client: recent round trips (moving average) */
     /* the pages the server holds from the last call, with a copy of their bytes (client: what
        it sent; server: what it installed): a page unchanged on both sides is kept for the next
@@ -229,7 +239,7 @@ struct rpcool__rsrv {
     uint64_t spin_ns;    /* the serving thread polls this long before it sleeps */
     uint64_t sleeps;     /* times the serving thread slept */
     uint64_t gap_ns;     /* recent idle gaps between calls (moving average) */
-    uint64_t spin_max;   /* the adaptive busy-poll's bound (RPCOOL__R_SPIN_MAX_NS) */
+    uint64_t spin_max;   /* RPCOOL_RDMA_SPIN_MAX_NS, 0 if unset (rpcool__r_spin) */
     pthread_t thr, fthr;
     int thr_started, fthr_started;
     pthread_mutex_t lock;        /* the connection list, against the fault thread */
@@ -1016,9 +1026,8 @@ static int rpcool__r_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
     struct rpcool__rconn *rc = c->rdma;
     const uint32_t done = RPCOOL__SL(c->pend[i].gen, RPCOOL__SL_DONE);
     uint64_t t0 = rcp__now_ns(), check = (uint64_t)c->peer_check_ms * 1000000u;
-    uint64_t spin = c->spin_ns, rtt = rcp__load_relaxed(&rc->rtt_ns);
-    if (4 * rtt < rc->spin_max && 4 * rtt > spin) spin = 4 * rtt;
-    if (spin > rc->spin_max) spin = rc->spin_max;
+    uint64_t rtt = rcp__load_relaxed(&rc->rtt_ns);
+    uint64_t spin = rpcool__r_spin(c->spin_ns, rtt, rc->spin_max);
     for (unsigned k = 0;; k++) {
         rpcool__r_pump(c);
         if (rcp__load(&c->hdr->resp[i].state) == done) {
@@ -1918,16 +1927,15 @@ static void *rpcool__r_thread(void *p)
             if (idle_since) { /* the gap this work ended: how long to poll next time (a gap
                                  too long to poll through, a keepalive's, forgets the rest) */
                 uint64_t gap = now - idle_since;
-                if (4 * gap >= rs->spin_max) rs->gap_ns = 0;
+                uint64_t bound = rs->spin_max ? rs->spin_max : RPCOOL__R_SPIN_MAX_NS;
+                if (4 * gap >= bound) rs->gap_ns = 0;
                 else rs->gap_ns = rs->gap_ns ? (7 * rs->gap_ns + gap) / 8 : gap;
             }
             idle_since = 0;
             continue;
         }
         if (!idle_since) idle_since = now;
-        uint64_t spin = rs->spin_ns;
-        if (4 * rs->gap_ns < rs->spin_max && 4 * rs->gap_ns > spin) spin = 4 * rs->gap_ns;
-        if (spin > rs->spin_max) spin = rs->spin_max;
+        uint64_t spin = rpcool__r_spin(rs->spin_ns, rs->gap_ns, rs->spin_max);
         if (now - idle_since < spin) {
             rcp__cpu_relax();
             continue;
