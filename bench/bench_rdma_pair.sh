@@ -78,6 +78,8 @@ tr -d '\r' <"$B/rdma_pair.log" | awk '
         ratio("ib_send_lat / ib_write_lat round trip", S, W)
         ratio("no-op, client no spin / default spin (round 1)", "rpcool_rdma/noop/relaxed-spin-none-1", "rpcool_rdma/noop/relaxed-spin-default-1")
         ratio("no-op, client no spin / default spin (round 2)", "rpcool_rdma/noop/relaxed-spin-none-2", "rpcool_rdma/noop/relaxed-spin-default-2")
+        ratio("no-op, client no spin / ib_write_lat (round 1)", "rpcool_rdma/noop/relaxed-spin-none-1", W)
+        ratio("no-op, client no spin / ib_write_lat (round 2)", "rpcool_rdma/noop/relaxed-spin-none-2", W)
         ratio("gRPC TCP 64 B / rpcool RDMA no-op", "grpc_tcp/64", R)
         ratio("gRPC TCP 64 B / ib_write_lat round trip", "grpc_tcp/64", W)
         split("1 16 256 4096", ns, " ")
