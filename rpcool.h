@@ -304,8 +304,11 @@
    lasts (by default RPCOOL_DEFAULT_RDMA_SPIN_NS, 500 us, RR-Compound's busy-poll time: a
    network round trip is longer than the 20 us that suit shared memory), or while calls are
    frequent: up to 4 times the recent round trip (a client) or gap between calls (the server)
-   when that is under 50 ms; then sleep on the completion channel (RR-Compound's BPEV). An idle
-   server wakes every reap_ms (keepalives).
+   when that is under 50 ms; then sleep on the completion channel (RR-Compound's BPEV). The
+   environment variable RPCOOL_RDMA_SPIN_MAX_NS (read at each connect and server open; for
+   benchmarks), when set, replaces that 50 ms bound and caps spin_ns too: 1 sleeps at once.
+   Only the thread that waits polls; the completion queue is armed only right before it sleeps.
+   An idle server wakes every reap_ms (keepalives).
    Failures: a client waiting for an answer sends a keepalive (a zero-byte RDMA WRITE) when
    nothing came for peer_check_ms; if the server is dead it fails after the queue pair's retry
    bound (rpcool's queue pairs wait 0.54 s for an acknowledgement, 7 times: about 4 s, so that

@@ -51,7 +51,7 @@ tr -d '\r' <"$B/rdma_pair.log" | awk '
     /^[a-z_]+\/[^ ]+ [0-9]+ [0-9]+ [0-9]+$/ {
         med[$1] = $2; p99[$1] = $3; ops[$1] = $4; order[++no] = $1; next
     }
-    /^rpcool-rdma: |^kv-remote: |^grpc: / { rows[++nr] = $0; next }
+    /^rpcool-rdma: |^kv-remote: |^grpc: |^# thread-cpu / { rows[++nr] = $0; next }
     /^FAIL / { fails[++nf] = $0; next }
     /^vm: / { vm = $0; next }
     /^# host load/ { sub(/^# /, ""); hostload = $0; next }
@@ -76,6 +76,10 @@ tr -d '\r' <"$B/rdma_pair.log" | awk '
         ratio("rpcool RDMA no-op / ib_write_lat round trip", R, W)
         ratio("rpcool RDMA no-op / ib_send_lat round trip", R, S)
         ratio("ib_send_lat / ib_write_lat round trip", S, W)
+        ratio("no-op, client no spin / default spin (round 1)", "rpcool_rdma/noop/relaxed-spin-none-1", "rpcool_rdma/noop/relaxed-spin-default-1")
+        ratio("no-op, client no spin / default spin (round 2)", "rpcool_rdma/noop/relaxed-spin-none-2", "rpcool_rdma/noop/relaxed-spin-default-2")
+        ratio("no-op, client no spin / ib_write_lat (round 1)", "rpcool_rdma/noop/relaxed-spin-none-1", W)
+        ratio("no-op, client no spin / ib_write_lat (round 2)", "rpcool_rdma/noop/relaxed-spin-none-2", W)
         ratio("gRPC TCP 64 B / rpcool RDMA no-op", "grpc_tcp/64", R)
         ratio("gRPC TCP 64 B / ib_write_lat round trip", "grpc_tcp/64", W)
         split("1 16 256 4096", ns, " ")

@@ -29,6 +29,7 @@
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
 #include <sys/prctl.h>
+#include <dirent.h>
 #include "peer.h"
 #include "workload.h"
 
@@ -257,6 +258,35 @@ static int server(const struct peer_opts *o, const char *chan, void *unused)
 
 /* ---- client ---- */
 
+/* Issue 13 (which threads spin during a call): every thread's CPU time so far, from
+   /proc/self/task/TID/stat (utime, stime in clock ticks), as "# thread-cpu WHEN" lines. */
+static void thread_cpu(const char *when)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char path[300], buf[1024];
+        snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t k = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[k] = 0;
+        char *l = strchr(buf, '('), *r = strrchr(buf, ')');
+        if (!l || !r) continue;
+        *r = 0;
+        unsigned long ut = 0, st = 0;
+        /* after ')': state is field 3, utime 14, stime 15 */
+        if (sscanf(r + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) == 2)
+            printf("# thread-cpu %s: tid %s %s utime %lu stime %lu ticks\n", when, e->d_name, l + 1,
+                   ut, st);
+    }
+    closedir(d);
+    fflush(stdout);
+}
+
 static const struct peer_opts *opt;
 static const char *suites; /* -S: NULL = all */
 
@@ -368,6 +398,7 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
     /* 1. no-op round trips: a 64-byte argument on its own page */
     char *arg = (char *)rpcool_alloc_pages(c, 1 << 20);
     memset(arg, 'x', 1 << 20);
+    if (rdma_client && want("noop")) thread_cpu("before-noop");
     for (int m = 0; m < 4 && want("noop"); m++) {
         snprintf(name, sizeof name, "%s/noop/%s%s", pfx, modes[m].name, sfx);
         run(c, name, n, FN_NOOP, arg, 64, modes[m].o, 0);
@@ -378,6 +409,32 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
         run(c, name, n, FN_NOOP, arg, 8, &sealed, 0);
         snprintf(name, sizeof name, "%s/noop/relaxed-8B%s", pfx, sfx);
         run(c, name, n, FN_NOOP, arg, 8, &relaxed, 0);
+    }
+    if (rdma_client && want("noop")) {
+        thread_cpu("after-noop");
+        /* issue 13 A/B in one run: the relaxed no-op on this connection (the default adaptive
+           busy-poll) alternated with a second connection whose client sleeps on its completion
+           channel at once (RPCOOL_RDMA_SPIN_MAX_NS=1); the server is the same in both */
+        const char *old = getenv("RPCOOL_RDMA_SPIN_MAX_NS");
+        setenv("RPCOOL_RDMA_SPIN_MAX_NS", "1", 1);
+        rpcool_conn *c2 = NULL;
+        int r2 = rpcool_connect(chan, &co, &c2);
+        if (old) setenv("RPCOOL_RDMA_SPIN_MAX_NS", old, 1);
+        else unsetenv("RPCOOL_RDMA_SPIN_MAX_NS");
+        if (r2) {
+            printf("# spin A/B: second connection failed: %d %s\n", r2, rpcool_strerror(r2));
+        } else {
+            char *arg2 = (char *)rpcool_alloc_pages(c2, 4096);
+            memset(arg2, 'x', 4096);
+            for (int round = 1; round <= 2; round++) {
+                snprintf(name, sizeof name, "%s/noop/relaxed-spin-default-%d", pfx, round);
+                run(c, name, n, FN_NOOP, arg, 64, &relaxed, 0);
+                snprintf(name, sizeof name, "%s/noop/relaxed-spin-none-%d", pfx, round);
+                run(c2, name, n, FN_NOOP, arg2, 64, &relaxed, 0);
+            }
+            thread_cpu("after-spin-ab");
+            rpcool_disconnect(c2);
+        }
     }
     /* sealed with batched release (seal_batch 64) on a second connection: the same argument
        every call (still sealed from the last call: no mprotect until the batch is released),

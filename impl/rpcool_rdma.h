@@ -91,6 +91,25 @@
    this bound, else only spin_ns. */
 #define RPCOOL__R_SPIN_MAX_NS 50000000ull
 
+/* RPCOOL_RDMA_SPIN_MAX_NS (read at each connect and server open; a benchmark knob): a lower
+   bound on the busy-poll, spin_ns included; 1 makes a side sleep on its channel at once.
+   0 when unset: the bound is RPCOOL__R_SPIN_MAX_NS and spin_ns is not capped. */
+static uint64_t rpcool__r_spin_max(void)
+{
+    const char *e = getenv("RPCOOL_RDMA_SPIN_MAX_NS");
+    return e ? (uint64_t)strtoull(e, NULL, 10) : 0;
+}
+
+/* How long a side polls before it sleeps: spin_ns, or 4 x recent (round trip or gap) while
+   that is under the bound; never over RPCOOL_RDMA_SPIN_MAX_NS when that is set. */
+static uint64_t rpcool__r_spin(uint64_t spin_ns, uint64_t recent, uint64_t spin_max)
+{
+    uint64_t spin = spin_ns, bound = spin_max ? spin_max : RPCOOL__R_SPIN_MAX_NS;
+    if (4 * recent < bound && 4 * recent > spin) spin = 4 * recent;
+    if (spin_max && spin > spin_max) spin = spin_max;
+    return spin;
+}
+
 enum { /* frame types */
     RPCOOL__RF_CALL = 1, RPCOOL__RF_DONE, RPCOOL__RF_FETCH, RPCOOL__RF_PAGES, RPCOOL__RF_FREE,
     RPCOOL__RF_BYE, RPCOOL__RF_ACCEPT
@@ -193,6 +212,8 @@ struct rpcool__rconn {
     uint32_t group;              /* the call being served */
     uint32_t fetch_id;
     uint64_t sleeps, polls;      /* times this side slept on the channel / polled the CQ */
+    uint64_t arms, events;       /* times its CQ was armed / completion events taken from it */
+    uint64_t spin_max;           /* RPCOOL_RDMA_SPIN_MAX_NS, 0 if unset (rpcool__r_spin) */
     uint64_t rtt_ns;             /* client: recent round trips (moving average) */
     /* the pages the server holds from the last call, with a copy of their bytes (client: what
        it sent; server: what it installed): a page unchanged on both sides is kept for the next
@@ -223,6 +244,7 @@ struct rpcool__rsrv {
     uint64_t spin_ns;    /* the serving thread polls this long before it sleeps */
     uint64_t sleeps;     /* times the serving thread slept */
     uint64_t gap_ns;     /* recent idle gaps between calls (moving average) */
+    uint64_t spin_max;   /* RPCOOL_RDMA_SPIN_MAX_NS, 0 if unset (rpcool__r_spin) */
     pthread_t thr, fthr;
     int thr_started, fthr_started;
     pthread_mutex_t lock;        /* the connection list, against the fault thread */
@@ -314,6 +336,7 @@ static int rpcool__r_prep(krconn_ctx *kc, struct rpcool__rconn **out)
     struct rpcool__rconn *rc = (struct rpcool__rconn *)rpcool__calloc(1, sizeof *rc);
     int r;
     if (!rc) return -ENOMEM;
+    rc->spin_max = rpcool__r_spin_max();
     pthread_mutex_init(&rc->cq_lock, NULL);
     pthread_mutex_init(&rc->rx_lock, NULL);
     pthread_mutex_init(&rc->tx_lock, NULL);
@@ -636,6 +659,7 @@ static void rpcool__r_sleep(struct rpcool__rconn *rc, uint64_t timeout_ns)
     rc->sleeps++;
 #ifdef KRCONN_CTX_EVENTS
     if (rc->evfd >= 0 && !krconn_arm(rc->k)) {
+        rc->arms++;
         if (rpcool__r_cq(rc)) return; /* came before the arm took */
         pthread_mutex_lock(&rc->cq_lock);
         int have = rc->rxq_n != 0;
@@ -643,7 +667,8 @@ static void rpcool__r_sleep(struct rpcool__rconn *rc, uint64_t timeout_ns)
         if (have) return;
         struct pollfd pf = {rc->evfd, POLLIN, 0};
         poll(&pf, 1, (int)(timeout_ns / 1000000u) + 1);
-        krconn_event_ack(rc->k);
+        int ev = krconn_event_ack(rc->k);
+        if (ev > 0) rc->events += (unsigned)ev;
         return;
     }
 #endif
@@ -1007,8 +1032,8 @@ static int rpcool__r_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
     struct rpcool__rconn *rc = c->rdma;
     const uint32_t done = RPCOOL__SL(c->pend[i].gen, RPCOOL__SL_DONE);
     uint64_t t0 = rcp__now_ns(), check = (uint64_t)c->peer_check_ms * 1000000u;
-    uint64_t spin = c->spin_ns, rtt = rcp__load_relaxed(&rc->rtt_ns);
-    if (4 * rtt < RPCOOL__R_SPIN_MAX_NS && 4 * rtt > spin) spin = 4 * rtt;
+    uint64_t rtt = rcp__load_relaxed(&rc->rtt_ns);
+    uint64_t spin = rpcool__r_spin(c->spin_ns, rtt, rc->spin_max);
     for (unsigned k = 0;; k++) {
         rpcool__r_pump(c);
         if (rcp__load(&c->hdr->resp[i].state) == done) {
@@ -1261,10 +1286,12 @@ static int rpcool__r_disconnect(rpcool_conn *c)
     struct rpcool__rconn *rc = c->rdma;
     if (rc->tm_n)
         rpcool__log(&c->log, RPCOOL_LOG_INFO, "rdma steps, mean of %llu calls: post %.1f us, "
-                    "post to DONE seen %.1f us; %llu bytes kept, %llu sent as whole pages",
+                    "post to DONE seen %.1f us; %llu bytes kept, %llu sent as whole pages; "
+                    "slept %llu times, CQ armed %llu times, %llu completion events",
                     (unsigned long long)rc->tm_n, rc->tm_post / 1e3 / rc->tm_n,
                     rc->tm_wait / 1e3 / rc->tm_n, (unsigned long long)rc->tm_kept,
-                    (unsigned long long)rc->tm_bytes);
+                    (unsigned long long)rc->tm_bytes, (unsigned long long)rc->sleeps,
+                    (unsigned long long)rc->arms, (unsigned long long)rc->events);
     if (!rcp__load(&rc->dead)) {
         struct rpcool__rf h;
         memset(&h, 0, sizeof h);
@@ -1918,9 +1945,11 @@ static void rpcool__r_reap(rpcool_server *s, uint64_t now, int all)
             if (why == RPCOOL_E_CLOSED) rcp__fetch_add(&s->st.closed, 1u);
             else if (!all) rcp__fetch_add(&s->st.reaped, 1u);
             rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: rdma client at %#llx %s (the thread slept "
-                        "%llu times so far)", s->name, (unsigned long long)rc->base,
+                        "%llu times so far; this CQ armed %llu times, %llu completion events)",
+                        s->name, (unsigned long long)rc->base,
                         why == RPCOOL_E_CLOSED ? "disconnected" : "gone: reclaimed",
-                        (unsigned long long)rs->sleeps);
+                        (unsigned long long)rs->sleeps, (unsigned long long)rc->arms,
+                        (unsigned long long)rc->events);
             if (rc->tm_n)
                 rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: rdma steps, mean of %llu calls: frame "
                             "to handler %.1f us, handler %.1f us, handler to DONE posted %.1f us, "
@@ -1970,15 +1999,15 @@ static void *rpcool__r_thread(void *p)
             if (idle_since) { /* the gap this work ended: how long to poll next time (a gap
                                  too long to poll through, a keepalive's, forgets the rest) */
                 uint64_t gap = now - idle_since;
-                if (4 * gap >= RPCOOL__R_SPIN_MAX_NS) rs->gap_ns = 0;
+                uint64_t bound = rs->spin_max ? rs->spin_max : RPCOOL__R_SPIN_MAX_NS;
+                if (4 * gap >= bound) rs->gap_ns = 0;
                 else rs->gap_ns = rs->gap_ns ? (7 * rs->gap_ns + gap) / 8 : gap;
             }
             idle_since = 0;
             continue;
         }
         if (!idle_since) idle_since = now;
-        uint64_t spin = rs->spin_ns;
-        if (4 * rs->gap_ns < RPCOOL__R_SPIN_MAX_NS && 4 * rs->gap_ns > spin) spin = 4 * rs->gap_ns;
+        uint64_t spin = rpcool__r_spin(rs->spin_ns, rs->gap_ns, rs->spin_max);
         if (now - idle_since < spin) {
             rcp__cpu_relax();
             continue;
@@ -1992,6 +2021,7 @@ static void *rpcool__r_thread(void *p)
         for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next) {
 #ifdef KRCONN_CTX_EVENTS
             if (rc->evfd >= 0 && np < 257 && !krconn_arm(rc->k)) {
+                rc->arms++;
                 pf[np++] = (struct pollfd){rc->evfd, POLLIN, 0};
                 continue;
             }
@@ -2010,7 +2040,10 @@ static void *rpcool__r_thread(void *p)
         }
 #ifdef KRCONN_CTX_EVENTS
         for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next)
-            if (rc->evfd >= 0) krconn_event_ack(rc->k);
+            if (rc->evfd >= 0) {
+                int ev = krconn_event_ack(rc->k);
+                if (ev > 0) rc->events += (unsigned)ev;
+            }
 #endif
         /* idle_since stays: the next work's gap counts the sleep too */
     }
@@ -2117,6 +2150,7 @@ static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *
     if (!rs) return -ENOMEM;
     rs->uffd = -1;
     rs->spin_ns = spin_ns ? spin_ns : RPCOOL_DEFAULT_RDMA_SPIN_NS;
+    rs->spin_max = rpcool__r_spin_max();
     pthread_mutex_init(&rs->lock, NULL);
     snprintf(rs->name, sizeof rs->name, "%s", s->name);
     s->rdma = rs;
