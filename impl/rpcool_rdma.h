@@ -224,6 +224,9 @@ struct rpcool__rconn {
     char *hbuf, *hbuf2;
     size_t hcap, hcap2;
     int held_reset;              /* client: the server lost some: send everything next call */
+    uint64_t (*pen)[2];          /* client, under post_lock: a CALL's entries (RPCOOL__R_MAXENT), */
+    const char **psrc;           /* where each entry's bytes are, */
+    struct rpcool__rpart *pparts; /* and the parts of the frame; made at the first call */
     int lost;                    /* server: this call's DONE says so */
     /* step timings, for RPCOOL_DEBUG's log (sums in ns, and counts) */
     uint64_t tm_n, tm_post, tm_wait, tm_in, tm_run, tm_out, tm_gap, tm_bytes, tm_kept;
@@ -291,6 +294,30 @@ static int rpcool__r_err(int krc)
 
 /* ---------------------------------------------------------------------------- >>r-conn */
 
+/* The copy of the pages the server holds from the last call (hbuf) and the one being made for
+   this call (hbuf2): make hbuf2 hold at least n bytes (0, or -ENOMEM with nothing changed), and
+   swap the two once the new copy stands. */
+static int rpcool__r_hbuf2_fit(struct rpcool__rconn *rc, uint64_t n)
+{
+    if (n <= rc->hcap2) return 0;
+    char *nb = (char *)RPCOOL_MALLOC((size_t)n);
+    if (!nb) return -ENOMEM;
+    rpcool__free(rc->hbuf2);
+    rc->hbuf2 = nb;
+    rc->hcap2 = (size_t)n;
+    return 0;
+}
+
+static void rpcool__r_hbuf_swap(struct rpcool__rconn *rc)
+{
+    char *t = rc->hbuf;
+    size_t tc = rc->hcap;
+    rc->hbuf = rc->hbuf2;
+    rc->hcap = rc->hcap2;
+    rc->hbuf2 = t;
+    rc->hcap2 = tc;
+}
+
 static void rpcool__r_conn_free(struct rpcool__rconn *rc)
 {
     if (!rc) return;
@@ -313,6 +340,9 @@ static void rpcool__r_conn_free(struct rpcool__rconn *rc)
     rpcool__free(rc->pop);
     rpcool__free(rc->hbuf);
     rpcool__free(rc->hbuf2);
+    rpcool__free(rc->pen);
+    rpcool__free(rc->psrc);
+    rpcool__free(rc->pparts);
     rpcool__free(rc);
 }
 
@@ -919,16 +949,9 @@ static int rpcool__r_post(rpcool_conn *c, unsigned i)
         ext[k][1] = ext[k][0] + len;
         total += len;
     }
-    if (total > rc->hcap2) {
-        char *nb = (char *)RPCOOL_MALLOC((size_t)total);
-        if (!nb) { /* no copy: nothing is kept, this call sends its pages whole */
-            m = 0;
-            total = 0;
-        } else {
-            rpcool__free(rc->hbuf2);
-            rc->hbuf2 = nb;
-            rc->hcap2 = (size_t)total;
-        }
+    if (rpcool__r_hbuf2_fit(rc, total)) { /* no copy: nothing is kept, no page travels */
+        m = 0;
+        total = 0;
     }
     for (unsigned k = 0, off = 0; k < m; off += (unsigned)(ext[k][1] - ext[k][0]), k++)
         memcpy(rc->hbuf2 + off, (const void *)(uintptr_t)ext[k][0],
@@ -940,15 +963,19 @@ static int rpcool__r_post(rpcool_conn *c, unsigned i)
     /* entries: a page the server holds from the last call and that did not change is KEPT (no
        bytes); one that changed is kept with a PATCH of its changed bytes; any other travels
        WHOLE. Range entries ascend; a patch lies inside a kept range. */
-    uint64_t (*en)[2] = (uint64_t(*)[2])rpcool__calloc(RPCOOL__R_MAXENT, 16 + sizeof(char *));
-    const char **esrc = en ? (const char **)(void *)(en + RPCOOL__R_MAXENT) : NULL;
-    struct rpcool__rpart *parts =
-        (struct rpcool__rpart *)rpcool__calloc(1 + 2 * RPCOOL__R_MAXENT, sizeof *parts);
+    if (!rc->pen) rc->pen = (uint64_t(*)[2])rpcool__calloc(RPCOOL__R_MAXENT, 16);
+    if (!rc->psrc) rc->psrc = (const char **)rpcool__calloc(RPCOOL__R_MAXENT, sizeof(char *));
+    if (!rc->pparts)
+        rc->pparts =
+            (struct rpcool__rpart *)rpcool__calloc(1 + 2 * RPCOOL__R_MAXENT, sizeof *rc->pparts);
+    uint64_t (*en)[2] = rc->pen;
+    const char **esrc = rc->psrc;
+    struct rpcool__rpart *parts = rc->pparts;
     int r = 0;
     unsigned ne = 0, lastr = ~0u, j = 0, np = 0;
     uint64_t oj = 0, kept = 0;
     size_t off = 0;
-    if (!en || !parts) {
+    if (!en || !esrc || !parts) {
         r = -ENOMEM;
         goto out;
     }
@@ -999,12 +1026,7 @@ static int rpcool__r_post(rpcool_conn *c, unsigned i)
     h.n2 = ne;
     r = rpcool__r_send(rc, &h, parts, np, 0);
     if (!r) { /* the server holds these pages now: remember them */
-        char *t = rc->hbuf;
-        size_t tc = rc->hcap;
-        rc->hbuf = rc->hbuf2;
-        rc->hcap = rc->hcap2;
-        rc->hbuf2 = t;
-        rc->hcap2 = tc;
+        rpcool__r_hbuf_swap(rc);
         for (unsigned k = 0; k < m; k++)
             rc->held[k] = (struct rpcool__rrange){ext[k][0], ext[k][1]};
         rc->nheld = m;
@@ -1012,8 +1034,6 @@ static int rpcool__r_post(rpcool_conn *c, unsigned i)
         rc->tm_bytes += total - kept;
     }
 out:
-    rpcool__free(en);
-    rpcool__free(parts);
     rc->tm_post += rcp__now_ns() - t0;
     pthread_mutex_unlock(&rc->post_lock);
     if (r) { /* the frees were not sent: queue them again */
@@ -1604,22 +1624,11 @@ static int rpcool__r_entries(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, 
     }
     if (st) goto fail;
     /* what the mirror holds now, copied, for the next call's kept ranges */
-    if (total > rc->hcap2) {
-        char *nb = (char *)RPCOOL_MALLOC((size_t)total);
-        if (!nb) nk = 0, total = 0, rc->lost = 1;
-        else { rpcool__free(rc->hbuf2); rc->hbuf2 = nb; rc->hcap2 = (size_t)total; }
-    }
+    if (rpcool__r_hbuf2_fit(rc, total)) nk = 0, total = 0, rc->lost = 1;
     for (unsigned k = 0, off = 0; k < nk; off += (unsigned)(keep[k].hi - keep[k].lo), k++)
         memcpy(rc->hbuf2 + off, (const void *)(uintptr_t)keep[k].lo,
                (size_t)(keep[k].hi - keep[k].lo));
-    {
-        char *t = rc->hbuf;
-        size_t tc = rc->hcap;
-        rc->hbuf = rc->hbuf2;
-        rc->hcap = rc->hcap2;
-        rc->hbuf2 = t;
-        rc->hcap2 = tc;
-    }
+    rpcool__r_hbuf_swap(rc);
     memcpy(rc->held, keep, nk * sizeof *keep);
     rc->nheld = nk;
     rpcool__free(e);
