@@ -263,11 +263,14 @@
    $KRCONN_META names. A process has one krconn context (device $KRCONN_DEVICE, else the first
    active one), made at its first RDMA connect and kept until it exits; a forked child makes its
    own. Each connection is a physical RC queue pair of its own, taken from krconn's pool.
-   Addresses: the connection heap is an ordinary heap of the client's pod, and the server keeps
-   a private mirror of it at the same address, so pointers mean the same on both sides. Heaps of
-   different pods must not share addresses: give every pod its own pod id (SHMHEAP_POD_ID, 0-15,
-   set when the pod is first used; shmheap.h). A connection whose heap clashes with a mapping of
-   the server is refused with RPCOOL_E_ADDRINUSE.
+   Addresses: the connection heap is a heap of the client's pod (on a memfd: nothing in
+   /dev/shm), and the server keeps a private mirror of it at the same address, so pointers mean
+   the same on both sides. Heaps of different pods must not share addresses: give every pod its
+   own pod id (SHMHEAP_POD_ID, 0-15, set when the pod is first used; shmheap.h). A connection
+   whose heap clashes with a mapping of the server is refused with RPCOOL_E_ADDRINUSE; the
+   client then holds that range and tries again with a heap elsewhere in its pod (up to 4 times
+   within connect_timeout_ms), so a client that starts while the server still mirrors up to 4
+   dead, not yet reclaimed clients of its pod at the ranges it is given connects all the same.
    What travels with a call: the argument's bytes [arg, arg+len), the seal range if the call
    names one (rpcool_call_opts.seal_p, seal_len) and the ranges named in
    rpcool_call_opts.extents (up to 16; an arena's [base, base + used) for pointer-rich data),
@@ -410,10 +413,11 @@
    drops it (RPCOOL_E_DROPPED). Accepting it never waits for that mutex.
    RDMA (section 5): each connection registers (pins) 8 MiB on each side, a 4 MiB receive ring
    and its send buffer; a call carries at most 2 MiB of pages and 16 extents, an answer at most
-   2 MiB of reply; one call at a time per connection at the server. A client killed while
-   connected leaves its heap file (rpcool-rdma-*) in its own pod's /dev/shm: nobody in that pod
-   watches it. Publishing at the meta server and its TCP bootstrap are not authenticated
-   (krconn.h): run it on a trusted network.
+   2 MiB of reply; one call at a time per connection at the server. A client's connection heap
+   is a memfd (no file in /dev/shm): a client killed while connected leaves only its range in
+   its pod's directory, freed by the pod's next shmheap_create_fd (every RDMA connect makes
+   one) or by any create that needs the room. Publishing at the meta server and its TCP
+   bootstrap are not authenticated (krconn.h): run it on a trusted network.
 
    10. DESIGN NOTES
    ----------------

@@ -17,8 +17,9 @@
      side's frames (bytes and frames: the credit); a side with nothing to send writes it back on
      its own (16 B, one RDMA WRITE) once half the ring or half its posted receives is used. A
      frame is at most half the ring, so a sender always gets room eventually.
-   - The client's connection heap is an ordinary shmheap of its pod, at an address unique to its
-     pod (SHMHEAP_POD_ID). The server maps a private, anonymous MIRROR of it at the same address
+   - The client's connection heap is a shmheap of its pod on a memfd (shmheap_create_fd: no
+     name, its range held only while the client lives), at an address unique to its pod
+     (SHMHEAP_POD_ID). The server maps a private, anonymous MIRROR of it at the same address
      (MAP_FIXED_NOREPLACE: a clash is refused with RPCOOL_E_ADDRINUSE) and registers it with
      userfaultfd (missing pages). A call carries its extents (the argument's pages, and ranges
      the caller names) inline as entries: WHOLE pages (their bytes), pages KEPT from the previous
@@ -67,6 +68,7 @@
 #define RPCOOL__R_FREES 256u               /* reply frees queued before a FREE frame goes */
 #define RPCOOL__R_FETCH_MS 10000u          /* a page fetch waits this long for its client */
 #define RPCOOL__R_MAXENT 256u              /* entries (whole, kept, patch) in one CALL */
+#define RPCOOL__R_HELD 4                   /* heaps held while retrying a refused range */
 /* A CALL entry's kind, in the top bits of its length: whole pages (their bytes follow), pages
    kept from the previous call (no bytes), a patch of bytes inside a kept page. */
 #define RPCOOL__R_KEEP (1ull << 63)
@@ -1190,7 +1192,11 @@ static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name
     if ((r = rpcool__r_client_ctx(&kc))) return r;
     if ((r = rpcool__r_dir(kc, where[0] ? where : NULL, connect_ms, &dir))) return r;
     snprintf(svc, sizeof svc, "rpcool.%s", name);
-    int again = 0;
+    /* heaps whose range the server refused (RPCOOL_E_ADDRINUSE: its mirror of a client of our
+       pod that died there is not reclaimed yet), kept open until we connect so that the next
+       heap gets another range */
+    shmheap *held[RPCOOL__R_HELD];
+    int again = 0, nheld = 0;
 attempt:
     if ((r = rpcool__r_prep(kc, &rc))) return r;
     uint64_t now0 = rcp__now_ns();
@@ -1218,11 +1224,19 @@ attempt:
     if ((r = rpcool__r_attach(rc, k))) goto fail_rc;
     rc->frees = (uint64_t *)rpcool__calloc(RPCOOL__R_FREES, sizeof *rc->frees);
     if (!rc->frees) { r = -ENOMEM; goto fail_rc; }
-    /* the heap: an ordinary one of our pod, at our pod's addresses */
-    static uint32_t seqno;
-    snprintf(c->heap_name, sizeof c->heap_name, "rpcool-rdma-%s-%d-%u-%u", name, (int)getpid(),
-             rcp__fetch_add(&seqno, 1u), (unsigned)(rcp__now_ns() % 1000000000u));
-    if ((r = shmheap_create(c->heap_name, &c->hopts, &c->heap))) goto fail_rc;
+    /* the heap: one of our pod, at our pod's addresses, on a memfd: no name in /dev/shm, and
+       its range in the pod is held by our handle's lock, so a client killed while connected
+       leaves nothing behind past the pod's next create (shmheap_create_fd) */
+    {
+        char mn[RPCOOL__NAME_MAX + 16];
+        snprintf(mn, sizeof mn, "rpcool-rdma-%s", name);
+        int hfd = memfd_create(mn, MFD_CLOEXEC);
+        if (hfd < 0) { r = -errno; goto fail_rc; }
+        r = shmheap_create_fd(hfd, &c->hopts, &c->heap);
+        close(hfd); /* the handle keeps its own duplicate */
+        if (r) goto fail_rc;
+        snprintf(c->heap_name, sizeof c->heap_name, "%.100s", shmheap_name(c->heap));
+    }
     c->hdr = (struct rpcool__conn_hdr *)shmheap_aligned_alloc(c->heap, 128, sizeof *c->hdr);
     hs = shmheap_size(c->heap);
     rlen = (hs / 4) & ~(pg - 1);
@@ -1285,10 +1299,18 @@ attempt:
     c->tp = &rpcool__r_transport;
     rpcool__log(&c->log, RPCOOL_LOG_INFO, "connected to %s over RDMA (heap %s at %p)", name,
                 c->heap_name, shmheap_base(c->heap));
+    while (nheld) shmheap_close(held[--nheld]);
     return 0;
 fail_heap:
-    shmheap_close(c->heap);
-    shmheap_unlink(c->heap_name, &c->hopts);
+    if (r == RPCOOL_E_ADDRINUSE && nheld < RPCOOL__R_HELD && rcp__now_ns() < deadline) {
+        rpcool__log(&c->log, RPCOOL_LOG_INFO, "rdma connect to %s: the server still mirrors "
+                    "another client at %p (gone, not yet reclaimed there): another range",
+                    name, shmheap_base(c->heap));
+        held[nheld++] = c->heap; /* hold its range: the next heap is placed elsewhere */
+        again = 1;
+    } else {
+        shmheap_close(c->heap); /* its range in the pod goes with the last hold */
+    }
     c->heap = NULL;
 fail_rc:
     rpcool__r_conn_free(rc);
@@ -1298,6 +1320,7 @@ fail_rc:
         k = NULL;
         goto attempt;
     }
+    while (nheld) shmheap_close(held[--nheld]);
     return r;
 }
 
@@ -1329,7 +1352,6 @@ static int rpcool__r_disconnect(rpcool_conn *c)
     rpcool__r_conn_free(rc);
     c->rdma = NULL;
     shmheap_close(c->heap);
-    shmheap_unlink(c->heap_name, &c->hopts);
     return 0;
 }
 

@@ -18,12 +18,16 @@
  *   fuzz_ring       malformed frames (garbage types, lengths, addresses) through the real ring:
  *                   the server drops that connection and keeps serving a good one
  *   server_killed   the server is SIGKILLed mid-call: the call fails with RPCOOL_E_PEERDEAD
- *   client_killed   a client is SIGKILLed mid-call: the server reclaims it and serves others */
+ *   client_killed   a client is SIGKILLed mid-call: the server reclaims it and serves others
+ *   killed_client_pod  killed clients leave no heap file and no taken range in their pod; one
+ *                   that starts at once connects though the server still mirrors the dead one */
 #define RPCOOL_WITH_RDMA 1
 #define RPCOOL__R_TEST_HOOKS 1
 #define RPCOOL_IMPLEMENTATION
 #include "../../rpcool.h"
 #include "vmt.h"
+#include <dirent.h>
+#include <poll.h>
 #include <sys/wait.h>
 
 #define NAME "rdmat"
@@ -643,6 +647,106 @@ static int mirrors(void) /* mappings in the server that lie in pod B's window: i
     return n;
 }
 
+/* A client of pod K (its own pod file, a window that holds two 16 MiB heaps) in a child: it
+   connects, writes its heap's address to fd (0 if the connect failed), then waits to be killed
+   (hang) or calls, disconnects and exits (!hang). */
+#define KPOD "rpcool-test-k.pod"
+static pid_t kpod_client(int fd, int hang)
+{
+    pid_t p = fork();
+    if (p) return p;
+    setenv("SHMHEAP_POD", KPOD, 1);
+    setenv("SHMHEAP_WINDOW", "68c000000000-68c002800000", 1); /* 40 MiB */
+    unsetenv("SHMHEAP_POD_ID");
+    rpcool_conn *c = conn();
+    uint64_t a = c ? (uint64_t)(uintptr_t)shmheap_base(rpcool_heap(c)) : 0;
+    if (write(fd, &a, sizeof a) != (ssize_t)sizeof a) _exit(1);
+    if (!c) _exit(1);
+    if (!hang) {
+        int rc = echo_once(c, "kpod");
+        rpcool_disconnect(c);
+        _exit(rc ? 1 : 0);
+    }
+    for (;;) pause();
+}
+static uint64_t kpod_addr(int fd)
+{
+    uint64_t a = 0;
+    struct pollfd pf = {fd, POLLIN, 0};
+    if (poll(&pf, 1, 60000) != 1 || read(fd, &a, sizeof a) != (ssize_t)sizeof a) return 0;
+    return a;
+}
+static int kpod_mirrors(void) /* the server's mirrors of pod K's heaps */
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)server_pid);
+    FILE *f = fopen(path, "r");
+    int n = 0;
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f)) n += !strncmp(line, "68c", 3);
+    fclose(f);
+    return n;
+}
+static int kpod_reaped(void) /* wait (up to 20 s) until the server mirrors nothing of pod K */
+{
+    for (int i = 0; i < 200; i++) {
+        if (kpod_mirrors() == 0) return 1;
+        usleep(100000);
+    }
+    return 0;
+}
+static uint64_t kpod_killed(int rfd, int wfd) /* a client of pod K connects, is killed: its heap */
+{
+    pid_t p = kpod_client(wfd, 1);
+    uint64_t a = kpod_addr(rfd);
+    kill(p, SIGKILL);
+    waitpid(p, NULL, 0);
+    return a;
+}
+
+/* A client killed while connected leaves nothing in its pod: no heap file in /dev/shm, and its
+   range is given to the next client once the server has reclaimed its mirror. A client that
+   starts at once, while the server still mirrors the dead one at the range it is given, holds
+   that range and connects with a heap at another. Pod K holds two heaps: with the range of a
+   killed client kept, the third heap would not fit. */
+static void killed_client_pod(void)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/dev/shm/%s", KPOD);
+    unlink(path);
+    int pf[2];
+    if (pipe(pf)) { CHECKF(0, "pipe: %s", strerror(errno)); return; }
+    uint64_t a = kpod_killed(pf[0], pf[1]);
+    CHECKF(a != 0, "%s", "the first client of pod K did not connect");
+    /* at once: the server has not reclaimed the dead client's mirror yet */
+    pid_t q = kpod_client(pf[1], 0);
+    uint64_t b = kpod_addr(pf[0]);
+    int st = -1;
+    waitpid(q, &st, 0);
+    printf("# a client right after a killed one (heap %#llx): heap %#llx\n",
+           (unsigned long long)a, (unsigned long long)b);
+    CHECKF(b != 0 && b != a && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+           "a client right after a killed one: %s", !b ? "refused" : b == a ? "same range" :
+           "its call failed");
+    CHECKF(kpod_reaped(), "%s", "the server did not reclaim the killed client in 20 s");
+    uint64_t c = kpod_killed(pf[0], pf[1]); /* the dead one's range again: nobody holds it */
+    CHECKF(kpod_reaped(), "%s", "the server did not reclaim the killed client in 20 s");
+    uint64_t d = kpod_killed(pf[0], pf[1]);
+    int files = 0;
+    DIR *dir = opendir("/dev/shm");
+    struct dirent *e;
+    while (dir && (e = readdir(dir))) files += !strncmp(e->d_name, "rpcool-rdma-", 12);
+    if (dir) closedir(dir);
+    printf("# killed clients of a two-heap pod at %#llx, %#llx, %#llx; %d heap files in /dev/shm\n",
+           (unsigned long long)a, (unsigned long long)c, (unsigned long long)d, files);
+    CHECKF(c == a && d == a, "%s", "a killed client's range was not given again");
+    CHECK_EQ(files, 0);
+    kpod_reaped();
+    close(pf[0]);
+    close(pf[1]);
+    unlink(path);
+}
+
 static int cycles(int n)
 {
     int k;
@@ -766,6 +870,7 @@ int main(int argc, char **argv)
     RUN(late_receives);
     RUN(leak_cycles);
     RUN(client_killed);
+    RUN(killed_client_pod);
     kill(sp, SIGKILL);
     waitpid(sp, NULL, 0);
     RUN(server_killed);
