@@ -17,7 +17,11 @@ SAN     = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-rec
 TSAN    = -fsanitize=thread
 HEADERS = $(wildcard *.h) $(wildcard impl/*.h)
 
-libs_of = $(shell sed -n 's|^// LIBS: ||p' $(1))
+# Without rdma-core's headers (libibverbs-dev) the headers compile their RDMA parts out
+# (KRCONN_NO_RDMA and the like, automatic), so -libverbs is dropped from the link line: the
+# examples still build with plain cc and `make demo` needs no extra package.
+HAVE_VERBS := $(shell echo '\#include <infiniband/verbs.h>' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1)
+libs_of = $(if $(HAVE_VERBS),$(shell sed -n 's|^// LIBS: ||p' $(1)),$(filter-out -libverbs,$(shell sed -n 's|^// LIBS: ||p' $(1))))
 
 EXAMPLE_SRC = $(wildcard examples/*.c)
 EXAMPLES    = $(EXAMPLE_SRC:examples/%.c=$(BUILD)/ex/%)

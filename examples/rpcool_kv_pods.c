@@ -1098,7 +1098,7 @@ out:
 static int kvp_remote_kid(int i, const kvp_job *j, kvp_counts n[2])
 {
     kvp_peer others[32];
-    kvp_client *c;
+    kvp_client *c = NULL;
     uint16_t id = (uint16_t)(i + 1);
     int no = 0, rc = kvp_remote_open(j->host, j->chan, id, &c);
     if (rc) return rc;
