@@ -307,9 +307,14 @@
    lasts (by default RPCOOL_DEFAULT_RDMA_SPIN_NS, 500 us, RR-Compound's busy-poll time: a
    network round trip is longer than the 20 us that suit shared memory), or while calls are
    frequent: up to 4 times the recent round trip (a client) or gap between calls (the server)
-   when that is under 50 ms; then sleep on the completion channel (RR-Compound's BPEV). The
-   environment variable RPCOOL_RDMA_SPIN_MAX_NS (read at each connect and server open; for
-   benchmarks), when set, replaces that 50 ms bound and caps spin_ns too: 1 sleeps at once.
+   when that is under 50 ms; then sleep on the completion channel (RR-Compound's BPEV). A
+   client whose spin_ns is the default measures both ways and waits the faster one: it polls
+   first or sleeps at once, whichever gave the shorter recent round trip (moving averages; its
+   first wait polls, its second sleeps, then 1 wait in 16 tries the other way). On Soft-RoCE
+   the kernel moves the packets on the same CPUs, and a client that polls can delay its own
+   reply. The environment variable RPCOOL_RDMA_SPIN_MAX_NS (read at each connect and server
+   open; for benchmarks), when set, replaces that 50 ms bound, caps spin_ns too (1 sleeps at
+   once) and turns the client's choice off, as a spin_ns of the caller's own does.
    Only the thread that waits polls; the completion queue is armed only right before it sleeps.
    An idle server wakes every reap_ms (keepalives).
    Failures: a client waiting for an answer sends a keepalive (a zero-byte RDMA WRITE) when
@@ -1147,6 +1152,7 @@ static int rpcool__r_parse(const char *channel, char *where, size_t wlen, const 
 static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name,
                              unsigned connect_ms);
 static int rpcool__r_disconnect(rpcool_conn *c);
+static void rpcool__r_adapt(rpcool_conn *c, int on);
 static void rpcool__r_pump(rpcool_conn *c);
 static int rpcool__r_gone(rpcool_conn *c);
 static void rpcool__r_free(rpcool_conn *c, void *p);
@@ -1167,6 +1173,7 @@ static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name
     return RPCOOL_E_NOTSUP;
 }
 static int rpcool__r_disconnect(rpcool_conn *c) { (void)c; return 0; }
+static void rpcool__r_adapt(rpcool_conn *c, int on) { (void)c, (void)on; }
 static void rpcool__r_pump(rpcool_conn *c) { (void)c; }
 static int rpcool__r_gone(rpcool_conn *c) { (void)c; return RPCOOL_E_NOTSUP; }
 static void rpcool__r_free(rpcool_conn *c, void *p) { (void)c, (void)p; }
@@ -3904,6 +3911,7 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     if (rdma) {
         if (!o.spin_ns) c->spin_ns = RPCOOL_DEFAULT_RDMA_SPIN_NS; /* a network round trip */
         if ((r = rpcool__r_connect(c, where, rname, connect_ms))) goto fail_free;
+        rpcool__r_adapt(c, !o.spin_ns);
         *out = c;
         return 0;
     }

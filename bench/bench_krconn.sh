@@ -8,6 +8,9 @@
 #   probe_rtr_KIND/1   one RTR (QP reset to INIT in between), and probe_ah_KIND/1 one
 #   probe_ah_KIND/1    ibv_create_ah, towards each kind of GID the port has (mapped: the
 #                      IPv4-mapped RoCE v2 GID krconn uses; linklocal: the fe80:: RoCE v2 one)
+#   ud_rtt_MODE/1      the floor: perftest's ib_send_lat -c UD (64 B), twice its t_typical (half
+#                      the round trip), median of a run before and one after bench_krconn;
+#                      MODE poll, or event (-e: completion events, as a sleeping context)
 #   rdma_cm/1          rdmacm-utils' cmtime, one connection per run, a fresh server per run:
 #                      create id + resolve addr + resolve route + create qp + connect
 # Absolute times under TCG mean little: read the ratios, which come from this one run.
@@ -37,6 +40,9 @@ tr -d '\r' <"$B/krconn.log" | awk '
     /^# host load/ { sub(/^# /, ""); hostload = $0; next }
     /^step / { steps[$2] = steps[$2] sprintf("  %-22s %10.1f us\n", $3, $4); next }
     /^packets / { pk[$2] = $3; next }
+    /^udfloor (poll|event) [0-9.]+ [0-9.]+ [0-9.]+$/ { # half round trips (us), one per run
+        nu[$2]++; ut[$2, nu[$2]] = 2 * $4 * 1000; if (2 * $5 * 1000 > up[$2]) up[$2] = 2 * $5 * 1000; next
+    }
     /^cmtime run/ { run++; tot = 0; next }
     /^\| (create id|resolve addr|resolve route|create qp|connect) *:/ {
         line = $0; sub(/^\| /, "", line); split(line, f, ":"); name = f[1]; gsub(/ +$/, "", name)
@@ -55,6 +61,12 @@ tr -d '\r' <"$B/krconn.log" | awk '
                 steps["rdma_cm/1"] = steps["rdma_cm/1"] sprintf("  %-22s %10.1f us (median of %d runs)\n", sn[k], median(u, run), run)
             }
         }
+        split("poll event", um, " ")
+        for (j = 1; j <= 2; j++) {
+            k = "ud_rtt_" um[j] "/1"; if (!(um[j] in nu)) continue
+            for (r = 1; r <= nu[um[j]]; r++) u[r] = ut[um[j], r]
+            med[k] = median(u, nu[um[j]]); p99[k] = up[um[j]]; ops[k] = 1e9 / med[k]; order[++no] = k
+        }
         if (hostload != "") print "== " hostload
         print "== connection set-up (median, p99, per second)"
         for (i = 1; i <= no; i++) {
@@ -70,6 +82,14 @@ tr -d '\r' <"$B/krconn.log" | awk '
             if (!(ks[j] in med) || med[ks[j]] == 0) continue
             if ("rdma_cm/1" in med) printf "rdma_cm/1 / %-18s %9.1fx\n", ks[j], med["rdma_cm/1"] / med[ks[j]]
             if ("verbs_tcp/1" in med) printf "verbs_tcp/1 / %-16s %9.1fx\n", ks[j], med["verbs_tcp/1"] / med[ks[j]]
+        }
+        # the floor: one UD datagram each way is what a new-peer connect must exchange, so
+        # rdma_cm / floor bounds the speed-up any one-exchange connect could show here
+        split("poll event", um, " ")
+        for (j = 1; j <= 2; j++) {
+            fl = "ud_rtt_" um[j] "/1"; if (!(fl in med) || med[fl] == 0) continue
+            if ("rdma_cm/1" in med) printf "rdma_cm/1 / %-18s %9.1fx  (the best any one-exchange connect could reach here)\n", fl, med["rdma_cm/1"] / med[fl]
+            if ("krconn_new/1" in med) printf "krconn_new/1 / %-15s %9.2fx\n", fl, med["krconn_new/1"] / med[fl]
         }
         split("rtr ah", pk2, " ")
         for (j = 1; j <= 2; j++) {

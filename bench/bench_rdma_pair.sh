@@ -2,6 +2,8 @@
 # bench/bench_rdma_pair.sh - rpcool between pods (issue 13): two qemu TCG guests joined by a
 # socket netdev, Soft-RoCE (rxe0) on each, booted by `tests/vm/run.sh rpcbench` (guest roles
 # rpcbench-a: servers, 10.0.3.1, SHMHEAP_POD_ID=0; rpcbench-b: clients, 10.0.3.2, pod 1). One run:
+#   perftest_pair/write_after_rtt/2         ib_write_lat again after the rpcool rows (the
+#                        guests' speed drifts over a run: the rpcool rows are bracketed)
 #   perftest_pair/write_rtt/2, send_rtt/2   ib_write_lat, ib_send_lat between the guests (2 B,
 #                        -n 500, -x the GID index impl/verbs.h picks). perftest prints HALF
 #                        the round trip for send and write (src/perftest_parameters.c,
@@ -40,7 +42,10 @@ fi
 tr -d '\r' <"$B/rdma_pair.log" | awk '
     # perftest table: #bytes #iterations t_min t_max t_typical t_avg t_stdev 99% 99.9% (usec),
     # every figure half a round trip: doubled here
-    /^perftest ib_/ { tool = $2; sub(/^ib_/, "", tool); sub(/_lat$/, "", tool); next }
+    /^perftest ib_/ {
+        tool = $2; sub(/^ib_/, "", tool); sub(/_lat$/, "", tool); if ($3 == "after") tool = tool "_after"
+        next
+    }
     /^\| +#bytes/ { grab = 1; next }
     grab && /^\| +[0-9]/ {
         grab = 0
@@ -73,11 +78,16 @@ tr -d '\r' <"$B/rdma_pair.log" | awk '
         print "== ratios (same run; perftest doubled to a round trip)"
         W = "perftest_pair/write_rtt/2"; S = "perftest_pair/send_rtt/2"
         R = "rpcool_rdma/noop/relaxed"
+        WA = "perftest_pair/write_after_rtt/2"
         ratio("rpcool RDMA no-op / ib_write_lat round trip", R, W)
+        ratio("rpcool RDMA no-op / ib_write_lat run after it", R, WA)
+        ratio("ib_write_lat after / before the rpcool rows", WA, W)
         ratio("rpcool RDMA no-op / ib_send_lat round trip", R, S)
         ratio("ib_send_lat / ib_write_lat round trip", S, W)
         ratio("no-op, client no spin / default spin (round 1)", "rpcool_rdma/noop/relaxed-spin-none-1", "rpcool_rdma/noop/relaxed-spin-default-1")
         ratio("no-op, client no spin / default spin (round 2)", "rpcool_rdma/noop/relaxed-spin-none-2", "rpcool_rdma/noop/relaxed-spin-default-2")
+        ratio("no-op, client always polls / default (round 1)", "rpcool_rdma/noop/relaxed-spin-poll-1", "rpcool_rdma/noop/relaxed-spin-default-1")
+        ratio("no-op, client always polls / default (round 2)", "rpcool_rdma/noop/relaxed-spin-poll-2", "rpcool_rdma/noop/relaxed-spin-default-2")
         ratio("no-op, client no spin / ib_write_lat (round 1)", "rpcool_rdma/noop/relaxed-spin-none-1", W)
         ratio("no-op, client no spin / ib_write_lat (round 2)", "rpcool_rdma/noop/relaxed-spin-none-2", W)
         ratio("gRPC TCP 64 B / rpcool RDMA no-op", "grpc_tcp/64", R)

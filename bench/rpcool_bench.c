@@ -413,26 +413,39 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
     if (rdma_client && want("noop")) {
         thread_cpu("after-noop");
         /* issue 13 A/B in one run: the relaxed no-op on this connection (the default adaptive
-           busy-poll) alternated with a second connection whose client sleeps on its completion
-           channel at once (RPCOOL_RDMA_SPIN_MAX_NS=1); the server is the same in both */
+           busy-poll, which polls or sleeps at once, whichever was faster) alternated with a
+           second connection whose client sleeps on its completion channel at once
+           (RPCOOL_RDMA_SPIN_MAX_NS=1); the server is the same in all */
         const char *old = getenv("RPCOOL_RDMA_SPIN_MAX_NS");
         setenv("RPCOOL_RDMA_SPIN_MAX_NS", "1", 1);
         rpcool_conn *c2 = NULL;
         int r2 = rpcool_connect(chan, &co, &c2);
         if (old) setenv("RPCOOL_RDMA_SPIN_MAX_NS", old, 1);
         else unsetenv("RPCOOL_RDMA_SPIN_MAX_NS");
-        if (r2) {
-            printf("# spin A/B: second connection failed: %d %s\n", r2, rpcool_strerror(r2));
+        /* and a third whose client always polls (its own spin_ns, 20 ms: no adapting) */
+        rpcool_conn *c3 = NULL;
+        rpcool_conn_opts po = co;
+        po.spin_ns = 20000000u;
+        int r3 = r2 ? r2 : rpcool_connect(chan, &po, &c3);
+        if (r2 || r3) {
+            printf("# spin A/B: second connection failed: %d %s\n", r2 ? r2 : r3,
+                   rpcool_strerror(r2 ? r2 : r3));
+            if (c2) rpcool_disconnect(c2);
         } else {
             char *arg2 = (char *)rpcool_alloc_pages(c2, 4096);
+            char *arg3 = (char *)rpcool_alloc_pages(c3, 4096);
             memset(arg2, 'x', 4096);
+            memset(arg3, 'x', 4096);
             for (int round = 1; round <= 2; round++) {
                 snprintf(name, sizeof name, "%s/noop/relaxed-spin-default-%d", pfx, round);
                 run(c, name, n, FN_NOOP, arg, 64, &relaxed, 0);
                 snprintf(name, sizeof name, "%s/noop/relaxed-spin-none-%d", pfx, round);
                 run(c2, name, n, FN_NOOP, arg2, 64, &relaxed, 0);
+                snprintf(name, sizeof name, "%s/noop/relaxed-spin-poll-%d", pfx, round);
+                run(c3, name, n, FN_NOOP, arg3, 64, &relaxed, 0);
             }
             thread_cpu("after-spin-ab");
+            rpcool_disconnect(c3);
             rpcool_disconnect(c2);
         }
     }

@@ -217,6 +217,11 @@ struct rpcool__rconn {
     uint64_t arms, events;       /* times its CQ was armed / completion events taken from it */
     uint64_t spin_max;           /* RPCOOL_RDMA_SPIN_MAX_NS, 0 if unset (rpcool__r_spin) */
     uint64_t rtt_ns;             /* client: recent round trips (moving average) */
+    /* client, when its spin_ns is the default and RPCOOL_RDMA_SPIN_MAX_NS is unset: the recent
+       round trip of a wait that polled first and of one that slept at once (moving averages,
+       0 = none yet), and the waits so far (rpcool__r_wait chooses by them) */
+    int adapt;
+    uint64_t rtt_poll, rtt_sleep, waits;
     /* the pages the server holds from the last call, with a copy of their bytes (client: what
        it sent; server: what it installed): a page unchanged on both sides is kept for the next
        call instead of travelling again (client: under post_lock; server: serving thread) */
@@ -1047,8 +1052,28 @@ out:
     return r;
 }
 
+/* A moving average of round trips: one outlier (a descheduled guest, a slow handler) counts as
+   4 times the average at most. */
+static void rpcool__r_avg(uint64_t *avg, uint64_t took)
+{
+    uint64_t a = rcp__load_relaxed(avg);
+    if (a && took > 4 * a) took = 4 * a;
+    rcp__store_relaxed(avg, a ? (7 * a + took) / 8 : took);
+}
+
 /* Wait for call i: poll while spin_ns lasts, then sleep on the completion channel; a keepalive
-   every peer_check_ms. */
+   every peer_check_ms. An adapting client (rc->adapt) polls first or sleeps at once, whichever
+   gave the shorter recent round trip: polling competes for the CPU with whatever moves the
+   packets (Soft-RoCE runs in the kernel, on the same CPUs), so on some machines it loses. The
+   first wait polls, the second sleeps, then 1 wait in RPCOOL__R_PROBE tries the other way. */
+#define RPCOOL__R_PROBE 16u
+
+/* A client adapts (polls or sleeps at once) when its spin_ns is the default and the benchmark
+   knob RPCOOL_RDMA_SPIN_MAX_NS is unset. */
+static void rpcool__r_adapt(rpcool_conn *c, int on)
+{
+    c->rdma->adapt = on && !c->rdma->spin_max;
+}
 static int rpcool__r_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
 {
     struct rpcool__rconn *rc = c->rdma;
@@ -1056,11 +1081,21 @@ static int rpcool__r_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
     uint64_t t0 = rcp__now_ns(), check = (uint64_t)c->peer_check_ms * 1000000u;
     uint64_t rtt = rcp__load_relaxed(&rc->rtt_ns);
     uint64_t spin = rpcool__r_spin(c->spin_ns, rtt, rc->spin_max);
+    int slept = 0; /* this wait's mode: sleep at once */
+    if (rc->adapt) {
+        uint64_t rp = rcp__load_relaxed(&rc->rtt_poll), rs = rcp__load_relaxed(&rc->rtt_sleep);
+        uint64_t w = __atomic_fetch_add(&rc->waits, 1, __ATOMIC_RELAXED);
+        if (!rp) slept = 0;
+        else if (!rs) slept = 1;
+        else slept = (rs < rp) ^ (w % RPCOOL__R_PROBE == RPCOOL__R_PROBE - 1);
+        if (slept) spin = 0;
+    }
     for (unsigned k = 0;; k++) {
         rpcool__r_pump(c);
         if (rcp__load(&c->hdr->resp[i].state) == done) {
             uint64_t took = rcp__now_ns() - t0; /* the round trips the next waits expect */
             rcp__store_relaxed(&rc->rtt_ns, rtt ? (7 * rtt + took) / 8 : took);
+            if (rc->adapt) rpcool__r_avg(slept ? &rc->rtt_sleep : &rc->rtt_poll, took);
             rc->tm_wait += took;
             rc->tm_n++;
             return 0;
@@ -1073,7 +1108,8 @@ static int rpcool__r_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
         }
         uint64_t now = rcp__now_ns();
         if (deadline && now >= deadline) return RPCOOL_E_TIMEOUT;
-        if (now - rcp__load_relaxed(&rc->last_rx) >= check && now - rc->last_ping >= check) {
+        uint64_t rx = rcp__load_relaxed(&rc->last_rx); /* may be newer than now */
+        if (now > rx && now - rx >= check && now - rc->last_ping >= check) {
             rc->last_ping = now;
             rpcool__r_ping(rc);
         }
@@ -1330,11 +1366,13 @@ static int rpcool__r_disconnect(rpcool_conn *c)
     if (rc->tm_n)
         rpcool__log(&c->log, RPCOOL_LOG_INFO, "rdma steps, mean of %llu calls: post %.1f us, "
                     "post to DONE seen %.1f us; %llu bytes kept, %llu sent as whole pages; "
-                    "slept %llu times, CQ armed %llu times, %llu completion events",
+                    "slept %llu times, CQ armed %llu times, %llu completion events; "
+                    "recent round trip polling first %.1f us, sleeping at once %.1f us%s",
                     (unsigned long long)rc->tm_n, rc->tm_post / 1e3 / rc->tm_n,
                     rc->tm_wait / 1e3 / rc->tm_n, (unsigned long long)rc->tm_kept,
                     (unsigned long long)rc->tm_bytes, (unsigned long long)rc->sleeps,
-                    (unsigned long long)rc->arms, (unsigned long long)rc->events);
+                    (unsigned long long)rc->arms, (unsigned long long)rc->events,
+                    rc->rtt_poll / 1e3, rc->rtt_sleep / 1e3, rc->adapt ? "" : " (not adapting)");
     if (!rcp__load(&rc->dead)) {
         struct rpcool__rf h;
         memset(&h, 0, sizeof h);

@@ -222,8 +222,30 @@ krconn-bench)
             wait
         done
     }
+    # The floor: perftest's ib_send_lat over UD, one datagram each way (what a new-peer connect
+    # exchanges), polling and with completion events (-e, as krconn's context sleeps). Half
+    # the round trip in microseconds: "udfloor MODE t_min t_typical p99".
+    gid=$(/t/test_verbs --gid)
+    udfloor() {
+        for mode in poll event; do
+            e=""; [ $mode = event ] && e="-e"
+            timeout 90 ib_send_lat -d rxe0 -x "$gid" -c UD -s 64 -n 500 $e >/tmp/ud.server 2>&1 &
+            uds=$!
+            sleep 1
+            if timeout 60 ib_send_lat -d rxe0 -x "$gid" -c UD -s 64 -n 500 $e "$ip" >/tmp/ud.client 2>&1; then
+                awk -v m=$mode '$1 == 64 && NF >= 8 { print "udfloor", m, $3, $5, $8 }' /tmp/ud.client
+            else
+                echo "# udfloor $mode: ib_send_lat -c UD failed"
+                sed 's/^/# /' /tmp/ud.client /tmp/ud.server
+            fi
+            kill $uds 2>/dev/null
+            wait
+        done
+    }
     cmtime_runs "1 2 3 4 5 6"
+    udfloor
     run bench_krconn 120 /t/bench_krconn
+    udfloor
     cmtime_runs "7 8 9 10 11 12"
     ;;
 nppin)
@@ -321,6 +343,10 @@ rpcbench-a|rpcbench-b)
         # rpcool's server; with the RDMA transport, its krconn meta server listens on TCP 7471
         RPCOOL_DEBUG=1 /t/rpcool_bench -R -a bench >/tmp/srv.out 2>&1 &
         served rpcool 7471 $!
+        # ib_write_lat once more: the guests' speed drifts over a run, so the rpcool rows are
+        # bracketed by a perftest run before and one after
+        ib_write_lat -d rxe0 -x "$gid" -n 500 >/tmp/srv.out 2>&1 &
+        served ib_write_lat-after 18515 $!
         post kv-none
     else
         export SHMHEAP_POD_ID=1
@@ -348,6 +374,16 @@ rpcbench-a|rpcbench-b)
         if await rpcool; then
             bench rpcool-rdma 600 env RPCOOL_DEBUG=1 /t/rpcool_bench -n 1000 -w 100 "rdma://$peer/bench"
             post done-rpcool
+        fi
+        if await ib_write_lat-after; then
+            if timeout 200 ib_write_lat -d rxe0 -x "$gid" -n 500 "$peer" >/tmp/wa.client 2>&1; then
+                echo "perftest ib_write_lat after"
+                sed 's/^/| /' /tmp/wa.client
+            else
+                echo "FAIL perftest-ib_write_lat-after: client failed"
+                sed 's/^/# /' /tmp/wa.client
+            fi
+            post done-ib_write_lat-after
         fi
         await kv-none
         echo "kv-remote: slot for the KV store's remote get by RPC and by one-sided READ" \
