@@ -95,7 +95,9 @@
    created, so a restarted peer is told apart from the one it replaces even if it gets the same QPN.
    krconn_connect takes a pooled QP and sends ONE UD request {QPN, PSN, nonce, the generation it
    expects}; the peer's context takes a pooled QP of its own, moves it to RTR, answers {QPN, PSN,
-   nonce} and then moves it to RTS; the client moves its QP to RTR and RTS. The peer's context
+   nonce} and then moves it to RTS; the client moves its QP to RTR and RTS. The peer may send
+   as soon as its side is up, before the client's connect has returned: krconn_connect_opts.before
+   lets the client post its receives on the QP (in INIT) before the request leaves. The peer's context
    answers from its background thread (or from any of its threads that is waiting on krconn), so the
    peer program does nothing for a connection to exist; krconn_accept hands incoming connections to
    a program that wants them (krconn_ctx_opts.accept_backlog). Both sides first create a UD address
@@ -353,6 +355,12 @@ typedef struct krconn_ctx_opts {
 typedef struct krconn_connect_opts {
     int timeout_ms;           /* 0 = KRCONN_DEFAULT_TIMEOUT_MS */
     unsigned flags;           /* KRCONN_CONNECT_* */
+    /* A physical connect calls before(qp, user) with its QP in INIT, before it asks the peer:
+       post receives there (ibv_post_recv), so that the peer's first message after its side is
+       up finds one. Non-zero fails the connect with that code (the QP's receives are dropped
+       with it). Not called for a virtual connect (check krconn_is_virtual). NULL: none. */
+    int (*before)(struct ibv_qp *qp, void *user);
+    void *user;
 } krconn_connect_opts;
 
 typedef struct krconn_meta_opts {
@@ -2250,6 +2258,10 @@ static int krconn__connect(krconn_ctx *ctx, const krconn_addr *peer, const krcon
     }
     p->qp = q.qp;
     p->cq = q.cq;
+    if (o && o->before && (rc = o->before(p->qp, o->user))) {
+        krconn__fail(ctx, rc, "connect: the caller's before()", p->qp->qp_num, peer->gid, peer->qpn);
+        goto fail;
+    }
     krconn__msg m, ans;
     krconn__msg_init(ctx, &m, KRCONN__REQ);
     m.nonce = p->nonce;
@@ -2373,6 +2385,8 @@ KRCONN_API int krconn_connect_name(krconn_ctx *ctx, krconn_dir *dir, const char 
         memset(&co, 0, sizeof co);
         co.flags = opts ? opts->flags : 0;
         co.timeout_ms = left;
+        co.before = opts ? opts->before : NULL;
+        co.user = opts ? opts->user : NULL;
         rc = krconn__connect(ctx, &a, &co, krconn__name_recheck, &nc, out);
         if (rc != KRCONN_E_STALE) return rc;
         pthread_mutex_lock(&ctx->mu); /* never use this generation again */

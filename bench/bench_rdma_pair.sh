@@ -30,7 +30,7 @@ mkdir -p "$B"
 if [ -n "${RDMA_PAIR_LOG:-}" ]; then # re-read an earlier run's output
     cp "$RDMA_PAIR_LOG" "$B/rdma_pair.log.in" && mv "$B/rdma_pair.log.in" "$B/rdma_pair.log"; rc=0
 else
-    sh tests/deps.sh vm || exit 1
+    sh tests/deps.sh vm && sh tests/deps.sh bench || exit 1
     load0=$(cut -d' ' -f1 /proc/loadavg)
     # run_pair sets 300 s per guest unless VM_GUEST_TIMEOUT says otherwise: on a loaded host a
     # whole run takes longer

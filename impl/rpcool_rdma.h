@@ -79,7 +79,8 @@
    all) declared live peers dead between loaded emulated guests. */
 #define RPCOOL__R_ACK_TIMEOUT 17
 /* The RNR timer our queue pairs advertise: 24 = 40.96 ms, so a peer whose first message (the
-   server's hello) arrives before our receives are posted retries for about 0.25 s (rnr_retry 6)
+   server's hello) arrives before our receives are posted (they are posted before the connect
+   asks, rpcool__r_before: this is the margin if not) retries for about 0.25 s (rnr_retry 6)
    instead of 4 ms; with krconn's 0.64 ms a hello was lost now and then under TCG (the server's
    queue pair failed, the client waited out its connect timeout). Receives are kept posted after
    that, so no later message waits for it. */
@@ -222,6 +223,7 @@ struct rpcool__rconn {
        0 = none yet), and the waits so far (rpcool__r_wait chooses by them) */
     int adapt;
     uint64_t rtt_poll, rtt_sleep, waits;
+    int preposted;               /* client: receives posted before the connect (rpcool__r_before) */
     /* the pages the server holds from the last call, with a copy of their bytes (client: what
        it sent; server: what it installed): a page unchanged on both sides is kept for the next
        call instead of travelling again (client: under post_lock; server: serving thread) */
@@ -396,15 +398,30 @@ fail:
     return r;
 }
 
-/* Put rc on krconn connection k (rc owns k from now on, even on failure): post the receives. */
+/* krconn_connect_opts.before: the client posts its receives on the QP (still in INIT) before
+   krconn asks the server, whose hello may come the moment the server's side is up. */
+static int rpcool__r_before(struct ibv_qp *qp, void *user)
+{
+    struct rpcool__rconn *rc = (struct rpcool__rconn *)user;
+    int r = 0;
+    rc->qp = qp;
+    for (unsigned i = 0; i < RPCOOL__R_RECVS && !r; i++) r = rpcool__r_post_recv(rc);
+    rc->preposted = !r;
+    return r;
+}
+
+/* Put rc on krconn connection k (rc owns k from now on, even on failure): post the receives
+   (unless rpcool__r_before did). */
 static int rpcool__r_attach(struct rpcool__rconn *rc, krconn *k)
 {
     int r = 0;
     rc->k = k;
+    if (rc->preposted && rc->qp != krconn_qp(k)) return RPCOOL_E_PROTO;
     rc->qp = krconn_qp(k);
     rc->cq = rc->qp ? rc->qp->recv_cq : NULL;
     if (!rc->qp || rc->cq != rc->qp->send_cq) return RPCOOL_E_PROTO; /* one CQ per krconn QP */
-    for (unsigned i = 0; i < RPCOOL__R_RECVS && !r; i++) r = rpcool__r_post_recv(rc);
+    for (unsigned i = 0; i < RPCOOL__R_RECVS && !r && !rc->preposted; i++)
+        r = rpcool__r_post_recv(rc);
 #ifdef KRCONN_CTX_EVENTS
     rc->evfd = krconn_event_fd(k);
     if (rc->evfd < 0) rc->evfd = -1;
@@ -1209,6 +1226,7 @@ static int rpcool__r_send_hello(struct rpcool__rconn *rc, struct rpcool__rhello 
 
 #ifdef RPCOOL__R_TEST_HOOKS
 static unsigned rpcool__r_test_late_recv_us; /* tests only: see rpcool__r_connect */
+static int rpcool__r_test_no_prepost;         /* tests only: receives after the connect, once */
 #endif
 
 /* A client connection over RDMA: see the top of this file. */
@@ -1237,7 +1255,11 @@ attempt:
     if ((r = rpcool__r_prep(kc, &rc))) return r;
     uint64_t now0 = rcp__now_ns();
     unsigned left_ms = now0 < deadline ? (unsigned)((deadline - now0) / 1000000u) : 0;
-    krconn_connect_opts co = {(int)(left_ms ? left_ms : 1), KRCONN_CONNECT_NO_VIRTUAL};
+    krconn_connect_opts co = {(int)(left_ms ? left_ms : 1), KRCONN_CONNECT_NO_VIRTUAL,
+                              rpcool__r_before, rc};
+#ifdef RPCOOL__R_TEST_HOOKS
+    if (rpcool__r_test_no_prepost) co.before = NULL, rpcool__r_test_no_prepost = 0;
+#endif
     int kr = krconn_connect_name(kc, dir, svc, &co, &k);
     if (kr == KRCONN_E_CLOSED || kr == KRCONN_E_PEERDEAD || kr == KRCONN_E_QPERR ||
         kr == KRCONN_E_FLUSHED) { /* the meta server went away since: ask it afresh, once */

@@ -438,6 +438,63 @@ out:
     }
 }
 
+/* krconn_connect_opts.before: called once per physical connect, with the QP in INIT, before the
+   request; not for a virtual one; its error fails the connect with that code and the QP goes
+   back (the connection count does not move). */
+typedef struct before_rec { int calls, state, ret; uint32_t qpn; } before_rec;
+static int before_fn(struct ibv_qp *qp, void *user)
+{
+    before_rec *b = (before_rec *)user;
+    struct ibv_qp_attr a;
+    struct ibv_qp_init_attr ia;
+    b->calls++;
+    b->qpn = qp->qp_num;
+    b->state = ibv_query_qp(qp, &a, IBV_QP_STATE, &ia) ? -1 : (int)a.qp_state;
+    return b->ret;
+}
+
+static void before_hook(void)
+{
+    krconn_ctx *c = client_ctx(0);
+    krconn_dir *dir = heap_dir();
+    krconn *k = NULL, *v = NULL, *bad = NULL;
+    char err[600];
+    before_rec b;
+    memset(&b, 0, sizeof b);
+    if (!c || !dir) goto out;
+    krconn_connect_opts co;
+    memset(&co, 0, sizeof co);
+    co.before = before_fn;
+    co.user = &b;
+    int rc = krconn_connect_name(c, dir, "svc", &co, &k);
+    CHECKF(rc == 0, "connect with before: %s", krconn_strerror(rc));
+    if (rc) goto out;
+    CHECK_EQ(b.calls, 1);
+    CHECK_EQ(b.state, (int)IBV_QPS_INIT);
+    CHECK_EQ(b.qpn, krconn_qp(k)->qp_num);
+    CHECKF(check_data(c, k, 5, 1, err, sizeof err) == 0, "after before(): %s", err);
+    rc = krconn_connect_name(c, dir, "svc", &co, &v); /* virtual: not called */
+    CHECKF(rc == 0, "virtual connect with before: %s", krconn_strerror(rc));
+    CHECK_EQ(b.calls, 1);
+    if (!rc) CHECK_EQ(krconn_is_virtual(v), 1);
+    krconn_stats s0, s1;
+    krconn_ctx_stats(c, &s0);
+    b.ret = -EIO;
+    co.flags = KRCONN_CONNECT_NO_VIRTUAL;
+    rc = krconn_connect_name(c, dir, "svc", &co, &bad);
+    CHECK_EQ(rc, -EIO);
+    CHECK(bad == NULL);
+    CHECK_EQ(b.calls, 2);
+    krconn_ctx_stats(c, &s1);
+    CHECK_EQ(s1.connections, s0.connections);
+    CHECK_EQ(s1.physical, s0.physical);
+out:
+    if (v) krconn_disconnect(v);
+    if (k) krconn_disconnect(k);
+    if (dir) krconn_dir_close(dir);
+    if (c) krconn_ctx_destroy(c);
+}
+
 typedef struct thr_arg {
     krconn_ctx *c;
     krconn_dir *dir;
@@ -1185,6 +1242,7 @@ int main(int argc, char **argv)
     } else if (main_srv.up) {
         TEST(errors_and_no_device);
         TEST(connect_and_data);
+        TEST(before_hook);
         TEST(four_threads_virtual);
         TEST(four_threads_physical);
         TEST(pool_empty_nowait);
