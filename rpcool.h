@@ -308,13 +308,14 @@
    network round trip is longer than the 20 us that suit shared memory), or while calls are
    frequent: up to 4 times the recent round trip (a client) or gap between calls (the server)
    when that is under 50 ms; then sleep on the completion channel (RR-Compound's BPEV). A
-   client whose spin_ns is the default measures both ways and waits the faster one: it polls
-   first or sleeps at once, whichever gave the shorter recent round trip (moving averages; its
-   first wait polls, its second sleeps, then 1 wait in 16 tries the other way). On Soft-RoCE
-   the kernel moves the packets on the same CPUs, and a client that polls can delay its own
-   reply. The environment variable RPCOOL_RDMA_SPIN_MAX_NS (read at each connect and server
-   open; for benchmarks), when set, replaces that 50 ms bound, caps spin_ns too (1 sleeps at
-   once) and turns the client's choice off, as a spin_ns of the caller's own does.
+   side whose spin_ns is the default measures both ways and waits the faster one: it polls
+   first or sleeps at once, whichever gave the shorter recent waits (moving averages of a
+   client's round trips, of the serving thread's gaps between calls under 12.5 ms; the first
+   wait polls, the second sleeps, then 1 in 16 tries the other way). On Soft-RoCE the kernel
+   moves the packets on the same CPUs, and a side that polls can delay its own messages. The
+   environment variable RPCOOL_RDMA_SPIN_MAX_NS (read at each connect and server open; for
+   benchmarks), when set, replaces that 50 ms bound, caps spin_ns too (1 sleeps at once) and
+   turns the choice off, as a spin_ns of the caller's own does.
    Only the thread that waits polls; the completion queue is armed only right before it sleeps.
    An idle server wakes every reap_ms (keepalives).
    Failures: a client waiting for an answer sends a keepalive (a zero-byte RDMA WRITE) when

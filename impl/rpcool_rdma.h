@@ -257,6 +257,11 @@ struct rpcool__rsrv {
     uint64_t sleeps;     /* times the serving thread slept */
     uint64_t gap_ns;     /* recent idle gaps between calls (moving average) */
     uint64_t spin_max;   /* RPCOOL_RDMA_SPIN_MAX_NS, 0 if unset (rpcool__r_spin) */
+    /* spin_ns the default and RPCOOL_RDMA_SPIN_MAX_NS unset: the serving thread polls through
+       an idle gap or sleeps at once, whichever gave the shorter recent gaps (as a client's wait:
+       rpcool__r_wait); gaps over a quarter of the polling bound count for neither */
+    int adapt;
+    uint64_t gap_poll, gap_sleep, idles;
     pthread_t thr, fthr;
     int thr_started, fthr_started;
     pthread_mutex_t lock;        /* the connection list, against the fault thread */
@@ -2044,10 +2049,13 @@ static void rpcool__r_reap(rpcool_server *s, uint64_t now, int all)
             if (rc->tm_n)
                 rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: rdma steps, mean of %llu calls: frame "
                             "to handler %.1f us, handler %.1f us, handler to DONE posted %.1f us, "
-                            "DONE posted to next CALL %.1f us (gaps under 0.1 s)", s->name,
+                            "DONE posted to next CALL %.1f us (gaps under 0.1 s); the thread's "
+                            "recent gaps polling %.1f us, sleeping at once %.1f us%s", s->name,
                             (unsigned long long)rc->tm_n, rc->tm_in / 1e3 / rc->tm_n,
                             rc->tm_run / 1e3 / rc->tm_n, rc->tm_out / 1e3 / rc->tm_n,
-                            rc->tm_gapn ? rc->tm_gap / 1e3 / rc->tm_gapn : 0.0);
+                            rc->tm_gapn ? rc->tm_gap / 1e3 / rc->tm_gapn : 0.0,
+                            rs->gap_poll / 1e3, rs->gap_sleep / 1e3,
+                            rs->adapt ? "" : " (not adapting)");
         }
         if (all && rc->state == RPCOOL__RS_ACTIVE && !why) {
             struct rpcool__rf h; /* the server closes: tell the client */
@@ -2075,6 +2083,7 @@ static void *rpcool__r_thread(void *p)
     rpcool__pkeys(s, -1, 1);
     pthread_setname_np(pthread_self(), "rpcool-rdma");
     uint64_t idle_since = 0;
+    int idle_sleep = 0; /* this idle gap's way: sleep at once */
     int accfd = krconn_accept_fd(rs->kc);
     while (!rcp__load(&rs->stop)) {
         int n = 0;
@@ -2093,12 +2102,22 @@ static void *rpcool__r_thread(void *p)
                 uint64_t bound = rs->spin_max ? rs->spin_max : RPCOOL__R_SPIN_MAX_NS;
                 if (4 * gap >= bound) rs->gap_ns = 0;
                 else rs->gap_ns = rs->gap_ns ? (7 * rs->gap_ns + gap) / 8 : gap;
+                if (rs->adapt && 4 * gap < RPCOOL__R_SPIN_MAX_NS)
+                    rpcool__r_avg(idle_sleep ? &rs->gap_sleep : &rs->gap_poll, gap);
             }
             idle_since = 0;
             continue;
         }
-        if (!idle_since) idle_since = now;
-        uint64_t spin = rpcool__r_spin(rs->spin_ns, rs->gap_ns, rs->spin_max);
+        if (!idle_since) {
+            idle_since = now;
+            if (rs->adapt) { /* first gaps poll, the next sleep, then the faster, 1 in 16 not */
+                uint64_t i = rs->idles++;
+                if (!rs->gap_poll) idle_sleep = 0;
+                else if (!rs->gap_sleep) idle_sleep = 1;
+                else idle_sleep = (rs->gap_sleep < rs->gap_poll) ^ (i % RPCOOL__R_PROBE == RPCOOL__R_PROBE - 1);
+            }
+        }
+        uint64_t spin = idle_sleep ? 0 : rpcool__r_spin(rs->spin_ns, rs->gap_ns, rs->spin_max);
         if (now - idle_since < spin) {
             rcp__cpu_relax();
             continue;
@@ -2242,6 +2261,7 @@ static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *
     rs->uffd = -1;
     rs->spin_ns = spin_ns ? spin_ns : RPCOOL_DEFAULT_RDMA_SPIN_NS;
     rs->spin_max = rpcool__r_spin_max();
+    rs->adapt = !spin_ns && !rs->spin_max;
     pthread_mutex_init(&rs->lock, NULL);
     snprintf(rs->name, sizeof rs->name, "%s", s->name);
     s->rdma = rs;
