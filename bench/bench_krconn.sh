@@ -83,13 +83,23 @@ tr -d '\r' <"$B/krconn.log" | awk '
             if ("rdma_cm/1" in med) printf "rdma_cm/1 / %-18s %9.1fx\n", ks[j], med["rdma_cm/1"] / med[ks[j]]
             if ("verbs_tcp/1" in med) printf "verbs_tcp/1 / %-16s %9.1fx\n", ks[j], med["verbs_tcp/1"] / med[ks[j]]
         }
-        # the floor: one UD datagram each way is what a new-peer connect must exchange, so
-        # rdma_cm / floor bounds the speed-up any one-exchange connect could show here
+        # the floors: a UD round trip (what a new-peer connect exchanges), and below
         split("poll event", um, " ")
         for (j = 1; j <= 2; j++) {
             fl = "ud_rtt_" um[j] "/1"; if (!(fl in med) || med[fl] == 0) continue
-            if ("rdma_cm/1" in med) printf "rdma_cm/1 / %-18s %9.1fx  (the best any one-exchange connect could reach here)\n", fl, med["rdma_cm/1"] / med[fl]
+            if ("rdma_cm/1" in med) printf "rdma_cm/1 / %-18s %9.1fx  (a UD round trip alone)\n", fl, med["rdma_cm/1"] / med[fl]
             if ("krconn_new/1" in med) printf "krconn_new/1 / %-15s %9.2fx\n", fl, med["krconn_new/1"] / med[fl]
+        }
+        # the floor of any connect over standard RC verbs: one UD round trip, and an RTR on each
+        # side in sequence (the answering side cannot RTR before the request names the QP, the
+        # asking side before the answer does; a peer that answered before its own RTR would
+        # drop the first packets sent to it)
+        fl = "ud_rtt_poll/1"; rt = "probe_rtr_mapped/1"
+        if ((fl in med) && (rt in med) && ("rdma_cm/1" in med)) {
+            rcf = med[fl] + 2 * med[rt]
+            printf "RC connect floor (ud_rtt_poll + 2 x probe_rtr_mapped) %9.1f us\n", rcf / 1000
+            printf "rdma_cm/1 / RC connect floor       %9.1fx  (the best any RC connect could reach here)\n", med["rdma_cm/1"] / rcf
+            if ("krconn_new/1" in med) printf "krconn_new/1 / RC connect floor    %9.2fx\n", med["krconn_new/1"] / rcf
         }
         split("rtr ah", pk2, " ")
         for (j = 1; j <= 2; j++) {

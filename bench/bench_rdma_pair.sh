@@ -19,6 +19,8 @@
 #   kv-remote            a slot: the KV store's remote get by RPC and by one-sided READ
 # Until rpcool's RDMA transport exists, rpcool_connect("rdma://...") fails and the rows say
 # "rpcool-rdma: not supported yet (RC)"; that is not a failure of this script.
+# VM_PAIR_MTU=9000 runs the same with jumbo frames (rxe's path MTU 4096, RoCE's usual; the
+# default netdev MTU 1500 gives 1024): every peer in the run uses the same link.
 # Absolute times under TCG mean little: read the ratios, which come from this one run.
 # Prints "NAME MEDIAN_NS P99_NS OPS_PER_S" lines (bench/README.md) and the ratios; kept in
 # build/bench/rdma_pair.txt (full output: build/bench/rdma_pair.log; RDMA_PAIR_LOG=FILE
@@ -37,6 +39,7 @@ else
     VM_GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-900} sh tests/vm/run.sh rpcbench >"$B/rdma_pair.log" 2>&1
     rc=$?
     echo "# host load average $load0 at the start, $(cut -d' ' -f1 /proc/loadavg) at the end;" \
+        "VM_PAIR_MTU=${VM_PAIR_MTU:-default};" \
         "commit $(git describe --always --dirty 2>/dev/null)" >>"$B/rdma_pair.log"
 fi
 tr -d '\r' <"$B/rdma_pair.log" | awk '
@@ -56,7 +59,7 @@ tr -d '\r' <"$B/rdma_pair.log" | awk '
     /^[a-z_]+\/[^ ]+ [0-9]+ [0-9]+ [0-9]+$/ {
         med[$1] = $2; p99[$1] = $3; ops[$1] = $4; order[++no] = $1; next
     }
-    /^rpcool-rdma: |^kv-remote: |^grpc: |^# thread-cpu / { rows[++nr] = $0; next }
+    /^rpcool-rdma: |^kv-remote: |^grpc: |^# thread-cpu |^# rpcbench on / { rows[++nr] = $0; next }
     /^FAIL / { fails[++nf] = $0; next }
     /^vm: / { vm = $0; next }
     /^# host load/ { sub(/^# /, ""); hostload = $0; next }

@@ -35,6 +35,10 @@ rdma_up() { # eth0 with our address, and rxe0 on it
     i=0
     while [ $i -lt 100 ] && [ ! -e /sys/class/net/eth0 ]; do sleep 0.1; i=$((i + 1)); done
     ip link set lo up
+    # rcp.mtu (VM_PAIR_MTU): the netdev's MTU; rxe's path MTU follows it (1500 gives 1024,
+    # 4200 and up give 4096, RoCE's usual with jumbo frames)
+    mtu=$(arg rcp.mtu)
+    if [ -n "$mtu" ]; then ip link set eth0 mtu "$mtu" || echo "# ip link set eth0 mtu $mtu failed"; fi
     ip link set eth0 up
     ip addr add "$ip/24" dev eth0
     if rdma link add rxe0 type rxe netdev eth0; then
@@ -287,7 +291,7 @@ rpcbench-a|rpcbench-b)
     # TCP port 7000 (post); the other side asks until it hears it (await).
     rdma_up
     gid=$(/t/test_verbs --gid)
-    echo "# rpcbench on rxe0, gid index $gid, peer $peer"
+    echo "# rpcbench on rxe0, gid index $gid, peer $peer, eth0 mtu $(cat /sys/class/net/eth0/mtu)"
     post() { # post WORD: serve WORD to the one peer that asks, 600 s at most
         echo "$1" | timeout 600 nc -l -p 7000 >/dev/null || echo "# post $1: nobody asked"
     }

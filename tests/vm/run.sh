@@ -21,7 +21,8 @@
 #   nppin-bench  the same guest running tests/vm/nppin_bench.c (used by bench/bench_nppin.sh)
 #   rpcbench  the pair of guests (roles rpcbench-a, rpcbench-b) running rpcool between pods
 #             against perftest, protobuf-c and gRPC over TCP (used by bench/bench_rdma_pair.sh);
-#             only this mode packs build/vm/bench/ (make vm-bench-bins, vm-bench-grpc)
+#             only this mode packs build/vm/bench/ (make vm-bench-bins, vm-bench-grpc);
+#             VM_PAIR_MTU=N sets the guests' netdev MTU (rxe's path MTU follows: 9000 -> 4096)
 #   kvpods-bench  the pods pair running examples/rpcool_kv_pods.c's bench: pod A's gets in guest a,
 #             then pod B's (by call over RDMA, by one-sided READ locked and not) in guest b
 # The kernel package is downloaded once and kept in build/vm/kernel. Needs root for installing
@@ -350,10 +351,10 @@ case $mode in
         # UDP between the qemus: over the stream socket, a round trip that sends two frames
         # back to back in one direction stalled for tens of ms (pbtree/256: 50 ms, 3 ms on UDP)
         VM_PAIR_NET=${VM_PAIR_NET:-udp}
-        run_pair rpcbench rpcbench-a rpcbench-b
+        PAIR_APPEND="${VM_PAIR_MTU:+rcp.mtu=$VM_PAIR_MTU}" run_pair rpcbench rpcbench-a rpcbench-b
         # the client guest's results: perftest tables ("| "), "NAME MEDIAN P99 OPS" lines, rows
         tr -d '\r' <"$OUT/rpcbench-b.results" |
-            grep -E '^(perftest |\| |rpcool-rdma: |kv-remote: |grpc: |#q |# +(pbtree|grpc))|^[a-z_]+/[^ ]+ [0-9]+ [0-9]+ [0-9]+$' || true
+            grep -E '^(perftest |\| |rpcool-rdma: |kv-remote: |grpc: |#q |# +(pbtree|grpc|rpcbench))|^[a-z_]+/[^ ]+ [0-9]+ [0-9]+ [0-9]+$' || true
         ;;
     cxl) run_cxl ;;
     krconn) run_krconn ;;
