@@ -68,6 +68,7 @@
 #define RPCOOL__R_FREES 256u               /* reply frees queued before a FREE frame goes */
 #define RPCOOL__R_FETCH_MS 10000u          /* a page fetch waits this long for its client */
 #define RPCOOL__R_MAXENT 256u              /* entries (whole, kept, patch) in one CALL */
+#define RPCOOL__R_SNAP 4096u               /* a page's snapshot (larger pages: no fast path) */
 #define RPCOOL__R_HELD 4                   /* heaps held while retrying a refused range */
 /* A CALL entry's kind, in the top bits of its length: whole pages (their bytes follow), pages
    kept from the previous call (no bytes), a patch of bytes inside a kept page. */
@@ -239,6 +240,7 @@ struct rpcool__rconn {
     int lost;                    /* server: this call's DONE says so */
     /* step timings, for RPCOOL_DEBUG's log (sums in ns, and counts) */
     uint64_t tm_n, tm_post, tm_wait, tm_in, tm_run, tm_out, tm_gap, tm_bytes, tm_kept;
+    uint64_t tm_same;            /* calls whose pages were compared in place (no copy) */
     uint64_t tm_last, tm_gapn;
     /* client side: frees to send */
     pthread_mutex_t free_lock;
@@ -978,17 +980,24 @@ static int rpcool__r_post(rpcool_conn *c, unsigned i)
         ext[k][1] = ext[k][0] + len;
         total += len;
     }
-    if (rpcool__r_hbuf2_fit(rc, total)) { /* no copy: nothing is kept, no page travels */
-        m = 0;
-        total = 0;
-    }
-    for (unsigned k = 0, off = 0; k < m; off += (unsigned)(ext[k][1] - ext[k][0]), k++)
-        memcpy(rc->hbuf2 + off, (const void *)(uintptr_t)ext[k][0],
-               (size_t)(ext[k][1] - ext[k][0]));
     if (rcp__load(&rc->held_reset)) {
         rcp__store(&rc->held_reset, 0);
         rc->nheld = 0;
     }
+    /* the same ranges as the server holds (a call repeated on the same structure): the pages
+       are compared with our copy of them in place, and only a changed page is copied (through
+       a page-sized snapshot, into the copy, which the patch is then sent from) */
+    char snap[RPCOOL__R_SNAP];
+    int same = m > 0 && m == rc->nheld && pg <= RPCOOL__R_SNAP && total <= rc->hcap;
+    for (unsigned k = 0; same && k < m; k++)
+        same = ext[k][0] == rc->held[k].lo && ext[k][1] == rc->held[k].hi;
+    if (!same && rpcool__r_hbuf2_fit(rc, total)) { /* no copy: nothing kept, no page travels */
+        m = 0;
+        total = 0;
+    }
+    for (unsigned k = 0, off = 0; !same && k < m; off += (unsigned)(ext[k][1] - ext[k][0]), k++)
+        memcpy(rc->hbuf2 + off, (const void *)(uintptr_t)ext[k][0],
+               (size_t)(ext[k][1] - ext[k][0]));
     /* entries: a page the server holds from the last call and that did not change is KEPT (no
        bytes); one that changed is kept with a PATCH of its changed bytes; any other travels
        WHOLE. Range entries ascend; a patch lies inside a kept range. */
@@ -1012,12 +1021,24 @@ static int rpcool__r_post(rpcool_conn *c, unsigned i)
         uint64_t lo = ext[k][0], hi = ext[k][1];
         for (uint64_t p = lo; p < hi; p += pg) {
             const char *cur = rc->hbuf2 + off + (p - lo);
-            while (j < rc->nheld && rc->held[j].hi <= p) {
-                oj += rc->held[j].hi - rc->held[j].lo;
-                j++;
+            const char *old;
+            char *mine = NULL;
+            if (same) { /* old: our copy; cur: a snapshot of the page if it changed */
+                mine = rc->hbuf + off + (p - lo);
+                old = mine;
+                cur = mine;
+                if (memcmp(mine, (const void *)(uintptr_t)p, (size_t)pg)) {
+                    memcpy(snap, (const void *)(uintptr_t)p, (size_t)pg);
+                    cur = snap;
+                }
+            } else {
+                while (j < rc->nheld && rc->held[j].hi <= p) {
+                    oj += rc->held[j].hi - rc->held[j].lo;
+                    j++;
+                }
+                old = j < rc->nheld && rc->held[j].lo <= p
+                          ? rc->hbuf + oj + (p - rc->held[j].lo) : NULL;
             }
-            const char *old = j < rc->nheld && rc->held[j].lo <= p
-                                  ? rc->hbuf + oj + (p - rc->held[j].lo) : NULL;
             uint64_t kind = 0, plo = 0, phi = 0;
             if (ne + 3 + (m - k) > RPCOOL__R_MAXENT) old = NULL; /* out of entries: whole */
             if (old) {
@@ -1027,6 +1048,10 @@ static int rpcool__r_post(rpcool_conn *c, unsigned i)
                     phi = pg;
                     while (phi > plo && !memcmp(old + phi - 8, cur + phi - 8, 8)) phi -= 8;
                 }
+            }
+            if (mine && cur == snap) { /* our copy takes the new bytes; they are sent from it */
+                memcpy(mine, snap, (size_t)pg);
+                cur = mine;
             }
             if (lastr != ~0u && (en[lastr][1] & RPCOOL__R_KEEP) == kind &&
                 en[lastr][0] + (en[lastr][1] & ~RPCOOL__R_KEEP) == p) {
@@ -1055,12 +1080,15 @@ static int rpcool__r_post(rpcool_conn *c, unsigned i)
     h.n2 = ne;
     r = rpcool__r_send(rc, &h, parts, np, 0);
     if (!r) { /* the server holds these pages now: remember them */
-        rpcool__r_hbuf_swap(rc);
+        if (!same) rpcool__r_hbuf_swap(rc);
         for (unsigned k = 0; k < m; k++)
             rc->held[k] = (struct rpcool__rrange){ext[k][0], ext[k][1]};
         rc->nheld = m;
         rc->tm_kept += kept;
         rc->tm_bytes += total - kept;
+        rc->tm_same += same;
+    } else if (same) {
+        rc->nheld = 0; /* our copy took bytes the server never got */
     }
 out:
     rc->tm_post += rcp__now_ns() - t0;
@@ -1392,12 +1420,14 @@ static int rpcool__r_disconnect(rpcool_conn *c)
     struct rpcool__rconn *rc = c->rdma;
     if (rc->tm_n)
         rpcool__log(&c->log, RPCOOL_LOG_INFO, "rdma steps, mean of %llu calls: post %.1f us, "
-                    "post to DONE seen %.1f us; %llu bytes kept, %llu sent as whole pages; "
+                    "post to DONE seen %.1f us; %llu bytes kept, %llu sent as whole pages, "
+                    "%llu calls compared in place; "
                     "slept %llu times, CQ armed %llu times, %llu completion events; "
                     "recent round trip polling first %.1f us, sleeping at once %.1f us%s",
                     (unsigned long long)rc->tm_n, rc->tm_post / 1e3 / rc->tm_n,
                     rc->tm_wait / 1e3 / rc->tm_n, (unsigned long long)rc->tm_kept,
-                    (unsigned long long)rc->tm_bytes, (unsigned long long)rc->sleeps,
+                    (unsigned long long)rc->tm_bytes, (unsigned long long)rc->tm_same,
+                    (unsigned long long)rc->sleeps,
                     (unsigned long long)rc->arms, (unsigned long long)rc->events,
                     rc->rtt_poll / 1e3, rc->rtt_sleep / 1e3, rc->adapt ? "" : " (not adapting)");
     if (!rcp__load(&rc->dead)) {
@@ -1693,6 +1723,13 @@ static int rpcool__r_entries(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, 
             keep[nk++] = (struct rpcool__rrange){e[k].a, e[k].a + e[k].l};
             total += e[k].l;
         }
+    /* the same ranges as we hold, all kept (a call repeated on the same structure): our copy
+       stays, patched in place like the mirror, instead of being copied afresh */
+    int same = nk > 0 && nk == rc->nheld && !rc->pop_all;
+    for (uint32_t k = 0; k < n && same; k++)
+        same = e[k].kind == RPCOOL__R_PATCH || (e[k].kind == RPCOOL__R_KEEP && e[k].ok);
+    for (unsigned k = 0; k < nk && same; k++)
+        same = keep[k].lo == rc->held[k].lo && keep[k].hi == rc->held[k].hi;
     rpcool__r_pop_trim(rc, keep, nk);
     rc->nheld = 0; /* from here on the mirror changes */
     for (uint32_t k = 0; k < n && !st; k++) {
@@ -1708,8 +1745,23 @@ static int rpcool__r_entries(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, 
             j++;
         if (j == n) st = RPCOOL_E_PROTO;
         else if (e[j].ok) memcpy((void *)(uintptr_t)e[k].a, e[k].src, (size_t)e[k].l);
+        if (same && !st) { /* and into our copy: the held range that holds it */
+            uint64_t oj = 0;
+            unsigned i = 0;
+            while (i < nk && keep[i].hi <= e[k].a) oj += keep[i].hi - keep[i].lo, i++;
+            if (i < nk && keep[i].lo <= e[k].a)
+                memcpy(rc->hbuf + oj + (e[k].a - keep[i].lo), e[k].src, (size_t)e[k].l);
+            else
+                st = RPCOOL_E_PROTO;
+        }
     }
     if (st) goto fail;
+    if (same) {
+        rc->nheld = nk;
+        rc->tm_same++;
+        rpcool__free(e);
+        return 0;
+    }
     /* what the mirror holds now, copied, for the next call's kept ranges */
     if (rpcool__r_hbuf2_fit(rc, total)) nk = 0, total = 0, rc->lost = 1;
     for (unsigned k = 0, off = 0; k < nk; off += (unsigned)(keep[k].hi - keep[k].lo), k++)
@@ -2049,11 +2101,13 @@ static void rpcool__r_reap(rpcool_server *s, uint64_t now, int all)
             if (rc->tm_n)
                 rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: rdma steps, mean of %llu calls: frame "
                             "to handler %.1f us, handler %.1f us, handler to DONE posted %.1f us, "
-                            "DONE posted to next CALL %.1f us (gaps under 0.1 s); the thread's "
+                            "DONE posted to next CALL %.1f us (gaps under 0.1 s); %llu calls "
+                            "kept the copy in place; the thread's "
                             "recent gaps polling %.1f us, sleeping at once %.1f us%s", s->name,
                             (unsigned long long)rc->tm_n, rc->tm_in / 1e3 / rc->tm_n,
                             rc->tm_run / 1e3 / rc->tm_n, rc->tm_out / 1e3 / rc->tm_n,
                             rc->tm_gapn ? rc->tm_gap / 1e3 / rc->tm_gapn : 0.0,
+                            (unsigned long long)rc->tm_same,
                             rs->gap_poll / 1e3, rs->gap_sleep / 1e3,
                             rs->adapt ? "" : " (not adapting)");
         }
