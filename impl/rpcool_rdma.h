@@ -25,7 +25,11 @@
      the caller names) inline as entries: WHOLE pages (their bytes), pages KEPT from the previous
      call (no bytes: the client compared them with its copy of what it sent last, the server
      checks them against its copy of what it installed, so a handler's write undoes a keep), and
-     PATCHES (the changed 8-byte words of a kept page). The server drops every other mirror page
+     PATCHES (the changed 8-byte words of a kept page). When a call names the same ranges as
+     the last one (a structure called again), both sides keep their copy and update it in place
+     (only a changed page is copied) instead of copying every page afresh: a repeated call of a
+     4096-node tree (about 300 KB) costs one comparison per side, not a copy and a comparison.
+     The server drops every other mirror page
      it populated for the previous call, copies the whole pages in (UFFDIO_COPY), applies the
      patches, and runs the handler. A small argument that stays in place (the usual case) costs
      a 16-byte entry, or its changed words, instead of a page; a DONE that says some kept pages
