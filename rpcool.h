@@ -548,7 +548,7 @@ typedef struct rpcool_server_opts {
                              come sealed, or copied under a page, else RPCOOL_E_POLICY) */
     uint64_t spin_ns;     /* busy-poll this long after the last request before sleeping;
                              0 = RPCOOL_DEFAULT_SPIN_NS (RPCOOL_DEFAULT_RDMA_SPIN_NS for the
-                             RDMA thread) */
+                             RDMA thread, which may also sleep at once: section 5) */
     unsigned reap_ms;     /* check for dead clients this often; 0 = RPCOOL_DEFAULT_REAP_MS */
     unsigned mode;        /* permissions of the channel's name file; 0 = RPCOOL_DEFAULT_MODE */
     const char *pod;      /* shmheap pod (NULL = default) */
@@ -580,7 +580,7 @@ typedef struct rpcool_conn_opts {
     unsigned safety;          /* default flags of every call */
     uint64_t spin_ns;         /* busy-poll for a reply this long, then sleep;
                                  0 = RPCOOL_DEFAULT_SPIN_NS (RPCOOL_DEFAULT_RDMA_SPIN_NS over
-                                 RDMA) */
+                                 RDMA, or sleep at once when that was faster: section 5) */
     unsigned timeout_ms;      /* default per-call timeout; 0 = none */
     unsigned peer_check_ms;   /* a waiting call checks the server lives this often;
                                  0 = RPCOOL_DEFAULT_PEER_CHECK_MS */
