@@ -1672,6 +1672,7 @@ static int rpcool__r_entries(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, 
     uint64_t prev = 0, total = 0;
     struct rpcool__rrange keep[RPCOOL__R_MAXENT];
     unsigned nk = 0;
+    int same;
     if (n > RPCOOL__R_MAXENT) { st = RPCOOL_E_PROTO; goto fail; }
     e = (struct rpcool__rent *)rpcool__calloc(n ? n : 1, sizeof *e);
     if (!e) { st = -ENOMEM; goto fail; }
@@ -1729,7 +1730,7 @@ static int rpcool__r_entries(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, 
         }
     /* the same ranges as we hold, all kept (a call repeated on the same structure): our copy
        stays, patched in place like the mirror, instead of being copied afresh */
-    int same = nk > 0 && nk == rc->nheld && !rc->pop_all;
+    same = nk > 0 && nk == rc->nheld && !rc->pop_all;
     for (uint32_t k = 0; k < n && same; k++)
         same = e[k].kind == RPCOOL__R_PATCH || (e[k].kind == RPCOOL__R_KEEP && e[k].ok);
     for (unsigned k = 0; k < nk && same; k++)
