@@ -1115,12 +1115,20 @@ static void rpcool__r_avg(uint64_t *avg, uint64_t took)
     rcp__store_relaxed(avg, a ? (7 * a + took) / 8 : took);
 }
 
-/* Wait for call i: poll while spin_ns lasts, then sleep on the completion channel; a keepalive
-   every peer_check_ms. An adapting client (rc->adapt) polls first or sleeps at once, whichever
-   gave the shorter recent round trip: polling competes for the CPU with whatever moves the
-   packets (Soft-RoCE runs in the kernel, on the same CPUs), so on some machines it loses. The
-   first wait polls, the second sleeps, then 1 wait in RPCOOL__R_PROBE tries the other way. */
+/* Polling competes for the CPU with whatever moves the packets (Soft-RoCE runs in the kernel,
+   on the same CPUs), so on some machines it loses: an adapting side (a client's waits, the
+   serving thread's idle gaps) polls first or sleeps at once, whichever was faster recently. */
 #define RPCOOL__R_PROBE 16u
+
+/* Sleep at once (1) or poll first (0), by the recent waits of each way (0 = none yet): the
+   first wait polls, the second sleeps, then the faster way, and the other in 1 of
+   RPCOOL__R_PROBE (n counts the choices made so far). */
+static int rpcool__r_sleep_first(uint64_t poll, uint64_t sleep, uint64_t n)
+{
+    if (!poll) return 0;
+    if (!sleep) return 1;
+    return (sleep < poll) ^ (n % RPCOOL__R_PROBE == RPCOOL__R_PROBE - 1);
+}
 
 /* A client adapts (polls or sleeps at once) when its spin_ns is the default and the benchmark
    knob RPCOOL_RDMA_SPIN_MAX_NS is unset. */
@@ -1128,6 +1136,9 @@ static void rpcool__r_adapt(rpcool_conn *c, int on)
 {
     c->rdma->adapt = on && !c->rdma->spin_max;
 }
+
+/* Wait for call i: poll while spin_ns lasts (not at all when an adapting client sleeps at
+   once), then sleep on the completion channel; a keepalive every peer_check_ms. */
 static int rpcool__r_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
 {
     struct rpcool__rconn *rc = c->rdma;
@@ -1137,11 +1148,9 @@ static int rpcool__r_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
     uint64_t spin = rpcool__r_spin(c->spin_ns, rtt, rc->spin_max);
     int slept = 0; /* this wait's mode: sleep at once */
     if (rc->adapt) {
-        uint64_t rp = rcp__load_relaxed(&rc->rtt_poll), rs = rcp__load_relaxed(&rc->rtt_sleep);
         uint64_t w = __atomic_fetch_add(&rc->waits, 1, __ATOMIC_RELAXED);
-        if (!rp) slept = 0;
-        else if (!rs) slept = 1;
-        else slept = (rs < rp) ^ (w % RPCOOL__R_PROBE == RPCOOL__R_PROBE - 1);
+        slept = rpcool__r_sleep_first(rcp__load_relaxed(&rc->rtt_poll),
+                                      rcp__load_relaxed(&rc->rtt_sleep), w);
         if (slept) spin = 0;
     }
     for (unsigned k = 0;; k++) {
@@ -2169,12 +2178,7 @@ static void *rpcool__r_thread(void *p)
         }
         if (!idle_since) {
             idle_since = now;
-            if (rs->adapt) { /* first gaps poll, the next sleep, then the faster, 1 in 16 not */
-                uint64_t i = rs->idles++;
-                if (!rs->gap_poll) idle_sleep = 0;
-                else if (!rs->gap_sleep) idle_sleep = 1;
-                else idle_sleep = (rs->gap_sleep < rs->gap_poll) ^ (i % RPCOOL__R_PROBE == RPCOOL__R_PROBE - 1);
-            }
+            if (rs->adapt) idle_sleep = rpcool__r_sleep_first(rs->gap_poll, rs->gap_sleep, rs->idles++);
         }
         uint64_t spin = idle_sleep ? 0 : rpcool__r_spin(rs->spin_ns, rs->gap_ns, rs->spin_max);
         if (now - idle_since < spin) {
