@@ -3415,6 +3415,7 @@ RPCOOL_API int rpcool_call_ex(rpcool_conn *c, unsigned fn, const void *arg, size
         }
     }
     rcp__store_relaxed(&c->pend[i].pstate, (uint32_t)RPCOOL__P_SYNC); /* reclaim reads it */
+    c->pend[i].deadline = deadline; /* a transport may wait for room to send up to it */
     if ((r = rpcool__post(c, (unsigned)i, fn, arg, len, opts))) {
         if (hot) rpcool__hot_done(c, cl, (unsigned)i);
         else rpcool__slot_put(c, (unsigned)i);

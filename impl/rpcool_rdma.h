@@ -202,6 +202,8 @@ struct rpcool__rconn {
     int ping_out;
     uint64_t last_ping, last_rx;
     int32_t dead;                /* sticky: why the connection is unusable */
+    rpcool_conn *owner;          /* client: its connection (a sender waiting for room pumps) */
+    uint64_t check_ns;           /* a sender waiting for room pings after this long silent */
     int wc_fail;                 /* the first failed completion's status + 1 (0: none), for logs */
     uint64_t bad;                /* malformed frames */
     /* the client's heap, as the server mirrors it */
@@ -452,10 +454,7 @@ static int rpcool__r_cq(struct rpcool__rconn *rc)
         for (int i = 0; i < n; i++) {
             if (wc[i].status != IBV_WC_SUCCESS) {
                 if (!rc->wc_fail) rc->wc_fail = (int)wc[i].status + 1;
-                if (!rcp__load(&rc->dead))
-                    rcp__store(&rc->dead, wc[i].status == IBV_WC_WR_FLUSH_ERR
-                                              ? (int32_t)RPCOOL_E_PEERDEAD
-                                              : (int32_t)RPCOOL_E_PEERDEAD);
+                if (!rcp__load(&rc->dead)) rcp__store(&rc->dead, (int32_t)RPCOOL_E_PEERDEAD);
                 continue;
             }
             uint64_t id = wc[i].wr_id & 0xffffffffffffull;
@@ -586,8 +585,85 @@ struct rpcool__rpart {
     size_t len;
 };
 
+/* Send deadlines: 0 waits for room up to 5 s (the server: a client that never
+   consumes must not hold a serving thread for good), RPCOOL__R_NEVER while the peer lives (a
+   client's call without a timeout: giving up would lose a frame the caller counts on). */
+#define RPCOOL__R_SEND_DEFAULT_NS 5000000000ull
+#define RPCOOL__R_NEVER UINT64_MAX
+
+static void rpcool__r_hdr_credit(struct rpcool__rconn *rc, uint32_t cb32, uint32_t cf32);
+static void rpcool__r_pump(rpcool_conn *c);
+
+/* The credit riding in the frames that came but nobody has handled yet (a thread that waits
+   for room while it holds rx_lock, or while the thread that would handle them waits for it):
+   a completion means the whole frame is in the ring; rpcool__r_hdr_credit bounds the value. */
+static void rpcool__r_peek_credit(struct rpcool__rconn *rc)
+{
+    pthread_mutex_lock(&rc->cq_lock);
+    for (unsigned k = 0; k < rc->rxq_n; k++) {
+        uint64_t off = (uint64_t)rc->rxq[(rc->rxq_head + k) % (2 * RPCOOL__R_RECVS)] * 8;
+        if (off + sizeof(struct rpcool__rf) + 8 > RPCOOL__R_RING) continue;
+        const struct rpcool__rf *h = (const struct rpcool__rf *)(rpcool__r_ring(rc) + off);
+        rpcool__r_hdr_credit(rc, rcp__load_relaxed(&h->cbytes), rcp__load_relaxed(&h->cframes));
+    }
+    pthread_mutex_unlock(&rc->cq_lock);
+}
+
+/* Where a frame of flen bytes goes (under tx_lock): *off in the peer's ring; returns its start
+   in the stream (no frame straddles the end: it starts over at 0). */
+static uint64_t rpcool__r_place(struct rpcool__rconn *rc, size_t flen, uint64_t *off)
+{
+    uint64_t pos = rc->tx_pos;
+    *off = pos % RPCOOL__R_RING;
+    if (*off + flen > RPCOOL__R_RING) {
+        pos += RPCOOL__R_RING - *off;
+        *off = 0;
+    }
+    return pos;
+}
+
+/* Is there room in the peer's ring and receives for a frame of flen bytes at pos (tx_lock)? */
+static int rpcool__r_room(struct rpcool__rconn *rc, uint64_t pos, size_t flen)
+{
+    struct rpcool__rcredit *cr = rpcool__r_credit_in(rc);
+    uint64_t cb = rcp__load((volatile uint64_t *)&cr->bytes);
+    uint64_t cf = rcp__load((volatile uint64_t *)&cr->frames);
+    uint64_t hb = rcp__load_relaxed(&rc->hdr_cb), hf = rcp__load_relaxed(&rc->hdr_cf);
+    if (hb > cb) cb = hb; /* the newer of the two ways a credit comes */
+    if (hf > cf) cf = hf;
+    if (cb > rc->tx_pos) cb = rc->tx_pos; /* never more than we sent (a peer's bug) */
+    if (cf > rc->tx_frames) cf = rc->tx_frames;
+    return pos + flen - cb <= RPCOOL__R_RING && rc->tx_frames + 1 - cf <= RPCOOL__R_RECVS - 4;
+}
+
+/* Waiting for room, with tx_lock released: handle what came (a client's frames carry the
+   credit; the thread that would handle them may be this one's caller, or waiting for
+   post_lock), else read the credit they carry; a keepalive while nothing comes. */
+static void rpcool__r_room_wait(struct rpcool__rconn *rc, unsigned k)
+{
+    if (rc->owner && !pthread_mutex_trylock(&rc->rx_lock)) {
+        pthread_mutex_unlock(&rc->rx_lock);
+        rpcool__r_pump(rc->owner);
+    } else {
+        rpcool__r_cq(rc);
+        rpcool__r_peek_credit(rc);
+    }
+    if (k < 64) return;
+    uint64_t now = rcp__now_ns(), rx = rcp__load_relaxed(&rc->last_rx);
+    if (now > rx && now - rx >= rc->check_ns && now - rc->last_ping >= rc->check_ns) {
+        rc->last_ping = now;
+        rpcool__r_ping(rc);
+    }
+    if (k < 1024) sched_yield();
+    else {
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* Send a frame: header h (len, seq filled in here) and a body of parts, padded to 8 bytes.
-   Waits for room in the peer's ring up to deadline (0: 5 s). */
+   Waits for room in the peer's ring up to deadline (0: 5 s; RPCOOL__R_NEVER: while the peer
+   lives). */
 static int rpcool__r_send(struct rpcool__rconn *rc, struct rpcool__rf *h,
                           const struct rpcool__rpart *parts, unsigned nparts, uint64_t deadline)
 {
@@ -595,30 +671,21 @@ static int rpcool__r_send(struct rpcool__rconn *rc, struct rpcool__rf *h,
     for (unsigned i = 0; i < nparts; i++) body += parts[i].len;
     size_t flen = sizeof *h + ((body + 7) & ~(size_t)7) + 8;
     if (flen > RPCOOL__R_MAXFRAME) return RPCOOL_E_TOOBIG;
-    if (!deadline) deadline = rcp__now_ns() + 5000000000ull;
+    if (!deadline) deadline = rcp__now_ns() + RPCOOL__R_SEND_DEFAULT_NS;
     pthread_mutex_lock(&rc->tx_lock);
     int r = rcp__load(&rc->dead);
-    uint64_t pos = rc->tx_pos, off = pos % RPCOOL__R_RING;
-    if (off + flen > RPCOOL__R_RING) { /* no frame straddles the end: start over at 0 */
-        pos += RPCOOL__R_RING - off;
-        off = 0;
-    }
+    uint64_t off = 0, pos = 0;
     for (unsigned k = 0; !r; k++) {
-        struct rpcool__rcredit *cr = rpcool__r_credit_in(rc);
-        uint64_t cb = rcp__load((volatile uint64_t *)&cr->bytes);
-        uint64_t cf = rcp__load((volatile uint64_t *)&cr->frames);
-        uint64_t hb = rcp__load_relaxed(&rc->hdr_cb), hf = rcp__load_relaxed(&rc->hdr_cf);
-        if (hb > cb) cb = hb; /* the newer of the two ways a credit comes */
-        if (hf > cf) cf = hf;
-        if (pos + flen - cb <= RPCOOL__R_RING && rc->tx_frames + 1 - cf <= RPCOOL__R_RECVS - 4)
-            break;
-        if (rcp__now_ns() >= deadline) {
+        /* placed afresh each time: other senders (frees, fetched pages, credits) may have
+           gone while tx_lock was released */
+        pos = rpcool__r_place(rc, flen, &off);
+        if (rpcool__r_room(rc, pos, flen)) break;
+        if (deadline != RPCOOL__R_NEVER && rcp__now_ns() >= deadline) {
             r = RPCOOL_E_TIMEOUT;
             break;
         }
         pthread_mutex_unlock(&rc->tx_lock);
-        rpcool__r_cq(rc);
-        if (k > 64) sched_yield();
+        rpcool__r_room_wait(rc, k);
         pthread_mutex_lock(&rc->tx_lock);
         r = rcp__load(&rc->dead);
     }
@@ -645,28 +712,39 @@ static int rpcool__r_send(struct rpcool__rconn *rc, struct rpcool__rf *h,
     struct ibv_send_wr wr;
     rpcool__r_wr(rc, &wr, &sge, f, flen, IBV_WR_RDMA_WRITE_WITH_IMM, rc->peer_area + 64 + off);
     wr.imm_data = htonl((uint32_t)(off / 8));
+    /* counted before the post: the peer's answer, which carries its credit for this frame,
+       may be handled by another thread before rpcool__r_post_wr returns (a failed post makes
+       the connection dead: nothing is sent on it again) */
+    rcp__store_relaxed(&rc->tx_pos, pos + flen);
+    rcp__store_relaxed(&rc->tx_frames, rc->tx_frames + 1);
+    rc->tx_seq++;
     r = rpcool__r_post_wr(rc, &wr);
     if (!r) {
         rcp__store_relaxed(&rc->rep_bytes, cb);
         rcp__store_relaxed(&rc->rep_frames, cf);
     }
-    if (!r) {
-        rcp__store_relaxed(&rc->tx_pos, pos + flen); /* read by the receiving side */
-        rcp__store_relaxed(&rc->tx_frames, rc->tx_frames + 1);
-        rc->tx_seq++;
-    }
     pthread_mutex_unlock(&rc->tx_lock);
     return r;
 }
 
+/* Raise *p to v if v is larger (any thread). */
+static void rpcool__r_max(uint64_t *p, uint64_t v)
+{
+    uint64_t cur = rcp__load_relaxed(p);
+    while (v > cur && !rcp__cas(p, &cur, v)) {
+    }
+}
+
 /* The credit that rode in a peer's frame (low 32 bits of what it consumed of ours), widened
-   against what we sent: it can be neither more than that nor 2^32 less. */
+   against what we sent: it can be neither more than that nor more than a ring (bytes) or the
+   receives (frames) behind it; a value outside (a peer's bug) is ignored. tx_pos and tx_frames
+   count a frame before it is posted, so an answer to it never finds them behind. */
 static void rpcool__r_hdr_credit(struct rpcool__rconn *rc, uint32_t cb32, uint32_t cf32)
 {
     uint64_t tb = rcp__load_relaxed(&rc->tx_pos), tf = rcp__load_relaxed(&rc->tx_frames);
-    uint64_t cb = tb - (uint32_t)((uint32_t)tb - cb32), cf = tf - (uint32_t)((uint32_t)tf - cf32);
-    if (cb > rcp__load_relaxed(&rc->hdr_cb)) rcp__store_relaxed(&rc->hdr_cb, cb);
-    if (cf > rcp__load_relaxed(&rc->hdr_cf)) rcp__store_relaxed(&rc->hdr_cf, cf);
+    uint32_t db = (uint32_t)tb - cb32, df = (uint32_t)tf - cf32;
+    if (db <= RPCOOL__R_RING && db <= tb) rpcool__r_max(&rc->hdr_cb, tb - db);
+    if (df <= 2 * RPCOOL__R_RECVS && df <= tf) rpcool__r_max(&rc->hdr_cf, tf - df);
 }
 
 /* The next frame (under rx_lock), or NULL if none came: checked for its place, length and
@@ -1082,7 +1160,7 @@ static int rpcool__r_post(rpcool_conn *c, unsigned i)
             parts[np++] = (struct rpcool__rpart){esrc[e], (size_t)(en[e][1] & ~RPCOOL__R_PATCH)};
     }
     h.n2 = ne;
-    r = rpcool__r_send(rc, &h, parts, np, 0);
+    r = rpcool__r_send(rc, &h, parts, np, pd->deadline ? pd->deadline : RPCOOL__R_NEVER);
     if (!r) { /* the server holds these pages now: remember them */
         if (!same) rpcool__r_hbuf_swap(rc);
         for (unsigned k = 0; k < m; k++)
@@ -1208,7 +1286,8 @@ static void rpcool__r_free(rpcool_conn *c, void *p)
         h.type = RPCOOL__RF_FREE;
         h.n1 = nf;
         struct rpcool__rpart part = {frees, nf * 8};
-        rpcool__r_send(rc, &h, &part, 1, 0); /* lost if the server is gone: so is the heap */
+        /* lost only if the server is gone: so is the heap */
+        rpcool__r_send(rc, &h, &part, 1, RPCOOL__R_NEVER);
     }
 }
 
@@ -1399,6 +1478,8 @@ attempt:
                     "hello: %s", name, rpcool_strerror(r));
         goto fail_heap;
     }
+    rc->owner = c;
+    rc->check_ns = (uint64_t)c->peer_check_ms * 1000000u;
     c->rdma = rc;
     c->tp = &rpcool__r_transport;
     rpcool__log(&c->log, RPCOOL_LOG_INFO, "connected to %s over RDMA (heap %s at %p)", name,
@@ -1999,6 +2080,7 @@ static void rpcool__r_accept(rpcool_server *s, krconn *k)
         return;
     }
     rc->state = RPCOOL__RS_HELLO;
+    rc->check_ns = (uint64_t)s->reap_ms * 1000000u;
     rc->hello_deadline = rcp__now_ns() + (uint64_t)RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS * 1000000u;
     pthread_mutex_lock(&rs->lock);
     rc->next = rs->conns;

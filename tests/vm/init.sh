@@ -73,16 +73,15 @@ ivshmem_dev() { # the BAR of the ivshmem-plain device (vendor 0x1af4, device 0x1
 }
 
 case $role in
-single)
+single) # impl/verbs.h and alock.h's remote cohort (rpcool's transport has a guest of its own)
     rdma_up
     export VM_IP="$ip"
-    run test_verbs 150 /t/test_verbs
-    run test_alock_rdma 170 /t/test_alock_rdma
-    run test_rpcool_rdma 300 /t/test_rpcool_rdma
+    run test_verbs 240 /t/test_verbs
+    run test_alock_rdma 400 /t/test_alock_rdma
     ;;
-rpcool-rdma) # tests/vm/run.sh rpcool-rdma: rpcool's RDMA transport alone (its tests are in single)
+rpcool-rdma) # tests/vm/run.sh rpcool-rdma: rpcool's RDMA transport (rcp.only: one test by name)
     rdma_up
-    RDMAT_ONLY=$(arg rcp.only) run test_rpcool_rdma 300 /t/test_rpcool_rdma
+    RDMAT_ONLY=$(arg rcp.only) run test_rpcool_rdma 540 /t/test_rpcool_rdma
     # for the log only (make bench measures): ib_write_lat's t_typical (half a round trip) here
     gid=$(/t/test_verbs --gid)
     timeout 60 ib_write_lat -d rxe0 -x "$gid" -n 2000 >/tmp/wl.server 2>&1 &

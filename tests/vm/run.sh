@@ -2,13 +2,15 @@
 # tests/vm/run.sh [all|single|pair|cxl|krconn|nppin|MODE] - the VM tier: boots Debian's own kernel in
 # qemu (TCG) with Soft-RoCE, ivshmem and an emulated CXL type-3 device, and runs tests/vm/*.c in
 # the guests. Prints "ok/FAIL/skip NAME" lines and ends with "vm: N passed, N failed, N skipped".
-#   single    one guest: impl/verbs.h on rxe0 (RC, UD, WRITE, READ, atomics, error paths)
+#   single    one guest: impl/verbs.h on rxe0 (RC, UD, WRITE, READ, atomics, error paths) and
+#             alock.h's remote cohort (tests/vm/test_alock_rdma.c)
 #   pair      two guests, NICs joined by a qemu socket netdev on 127.0.0.1, one ivshmem file:
 #             RC between the guests, and a shmheap shared through ivshmem. Every pair mode's
 #             qemus talk UDP (VM_PAIR_NET=tcp: a TCP stream, which stalls back-to-back frames)
 #   pods      two guests as two CXL pods: rpcool over RDMA between them (tests/vm/test_rpcool_rdma),
 #             and examples/rpcool_kv_pods.c across them (tests/vm/test_kv_pods.c)
-#   rpcool-rdma  one guest: only test_rpcool_rdma (it also runs in single)
+#   rpcool-rdma  one guest: rpcool's RDMA transport (tests/vm/test_rpcool_rdma.c; VM_ONLY=NAME runs
+#             one of its tests)
 #   cxl       one guest with a CXL type-3 device (libcxl region -> /dev/daxX.Y) and a file-backed
 #             NVDIMM made devdax (shmheap on /dev/daxX.Y with data); hugetlbfs; pku (shmheap, rpcool)
 #   krconn    one guest: krconn.h on rxe0 (tests/vm/test_krconn.c: processes of one guest)
@@ -198,11 +200,14 @@ collect() {
     echo "== $name: $2 s"
 }
 
-run_single() { # run_single [ROLE]: one guest (rpcool-rdma: only rpcool's RDMA transport)
+run_single() { # run_single [ROLE]: one guest (single: verbs and alock; rpcool-rdma: rpcool)
     t0=$(date +%s)
-    boot single "${1:-single}" "rcp.ip=10.0.2.15${VM_ONLY:+ rcp.only=$VM_ONLY}" -m 1G \
+    gt=$GUEST_TIMEOUT
+    GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-600} # its tests' own bounds (init.sh) are below this
+    boot "${1:-single}" "${1:-single}" "rcp.ip=10.0.2.15${VM_ONLY:+ rcp.only=$VM_ONLY}" -m 1G \
         -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:0f
-    collect single $(($(date +%s) - t0))
+    collect "${1:-single}" $(($(date +%s) - t0))
+    GUEST_TIMEOUT=$gt
 }
 
 listening() { # listening PORT: is something listening on 127.0.0.1:PORT?
@@ -341,7 +346,8 @@ case $mode in
         pass=$((pass + $(grep -c '^ok ' "$OUT/compile.log")))
         fail=$((fail + $(grep -c '^FAIL ' "$OUT/compile.log")))
         skip=$((skip + $(grep -c '^skip ' "$OUT/compile.log")))
-        run_single; run_pair; run_pair pods pods-a pods-b; run_cxl; run_krconn; run_nppin nppin ;;
+        run_single; run_single rpcool-rdma; run_pair; run_pair pods pods-a pods-b; run_cxl
+        run_krconn; run_nppin nppin ;;
     single) run_single ;;
     rpcool-rdma) run_single rpcool-rdma ;;
     pair) run_pair ;;

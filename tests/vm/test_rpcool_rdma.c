@@ -15,6 +15,7 @@
  *                   bytes are seen), a 64 B argument and an arena tree changed between calls
  *   bad_input       unknown handler, argument outside the heap, bad flags
  *   async           64 calls in flight, completed with rpcool_wait and rpcool_progress
+ *   threads         4 threads x 1000 synchronous calls on one connection, every answer checked
  *   fuzz_ring       malformed frames (garbage types, lengths, addresses) through the real ring:
  *                   the server drops that connection and keeps serving a good one
  *   server_killed   the server is SIGKILLed mid-call: the call fails with RPCOOL_E_PEERDEAD
@@ -562,6 +563,79 @@ static void fuzz_ring(void)
     rpcool_disconnect(bad);
 }
 
+/* Threads sharing one connection (section 7: "A connection may be used by many threads at
+   once"): 4 threads x 1000 synchronous echo calls, no timeout set, every answer checked. */
+#define TH_N 4
+#define TH_CALLS 1000
+struct th_arg {
+    rpcool_conn *c;
+    int id, bad, err, done;
+};
+static void *th_caller(void *p)
+{
+    struct th_arg *a = (struct th_arg *)p;
+    for (int i = 0; i < TH_CALLS; i++) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "thread %d call %d", a->id, i);
+        int rc = echo_once(a->c, msg);
+        if (rc) {
+            a->bad++;
+            if (!a->err) a->err = rc;
+        }
+        __atomic_store_n(&a->done, i + 1, __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+static void threads(void)
+{
+    rpcool_conn *c = conn();
+    if (!c) return;
+    pthread_t t[TH_N];
+    struct th_arg a[TH_N];
+    uint64_t t0 = rcp__now_ns();
+    for (int k = 0; k < TH_N; k++) {
+        a[k] = (struct th_arg){c, k, 0, 0, 0};
+        pthread_create(&t[k], NULL, th_caller, &a[k]);
+    }
+    /* progress: a stall says where the connection stands (for the log) */
+    int last = -1, still = 0;
+    for (;;) {
+        int sum = 0;
+        for (int k = 0; k < TH_N; k++) sum += __atomic_load_n(&a[k].done, __ATOMIC_RELAXED);
+        if (sum == TH_N * TH_CALLS) break;
+        still = sum == last ? still + 1 : 0;
+        last = sum;
+        if (still == 20) {
+            struct rpcool__rconn *rc = c->rdma;
+            struct rpcool__rcredit *cr = rpcool__r_credit_in(rc);
+            printf("# threads stalled at %d calls: tx_pos %llu tx_frames %llu credit %llu/%llu "
+                   "hdr %llu/%llu rx_pos %llu rx_frames %llu rxq_n %u dead %d nfrees %u\n", sum,
+                   (unsigned long long)rc->tx_pos, (unsigned long long)rc->tx_frames,
+                   (unsigned long long)cr->bytes, (unsigned long long)cr->frames,
+                   (unsigned long long)rc->hdr_cb, (unsigned long long)rc->hdr_cf,
+                   (unsigned long long)rc->rx_pos, (unsigned long long)rc->rx_frames, rc->rxq_n,
+                   (int)rc->dead, rc->nfrees);
+            for (unsigned i = 0; i < RPCOOL__NSLOTS; i++)
+                if (c->pend[i].pstate)
+                    printf("#   slot %u: pstate %u gen %u resp %#x\n", i,
+                           (unsigned)c->pend[i].pstate, (unsigned)c->pend[i].gen,
+                           (unsigned)c->hdr->resp[i].state);
+        }
+        usleep(500000);
+    }
+    int bad = 0;
+    for (int k = 0; k < TH_N; k++) {
+        pthread_join(t[k], NULL);
+        bad += a[k].bad;
+        CHECKF(a[k].bad == 0, "thread %d: %d of %d calls failed, first: %d (%s)", k, a[k].bad,
+               TH_CALLS, a[k].err, a[k].err == 1 ? "wrong answer" : rpcool_strerror(a[k].err));
+    }
+    printf("# %d threads x %d calls on one connection: %d failed, %.2f s\n", TH_N, TH_CALLS, bad,
+           (double)(rcp__now_ns() - t0) / 1e9);
+    CHECK(echo_once(c, "after the threads") == 0);
+    rpcool_disconnect(c);
+}
+
 static int run_client(void)
 {
     setenv("SHMHEAP_POD", "shmheap-b.pod", 1);
@@ -575,6 +649,7 @@ static int run_client(void)
     RUN(keep_patch);
     RUN(bad_input);
     RUN(async);
+    RUN(threads);
     RUN(fuzz_ring);
     return 0;
 }
