@@ -883,6 +883,21 @@ out:
     if (c) krconn_ctx_destroy(c);
 }
 
+/* Wait until ctx has accepted n connections: the accepting side lists a connection after its
+   RTS, which can come after the asker's connect has returned. */
+static int wait_accepts(krconn_ctx *ctx, uint64_t n)
+{
+    krconn_stats st;
+    for (int i = 0; i < 500; i++) {
+        krconn_ctx_stats(ctx, &st);
+        if (st.accepts >= n) return 0;
+        usleep(10000);
+    }
+    CHECKF(0, "accepts %llu, waited for %llu", (unsigned long long)st.accepts,
+           (unsigned long long)n);
+    return -1;
+}
+
 /* NO_VIRTUAL is private on both sides: the peer's plain connect back does not go virtual over
    it, nor does a later plain connect of ours; plain connects share the shared ones. */
 static void no_virtual_private(void)
@@ -903,6 +918,7 @@ static void no_virtual_private(void)
     CHECKF(rc == 0, "a -> b NO_VIRTUAL: %s", krconn_strerror(rc));
     if (rc) goto out;
     /* b's plain connect back to a: a new physical connection, not virtual over a's private one */
+    if (wait_accepts(b, 1)) goto out;
     rc = krconn_connect(b, &aa, NULL, &kb);
     CHECKF(rc == 0, "b -> a plain: %s", krconn_strerror(rc));
     if (rc) goto out;
@@ -914,6 +930,7 @@ static void no_virtual_private(void)
     CHECK_EQ(krconn_ping(kp, TMO), 0);
     CHECK_EQ(krconn_ping(kb, TMO), 0);
     /* a's plain connect to b: virtual over the shared connection b made, never over kp */
+    if (wait_accepts(a, 1)) goto out;
     rc = krconn_connect(a, &ba, NULL, &k1);
     CHECKF(rc == 0, "a -> b plain: %s", krconn_strerror(rc));
     if (!rc) {
