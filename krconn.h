@@ -107,13 +107,17 @@
    InfiniBand index 0: an IPv4-mapped GID is routable between subnets, and the IPv6 link-local one
    would not spare the kernel's address resolution in an RTR or an address handle (Linux derives the
    MAC from a link-local destination GID without the IP stack only when the source GID is RoCE v1;
-   rxe has RoCE v2 GIDs only). A connection to a context that this context already has a physical
-   connection with is VIRTUAL: it shares that RC QP and its CQ and sends no packet; completions are
-   handed to the connection that posted the work (wr_id's top 16 bits carry the connection's tag, so
-   user wr_ids are 48 bits). QP attributes: rnr_retry 6 (finite), min_rnr_timer 12 (0.64 ms),
-   timeout 14 (67 ms) and retry_cnt 6 (rxe treats 7 as "forever", so 7 is refused): a silent peer
-   fails an operation within about 0.5 s (7 sends, 67 ms apart, plus the kernel timer's slack). All
-   can be set in krconn_ctx_opts.
+   rxe has RoCE v2 GIDs only). A connection to a context that this context already has a shared
+   physical connection with is VIRTUAL: it shares that RC QP and its CQ and sends no packet;
+   completions are handed to the connection that posted the work (wr_id's top 16 bits carry the
+   connection's tag, so user wr_ids are 48 bits). Physical connections are shared, made by either
+   side, except those made with KRCONN_CONNECT_NO_VIRTUAL: such a connection is PRIVATE on both
+   sides. Its QP, receive queue, CQ and error state belong to it alone: no later connect, by this
+   context or by the peer's, becomes virtual over it; a plain connect when only private connections
+   to the peer exist makes a new physical one. QP attributes: rnr_retry 6 (finite), min_rnr_timer 12
+   (0.64 ms), timeout 14 (67 ms) and retry_cnt 6 (rxe treats 7 as "forever", so 7 is refused): a
+   silent peer fails an operation within about 0.5 s (7 sends, 67 ms apart, plus the kernel timer's
+   slack). All can be set in krconn_ctx_opts.
    Closing the last connection on a physical QP sends the peer a UD "disconnect" (no wait), resets
    the QP and puts it back in the pool (or destroys it when the pool is full): QPs, CQs and MRs
    stay bounded however many connects and closes there are.
@@ -139,8 +143,10 @@
    krconn_connect_name caches what it looked up, per context. A stale entry (the peer restarted:
    new QPN or generation) is detected: the request names the generation it expects and the peer
    rejects a mismatch, or no answer comes and a fresh lookup shows another address; the entry is
-   then refetched, and the stale generation is remembered and never used again (a directory
-   still naming it gives KRCONN_E_STALE at once).
+   then refetched, and the stale generation is remembered and never used again. The memory is
+   the context's, for every directory and for krconn_connect: a directory (this one or any other)
+   still naming that peer's generation gives KRCONN_E_STALE at once, and so does krconn_connect
+   to that address, without a packet sent.
 
    6. DATA OPERATIONS
    ------------------
@@ -174,7 +180,10 @@
    - Every call that waits takes timeout_ms and returns by then (give or take the one verbs or
      socket call in progress at the deadline): a dead or absent peer is KRCONN_E_TIMEDOUT
      (connect), a stale address KRCONN_E_STALE. An unanswered request is sent again after 50,
-     100, 200, 400 and then every 800 ms; the answer to a repeated request is the same.
+     100, 200, 400 and then every 800 ms; the answer to a repeated request is the same. A request
+     that cannot be sent (no address handle: the kernel gives up resolving a host that does not
+     answer after about 1 s) is tried again on the same schedule: there is no retry count, a
+     slow or absent peer costs the whole deadline and never ends a connect early.
    - Peer died after connecting: the next operation completes with KRCONN_E_PEERDEAD within
      the retry bound (section 4); once that completion has been polled, later posts on the
      connection fail at once, and krconn_poll returns KRCONN_E_PEERDEAD when no completion is
@@ -226,7 +235,8 @@
    more work). 65535 connections per physical QP, 48-bit wr_ids, 32 bytes of connect data per
    context (krconn_ctx_set_data), 47-byte service names, directories of up to 65536 slots. The
    directory's slots are in the host's byte order: meta server and clients must agree (all
-   little-endian hosts do). Publishing to a meta server is not authenticated beyond the
+   little-endian hosts do). A context keeps the stale generations it detected (32 bytes each)
+   until it is destroyed. Publishing to a meta server is not authenticated beyond the
    packet's source address: run it on a trusted network. Disconnects are datagrams: one that
    is lost leaves the peer's QP until the peer's next operation fails or its context closes.
 */
@@ -350,7 +360,9 @@ typedef struct krconn_ctx_opts {
 #define KRCONN_CTX_EVENTS 2u
 
 #define KRCONN_CONNECT_NOWAIT     1u /* pool empty: KRCONN_E_AGAIN instead of creating a QP */
-#define KRCONN_CONNECT_NO_VIRTUAL 2u /* always a new physical connection */
+/* Always a new physical connection, private to this handle on both sides: no later connect (by
+   this context or the peer's) becomes virtual over it (section 4). */
+#define KRCONN_CONNECT_NO_VIRTUAL 2u
 
 typedef struct krconn_connect_opts {
     int timeout_ms;           /* 0 = KRCONN_DEFAULT_TIMEOUT_MS */
@@ -377,7 +389,7 @@ typedef struct krconn_stats {
     uint64_t connects;        /* physical connections made by this side */
     uint64_t virtual_connects;/* connections that shared an existing physical QP */
     uint64_t accepts;         /* physical connections made at a peer's request */
-    uint64_t stale_detected;  /* stale directory entries detected by this side */
+    uint64_t stale_detected;  /* stale generations detected by this side, each counted once */
     uint64_t pool_created;    /* QPs created by the refill thread */
     uint64_t pool_fallback;   /* QPs a connect had to create itself */
     uint64_t pool_recycled;   /* QPs reset and returned to the pool */
@@ -795,6 +807,8 @@ KRCONN_API int krconn_event_ack(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 
 enum { KRCONN__REQ = 1, KRCONN__REP, KRCONN__REJ, KRCONN__DISC, KRCONN__PUB, KRCONN__PUBACK };
 enum { KRCONN__REJ_STALE = 1, KRCONN__REJ_BUSY = 2 };
+/* REQ's code: KRCONN_CONNECT_NO_VIRTUAL (the connection is shared by neither side) */
+enum { KRCONN__REQ_PRIVATE = 1 };
 
 /* A control message, unpacked. On the wire: big-endian at fixed offsets (krconn__msg_pack). */
 typedef struct krconn__msg {
@@ -836,7 +850,7 @@ struct krconn__phys {
     int err;                /* code for new posts, 0 while usable */
     int refs;               /* krconn handles + held */
     int held;               /* 1: the context holds it (accepted, not handed out yet) */
-    int shared;             /* 1: found by later connects to the same peer */
+    int shared;             /* 1: found by later connects to the same peer (0: NO_VIRTUAL's) */
     int queued;             /* in the accept queue */
     pthread_mutex_t mu;     /* CQ polling and the tag table */
     krconn **v;
@@ -872,9 +886,11 @@ typedef struct krconn__name {
     const krconn_dir *dir;
     char name[48];
     krconn_addr a;
-    uint64_t bad_gen;       /* a generation found stale: never used again */
     int valid;
 } krconn__name;
+
+/* A peer's generation found stale (section 5): never used again, through any directory. */
+typedef struct krconn__dead { uint8_t gid[16]; uint32_t qpn; uint64_t gen; } krconn__dead;
 
 typedef struct krconn__poolqp { struct ibv_qp *qp; struct ibv_cq *cq; } krconn__poolqp;
 
@@ -902,6 +918,8 @@ struct krconn_ctx {
     uint64_t ah_clock;
     krconn__name names[KRCONN__NNAMES];
     unsigned names_next;
+    krconn__dead *dead;             /* stale generations, for the context's life */
+    unsigned ndead, dead_cap;
     uint8_t data[KRCONN_DATA_MAX];
     krconn_stats st;
     uint32_t nconn;
@@ -1093,28 +1111,51 @@ static void krconn__msg_init(krconn_ctx *ctx, krconn__msg *m, uint8_t type)
 
 /* ---------------------------------------------------------------------------- >>ud */
 
-/* The address handle towards gid, cached; creating it resolves the neighbour entry. Under mu. */
-static struct ibv_ah *krconn__ah_get(krconn_ctx *ctx, const uint8_t *gid, int *rc)
+/* The cached address handle towards gid, or NULL. Under mu. */
+static struct ibv_ah *krconn__ah_find(krconn_ctx *ctx, const uint8_t *gid)
 {
-    krconn__ah *victim = &ctx->ahs[0];
     for (int i = 0; i < KRCONN__NAH; i++) {
         krconn__ah *a = &ctx->ahs[i];
         if (a->ah && memcmp(a->gid, gid, 16) == 0) {
             a->used = ++ctx->ah_clock;
             return a->ah;
         }
-        if (!a->ah || (victim->ah && a->used < victim->used)) victim = a;
     }
+    return NULL;
+}
+
+/* The address handle towards gid, cached. Creating one resolves the neighbour entry, which can
+   take the kernel a second when the host does not answer: done without mu held, so the context
+   keeps serving its other peers meanwhile. Takes mu itself. */
+static struct ibv_ah *krconn__ah_get(krconn_ctx *ctx, const uint8_t *gid, int *rc)
+{
+    pthread_mutex_lock(&ctx->mu);
+    struct ibv_ah *ah = krconn__ah_find(ctx, gid), *extra = NULL;
+    pthread_mutex_unlock(&ctx->mu);
+    if (ah) return ah;
     rcp__verbs_ep ep;
     memset(&ep, 0, sizeof ep);
     memcpy(ep.gid, gid, 16);
-    struct ibv_ah *ah = NULL;
     *rc = rcp__verbs_ah_create(&ctx->d, &ep, &ah);
     if (*rc) return NULL;
-    if (victim->ah) ibv_destroy_ah(victim->ah);
-    memcpy(victim->gid, gid, 16);
-    victim->ah = ah;
-    victim->used = ++ctx->ah_clock;
+    pthread_mutex_lock(&ctx->mu);
+    struct ibv_ah *had = krconn__ah_find(ctx, gid); /* another thread made one meanwhile */
+    if (had) {
+        extra = ah;
+        ah = had;
+    } else {
+        krconn__ah *victim = &ctx->ahs[0];
+        for (int i = 0; i < KRCONN__NAH; i++) {
+            krconn__ah *a = &ctx->ahs[i];
+            if (!a->ah || (victim->ah && a->used < victim->used)) victim = a;
+        }
+        extra = victim->ah;
+        memcpy(victim->gid, gid, 16);
+        victim->ah = ah;
+        victim->used = ++ctx->ah_clock;
+    }
+    pthread_mutex_unlock(&ctx->mu);
+    if (extra) ibv_destroy_ah(extra);
     return ah;
 }
 
@@ -1136,9 +1177,7 @@ static int krconn__send_msg(krconn_ctx *ctx, const krconn__msg *m, const uint8_t
                             uint32_t udqpn, uint32_t qkey)
 {
     int rc = 0;
-    pthread_mutex_lock(&ctx->mu);
     struct ibv_ah *ah = krconn__ah_get(ctx, gid, &rc);
-    pthread_mutex_unlock(&ctx->mu);
     if (!ah)
         return krconn__fail(ctx, rc, "address handle (neighbour resolution)", ctx->addr.qpn, gid,
                             udqpn);
@@ -1661,9 +1700,7 @@ static void krconn__on_req(krconn_ctx *ctx, const krconn__msg *m)
     p->nonce = m->nonce;
     memcpy(p->peer_data, m->data, KRCONN_DATA_MAX);
     int ahrc = 0;
-    pthread_mutex_lock(&ctx->mu);
     struct ibv_ah *ah = krconn__ah_get(ctx, m->src_gid, &ahrc); /* neighbour entry first */
-    pthread_mutex_unlock(&ctx->mu);
     /* RTR, answer, then RTS: the client's first packet needs only our RTR, and our RTS overlaps
        its own RTR and RTS */
     uint64_t tm0 = rcp__now_ns();
@@ -1690,7 +1727,7 @@ static void krconn__on_req(krconn_ctx *ctx, const krconn__msg *m)
     pthread_mutex_lock(&ctx->mu);
     p->refs = 1;
     p->held = 1;
-    p->shared = 1;
+    p->shared = !(m->code & KRCONN__REQ_PRIVATE); /* the asker's NO_VIRTUAL binds us too */
     p->next = ctx->phys;
     ctx->phys = p;
     ctx->st.physical++;
@@ -2064,6 +2101,7 @@ KRCONN_API int krconn_ctx_destroy(krconn_ctx *ctx)
     KRCONN_FREE(ctx->ud_buf);
     KRCONN_FREE(ctx->acq);
     KRCONN_FREE(ctx->pool);
+    KRCONN_FREE(ctx->dead);
     pthread_mutex_destroy(&ctx->mu);
     pthread_mutex_destroy(&ctx->rx_mu);
     pthread_mutex_destroy(&ctx->tx_mu);
@@ -2128,7 +2166,10 @@ static void krconn__pend_del(krconn_ctx *ctx, krconn__pending *pd)
 }
 
 /* Send m to peer and wait for the answer with the same nonce, resending after 50, 100, 200...
-   ms. recheck (may be NULL) is asked after each silent interval whether to give up early. */
+   ms until the deadline. A send that fails (no address handle: the peer's host did not answer
+   neighbour resolution in the kernel's own bound, about 1 s; or a full UD queue) is tried again
+   on the same schedule: a slow or absent host costs the deadline, never less. recheck (may be
+   NULL) is asked after each silent interval whether to give up early. */
 typedef int (*krconn__recheck)(void *arg);
 static int krconn__request(krconn_ctx *ctx, krconn__msg *m, const krconn_addr *peer,
                            uint64_t deadline, krconn__recheck recheck, void *rarg, krconn__msg *ans)
@@ -2149,9 +2190,8 @@ static int krconn__request(krconn_ctx *ctx, krconn__msg *m, const krconn_addr *p
         if (now >= next) {
             if (next && recheck && (rc = recheck(rarg)) != 0) break;
             rc = KRCONN_E_TIMEDOUT;
-            int s = krconn__send_msg(ctx, m, peer->gid, peer->qpn, peer->qkey);
-            if (s && s != KRCONN_E_AGAIN) { rc = s; break; }
-            next = now + wait;
+            (void)krconn__send_msg(ctx, m, peer->gid, peer->qpn, peer->qkey); /* logged */
+            next = rcp__now_ns() + wait;
             if (wait < 800000000ull) wait *= 2;
         }
         /* handle what came in ourselves; then sleep until whoever handles the answer wakes us
@@ -2162,6 +2202,38 @@ static int krconn__request(krconn_ctx *ctx, krconn__msg *m, const krconn_addr *p
     }
     krconn__pend_del(ctx, pd);
     return rc;
+}
+
+/* Is peer's generation one this context found stale? (mu held) */
+static int krconn__is_dead(const krconn_ctx *ctx, const krconn_addr *peer)
+{
+    if (!peer->generation) return 0; /* 0 names no generation */
+    for (unsigned i = 0; i < ctx->ndead; i++)
+        if (ctx->dead[i].gen == peer->generation && ctx->dead[i].qpn == peer->qpn &&
+            memcmp(ctx->dead[i].gid, peer->gid, 16) == 0)
+            return 1;
+    return 0;
+}
+
+/* Remember peer's generation as stale for the context's life (mu held): 1 if it is new, 0 if
+   known (or 0), -ENOMEM. */
+static int krconn__mark_dead(krconn_ctx *ctx, const krconn_addr *peer)
+{
+    if (!peer->generation || krconn__is_dead(ctx, peer)) return 0;
+    if (ctx->ndead == ctx->dead_cap) {
+        unsigned cap = ctx->dead_cap ? 2 * ctx->dead_cap : 8;
+        krconn__dead *d = (krconn__dead *)KRCONN_MALLOC(cap * sizeof *d);
+        if (!d) return -ENOMEM;
+        if (ctx->ndead) memcpy(d, ctx->dead, ctx->ndead * sizeof *d);
+        KRCONN_FREE(ctx->dead);
+        ctx->dead = d;
+        ctx->dead_cap = cap;
+    }
+    krconn__dead *e = &ctx->dead[ctx->ndead++];
+    memcpy(e->gid, peer->gid, 16);
+    e->qpn = peer->qpn;
+    e->gen = peer->generation;
+    return 1;
 }
 
 /* Find a usable physical connection to peer (mu held). */
@@ -2179,13 +2251,16 @@ typedef struct krconn__name_check {
     krconn_dir *dir;
     const char *name;
     krconn_addr was;
+    uint64_t deadline;      /* the connect's: a lookup never takes it past */
 } krconn__name_check;
 
 static int krconn__name_recheck(void *arg)
 {
     krconn__name_check *nc = (krconn__name_check *)arg;
     krconn_addr now;
-    if (krconn_lookup(nc->dir, nc->name, 1000, &now)) return 0;
+    uint64_t t = rcp__now_ns();
+    int left = t < nc->deadline ? (int)((nc->deadline - t) / 1000000ull) : 0;
+    if (left <= 0 || krconn_lookup(nc->dir, nc->name, left, &now)) return 0;
     return now.generation != nc->was.generation || now.qpn != nc->was.qpn ? KRCONN_E_STALE : 0;
 }
 
@@ -2210,6 +2285,13 @@ static int krconn__connect(krconn_ctx *ctx, const krconn_addr *peer, const krcon
        threads connecting at once make one physical connection, the other waits and shares it */
     for (;;) {
         pthread_mutex_lock(&ctx->mu);
+        if (krconn__is_dead(ctx, peer)) { /* section 5: never used again */
+            pthread_mutex_unlock(&ctx->mu);
+            pthread_mutex_destroy(&np->mu);
+            KRCONN_FREE(np);
+            return krconn__fail(ctx, KRCONN_E_STALE, "connect: a generation found stale before",
+                                0, peer->gid, peer->qpn);
+        }
         p = np->shared ? krconn__find(ctx, peer) : NULL;
         int st = p ? p->state : 0;
         if (st == KRCONN__READY) {
@@ -2264,6 +2346,7 @@ static int krconn__connect(krconn_ctx *ctx, const krconn_addr *peer, const krcon
     }
     krconn__msg m, ans;
     krconn__msg_init(ctx, &m, KRCONN__REQ);
+    m.code = p->shared ? 0 : KRCONN__REQ_PRIVATE;
     m.nonce = p->nonce;
     m.dst_gen = peer->generation;
     m.qpn = p->qp->qp_num;
@@ -2315,6 +2398,11 @@ static int krconn__connect(krconn_ctx *ctx, const krconn_addr *peer, const krcon
 fail:
     pthread_mutex_lock(&ctx->mu);
     krconn__phys_unlink(ctx, p);
+    if (rc == KRCONN_E_STALE) { /* remembered for every later connect, through any directory */
+        int nd = krconn__mark_dead(ctx, peer);
+        if (nd > 0) ctx->st.stale_detected++;
+        if (nd < 0) rc = nd;
+    }
     pthread_mutex_unlock(&ctx->mu);
     if (p->qp) krconn__pool_give(ctx, p->qp, p->cq);
     pthread_mutex_destroy(&p->mu);
@@ -2340,47 +2428,53 @@ KRCONN_API int krconn_connect_name(krconn_ctx *ctx, krconn_dir *dir, const char 
     if (!ctx || !dir || !out || !krconn__name_ok(name)) return KRCONN_E_INVAL;
     int tmo = opts && opts->timeout_ms > 0 ? opts->timeout_ms : KRCONN_DEFAULT_TIMEOUT_MS;
     uint64_t deadline = krconn__deadline(tmo);
-    int rc = KRCONN_E_STALE;
     *out = NULL;
-    for (int attempt = 0; attempt < 4; attempt++) {
+    /* Each round returns, or has found the address it tried stale (then remembered: the next
+       lookup names another one or fails at once); the deadline bounds them all. */
+    for (;;) {
         krconn__name *n = NULL;
         krconn_addr a;
-        uint64_t bad = 0;
-        int have = 0;
+        int have = 0, dead = 0, rc;
         pthread_mutex_lock(&ctx->mu);
         for (int i = 0; i < KRCONN__NNAMES && !n; i++)
             if (ctx->names[i].dir == dir && strcmp(ctx->names[i].name, name) == 0)
                 n = &ctx->names[i];
-        if (n) {
-            have = n->valid;
-            a = n->a;
-            bad = n->bad_gen;
+        if (n && n->valid) {
+            if (krconn__is_dead(ctx, &n->a)) n->valid = 0; /* found stale by another path */
+            else {
+                have = 1;
+                a = n->a;
+            }
         }
         pthread_mutex_unlock(&ctx->mu);
-        int left = (int)((deadline - rcp__now_ns()) / 1000000ull);
-        if (rcp__now_ns() >= deadline || left <= 0)
-            return krconn__fail(ctx, KRCONN_E_TIMEDOUT, "connect by name", 0, NULL, 0);
+        uint64_t now = rcp__now_ns();
+        int left = now < deadline ? (int)((deadline - now) / 1000000ull) : 0;
+        if (left <= 0) return krconn__fail(ctx, KRCONN_E_TIMEDOUT, "connect by name", 0, NULL, 0);
         if (!have) {
             if ((rc = krconn_lookup(dir, name, left, &a))) return rc;
-            if (bad && a.generation == bad)
+            pthread_mutex_lock(&ctx->mu);
+            dead = krconn__is_dead(ctx, &a);
+            if (!dead) {
+                if (!n) {
+                    n = &ctx->names[ctx->names_next++ % KRCONN__NNAMES];
+                    memset(n, 0, sizeof *n);
+                    n->dir = dir;
+                    snprintf(n->name, sizeof n->name, "%s", name);
+                }
+                n->a = a;
+                n->valid = 1;
+            }
+            pthread_mutex_unlock(&ctx->mu);
+            if (dead)
                 return krconn__fail(ctx, KRCONN_E_STALE,
                                     "connect by name: the directory still names a stale generation",
                                     0, a.gid, a.qpn);
-            pthread_mutex_lock(&ctx->mu);
-            if (!n) {
-                n = &ctx->names[ctx->names_next++ % KRCONN__NNAMES];
-                memset(n, 0, sizeof *n);
-                n->dir = dir;
-                snprintf(n->name, sizeof n->name, "%s", name);
-            }
-            n->a = a;
-            n->valid = 1;
-            pthread_mutex_unlock(&ctx->mu);
         }
         krconn__name_check nc;
         nc.dir = dir;
         nc.name = name;
         nc.was = a;
+        nc.deadline = deadline;
         krconn_connect_opts co;
         memset(&co, 0, sizeof co);
         co.flags = opts ? opts->flags : 0;
@@ -2389,18 +2483,14 @@ KRCONN_API int krconn_connect_name(krconn_ctx *ctx, krconn_dir *dir, const char 
         co.user = opts ? opts->user : NULL;
         rc = krconn__connect(ctx, &a, &co, krconn__name_recheck, &nc, out);
         if (rc != KRCONN_E_STALE) return rc;
-        pthread_mutex_lock(&ctx->mu); /* never use this generation again */
-        ctx->st.stale_detected++;
+        pthread_mutex_lock(&ctx->mu); /* look it up again (krconn__connect remembered it) */
         for (int i = 0; i < KRCONN__NNAMES; i++)
-            if (ctx->names[i].dir == dir && strcmp(ctx->names[i].name, name) == 0) {
+            if (ctx->names[i].dir == dir && strcmp(ctx->names[i].name, name) == 0)
                 ctx->names[i].valid = 0;
-                ctx->names[i].bad_gen = a.generation;
-            }
         pthread_mutex_unlock(&ctx->mu);
         krconn__log(ctx, KRCONN_LOG_INFO, "%s: stale entry (generation %llx), looking it up again",
                     name, (unsigned long long)a.generation);
     }
-    return rc;
 }
 
 KRCONN_API int krconn_accept(krconn_ctx *ctx, int timeout_ms, krconn **out)

@@ -167,42 +167,47 @@ cxl)
     ;;
 krconn)
     rdma_up
-    run test_krconn 140 /t/test_krconn
-    run test_krconn_compose 150 /t/test_krconn_compose
-    run test_krconn_events 90 /t/test_krconn_events
-    # again under ASan+UBSan (fewer cycles: it is slower); result lines renamed *-asan
-    # examples/krconn_hello.c: server prints its address, the client reads the greeting
-    /t/ex_krconn_hello >/tmp/hello.addr 2>&1 &
-    hs=$!
-    i=0
-    while [ $i -lt 100 ] && ! grep -q / /tmp/hello.addr; do sleep 0.1; i=$((i + 1)); done
-    if timeout 30 /t/ex_krconn_hello "$(head -n 1 /tmp/hello.addr)" >/tmp/hello.out 2>&1 &&
-       grep -q "read: hello over RDMA READ" /tmp/hello.out && grep -q "virtual: yes" /tmp/hello.out; then
-        echo "ok example-krconn_hello"
+    only=$(arg rcp.only) # VM_ONLY=NAME[,NAME]: only test_krconn's tests whose names contain one
+    if [ -n "$only" ]; then
+        for o in $(echo "$only" | tr , ' '); do KRCONN_TEST_ONLY=$o run "test_krconn-$o" 140 /t/test_krconn; done
     else
-        echo "FAIL example-krconn_hello: $(tr '\n' ' ' </tmp/hello.out) (server: $(tr '\n' ' ' </tmp/hello.addr))"
+        run test_krconn 140 /t/test_krconn
+        run test_krconn_compose 150 /t/test_krconn_compose
+        run test_krconn_events 90 /t/test_krconn_events
+        # again under ASan+UBSan (fewer cycles: it is slower); result lines renamed *-asan
+        # examples/krconn_hello.c: server prints its address, the client reads the greeting
+        /t/ex_krconn_hello >/tmp/hello.addr 2>&1 &
+        hs=$!
+        i=0
+        while [ $i -lt 100 ] && ! grep -q / /tmp/hello.addr; do sleep 0.1; i=$((i + 1)); done
+        if timeout 30 /t/ex_krconn_hello "$(head -n 1 /tmp/hello.addr)" >/tmp/hello.out 2>&1 &&
+           grep -q "read: hello over RDMA READ" /tmp/hello.out && grep -q "virtual: yes" /tmp/hello.out; then
+            echo "ok example-krconn_hello"
+        else
+            echo "FAIL example-krconn_hello: $(tr '\n' ' ' </tmp/hello.out) (server: $(tr '\n' ' ' </tmp/hello.addr))"
+        fi
+        kill $hs 2>/dev/null
+        wait $hs 2>/dev/null
+        # krconn.h's manual example (section 3, cut out by mk/vm.mk): server, then a client by name
+        /t/ex_krconn_manual >/tmp/manual.srv 2>&1 &
+        hs=$!
+        i=0
+        while [ $i -lt 20 ] && ! KRCONN_META=127.0.0.1 timeout 30 /t/ex_krconn_manual c >/tmp/manual.out 2>&1; do
+            sleep 0.5; i=$((i + 1))
+        done
+        if grep -q "read: hello over RDMA READ" /tmp/manual.out; then
+            echo "ok example-krconn-manual"
+        else
+            echo "FAIL example-krconn-manual: $(tr '\n' ' ' </tmp/manual.out) (server: $(tr '\n' ' ' </tmp/manual.srv))"
+        fi
+        kill $hs 2>/dev/null
+        wait $hs 2>/dev/null
+        # the concurrent tests under ThreadSanitizer
+        KRCONN_TEST_ONLY=threads run test_krconn-tsan 140 sh -c 'set -o pipefail; /t/test_krconn.tsan | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-tsan/"'
+        ASAN_OPTIONS=detect_leaks=1 run test_krconn-asan 140 sh -c 'set -o pipefail; /t/test_krconn.asan 1000 | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-asan/"'
+        ASAN_OPTIONS=detect_leaks=1 run test_krconn_events-asan 90 sh -c 'set -o pipefail; /t/test_krconn_events.asan | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-asan/"'
+        run test_krconn_events-tsan 90 sh -c 'set -o pipefail; /t/test_krconn_events.tsan | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-tsan/"'
     fi
-    kill $hs 2>/dev/null
-    wait $hs 2>/dev/null
-    # krconn.h's manual example (section 3, cut out by mk/vm.mk): server, then a client by name
-    /t/ex_krconn_manual >/tmp/manual.srv 2>&1 &
-    hs=$!
-    i=0
-    while [ $i -lt 20 ] && ! KRCONN_META=127.0.0.1 timeout 30 /t/ex_krconn_manual c >/tmp/manual.out 2>&1; do
-        sleep 0.5; i=$((i + 1))
-    done
-    if grep -q "read: hello over RDMA READ" /tmp/manual.out; then
-        echo "ok example-krconn-manual"
-    else
-        echo "FAIL example-krconn-manual: $(tr '\n' ' ' </tmp/manual.out) (server: $(tr '\n' ' ' </tmp/manual.srv))"
-    fi
-    kill $hs 2>/dev/null
-    wait $hs 2>/dev/null
-    # the concurrent tests under ThreadSanitizer
-    KRCONN_TEST_ONLY=threads run test_krconn-tsan 140 sh -c 'set -o pipefail; /t/test_krconn.tsan | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-tsan/"'
-    ASAN_OPTIONS=detect_leaks=1 run test_krconn-asan 140 sh -c 'set -o pipefail; /t/test_krconn.asan 1000 | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-asan/"'
-    ASAN_OPTIONS=detect_leaks=1 run test_krconn_events-asan 90 sh -c 'set -o pipefail; /t/test_krconn_events.asan | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-asan/"'
-    run test_krconn_events-tsan 90 sh -c 'set -o pipefail; /t/test_krconn_events.tsan | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-tsan/"'
     ;;
 krconn-bench)
     rdma_up

@@ -15,6 +15,7 @@
 #             NVDIMM made devdax (shmheap on /dev/daxX.Y with data); hugetlbfs; pku (shmheap, rpcool)
 #   krconn    one guest: krconn.h on rxe0 (tests/vm/test_krconn.c: processes of one guest)
 #             and alock.h / nppin.h over krconn connections (tests/vm/test_krconn_compose.c)
+#             (VM_ONLY=NAME[,NAME]: only test_krconn's tests whose names contain one of them)
 #   krconn-bench  one guest timing krconn's connects against rdma_cm (cmtime) and plain verbs
 #   perftest  one guest running perftest's ib_*_lat on rxe0 (used by bench/bench_perftest.sh)
 #   alockbench  two guests running alock's lock-table benchmark (used by bench/bench_alock.sh;
@@ -304,7 +305,7 @@ run_cxl() {
 
 run_krconn() {
     t0=$(date +%s)
-    GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-300} boot krconn krconn "rcp.ip=10.0.2.15" -m 1G \
+    GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-300} boot krconn krconn "rcp.ip=10.0.2.15${VM_ONLY:+ rcp.only=$VM_ONLY}" -m 1G \
         -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:0f
     collect krconn $(($(date +%s) - t0))
 }

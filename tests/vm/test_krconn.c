@@ -10,7 +10,10 @@
  *   10000 connect/close cycles: QP, CQ, MR counts of `rdma resource` unchanged, pool bounded
  *   a peer killed: the next operation and krconn_ping report it within a bound
  *   a dead or absent service: a clear error within the deadline; pool empty + NOWAIT
- *   a stale directory entry (the service restarted): detected, refetched, never used again
+ *   a stale directory entry (the service restarted): detected, refetched, never used again,
+ *     through a second directory that still names it too (KRCONN_E_STALE at once)
+ *   NO_VIRTUAL connections are private on both sides; plain connects share only shared ones
+ *   a connect to a host that does not answer neighbour resolution lasts its whole deadline
  *   garbage on the UD QP from a fuzzer: dropped and counted, no crash, no QP to the wrong peer
  *   the meta server (bootstrap over TCP, lookup by RDMA READ, publish by UD)
  * The directory inside the guest is a shmheap (krconn_dir_heap).
@@ -790,6 +793,213 @@ out:
     if (c) krconn_ctx_destroy(c);
 }
 
+/* A copy of the heap directory's table as it is now: a second directory that will go on naming
+   what the first named (a replica that missed the update). NULL on failure. */
+static krconn_dir *dir_snapshot(void **mem)
+{
+    shmheap *h = NULL;
+    krconn_dir *d = NULL;
+    *mem = NULL;
+    int rc = shmheap_open(heapname, NULL, &h);
+    CHECKF(rc == 0, "shmheap_open: %s", shmheap_strerror(rc));
+    if (rc) return NULL;
+    void *t = shmheap_root_get(h, "krconn.dir");
+    size_t n = t ? shmheap_usable_size(h, t) : 0;
+    CHECKF(t != NULL, "no krconn.dir root in the heap");
+    if (t && (*mem = aligned_alloc(64, (n + 63) & ~(size_t)63))) {
+        memcpy(*mem, t, n);
+        rc = krconn_dir_shm(*mem, n, &d);
+        CHECKF(rc == 0, "krconn_dir_shm on the copy: %s", krconn_strerror(rc));
+    }
+    shmheap_close(h);
+    return d;
+}
+
+/* The service restarts; d1 finds out (refetch, new generation). d2 still names the dead
+   generation: connecting through it is KRCONN_E_STALE at once, not a wait for the deadline, and
+   so is krconn_connect to the dead address. */
+static void stale_second_directory(void)
+{
+    krconn_ctx *c = client_ctx(0);
+    krconn_dir *d1 = heap_dir(), *d2 = NULL;
+    void *d2mem = NULL;
+    server s1, s2;
+    srvcfg c1 = {"restarting2", 31, 0, 8, NULL}, c2 = {"restarting2", 32, 0, 8, NULL};
+    krconn *k = NULL;
+    krconn_stats st;
+    krconn_connect_opts co;
+    char d[400];
+    memset(&co, 0, sizeof co);
+    co.timeout_ms = 3000; /* what the old behaviour waited */
+    s2.up = 0;
+    if (!c || !d1 || server_start(&s1, &c1)) goto out;
+    int rc = krconn_connect_name(c, d1, "restarting2", NULL, &k);
+    CHECKF(rc == 0, "connect to the first instance: %s", krconn_strerror(rc));
+    if (!rc) {
+        krconn_disconnect(k);
+        k = NULL;
+    }
+    if (!(d2 = dir_snapshot(&d2mem))) { server_stop(&s1, "server 31"); goto out; }
+    server_kill(&s1);
+    if (server_start(&s2, &c2)) goto out;
+    rc = krconn_connect_name(c, d1, "restarting2", NULL, &k); /* d1: detected, refetched */
+    CHECKF(rc == 0, "connect through d1 after the restart: %s", krconn_strerror(rc));
+    if (!rc) {
+        CHECK_EQ(((const srvinfo *)krconn_peer_data(k))->instance, 32);
+        krconn_disconnect(k);
+        k = NULL;
+    }
+    krconn_ctx_stats(c, &st);
+    CHECK_EQ(st.stale_detected, 1);
+    krconn_addr a2;
+    CHECK_EQ(krconn_lookup(d2, "restarting2", 1000, &a2), 0);
+    CHECKF(a2.generation == s1.addr.generation, "d2 should still name the first instance");
+    uint64_t t0 = rcp__now_ns();
+    rc = krconn_connect_name(c, d2, "restarting2", &co, &k);
+    double ms = (double)(rcp__now_ns() - t0) / 1e6;
+    describe(rc, d, sizeof d);
+    printf("# connect through a second directory naming the dead generation: %s (%.0f ms)\n", d,
+           ms);
+    CHECKF(rc == KRCONN_E_STALE, "through d2: %s after %.0f ms", d, ms);
+    CHECKF(ms < 1000, "through d2: %.0f ms, expected at once", ms);
+    if (!rc) { krconn_disconnect(k); k = NULL; }
+    t0 = rcp__now_ns();
+    rc = krconn_connect(c, &s1.addr, &co, &k);
+    ms = (double)(rcp__now_ns() - t0) / 1e6;
+    CHECKF(rc == KRCONN_E_STALE && ms < 1000, "krconn_connect to the dead address: %s after %.0f ms",
+           krconn_strerror(rc), ms);
+    if (!rc) { krconn_disconnect(k); k = NULL; }
+    krconn_ctx_stats(c, &st);
+    CHECKF(st.stale_detected == 1, "stale_detected %llu (counted once)",
+           (unsigned long long)st.stale_detected);
+    rc = krconn_connect_name(c, d1, "restarting2", NULL, &k); /* d1 still works */
+    CHECKF(rc == 0, "d1 afterwards: %s", krconn_strerror(rc));
+    if (!rc) krconn_disconnect(k);
+out:
+    if (s2.up) server_stop(&s2, "server 32");
+    if (d2) krconn_dir_close(d2);
+    free(d2mem);
+    if (d1) krconn_dir_close(d1);
+    if (c) krconn_ctx_destroy(c);
+}
+
+/* Wait until ctx has accepted n connections: the accepting side lists a connection after its
+   RTS, which can come after the asker's connect has returned. */
+static int wait_accepts(krconn_ctx *ctx, uint64_t n)
+{
+    krconn_stats st;
+    for (int i = 0; i < 500; i++) {
+        krconn_ctx_stats(ctx, &st);
+        if (st.accepts >= n) return 0;
+        usleep(10000);
+    }
+    CHECKF(0, "accepts %llu, waited for %llu", (unsigned long long)st.accepts,
+           (unsigned long long)n);
+    return -1;
+}
+
+/* NO_VIRTUAL is private on both sides: the peer's plain connect back does not go virtual over
+   it, nor does a later plain connect of ours; plain connects share the shared ones. */
+static void no_virtual_private(void)
+{
+    krconn_ctx *a = client_ctx(0), *b = client_ctx(0), *c = client_ctx(0);
+    krconn *kp = NULL, *kb = NULL, *k1 = NULL, *k2 = NULL, *kq = NULL, *kr = NULL, *ks = NULL;
+    krconn_addr aa, ba;
+    krconn_connect_opts nv;
+    krconn_stats sa, sb, sc;
+    int rc;
+    memset(&nv, 0, sizeof nv);
+    nv.flags = KRCONN_CONNECT_NO_VIRTUAL;
+    nv.timeout_ms = TMO;
+    if (!a || !b || !c) goto out;
+    krconn_ctx_addr(a, &aa);
+    krconn_ctx_addr(b, &ba);
+    rc = krconn_connect(a, &ba, &nv, &kp);
+    CHECKF(rc == 0, "a -> b NO_VIRTUAL: %s", krconn_strerror(rc));
+    if (rc) goto out;
+    /* b's plain connect back to a: a new physical connection, not virtual over a's private one */
+    if (wait_accepts(b, 1)) goto out;
+    rc = krconn_connect(b, &aa, NULL, &kb);
+    CHECKF(rc == 0, "b -> a plain: %s", krconn_strerror(rc));
+    if (rc) goto out;
+    CHECKF(krconn_is_virtual(kb) == 0, "b's plain connect went virtual over a's NO_VIRTUAL QP");
+    krconn_ctx_stats(b, &sb);
+    CHECK_EQ(sb.virtual_connects, 0);
+    CHECK_EQ(sb.connects, 1);
+    CHECK_EQ(sb.accepts, 1);
+    CHECK_EQ(krconn_ping(kp, TMO), 0);
+    CHECK_EQ(krconn_ping(kb, TMO), 0);
+    /* a's plain connect to b: virtual over the shared connection b made, never over kp */
+    if (wait_accepts(a, 1)) goto out;
+    rc = krconn_connect(a, &ba, NULL, &k1);
+    CHECKF(rc == 0, "a -> b plain: %s", krconn_strerror(rc));
+    if (!rc) {
+        CHECK_EQ(krconn_is_virtual(k1), 1);
+        CHECK(krconn_qp(k1) != krconn_qp(kp));
+        CHECK_EQ(krconn_ping(k1, TMO), 0);
+    }
+    rc = krconn_connect(a, &ba, NULL, &k2);
+    CHECKF(rc == 0 && krconn_qp(k2) == krconn_qp(k1), "a -> b plain again: %s",
+           krconn_strerror(rc));
+    krconn_ctx_stats(a, &sa);
+    CHECKF(sa.physical == 2 && sa.connects == 1 && sa.accepts == 1 && sa.virtual_connects == 2,
+           "a: %u physical, %llu connects, %llu accepts, %llu virtual", sa.physical,
+           (unsigned long long)sa.connects, (unsigned long long)sa.accepts,
+           (unsigned long long)sa.virtual_connects);
+    /* with only a private connection to b, c's plain connect makes a physical one; the next
+       plain connect shares that one */
+    rc = krconn_connect(c, &ba, &nv, &kq);
+    CHECKF(rc == 0, "c -> b NO_VIRTUAL: %s", krconn_strerror(rc));
+    rc = krconn_connect(c, &ba, NULL, &kr);
+    CHECKF(rc == 0 && krconn_is_virtual(kr) == 0 && krconn_qp(kr) != krconn_qp(kq),
+           "c -> b plain after NO_VIRTUAL: %s, virtual %d", krconn_strerror(rc),
+           rc ? -1 : krconn_is_virtual(kr));
+    rc = krconn_connect(c, &ba, NULL, &ks);
+    CHECKF(rc == 0 && krconn_is_virtual(ks) == 1 && krconn_qp(ks) == krconn_qp(kr),
+           "c -> b plain, third: %s", krconn_strerror(rc));
+    krconn_ctx_stats(c, &sc);
+    CHECKF(sc.physical == 2 && sc.connects == 2 && sc.virtual_connects == 1,
+           "c: %u physical, %llu connects, %llu virtual", sc.physical,
+           (unsigned long long)sc.connects, (unsigned long long)sc.virtual_connects);
+out:;
+    krconn *all[] = {ks, kr, kq, k2, k1, kb, kp};
+    for (unsigned i = 0; i < sizeof all / sizeof all[0]; i++) if (all[i]) krconn_disconnect(all[i]);
+    if (c) krconn_ctx_destroy(c);
+    if (b) krconn_ctx_destroy(b);
+    if (a) krconn_ctx_destroy(a);
+}
+
+/* A host that does not answer (no ARP reply: nothing at 10.0.2.99 on the guest's hub): the
+   kernel gives up on the address handle after about 1 s, and the connect goes on trying until
+   its own deadline, then says KRCONN_E_TIMEDOUT. */
+static void slow_host_full_deadline(void)
+{
+    krconn_ctx *c = client_ctx(0);
+    krconn *k = NULL;
+    krconn_connect_opts co;
+    char d[400];
+    if (!c) return;
+    krconn_addr absent = main_srv.addr;
+    memset(absent.gid, 0, 10);
+    absent.gid[10] = absent.gid[11] = 0xff;
+    absent.gid[12] = 10, absent.gid[13] = 0, absent.gid[14] = 2, absent.gid[15] = 99;
+    memset(&co, 0, sizeof co);
+    co.timeout_ms = 3500;
+    uint64_t t0 = rcp__now_ns();
+    int rc = krconn_connect(c, &absent, &co, &k);
+    double ms = (double)(rcp__now_ns() - t0) / 1e6;
+    describe(rc, d, sizeof d);
+    printf("# connect to an absent host, deadline 3500 ms: %s (%.0f ms)\n", d, ms);
+    CHECKF(rc == KRCONN_E_TIMEDOUT, "absent host: %s after %.0f ms", d, ms);
+    CHECKF(ms >= 3400 && ms < 3500 + 2500, "absent host: returned after %.0f ms, deadline 3500", ms);
+    if (!rc) krconn_disconnect(k);
+    /* the context still serves: a connect to the live server works at once */
+    rc = krconn_connect(c, &main_srv.addr, NULL, &k);
+    CHECKF(rc == 0, "then to the live server: %s", krconn_strerror(rc));
+    if (!rc) krconn_disconnect(k);
+    krconn_ctx_destroy(c);
+}
+
 /* ---------------------------------------------------------------- fuzzer */
 
 #define MSGSZ 160
@@ -1214,7 +1424,8 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
     if (argc == 3) return pair_main(argc, argv);
-    const char *only = getenv("KRCONN_TEST_ONLY"); /* debugging: one test after the server starts */
+    /* "cycles" and "threads": those groups; any other NAME: the tests whose name contains it */
+    const char *only = getenv("KRCONN_TEST_ONLY");
     if (argc > 1) cycles = atoi(argv[1]);
     snprintf(heapname, sizeof heapname, "krconn-dir-%d", (int)getpid());
     shmheap_opts ho;
@@ -1229,7 +1440,8 @@ int main(int argc, char **argv)
     t_begin("krconn_server_start");
     server_start(&main_srv, &main_cfg);
     t_end();
-    if (main_srv.up && only) {
+    if (only && strcmp(only, "cycles") && strcmp(only, "threads")) t_only = only;
+    if (main_srv.up && only && !t_only) {
         if (!strcmp(only, "cycles")) TEST(cycles_no_leak);
         if (!strcmp(only, "threads")) { /* the concurrent part, for ThreadSanitizer */
             TEST(connect_and_data);
@@ -1240,17 +1452,20 @@ int main(int argc, char **argv)
         }
         server_stop(&main_srv, "server");
     } else if (main_srv.up) {
-        TEST(errors_and_no_device);
-        TEST(connect_and_data);
-        TEST(before_hook);
-        TEST(four_threads_virtual);
-        TEST(four_threads_physical);
-        TEST(pool_empty_nowait);
-        TEST(dead_and_absent);
-        TEST(stale_entry);
-        TEST(fuzz_control_qp);
-        TEST(meta_directory);
-        TEST(cycles_no_leak);
+        RUN(errors_and_no_device);
+        RUN(connect_and_data);
+        RUN(before_hook);
+        RUN(four_threads_virtual);
+        RUN(four_threads_physical);
+        RUN(pool_empty_nowait);
+        RUN(no_virtual_private);
+        RUN(dead_and_absent);
+        RUN(stale_entry);
+        RUN(stale_second_directory);
+        RUN(slow_host_full_deadline);
+        RUN(fuzz_control_qp);
+        RUN(meta_directory);
+        RUN(cycles_no_leak);
         t_begin("krconn_server_survived");
         server_stop(&main_srv, "server");
         t_end();
