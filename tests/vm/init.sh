@@ -93,8 +93,8 @@ rpcool-rdma) # tests/vm/run.sh rpcool-rdma: rpcool's RDMA transport (rcp.only: o
 pods-a|pods-b) # tests/vm/run.sh pods: rpcool between two pods over RDMA (issue 13)
     rdma_up
     # the server in guest a (pod 0), the clients in guest b (pod id 1)
-    if [ "$role" = pods-a ]; then run rpcool-rdma-server 150 /t/test_rpcool_rdma server
-    else run rpcool-rdma-client 150 /t/test_rpcool_rdma client "$peer"; fi
+    if [ "$role" = pods-a ]; then run rpcool-rdma-server 300 /t/test_rpcool_rdma server
+    else run rpcool-rdma-client 300 /t/test_rpcool_rdma client "$peer"; fi
     # examples/rpcool_kv_pods.c: guest a is pod A (server, local clients), b is pod B
     podid=0; [ "$role" = pods-b ] && podid=1
     run "kv-pods-${role#pods-}" 200 env SHMHEAP_POD_ID=$podid /t/test_kv_pods "${role#pods-}" "$peer"

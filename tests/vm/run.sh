@@ -220,7 +220,7 @@ run_pair() { # run_pair [NAME ROLE_A ROLE_B [stop]]: two guests (default: pair, 
     pn=${1:-pair}; ra=${2:-a}; rb=${3:-b}
     t0=$(date +%s)
     gt=$GUEST_TIMEOUT
-    GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-300} # two guests share the host's CPUs
+    GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-600} # two guests share the host's CPUs
     pod=/dev/shm/rcp-vm-pod-$$
     rm -f "$pod"
     truncate -s 16M "$pod"
