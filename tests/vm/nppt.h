@@ -56,10 +56,18 @@ static inline int nppt_side_setup(int fd, const nppin_opts *o, nppt_side *s, con
     if ((rc = vmt_read_all(fd, in, sizeof in, 60000))) { *step = "receive endpoints"; goto fail; }
     if ((rc = rcp__verbs_ep_unpack(in, &s->peer[0])) ||
         (rc = rcp__verbs_ep_unpack(in + RCP__VERBS_EP_WIRE, &s->peer[1]))) { *step = "unpack"; goto fail; }
-    if ((rc = rcp__verbs_rc_connect(&s->d, s->dqp, &s->me[0], &s->peer[0], NULL))) { *step = "connect data"; goto fail; }
+    /* an ACK timeout of 0.54 s (7 tries: about 4 s): two guests on a loaded host can go half a
+       second without running, which the default (67 ms, about 0.5 s in all) takes for a dead
+       peer */
+    rcp__verbs_qp_opts dq_opts = qo;
+    dq_opts.timeout = 17;
+    if ((rc = rcp__verbs_rc_connect(&s->d, s->dqp, &s->me[0], &s->peer[0], &dq_opts))) {
+        *step = "connect data";
+        goto fail;
+    }
     /* the control QP retries RNR forever: a burst of revocations may run ahead of the peer's
        receive buffers (nppin.h, section 5) */
-    rcp__verbs_qp_opts cq_opts = qo;
+    rcp__verbs_qp_opts cq_opts = dq_opts;
     cq_opts.rnr_retry = 7;
     if ((rc = rcp__verbs_rc_connect(&s->d, s->cqp, &s->me[1], &s->peer[1], &cq_opts))) {
         *step = "connect control";
