@@ -209,7 +209,7 @@ extern "C" {
 #define ALOCK_OWNERDEAD 1 /* held; the previous holder died in its critical section */
 
 #define ALOCK_ERRORS(X)                                                                            \
-    X(ALOCK_E_INVAL, -3000, "invalid argument")                                                    \
+    X(ALOCK_E_INVAL, -3000, "invalid argument to an alock function")                               \
     X(ALOCK_E_BUSY, -2999, "the lock is held (trylock)")                                           \
     X(ALOCK_E_TIMEDOUT, -2998, "the deadline passed before the lock was taken")                    \
     X(ALOCK_E_NOTSUP, -2997, "not supported: built without the remote cohort (ALOCK_NO_RDMA)")     \
@@ -463,18 +463,17 @@ struct alock_table {
 /* ---------------------------------------------------------------------------------------- */
 /* >>util                                                                                    */
 
+#include "impl/errors.h"
+
 ALOCK_API const char *alock_strerror(int code)
 {
     switch (code) {
-    case 0: return "success";
     case ALOCK_OWNERDEAD: return "held; the previous holder died in its critical section";
-#define ALOCK__CASE(name, value, text) case name: return text;
-        ALOCK_ERRORS(ALOCK__CASE)
-#undef ALOCK__CASE
-    default: break;
+#define RCP__ERROR_CASE(name, value, text) case name: return text;
+#include "impl/errors.h" /* the codes of every rpcool header included before this point */
+#undef RCP__ERROR_CASE
+    default: return rcp__errtext(code);
     }
-    if (code < 0 && code > -1000) return strerror(-code);
-    return shmheap_strerror(code);
 }
 
 static int alock__env_debug = -1;

@@ -281,7 +281,7 @@ struct ibv_mr;
     X(KRCONN_E_CLOSED, -3993, "the peer closed the connection")                                   \
     X(KRCONN_E_QPERR, -3992,                                                                      \
       "the connection's QP is in the error state after a failed operation: close and reconnect")  \
-    X(KRCONN_E_INVAL, -3991, "invalid argument")                                                  \
+    X(KRCONN_E_INVAL, -3991, "invalid argument to a krconn function")                             \
     X(KRCONN_E_PROTO, -3990, "protocol error from the peer")                                      \
     X(KRCONN_E_FULL, -3989, "the directory is full")                                              \
     X(KRCONN_E_NORECV, -3988, "the peer had no receive posted (RNR retries exhausted)")           \
@@ -553,15 +553,16 @@ static inline int krconn_dir_heap(shmheap *h, unsigned slots, krconn_dir **out)
 #include <stdio.h>
 #include <string.h>
 
-/* >>errors */
+/* >>errors - errors, and the calling thread's last failure ----------------------------------- */
+#include "impl/errors.h"
+
 KRCONN_API const char *krconn_strerror(int code)
 {
     switch (code) {
-    case 0: return "success";
-#define KRCONN__CASE(name, value, text) case name: return text;
-        KRCONN_ERRORS(KRCONN__CASE)
-#undef KRCONN__CASE
-    default: return code < 0 && code > -1000 ? strerror(-code) : "unknown krconn code";
+#define RCP__ERROR_CASE(name, value, text) case name: return text;
+#include "impl/errors.h" /* the codes of every rpcool header included before this point */
+#undef RCP__ERROR_CASE
+    default: return rcp__errtext(code);
     }
 }
 

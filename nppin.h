@@ -379,15 +379,16 @@ NPPIN_API const char *nppin_explain(nppin_ctx *ctx, int code, char *buf, size_t 
 #include <stdio.h>
 #include <string.h>
 
-/* >>errors */
+/* >>errors - errors ---------------------------------------------------------------------------- */
+#include "impl/errors.h"
+
 NPPIN_API const char *nppin_strerror(int code)
 {
     switch (code) {
-    case 0: return "success";
-#define NPPIN__CASE(name, value, text) case name: return text;
-        NPPIN_ERRORS(NPPIN__CASE)
-#undef NPPIN__CASE
-    default: return code < 0 && code > -4096 ? strerror(-code) : "unknown code";
+#define RCP__ERROR_CASE(name, value, text) case name: return text;
+#include "impl/errors.h" /* the codes of every rpcool header included before this point */
+#undef RCP__ERROR_CASE
+    default: return rcp__errtext(code);
     }
 }
 

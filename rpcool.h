@@ -487,7 +487,7 @@ typedef struct rpcool_ctx rpcool_ctx;       /* one call, as seen by its handler 
     X(RPCOOL_E_AGAIN, -1988, "not finished yet, or no free call slot")                             \
     /* transport or feature not available */                                                       \
     X(RPCOOL_E_NOTSUP, -1987, "not supported")                                                     \
-    X(RPCOOL_E_INVAL, -1986, "invalid argument")                                                   \
+    X(RPCOOL_E_INVAL, -1986, "invalid argument to an rpcool function")                             \
     X(RPCOOL_E_BADNAME, -1985, "malformed channel name")                                           \
     /* the server dropped this connection: its heap faulted the server (truncated) or its mutex    \
        stayed taken (see FAILURES) */                                                              \
@@ -1204,19 +1204,16 @@ static void rpcool__r_server_close(rpcool_server *s) { (void)s; }
 
 /* >>errors - errors ---------------------------------------------------------------------------- */
 
+#include "impl/errors.h"
+
 RPCOOL_API const char *rpcool_strerror(int code)
 {
     switch (code) {
-    case 0: return "success";
-#define RPCOOL__CASE(name, value, text) case name: return text;
-        RPCOOL_ERRORS(RPCOOL__CASE)
-#undef RPCOOL__CASE
-    default: break;
+#define RCP__ERROR_CASE(name, value, text) case name: return text;
+#include "impl/errors.h" /* the codes of every rpcool header included before this point */
+#undef RCP__ERROR_CASE
+    default: return rcp__errtext(code);
     }
-    if (code >= SHMHEAP_E_BADMAGIC && code < SHMHEAP_E_BADMAGIC + 100)
-        return shmheap_strerror(code);
-    if (code < 0 && code > -4096) return strerror(-code);
-    return "unknown error";
 }
 
 /* >>liveness - liveness: OFD byte locks on the channel file ------------------------------------ */

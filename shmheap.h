@@ -209,7 +209,7 @@ enum { SHMHEAP_LOG_ERROR = 0, SHMHEAP_LOG_WARN = 1, SHMHEAP_LOG_INFO = 2, SHMHEA
     X(SHMHEAP_E_BADNAME, -990, "malformed heap or root name")                                      \
     X(SHMHEAP_E_NOTFOUND, -989, "no heap, device, region or root of that name")                    \
     X(SHMHEAP_E_EXISTS, -988, "a heap of that name exists already")                                \
-    X(SHMHEAP_E_INVAL, -987, "invalid argument")                                                   \
+    X(SHMHEAP_E_INVAL, -987, "invalid argument to a shmheap function")                             \
     /* create with overwrite of a heap this process has open */                                    \
     X(SHMHEAP_E_BUSY, -986, "the heap is open in this process: close it before overwriting it")    \
     X(SHMHEAP_E_PODFULL, -985,                                                                     \
@@ -555,14 +555,15 @@ static void shmheap__log(const struct rcp__logger *lg, int level, const char *fm
     va_end(ap);
 }
 
+#include "impl/errors.h"
+
 SHMHEAP_API const char *shmheap_strerror(int code)
 {
     switch (code) {
-    case 0: return "success";
-#define SHMHEAP__CASE(name, value, text) case name: return text;
-        SHMHEAP_ERRORS(SHMHEAP__CASE)
-#undef SHMHEAP__CASE
-    default: return code < 0 && code > -4096 ? strerror(-code) : "unknown code";
+#define RCP__ERROR_CASE(name, value, text) case name: return text;
+#include "impl/errors.h" /* the codes of every rpcool header included before this point */
+#undef RCP__ERROR_CASE
+    default: return rcp__errtext(code);
     }
 }
 
