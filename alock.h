@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* alock.h - ALock: a lock table whose local users never touch the NIC, with remote users over
-   RDMA. version 0.1
+   RDMA. version 0.4.0
 
    TABLE OF CONTENTS
    -----------------
@@ -11,6 +11,9 @@
    5. Thread safety
    6. Errors
    7. Limits
+   The declarations follow this text; then the implementation, whose sections are marked with
+   anchors to grep for: >>implementation >>layout >>util >>liveness >>table >>local >>remote
+   >>verbs_link >>krconn_link. The licence (MIT) is at the end of the file.
 
    1. USAGE
    --------
@@ -83,8 +86,9 @@
    an alock_link is four function pointers (compare-and-swap, fetch-and-add, READ, WRITE) and
    a connection, so any connection library can carry it; alock_verbs_link_create makes one
    from an RC queue pair, and alock_krconn_link_create (declared when krconn.h is included
-   before alock.h) one from a krconn.h connection. Verbs has no atomic swap: the remote enqueue is a compare-and-swap
-   loop, which is lock-free, not starvation-free (tests/alock.pml shows the starving run).
+   before alock.h) one from a krconn.h connection. Verbs has no atomic swap: the remote enqueue
+   is a compare-and-swap loop, which is lock-free, not starvation-free (tests/alock.pml shows
+   the starving run).
    The protocol, local and remote timeouts included, is model-checked with Spin
    (tests/alock.pml, tests/alock_model.sh); the take-over from dead processes is not modelled.
 
@@ -156,6 +160,13 @@
    or -errno (verbs errors are converted at the boundary). alock_strerror(code) explains it.
    ALOCK_OWNERDEAD (positive) means success with news.
 
+   One rule in every rpcool header: each header owns a block of 100 codes counting up from its
+   number (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). Every
+   X_strerror explains its own codes and those of every rpcool header declared before its
+   implementation, so a code passed through keeps its text; another code from -1 to -4095 is
+   -errno, with strerror's text; a code of a header not declared names that header; anything
+   else is "unknown error code", and 0 is "success". Every text is a static string.
+
    7. LIMITS
    ---------
    Linux x86-64/aarch64. Up to 2^24 locks per table; up to ALOCK_MAX_SLOTS local process
@@ -170,6 +181,12 @@
 */
 #ifndef ALOCK_H
 #define ALOCK_H
+
+/* The version: ALOCK_VERSION_MAJOR.MINOR.PATCH, and as a string (see CHANGES.md). */
+#define ALOCK_VERSION_MAJOR 0
+#define ALOCK_VERSION_MINOR 4
+#define ALOCK_VERSION_PATCH 0
+#define ALOCK_VERSION "0.4.0"
 
 /* The implementation needs GNU extensions of glibc (OFD locks): define the implementation in a
    file that includes alock.h first, or compile with -D_GNU_SOURCE. */
@@ -366,9 +383,7 @@ ALOCK_API int alock_krconn_link_destroy(alock_link *link);
 #endif
 #endif
 
-/* ============================================================================================ */
-/*                                       IMPLEMENTATION                                         */
-/* ============================================================================================ */
+/* >>implementation - includes, options, constants ---------------------------------------------- */
 #if defined(ALOCK_IMPLEMENTATION) && !defined(ALOCK_IMPLEMENTATION_ONCE)
 #define ALOCK_IMPLEMENTATION_ONCE
 
@@ -395,8 +410,7 @@ ALOCK_API int alock_krconn_link_destroy(alock_link *link);
 #define ALOCK_FREE(p) free(p)
 #endif
 
-/* ---------------------------------------------------------------------------------------- */
-/* >>layout                                                                                  */
+/* >>layout - the table in shared memory, handles ----------------------------------------------- */
 
 #define ALOCK__MAGIC 0x314b434f4c41ull /* "ALOCK1" */
 #define ALOCK__VERSION 1u
@@ -460,8 +474,7 @@ struct alock_table {
     void *log_user;
 };
 
-/* ---------------------------------------------------------------------------------------- */
-/* >>util                                                                                    */
+/* >>util - errors, logging, clocks ------------------------------------------------------------- */
 
 #include "impl/errors.h"
 
@@ -509,8 +522,7 @@ static inline void alock__pause(unsigned *k)
     else rcp__cpu_relax();
 }
 
-/* ---------------------------------------------------------------------------------------- */
-/* >>liveness                                                                                */
+/* >>liveness - liveness: byte locks on the table file ------------------------------------------ */
 
 /* 1 if slot s's byte is locked (its process lives), 0 if not, -1 unknown */
 static int alock__slot_live(alock_table *t, uint32_t s)
@@ -538,8 +550,7 @@ static inline int alock__desc_ok(const alock_table *t, uint64_t v)
     return v >= lo && v < hi && (v - lo) % sizeof(alock__desc) == 0;
 }
 
-/* ---------------------------------------------------------------------------------------- */
-/* >>table                                                                                   */
+/* >>table - tables: create, open, close, unlink ------------------------------------------------ */
 
 static int alock__live_open(alock_table *t, int create)
 {
@@ -724,8 +735,7 @@ ALOCK_API void alock_table_lines(const alock_table *t, void **addr, size_t *len)
     *len = (size_t)t->nlocks * sizeof(alock__line);
 }
 
-/* ---------------------------------------------------------------------------------------- */
-/* >>local                                                                                   */
+/* >>local - the local cohort ------------------------------------------------------------------- */
 
 static alock__desc *alock__desc_get(alock_table *t, uint32_t idx)
 {
@@ -970,8 +980,7 @@ ALOCK_API int alock_recover(alock_table *t)
     return n;
 }
 
-/* ---------------------------------------------------------------------------------------- */
-/* >>remote                                                                                  */
+/* >>remote - the remote cohort ----------------------------------------------------------------- */
 
 #ifdef ALOCK_NO_RDMA
 ALOCK_API int alock_remote_create(const alock_remote_opts *opts, alock_remote **out)
@@ -1342,8 +1351,7 @@ ALOCK_API int alock_remote_reset(alock_remote *r, uint32_t idx)
     }
 }
 
-/* ---------------------------------------------------------------------------------------- */
-/* >>verbs_link                                                                              */
+/* >>verbs_link - links over a verbs RC QP ------------------------------------------------------ */
 
 typedef struct alock__vlink {
     struct ibv_qp *qp;
@@ -1503,8 +1511,7 @@ ALOCK_API int alock_verbs_link_destroy(alock_link *link)
 }
 #endif /* ALOCK_NO_RDMA */
 
-/* ---------------------------------------------------------------------------------------- */
-/* >>krconn_link                                                                             */
+/* >>krconn_link - links over a krconn connection ----------------------------------------------- */
 
 #ifdef KRCONN_H
 typedef struct alock__klink {

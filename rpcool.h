@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* rpcool.h - pointer-passing RPC over CXL shared memory (channels, calls, sealing, sandboxes).
-   version 0.1
+   version 0.4.0
 
    TABLE OF CONTENTS
    -----------------
@@ -393,6 +393,13 @@
    explains any of them. rpcool_call returns the handler's status (>= 0) or a negative code
    (the handler's own negative return passes through unchanged).
 
+   One rule in every rpcool header: each header owns a block of 100 codes counting up from its
+   number (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). Every
+   X_strerror explains its own codes and those of every rpcool header declared before its
+   implementation, so a code passed through keeps its text; another code from -1 to -4095 is
+   -errno, with strerror's text; a code of a header not declared names that header; anything
+   else is "unknown error code", and 0 is "success". Every text is a static string.
+
    9. LIMITS
    ---------
    Linux with glibc. Channel names: 1-48 characters of [A-Za-z0-9._-]. Up to RPCOOL_MAX_CONNS
@@ -442,6 +449,12 @@
 */
 #ifndef RPCOOL_H
 #define RPCOOL_H
+
+/* The version: RPCOOL_VERSION_MAJOR.MINOR.PATCH, and as a string (see CHANGES.md). */
+#define RPCOOL_VERSION_MAJOR 0
+#define RPCOOL_VERSION_MINOR 4
+#define RPCOOL_VERSION_PATCH 0
+#define RPCOOL_VERSION "0.4.0"
 
 #if defined(RPCOOL_IMPLEMENTATION) && !defined(_GNU_SOURCE)
 #define _GNU_SOURCE 1
