@@ -8,7 +8,7 @@
    1. Usage            5. Directory          9. Thread safety
    2. Compile options  6. Data operations   10. Errors
    3. Example          7. Failures          11. Limits
-   4. How it connects  8. Environment
+   4. How it connects  8. Environment       12. Design notes
    The declarations follow this text; then the implementation, whose sections are marked with
    anchors to grep for: >>implementation >>errors >>no_rdma >>structures >>helpers >>ud >>pool
    >>phys >>directory >>rx >>thread >>context >>connect >>meta >>data >>events. The licence (MIT)
@@ -243,6 +243,17 @@
    little-endian hosts do). Publishing to a meta server is not authenticated beyond the
    packet's source address: run it on a trusted network. Disconnects are datagrams: one that
    is lost leaves the peer's QP until the peer's next operation fails or its context closes.
+
+   12. DESIGN NOTES
+   ----------------
+   A connect to a new peer cannot be cheaper than its mandatory steps: one UD round trip and an
+   RTR on each side, in sequence (the answering side can move its QP to RTR only once the
+   request names the asking QP, the asker only once the answer names the other, and an answer
+   sent before the answerer's RTR could see the asker's first packets dropped). Where modify_qp
+   is a costly system call, as on Soft-RoCE, that floor alone is a large part of rdma_cm's time,
+   so a hundredfold gain over rdma_cm for a new peer needs a transport without per-peer RTR
+   (KRCORE's DC), which standard verbs on rxe do not offer. A virtual connect needs no packet
+   and costs a table lookup: that is where krconn's large gains are.
 */
 #ifndef KRCONN_H
 #define KRCONN_H
