@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* alock.h - ALock: a lock table whose local users never touch the NIC, with remote users over
-   RDMA. version 0.1
+   RDMA. version 0.4.0
 
    TABLE OF CONTENTS
    -----------------
@@ -11,6 +11,10 @@
    5. Thread safety
    6. Errors
    7. Limits
+   8. Design notes
+   The declarations follow this text; then the implementation, whose sections are marked with
+   anchors to grep for: >>implementation >>layout >>util >>liveness >>table >>local >>remote
+   >>verbs_link >>krconn_link. The licence (MIT) is at the end of the file.
 
    1. USAGE
    --------
@@ -83,8 +87,9 @@
    an alock_link is four function pointers (compare-and-swap, fetch-and-add, READ, WRITE) and
    a connection, so any connection library can carry it; alock_verbs_link_create makes one
    from an RC queue pair, and alock_krconn_link_create (declared when krconn.h is included
-   before alock.h) one from a krconn.h connection. Verbs has no atomic swap: the remote enqueue is a compare-and-swap
-   loop, which is lock-free, not starvation-free (tests/alock.pml shows the starving run).
+   before alock.h) one from a krconn.h connection. Verbs has no atomic swap: the remote enqueue
+   is a compare-and-swap loop, which is lock-free, not starvation-free (tests/alock.pml shows
+   the starving run).
    The protocol, local and remote timeouts included, is model-checked with Spin
    (tests/alock.pml, tests/alock_model.sh); the take-over from dead processes is not modelled.
 
@@ -156,6 +161,13 @@
    or -errno (verbs errors are converted at the boundary). alock_strerror(code) explains it.
    ALOCK_OWNERDEAD (positive) means success with news.
 
+   One rule in every rpcool header: each header owns a block of 100 codes counting up from its
+   number (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). Every
+   X_strerror explains its own codes and those of every rpcool header declared before its
+   implementation, so a code passed through keeps its text; another code from -1 to -4095 is
+   -errno, with strerror's text; a code of a header not declared names that header; anything
+   else is "unknown error code", and 0 is "success". Every text is a static string.
+
    7. LIMITS
    ---------
    Linux x86-64/aarch64. Up to 2^24 locks per table; up to ALOCK_MAX_SLOTS local process
@@ -167,9 +179,24 @@
    table again in the child. A descriptor that gave up (a deadline passed) counts against ndesc
    until the lock passes over it: a remote one until a granter frees it, which needs the
    granter's link to it.
+
+   8. DESIGN NOTES
+   ---------------
+   ALock's gain over a lock taken by RDMA for every key comes from local operations that never
+   touch the NIC. It is largest where an RDMA operation on a local key (through loopback) costs
+   about a network round trip, as on a NIC. Where loopback is far cheaper than the wire (Soft-RoCE
+   between emulated hosts), a mostly-local mix is paced by its few remote operations, and ALock's
+   remote path (a compare-and-swap with a READ behind it, then a compare-and-swap) costs about what
+   the spin lock's does: the gain stays at fully local workloads.
 */
 #ifndef ALOCK_H
 #define ALOCK_H
+
+/* The version: ALOCK_VERSION_MAJOR.MINOR.PATCH, and as a string (see CHANGES.md). */
+#define ALOCK_VERSION_MAJOR 0
+#define ALOCK_VERSION_MINOR 4
+#define ALOCK_VERSION_PATCH 0
+#define ALOCK_VERSION "0.4.0"
 
 /* The implementation needs GNU extensions of glibc (OFD locks): define the implementation in a
    file that includes alock.h first, or compile with -D_GNU_SOURCE. */
@@ -209,7 +236,7 @@ extern "C" {
 #define ALOCK_OWNERDEAD 1 /* held; the previous holder died in its critical section */
 
 #define ALOCK_ERRORS(X)                                                                            \
-    X(ALOCK_E_INVAL, -3000, "invalid argument")                                                    \
+    X(ALOCK_E_INVAL, -3000, "invalid argument to an alock function")                               \
     X(ALOCK_E_BUSY, -2999, "the lock is held (trylock)")                                           \
     X(ALOCK_E_TIMEDOUT, -2998, "the deadline passed before the lock was taken")                    \
     X(ALOCK_E_NOTSUP, -2997, "not supported: built without the remote cohort (ALOCK_NO_RDMA)")     \
@@ -366,9 +393,7 @@ ALOCK_API int alock_krconn_link_destroy(alock_link *link);
 #endif
 #endif
 
-/* ============================================================================================ */
-/*                                       IMPLEMENTATION                                         */
-/* ============================================================================================ */
+/* >>implementation - includes, options, constants ---------------------------------------------- */
 #if defined(ALOCK_IMPLEMENTATION) && !defined(ALOCK_IMPLEMENTATION_ONCE)
 #define ALOCK_IMPLEMENTATION_ONCE
 
@@ -395,8 +420,7 @@ ALOCK_API int alock_krconn_link_destroy(alock_link *link);
 #define ALOCK_FREE(p) free(p)
 #endif
 
-/* ---------------------------------------------------------------------------------------- */
-/* >>layout                                                                                  */
+/* >>layout - the table in shared memory, handles ----------------------------------------------- */
 
 #define ALOCK__MAGIC 0x314b434f4c41ull /* "ALOCK1" */
 #define ALOCK__VERSION 1u
@@ -460,21 +484,19 @@ struct alock_table {
     void *log_user;
 };
 
-/* ---------------------------------------------------------------------------------------- */
-/* >>util                                                                                    */
+/* >>util - errors, logging, clocks ------------------------------------------------------------- */
+
+#include "impl/errors.h"
 
 ALOCK_API const char *alock_strerror(int code)
 {
     switch (code) {
-    case 0: return "success";
     case ALOCK_OWNERDEAD: return "held; the previous holder died in its critical section";
-#define ALOCK__CASE(name, value, text) case name: return text;
-        ALOCK_ERRORS(ALOCK__CASE)
-#undef ALOCK__CASE
-    default: break;
+#define RCP__ERROR_CASE(name, value, text) case name: return text;
+#include "impl/errors.h" /* the codes of every rpcool header included before this point */
+#undef RCP__ERROR_CASE
+    default: return rcp__errtext(code);
     }
-    if (code < 0 && code > -1000) return strerror(-code);
-    return shmheap_strerror(code);
 }
 
 static int alock__env_debug = -1;
@@ -510,8 +532,7 @@ static inline void alock__pause(unsigned *k)
     else rcp__cpu_relax();
 }
 
-/* ---------------------------------------------------------------------------------------- */
-/* >>liveness                                                                                */
+/* >>liveness - liveness: byte locks on the table file ------------------------------------------ */
 
 /* 1 if slot s's byte is locked (its process lives), 0 if not, -1 unknown */
 static int alock__slot_live(alock_table *t, uint32_t s)
@@ -539,8 +560,7 @@ static inline int alock__desc_ok(const alock_table *t, uint64_t v)
     return v >= lo && v < hi && (v - lo) % sizeof(alock__desc) == 0;
 }
 
-/* ---------------------------------------------------------------------------------------- */
-/* >>table                                                                                   */
+/* >>table - tables: create, open, close, unlink ------------------------------------------------ */
 
 static int alock__live_open(alock_table *t, int create)
 {
@@ -725,8 +745,7 @@ ALOCK_API void alock_table_lines(const alock_table *t, void **addr, size_t *len)
     *len = (size_t)t->nlocks * sizeof(alock__line);
 }
 
-/* ---------------------------------------------------------------------------------------- */
-/* >>local                                                                                   */
+/* >>local - the local cohort ------------------------------------------------------------------- */
 
 static alock__desc *alock__desc_get(alock_table *t, uint32_t idx)
 {
@@ -971,8 +990,7 @@ ALOCK_API int alock_recover(alock_table *t)
     return n;
 }
 
-/* ---------------------------------------------------------------------------------------- */
-/* >>remote                                                                                  */
+/* >>remote - the remote cohort ----------------------------------------------------------------- */
 
 #ifdef ALOCK_NO_RDMA
 ALOCK_API int alock_remote_create(const alock_remote_opts *opts, alock_remote **out)
@@ -1343,8 +1361,7 @@ ALOCK_API int alock_remote_reset(alock_remote *r, uint32_t idx)
     }
 }
 
-/* ---------------------------------------------------------------------------------------- */
-/* >>verbs_link                                                                              */
+/* >>verbs_link - links over a verbs RC QP ------------------------------------------------------ */
 
 typedef struct alock__vlink {
     struct ibv_qp *qp;
@@ -1504,8 +1521,7 @@ ALOCK_API int alock_verbs_link_destroy(alock_link *link)
 }
 #endif /* ALOCK_NO_RDMA */
 
-/* ---------------------------------------------------------------------------------------- */
-/* >>krconn_link                                                                             */
+/* >>krconn_link - links over a krconn connection ----------------------------------------------- */
 
 #ifdef KRCONN_H
 typedef struct alock__klink {

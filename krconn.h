@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* krconn.h - RDMA connections in microseconds over standard verbs (KRCORE's control plane, in
    user space).
-   version 0.1
+   version 0.4.0
 
    TABLE OF CONTENTS
    -----------------
    1. Usage            5. Directory          9. Thread safety
    2. Compile options  6. Data operations   10. Errors
    3. Example          7. Failures          11. Limits
-   4. How it connects  8. Environment
+   4. How it connects  8. Environment       12. Design notes
+   The declarations follow this text; then the implementation, whose sections are marked with
+   anchors to grep for: >>implementation >>errors >>no_rdma >>structures >>helpers >>ud >>pool
+   >>phys >>directory >>rx >>thread >>context >>connect >>meta >>data >>events. The licence (MIT)
+   is at the end of the file.
 
    1. USAGE
    --------
@@ -97,7 +101,7 @@
    expects}; the peer's context takes a pooled QP of its own, moves it to RTR, answers {QPN, PSN,
    nonce} and then moves it to RTS; the client moves its QP to RTR and RTS. The peer may send
    as soon as its side is up, before the client's connect has returned: krconn_connect_opts.before
-   lets the client post its receives on the QP (in INIT) before the request leaves. The peer's context
+   lets the client post receives on the QP (in INIT) before the request leaves. The peer's context
    answers from its background thread (or from any of its threads that is waiting on krconn), so the
    peer program does nothing for a connection to exist; krconn_accept hands incoming connections to
    a program that wants them (krconn_ctx_opts.accept_backlog). Both sides first create a UD address
@@ -227,7 +231,17 @@
    explains a code; krconn_describe explains the calling thread's last failure in full: the
    step, device, GID, QPN and errno ("connect: RTR of qp 17 on rxe0 port 1 gid ::ffff:10.0.2.15
    to qp 23 ...: Connection timed out"). A registration failing with -ENOMEM is described with
-   the locked-memory limit (ulimit -l), the usual cause.
+   the locked-memory limit (ulimit -l), the usual cause. Why a thread-local record: the step,
+   device and QPNs of a failure are known only inside the call, and a code is one int, so each
+   thread keeps its last failure's context; krconn_describe adds it when the code it is given
+   is that failure's, and nothing else reads it (a code from elsewhere gets its plain text).
+
+   One rule in every rpcool header: each header owns a block of 100 codes counting up from its
+   number (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). Every
+   X_strerror explains its own codes and those of every rpcool header declared before its
+   implementation, so a code passed through keeps its text; another code from -1 to -4095 is
+   -errno, with strerror's text; a code of a header not declared names that header; anything
+   else is "unknown error code", and 0 is "success". Every text is a static string.
 
    11. LIMITS
    ----------
@@ -239,9 +253,26 @@
    until it is destroyed. Publishing to a meta server is not authenticated beyond the
    packet's source address: run it on a trusted network. Disconnects are datagrams: one that
    is lost leaves the peer's QP until the peer's next operation fails or its context closes.
+
+   12. DESIGN NOTES
+   ----------------
+   A connect to a new peer cannot be cheaper than its mandatory steps: one UD round trip and an
+   RTR on each side, in sequence (the answering side can move its QP to RTR only once the
+   request names the asking QP, the asker only once the answer names the other, and an answer
+   sent before the answerer's RTR could see the asker's first packets dropped). Where modify_qp
+   is a costly system call, as on Soft-RoCE, that floor alone is a large part of rdma_cm's time,
+   so a hundredfold gain over rdma_cm for a new peer needs a transport without per-peer RTR
+   (KRCORE's DC), which standard verbs on rxe do not offer. A virtual connect needs no packet
+   and costs a table lookup: that is where krconn's large gains are.
 */
 #ifndef KRCONN_H
 #define KRCONN_H
+
+/* The version: KRCONN_VERSION_MAJOR.MINOR.PATCH, and as a string (see CHANGES.md). */
+#define KRCONN_VERSION_MAJOR 0
+#define KRCONN_VERSION_MINOR 4
+#define KRCONN_VERSION_PATCH 0
+#define KRCONN_VERSION "0.4.0"
 
 #if defined(KRCONN_IMPLEMENTATION) && !defined(_GNU_SOURCE)
 #define _GNU_SOURCE 1
@@ -269,12 +300,6 @@ extern "C" {
 struct ibv_qp;
 struct ibv_mr;
 
-/* ============================================================================================
-   Declarations
-   ========================================================================================== */
-
-#define KRCONN_VERSION 1
-
 /* Error codes: X(name, value, what krconn_strerror says). Besides these, -errno. */
 #define KRCONN_ERRORS(X)                                                                          \
     X(KRCONN_E_NOTSUP, -4000,                                                                     \
@@ -291,7 +316,7 @@ struct ibv_mr;
     X(KRCONN_E_CLOSED, -3993, "the peer closed the connection")                                   \
     X(KRCONN_E_QPERR, -3992,                                                                      \
       "the connection's QP is in the error state after a failed operation: close and reconnect")  \
-    X(KRCONN_E_INVAL, -3991, "invalid argument")                                                  \
+    X(KRCONN_E_INVAL, -3991, "invalid argument to a krconn function")                             \
     X(KRCONN_E_PROTO, -3990, "protocol error from the peer")                                      \
     X(KRCONN_E_FULL, -3989, "the directory is full")                                              \
     X(KRCONN_E_NORECV, -3988, "the peer had no receive posted (RNR retries exhausted)")           \
@@ -542,9 +567,7 @@ static inline int krconn_dir_heap(shmheap *h, unsigned slots, krconn_dir **out)
 
 #endif /* KRCONN_H */
 
-/* ============================================================================================
-   Implementation
-   ========================================================================================== */
+/* >>implementation - includes, options, constants ---------------------------------------------- */
 #if defined(KRCONN_IMPLEMENTATION) && !defined(KRCONN_IMPLEMENTATION_ONCE)
 #define KRCONN_IMPLEMENTATION_ONCE
 
@@ -565,15 +588,16 @@ static inline int krconn_dir_heap(shmheap *h, unsigned slots, krconn_dir **out)
 #include <stdio.h>
 #include <string.h>
 
-/* >>errors */
+/* >>errors - errors, and the calling thread's last failure ------------------------------------- */
+#include "impl/errors.h"
+
 KRCONN_API const char *krconn_strerror(int code)
 {
     switch (code) {
-    case 0: return "success";
-#define KRCONN__CASE(name, value, text) case name: return text;
-        KRCONN_ERRORS(KRCONN__CASE)
-#undef KRCONN__CASE
-    default: return code < 0 && code > -1000 ? strerror(-code) : "unknown krconn code";
+#define RCP__ERROR_CASE(name, value, text) case name: return text;
+#include "impl/errors.h" /* the codes of every rpcool header included before this point */
+#undef RCP__ERROR_CASE
+    default: return rcp__errtext(code);
     }
 }
 
@@ -632,7 +656,7 @@ KRCONN_API int krconn_addr_parse(const char *s, krconn_addr *out)
 }
 
 #ifdef KRCONN_NO_RDMA
-/* >>no_rdma: every call that needs a device says so. */
+/* >>no_rdma - without RDMA: every call that needs a device says so ----------------------------- */
 KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out)
 {
     (void)opts;
@@ -789,7 +813,7 @@ KRCONN_API int krconn_event_ack(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
-/* ---------------------------------------------------------------------------- >>structures */
+/* >>structures - private structures and the wire format ---------------------------------------- */
 
 #define KRCONN__MAGIC 0x4b52434eu   /* "KRCN" */
 #define KRCONN__PROTO 1
@@ -970,7 +994,7 @@ struct krconn_dir {
     pthread_mutex_t mu;
 };
 
-/* ---------------------------------------------------------------------------- >>helpers */
+/* >>helpers - helpers: logging, failures, encoding --------------------------------------------- */
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 3, 4)))
@@ -1109,7 +1133,7 @@ static void krconn__msg_init(krconn_ctx *ctx, krconn__msg *m, uint8_t type)
     m->src_udqpn = ctx->addr.qpn;
 }
 
-/* ---------------------------------------------------------------------------- >>ud */
+/* >>ud - the UD queue pair: address handles, datagrams ----------------------------------------- */
 
 /* The cached address handle towards gid, or NULL. Under mu. */
 static struct ibv_ah *krconn__ah_find(krconn_ctx *ctx, const uint8_t *gid)
@@ -1225,7 +1249,7 @@ static int krconn__rx_post(krconn_ctx *ctx, unsigned i)
                                 ctx->ud_mr->lkey);
 }
 
-/* ---------------------------------------------------------------------------- >>pool */
+/* >>pool - the pool of RC QPs kept ready in INIT ----------------------------------------------- */
 
 static int krconn__qp_init(krconn_ctx *ctx, struct ibv_qp *qp)
 {
@@ -1367,7 +1391,7 @@ static void krconn__pool_refill(krconn_ctx *ctx)
     }
 }
 
-/* ---------------------------------------------------------------------------- >>phys */
+/* >>phys - physical connections: RTR and RTS --------------------------------------------------- */
 
 /* INIT -> RTR towards the peer's RC QP: from then on this side answers the peer's packets. */
 static int krconn__rtr(krconn_ctx *ctx, krconn__phys *p)
@@ -1495,7 +1519,7 @@ static int krconn__handle(krconn_ctx *ctx, krconn__phys *p, int virt, krconn **o
     return 0;
 }
 
-/* ---------------------------------------------------------------------------- >>directory */
+/* >>directory - directories: slots in shared memory -------------------------------------------- */
 
 static uint64_t krconn__dent_check(const krconn__dent *e, uint64_t seq)
 {
@@ -1607,7 +1631,7 @@ KRCONN_API int krconn_dir_shm(void *mem, size_t len, krconn_dir **out)
     return 0;
 }
 
-/* ---------------------------------------------------------------------------- >>rx */
+/* >>rx - receiving connection messages --------------------------------------------------------- */
 
 static void krconn__reply(krconn_ctx *ctx, const krconn__msg *req, uint8_t type, uint16_t code,
                           const krconn__phys *p)
@@ -1851,7 +1875,7 @@ static void krconn__rx_drive(krconn_ctx *ctx, int block)
     pthread_mutex_unlock(&ctx->rx_mu);
 }
 
-/* ---------------------------------------------------------------------------- >>thread */
+/* >>thread - the context's thread -------------------------------------------------------------- */
 
 static void krconn__meta_accept(krconn_ctx *ctx);
 static void krconn__cq_take(krconn__phys *p, krconn *c, krconn_wc *wc, int max, int *n);
@@ -1956,7 +1980,7 @@ static void *krconn__thread(void *arg)
     return NULL;
 }
 
-/* ---------------------------------------------------------------------------- >>context */
+/* >>context - contexts: create, destroy, address, stats ---------------------------------------- */
 
 KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out)
 {
@@ -2138,7 +2162,7 @@ KRCONN_API int krconn_ctx_stats(krconn_ctx *ctx, krconn_stats *out)
 
 KRCONN_API const char *krconn_ctx_device(const krconn_ctx *ctx) { return ctx ? ctx->d.name : ""; }
 
-/* ---------------------------------------------------------------------------- >>connect */
+/* >>connect - connecting, accepting, disconnecting --------------------------------------------- */
 
 static krconn__pending *krconn__pend_add(krconn_ctx *ctx, uint64_t nonce, const uint8_t *gid,
                                          uint32_t udqpn)
@@ -2562,7 +2586,7 @@ KRCONN_API int krconn_peer_addr(const krconn *c, krconn_addr *out)
 KRCONN_API const void *krconn_peer_data(const krconn *c) { return c ? c->p->peer_data : NULL; }
 KRCONN_API struct ibv_qp *krconn_qp(const krconn *c) { return c ? c->p->qp : NULL; }
 
-/* ---------------------------------------------------------------------------- >>meta */
+/* >>meta - the meta server and its clients ----------------------------------------------------- */
 
 static void krconn__meta_put(krconn_ctx *ctx, const krconn__msg *m)
 {
@@ -2843,7 +2867,7 @@ KRCONN_API int krconn_publish(krconn_ctx *ctx, krconn_dir *d, const char *name, 
     return ans.type == KRCONN__PUBACK ? (ans.code ? KRCONN_E_FULL : 0) : KRCONN_E_PROTO;
 }
 
-/* ---------------------------------------------------------------------------- >>data */
+/* >>data - registration, work requests, completions -------------------------------------------- */
 
 KRCONN_API int krconn_reg(krconn_ctx *ctx, void *addr, size_t len, int access, krconn_mr *out)
 {
@@ -3094,7 +3118,7 @@ KRCONN_API uint64_t krconn_wr_id(const krconn *c, uint64_t user_id)
     return (c ? (uint64_t)c->tag << KRCONN__TAG_SHIFT : 0) | (user_id & KRCONN__WRID_MASK);
 }
 
-/* ---------------------------------------------------------------------------- >>events */
+/* >>events - completion events ----------------------------------------------------------------- */
 
 KRCONN_API int krconn_event_fd(const krconn *c)
 {

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* nppin.h - RDMA over memory that is not pinned up front: chunks registered on demand under a
    pinned-memory budget, leases for remote peers, stale-mapping detection.
-   version 0.1
+   version 0.4.0
 
    TABLE OF CONTENTS
    -----------------
@@ -14,7 +14,10 @@
    7. Thread safety
    8. Errors
    9. Limits
-   (then the declarations, the implementation, the licence)
+   The declarations follow this text; then the implementation, whose sections are marked with
+   anchors to grep for: >>implementation >>errors >>no-rdma >>types >>helpers >>regions
+   >>userfaultfd >>budget >>create >>slots >>posting >>invalidate >>protocol >>peers >>chan-verbs
+   >>stats. The licence (MIT) is at the end of the file.
 
    1. USAGE
    --------
@@ -164,6 +167,13 @@
    numbers (for NPPIN_E_PINLIMIT: RLIMIT_MEMLOCK, the budget and what is pinned now).
    A failed work request completes with its own status in the nppin_poll'ed wc.
 
+   One rule in every rpcool header: each header owns a block of 100 codes counting up from its
+   number (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). Every
+   X_strerror explains its own codes and those of every rpcool header declared before its
+   implementation, so a code passed through keeps its text; another code from -1 to -4095 is
+   -errno, with strerror's text; a code of a header not declared names that header; anything
+   else is "unknown error code", and 0 is "success". Every text is a static string.
+
    9. LIMITS
    ---------
    Linux with glibc, libibverbs (rdma-core 44 or later). Chunk sizes are powers of two from a
@@ -180,6 +190,12 @@
 */
 #ifndef NPPIN_H
 #define NPPIN_H
+
+/* The version: NPPIN_VERSION_MAJOR.MINOR.PATCH, and as a string (see CHANGES.md). */
+#define NPPIN_VERSION_MAJOR 0
+#define NPPIN_VERSION_MINOR 4
+#define NPPIN_VERSION_PATCH 0
+#define NPPIN_VERSION "0.4.0"
 
 #if defined(NPPIN_IMPLEMENTATION) && !defined(_GNU_SOURCE)
 #define _GNU_SOURCE 1
@@ -212,9 +228,6 @@ struct ibv_wc;
 extern "C" {
 #endif
 
-/* ==== declarations ============================================================================ */
-
-#define NPPIN_VERSION "0.1"
 #define NPPIN_DEFAULT_CHUNK ((size_t)2 << 20)
 #define NPPIN_DEFAULT_BUDGET ((size_t)1 << 30)      /* when RLIMIT_MEMLOCK is unlimited */
 #define NPPIN_MEMLOCK_RESERVE ((size_t)1 << 20)     /* left for the CQs, QPs and channels */
@@ -357,8 +370,7 @@ NPPIN_API const char *nppin_explain(nppin_ctx *ctx, int code, char *buf, size_t 
 #endif
 #endif /* NPPIN_H */
 
-/* ==== implementation ========================================================================== */
-
+/* >>implementation - includes, options, constants ---------------------------------------------- */
 #if defined(NPPIN_IMPLEMENTATION) && !defined(NPPIN_IMPLEMENTATION_ONCE)
 #define NPPIN_IMPLEMENTATION_ONCE 1
 
@@ -379,20 +391,21 @@ NPPIN_API const char *nppin_explain(nppin_ctx *ctx, int code, char *buf, size_t 
 #include <stdio.h>
 #include <string.h>
 
-/* >>errors */
+/* >>errors - errors ---------------------------------------------------------------------------- */
+#include "impl/errors.h"
+
 NPPIN_API const char *nppin_strerror(int code)
 {
     switch (code) {
-    case 0: return "success";
-#define NPPIN__CASE(name, value, text) case name: return text;
-        NPPIN_ERRORS(NPPIN__CASE)
-#undef NPPIN__CASE
-    default: return code < 0 && code > -4096 ? strerror(-code) : "unknown code";
+#define RCP__ERROR_CASE(name, value, text) case name: return text;
+#include "impl/errors.h" /* the codes of every rpcool header included before this point */
+#undef RCP__ERROR_CASE
+    default: return rcp__errtext(code);
     }
 }
 
 #ifdef NPPIN_NO_RDMA
-/* >>no-rdma */
+/* >>no-rdma - without RDMA: every call says not supported -------------------------------------- */
 NPPIN_API int nppin_create(struct ibv_pd *pd, const nppin_opts *opts, nppin_ctx **out)
 {
     (void)pd; (void)opts; if (out) *out = NULL; return NPPIN_E_NOTSUP;
@@ -510,7 +523,7 @@ NPPIN_API const char *nppin_explain(nppin_ctx *ctx, int code, char *buf, size_t 
 #include <sys/resource.h>
 #include <sys/syscall.h>
 
-/* >>types */
+/* >>types - private structures ----------------------------------------------------------------- */
 /* One registration of one chunk (or, with ODP, of a whole region). Work requests in flight hold
    it (holds); peers hold leases on it (lease_mask, lease_until). A retired registration (stale
    memory, or its region deregistered) is no longer found by lookups and is deregistered once
@@ -603,7 +616,7 @@ struct nppin_ctx {
     uint64_t barrier_req, barrier_done;
 };
 
-/* >>helpers */
+/* >>helpers - helpers: clocks, logging, encoding ----------------------------------------------- */
 static uint64_t nppin__now(void)
 {
     struct timespec ts;
@@ -684,7 +697,7 @@ static size_t nppin__page(void)
     return p > 0 ? (size_t)p : 4096;
 }
 
-/* >>regions */
+/* >>regions - finding regions ------------------------------------------------------------------ */
 static nppin_region *nppin__find(nppin_ctx *ctx, uintptr_t a)
 {
     size_t lo = 0, hi = ctx->nregions;
@@ -713,7 +726,7 @@ static void nppin__chunk_span(const nppin_region *rg, size_t idx, uintptr_t *s, 
     *e = cb + cs > rg->end ? rg->end : cb + cs;
 }
 
-/* >>userfaultfd */
+/* >>userfaultfd - stale mappings seen through userfaultfd -------------------------------------- */
 static void nppin__invalidate_locked(nppin_ctx *ctx, uintptr_t s, uintptr_t e);
 
 static int nppin__watch(nppin_ctx *ctx, uintptr_t s, uintptr_t e, int quiet)
@@ -843,7 +856,7 @@ static int nppin__mon_barrier(nppin_ctx *ctx, uint64_t deadline)
 
 static void nppin__peer_free(nppin_peer *p);
 
-/* >>budget */
+/* >>budget - the pinned-memory budget: chunks, leases, eviction -------------------------------- */
 static int nppin__peer_send(nppin_peer *p, const unsigned char *msg);
 static void nppin__msg(unsigned char *m, uint32_t type, uint32_t region, uint64_t idx, uint32_t gen,
                        uint32_t rkey, uint64_t addr, uint32_t len, uint32_t lease_ms, uint64_t seq);
@@ -991,7 +1004,7 @@ static int nppin__get_reg(nppin_ctx *ctx, nppin_region *rg, size_t idx, nppin__r
     return 0;
 }
 
-/* >>create */
+/* >>create - contexts and regions: create, destroy, reg, dereg --------------------------------- */
 static int nppin__odp_ok(struct ibv_context *vctx)
 {
     struct ibv_device_attr_ex a;
@@ -1197,7 +1210,7 @@ NPPIN_API int nppin_dereg(nppin_region *rg)
     return 0;
 }
 
-/* >>slots */
+/* >>slots - work request slots ----------------------------------------------------------------- */
 static nppin__slot *nppin__slot_get(nppin_ctx *ctx)
 {
     nppin__slot *s = ctx->free_slot;
@@ -1248,7 +1261,7 @@ static void nppin__slot_put(nppin_ctx *ctx, nppin__slot *s)
     ctx->free_slot = s;
 }
 
-/* >>posting */
+/* >>posting - posting work requests, polling completions --------------------------------------- */
 static int nppin__progress_all(nppin_ctx *ctx);
 static int nppin__progress_locked(nppin_peer *p, uint64_t timeout_ns);
 #define NPPIN__STACK_WR 8
@@ -1526,7 +1539,7 @@ static int nppin__progress_all(nppin_ctx *ctx)
     return n;
 }
 
-/* >>invalidate */
+/* >>invalidate - invalidate and sync ----------------------------------------------------------- */
 NPPIN_API int nppin_invalidate(nppin_ctx *ctx, const void *addr, size_t len)
 {
     if (!ctx || !len) return -EINVAL;
@@ -1556,7 +1569,7 @@ NPPIN_API int nppin_sync(nppin_ctx *ctx, uint64_t timeout_ns)
     }
 }
 
-/* >>protocol */
+/* >>protocol - the lease protocol: messages ---------------------------------------------------- */
 /* Messages: 48 bytes, little-endian. [0] u16 magic, u16 type; [4] u32 region; [8] u64 chunk;
    [16] u32 gen; [20] u32 rkey; [24] u64 addr; [32] u32 len; [36] u32 lease_ms; [40] u64 seq. */
 static void nppin__msg(unsigned char *m, uint32_t type, uint32_t region, uint64_t idx, uint32_t gen,
@@ -1806,7 +1819,7 @@ static int nppin__remote_key(nppin_remote *rm, uint64_t raddr, size_t *idx_out, 
     }
 }
 
-/* >>peers */
+/* >>peers - peers and remotes ------------------------------------------------------------------ */
 NPPIN_API int nppin_peer_create(nppin_ctx *ctx, const nppin_chan *chan, nppin_peer **out)
 {
     if (!ctx || !chan || !chan->send || !chan->recv || !out) return -EINVAL;
@@ -1926,7 +1939,7 @@ NPPIN_API int nppin_remote_close(nppin_remote *rm)
     return 0;
 }
 
-/* >>chan-verbs */
+/* >>chan-verbs - the control channel over a verbs RC QP ---------------------------------------- */
 typedef struct nppin__vchan {
     struct ibv_qp *qp;
     struct ibv_cq *cq;
@@ -2066,7 +2079,7 @@ NPPIN_API void nppin_chan_verbs_destroy(nppin_chan *chan)
     chan->user = NULL;
 }
 
-/* >>stats */
+/* >>stats - stats and explanations ------------------------------------------------------------- */
 NPPIN_API int nppin_stats_get(nppin_ctx *ctx, nppin_stats *out)
 {
     if (!out) return -EINVAL;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* shmheap.h - a shared heap over CXL memory, mapped at the same address in every process.
-   version 0.1
+   version 0.4.0
 
    TABLE OF CONTENTS
    -----------------
@@ -12,9 +12,9 @@
    6. Errors
    7. Limits
    The declarations follow this text; then the implementation, whose sections are marked with
-   anchors to grep for: >>config >>layout >>state >>log >>errors >>classes >>registry >>lock
-   >>spans >>cache >>alloc >>names >>pod >>map >>roots >>check >>seal. The licence (MIT) is at
-   the end of the file.
+   anchors to grep for: >>implementation >>layout >>support >>classes >>registry >>lock >>spans
+   >>cache >>alloc >>names >>pod >>map >>roots >>check >>seal. The licence (MIT) is at the end of
+   the file.
 
    1. USAGE
    --------
@@ -122,6 +122,13 @@
    (SHMHEAP_ERRORS lists them). shmheap_strerror(code) explains it. Allocation functions return
    NULL (errno = ENOMEM) when the heap is full; shmheap_alloc() returns the reason instead.
 
+   One rule in every rpcool header: each header owns a block of 100 codes counting up from its
+   number (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). Every
+   X_strerror explains its own codes and those of every rpcool header declared before its
+   implementation, so a code passed through keeps its text; another code from -1 to -4095 is
+   -errno, with strerror's text; a code of a header not declared names that header; anything
+   else is "unknown error code", and 0 is "success". Every text is a static string.
+
    7. LIMITS
    ---------
    Linux x86-64/aarch64 with glibc. Heaps from 2 MiB to 16 TiB. Metadata is 1/128 of a heap
@@ -137,6 +144,12 @@
 */
 #ifndef SHMHEAP_H
 #define SHMHEAP_H
+
+/* The version: SHMHEAP_VERSION_MAJOR.MINOR.PATCH, and as a string (see CHANGES.md). */
+#define SHMHEAP_VERSION_MAJOR 0
+#define SHMHEAP_VERSION_MINOR 4
+#define SHMHEAP_VERSION_PATCH 0
+#define SHMHEAP_VERSION "0.4.0"
 
 /* The implementation needs GNU extensions of glibc (MAP_FIXED_NOREPLACE); they must be
    switched on before the first system header. Define the implementation in a file that
@@ -209,7 +222,7 @@ enum { SHMHEAP_LOG_ERROR = 0, SHMHEAP_LOG_WARN = 1, SHMHEAP_LOG_INFO = 2, SHMHEA
     X(SHMHEAP_E_BADNAME, -990, "malformed heap or root name")                                      \
     X(SHMHEAP_E_NOTFOUND, -989, "no heap, device, region or root of that name")                    \
     X(SHMHEAP_E_EXISTS, -988, "a heap of that name exists already")                                \
-    X(SHMHEAP_E_INVAL, -987, "invalid argument")                                                   \
+    X(SHMHEAP_E_INVAL, -987, "invalid argument to a shmheap function")                             \
     /* create with overwrite of a heap this process has open */                                    \
     X(SHMHEAP_E_BUSY, -986, "the heap is open in this process: close it before overwriting it")    \
     X(SHMHEAP_E_PODFULL, -985,                                                                     \
@@ -555,14 +568,15 @@ static void shmheap__log(const struct rcp__logger *lg, int level, const char *fm
     va_end(ap);
 }
 
+#include "impl/errors.h"
+
 SHMHEAP_API const char *shmheap_strerror(int code)
 {
     switch (code) {
-    case 0: return "success";
-#define SHMHEAP__CASE(name, value, text) case name: return text;
-        SHMHEAP_ERRORS(SHMHEAP__CASE)
-#undef SHMHEAP__CASE
-    default: return code < 0 && code > -4096 ? strerror(-code) : "unknown code";
+#define RCP__ERROR_CASE(name, value, text) case name: return text;
+#include "impl/errors.h" /* the codes of every rpcool header included before this point */
+#undef RCP__ERROR_CASE
+    default: return rcp__errtext(code);
     }
 }
 

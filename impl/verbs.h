@@ -192,7 +192,8 @@ static inline int rcp__verbs_open(const rcp__verbs_dev_opts *o, rcp__verbs_dev *
     ibv_free_device_list(list);
     if (!d->ctx) return rcp__verbs_err(0);
     d->port = o->port ? o->port : 1;
-    if ((rc = ibv_query_device(d->ctx, &d->attr)) || (rc = ibv_query_port(d->ctx, d->port, &d->port_attr))) {
+    if ((rc = ibv_query_device(d->ctx, &d->attr)) ||
+        (rc = ibv_query_port(d->ctx, d->port, &d->port_attr))) {
         rc = rcp__verbs_err(rc);
         goto fail;
     }
@@ -220,7 +221,8 @@ fail:
 
 /* A CQ; with_channel = 1 also gives it a completion channel, so waits sleep in poll(2) instead
  * of spinning. */
-static inline int rcp__verbs_cq_create(rcp__verbs_dev *d, int cqe, int with_channel, struct ibv_cq **out)
+static inline int rcp__verbs_cq_create(rcp__verbs_dev *d, int cqe, int with_channel,
+                                       struct ibv_cq **out)
 {
     struct ibv_comp_channel *ch = NULL;
     if (with_channel) {
@@ -251,7 +253,8 @@ static inline int rcp__verbs_cq_destroy(struct ibv_cq *cq)
     return ch && ibv_destroy_comp_channel(ch) ? rcp__verbs_err(0) : 0;
 }
 
-static inline int rcp__verbs_modify(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask, const char *step)
+static inline int rcp__verbs_modify(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask,
+                                    const char *step)
 {
     int rc = ibv_modify_qp(qp, a, mask);
     if (rc) {
@@ -311,8 +314,8 @@ static inline int rcp__verbs_qp_destroy(struct ibv_qp *qp)
 }
 
 /* This side's endpoint for qp: a random 24-bit starting PSN unless psn is given (non-zero). */
-static inline void rcp__verbs_ep_local(const rcp__verbs_dev *d, const struct ibv_qp *qp, uint32_t psn,
-                                uint32_t qkey, rcp__verbs_ep *ep)
+static inline void rcp__verbs_ep_local(const rcp__verbs_dev *d, const struct ibv_qp *qp,
+                                       uint32_t psn, uint32_t qkey, rcp__verbs_ep *ep)
 {
     memset(ep, 0, sizeof *ep);
     ep->qpn = qp->qp_num;
@@ -334,7 +337,8 @@ static inline uint32_t rcp__verbs_get32(const unsigned char *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-static inline void rcp__verbs_ep_pack(const rcp__verbs_ep *ep, unsigned char out[RCP__VERBS_EP_WIRE])
+static inline void rcp__verbs_ep_pack(const rcp__verbs_ep *ep,
+                                      unsigned char out[RCP__VERBS_EP_WIRE])
 {
     rcp__verbs_put32(out, ep->qpn);
     rcp__verbs_put32(out + 4, ep->psn);
@@ -345,7 +349,8 @@ static inline void rcp__verbs_ep_pack(const rcp__verbs_ep *ep, unsigned char out
 }
 
 /* -EPROTO if the bytes cannot be an endpoint (a peer's input is checked, never trusted). */
-static inline int rcp__verbs_ep_unpack(const unsigned char in[RCP__VERBS_EP_WIRE], rcp__verbs_ep *ep)
+static inline int rcp__verbs_ep_unpack(const unsigned char in[RCP__VERBS_EP_WIRE],
+                                       rcp__verbs_ep *ep)
 {
     memset(ep, 0, sizeof *ep);
     ep->qpn = rcp__verbs_get32(in);
@@ -359,7 +364,8 @@ static inline int rcp__verbs_ep_unpack(const unsigned char in[RCP__VERBS_EP_WIRE
 
 /* Address vector towards a remote endpoint: GRH with our chosen source GID on RoCE (hop limit
  * above 1, as RoCE v2 needs), LID on InfiniBand. */
-static inline void rcp__verbs_ah_attr(const rcp__verbs_dev *d, const rcp__verbs_ep *r, struct ibv_ah_attr *ah)
+static inline void rcp__verbs_ah_attr(const rcp__verbs_dev *d, const rcp__verbs_ep *r,
+                                      struct ibv_ah_attr *ah)
 {
     memset(ah, 0, sizeof *ah);
     ah->port_num = d->port;
@@ -375,7 +381,8 @@ static inline void rcp__verbs_ah_attr(const rcp__verbs_dev *d, const rcp__verbs_
     }
 }
 
-static inline int rcp__verbs_ah_create(rcp__verbs_dev *d, const rcp__verbs_ep *r, struct ibv_ah **out)
+static inline int rcp__verbs_ah_create(rcp__verbs_dev *d, const rcp__verbs_ep *r,
+                                       struct ibv_ah **out)
 {
     struct ibv_ah_attr a;
     rcp__verbs_ah_attr(d, r, &a);
@@ -386,8 +393,9 @@ static inline int rcp__verbs_ah_create(rcp__verbs_dev *d, const rcp__verbs_ep *r
 }
 
 /* INIT -> RTR -> RTS for an RC QP towards the remote endpoint r; local is what we sent to r. */
-static inline int rcp__verbs_rc_connect(rcp__verbs_dev *d, struct ibv_qp *qp, const rcp__verbs_ep *local,
-                                 const rcp__verbs_ep *r, const rcp__verbs_qp_opts *o)
+static inline int rcp__verbs_rc_connect(rcp__verbs_dev *d, struct ibv_qp *qp,
+                                        const rcp__verbs_ep *local, const rcp__verbs_ep *r,
+                                        const rcp__verbs_qp_opts *o)
 {
     rcp__verbs_qp_opts def;
     memset(&def, 0, sizeof def);
@@ -447,7 +455,8 @@ static inline int rcp__verbs_qp_state(struct ibv_qp *qp)
 }
 
 /* access 0 = local write + remote read, write and atomics. */
-static inline int rcp__verbs_reg(rcp__verbs_dev *d, void *addr, size_t len, int access, struct ibv_mr **out)
+static inline int rcp__verbs_reg(rcp__verbs_dev *d, void *addr, size_t len, int access,
+                                 struct ibv_mr **out)
 {
     if (!access)
         access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE |
@@ -467,7 +476,8 @@ static inline int rcp__verbs_dereg(struct ibv_mr *mr)
 
 /* ---- posting ---- */
 
-static inline int rcp__verbs_post_recv(struct ibv_qp *qp, uint64_t wr_id, void *buf, uint32_t len, uint32_t lkey)
+static inline int rcp__verbs_post_recv(struct ibv_qp *qp, uint64_t wr_id, void *buf, uint32_t len,
+                                       uint32_t lkey)
 {
     struct ibv_sge sge;
     sge.addr = (uintptr_t)buf;
@@ -484,8 +494,8 @@ static inline int rcp__verbs_post_recv(struct ibv_qp *qp, uint64_t wr_id, void *
 
 /* One send-queue work request with one SGE (none when len is 0). flags: IBV_SEND_SIGNALED,
  * IBV_SEND_INLINE, IBV_SEND_FENCE, ... */
-static inline int rcp__verbs_post_wr(struct ibv_qp *qp, struct ibv_send_wr *wr, void *buf, uint32_t len,
-                              uint32_t lkey)
+static inline int rcp__verbs_post_wr(struct ibv_qp *qp, struct ibv_send_wr *wr, void *buf,
+                                     uint32_t len, uint32_t lkey)
 {
     struct ibv_sge sge;
     sge.addr = (uintptr_t)buf;
@@ -509,9 +519,9 @@ static inline int rcp__verbs_post_send(struct ibv_qp *qp, uint64_t wr_id, void *
     return rcp__verbs_post_wr(qp, &wr, buf, len, lkey);
 }
 
-static inline int rcp__verbs_post_ud_send(struct ibv_qp *qp, uint64_t wr_id, void *buf, uint32_t len,
-                                   uint32_t lkey, struct ibv_ah *ah, const rcp__verbs_ep *r,
-                                   unsigned flags)
+static inline int rcp__verbs_post_ud_send(struct ibv_qp *qp, uint64_t wr_id, void *buf,
+                                          uint32_t len, uint32_t lkey, struct ibv_ah *ah,
+                                          const rcp__verbs_ep *r, unsigned flags)
 {
     struct ibv_send_wr wr;
     memset(&wr, 0, sizeof wr);
@@ -571,16 +581,17 @@ static inline int rcp__verbs_post_atomic(struct ibv_qp *qp, enum ibv_wr_opcode o
     return rcp__verbs_post_wr(qp, &wr, old, sizeof *old, lkey);
 }
 
-static inline int rcp__verbs_post_cas(struct ibv_qp *qp, uint64_t wr_id, uint64_t *old, uint32_t lkey,
-                               uint64_t raddr, uint32_t rkey, uint64_t expect, uint64_t desired,
-                               unsigned flags)
+static inline int rcp__verbs_post_cas(struct ibv_qp *qp, uint64_t wr_id, uint64_t *old,
+                                      uint32_t lkey, uint64_t raddr, uint32_t rkey, uint64_t expect,
+                                      uint64_t desired, unsigned flags)
 {
     return rcp__verbs_post_atomic(qp, IBV_WR_ATOMIC_CMP_AND_SWP, wr_id, old, lkey, raddr, rkey,
                                   expect, desired, flags);
 }
 
-static inline int rcp__verbs_post_faa(struct ibv_qp *qp, uint64_t wr_id, uint64_t *old, uint32_t lkey,
-                               uint64_t raddr, uint32_t rkey, uint64_t add, unsigned flags)
+static inline int rcp__verbs_post_faa(struct ibv_qp *qp, uint64_t wr_id, uint64_t *old,
+                                      uint32_t lkey, uint64_t raddr, uint32_t rkey, uint64_t add,
+                                      unsigned flags)
 {
     return rcp__verbs_post_atomic(qp, IBV_WR_ATOMIC_FETCH_AND_ADD, wr_id, old, lkey, raddr, rkey,
                                   add, 0, flags);
@@ -592,7 +603,8 @@ static inline int rcp__verbs_post_faa(struct ibv_qp *qp, uint64_t wr_id, uint64_
  * channel if it has one, else by yielding. Returns the number of completions (>= 1), -ETIMEDOUT
  * when none came within timeout_ns, or another negative errno. Failed completions are returned
  * like good ones: check wc[i].status (or use rcp__verbs_wait). */
-static inline int rcp__verbs_poll(struct ibv_cq *cq, struct ibv_wc *wc, int max, uint64_t timeout_ns)
+static inline int rcp__verbs_poll(struct ibv_cq *cq, struct ibv_wc *wc, int max,
+                                  uint64_t timeout_ns)
 {
     uint64_t start = rcp__now_ns();
     unsigned spins = 0;
@@ -642,7 +654,8 @@ static inline int rcp__verbs_wait(struct ibv_cq *cq, struct ibv_wc *wc, uint64_t
 
 /* A readable account of a result for logs and test messages: strerror plus, for a failed
  * completion, the device's own words. */
-static inline const char *rcp__verbs_describe(int rc, const struct ibv_wc *wc, char *buf, size_t len)
+static inline const char *rcp__verbs_describe(int rc, const struct ibv_wc *wc, char *buf,
+                                              size_t len)
 {
     if (rc == 0) snprintf(buf, len, "success");
     else if (wc && wc->status != IBV_WC_SUCCESS && wc->status != IBV_WC_GENERAL_ERR)

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/run.sh host|vm|all - runs the test tiers and ends with "N passed, N failed".
-# Host tier: the compile check, every tests/test_* binary (ASan+UBSan), their ThreadSanitizer
+# Host tier: the compile check, the style check, every tests/test_* binary (ASan+UBSan), their ThreadSanitizer
 # builds, and valgrind over the binaries that say "// VALGRIND". VM tier: tests/vm/run.sh.
 tier=${1:-all}
 BUILD=${BUILD:-build}
@@ -35,6 +35,7 @@ host() {
         cat "$log/build.log"; echo "FAIL build"; fail=$((fail + 1)); return
     fi
     run_one compile-check sh tests/compile_check.sh
+    run_one style-check sh tests/style_check.sh
     run_one alock-model sh tests/alock_model.sh safety
     run_one alock-model-liveness sh tests/alock_model.sh liveness
     for src in $(grep -L '^// VM' tests/test_*.c); do # the binaries of today's sources only

@@ -63,12 +63,13 @@ static void every_code_has_its_text(void)
     for (unsigned i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         CHECKF(codes[i] == -4000 + (int)i, "code %u is %d", i, codes[i]);
         const char *s = krconn_strerror(codes[i]);
-        CHECKF(s && strcmp(s, "unknown krconn code") != 0, "code %d has no text", codes[i]);
+        CHECKF(s && !strstr(s, "unknown"), "code %d has no text", codes[i]);
         CHECK(strcmp(krconn_describe(codes[i], buf, sizeof buf), s) == 0);
     }
     CHECK(strcmp(krconn_strerror(0), "success") == 0);
     CHECK(strcmp(krconn_strerror(-ENOMEM), strerror(ENOMEM)) == 0);
-    CHECK(strcmp(krconn_strerror(-5000), "unknown krconn code") == 0);
+    CHECK(strcmp(krconn_strerror(-9999), "unknown error code") == 0);
+    CHECK(strstr(krconn_strerror(-5000), "nppin.h") != NULL); /* nppin's block, not included */
 }
 
 static void address_text(void)
