@@ -2365,7 +2365,8 @@ static int krconn__connect(krconn_ctx *ctx, const krconn_addr *peer, const krcon
     p->qp = q.qp;
     p->cq = q.cq;
     if (o && o->before && (rc = o->before(p->qp, o->user))) {
-        krconn__fail(ctx, rc, "connect: the caller's before()", p->qp->qp_num, peer->gid, peer->qpn);
+        krconn__fail(ctx, rc, "connect: the caller's before()", p->qp->qp_num, peer->gid,
+                     peer->qpn);
         goto fail;
     }
     krconn__msg m, ans;

@@ -314,7 +314,7 @@ static int rpcool__r_err(int krc)
     }
 }
 
-/* ---------------------------------------------------------------------------- >>r-conn */
+/* >>r-conn - the RDMA transport: a connection's frames, credits and waiting -------------------- */
 
 /* The copy of the pages the server holds from the last call (hbuf) and the one being made for
    this call (hbuf2): make hbuf2 hold at least n bytes (0, or -ENOMEM with nothing changed), and
@@ -774,7 +774,8 @@ static struct rpcool__rf *rpcool__r_next(struct rpcool__rconn *rc)
     if (off + sizeof(struct rpcool__rf) + 8 > RPCOOL__R_RING) goto bad;
     h = (struct rpcool__rf *)(rpcool__r_ring(rc) + off);
     len = rcp__load_relaxed(&h->len);
-    if (len < sizeof *h + 8 || (len & 7) || len > RPCOOL__R_MAXFRAME || off + len > RPCOOL__R_RING ||
+    if (len < sizeof *h + 8 || (len & 7) || len > RPCOOL__R_MAXFRAME ||
+        off + len > RPCOOL__R_RING ||
         h->seq != rc->rx_seq)
         goto bad;
     memcpy(&tr, (char *)h + len - 8, 8);
@@ -822,7 +823,7 @@ static void rpcool__r_sleep(struct rpcool__rconn *rc, uint64_t timeout_ns)
 }
 
 
-/* ---------------------------------------------------------------------------- >>r-client */
+/* >>r-client - the RDMA transport: the client -------------------------------------------------- */
 
 static pthread_mutex_t rpcool__r_lock = PTHREAD_MUTEX_INITIALIZER;
 static krconn_ctx *rpcool__r_kc;    /* the process's client context, made at the first connect */
@@ -1545,9 +1546,10 @@ static int rpcool__r_disconnect(rpcool_conn *c)
 }
 
 
-/* ---------------------------------------------------------------------------- >>r-server */
+/* >>r-server - the RDMA transport: the server -------------------------------------------------- */
 
-/* Note [lo, hi) of the mirror as holding something (dropped before a call that does not send it). */
+/* Note [lo, hi) of the mirror as holding something (dropped before a call that does not send
+   it). */
 static void rpcool__r_pop_add(struct rpcool__rconn *rc, uint64_t lo, uint64_t hi)
 {
     pthread_mutex_lock(&rc->pop_lock);
@@ -2243,7 +2245,8 @@ static void *rpcool__r_thread(void *p)
             n++;
         }
         uint64_t now = rcp__now_ns();
-        for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next) n += rpcool__r_step(&w, rc, now);
+        for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next)
+            n += rpcool__r_step(&w, rc, now);
         rpcool__r_reap(s, now, 0);
         if (n) {
             if (idle_since) { /* the gap this work ended: how long to poll next time (a gap
@@ -2260,7 +2263,8 @@ static void *rpcool__r_thread(void *p)
         }
         if (!idle_since) {
             idle_since = now;
-            if (rs->adapt) idle_sleep = rpcool__r_sleep_first(rs->gap_poll, rs->gap_sleep, rs->idles++);
+            if (rs->adapt)
+                idle_sleep = rpcool__r_sleep_first(rs->gap_poll, rs->gap_sleep, rs->idles++);
         }
         uint64_t spin = idle_sleep ? 0 : rpcool__r_spin(rs->spin_ns, rs->gap_ns, rs->spin_max);
         if (now - idle_since < spin) {
