@@ -3138,6 +3138,8 @@ RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *s
     st->faults = rcp__load(&s->st.faults);
     st->bad_entries = rcp__load(&s->st.bad_entries);
     st->ready = rcp__load(&s->st.ready);
+    st->over_limit = rcp__load(&s->st.over_limit);
+    st->over_budget = rcp__load(&s->st.over_budget);
     st->conns = 0;
     for (uint32_t i = 0; i < s->max_conns; i++)
         if (rcp__load(&s->conns[i].state) != RPCOOL__SC_FREE) st->conns++;
