@@ -274,13 +274,7 @@ static void finish_server(pid_t sp, rpcool_conn *c, const char *name)
                WIFSIGNALED(st) ? "killed by signal" : "exit status",
                WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
     }
-    if (files_left(name)) { /* a killed server's: not to stay after the test */
-        char p[160];
-        snprintf(p, sizeof p, "/dev/shm/rpcool.%s", name);
-        unlink(p);
-        snprintf(p, sizeof p, "/dev/shm/rpcool.%s.sock", name);
-        unlink(p);
-    }
+    t_rm_channel(name); /* a killed server's files: not to stay after the test */
 }
 
 /* A call with a timeout, so that a hung server fails the test instead of hanging it. */
