@@ -41,6 +41,8 @@
        RPCOOL_FREE(p)        and free); define both or neither (#error otherwise). When
                              RPCOOL_IMPLEMENTATION compiles shmheap's implementation and
                              SHMHEAP_MALLOC/SHMHEAP_FREE are not defined, shmheap uses these too
+       RPCOOL_LIMIT_SIGNAL   the signal that ends a sandboxed handler over its time limit
+                             (default SIGURG; see "Time limits" in FAILURES)
    Logging is silent by default. The log field of rpcool_server_opts and rpcool_conn_opts
    receives connections, reaping and faults (and the messages of the connection heaps); without
    it, set RPCOOL_DEBUG (any value) in the environment to send them to stderr (read once per
@@ -156,9 +158,10 @@
    seal range) is checked with shmheap_contains against that connection's heap, names are
    checked for their pattern, and the library's own reads of a client's heap run under fault
    containment (a fault there, such as a SIGBUS for memory the kernel cannot provide, makes
-   that connection fail, not the server; this includes rpcool_ctx_alloc and the checked accessors called by a handler of any
-   mode, and a sandboxed handler's SIGBUS inside the client's heap, after which the server
-   drops the connection). A malicious client can always deny service to its own connection.
+   that connection fail, not the server; this includes rpcool_ctx_alloc and the checked
+   accessors called by a handler of any mode, and a sandboxed handler's SIGBUS inside the
+   client's heap, after which the server drops the connection). A malicious client can always
+   deny service to its own connection.
    Connection heaps are memfds the server made, sealed against shrinking and growing
    (F_SEAL_SHRINK, F_SEAL_GROW): no client can truncate its heap (ftruncate fails with EPERM).
    They have no name in /dev/shm; each is given over the socket to one client only, and the
@@ -225,11 +228,19 @@
        under a page pays a memcpy of the argument instead, as RPCOOL_COPY. A repeated
        argument with batched release costs no more than a relaxed call.
    RPCOOL_SANDBOX  The handler runs inside a recovery point: a SIGSEGV or SIGBUS raised while
-       it runs becomes the error reply RPCOOL_E_FAULT and the server thread carries on.
-       Handlers read peer data through checked accessors (rpcool_ctx_need, RPCOOL_NEED,
-       rpcool_ctx_need_str, rpcool_map_get_checked) that end the call with RPCOOL_E_BADPTR
-       when a pointer leaves the connection's heap. With memory protection keys (pku;
-       shmheap_pkey_supported()) each connection heap also gets a key and the handler runs
+       it runs becomes the error reply RPCOOL_E_FAULT and the server thread carries on. So
+       does a stack overflow (a handler recursing over a client's cyclic data): every thread
+       that runs handlers has an alternate signal stack (one the thread has already is kept),
+       so the fault on the stack's guard page can be handled; see LIMITS for how deep a
+       handler may recurse. Handlers read peer data through checked accessors
+       (rpcool_ctx_need, RPCOOL_NEED, rpcool_ctx_need_str, rpcool_map_get_checked) that end
+       the call with RPCOOL_E_BADPTR when a pointer leaves the connection's heap, and with
+       RPCOOL_E_BUDGET once the bytes they checked in one call add up to more than the
+       connection heap holds (the data has a cycle, or is read again and again): a walk over
+       a cyclic list through them ends, in any mode. A sandboxed handler that loops without
+       them is ended by a time limit (see "Time limits" in FAILURES). With memory protection
+       keys (pku; shmheap_pkey_supported()) each connection heap also gets a key and the
+       handler runs
        with the keys of all *other* connections' heaps disabled, so a stray pointer into
        another client's data (or its heap's header) faults even if the handler does not check
        it. The server takes the keys (up to 15, all that are free) when the channel is opened
@@ -240,9 +251,11 @@
        connection heaps: another thread of the server process needs shmheap_pkey_set for them
        first. Protects the server from malformed pointer-rich data; it does not stop the
        sender from changing the data during the call (combine with COPY for flat data). A
-       handler abandoned by a fault does not unwind: it must not hold locks or own private
-       resources while touching peer data (do that first, then take locks on private state),
-       and in C++ no destructors run.
+       handler abandoned by a fault or a time limit does not unwind: it must not hold locks
+       or own private resources while touching peer data (do that first, then take locks on
+       private state), and in C++ no destructors run. A time limit may end a sandboxed
+       handler anywhere in its own code (not inside rpcool's functions): one with a limit
+       should not call functions that take locks (malloc, stdio) while it may run over it.
 
    5. BETWEEN PODS (RDMA)
    ----------------------
@@ -336,7 +349,9 @@
    channel mapping (MADV_DONTFORK), so the parent's death is still seen; connections and
    servers are not usable in the child.
    - Client dies (even mid-call): the server notices within reap_ms (RPCOOL_DEFAULT_REAP_MS,
-     100 ms), lets any handler running for it finish and unmaps its heap: a connection heap is
+     100 ms; a thread of the server looks every reap_ms, whatever its serving threads do),
+     starts none of its calls from then on, lets any handler running for it finish and unmaps
+     its heap (handlers running for other clients do not hold this up): a connection heap is
      a memfd with no name, freed whole when the last process that has it lets go. So also for
      a client that dies anywhere inside rpcool_connect (its slot's lock is taken through the
      descriptor it is sent, so it is the client's from the first instant, and goes with the
@@ -351,7 +366,8 @@
      (RPCOOL_DEFAULT_PEER_CHECK_MS, 100 ms) and fails with RPCOOL_E_PEERDEAD; calls also fail
      if the channel was closed (RPCOOL_E_CLOSED) or taken over by a new server.
    - Client dropped by the server: a read of its heap faulted (SIGBUS: memory the kernel
-     could not provide; a client cannot truncate its heap), or it kept its heap's mutex taken for over a second. The server serves it no more and
+     could not provide; a client cannot truncate its heap), or it kept its heap's mutex taken
+     for over a second. The server serves it no more and
      reclaims its heap; the client's waiting and later calls fail with RPCOOL_E_DROPPED
      within peer_check_ms, and rpcool_disconnect returns at once.
    - Timeouts: optional per call (timeout_ms). A call that timed out is not taken back: it may
@@ -362,7 +378,38 @@
    - Bad input: unknown handler id (RPCOOL_E_NOHANDLER), argument outside the connection heap
      (RPCOOL_E_BADPTR), unknown flags (RPCOOL_E_INVAL), a COPY argument over max_copy
      (RPCOOL_E_TOOBIG), a slot that was flagged but not filled (ignored and counted), a
-     handler that faults in SANDBOX mode (RPCOOL_E_FAULT).
+     handler that faults in SANDBOX mode (RPCOOL_E_FAULT), checked reads over the heap's
+     size (RPCOOL_E_BUDGET, counted in over_budget), a connect asking for a heap over
+     max_heap_size (RPCOOL_E_HEAPSIZE; RPCOOL_DEFAULT_MAX_HEAP_SIZE, 1 GiB). The log gets a
+     contained fault of a handler, an unknown handler id, a reply outside the connection
+     heap, a time limit and a budget exceeded once per connection each (WARN, with the
+     client's pid as the kernel saw it on the socket), so a client cannot flood it.
+   - Failed calls: a call that fails (a negative status, however it came: returned,
+     rpcool_ctx_fail, a checked accessor, a fault, a time limit) returns no reply (*ret is
+     NULL), and every block its handler allocated with rpcool_ctx_alloc is freed; so is
+     every block of a call that succeeds without a reply. A handler must not free those
+     blocks itself, nor keep pointers to them after the call. A call that succeeds with a
+     reply leaves all its blocks to the caller, who frees each with rpcool_free. (Over RDMA,
+     rpcool_free of any block of a reply frees every block of that call: free the reply's
+     blocks once each on both transports and the program is right on both.)
+   - Time limits: rpcool_server_opts.limit_ms for every handler, rpcool_handler_opts.limit_ms
+     (rpcool_server_add_handler_ex) for one; none by default. A thread of the server looks
+     every 10 ms while any limit is set. A handler over its limit is counted (over_limit)
+     and logged; its next checked accessor ends the call with RPCOOL_E_DEADLINE, in any
+     mode. A SANDBOX handler that makes no checked access within 20 ms more is ended where
+     it is: the server sends its thread RPCOOL_LIMIT_SIGNAL (SIGURG; a handler of yours for
+     it still gets the signals that are not rpcool's), the call fails with RPCOOL_E_DEADLINE
+     and the thread carries on, as after a fault. A handler of another mode is never
+     interrupted (abandoning it could leave the server's state half changed): it runs on
+     until it returns or reaches a checked accessor. Limits apply to shared-memory calls;
+     over RDMA only the budget of the checked accessors holds.
+   - Closing: rpcool_server_close waits close_ms (RPCOOL_DEFAULT_CLOSE_MS, 1 s) for running
+     handlers (time limits hold meanwhile), then ends sandboxed ones as a time limit would.
+     A handler of another mode still running 100 ms after that is left to its thread:
+     rpcool_server_close closes the channel (clients fail with RPCOOL_E_CLOSED), removes its
+     files and returns RPCOOL_E_TIMEOUT, keeping the server's memory and the connection heaps
+     for that thread (they are never freed). So rpcool_server_close returns within close_ms
+     plus about 100 ms, plus the second it may wait for clients inside rpcool_disconnect.
    - A channel name served by a live server: RPCOOL_E_NAMETAKEN. A name whose server died is
      taken over: the new server makes a new channel and socket; the old one's clients fail
      with RPCOOL_E_PEERDEAD and keep their heaps until they disconnect (nothing is unlinked:
@@ -382,8 +429,9 @@
    Register handlers before serving or at any time: a registration is published whole (one
    atomic pointer store), so a call sees one registration's function, user pointer and flags;
    replaced registrations are freed when the server closes. rpcool_server_close waits for
-   threads in rpcool_serve to return (from a handler of that server it fails with
-   RPCOOL_E_INVAL). Disconnect a connection only when no other thread uses it, and only once.
+   threads in rpcool_serve to return, within its bound (see "Closing" in FAILURES; from a
+   handler of that server it fails with RPCOOL_E_INVAL). Disconnect a connection only when no
+   other thread uses it, and only once.
    A log callback may be called from any thread that uses the server or connection.
 
    8. ERRORS
@@ -391,13 +439,28 @@
    Functions return 0 or a negative code: RPCOOL_E_* (RPCOOL_ERRORS lists them), SHMHEAP_E_*
    from the heap (a full connection heap is SHMHEAP_E_FULL), or -errno. rpcool_strerror(code)
    explains any of them. rpcool_call returns the handler's status (>= 0) or a negative code
-   (the handler's own negative return passes through unchanged).
+   (the handler's own negative return passes through unchanged); with a negative code there
+   is no reply (see "Failed calls" in FAILURES). rpcool_free returns 0, or a code for a
+   pointer that is no live block of the connection heap (on the stack, from malloc, inside a
+   block, already freed: SHMHEAP_E_FOREIGN, SHMHEAP_E_BADPTR, SHMHEAP_E_DOUBLEFREE), which
+   it leaves alone.
 
    9. LIMITS
    ---------
    Linux with glibc. Channel names: 1-48 characters of [A-Za-z0-9._-]. Up to RPCOOL_MAX_CONNS
    (1024) connections per channel (RPCOOL_DEFAULT_MAX_CONNS, 64, by default), 64 calls in
-   flight per connection, handler ids below 1024.
+   flight per connection, handler ids below 1024, connection heaps up to max_heap_size
+   (RPCOOL_DEFAULT_MAX_HEAP_SIZE, 1 GiB) each.
+   Stack: a handler on a thread of rpcool_server_start has the thread's stack_size
+   (RPCOOL_DEFAULT_STACK_SIZE, 8 MiB) less what the library uses below it, at most
+   RPCOOL_STACK_RESERVE (64 KiB): a handler may recurse until its frames take stack_size -
+   64 KiB. A handler run by rpcool_serve has what is left of the calling thread's stack. A
+   deeper one faults: RPCOOL_E_FAULT under SANDBOX; in another mode the process dies, as
+   any program that overflows its stack. Each thread that runs handlers also maps a 64 KiB
+   alternate signal stack (unless it has one).
+   A connect fails at once with RPCOOL_E_NOCHANNEL when no server holds the channel's name,
+   unless rpcool_conn_opts.wait_ready is 1: then it tries again every 5 ms until
+   connect_timeout_ms (gRPC's wait-for-ready).
    Liveness locks need one kernel for both peers (processes of one host, or one VM); a pod of
    several hosts sharing a device needs another detector (future work with the RDMA tier).
    A client connects to the socket /dev/shm/rpcool.NAME.sock, created with the name file's
@@ -701,10 +764,12 @@ RPCOOL_API void rpcool_ctx_reply(rpcool_ctx *ctx, void *p, size_t len);
 RPCOOL_API unsigned rpcool_ctx_safety(const rpcool_ctx *ctx);
 RPCOOL_API int rpcool_ctx_ok(const rpcool_ctx *ctx, const void *p, size_t len); /* 1 or 0 */
 /* p if [p, p+len) lies in the client's heap (or the private copy), else ends the call with
-   RPCOOL_E_BADPTR (does not return). */
+   RPCOOL_E_BADPTR (does not return); len counts towards the call's budget of checked reads. */
 RPCOOL_API const void *rpcool_ctx_need(rpcool_ctx *ctx, const void *p, size_t len);
 /* s if it is a NUL-terminated string inside the heap, else ends the call (RPCOOL_E_BADPTR; or
-   RPCOOL_E_FAULT if reading it faults, whatever the mode, which also drops the connection; so does rpcool_map_get_checked). */
+   RPCOOL_E_FAULT if reading it faults, whatever the mode, which also drops the connection; so
+   does rpcool_map_get_checked). The checked accessors also end the call with RPCOOL_E_BUDGET or
+   RPCOOL_E_DEADLINE (see "Time limits" in FAILURES). */
 RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s);
 /* End the call now: the caller gets code (a status >= 0 or a negative error code), as if the
    handler had returned it. Does not return. */
@@ -2174,7 +2239,8 @@ static int rpcool__front_open(rpcool_server *s, unsigned mode)
     memset(&a, 0, sizeof a);
     a.sun_family = AF_UNIX;
     snprintf(a.sun_path, sizeof a.sun_path, "%s", s->sock_path);
-    if ((s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0) return -errno;
+    if ((s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
+        return -errno;
     unlink(s->sock_path); /* a dead server's: we hold the name */
     if (bind(s->lfd, (struct sockaddr *)&a, sizeof a) || chmod(s->sock_path, mode) ||
         listen(s->lfd, 128))
@@ -4329,7 +4395,8 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     {
         struct rpcool__crep rp;
         int fds[3];
-        if ((r = rpcool__front_ask(channel, o.heap_size, connect_ms, o.wait_ready, &rp, fds))) goto fail_free;
+        r = rpcool__front_ask(channel, o.heap_size, connect_ms, o.wait_ready, &rp, fds);
+        if (r) goto fail_free;
         if ((r = rpcool__conn_take(c, &rp, fds))) goto fail_free;
     }
     rpcool__fd_track(c->fd, 1);
