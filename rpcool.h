@@ -237,7 +237,7 @@
        the call with RPCOOL_E_BADPTR when a pointer leaves the connection's heap, and with
        RPCOOL_E_BUDGET once the bytes they checked in one call add up to more than the
        connection heap holds (the data has a cycle, or is read again and again): a walk over
-       a cyclic list through them ends, in any mode. A sandboxed handler that loops without
+       a cyclic list through them ends, in any mode (on shared memory). A sandboxed handler that loops without
        them is ended by a time limit (see "Time limits" in FAILURES). With memory protection
        keys (pku; shmheap_pkey_supported()) each connection heap also gets a key and the
        handler runs
@@ -401,8 +401,8 @@
      it still gets the signals that are not rpcool's), the call fails with RPCOOL_E_DEADLINE
      and the thread carries on, as after a fault. A handler of another mode is never
      interrupted (abandoning it could leave the server's state half changed): it runs on
-     until it returns or reaches a checked accessor. Limits apply to shared-memory calls;
-     over RDMA only the budget of the checked accessors holds.
+     until it returns or reaches a checked accessor. Time limits and the budget of the
+     checked accessors apply to shared-memory calls, not yet to calls over RDMA.
    - Closing: rpcool_server_close waits close_ms (RPCOOL_DEFAULT_CLOSE_MS, 1 s) for running
      handlers (time limits hold meanwhile), then ends sandboxed ones as a time limit would.
      A handler of another mode still running 100 ms after that is left to its thread:
@@ -1110,7 +1110,7 @@ struct rpcool__handler_ent {
     rpcool_handler *fn;
     void *user;
     unsigned flags;
-    unsigned limit_ms; /* 0: the server's */
+    uint32_t hlimit;   /* RPCOOL__HL_RUN | its time limit in ms (its own, else the server's) */
     struct rpcool__handler_ent *next_retired;
 };
 
@@ -2392,8 +2392,9 @@ RPCOOL_API int rpcool_server_add_handler_ex(rpcool_server *s, unsigned id, rpcoo
         e->fn = fn;
         e->user = user;
         e->flags = safety;
-        e->limit_ms = opts ? opts->limit_ms : 0;
-        if (e->limit_ms) rcp__store(&s->any_limit, 1);
+        unsigned ms = opts && opts->limit_ms ? opts->limit_ms : s->limit_ms;
+        e->hlimit = RPCOOL__HL_RUN | (ms < RPCOOL__HL_MS ? ms : RPCOOL__HL_MS);
+        if (ms) rcp__store(&s->any_limit, 1);
         if (safety & RPCOOL_SANDBOX) rpcool__pkeys_init(s);
     }
     old = __atomic_exchange_n(&s->handlers[id], e, __ATOMIC_ACQ_REL);
@@ -2776,14 +2777,13 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
     }
     if (status == 0) {
         int fence = (ctx.flags & RPCOOL_SANDBOX) && s->npkeys;
-        unsigned ms = e->limit_ms ? e->limit_ms : s->limit_ms;
         ctx.w = w;
         ctx.budget = sc->size;
         ctx.call_no = w->calls + 1;
         /* plain stores, no locked operation on the call's path: the watchdog reads them */
         rcp__store_relaxed(&w->calls, ctx.call_no);
-        rcp__store_relaxed(&w->hlimit, RPCOOL__HL_RUN | (ms < RPCOOL__HL_MS ? ms : RPCOOL__HL_MS) |
-                                           ((ctx.flags & RPCOOL_SANDBOX) ? RPCOOL__HL_SBX : 0u));
+        rcp__store_relaxed(&w->hlimit, e->hlimit | ((ctx.flags & RPCOOL_SANDBOX) ? RPCOOL__HL_SBX
+                                                                                 : 0u));
         if (fence) rpcool__pkeys(s, sc->pkey, 0);
         status = rpcool__run_handler(&ctx, e, fn, arg, len);
         if (fence) rpcool__pkeys(s, -1, 1);
@@ -2847,9 +2847,9 @@ static int rpcool__scan_conn(struct rpcool__worker *w, struct rpcool__sconn *sc,
         if ((st & 3u) != RPCOOL__SL_REQ) bad |= 1ull << i; /* flagged, never filled */
         else if (cl == gen) idle |= 1ull << i;             /* answered (or being answered) */
         else if (trim) n = 1;
-        /* dropped or its client dead meanwhile: serve no more (a dead client's calls never
-           start) */
-        else if (rcp__load_relaxed(&sc->condemned) || rcp__load_relaxed(&sc->dead)) break;
+        /* dropped or its client dead meanwhile (a condemned connection is dead too): serve no
+           more (a dead client's calls never start) */
+        else if (rcp__load_relaxed(&sc->dead)) break;
         else if (rcp__cas(&sc->claimed[i], &cl, gen)) {     /* else another thread took it */
             rcp__store_relaxed(&sc->rot, i + 1);
             rpcool__serve_slot(w, sc, i, gen);
@@ -2895,7 +2895,7 @@ static int rpcool__pass(struct rpcool__worker *w, struct rpcool__guard *g, int s
     for (uint32_t i = 0; i < nscan && !(n && !serve); i++) {
         struct rpcool__sconn *sc = &s->conns[i];
         if (__atomic_load_n(&sc->state, __ATOMIC_SEQ_CST) != RPCOOL__SC_ACTIVE ||
-            rcp__load_relaxed(&sc->condemned) || rcp__load_relaxed(&sc->dead))
+            rcp__load_relaxed(&sc->dead)) /* dead, or condemned (dead too) */
             continue;
         rpcool__cur_set(w, sc);
         n += rpcool__scan_conn(w, sc, !serve);
