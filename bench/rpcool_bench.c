@@ -461,7 +461,8 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
     /* guards: what the sandbox's guards cost a call. Blocks of 2000 calls on one connection, in
        turn (the order rotates every round): the relaxed no-op, the sandboxed no-op, and the
        sandboxed no-op whose handler makes one checked read (rpcool_ctx_need). Each row is the
-       median of its blocks' means (its second figure: the slowest block), then the ratios. */
+       median of its blocks' means (its second figure: the slowest block), then the ratios of
+       the medians and of the fastest tenth (less moved by other work on a shared host). */
     if (want("guards") && !rdma_client) {
         enum { NB = 2000, ROUNDS = 31, NM = 3 };
         static const char *gn[NM] = {"relaxed", "sandboxed", "sandboxed-need"};
@@ -491,8 +492,10 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
             printf("%s %.0f %.0f %.0f\n", name, med[m], b[ROUNDS - 1], 1e9 / med[m]);
         }
         printf("# guards: sandboxed / relaxed = %.3f, sandboxed-need / sandboxed = %.3f (medians "
-               "of %d alternating blocks of %d calls)\n", med[1] / med[0], med[2] / med[1], ROUNDS,
-               NB);
+               "of %d alternating blocks of %d calls); fastest tenth of the blocks: %.3f, %.3f "
+               "(%.1f %.1f %.1f ns)\n", med[1] / med[0], med[2] / med[1], ROUNDS, NB,
+               blk[1][ROUNDS / 10] / blk[0][ROUNDS / 10], blk[2][ROUNDS / 10] / blk[1][ROUNDS / 10],
+               blk[0][ROUNDS / 10], blk[1][ROUNDS / 10], blk[2][ROUNDS / 10]);
     }
     /* sealed with batched release (seal_batch 64) on a second connection: the same argument
        every call (still sealed from the last call: no mprotect until the batch is released),
