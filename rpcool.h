@@ -389,9 +389,10 @@
      NULL), and every block its handler allocated with rpcool_ctx_alloc is freed; so is
      every block of a call that succeeds without a reply. A handler must not free those
      blocks itself, nor keep pointers to them after the call. A call that succeeds with a
-     reply leaves all its blocks to the caller, who frees each with rpcool_free. (Over RDMA,
-     rpcool_free of any block of a reply frees every block of that call: free the reply's
-     blocks once each on both transports and the program is right on both.)
+     reply leaves all its blocks to the caller, who frees each with rpcool_free. Over RDMA
+     rpcool_free of any block of a reply frees every block of that call (section 5): a
+     program right on both transports frees every block of a reply, each once, before its
+     next call on that connection.
    - Time limits: rpcool_server_opts.limit_ms for every handler, rpcool_handler_opts.limit_ms
      (rpcool_server_add_handler_ex) for one; none by default. A thread of the server looks
      every 10 ms while any limit is set. A handler over its limit is counted (over_limit)
