@@ -41,6 +41,8 @@
        RPCOOL_FREE(p)        and free); define both or neither (#error otherwise). When
                              RPCOOL_IMPLEMENTATION compiles shmheap's implementation and
                              SHMHEAP_MALLOC/SHMHEAP_FREE are not defined, shmheap uses these too
+       RPCOOL_LIMIT_SIGNAL   the signal that ends a sandboxed handler over its time limit
+                             (default SIGURG; see "Time limits" in FAILURES)
    Logging is silent by default. The log field of rpcool_server_opts and rpcool_conn_opts
    receives connections, reaping and faults (and the messages of the connection heaps); without
    it, set RPCOOL_DEBUG (any value) in the environment to send them to stderr (read once per
@@ -156,9 +158,10 @@
    seal range) is checked with shmheap_contains against that connection's heap, names are
    checked for their pattern, and the library's own reads of a client's heap run under fault
    containment (a fault there, such as a SIGBUS for memory the kernel cannot provide, makes
-   that connection fail, not the server; this includes rpcool_ctx_alloc and the checked accessors called by a handler of any
-   mode, and a sandboxed handler's SIGBUS inside the client's heap, after which the server
-   drops the connection). A malicious client can always deny service to its own connection.
+   that connection fail, not the server; this includes rpcool_ctx_alloc and the checked
+   accessors called by a handler of any mode, and a sandboxed handler's SIGBUS inside the
+   client's heap, after which the server drops the connection). A malicious client can always
+   deny service to its own connection.
    Connection heaps are memfds the server made, sealed against shrinking and growing
    (F_SEAL_SHRINK, F_SEAL_GROW): no client can truncate its heap (ftruncate fails with EPERM).
    They have no name in /dev/shm; each is given over the socket to one client only, and the
@@ -225,11 +228,19 @@
        under a page pays a memcpy of the argument instead, as RPCOOL_COPY. A repeated
        argument with batched release costs no more than a relaxed call.
    RPCOOL_SANDBOX  The handler runs inside a recovery point: a SIGSEGV or SIGBUS raised while
-       it runs becomes the error reply RPCOOL_E_FAULT and the server thread carries on.
-       Handlers read peer data through checked accessors (rpcool_ctx_need, RPCOOL_NEED,
-       rpcool_ctx_need_str, rpcool_map_get_checked) that end the call with RPCOOL_E_BADPTR
-       when a pointer leaves the connection's heap. With memory protection keys (pku;
-       shmheap_pkey_supported()) each connection heap also gets a key and the handler runs
+       it runs becomes the error reply RPCOOL_E_FAULT and the server thread carries on. So
+       does a stack overflow (a handler recursing over a client's cyclic data): every thread
+       that runs handlers has an alternate signal stack (one the thread has already is kept),
+       so the fault on the stack's guard page can be handled; see LIMITS for how deep a
+       handler may recurse. Handlers read peer data through checked accessors
+       (rpcool_ctx_need, RPCOOL_NEED, rpcool_ctx_need_str, rpcool_map_get_checked) that end
+       the call with RPCOOL_E_BADPTR when a pointer leaves the connection's heap, and with
+       RPCOOL_E_BUDGET once the bytes they checked in one call add up to more than the
+       connection heap holds (the data has a cycle, or is read again and again): a walk over
+       a cyclic list through them ends, in any mode (on shared memory). A sandboxed handler that loops without
+       them is ended by a time limit (see "Time limits" in FAILURES). With memory protection
+       keys (pku; shmheap_pkey_supported()) each connection heap also gets a key and the
+       handler runs
        with the keys of all *other* connections' heaps disabled, so a stray pointer into
        another client's data (or its heap's header) faults even if the handler does not check
        it. The server takes the keys (up to 15, all that are free) when the channel is opened
@@ -240,9 +251,11 @@
        connection heaps: another thread of the server process needs shmheap_pkey_set for them
        first. Protects the server from malformed pointer-rich data; it does not stop the
        sender from changing the data during the call (combine with COPY for flat data). A
-       handler abandoned by a fault does not unwind: it must not hold locks or own private
-       resources while touching peer data (do that first, then take locks on private state),
-       and in C++ no destructors run.
+       handler abandoned by a fault or a time limit does not unwind: it must not hold locks
+       or own private resources while touching peer data (do that first, then take locks on
+       private state), and in C++ no destructors run. A time limit may end a sandboxed
+       handler anywhere in its own code (not inside rpcool's functions): one with a limit
+       should not call functions that take locks (malloc, stdio) while it may run over it.
 
    5. BETWEEN PODS (RDMA)
    ----------------------
@@ -336,7 +349,9 @@
    channel mapping (MADV_DONTFORK), so the parent's death is still seen; connections and
    servers are not usable in the child.
    - Client dies (even mid-call): the server notices within reap_ms (RPCOOL_DEFAULT_REAP_MS,
-     100 ms), lets any handler running for it finish and unmaps its heap: a connection heap is
+     100 ms; a thread of the server looks every reap_ms, whatever its serving threads do),
+     starts none of its calls from then on, lets any handler running for it finish and unmaps
+     its heap (handlers running for other clients do not hold this up): a connection heap is
      a memfd with no name, freed whole when the last process that has it lets go. So also for
      a client that dies anywhere inside rpcool_connect (its slot's lock is taken through the
      descriptor it is sent, so it is the client's from the first instant, and goes with the
@@ -351,7 +366,8 @@
      (RPCOOL_DEFAULT_PEER_CHECK_MS, 100 ms) and fails with RPCOOL_E_PEERDEAD; calls also fail
      if the channel was closed (RPCOOL_E_CLOSED) or taken over by a new server.
    - Client dropped by the server: a read of its heap faulted (SIGBUS: memory the kernel
-     could not provide; a client cannot truncate its heap), or it kept its heap's mutex taken for over a second. The server serves it no more and
+     could not provide; a client cannot truncate its heap), or it kept its heap's mutex taken
+     for over a second. The server serves it no more and
      reclaims its heap; the client's waiting and later calls fail with RPCOOL_E_DROPPED
      within peer_check_ms, and rpcool_disconnect returns at once.
    - Timeouts: optional per call (timeout_ms). A call that timed out is not taken back: it may
@@ -362,7 +378,39 @@
    - Bad input: unknown handler id (RPCOOL_E_NOHANDLER), argument outside the connection heap
      (RPCOOL_E_BADPTR), unknown flags (RPCOOL_E_INVAL), a COPY argument over max_copy
      (RPCOOL_E_TOOBIG), a slot that was flagged but not filled (ignored and counted), a
-     handler that faults in SANDBOX mode (RPCOOL_E_FAULT).
+     handler that faults in SANDBOX mode (RPCOOL_E_FAULT), checked reads over the heap's
+     size (RPCOOL_E_BUDGET, counted in over_budget), a connect asking for a heap over
+     max_heap_size (RPCOOL_E_HEAPSIZE; RPCOOL_DEFAULT_MAX_HEAP_SIZE, 1 GiB). The log gets a
+     contained fault of a handler, an unknown handler id, a reply outside the connection
+     heap, a time limit and a budget exceeded once per connection each (WARN, with the
+     client's pid as the kernel saw it on the socket), so a client cannot flood it.
+   - Failed calls: a call that fails (a negative status, however it came: returned,
+     rpcool_ctx_fail, a checked accessor, a fault, a time limit) returns no reply (*ret is
+     NULL), and every block its handler allocated with rpcool_ctx_alloc is freed; so is
+     every block of a call that succeeds without a reply. A handler must not free those
+     blocks itself, nor keep pointers to them after the call. A call that succeeds with a
+     reply leaves all its blocks to the caller, who frees each with rpcool_free. Over RDMA
+     rpcool_free of any block of a reply frees every block of that call (section 5): a
+     program right on both transports frees every block of a reply, each once, before its
+     next call on that connection.
+   - Time limits: rpcool_server_opts.limit_ms for every handler, rpcool_handler_opts.limit_ms
+     (rpcool_server_add_handler_ex) for one; none by default. A thread of the server looks
+     every 10 ms while any limit is set. A handler over its limit is counted (over_limit)
+     and logged; its next checked accessor ends the call with RPCOOL_E_DEADLINE, in any
+     mode. A SANDBOX handler that makes no checked access within 20 ms more is ended where
+     it is: the server sends its thread RPCOOL_LIMIT_SIGNAL (SIGURG; a handler of yours for
+     it still gets the signals that are not rpcool's), the call fails with RPCOOL_E_DEADLINE
+     and the thread carries on, as after a fault. A handler of another mode is never
+     interrupted (abandoning it could leave the server's state half changed): it runs on
+     until it returns or reaches a checked accessor. Time limits and the budget of the
+     checked accessors apply to shared-memory calls, not yet to calls over RDMA.
+   - Closing: rpcool_server_close waits close_ms (RPCOOL_DEFAULT_CLOSE_MS, 1 s) for running
+     handlers (time limits hold meanwhile), then ends sandboxed ones as a time limit would.
+     A handler of another mode still running 100 ms after that is left to its thread:
+     rpcool_server_close closes the channel (clients fail with RPCOOL_E_CLOSED), removes its
+     files and returns RPCOOL_E_TIMEOUT, keeping the server's memory and the connection heaps
+     for that thread (they are never freed). So rpcool_server_close returns within close_ms
+     plus about 100 ms, plus the second it may wait for clients inside rpcool_disconnect.
    - A channel name served by a live server: RPCOOL_E_NAMETAKEN. A name whose server died is
      taken over: the new server makes a new channel and socket; the old one's clients fail
      with RPCOOL_E_PEERDEAD and keep their heaps until they disconnect (nothing is unlinked:
@@ -382,8 +430,9 @@
    Register handlers before serving or at any time: a registration is published whole (one
    atomic pointer store), so a call sees one registration's function, user pointer and flags;
    replaced registrations are freed when the server closes. rpcool_server_close waits for
-   threads in rpcool_serve to return (from a handler of that server it fails with
-   RPCOOL_E_INVAL). Disconnect a connection only when no other thread uses it, and only once.
+   threads in rpcool_serve to return, within its bound (see "Closing" in FAILURES; from a
+   handler of that server it fails with RPCOOL_E_INVAL). Disconnect a connection only when no
+   other thread uses it, and only once.
    A log callback may be called from any thread that uses the server or connection.
 
    8. ERRORS
@@ -391,7 +440,11 @@
    Functions return 0 or a negative code: RPCOOL_E_* (RPCOOL_ERRORS lists them), SHMHEAP_E_*
    from the heap (a full connection heap is SHMHEAP_E_FULL), or -errno. rpcool_strerror(code)
    explains any of them. rpcool_call returns the handler's status (>= 0) or a negative code
-   (the handler's own negative return passes through unchanged).
+   (the handler's own negative return passes through unchanged); with a negative code there
+   is no reply (see "Failed calls" in FAILURES). rpcool_free returns 0, or a code for a
+   pointer that is no live block of the connection heap (on the stack, from malloc, inside a
+   block, already freed: SHMHEAP_E_FOREIGN, SHMHEAP_E_BADPTR, SHMHEAP_E_DOUBLEFREE), which
+   it leaves alone.
 
    One rule in every rpcool header: each header owns a block of 100 codes counting up from its
    number (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). Every
@@ -404,7 +457,18 @@
    ---------
    Linux with glibc. Channel names: 1-48 characters of [A-Za-z0-9._-]. Up to RPCOOL_MAX_CONNS
    (1024) connections per channel (RPCOOL_DEFAULT_MAX_CONNS, 64, by default), 64 calls in
-   flight per connection, handler ids below 1024.
+   flight per connection, handler ids below 1024, connection heaps up to max_heap_size
+   (RPCOOL_DEFAULT_MAX_HEAP_SIZE, 1 GiB) each.
+   Stack: a handler on a thread of rpcool_server_start has the thread's stack_size
+   (RPCOOL_DEFAULT_STACK_SIZE, 8 MiB) less what the library uses below it, at most
+   RPCOOL_STACK_RESERVE (64 KiB): a handler may recurse until its frames take stack_size -
+   64 KiB. A handler run by rpcool_serve has what is left of the calling thread's stack. A
+   deeper one faults: RPCOOL_E_FAULT under SANDBOX; in another mode the process dies, as
+   any program that overflows its stack. Each thread that runs handlers also maps a 64 KiB
+   alternate signal stack (unless it has one).
+   A connect fails at once with RPCOOL_E_NOCHANNEL when no server holds the channel's name,
+   unless rpcool_conn_opts.wait_ready is 1: then it tries again every 5 ms until
+   connect_timeout_ms (gRPC's wait-for-ready).
    Liveness locks need one kernel for both peers (processes of one host, or one VM); a pod of
    several hosts sharing a device needs another detector (future work with the RDMA tier).
    A client connects to the socket /dev/shm/rpcool.NAME.sock, created with the name file's
@@ -523,7 +587,15 @@ typedef struct rpcool_ctx rpcool_ctx;       /* one call, as seen by its handler 
     /* RDMA: the client's heap lies where the server already maps something (same pod id) */     \
     X(RPCOOL_E_ADDRINUSE, -1982,                                                                   \
       "the connection heap's addresses are in use at the server: give each pod its own "           \
-      "SHMHEAP_POD_ID")
+      "SHMHEAP_POD_ID")                                                                            \
+    /* the handler ran over its time limit (rpcool_server_opts.limit_ms, rpcool_handler_opts) */   \
+    X(RPCOOL_E_DEADLINE, -1981, "the handler ran over its time limit and was ended")               \
+    /* a checked accessor was asked to read more bytes in one call than the heap holds */          \
+    X(RPCOOL_E_BUDGET, -1980,                                                                      \
+      "the handler's checked reads exceeded the connection heap's size (cyclic data?)")           \
+    /* rpcool_connect: the heap size asked for is over the server's max_heap_size */              \
+    X(RPCOOL_E_HEAPSIZE, -1979,                                                                    \
+      "the connection heap asked for is larger than the server allows (max_heap_size)")
 #define RPCOOL__ERROR_ENUM(name, value, text) name = value,
 enum { RPCOOL_ERRORS(RPCOOL__ERROR_ENUM) };
 #undef RPCOOL__ERROR_ENUM
@@ -563,6 +635,22 @@ enum {
 #define RPCOOL_DEFAULT_SEAL_BATCH 1
 #define RPCOOL_DEFAULT_PREALLOC 4
 #define RPCOOL_MAX_PREALLOC 16
+#define RPCOOL_DEFAULT_STACK_SIZE ((size_t)8 << 20)     /* 8 MiB per serving thread */
+#define RPCOOL_DEFAULT_MAX_HEAP_SIZE ((size_t)1 << 30)  /* 1 GiB */
+#define RPCOOL_DEFAULT_CLOSE_MS 1000
+#define RPCOOL_STACK_RESERVE ((size_t)64 << 10) /* stack a serving thread keeps from handlers */
+#ifndef RPCOOL_LIMIT_SIGNAL
+#define RPCOOL_LIMIT_SIGNAL SIGURG /* ends a sandboxed handler over its time limit */
+#endif
+
+/* rpcool_ctx_fail does not return. */
+#if defined(__cplusplus)
+#define RPCOOL_NORETURN [[noreturn]]
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define RPCOOL_NORETURN _Noreturn
+#else
+#define RPCOOL_NORETURN __attribute__((noreturn))
+#endif
 
 /* Server options. Zero means default; use designated initialisers. */
 typedef struct rpcool_server_opts {
@@ -595,6 +683,14 @@ typedef struct rpcool_server_opts {
                              there; "HOST[:PORT]" publishes at that meta server; "" at
                              $KRCONN_META. NULL = shared memory only */
     const char *rdma_device; /* RDMA device; NULL = $KRCONN_DEVICE, else the first active */
+    size_t stack_size;    /* stack of each thread of rpcool_server_start (see LIMITS: how deep
+                             a handler may recurse); 0 = RPCOOL_DEFAULT_STACK_SIZE */
+    unsigned limit_ms;    /* time limit of every handler (see "Time limits" in FAILURES);
+                             rpcool_handler_opts.limit_ms overrides it; 0 = none */
+    unsigned close_ms;    /* rpcool_server_close waits this long for running handlers, then
+                             ends sandboxed ones; 0 = RPCOOL_DEFAULT_CLOSE_MS */
+    size_t max_heap_size; /* the largest connection heap a client may ask for (larger:
+                             RPCOOL_E_HEAPSIZE); 0 = RPCOOL_DEFAULT_MAX_HEAP_SIZE */
 } rpcool_server_opts;
 
 /* Connection options. */
@@ -618,6 +714,8 @@ typedef struct rpcool_conn_opts {
     const char *pod;          /* shmheap pod (NULL = default) */
     void (*log)(int level, const char *msg, void *user); /* as in rpcool_server_opts */
     void *log_user;           /* passed to log */
+    int wait_ready;           /* 1: a channel with no server yet is waited for until
+                                 connect_timeout_ms (else RPCOOL_E_NOCHANNEL at once) */
 } rpcool_conn_opts;
 
 /* Per-call options (NULL = connection defaults). */
@@ -654,7 +752,15 @@ typedef struct rpcool_server_stats {
     uint64_t bad_entries;  /* malformed requests (flagged but not filled, bad names, ...) */
     unsigned conns;        /* connections now */
     unsigned ready;        /* connection heaps made ahead, waiting for a connect */
+    uint64_t over_limit;   /* handlers that ran over their time limit */
+    uint64_t over_budget;  /* calls ended because their checked reads exceeded the heap */
 } rpcool_server_stats;
+
+/* Options of one handler (rpcool_server_add_handler_ex). Zero means default. */
+typedef struct rpcool_handler_opts {
+    unsigned safety;      /* as the safety argument of rpcool_server_add_handler */
+    unsigned limit_ms;    /* this handler's time limit; 0 = the server's limit_ms */
+} rpcool_handler_opts;
 
 RPCOOL_API const char *rpcool_strerror(int code);
 
@@ -663,10 +769,14 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
                                   rpcool_server **out);
 RPCOOL_API int rpcool_server_add_handler(rpcool_server *s, unsigned id, rpcool_handler *fn,
                                          void *user, unsigned safety);
+RPCOOL_API int rpcool_server_add_handler_ex(rpcool_server *s, unsigned id, rpcool_handler *fn,
+                                            void *user, const rpcool_handler_opts *opts);
 RPCOOL_API int rpcool_server_start(rpcool_server *s, unsigned nthreads); /* background threads */
 RPCOOL_API int rpcool_serve(rpcool_server *s);       /* serve on this thread until stopped */
 RPCOOL_API void rpcool_server_stop(rpcool_server *s); /* make serving threads return */
-RPCOOL_API int rpcool_server_close(rpcool_server *s); /* stop, join, close the channel */
+/* stop, join, close the channel; RPCOOL_E_TIMEOUT: a handler that may not be ended still ran
+   after close_ms (see FAILURES: Time limits) */
+RPCOOL_API int rpcool_server_close(rpcool_server *s);
 RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *st);
 
 /* Handler side. */
@@ -679,14 +789,16 @@ RPCOOL_API void rpcool_ctx_reply(rpcool_ctx *ctx, void *p, size_t len);
 RPCOOL_API unsigned rpcool_ctx_safety(const rpcool_ctx *ctx);
 RPCOOL_API int rpcool_ctx_ok(const rpcool_ctx *ctx, const void *p, size_t len); /* 1 or 0 */
 /* p if [p, p+len) lies in the client's heap (or the private copy), else ends the call with
-   RPCOOL_E_BADPTR (does not return). */
+   RPCOOL_E_BADPTR (does not return); len counts towards the call's budget of checked reads. */
 RPCOOL_API const void *rpcool_ctx_need(rpcool_ctx *ctx, const void *p, size_t len);
 /* s if it is a NUL-terminated string inside the heap, else ends the call (RPCOOL_E_BADPTR; or
-   RPCOOL_E_FAULT if reading it faults, whatever the mode, which also drops the connection; so does rpcool_map_get_checked). */
+   RPCOOL_E_FAULT if reading it faults, whatever the mode, which also drops the connection; so
+   does rpcool_map_get_checked). The checked accessors also end the call with RPCOOL_E_BUDGET or
+   RPCOOL_E_DEADLINE (see "Time limits" in FAILURES). */
 RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s);
 /* End the call now: the caller gets code (a status >= 0 or a negative error code), as if the
    handler had returned it. Does not return. */
-RPCOOL_API void rpcool_ctx_fail(rpcool_ctx *ctx, int code);
+RPCOOL_NORETURN RPCOOL_API void rpcool_ctx_fail(rpcool_ctx *ctx, int code);
 #define RPCOOL_NEED(ctx, p) ((__typeof__(p))rpcool_ctx_need((ctx), (p), sizeof *(p)))
 
 /* Client. */
@@ -696,7 +808,9 @@ RPCOOL_API shmheap *rpcool_heap(rpcool_conn *c);
 RPCOOL_API void *rpcool_alloc(rpcool_conn *c, size_t size);
 RPCOOL_API void *rpcool_alloc_pages(rpcool_conn *c, size_t size); /* page aligned, whole pages */
 RPCOOL_API char *rpcool_strdup(rpcool_conn *c, const char *s);
-RPCOOL_API void rpcool_free(rpcool_conn *c, void *p);
+/* 0, or an error for a pointer that is no live block of the connection heap (SHMHEAP_E_*: on the
+   stack, from malloc, inside a block, already freed); NULL is 0. */
+RPCOOL_API int rpcool_free(rpcool_conn *c, void *p);
 
 RPCOOL_API int rpcool_call(rpcool_conn *c, unsigned fn, const void *arg, size_t len, void **ret,
                            size_t *ret_len);
@@ -835,6 +949,23 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #define RPCOOL__SEAL_COPY 8u
 #define RPCOOL__KNOWN_FLAGS (RPCOOL_COPY | RPCOOL_SEAL | RPCOOL_SANDBOX)
 #define RPCOOL__WIRE_FLAGS (RPCOOL__KNOWN_FLAGS | RPCOOL__SEAL_COPY)
+#define RPCOOL__ALTSTACK ((size_t)64 << 10) /* a serving thread's alternate signal stack */
+#define RPCOOL__WATCH_MS 10u        /* how often time limits are looked at, when there are any */
+#define RPCOOL__ABANDON_NS 20000000u /* a sandboxed handler over its limit that makes no checked
+                                        access within this is ended by RPCOOL_LIMIT_SIGNAL */
+
+/* ThreadSanitizer does not see membarrier(2): there the cheap sides of the asymmetric fences
+   (kept slots, a serving thread's current connection) use seq_cst instead. */
+#if defined(__SANITIZE_THREAD__)
+#define RPCOOL__TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define RPCOOL__TSAN 1
+#endif
+#endif
+#ifndef RPCOOL__TSAN
+#define RPCOOL__TSAN 0
+#endif
 
 /* >>support - private memory, logging ---------------------------------------------------------- */
 
@@ -990,6 +1121,9 @@ struct rpcool__sconn { /* the server's view of one connection */
     int dead;          /* client died: reclaim its connection once drained */
     int pkey;
     uint32_t rot;      /* where the next scan starts (fairness) */
+    uint32_t logged;   /* RPCOOL__NOTE_* kinds already logged for it (once per connection) */
+    uint32_t pid;      /* its client's pid (the socket's peer), for the log */
+    size_t size;       /* its heap's size: a call's budget of checked reads */
     uint32_t claimed[RPCOOL__NSLOTS]; /* generation last claimed per slot (server threads) */
     char heap_name[RPCOOL__HEAPNAME];
 };
@@ -1001,15 +1135,25 @@ struct rpcool__handler_ent {
     rpcool_handler *fn;
     void *user;
     unsigned flags;
+    uint32_t hlimit;   /* RPCOOL__HL_RUN | its time limit in ms (its own, else the server's) */
     struct rpcool__handler_ent *next_retired;
 };
+
+enum { RPCOOL__HL_RUN = 1u << 31, RPCOOL__HL_SBX = 1u << 30, RPCOOL__HL_MS = (1u << 30) - 1 };
 
 /* A serving thread, registered with its server. A pass over the connections is a read-side
    critical section: gp is 0 outside one, else the grace period the pass started in; a
    draining connection is unmapped once no pass that may have seen it active remains. */
 struct rpcool__worker {
     uint64_t gp;    /* the grace period its passes announce (0: in none; see rpcool__drain) */
-    uint64_t calls; /* handlers it ran: written by it alone, summed by rpcool_server_get_stats */
+    uint64_t calls; /* handlers it started: written by it alone, summed by get_stats; the
+                       running handler's number (rpcool_ctx.call_no) */
+    uint32_t hlimit; /* while a handler runs: RPCOOL__HL_RUN, _SBX if sandboxed, limit in ms */
+    uint64_t expired; /* the call number the watchdog found over its limit */
+    uint64_t seen_calls, seen_since, expired_at; /* the watchdog's (under wk_lock) */
+    pthread_t thread;
+    void **blk;     /* blocks the running handler allocated (rpcool_ctx_alloc) */
+    unsigned nblk, blk_cap;
     struct rpcool__worker *next;
     rpcool_server *s;
     char *buf; /* private copies (RPCOOL_COPY) */
@@ -1046,6 +1190,10 @@ struct rpcool_server {
     unsigned safety, reap_ms;
     uint64_t spin_ns;
     size_t max_copy;
+    size_t stack_size, max_heap;
+    unsigned limit_ms, close_ms;
+    int any_limit;      /* a time limit is set somewhere: the watchdog looks often */
+    int mb_ok;          /* membarrier registered (see rpcool__drain) */
     shmheap_opts hopts;
     struct rcp__logger log;
     struct rpcool__handler_ent **handlers; /* RPCOOL_MAX_HANDLERS, each published atomically */
@@ -1149,6 +1297,11 @@ struct rpcool_ctx {
     int fault_sig;      /* a contained fault: its signal and address */
     void *fault_addr;
     struct rpcool__rconn *rc; /* a call over RDMA: its connection (sc is NULL) */
+    struct rpcool__worker *w; /* shared memory: the serving thread (NULL over RDMA) */
+    uint64_t call_no;   /* w->calls of this call */
+    size_t spent, budget; /* bytes the checked accessors read; budget: the heap's size (0:
+                             none) */
+    int limit_hit;      /* RPCOOL_LIMIT_SIGNAL ended it */
 };
 
 /* The RDMA transport (impl/rpcool_rdma.h, compiled in with RPCOOL_WITH_RDMA). */
@@ -1316,10 +1469,11 @@ struct rpcool__guard {
     volatile int contain; /* a SIGSEGV/SIGBUS in this thread jumps to jb */
     int sig;              /* the contained fault's signal and address */
     void *addr;
+    rpcool_ctx *ctx;      /* a handler's own recovery point: its call (else NULL) */
     struct rpcool__guard *prev;
 };
 static RCP__THREAD_LOCAL struct rpcool__guard *rpcool__cur;
-static struct sigaction rpcool__old_segv, rpcool__old_bus;
+static struct sigaction rpcool__old_segv, rpcool__old_bus, rpcool__old_limit;
 static pthread_once_t rpcool__sig_once = PTHREAD_ONCE_INIT;
 
 static void rpcool__on_fault(int sig, siginfo_t *si, void *uc)
@@ -1342,15 +1496,79 @@ static void rpcool__on_fault(int sig, siginfo_t *si, void *uc)
     }
 }
 
+/* RPCOOL_LIMIT_SIGNAL, sent by the watchdog to a serving thread whose sandboxed handler ran over
+   its time limit: ends the handler if it still runs that call in its own code (not inside the
+   library: a checked accessor or rpcool_ctx_alloc ends it there themselves). Else passed on. */
+static void rpcool__on_limit(int sig, siginfo_t *si, void *uc)
+{
+    struct rpcool__guard *g = rpcool__cur;
+    rpcool_ctx *ctx = g ? g->ctx : NULL;
+    int e = errno;
+    if (ctx && g->contain && si && si->si_code == SI_TKILL && si->si_pid == getpid() &&
+        (ctx->flags & RPCOOL_SANDBOX) && ctx->w &&
+        rcp__load(&ctx->w->expired) == ctx->call_no) {
+        g->contain = 0;
+        ctx->limit_hit = 1;
+        siglongjmp(g->jb, 1);
+    }
+    if ((rpcool__old_limit.sa_flags & SA_SIGINFO) && rpcool__old_limit.sa_sigaction)
+        rpcool__old_limit.sa_sigaction(sig, si, uc);
+    else if (rpcool__old_limit.sa_handler != SIG_DFL && rpcool__old_limit.sa_handler != SIG_IGN)
+        rpcool__old_limit.sa_handler(sig);
+    errno = e;
+}
+
+/* SA_ONSTACK: a handler that exhausted its stack faults on the guard page; the signal can only
+   be handled on the thread's alternate stack (rpcool__altstack). */
 static void rpcool__sig_install(void)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = rpcool__on_fault;
-    sa.sa_flags = SA_SIGINFO | SA_NODEFER; /* NODEFER: the mask stays right after siglongjmp */
+    /* NODEFER: the mask stays right after siglongjmp */
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGSEGV, &sa, &rpcool__old_segv);
     sigaction(SIGBUS, &sa, &rpcool__old_bus);
+    sa.sa_sigaction = rpcool__on_limit;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK | SA_RESTART;
+    sigaction(RPCOOL_LIMIT_SIGNAL, &sa, &rpcool__old_limit);
+}
+
+/* Every thread that runs handlers gets an alternate signal stack (unless it has one), so that a
+   handler that overflows its stack can be contained; it goes when the thread exits. */
+static RCP__THREAD_LOCAL int rpcool__alt_done;
+static pthread_key_t rpcool__alt_key;
+static pthread_once_t rpcool__alt_once = PTHREAD_ONCE_INIT;
+
+static void rpcool__alt_exit(void *m)
+{
+    stack_t off;
+    memset(&off, 0, sizeof off);
+    off.ss_flags = SS_DISABLE;
+    sigaltstack(&off, NULL);
+    munmap(m, RPCOOL__ALTSTACK);
+}
+static void rpcool__alt_init(void) { pthread_key_create(&rpcool__alt_key, rpcool__alt_exit); }
+
+static void rpcool__altstack(void)
+{
+    stack_t cur, ss;
+    if (rpcool__alt_done) return;
+    rpcool__alt_done = 1;
+    if (sigaltstack(NULL, &cur) == 0 && !(cur.ss_flags & SS_DISABLE)) return; /* has one */
+    pthread_once(&rpcool__alt_once, rpcool__alt_init);
+    void *m = mmap(NULL, RPCOOL__ALTSTACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (m == MAP_FAILED) return;
+    memset(&ss, 0, sizeof ss);
+    ss.ss_sp = m;
+    ss.ss_size = RPCOOL__ALTSTACK;
+    if (sigaltstack(&ss, NULL) || pthread_setspecific(rpcool__alt_key, m)) {
+        ss.ss_flags = SS_DISABLE;
+        sigaltstack(&ss, NULL);
+        munmap(m, RPCOOL__ALTSTACK);
+    }
 }
 
 /* After a fault was contained: make sure SIGSEGV and SIGBUS are not left blocked. Our handler is
@@ -1364,6 +1582,7 @@ static void rpcool__fault_unblock(void)
     sigemptyset(&m);
     sigaddset(&m, SIGSEGV);
     sigaddset(&m, SIGBUS);
+    sigaddset(&m, RPCOOL_LIMIT_SIGNAL);
     pthread_sigmask(SIG_UNBLOCK, &m, NULL);
 }
 
@@ -1373,6 +1592,7 @@ static int rpcool__guarded(int (*fn)(void *), void *arg, int onfault)
     struct rpcool__guard g;
     g.prev = rpcool__cur;
     g.contain = 0;
+    g.ctx = NULL;
     if (sigsetjmp(g.jb, 0)) {
         rpcool__cur = g.prev;
         rpcool__fault_unblock();
@@ -1778,6 +1998,9 @@ static int rpcool__grant_locked(rpcool_server *s, struct rpcool__prem *pm, uint3
         sc->hdr = pm->hdr;
         sc->dead = 0;
         sc->rot = 0;
+        sc->logged = 0;
+        sc->pid = pid;
+        sc->size = shmheap_size(pm->h);
         snprintf(sc->heap_name, sizeof sc->heap_name, "%.100s", shmheap_name(pm->h));
         sc->pkey = -1;
         if (pid != (uint32_t)getpid()) rpcool__pkey_attach(s, sc, i); /* not our own client */
@@ -1824,9 +2047,18 @@ static void rpcool__front_answer(rpcool_server *s, int sk, const struct rpcool__
         goto answer;
     }
     want = rq.heap_size ? (size_t)rq.heap_size : RPCOOL_DEFAULT_HEAP_SIZE;
-    if (rq.heap_size > ((uint64_t)1 << 44)) {
-        r = RPCOOL_E_INVAL;
+    if (rq.heap_size > s->max_heap) { /* a few such heaps would fill the pod's window */
+        rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: pid %u asked for a heap of %llu bytes: "
+                    "over max_heap_size (%zu)", s->name, (unsigned)rq.pid,
+                    (unsigned long long)rq.heap_size, s->max_heap);
+        r = RPCOOL_E_HEAPSIZE;
         goto answer;
+    }
+    {   /* the pid the kernel saw (for the log and the slot), else the client's word */
+        struct ucred cr;
+        socklen_t cl = sizeof cr;
+        if (!getsockopt(sk, SOL_SOCKET, SO_PEERCRED, &cr, &cl) && cr.pid > 0)
+            rq.pid = (uint32_t)cr.pid;
     }
     want = (want + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1); /* as shmheap rounds */
     pthread_mutex_lock(&s->pool_lock);
@@ -1908,12 +2140,48 @@ static int rpcool__acc_try(rpcool_server *s, int sk, int expired)
     return 1;
 }
 
+static void rpcool__housekeep(rpcool_server *s, int force, uint64_t now);
+static void rpcool__pkeys(rpcool_server *s, int mine, int all);
+
+/* The watchdog, every reap_ms (every RPCOOL__WATCH_MS when a time limit is set) from the
+   acceptor thread, and from rpcool_server_close: dead clients are found and reaped even while
+   every serving thread runs a long handler; a handler over its time limit is marked (its
+   checked accessors end it), and a sandboxed one that goes on is sent RPCOOL_LIMIT_SIGNAL.
+   all: every handler is over its limit (close). */
+static void rpcool__watch(rpcool_server *s, uint64_t now, int all)
+{
+    if (s->npkeys) rpcool__pkeys(s, -1, 1); /* reaping touches connection heaps */
+    rpcool__housekeep(s, 0, now);
+    if (!rcp__load_relaxed(&s->any_limit) && !all) return;
+    pthread_mutex_lock(&s->wk_lock);
+    for (struct rpcool__worker *w = s->workers; w; w = w->next) {
+        uint64_t calls = rcp__load_relaxed(&w->calls);
+        uint32_t hl = rcp__load_relaxed(&w->hlimit);
+        if (!(hl & RPCOOL__HL_RUN) || calls != w->seen_calls || !w->seen_since) {
+            w->seen_calls = calls; /* a new call (or none): its time starts now */
+            w->seen_since = (hl & RPCOOL__HL_RUN) ? now : 0;
+            continue;
+        }
+        uint64_t ms = hl & RPCOOL__HL_MS;
+        if (!all && (!ms || now - w->seen_since < ms * 1000000u)) continue;
+        if (rcp__load_relaxed(&w->expired) != calls) {
+            rcp__store(&w->expired, calls); /* its checked accessors end it now */
+            w->expired_at = now;
+            rcp__fetch_add(&s->st.over_limit, 1u);
+        }
+        if ((hl & RPCOOL__HL_SBX) && (all || now - w->expired_at >= RPCOOL__ABANDON_NS))
+            pthread_kill(w->thread, RPCOOL_LIMIT_SIGNAL);
+    }
+    pthread_mutex_unlock(&s->wk_lock);
+}
+
 static void *rpcool__acceptor_main(void *p)
 {
     rpcool_server *s = (rpcool_server *)p;
     struct rpcool__acc_wait w[RPCOOL__ACC_WAITING];
     struct pollfd pf[RPCOOL__ACC_WAITING + 2];
     unsigned nw = 0;
+    uint64_t last_watch = rcp__now_ns();
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL); /* the program's signals go to its own threads */
@@ -1928,8 +2196,15 @@ static void *rpcool__acceptor_main(void *p)
             pf[2 + k].events = POLLIN;
             if (w[k].deadline < next) next = w[k].deadline;
         }
-        int tmo = -1;
-        if (next != UINT64_MAX) tmo = next > now ? (int)((next - now) / 1000000u) + 1 : 0;
+        /* the watchdog's rounds: reaping and time limits, whatever the serving threads do */
+        uint64_t tick = (uint64_t)(rcp__load_relaxed(&s->any_limit) ? RPCOOL__WATCH_MS
+                                                                     : s->reap_ms) * 1000000u;
+        if (now - last_watch >= tick) {
+            rpcool__watch(s, now, 0);
+            last_watch = now;
+        }
+        if (last_watch + tick < next) next = last_watch + tick;
+        int tmo = next > now ? (int)((next - now) / 1000000u) + 1 : 0;
         int pr = poll(pf, 2 + nw, tmo);
         if (pr < 0) {
             if (errno != EINTR) usleep(1000);
@@ -1986,7 +2261,8 @@ static int rpcool__front_open(rpcool_server *s, unsigned mode)
     memset(&a, 0, sizeof a);
     a.sun_family = AF_UNIX;
     snprintf(a.sun_path, sizeof a.sun_path, "%s", s->sock_path);
-    if ((s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0) return -errno;
+    if ((s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0)
+        return -errno;
     unlink(s->sock_path); /* a dead server's: we hold the name */
     if (bind(s->lfd, (struct sockaddr *)&a, sizeof a) || chmod(s->sock_path, mode) ||
         listen(s->lfd, 128))
@@ -2048,6 +2324,11 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     s->spin_ns = o.spin_ns ? o.spin_ns : RPCOOL_DEFAULT_SPIN_NS;
     s->reap_ms = o.reap_ms ? o.reap_ms : RPCOOL_DEFAULT_REAP_MS;
     s->max_copy = o.max_copy ? o.max_copy : RPCOOL_DEFAULT_MAX_COPY;
+    s->stack_size = o.stack_size ? o.stack_size : RPCOOL_DEFAULT_STACK_SIZE;
+    s->max_heap = o.max_heap_size ? o.max_heap_size : RPCOOL_DEFAULT_MAX_HEAP_SIZE;
+    s->limit_ms = o.limit_ms;
+    s->any_limit = o.limit_ms != 0;
+    s->close_ms = o.close_ms ? o.close_ms : RPCOOL_DEFAULT_CLOSE_MS;
     s->hopts.pod = o.pod;
     s->hopts.log = o.log;
     s->hopts.log_user = o.log_user;
@@ -2078,6 +2359,8 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     }
     if ((r = rpcool__chan_init(s))) goto fail_close;
     pthread_once(&rpcool__sig_once, rpcool__sig_install);
+    s->mb_ok = !RPCOOL__TSAN &&
+               !syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0);
     rpcool__fd_track(s->name_fd, 1);
     rpcool__fd_track(s->fd, 1);
     /* no process of our user may open our descriptors (/proc/PID/fd) or memory: they hold
@@ -2113,6 +2396,16 @@ fail_free:
 RPCOOL_API int rpcool_server_add_handler(rpcool_server *s, unsigned id, rpcool_handler *fn,
                                          void *user, unsigned safety)
 {
+    rpcool_handler_opts o;
+    memset(&o, 0, sizeof o);
+    o.safety = safety;
+    return rpcool_server_add_handler_ex(s, id, fn, user, &o);
+}
+
+RPCOOL_API int rpcool_server_add_handler_ex(rpcool_server *s, unsigned id, rpcool_handler *fn,
+                                            void *user, const rpcool_handler_opts *opts)
+{
+    unsigned safety = opts ? opts->safety : 0;
     if (!s || id >= RPCOOL_MAX_HANDLERS || (safety & ~(unsigned)RPCOOL__KNOWN_FLAGS))
         return RPCOOL_E_INVAL;
     struct rpcool__handler_ent *e = NULL, *old;
@@ -2121,6 +2414,9 @@ RPCOOL_API int rpcool_server_add_handler(rpcool_server *s, unsigned id, rpcool_h
         e->fn = fn;
         e->user = user;
         e->flags = safety;
+        unsigned ms = opts && opts->limit_ms ? opts->limit_ms : s->limit_ms;
+        e->hlimit = RPCOOL__HL_RUN | (ms < RPCOOL__HL_MS ? ms : RPCOOL__HL_MS);
+        if (ms) rcp__store(&s->any_limit, 1);
         if (safety & RPCOOL_SANDBOX) rpcool__pkeys_init(s);
     }
     old = __atomic_exchange_n(&s->handlers[id], e, __ATOMIC_ACQ_REL);
@@ -2150,12 +2446,20 @@ static int rpcool__drain(rpcool_server *s, uint32_t i)
         sc->drain_gp = __atomic_add_fetch(&s->gp, 1u, __ATOMIC_SEQ_CST);
     }
     /* a polling worker moves on within a pass: wait for that a little (20 us), not for a
-       handler that runs long (the next housekeeping round tries again) */
+       handler that runs long (the next housekeeping round tries again). A worker inside another
+       connection's scan (a handler of another client, however long) does not hold us up: it
+       reads this connection's state again before it touches it, and sees it draining. */
     for (uint64_t t0 = 0;;) {
-        int busy = 0;
+        int busy = 0, fenced = 0;
         for (struct rpcool__worker *w = s->workers; w && !busy; w = w->next) {
             uint64_t g = w == rpcool__me ? 0 : __atomic_load_n(&w->gp, __ATOMIC_SEQ_CST);
             busy = g && g <= sc->drain_gp;
+            if (busy && !fenced && !RPCOOL__TSAN && s->mb_ok) /* see rpcool__cur_set */
+                fenced = !syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+            if (busy && (fenced || RPCOOL__TSAN)) {
+                struct rpcool__sconn *at = __atomic_load_n(&w->cur, __ATOMIC_SEQ_CST);
+                busy = !at || at == sc;
+            }
         }
         if (!busy) break;
         uint64_t now = rcp__now_ns();
@@ -2241,6 +2545,7 @@ static void rpcool__housekeep_guarded(rpcool_server *s, const uint64_t *args)
     struct rpcool__guard g;
     g.prev = rpcool__cur;
     g.contain = 0;
+    g.ctx = NULL;
     if (sigsetjmp(g.jb, 0)) {
         rpcool__cur = g.prev;
         rpcool__fault_unblock();
@@ -2304,6 +2609,26 @@ static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, 
 
 /* >>dispatch - server: running calls ----------------------------------------------------------- */
 
+/* What is logged once per connection (a hostile client cannot flood the log). */
+enum { RPCOOL__NOTE_FAULT = 1, RPCOOL__NOTE_NOHANDLER = 2, RPCOOL__NOTE_BADREPLY = 4,
+       RPCOOL__NOTE_LIMIT = 8, RPCOOL__NOTE_BUDGET = 16 };
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+static void rpcool__note(rpcool_server *s, struct rpcool__sconn *sc, uint32_t kind,
+                         const char *fmt, ...)
+{
+    char msg[160];
+    va_list ap;
+    if (rcp__fetch_or(&sc->logged, kind) & kind) return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: client pid %u (%s): %s (logged once per "
+                "connection)", s->name, (unsigned)sc->pid, sc->heap_name, msg);
+}
+
 /* Serve a connection no more and reclaim its heap once drained (see FAILURES: dropped). */
 static void rpcool__condemn(rpcool_server *s, struct rpcool__sconn *sc, const char *why)
 {
@@ -2318,16 +2643,19 @@ static int rpcool__run_handler(rpcool_ctx *ctx, const struct rpcool__handler_ent
     struct rpcool__guard g;
     g.prev = rpcool__cur;
     g.contain = 0;
+    g.ctx = ctx;
     ctx->guard = &g;
     if (sigsetjmp(g.jb, 0)) {
         rpcool__cur = g.prev;
         if (ctx->aborted) return ctx->abort_code; /* rpcool_ctx_fail, not a signal */
         rpcool__fault_unblock();
+        if (ctx->limit_hit) return RPCOOL_E_DEADLINE; /* RPCOOL_LIMIT_SIGNAL */
         ctx->fault_sig = g.sig;
         ctx->fault_addr = g.addr;
         return RPCOOL_E_FAULT;
     }
     g.contain = (ctx->flags & RPCOOL_SANDBOX) != 0; /* faults become RPCOOL_E_FAULT */
+    if (g.contain && !rpcool__alt_done) rpcool__altstack(); /* threads of the RDMA transport */
     rpcool__cur = &g;
     int r = fn(ctx, arg, len, e->user);
     rpcool__cur = g.prev;
@@ -2343,6 +2671,58 @@ static void rpcool__pkeys(rpcool_server *s, int mine, int all)
 {
     for (int k = 0; k < s->npkeys; k++)
         if (all || s->pkeys[k] != mine) shmheap_pkey_set(s->pkeys[k], all ? 0u : 1u);
+}
+
+/* A handler ended with an error: count and log what the library ended it for. */
+static void rpcool__failed(rpcool_server *s, struct rpcool__sconn *sc, rpcool_ctx *ctx,
+                           int status)
+{
+    if (rcp__load_relaxed(&ctx->w->expired) == ctx->call_no) /* counted by the watchdog */
+        rpcool__note(s, sc, RPCOOL__NOTE_LIMIT, "a handler ran over its time limit%s",
+                     status == RPCOOL_E_DEADLINE ? " and was ended" : "");
+    if (!ctx->aborted && status == RPCOOL_E_FAULT) {
+        rcp__fetch_add(&s->st.faults, 1u);
+        rpcool__note(s, sc, RPCOOL__NOTE_FAULT, "sandboxed handler faulted (signal %d at %p)",
+                     ctx->fault_sig, ctx->fault_addr);
+        /* SIGBUS inside the client's heap: its file no longer backs the mapping (the client
+           truncated it); every later access by the library would fault too */
+        uintptr_t off = (uintptr_t)ctx->fault_addr - (uintptr_t)shmheap_base(sc->heap);
+        if (ctx->fault_sig == SIGBUS && off < shmheap_size(sc->heap))
+            rpcool__condemn(s, sc, "SIGBUS on its heap (truncated)");
+    } else if (status == RPCOOL_E_BUDGET && ctx->aborted) {
+        rcp__fetch_add(&s->st.over_budget, 1u);
+        rpcool__note(s, sc, RPCOOL__NOTE_BUDGET, "handler ended: its checked reads exceeded "
+                     "the heap's %zu bytes (cyclic data?)", ctx->budget);
+    }
+}
+
+struct rpcool__free_args {
+    shmheap *h;
+    void **blk;
+    unsigned n;
+};
+
+static int rpcool__free_fn(void *p)
+{
+    struct rpcool__free_args *a = (struct rpcool__free_args *)p;
+    for (unsigned k = 0; k < a->n; k++) shmheap_free(a->h, a->blk[k]);
+    return 0;
+}
+
+/* The blocks the handler allocated belong to its reply: a call that fails (status < 0) or
+   succeeds without a reply frees them all, and a failed call returns no reply. */
+static void rpcool__blocks_settle(rpcool_server *s, struct rpcool__sconn *sc,
+                                  struct rpcool__worker *w, rpcool_ctx *ctx, int *status)
+{
+    struct rpcool__free_args a = {sc->heap, w->blk, w->nblk};
+    w->nblk = 0;
+    if (*status >= 0 && ctx->ret) return;
+    ctx->ret = NULL;
+    ctx->ret_len = 0;
+    if (rpcool__guarded(rpcool__free_fn, &a, 1)) {
+        rcp__fetch_add(&s->st.faults, 1u);
+        rpcool__condemn(s, sc, "a fault on its heap (truncated?) freeing a failed call's blocks");
+    }
 }
 
 static void rpcool__complete(struct rpcool__conn_hdr *hd, unsigned i, uint32_t gen, int status,
@@ -2387,7 +2767,11 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
     if (cflags & ~(unsigned)RPCOOL__WIRE_FLAGS) status = RPCOOL_E_INVAL;
     else if (small && (!(cflags & RPCOOL_SEAL) || seal_len >= rpcool__page_size()))
         status = RPCOOL_E_INVAL;
-    else if (!fn) status = RPCOOL_E_NOHANDLER;
+    else if (!fn) {
+        status = RPCOOL_E_NOHANDLER;
+        rpcool__note(s, sc, RPCOOL__NOTE_NOHANDLER, "call of handler id %u: none registered",
+                     (unsigned)fnid);
+    }
     else if ((arg || len) && !shmheap_contains(sc->heap, arg, len)) status = RPCOOL_E_BADPTR;
     else if ((need & RPCOOL_SEAL) && !(cflags & RPCOOL_SEAL)) status = RPCOOL_E_POLICY;
     else if ((cflags & RPCOOL_SEAL) && (!shmheap_contains(sc->heap, seal, seal_len) ||
@@ -2415,23 +2799,27 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
     }
     if (status == 0) {
         int fence = (ctx.flags & RPCOOL_SANDBOX) && s->npkeys;
+        ctx.w = w;
+        ctx.budget = sc->size;
+        ctx.call_no = w->calls + 1;
+        /* plain stores, no locked operation on the call's path: the watchdog reads them */
+        rcp__store_relaxed(&w->calls, ctx.call_no);
+        rcp__store_relaxed(&w->hlimit, e->hlimit | ((ctx.flags & RPCOOL_SANDBOX) ? RPCOOL__HL_SBX
+                                                                                 : 0u));
         if (fence) rpcool__pkeys(s, sc->pkey, 0);
         status = rpcool__run_handler(&ctx, e, fn, arg, len);
         if (fence) rpcool__pkeys(s, -1, 1);
-        rcp__store_relaxed(&w->calls, w->calls + 1); /* no locked add on the call's path */
-        if (!ctx.aborted && status == RPCOOL_E_FAULT) {
-            rcp__fetch_add(&s->st.faults, 1u);
-            /* SIGBUS inside the client's heap: its file no longer backs the mapping (the client
-               truncated it); every later access by the library would fault too */
-            uintptr_t off = (uintptr_t)ctx.fault_addr - (uintptr_t)shmheap_base(sc->heap);
-            if (ctx.fault_sig == SIGBUS && off < shmheap_size(sc->heap))
-                rpcool__condemn(s, sc, "SIGBUS on its heap (truncated)");
-        }
+        rcp__store_relaxed(&w->hlimit, 0u);
+        if (RCP__UNLIKELY(status < 0 || rcp__load_relaxed(&w->expired) == ctx.call_no))
+            rpcool__failed(s, sc, &ctx, status);
         if (ctx.ret && !shmheap_contains(sc->heap, ctx.ret, ctx.ret_len)) {
             status = RPCOOL_E_BADPTR; /* a handler bug: never hand out private pointers */
+            rpcool__note(s, sc, RPCOOL__NOTE_BADREPLY, "handler %u replied %p (%zu bytes): "
+                         "outside the connection heap", (unsigned)fnid, ctx.ret, ctx.ret_len);
             ctx.ret = NULL;
             ctx.ret_len = 0;
         }
+        if (RCP__UNLIKELY(w->nblk)) rpcool__blocks_settle(s, sc, w, &ctx, &status);
     }
     rpcool__complete(hd, i, gen, status, ctx.ret, ctx.ret ? ctx.ret_len : 0);
     /* give a big argument's copy back: not one per serving thread */
@@ -2481,7 +2869,9 @@ static int rpcool__scan_conn(struct rpcool__worker *w, struct rpcool__sconn *sc,
         if ((st & 3u) != RPCOOL__SL_REQ) bad |= 1ull << i; /* flagged, never filled */
         else if (cl == gen) idle |= 1ull << i;             /* answered (or being answered) */
         else if (trim) n = 1;
-        else if (rcp__load_relaxed(&sc->condemned)) break;  /* dropped meanwhile: serve no more */
+        /* dropped or its client dead meanwhile (a condemned connection is dead too): serve no
+           more (a dead client's calls never start) */
+        else if (rcp__load_relaxed(&sc->dead)) break;
         else if (rcp__cas(&sc->claimed[i], &cl, gen)) {     /* else another thread took it */
             rcp__store_relaxed(&sc->rot, i + 1);
             rpcool__serve_slot(w, sc, i, gen);
@@ -2494,6 +2884,20 @@ static int rpcool__scan_conn(struct rpcool__worker *w, struct rpcool__sconn *sc,
     }
     if (trim && idle && rpcool__unflag(sc, idle)) n = 1;
     return n;
+}
+
+/* The connection a worker is in (NULL: between connections). The drainer's side of the fence
+   is a membarrier (rpcool__drain) after it marked a connection draining: a worker seen inside
+   another connection then reads that state again, with the barrier between, before it touches
+   the drained one; so the worker's side costs no fence (seq_cst under ThreadSanitizer). */
+static void rpcool__cur_set(struct rpcool__worker *w, struct rpcool__sconn *sc)
+{
+#if RPCOOL__TSAN
+    __atomic_store_n(&w->cur, sc, __ATOMIC_SEQ_CST);
+#else
+    __atomic_store_n(&w->cur, sc, __ATOMIC_RELEASE);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+#endif
 }
 
 /* One pass over the connections: serve their requests, or (serve == 0: about to sleep) trim
@@ -2513,11 +2917,11 @@ static int rpcool__pass(struct rpcool__worker *w, struct rpcool__guard *g, int s
     for (uint32_t i = 0; i < nscan && !(n && !serve); i++) {
         struct rpcool__sconn *sc = &s->conns[i];
         if (__atomic_load_n(&sc->state, __ATOMIC_SEQ_CST) != RPCOOL__SC_ACTIVE ||
-            rcp__load_relaxed(&sc->condemned))
+            rcp__load_relaxed(&sc->dead)) /* dead, or condemned (dead too) */
             continue;
-        w->cur = sc;
+        rpcool__cur_set(w, sc);
         n += rpcool__scan_conn(w, sc, !serve);
-        w->cur = NULL;
+        rpcool__cur_set(w, NULL);
     }
     return n; /* the announcement stays (see rpcool__drain) */
 }
@@ -2537,12 +2941,13 @@ static void rpcool__worker_run(struct rpcool__worker *w)
     struct rpcool__guard g;
     g.prev = NULL;
     g.contain = 0;
+    g.ctx = NULL;
     if (sigsetjmp(g.jb, 0)) {
         rpcool__cur = NULL;
         rpcool__fault_unblock();
         rcp__store(&w->gp, 0ull);
         struct rpcool__sconn *sc = w->cur;
-        w->cur = NULL;
+        rpcool__cur_set(w, NULL);
         rcp__fetch_add(&s->st.faults, 1u);
         if (sc) {
             rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: fault on a client heap (%s): dropping it",
@@ -2597,7 +3002,9 @@ static void rpcool__worker_loop(rpcool_server *s)
     struct rpcool__worker w, *outer = rpcool__me;
     memset(&w, 0, sizeof w);
     w.s = s;
+    w.thread = pthread_self();
     rpcool__me = &w;
+    rpcool__altstack(); /* a handler's stack overflow can be contained */
     pthread_mutex_lock(&s->hk_lock);
     pthread_mutex_lock(&s->wk_lock);
     w.next = s->workers;
@@ -2618,6 +3025,7 @@ static void rpcool__worker_loop(rpcool_server *s)
     pthread_mutex_unlock(&s->wk_lock);
     pthread_mutex_unlock(&s->hk_lock);
     rpcool__free(w.buf);
+    rpcool__free(w.blk);
     rpcool__me = outer;
 }
 
@@ -2636,22 +3044,26 @@ static void *rpcool__thread_main(void *p)
 
 RPCOOL_API int rpcool_server_start(rpcool_server *s, unsigned nthreads)
 {
+    pthread_attr_t at;
     if (!s || nthreads == 0 || s->threads) return RPCOOL_E_INVAL;
-    s->threads = (pthread_t *)rpcool__calloc(nthreads, sizeof *s->threads);
-    if (!s->threads) return -ENOMEM;
-    for (unsigned i = 0; i < nthreads; i++) {
-        int r = pthread_create(&s->threads[i], NULL, rpcool__thread_main, s);
-        if (r) {
+    if (pthread_attr_init(&at)) return -ENOMEM;
+    int r = pthread_attr_setstacksize(&at, s->stack_size); /* how deep handlers may recurse */
+    s->threads = r ? NULL : (pthread_t *)rpcool__calloc(nthreads, sizeof *s->threads);
+    if (!r && !s->threads) r = ENOMEM;
+    for (unsigned i = 0; !r && i < nthreads; i++) {
+        if ((r = pthread_create(&s->threads[i], &at, rpcool__thread_main, s))) {
             rpcool_server_stop(s);
             for (unsigned j = 0; j < i; j++) pthread_join(s->threads[j], NULL);
             rpcool__free(s->threads);
             s->threads = NULL;
+            s->nthreads = 0;
             rcp__store(&s->stop, 0);
-            return -r;
+            break;
         }
         s->nthreads = i + 1;
     }
-    return 0;
+    pthread_attr_destroy(&at);
+    return -r;
 }
 
 static int rpcool__ring_server(void *p)
@@ -2724,23 +3136,58 @@ static int rpcool__close_sweep(void *p)
     return 0;
 }
 
+/* rpcool_server_close with a handler that may not be ended still running: the channel closes
+   (clients fail their calls with RPCOOL_E_CLOSED) and its files go, but the server's memory,
+   its connection heaps and that thread stay: the handler may still use them. */
+static int rpcool__close_stuck(rpcool_server *s)
+{
+    pthread_mutex_lock(&s->hk_lock);
+    for (unsigned i = 0; i < s->nthreads; i++) {
+        int left = 1;
+        for (struct rpcool__worker *w = s->workers; w; w = w->next)
+            if (pthread_equal(w->thread, s->threads[i])) left = 0;
+        if (left) pthread_join(s->threads[i], NULL);
+        else pthread_detach(s->threads[i]);
+    }
+    s->nthreads = 0;
+    pthread_mutex_unlock(&s->hk_lock);
+    if (rpcool__guarded(rpcool__chan_close, s, -1)) rpcool__chan_repair(s);
+    unlink(s->path);
+    rpcool__log(&s->log, RPCOOL_LOG_ERROR, "%s: closed, but a handler still runs after "
+                "close_ms (%u ms): its thread, the connections and the server's memory stay",
+                s->name, s->close_ms);
+    return RPCOOL_E_TIMEOUT;
+}
+
 RPCOOL_API int rpcool_server_close(rpcool_server *s)
 {
     if (!s) return RPCOOL_E_INVAL;
     if (rpcool__me && rpcool__me->s == s) return RPCOOL_E_INVAL; /* from a handler of s */
     rpcool__front_close(s);
     rpcool_server_stop(s);
-    for (unsigned i = 0; i < s->nthreads; i++) pthread_join(s->threads[i], NULL);
-    rpcool__free(s->threads);
-    s->threads = NULL;
-    for (;;) { /* threads of the caller's own in rpcool_serve must have left it */
+    /* Serving threads (ours, and the caller's in rpcool_serve) leave after their handlers: wait
+       close_ms for those, time limits holding meanwhile; then sandboxed handlers are ended; one
+       of another mode still running RPCOOL__ABANDON_NS * 5 later is left to its thread. */
+    uint64_t end = rcp__now_ns() + (uint64_t)s->close_ms * 1000000u;
+    int stuck = 0;
+    for (;;) {
         pthread_mutex_lock(&s->hk_lock);
         int busy = s->workers != NULL;
         pthread_mutex_unlock(&s->hk_lock);
         if (!busy) break;
+        uint64_t now = rcp__now_ns();
+        if (now >= end + 5ull * RPCOOL__ABANDON_NS) {
+            stuck = 1;
+            break;
+        }
+        rpcool__watch(s, now, now >= end);
         rpcool_server_stop(s);
         usleep(1000);
     }
+    if (stuck) return rpcool__close_stuck(s);
+    for (unsigned i = 0; i < s->nthreads; i++) pthread_join(s->threads[i], NULL);
+    rpcool__free(s->threads);
+    s->threads = NULL;
     rpcool__r_server_close(s); /* RDMA clients get a BYE, their mirrors go */
     /* tell clients, wake those asleep, then drop every mapping */
     rpcool__pkeys(s, -1, 1);
@@ -2779,6 +3226,8 @@ RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *s
     st->faults = rcp__load(&s->st.faults);
     st->bad_entries = rcp__load(&s->st.bad_entries);
     st->ready = rcp__load(&s->st.ready);
+    st->over_limit = rcp__load(&s->st.over_limit);
+    st->over_budget = rcp__load(&s->st.over_budget);
     st->conns = 0;
     for (uint32_t i = 0; i < s->max_conns; i++)
         if (rcp__load(&s->conns[i].state) != RPCOOL__SC_FREE) st->conns++;
@@ -2803,6 +3252,22 @@ static int rpcool__alloc_fn(void *p)
     return 0;
 }
 
+/* Remember a block the running handler allocated (see rpcool__blocks_settle). */
+static int rpcool__block_add(struct rpcool__worker *w, void *p)
+{
+    if (w->nblk == w->blk_cap) {
+        unsigned cap = w->blk_cap ? 2 * w->blk_cap : 16;
+        void **nb = (void **)rpcool__calloc(cap, sizeof *nb);
+        if (!nb) return -ENOMEM;
+        if (w->nblk) memcpy(nb, w->blk, w->nblk * sizeof *nb);
+        rpcool__free(w->blk);
+        w->blk = nb;
+        w->blk_cap = cap;
+    }
+    w->blk[w->nblk++] = p;
+    return 0;
+}
+
 RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size)
 {
     if (ctx->rc) return rpcool__r_alloc(ctx->s, ctx->rc, size); /* the client's reply region */
@@ -2824,6 +3289,11 @@ RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size)
        other client. Its heap goes when drained, as after a fault: once dropped, the client's
        death would no longer be noticed. */
     if (!p && errno == ETIMEDOUT) rpcool__condemn(ctx->s, ctx->sc, "its heap's mutex stays taken");
+    if (p && ctx->w && rpcool__block_add(ctx->w, p)) { /* no room to remember it: give it back */
+        shmheap_free(ctx->sc->heap, p);
+        errno = ENOMEM;
+        p = NULL;
+    }
     return p;
 }
 RPCOOL_API void rpcool_ctx_reply(rpcool_ctx *ctx, void *p, size_t len)
@@ -2849,9 +3319,22 @@ RPCOOL_API void rpcool_ctx_fail(rpcool_ctx *ctx, int code)
     siglongjmp(ctx->guard->jb, 1);
 }
 
+/* One checked read of len bytes: a call whose checked reads add up to more than its heap holds
+   walks a cycle (or reads the same data over and over); a call over its time limit ends at
+   its next checked read. One add and two compares. */
+static void rpcool__spend(rpcool_ctx *ctx, size_t len)
+{
+    ctx->spent += len;
+    if (RCP__UNLIKELY(ctx->spent > ctx->budget - 1)) /* budget 0 (RDMA): no bound */
+        rpcool_ctx_fail(ctx, RPCOOL_E_BUDGET);
+    if (ctx->w && RCP__UNLIKELY(rcp__load_relaxed(&ctx->w->expired) == ctx->call_no))
+        rpcool_ctx_fail(ctx, RPCOOL_E_DEADLINE);
+}
+
 RPCOOL_API const void *rpcool_ctx_need(rpcool_ctx *ctx, const void *p, size_t len)
 {
     if (!rpcool_ctx_ok(ctx, p, len)) rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
+    rpcool__spend(ctx, len);
     return p;
 }
 
@@ -2873,7 +3356,10 @@ static const char *rpcool__need_str(rpcool_ctx *ctx, const char *s)
     if (!rpcool_ctx_ok(ctx, s, 1)) rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
     for (const char *q = s;; q++) {
         if (!rpcool_ctx_ok(ctx, q, 1)) rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
-        if (!*q) return s;
+        if (!*q) {
+            rpcool__spend(ctx, (size_t)(q - s) + 1);
+            return s;
+        }
     }
 }
 
@@ -2882,6 +3368,7 @@ RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s)
     struct rpcool__guard g;
     g.prev = rpcool__cur;
     g.contain = 0;
+    g.ctx = NULL;
     if (sigsetjmp(g.jb, 0)) rpcool__accessor_fault(ctx, &g);
     g.contain = 1;
     rpcool__cur = &g;
@@ -3027,17 +3514,6 @@ static pthread_key_t rpcool__cell_key;
 static int rpcool__hot_ok; /* 0 not tried, 1 membarrier registered, -1 no kept slots */
 static pthread_once_t rpcool__hot_once = PTHREAD_ONCE_INIT;
 
-#if defined(__SANITIZE_THREAD__)
-#define RPCOOL__HOT_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define RPCOOL__HOT_TSAN 1
-#endif
-#endif
-#ifndef RPCOOL__HOT_TSAN
-#define RPCOOL__HOT_TSAN 0
-#endif
-
 static void rpcool__cell_exit(void *p)
 {
     pthread_mutex_lock(&rpcool__cell_lock);
@@ -3048,7 +3524,7 @@ static void rpcool__cell_exit(void *p)
 static void rpcool__hot_init(void)
 {
     int ok = pthread_key_create(&rpcool__cell_key, rpcool__cell_exit) == 0;
-#if !RPCOOL__HOT_TSAN
+#if !RPCOOL__TSAN
     ok = ok && syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
 #endif
     rcp__store(&rpcool__hot_ok, ok ? 1 : -1);
@@ -3089,7 +3565,7 @@ static int rpcool__hot_take(rpcool_conn *c, struct rpcool__cell *cl)
     uint64_t w = rcp__load_relaxed(&c->hot);
     if (!cl || (w >> 8) != (uint64_t)(uintptr_t)cl || rcp__load_relaxed(&cl->busy))
         return -1; /* not ours, or ours in use (a call from a signal handler) */
-#if RPCOOL__HOT_TSAN
+#if RPCOOL__TSAN
     __atomic_store_n(&cl->busy, 1u, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&c->hot, __ATOMIC_SEQ_CST) == w) return (int)(w & 0xff);
 #else
@@ -3141,7 +3617,7 @@ static int rpcool__hot_revoke(rpcool_conn *c)
     if (w <= RPCOOL__HOT_REVOKING || !rcp__cas(&c->hot, &w, (uint64_t)RPCOOL__HOT_REVOKING))
         return -1;
     const struct rpcool__cell *cl = (const struct rpcool__cell *)(uintptr_t)(w >> 8);
-#if !RPCOOL__HOT_TSAN
+#if !RPCOOL__TSAN
     /* a forked child is registered anew (the registration belongs to the address space) */
     if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) &&
         (errno != EPERM ||
@@ -3685,7 +4161,7 @@ static int rpcool__name_held(const char *channel)
    behind it is looked at again while a live server holds the name, until timeout_ms. fds:
    the channel, the heap, a hold on the heap's range in the pod. */
 static int rpcool__front_ask(const char *channel, size_t heap_size, unsigned timeout_ms,
-                             struct rpcool__crep *rp, int fds[3])
+                             int wait_ready, struct rpcool__crep *rp, int fds[3])
 {
     struct sockaddr_un a;
     struct rpcool__creq rq;
@@ -3705,8 +4181,9 @@ static int rpcool__front_ask(const char *channel, size_t heap_size, unsigned tim
         r = errno;
         close(sk);
         if (r != ENOENT && r != ECONNREFUSED && r != EAGAIN) return -r;
-        if (!rpcool__name_held(channel) || rcp__now_ns() >= deadline) return RPCOOL_E_NOCHANNEL;
-        usleep(1000);
+        if ((!wait_ready && !rpcool__name_held(channel)) || rcp__now_ns() >= deadline)
+            return RPCOOL_E_NOCHANNEL;
+        usleep(wait_ready ? 5000 : 1000);
     }
     memset(&rq, 0, sizeof rq);
     rq.magic = RPCOOL__CREQ_MAGIC;
@@ -3941,7 +4418,8 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     {
         struct rpcool__crep rp;
         int fds[3];
-        if ((r = rpcool__front_ask(channel, o.heap_size, connect_ms, &rp, fds))) goto fail_free;
+        r = rpcool__front_ask(channel, o.heap_size, connect_ms, o.wait_ready, &rp, fds);
+        if (r) goto fail_free;
         if ((r = rpcool__conn_take(c, &rp, fds))) goto fail_free;
     }
     rpcool__fd_track(c->fd, 1);
@@ -3995,13 +4473,15 @@ RPCOOL_API void *rpcool_alloc(rpcool_conn *c, size_t size)
 {
     return c ? shmheap_malloc(c->heap, size) : NULL;
 }
-RPCOOL_API void rpcool_free(rpcool_conn *c, void *p)
+RPCOOL_API int rpcool_free(rpcool_conn *c, void *p)
 {
-    if (!c || !p) return;
+    if (!p) return 0;
+    if (!c) return RPCOOL_E_INVAL;
     if (c->rdma && rpcool__r_is_reply(c, p)) { /* the server owns the reply region */
         rpcool__r_free(c, p);
-        return;
+        return 0;
     }
+    if (!shmheap_contains(c->heap, p, 1)) return SHMHEAP_E_FOREIGN; /* before any seal work */
     /* a block still sealed by a finished call: release first */
     if (rcp__load_relaxed(&c->nseals)) {
         pthread_mutex_lock(&c->seal_lock);
@@ -4024,7 +4504,7 @@ RPCOOL_API void rpcool_free(rpcool_conn *c, void *p)
             }
         pthread_mutex_unlock(&c->seal_lock);
     }
-    shmheap_free(c->heap, p);
+    return shmheap_free(c->heap, p);
 }
 RPCOOL_API void *rpcool_alloc_pages(rpcool_conn *c, size_t size)
 {
@@ -4219,6 +4699,7 @@ RPCOOL_API int rpcool_map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, cons
     struct rpcool__guard g; /* as in rpcool_ctx_need_str */
     g.prev = rpcool__cur;
     g.contain = 0;
+    g.ctx = NULL;
     if (sigsetjmp(g.jb, 0)) rpcool__accessor_fault(ctx, &g);
     g.contain = 1;
     rpcool__cur = &g;

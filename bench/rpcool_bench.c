@@ -4,7 +4,7 @@
    perftest conventions (bench/peer.h): no address = server, an address (the channel name) =
    client, -f = both (server forked, pinned to CPU 1; client on CPU 0). Options: -n ITERS for the
    no-op round trips (other suites scale from it), -w WARMUP, -P, -1, -T, -S SUITES (comma list
-   of noop, pingpong, onecpu, seal, payload, tree, kv, connect; default all).
+   of noop, guards, pingpong, onecpu, seal, payload, tree, kv, connect; default all).
        cc -O2 -pthread -I. bench/rpcool_bench.c -o rpcool_bench && ./rpcool_bench -f
    -S onecpu (with -1 only): rpcool/onecpu/{relaxed,yield_pingpong,futex_pingpong,
    uds_socketpair/64,getppid,sched_yield_alone,yield_pingpong_threads}@cpu0 in alternating
@@ -33,7 +33,8 @@
 #include "peer.h"
 #include "workload.h"
 
-enum { FN_NOOP = 1, FN_TOUCH, FN_TREE, FN_TREE_CHECKED, FN_PUT, FN_GET, FN_QUIT, FN_PINGPONG };
+enum { FN_NOOP = 1, FN_TOUCH, FN_TREE, FN_TREE_CHECKED, FN_PUT, FN_GET, FN_QUIT, FN_PINGPONG,
+       FN_NEED1 };
 
 static rpcool_server *srv;
 static int rdma_serve;  /* -R */
@@ -50,6 +51,13 @@ static int h_noop(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
     (void)ctx; (void)arg; (void)len; (void)user;
     return 0;
+}
+
+/* one checked read of the argument (the guards suite) */
+static int h_need1(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)user;
+    return *(const char *)rpcool_ctx_need(ctx, arg, len) == 'x' ? 0 : 1;
 }
 
 /* reads one byte per cache line: the receiver looks at the whole payload */
@@ -249,6 +257,7 @@ static int server(const struct peer_opts *o, const char *chan, void *unused)
     rpcool_server_add_handler(srv, FN_GET, h_get, NULL, 0);
     rpcool_server_add_handler(srv, FN_QUIT, h_quit, NULL, 0);
     rpcool_server_add_handler(srv, FN_PINGPONG, h_pingpong, NULL, 0);
+    rpcool_server_add_handler(srv, FN_NEED1, h_need1, NULL, 0);
     rpcool_serve(srv);
     rpcool_server_close(srv);
     shmheap_close(h);
@@ -448,6 +457,45 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
             rpcool_disconnect(c3);
             rpcool_disconnect(c2);
         }
+    }
+    /* guards: what the sandbox's guards cost a call. Blocks of 2000 calls on one connection, in
+       turn (the order rotates every round): the relaxed no-op, the sandboxed no-op, and the
+       sandboxed no-op whose handler makes one checked read (rpcool_ctx_need). Each row is the
+       median of its blocks' means (its second figure: the slowest block), then the ratios of
+       the medians and of the fastest tenth (less moved by other work on a shared host). */
+    if (want("guards") && !rdma_client) {
+        enum { NB = 2000, ROUNDS = 31, NM = 3 };
+        static const char *gn[NM] = {"relaxed", "sandboxed", "sandboxed-need"};
+        const rpcool_call_opts *gopt[NM] = {&relaxed, &sandbox, &sandbox};
+        static const unsigned gfn[NM] = {FN_NOOP, FN_NOOP, FN_NEED1};
+        double blk[NM][ROUNDS], med[NM];
+        for (int m = 0; m < NM; m++)
+            for (int i = 0; i < NB; i++) rpcool_call_ex(c, gfn[m], arg, 64, gopt[m], NULL, NULL);
+        for (int rd = 0; rd < ROUNDS; rd++)
+            for (int k = 0; k < NM; k++) {
+                int m = (k + rd) % NM;
+                uint64_t s = hist_now();
+                for (int i = 0; i < NB; i++)
+                    if (rpcool_call_ex(c, gfn[m], arg, 64, gopt[m], NULL, NULL)) exit(1);
+                blk[m][rd] = (double)(hist_now() - s) / NB;
+            }
+        for (int m = 0; m < NM; m++) {
+            double *b = blk[m];
+            for (int i = 1; i < ROUNDS; i++) /* insertion sort: 31 values */
+                for (int j = i; j > 0 && b[j - 1] > b[j]; j--) {
+                    double t = b[j];
+                    b[j] = b[j - 1];
+                    b[j - 1] = t;
+                }
+            med[m] = b[ROUNDS / 2];
+            snprintf(name, sizeof name, "%s/guards/%s%s", pfx, gn[m], sfx);
+            printf("%s %.0f %.0f %.0f\n", name, med[m], b[ROUNDS - 1], 1e9 / med[m]);
+        }
+        printf("# guards: sandboxed / relaxed = %.3f, sandboxed-need / sandboxed = %.3f (medians "
+               "of %d alternating blocks of %d calls); fastest tenth of the blocks: %.3f, %.3f "
+               "(%.1f %.1f %.1f ns)\n", med[1] / med[0], med[2] / med[1], ROUNDS, NB,
+               blk[1][ROUNDS / 10] / blk[0][ROUNDS / 10], blk[2][ROUNDS / 10] / blk[1][ROUNDS / 10],
+               blk[0][ROUNDS / 10], blk[1][ROUNDS / 10], blk[2][ROUNDS / 10]);
     }
     /* sealed with batched release (seal_batch 64) on a second connection: the same argument
        every call (still sealed from the last call: no mprotect until the batch is released),
@@ -890,7 +938,7 @@ int main(int argc, char **argv)
         } else if (ch == 'R') {
             rdma_serve = 1;
         } else if (!peer_opt(&o, ch, optarg)) {
-            fprintf(stderr, "usage: %s [-f | [-R] [-a NAME] | CHANNEL | rdma://HOST/NAME] [-S noop,pingpong,onecpu,seal,payload,tree,kv,connect]\n" PEER_COMMON_HELP, argv[0]);
+            fprintf(stderr, "usage: %s [-f | [-R] [-a NAME] | CHANNEL | rdma://HOST/NAME] [-S noop,guards,pingpong,onecpu,seal,payload,tree,kv,connect]\n" PEER_COMMON_HELP, argv[0]);
             return 2;
         }
     if (optind < argc) o.addr = argv[optind];

@@ -15,11 +15,22 @@ count() { # count FILE: add the ok/FAIL/skip lines of one run's output
     grep -E '^(FAIL|skip) ' "$1" | sed 's/^/    /'
 }
 
+# Files a test leaves in /dev/shm: names made by t_uniq carry this run's tag, so files of other
+# runs at the same time are told apart. A test that leaves one fails; the file is removed.
+RPCOOL_TEST_TAG="R$$."; export RPCOOL_TEST_TAG
+shm_ours() { ls /dev/shm 2>/dev/null | grep -F -- "-$RPCOOL_TEST_TAG" | sort; }
+shm_all() { ls /dev/shm 2>/dev/null | grep -E '^(rpcool|shmheap|t-|alock)' | sort; }
+
 run_one() { # run_one LABEL CMD...: run a test binary, count its lines, a crash counts as failed
     label=$1; shift
     out="$log/$(echo "$label" | tr '/ ' '__').log"
     timeout 600 "$@" >"$out" 2>&1
     rc=$?
+    left=$(shm_ours)
+    if [ -n "$left" ]; then
+        echo "FAIL $label-shm-leftovers: left in /dev/shm: $(echo $left)" >>"$out"
+        (cd /dev/shm && rm -f -- $left)
+    fi
     count "$out"
     if [ $rc -ne 0 ] && ! grep -q '^FAIL ' "$out"; then
         echo "FAIL $label: exited with status $rc" >>"$out"
@@ -31,6 +42,7 @@ run_one() { # run_one LABEL CMD...: run a test binary, count its lines, a crash 
 
 host() {
     echo "== host tier"
+    shm_before=$(shm_all)
     if ! $MAKE -s all >"$log/build.log" 2>&1; then
         cat "$log/build.log"; echo "FAIL build"; fail=$((fail + 1)); return
     fi
@@ -51,6 +63,16 @@ host() {
         run_one "$n.valgrind" valgrind -q --error-exitcode=9 --leak-check=full \
             --errors-for-leak-kinds=definite --trace-children=no "$BUILD/vg/$n" --valgrind
     done
+    # the whole tier: new rpcool/shmheap files in /dev/shm fail it if this run made them (they
+    # carry its tag); others are shown, as they may come from another run at the same time
+    shm_after=$(shm_all)
+    new=$(printf '%s\n' "$shm_after" | grep -vxF -- "$(printf '%s\n' "$shm_before")" | sed '/^$/d')
+    mine=$(printf '%s\n' "$new" | grep -F -- "-$RPCOOL_TEST_TAG")
+    if [ -n "$mine" ]; then
+        echo "    FAIL host-tier-shm-leftovers: $(echo $mine)"; fail=$((fail + 1))
+    elif [ -n "$new" ]; then
+        echo "    note: new in /dev/shm, not named by this run (another run?): $(echo $new)"
+    fi
 }
 
 vm() {

@@ -53,13 +53,15 @@ static __attribute__((unused)) void t_skip(const char *name, const char *why)
 #define TEST(fn) do { t_begin(#fn); fn(); t_end(); } while (0)
 #define T_DONE() (fflush(stdout), t_failed ? 1 : 0)
 
-/* Unique names so parallel runs and leftovers never collide. */
+/* Unique names so parallel runs and leftovers never collide. tests/run.sh sets RPCOOL_TEST_TAG
+ * (R<its pid>.) so that it can tell the files of its own run that a test left in /dev/shm. */
 static __attribute__((unused)) const char *t_uniq(const char *base)
 {
     static char buf[8][96];
     static int i;
+    const char *tag = getenv("RPCOOL_TEST_TAG");
     char *b = buf[i++ & 7];
-    snprintf(b, sizeof buf[0], "t-%s-%d-%d", base, (int)getpid(), i);
+    snprintf(b, sizeof buf[0], "t-%s-%s%d-%d", base, tag ? tag : "", (int)getpid(), i);
     return b;
 }
 /* xorshift64: reproducible pseudo-random numbers for the stress tests. */
@@ -163,6 +165,16 @@ static __attribute__((unused)) int t_pod_held(void)
     return t_pod_fd_entries(&rec, &held) ? -1 : held;
 }
 #endif
+
+/* Remove what a killed server of channel NAME leaves in /dev/shm: its name file and its socket. */
+static __attribute__((unused)) void t_rm_channel(const char *name)
+{
+    char p[200];
+    snprintf(p, sizeof p, "/dev/shm/rpcool.%s", name);
+    unlink(p);
+    snprintf(p, sizeof p, "/dev/shm/rpcool.%s.sock", name);
+    unlink(p);
+}
 
 /* Whether p can be written: a read(2) into it from /dev/zero (writes one zero byte) succeeds,
  * without the fault a plain store would raise on a sealed page. */

@@ -375,9 +375,7 @@ static void g_progress_server_dead(void)
     CHECKF(ms_since(t0) < 1000, "progress noticed the dead server after %.0f ms", ms_since(t0));
     CHECK_EQ(g_cb_calls, 0);
     rpcool_disconnect(c);
-    char p[128];
-    snprintf(p, sizeof p, "/dev/shm/rpcool.%s", name);
-    unlink(p);
+    t_rm_channel(name);
 }
 
 /* fork: "the child closes its inherited copies, so the parent's death is still seen". A server
@@ -402,9 +400,7 @@ static void g_fork_liveness(void)
         rpcool_disconnect(c);
     }
     t_kill_wait(g_srv_kid);
-    char p[128];
-    snprintf(p, sizeof p, "/dev/shm/rpcool.%s", name);
-    unlink(p);
+    t_rm_channel(name);
 
     /* the client side */
     name = t_uniq("gforkc");

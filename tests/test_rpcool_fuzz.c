@@ -1504,9 +1504,7 @@ static void fuzz_phase(const char *label, unsigned safety, int sandbox, uint64_t
         if (ok) CHECKF(0, "the server died: %s (FUZZ_SEED=%llu)", describe(cs.status, buf, sizeof buf), (unsigned long long)g_seed);
     }
     close(cs.rep);
-    char path[128];
-    snprintf(path, sizeof path, "/dev/shm/rpcool.%s", name);
-    unlink(path); /* a dead server's channel */
+    t_rm_channel(name); /* a dead server's channel */
     int left = 0;
     unlink_leftovers(name, &left);
     printf("# %s: %d rounds in %.1f s; good calls %llu + %llu (slowest %.1f ms); hostile: %llu actions, %llu connects, "

@@ -73,9 +73,7 @@ static int srv_stop(struct child_srv *cs, const char *name)
     if (r == 0) {
         kill(cs->pid, SIGKILL);
         waitpid(cs->pid, &st, 0);
-        char p[128];
-        snprintf(p, sizeof p, "/dev/shm/rpcool.%s", name);
-        unlink(p);
+        t_rm_channel(name);
         return -1;
     }
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -2;
@@ -257,7 +255,7 @@ static void test_garbage_clients(void)
         if (k == 0) len = 7;
         if (k == 1) rq.magic ^= 1;
         if (k == 2) rq.version = RPCOOL__VERSION + 1;
-        if (k == 3) rq.heap_size = ~0ull, want = RPCOOL_E_INVAL;
+        if (k == 3) rq.heap_size = ~0ull, want = RPCOOL_E_HEAPSIZE; /* over max_heap_size */
         if (k == 4) len = sizeof rq + 9; /* too long: not a request either */
         char buf[sizeof rq + 16];
         memset(buf, 0x5a, sizeof buf);
@@ -430,11 +428,7 @@ static int steal_run(int dumpable)
     t_kill_wait(srv);
     close(rd[0]);
     close(rd[1]);
-    char path[128];
-    snprintf(path, sizeof path, "/dev/shm/rpcool.%s", name);
-    unlink(path);
-    snprintf(path, sizeof path, "/dev/shm/rpcool.%s.sock", name);
-    unlink(path);
+    t_rm_channel(name);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
