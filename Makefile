@@ -2,7 +2,7 @@
 # `make test-host`, `make test-vm`, `make bench`, `make clean`.
 # Conventions (so new parts need no edits here):
 #   examples/NAME.c        -> build/ex/NAME         plain cc -O2 -pthread, as a user would
-#   tests/test_NAME.c      -> build/t/test_NAME      ASan+UBSan; a "// TSAN" line also builds
+#   tests/test_NAME.c      -> build/t/test_NAME      ASan+UBSan (tests/test_NAME.cc: C++17); a "// TSAN" line also builds
 #                                                    build/t/test_NAME.tsan with ThreadSanitizer,
 #                                                    a "// VALGRIND" line build/vg/test_NAME
 #   a "// LIBS: -lfoo" line in a source adds link flags; "// VM" marks a test for the VM tier only
@@ -26,7 +26,7 @@ libs_of = $(if $(HAVE_VERBS),$(shell sed -n 's|^// LIBS: ||p' $(1)),$(filter-out
 EXAMPLE_SRC = $(wildcard examples/*.c)
 EXAMPLES    = $(EXAMPLE_SRC:examples/%.c=$(BUILD)/ex/%)
 TEST_SRC    = $(shell grep -L '^// VM' tests/test_*.c 2>/dev/null)
-TESTS       = $(TEST_SRC:tests/%.c=$(BUILD)/t/%)
+TESTS       = $(TEST_SRC:tests/%.c=$(BUILD)/t/%) $(patsubst tests/%.cc,$(BUILD)/t/%,$(wildcard tests/test_*.cc))
 TSAN_TESTS  = $(patsubst tests/%.c,$(BUILD)/t/%.tsan,$(shell grep -l '^// TSAN' $(TEST_SRC) /dev/null 2>/dev/null))
 VG_TESTS    = $(patsubst tests/%.c,$(BUILD)/vg/%,$(shell grep -l '^// VALGRIND' $(TEST_SRC) /dev/null 2>/dev/null))
 
@@ -43,6 +43,12 @@ $(BUILD)/ex/%: examples/%.c $(HEADERS)
 $(BUILD)/t/%: tests/%.c $(HEADERS) $(wildcard tests/*.h)
 	@mkdir -p $(@D)
 	$(CC) -std=c11 $(CFLAGS) $(WARN) $(SAN) -pthread -I. $< -o $@ $(call libs_of,$<)
+
+# tests/test_NAME.cc: the implementations compiled as C++17 (ASan+UBSan)
+$(BUILD)/t/%: tests/%.cc $(HEADERS) $(wildcard tests/*.h)
+	@mkdir -p $(@D)
+	$(CXX) -std=c++17 $(CFLAGS) $(WARN) -Wno-missing-field-initializers $(SAN) -pthread -I. $< -o $@ \
+	    $(call libs_of,$<)
 
 $(BUILD)/t/%.tsan: tests/%.c $(HEADERS) $(wildcard tests/*.h)
 	@mkdir -p $(@D)

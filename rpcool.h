@@ -237,11 +237,11 @@
        the call with RPCOOL_E_BADPTR when a pointer leaves the connection's heap, and with
        RPCOOL_E_BUDGET once the bytes they checked in one call add up to more than the
        connection heap holds (the data has a cycle, or is read again and again): a walk over
-       a cyclic list through them ends, in any mode (on shared memory). A sandboxed handler that loops without
-       them is ended by a time limit (see "Time limits" in FAILURES). With memory protection
-       keys (pku; shmheap_pkey_supported()) each connection heap also gets a key and the
-       handler runs
-       with the keys of all *other* connections' heaps disabled, so a stray pointer into
+       a cyclic list through them ends, in any mode (on shared memory). A sandboxed handler
+       that loops without them is ended by a time limit (see "Time limits" in FAILURES).
+       With memory protection keys (pku; shmheap_pkey_supported()) each connection heap also
+       gets a key and the handler runs with the keys of all *other* connections' heaps
+       disabled, so a stray pointer into
        another client's data (or its heap's header) faults even if the handler does not check
        it. The server takes the keys (up to 15, all that are free) when the channel is opened
        with RPCOOL_SANDBOX or a sandboxed handler is registered before serving starts; later
@@ -253,7 +253,8 @@
        sender from changing the data during the call (combine with COPY for flat data). A
        handler abandoned by a fault or a time limit does not unwind: it must not hold locks
        or own private resources while touching peer data (do that first, then take locks on
-       private state), and in C++ no destructors run. A time limit may end a sandboxed
+       private state), and in C++ no destructors run (rpcool_ctx_fail and the checked
+       accessors do unwind in C++: see "C++" in FAILURES). A time limit may end a sandboxed
        handler anywhere in its own code (not inside rpcool's functions): one with a limit
        should not call functions that take locks (malloc, stdio) while it may run over it.
 
@@ -384,6 +385,13 @@
      contained fault of a handler, an unknown handler id, a reply outside the connection
      heap, a time limit and a budget exceeded once per connection each (WARN, with the
      client's pid as the kernel saw it on the socket), so a client cannot flood it.
+   - C++: with the implementation compiled as C++ (with exceptions), an exception that escapes
+     a handler is the error reply RPCOOL_E_EXCEPTION and the serving thread carries on (the
+     call's blocks are freed as for any failed call), in every safety mode and on both
+     transports; rpcool_ctx_fail and the checked accessors end a call by unwinding, so its
+     destructors run. A fault (SIGSEGV, SIGBUS) or a time limit still ends a sandboxed handler
+     without unwinding. Compiled as C, an exception cannot reach rpcool: do not let one
+     escape a handler.
    - Failed calls: a call that fails (a negative status, however it came: returned,
      rpcool_ctx_fail, a checked accessor, a fault, a time limit) returns no reply (*ret is
      NULL), and every block its handler allocated with rpcool_ctx_alloc is freed; so is
@@ -595,7 +603,9 @@ typedef struct rpcool_ctx rpcool_ctx;       /* one call, as seen by its handler 
       "the handler's checked reads exceeded the connection heap's size (cyclic data?)")           \
     /* rpcool_connect: the heap size asked for is over the server's max_heap_size */              \
     X(RPCOOL_E_HEAPSIZE, -1979,                                                                    \
-      "the connection heap asked for is larger than the server allows (max_heap_size)")
+      "the connection heap asked for is larger than the server allows (max_heap_size)")           \
+    /* C++: an exception escaped a handler (the implementation compiled as C++) */                 \
+    X(RPCOOL_E_EXCEPTION, -1978, "the handler threw a C++ exception")
 #define RPCOOL__ERROR_ENUM(name, value, text) name = value,
 enum { RPCOOL_ERRORS(RPCOOL__ERROR_ENUM) };
 #undef RPCOOL__ERROR_ENUM
@@ -797,7 +807,10 @@ RPCOOL_API const void *rpcool_ctx_need(rpcool_ctx *ctx, const void *p, size_t le
    RPCOOL_E_DEADLINE (see "Time limits" in FAILURES). */
 RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s);
 /* End the call now: the caller gets code (a status >= 0 or a negative error code), as if the
-   handler had returned it. Does not return. */
+   handler had returned it. Does not return. With the implementation compiled as C++ (with
+   exceptions), this and a checked accessor that ends the call unwind the handler's frames (its
+   destructors run; a catch (...) in the handler must rethrow what it does not know); in C they
+   jump (longjmp) out of it. */
 RPCOOL_NORETURN RPCOOL_API void rpcool_ctx_fail(rpcool_ctx *ctx, int code);
 #define RPCOOL_NEED(ctx, p) ((__typeof__(p))rpcool_ctx_need((ctx), (p), sizeof *(p)))
 
@@ -1471,7 +1484,14 @@ struct rpcool__guard {
     void *addr;
     rpcool_ctx *ctx;      /* a handler's own recovery point: its call (else NULL) */
     struct rpcool__guard *prev;
+    int unwind;           /* C++: rpcool_ctx_fail throws rpcool__unwind to this guard */
 };
+#if defined(__cplusplus) && (defined(__cpp_exceptions) || defined(__EXCEPTIONS))
+#define RPCOOL__UNWIND 1
+struct rpcool__unwind { /* rpcool_ctx_fail in a C++ build: destructors run on the way out */
+    int code;
+};
+#endif
 static RCP__THREAD_LOCAL struct rpcool__guard *rpcool__cur;
 static struct sigaction rpcool__old_segv, rpcool__old_bus, rpcool__old_limit;
 static pthread_once_t rpcool__sig_once = PTHREAD_ONCE_INIT;
@@ -2657,7 +2677,22 @@ static int rpcool__run_handler(rpcool_ctx *ctx, const struct rpcool__handler_ent
     g.contain = (ctx->flags & RPCOOL_SANDBOX) != 0; /* faults become RPCOOL_E_FAULT */
     if (g.contain && !rpcool__alt_done) rpcool__altstack(); /* threads of the RDMA transport */
     rpcool__cur = &g;
+#ifdef RPCOOL__UNWIND
+    int r;
+    g.unwind = 1;
+    try {
+        r = fn(ctx, arg, len, e->user);
+    } catch (const rpcool__unwind &u) { /* rpcool_ctx_fail or a checked accessor */
+        r = u.code;
+    } catch (...) {
+        ctx->aborted = 1; /* not a fault: nothing to unblock */
+        r = ctx->abort_code = RPCOOL_E_EXCEPTION;
+    }
+    g.contain = 0;
+#else
+    g.unwind = 0;
     int r = fn(ctx, arg, len, e->user);
+#endif
     rpcool__cur = g.prev;
     return r;
 }
@@ -3316,6 +3351,9 @@ RPCOOL_API void rpcool_ctx_fail(rpcool_ctx *ctx, int code)
     ctx->aborted = 1;
     ctx->abort_code = code;
     ctx->guard->contain = 0;
+#ifdef RPCOOL__UNWIND
+    if (ctx->guard->unwind) throw rpcool__unwind{code};
+#endif
     siglongjmp(ctx->guard->jb, 1);
 }
 

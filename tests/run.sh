@@ -50,8 +50,9 @@ host() {
     run_one style-check sh tests/style_check.sh
     run_one alock-model sh tests/alock_model.sh safety
     run_one alock-model-liveness sh tests/alock_model.sh liveness
-    for src in $(grep -L '^// VM' tests/test_*.c); do # the binaries of today's sources only
-        t=$BUILD/t/$(basename "$src" .c)
+    # the binaries of today's sources only (test_NAME.cc: the implementations as C++)
+    for src in $(grep -L '^// VM' tests/test_*.c) $(ls tests/test_*.cc 2>/dev/null); do
+        t=$BUILD/t/$(basename "${src%.cc}" .c)
         run_one "$(basename $t)" env ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 "$t"
         if [ -x "$t.tsan" ]; then
             run_one "$(basename $t).tsan" env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 "$t.tsan"
