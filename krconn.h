@@ -207,7 +207,10 @@
      krconn_poll, not ibv_poll_cq, on krconn_qp's CQ); with KRCONN_CTX_EVENTS its completion
      may wake an armed channel (a spurious wake-up, section 6).
    - Pool empty: connect creates a QP itself (counted in krconn_stats.pool_fallback), or returns
-     KRCONN_E_AGAIN with KRCONN_CONNECT_NOWAIT.
+     KRCONN_E_AGAIN with KRCONN_CONNECT_NOWAIT. A QP given back to the pool (disconnect, a
+     failed connect) is reset and rests for its retry window (ACK timeout x (retry_cnt + 1),
+     with the context's attributes, plus 50 ms) before a connect may take it again, oldest
+     first: a late packet of its last connection never reaches the next one.
    - Anything on the UD QP that is not a well-formed message of this protocol (wrong size,
      magic, version, type, a source GID or QPN that disagrees with the packet's, a nonce no one
      is waiting for, a replayed request) is dropped and counted (krconn_stats); a connection is
@@ -430,7 +433,7 @@ typedef struct krconn_stats {
     uint64_t ns_accept_rts;   /* the RTS that follows the answer */
     uint64_t keepalive_sent;  /* background keepalive pings posted (keepalive_ms) */
     uint64_t keepalive_dead;  /* physical connections the keepalive found dead */
-    uint32_t pool_ready;      /* QPs in the pool now */
+    uint32_t pool_ready;      /* QPs in the pool now (resting ones too) */
     uint32_t physical;        /* physical connections now */
     uint32_t connections;     /* krconn handles now */
 } krconn_stats;
@@ -916,7 +919,11 @@ typedef struct krconn__name {
 /* A peer's generation found stale (section 5): never used again, through any directory. */
 typedef struct krconn__dead { uint8_t gid[16]; uint32_t qpn; uint64_t gen; } krconn__dead;
 
-typedef struct krconn__poolqp { struct ibv_qp *qp; struct ibv_cq *cq; } krconn__poolqp;
+typedef struct krconn__poolqp {
+    struct ibv_qp *qp;
+    struct ibv_cq *cq;
+    uint64_t ready_ns; /* a QP given back rests until then (krconn__pool_give); 0: fresh */
+} krconn__poolqp;
 
 struct krconn_ctx {
     rcp__verbs_dev d;
@@ -1272,6 +1279,7 @@ static int krconn__qp_new(krconn_ctx *ctx, krconn__poolqp *q)
     qo.max_recv_wr = ctx->o.max_recv_wr;
     qo.max_inline = ctx->o.max_inline;
     q->qp = NULL;
+    q->ready_ns = 0;
     if ((rc = rcp__verbs_cq_create(&ctx->d, (int)(ctx->o.max_send_wr + ctx->o.max_recv_wr),
                                    (ctx->o.flags & KRCONN_CTX_EVENTS) != 0, &q->cq)))
         return krconn__fail(ctx, rc, "create CQ", 0, NULL, 0);
@@ -1320,13 +1328,26 @@ static void krconn__wake(krconn_ctx *ctx)
 }
 
 /* A QP in INIT: from the pool, else created here unless nowait. */
+/* The pool's QPs that may be handed out now (mu held). */
+static unsigned krconn__pool_ready(krconn_ctx *ctx, uint64_t now)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < ctx->pool_n; i++) n += ctx->pool[i].ready_ns <= now;
+    return n;
+}
+
 static int krconn__pool_take(krconn_ctx *ctx, int nowait, krconn__poolqp *q)
 {
+    uint64_t now = rcp__now_ns();
     pthread_mutex_lock(&ctx->mu);
-    if (ctx->pool_n) {
-        *q = ctx->pool[--ctx->pool_n];
+    /* the oldest that has rested: QPs given back queue behind the others */
+    for (unsigned i = 0; i < ctx->pool_n; i++) {
+        if (ctx->pool[i].ready_ns > now) continue;
+        *q = ctx->pool[i];
+        memmove(&ctx->pool[i], &ctx->pool[i + 1], (ctx->pool_n - i - 1) * sizeof *ctx->pool);
+        ctx->pool_n--;
         ctx->st.pool_ready = ctx->pool_n;
-        int low = ctx->pool_n <= ctx->pool_target / 2;
+        int low = krconn__pool_ready(ctx, now) <= ctx->pool_target / 2;
         pthread_mutex_unlock(&ctx->mu);
         /* refill at the low-water mark (or the thread's next round, within 200 ms), not after
            every take: creating a QP competes with the connect for the CPU */
@@ -1345,12 +1366,24 @@ static int krconn__pool_take(krconn_ctx *ctx, int nowait, krconn__poolqp *q)
     return rc;
 }
 
-/* Reset a used QP and keep it in the pool, or destroy it when the pool is full. */
+/* How long a QP given back rests before the pool hands it out again: its peer's retry window
+   (the ACK timeout, 4.096 us x 2^timeout, times retry_cnt + 1, with this context's attributes)
+   and 50 ms more. A packet of its last connection still in flight (a retransmission, a late
+   acknowledgement) carries its QP number: reused at once, it would land in the next connection,
+   whose peer's work requests then time out (seen on Soft-RoCE: a hello never acknowledged). */
+static uint64_t krconn__pool_rest_ns(const krconn_ctx *ctx)
+{
+    unsigned t = ctx->o.timeout ? ctx->o.timeout : 14;
+    return (4096ull << t) * ((uint64_t)ctx->o.retry_cnt + 1) + 50000000ull;
+}
+
+/* Reset a used QP and keep it in the pool (after its rest), or destroy it when the pool is full. */
 static void krconn__pool_give(krconn_ctx *ctx, struct ibv_qp *qp, struct ibv_cq *cq)
 {
     krconn__poolqp q;
     q.qp = qp;
     q.cq = cq;
+    q.ready_ns = rcp__now_ns() + krconn__pool_rest_ns(ctx);
     struct ibv_qp_attr a;
     memset(&a, 0, sizeof a);
     a.qp_state = IBV_QPS_RESET;
@@ -1374,7 +1407,8 @@ static void krconn__pool_refill(krconn_ctx *ctx)
 {
     for (;;) {
         pthread_mutex_lock(&ctx->mu);
-        int need = ctx->pool_n < ctx->pool_target && !ctx->stop;
+        int need = krconn__pool_ready(ctx, rcp__now_ns()) < ctx->pool_target &&
+                   ctx->pool_n < ctx->pool_cap && !ctx->stop;
         pthread_mutex_unlock(&ctx->mu);
         if (!need) return;
         krconn__poolqp q;

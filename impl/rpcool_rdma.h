@@ -319,6 +319,20 @@ static int rpcool__r_err(int krc)
 /* The copy of the pages the server holds from the last call (hbuf) and the one being made for
    this call (hbuf2): make hbuf2 hold at least n bytes (0, or -ENOMEM with nothing changed), and
    swap the two once the new copy stands. */
+/* The queue pair as the verbs see it, for the log: "qp N -> M (state, send and receive PSN)". */
+static const char *rpcool__r_qp_text(const struct rpcool__rconn *rc, char *buf, size_t n)
+{
+    struct ibv_qp_attr a;
+    struct ibv_qp_init_attr ia;
+    if (!rc->qp || ibv_query_qp(rc->qp, &a, IBV_QP_STATE | IBV_QP_DEST_QPN | IBV_QP_SQ_PSN |
+                                                IBV_QP_RQ_PSN, &ia))
+        snprintf(buf, n, "qp ?");
+    else
+        snprintf(buf, n, "qp %u -> %u (state %d, psn %u/%u)", rc->qp->qp_num, a.dest_qp_num,
+                 (int)a.qp_state, a.sq_psn, a.rq_psn);
+    return buf;
+}
+
 static int rpcool__r_hbuf2_fit(struct rpcool__rconn *rc, uint64_t n)
 {
     if (n <= rc->hcap2) return 0;
@@ -1438,9 +1452,11 @@ attempt:
     if ((r = rpcool__r_await_hello(rc, deadline, &sh))) {
         /* the server dropped the connection before its hello reached us: a new one, in time */
         again = r == RPCOOL_E_PEERDEAD && rcp__now_ns() < deadline;
-        rpcool__log(&c->log, RPCOOL_LOG_WARN, "rdma connect to %s: connected, but no hello from "
-                    "the server: %s%s%s (the server's log says why it dropped the connection)%s",
-                    name, rpcool_strerror(r), rc->wc_fail ? ", a work request failed: " : "",
+        char qt[96];
+        rpcool__log(&c->log, RPCOOL_LOG_WARN, "rdma connect to %s: connected (%s), but no hello "
+                    "from the server: %s%s%s (the server's log says why it dropped the "
+                    "connection)%s", name, rpcool__r_qp_text(rc, qt, sizeof qt),
+                    rpcool_strerror(r), rc->wc_fail ? ", a work request failed: " : "",
                     rc->wc_fail ? ibv_wc_status_str((enum ibv_wc_status)(rc->wc_fail - 1)) : "",
                     again ? "; connecting again" : "");
         goto fail_heap;
@@ -1483,8 +1499,12 @@ attempt:
     rc->check_ns = (uint64_t)c->peer_check_ms * 1000000u;
     c->rdma = rc;
     c->tp = &rpcool__r_transport;
-    rpcool__log(&c->log, RPCOOL_LOG_INFO, "connected to %s over RDMA (heap %s at %p)", name,
-                c->heap_name, shmheap_base(c->heap));
+    if (c->log.fn) {
+        char qt[96];
+        rpcool__log(&c->log, RPCOOL_LOG_INFO, "connected to %s over RDMA (heap %s at %p, %s)",
+                    name, c->heap_name, shmheap_base(c->heap),
+                    rpcool__r_qp_text(rc, qt, sizeof qt));
+    }
     while (nheld) shmheap_close(held[--nheld]);
     return 0;
 fail_heap:
@@ -2051,8 +2071,12 @@ static void rpcool__r_hello_in(rpcool_server *s, struct rpcool__rconn *rc)
     }
     rc->state = RPCOOL__RS_ACTIVE;
     rcp__fetch_add(&s->st.accepted, 1u);
-    rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: rdma client connected (heap at %#llx, %llu bytes)",
-                s->name, (unsigned long long)rc->base, (unsigned long long)rc->size);
+    if (s->log.fn) {
+        char qt[96];
+        rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: rdma client connected (heap at %#llx, %llu "
+                    "bytes, %s)", s->name, (unsigned long long)rc->base,
+                    (unsigned long long)rc->size, rpcool__r_qp_text(rc, qt, sizeof qt));
+    }
 }
 
 /* A new krconn connection: send our hello, wait for the client's. */
@@ -2102,9 +2126,11 @@ static int rpcool__r_step(struct rpcool__worker *w, struct rpcool__rconn *rc, ui
         }
         if (now >= rc->hello_deadline || rcp__load(&rc->dead)) {
             /* a client that never learns of this waits out its connect timeout: say why */
+            char qt[96];
             if (rc->wc_fail)
-                rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: rdma connection dropped before the "
-                            "client's hello: a work request failed (%s)%s", s->name,
+                rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: rdma connection (%s) dropped before "
+                            "the client's hello: a work request failed (%s)%s", s->name,
+                            rpcool__r_qp_text(rc, qt, sizeof qt),
                             ibv_wc_status_str((enum ibv_wc_status)(rc->wc_fail - 1)),
                             rc->wc_fail - 1 == IBV_WC_RNR_RETRY_EXC_ERR
                                 ? ": our hello found no receive posted at the client in time"
