@@ -210,7 +210,8 @@
      KRCONN_E_AGAIN with KRCONN_CONNECT_NOWAIT. A QP given back to the pool (disconnect, a
      failed connect) is reset and rests for its retry window (ACK timeout x (retry_cnt + 1),
      with the context's attributes, plus 50 ms) before a connect may take it again, oldest
-     first: a late packet of its last connection never reaches the next one.
+     first: a late packet of its last connection never reaches the next one. A QP given back
+     in the error state (a failed work request, or moved there by its user) is destroyed.
    - Anything on the UD QP that is not a well-formed message of this protocol (wrong size,
      magic, version, type, a source GID or QPN that disagrees with the packet's, a nonce no one
      is waiting for, a replayed request) is dropped and counted (krconn_stats); a connection is
@@ -1385,9 +1386,13 @@ static void krconn__pool_give(krconn_ctx *ctx, struct ibv_qp *qp, struct ibv_cq 
     q.cq = cq;
     q.ready_ns = rcp__now_ns() + krconn__pool_rest_ns(ctx);
     struct ibv_qp_attr a;
+    struct ibv_qp_init_attr ia;
+    /* a QP that ended in error is not used again: destroyed, whatever state it was left in */
+    int ok = ibv_query_qp(qp, &a, IBV_QP_STATE, &ia) == 0 && a.qp_state != IBV_QPS_ERR &&
+             a.qp_state != IBV_QPS_SQE;
     memset(&a, 0, sizeof a);
     a.qp_state = IBV_QPS_RESET;
-    int ok = ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0;
+    ok = ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0 && ok;
     struct ibv_wc wc[16];
     while (ibv_poll_cq(cq, 16, wc) > 0) {}
     if (cq->channel) krconn__ev_drain(cq); /* the next user starts with no stale event */

@@ -202,6 +202,7 @@ struct rpcool__rconn {
     int ping_out;
     uint64_t last_ping, last_rx;
     int32_t dead;                /* sticky: why the connection is unusable */
+    int failed;                  /* client: its connect failed after krconn's part */
     rpcool_conn *owner;          /* client: its connection (a sender waiting for room pumps) */
     uint64_t check_ns;           /* a sender waiting for room pings after this long silent */
     int wc_fail;                 /* the first failed completion's status + 1 (0: none), for logs */
@@ -358,6 +359,15 @@ static void rpcool__r_conn_free(struct rpcool__rconn *rc)
 {
     if (!rc) return;
     if (rc->mr.mr) krconn_dereg(&rc->mr);
+    int32_t why = rcp__load(&rc->dead);
+    if (rc->k && rc->qp && (rc->failed || rc->wc_fail || (why && why != RPCOOL_E_CLOSED))) {
+        /* a connection that failed gives its queue pair to nobody: in the error state, krconn
+           destroys it instead of keeping it in its pool */
+        struct ibv_qp_attr a;
+        memset(&a, 0, sizeof a);
+        a.qp_state = IBV_QPS_ERR;
+        ibv_modify_qp(rc->qp, &a, IBV_QP_STATE);
+    }
     if (rc->k) krconn_disconnect(rc->k);
     free(rc->area);
     rpcool__free(rc->blk);
@@ -1508,6 +1518,7 @@ attempt:
     while (nheld) shmheap_close(held[--nheld]);
     return 0;
 fail_heap:
+    rc->failed = 1;
     if (r == RPCOOL_E_ADDRINUSE && nheld < RPCOOL__R_HELD && rcp__now_ns() < deadline) {
         rpcool__log(&c->log, RPCOOL_LOG_INFO, "rdma connect to %s: the server still mirrors "
                     "another client at %p (gone, not yet reclaimed there): another range",
@@ -1519,6 +1530,7 @@ fail_heap:
     }
     c->heap = NULL;
 fail_rc:
+    rc->failed = 1;
     rpcool__r_conn_free(rc);
     if (again) {
         again = 0;
