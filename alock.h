@@ -83,8 +83,9 @@
    an alock_link is four function pointers (compare-and-swap, fetch-and-add, READ, WRITE) and
    a connection, so any connection library can carry it; alock_verbs_link_create makes one
    from an RC queue pair, and alock_krconn_link_create (declared when krconn.h is included
-   before alock.h) one from a krconn.h connection. Verbs has no atomic swap: the remote enqueue is a compare-and-swap
-   loop, which is lock-free, not starvation-free (tests/alock.pml shows the starving run).
+   before alock.h) one from a krconn.h connection. Verbs has no atomic swap: the remote enqueue
+   is a compare-and-swap loop, which is lock-free, not starvation-free (tests/alock.pml shows
+   the starving run).
    The protocol, local and remote timeouts included, is model-checked with Spin
    (tests/alock.pml, tests/alock_model.sh); the take-over from dead processes is not modelled.
 
@@ -118,6 +119,15 @@
      their deadline with alock_lock_timeout). alock_remote_reset (by a process that knows every
      remote user of that lock has gone) empties the remote queue. The local cohort is never
      corrupted by a remote death: it only waits.
+   - A remote release (alock_remote_unlock, or a leader leaving the head in trylock or at its
+     deadline) whose compare-and-swap of r_tail finds that a successor has enqueued waits until
+     the successor has linked itself (written our descriptor's next word), however long that
+     takes: without the link nobody could hand the successor the lock (MCS's rule). Meanwhile,
+     every ALOCK_DEFAULT_CHECK_MS, it READs the descriptor r_tail named through the link to its
+     process, and fails when that READ fails (the process or its connection is gone, seen
+     within the link's operation timeout): alock_remote_unlock returns ALOCK_E_PEER. A
+     successor that dies before linking itself while a live process is queued behind it is not
+     seen: the release waits, as that process does.
    - A lock never hands the protected data back in a known state: ALOCK_OWNERDEAD only says that
      the holder died inside its critical section.
 
@@ -1189,6 +1199,29 @@ static int alock__peterson_remote(alock_remote *r, uint64_t line, const alock__l
     }
 }
 
+/* MCS's rule: a release whose compare-and-swap of r_tail failed (from s to tail, s encoded) has
+   a successor that enqueued and has not linked itself yet: wait until it writes s's next, for
+   as long as that takes (a live successor on a loaded host may take any time between its
+   compare-and-swap and its WRITE; giving up would leave it queued with nobody to hand it the
+   lock). Every ALOCK_DEFAULT_CHECK_MS, look whether the process at the tail lives: a READ of
+   its descriptor, which fails (ALOCK_E_PEER) once its connection is gone. */
+static int alock__r_wait_link(alock_remote *r, uint64_t s, uint64_t tail, uint64_t *n)
+{
+    uint64_t look = 0, v = 0;
+    unsigned k = 0;
+    for (;;) {
+        int rc = alock__r_desc_load(r, s, offsetof(alock__desc, next), n);
+        if (rc || *n) return rc;
+        alock__pause(&k);
+        if (k & 127) continue;
+        uint64_t now = rcp__now_ns();
+        if (!look) look = now + (uint64_t)ALOCK_DEFAULT_CHECK_MS * 1000000ull;
+        if (now < look) continue;
+        if ((rc = alock__r_desc_load(r, tail, offsetof(alock__desc, budget), &v))) return rc;
+        look = now + (uint64_t)ALOCK_DEFAULT_CHECK_MS * 1000000ull;
+    }
+}
+
 /* Hand the lock (budget b) to remote successor s (encoded); pass over the ones that gave up
    (unlink each and free it for its owner: a WRITE of 0 to its lock word), as alock__grant
    does for the local cohort. Returns with the lock handed on or the remote queue empty. */
@@ -1205,14 +1238,7 @@ static int alock__r_grant(alock_remote *r, uint64_t line, uint64_t s, int64_t b)
             if ((rc = alock__rdma_rmw_mark(r, line, 0))) return rc;
             if ((rc = alock__r_cas(r, line, s, 0, &old))) return rc;
             if (old == s) return alock__r_desc_store(r, s, offsetof(alock__desc, lock), 0);
-            uint64_t end = rcp__now_ns() + (uint64_t)ALOCK_DEFAULT_OP_TIMEOUT_MS * 1000000ull;
-            unsigned k = 0;
-            for (;;) { /* its successor is linking itself */
-                if ((rc = alock__r_desc_load(r, s, offsetof(alock__desc, next), &n))) return rc;
-                if (n) break;
-                if (rcp__now_ns() > end) return ALOCK_E_PEER;
-                alock__pause(&k);
-            }
+            if ((rc = alock__r_wait_link(r, s, old, &n))) return rc; /* s's successor */
         }
         if ((rc = alock__r_desc_store(r, s, offsetof(alock__desc, lock), 0))) return rc;
         s = n;
@@ -1228,12 +1254,7 @@ static int alock__r_unlink_head(alock_remote *r, uint64_t line, alock__desc *d, 
         if ((rc = alock__rdma_rmw_mark(r, line, 0))) return rc;
         if ((rc = alock__r_cas(r, line, me, 0, &old))) return rc;
         if (old == me) return 0;
-        uint64_t end = rcp__now_ns() + (uint64_t)ALOCK_DEFAULT_OP_TIMEOUT_MS * 1000000ull;
-        unsigned k = 0;
-        while (!(n = rcp__load(&d->next))) {
-            if (rcp__now_ns() > end) return ALOCK_E_PEER; /* the successor died linking itself */
-            alock__pause(&k);
-        }
+        if ((rc = alock__r_wait_link(r, me, old, &n))) return rc;
     }
     return alock__r_grant(r, line, n, b);
 }
