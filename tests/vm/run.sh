@@ -9,6 +9,8 @@
 #   pods      two guests as two CXL pods: rpcool over RDMA between them (tests/vm/test_rpcool_rdma),
 #             and examples/rpcool_kv_pods.c across them (tests/vm/test_kv_pods.c)
 #   rpcool-rdma  one guest: only test_rpcool_rdma (it also runs in single)
+#   alock-rdma   one guest: only test_alock_rdma (it also runs in single); VM_ONLY=NAME runs
+#             only its tests whose name contains NAME
 #   cxl       one guest with a CXL type-3 device (libcxl region -> /dev/daxX.Y) and a file-backed
 #             NVDIMM made devdax (shmheap on /dev/daxX.Y with data); hugetlbfs; pku (shmheap, rpcool)
 #   krconn    one guest: krconn.h on rxe0 (tests/vm/test_krconn.c: processes of one guest)
@@ -200,7 +202,7 @@ collect() {
 
 run_single() { # run_single [ROLE]: one guest (rpcool-rdma: only rpcool's RDMA transport)
     t0=$(date +%s)
-    boot single "${1:-single}" "rcp.ip=10.0.2.15${VM_ONLY:+ rcp.only=$VM_ONLY}" -m 1G \
+    GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-420} boot single "${1:-single}" "rcp.ip=10.0.2.15${VM_ONLY:+ rcp.only=$VM_ONLY}" -m 1G \
         -netdev hubport,id=n0,hubid=0 -device virtio-net-pci,netdev=n0,mac=52:54:00:00:02:0f
     collect single $(($(date +%s) - t0))
 }
@@ -344,6 +346,7 @@ case $mode in
         run_single; run_pair; run_pair pods pods-a pods-b; run_cxl; run_krconn; run_nppin nppin ;;
     single) run_single ;;
     rpcool-rdma) run_single rpcool-rdma ;;
+    alock-rdma) run_single alock-rdma ;;
     pair) run_pair ;;
     pods) run_pair pods pods-a pods-b ;;
     rpcbench)
@@ -363,6 +366,6 @@ case $mode in
     alockbench) run_alockbench ;;
     nppin|nppin-bench) run_nppin "$mode" ;;
     kvpods-bench) run_kvpods_bench ;;
-    *) echo "usage: $0 [all|single|rpcool-rdma|pair|pods|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench|rpcbench|kvpods-bench]"; exit 2 ;;
+    *) echo "usage: $0 [all|single|alock-rdma|rpcool-rdma|pair|pods|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench|rpcbench|kvpods-bench]"; exit 2 ;;
 esac
 finish
