@@ -121,13 +121,13 @@
      corrupted by a remote death: it only waits.
    - A remote release (alock_remote_unlock, or a leader leaving the head in trylock or at its
      deadline) whose compare-and-swap of r_tail finds that a successor has enqueued waits until
-     the successor has linked itself (written our descriptor's next word), however long that
-     takes: without the link nobody could hand the successor the lock (MCS's rule). Meanwhile,
-     every ALOCK_DEFAULT_CHECK_MS, it READs the descriptor r_tail named through the link to its
-     process, and fails when that READ fails (the process or its connection is gone, seen
-     within the link's operation timeout): alock_remote_unlock returns ALOCK_E_PEER. A
-     successor that dies before linking itself while a live process is queued behind it is not
-     seen: the release waits, as that process does.
+     the successor has linked itself (written the next word of the descriptor it follows),
+     however long that takes: without the link nobody could hand it the lock (MCS's rule).
+     Meanwhile, every ALOCK_DEFAULT_CHECK_MS, it READs the descriptor r_tail named through the
+     link to its process, and fails when that READ fails (the process or its connection is
+     gone, seen within the link's operation timeout): alock_remote_unlock returns ALOCK_E_PEER.
+     A successor that dies before linking itself while a live process is queued behind it is
+     not seen: the release waits, as that process does.
    - A lock never hands the protected data back in a known state: ALOCK_OWNERDEAD only says that
      the holder died inside its critical section.
 
