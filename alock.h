@@ -83,9 +83,22 @@
    an alock_link is four function pointers (compare-and-swap, fetch-and-add, READ, WRITE) and
    a connection, so any connection library can carry it; alock_verbs_link_create makes one
    from an RC queue pair, and alock_krconn_link_create (declared when krconn.h is included
-   before alock.h) one from a krconn.h connection. Verbs has no atomic swap: the remote enqueue
-   is a compare-and-swap loop, which is lock-free, not starvation-free (tests/alock.pml shows
-   the starving run).
+   before alock.h) one from a krconn.h connection. A remote waiter links itself behind its
+   predecessor by a compare-and-swap of the predecessor's next word (0 to its own descriptor),
+   never by a WRITE, and a granter reads the next word of a descriptor it passes over by a
+   compare-and-swap from 0 to 0, never by a READ: an RDMA WRITE or READ need not move 8 bytes
+   as one (Soft-RoCE copies with memcpy; under qemu TCG a CPU load saw a link half written, its
+   top bytes still 0). So a link's cas must store and load its 8-byte word as one, as an RDMA
+   atomic does, and a CPU load must see that store whole. What is still moved by WRITE or READ
+   bears a torn copy: a freed descriptor's lock word (a WRITE of 0 reads as 0 only once done),
+   and the lock line that a remote leader READs while local CPUs change it (only whether l_tail
+   is 0 counts, two local descriptors in one heap share their top bytes, and victim's two
+   values differ in one byte). An atomic retransmitted after an ACK timeout gets its first
+   execution's result, never a second execution, as long as each queue pair's max_rd_atomic is
+   at most its peer's max_dest_rd_atomic (the verbs rule; Soft-RoCE on Linux 6.1 kept to it over
+   hundreds of retransmissions in tests/vm). Verbs has no atomic swap: the remote enqueue is a
+   compare-and-swap loop, which is lock-free, not starvation-free (tests/alock.pml shows the
+   starving run).
    The protocol, local and remote timeouts included, is model-checked with Spin
    (tests/alock.pml, tests/alock_model.sh); the take-over from dead processes is not modelled.
 
@@ -108,7 +121,8 @@
      compare-and-swap of the successor's budget word, and a remote waiter gives up with an RDMA
      compare-and-swap of that word too, through the link to its own id (a loopback connection),
      never with a CPU one, which the NIC's would not exclude; the granter passes over a waiter
-     that gave up (READ of its next word) and frees its descriptor (WRITE of 0). A remote leader
+     that gave up (it loads its next word by a compare-and-swap from 0 to 0) and frees its
+     descriptor (WRITE of 0). A remote leader
      whose deadline passes in Peterson's loop leaves the head (its successor re-arbitrates).
    - A remote process dies (its connection fails): what it left is NOT recovered. Its queue
      neighbours' RDMA operations fail and their calls return ALOCK_E_PEER; a live remote waiter
@@ -121,7 +135,7 @@
      corrupted by a remote death: it only waits.
    - A remote release (alock_remote_unlock, or a leader leaving the head in trylock or at its
      deadline) whose compare-and-swap of r_tail finds that a successor has enqueued waits until
-     the successor has linked itself (written the next word of the descriptor it follows),
+     the successor has linked itself (set the next word of the descriptor it follows),
      however long that takes: without the link nobody could hand it the lock (MCS's rule).
      Meanwhile, every ALOCK_DEFAULT_CHECK_MS, it READs the descriptor r_tail named through the
      link to its process, and fails when that READ fails (the process or its connection is
@@ -1177,6 +1191,53 @@ static int alock__r_desc_store(alock_remote *r, uint64_t s, size_t off, uint64_t
     return alock__r_write8(&r->peers[id], addr + off, v);
 }
 
+/* A descriptor's next word is written by one remote process and read, while it changes, by
+   another (its owner's CPU, or a granter passing over it by RDMA), so it is only ever changed
+   and read by compare-and-swap, never by WRITE or READ: an RDMA WRITE or READ need not move
+   8 bytes as one (Soft-RoCE copies with memcpy, which a CPU load under qemu TCG sees half done:
+   a link read with its top bytes still 0), while a compare-and-swap stores and loads the word
+   whole. The owner's only CPU store to it (0, when the descriptor is taken) comes before any
+   RDMA operation can reach it. */
+
+/* Link descriptor me behind pred (encoded): pred's next from 0 to me. Our own descriptor (one
+   that gave up and is still queued) is changed through the link to our own id, as a remote
+   granter reads it by compare-and-swap; without that link we have no deadlines, so no such
+   descriptor. */
+static int alock__r_link(alock_remote *r, uint64_t pred, uint64_t me)
+{
+    uint16_t id = (uint16_t)(pred >> 48);
+    uint64_t addr = (pred & ALOCK__ADDR_MASK) + offsetof(alock__desc, next), o = 0;
+    if (id == r->o.id && !r->peers[id].cas) {
+        rcp__store((uint64_t *)(uintptr_t)addr, me);
+        return 0;
+    }
+    const alock_link *k = alock__r_peer(r, id);
+    if (!k) return ALOCK_E_PEER;
+    if (k->cas(k->conn, addr, 0, me, &o)) return ALOCK_E_PEER;
+    if (o) {
+        alock__logf(r->o.log, r->o.log_user, ALOCK_LOG_ERROR,
+                    "remote descriptor %llx already has a successor (%llx)",
+                    (unsigned long long)pred, (unsigned long long)o);
+        return ALOCK_E_PEER;
+    }
+    return 0;
+}
+
+/* Load the next word of descriptor s (encoded): ours by a CPU load, a peer's by a
+   compare-and-swap from 0 to 0 (which changes nothing). */
+static int alock__r_next_load(alock_remote *r, uint64_t s, uint64_t *n)
+{
+    uint16_t id = (uint16_t)(s >> 48);
+    uint64_t addr = (s & ALOCK__ADDR_MASK) + offsetof(alock__desc, next);
+    if (id == r->o.id) {
+        *n = rcp__load((uint64_t *)(uintptr_t)addr);
+        return 0;
+    }
+    const alock_link *k = alock__r_peer(r, id);
+    if (!k) return ALOCK_E_PEER;
+    return k->cas(k->conn, addr, 0, 0, n) ? ALOCK_E_PEER : 0;
+}
+
 /* Peterson as the remote leader: victim by WRITE, then READ the line until we may enter. */
 static int alock__peterson_remote(alock_remote *r, uint64_t line, const alock__line *first,
                                   uint64_t deadline, int try_only)
@@ -1200,7 +1261,7 @@ static int alock__peterson_remote(alock_remote *r, uint64_t line, const alock__l
 }
 
 /* MCS's rule: a release whose compare-and-swap of r_tail failed (from s to tail, s encoded) has
-   a successor that enqueued and has not linked itself yet: wait until it writes s's next, for
+   a successor that enqueued and has not linked itself yet: wait until it sets s's next, for
    as long as that takes (a live successor on a loaded host may take any time between its
    compare-and-swap and its WRITE; giving up would leave it queued with nobody to hand it the
    lock). Every ALOCK_DEFAULT_CHECK_MS, look whether the process at the tail lives: a READ of
@@ -1210,7 +1271,7 @@ static int alock__r_wait_link(alock_remote *r, uint64_t s, uint64_t tail, uint64
     uint64_t look = 0, v = 0;
     unsigned k = 0;
     for (;;) {
-        int rc = alock__r_desc_load(r, s, offsetof(alock__desc, next), n);
+        int rc = alock__r_next_load(r, s, n);
         if (rc || *n) return rc;
         alock__pause(&k);
         if (k & 127) continue;
@@ -1232,8 +1293,14 @@ static int alock__r_grant(alock_remote *r, uint64_t line, uint64_t s, int64_t b)
         uint64_t n = 0, old = 0;
         int rc = alock__r_grant_one(r, s, b, &was);
         if (rc || was == ALOCK__WAIT) return rc;
-        /* s gave up (ALOCK__ABANDONED): leave the queue for it */
-        if ((rc = alock__r_desc_load(r, s, offsetof(alock__desc, next), &n))) return rc;
+        if (was != ALOCK__ABANDONED) { /* not a waiter that gave up: touch nothing */
+            alock__logf(r->o.log, r->o.log_user, ALOCK_LOG_ERROR,
+                        "remote descriptor %llx: budget %lld, neither waiting nor abandoned",
+                        (unsigned long long)s, (long long)was);
+            return ALOCK_E_PEER;
+        }
+        /* s gave up: leave the queue for it */
+        if ((rc = alock__r_next_load(r, s, &n))) return rc;
         if (!n) {
             if ((rc = alock__rdma_rmw_mark(r, line, 0))) return rc;
             if ((rc = alock__r_cas(r, line, s, 0, &old))) return rc;
@@ -1288,7 +1355,7 @@ static int alock__rlock(alock_remote *r, uint32_t idx, uint64_t deadline, int tr
     }
     if (pred) {
         /* d is queued from here on: on failure it stays reserved (never reused) */
-        if ((rc = alock__r_desc_store(r, pred, offsetof(alock__desc, next), me))) return rc;
+        if ((rc = alock__r_link(r, pred, me))) return rc;
         int64_t b;
         unsigned k = 0;
         while ((b = rcp__load(&d->budget)) == ALOCK__WAIT) {
