@@ -18,6 +18,7 @@
 #define ALOCK_IMPLEMENTATION
 #include "alock.h"
 #include "vmt.h"
+#include <dirent.h>
 
 #define NLOCKS 16
 #define BUDGET 4
@@ -161,24 +162,29 @@ typedef struct rproc {
     int timeout_us;         /* > 0: alock_remote_lock_timeout with deadlines of 1..2x this */
     uint32_t lock;          /* the lock of the critical sections (iters > 0) */
     int lean;               /* critical section: only READ and WRITE of the counter */
-    int stall_at;           /* > 0: from this section on, the next WRITE of a peer link (this
-                               process linking itself behind its predecessor) stalls once */
+    int stall_at;           /* > 0: from this section on, the next link of this process behind
+                               its predecessor (a peer link's compare-and-swap) stalls once */
 } rproc;
 #define REP_LEN 24          /* a remote process's report: 0, overlaps seen, timeouts */
 
-/* A slow but live peer: a link to the other remote processes whose next WRITE, once armed,
+/* A slow but live peer: a link to the other remote processes whose next compare-and-swap
+   that links this process behind its predecessor (next from 0 to a descriptor), once armed,
    stalls longer than one RDMA operation may take (ALOCK_DEFAULT_OP_TIMEOUT_MS), as a process
-   that a loaded host deschedules between its enqueue and its link. Its reads, compare-and-swaps
-   and its NIC keep working. */
+   that a loaded host deschedules between its enqueue and its link. Its other operations and
+   its NIC keep working. */
 typedef struct slowlink {
     alock_link in;
 } slowlink;
-static int slow_armed; /* 1: the next WRITE stalls; 2: it did */
+static int slow_armed; /* 1: the next link stalls; 2: it did */
 #define SLOW_STALL_MS (ALOCK_DEFAULT_OP_TIMEOUT_MS + 1000)
 
 static int slow_cas(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired, uint64_t *old)
 {
     slowlink *s = (slowlink *)conn;
+    if (slow_armed == 1 && expect == 0 && desired != 0) {
+        slow_armed = 2;
+        usleep(SLOW_STALL_MS * 1000u);
+    }
     return s->in.cas(s->in.conn, raddr, expect, desired, old);
 }
 static int slow_read(void *conn, uint64_t raddr, void *dst, uint32_t len)
@@ -189,10 +195,6 @@ static int slow_read(void *conn, uint64_t raddr, void *dst, uint32_t len)
 static int slow_write(void *conn, uint64_t raddr, const void *src, uint32_t len)
 {
     slowlink *s = (slowlink *)conn;
-    if (slow_armed == 1) {
-        slow_armed = 2;
-        usleep(SLOW_STALL_MS * 1000u);
-    }
     return s->in.write(s->in.conn, raddr, src, len);
 }
 
@@ -632,11 +634,54 @@ static void remote_waiters_time_out(void)
     __atomic_store_n(&sh->stop, 0, __ATOMIC_RELEASE);
 }
 
+/* rxe's counters (/sys/class/infiniband/rxe0/ports/1/hw_counters): up to 32 of them */
+#define RXE_HWC "/sys/class/infiniband/rxe0/ports/1/hw_counters"
+typedef struct rxe_counts {
+    int n;
+    char name[32][40];
+    unsigned long long v[32];
+} rxe_counts;
+static void rxe_counts_read(rxe_counts *c)
+{
+    memset(c, 0, sizeof *c);
+    DIR *dir = opendir(RXE_HWC);
+    if (!dir) return;
+    struct dirent *e;
+    while ((e = readdir(dir)) && c->n < 32) {
+        if (e->d_name[0] == '.') continue;
+        char path[400];
+        if (strlen(e->d_name) >= sizeof c->name[0]) continue;
+        snprintf(path, sizeof path, RXE_HWC "/%.40s", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        if (fscanf(f, "%llu", &c->v[c->n]) == 1) {
+            memcpy(c->name[c->n], e->d_name, strlen(e->d_name) + 1);
+            c->n++;
+        }
+        fclose(f);
+    }
+    closedir(dir);
+}
+static void rxe_counts_print(const char *what, const rxe_counts *a, const rxe_counts *b)
+{
+    char line[1024];
+    int len = snprintf(line, sizeof line, "# rxe0 counters during %s:", what);
+    for (int i = 0; i < b->n; i++) {
+        unsigned long long before = 0;
+        for (int j = 0; j < a->n; j++)
+            if (!strcmp(a->name[j], b->name[i])) before = a->v[j];
+        if (b->v[i] != before && len < (int)sizeof line - 60)
+            len += snprintf(line + len, sizeof line - (size_t)len, " %s +%llu", b->name[i], b->v[i] - before);
+    }
+    printf("%s\n", line);
+}
+
 /* nr remote processes (no local ones), each with its own queue pairs, take lock `lock`
    `sections` times each, a plain counter (READ, WRITE + 1) inside: every hand-off within the
-   remote queue, none lost. The second process is slow once (its link WRITE stalls longer than
-   an RDMA operation's timeout while its predecessor releases): the release must wait for the
-   link, not fail. Exact count, no error, the queue empty at the end. */
+   remote queue, none lost. The second process is slow once (its compare-and-swap that links it
+   stalls longer than an RDMA operation's timeout while its predecessor releases): the release
+   must wait for the link, not fail. Exact count, no error, the queue empty at the end. rxe's
+   counters (retransmissions, duplicates) during the run are printed. */
 static void remote_handoffs(int nr, int sections, uint16_t first_id, uint32_t lock)
 {
     enum { MAXR = 3 };
@@ -675,6 +720,8 @@ static void remote_handoffs(int nr, int sections, uint16_t first_id, uint32_t lo
     for (int i = 0; i < nr && ok; i++) ok = home_link(hs[i][0], &l[i]) == 0;
     for (int i = 0; i < nr && ok; i++) ok = vmt_expect_byte(hs[i][0], 'R', 60000) == 0;
     CHECKF(ok, "the remote processes did not get ready");
+    rxe_counts rc0, rc1;
+    rxe_counts_read(&rc0);
     uint64_t t0 = rcp__now_ns();
     for (int i = 0; i < nr && ok; i++) vmt_send_byte(hs[i][0], 'G');
     /* the reports, in any order; a process that ends without one (its failure pipe, which
@@ -699,6 +746,8 @@ static void remote_handoffs(int nr, int sections, uint16_t first_id, uint32_t lo
         }
     }
     double secs = (rcp__now_ns() - t0) / 1e9;
+    rxe_counts_read(&rc1);
+    rxe_counts_print(nr == 2 ? "remote_handoffs_two" : "remote_handoffs_three", &rc0, &rc1);
     if (!ok)
         for (int i = 0; i < nr; i++) kill(c[i].pid, SIGKILL);
     char why[512];
