@@ -87,9 +87,22 @@
    an alock_link is four function pointers (compare-and-swap, fetch-and-add, READ, WRITE) and
    a connection, so any connection library can carry it; alock_verbs_link_create makes one
    from an RC queue pair, and alock_krconn_link_create (declared when krconn.h is included
-   before alock.h) one from a krconn.h connection. Verbs has no atomic swap: the remote enqueue
-   is a compare-and-swap loop, which is lock-free, not starvation-free (tests/alock.pml shows
-   the starving run).
+   before alock.h) one from a krconn.h connection. A remote waiter links itself behind its
+   predecessor by a compare-and-swap of the predecessor's next word (0 to its own descriptor),
+   never by a WRITE, and a granter reads the next word of a descriptor it passes over by a
+   compare-and-swap from 0 to 0, never by a READ: an RDMA WRITE or READ need not move 8 bytes
+   as one (Soft-RoCE copies with memcpy; under qemu TCG a CPU load saw a link half written, its
+   top bytes still 0). So a link's cas must store and load its 8-byte word as one, as an RDMA
+   atomic does, and a CPU load must see that store whole. What is still moved by WRITE or READ
+   bears a torn copy: a freed descriptor's lock word (a WRITE of 0 reads as 0 only once done),
+   and the lock line that a remote leader READs while local CPUs change it (only whether l_tail
+   is 0 counts, two local descriptors in one heap share their top bytes, and victim's two
+   values differ in one byte). An atomic retransmitted after an ACK timeout gets its first
+   execution's result, never a second execution, as long as each queue pair's max_rd_atomic is
+   at most its peer's max_dest_rd_atomic (the verbs rule; Soft-RoCE on Linux 6.1 kept to it over
+   hundreds of retransmissions in tests/vm). Verbs has no atomic swap: the remote enqueue is a
+   compare-and-swap loop, which is lock-free, not starvation-free (tests/alock.pml shows the
+   starving run).
    The protocol, local and remote timeouts included, is model-checked with Spin
    (tests/alock.pml, tests/alock_model.sh); the take-over from dead processes is not modelled.
 
@@ -112,7 +125,8 @@
      compare-and-swap of the successor's budget word, and a remote waiter gives up with an RDMA
      compare-and-swap of that word too, through the link to its own id (a loopback connection),
      never with a CPU one, which the NIC's would not exclude; the granter passes over a waiter
-     that gave up (READ of its next word) and frees its descriptor (WRITE of 0). A remote leader
+     that gave up (it loads its next word by a compare-and-swap from 0 to 0) and frees its
+     descriptor (WRITE of 0). A remote leader
      whose deadline passes in Peterson's loop leaves the head (its successor re-arbitrates).
    - A remote process dies (its connection fails): what it left is NOT recovered. Its queue
      neighbours' RDMA operations fail and their calls return ALOCK_E_PEER; a live remote waiter
@@ -123,6 +137,15 @@
      their deadline with alock_lock_timeout). alock_remote_reset (by a process that knows every
      remote user of that lock has gone) empties the remote queue. The local cohort is never
      corrupted by a remote death: it only waits.
+   - A remote release (alock_remote_unlock, or a leader leaving the head in trylock or at its
+     deadline) whose compare-and-swap of r_tail finds that a successor has enqueued waits until
+     the successor has linked itself (set the next word of the descriptor it follows),
+     however long that takes: without the link nobody could hand it the lock (MCS's rule).
+     Meanwhile, every ALOCK_DEFAULT_CHECK_MS, it READs the descriptor r_tail named through the
+     link to its process, and fails when that READ fails (the process or its connection is
+     gone, seen within the link's operation timeout): alock_remote_unlock returns ALOCK_E_PEER.
+     A successor that dies before linking itself while a live process is queued behind it is
+     not seen: the release waits, as that process does.
    - A lock never hands the protected data back in a known state: ALOCK_OWNERDEAD only says that
      the holder died inside its critical section.
 
@@ -444,11 +467,13 @@ typedef struct alock__line {
 
 /* A waiter's descriptor. Local ones live in the table (slot s owns ndesc of them). */
 typedef struct alock__desc {
-    int64_t budget;       /* ALOCK__WAIT, or the budget it was handed (>= 0), or _ABANDONED/_RECLAIMED */
+    /* ALOCK__WAIT, or the budget it was handed (>= 0), or _ABANDONED/_RECLAIMED */
+    int64_t budget;
     uint64_t lock;        /* local: lock index + 1 while linked in a queue, 0 = free */
     uint64_t held;        /* local: 1 inside the critical section (tells ALOCK_OWNERDEAD) */
     uint64_t pad0;
-    uint64_t next;        /* the successor's descriptor (local: address; remote: id << 48 | address) */
+    /* the successor's descriptor (local: address; remote: id << 48 | address) */
+    uint64_t next;
     uint64_t pad1[3];
 } alock__desc;
 
@@ -556,7 +581,8 @@ static inline uint32_t alock__desc_slot(const alock_table *t, const alock__desc 
 
 static inline int alock__desc_ok(const alock_table *t, uint64_t v)
 {
-    uintptr_t lo = (uintptr_t)t->descs, hi = lo + (size_t)t->nslots * t->ndesc * sizeof(alock__desc);
+    uintptr_t lo = (uintptr_t)t->descs,
+              hi = lo + (size_t)t->nslots * t->ndesc * sizeof(alock__desc);
     return v >= lo && v < hi && (v - lo) % sizeof(alock__desc) == 0;
 }
 
@@ -566,7 +592,8 @@ static int alock__live_open(alock_table *t, int create)
 {
     t->live_fd = open(t->hdr->live_path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
     if (t->live_fd < 0) {
-        ALOCK__LOG(t, ALOCK_LOG_WARN, "liveness file %s: %s (dead processes will not be recognised)",
+        ALOCK__LOG(t, ALOCK_LOG_WARN, "liveness file %s: %s (dead processes will not be "
+                   "recognised)",
                    t->hdr->live_path, strerror(errno));
     }
     return 0;
@@ -653,12 +680,14 @@ static int alock__attach(shmheap *h, alock__hdr *H, const alock_table_opts *o, i
 ALOCK_API int alock_table_create(shmheap *h, const char *name, const alock_table_opts *opts,
                                  alock_table **out)
 {
-    if (!h || !name || !out || !opts || !opts->nlocks || opts->nlocks > (1u << 24)) return ALOCK_E_INVAL;
+    if (!h || !name || !out || !opts || !opts->nlocks || opts->nlocks > (1u << 24))
+        return ALOCK_E_INVAL;
     uint32_t slots = opts->slots ? opts->slots : ALOCK_DEFAULT_SLOTS;
     uint32_t ndesc = opts->ndesc ? opts->ndesc : ALOCK_DEFAULT_NDESC;
     if (slots > ALOCK_MAX_SLOTS || ndesc > 4096) return ALOCK_E_INVAL;
     size_t lines_off = 256, slots_off = lines_off + (size_t)opts->nlocks * 64,
-           descs_off = slots_off + (size_t)slots * 64, total = descs_off + (size_t)slots * ndesc * 64;
+           descs_off = slots_off + (size_t)slots * 64,
+           total = descs_off + (size_t)slots * ndesc * 64;
     void *mem = NULL;
     int rc = shmheap_alloc(h, total, 64, &mem);
     if (rc) return rc;
@@ -841,7 +870,8 @@ static int alock__take_over(alock__desc *pred, int *ownerdead)
     return 1;
 }
 
-static int alock__lock(alock_table *t, uint32_t idx, uint64_t deadline, int try_only, alock_hold *hold)
+static int alock__lock(alock_table *t, uint32_t idx, uint64_t deadline, int try_only,
+                       alock_hold *hold)
 {
     if (!t || !hold || idx >= t->nlocks) return ALOCK_E_INVAL;
     alock__line *L = &t->lines[idx];
@@ -877,13 +907,16 @@ static int alock__lock(alock_table *t, uint32_t idx, uint64_t deadline, int try_
                 int64_t w = ALOCK__WAIT;
                 if (__atomic_compare_exchange_n(&d->budget, &w, (int64_t)ALOCK__ABANDONED, 0,
                                                 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-                    return ALOCK_E_TIMEDOUT; /* d stays linked: the granter passes on and frees it */
+                    /* d stays linked: the granter passes on and frees it */
+                    return ALOCK_E_TIMEDOUT;
                 continue;                    /* granted meanwhile */
             }
             if (p && now >= next_check) {
                 next_check = now + t->check_ns;
-                if (alock__slot_live(t, alock__desc_slot(t, p)) == 0 && alock__take_over(p, &ownerdead)) {
-                    ALOCK__LOG(t, ALOCK_LOG_INFO, "lock %u: took over from a dead process (slot %u)%s", idx,
+                if (alock__slot_live(t, alock__desc_slot(t, p)) == 0 &&
+                    alock__take_over(p, &ownerdead)) {
+                    ALOCK__LOG(t, ALOCK_LOG_INFO,
+                               "lock %u: took over from a dead process (slot %u)%s", idx,
                                alock__desc_slot(t, p), ownerdead ? ", which held it" : "");
                     b = 0;
                     break;
@@ -913,7 +946,8 @@ ALOCK_API int alock_lock(alock_table *t, uint32_t idx, alock_hold *hold)
     return alock__lock(t, idx, 0, 0, hold);
 }
 
-ALOCK_API int alock_lock_timeout(alock_table *t, uint32_t idx, uint64_t deadline_ns, alock_hold *hold)
+ALOCK_API int alock_lock_timeout(alock_table *t, uint32_t idx, uint64_t deadline_ns,
+                                 alock_hold *hold)
 {
     return alock__lock(t, idx, deadline_ns, 0, hold);
 }
@@ -961,13 +995,15 @@ static int alock__release_dead(alock_table *t, alock__desc *d)
         uint64_t end = rcp__now_ns() + 1000000000ull; /* its successor is linking itself */
         while (!(n = rcp__load(&d->next)) && rcp__now_ns() < end) sched_yield();
         if (!n) {
-            ALOCK__LOG(t, ALOCK_LOG_WARN, "lock %llu: a dead holder's successor never linked itself",
+            ALOCK__LOG(t, ALOCK_LOG_WARN,
+                       "lock %llu: a dead holder's successor never linked itself",
                        (unsigned long long)(lk - 1));
             return 1;
         }
     }
     if (alock__desc_ok(t, n)) alock__grant(t, L, (alock__desc *)(uintptr_t)n, 0);
-    ALOCK__LOG(t, ALOCK_LOG_INFO, "lock %llu: released for a dead process", (unsigned long long)(lk - 1));
+    ALOCK__LOG(t, ALOCK_LOG_INFO, "lock %llu: released for a dead process",
+               (unsigned long long)(lk - 1));
     return 1;
 }
 
@@ -1049,7 +1085,8 @@ static int alock__r_write8(const alock_link *k, uint64_t raddr, uint64_t v)
     return k->write(k->conn, raddr, &v, 8) ? ALOCK_E_PEER : 0;
 }
 
-static int alock__r_cas(alock_remote *r, uint64_t raddr, uint64_t expect, uint64_t desired, uint64_t *old)
+static int alock__r_cas(alock_remote *r, uint64_t raddr, uint64_t expect, uint64_t desired,
+                        uint64_t *old)
 {
     return r->o.home.cas(r->o.home.conn, raddr, expect, desired, old) ? ALOCK_E_PEER : 0;
 }
@@ -1185,6 +1222,53 @@ static int alock__r_desc_store(alock_remote *r, uint64_t s, size_t off, uint64_t
     return alock__r_write8(&r->peers[id], addr + off, v);
 }
 
+/* A descriptor's next word is written by one remote process and read, while it changes, by
+   another (its owner's CPU, or a granter passing over it by RDMA), so it is only ever changed
+   and read by compare-and-swap, never by WRITE or READ: an RDMA WRITE or READ need not move
+   8 bytes as one (Soft-RoCE copies with memcpy, which a CPU load under qemu TCG sees half done:
+   a link read with its top bytes still 0), while a compare-and-swap stores and loads the word
+   whole. The owner's only CPU store to it (0, when the descriptor is taken) comes before any
+   RDMA operation can reach it. */
+
+/* Link descriptor me behind pred (encoded): pred's next from 0 to me. Our own descriptor (one
+   that gave up and is still queued) is changed through the link to our own id, as a remote
+   granter reads it by compare-and-swap; without that link we have no deadlines, so no such
+   descriptor. */
+static int alock__r_link(alock_remote *r, uint64_t pred, uint64_t me)
+{
+    uint16_t id = (uint16_t)(pred >> 48);
+    uint64_t addr = (pred & ALOCK__ADDR_MASK) + offsetof(alock__desc, next), o = 0;
+    if (id == r->o.id && !r->peers[id].cas) {
+        rcp__store((uint64_t *)(uintptr_t)addr, me);
+        return 0;
+    }
+    const alock_link *k = alock__r_peer(r, id);
+    if (!k) return ALOCK_E_PEER;
+    if (k->cas(k->conn, addr, 0, me, &o)) return ALOCK_E_PEER;
+    if (o) {
+        alock__logf(r->o.log, r->o.log_user, ALOCK_LOG_ERROR,
+                    "remote descriptor %llx already has a successor (%llx)",
+                    (unsigned long long)pred, (unsigned long long)o);
+        return ALOCK_E_PEER;
+    }
+    return 0;
+}
+
+/* Load the next word of descriptor s (encoded): ours by a CPU load, a peer's by a
+   compare-and-swap from 0 to 0 (which changes nothing). */
+static int alock__r_next_load(alock_remote *r, uint64_t s, uint64_t *n)
+{
+    uint16_t id = (uint16_t)(s >> 48);
+    uint64_t addr = (s & ALOCK__ADDR_MASK) + offsetof(alock__desc, next);
+    if (id == r->o.id) {
+        *n = rcp__load((uint64_t *)(uintptr_t)addr);
+        return 0;
+    }
+    const alock_link *k = alock__r_peer(r, id);
+    if (!k) return ALOCK_E_PEER;
+    return k->cas(k->conn, addr, 0, 0, n) ? ALOCK_E_PEER : 0;
+}
+
 /* Peterson as the remote leader: victim by WRITE, then READ the line until we may enter. */
 static int alock__peterson_remote(alock_remote *r, uint64_t line, const alock__line *first,
                                   uint64_t deadline, int try_only)
@@ -1207,6 +1291,29 @@ static int alock__peterson_remote(alock_remote *r, uint64_t line, const alock__l
     }
 }
 
+/* MCS's rule: a release whose compare-and-swap of r_tail failed (from s to tail, s encoded) has
+   a successor that enqueued and has not linked itself yet: wait until it sets s's next, for
+   as long as that takes (a live successor on a loaded host may take any time between its
+   compare-and-swap and its WRITE; giving up would leave it queued with nobody to hand it the
+   lock). Every ALOCK_DEFAULT_CHECK_MS, look whether the process at the tail lives: a READ of
+   its descriptor, which fails (ALOCK_E_PEER) once its connection is gone. */
+static int alock__r_wait_link(alock_remote *r, uint64_t s, uint64_t tail, uint64_t *n)
+{
+    uint64_t look = 0, v = 0;
+    unsigned k = 0;
+    for (;;) {
+        int rc = alock__r_next_load(r, s, n);
+        if (rc || *n) return rc;
+        alock__pause(&k);
+        if (k & 127) continue;
+        uint64_t now = rcp__now_ns();
+        if (!look) look = now + (uint64_t)ALOCK_DEFAULT_CHECK_MS * 1000000ull;
+        if (now < look) continue;
+        if ((rc = alock__r_desc_load(r, tail, offsetof(alock__desc, budget), &v))) return rc;
+        look = now + (uint64_t)ALOCK_DEFAULT_CHECK_MS * 1000000ull;
+    }
+}
+
 /* Hand the lock (budget b) to remote successor s (encoded); pass over the ones that gave up
    (unlink each and free it for its owner: a WRITE of 0 to its lock word), as alock__grant
    does for the local cohort. Returns with the lock handed on or the remote queue empty. */
@@ -1217,20 +1324,19 @@ static int alock__r_grant(alock_remote *r, uint64_t line, uint64_t s, int64_t b)
         uint64_t n = 0, old = 0;
         int rc = alock__r_grant_one(r, s, b, &was);
         if (rc || was == ALOCK__WAIT) return rc;
-        /* s gave up (ALOCK__ABANDONED): leave the queue for it */
-        if ((rc = alock__r_desc_load(r, s, offsetof(alock__desc, next), &n))) return rc;
+        if (was != ALOCK__ABANDONED) { /* not a waiter that gave up: touch nothing */
+            alock__logf(r->o.log, r->o.log_user, ALOCK_LOG_ERROR,
+                        "remote descriptor %llx: budget %lld, neither waiting nor abandoned",
+                        (unsigned long long)s, (long long)was);
+            return ALOCK_E_PEER;
+        }
+        /* s gave up: leave the queue for it */
+        if ((rc = alock__r_next_load(r, s, &n))) return rc;
         if (!n) {
             if ((rc = alock__rdma_rmw_mark(r, line, 0))) return rc;
             if ((rc = alock__r_cas(r, line, s, 0, &old))) return rc;
             if (old == s) return alock__r_desc_store(r, s, offsetof(alock__desc, lock), 0);
-            uint64_t end = rcp__now_ns() + (uint64_t)ALOCK_DEFAULT_OP_TIMEOUT_MS * 1000000ull;
-            unsigned k = 0;
-            for (;;) { /* its successor is linking itself */
-                if ((rc = alock__r_desc_load(r, s, offsetof(alock__desc, next), &n))) return rc;
-                if (n) break;
-                if (rcp__now_ns() > end) return ALOCK_E_PEER;
-                alock__pause(&k);
-            }
+            if ((rc = alock__r_wait_link(r, s, old, &n))) return rc; /* s's successor */
         }
         if ((rc = alock__r_desc_store(r, s, offsetof(alock__desc, lock), 0))) return rc;
         s = n;
@@ -1246,12 +1352,7 @@ static int alock__r_unlink_head(alock_remote *r, uint64_t line, alock__desc *d, 
         if ((rc = alock__rdma_rmw_mark(r, line, 0))) return rc;
         if ((rc = alock__r_cas(r, line, me, 0, &old))) return rc;
         if (old == me) return 0;
-        uint64_t end = rcp__now_ns() + (uint64_t)ALOCK_DEFAULT_OP_TIMEOUT_MS * 1000000ull;
-        unsigned k = 0;
-        while (!(n = rcp__load(&d->next))) {
-            if (rcp__now_ns() > end) return ALOCK_E_PEER; /* the successor died linking itself */
-            alock__pause(&k);
-        }
+        if ((rc = alock__r_wait_link(r, me, old, &n))) return rc;
     }
     return alock__r_grant(r, line, n, b);
 }
@@ -1285,7 +1386,7 @@ static int alock__rlock(alock_remote *r, uint32_t idx, uint64_t deadline, int tr
     }
     if (pred) {
         /* d is queued from here on: on failure it stays reserved (never reused) */
-        if ((rc = alock__r_desc_store(r, pred, offsetof(alock__desc, next), me))) return rc;
+        if ((rc = alock__r_link(r, pred, me))) return rc;
         int64_t b;
         unsigned k = 0;
         while ((b = rcp__load(&d->budget)) == ALOCK__WAIT) {
@@ -1394,16 +1495,19 @@ static int alock__v_wait(alock__vlink *v)
     }
     if (rc) {
         char d[200];
-        rcp__verbs_log("alock link on qp %u: %s", v->qp->qp_num, rcp__verbs_describe(rc, &wc, d, sizeof d));
+        rcp__verbs_log("alock link on qp %u: %s", v->qp->qp_num,
+                       rcp__verbs_describe(rc, &wc, d, sizeof d));
     }
     return rc;
 }
 
-static int alock__v_cas(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired, uint64_t *old)
+static int alock__v_cas(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired,
+                        uint64_t *old)
 {
     alock__vlink *v = (alock__vlink *)conn;
     uint64_t *b = (uint64_t *)(void *)v->buf;
-    int rc = rcp__verbs_post_cas(v->qp, 1, b, v->mr->lkey, raddr, v->rkey, expect, desired, IBV_SEND_SIGNALED);
+    int rc = rcp__verbs_post_cas(v->qp, 1, b, v->mr->lkey, raddr, v->rkey, expect, desired,
+                                 IBV_SEND_SIGNALED);
     if (!rc) rc = alock__v_wait(v);
     if (!rc) *old = rcp__load(b);
     return rc;
@@ -1467,7 +1571,8 @@ static int alock__v_read(void *conn, uint64_t raddr, void *dst, uint32_t len)
 {
     alock__vlink *v = (alock__vlink *)conn;
     if (len > sizeof v->buf) return -EINVAL;
-    int rc = rcp__verbs_post_read(v->qp, 3, v->buf, len, v->mr->lkey, raddr, v->rkey, IBV_SEND_SIGNALED);
+    int rc = rcp__verbs_post_read(v->qp, 3, v->buf, len, v->mr->lkey, raddr, v->rkey,
+                                  IBV_SEND_SIGNALED);
     if (!rc) rc = alock__v_wait(v);
     if (!rc) memcpy(dst, v->buf, len);
     return rc;
@@ -1538,10 +1643,12 @@ static int alock__k_done(alock__klink *k, int rc)
     return rc ? rc : krconn_wait(k->c, &wc, k->timeout_ms);
 }
 
-static int alock__k_cas(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired, uint64_t *old)
+static int alock__k_cas(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired,
+                        uint64_t *old)
 {
     alock__klink *k = (alock__klink *)conn;
-    int rc = alock__k_done(k, krconn_cas(k->c, 1, &k->mr, k->buf, raddr, k->rkey, expect, desired, 0));
+    int rc = alock__k_done(k, krconn_cas(k->c, 1, &k->mr, k->buf, raddr, k->rkey, expect,
+                                         desired, 0));
     if (!rc) *old = rcp__load(&k->buf[0]);
     return rc;
 }

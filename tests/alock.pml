@@ -33,8 +33,10 @@
  * waiter with a plain store, blind to its having given up; with RTIMEOUTS, MUT_RGRANT_WRITE -
  * the remote hand-off is an RDMA WRITE (as it was before remote timeouts), and
  * MUT_RGIVEUP_CPU - the remote waiter gives up with a CPU compare-and-swap of its budget word
- * (atomic against the CPU only, while the granter's RDMA one is a load then a store). Each
- * must give a counter-example. */
+ * (atomic against the CPU only, while the granter's RDMA one is a load then a store);
+ * MUT_RLINK_BOUND - a remote release whose compare-and-swap of r_tail failed waits for its
+ * successor's link only up to a fixed bound, then returns ALOCK_E_PEER (a live successor that
+ * is slow to link itself is never handed the lock). Each must give a counter-example. */
 
 #ifndef BUDGET
 #define BUDGET 2
@@ -209,6 +211,24 @@ cs:
     goto again
 }
 
+/* A remote release whose compare-and-swap of r_tail failed waits until its successor has
+   linked itself into descriptor w (alock__r_wait_link): a loop of reads of w's next, as long
+   as that takes. Its look at the tail's liveness (a READ that fails once that process is gone)
+   never fails here: nobody dies. MUT_RLINK_BOUND: the wait gives up after a fixed bound, which
+   a live successor may exceed (the release returns ALOCK_E_PEER and its caller stops). */
+inline wait_link(w)
+{
+#ifdef MUT_RLINK_BOUND
+    do
+    :: next[w] != NONE -> break
+    :: next[w] == NONE -> skip                   /* another read */
+    :: next[w] == NONE -> goto gave_up           /* the bound passed */
+    od
+#else
+    (next[w] != NONE)
+#endif
+}
+
 #ifdef RTIMEOUTS
 /* hand the lock (budget b) to remote successor `first` as alock__r_grant does: an RDMA CAS of
    its budget WAIT -> b; if it gave up, unlink it (READ next; CAS r_tail; WRITE frees it) */
@@ -235,7 +255,7 @@ inline grant_remote(first, b)
           if
           :: s == 0 -> gb = 0; break
           :: else ->
-             (next[s] != NONE);
+             wait_link(s);                      /* its successor links itself into s */
              n = next[s];
              freed[s] = 1;                      /* RDMA WRITE of its lock word */
              s = n; n = 0
@@ -308,7 +328,7 @@ again:
               rxe_cas(me, NONE, old);
               if :: old == me -> atomic { old = 0; want[me] = 0; queued[me] = 0 }; goto again
                  :: else -> old = 0 fi;
-              (next[me] != NONE)
+              wait_link(me)
            :: else -> skip
            fi;
            grant_remote(next[me], 0);
@@ -320,19 +340,27 @@ again:
     atomic { lt = 0; v = 0 };
 cs:
     crit(me);
+    /* alock_remote_unlock (alock__r_unlink_head): read our next (our own memory); if empty,
+       the RDMA compare-and-swap of r_tail from us to empty; if that fails, a successor has
+       enqueued: wait for its link; then the hand-off */
     if
     :: next[me] == NONE ->
         rxe_cas(me, NONE, old);
         if :: old == me -> old = 0; goto again :: else -> old = 0 fi;
-        (next[me] != NONE)
+        wait_link(me)
     :: else -> skip
     fi;
 #ifdef RTIMEOUTS
     grant_remote(next[me], budget[me] - 1);      /* RDMA CAS of the successor's budget */
 #else
-    pass_on(me);                                 /* RDMA WRITE into the successor's */
+    pass_on(me);  /* alock.h's RDMA CAS of the successor's budget, WAIT -> b: nobody gives up
+                     here, so it always succeeds, as the store modelled here does */
 #endif
     goto again
+#ifdef MUT_RLINK_BOUND
+gave_up:                                         /* ALOCK_E_PEER: the caller stops */
+    atomic { want[me] = 0; queued[me] = 0 }
+#endif
 }
 
 init

@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/vm/init.sh - /init of the VM tier's guests (busybox sh). The kernel command line says
-# what to do: rcp.role=single|rpcool-rdma|a|b|pods-a|pods-b|cxl|krconn|krconn-bench|perftest|
+# what to do: rcp.role=single|alock-rdma|rpcool-rdma|a|b|pods-a|pods-b|cxl|krconn|krconn-bench|perftest|
 # alockbench-a|alockbench-b|nppin|nppin-bench|rpcbench-a|rpcbench-b|kvbench-a|kvbench-b,
 # rcp.ip=ADDR, rcp.peer=ADDR,
 # rcp.bench=WORDS (alockbench's options, e.g. quick,busy). Results go to the second serial port
@@ -78,6 +78,10 @@ single) # impl/verbs.h and alock.h's remote cohort (rpcool's transport has a gue
     export VM_IP="$ip"
     run test_verbs 240 /t/test_verbs
     run test_alock_rdma 400 /t/test_alock_rdma
+    ;;
+alock-rdma) # tests/vm/run.sh alock-rdma: alock's remote cohort alone (its tests are in single)
+    rdma_up
+    ALOCKT_ONLY=$(arg rcp.only) run test_alock_rdma 400 /t/test_alock_rdma
     ;;
 rpcool-rdma) # tests/vm/run.sh rpcool-rdma: rpcool's RDMA transport (rcp.only: one test by name)
     rdma_up

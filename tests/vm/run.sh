@@ -11,6 +11,8 @@
 #             and examples/rpcool_kv_pods.c across them (tests/vm/test_kv_pods.c)
 #   rpcool-rdma  one guest: rpcool's RDMA transport (tests/vm/test_rpcool_rdma.c; VM_ONLY=NAME runs
 #             one of its tests)
+#   alock-rdma   one guest: only test_alock_rdma (it also runs in single); VM_ONLY=NAME runs
+#             only its tests whose name contains NAME
 #   cxl       one guest with a CXL type-3 device (libcxl region -> /dev/daxX.Y) and a file-backed
 #             NVDIMM made devdax (shmheap on /dev/daxX.Y with data); hugetlbfs; pku (shmheap, rpcool)
 #   krconn    one guest: krconn.h on rxe0 (tests/vm/test_krconn.c: processes of one guest)
@@ -351,6 +353,7 @@ case $mode in
         run_krconn; run_nppin nppin ;;
     single) run_single ;;
     rpcool-rdma) run_single rpcool-rdma ;;
+    alock-rdma) run_single alock-rdma ;;
     pair) run_pair ;;
     pods) run_pair pods pods-a pods-b ;;
     rpcbench)
@@ -370,6 +373,6 @@ case $mode in
     alockbench) run_alockbench ;;
     nppin|nppin-bench) run_nppin "$mode" ;;
     kvpods-bench) run_kvpods_bench ;;
-    *) echo "usage: $0 [all|single|rpcool-rdma|pair|pods|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench|rpcbench|kvpods-bench]"; exit 2 ;;
+    *) echo "usage: $0 [all|single|alock-rdma|rpcool-rdma|pair|pods|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench|rpcbench|kvpods-bench]"; exit 2 ;;
 esac
 finish

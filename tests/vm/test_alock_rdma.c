@@ -5,8 +5,10 @@
  *                                lose updates), local and remote processes (rxe loopback) on one
  *                                lock with exact counts and bounded waiting, ALOCK_CHECK_RMW's
  *                                invariant check, remote waiters with deadlines (they give up
- *                                while queued and as leaders; the queue stays sound), a killed
- *                                remote holder and its recovery
+ *                                while queued and as leaders; the queue stays sound), remote
+ *                                processes alone handing one lock on thousands of times (one of
+ *                                them slow to link itself), a killed remote holder and its
+ *                                recovery
  *   test_alock_rdma a|b PEER_IP  two guests: a holds the table, with local processes and a
  *                                loopback remote process; b's remote processes lock at once
  * Built with ALOCK_CHECK_RMW: every RDMA and CPU read-modify-write of a lock line is checked
@@ -16,12 +18,15 @@
 #define ALOCK_IMPLEMENTATION
 #include "alock.h"
 #include "vmt.h"
+#include <dirent.h>
 
 #define NLOCKS 16
 #define BUDGET 4
 #define HAZARD_N 100000  /* RDMA fetch-and-adds in the hazard test (a million would take 80 s
                             under TCG; the CPU side adds as long as the RDMA side runs) */
 #define REMOTE_ITERS 150 /* critical sections per remote process */
+#define HANDOFF2_SECTIONS 4000 /* per remote process, 2 of them (2-4 ms each under TCG) */
+#define HANDOFF3_SECTIONS 1500 /* per remote process, 3 of them (3-11 ms each under TCG) */
 
 /* the protected data and the checker, in the heap (registered: remote processes reach it) */
 struct shared {
@@ -155,8 +160,43 @@ typedef struct rproc {
     uint32_t hold_lock;
     int reset_lock;         /* >= 0: only alock_remote_reset(reset_lock), then exit */
     int timeout_us;         /* > 0: alock_remote_lock_timeout with deadlines of 1..2x this */
+    uint32_t lock;          /* the lock of the critical sections (iters > 0) */
+    int lean;               /* critical section: only READ and WRITE of the counter */
+    int stall_at;           /* > 0: from this section on, the next link of this process behind
+                               its predecessor (a peer link's compare-and-swap) stalls once */
 } rproc;
 #define REP_LEN 24          /* a remote process's report: 0, overlaps seen, timeouts */
+
+/* A slow but live peer: a link to the other remote processes whose next compare-and-swap
+   that links this process behind its predecessor (next from 0 to a descriptor), once armed,
+   stalls longer than one RDMA operation may take (ALOCK_DEFAULT_OP_TIMEOUT_MS), as a process
+   that a loaded host deschedules between its enqueue and its link. Its other operations and
+   its NIC keep working. */
+typedef struct slowlink {
+    alock_link in;
+} slowlink;
+static int slow_armed; /* 1: the next link stalls; 2: it did */
+#define SLOW_STALL_MS (ALOCK_DEFAULT_OP_TIMEOUT_MS + 1000)
+
+static int slow_cas(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired, uint64_t *old)
+{
+    slowlink *s = (slowlink *)conn;
+    if (slow_armed == 1 && expect == 0 && desired != 0) {
+        slow_armed = 2;
+        usleep(SLOW_STALL_MS * 1000u);
+    }
+    return s->in.cas(s->in.conn, raddr, expect, desired, old);
+}
+static int slow_read(void *conn, uint64_t raddr, void *dst, uint32_t len)
+{
+    slowlink *s = (slowlink *)conn;
+    return s->in.read(s->in.conn, raddr, dst, len);
+}
+static int slow_write(void *conn, uint64_t raddr, const void *src, uint32_t len)
+{
+    slowlink *s = (slowlink *)conn;
+    return s->in.write(s->in.conn, raddr, src, len);
+}
 
 typedef struct rctx {
     rcp__verbs_dev d;
@@ -165,6 +205,7 @@ typedef struct rctx {
     struct ibv_cq *scq[2];  /* the loopback pair of the self link */
     struct ibv_qp *sqp[2];
     alock_remote *r;
+    slowlink slow[4];       /* stall_at: the peer links, slow */
     struct ibv_mr *mr, *dmr;
     uint64_t *buf;          /* registered scratch for data READ/WRITE */
     void *descs;            /* our descriptors, registered for the peers */
@@ -172,6 +213,7 @@ typedef struct rctx {
 } rctx;
 
 #define RDESC 64
+
 
 static int rctx_setup(rproc *p, rctx *c, char *why, size_t whylen)
 {
@@ -201,7 +243,17 @@ static int rctx_setup(rproc *p, rctx *c, char *why, size_t whylen)
             VMT_FAILF("peer link %u: %s", p->peer_id[i], strerror(-rc));
         if ((rc = alock_verbs_link_create(c->peers[i].qp, c->peers[i].cq, c->peers[i].rkey, 20000, &c->pl[i])))
             VMT_FAILF("peer alock_verbs_link_create: %s", alock_strerror(rc));
-        if ((rc = alock_remote_set_peer(c->r, p->peer_id[i], &c->pl[i]))) VMT_FAILF("set_peer: %s", alock_strerror(rc));
+        alock_link pk = c->pl[i];
+        if (p->stall_at > 0) {
+            c->slow[i].in = c->pl[i];
+            pk.conn = &c->slow[i];
+            pk.cas = slow_cas;
+            pk.read = slow_read;
+            pk.write = slow_write;
+            pk.faa = NULL;
+            pk.cas_read = NULL;
+        }
+        if ((rc = alock_remote_set_peer(c->r, p->peer_id[i], &pk))) VMT_FAILF("set_peer: %s", alock_strerror(rc));
     }
     if (p->timeout_us > 0) { /* a loopback connection to our own descriptors, for giving up */
         rcp__verbs_qp_opts qo;
@@ -279,7 +331,7 @@ static int remote_role(int fd, void *arg, char *why, size_t whylen)
         if (p->timeout_us > 0) {
             seed ^= seed << 13; seed ^= seed >> 7; seed ^= seed << 17;
             uint64_t us = (uint64_t)p->timeout_us + seed % (uint64_t)p->timeout_us;
-            rc = alock_remote_lock_timeout(c.r, 0, rcp__now_ns() + us * 1000, &h);
+            rc = alock_remote_lock_timeout(c.r, p->lock, rcp__now_ns() + us * 1000, &h);
             if (rc == ALOCK_E_TIMEDOUT) { timeouts++; i--; continue; }
             if (rc == ALOCK_E_NODESC) { /* every descriptor gave up and waits to be passed over */
                 usleep(1000);
@@ -287,9 +339,16 @@ static int remote_role(int fd, void *arg, char *why, size_t whylen)
                 continue;
             }
         } else {
-            rc = alock_remote_lock(c.r, 0, &h);
+            if (p->stall_at > 0 && i == p->stall_at) slow_armed = 1;
+            rc = alock_remote_lock(c.r, p->lock, &h);
         }
         if (rc) VMT_FAILF("lock %d: %s", i, alock_strerror(rc));
+        if (p->lean) { /* a plain counter: READ, WRITE + 1 */
+            VMT_TRY(rread(&c, OFF(counter), &v));
+            VMT_TRY(rwrite(&c, OFF(counter), v + 1));
+            if ((rc = alock_remote_unlock(&h))) VMT_FAILF("unlock %d: %s", i, alock_strerror(rc));
+            continue;
+        }
         VMT_TRY(rread(&c, OFF(inside), &in));
         if (in) viol++;
         VMT_TRY(rwrite(&c, OFF(inside), 1));
@@ -305,6 +364,8 @@ static int remote_role(int fd, void *arg, char *why, size_t whylen)
                 VMT_FAILF("descriptor %d still reserved after %llu timeouts (never passed over?)", i,
                           (unsigned long long)timeouts);
     }
+    if (p->stall_at > 0 && p->stall_at < p->iters && slow_armed != 2)
+        VMT_FAILF("the slow link never stalled (no contended enqueue after section %d)", p->stall_at);
     unsigned char rep[REP_LEN];
     vmt_put64(rep, worst);
     vmt_put64(rep + 8, viol);
@@ -429,8 +490,8 @@ static void mixed_local_and_remote(void)
     int s1[2], s2[2], s12[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, s1) || socketpair(AF_UNIX, SOCK_STREAM, 0, s2) ||
         socketpair(AF_UNIX, SOCK_STREAM, 0, s12)) { CHECKF(0, "socketpair"); return; }
-    rproc p1 = {1, s1[1], 1, {s12[0]}, {2}, REMOTE_ITERS, 0, -1, 0};
-    rproc p2 = {2, s2[1], 1, {s12[1]}, {1}, REMOTE_ITERS, 0, -1, 0};
+    rproc p1 = {1, s1[1], 1, {s12[0]}, {2}, REMOTE_ITERS, 0, -1, 0, 0, 0, 0};
+    rproc p2 = {2, s2[1], 1, {s12[1]}, {1}, REMOTE_ITERS, 0, -1, 0, 0, 0, 0};
     vmt_child c1, c2;
     fflush(stdout);
     pid_t lp[2];
@@ -573,6 +634,141 @@ static void remote_waiters_time_out(void)
     __atomic_store_n(&sh->stop, 0, __ATOMIC_RELEASE);
 }
 
+/* rxe's counters (/sys/class/infiniband/rxe0/ports/1/hw_counters): up to 32 of them */
+#define RXE_HWC "/sys/class/infiniband/rxe0/ports/1/hw_counters"
+typedef struct rxe_counts {
+    int n;
+    char name[32][40];
+    unsigned long long v[32];
+} rxe_counts;
+static void rxe_counts_read(rxe_counts *c)
+{
+    memset(c, 0, sizeof *c);
+    DIR *dir = opendir(RXE_HWC);
+    if (!dir) return;
+    struct dirent *e;
+    while ((e = readdir(dir)) && c->n < 32) {
+        if (e->d_name[0] == '.') continue;
+        char path[400];
+        if (strlen(e->d_name) >= sizeof c->name[0]) continue;
+        snprintf(path, sizeof path, RXE_HWC "/%.40s", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        if (fscanf(f, "%llu", &c->v[c->n]) == 1) {
+            memcpy(c->name[c->n], e->d_name, strlen(e->d_name) + 1);
+            c->n++;
+        }
+        fclose(f);
+    }
+    closedir(dir);
+}
+static void rxe_counts_print(const char *what, const rxe_counts *a, const rxe_counts *b)
+{
+    char line[1024];
+    int len = snprintf(line, sizeof line, "# rxe0 counters during %s:", what);
+    for (int i = 0; i < b->n; i++) {
+        unsigned long long before = 0;
+        for (int j = 0; j < a->n; j++)
+            if (!strcmp(a->name[j], b->name[i])) before = a->v[j];
+        if (b->v[i] != before && len < (int)sizeof line - 60)
+            len += snprintf(line + len, sizeof line - (size_t)len, " %s +%llu", b->name[i], b->v[i] - before);
+    }
+    printf("%s\n", line);
+}
+
+/* nr remote processes (no local ones), each with its own queue pairs, take lock `lock`
+   `sections` times each, a plain counter (READ, WRITE + 1) inside: every hand-off within the
+   remote queue, none lost. The second process is slow once (its compare-and-swap that links it
+   stalls longer than an RDMA operation's timeout while its predecessor releases): the release
+   must wait for the link, not fail. Exact count, no error, the queue empty at the end. rxe's
+   counters (retransmissions, duplicates) during the run are printed. */
+static void remote_handoffs(int nr, int sections, uint16_t first_id, uint32_t lock)
+{
+    enum { MAXR = 3 };
+    int hs[MAXR][2], ps[MAXR][MAXR][2];
+    for (int i = 0; i < nr; i++) {
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, hs[i])) { CHECKF(0, "socketpair"); return; }
+        for (int j = i + 1; j < nr; j++)
+            if (socketpair(AF_UNIX, SOCK_STREAM, 0, ps[i][j])) { CHECKF(0, "socketpair"); return; }
+    }
+    rproc p[MAXR];
+    memset(p, 0, sizeof p);
+    for (int i = 0; i < nr; i++) {
+        p[i].id = (uint16_t)(first_id + i);
+        p[i].home_fd = hs[i][1];
+        for (int j = 0; j < nr; j++) { /* peers in id order on both sides */
+            if (j == i) continue;
+            p[i].peer_fd[p[i].npeers] = j > i ? ps[i][j][0] : ps[j][i][1];
+            p[i].peer_id[p[i].npeers++] = (uint16_t)(first_id + j);
+        }
+        p[i].iters = sections;
+        p[i].reset_lock = -1;
+        p[i].lock = lock;
+        p[i].lean = 1;
+        p[i].stall_at = i == 1 ? sections / 2 : 0;
+    }
+    sh->counter = 0;
+    vmt_child c[MAXR];
+    for (int i = 0; i < nr; i++) CHECK_EQ(vmt_spawn(remote_role, -1, &p[i], &c[i]), 0);
+    for (int i = 0; i < nr; i++) {
+        close(hs[i][1]);
+        for (int j = i + 1; j < nr; j++) { close(ps[i][j][0]); close(ps[i][j][1]); }
+    }
+    tlink l[MAXR];
+    memset(l, 0, sizeof l);
+    int ok = 1;
+    for (int i = 0; i < nr && ok; i++) ok = home_link(hs[i][0], &l[i]) == 0;
+    for (int i = 0; i < nr && ok; i++) ok = vmt_expect_byte(hs[i][0], 'R', 60000) == 0;
+    CHECKF(ok, "the remote processes did not get ready");
+    rxe_counts rc0, rc1;
+    rxe_counts_read(&rc0);
+    uint64_t t0 = rcp__now_ns();
+    for (int i = 0; i < nr && ok; i++) vmt_send_byte(hs[i][0], 'G');
+    /* the reports, in any order; a process that ends without one (its failure pipe, which
+       only it holds, becomes readable) ends the others: one stranded in the queue would wait
+       for ever */
+    int got = 0, done[MAXR] = {0};
+    while (ok && got < nr) {
+        struct pollfd pf[2 * MAXR];
+        for (int i = 0; i < nr; i++) {
+            pf[i] = (struct pollfd){.fd = done[i] ? -1 : hs[i][0], .events = POLLIN, .revents = 0};
+            pf[nr + i] = (struct pollfd){.fd = done[i] ? -1 : c[i].res, .events = POLLIN, .revents = 0};
+        }
+        if (poll(pf, (nfds_t)(2 * nr), 110000) <= 0) { CHECKF(0, "no report in 110 s"); ok = 0; }
+        for (int i = 0; i < nr && ok; i++) {
+            unsigned char r[REP_LEN];
+            if (pf[i].revents) {
+                if (vmt_read_all(hs[i][0], r, REP_LEN, 10000)) ok = 0;
+                else { done[i] = 1; got++; }
+            } else if (pf[nr + i].revents) {
+                ok = 0; /* ended without a report: vmt_reap says why */
+            }
+        }
+    }
+    double secs = (rcp__now_ns() - t0) / 1e9;
+    rxe_counts_read(&rc1);
+    rxe_counts_print(nr == 2 ? "remote_handoffs_two" : "remote_handoffs_three", &rc0, &rc1);
+    if (!ok)
+        for (int i = 0; i < nr; i++) kill(c[i].pid, SIGKILL);
+    char why[512];
+    for (int i = 0; i < nr; i++)
+        CHECKF(vmt_reap(&c[i], why, sizeof why) == 0, "remote %d: %s", first_id + i, why);
+    printf("# remote hand-offs: %d remote processes x %d critical sections in %.1f s (one stall "
+           "of %d ms): %.0f us per section\n", nr, sections, secs, SLOW_STALL_MS,
+           (secs - SLOW_STALL_MS / 1e3) * 1e6 / (nr * sections));
+    if (ok) {
+        CHECK_EQ(sh->counter, (uint64_t)nr * (uint64_t)sections);
+        CHECK_EQ(__atomic_load_n(&tab->lines[lock].r_tail, __ATOMIC_ACQUIRE), 0);
+    }
+    for (int i = 0; i < nr; i++) {
+        if (l[i].qp) { rcp__verbs_qp_destroy(l[i].qp); rcp__verbs_cq_destroy(l[i].cq); }
+        close(hs[i][0]);
+    }
+}
+
+static void remote_handoffs_two(void) { remote_handoffs(2, HANDOFF2_SECTIONS, 21, 2); }
+static void remote_handoffs_three(void) { remote_handoffs(3, HANDOFF3_SECTIONS, 31, 3); }
+
 /* ALOCK_CHECK_RMW: lock 0's remote tail has seen RDMA compare-and-swap; a CPU read-modify-write of
    it must trip the assertion, one of the local tail must not */
 static void debug_invariant_check(void)
@@ -597,7 +793,7 @@ static void killed_remote_holder(void)
 {
     int s[2], s2[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, s) || socketpair(AF_UNIX, SOCK_STREAM, 0, s2)) { CHECKF(0, "socketpair"); return; }
-    rproc p = {3, s[1], 0, {0}, {0}, 0, 5, -1, 0};
+    rproc p = {3, s[1], 0, {0}, {0}, 0, 5, -1, 0, 0, 0, 0};
     vmt_child c;
     CHECK_EQ(vmt_spawn(remote_role, -1, &p, &c), 0);
     close(s[1]);
@@ -614,7 +810,7 @@ static void killed_remote_holder(void)
     CHECK_EQ(alock_lock_timeout(tab, 5, rcp__now_ns() + 300000000ull, &h), ALOCK_E_TIMEDOUT);
     CHECK_EQ(alock_trylock(tab, 5, &h), ALOCK_E_BUSY);
     /* recovery: a remote process that knows id 3 is gone empties the remote queue */
-    rproc q = {4, s2[1], 0, {0}, {0}, 0, 0, 5, 0};
+    rproc q = {4, s2[1], 0, {0}, {0}, 0, 0, 5, 0, 0, 0, 0};
     vmt_child c2;
     CHECK_EQ(vmt_spawn(remote_role, -1, &q, &c2), 0);
     close(s2[1]);
@@ -664,7 +860,7 @@ static void pair_a(void)
     /* remote 1 here (loopback), with links to 2 and 3 on b */
     int s1[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, s1)) { CHECKF(0, "socketpair"); return; }
-    rproc p1 = {1, s1[1], 2, {fds[1][2], fds[1][3]}, {2, 3}, PAIR_ITERS, 0, -1, 0};
+    rproc p1 = {1, s1[1], 2, {fds[1][2], fds[1][3]}, {2, 3}, PAIR_ITERS, 0, -1, 0, 0, 0, 0};
     fflush(stdout);
     pid_t lp[2];
     for (int i = 0; i < 2; i++)
@@ -762,7 +958,7 @@ static void pair_b_killed_remote(const char *peer)
     int k4 = vmt_tcp_connect(peer, PAIR_PORT + 1, 90000);
     CHECKF(k4 >= 0, "tcp: %s", strerror(-k4));
     if (k4 < 0) { close(ctl); return; }
-    rproc q4 = {4, k4, 0, {0}, {0}, 0, 7, -1, 0};
+    rproc q4 = {4, k4, 0, {0}, {0}, 0, 7, -1, 0, 0, 0, 0};
     vmt_child c4;
     CHECK_EQ(vmt_spawn(remote_role, -1, &q4, &c4), 0);
     CHECK_EQ(vmt_expect_byte(ctl, 'K', 120000), 0);
@@ -773,7 +969,7 @@ static void pair_b_killed_remote(const char *peer)
     int k5 = vmt_tcp_connect(peer, PAIR_PORT + 1, 90000);
     CHECKF(k5 >= 0, "tcp: %s", strerror(-k5));
     if (k5 >= 0) {
-        rproc q5 = {5, k5, 0, {0}, {0}, 0, 0, 7, 0};
+        rproc q5 = {5, k5, 0, {0}, {0}, 0, 0, 7, 0, 0, 0, 0};
         vmt_child c5;
         CHECK_EQ(vmt_spawn(remote_role, -1, &q5, &c5), 0);
         CHECKF(vmt_reap(&c5, why, sizeof why) == 0, "reset: %s", why);
@@ -802,8 +998,8 @@ static void pair_b(const char *peer)
     CHECKF(h2 >= 0 && p2 >= 0 && h3 >= 0 && p3 >= 0, "tcp to %s: %s", peer, strerror(-(h2 < 0 ? h2 : p2 < 0 ? p2 : h3 < 0 ? h3 : p3)));
     if (h2 < 0 || p2 < 0 || h3 < 0 || p3 < 0) return;
     /* peers in id order on both sides, so no two processes wait for each other's setup */
-    rproc q2 = {2, h2, 2, {p2, s23[0]}, {1, 3}, PAIR_ITERS, 0, -1, 0};
-    rproc q3 = {3, h3, 2, {p3, s23[1]}, {1, 2}, PAIR_ITERS, 0, -1, 0};
+    rproc q2 = {2, h2, 2, {p2, s23[0]}, {1, 3}, PAIR_ITERS, 0, -1, 0, 0, 0, 0};
+    rproc q3 = {3, h3, 2, {p3, s23[1]}, {1, 2}, PAIR_ITERS, 0, -1, 0, 0, 0, 0};
     vmt_child c2, c3;
     CHECK_EQ(vmt_spawn(remote_role, -1, &q2, &c2), 0);
     CHECK_EQ(vmt_spawn(remote_role, -1, &q3, &c3), 0);
@@ -817,17 +1013,20 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
+    if (getenv("ALOCKT_ONLY") && *getenv("ALOCKT_ONLY")) t_only = getenv("ALOCKT_ONLY");
     if (argc == 1) {
         t_begin("alock_setup");
         int rc = home_setup();
         if (!rc) rc = home_rdma();
         t_end();
         if (rc) return T_DONE();
-        TEST(hazard_cpu_and_rdma_faa);
-        TEST(mixed_local_and_remote);
-        TEST(remote_waiters_time_out);
-        TEST(debug_invariant_check);
-        TEST(killed_remote_holder);
+        RUN(hazard_cpu_and_rdma_faa);
+        RUN(mixed_local_and_remote);
+        RUN(remote_waiters_time_out);
+        RUN(remote_handoffs_two);
+        RUN(remote_handoffs_three);
+        RUN(debug_invariant_check);
+        RUN(killed_remote_holder);
         home_teardown();
         return T_DONE();
     }
