@@ -303,8 +303,9 @@
    Replies: a quarter of the connection heap (rounded to pages) is the reply region, owned by
    the server. rpcool_ctx_alloc allocates there, and every block the handler allocated during the
    call travels back with the answer (at most 2 MiB in all, else the call fails with
-   RPCOOL_E_TOOBIG) and lands at the same address in the client's heap. rpcool_free of any block
-   of a reply frees every block of that call (the free travels with a later call). What a
+   RPCOOL_E_TOOBIG) and lands at the same address in the client's heap. The caller frees each
+   block of a reply with rpcool_free, once, as on shared memory (the free travels with a later
+   call; a pointer that is not the start of a reply block is ignored there). What a
    handler writes into the argument (the mirror) does not travel back. rpcool_ctx_heap returns
    NULL (the heap is in another pod).
    Safety: the bytes a handler reads crossed the network and cannot change under it, so every
@@ -397,10 +398,9 @@
      NULL), and every block its handler allocated with rpcool_ctx_alloc is freed; so is
      every block of a call that succeeds without a reply. A handler must not free those
      blocks itself, nor keep pointers to them after the call. A call that succeeds with a
-     reply leaves all its blocks to the caller, who frees each with rpcool_free. Over RDMA
-     rpcool_free of any block of a reply frees every block of that call (section 5): a
-     program right on both transports frees every block of a reply, each once, before its
-     next call on that connection.
+     reply leaves all its blocks to the caller, who frees each with rpcool_free, once, on
+     both transports. rpcool_call with ret NULL discards the reply: the server frees every
+     block the handler allocated for it (nothing travels back), so the caller frees nothing.
    - Time limits: rpcool_server_opts.limit_ms for every handler, rpcool_handler_opts.limit_ms
      (rpcool_server_add_handler_ex) for one; none by default. A thread of the server looks
      every 10 ms while any limit is set. A handler over its limit is counted (over_limit)
@@ -961,7 +961,10 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
    copies the argument instead (as RPCOOL_COPY, whatever max_copy). Never seen by handlers. */
 #define RPCOOL__SEAL_COPY 8u
 #define RPCOOL__KNOWN_FLAGS (RPCOOL_COPY | RPCOOL_SEAL | RPCOOL_SANDBOX)
-#define RPCOOL__WIRE_FLAGS (RPCOOL__KNOWN_FLAGS | RPCOOL__SEAL_COPY)
+/* The caller discards the reply (rpcool_call with ret NULL): the server frees every block the
+   handler allocated and answers without a reply. */
+#define RPCOOL__DISCARD 16u
+#define RPCOOL__WIRE_FLAGS (RPCOOL__KNOWN_FLAGS | RPCOOL__SEAL_COPY | RPCOOL__DISCARD)
 #define RPCOOL__ALTSTACK ((size_t)64 << 10) /* a serving thread's alternate signal stack */
 #define RPCOOL__WATCH_MS 10u        /* how often time limits are looked at, when there are any */
 #define RPCOOL__ABANDON_NS 20000000u /* a sandboxed handler over its limit that makes no checked
@@ -2747,11 +2750,12 @@ static int rpcool__free_fn(void *p)
 /* The blocks the handler allocated belong to its reply: a call that fails (status < 0) or
    succeeds without a reply frees them all, and a failed call returns no reply. */
 static void rpcool__blocks_settle(rpcool_server *s, struct rpcool__sconn *sc,
-                                  struct rpcool__worker *w, rpcool_ctx *ctx, int *status)
+                                  struct rpcool__worker *w, rpcool_ctx *ctx, int *status,
+                                  unsigned cflags)
 {
     struct rpcool__free_args a = {sc->heap, w->blk, w->nblk};
     w->nblk = 0;
-    if (*status >= 0 && ctx->ret) return;
+    if (*status >= 0 && ctx->ret && !(cflags & RPCOOL__DISCARD)) return;
     ctx->ret = NULL;
     ctx->ret_len = 0;
     if (rpcool__guarded(rpcool__free_fn, &a, 1)) {
@@ -2854,7 +2858,8 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
             ctx.ret = NULL;
             ctx.ret_len = 0;
         }
-        if (RCP__UNLIKELY(w->nblk)) rpcool__blocks_settle(s, sc, w, &ctx, &status);
+        if (RCP__UNLIKELY(w->nblk)) rpcool__blocks_settle(s, sc, w, &ctx, &status, cflags);
+        else if (cflags & RPCOOL__DISCARD) ctx.ret = NULL; /* a reply the caller discards */
     }
     rpcool__complete(hd, i, gen, status, ctx.ret, ctx.ret ? ctx.ret_len : 0);
     /* give a big argument's copy back: not one per serving thread */
@@ -3811,13 +3816,14 @@ static int rpcool__harvest(rpcool_conn *c, unsigned i, void **ret, size_t *ret_l
 }
 
 static int rpcool__post(rpcool_conn *c, unsigned i, unsigned fn, const void *arg, size_t len,
-                        const rpcool_call_opts *o)
+                        const rpcool_call_opts *o, unsigned discard)
 {
     struct rpcool__req *sl = &c->hdr->req[i];
     struct rpcool__pend *pd = &c->pend[i];
     unsigned flags = c->safety | (o ? o->safety : 0);
     if (fn >= RPCOOL_MAX_HANDLERS || (flags & ~(unsigned)RPCOOL__KNOWN_FLAGS))
         return RPCOOL_E_INVAL;
+    flags |= discard;
     if ((arg || len) && !shmheap_contains(c->heap, arg, len)) return RPCOOL_E_BADPTR;
     pd->seal_p = NULL;
     pd->ext = o ? o->extents : NULL;
@@ -3951,7 +3957,7 @@ RPCOOL_API int rpcool_call_ex(rpcool_conn *c, unsigned fn, const void *arg, size
     }
     rcp__store_relaxed(&c->pend[i].pstate, (uint32_t)RPCOOL__P_SYNC); /* reclaim reads it */
     c->pend[i].deadline = deadline; /* a transport may wait for room to send up to it */
-    if ((r = rpcool__post(c, (unsigned)i, fn, arg, len, opts))) {
+    if ((r = rpcool__post(c, (unsigned)i, fn, arg, len, opts, ret ? 0u : RPCOOL__DISCARD))) {
         if (hot) rpcool__hot_done(c, cl, (unsigned)i);
         else rpcool__slot_put(c, (unsigned)i);
         return r;
@@ -3992,7 +3998,7 @@ RPCOOL_API int rpcool_call_async(rpcool_conn *c, unsigned fn, const void *arg, s
     pd->deadline = rpcool__deadline(c, opts); /* counted from the call, as in rpcool_call_ex */
     uint64_t myid = ((uint64_t)pd->gen << 8) | (unsigned)i;
     rcp__store(&pd->pstate, (uint32_t)RPCOOL__P_ASYNC);
-    if ((r = rpcool__post(c, (unsigned)i, fn, arg, len, opts))) {
+    if ((r = rpcool__post(c, (unsigned)i, fn, arg, len, opts, 0))) {
         rpcool__slot_put(c, (unsigned)i);
         return r;
     }

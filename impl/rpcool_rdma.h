@@ -43,8 +43,9 @@
    - Replies: the client sets aside a reply region in its heap at connect. The server owns it:
      rpcool_ctx_alloc carves blocks from it (a private first-fit allocator), and everything the
      handler allocated travels back inline in the DONE frame, which the client copies to the
-     same addresses. rpcool_free of any block of a reply frees that call's whole reply; the
-     frees ride on the next call (or a FREE frame when many are queued).
+     same addresses. rpcool_free of a reply block frees that block (as on shared memory); the
+     frees ride on the next call (or a FREE frame when many are queued). A caller that
+     discards the reply (RPCOOL__DISCARD) gets none: the server frees the call's blocks.
    - Waiting (RR-Compound's BPEV): poll the CQ while calls are frequent (spin_ns), then arm it
      and sleep on its completion channel (krconn's KRCONN_CTX_EVENTS), so an idle side uses no
      CPU for its connections.
@@ -1679,17 +1680,14 @@ static void *rpcool__r_alloc(rpcool_server *s, struct rpcool__rconn *rc, size_t 
 }
 
 /* Free the reply that holds address a (every block of its call). */
-static void rpcool__r_free_group(struct rpcool__rconn *rc, uint64_t a)
+static void rpcool__r_free_block(struct rpcool__rconn *rc, uint64_t a)
 {
     size_t k;
     for (k = 0; k < rc->nblk; k++)
-        if (a >= rc->blk[k].addr && a - rc->blk[k].addr < rc->blk[k].len) break;
-    if (k == rc->nblk) return; /* not ours (or freed already): ignored */
-    uint32_t g = rc->blk[k].group;
-    size_t w = 0;
-    for (size_t j = 0; j < rc->nblk; j++)
-        if (rc->blk[j].group != g) rc->blk[w++] = rc->blk[j];
-    rc->nblk = w;
+        if (rc->blk[k].addr == a) break;
+    if (k == rc->nblk) return; /* not a reply block's start (or freed already): ignored */
+    memmove(&rc->blk[k], &rc->blk[k + 1], (rc->nblk - k - 1) * sizeof *rc->blk);
+    rc->nblk--;
 }
 
 static void rpcool__r_free_group_id(struct rpcool__rconn *rc, uint32_t g)
@@ -1708,8 +1706,9 @@ static int rpcool__r_in_mirror(const struct rpcool__rconn *rc, const void *p, si
 
 /* Answer a call. */
 static void rpcool__r_done(struct rpcool__rconn *rc, unsigned slot, uint32_t gen, int status,
-                           void *ret, size_t ret_len)
+                           void *ret, size_t ret_len, unsigned cflags)
 {
+    if (cflags & RPCOOL__DISCARD) ret = NULL; /* the caller discards the reply */
     struct rpcool__rf h;
     memset(&h, 0, sizeof h);
     h.type = RPCOOL__RF_DONE;
@@ -1741,7 +1740,9 @@ static void rpcool__r_done(struct rpcool__rconn *rc, unsigned slot, uint32_t gen
     }
     if (status < 0 || !ret) { /* nobody will point at what the handler allocated */
         rpcool__r_free_group_id(rc, rc->group);
-        if (status < 0) { ret = NULL; ret_len = 0; }
+        np = nb = 0; /* and none of it travels */
+        ret = NULL;
+        ret_len = 0;
     }
     h.status = status;
     h.flags = rc->lost ? RPCOOL__R_DONE_LOST : 0u;
@@ -1929,7 +1930,7 @@ static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
     for (uint32_t k = 0; !status && k < h->n1; k++, q += 8) {
         uint64_t a;
         memcpy(&a, q, 8);
-        rpcool__r_free_group(rc, a);
+        rpcool__r_free_block(rc, a);
     }
     /* the entries: checked first; kept pages are checked against our copy of what the last
        call installed (a handler may have written them); then every page of an earlier call
@@ -1943,7 +1944,7 @@ static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
     if (status) {
         rc->bad++;
         rcp__fetch_add(&s->st.bad_entries, 1u);
-        rpcool__r_done(rc, slot, gen, status, NULL, 0);
+        rpcool__r_done(rc, slot, gen, status, NULL, 0, 0);
         return;
     }
     rpcool_ctx ctx;
@@ -1991,7 +1992,7 @@ static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
         }
     }
     if (rcp__load(&rc->dead)) return;
-    rpcool__r_done(rc, slot, gen, status, ctx.ret, ctx.ret ? ctx.ret_len : 0);
+    rpcool__r_done(rc, slot, gen, status, ctx.ret, ctx.ret ? ctx.ret_len : 0, cflags);
     rc->tm_last = rcp__now_ns();
     if (t1) {
         rc->tm_n++;
@@ -2186,7 +2187,7 @@ static int rpcool__r_step(struct rpcool__worker *w, struct rpcool__rconn *rc, ui
         if (h->type == RPCOOL__RF_FREE) {
             const uint64_t *f = (const uint64_t *)(h + 1);
             if (h->n1 <= (h->len - sizeof *h - 8) / 8)
-                for (uint32_t k = 0; k < h->n1; k++) rpcool__r_free_group(rc, f[k]);
+                for (uint32_t k = 0; k < h->n1; k++) rpcool__r_free_block(rc, f[k]);
         } else if (h->type == RPCOOL__RF_BYE) {
             rcp__store(&rc->dead, (int32_t)RPCOOL_E_CLOSED);
         } else if (h->type != RPCOOL__RF_PAGES) { /* a late answer to a fetch that gave up */
@@ -2406,7 +2407,7 @@ static void *rpcool__r_fault_thread(void *p)
                             const uint64_t *fr = (const uint64_t *)(f + 1);
                             if (f->n1 <= (f->len - sizeof *f - 8) / 8)
                                 for (uint32_t k = 0; k < f->n1; k++)
-                                    rpcool__r_free_group(rc, fr[k]);
+                                    rpcool__r_free_block(rc, fr[k]);
                         } else if (f->type == RPCOOL__RF_BYE) {
                             rcp__store(&rc->dead, (int32_t)RPCOOL_E_CLOSED);
                         } else {

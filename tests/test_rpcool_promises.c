@@ -19,7 +19,7 @@
 enum { FN_ECHO = 1, FN_RECURSE = 2, FN_WALK = 3, FN_RAWLOOP = 4, FN_DEPTH = 5, FN_QUIT = 6,
        FN_STATS = 7, FN_SLEEP = 8, FN_ALLOC_NEG = 9, FN_ALLOC_FAIL = 10, FN_ALLOC_BAD = 11,
        FN_ALLOC_FAULT = 12, FN_ALLOC_NOREPLY = 13, FN_WALK_RELAXED = 14, FN_NEED_SLOW = 15,
-       FN_BADREPLY = 16, FN_FAULT = 17, FN_SPIN_FLAG = 18 };
+       FN_BADREPLY = 16, FN_FAULT = 17, FN_SPIN_FLAG = 18, FN_CHAIN = 19 };
 
 struct node {
     struct node *next;
@@ -182,8 +182,25 @@ static int h_fault(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     return *wild;
 }
 
+/* A reply of three 4 KiB blocks chained by their first word: the caller frees each. */
+static int h_chain(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)arg; (void)len; (void)user;
+    void **b[3];
+    for (int k = 0; k < 3; k++) {
+        b[k] = (void **)rpcool_ctx_alloc(ctx, 4096);
+        if (!b[k]) return SHMHEAP_E_FULL;
+    }
+    b[0][0] = b[1];
+    b[1][0] = b[2];
+    b[2][0] = NULL;
+    rpcool_ctx_reply(ctx, b[0], 4096);
+    return 0;
+}
+
 static void add_handlers(rpcool_server *s)
 {
+    rpcool_server_add_handler(s, FN_CHAIN, h_chain, NULL, 0);
     rpcool_server_add_handler(s, FN_ECHO, h_echo, NULL, 0);
     rpcool_server_add_handler(s, FN_RECURSE, h_recurse, NULL, RPCOOL_SANDBOX);
     rpcool_server_add_handler(s, FN_WALK, h_walk, NULL, RPCOOL_SANDBOX);
@@ -430,6 +447,44 @@ static void test_failed_call_blocks_freed(void)
     rpcool_server_close(s);
 }
 
+/* A reply of several blocks: the caller frees each block once (the rule on both transports),
+   and a reply discarded with ret NULL leaves nothing behind. 8 MiB heap, 12 KiB a call: 1000
+   calls of either kind would fill it if blocks leaked. */
+static void test_multiblock_reply(void)
+{
+    const char *name = t_uniq("mblk");
+    rpcool_server *s = t_serve(name, NULL, 0);
+    if (!s) return;
+    add_handlers(s);
+    rpcool_server_start(s, 1);
+    rpcool_conn_opts o = {.heap_size = 8 << 20};
+    rpcool_conn *c = NULL;
+    CHECK_EQ(rpcool_connect(name, &o, &c), 0);
+    if (!c) return (void)rpcool_server_close(s);
+    for (int i = 0; i < 1000; i++) {
+        void *ret = NULL;
+        int r = rpcool_call(c, FN_CHAIN, NULL, 0, &ret, NULL);
+        if (r || !ret) { CHECKF(0, "call %d: %d (%s)", i, r, rpcool_strerror(r)); break; }
+        int freed = 0;
+        for (void **b = (void **)ret; b;) {
+            void **next = (void **)b[0];
+            CHECK_EQ(rpcool_free(c, b), 0);
+            b = next;
+            freed++;
+        }
+        if (freed != 3) { CHECKF(0, "call %d: %d blocks in the reply", i, freed); break; }
+    }
+    for (int i = 0; i < 1000; i++) {
+        int r = rpcool_call(c, FN_CHAIN, NULL, 0, NULL, NULL);
+        if (r) { CHECKF(0, "discarded call %d: %d (%s)", i, r, rpcool_strerror(r)); break; }
+    }
+    void *big = rpcool_alloc(c, (size_t)6 << 20);
+    CHECKF(big != NULL, "%s", "6 MiB of the 8 MiB heap are not free: reply blocks leaked");
+    rpcool_free(c, big);
+    rpcool_disconnect(c);
+    rpcool_server_close(s);
+}
+
 /* What a log callback received. */
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static char log_buf[16384];
@@ -667,6 +722,7 @@ int main(int argc, char **argv)
     RUN(test_cycle_budget);
     RUN(test_dead_client_call_dropped);
     RUN(test_failed_call_blocks_freed);
+    RUN(test_multiblock_reply);
     RUN(test_faults_logged_once);
 #ifndef T_OLD
     RUN(test_free_reports);
