@@ -415,20 +415,30 @@ static void test_dead_client_call_dropped(void)
     CHECK_EQ(rpcool_server_close(s), 0);
 }
 
+/* A server with add_handlers' handlers on one thread and a client with an 8 MiB heap: 0, or
+   -1 with a FAIL line and nothing left open. */
+static int serve_8m(const char *name, rpcool_server **s, rpcool_conn **c)
+{
+    *c = NULL;
+    if (!(*s = t_serve(name, NULL, 0))) return -1;
+    add_handlers(*s);
+    rpcool_server_start(*s, 1);
+    rpcool_conn_opts o = {.heap_size = 8 << 20};
+    CHECK_EQ(rpcool_connect(name, &o, c), 0);
+    if (*c) return 0;
+    rpcool_server_close(*s);
+    return -1;
+}
+
 /* Blocks a handler allocated are freed when its call fails (negative status, rpcool_ctx_fail, a
    checked accessor, a fault) or succeeds without a reply: 20 calls of each with 1 MiB in an
    8 MiB heap, then 6 MiB are still free. */
 static void test_failed_call_blocks_freed(void)
 {
     const char *name = t_uniq("blk");
-    rpcool_server *s = t_serve(name, NULL, 0);
-    if (!s) return;
-    add_handlers(s);
-    rpcool_server_start(s, 1);
-    rpcool_conn_opts o = {.heap_size = 8 << 20};
-    rpcool_conn *c = NULL;
-    CHECK_EQ(rpcool_connect(name, &o, &c), 0);
-    if (!c) return (void)rpcool_server_close(s);
+    rpcool_server *s;
+    rpcool_conn *c;
+    if (serve_8m(name, &s, &c)) return;
     static const struct { unsigned fn; int want; } k[] = {
         {FN_ALLOC_NEG, -5}, {FN_ALLOC_FAIL, -6}, {FN_ALLOC_BAD, RPCOOL_E_BADPTR},
         {FN_ALLOC_FAULT, RPCOOL_E_FAULT}, {FN_ALLOC_NOREPLY, 0}};
@@ -453,14 +463,9 @@ static void test_failed_call_blocks_freed(void)
 static void test_multiblock_reply(void)
 {
     const char *name = t_uniq("mblk");
-    rpcool_server *s = t_serve(name, NULL, 0);
-    if (!s) return;
-    add_handlers(s);
-    rpcool_server_start(s, 1);
-    rpcool_conn_opts o = {.heap_size = 8 << 20};
-    rpcool_conn *c = NULL;
-    CHECK_EQ(rpcool_connect(name, &o, &c), 0);
-    if (!c) return (void)rpcool_server_close(s);
+    rpcool_server *s;
+    rpcool_conn *c;
+    if (serve_8m(name, &s, &c)) return;
     for (int i = 0; i < 1000; i++) {
         void *ret = NULL;
         int r = rpcool_call(c, FN_CHAIN, NULL, 0, &ret, NULL);
