@@ -51,7 +51,7 @@
      CPU for its connections.
    - Liveness: a side waiting on its peer posts a zero-byte RDMA WRITE every peer_check_ms (reap_ms
      on the server); a dead peer's QP stops acknowledging and the WRITE fails after krconn's
-     retry bound (retry_cnt 6 x timeout 67 ms: about 0.5 s). */
+     retry bound (7 tries of RPCOOL__R_ACK_TIMEOUT's 0.54 s: about 4 s). */
 #ifndef RPCOOL_RDMA_IMPL_H
 #define RPCOOL_RDMA_IMPL_H
 
