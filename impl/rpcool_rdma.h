@@ -203,7 +203,7 @@ struct rpcool__rconn {
     int ping_out;
     uint64_t last_ping, last_rx;
     int32_t dead;                /* sticky: why the connection is unusable */
-    int failed;                  /* client: its connect failed after krconn's part */
+    int failed;                  /* its connect or hello failed: the QP is not pooled again */
     rpcool_conn *owner;          /* client: its connection (a sender waiting for room pumps) */
     uint64_t check_ns;           /* a sender waiting for room pings after this long silent */
     int wc_fail;                 /* the first failed completion's status + 1 (0: none), for logs */
@@ -2157,6 +2157,7 @@ static int rpcool__r_step(struct rpcool__worker *w, struct rpcool__rconn *rc, ui
                             "from the client in %u ms", s->name,
                             (unsigned)RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS);
             rc->state = RPCOOL__RS_DEAD;
+            rc->failed = 1; /* its QP goes to nobody else (rpcool__r_conn_free) */
             rc->hello_deadline = now;
         }
         return n;
