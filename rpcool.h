@@ -285,6 +285,9 @@
    client then holds that range and tries again with a heap elsewhere in its pod (up to 4 times
    within connect_timeout_ms), so a client that starts while the server still mirrors up to 4
    dead, not yet reclaimed clients of its pod at the ranges it is given connects all the same.
+   A connect whose queue pair fails before the server's hello arrives, or that has no hello
+   8 s after krconn connected it, starts afresh with another queue pair while
+   connect_timeout_ms allows; a queue pair whose connection failed is never used again.
    What travels with a call: the argument's bytes [arg, arg+len), the seal range if the call
    names one (rpcool_call_opts.seal_p, seal_len) and the ranges named in
    rpcool_call_opts.extents (up to 16; an arena's [base, base + used) for pointer-rich data),

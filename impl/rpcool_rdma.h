@@ -95,6 +95,12 @@
    answers (rpcool__r_await_hello); one found dead makes the connect start afresh while its
    deadline allows. */
 #define RPCOOL__R_HELLO_PING_MS 500u
+/* ... and waits at most this long for it: the server sends its hello as soon as it accepts and
+   gives up on it after its retry bound (about 4 s), so a hello not here by then never comes (a
+   queue pair that stopped acknowledging was seen to answer our check writes but not the
+   server's hello): the connect starts afresh, with another queue pair, while its deadline
+   allows. */
+#define RPCOOL__R_HELLO_WAIT_MS 8000u
 /* Busy-polling adapts to the traffic (BPEV "while calls are frequent"): a side keeps polling
    up to 4 times the recent round trip (client) or gap between calls (server), if that is under
    this bound, else only spin_ns. */
@@ -1327,11 +1333,14 @@ static int rpcool__r_is_reply(rpcool_conn *c, const void *p)
    RPCOOL__R_HELLO_PING_MS: a server that dropped the connection (its hello found no receive
    posted here in time: RNR retries exceeded) leaves its queue pair in error or back in its
    pool, which acknowledges nothing, so the write fails after the ACK retries (about 4 s) and
-   this returns RPCOOL_E_PEERDEAD instead of waiting out the deadline. */
+   this returns RPCOOL_E_PEERDEAD instead of waiting out the deadline; so does a hello not here
+   after RPCOOL__R_HELLO_WAIT_MS. */
 static int rpcool__r_await_hello(struct rpcool__rconn *rc, uint64_t deadline,
                                  struct rpcool__rhello *out)
 {
     uint64_t next_ping = rcp__now_ns() + RPCOOL__R_HELLO_PING_MS * 1000000ull;
+    uint64_t give_up = rcp__now_ns() + RPCOOL__R_HELLO_WAIT_MS * 1000000ull;
+    if (give_up < deadline) deadline = give_up;
     for (;;) {
         rpcool__r_cq(rc);
         int d = rcp__load(&rc->dead);
@@ -1342,7 +1351,7 @@ static int rpcool__r_await_hello(struct rpcool__rconn *rc, uint64_t deadline,
         pthread_mutex_unlock(&rc->cq_lock);
         if (got) return got == (int)sizeof *out ? 0 : RPCOOL_E_PROTO;
         uint64_t now = rcp__now_ns();
-        if (now >= deadline) return RPCOOL_E_TIMEOUT;
+        if (now >= deadline) return now >= give_up ? RPCOOL_E_PEERDEAD : RPCOOL_E_TIMEOUT;
         if (now >= next_ping) {
             rpcool__r_ping(rc);
             next_ping = now + RPCOOL__R_HELLO_PING_MS * 1000000ull;
