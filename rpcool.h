@@ -664,6 +664,17 @@ RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s);
    handler had returned it. Does not return. */
 RPCOOL_API void rpcool_ctx_fail(rpcool_ctx *ctx, int code);
 #define RPCOOL_NEED(ctx, p) ((__typeof__(p))rpcool_ctx_need((ctx), (p), sizeof *(p)))
+/* Deferred replies (section 2): take the call out of the serving thread, finish it later from
+   any thread. 0 and *out, or RPCOOL_E_NOTSUP (an RDMA call), RPCOOL_E_INVAL (deferred already),
+   -ENOMEM. */
+typedef struct rpcool_deferred rpcool_deferred;
+RPCOOL_API int rpcool_ctx_defer(rpcool_ctx *ctx, rpcool_deferred **out);
+RPCOOL_API void *rpcool_deferred_alloc(rpcool_deferred *d, size_t size); /* in the client's heap */
+/* Finish the call: the caller gets status and [p, p+len) (p in the client's heap, or NULL);
+   frees d. 0, RPCOOL_E_BADPTR (p outside the heap: the caller gets RPCOOL_E_BADPTR), or
+   RPCOOL_E_INVAL (the call had ended already: the handler faulted or failed after deferring). */
+RPCOOL_API int rpcool_deferred_reply(rpcool_deferred *d, int status, void *p, size_t len);
+RPCOOL_API int rpcool_deferred_fail(rpcool_deferred *d, int code); /* reply(d, code, NULL, 0) */
 
 /* Client. */
 RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts, rpcool_conn **out);
@@ -736,6 +747,9 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 
 #ifdef __cplusplus
 }
+#endif
+#ifdef RPCOOL_WITH_PROTOBUF_C /* protobuf-c services over rpcool (section 11) */
+#include "impl/rpcool_pbc.h"
 #endif
 #endif /* RPCOOL_H */
 
@@ -964,6 +978,7 @@ struct rpcool__sconn { /* the server's view of one connection */
     shmheap *heap;
     struct rpcool__conn_hdr *hdr;
     int dead;          /* client died: reclaim its connection once drained */
+    uint32_t ndeferred; /* deferred calls not yet finished: its heap stays until they are */
     int pkey;
     uint32_t rot;      /* where the next scan starts (fairness) */
     uint32_t claimed[RPCOOL__NSLOTS]; /* generation last claimed per slot (server threads) */
@@ -1125,6 +1140,9 @@ struct rpcool_ctx {
     int fault_sig;      /* a contained fault: its signal and address */
     void *fault_addr;
     struct rpcool__rconn *rc; /* a call over RDMA: its connection (sc is NULL) */
+    unsigned slot;      /* the call's slot and generation (a deferred reply needs them) */
+    uint32_t gen;
+    struct rpcool_deferred *dfr; /* rpcool_ctx_defer took the call out of the serving thread */
 };
 
 /* The RDMA transport (impl/rpcool_rdma.h, compiled in with RPCOOL_WITH_RDMA). */
@@ -2128,6 +2146,7 @@ static int rpcool__drain(rpcool_server *s, uint32_t i)
         __atomic_store_n(&sc->state, (uint32_t)RPCOOL__SC_DRAINING, __ATOMIC_SEQ_CST);
         sc->drain_gp = __atomic_add_fetch(&s->gp, 1u, __ATOMIC_SEQ_CST);
     }
+    if (rcp__load(&sc->ndeferred)) return 1; /* deferred calls still write to its heap */
     /* a polling worker moves on within a pass: wait for that a little (20 us), not for a
        handler that runs long (the next housekeeping round tries again) */
     for (uint64_t t0 = 0;;) {
@@ -2324,6 +2343,8 @@ static void rpcool__pkeys(rpcool_server *s, int mine, int all)
         if (all || s->pkeys[k] != mine) shmheap_pkey_set(s->pkeys[k], all ? 0u : 1u);
 }
 
+static void rpcool__defer_handoff(struct rpcool__worker *w, rpcool_ctx *ctx, int status);
+
 static void rpcool__complete(struct rpcool__conn_hdr *hd, unsigned i, uint32_t gen, int status,
                              void *ret, size_t ret_len)
 {
@@ -2356,6 +2377,8 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
     memset(&ctx, 0, sizeof ctx);
     ctx.s = s;
     ctx.sc = sc;
+    ctx.slot = i;
+    ctx.gen = gen;
     int status;
     struct rpcool__handler_ent *e =
         fnid < RPCOOL_MAX_HANDLERS ? rcp__load(&s->handlers[fnid]) : NULL;
@@ -2411,6 +2434,10 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
             ctx.ret = NULL;
             ctx.ret_len = 0;
         }
+    }
+    if (ctx.dfr) { /* deferred: the token finishes the call (and owns the copy) */
+        rpcool__defer_handoff(w, &ctx, status);
+        return;
     }
     rpcool__complete(hd, i, gen, status, ctx.ret, ctx.ret ? ctx.ret_len : 0);
     /* give a big argument's copy back: not one per serving thread */
@@ -4022,6 +4049,11 @@ RPCOOL_API char *rpcool_strdup(rpcool_conn *c, const char *s)
 
 #ifdef RPCOOL__RDMA
 #include "impl/rpcool_rdma.h"
+#endif
+#include "impl/rpcool_defer.h" /* deferred replies (>>defer) */
+#ifdef RPCOOL_WITH_PROTOBUF_C
+#define RPCOOL_PBC_IMPLEMENTATION
+#include "impl/rpcool_pbc.h" /* protobuf-c services (>>pbc) */
 #endif
 
 /* >>builders - data builders ------------------------------------------------------------------- */
