@@ -252,7 +252,7 @@ static int rpcool__pbc_walk_msg(struct rpcool__pbc_walk *w, const ProtobufCMessa
         memcpy(&arr, base + f->offset, sizeof arr);
         if (!n) continue;
         if (n > w->budget / es) return RPCOOL_E_PROTO;
-        if ((rc = rpcool__pbc_range(w->heap, arr, n * es, es))) return rc;
+        if ((rc = rpcool__pbc_range(w->heap, arr, n * es, es < 8 ? es : 8))) return rc;
         if ((rc = rpcool__pbc_take(&w->budget, n * es))) return rc;
     }
     return 0;
@@ -451,7 +451,8 @@ static ProtobufCMessage *rpcool__pbc_copy_msg(struct rpcool__pbc_copy *c,
             continue;
         }
         if (n > c->budget / es) { rc = RPCOOL_E_PROTO; break; }
-        if (rpcool__pbc_range(c->from_wire ? c->heap : NULL, arr, n * es, es)) {
+        if (rpcool__pbc_range(c->from_wire ? c->heap : NULL, arr, n * es,
+                              es < sizeof(void *) ? es : sizeof(void *))) {
             rc = RPCOOL_E_BADPTR;
             break;
         }
