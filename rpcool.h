@@ -14,11 +14,13 @@
    8. Errors
    9. Limits
   10. Design notes
+  11. protobuf-c      .proto services over rpcool (RPCOOL_WITH_PROTOBUF_C)
    The declarations follow this text; then the implementation, whose sections are marked with
    anchors to grep for: >>implementation >>support >>layout >>state >>errors >>liveness
    >>contain >>names >>server >>accept >>dispatch >>serve >>handler >>client >>seal >>call
    >>connect >>builders; the RDMA transport is in impl/rpcool_rdma.h (>>r-conn >>r-client
-   >>r-server). The licence (MIT) is at the end of the file.
+   >>r-server), deferred replies in impl/rpcool_defer.h (>>defer), protobuf-c services in
+   impl/rpcool_pbc.h (>>pbc). The licence (MIT) is at the end of the file.
 
    1. USAGE
    --------
@@ -94,6 +96,26 @@
    timeout (opts->timeout_ms, else the connection's) counts from rpcool_call_async: once it has
    passed, rpcool_poll and rpcool_wait return RPCOOL_E_TIMEOUT and rpcool_progress gives the
    callback RPCOOL_E_TIMEOUT.
+
+   Deferred replies: a handler may take its call out of the serving thread with
+   rpcool_ctx_defer(ctx, &d) and return; the serving thread goes on serving others, and any
+   thread finishes the call later with rpcool_deferred_reply(d, status, p, len) (p in the
+   client's heap, from rpcool_deferred_alloc(d, size), or NULL) or rpcool_deferred_fail(d, code);
+   both free d, and the caller gets status and p as if the handler had returned them. The
+   caller waits as for any call (its timeout applies). A handler may also finish its deferred
+   call itself before it returns. After rpcool_ctx_defer the handler's return value is
+   ignored, unless the handler ends by rpcool_ctx_fail, a failed checked accessor or a fault
+   contained under RPCOOL_SANDBOX: the call then ends at once with that code, and the later
+   rpcool_deferred_reply only frees d and returns RPCOOL_E_INVAL. A reply outside the client's
+   heap is refused: the caller gets RPCOOL_E_BADPTR and so does rpcool_deferred_reply. Under
+   RPCOOL_COPY the argument's private copy stays valid until the call is finished. The checked
+   accessors and rpcool_ctx_alloc belong to the handler's run: after it returns use
+   rpcool_deferred_alloc. A second rpcool_ctx_defer of a call returns RPCOOL_E_INVAL; a call
+   over RDMA cannot be deferred (RPCOOL_E_NOTSUP). A connection's heap stays mapped at the
+   server until every deferred call of it is finished, even when its client is gone. Finish
+   every deferred call before rpcool_server_close. With protection keys (section 4) a thread
+   that finishes a deferred call and is not a serving thread needs access to the connection
+   heaps first, as any other thread of the server (shmheap_pkey_set).
 
    Transports: within a pod, shared memory (RPCOOL_TRANSPORT_SHM, the default); between pods,
    RDMA (section 5; compiled in with RPCOOL_WITH_RDMA). The channel name says which: "kv" is
@@ -439,6 +461,68 @@
    are RDMA WRITEs with immediate data into the peer's ring (RR-Compound's [length][payload]
    [flag]): the immediate's completion tells the receiver the whole message is there, which a
    flag byte polled in memory cannot promise on every NIC.
+
+  11. PROTOBUF-C SERVICES
+  -----------------------
+   Services written in .proto and served with protobuf-c (Debian: libprotobuf-c-dev,
+   protobuf-c-compiler) run over rpcool unchanged: a message travels as a pointer, with no pack
+   and no unpack. Build: #define RPCOOL_WITH_PROTOBUF_C before including rpcool.h, in the
+   implementation file and in every file that uses these functions; keep impl/rpcool_pbc.h
+   beside it and link -lprotobuf-c. For a service Svc of a .proto compiled with protoc-c:
+
+       Svc_Service impl = SVC__INIT(my_);                  // server: the user's functions
+       rpcool_pbc_serve(s, 5, &impl.base, RPCOOL_SANDBOX); // as handler id 5
+       ProtobufCService *svc;                              // client
+       rpcool_pbc_client_new(c, &svc__descriptor, 5, &svc);
+       svc__get(svc, &request, on_reply, data);            // a generated stub, unchanged
+       protobuf_c_service_destroy(svc);                    // before rpcool_disconnect(c)
+
+   Client: rpcool_pbc_client_new makes a ProtobufCService that calls handler id fn on the
+   connection. A generated stub calls it, and its closure gets the reply (NULL when the call
+   failed) before the stub returns; the reply lives until the closure returns. rpcool_pbc_call
+   makes the same call and returns its status: 0 and *out (valid until rpcool_pbc_reply_free;
+   it may point into the input, so keep the input until then), RPCOOL_PBC_FAILED (1) when the
+   service answered closure(NULL), RPCOOL_E_INVAL when the input is not of the method's input
+   type, or another negative code. A client service may be used by several threads at once,
+   as its connection may. An input built anywhere (stack, literals, malloc) is deep-copied
+   into the connection heap for the call by walking its descriptor, and the copy is freed with
+   the reply. An input that lies wholly in the heap (built or unpacked through the allocator
+   that rpcool_pbc_allocator_init makes over the connection heap; protobuf_c_message_unpack
+   into it works too) travels by pointer with nothing copied, and is the caller's again when
+   the call returns: its descriptors and default values are its own again, and
+   protobuf_c_message_free_unpacked with the same allocator frees it. Nobody else may use the
+   input during the call. A message with a sub-message more than RPCOOL_PBC_MAX_DEPTH (100)
+   levels below the top (a cycle, say) is refused with RPCOOL_E_PROTO.
+   Server: rpcool_pbc_serve registers a ProtobufCService (a generated Foo_Service filled with
+   the user's functions; it must outlive the server) as one handler id with its safety flags;
+   the call names its method by index, checked against a hash of the service, method and type
+   names (RPCOOL_E_PROTO when they differ). The user's code runs unchanged: it gets the input
+   with its own process's descriptors and default values, so pointer identity with a proto2
+   default or with proto3's empty string means what protobuf-c says. Its closure may be called
+   before the method returns or later from any thread: the call is deferred (section 2), so no
+   serving thread waits meanwhile. Call the closure once. When it is called, what the reply
+   holds outside the client's heap (the service's stack, literals, malloc, a private copy of
+   the input) is copied into the client's heap; what lies in the client's heap (parts of the
+   input) is referenced. closure(NULL) gives the caller RPCOOL_PBC_FAILED, a reply of another
+   type RPCOOL_E_INVAL. A service that never calls its closure leaves its caller waiting (its
+   timeout applies).
+   Descriptors and default values lie at different addresses in each process (ASLR): no
+   descriptor pointer is sent or read, and while a message travels its pointers to its fields'
+   defaults are a marker that the receiver replaces with its own defaults.
+   Safety: every mode walks the message under fault containment and within a budget of bytes:
+   as many as the connection heap holds, counting a shared sub-message each time it is
+   referenced (RPCOOL_E_PROTO past it). RPCOOL_RELAXED trusts the pointers. RPCOOL_SANDBOX
+   checks every pointer, length, count and string against the connection heap
+   (RPCOOL_E_BADPTR) before the service runs, and the service reads the client's message in
+   place: the client can still change it during the call. RPCOOL_COPY copies the message into
+   private memory, reading each shared value once and checking it as RPCOOL_SANDBOX does; the
+   service reads only that copy. RPCOOL_SEAL applies to the call's small request frame, not to
+   the message. A malformed message is an error reply and the server carries on. Under
+   RPCOOL_SANDBOX a fault in the service's own code is contained too (RPCOOL_E_FAULT); its
+   closure must not be called after that.
+   Limits: a sub-message shared within the input arrives as separate copies when the input is
+   copied (RPCOOL_COPY, or an input not wholly in the heap). Over RDMA, rpcool_pbc_client_new
+   and calls of a served service return RPCOOL_E_NOTSUP.
 */
 #ifndef RPCOOL_H
 #define RPCOOL_H

@@ -456,7 +456,10 @@ static ProtobufCMessage *rpcool__pbc_copy_msg(struct rpcool__pbc_copy *c,
             rc = RPCOOL_E_BADPTR;
             break;
         }
-        if (!(t = (char *)rpcool__pbc_get(c, n * es, sizeof(void *)))) { rc = RPCOOL_E_PROTO; break; }
+        if (!(t = (char *)rpcool__pbc_get(c, n * es, sizeof(void *)))) {
+            rc = RPCOOL_E_PROTO;
+            break;
+        }
         memcpy(t, arr, n * es);
         memcpy(m + f->offset, &t, sizeof t);
         for (size_t k = 0; k < n && !rc; k++) rc = rpcool__pbc_copy_val(c, f, t + k * es, 0, depth);
@@ -546,7 +549,7 @@ RPCOOL_API int rpcool_pbc_call(ProtobufCService *svc, unsigned method, const Pro
     memset(&cp, 0, sizeof cp);
     int rc = RPCOOL_E_BADPTR, in_place = 0;
     *out = NULL;
-    if (shmheap_contains(h, m, md->input->sizeof_message)) { /* travels as it is, if all of it can */
+    if (shmheap_contains(h, m, md->input->sizeof_message)) { /* as it is, if all of it can */
         struct rpcool__pbc_walk w = {1, h, shmheap_size(h), 0};
         rc = rpcool__pbc_walk_msg(&w, md->input, m, 0);
         in_place = rc == 0;

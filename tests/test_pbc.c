@@ -279,7 +279,8 @@ static void pbc_in_heap_travels_uncopied(void)
     ProtobufCAllocator a;
     rpcool_pbc_allocator_init(&a, t_c);
     Msg *m = msg__unpack(&a, n, buf);
-    CHECK(m && m->old && m->old->name == p2__name__default_value && m->base.descriptor == &msg__descriptor);
+    CHECK(m && m->old && m->old->name == p2__name__default_value);
+    CHECK(m && m->base.descriptor == &msg__descriptor);
     int im = method_of("Inspect");
     for (int k = 0; k < 3; k++) {
         struct res r;
@@ -290,7 +291,8 @@ static void pbc_in_heap_travels_uncopied(void)
         free(r.packed);
         /* the caller's message again: its own descriptors and defaults */
         CHECK(m->base.descriptor == &msg__descriptor && m->old->base.descriptor == &p2__descriptor);
-        CHECK(m->old->name == p2__name__default_value && m->items[0]->base.descriptor == &item__descriptor);
+        CHECK(m->old->name == p2__name__default_value);
+        CHECK(m->items[0]->base.descriptor == &item__descriptor);
         uint8_t *again = (uint8_t *)malloc(n + 1);
         CHECK(protobuf_c_message_get_packed_size(&m->base) == n);
         protobuf_c_message_pack(&m->base, again);
@@ -313,19 +315,20 @@ static void pbc_call_status(void)
     Msg m = MSG__INIT;
     m.text = (char *)"x";
     ProtobufCMessage *out = NULL;
-    CHECK_EQ(rpcool_pbc_call(t_svc[0], (unsigned)method_of("Fail"), &m.base, &out), RPCOOL_PBC_FAILED);
+    unsigned fail = (unsigned)method_of("Fail"), echo = (unsigned)method_of("Echo");
+    CHECK_EQ(rpcool_pbc_call(t_svc[0], fail, &m.base, &out), RPCOOL_PBC_FAILED);
     CHECK(out == NULL);
-    CHECK_EQ(rpcool_pbc_call(t_svc[1], (unsigned)method_of("Echo"), &m.base, &out), 0);
+    CHECK_EQ(rpcool_pbc_call(t_svc[1], echo, &m.base, &out), 0);
     CHECK(out && out->descriptor == &msg__descriptor && !strcmp(((Msg *)out)->text, "x"));
     rpcool_pbc_reply_free(t_svc[1], out);
     Empty e = EMPTY__INIT;
-    CHECK_EQ(rpcool_pbc_call(t_svc[0], (unsigned)method_of("Echo"), &e.base, &out), RPCOOL_E_INVAL);
+    CHECK_EQ(rpcool_pbc_call(t_svc[0], echo, &e.base, &out), RPCOOL_E_INVAL);
     /* a cycle in the caller's own message: refused, nothing sent */
     Item a = ITEM__INIT;
     a.child = &a;
     Msg cyc = MSG__INIT;
     cyc.top = &a;
-    CHECK_EQ(rpcool_pbc_call(t_svc[0], (unsigned)method_of("Echo"), &cyc.base, &out), RPCOOL_E_PROTO);
+    CHECK_EQ(rpcool_pbc_call(t_svc[0], echo, &cyc.base, &out), RPCOOL_E_PROTO);
 }
 
 /* Later answers from another thread of the service, 20 ms later: the call is deferred and the
