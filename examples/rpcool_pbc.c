@@ -1,6 +1,6 @@
-/* rpcool_pbc.c - a protobuf-c service (examples/rpcool_pbc.proto) served over rpcool, unchanged.
+/* rpcool_pbc.c - a protobuf-c service (examples/proto/rpcool_pbc.proto) served over rpcool, unchanged.
  *
- *   protoc-c --proto_path=examples --c_out=examples examples/rpcool_pbc.proto
+ *   protoc-c --proto_path=examples/proto --c_out=examples/proto examples/proto/rpcool_pbc.proto
  *   cc -O2 -pthread -I. examples/rpcool_pbc.c -o pbc -lprotobuf-c && ./pbc [calls]
  *
  * The idea: the service functions below are plain protobuf-c code (replies built on the stack,
@@ -9,11 +9,11 @@
  * pointer into the connection heap: no pack, no unpack. The server runs as a program of its
  * own (this one, exec'd with "serve"): its descriptors lie elsewhere, which rpcool handles. */
 // LIBS: -lprotobuf-c
-// PROTO: rpcool_pbc.proto
+// PROTO: proto/rpcool_pbc.proto
 #define RPCOOL_WITH_PROTOBUF_C 1
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
-#include "rpcool_pbc.pb-c.c"
+#include "proto/rpcool_pbc.pb-c.c"
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
