@@ -3,7 +3,8 @@
    over rpcool (RELAXED, SANDBOX, COPY; the input built in the connection heap, or on malloc and
    copied in per call) against the classic way: protobuf-c pack + UNIX socket + unpack, the same
    service code in the server's process. The server is forked; every variant runs in alternating
-   blocks of 100 calls on the same processes. Prints "NAME MEDIAN_NS P99_NS OPS_PER_S" lines
+   blocks of 100 calls on the same processes, the server pinned to CPU 1 and the client to CPU 0
+   (peer.h's layout; with one CPU both on it). Prints "NAME MEDIAN_NS P99_NS OPS_PER_S" lines
    (bench/hist.h) and "# ratio" lines (socket / rpcool, medians).
 
    pbc_bench [-n CALLS_PER_VARIANT] */
@@ -17,7 +18,16 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <sys/prctl.h>
+#include <sched.h>
 #include <unistd.h>
+
+static void pin(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu < (int)sysconf(_SC_NPROCESSORS_ONLN) ? cpu : 0, &set);
+    sched_setaffinity(0, sizeof set, &set);
+}
 
 /* ---- the service: plain protobuf-c */
 static void summer_add(Summer_Service *svc, const Batch *b, Total_Closure done, void *data)
@@ -153,8 +163,10 @@ int main(int argc, char **argv)
     pid_t pid = fork();
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        pin(1);
         _exit(serve(chan, sock));
     }
+    pin(0);
     rpcool_conn *c = NULL;
     int rc = RPCOOL_E_NOCHANNEL, fd = -1;
     for (int i = 0; i < 500 && rc; i++)
@@ -175,12 +187,11 @@ int main(int argc, char **argv)
         return 1;
     }
     ProtobufCService *svc[4];
-    for (int k = 0; k < 3; k++) rpcool_pbc_client_new(c, &summer__descriptor, (unsigned)k + 1, &svc[k]);
+    for (int k = 0; k < 3; k++)
+        rpcool_pbc_client_new(c, &summer__descriptor, (unsigned)k + 1, &svc[k]);
     svc[3] = svc[0];
     ProtobufCAllocator heap, *sys = NULL;
     rpcool_pbc_allocator_init(&heap, c);
-    ProtobufCAllocator libc = {NULL, NULL, NULL};
-    (void)libc;
     char names[8][16] = {"alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"};
     static const size_t sizes[2] = {1, 1000};
     uint8_t *buf = NULL;
@@ -235,7 +246,8 @@ int main(int argc, char **argv)
         }
         for (int v = 1; v < NV; v++)
             printf("# ratio %s/%zu: pbc_uds is %.1fx its median\n", vname[v], items,
-                   (double)hist_median(&h[V_SOCK]) / (double)(hist_median(&h[v]) ? hist_median(&h[v]) : 1));
+                   (double)hist_median(&h[V_SOCK]) /
+                       (double)(hist_median(&h[v]) ? hist_median(&h[v]) : 1));
         for (int v = 0; v < NV; v++) hist_free(&h[v]);
         batch__free_unpacked(priv, sys);
         batch__free_unpacked(shared, &heap);

@@ -120,7 +120,7 @@ struct rpcool__pbc_walk {
     int to_wire;
     const shmheap *heap; /* NULL: trust the pointers */
     size_t budget;
-    int err;
+    size_t ndfl;         /* defaults (or their markers) met: none, and nothing needs undoing */
 };
 
 static int rpcool__pbc_take(size_t *budget, size_t n)
@@ -155,6 +155,7 @@ static int rpcool__pbc_walk_str(struct rpcool__pbc_walk *w, const ProtobufCField
     if (!s) return 0;
     if (s == (char *)RPCOOL__PBC_DFL || (dfl && s == dfl)) {
         if (s == (char *)RPCOOL__PBC_DFL && !dfl) return RPCOOL_E_BADPTR; /* no default here */
+        w->ndfl++;
         *sp = w->to_wire ? (char *)RPCOOL__PBC_DFL : (char *)(uintptr_t)dfl;
         return 0;
     }
@@ -169,6 +170,7 @@ static int rpcool__pbc_walk_bytes(struct rpcool__pbc_walk *w, const ProtobufCFie
     const void *dfl = single ? rpcool__pbc_bytes_dfl(f) : NULL;
     if (b->data == (uint8_t *)RPCOOL__PBC_DFL || (dfl && b->data == dfl)) {
         if (b->data == (uint8_t *)RPCOOL__PBC_DFL && !dfl) return RPCOOL_E_BADPTR;
+        w->ndfl++;
         b->data = w->to_wire ? (uint8_t *)RPCOOL__PBC_DFL : (uint8_t *)(uintptr_t)dfl;
         return 0;
     }
@@ -267,7 +269,7 @@ struct rpcool__pbc_copy {
                              are kept, not copied (a reply pointing into its input) */
     int keep;             /* to wire: keep pointers into heap */
     size_t budget;
-    void *(*alloc)(void *user, size_t size);
+    void *(*alloc)(void *user, size_t size, size_t *got); /* *got: the block's size */
     void *user;
     struct rpcool__pbc_chunk *first, *cur;
     size_t next_cap;
@@ -280,16 +282,16 @@ static void *rpcool__pbc_get(struct rpcool__pbc_copy *c, size_t n, size_t al)
     struct rpcool__pbc_chunk *k = c->cur;
     size_t at = k ? (k->used + al - 1) & ~(al - 1) : 0;
     if (!k || at > k->cap || n > k->cap - at) {
-        size_t cap = c->next_cap > n + 16 ? c->next_cap : n + 16;
+        size_t cap = c->next_cap > n + 16 ? c->next_cap : n + 16, got = sizeof(*k) + cap;
         struct rpcool__pbc_chunk *nk =
-            (struct rpcool__pbc_chunk *)c->alloc(c->user, sizeof *nk + cap);
+            (struct rpcool__pbc_chunk *)c->alloc(c->user, sizeof *nk + cap, &got);
         if (!nk) {
             c->full = 1;
             return NULL;
         }
         memset(nk, 0, sizeof *nk);
         nk->magic = RPCOOL__PBC_REP_MAGIC;
-        nk->cap = cap;
+        nk->cap = got - sizeof *nk;
         if (k) k->next = nk;
         else c->first = nk;
         c->cur = k = nk;
@@ -475,6 +477,11 @@ static void *rpcool__pbc_heap_alloc(void *user, size_t size)
 {
     return rpcool_alloc((rpcool_conn *)user, size);
 }
+static void *rpcool__pbc_heap_get(void *user, size_t size, size_t *got)
+{
+    (void)got;
+    return rpcool_alloc((rpcool_conn *)user, size);
+}
 static void rpcool__pbc_heap_free(void *user, void *p) { rpcool_free((rpcool_conn *)user, p); }
 
 RPCOOL_API void rpcool_pbc_allocator_init(ProtobufCAllocator *a, rpcool_conn *c)
@@ -561,7 +568,7 @@ RPCOOL_API int rpcool_pbc_call(ProtobufCService *svc, unsigned method, const Pro
     if (!in_place) {
         cp.heap = h;
         cp.budget = shmheap_size(h);
-        cp.alloc = rpcool__pbc_heap_alloc;
+        cp.alloc = rpcool__pbc_heap_get;
         cp.user = c;
         cp.next_cap = RPCOOL__PBC_CHUNK;
         rc = 0;
@@ -621,7 +628,8 @@ struct rpcool__pbc_call { /* one call at the server, from the handler to its clo
     rpcool_deferred *d;
     const ProtobufCMethodDescriptor *md;
     ProtobufCMessage *in;     /* what the service got */
-    int in_place;             /* in is the client's message, in the server's form */
+    int in_place;             /* in is the client's message, in the server's form: 2 when it
+                                 held defaults, which go back to their markers afterwards */
     const shmheap *check;     /* SANDBOX: the heap every pointer must lie in */
     size_t budget;
     struct rpcool__pbc_chunk *priv; /* COPY: the private copy's blocks */
@@ -629,18 +637,47 @@ struct rpcool__pbc_call { /* one call at the server, from the handler to its clo
     rpcool_server *s;
 };
 
-static void *rpcool__pbc_priv_alloc(void *user, size_t size)
+/* Private copies (RPCOOL_COPY) come from blocks kept between calls: a few, up to 1 MiB each, so
+   a copy does not pay for fresh pages every call. */
+#define RPCOOL__PBC_KEEP_N 4
+#define RPCOOL__PBC_KEEP ((size_t)1 << 20)
+static struct rpcool__pbc_chunk *rpcool__pbc_kept[RPCOOL__PBC_KEEP_N];
+
+static void *rpcool__pbc_priv_alloc(void *user, size_t size, size_t *got)
 {
     (void)user;
-    return RPCOOL_MALLOC(size);
+    for (int i = 0; i < RPCOOL__PBC_KEEP_N; i++) {
+        struct rpcool__pbc_chunk *k = __atomic_exchange_n(&rpcool__pbc_kept[i],
+                                                          (struct rpcool__pbc_chunk *)NULL,
+                                                          __ATOMIC_ACQ_REL);
+        if (!k) continue;
+        if (sizeof *k + k->cap >= size) {
+            *got = sizeof *k + k->cap;
+            return k;
+        }
+        rpcool__free(k);
+    }
+    size_t want = size < RPCOOL__PBC_KEEP / 16 ? RPCOOL__PBC_KEEP / 16 : size;
+    void *p = RPCOOL_MALLOC(want);
+    if (p) *got = want;
+    return p;
 }
 static void rpcool__pbc_priv_free(void *user, void *p)
 {
     (void)user;
+    struct rpcool__pbc_chunk *k = (struct rpcool__pbc_chunk *)p;
+    if (k->cap + sizeof *k <= RPCOOL__PBC_KEEP)
+        for (int i = 0; i < RPCOOL__PBC_KEEP_N; i++) {
+            struct rpcool__pbc_chunk *none = NULL;
+            if (__atomic_compare_exchange_n(&rpcool__pbc_kept[i], &none, k, 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE))
+                return;
+        }
     rpcool__free(p);
 }
-static void *rpcool__pbc_defer_alloc(void *user, size_t size)
+static void *rpcool__pbc_defer_alloc(void *user, size_t size, size_t *got)
 {
+    (void)got;
     return rpcool_deferred_alloc((rpcool_deferred *)user, size);
 }
 
@@ -677,10 +714,12 @@ static int rpcool__pbc_inplace(struct rpcool__pbc_call *pc, int to_wire)
     a.w.to_wire = to_wire;
     a.w.heap = pc->check;
     a.w.budget = pc->budget;
-    a.w.err = 0;
+    a.w.ndfl = 0;
     a.d = pc->md->input;
     a.m = pc->in;
-    return rpcool__guarded(rpcool__pbc_walk_fn, &a, RPCOOL_E_FAULT);
+    int rc = rpcool__guarded(rpcool__pbc_walk_fn, &a, RPCOOL_E_FAULT);
+    if (!to_wire && a.w.ndfl) pc->in_place = 2;
+    return rc;
 }
 
 /* Answer the call: the reply copied into the client's heap (what lies there already is
@@ -706,7 +745,7 @@ static void rpcool__pbc_closure(const ProtobufCMessage *msg, void *data)
         status = rpcool__guarded(rpcool__pbc_copy_fn, &a, RPCOOL_E_FAULT);
         if (cp.full) status = SHMHEAP_E_FULL;
     }
-    if (pc->in_place) {
+    if (pc->in_place == 2) { /* descriptors stay ours: the client sets its own again */
         int rc = rpcool__pbc_inplace(pc, 1);
         if (rc && status >= 0) status = rc; /* the client changed it meanwhile */
     }
@@ -778,7 +817,7 @@ static int rpcool__pbc_handler(rpcool_ctx *ctx, void *arg, size_t len, void *use
     if (!rc) rc = rpcool_ctx_defer(ctx, &pc->d);
     if (rc) {
         if (rc == RPCOOL_E_FAULT) rcp__fetch_add(&ctx->s->st.faults, 1u);
-        if (pc->in_place && rc != RPCOOL_E_FAULT) rpcool__pbc_inplace(pc, 1); /* best effort */
+        if (pc->in_place == 2 && rc != RPCOOL_E_FAULT) rpcool__pbc_inplace(pc, 1); /* if it can */
         rpcool__pbc_chain_free(pc->priv, rpcool__pbc_priv_free, NULL);
         rpcool__free(pc);
         return rc;
