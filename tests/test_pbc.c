@@ -390,6 +390,18 @@ static int raw(rpcool_conn *c, unsigned id, const char *method, void *msg)
     return rc;
 }
 
+struct flip { Msg *m; char *s; int32_t *nums; int stop; };
+static void *flipper(void *p)
+{
+    struct flip *f = (struct flip *)p;
+    for (unsigned i = 0; !__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE); i++) {
+        __atomic_store_n(&f->m->text, (i & 1) ? (char *)16 : f->s, __ATOMIC_RELAXED);
+        __atomic_store_n(&f->m->nums, f->nums, __ATOMIC_RELAXED);
+        __atomic_store_n(&f->m->n_nums, (i & 2) ? (size_t)1 << 40 : 64, __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+
 static void pbc_hostile(void)
 {
     rpcool_conn *c;
@@ -501,6 +513,27 @@ static void pbc_hostile(void)
         rpcool_free(c, it);
         rpcool_free(c, m);
     }
+    /* a message changed during the call: its string and its count flip under the server */
+    struct flip f;
+    memset(&f, 0, sizeof f);
+    f.m = (Msg *)rpcool_alloc(c, sizeof *f.m);
+    f.s = rpcool_strdup(c, "a string of the heap");
+    f.nums = (int32_t *)rpcool_alloc(c, 64 * sizeof *f.nums);
+    memset(f.m, 0, sizeof *f.m);
+    memset(f.nums, 0, 64 * sizeof *f.nums);
+    f.m->text = f.s;
+    pthread_t ft;
+    pthread_create(&ft, NULL, flipper, &f);
+    int odd = 0;
+    for (int k = 1; k < 3; k++)
+        for (int i = 0; i < 300; i++) {
+            int rc = raw(c, t_ids[k], "Inspect", f.m);
+            if (rc != 0 && rc != RPCOOL_E_BADPTR && rc != RPCOOL_E_PROTO && rc != RPCOOL_E_FAULT)
+                odd++;
+        }
+    __atomic_store_n(&f.stop, 1, __ATOMIC_RELEASE);
+    pthread_join(ft, NULL);
+    CHECK_EQ(odd, 0);
     rpcool_disconnect(c);
     /* the server lives and answers */
     CHECK(waitpid(t_srv, NULL, WNOHANG) == 0);
