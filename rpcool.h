@@ -509,12 +509,13 @@
    Descriptors and default values lie at different addresses in each process (ASLR): no
    descriptor pointer is sent or read, and while a message travels its pointers to its fields'
    defaults are a marker that the receiver replaces with its own defaults.
-   Safety: every mode walks the message under fault containment and within a budget of bytes:
-   as many as the connection heap holds, counting a shared sub-message each time it is
-   referenced (RPCOOL_E_PROTO past it). RPCOOL_RELAXED trusts the pointers. RPCOOL_SANDBOX
-   checks every pointer, length, count and string against the connection heap
-   (RPCOOL_E_BADPTR) before the service runs, and the service reads the client's message in
-   place: the client can still change it during the call. RPCOOL_COPY copies the message into
+   Safety: at the server every mode walks the message under fault containment and within a
+   budget of bytes: as many as the connection heap holds, counting a shared sub-message each
+   time it is referenced (RPCOOL_E_PROTO past it). RPCOOL_RELAXED trusts the pointers.
+   RPCOOL_SANDBOX checks every pointer, length, count and string against the connection heap
+   (RPCOOL_E_BADPTR; a count beyond the budget, RPCOOL_E_PROTO) before the service runs, and
+   the service reads the client's message in place: the client can still change it during the
+   call. RPCOOL_COPY copies the message into
    private memory, reading each shared value once and checking it as RPCOOL_SANDBOX does; the
    service reads only that copy. RPCOOL_SEAL applies to the call's small request frame, not to
    the message. A malformed message is an error reply and the server carries on. Under

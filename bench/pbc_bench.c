@@ -145,7 +145,11 @@ static Batch *build(ProtobufCAllocator *a, size_t n, char names[][16])
 }
 
 static uint64_t got_sum;
-static void keep_total(const Total *t, void *data) { (void)data; got_sum = t ? t->sum + t->count : 0; }
+static void keep_total(const Total *t, void *data)
+{
+    (void)data;
+    got_sum = t ? t->sum + t->count : 0;
+}
 
 enum { V_SOCK, V_RELAXED, V_SANDBOX, V_COPY, V_COPYIN, NV };
 static const char *vname[NV] = {"pbc_uds", "rpcool_pbc/relaxed", "rpcool_pbc/sandbox",

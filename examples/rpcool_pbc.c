@@ -1,4 +1,5 @@
-/* rpcool_pbc.c - a protobuf-c service (examples/proto/rpcool_pbc.proto) served over rpcool, unchanged.
+/* rpcool_pbc.c - a protobuf-c service (examples/proto/rpcool_pbc.proto) served over rpcool as
+ * it is.
  *
  *   protoc-c --proto_path=examples/proto --c_out=examples/proto examples/proto/rpcool_pbc.proto
  *   cc -O2 -pthread -I. examples/rpcool_pbc.c -o pbc -lprotobuf-c && ./pbc [calls]
