@@ -309,6 +309,38 @@ static void pbc_in_heap_travels_uncopied(void)
     free(buf);
 }
 
+/* Built by hand in the heap: one sub-message referenced twice (and holding proto3's empty
+   string, a default), the same answers as in process, the message the caller's again after. */
+static void pbc_in_heap_shared(void)
+{
+    Msg *m = (Msg *)rpcool_alloc(t_c, sizeof *m);
+    Item *shared = (Item *)rpcool_alloc(t_c, sizeof *shared);
+    Item **items = (Item **)rpcool_alloc(t_c, 3 * sizeof *items);
+    P2 *old = (P2 *)rpcool_alloc(t_c, sizeof *old);
+    msg__init(m);
+    item__init(shared); /* key: proto3's empty string, by pointer */
+    shared->value = 5;
+    p2__init(old);      /* name and blob: proto2 defaults, by pointer */
+    old->id = 3;
+    items[0] = items[1] = items[2] = shared;
+    m->n_items = 3;
+    m->items = items;
+    m->top = shared;
+    m->old = old;
+    m->choice_case = MSG__CHOICE_CHOSEN;
+    m->chosen = shared;
+    CHECK_EQ(same("in-heap-shared", "Transform", &m->base), 0);
+    CHECK_EQ(same("in-heap-shared", "Inspect", &m->base), 0);
+    CHECK_EQ(same("in-heap-shared", "Echo", &m->base), 0);
+    CHECK(m->base.descriptor == &msg__descriptor && shared->base.descriptor == &item__descriptor);
+    CHECK(shared->key == protobuf_c_empty_string && old->name == p2__name__default_value);
+    CHECK(old->blob.data == p2__blob__default_value_data && m->text == protobuf_c_empty_string);
+    rpcool_free(t_c, old);
+    rpcool_free(t_c, items);
+    rpcool_free(t_c, shared);
+    rpcool_free(t_c, m);
+}
+
 /* rpcool_pbc_call: the status and a reply kept past the call */
 static void pbc_call_status(void)
 {
@@ -574,6 +606,7 @@ int main(int argc, char **argv)
         RUN(pbc_same_answers);
         RUN(pbc_unknown_fields);
         RUN(pbc_in_heap_travels_uncopied);
+        RUN(pbc_in_heap_shared);
         RUN(pbc_call_status);
         RUN(pbc_later_does_not_hold_a_thread);
         RUN(pbc_hostile);
