@@ -491,8 +491,11 @@
    into it works too) travels by pointer with nothing copied, and is the caller's again when
    the call returns: its descriptors and default values are its own again, and
    protobuf_c_message_free_unpacked with the same allocator frees it. Nobody else may use the
-   input during the call. A message with a sub-message more than RPCOOL_PBC_MAX_DEPTH (100)
-   levels below the top (a cycle, say) is refused with RPCOOL_E_PROTO.
+   input during the call. A call that timed out (RPCOOL_E_TIMEOUT) may still run at the server
+   (section 6): the copy of its input is not freed, and an input that travelled by pointer is
+   in the caller's form again but may still be read by the server, so do not free it. A message
+   with a sub-message more than RPCOOL_PBC_MAX_DEPTH (100) levels below the top (a cycle, say)
+   is refused with RPCOOL_E_PROTO.
    Server: rpcool_pbc_serve registers a ProtobufCService (a generated Foo_Service filled with
    the user's functions; it must outlive the server) as one handler id with its safety flags;
    the call names its method by index, checked against a hash of the service, method and type

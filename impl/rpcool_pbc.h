@@ -606,7 +606,8 @@ RPCOOL_API int rpcool_pbc_call(ProtobufCService *svc, unsigned method, const Pro
         }
     }
     if (rep) rpcool__pbc_chain_free(rep, rpcool__pbc_heap_free, c);
-    rpcool__pbc_chain_free(cp.first, rpcool__pbc_heap_free, c);
+    if (rc != RPCOOL_E_TIMEOUT) /* a call that timed out may still run: its copy stays */
+        rpcool__pbc_chain_free(cp.first, rpcool__pbc_heap_free, c);
     return rc;
 }
 
@@ -634,8 +635,14 @@ struct rpcool__pbc_call { /* one call at the server, from the handler to its clo
     size_t budget;
     struct rpcool__pbc_chunk *priv; /* COPY: the private copy's blocks */
     uint32_t state;
+    uint32_t refs;            /* the handler and the closure */
     rpcool_server *s;
 };
+
+static void rpcool__pbc_call_unref(struct rpcool__pbc_call *pc)
+{
+    if (rcp__fetch_add(&pc->refs, (uint32_t)-1) == 1u) rpcool__free(pc);
+}
 
 /* Private copies (RPCOOL_COPY) come from blocks kept between calls: a few, up to 1 MiB each, so
    a copy does not pay for fresh pages every call. */
@@ -761,7 +768,7 @@ static void rpcool__pbc_closure(const ProtobufCMessage *msg, void *data)
         }
         rpcool_deferred_fail(pc->d, status);
     }
-    rpcool__free(pc);
+    rpcool__pbc_call_unref(pc);
 }
 
 struct rpcool__pbc_invoke_args {
@@ -823,19 +830,22 @@ static int rpcool__pbc_handler(rpcool_ctx *ctx, void *arg, size_t len, void *use
         return rc;
     }
     struct rpcool__pbc_invoke_args ia = {impl, (unsigned)rq.method, pc};
+    pc->refs = 2;
     if (flags & RPCOOL_SANDBOX) { /* the service's own fault: an error reply */
         if (rpcool__guarded(rpcool__pbc_invoke_fn, &ia, RPCOOL_E_FAULT)) {
             rcp__fetch_add(&ctx->s->st.faults, 1u);
             uint32_t running = RPCOOL__PBC_RUNNING;
             if (rcp__cas(&pc->state, &running, (uint32_t)RPCOOL__PBC_DONE)) {
+                if (pc->in_place == 2) rpcool__pbc_inplace(pc, 1);
                 rpcool__pbc_chain_free(pc->priv, rpcool__pbc_priv_free, NULL);
                 rpcool_deferred_fail(pc->d, RPCOOL_E_FAULT);
-                rpcool__free(pc);
+                rpcool__pbc_call_unref(pc); /* the closure's: it must not come now */
             }
         }
     } else {
         rpcool__pbc_invoke_fn(&ia);
     }
+    rpcool__pbc_call_unref(pc);
     return 0; /* the closure answers, now or later from any thread */
 }
 
