@@ -154,4 +154,14 @@ static void svc_later(Svc_Service *service, const Msg *in, Report_Closure closur
     pthread_detach(t);
 }
 
+/* a service bug: a fault, before or after answering (never called in process) */
+static void svc_crash(Svc_Service *service, const Msg *in, Msg_Closure closure, void *data)
+{
+    (void)service;
+    static volatile uintptr_t wild = 16; /* the compiler cannot see where it points */
+    if (in->flag) closure(in, data);
+    *(volatile int *)wild = 1;
+    closure(NULL, data);
+}
+
 static Svc_Service svc_impl = SVC__INIT(svc_);

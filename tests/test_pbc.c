@@ -363,6 +363,25 @@ static void pbc_call_status(void)
     CHECK_EQ(rpcool_pbc_call(t_svc[0], echo, &cyc.base, &out), RPCOOL_E_PROTO);
 }
 
+/* A service that faults under SANDBOX: RPCOOL_E_FAULT, or its answer if it gave one first; the
+   server lives on. */
+static void pbc_service_fault_contained(void)
+{
+    Msg m = MSG__INIT;
+    m.text = (char *)"boom";
+    ProtobufCMessage *out = NULL;
+    unsigned crash = (unsigned)method_of("Crash");
+    CHECK_EQ(rpcool_pbc_call(t_svc[1], crash, &m.base, &out), RPCOOL_E_FAULT);
+    m.flag = 1;
+    CHECK_EQ(rpcool_pbc_call(t_svc[1], crash, &m.base, &out), 0);
+    CHECK(out && !strcmp(((Msg *)out)->text, "boom"));
+    rpcool_pbc_reply_free(t_svc[1], out);
+    CHECK(waitpid(t_srv, NULL, WNOHANG) == 0);
+    Empty e = EMPTY__INIT;
+    CHECK_EQ(rpcool_pbc_call(t_svc[1], (unsigned)method_of("Nothing"), &e.base, &out), 0);
+    rpcool_pbc_reply_free(t_svc[1], out);
+}
+
 /* Later answers from another thread of the service, 20 ms later: the call is deferred and the
    one serving thread serves others meanwhile. */
 struct later_arg { ProtobufCService *svc; struct res r; };
@@ -609,6 +628,7 @@ int main(int argc, char **argv)
         RUN(pbc_in_heap_shared);
         RUN(pbc_call_status);
         RUN(pbc_later_does_not_hold_a_thread);
+        RUN(pbc_service_fault_contained);
         RUN(pbc_hostile);
         for (int k = 0; k < 3; k++) protobuf_c_service_destroy(t_svc[k]);
         rpcool_disconnect(t_c);
