@@ -118,7 +118,7 @@ static const void *rpcool__pbc_bytes_dfl(const ProtobufCFieldDescriptor *f)
    (shared or cyclic references count each time) and a depth bound it (RPCOOL_E_PROTO). */
 struct rpcool__pbc_walk {
     int to_wire;
-    const shmheap *heap; /* NULL: trust the pointers */
+    const struct rpcool__pbc_bounds *heap; /* NULL: trust the pointers */
     size_t budget;
     size_t ndfl;         /* defaults (or their markers) met: none, and nothing needs undoing */
 };
@@ -130,21 +130,44 @@ static int rpcool__pbc_take(size_t *budget, size_t n)
     return 0;
 }
 
-/* A range [p, p+n) of n bytes aligned to al, in the heap when there is one. */
-static int rpcool__pbc_range(const shmheap *h, const void *p, size_t n, size_t al)
+/* Where a client's message must lie: its connection heap (h), or over RDMA the server's mirror
+   of it (ctx). */
+struct rpcool__pbc_bounds {
+    const shmheap *h;
+    rpcool_ctx *ctx;
+};
+
+static int rpcool__pbc_in(const struct rpcool__pbc_bounds *b, const void *p, size_t n)
 {
-    if ((uintptr_t)p % al) return RPCOOL_E_BADPTR;
-    return !h || shmheap_contains(h, p, n) ? 0 : RPCOOL_E_BADPTR;
+    return b->h ? shmheap_contains(b->h, p, n) : rpcool_ctx_ok(b->ctx, p, n);
 }
 
-/* The length of a string that must end inside the heap (or anywhere, without one), or -1. */
-static ptrdiff_t rpcool__pbc_strlen(const shmheap *h, const char *s)
+/* A range [p, p+n) of n bytes aligned to al, within the bounds when there are some. */
+static int rpcool__pbc_range(const struct rpcool__pbc_bounds *b, const void *p, size_t n,
+                             size_t al)
 {
-    if (!h) return (ptrdiff_t)strlen(s);
-    if (!shmheap_contains(h, s, 1)) return -1;
-    size_t room = (size_t)((const char *)shmheap_base(h) + shmheap_size(h) - s);
-    size_t n = strnlen(s, room);
-    return n < room ? (ptrdiff_t)n : -1;
+    if ((uintptr_t)p % al) return RPCOOL_E_BADPTR;
+    return !b || rpcool__pbc_in(b, p, n) ? 0 : RPCOOL_E_BADPTR;
+}
+
+/* The length of a string that must end within the bounds (or anywhere, without), or -1. */
+static ptrdiff_t rpcool__pbc_strlen(const struct rpcool__pbc_bounds *b, const char *s)
+{
+    if (!b) return (ptrdiff_t)strlen(s);
+    if (b->h) {
+        if (!shmheap_contains(b->h, s, 1)) return -1;
+        size_t room = (size_t)((const char *)shmheap_base(b->h) + shmheap_size(b->h) - s);
+        size_t n = strnlen(s, room);
+        return n < room ? (ptrdiff_t)n : -1;
+    }
+    for (size_t n = 0;;) { /* a page at a time: the mirror's range is whole pages */
+        const char *q = s + n;
+        size_t step = 4096 - ((uintptr_t)q & 4095);
+        if (!rpcool_ctx_ok(b->ctx, q, step)) return -1;
+        const char *z = (const char *)memchr(q, 0, step);
+        if (z) return (ptrdiff_t)(n + (size_t)(z - q));
+        n += step;
+    }
 }
 
 static int rpcool__pbc_walk_str(struct rpcool__pbc_walk *w, const ProtobufCFieldDescriptor *f,
@@ -265,8 +288,8 @@ static int rpcool__pbc_walk_msg(struct rpcool__pbc_walk *w, const ProtobufCMessa
    byte read once: what is checked is what is used). Blocks come from a chain of chunks. */
 struct rpcool__pbc_copy {
     int from_wire;
-    const shmheap *heap;  /* from_wire: the source's heap (checked); to wire: pointers into it
-                             are kept, not copied (a reply pointing into its input) */
+    const struct rpcool__pbc_bounds *heap; /* from_wire: the source's (checked); to wire:
+                             pointers into it are kept, not copied (a reply into its input) */
     int keep;             /* to wire: keep pointers into heap */
     size_t budget;
     void *(*alloc)(void *user, size_t size, size_t *got); /* *got: the block's size */
@@ -334,7 +357,7 @@ static int rpcool__pbc_copy_str(struct rpcool__pbc_copy *c, const ProtobufCField
             *sp = (char *)RPCOOL__PBC_DFL;
             return 0;
         }
-        if (c->keep && shmheap_contains(c->heap, s, 1)) return 0;
+        if (c->keep && rpcool__pbc_in(c->heap, s, 1)) return 0;
     }
     ptrdiff_t n = rpcool__pbc_strlen(c->from_wire ? c->heap : NULL, s);
     if (n < 0) return RPCOOL_E_BADPTR;
@@ -363,7 +386,7 @@ static int rpcool__pbc_copy_bytes(struct rpcool__pbc_copy *c, const ProtobufCFie
         if (c->from_wire) b->data = NULL;
         return 0;
     }
-    if (!c->from_wire && c->keep && shmheap_contains(c->heap, b->data, b->len)) return 0;
+    if (!c->from_wire && c->keep && rpcool__pbc_in(c->heap, b->data, b->len)) return 0;
     if (!b->data || rpcool__pbc_range(c->from_wire ? c->heap : NULL, b->data, b->len, 1))
         return RPCOOL_E_BADPTR;
     uint8_t *t = (uint8_t *)rpcool__pbc_get(c, b->len, 1);
@@ -401,7 +424,7 @@ static ProtobufCMessage *rpcool__pbc_copy_msg(struct rpcool__pbc_copy *c,
     if (depth > RPCOOL_PBC_MAX_DEPTH) { *err = RPCOOL_E_PROTO; return NULL; }
     /* a reply's sub-message in the client's heap (its input's) is referenced, not copied; the
        top message always is, so the reply's first block finds it */
-    if (!c->from_wire && c->keep && depth && shmheap_contains(c->heap, src, d->sizeof_message))
+    if (!c->from_wire && c->keep && depth && rpcool__pbc_in(c->heap, src, d->sizeof_message))
         return (ProtobufCMessage *)(uintptr_t)src;
     if (rpcool__pbc_range(c->from_wire ? c->heap : NULL, src, d->sizeof_message, sizeof(void *))) {
         *err = RPCOOL_E_BADPTR;
@@ -507,6 +530,13 @@ static void rpcool__pbc_client_destroy(ProtobufCService *svc)
     rpcool__free(cl);
 }
 
+/* A reply's blocks: over RDMA, freeing one block of a reply frees them all (rpcool.h section 5) */
+static void rpcool__pbc_reply_chain_free(rpcool_conn *c, struct rpcool__pbc_chunk *rep)
+{
+    if (c->rdma) rpcool_free(c, rep);
+    else rpcool__pbc_chain_free(rep, rpcool__pbc_heap_free, c);
+}
+
 static void rpcool__pbc_invoke(ProtobufCService *svc, unsigned method, const ProtobufCMessage *in,
                                ProtobufCClosure closure, void *closure_data)
 {
@@ -520,7 +550,6 @@ RPCOOL_API int rpcool_pbc_client_new(rpcool_conn *c, const ProtobufCServiceDescr
                                      unsigned fn, ProtobufCService **out)
 {
     if (!c || !desc || !out || fn >= RPCOOL_MAX_HANDLERS) return RPCOOL_E_INVAL;
-    if (c->rdma) return RPCOOL_E_NOTSUP; /* the message's blocks would have to travel */
     struct rpcool__pbc_client *cl =
         (struct rpcool__pbc_client *)RPCOOL_MALLOC(sizeof *cl);
     uint64_t *keys = (uint64_t *)RPCOOL_MALLOC(sizeof *keys * (desc->n_methods + 1));
@@ -551,13 +580,15 @@ RPCOOL_API int rpcool_pbc_call(ProtobufCService *svc, unsigned method, const Pro
     if (in->descriptor != md->input) return RPCOOL_E_INVAL;
     rpcool_conn *c = cl->c;
     shmheap *h = c->heap;
+    struct rpcool__pbc_bounds hb = {h, NULL};
     ProtobufCMessage *m = (ProtobufCMessage *)(uintptr_t)in;
     struct rpcool__pbc_copy cp;
     memset(&cp, 0, sizeof cp);
     int rc = RPCOOL_E_BADPTR, in_place = 0;
     *out = NULL;
-    if (shmheap_contains(h, m, md->input->sizeof_message)) { /* as it is, if all of it can */
-        struct rpcool__pbc_walk w = {1, h, shmheap_size(h), 0};
+    /* over RDMA a message is always copied: its blocks are the call's extents */
+    if (!c->rdma && shmheap_contains(h, m, md->input->sizeof_message)) { /* as it is, if it can */
+        struct rpcool__pbc_walk w = {1, &hb, shmheap_size(h), 0};
         rc = rpcool__pbc_walk_msg(&w, md->input, m, 0);
         in_place = rc == 0;
         if (rc) { /* something lies outside the heap: back to the caller's form, and copy */
@@ -566,7 +597,7 @@ RPCOOL_API int rpcool_pbc_call(ProtobufCService *svc, unsigned method, const Pro
         }
     }
     if (!in_place) {
-        cp.heap = h;
+        cp.heap = &hb;
         cp.budget = shmheap_size(h);
         cp.alloc = rpcool__pbc_heap_get;
         cp.user = c;
@@ -587,7 +618,15 @@ RPCOOL_API int rpcool_pbc_call(ProtobufCService *svc, unsigned method, const Pro
         rq->key = cl->keys[method];
         rq->method = method;
         rq->msg = m;
-        rc = rpcool_call(c, cl->fn, rq, sizeof *rq, &ret, &ret_len);
+        rpcool_extent ext[16];
+        rpcool_call_opts o;
+        memset(&o, 0, sizeof o);
+        o.extents = ext;
+        for (struct rpcool__pbc_chunk *k = cp.first; k && o.nextents < 16; k = k->next) {
+            ext[o.nextents].p = k;
+            ext[o.nextents++].len = sizeof *k + k->used;
+        }
+        rc = rpcool_call_ex(c, cl->fn, rq, sizeof *rq, &o, &ret, &ret_len);
         rpcool_free(c, rq);
     }
     struct rpcool__pbc_walk w = {0, NULL, shmheap_size(h), 0};
@@ -605,7 +644,7 @@ RPCOOL_API int rpcool_pbc_call(ProtobufCService *svc, unsigned method, const Pro
             return 0;
         }
     }
-    if (rep) rpcool__pbc_chain_free(rep, rpcool__pbc_heap_free, c);
+    if (rep) rpcool__pbc_reply_chain_free(c, rep);
     if (rc != RPCOOL_E_TIMEOUT) /* a call that timed out may still run: its copy stays */
         rpcool__pbc_chain_free(cp.first, rpcool__pbc_heap_free, c);
     return rc;
@@ -618,7 +657,7 @@ RPCOOL_API void rpcool_pbc_reply_free(ProtobufCService *svc, ProtobufCMessage *o
     struct rpcool__pbc_chunk *rep = (struct rpcool__pbc_chunk *)(void *)out - 1;
     if (rep->magic != RPCOOL__PBC_REP_MAGIC) return;
     rpcool__pbc_chain_free(rep->scratch, rpcool__pbc_heap_free, cl->c);
-    rpcool__pbc_chain_free(rep, rpcool__pbc_heap_free, cl->c);
+    rpcool__pbc_reply_chain_free(cl->c, rep);
 }
 
 /* ---- server */
@@ -626,12 +665,16 @@ RPCOOL_API void rpcool_pbc_reply_free(ProtobufCService *svc, ProtobufCMessage *o
 enum { RPCOOL__PBC_RUNNING = 0, RPCOOL__PBC_DONE };
 
 struct rpcool__pbc_call { /* one call at the server, from the handler to its closure */
-    rpcool_deferred *d;
+    rpcool_deferred *d;       /* shared memory: the call, deferred */
+    rpcool_ctx *ctx;          /* RDMA: the call, answered before the handler returns */
+    int status;               /* RDMA: what the closure answered */
     const ProtobufCMethodDescriptor *md;
     ProtobufCMessage *in;     /* what the service got */
     int in_place;             /* in is the client's message, in the server's form: 2 when it
-                                 held defaults, which go back to their markers afterwards */
-    const shmheap *check;     /* SANDBOX: the heap every pointer must lie in */
+                                 held defaults, which go back to their markers afterwards (not
+                                 over RDMA: what the handler writes to the mirror stays there) */
+    struct rpcool__pbc_bounds bounds; /* the client's heap (or its mirror) */
+    const struct rpcool__pbc_bounds *check; /* SANDBOX: &bounds; else NULL (trusted) */
     size_t budget;
     struct rpcool__pbc_chunk *priv; /* COPY: the private copy's blocks */
     uint32_t state;
@@ -682,10 +725,11 @@ static void rpcool__pbc_priv_free(void *user, void *p)
         }
     rpcool__free(p);
 }
-static void *rpcool__pbc_defer_alloc(void *user, size_t size, size_t *got)
+static void *rpcool__pbc_reply_alloc(void *user, size_t size, size_t *got)
 {
+    struct rpcool__pbc_call *pc = (struct rpcool__pbc_call *)user;
     (void)got;
-    return rpcool_deferred_alloc((rpcool_deferred *)user, size);
+    return pc->d ? rpcool_deferred_alloc(pc->d, size) : rpcool_ctx_alloc(pc->ctx, size);
 }
 
 struct rpcool__pbc_walk_args {
@@ -735,18 +779,21 @@ static void rpcool__pbc_closure(const ProtobufCMessage *msg, void *data)
 {
     struct rpcool__pbc_call *pc = (struct rpcool__pbc_call *)data;
     uint32_t running = RPCOOL__PBC_RUNNING;
-    if (!rcp__cas(&pc->state, &running, (uint32_t)RPCOOL__PBC_DONE)) return; /* called twice */
+    if (!rcp__cas(&pc->state, &running, (uint32_t)RPCOOL__PBC_DONE)) { /* the call ended */
+        rpcool__pbc_call_unref(pc);
+        return;
+    }
     int status = RPCOOL_PBC_FAILED;
     struct rpcool__pbc_copy cp;
     memset(&cp, 0, sizeof cp);
     if (msg && msg->descriptor != pc->md->output) {
         status = RPCOOL_E_INVAL; /* a service bug: a reply of another type */
     } else if (msg) {
-        cp.heap = pc->d->ctx.sc->heap;
+        cp.heap = &pc->bounds;
         cp.keep = 1;
         cp.budget = pc->budget;
-        cp.alloc = rpcool__pbc_defer_alloc;
-        cp.user = pc->d;
+        cp.alloc = rpcool__pbc_reply_alloc;
+        cp.user = pc;
         cp.next_cap = RPCOOL__PBC_CHUNK;
         struct rpcool__pbc_copy_args a = {&cp, pc->md->output, msg, NULL};
         status = rpcool__guarded(rpcool__pbc_copy_fn, &a, RPCOOL_E_FAULT);
@@ -757,7 +804,10 @@ static void rpcool__pbc_closure(const ProtobufCMessage *msg, void *data)
         if (rc && status >= 0) status = rc; /* the client changed it meanwhile */
     }
     rpcool__pbc_chain_free(pc->priv, rpcool__pbc_priv_free, NULL);
-    if (status == 0) {
+    if (!pc->d) { /* RDMA: the handler returns the status; the blocks travel with it */
+        if (status == 0) rpcool_ctx_reply(pc->ctx, cp.first, sizeof *cp.first + cp.first->used);
+        pc->status = status;
+    } else if (status == 0) {
         rpcool_deferred_reply(pc->d, 0, cp.first, sizeof *cp.first + cp.first->used);
     } else {
         struct rpcool__pbc_chunk *k = cp.first;
@@ -769,6 +819,19 @@ static void rpcool__pbc_closure(const ProtobufCMessage *msg, void *data)
         rpcool_deferred_fail(pc->d, status);
     }
     rpcool__pbc_call_unref(pc);
+}
+
+/* The call ends before the closure came (a fault in the service; over RDMA, a closure not
+   called before the method returned): answer code; a late closure then only lets go. */
+static void rpcool__pbc_abandon(struct rpcool__pbc_call *pc, int code)
+{
+    uint32_t running = RPCOOL__PBC_RUNNING;
+    if (!rcp__cas(&pc->state, &running, (uint32_t)RPCOOL__PBC_DONE)) return;
+    if (pc->in_place == 2) rpcool__pbc_inplace(pc, 1);
+    rpcool__pbc_chain_free(pc->priv, rpcool__pbc_priv_free, NULL);
+    pc->priv = NULL;
+    if (pc->d) rpcool_deferred_fail(pc->d, code);
+    else pc->status = code;
 }
 
 struct rpcool__pbc_invoke_args {
@@ -787,27 +850,26 @@ static int rpcool__pbc_handler(rpcool_ctx *ctx, void *arg, size_t len, void *use
 {
     ProtobufCService *impl = (ProtobufCService *)user;
     const ProtobufCServiceDescriptor *sd = impl->descriptor;
-    if (ctx->rc) return RPCOOL_E_NOTSUP; /* over RDMA the message's blocks would have to travel */
     if (len != sizeof(struct rpcool__pbc_req) || (uintptr_t)arg % 8) return RPCOOL_E_PROTO;
     struct rpcool__pbc_req rq;
     memcpy(&rq, arg, sizeof rq); /* one read: the client may change its frame meanwhile */
     if (rq.magic != RPCOOL__PBC_REQ_MAGIC || rq.method >= sd->n_methods ||
         rq.key != rpcool__pbc_key(sd, (unsigned)rq.method))
         return RPCOOL_E_PROTO;
-    shmheap *h = ctx->sc->heap;
     unsigned flags = rpcool_ctx_safety(ctx);
     struct rpcool__pbc_call *pc = (struct rpcool__pbc_call *)RPCOOL_MALLOC(sizeof *pc);
     if (!pc) return -ENOMEM;
     memset(pc, 0, sizeof *pc);
     pc->md = &sd->methods[rq.method];
-    pc->budget = shmheap_size(h);
-    pc->s = ctx->s;
+    pc->bounds.h = rpcool_ctx_heap(ctx); /* NULL over RDMA: the mirror, through ctx */
+    pc->bounds.ctx = ctx;
+    pc->budget = pc->bounds.h ? shmheap_size(pc->bounds.h) : ctx->s->max_copy;
     int rc;
     if (flags & RPCOOL_COPY) { /* a private, validated copy */
         struct rpcool__pbc_copy cp;
         memset(&cp, 0, sizeof cp);
         cp.from_wire = 1;
-        cp.heap = h;
+        cp.heap = &pc->bounds;
         cp.budget = pc->budget;
         cp.alloc = rpcool__pbc_priv_alloc;
         cp.next_cap = RPCOOL__PBC_CHUNK;
@@ -818,10 +880,11 @@ static int rpcool__pbc_handler(rpcool_ctx *ctx, void *arg, size_t len, void *use
     } else { /* in place: checked under SANDBOX, trusted otherwise */
         pc->in = rq.msg;
         pc->in_place = 1;
-        pc->check = (flags & RPCOOL_SANDBOX) ? h : NULL;
+        pc->check = (flags & RPCOOL_SANDBOX) ? &pc->bounds : NULL;
         rc = rpcool__pbc_inplace(pc, 0);
+        if (!pc->bounds.h) pc->in_place = 1; /* RDMA: the mirror needs no undoing */
     }
-    if (!rc) rc = rpcool_ctx_defer(ctx, &pc->d);
+    if (!rc && pc->bounds.h) rc = rpcool_ctx_defer(ctx, &pc->d);
     if (rc) {
         if (rc == RPCOOL_E_FAULT) rcp__fetch_add(&ctx->s->st.faults, 1u);
         if (pc->in_place == 2 && rc != RPCOOL_E_FAULT) rpcool__pbc_inplace(pc, 1); /* if it can */
@@ -829,24 +892,24 @@ static int rpcool__pbc_handler(rpcool_ctx *ctx, void *arg, size_t len, void *use
         rpcool__free(pc);
         return rc;
     }
+    pc->ctx = pc->d ? NULL : ctx;
     struct rpcool__pbc_invoke_args ia = {impl, (unsigned)rq.method, pc};
     pc->refs = 2;
     if (flags & RPCOOL_SANDBOX) { /* the service's own fault: an error reply */
         if (rpcool__guarded(rpcool__pbc_invoke_fn, &ia, RPCOOL_E_FAULT)) {
             rcp__fetch_add(&ctx->s->st.faults, 1u);
-            uint32_t running = RPCOOL__PBC_RUNNING;
-            if (rcp__cas(&pc->state, &running, (uint32_t)RPCOOL__PBC_DONE)) {
-                if (pc->in_place == 2) rpcool__pbc_inplace(pc, 1);
-                rpcool__pbc_chain_free(pc->priv, rpcool__pbc_priv_free, NULL);
-                rpcool_deferred_fail(pc->d, RPCOOL_E_FAULT);
-                rpcool__pbc_call_unref(pc); /* the closure's: it must not come now */
-            }
+            rpcool__pbc_abandon(pc, RPCOOL_E_FAULT);
         }
     } else {
         rpcool__pbc_invoke_fn(&ia);
     }
+    int status = 0;
+    if (!pc->d) { /* RDMA: the call cannot be deferred; its closure came or it fails */
+        rpcool__pbc_abandon(pc, RPCOOL_E_NOTSUP);
+        status = pc->status;
+    }
     rpcool__pbc_call_unref(pc);
-    return 0; /* the closure answers, now or later from any thread */
+    return status; /* with a deferred call: ignored, the closure answers */
 }
 
 RPCOOL_API int rpcool_pbc_serve(rpcool_server *s, unsigned fn, ProtobufCService *impl,
