@@ -524,9 +524,15 @@
    the message. A malformed message is an error reply and the server carries on. Under
    RPCOOL_SANDBOX a fault in the service's own code is contained too (RPCOOL_E_FAULT); its
    closure must not be called after that.
+   Between pods (RDMA, section 5): the input is always copied, into blocks of the connection
+   heap that travel with the call as its extents (up to 16 blocks; the rest is fetched on
+   touch), and the reply travels back as any reply does (at most 2 MiB). The server walks its
+   mirror of the client's heap (checks against the mirror's range; the budget is
+   rpcool_server_opts.max_copy) and leaves what it changed there. Such a call cannot be
+   deferred: the closure must be called before the method returns, else the call fails with
+   RPCOOL_E_NOTSUP and a later closure call answers nothing.
    Limits: a sub-message shared within the input arrives as separate copies when the input is
-   copied (RPCOOL_COPY, or an input not wholly in the heap). Over RDMA, rpcool_pbc_client_new
-   and calls of a served service return RPCOOL_E_NOTSUP.
+   copied (RPCOOL_COPY, RDMA, or an input not wholly in the heap).
 */
 #ifndef RPCOOL_H
 #define RPCOOL_H

@@ -11,7 +11,8 @@
    and checked by a hash of the names), sets its own descriptors and defaults, and after the
    call puts the wire form back. The request is a small frame {magic, key, method, message};
    the reply is a chain of blocks in the client's heap whose first block holds the reply's top
-   message right after its header. */
+   message right after its header. Over RDMA the input is always copied (its blocks are the
+   call's extents), the server works on its mirror and answers before the handler returns. */
 
 #ifndef RPCOOL_PBC_H
 #define RPCOOL_PBC_H
@@ -25,8 +26,7 @@ extern "C" {
 #define RPCOOL_PBC_MAX_DEPTH 100 /* messages nested deeper are refused (RPCOOL_E_PROTO) */
 
 /* Client: a ProtobufCService whose invoke calls handler id fn on connection c. Destroy it with
-   protobuf_c_service_destroy (before disconnecting c). 0, RPCOOL_E_INVAL, RPCOOL_E_NOTSUP (an
-   RDMA connection), -ENOMEM. */
+   protobuf_c_service_destroy (before disconnecting c). 0, RPCOOL_E_INVAL or -ENOMEM. */
 RPCOOL_API int rpcool_pbc_client_new(rpcool_conn *c, const ProtobufCServiceDescriptor *desc,
                                      unsigned fn, ProtobufCService **out);
 /* One call with its status: 0 and *out (valid until rpcool_pbc_reply_free; it may point into

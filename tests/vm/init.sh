@@ -81,6 +81,7 @@ single) # impl/verbs.h and alock.h's remote cohort (rpcool's transport has a gue
     ;;
 rpcool-rdma) # tests/vm/run.sh rpcool-rdma: rpcool's RDMA transport (rcp.only: one test by name)
     rdma_up
+    run test_pbc_rdma 300 /t/test_pbc_rdma
     RDMAT_ONLY=$(arg rcp.only) run test_rpcool_rdma 540 /t/test_rpcool_rdma
     # for the log only (make bench measures): ib_write_lat's t_typical (half a round trip) here
     gid=$(/t/test_verbs --gid)
