@@ -526,11 +526,11 @@
    closure must not be called after that.
    Between pods (RDMA, section 5): the input is always copied, into blocks of the connection
    heap that travel with the call as its extents (up to 16 blocks; the rest is fetched on
-   touch), and the reply travels back as any reply does (at most 2 MiB). The server walks its
-   mirror of the client's heap (checks against the mirror's range; the budget is
-   rpcool_server_opts.max_copy) and leaves what it changed there. Such a call cannot be
-   deferred: the closure must be called before the method returns, else the call fails with
-   RPCOOL_E_NOTSUP and a later closure call answers nothing.
+   touch), and the reply travels back as any reply does (at most 2 MiB). Whatever the mode,
+   the server reads the message as RPCOOL_COPY does, out of its mirror of the client's heap
+   (checked against the mirror's range; the budget is rpcool_server_opts.max_copy). Such a
+   call cannot be deferred: the closure must be called before the method returns, else the
+   call fails with RPCOOL_E_NOTSUP and a later closure call answers nothing.
    Limits: a sub-message shared within the input arrives as separate copies when the input is
    copied (RPCOOL_COPY, RDMA, or an input not wholly in the heap).
 */

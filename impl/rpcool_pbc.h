@@ -12,7 +12,8 @@
    call puts the wire form back. The request is a small frame {magic, key, method, message};
    the reply is a chain of blocks in the client's heap whose first block holds the reply's top
    message right after its header. Over RDMA the input is always copied (its blocks are the
-   call's extents), the server works on its mirror and answers before the handler returns. */
+   call's extents), the server copies it out of its mirror and answers before the handler
+   returns. */
 
 #ifndef RPCOOL_PBC_H
 #define RPCOOL_PBC_H
@@ -53,7 +54,7 @@ RPCOOL_API int rpcool_pbc_serve(rpcool_server *s, unsigned fn, ProtobufCService 
 #define RPCOOL__PBC_DFL ((void *)(uintptr_t)1) /* wire form of "the field's default" */
 #define RPCOOL__PBC_REQ_MAGIC 0x3151524243504352ull /* "RCPBCRQ1" */
 #define RPCOOL__PBC_REP_MAGIC 0x3150524243504352ull /* "RCPBCRP1" */
-#define RPCOOL__PBC_CHUNK 4096u
+#define RPCOOL__PBC_CHUNK 976u /* a first block of 1 KiB with its header; then doubling */
 
 struct rpcool__pbc_req { /* the argument of a call */
     uint64_t magic;
@@ -865,7 +866,8 @@ static int rpcool__pbc_handler(rpcool_ctx *ctx, void *arg, size_t len, void *use
     pc->bounds.ctx = ctx;
     pc->budget = pc->bounds.h ? shmheap_size(pc->bounds.h) : ctx->s->max_copy;
     int rc;
-    if (flags & RPCOOL_COPY) { /* a private, validated copy */
+    /* over RDMA every mode reads a private copy: writing the mirror in place costs more */
+    if ((flags & RPCOOL_COPY) || !pc->bounds.h) { /* a private, validated copy */
         struct rpcool__pbc_copy cp;
         memset(&cp, 0, sizeof cp);
         cp.from_wire = 1;
@@ -882,7 +884,6 @@ static int rpcool__pbc_handler(rpcool_ctx *ctx, void *arg, size_t len, void *use
         pc->in_place = 1;
         pc->check = (flags & RPCOOL_SANDBOX) ? &pc->bounds : NULL;
         rc = rpcool__pbc_inplace(pc, 0);
-        if (!pc->bounds.h) pc->in_place = 1; /* RDMA: the mirror needs no undoing */
     }
     if (!rc && pc->bounds.h) rc = rpcool_ctx_defer(ctx, &pc->d);
     if (rc) {
