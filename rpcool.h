@@ -14,11 +14,13 @@
    8. Errors
    9. Limits
   10. Design notes
+  11. protobuf-c      .proto services over rpcool (RPCOOL_WITH_PROTOBUF_C)
    The declarations follow this text; then the implementation, whose sections are marked with
    anchors to grep for: >>implementation >>support >>layout >>state >>errors >>liveness
    >>contain >>names >>server >>accept >>dispatch >>serve >>handler >>client >>seal >>call
    >>connect >>builders; the RDMA transport is in impl/rpcool_rdma.h (>>r-conn >>r-client
-   >>r-server). The licence (MIT) is at the end of the file.
+   >>r-server), deferred replies in impl/rpcool_defer.h (>>defer), protobuf-c services in
+   impl/rpcool_pbc.h (>>pbc). The licence (MIT) is at the end of the file.
 
    1. USAGE
    --------
@@ -96,6 +98,26 @@
    timeout (opts->timeout_ms, else the connection's) counts from rpcool_call_async: once it has
    passed, rpcool_poll and rpcool_wait return RPCOOL_E_TIMEOUT and rpcool_progress gives the
    callback RPCOOL_E_TIMEOUT.
+
+   Deferred replies: a handler may take its call out of the serving thread with
+   rpcool_ctx_defer(ctx, &d) and return; the serving thread goes on serving others, and any
+   thread finishes the call later with rpcool_deferred_reply(d, status, p, len) (p in the
+   client's heap, from rpcool_deferred_alloc(d, size), or NULL) or rpcool_deferred_fail(d, code);
+   both free d, and the caller gets status and p as if the handler had returned them. The
+   caller waits as for any call (its timeout applies). A handler may also finish its deferred
+   call itself before it returns. After rpcool_ctx_defer the handler's return value is
+   ignored, unless the handler ends by rpcool_ctx_fail, a failed checked accessor or a fault
+   contained under RPCOOL_SANDBOX: the call then ends at once with that code, and the later
+   rpcool_deferred_reply only frees d and returns RPCOOL_E_INVAL. A reply outside the client's
+   heap is refused: the caller gets RPCOOL_E_BADPTR and so does rpcool_deferred_reply. Under
+   RPCOOL_COPY the argument's private copy stays valid until the call is finished. The checked
+   accessors and rpcool_ctx_alloc belong to the handler's run: after it returns use
+   rpcool_deferred_alloc. A second rpcool_ctx_defer of a call returns RPCOOL_E_INVAL; a call
+   over RDMA cannot be deferred (RPCOOL_E_NOTSUP). A connection's heap stays mapped at the
+   server until every deferred call of it is finished, even when its client is gone. Finish
+   every deferred call before rpcool_server_close. With protection keys (section 4) a thread
+   that finishes a deferred call and is not a serving thread needs access to the connection
+   heaps first, as any other thread of the server (shmheap_pkey_set).
 
    Transports: within a pod, shared memory (RPCOOL_TRANSPORT_SHM, the default); between pods,
    RDMA (section 5; compiled in with RPCOOL_WITH_RDMA). The channel name says which: "kv" is
@@ -532,6 +554,78 @@
    trip gains little over protobuf-c on TCP, while a large one (thousands of nodes) gains
    several times. A structure called again on the same ranges is compared in place on both
    sides, and only its changed pages (or their changed words) travel.
+
+  11. PROTOBUF-C SERVICES
+  -----------------------
+   Services written in .proto and served with protobuf-c (Debian: libprotobuf-c-dev,
+   protobuf-c-compiler) run over rpcool unchanged: a message travels as a pointer, with no pack
+   and no unpack. Build: #define RPCOOL_WITH_PROTOBUF_C before including rpcool.h, in the
+   implementation file and in every file that uses these functions; keep impl/rpcool_pbc.h
+   beside it and link -lprotobuf-c. For a service Svc of a .proto compiled with protoc-c:
+
+       Svc_Service impl = SVC__INIT(my_);                  // server: the user's functions
+       rpcool_pbc_serve(s, 5, &impl.base, RPCOOL_SANDBOX); // as handler id 5
+       ProtobufCService *svc;                              // client
+       rpcool_pbc_client_new(c, &svc__descriptor, 5, &svc);
+       svc__get(svc, &request, on_reply, data);            // a generated stub, unchanged
+       protobuf_c_service_destroy(svc);                    // before rpcool_disconnect(c)
+
+   Client: rpcool_pbc_client_new makes a ProtobufCService that calls handler id fn on the
+   connection. A generated stub calls it, and its closure gets the reply (NULL when the call
+   failed) before the stub returns; the reply lives until the closure returns. rpcool_pbc_call
+   makes the same call and returns its status: 0 and *out (valid until rpcool_pbc_reply_free;
+   it may point into the input, so keep the input until then), RPCOOL_PBC_FAILED (1) when the
+   service answered closure(NULL), RPCOOL_E_INVAL when the input is not of the method's input
+   type, or another negative code. A client service may be used by several threads at once,
+   as its connection may. An input built anywhere (stack, literals, malloc) is deep-copied
+   into the connection heap for the call by walking its descriptor, and the copy is freed with
+   the reply. An input that lies wholly in the heap (built or unpacked through the allocator
+   that rpcool_pbc_allocator_init makes over the connection heap; protobuf_c_message_unpack
+   into it works too) travels by pointer with nothing copied, and is the caller's again when
+   the call returns: its descriptors and default values are its own again, and
+   protobuf_c_message_free_unpacked with the same allocator frees it. Nobody else may use the
+   input during the call. A call that timed out (RPCOOL_E_TIMEOUT) may still run at the server
+   (section 6): the copy of its input is not freed, and an input that travelled by pointer is
+   in the caller's form again but may still be read by the server, so do not free it. A message
+   with a sub-message more than RPCOOL_PBC_MAX_DEPTH (100) levels below the top (a cycle, say)
+   is refused with RPCOOL_E_PROTO.
+   Server: rpcool_pbc_serve registers a ProtobufCService (a generated Foo_Service filled with
+   the user's functions; it must outlive the server) as one handler id with its safety flags;
+   the call names its method by index, checked against a hash of the service, method and type
+   names (RPCOOL_E_PROTO when they differ). The user's code runs unchanged: it gets the input
+   with its own process's descriptors and default values, so pointer identity with a proto2
+   default or with proto3's empty string means what protobuf-c says. Its closure may be called
+   before the method returns or later from any thread: the call is deferred (section 2), so no
+   serving thread waits meanwhile. Call the closure once. When it is called, what the reply
+   holds outside the client's heap (the service's stack, literals, malloc, a private copy of
+   the input) is copied into the client's heap; what lies in the client's heap (parts of the
+   input) is referenced. closure(NULL) gives the caller RPCOOL_PBC_FAILED, a reply of another
+   type RPCOOL_E_INVAL. A service that never calls its closure leaves its caller waiting (its
+   timeout applies).
+   Descriptors and default values lie at different addresses in each process (ASLR): no
+   descriptor pointer is sent or read, and while a message travels its pointers to its fields'
+   defaults are a marker that the receiver replaces with its own defaults.
+   Safety: at the server every mode walks the message under fault containment and within a
+   budget of bytes: as many as the connection heap holds, counting a shared sub-message each
+   time it is referenced (RPCOOL_E_PROTO past it). RPCOOL_RELAXED trusts the pointers.
+   RPCOOL_SANDBOX checks every pointer, length, count and string against the connection heap
+   (RPCOOL_E_BADPTR; a count beyond the budget, RPCOOL_E_PROTO) before the service runs, and
+   the service reads the client's message in place: the client can still change it during the
+   call. RPCOOL_COPY copies the message into
+   private memory, reading each shared value once and checking it as RPCOOL_SANDBOX does; the
+   service reads only that copy. RPCOOL_SEAL applies to the call's small request frame, not to
+   the message. A malformed message is an error reply and the server carries on. Under
+   RPCOOL_SANDBOX a fault in the service's own code is contained too (RPCOOL_E_FAULT); its
+   closure must not be called after that.
+   Between pods (RDMA, section 5): the input is always copied, into blocks of the connection
+   heap that travel with the call as its extents (up to 16 blocks; the rest is fetched on
+   touch), and the reply travels back as any reply does (at most 2 MiB). Whatever the mode,
+   the server reads the message as RPCOOL_COPY does, out of its mirror of the client's heap
+   (checked against the mirror's range; the budget is rpcool_server_opts.max_copy). Such a
+   call cannot be deferred: the closure must be called before the method returns, else the
+   call fails with RPCOOL_E_NOTSUP and a later closure call answers nothing.
+   Limits: a sub-message shared within the input arrives as separate copies when the input is
+   copied (RPCOOL_COPY, RDMA, or an input not wholly in the heap).
 */
 #ifndef RPCOOL_H
 #define RPCOOL_H
@@ -816,6 +910,17 @@ RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s);
    jump (longjmp) out of it. */
 RPCOOL_NORETURN RPCOOL_API void rpcool_ctx_fail(rpcool_ctx *ctx, int code);
 #define RPCOOL_NEED(ctx, p) ((__typeof__(p))rpcool_ctx_need((ctx), (p), sizeof *(p)))
+/* Deferred replies (section 2): take the call out of the serving thread, finish it later from
+   any thread. 0 and *out, or RPCOOL_E_NOTSUP (an RDMA call), RPCOOL_E_INVAL (deferred already),
+   -ENOMEM. */
+typedef struct rpcool_deferred rpcool_deferred;
+RPCOOL_API int rpcool_ctx_defer(rpcool_ctx *ctx, rpcool_deferred **out);
+RPCOOL_API void *rpcool_deferred_alloc(rpcool_deferred *d, size_t size); /* in the client's heap */
+/* Finish the call: the caller gets status and [p, p+len) (p in the client's heap, or NULL);
+   frees d. 0, RPCOOL_E_BADPTR (p outside the heap: the caller gets RPCOOL_E_BADPTR), or
+   RPCOOL_E_INVAL (the call had ended already: the handler faulted or failed after deferring). */
+RPCOOL_API int rpcool_deferred_reply(rpcool_deferred *d, int status, void *p, size_t len);
+RPCOOL_API int rpcool_deferred_fail(rpcool_deferred *d, int code); /* reply(d, code, NULL, 0) */
 
 /* Client. */
 RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts, rpcool_conn **out);
@@ -890,6 +995,9 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 
 #ifdef __cplusplus
 }
+#endif
+#ifdef RPCOOL_WITH_PROTOBUF_C /* protobuf-c services over rpcool (section 11) */
+#include "impl/rpcool_pbc.h"
 #endif
 #endif /* RPCOOL_H */
 
@@ -1138,6 +1246,7 @@ struct rpcool__sconn { /* the server's view of one connection */
     shmheap *heap;
     struct rpcool__conn_hdr *hdr;
     int dead;          /* client died: reclaim its connection once drained */
+    uint32_t ndeferred; /* deferred calls not yet finished: its heap stays until they are */
     int pkey;
     uint32_t rot;      /* where the next scan starts (fairness) */
     uint32_t logged;   /* RPCOOL__NOTE_* kinds already logged for it (once per connection) */
@@ -1321,6 +1430,9 @@ struct rpcool_ctx {
     size_t spent, budget; /* bytes the checked accessors read; budget: the heap's size (0:
                              none) */
     int limit_hit;      /* RPCOOL_LIMIT_SIGNAL ended it */
+    unsigned slot;      /* the call's slot and generation (a deferred reply needs them) */
+    uint32_t gen;
+    struct rpcool_deferred *dfr; /* rpcool_ctx_defer took the call out of the serving thread */
 };
 
 /* The RDMA transport (impl/rpcool_rdma.h, compiled in with RPCOOL_WITH_RDMA). */
@@ -2471,6 +2583,7 @@ static int rpcool__drain(rpcool_server *s, uint32_t i)
         __atomic_store_n(&sc->state, (uint32_t)RPCOOL__SC_DRAINING, __ATOMIC_SEQ_CST);
         sc->drain_gp = __atomic_add_fetch(&s->gp, 1u, __ATOMIC_SEQ_CST);
     }
+    if (rcp__load(&sc->ndeferred)) return 1; /* deferred calls still write to its heap */
     /* a polling worker moves on within a pass: wait for that a little (20 us), not for a
        handler that runs long (the next housekeeping round tries again). A worker inside another
        connection's scan (a handler of another client, however long) does not hold us up: it
@@ -2766,6 +2879,7 @@ static void rpcool__blocks_settle(rpcool_server *s, struct rpcool__sconn *sc,
         rpcool__condemn(s, sc, "a fault on its heap (truncated?) freeing a failed call's blocks");
     }
 }
+static void rpcool__defer_handoff(struct rpcool__worker *w, rpcool_ctx *ctx, int status);
 
 static void rpcool__complete(struct rpcool__conn_hdr *hd, unsigned i, uint32_t gen, int status,
                              void *ret, size_t ret_len)
@@ -2799,6 +2913,8 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
     memset(&ctx, 0, sizeof ctx);
     ctx.s = s;
     ctx.sc = sc;
+    ctx.slot = i;
+    ctx.gen = gen;
     int status;
     struct rpcool__handler_ent *e =
         fnid < RPCOOL_MAX_HANDLERS ? rcp__load(&s->handlers[fnid]) : NULL;
@@ -2861,8 +2977,13 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
             ctx.ret = NULL;
             ctx.ret_len = 0;
         }
-        if (RCP__UNLIKELY(w->nblk)) rpcool__blocks_settle(s, sc, w, &ctx, &status, cflags);
+        if (ctx.dfr) w->nblk = 0; /* deferred: its blocks are the later reply's */
+        else if (RCP__UNLIKELY(w->nblk)) rpcool__blocks_settle(s, sc, w, &ctx, &status, cflags);
         else if (cflags & RPCOOL__DISCARD) ctx.ret = NULL; /* a reply the caller discards */
+    }
+    if (ctx.dfr) { /* deferred: the token finishes the call (and owns the copy) */
+        rpcool__defer_handoff(w, &ctx, status);
+        return;
     }
     rpcool__complete(hd, i, gen, status, ctx.ret, ctx.ret ? ctx.ret_len : 0);
     /* give a big argument's copy back: not one per serving thread */
@@ -4570,6 +4691,11 @@ RPCOOL_API char *rpcool_strdup(rpcool_conn *c, const char *s)
 
 #ifdef RPCOOL__RDMA
 #include "impl/rpcool_rdma.h"
+#endif
+#include "impl/rpcool_defer.h" /* deferred replies (>>defer) */
+#ifdef RPCOOL_WITH_PROTOBUF_C
+#define RPCOOL_PBC_IMPLEMENTATION
+#include "impl/rpcool_pbc.h" /* protobuf-c services (>>pbc) */
 #endif
 
 /* >>builders - data builders ------------------------------------------------------------------- */

@@ -16,6 +16,9 @@
 #   rpcool_rdma/noop/MODE, rpcool_rdma/tree/MODE/N   rpcool_bench -n 1000 -w 100 with
 #                        rdma://10.0.3.1/bench (no-op: relaxed, copy, sealed, sandboxed, 8 B;
 #                        trees: relaxed, sealed, sandboxed, sealed+sandboxed; 50+ calls each)
+#   pbc_tcp/N, rpcool_pbc_rdma/MODE/N   a protobuf-c service of N = 1, 1000 items (bench/pbc_bench.c
+#                        -n 1000 -c 10.0.3.1:7482): pack + TCP + unpack against rpcool over RDMA
+#                        (relaxed, sandbox, copy, relaxed-copyin), alternating blocks of 100
 #   kv-remote            a slot: the KV store's remote get by RPC and by one-sided READ
 # Until rpcool's RDMA transport exists, rpcool_connect("rdma://...") fails and the rows say
 # "rpcool-rdma: not supported yet (RC)"; that is not a failure of this script.
@@ -103,6 +106,13 @@ tr -d '\r' <"$B/rdma_pair.log" | awk '
             ratio(sprintf("protobuf-c TCP / rpcool RDMA sealed, %d nodes", ns[j]), P,
                   "rpcool_rdma/tree/sealed/" ns[j])
         }
+        split("1 1000", pn, " ")
+        for (j = 1; j <= 2; j++)
+            for (m = 1; m <= 3; m++) {
+                split("relaxed sandbox copy", pm, " ")
+                ratio(sprintf("protobuf-c service TCP / rpcool RDMA %s, %d items", pm[m], pn[j]),
+                      "pbc_tcp/" pn[j], "rpcool_pbc_rdma/" pm[m] "/" pn[j])
+            }
         print "== machine lines"
         for (i = 1; i <= no; i++) {
             k = order[i]; printf "%s %d %d %d\n", k, med[k], p99[k], ops[k]

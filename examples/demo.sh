@@ -3,7 +3,7 @@
 # A server keeps a hash table in its own shared heap; two client processes put and get 100000
 # keys each by passing pointers into their connection heaps; the two-pod KV store's shared-memory
 # half; then the echo (no-op) round trip and the document store with sealed, sandboxed,
-# pointer-rich documents.
+# pointer-rich documents; a protobuf-c service over rpcool.
 ex=${1:-build/ex}
 set -e
 echo "== shmheap: two processes share a linked list by plain pointer (examples/shmheap_list.c)"
@@ -22,3 +22,6 @@ echo "== no-op round trip (examples/rpcool_echo.c)"
 echo
 echo "== document store: 20000 JSON-like documents, sealed + sandboxed (examples/rpcool_docstore.c)"
 "$ex/rpcool_docstore" 20000
+echo
+echo "== a protobuf-c service served unchanged, its server exec'd (examples/rpcool_pbc.c)"
+"$ex/rpcool_pbc" 100000

@@ -48,7 +48,7 @@ $(BUILD)/vm/bin/ex_krconn_manual: krconn.h $(wildcard impl/*.h)
 # peer_grpc is a separate target: run.sh carries on without it when gRPC does not build.
 VMB = $(BUILD)/vm/bench
 .PHONY: vm-bench-bins vm-bench-grpc
-vm-bench-bins: $(VMB)/rpcool_bench $(VMB)/peer_pbtree
+vm-bench-bins: $(VMB)/rpcool_bench $(VMB)/peer_pbtree $(VMB)/pbc_bench
 
 $(VMB)/rpcool_bench: bench/rpcool_bench.c bench/peer.h bench/hist.h bench/workload.h $(HEADERS)
 	@mkdir -p $(@D)/gen
@@ -86,3 +86,12 @@ $(VMB)/peer_grpc: bench/peer_grpc.cc bench/peer.h bench/hist.h $(VMB)/gen/echo.g
 	$(VMB_GRPC_CXX) -c $(VMB)/gen/echo.grpc.pb.cc -o $(VMB)/gen/echo.grpc.pb.o
 	$(CXX) -pthread $(VMB)/gen/peer_grpc.o $(VMB)/gen/echo.pb.o $(VMB)/gen/echo.grpc.pb.o -o $@ \
 		$$(pkg-config --libs grpc++ protobuf)
+
+# a protobuf-c service over rpcool between pods against pack + TCP + unpack (bench/pbc_bench.c)
+$(VMB)/gen/pbc.pb-c.c: bench/pbc.proto
+	@mkdir -p $(@D)
+	protoc-c --proto_path=bench --c_out=$(@D) $<
+
+$(VMB)/pbc_bench: bench/pbc_bench.c bench/hist.h $(HEADERS) $(VMB)/gen/pbc.pb-c.c
+	$(CC) -O2 -pthread -I. -Ibench -I$(VMB)/gen $(WARN) -DRPCOOL_WITH_RDMA=1 $< \
+		$(VMB)/gen/pbc.pb-c.c -o $@ -lprotobuf-c -libverbs

@@ -37,11 +37,30 @@ check rpcool-rdma "#define RPCOOL_WITH_RDMA 1
 #include \"rpcool.h\"
 int main(void) { return 0; }
 "
+# rpcool with protobuf-c services (impl/rpcool_pbc.h), when protobuf-c's headers are there
+if echo '#include <protobuf-c/protobuf-c.h>' | cc -E -x c - >/dev/null 2>&1; then
+    check rpcool-pbc "#define RPCOOL_WITH_PROTOBUF_C 1
+#define RPCOOL_IMPLEMENTATION
+#include \"rpcool.h\"
+int main(void) { return 0; }
+"
+    check rpcool-pbc-decl "#define RPCOOL_WITH_PROTOBUF_C 1
+#include \"rpcool.h\"
+int main(void) { return 0; }
+"
+else
+    echo "skip compile-rpcool-pbc: protobuf-c's headers are absent (libprotobuf-c-dev)"
+fi
 
-# A new user: the headers and impl/ in an empty folder, each example built with plain cc.
+# A new user: the headers and impl/ in an empty folder, each example built with plain cc (after
+# protoc-c for an example that names a .proto in a "// PROTO:" line).
 for ex in examples/*.c; do
     n=$(basename "$ex" .c)
     cp "$ex" "$dir/$n.c"
+    for p in $(sed -n 's|^// PROTO: ||p' "$ex"); do
+        mkdir -p "$dir/$(dirname "$p")" && cp "examples/$p" "$dir/$p" &&
+            (cd "$dir/$(dirname "$p")" && protoc-c --c_out=. "$(basename "$p")")
+    done
     libs=$(sed -n 's|^// LIBS: ||p' "$ex")
     if (cd "$dir" && cc -O2 -pthread "$n.c" -o "$n" $libs 2>err-$n); then
         echo "ok example-builds-alone-$n"

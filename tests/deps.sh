@@ -4,8 +4,8 @@
 set -u
 job=${1:-host}
 case $job in
-    demo)  pkgs="gcc make" ;;
-    host)  pkgs="gcc g++ make valgrind spin libibverbs-dev" ;; # examples and tests link -libverbs
+    demo)  pkgs="gcc make libprotobuf-c-dev protobuf-c-compiler" ;;
+    host)  pkgs="gcc g++ make valgrind spin libibverbs-dev libprotobuf-c-dev protobuf-c-compiler" ;; # examples and tests link -libverbs, -lprotobuf-c
     vm)    pkgs="qemu-system-x86 busybox-static cpio kmod rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev perftest libcxl-dev ndctl rdmacm-utils" ;;
     bench) pkgs="gcc g++ make iceoryx hyperfine libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libiceoryx-binding-c-dev libgrpc-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler gnuplot-nox" ;;
     *) echo "usage: $0 demo|host|vm|bench"; exit 2 ;;

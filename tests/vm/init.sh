@@ -85,6 +85,7 @@ alock-rdma) # tests/vm/run.sh alock-rdma: alock's remote cohort alone (its tests
     ;;
 rpcool-rdma) # tests/vm/run.sh rpcool-rdma: rpcool's RDMA transport (rcp.only: one test by name)
     rdma_up
+    run test_pbc_rdma 120 /t/test_pbc_rdma
     RDMAT_ONLY=$(arg rcp.only) run test_rpcool_rdma 540 /t/test_rpcool_rdma
     # for the log only (make bench measures): ib_write_lat's t_typical (half a round trip) here
     gid=$(/t/test_verbs --gid)
@@ -355,6 +356,8 @@ rpcbench-a|rpcbench-b)
         # rpcool's server; with the RDMA transport, its krconn meta server listens on TCP 7471
         RPCOOL_DEBUG=1 /t/rpcool_bench -R -a bench >/tmp/srv.out 2>&1 &
         served rpcool 7471 $!
+        /t/pbc_bench -S "$ip:7482" >/tmp/srv.out 2>&1 &
+        served pbc 7482 $!
         # ib_write_lat once more: the guests' speed drifts over a run, so the rpcool rows are
         # bracketed by a perftest run before and one after
         ib_write_lat -d rxe0 -x "$gid" -n 500 >/tmp/srv.out 2>&1 &
@@ -386,6 +389,10 @@ rpcbench-a|rpcbench-b)
         if await rpcool; then
             bench rpcool-rdma 600 env RPCOOL_DEBUG=1 /t/rpcool_bench -n 1000 -w 100 "rdma://$peer/bench"
             post done-rpcool
+        fi
+        if await pbc; then
+            bench pbc-rdma 600 /t/pbc_bench -n 1000 -c "$peer:7482"
+            post done-pbc
         fi
         if await ib_write_lat-after; then
             if timeout 200 ib_write_lat -d rxe0 -x "$gid" -n 500 "$peer" >/tmp/wa.client 2>&1; then

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+/* impl/rpcool_defer.h - rpcool's deferred replies: a handler takes its call out of the serving
+   thread (rpcool_ctx_defer) and any thread finishes it later (rpcool_deferred_reply). Part of
+   rpcool.h's implementation, included by it; not a header of its own.
+
+   A token is held twice: by the serving path until the handler has returned, and by the user
+   until rpcool_deferred_reply. Whoever finishes first answers the client (one atomic flag), the
+   last to let go frees the token and the argument's private copy. The connection's heap stays
+   mapped while tokens of its calls exist (rpcool__drain waits for ndeferred to reach 0). */
+
+/* >>defer - deferred replies ------------------------------------------------------------------- */
+
+struct rpcool_deferred {
+    rpcool_ctx ctx;   /* the call's context, kept (guard NULL: no checked accessors) */
+    uint32_t done;    /* the call was answered */
+    uint32_t refs;    /* serving path + user */
+    char *copy;       /* the argument's private copy (RPCOOL_COPY), owned now by the token */
+};
+
+RPCOOL_API int rpcool_ctx_defer(rpcool_ctx *ctx, rpcool_deferred **out)
+{
+    if (!ctx || !out) return RPCOOL_E_INVAL;
+    if (ctx->rc) return RPCOOL_E_NOTSUP; /* an RDMA call runs on the RDMA thread, in order */
+    if (ctx->dfr) return RPCOOL_E_INVAL;
+    rpcool_deferred *d = (rpcool_deferred *)RPCOOL_MALLOC(sizeof *d);
+    if (!d) return -ENOMEM;
+    d->ctx = *ctx;
+    d->ctx.guard = NULL;
+    d->done = 0;
+    d->refs = 2;
+    d->copy = (char *)(uintptr_t)ctx->copy;
+    rcp__fetch_add(&ctx->sc->ndeferred, 1u);
+    ctx->dfr = d;
+    *out = d;
+    return 0;
+}
+
+RPCOOL_API void *rpcool_deferred_alloc(rpcool_deferred *d, size_t size)
+{
+    return d && !rcp__load(&d->done) ? rpcool_ctx_alloc(&d->ctx, size) : NULL;
+}
+
+struct rpcool__defer_done {
+    rpcool_deferred *d;
+    int status;
+    void *p;
+    size_t len;
+};
+
+static int rpcool__defer_complete_fn(void *arg)
+{
+    struct rpcool__defer_done *a = (struct rpcool__defer_done *)arg;
+    rpcool_ctx *ctx = &a->d->ctx;
+    rpcool__complete(ctx->sc->hdr, ctx->slot, ctx->gen, a->status, a->p, a->p ? a->len : 0);
+    return 0;
+}
+
+/* Answer the client once; 1 if this call answered it. The write to the response line is the
+   library's access to the client's heap: faults contained, as in rpcool_ctx_alloc. */
+static int rpcool__defer_finish(rpcool_deferred *d, int status, void *p, size_t len)
+{
+    uint32_t zero = 0;
+    if (!rcp__cas(&d->done, &zero, 1u)) return 0;
+    struct rpcool__defer_done a = {d, status, p, len};
+    if (rpcool__guarded(rpcool__defer_complete_fn, &a, 1)) {
+        rcp__fetch_add(&d->ctx.s->st.faults, 1u);
+        rpcool__condemn(d->ctx.s, d->ctx.sc, "a fault on its heap in rpcool_deferred_reply");
+    }
+    return 1;
+}
+
+static void rpcool__defer_unref(rpcool_deferred *d)
+{
+    if (rcp__fetch_add(&d->refs, (uint32_t)-1) != 1u) return;
+    struct rpcool__sconn *sc = d->ctx.sc;
+    rpcool__free(d->copy);
+    RPCOOL_FREE(d);
+    rcp__fetch_add(&sc->ndeferred, (uint32_t)-1); /* last: the heap may go after this */
+}
+
+/* The serving path lets go once the handler returned. A handler that faulted (SANDBOX) or
+   ended with rpcool_ctx_fail or a failed checked accessor after deferring ends its call now. */
+static void rpcool__defer_handoff(struct rpcool__worker *w, rpcool_ctx *ctx, int status)
+{
+    rpcool_deferred *d = ctx->dfr;
+    if (d->copy && d->copy == w->buf) { /* the token keeps the argument's copy */
+        w->buf = NULL;
+        w->cap = 0;
+    }
+    if (ctx->aborted || ctx->fault_sig) rpcool__defer_finish(d, status, NULL, 0);
+    rpcool__defer_unref(d);
+}
+
+RPCOOL_API int rpcool_deferred_reply(rpcool_deferred *d, int status, void *p, size_t len)
+{
+    if (!d) return RPCOOL_E_INVAL;
+    int rc = 0;
+    if (p && !shmheap_contains(d->ctx.sc->heap, p, len)) { /* never hand out private pointers */
+        status = rc = RPCOOL_E_BADPTR;
+        p = NULL;
+    }
+    if (!rpcool__defer_finish(d, status, p, len)) rc = RPCOOL_E_INVAL;
+    rpcool__defer_unref(d);
+    return rc;
+}
+
+RPCOOL_API int rpcool_deferred_fail(rpcool_deferred *d, int code)
+{
+    return rpcool_deferred_reply(d, code, NULL, 0);
+}

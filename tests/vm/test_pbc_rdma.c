@@ -1,0 +1,137 @@
+// VM
+// LIBS: -libverbs -lprotobuf-c -pthread
+// PROTO: ../pbc_test.proto ../pbc_test2.proto
+/* tests/vm/test_pbc_rdma.c - protobuf-c services between pods over RDMA, on Soft-RoCE: the
+ * service of tests/pbc_svc.c served by a server exec'd in pod A (rdma = "serve"), called from
+ * pod B (SHMHEAP_POD=shmheap-b.pod, SHMHEAP_POD_ID=1) through "rdma://127.0.0.1/NAME" in the
+ * RELAXED, SANDBOX and COPY modes: every answer the same as in process (packed); a closure not
+ * called before the method returns (Later) is RPCOOL_E_NOTSUP; a message outside the heap is
+ * refused; the server lives. */
+#define RPCOOL_WITH_RDMA 1
+#define RPCOOL_WITH_PROTOBUF_C 1
+#define RPCOOL_IMPLEMENTATION
+#include "../../rpcool.h"
+#include "../pbc_test2.pb-c.c"
+#include "../pbc_test.pb-c.c"
+#include "vmt.h"
+#include "../pbc_svc.c"
+#include "../pbc_shapes.h"
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
+#define NAME "pbcrdma"
+enum { ID_RELAXED = 1, ID_SANDBOX = 2, ID_COPY = 3 };
+static const unsigned t_ids[3] = {ID_RELAXED, ID_SANDBOX, ID_COPY};
+static const char *const t_modes[3] = {"relaxed", "sandbox", "copy"};
+static ProtobufCService *t_svc[3];
+static pid_t t_srv;
+
+static int serve_main(void)
+{
+    rpcool_server *s;
+    rpcool_server_opts so;
+    memset(&so, 0, sizeof so);
+    so.rdma = "serve";
+    int rc = rpcool_server_open(NAME, &so, &s);
+    if (rc) {
+        printf("FAIL pbc_rdma_server_open: %s\n", rpcool_strerror(rc));
+        return 1;
+    }
+    rpcool_pbc_serve(s, ID_RELAXED, &svc_impl.base, RPCOOL_RELAXED);
+    rpcool_pbc_serve(s, ID_SANDBOX, &svc_impl.base, RPCOOL_SANDBOX);
+    rpcool_pbc_serve(s, ID_COPY, &svc_impl.base, RPCOOL_COPY);
+    return rpcool_serve(s);
+}
+
+static int same(const char *what, const char *method, const ProtobufCMessage *in)
+{
+    int bad = 0, m = method_of(method);
+    struct res ref, got;
+    run(&svc_impl.base, (unsigned)m, in, &ref);
+    for (int k = 0; k < 3; k++) {
+        run(t_svc[k], (unsigned)m, in, &got);
+        int ok = got.done && got.failed == ref.failed && got.len == ref.len &&
+                 (!got.len || !memcmp(got.packed, ref.packed, got.len));
+        CHECKF(ok, "%s %s: %s: done %d failed %d/%d len %zu/%zu", what, method, t_modes[k],
+               got.done, got.failed, ref.failed, got.len, ref.len);
+        bad += !ok;
+        free(got.packed);
+    }
+    free(ref.packed);
+    return bad;
+}
+
+static int t_bad;
+static void each_msg(const char *what, const ProtobufCMessage *in)
+{
+    static const char *methods[] = {"Transform", "Echo", "Inspect"};
+    if (in->descriptor == &p2__descriptor) {
+        t_bad += same(what, "Inspect2", in);
+        return;
+    }
+    for (int i = 0; i < 3; i++) t_bad += same(what, methods[i], in);
+}
+
+static void pbc_rdma_same_answers(void)
+{
+    t_bad = 0;
+    shapes(each_msg);
+    Empty e = EMPTY__INIT;
+    t_bad += same("empty", "Nothing", &e.base);
+    Msg m = MSG__INIT;
+    t_bad += same("fail", "Fail", &m.base);
+    CHECK_EQ(t_bad, 0);
+}
+
+static void pbc_rdma_limits(void)
+{
+    Msg m = MSG__INIT;
+    m.text = (char *)"later";
+    ProtobufCMessage *out = NULL;
+    for (int k = 0; k < 3; k++) /* a closure called later cannot answer over RDMA */
+        CHECK_EQ(rpcool_pbc_call(t_svc[k], (unsigned)method_of("Later"), &m.base, &out),
+                 RPCOOL_E_NOTSUP);
+    CHECK_EQ(rpcool_pbc_call(t_svc[1], (unsigned)method_of("Crash"), &m.base, &out),
+             RPCOOL_E_FAULT);
+    usleep(100000); /* Later's threads answer into nothing */
+    CHECK(waitpid(t_srv, NULL, WNOHANG) == 0);
+    CHECK_EQ(rpcool_pbc_call(t_svc[2], (unsigned)method_of("Echo"), &m.base, &out), 0);
+    CHECK(out && !strcmp(((Msg *)out)->text, "later"));
+    rpcool_pbc_reply_free(t_svc[2], out);
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGPIPE, SIG_IGN);
+    if (argc > 1 && !strcmp(argv[1], "--serve")) return serve_main();
+    t_srv = fork();
+    if (t_srv == 0) { /* exec'd: descriptors and defaults at other addresses */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execl("/proc/self/exe", argv[0], "--serve", (char *)NULL);
+        _exit(127);
+    }
+    setenv("SHMHEAP_POD", "shmheap-b.pod", 1);
+    setenv("SHMHEAP_POD_ID", "1", 1);
+    rpcool_conn *c = NULL;
+    rpcool_conn_opts o;
+    memset(&o, 0, sizeof o);
+    o.connect_timeout_ms = 5000;
+    int rc = -1;
+    for (int i = 0; i < 60 && rc; i++)
+        if ((rc = rpcool_connect("rdma://127.0.0.1/" NAME, &o, &c))) sleep(1);
+    t_begin("pbc_rdma_connect");
+    CHECKF(rc == 0, "connect: %s", rpcool_strerror(rc));
+    for (int k = 0; k < 3 && c; k++)
+        CHECK_EQ(rpcool_pbc_client_new(c, &svc__descriptor, t_ids[k], &t_svc[k]), 0);
+    t_end();
+    if (c) {
+        RUN(pbc_rdma_same_answers);
+        RUN(pbc_rdma_limits);
+        for (int k = 0; k < 3; k++) protobuf_c_service_destroy(t_svc[k]);
+        rpcool_disconnect(c);
+    }
+    kill(t_srv, SIGKILL);
+    waitpid(t_srv, NULL, 0);
+    return T_DONE();
+}
