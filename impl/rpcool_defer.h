@@ -26,6 +26,7 @@ RPCOOL_API int rpcool_ctx_defer(rpcool_ctx *ctx, rpcool_deferred **out)
     if (!d) return -ENOMEM;
     d->ctx = *ctx;
     d->ctx.guard = NULL;
+    d->ctx.w = NULL; /* the serving thread's records (blocks, time limit) stay with that thread */
     d->done = 0;
     d->refs = 2;
     d->copy = (char *)(uintptr_t)ctx->copy;

@@ -503,6 +503,7 @@ int main(int argc, char **argv)
     }
     kill(t_srv, SIGTERM);
     waitpid(t_srv, NULL, 0);
+    t_rm_channel(t_chan); /* a killed server leaves its channel's files */
     if (f) fclose(f);
     return T_DONE();
 }
