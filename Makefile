@@ -23,7 +23,11 @@ HEADERS = $(wildcard *.h) $(wildcard impl/*.h)
 HAVE_VERBS := $(shell echo '\#include <infiniband/verbs.h>' | $(CC) -E -x c - >/dev/null 2>&1 && echo 1)
 libs_of = $(if $(HAVE_VERBS),$(shell sed -n 's|^// LIBS: ||p' $(1)),$(filter-out -libverbs,$(shell sed -n 's|^// LIBS: ||p' $(1))))
 
-EXAMPLE_SRC = $(wildcard examples/*.c)
+# Without protobuf-c (libprotobuf-c-dev, protobuf-c-compiler) the examples that need it (a
+# "// PROTO:" line) are left out of `make examples`: the others still build with plain cc.
+HAVE_PBC := $(shell command -v protoc-c >/dev/null 2>&1 && echo '\#include <protobuf-c/protobuf-c.h>' | \
+	$(CC) -E -x c - >/dev/null 2>&1 && echo 1)
+EXAMPLE_SRC = $(if $(HAVE_PBC),$(wildcard examples/*.c),$(shell grep -L '^// PROTO:' examples/*.c))
 EXAMPLES    = $(EXAMPLE_SRC:examples/%.c=$(BUILD)/ex/%)
 TEST_SRC    = $(shell grep -L '^// VM' tests/test_*.c 2>/dev/null)
 TESTS       = $(TEST_SRC:tests/%.c=$(BUILD)/t/%) $(patsubst tests/%.cc,$(BUILD)/t/%,$(wildcard tests/test_*.cc))

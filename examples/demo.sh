@@ -24,4 +24,8 @@ echo "== document store: 20000 JSON-like documents, sealed + sandboxed (examples
 "$ex/rpcool_docstore" 20000
 echo
 echo "== a protobuf-c service served unchanged, its server exec'd (examples/rpcool_pbc.c)"
-"$ex/rpcool_pbc" 100000
+if [ -x "$ex/rpcool_pbc" ]; then
+    "$ex/rpcool_pbc" 100000
+else
+    echo "(not built: it needs protobuf-c; apt-get install libprotobuf-c-dev protobuf-c-compiler)"
+fi

@@ -4,7 +4,7 @@
 set -u
 job=${1:-host}
 case $job in
-    demo)  pkgs="gcc make libprotobuf-c-dev protobuf-c-compiler" ;;
+    demo)  pkgs="gcc make"; opt="libprotobuf-c-dev protobuf-c-compiler" ;; # opt: the protobuf-c example
     host)  pkgs="gcc g++ make valgrind spin libibverbs-dev libprotobuf-c-dev protobuf-c-compiler" ;; # examples and tests link -libverbs, -lprotobuf-c
     vm)    pkgs="qemu-system-x86 busybox-static cpio kmod rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev perftest libcxl-dev ndctl rdmacm-utils" ;;
     bench) pkgs="gcc g++ make iceoryx hyperfine libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libiceoryx-binding-c-dev libgrpc-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler gnuplot-nox" ;;
@@ -15,6 +15,12 @@ missing=""
 for p in $pkgs; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
+# optional packages: installed as root with the others; otherwise what needs them is left out
+if [ -n "${opt:-}" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    for p in $opt; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
+    done
+fi
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "installing:$missing"
