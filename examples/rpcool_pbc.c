@@ -70,16 +70,28 @@ static void print_book(const Book *b, void *data)
 
 static void keep_count(const Query *q, void *data) { *(int *)data = q ? atoi(q->prefix) : -1; }
 
+/* A plain handler beside the service: the client's last call stops the server, which then
+   closes its channel (nothing is left in /dev/shm). */
+static int quit(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)ctx, (void)arg, (void)len;
+    rpcool_server_stop((rpcool_server *)user);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    enum { FN_BOOK = 1 };
+    enum { FN_BOOK = 1, FN_QUIT = 2 };
     char name[64];
     int rc;
     if (argc == 3 && !strcmp(argv[1], "serve")) { /* the server: the service, unchanged */
         rpcool_server *s;
         if ((rc = rpcool_server_open(argv[2], NULL, &s))) goto fail;
         rpcool_pbc_serve(s, FN_BOOK, &book.base, RPCOOL_SANDBOX); /* every pointer checked */
-        return rpcool_serve(s);
+        rpcool_server_add_handler(s, FN_QUIT, quit, s, 0);
+        rc = rpcool_serve(s); /* until FN_QUIT */
+        rpcool_server_close(s);
+        return rc ? 1 : 0;
     }
     long calls = argc > 1 ? atol(argv[1]) : 100000;
     snprintf(name, sizeof name, "pbc-example-%d", (int)getpid());
@@ -129,8 +141,8 @@ int main(int argc, char **argv)
     rpcool_free(c, b->entries);
     rpcool_free(c, b);
     protobuf_c_service_destroy(svc);
+    rpcool_call(c, FN_QUIT, NULL, 0, NULL, NULL);
     rpcool_disconnect(c);
-    kill(pid, SIGTERM);
     waitpid(pid, NULL, 0);
     return n == 1000 ? 0 : 1;
 fail:
