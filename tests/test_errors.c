@@ -221,6 +221,7 @@ static void alock_failures(void)
         T_EXPECT(alock_trylock(t, 3, &hold2), ALOCK_E_BUSY);
         T_EXPECT(alock_unlock(&hold), 0);
         alock_table_close(t);
+        alock_table_unlink(h, "t"); /* its liveness file in /dev/shm goes too */
     }
     T_EXPECT(alock_remote_create(NULL, NULL), ALOCK_E_INVAL);
     T_EXPECT(alock_remote_lock(NULL, 0, NULL), ALOCK_E_INVAL);
