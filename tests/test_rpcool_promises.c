@@ -117,16 +117,6 @@ static int h_spin_flag(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     return 0;
 }
 
-static int h_echo(rpcool_ctx *ctx, void *arg, size_t len, void *user)
-{
-    (void)user;
-    char *r = (char *)rpcool_ctx_alloc(ctx, len ? len : 1);
-    if (!r) return SHMHEAP_E_FULL;
-    memcpy(r, arg, len);
-    rpcool_ctx_reply(ctx, r, len);
-    return 0;
-}
-
 static int quit; /* atomic */
 static int h_quit(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
@@ -201,7 +191,7 @@ static int h_chain(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 static void add_handlers(rpcool_server *s)
 {
     rpcool_server_add_handler(s, FN_CHAIN, h_chain, NULL, 0);
-    rpcool_server_add_handler(s, FN_ECHO, h_echo, NULL, 0);
+    rpcool_server_add_handler(s, FN_ECHO, t_h_echo, NULL, 0);
     rpcool_server_add_handler(s, FN_RECURSE, h_recurse, NULL, RPCOOL_SANDBOX);
     rpcool_server_add_handler(s, FN_WALK, h_walk, NULL, RPCOOL_SANDBOX);
     rpcool_server_add_handler(s, FN_WALK_RELAXED, h_walk, NULL, 0);
