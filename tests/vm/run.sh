@@ -8,7 +8,8 @@
 #             RC between the guests, and a shmheap shared through ivshmem. Every pair mode's
 #             qemus talk UDP (VM_PAIR_NET=tcp: a TCP stream, which stalls back-to-back frames)
 #   pods      two guests as two CXL pods: rpcool over RDMA between them (tests/vm/test_rpcool_rdma),
-#             and examples/rpcool_kv_pods.c across them (tests/vm/test_kv_pods.c)
+#             examples/rpcool_kv_pods.c across them (tests/vm/test_kv_pods.c) and a protobuf-c
+#             service served in pod A, called from pod B (tests/vm/test_pbc_rdma.c)
 #   rpcool-rdma  one guest: rpcool's RDMA transport (tests/vm/test_rpcool_rdma.c; VM_ONLY=NAME runs
 #             one of its tests)
 #   alock-rdma   one guest: only test_alock_rdma (it also runs in single); VM_ONLY=NAME runs
