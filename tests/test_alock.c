@@ -439,16 +439,17 @@ static void ndesc_limit(void)
     teardown();
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    t_init(argc, argv);
     setvbuf(stdout, NULL, _IOLBF, 0);
-    TEST(threads_mutex);
-    TEST(processes_mutex);
-    TEST(fairness_fifo);
-    TEST(fifo_order);
-    TEST(trylock_and_timeout);
-    TEST(dead_processes);
-    TEST(ndesc_limit);
-    TEST(bad_input_and_notsup);
+    RUN(threads_mutex);
+    RUN(processes_mutex);
+    RUN(fairness_fifo);
+    RUN(fifo_order);
+    RUN(trylock_and_timeout);
+    RUN(dead_processes);
+    RUN(ndesc_limit);
+    RUN(bad_input_and_notsup);
     return T_DONE();
 }

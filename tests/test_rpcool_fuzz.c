@@ -1524,8 +1524,9 @@ static void fuzz_phase(const char *label, unsigned safety, int sandbox, uint64_t
 static void test_fuzz_relaxed(void) { fuzz_phase("fzr", RPCOOL_RELAXED, 0, mix(g_seed, 1)); }
 static void test_fuzz_sandboxed(void) { fuzz_phase("fzs", RPCOOL_SANDBOX, 1, mix(g_seed, 2)); }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    t_init(argc, argv);
     const char *e = getenv("FUZZ_SEED");
     g_seed = e && *e ? strtoull(e, NULL, 0) : (rcp__now_ns() ^ ((uint64_t)getpid() << 32));
     e = getenv("FUZZ_ROUNDS");
@@ -1535,11 +1536,10 @@ int main(void)
     verbose = e && *e && *e != '0';
     printf("# FUZZ_SEED=%llu FUZZ_ROUNDS=%d\n", (unsigned long long)g_seed, g_rounds);
     fflush(stdout);
-    signal(SIGPIPE, SIG_IGN);
     sh = (struct shared *)mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED) return 1;
     (void)t_skip;
-    TEST(test_fuzz_relaxed);
-    TEST(test_fuzz_sandboxed);
+    RUN(test_fuzz_relaxed);
+    RUN(test_fuzz_sandboxed);
     return T_DONE();
 }

@@ -532,18 +532,18 @@ static void pkeys(void)
 
 int main(int argc, char **argv)
 {
-    (void)argc; (void)argv;
-    TEST(lifetime_and_same_address);
-    TEST(sizes_and_alignment);
-    TEST(bad_input);
-    TEST(version_and_files);
-    TEST(roots);
-    TEST(check_finds_damage);
-    TEST(dead_lock_holder);
-    TEST(spans_return);
-    TEST(thread_caches);
-    TEST(sealing);
-    TEST(seal_own_mapping);
-    TEST(pkeys);
+    t_init(argc, argv);
+    RUN(lifetime_and_same_address);
+    RUN(sizes_and_alignment);
+    RUN(bad_input);
+    RUN(version_and_files);
+    RUN(roots);
+    RUN(check_finds_damage);
+    RUN(dead_lock_holder);
+    RUN(spans_return);
+    RUN(thread_caches);
+    RUN(sealing);
+    RUN(seal_own_mapping);
+    RUN(pkeys);
     return T_DONE();
 }

@@ -122,9 +122,10 @@ static void own_spans(void)
     shmheap_unlink(n, NULL);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    TEST(threads);
-    TEST(own_spans);
+    t_init(argc, argv);
+    RUN(threads);
+    RUN(own_spans);
     return T_DONE();
 }

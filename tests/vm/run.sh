@@ -23,7 +23,7 @@
 #   alockbench  two guests running alock's lock-table benchmark (used by bench/bench_alock.sh;
 #             BENCH_QUICK=1 makes it short; ALOCK_BENCH=WORDS passes options: quick, busy)
 #   nppin     one 2 GiB guest with zram swap: nppin.h (tests/vm/test_nppin.c)
-#   nppin-bench  the same guest running tests/vm/nppin_bench.c (used by bench/bench_nppin.sh)
+#   nppin-bench  the same guest running bench/nppin_bench.c (used by bench/bench_nppin.sh)
 #   rpcbench  the pair of guests (roles rpcbench-a, rpcbench-b) running rpcool between pods
 #             against perftest, protobuf-c and gRPC over TCP (used by bench/bench_rdma_pair.sh);
 #             only this mode packs build/vm/bench/ (make vm-bench-bins, vm-bench-grpc);
@@ -328,7 +328,7 @@ run_perftest() {
     collect perftest $(($(date +%s) - t0))
 }
 
-run_alockbench() { # bench/bench_alock.sh: the lock table of tests/vm/bench_alock_vm.c, two guests
+run_alockbench() { # bench/bench_alock.sh: the lock table of bench/bench_alock_vm.c, two guests
     PAIR_APPEND="rcp.bench=${ALOCK_BENCH:-${BENCH_QUICK:+quick}}" run_pair alockbench alockbench-a alockbench-b
     tr -d '\r' <"$OUT/alockbench-a.results" | grep -E '^(alock|spin|mcs|probe/|# p_local|# lock table|# probe|# harness)' || true
 }

@@ -1,6 +1,6 @@
 // VM
 // LIBS: -libverbs
-/* tests/vm/nppin_bench.c - nppin.h's benchmark, run in the guest by `tests/vm/run.sh
+/* bench/nppin_bench.c - nppin.h's benchmark, run in the guest by `tests/vm/run.sh
  * nppin-bench` (bench/bench_nppin.sh). Every figure is measured against its peer in this run:
  *   reg/...      register 1 GiB of which 1% (the first 10.24 MiB) was touched: nppin_reg plus
  *                moving the touched part through nppin, against one ibv_reg_mr of the region;
@@ -11,8 +11,8 @@
  *                4 KiB READs inside one leased chunk
  * Machine lines: "nppin_bench NAME MEDIAN_NS P99_NS OPS_PER_S" (bench/hist.h's four fields);
  * other figures as "nppin_bench NAME VALUE UNIT". */
-#include "nppt.h"
-#include "../../bench/hist.h"
+#include "tests/vm/nppt.h"
+#include "hist.h"
 
 #define MiB ((size_t)1 << 20)
 #define GiB ((size_t)1 << 30)

@@ -1,6 +1,6 @@
 // VM
 // LIBS: -libverbs
-/* tests/vm/bench_krconn.c - connection set-up costs on Soft-RoCE (rxe0), in one guest, for
+/* bench/bench_krconn.c - connection set-up costs on Soft-RoCE (rxe0), in one guest, for
  * bench/bench_krconn.sh (guest role krconn-bench; rdma_cm's cmtime runs beside it in the same
  * guest, see tests/vm/init.sh).
  *   bench_krconn [N]
@@ -17,9 +17,9 @@
  * Lines: "NAME MEDIAN_NS P99_NS OPS_PER_S" (bench/hist.h), "# ..." for humans, and
  * "step NAME STEP US_PER_CONNECT" for the breakdown, "packets NAME PER_CONNECT". */
 #define KRCONN_IMPLEMENTATION
-#include "../../krconn.h" /* first: its implementation needs _GNU_SOURCE before any system header */
-#include "../../bench/hist.h"
-#include "vmt.h"
+#include "krconn.h" /* first: its implementation needs _GNU_SOURCE before any system header */
+#include "hist.h"
+#include "tests/vm/vmt.h"
 #include <arpa/inet.h>
 #include <pthread.h>
 
