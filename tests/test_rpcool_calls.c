@@ -716,6 +716,36 @@ static void g_builders_and_names(void)
     CHECK_EQ(rpcool_connect(nm, NULL, &c2), RPCOOL_E_BADNAME);
 }
 
+
+/* rpcool_ctx_fail(ctx, code) ends the call with that status, whatever its sign, as
+   a handler's return would; it is not counted as a fault. */
+static void test_ctx_fail_status(void)
+{
+    const char *name = t_uniq("cfail");
+    rpcool_server *s = t_open_server_ex(name, 0, 20, 1);
+    if (!s) return;
+    rpcool_server_add_handler(s, T_FN_FAIL_ARG + 10, t_h_fail_arg, NULL, RPCOOL_SANDBOX);
+    rpcool_server_start(s, 1);
+    rpcool_conn *c = NULL;
+    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    if (!c) { rpcool_server_close(s); return; }
+    int *a = (int *)rpcool_alloc(c, sizeof *a);
+    const int codes[] = {42, 0, 1, RPCOOL_E_BADPTR, -5, SHMHEAP_E_FULL};
+    for (unsigned fn = T_FN_FAIL_ARG; fn <= T_FN_FAIL_ARG + 10; fn += 10)
+        for (unsigned k = 0; k < sizeof codes / sizeof codes[0]; k++) {
+            *a = codes[k];
+            int r = rpcool_call(c, fn, a, sizeof *a, NULL, NULL);
+            CHECKF(r == codes[k], "rpcool_ctx_fail(ctx, %d) (handler %u): the call returned %d "
+                   "(%s)", codes[k], fn, r, rpcool_strerror(r));
+        }
+    rpcool_server_stats st;
+    rpcool_server_get_stats(s, &st);
+    CHECK_EQ(st.faults, 0);
+    rpcool_free(c, a);
+    rpcool_disconnect(c);
+    rpcool_server_close(s);
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv);
@@ -732,5 +762,6 @@ int main(int argc, char **argv)
     RUN_NO_TSAN(g_sync_waits_for_slot);
     RUN_NO_TSAN(g_client_sleeps);
     RUN_NO_TSAN(g_builders_and_names);
+    RUN_NO_TSAN(test_ctx_fail_status);
     return T_DONE();
 }

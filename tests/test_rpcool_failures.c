@@ -23,13 +23,6 @@ static int sleep_call(rpcool_conn *c, int ms, const rpcool_call_opts *o)
     return r;
 }
 
-static rpcool_conn *connect_retry(const char *name)
-{
-    rpcool_conn *c = NULL;
-    for (int i = 0; i < 500 && rpcool_connect(name, NULL, &c); i++) usleep(5000);
-    return c;
-}
-
 /* A client dies in the middle of a call: the server finishes the handler, reclaims the whole
    connection heap, and serves other clients throughout. */
 static void test_client_killed(void)
@@ -147,7 +140,7 @@ static void test_takeover(void)
     CHECK_EQ(pipe(pfd), 0);
     pid_t cl = fork();
     if (cl == 0) {
-        rpcool_conn *c = connect_retry(name);
+        rpcool_conn *c = t_connect_retry(name, NULL);
         if (!c) _exit(2);
         char hn[160];
         snprintf(hn, sizeof hn, "%s", shmheap_name(rpcool_heap(c)));
@@ -159,7 +152,7 @@ static void test_takeover(void)
     char hn[160] = "";
     CHECK_EQ(read(pfd[0], hn, sizeof hn), (ssize_t)sizeof hn);
     close(pfd[0]);
-    rpcool_conn *live = connect_retry(name);
+    rpcool_conn *live = t_connect_retry(name, NULL);
     CHECK(live != NULL);
     rpcool_server *s2 = NULL;
     CHECK_EQ(rpcool_server_open(name, NULL, &s2), RPCOOL_E_NAMETAKEN);
@@ -510,12 +503,8 @@ static void g_dropped_client(void)
    count. */
 static void test_server_killed_premade(void)
 {
-    char pod[64], path[96];
-    const char *old = getenv("SHMHEAP_POD");
-    char saved[64] = "";
-    if (old) snprintf(saved, sizeof saved, "%s", old);
-    snprintf(pod, sizeof pod, "t-pod-premade-%d", (int)getpid());
-    setenv("SHMHEAP_POD", pod, 1);
+    t_pod pod;
+    t_pod_enter(&pod, "premade");
     const char *name = t_uniq("premade");
     int rd[2];
     CHECK_EQ(pipe(rd), 0);
@@ -531,7 +520,7 @@ static void test_server_killed_premade(void)
     CHECK_EQ(read(rd[0], &b, 1), 1);
     pid_t cl = fork();
     if (cl == 0) {
-        rpcool_conn *c = connect_retry(name);
+        rpcool_conn *c = t_connect_retry(name, NULL);
         if (!c || write(rd[1], "c", 1) != 1) _exit(2);
         pause();
         _exit(0);
@@ -571,16 +560,10 @@ static void test_server_killed_premade(void)
     }
     t_pod_fd_entries(&rec, &held);
     CHECK_EQ(held, 0);
-    snprintf(path, sizeof path, "/dev/shm/rpcool.%s", name);
-    unlink(path);
-    snprintf(path, sizeof path, "/dev/shm/rpcool.%s.sock", name);
-    unlink(path);
-    snprintf(path, sizeof path, "/dev/shm/%s", pod);
-    unlink(path);
+    t_rm_channel(name);
     close(rd[0]);
     close(rd[1]);
-    if (saved[0]) setenv("SHMHEAP_POD", saved, 1);
-    else unsetenv("SHMHEAP_POD");
+    t_pod_leave(&pod);
 }
 
 /* Connections of one process to one channel share its mapping, which keeps the descriptor of
@@ -660,6 +643,340 @@ static void test_connect_while_server_opens(void)
     }
 }
 
+static int leaked(rpcool_server *s, int extra)
+{
+    rpcool_server_stats st;
+    rpcool_server_get_stats(s, &st);
+    return t_pod_held() - (int)st.ready - (int)st.conns - extra;
+}
+
+static int wait_no_leak(rpcool_server *s, unsigned ms)
+{
+    int n = leaked(s, 0);
+    for (unsigned i = 0; n && i < ms / 10; i++) {
+        usleep(10000);
+        n = leaked(s, 0);
+    }
+    return n;
+}
+
+/* Microseconds of one connect (disc = 0) or one disconnect (disc = 1) here, now. */
+static unsigned time_us(const char *name, int disc)
+{
+    rpcool_conn *c = NULL;
+    uint64_t t0 = rcp__now_ns();
+    if (rpcool_connect(name, NULL, &c)) return 1000;
+    uint64_t t1 = rcp__now_ns();
+    rpcool_disconnect(c);
+    uint64_t t2 = rcp__now_ns();
+    return (unsigned)((disc ? t2 - t1 : t1 - t0) / 1000) + 1;
+}
+
+/* n clients, each SIGKILLed at a random moment of its rpcool_connect (disc = 0) or of its
+   rpcool_disconnect (disc = 1): the delay is drawn from [0, 3 * span_us]. */
+static void kill_clients(const char *name, int n, int disc, unsigned span_us, uint64_t *rng)
+{
+    for (int k = 0; k < n; k++) {
+        int pfd[2];
+        if (pipe(pfd)) return;
+        pid_t p = fork();
+        if (p == 0) {
+            rpcool_conn *c = NULL;
+            char b = 1;
+            close(pfd[0]);
+            if (disc && rpcool_connect(name, NULL, &c)) _exit(2);
+            if (write(pfd[1], &b, 1) != 1) _exit(3);
+            if (disc) rpcool_disconnect(c);
+            else if (rpcool_connect(name, NULL, &c)) _exit(2);
+            for (;;) pause(); /* done before the kill: it dies connected (or not at all) */
+        }
+        close(pfd[1]);
+        char b;
+        ssize_t rd = read(pfd[0], &b, 1);
+        (void)rd;
+        close(pfd[0]);
+        unsigned d = (unsigned)(t_rng(rng) % (3 * (uint64_t)span_us + 1));
+        if (d > 60) usleep(d - 60); /* usleep's own overhead */
+        kill(p, SIGKILL);
+        waitpid(p, NULL, 0);
+    }
+}
+
+/* A client killed for sure inside rpcool_connect: it asks for a heap size no made-ahead heap
+   has, so the acceptor makes one while it waits; we hold the pod's lock, so the acceptor waits
+   for it in there. The kill comes while the client waits for the answer; then we let the
+   acceptor go on: it makes the heap, gives the client a slot (its lock byte taken through the
+   descriptor it sends) and finds the client gone. */
+static void kill_in_connect(const char *name)
+{
+    static unsigned mib = 6;
+    char path[80];
+    int ready[2];
+    snprintf(path, sizeof path, "/dev/shm/%s", getenv("SHMHEAP_POD")); /* private: ours to lock */
+    int fd = open(path, O_RDWR | O_CREAT, 0666);
+    CHECK(fd >= 0 && flock(fd, LOCK_EX) == 0);
+    CHECK_EQ(pipe(ready), 0);
+    mib += 2; /* a size of its own each time: never one of the pool's */
+    pid_t p = fork();
+    if (p == 0) {
+        rpcool_conn *c = NULL;
+        rpcool_conn_opts o = {.heap_size = (size_t)mib << 20, .connect_timeout_ms = 10000};
+        char b = 1;
+        if (write(ready[1], &b, 1) != 1) _exit(3);
+        rpcool_connect(name, &o, &c);
+        _exit(0);
+    }
+    char b;
+    CHECK_EQ(read(ready[0], &b, 1), 1);
+    close(ready[0]);
+    close(ready[1]);
+    usleep(150000); /* it asked; the acceptor waits for the pod */
+    kill(p, SIGKILL);
+    int st = 0;
+    waitpid(p, &st, 0);
+    CHECKF(WIFSIGNALED(st), "the client was not inside rpcool_connect when killed");
+    if (fd >= 0) close(fd); /* drops the lock */
+}
+
+/* clients killed inside rpcool_connect, reaped by a running server. */
+static void connect_killed_reaped(void)
+{
+    const char *name = t_uniq("kconn");
+    uint64_t rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+    rpcool_server *s = t_open_server_ex(name, 0, 20, 1);
+    if (!s) return;
+    rpcool_server_start(s, 1);
+    kill_in_connect(name);
+    kill_clients(name, 40, 0, time_us(name, 0), &rng);
+    int n = wait_no_leak(s, 3000);
+    CHECKF(n == 0, "%d heaps of dead clients still held in the pod", n);
+    CHECK_EQ(t_channel_heaps(name, 0), 0);
+    rpcool_conn *c = NULL;
+    CHECK_EQ(rpcool_connect(name, NULL, &c), 0); /* room for more */
+    if (c) {
+        int *a = (int *)rpcool_alloc(c, sizeof *a);
+        *a = 1;
+        CHECK_EQ(rpcool_call(c, T_FN_SLOW, a, sizeof *a, NULL, NULL), 1);
+        rpcool_free(c, a);
+        rpcool_disconnect(c);
+    }
+    rpcool_server_close(s);
+    CHECK_EQ(t_pod_held(), 0);
+    CHECK_EQ(t_channel_heaps(name, 0), 0);
+}
+
+/* clients killed inside rpcool_connect, then the server closes before it reaps them
+   (its reap period is a minute). */
+static void connect_killed_server_closes(void)
+{
+    const char *name = t_uniq("kconnc");
+    uint64_t rng = 0x2545f4914f6cdd1dull ^ (uint64_t)getpid();
+    rpcool_server *s = t_open_server_ex(name, 0, 60000, 1);
+    if (!s) return;
+    rpcool_server_start(s, 1);
+    kill_in_connect(name);
+    kill_clients(name, 30, 0, time_us(name, 0), &rng);
+    rpcool_server_close(s);
+    int n = t_pod_held();
+    CHECKF(n == 0, "%d heaps of dead clients still held in the pod after the server closed", n);
+    CHECK_EQ(t_channel_heaps(name, 0), 0);
+}
+
+/* clients killed inside rpcool_connect, then the server dies with its made-ahead
+   heaps; a new server takes the channel over. Nothing of the dead ones is held, and the new
+   server's first heaps (from its first connect on) swept their pod entries. */
+static void connect_killed_takeover(void)
+{
+    const char *name = t_uniq("kconnt");
+    uint64_t rng = 0x853c49e6748fea9bull ^ (uint64_t)getpid();
+    pid_t sp = t_fork_server(name);
+    rpcool_conn *c = t_connect_retry(name, NULL);
+    CHECK(c != NULL);
+    if (c) rpcool_disconnect(c);
+    kill_in_connect(name);
+    kill_clients(name, 30, 0, time_us(name, 0), &rng);
+    int rec = 0, held = 0;
+    t_pod_fd_entries(&rec, &held);
+    CHECKF(held > 0, "the server holds no made-ahead heaps (%d recorded)", rec);
+    kill(sp, SIGKILL); /* its name file stays: the next server takes it over */
+    waitpid(sp, NULL, 0);
+    CHECK_EQ(t_pod_held(), 0); /* its heaps and its dead clients' went with it */
+    rpcool_server *s = t_open_server_ex(name, 0, 20, 1);
+    if (!s) return;
+    rpcool_server_start(s, 1);
+    c = NULL; /* it makes heaps from its first connect on */
+    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    if (c) rpcool_disconnect(c);
+    rpcool_server_stats st;
+    for (int i = 0; i < 300; i++) {
+        rpcool_server_get_stats(s, &st);
+        if (st.ready == RPCOOL_DEFAULT_PREALLOC && st.conns == 0) break;
+        usleep(10000);
+    }
+    t_pod_fd_entries(&rec, &held);
+    /* but for the heap of the connection just closed (freed by the next heap made) */
+    CHECKF(held == (int)st.ready && rec - held <= 1 && st.ready == RPCOOL_DEFAULT_PREALLOC,
+           "after the takeover: %d entries recorded, %d held, the new server has %u", rec, held,
+           st.ready);
+    CHECK_EQ(t_channel_heaps(name, 0), 0);
+    rpcool_server_close(s);
+    CHECK_EQ(t_pod_held(), 0);
+}
+
+/* clients killed inside rpcool_disconnect: nothing of theirs is left, and every
+   connection is counted once: as reaped if it died before the server let go of it, else as
+   closed. */
+static void disconnect_killed(void)
+{
+    const char *name = t_uniq("kdisc");
+    uint64_t rng = 0xda942042e4dd58b5ull ^ (uint64_t)getpid();
+    rpcool_server *s = t_open_server_ex(name, 0, 20, 1);
+    if (!s) return;
+    rpcool_server_start(s, 1);
+    unsigned span = time_us(name, 1);
+    rpcool_server_stats st0, st;
+    rpcool_server_get_stats(s, &st0);
+    kill_clients(name, 40, 1, span, &rng);
+    int n = wait_no_leak(s, 3000);
+    CHECKF(n == 0, "%d heaps of clients killed in rpcool_disconnect still held", n);
+    uint64_t t0 = rcp__now_ns();
+    do {
+        rpcool_server_get_stats(s, &st);
+        if (st.conns == 0 && st.closed + st.reaped - st0.closed - st0.reaped == 40) break;
+        usleep(10000);
+    } while (rcp__now_ns() - t0 < 3000000000ull);
+    CHECK_EQ(st.accepted - st0.accepted, 40);
+    CHECK_EQ(st.closed + st.reaped - st0.closed - st0.reaped, 40);
+    CHECK_EQ(st.conns, 0);
+
+    /* One killed for sure while it waits in rpcool_disconnect for the server, whose only thread
+       is busy with a slow call meanwhile and whose housekeeping is held up (its lock taken
+       here: the watchdog would let the client go at once): it is counted as reaped, and its
+       heap goes. */
+    int go[2], ready[2];
+    CHECK_EQ(pipe(go), 0);
+    CHECK_EQ(pipe(ready), 0);
+    pid_t p = fork();
+    if (p == 0) {
+        rpcool_conn *c = NULL;
+        char b = 1;
+        if (rpcool_connect(name, NULL, &c)) _exit(2);
+        if (write(ready[1], &b, 1) != 1 || read(go[0], &b, 1) != 1) _exit(3);
+        rpcool_disconnect(c); /* killed in here */
+        _exit(0);
+    }
+    char b = 0;
+    CHECK_EQ(read(ready[0], &b, 1), 1);
+    rpcool_conn *c = NULL;
+    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    int *a = c ? (int *)rpcool_alloc(c, sizeof *a) : NULL;
+    uint64_t id = 0;
+    if (a) {
+        *a = 400;
+        CHECK_EQ(rpcool_call_async(c, T_FN_SLOW, a, sizeof *a, NULL, NULL, NULL, &id), 0);
+    }
+    usleep(50000); /* the server's thread sleeps in the handler */
+    rpcool_server_get_stats(s, &st0);
+    pthread_mutex_lock(&s->hk_lock);
+    CHECK_EQ(write(go[1], &b, 1), 1);
+    usleep(100000); /* the client waits in rpcool_disconnect */
+    kill(p, SIGKILL);
+    waitpid(p, NULL, 0);
+    pthread_mutex_unlock(&s->hk_lock);
+    if (a) CHECK_EQ(rpcool_wait(c, id, NULL, NULL), 1);
+    t0 = rcp__now_ns();
+    do {
+        rpcool_server_get_stats(s, &st);
+        if (st.reaped + st.closed > st0.reaped + st0.closed) break;
+        usleep(10000);
+    } while (rcp__now_ns() - t0 < 3000000000ull);
+    CHECKF(st.reaped == st0.reaped + 1 && st.closed == st0.closed,
+           "the client killed in rpcool_disconnect: "
+           "reaped %llu, closed %llu", (unsigned long long)(st.reaped - st0.reaped),
+           (unsigned long long)(st.closed - st0.closed));
+    if (a) rpcool_free(c, a);
+    if (c) rpcool_disconnect(c);
+    n = wait_no_leak(s, 3000);
+    CHECKF(n == 0, "%d heaps left", n);
+    for (int k = 0; k < 2; k++) { close(go[k]); close(ready[k]); }
+    rpcool_server_close(s);
+    CHECK_EQ(t_pod_held(), 0);
+    CHECK_EQ(t_channel_heaps(name, 0), 0);
+}
+/* The tests of clients killed in connect and disconnect count heaps in a private pod (only
+   their own heaps count; its lock is theirs to hold). */
+static void in_own_pod(void (*fn)(void))
+{
+    t_pod pod;
+    t_pod_enter(&pod, "kconn");
+    fn();
+    t_pod_leave(&pod);
+}
+static void test_connect_killed_reaped(void) { in_own_pod(connect_killed_reaped); }
+static void test_connect_killed_server_closes(void) { in_own_pod(connect_killed_server_closes); }
+static void test_connect_killed_takeover(void) { in_own_pod(connect_killed_takeover); }
+static void test_disconnect_killed(void) { in_own_pod(disconnect_killed); }
+
+static int cb_status = 1;
+static void on_done(rpcool_conn *c, int status, void *ret, size_t ret_len, void *user)
+{
+    (void)ret_len; (void)user;
+    rpcool_free(c, ret);
+    cb_status = status;
+}
+
+/* rpcool_call_async's opts.timeout_ms holds in rpcool_wait, rpcool_poll and
+   rpcool_progress, counted from the call, as in rpcool_call_ex. */
+static void test_async_timeout(void)
+{
+    const char *name = t_uniq("atmo");
+    rpcool_server *s = t_open_server_ex(name, 0, 20, 1);
+    if (!s) return;
+    rpcool_server_start(s, 3);
+    rpcool_conn *c = NULL;
+    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    if (!c) { rpcool_server_close(s); return; }
+    int *a = (int *)rpcool_alloc(c, sizeof *a);
+    *a = 1000; /* the handler takes a second */
+    rpcool_call_opts co = {.timeout_ms = 150};
+    uint64_t id;
+    uint64_t t0 = rcp__now_ns();
+    CHECK_EQ(rpcool_call_async(c, T_FN_SLOW, a, sizeof *a, &co, NULL, NULL, &id), 0);
+    CHECK_EQ(rpcool_wait(c, id, NULL, NULL), RPCOOL_E_TIMEOUT);
+    uint64_t ms = (rcp__now_ns() - t0) / 1000000;
+    CHECKF(ms >= 140 && ms < 700, "rpcool_wait returned after %llu ms, timeout 150 ms",
+           (unsigned long long)ms);
+
+    /* poll: not done yet, then past the deadline */
+    co.timeout_ms = 100;
+    CHECK_EQ(rpcool_call_async(c, T_FN_SLOW, a, sizeof *a, &co, NULL, NULL, &id), 0);
+    CHECK_EQ(rpcool_poll(c, id, NULL, NULL), RPCOOL_E_AGAIN);
+    usleep(200000);
+    CHECK_EQ(rpcool_poll(c, id, NULL, NULL), RPCOOL_E_TIMEOUT);
+
+    /* a callback gets RPCOOL_E_TIMEOUT from rpcool_progress once the deadline passed */
+    CHECK_EQ(rpcool_call_async(c, T_FN_SLOW, a, sizeof *a, &co, on_done, NULL, NULL), 0);
+    t0 = rcp__now_ns();
+    while (cb_status == 1 && rcp__now_ns() - t0 < 900000000ull) {
+        CHECK(rpcool_progress(c) >= 0);
+        usleep(5000);
+    }
+    CHECK_EQ(cb_status, RPCOOL_E_TIMEOUT);
+    ms = (rcp__now_ns() - t0) / 1000000;
+    CHECKF(ms < 600, "the callback came after %llu ms, timeout 100 ms", (unsigned long long)ms);
+
+    /* without a timeout the call still completes (a new argument: the calls that timed out
+       may still read theirs) */
+    int *one = (int *)rpcool_alloc(c, sizeof *one);
+    *one = 1;
+    CHECK_EQ(rpcool_call_async(c, T_FN_SLOW, one, sizeof *one, NULL, NULL, NULL, &id), 0);
+    CHECK_EQ(rpcool_wait(c, id, NULL, NULL), 1);
+    rpcool_free(c, one); /* not a: calls that timed out may still read it (the heap goes whole) */
+    rpcool_disconnect(c);
+    rpcool_server_close(s);
+}
+
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv);
@@ -676,5 +993,10 @@ int main(int argc, char **argv)
     RUN(g_progress_server_dead);
     RUN(g_fork_liveness);
     RUN(g_dropped_client);
+    RUN(test_connect_killed_reaped);
+    RUN(test_connect_killed_server_closes);
+    RUN(test_connect_killed_takeover);
+    RUN(test_disconnect_killed);
+    RUN(test_async_timeout);
     return T_DONE();
 }

@@ -770,6 +770,288 @@ static void test_churn(void)
     CHECK_EQ(count_shm(name), 0);
 }
 
+
+/* Try to cut the connection heap to len bytes, every way its client can: through the
+   descriptor it was given and through a new open of it. 0 if one worked, else -errno. */
+static int heap_truncate(rpcool_conn *c, off_t len)
+{
+    char proc[64];
+    int fd = rpcool_heap(c)->fd, r;
+    r = ftruncate(fd, len) ? -errno : 0;
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    int fd2 = open(proc, O_RDWR);
+    if (fd2 < 0) return r ? r : 0;
+    if (r && ftruncate(fd2, len) == 0) r = 0;
+    close(fd2);
+    return r;
+}
+
+/* a client tries to truncate its heap while a relaxed handler runs; the
+   handler then allocates its reply with rpcool_ctx_alloc (fn T_FN_SLOW_ALLOC) or reads its
+   argument with rpcool_ctx_need_str (T_FN_SLOW_STR). The heap is the server's memfd, sealed
+   against resizing: every ftruncate fails with EPERM, so the attack is gone (it used to fault
+   the handler); the call completes, and the server lives on and serves others. */
+static void truncate_under_handler(unsigned fn)
+{
+    const char *name = t_uniq(fn == T_FN_SLOW_ALLOC ? "trca" : "trcs");
+    pid_t sp = t_fork_server(name);
+    int pfd[2];
+    CHECK_EQ(pipe(pfd), 0);
+    pid_t ap = fork();
+    if (ap == 0) { /* the attacker */
+        rpcool_conn *c = t_connect_retry(name, NULL);
+        char b = 1;
+        uint64_t id;
+        char *str = c ? rpcool_strdup(c, "a string in the client's heap") : NULL;
+        if (!c || !str) _exit(2);
+        if (rpcool_call_async(c, fn, str, strlen(str) + 1, NULL, NULL, NULL, &id)) _exit(3);
+        usleep(100000); /* the handler sleeps */
+        if (heap_truncate(c, 0) != -EPERM) _exit(4); /* refused: sealed */
+        if (write(pfd[1], &b, 1) != 1) _exit(5);
+        int r = rpcool_wait(c, id, NULL, NULL); /* not disturbed */
+        if (r != (fn == T_FN_SLOW_ALLOC ? 0 : (int)strlen(str))) _exit(6);
+        _exit(0);
+    }
+    close(pfd[1]);
+    char b = 0;
+    CHECK_EQ(read(pfd[0], &b, 1), 1);
+    close(pfd[0]);
+    usleep(500000); /* the handler allocates */
+    int st = 0;
+    pid_t w = waitpid(sp, &st, WNOHANG);
+    CHECKF(w == 0, "the server died (%s)",
+           w == sp && WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "exited");
+    rpcool_conn *c = w == 0 ? t_connect_retry(name, NULL) : NULL;
+    CHECK(c != NULL);
+    if (c) {
+        char *m = rpcool_strdup(c, "still here");
+        void *ret = NULL;
+        size_t n = 0;
+        CHECK_EQ(rpcool_call(c, T_FN_ECHO, m, 11, &ret, &n), 0);
+        CHECK(n == 11 && ret && !strcmp((char *)ret, "still here"));
+        rpcool_free(c, ret);
+        rpcool_free(c, m);
+        rpcool_disconnect(c);
+    }
+    st = 0;
+    waitpid(ap, &st, 0);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+           "the attacker: %d (4: a truncation worked; 6: its call failed)",
+           WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
+    t_kill_server(sp, name);
+}
+static void test_truncate_under_ctx_alloc(void) { truncate_under_handler(T_FN_SLOW_ALLOC); }
+static void test_truncate_under_need_str(void) { truncate_under_handler(T_FN_SLOW_STR); }
+
+/* a client tries to cut the end off its heap before a sandboxed call that
+   reads its argument there (that used to fault the handler, and the server dropped the
+   connection). Sealed: the ftruncate fails with EPERM, the call succeeds, the connection stays
+   served, and so does another. */
+static void test_truncate_sandbox_refused(void)
+{
+    const char *name = t_uniq("trsb");
+    pid_t sp = t_fork_server(name);
+    rpcool_conn_opts o = {.peer_check_ms = 20};
+    rpcool_conn *c = t_connect_retry(name, &o);
+    CHECK(c != NULL);
+    if (!c) { t_kill_server(sp, name); return; }
+    shmheap *h = rpcool_heap(c);
+    char *base = (char *)shmheap_base(h), *hdr = (char *)shmheap_root_get(h, "rpcool.conn");
+    char *arg = (char *)rpcool_alloc(c, (size_t)1 << 20);
+    CHECK(arg && hdr && hdr < arg);
+    if (!arg || !hdr || hdr > arg) {
+        t_kill_server(sp, name);
+        return;
+    }
+    memset(arg, 0, (size_t)1 << 20);
+    CHECK_EQ(heap_truncate(c, (off_t)(arg - base) + 4096), -EPERM);
+    rpcool_call_opts co = {.safety = RPCOOL_SANDBOX};
+    CHECK_EQ(rpcool_call_ex(c, T_FN_TOUCH, arg, (size_t)1 << 20, &co, NULL, NULL), 0);
+    CHECK_EQ(rpcool_call(c, T_FN_TOUCH, arg, 1, NULL, NULL), 0);
+    int st = 0;
+    CHECK_EQ(waitpid(sp, &st, WNOHANG), 0); /* the server lives */
+    rpcool_conn *c2 = t_connect_retry(name, NULL);
+    CHECK(c2 != NULL);
+    if (c2) {
+        char *m = rpcool_strdup(c2, "x");
+        CHECK_EQ(rpcool_call(c2, T_FN_TOUCH, m, 2, NULL, NULL), 0);
+        rpcool_free(c2, m);
+        rpcool_disconnect(c2);
+    }
+    rpcool_free(c, arg);
+    CHECK_EQ(rpcool_disconnect(c), 0);
+    t_kill_server(sp, name);
+}
+
+/* A client in a child process: connects, says so on ready, waits for a byte on go, then calls
+   for ms milliseconds without pause: echo calls, and calls whose handler sleeps 40 ms (longer
+   than peer_check_ms: the client waits asleep and checks on the server). Exits 0 if every call
+   succeeded, 1 + (failures capped) otherwise; a fault kills it (the parent sees the signal). */
+static pid_t honest_client(const char *name, int ready, int go, unsigned ms)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        rpcool_conn_opts o = {.peer_check_ms = 20};
+        rpcool_conn *c = t_connect_retry(name, &o);
+        char b = 1;
+        if (!c || write(ready, &b, 1) != 1 || read(go, &b, 1) != 1) _exit(100);
+        char *m = rpcool_strdup(c, "ping");
+        int *slow = (int *)rpcool_alloc(c, sizeof *slow);
+        int bad = 0, last = 0;
+        *slow = 40;
+        uint64_t t0 = rcp__now_ns();
+        for (unsigned k = 0; rcp__now_ns() - t0 < (uint64_t)ms * 1000000u; k++) {
+            void *ret = NULL;
+            size_t n = 0;
+            int r;
+            if (k & 1) {
+                if ((r = rpcool_call(c, T_FN_SLOW, slow, sizeof *slow, NULL, NULL)) != 1)
+                    bad++, last = r;
+            } else {
+                r = rpcool_call(c, T_FN_ECHO, m, 5, &ret, &n);
+                if (r != 0 || n != 5 || !ret || memcmp(ret, "ping", 5)) bad++, last = r;
+                rpcool_free(c, ret);
+            }
+        }
+        rpcool_free(c, slow);
+        if (bad)
+            fprintf(stderr, "honest client: %d calls failed, the last with %s\n", bad,
+                    rpcool_strerror(last));
+        rpcool_free(c, m);
+        rpcool_disconnect(c);
+        _exit(bad ? 1 + (bad > 50 ? 50 : bad) : 0);
+    }
+    return p;
+}
+
+static void check_honest(pid_t p)
+{
+    int st = 0;
+    waitpid(p, &st, 0);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the other client: %s %d",
+           WIFSIGNALED(st) ? "killed by signal" : "exit status",
+           WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+}
+
+/* Read the channel's rendezvous record: the server's pid and the channel memfd's descriptor
+   (0 if the name file holds no such record). */
+static int chan_proc_path(const char *name, char *out, size_t n)
+{
+    char path[128];
+    uint32_t rec[16];
+    snprintf(path, sizeof path, "/dev/shm/rpcool.%s", name);
+    int fd = open(path, O_RDONLY);
+    ssize_t r = fd >= 0 ? pread(fd, rec, sizeof rec, 0) : -1;
+    if (fd >= 0) close(fd);
+    if (r != (ssize_t)sizeof rec) return 0;
+    snprintf(out, n, "/proc/%u/fd/%d", rec[3], (int)rec[4]);
+    return 1;
+}
+
+/* The set-up and the end of the channel attacks: a server and an honest client calling in a
+   loop; at the end the honest client saw every call succeed, the server lives, and a new client
+   connects and calls. */
+static int attack_pipes[2][2]; /* ready, go */
+
+static pid_t attack_start(const char *name, pid_t *honest)
+{
+    pid_t sp = t_fork_server(name);
+    int *ready = attack_pipes[0], *go = attack_pipes[1];
+    CHECK_EQ(pipe(ready), 0);
+    CHECK_EQ(pipe(go), 0);
+    *honest = honest_client(name, ready[1], go[0], 700);
+    char b = 0;
+    CHECK_EQ(read(ready[0], &b, 1), 1);
+    CHECK_EQ(write(go[1], &b, 1), 1);
+    usleep(100000);
+    return sp;
+}
+
+static void attack_finish(pid_t sp, pid_t hp, const char *name, const char *what)
+{
+    int st = 0;
+    check_honest(hp);
+    CHECK_EQ(waitpid(sp, &st, WNOHANG), 0); /* the server lives */
+    rpcool_conn_opts o = {.connect_timeout_ms = 2000};
+    rpcool_conn *c = NULL;
+    int r = rpcool_connect(name, &o, &c);
+    CHECKF(r == 0, "connect after the %s: %s", what, rpcool_strerror(r));
+    if (c) {
+        char *m = rpcool_strdup(c, "x");
+        CHECK_EQ(rpcool_call(c, T_FN_TOUCH, m, 2, NULL, NULL), 0);
+        rpcool_free(c, m);
+        rpcool_disconnect(c);
+    }
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 2; k++) close(attack_pipes[i][k]);
+    t_kill_server(sp, name);
+}
+
+/* a client truncates the channel: the name file, and the channel memfd
+   itself through /proc (refused: it is sealed). Other clients' calls all succeed meanwhile,
+   the server lives, and a new client connects. */
+static void test_chan_truncate_attack(void)
+{
+    const char *name = t_uniq("chtr");
+    pid_t hp, sp = attack_start(name, &hp);
+    pid_t ap = fork();
+    if (ap == 0) { /* the attacker */
+        char path[128], proc[64];
+        int bad = 0;
+        rpcool_conn *c = t_connect_retry(name, NULL);
+        if (!c) _exit(2);
+        if (chan_proc_path(name, proc, sizeof proc)) {
+            int fd = open(proc, O_RDWR);
+            if (fd >= 0 && (ftruncate(fd, 0) == 0 || ftruncate(fd, 4096) == 0)) bad |= 4;
+            if (fd >= 0) close(fd);
+        }
+        snprintf(path, sizeof path, "/dev/shm/rpcool.%s", name);
+        int fd = open(path, O_RDWR);
+        for (int k = 0; k < 300; k++) { /* again and again: the server repairs what it can */
+            if (fd < 0 || ftruncate(fd, 0)) bad |= 8;
+            usleep(1000);
+        }
+        _exit(bad);
+    }
+    int st = 0;
+    waitpid(ap, &st, 0);
+    CHECKF(WIFEXITED(st) && (WEXITSTATUS(st) & 4) == 0, "a client truncated the channel memfd");
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "attacker: status %d", st);
+    attack_finish(sp, hp, name, "truncation");
+}
+
+/* a client overwrites the channel header (magic, epoch, state, size) and
+   the name file. Other clients' calls all succeed meanwhile (a "closed" or changed header is
+   believed only when the server's lock says so), the server restores both, and a new client
+   connects. */
+static void test_chan_overwrite_attack(void)
+{
+    const char *name = t_uniq("chow");
+    pid_t hp, sp = attack_start(name, &hp);
+    pid_t ap = fork();
+    if (ap == 0) { /* the attacker */
+        char path[128], junk[64];
+        rpcool_conn *c = t_connect_retry(name, NULL);
+        if (!c) _exit(2);
+        memset(junk, 0x5a, sizeof junk);
+        snprintf(path, sizeof path, "/dev/shm/rpcool.%s", name);
+        int fd = open(path, O_RDWR);
+        for (int k = 0; k < 300; k++) { /* again and again: the server restores it */
+            c->ch->magic = 0;
+            c->ch->epoch += 7;
+            c->ch->max_conns = 1024;
+            rcp__store(&c->ch->state, (uint32_t)RPCOOL__CH_CLOSED);
+            if (fd < 0 || pwrite(fd, junk, sizeof junk, 0) != (ssize_t)sizeof junk) _exit(3);
+            usleep(1000);
+        }
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(ap, &st, 0);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "attacker: status %d", st);
+    attack_finish(sp, hp, name, "overwrite");
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv);
@@ -788,5 +1070,10 @@ int main(int argc, char **argv)
     RUN(test_null_args);
     RUN(test_timeout_long_spin);
     RUN(test_churn);
+    RUN_NO_TSAN(test_truncate_under_ctx_alloc);
+    RUN_NO_TSAN(test_truncate_under_need_str);
+    RUN_NO_TSAN(test_truncate_sandbox_refused);
+    RUN_NO_TSAN(test_chan_truncate_attack);
+    RUN_NO_TSAN(test_chan_overwrite_attack);
     return T_DONE();
 }

@@ -529,6 +529,39 @@ static void g_seals_in_flight(void)
     rpcool_server_close(s);
 }
 
+
+/* the server dies during a sealed call (sync or async): the call fails with
+   RPCOOL_E_PEERDEAD and rpcool_release makes the argument writable again. */
+static void sealed_server_dies(int async)
+{
+    const char *name = t_uniq(async ? "sealda" : "seald");
+    pid_t sp = t_fork_server(name);
+    rpcool_conn_opts o = {.peer_check_ms = 20};
+    rpcool_conn *c = t_connect_retry(name, &o);
+    CHECK(c != NULL);
+    if (!c) { t_kill_server(sp, name); return; }
+    char *arg = (char *)rpcool_alloc_pages(c, 4096);
+    memset(arg, 'a', 4096);
+    rpcool_call_opts co = {.safety = RPCOOL_SEAL};
+    if (async) {
+        uint64_t id;
+        CHECK_EQ(rpcool_call_async(c, T_FN_DIE, arg, 4096, &co, NULL, NULL, &id), 0);
+        CHECK_EQ(rpcool_wait(c, id, NULL, NULL), RPCOOL_E_PEERDEAD);
+    } else {
+        CHECK_EQ(rpcool_call_ex(c, T_FN_DIE, arg, 4096, &co, NULL, NULL), RPCOOL_E_PEERDEAD);
+    }
+    waitpid(sp, NULL, 0);
+    CHECK_EQ(rpcool_release(c), 0);
+    CHECKF(t_writable(arg) == 1, "the argument is still read-only after rpcool_release");
+    if (t_writable(arg) == 1) arg[0] = 'b';
+    rpcool_free(c, arg);
+    rpcool_disconnect(c);
+    CHECK_EQ(t_channel_heaps(name, 0), 0);
+    t_rm_channel(name); /* a killed server's files */
+}
+static void test_sealed_server_dies(void) { sealed_server_dies(0); }
+static void test_sealed_server_dies_async(void) { sealed_server_dies(1); }
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv);
@@ -541,5 +574,7 @@ int main(int argc, char **argv)
     RUN_NO_TSAN(g_ctx_helpers);
     RUN_NO_TSAN(g_copy_max);
     RUN_NO_TSAN(g_seals_in_flight);
+    RUN_NO_TSAN(test_sealed_server_dies);
+    RUN_NO_TSAN(test_sealed_server_dies_async);
     return T_DONE();
 }
