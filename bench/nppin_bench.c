@@ -33,6 +33,20 @@ static void hist_line(hist *h, const char *name, uint64_t wall_ns)
 
 typedef struct owner_arg { size_t budget; } owner_arg;
 
+/* The two histograms of one measure as lines, or a FAIL line if rc says it failed; frees both. */
+static void hist_pair(int rc, const char *what, hist *a, const char *na, uint64_t wa, hist *b,
+                      const char *nb, uint64_t wb)
+{
+    if (rc) {
+        printf("FAIL nppin-bench: %s: %s\n", what, nppin_strerror(rc));
+    } else {
+        hist_line(a, na, wa);
+        hist_line(b, nb, wb);
+    }
+    hist_free(a);
+    hist_free(b);
+}
+
 static int owner_role(int fd, void *arg, char *why, size_t whylen)
 {
     owner_arg *oa = (owner_arg *)arg;
@@ -179,11 +193,8 @@ static void read_latency(client *c)
         wall_r += t1 - t0;
         wall_n += hist_now() - t1;
     }
-    if (rc) { printf("FAIL nppin-bench: read64: %s\n", nppin_strerror(rc)); return; }
-    hist_line(&hr, "read64/raw_verbs", wall_r);
-    hist_line(&hn, "read64/nppin_leased", wall_n);
-    hist_free(&hr);
-    hist_free(&hn);
+    hist_pair(rc, "read64", &hr, "read64/raw_verbs", wall_r, &hn, "read64/nppin_leased",
+              wall_n);
 }
 
 static void first_touch(client *c)
@@ -206,11 +217,8 @@ static void first_touch(client *c)
         hist_add(&hw, d);
         wall_w += d;
     }
-    if (rc) { printf("FAIL nppin-bench: firsttouch: %s\n", nppin_strerror(rc)); return; }
-    hist_line(&h, "firsttouch/nppin", wall);
-    hist_line(&hw, "firsttouch/then_leased", wall_w);
-    hist_free(&h);
-    hist_free(&hw);
+    hist_pair(rc, "firsttouch", &h, "firsttouch/nppin", wall, &hw, "firsttouch/then_leased",
+              wall_w);
 }
 
 static void churn(client *c)
@@ -234,11 +242,8 @@ static void churn(client *c)
         hist_add(&hw, hist_now() - s);
     }
     uint64_t t2 = hist_now();
-    if (rc) { printf("FAIL nppin-bench: churn: %s\n", nppin_strerror(rc)); return; }
-    hist_line(&h, "churn/random_1GiB_budget64MiB", t1 - t0);
-    hist_line(&hw, "churn/one_leased_chunk", t2 - t1);
-    hist_free(&h);
-    hist_free(&hw);
+    hist_pair(rc, "churn", &h, "churn/random_1GiB_budget64MiB", t1 - t0, &hw, "churn/one_leased_chunk",
+              t2 - t1);
 }
 
 /* ---------------------------------------------------------------- registration, one process */

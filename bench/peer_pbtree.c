@@ -200,14 +200,9 @@ static int client(const struct peer_opts *o, const char *addr, void *vctx)
 
 int main(int argc, char **argv)
 {
-    struct peer_opts o;
     struct tree_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.sizes = "1,16,256,4096";
-    struct peer_own_opt own = {'N', &ctx.sizes, NULL};
-    if (peer_parse(&o, argc, argv, &own, "[-N NODES,NODES,...] [options] [PATH|tcp:IPV4:PORT]", NULL))
-        return 2;
-    char path[108];
-    snprintf(path, sizeof path, "/tmp/rpcool-bench-pbtree.%d", (int)getpid());
-    return peer_run(&o, path, server, client, &ctx);
+    return peer_main_list(argc, argv, 'N', &ctx.sizes, "[-N NODES,NODES,...] [options] [PATH|tcp:IPV4:PORT]", "pbtree", server, client,
+                          &ctx);
 }

@@ -115,6 +115,29 @@ static __attribute__((unused)) void t_kill_wait(pid_t p)
     if (p > 0) { kill(p, SIGKILL); waitpid(p, NULL, 0); }
 }
 
+/* fork with a pipe p between parent and child: in the child (0 returned) p[0] is closed, in
+   the parent (the child's pid, or -1 with both ends closed) p[1]. -1 also if pipe fails. */
+static __attribute__((unused)) pid_t t_fork_pipe(int p[2])
+{
+    if (pipe(p)) return -1;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) close(p[0]);
+    close(p[pid == 0 ? 0 : 1]);
+    return pid;
+}
+
+/* Wait for a child's "ready" byte on fd, then close fd: 0, or -1 if the child closed its end
+   (died) first. */
+static __attribute__((unused)) int t_ready_wait(int fd)
+{
+    char x = 0;
+    int ok = read(fd, &x, 1) == 1;
+    close(fd);
+    return ok ? 0 : -1;
+}
+
 /* 1 if the object /dev/shm/NAME exists ("shm:NAME" too). */
 static __attribute__((unused)) int t_shm_exists(const char *name)
 {
@@ -304,22 +327,43 @@ static __attribute__((unused)) int t_h_sealed(rpcool_ctx *ctx, void *arg, size_t
     return t_writable(arg) ? 0 : 1;
 }
 
-static __attribute__((unused)) rpcool_server *t_serve(const char *name, const rpcool_server_opts *so, unsigned threads)
+/* A handler of the table t_serve registers. */
+typedef struct t_handler { unsigned fn; rpcool_handler *h; unsigned flags; } t_handler;
+
+/* Register n handlers of a table, each with the same user pointer. */
+static __attribute__((unused)) void t_add_handlers(rpcool_server *s, const t_handler *hs, size_t n,
+                                                   void *user)
+{
+    for (size_t i = 0; i < n; i++)
+        rpcool_server_add_handler(s, hs[i].fn, hs[i].h, user, hs[i].flags);
+}
+
+/* A server of channel NAME with options so (NULL: the defaults), the n handlers of hs and, if
+   threads, that many serving threads; NULL and a FAIL line if the channel cannot be opened. */
+static __attribute__((unused)) rpcool_server *t_server_with(const char *name,
+                                                            const rpcool_server_opts *so,
+                                                            const t_handler *hs, size_t n,
+                                                            unsigned threads)
 {
     rpcool_server *s = NULL;
     int r = rpcool_server_open(name, so, &s);
-    CHECKF(r == 0, "server_open: %s", rpcool_strerror(r));
+    CHECKF(r == 0, "server_open %s: %s", name, rpcool_strerror(r));
     if (r) return NULL;
-    rpcool_server_add_handler(s, T_FN_SLOW, t_h_slow, NULL, 0);
-    rpcool_server_add_handler(s, T_FN_SAFETY, t_h_safety, NULL, RPCOOL_SANDBOX);
-    rpcool_server_add_handler(s, T_FN_STR, t_h_str, NULL, 0);
-    rpcool_server_add_handler(s, T_FN_FAIL, t_h_fail, NULL, 0);
+    t_add_handlers(s, hs, n, NULL);
+    if (threads) rpcool_server_start(s, threads);
+    return s;
+}
+
+static __attribute__((unused)) rpcool_server *t_serve(const char *name, const rpcool_server_opts *so, unsigned threads)
+{
+    static const t_handler hs[] = {
+        {T_FN_SLOW, t_h_slow, 0}, {T_FN_SAFETY, t_h_safety, RPCOOL_SANDBOX}, {T_FN_STR, t_h_str, 0},
+        {T_FN_FAIL, t_h_fail, 0}, {T_FN_COPYNEED, t_h_copyneed, RPCOOL_COPY},
+        {T_FN_SLOWREPLY, t_h_slowreply, 0}, {T_FN_SEALREQ, t_h_sealed, RPCOOL_SEAL},
+        {T_FN_SEALED, t_h_sealed, 0}, {T_FN_BIGREPLY, t_h_bigreply, 0}};
+    rpcool_server *s = t_server_with(name, so, hs, sizeof hs / sizeof hs[0], 0);
+    if (!s) return NULL;
     rpcool_server_add_handler(s, T_FN_CLOSE, t_h_close, s, 0);
-    rpcool_server_add_handler(s, T_FN_COPYNEED, t_h_copyneed, NULL, RPCOOL_COPY);
-    rpcool_server_add_handler(s, T_FN_SLOWREPLY, t_h_slowreply, NULL, 0);
-    rpcool_server_add_handler(s, T_FN_SEALREQ, t_h_sealed, NULL, RPCOOL_SEAL);
-    rpcool_server_add_handler(s, T_FN_SEALED, t_h_sealed, NULL, 0);
-    rpcool_server_add_handler(s, T_FN_BIGREPLY, t_h_bigreply, NULL, 0);
     if (threads) rpcool_server_start(s, threads);
     return s;
 }
@@ -332,12 +376,9 @@ static __attribute__((unused)) void t_raw_fill(rpcool_conn *c, int i, uint32_t f
                                                uint64_t seal_len)
 {
     struct rpcool__req *sl = &c->hdr->req[i];
-    sl->fn = fn;
-    sl->flags = flags;
-    sl->arg = arg;
-    sl->arg_len = len;
-    sl->seal = seal;
-    sl->seal_len = seal_len;
+    sl->fn = fn, sl->flags = flags; /* not the state: rpcool__shm_post writes it */
+    sl->arg = arg, sl->arg_len = len;
+    sl->seal = seal, sl->seal_len = seal_len;
     c->pend[i].pstate = RPCOOL__P_SYNC;
     c->pend[i].seal_p = NULL;
 }
@@ -405,22 +446,15 @@ static __attribute__((unused)) int t_h_touch(rpcool_ctx *ctx, void *arg, size_t 
 static __attribute__((unused)) rpcool_server *t_open_server_ex(const char *name, unsigned max_conns,
                                                                unsigned reap_ms, int all)
 {
-    static const struct { unsigned fn; rpcool_handler *h; } more[] = {
-        {T_FN_FAIL_ARG, t_h_fail_arg}, {T_FN_DIE, t_h_die}, {T_FN_SLOW_ALLOC, t_h_slow_alloc},
-        {T_FN_TOUCH, t_h_touch}, {T_FN_SLOW_STR, t_h_slow_str}};
-    rpcool_server *s = NULL;
+    static const t_handler hs[] = {
+        {T_FN_SLOW, t_h_slow, 0}, {T_FN_ECHO, t_h_echo, 0}, {T_FN_FAIL_ARG, t_h_fail_arg, 0},
+        {T_FN_DIE, t_h_die, 0}, {T_FN_SLOW_ALLOC, t_h_slow_alloc, 0}, {T_FN_TOUCH, t_h_touch, 0},
+        {T_FN_SLOW_STR, t_h_slow_str, 0}};
     rpcool_server_opts o;
     memset(&o, 0, sizeof o);
     o.reap_ms = reap_ms ? reap_ms : 20;
     o.max_conns = max_conns;
-    int r = rpcool_server_open(name, &o, &s);
-    CHECKF(r == 0, "server_open %s: %s", name, rpcool_strerror(r));
-    if (r) return NULL;
-    rpcool_server_add_handler(s, T_FN_SLOW, t_h_slow, NULL, 0);
-    rpcool_server_add_handler(s, T_FN_ECHO, t_h_echo, NULL, 0);
-    for (unsigned i = 0; all && i < sizeof more / sizeof more[0]; i++)
-        rpcool_server_add_handler(s, more[i].fn, more[i].h, NULL, 0);
-    return s;
+    return t_server_with(name, &o, hs, all ? sizeof hs / sizeof hs[0] : 2, 0);
 }
 
 /* A server that reaps every 20 ms with T_FN_SLOW and T_FN_ECHO only, not serving yet; NULL and

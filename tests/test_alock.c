@@ -280,11 +280,8 @@ static void trylock_and_timeout(void)
 static pid_t child_holding(uint32_t idx, int enter_crit)
 {
     int p[2];
-    if (pipe(p)) return -1;
-    fflush(stdout);
-    pid_t pid = fork();
+    pid_t pid = t_fork_pipe(p);
     if (pid == 0) {
-        close(p[0]);
         shmheap *h; alock_table *t; struct shared *s;
         if (open_child(&h, &t, &s)) _exit(2);
         alock_hold hd;
@@ -293,11 +290,7 @@ static pid_t child_holding(uint32_t idx, int enter_crit)
         if (write(p[1], "x", 1) != 1) _exit(4);
         for (;;) pause();
     }
-    close(p[1]);
-    char c;
-    if (read(p[0], &c, 1) != 1) { close(p[0]); return -1; }
-    close(p[0]);
-    return pid;
+    return pid < 0 || t_ready_wait(p[0]) ? -1 : pid;
 }
 
 /* a child that queues for lock idx (someone holds it) and stays queued */

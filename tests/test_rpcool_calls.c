@@ -67,17 +67,9 @@ static int h_sleep(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 
 static rpcool_server *serve(const char *name, unsigned threads)
 {
-    rpcool_server *s = NULL;
-    int r = rpcool_server_open(name, NULL, &s);
-    CHECKF(r == 0, "server_open: %s", rpcool_strerror(r));
-    if (r) return NULL;
-    rpcool_server_add_handler(s, FN_ECHO, h_echo, NULL, 0);
-    rpcool_server_add_handler(s, FN_STATUS, h_status, NULL, 0);
-    rpcool_server_add_handler(s, FN_SUM, h_sum, NULL, 0);
-    rpcool_server_add_handler(s, FN_SLOW, h_slow, NULL, 0);
-    rpcool_server_add_handler(s, FN_SLEEP, h_sleep, NULL, 0);
-    if (threads) rpcool_server_start(s, threads);
-    return s;
+    static const t_handler hs[] = {{FN_ECHO, h_echo, 0}, {FN_STATUS, h_status, 0},
+                                   {FN_SUM, h_sum, 0}, {FN_SLOW, h_slow, 0}, {FN_SLEEP, h_sleep, 0}};
+    return t_server_with(name, NULL, hs, sizeof hs / sizeof hs[0], threads);
 }
 
 static int call_status(rpcool_conn *c, int v)

@@ -310,11 +310,8 @@ static pid_t g_srv, g_srv_kid;
 static int start_child_server(const char *name, int fork_kid)
 {
     int p[2];
-    if (pipe(p)) return -1;
-    fflush(stdout);
-    pid_t pid = fork();
+    pid_t pid = t_fork_pipe(p);
     if (pid == 0) {
-        close(p[0]);
         rpcool_server_opts so;
         memset(&so, 0, sizeof so);
         so.reap_ms = 20;
@@ -327,7 +324,7 @@ static int start_child_server(const char *name, int fork_kid)
         if (write(p[1], &kid, sizeof kid) != (ssize_t)sizeof kid) _exit(3);
         for (;;) pause();
     }
-    close(p[1]);
+    if (pid < 0) return -1;
     g_srv = pid;
     g_srv_kid = 0;
     int ok = read(p[0], &g_srv_kid, sizeof g_srv_kid) == (ssize_t)sizeof g_srv_kid;

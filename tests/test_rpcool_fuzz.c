@@ -183,9 +183,7 @@ static int srv_start(struct child_srv *cs, const char *name, unsigned safety)
     close(ready[1]);
     close(ctl[0]);
     close(rep[1]);
-    char x = 0;
-    int ok = read(ready[0], &x, 1) == 1;
-    close(ready[0]);
+    int ok = t_ready_wait(ready[0]) == 0;
     cs->pid = p;
     cs->ctl = ctl[1];
     cs->rep = rep[0];
@@ -887,10 +885,9 @@ static void hx_door(struct hx *x)
     close(sk);
 }
 
-/* rpcool_connect, then damage to the new heap's allocator or the connection header at once
-   (before any call). The server made and formatted the heap; it reads nothing of it at
-   connect any more, so the damage meets the server in the calls that follow. */
-static rpcool_conn *hx_connect_scribbled(struct hx *x)
+/* A hostile client's connection, counted; its own heap's mutex may be wrecked by it: it never
+   waits long for it. NULL if the connect failed. */
+static rpcool_conn *hx_connect_plain(struct hx *x)
 {
     rpcool_conn_opts o;
     memset(&o, 0, sizeof o);
@@ -901,10 +898,19 @@ static rpcool_conn *hx_connect_scribbled(struct hx *x)
     hx_count(&sh->h_connects);
     rpcool_conn *c = NULL;
     if (rpcool_connect(x->name, &o, &c)) return NULL;
-    shmheap *h = c->heap;
-    struct shmheap__hdr *H = h->hdr;
+    c->heap->lock_timeout_ms = 200;
+    return c;
+}
+
+/* rpcool_connect, then damage to the new heap's allocator or the connection header at once
+   (before any call). The server made and formatted the heap; it reads nothing of it at
+   connect any more, so the damage meets the server in the calls that follow. */
+static rpcool_conn *hx_connect_scribbled(struct hx *x)
+{
+    rpcool_conn *c = hx_connect_plain(x);
+    if (!c) return NULL;
+    struct shmheap__hdr *H = c->heap->hdr;
     uint64_t *rng = &x->rng;
-    c->heap->lock_timeout_ms = 200; /* our own heap's mutex may be wrecked: never wait long */
     x->c = c; /* for the damage helpers */
     switch (rnd(rng, 6)) {
     case 0:
@@ -944,15 +950,7 @@ static void hx_connect(struct hx *x)
     if (rnd(&x->rng, 5) == 0) {
         x->c = hx_connect_scribbled(x);
     } else {
-        rpcool_conn_opts o;
-        memset(&o, 0, sizeof o);
-        o.heap_size = HOSTILE_HEAP;
-        o.timeout_ms = HOSTILE_CALL_MS;
-        o.peer_check_ms = 50;
-        o.connect_timeout_ms = 1000;
-        hx_count(&sh->h_connects);
-        if (rpcool_connect(x->name, &o, &x->c)) x->c = NULL;
-        else x->c->heap->lock_timeout_ms = 200;
+        x->c = hx_connect_plain(x);
     }
     if (x->c) hx_pool(x);
 }

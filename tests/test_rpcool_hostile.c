@@ -47,9 +47,7 @@ static int srv_start(struct child_srv *cs, const char *name, unsigned max_conns)
     }
     close(ready[1]);
     close(ctl[0]);
-    char x = 0;
-    int ok = read(ready[0], &x, 1) == 1;
-    close(ready[0]);
+    int ok = t_ready_wait(ready[0]) == 0;
     cs->pid = p;
     cs->ctl = ctl[1];
     return ok ? 0 : -1;

@@ -74,22 +74,14 @@ static int h_snap(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 
 static rpcool_server *serve(const char *name, unsigned safety)
 {
-    rpcool_server *s = NULL;
+    static const t_handler hs[] = {
+        {FN_INSPECT, h_inspect, 0}, {FN_WILD, h_wild, RPCOOL_SANDBOX}, {FN_NEED, h_need, 0},
+        {FN_MAP, h_map, RPCOOL_SANDBOX}, {FN_SEALED, h_sealed, 0}, {FN_SNAP, h_snap, 0}};
     rpcool_server_opts o;
     memset(&o, 0, sizeof o);
     o.safety = safety;
     o.reap_ms = 20;
-    int r = rpcool_server_open(name, &o, &s);
-    CHECKF(r == 0, "server_open: %s", rpcool_strerror(r));
-    if (r) return NULL;
-    rpcool_server_add_handler(s, FN_INSPECT, h_inspect, NULL, 0);
-    rpcool_server_add_handler(s, FN_WILD, h_wild, NULL, RPCOOL_SANDBOX);
-    rpcool_server_add_handler(s, FN_NEED, h_need, NULL, 0);
-    rpcool_server_add_handler(s, FN_MAP, h_map, NULL, RPCOOL_SANDBOX);
-    rpcool_server_add_handler(s, FN_SEALED, h_sealed, NULL, 0);
-    rpcool_server_add_handler(s, FN_SNAP, h_snap, NULL, 0);
-    rpcool_server_start(s, 1);
-    return s;
+    return t_server_with(name, &o, hs, sizeof hs / sizeof hs[0], 1);
 }
 
 static void test_copy(void)
