@@ -221,9 +221,7 @@ static int client(const struct peer_opts *o, const char *addr, void *vctx)
 
 int main(int argc, char **argv)
 {
-    struct kv_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.vsizes = "64,256,1024";
-    return peer_main_list(argc, argv, 'V', &ctx.vsizes, "[-V SIZE,SIZE,...] [options] [PATH]", "kv", server, client,
-                          &ctx);
+    struct kv_ctx ctx = {.vsizes = "64,256,1024"};
+    return peer_main_list(argc, argv, 'V', &ctx.vsizes,
+                          "[-V SIZE,SIZE,...] [options] [PATH]", "kv", server, client, &ctx);
 }

@@ -200,9 +200,7 @@ static int client(const struct peer_opts *o, const char *addr, void *vctx)
 
 int main(int argc, char **argv)
 {
-    struct tree_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.sizes = "1,16,256,4096";
-    return peer_main_list(argc, argv, 'N', &ctx.sizes, "[-N NODES,NODES,...] [options] [PATH|tcp:IPV4:PORT]", "pbtree", server, client,
-                          &ctx);
+    struct tree_ctx ctx = {.sizes = "1,16,256,4096"};
+    return peer_main_list(argc, argv, 'N', &ctx.sizes,
+                          "[-N NODES,NODES,...] [options] [PATH|tcp:IPV4:PORT]", "pbtree", server, client, &ctx);
 }

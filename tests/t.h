@@ -237,6 +237,17 @@ static __attribute__((unused)) void t_rm(shmheap *h, const char *name)
     shmheap_unlink(name, NULL);
 }
 
+/* The end of an allocator test: the heap passes shmheap_check with no block live (else FAIL
+   lines), then t_rm. */
+static __attribute__((unused)) void t_rm_empty(shmheap *h, const char *name)
+{
+    shmheap_stats st;
+    int r = shmheap_check(h, &st);
+    CHECKF(r == 0, "shmheap_check: %s", st.problem);
+    CHECKF(r || st.live_blocks == 0, "%zu blocks still live", st.live_blocks);
+    t_rm(h, name);
+}
+
 /* A new heap of the given size, or a FAIL line and NULL. */
 static __attribute__((unused)) shmheap *t_heap(const char *name, size_t size)
 {
@@ -462,6 +473,21 @@ static __attribute__((unused)) rpcool_server *t_open_server_ex(const char *name,
 static __attribute__((unused)) rpcool_server *t_open_server(const char *name, unsigned max_conns)
 {
     return t_open_server_ex(name, max_conns, 20, 0);
+}
+
+/* t_open_server serving with one thread. */
+static __attribute__((unused)) rpcool_server *t_serving(const char *name, unsigned max_conns)
+{
+    rpcool_server *s = t_open_server(name, max_conns);
+    if (s) rpcool_server_start(s, 1);
+    return s;
+}
+
+/* The end of most rpcool tests: disconnect c (if any), then close s (if any). */
+static __attribute__((unused)) void t_disconnect_close(rpcool_conn *c, rpcool_server *s)
+{
+    if (c) rpcool_disconnect(c);
+    if (s) rpcool_server_close(s);
 }
 
 /* A server of every t_open_server_ex handler in a child process, serving until killed. */

@@ -250,8 +250,7 @@ static int child_work(void)
     if (rpcool_server_start(s, 1)) return 4;
     rpcool_conn_opts co = {.heap_size = 4 << 20};
     if (rpcool_connect(ch, &co, &c)) return 5;
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
     fflush(stderr);
     return 0;
 }

@@ -123,8 +123,7 @@ static void test_sync_echo(void)
     rpcool_server_get_stats(s, &st);
     CHECK_EQ(st.conns, 1);
     CHECK_EQ(st.calls, 5); /* handlers run: not for NOHANDLER or client-side refusals */
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 static void test_names(void)
@@ -202,8 +201,7 @@ static void test_async(void)
     CHECK_EQ(cb_sum, 9 * 10 + 45);
     CHECK_EQ(rpcool_progress(c), 0);
     rpcool_free(c, a);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 struct thr_arg { rpcool_conn *c; int n, bad; };
@@ -244,8 +242,7 @@ static void test_threads(void)
     CHECK_EQ(st1.calls - st0.calls, 4 * 2000); /* each call served once: none twice, none lost */
     shmheap_stats hs;
     CHECK_EQ(shmheap_check(rpcool_heap(c), &hs), 0);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* Many client processes on one channel, and several channels in one process. */
@@ -313,8 +310,7 @@ static void test_idle_sleeps(void)
     double used = cpu_seconds() - t0;
     CHECKF(used < 0.05, "idle server used %.3f s of CPU in 0.5 s", used);
     CHECK_EQ(call_status(c, 2), 2); /* and wakes up for the next call */
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* Both sides sleep on their futex at every call (spin_ns 1): many threads and two connections
@@ -477,8 +473,7 @@ static void g_sync_waits_for_slot(void)
     pthread_join(th, NULL);
     CHECK_EQ(g_waitsum, RPCOOL_MAX_INFLIGHT);
     rpcool_free(c, a);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* The kept slot: a thread keeps its synchronous calls' slot (no atomic operation per call for
@@ -614,8 +609,7 @@ static void test_kept_slot(void)
     rpcool_free(c, ms);
     rpcool_free(c, ms200);
     if (c2) rpcool_disconnect(c2);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* A waiting client busy-polls only spin_ns, then sleeps: a 300 ms call costs its thread little
@@ -637,8 +631,7 @@ static void g_client_sleeps(void)
     CHECK_EQ(t_slow_call(c, 300), 1);
     double used = thread_cpu_ms() - t0;
     CHECKF(used < 60, "the caller used %.1f ms of CPU waiting 300 ms", used);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* Builders: arena_reset, strn, alignment, array growth, map_put's old value and a full heap,
@@ -734,8 +727,7 @@ static void test_ctx_fail_status(void)
     rpcool_server_get_stats(s, &st);
     CHECK_EQ(st.faults, 0);
     rpcool_free(c, a);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 int main(int argc, char **argv)

@@ -110,9 +110,8 @@ static void test_server_killed(void)
 static void test_server_closed(void)
 {
     const char *name = t_uniq("closed");
-    rpcool_server *s = t_open_server(name, 0);
+    rpcool_server *s = t_serving(name, 0);
     if (!s) return;
-    rpcool_server_start(s, 1);
     rpcool_conn *c;
     if (rpcool_connect(name, NULL, &c)) { CHECK(0); rpcool_server_close(s); return; }
     CHECK_EQ(sleep_call(c, 1, NULL), 1);
@@ -198,9 +197,8 @@ static int raw_call(rpcool_conn *c, uint32_t fn, uint32_t flags, uint64_t arg, u
 static void test_malformed(void)
 {
     const char *name = t_uniq("bad");
-    rpcool_server *s = t_open_server(name, 0);
+    rpcool_server *s = t_serving(name, 0);
     if (!s) return;
-    rpcool_server_start(s, 1);
     rpcool_conn *c;
     if (rpcool_connect(name, NULL, &c)) { CHECK(0); rpcool_server_close(s); return; }
     char *a = rpcool_strdup(c, "ok");
@@ -234,16 +232,14 @@ static void test_malformed(void)
     CHECK_EQ(shmheap_check(rpcool_heap(c), NULL), 0);
     /* a connection request naming a file instead of a heap is refused */
     rpcool_free(c, a);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 static void test_full(void)
 {
     const char *name = t_uniq("full");
-    rpcool_server *s = t_open_server(name, 2);
+    rpcool_server *s = t_serving(name, 2);
     if (!s) return;
-    rpcool_server_start(s, 1);
     rpcool_conn_opts o;
     memset(&o, 0, sizeof o);
     o.heap_size = 2 << 20;
@@ -281,9 +277,8 @@ static void test_full(void)
 static void test_timeout(void)
 {
     const char *name = t_uniq("tmo");
-    rpcool_server *s = t_open_server(name, 0);
+    rpcool_server *s = t_serving(name, 0);
     if (!s) return;
-    rpcool_server_start(s, 1);
     rpcool_conn *c;
     if (rpcool_connect(name, NULL, &c)) { CHECK(0); rpcool_server_close(s); return; }
     rpcool_call_opts co;
@@ -298,8 +293,7 @@ static void test_timeout(void)
     rpcool_progress(c);
     CHECK(rcp__load(&c->free_bits) == ~0ull); /* and is reclaimed after it */
     CHECK_EQ(sleep_call(c, 1, NULL), 1);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 static double ms_since(uint64_t t0) { return (double)(rcp__now_ns() - t0) / 1e6; }
@@ -570,9 +564,8 @@ static void test_server_killed_premade(void)
 static void test_shared_channel_mapping(void)
 {
     const char *name = t_uniq("chmap");
-    rpcool_server *s = t_open_server(name, 2);
+    rpcool_server *s = t_serving(name, 2);
     if (!s) return;
-    rpcool_server_start(s, 1);
     rpcool_conn *c1 = NULL, *c2 = NULL, *c3 = NULL;
     CHECK_EQ(rpcool_connect(name, NULL, &c1), 0);
     CHECK_EQ(rpcool_connect(name, NULL, &c2), 0);
@@ -969,8 +962,7 @@ static void test_async_timeout(void)
     CHECK_EQ(rpcool_call_async(c, T_FN_SLOW, one, sizeof *one, NULL, NULL, NULL, &id), 0);
     CHECK_EQ(rpcool_wait(c, id, NULL, NULL), 1);
     rpcool_free(c, one); /* not a: calls that timed out may still read it (the heap goes whole) */
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 

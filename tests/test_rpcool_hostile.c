@@ -575,8 +575,7 @@ static void test_handler_swap(void)
     pthread_join(th, NULL);
     CHECK_EQ(bad, 0);
     CHECK(!tag_mismatch);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* rpcool_server_close while a user thread serves in rpcool_serve: close must wait for it (the
@@ -641,9 +640,8 @@ static void m_arena(void *a) { (void)a; if (rpcool_arena_alloc(NULL, 16, 16)) _e
 static void test_null_args(void)
 {
     const char *name = t_uniq("null");
-    rpcool_server *s = t_open_server(name, 0);
-    if (!s) { CHECK(0); return; }
-    rpcool_server_start(s, 1);
+    rpcool_server *s = t_serving(name, 0);
+    if (!s) return;
     rpcool_conn *c;
     if (rpcool_connect(name, NULL, &c)) { CHECK(0); rpcool_server_close(s); return; }
     static char dummy[16];
@@ -658,17 +656,15 @@ static void test_null_args(void)
     CHECK_EQ(rpcool_call(c, T_FN_ECHO, dummy, 1, NULL, NULL), RPCOOL_E_BADPTR);
     CHECK_EQ(rpcool_server_add_handler(s, RPCOOL_MAX_HANDLERS, t_h_echo, NULL, 0), RPCOOL_E_INVAL);
     CHECK(echo_ok(c));
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* A per-call timeout holds even when the busy-poll budget is longer. */
 static void test_timeout_long_spin(void)
 {
     const char *name = t_uniq("spin");
-    rpcool_server *s = t_open_server(name, 0);
-    if (!s) { CHECK(0); return; }
-    rpcool_server_start(s, 1);
+    rpcool_server *s = t_serving(name, 0);
+    if (!s) return;
     rpcool_conn_opts o;
     memset(&o, 0, sizeof o);
     o.spin_ns = 5000000000ull;
@@ -685,8 +681,7 @@ static void test_timeout_long_spin(void)
     usleep(700000);
     rpcool_progress(c);
     rpcool_free(c, a);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 static int count_fds(void)
@@ -730,9 +725,8 @@ static void wait_pool_full(rpcool_server *s)
 static void test_churn(void)
 {
     const char *name = t_uniq("churn");
-    rpcool_server *s = t_open_server(name, 0);
-    if (!s) { CHECK(0); return; }
-    rpcool_server_start(s, 1);
+    rpcool_server *s = t_serving(name, 0);
+    if (!s) return;
     rpcool_conn_opts o;
     memset(&o, 0, sizeof o);
     o.heap_size = 2 << 20;

@@ -210,6 +210,16 @@ static void add_handlers(rpcool_server *s)
     rpcool_server_add_handler(s, FN_SPIN_FLAG, h_spin_flag, NULL, 0);
 }
 
+/* A server of channel NAME with options so and every handler above, not serving yet; NULL and
+   a FAIL line if it cannot be opened. */
+static rpcool_server *open_with(const char *name, const rpcool_server_opts *so)
+{
+    rpcool_server *s = NULL;
+    CHECK_EQ(rpcool_server_open(name, so, &s), 0);
+    if (s) add_handlers(s);
+    return s;
+}
+
 /* No file of the channel is left in /dev/shm. */
 static int files_left(const char *name)
 {
@@ -350,10 +360,8 @@ static void test_dead_client_call_dropped(void)
 {
     const char *name = t_uniq("dead");
     rpcool_server_opts so = {.reap_ms = 50};
-    rpcool_server *s = NULL;
-    CHECK_EQ(rpcool_server_open(name, &so, &s), 0);
+    rpcool_server *s = open_with(name, &so);
     if (!s) return;
-    add_handlers(s);
     rpcool_server_start(s, 1);
     rpcool_conn *a = NULL;
     CHECK_EQ(rpcool_connect(name, NULL, &a), 0);
@@ -443,8 +451,7 @@ static void test_failed_call_blocks_freed(void)
     void *big = rpcool_alloc(c, (size_t)6 << 20);
     CHECKF(big != NULL, "6 MiB of the 8 MiB heap are not free: the failed calls' blocks leaked");
     rpcool_free(c, big);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* A reply of several blocks: the caller frees each block once (the rule on both transports),
@@ -476,8 +483,7 @@ static void test_multiblock_reply(void)
     void *big = rpcool_alloc(c, (size_t)6 << 20);
     CHECKF(big != NULL, "%s", "6 MiB of the 8 MiB heap are not free: reply blocks leaked");
     rpcool_free(c, big);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* What a log callback received. */
@@ -514,10 +520,8 @@ static void test_faults_logged_once(void)
 {
     const char *name = t_uniq("flog");
     rpcool_server_opts so = {.log = log_fn};
-    rpcool_server *s = NULL;
-    CHECK_EQ(rpcool_server_open(name, &so, &s), 0);
+    rpcool_server *s = open_with(name, &so);
     if (!s) return;
-    add_handlers(s);
     rpcool_server_start(s, 1);
     rpcool_conn *c = NULL;
     CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
@@ -533,8 +537,7 @@ static void test_faults_logged_once(void)
            log_buf);
     CHECKF(log_count(pid, "outside") == 1, "bad reply lines: %d\n%s", log_count(pid, "outside"),
            log_buf);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 #ifndef T_OLD /* what follows uses options the header had not before these promises */
@@ -555,8 +558,7 @@ static void test_free_reports(void)
     CHECK(rpcool_free(c, b) < 0);
     CHECK_EQ(rpcool_free(c, NULL), 0);
     free(m);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* stack_size: how deep a handler on a thread of rpcool_server_start may recurse. */
@@ -564,10 +566,8 @@ static void test_stack_size_option(void)
 {
     const char *name = t_uniq("stk");
     rpcool_server_opts so = {.stack_size = 256 << 10};
-    rpcool_server *s = NULL;
-    CHECK_EQ(rpcool_server_open(name, &so, &s), 0);
+    rpcool_server *s = open_with(name, &so);
     if (!s) return;
-    add_handlers(s);
     rpcool_server_start(s, 1);
     rpcool_conn *c = NULL;
     CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
@@ -600,10 +600,8 @@ static void test_time_limits(void)
 {
     const char *name = t_uniq("lim");
     rpcool_server_opts so = {.limit_ms = 2000};
-    rpcool_server *s = NULL;
-    CHECK_EQ(rpcool_server_open(name, &so, &s), 0);
+    rpcool_server *s = open_with(name, &so);
     if (!s) return;
-    add_handlers(s);
     rpcool_handler_opts ho = {.safety = RPCOOL_SANDBOX, .limit_ms = 100};
     rpcool_server_add_handler_ex(s, FN_RAWLOOP, h_rawloop, NULL, &ho);
     rpcool_server_add_handler(s, FN_NEED_SLOW, h_need_slow, NULL, 0); /* the server's 2 s */

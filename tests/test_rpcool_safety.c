@@ -97,16 +97,14 @@ static void test_copy(void)
     co.safety = RPCOOL_COPY;
     CHECK_EQ(rpcool_call_ex(c, FN_INSPECT, a, 4, &co, NULL, NULL), 12); /* a private copy */
     rpcool_free(c, a);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
     /* the channel policy applies copy to every call */
     s = serve(name, RPCOOL_COPY);
     if (!s || rpcool_connect(name, NULL, &c)) { CHECK(0); if (s) rpcool_server_close(s); return; }
     a = rpcool_strdup(c, "abc");
     CHECK_EQ(rpcool_call(c, FN_INSPECT, a, 4, NULL, NULL), 12);
     rpcool_free(c, a);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 static void test_seal(void)
@@ -165,8 +163,7 @@ static void test_seal(void)
     p[0] = (char *)rpcool_alloc_pages(c, 4096);
     CHECK(p[0] && t_writable(p[0]));
     for (int i = 0; i < 4; i++) rpcool_free(c, p[i]);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 
     /* a channel that requires sealing refuses unsealed calls */
     s = serve(name, RPCOOL_SEAL);
@@ -178,8 +175,7 @@ static void test_seal(void)
     CHECK_EQ(rpcool_call_ex(c, FN_SEALED, pg, 4096, &co, NULL, NULL), 1);
     CHECK_EQ(rpcool_call_ex(c, FN_SEALED, pg, 10, &co, NULL, NULL), 0); /* copied: meets the policy */
     rpcool_free(c, pg);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* A sealed call of less than a page is copied by the server, not sealed (issue 14): the
@@ -223,8 +219,7 @@ static void test_seal_small(void)
     CHECK(t_writable(pg) && t_writable(pg + 4096));
     rpcool_free(c, pg);
     rpcool_free(c, a);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 
     /* the copy of a sealed call is bounded by a page, not by max_copy */
     rpcool_server_opts so;
@@ -242,8 +237,7 @@ static void test_seal_small(void)
     co.safety = RPCOOL_SEAL | RPCOOL_SANDBOX;
     CHECK_EQ(rpcool_call_ex(c, T_FN_SAFETY, b, 64, &co, NULL, NULL), RPCOOL_COPY | RPCOOL_SEAL | RPCOOL_SANDBOX);
     rpcool_free(c, b);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 static long private_value = 7;
@@ -291,8 +285,7 @@ static void test_sandbox(void)
     rpcool_server_stats st;
     rpcool_server_get_stats(s, &st);
     CHECK(st.faults >= 3);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
     if (!shmheap_pkey_supported()) t_skip("sandbox-pkeys", "no pku on this CPU: bounds checks and fault containment only");
 }
 
@@ -430,8 +423,7 @@ static void g_ctx_helpers(void)
     rpcool_free(c, txt);
     rpcool_free(c, mine);
     rpcool_free(c, arg);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* max_copy: a COPY argument larger than the server copies fails with RPCOOL_E_TOOBIG (a client
@@ -457,8 +449,7 @@ static void g_copy_max(void)
         CHECK_EQ(rpcool_call(c, T_FN_COPYNEED, big, 16, NULL, NULL), 1); /* still served */
         CHECK(strstr(rpcool_strerror(RPCOOL_E_TOOBIG), "max_copy") != NULL);
     }
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
     /* the default: 64 MiB */
     s = t_serve(name, NULL, 1);
     if (!s) return;
@@ -517,8 +508,7 @@ static void g_seals_in_flight(void)
     CHECKF(st1.live_blocks == st0.live_blocks, "the reply of a timed-out call was not freed (%zu live blocks, %zu before)",
            st1.live_blocks, st0.live_blocks);
     rpcool_free(c, pg);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 

@@ -57,7 +57,6 @@ static void sizes_and_alignment(void)
 {
     const char *n = t_uniq("sizes");
     shmheap *h = t_heap(n, 32 << 20);
-    shmheap_stats st;
     static void *ps[2000];
     int k = 0;
     for (size_t sz = 0; sz <= 200000; sz = sz < 64 ? sz + 1 : sz * 5 / 4) {
@@ -69,6 +68,7 @@ static void sizes_and_alignment(void)
         memset(p, 0xab, sz);
         ps[k++] = p;
     }
+    shmheap_stats st;
     CHECK_EQ(shmheap_check(h, &st), 0);
     CHECK_EQ(st.live_blocks, k);
     for (int i = 0; i < k; i++) CHECK_EQ(shmheap_free(h, ps[i]), 0);

@@ -223,7 +223,7 @@ run_pair() { # run_pair [NAME ROLE_A ROLE_B [stop]]: two guests (default: pair, 
     t0=$(date +%s)
     gt=$GUEST_TIMEOUT
     GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-600} # two guests share the host's CPUs
-    pod=/dev/shm/rcp-vm-pod-$$
+    pod=/dev/shm/rcp-vm-pod-${RPCOOL_TEST_TAG:-}$$ # tests/run.sh: its tag, for its /dev/shm check
     rm -f "$pod"
     truncate -s 16M "$pod"
     mem="-object memory-backend-file,id=pod,share=on,mem-path=$pod,size=16M -device ivshmem-plain,memdev=pod"
