@@ -327,40 +327,41 @@ static void run_connects(const char *name, int threads, int n, unsigned flags)
     }
 }
 
-static void run_lookups(int n)
+/* n lookups of a name published in directory d (kind "shm" or "meta", timeout ms), timed one by
+   one: the histogram line krconn_lookup_KIND/1; then d is closed. */
+static void time_lookups(krconn_dir *d, const char *kind, unsigned ms, int n)
 {
     hist h;
-    krconn_dir *d;
     krconn_addr a;
-    size_t len = KRCONN_DIR_BYTES(256);
-    void *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    int rc = krconn_dir_shm(mem, len, &d);
-    if (rc) die("dir shm", rc);
-    if ((rc = krconn_publish(cli, d, "bench-svc", 1000))) die("publish shm", rc);
+    char what[64];
+    int rc;
+    snprintf(what, sizeof what, "publish %s", kind);
+    if ((rc = krconn_publish(cli, d, "bench-svc", ms))) die(what, rc);
+    snprintf(what, sizeof what, "lookup %s", kind);
     hist_init(&h, (size_t)n);
     uint64_t t0 = hist_now();
     for (int i = 0; i < n; i++) {
         uint64_t t = hist_now();
-        if ((rc = krconn_lookup(d, "bench-svc", 1000, &a))) die("lookup shm", rc);
+        if ((rc = krconn_lookup(d, "bench-svc", ms, &a))) die(what, rc);
         hist_add(&h, hist_now() - t);
     }
-    hist_print(&h, "krconn_lookup_shm/1", (double)n * 1e9 / (double)(hist_now() - t0));
+    snprintf(what, sizeof what, "krconn_lookup_%s/1", kind);
+    hist_print(&h, what, (double)n * 1e9 / (double)(hist_now() - t0));
     hist_free(&h);
     krconn_dir_close(d);
-    munmap(mem, len);
+}
 
+static void run_lookups(int n)
+{
+    krconn_dir *d;
+    size_t len = KRCONN_DIR_BYTES(256);
+    void *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int rc = krconn_dir_shm(mem, len, &d);
+    if (rc) die("dir shm", rc);
+    time_lookups(d, "shm", 1000, n);
+    munmap(mem, len);
     if ((rc = krconn_dir_meta(cli, "127.0.0.1", 10000, &d))) die("dir meta", rc);
-    if ((rc = krconn_publish(cli, d, "bench-svc", 10000))) die("publish meta", rc);
-    hist_init(&h, (size_t)n);
-    t0 = hist_now();
-    for (int i = 0; i < n; i++) {
-        uint64_t t = hist_now();
-        if ((rc = krconn_lookup(d, "bench-svc", 10000, &a))) die("lookup meta", rc);
-        hist_add(&h, hist_now() - t);
-    }
-    hist_print(&h, "krconn_lookup_meta/1", (double)n * 1e9 / (double)(hist_now() - t0));
-    hist_free(&h);
-    krconn_dir_close(d);
+    time_lookups(d, "meta", 10000, n);
 }
 
 /* ---------------------------------------------------------------- plain verbs */

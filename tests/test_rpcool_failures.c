@@ -72,13 +72,7 @@ static void test_client_killed(void)
 static void test_server_killed(void)
 {
     const char *name = t_uniq("sdead");
-    pid_t p = fork();
-    if (p == 0) {
-        rpcool_server *s = t_open_server(name, 0);
-        if (!s) _exit(2);
-        rpcool_serve(s);
-        _exit(0);
-    }
+    pid_t p = t_fork_server(name);
     rpcool_conn_opts o;
     memset(&o, 0, sizeof o);
     o.peer_check_ms = 50;
@@ -128,13 +122,7 @@ static void test_server_closed(void)
 static void test_takeover(void)
 {
     const char *name = t_uniq("take");
-    pid_t srv = fork();
-    if (srv == 0) {
-        rpcool_server *s = t_open_server(name, 0);
-        if (!s) _exit(2);
-        rpcool_serve(s);
-        _exit(0);
-    }
+    pid_t srv = t_fork_server(name);
     int pfd[2];
     CHECK_EQ(pipe(pfd), 0);
     pid_t cl = fork();

@@ -90,6 +90,19 @@ static int echo_ok(rpcool_conn *c)
     return ok;
 }
 
+/* A new client connects (tries attempts, 10 ms apart) and an echo call succeeds. */
+static void connect_and_echo(const char *name, int tries, const char *after)
+{
+    rpcool_conn *c = NULL;
+    int r = -1;
+    for (int i = 0; i < tries && (r = rpcool_connect(name, NULL, &c)); i++) usleep(10000);
+    CHECKF(r == 0, "connect after %s: %s", after, rpcool_strerror(r));
+    if (c) {
+        CHECK(echo_ok(c));
+        rpcool_disconnect(c);
+    }
+}
+
 static int count_shm(const char *needle);
 
 /* A client truncates the channel file: the server must not die of SIGBUS; it restores the file
@@ -114,14 +127,7 @@ static __attribute__((unused)) void test_chan_truncated(void)
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     usleep(300000);
     CHECK(srv_alive(&cs));
-    rpcool_conn *c = NULL;
-    int r = -1;
-    for (int i = 0; i < 100 && (r = rpcool_connect(name, NULL, &c)); i++) usleep(10000);
-    CHECKF(r == 0, "connect after truncation: %s", rpcool_strerror(r));
-    if (c) {
-        CHECK(echo_ok(c));
-        rpcool_disconnect(c);
-    }
+    connect_and_echo(name, 100, "truncation");
     /* truncated to just the header page: the slots go */
     p = fork();
     if (p == 0) {
@@ -134,13 +140,7 @@ static __attribute__((unused)) void test_chan_truncated(void)
     waitpid(p, &st, 0);
     usleep(200000);
     CHECK(srv_alive(&cs));
-    c = NULL;
-    for (int i = 0; i < 100 && (r = rpcool_connect(name, NULL, &c)); i++) usleep(10000);
-    CHECKF(r == 0, "connect after second truncation: %s", rpcool_strerror(r));
-    if (c) {
-        CHECK(echo_ok(c));
-        rpcool_disconnect(c);
-    }
+    connect_and_echo(name, 100, "second truncation");
     CHECK_EQ(srv_stop(&cs, name), 0);
 }
 
@@ -508,14 +508,7 @@ static void test_header_scribbled(void)
     waitpid(p, &st, 0);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     usleep(200000);
-    rpcool_conn *c = NULL;
-    int r = -1;
-    for (int i = 0; i < 50 && (r = rpcool_connect(name, NULL, &c)); i++) usleep(10000);
-    CHECKF(r == 0, "connect after the header was scribbled on: %s", rpcool_strerror(r));
-    if (c) {
-        CHECK(echo_ok(c));
-        rpcool_disconnect(c);
-    }
+    connect_and_echo(name, 50, "the header was scribbled on");
     CHECK(srv_alive(&cs));
     CHECK_EQ(srv_stop(&cs, name), 0);
 }
