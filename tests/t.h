@@ -257,6 +257,13 @@ static __attribute__((unused)) shmheap *t_heap(const char *name, size_t size)
     CHECKF(r == 0, "create %s: %s", name, shmheap_strerror(r));
     return h;
 }
+
+/* A unique path for a file-backed heap in /tmp (kept in path, 96 bytes). */
+static __attribute__((unused)) char *t_heap_path(char *path, const char *base)
+{
+    snprintf(path, 96, "/tmp/%s.heap", t_uniq(base));
+    return path;
+}
 #endif
 #ifdef RPCOOL_H
 /* One server for many tests: a handler for each thing they ask of a server (t_serve registers

@@ -475,6 +475,24 @@ static void g_dropped_client(void)
     rpcool_server_close(s);
 }
 
+/* A new server s of channel NAME: started, one connection made and closed (a server makes heaps
+   from its first connect on), then its pool of heaps made ahead waited for (3 s at most): its
+   stats. */
+static rpcool_server_stats start_and_fill_pool(rpcool_server *s, const char *name)
+{
+    rpcool_server_stats st;
+    rpcool_conn *c = NULL;
+    rpcool_server_start(s, 1);
+    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    if (c) rpcool_disconnect(c);
+    for (int i = 0; i < 300; i++) {
+        rpcool_server_get_stats(s, &st);
+        if (st.ready == RPCOOL_DEFAULT_PREALLOC && st.conns == 0) break;
+        usleep(10000);
+    }
+    return st;
+}
+
 /* A server SIGKILLed with heaps made ahead that no client claimed (and one that was claimed,
    by a client that died too): nothing of them stays held; the next server (another channel
    here) frees their pod entries when it makes its own heaps, so every recorded entry is then
@@ -519,17 +537,8 @@ static void test_server_killed_premade(void)
     CHECKF(held == 0 && rec >= 9, "after the kill: %d recorded, %d held", rec, held);
     const char *n2 = t_uniq("premade2");
     rpcool_server *s2 = t_open_server(n2, 0);
-    if (s2) { /* it makes heaps from its first connect on */
-        rpcool_server_start(s2, 1);
-        rpcool_conn *c2 = NULL;
-        CHECK_EQ(rpcool_connect(n2, NULL, &c2), 0);
-        if (c2) rpcool_disconnect(c2);
-        rpcool_server_stats st;
-        for (int i = 0; i < 300; i++) {
-            rpcool_server_get_stats(s2, &st);
-            if (st.ready == RPCOOL_DEFAULT_PREALLOC && st.conns == 0) break;
-            usleep(10000);
-        }
+    if (s2) {
+        rpcool_server_stats st = start_and_fill_pool(s2, n2);
         t_pod_fd_entries(&rec, &held);
         /* every entry is one it holds, but for the heap of the connection just closed (freed by
            the next heap made): the dead server's are gone */
@@ -781,16 +790,7 @@ static void connect_killed_takeover(void)
     CHECK_EQ(t_pod_held(), 0); /* its heaps and its dead clients' went with it */
     rpcool_server *s = t_open_server_ex(name, 0, 20, 1);
     if (!s) return;
-    rpcool_server_start(s, 1);
-    c = NULL; /* it makes heaps from its first connect on */
-    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
-    if (c) rpcool_disconnect(c);
-    rpcool_server_stats st;
-    for (int i = 0; i < 300; i++) {
-        rpcool_server_get_stats(s, &st);
-        if (st.ready == RPCOOL_DEFAULT_PREALLOC && st.conns == 0) break;
-        usleep(10000);
-    }
+    rpcool_server_stats st = start_and_fill_pool(s, name);
     t_pod_fd_entries(&rec, &held);
     /* but for the heap of the connection just closed (freed by the next heap made) */
     CHECKF(held == (int)st.ready && rec - held <= 1 && st.ready == RPCOOL_DEFAULT_PREALLOC,

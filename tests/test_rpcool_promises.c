@@ -210,13 +210,14 @@ static void add_handlers(rpcool_server *s)
     rpcool_server_add_handler(s, FN_SPIN_FLAG, h_spin_flag, NULL, 0);
 }
 
-/* A server of channel NAME with options so and every handler above, not serving yet; NULL and
-   a FAIL line if it cannot be opened. */
-static rpcool_server *open_with(const char *name, const rpcool_server_opts *so)
+/* A server of channel NAME with options so and every handler above, serving with that many
+   threads (0: not yet); NULL and a FAIL line if it cannot be opened. */
+static rpcool_server *open_with(const char *name, const rpcool_server_opts *so, unsigned threads)
 {
     rpcool_server *s = NULL;
     CHECK_EQ(rpcool_server_open(name, so, &s), 0);
     if (s) add_handlers(s);
+    if (s && threads) rpcool_server_start(s, threads);
     return s;
 }
 
@@ -360,9 +361,8 @@ static void test_dead_client_call_dropped(void)
 {
     const char *name = t_uniq("dead");
     rpcool_server_opts so = {.reap_ms = 50};
-    rpcool_server *s = open_with(name, &so);
+    rpcool_server *s = open_with(name, &so, 1);
     if (!s) return;
-    rpcool_server_start(s, 1);
     rpcool_conn *a = NULL;
     CHECK_EQ(rpcool_connect(name, NULL, &a), 0);
     int *ms = (int *)rpcool_alloc(a, sizeof *ms);
@@ -520,9 +520,8 @@ static void test_faults_logged_once(void)
 {
     const char *name = t_uniq("flog");
     rpcool_server_opts so = {.log = log_fn};
-    rpcool_server *s = open_with(name, &so);
+    rpcool_server *s = open_with(name, &so, 1);
     if (!s) return;
-    rpcool_server_start(s, 1);
     rpcool_conn *c = NULL;
     CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
     char pid[32];
@@ -566,9 +565,8 @@ static void test_stack_size_option(void)
 {
     const char *name = t_uniq("stk");
     rpcool_server_opts so = {.stack_size = 256 << 10};
-    rpcool_server *s = open_with(name, &so);
+    rpcool_server *s = open_with(name, &so, 1);
     if (!s) return;
-    rpcool_server_start(s, 1);
     rpcool_conn *c = NULL;
     CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
     int *n = (int *)rpcool_alloc(c, sizeof *n);
@@ -600,7 +598,7 @@ static void test_time_limits(void)
 {
     const char *name = t_uniq("lim");
     rpcool_server_opts so = {.limit_ms = 2000};
-    rpcool_server *s = open_with(name, &so);
+    rpcool_server *s = open_with(name, &so, 0);
     if (!s) return;
     rpcool_handler_opts ho = {.safety = RPCOOL_SANDBOX, .limit_ms = 100};
     rpcool_server_add_handler_ex(s, FN_RAWLOOP, h_rawloop, NULL, &ho);

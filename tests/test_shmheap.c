@@ -178,8 +178,8 @@ static void bad_input(void)
 
 static void version_and_files(void)
 {
-    char path[80];
-    snprintf(path, sizeof path, "/tmp/%s.heap", t_uniq("file"));
+    char path[96];
+    t_heap_path(path, "file");
     shmheap *h = t_heap(path, 2 << 20), *h2;
     CHECK(h != NULL);
     if (!h) return;

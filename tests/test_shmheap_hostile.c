@@ -28,8 +28,7 @@ static int check_child(void *arg)
 static void open_rejects_nspans_overflow(void)
 {
     char path[96];
-    snprintf(path, sizeof path, "/tmp/%s.heap", t_uniq("ovf"));
-    shmheap *h = t_heap(path, 4 << 20);
+    shmheap *h = t_heap(t_heap_path(path, "ovf"), 4 << 20);
     if (!h) return;
     CHECK_EQ(shmheap_close(h), 0);
     int fd = open(path, O_RDWR);
@@ -177,8 +176,7 @@ static void bad_args_crash(void)
 static void scribbled_headers(void)
 {
     char path[96];
-    snprintf(path, sizeof path, "/tmp/%s.heap", t_uniq("scrib"));
-    shmheap *h = t_heap(path, 4 << 20);
+    shmheap *h = t_heap(t_heap_path(path, "scrib"), 4 << 20);
     if (!h) return;
     void *keep = shmheap_malloc(h, 1000);
     shmheap_root_set(h, "keep", keep);

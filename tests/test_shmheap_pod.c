@@ -59,7 +59,7 @@ static void create_race_file_exactly_one(void)
     int bad_rounds = 0, max_wins = 0;
     for (int round = 0; round < 6; round++) {
         char path[96];
-        snprintf(path, sizeof path, "/tmp/%s.heap", t_uniq("frace"));
+        t_heap_path(path, "frace");
         int wins, other;
         if (create_race(path, 6, 32 << 20, &wins, &other)) return;
         if (wins != 1) bad_rounds++;
@@ -130,8 +130,7 @@ static int trunc_close_child(void *arg)
 static void creator_keeps_fd(void)
 {
     char path[96];
-    snprintf(path, sizeof path, "/tmp/%s.heap", t_uniq("cfd"));
-    shmheap *h = t_heap(path, 4 << 20);
+    shmheap *h = t_heap(t_heap_path(path, "cfd"), 4 << 20);
     if (!h) return;
     CHECKF(h->fd >= 0, "creator's handle has fd %d: the fd was closed before it was dup'ed", h->fd);
     t_rm(h, path);
@@ -644,7 +643,7 @@ static int addr_taken_child(void *arg)
 static void g_header_decides(void)
 {
     char path[96];
-    snprintf(path, sizeof path, "/tmp/%s.heap", t_uniq("ghdr"));
+    t_heap_path(path, "ghdr");
     g_path = path;
     shmheap *h = t_heap(path, 2 << 20);
     if (!h) return;
