@@ -197,14 +197,15 @@ static void read_latency(client *c)
               wall_n);
 }
 
+/* Reads of chunks nobody used yet (TOUCH_N of them), then of the same chunk again. */
+enum { TOUCH_N = 80 };
 static void first_touch(client *c)
 {
-    enum { N = 80 };
     hist h, hw;
-    if (hist_init(&h, N) || hist_init(&hw, N)) return;
+    if (hist_init(&h, TOUCH_N) || hist_init(&hw, TOUCH_N)) return;
     int rc = 0;
     uint64_t wall = 0, wall_w = 0;
-    for (int i = 0; i < N && !rc; i++) {
+    for (int i = 0; i < TOUCH_N && !rc; i++) {
         uint64_t off = (uint64_t)(16 + i * 3) * CHUNK + 4096; /* chunks nobody used */
         uint64_t s = hist_now();
         rc = np_read(c, off, 64);

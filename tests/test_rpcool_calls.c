@@ -2,7 +2,7 @@
 /* rpcool: channels and every call path - sync, async (poll, wait, callback), many threads on one
  * connection, many client processes, many channels, idle sleep, names, the data builders;
  * rpcool_server_stop and close from a handler, a sync call waiting for a slot, a waiting client
- * that sleeps, builders and name limits. */
+ * that sleeps, builders and name limits; rpcool_ctx_fail's status, whatever its sign. */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
 #include "t.h"

@@ -1,6 +1,9 @@
 /* rpcool failures: a client SIGKILLed mid-call, a dead server, a closed channel, takeover of a
  * dead server's channel, a dead server's heaps made ahead, malformed queue entries, heap full, channel full, call timeouts,
- * rpcool_progress when the server dies, liveness across fork, a client the server drops. */
+ * rpcool_progress when the server dies, liveness across fork, a client the server drops; clients
+ * SIGKILLed inside rpcool_connect or rpcool_disconnect leave nothing held (counted in a private
+ * pod: after reaping, after the server closes, after a takeover); an asynchronous call's
+ * timeout_ms holds in rpcool_wait, rpcool_poll and rpcool_progress. */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
 #include "t.h"
@@ -725,16 +728,27 @@ static void kill_in_connect(const char *name)
     if (fd >= 0) close(fd); /* drops the lock */
 }
 
-/* clients killed inside rpcool_connect, reaped by a running server. */
+/* A server of channel NAME (reaping every reap_ms) serving with one thread, and clients
+   SIGKILLed inside rpcool_connect: one for sure (kill_in_connect), n at random moments (drawn
+   from seed). The server, or NULL with a FAIL line. */
+static rpcool_server *serve_kill_connecting(const char *name, unsigned reap_ms, int n,
+                                            uint64_t seed)
+{
+    uint64_t rng = seed ^ (uint64_t)getpid();
+    rpcool_server *s = t_open_server_ex(name, 0, reap_ms, 1);
+    if (!s) return NULL;
+    rpcool_server_start(s, 1);
+    kill_in_connect(name);
+    kill_clients(name, n, 0, time_us(name, 0), &rng);
+    return s;
+}
+
+/* Clients killed inside rpcool_connect, reaped by a running server. */
 static void connect_killed_reaped(void)
 {
     const char *name = t_uniq("kconn");
-    uint64_t rng = 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
-    rpcool_server *s = t_open_server_ex(name, 0, 20, 1);
+    rpcool_server *s = serve_kill_connecting(name, 20, 40, 0x9e3779b97f4a7c15ull);
     if (!s) return;
-    rpcool_server_start(s, 1);
-    kill_in_connect(name);
-    kill_clients(name, 40, 0, time_us(name, 0), &rng);
     int n = wait_no_leak(s, 3000);
     CHECKF(n == 0, "%d heaps of dead clients still held in the pod", n);
     CHECK_EQ(t_channel_heaps(name, 0), 0);
@@ -752,24 +766,20 @@ static void connect_killed_reaped(void)
     CHECK_EQ(t_channel_heaps(name, 0), 0);
 }
 
-/* clients killed inside rpcool_connect, then the server closes before it reaps them
+/* Clients killed inside rpcool_connect, then the server closes before it reaps them
    (its reap period is a minute). */
 static void connect_killed_server_closes(void)
 {
     const char *name = t_uniq("kconnc");
-    uint64_t rng = 0x2545f4914f6cdd1dull ^ (uint64_t)getpid();
-    rpcool_server *s = t_open_server_ex(name, 0, 60000, 1);
+    rpcool_server *s = serve_kill_connecting(name, 60000, 30, 0x2545f4914f6cdd1dull);
     if (!s) return;
-    rpcool_server_start(s, 1);
-    kill_in_connect(name);
-    kill_clients(name, 30, 0, time_us(name, 0), &rng);
     rpcool_server_close(s);
     int n = t_pod_held();
     CHECKF(n == 0, "%d heaps of dead clients still held in the pod after the server closed", n);
     CHECK_EQ(t_channel_heaps(name, 0), 0);
 }
 
-/* clients killed inside rpcool_connect, then the server dies with its made-ahead
+/* Clients killed inside rpcool_connect, then the server dies with its made-ahead
    heaps; a new server takes the channel over. Nothing of the dead ones is held, and the new
    server's first heaps (from its first connect on) swept their pod entries. */
 static void connect_killed_takeover(void)
@@ -801,7 +811,7 @@ static void connect_killed_takeover(void)
     CHECK_EQ(t_pod_held(), 0);
 }
 
-/* clients killed inside rpcool_disconnect: nothing of theirs is left, and every
+/* Clients killed inside rpcool_disconnect: nothing of theirs is left, and every
    connection is counted once: as reaped if it died before the server let go of it, else as
    closed. */
 static void disconnect_killed(void)

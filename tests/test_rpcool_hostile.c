@@ -4,7 +4,8 @@
  * scribbles on the channel header; a server re-registers handlers while serving;
  * rpcool_server_close with a user thread still in rpcool_serve; API misuse (NULL arguments);
  * timeouts with a long spin; connect/disconnect churn must not leak descriptors or /dev/shm
- * files. Servers under attack run in a child process so that a crash or hang of the server is a
+ * files; a client truncates its heap under a running handler (refused: sealed), or truncates or
+ * overwrites the channel while other clients call. Servers under attack run in a child process so that a crash or hang of the server is a
  * failed check here, not a dead test binary. */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
@@ -771,7 +772,7 @@ static int heap_truncate(rpcool_conn *c, off_t len)
     return r;
 }
 
-/* a client tries to truncate its heap while a relaxed handler runs; the
+/* A client tries to truncate its heap while a relaxed handler runs; the
    handler then allocates its reply with rpcool_ctx_alloc (fn T_FN_SLOW_ALLOC) or reads its
    argument with rpcool_ctx_need_str (T_FN_SLOW_STR). The heap is the server's memfd, sealed
    against resizing: every ftruncate fails with EPERM, so the attack is gone (it used to fault
@@ -828,7 +829,7 @@ static void truncate_under_handler(unsigned fn)
 static void test_truncate_under_ctx_alloc(void) { truncate_under_handler(T_FN_SLOW_ALLOC); }
 static void test_truncate_under_need_str(void) { truncate_under_handler(T_FN_SLOW_STR); }
 
-/* a client tries to cut the end off its heap before a sandboxed call that
+/* A client tries to cut the end off its heap before a sandboxed call that
    reads its argument there (that used to fault the handler, and the server dropped the
    connection). Sealed: the ftruncate fails with EPERM, the call succeeds, the connection stays
    served, and so does another. */
@@ -972,67 +973,82 @@ static void attack_finish(pid_t sp, pid_t hp, const char *name, const char *what
     t_kill_server(sp, name);
 }
 
-/* a client truncates the channel: the name file, and the channel memfd
-   itself through /proc (refused: it is sealed). Other clients' calls all succeed meanwhile,
-   the server lives, and a new client connects. */
+/* The attacker of a channel attack, in a child process: connected to the channel, it runs
+   attack(name, c) and exits with what that returns (2: it could not connect). Its wait status. */
+static int run_attacker(const char *name, int (*attack)(const char *, rpcool_conn *))
+{
+    fflush(stdout);
+    pid_t ap = fork();
+    if (ap == 0) {
+        rpcool_conn *c = t_connect_retry(name, NULL);
+        _exit(c ? attack(name, c) : 2);
+    }
+    int st = 0;
+    waitpid(ap, &st, 0);
+    return st;
+}
+
+/* Truncates the channel memfd through /proc (4 if that worked: it must be sealed), then the
+   name file again and again (8 if that failed). */
+static int truncate_chan(const char *name, rpcool_conn *c)
+{
+    char path[128], proc[64];
+    int bad = 0;
+    (void)c;
+    if (chan_proc_path(name, proc, sizeof proc)) {
+        int fd = open(proc, O_RDWR);
+        if (fd >= 0 && (ftruncate(fd, 0) == 0 || ftruncate(fd, 4096) == 0)) bad |= 4;
+        if (fd >= 0) close(fd);
+    }
+    snprintf(path, sizeof path, "/dev/shm/rpcool.%s", name);
+    int fd = open(path, O_RDWR);
+    for (int k = 0; k < 300; k++) { /* again and again: the server repairs what it can */
+        if (fd < 0 || ftruncate(fd, 0)) bad |= 8;
+        usleep(1000);
+    }
+    return bad;
+}
+
+/* A client truncates the channel: the name file, and the channel memfd itself through /proc
+   (refused: it is sealed). Other clients' calls all succeed meanwhile, the server lives, and a
+   new client connects. */
 static void test_chan_truncate_attack(void)
 {
     const char *name = t_uniq("chtr");
     pid_t hp, sp = attack_start(name, &hp);
-    pid_t ap = fork();
-    if (ap == 0) { /* the attacker */
-        char path[128], proc[64];
-        int bad = 0;
-        rpcool_conn *c = t_connect_retry(name, NULL);
-        if (!c) _exit(2);
-        if (chan_proc_path(name, proc, sizeof proc)) {
-            int fd = open(proc, O_RDWR);
-            if (fd >= 0 && (ftruncate(fd, 0) == 0 || ftruncate(fd, 4096) == 0)) bad |= 4;
-            if (fd >= 0) close(fd);
-        }
-        snprintf(path, sizeof path, "/dev/shm/rpcool.%s", name);
-        int fd = open(path, O_RDWR);
-        for (int k = 0; k < 300; k++) { /* again and again: the server repairs what it can */
-            if (fd < 0 || ftruncate(fd, 0)) bad |= 8;
-            usleep(1000);
-        }
-        _exit(bad);
-    }
-    int st = 0;
-    waitpid(ap, &st, 0);
+    int st = run_attacker(name, truncate_chan);
     CHECKF(WIFEXITED(st) && (WEXITSTATUS(st) & 4) == 0, "a client truncated the channel memfd");
     CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "attacker: status %d", st);
     attack_finish(sp, hp, name, "truncation");
 }
 
-/* a client overwrites the channel header (magic, epoch, state, size) and
-   the name file. Other clients' calls all succeed meanwhile (a "closed" or changed header is
-   believed only when the server's lock says so), the server restores both, and a new client
-   connects. */
+/* Overwrites the channel header through its mapping and the name file, again and again (3 if
+   a write to the file failed). */
+static int overwrite_chan(const char *name, rpcool_conn *c)
+{
+    char path[128], junk[64];
+    memset(junk, 0x5a, sizeof junk);
+    snprintf(path, sizeof path, "/dev/shm/rpcool.%s", name);
+    int fd = open(path, O_RDWR);
+    for (int k = 0; k < 300; k++) { /* again and again: the server restores it */
+        c->ch->magic = 0;
+        c->ch->epoch += 7;
+        c->ch->max_conns = 1024;
+        rcp__store(&c->ch->state, (uint32_t)RPCOOL__CH_CLOSED);
+        if (fd < 0 || pwrite(fd, junk, sizeof junk, 0) != (ssize_t)sizeof junk) return 3;
+        usleep(1000);
+    }
+    return 0;
+}
+
+/* A client overwrites the channel header (magic, epoch, state, size) and the name file. Other
+   clients' calls all succeed meanwhile (a "closed" or changed header is believed only when the
+   server's lock says so), the server restores both, and a new client connects. */
 static void test_chan_overwrite_attack(void)
 {
     const char *name = t_uniq("chow");
     pid_t hp, sp = attack_start(name, &hp);
-    pid_t ap = fork();
-    if (ap == 0) { /* the attacker */
-        char path[128], junk[64];
-        rpcool_conn *c = t_connect_retry(name, NULL);
-        if (!c) _exit(2);
-        memset(junk, 0x5a, sizeof junk);
-        snprintf(path, sizeof path, "/dev/shm/rpcool.%s", name);
-        int fd = open(path, O_RDWR);
-        for (int k = 0; k < 300; k++) { /* again and again: the server restores it */
-            c->ch->magic = 0;
-            c->ch->epoch += 7;
-            c->ch->max_conns = 1024;
-            rcp__store(&c->ch->state, (uint32_t)RPCOOL__CH_CLOSED);
-            if (fd < 0 || pwrite(fd, junk, sizeof junk, 0) != (ssize_t)sizeof junk) _exit(3);
-            usleep(1000);
-        }
-        _exit(0);
-    }
-    int st = 0;
-    waitpid(ap, &st, 0);
+    int st = run_attacker(name, overwrite_chan);
     CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "attacker: status %d", st);
     attack_finish(sp, hp, name, "overwrite");
 }

@@ -2,7 +2,8 @@
 /* rpcool safety modes: copy, sealed (and batched release), sandboxed handlers (faults become
  * error replies, checked accessors), channel policy, a client that tries to truncate its heap; the
  * union of safety flags, handler-required SEAL, the ctx helpers on the copy, max_copy, seals
- * shared by calls in flight and the seal of a timed-out call. */
+ * shared by calls in flight and the seal of a timed-out call; a server dying during a sealed
+ * call (rpcool_release makes the argument writable again). */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
 #include "t.h"
@@ -512,7 +513,7 @@ static void g_seals_in_flight(void)
 }
 
 
-/* the server dies during a sealed call (sync or async): the call fails with
+/* The server dies during a sealed call (sync or async): the call fails with
    RPCOOL_E_PEERDEAD and rpcool_release makes the argument writable again. */
 static void sealed_server_dies(int async)
 {
