@@ -490,6 +490,24 @@ static __attribute__((unused)) rpcool_server *t_serving(const char *name, unsign
     return s;
 }
 
+/* t_serving(name, max_conns) and a connection to it with options o (NULL: the defaults): 0, or
+   -1 with a FAIL line and nothing left open. */
+static __attribute__((unused)) int t_serving_connect(const char *name, unsigned max_conns,
+                                                     const rpcool_conn_opts *o, rpcool_server **s,
+                                                     rpcool_conn **c)
+{
+    *c = NULL;
+    if (!(*s = t_serving(name, max_conns))) return -1;
+    int r = rpcool_connect(name, o, c);
+    CHECKF(r == 0, "connect %s: %s", name, rpcool_strerror(r));
+    if (r) {
+        rpcool_server_close(*s);
+        *s = NULL;
+        return -1;
+    }
+    return 0;
+}
+
 /* The end of most rpcool tests: disconnect c (if any), then close s (if any). */
 static __attribute__((unused)) void t_disconnect_close(rpcool_conn *c, rpcool_server *s)
 {

@@ -142,9 +142,7 @@ static void test_names(void)
     CHECK_EQ(rpcool_connect("bad/name", NULL, &c), RPCOOL_E_BADNAME);
     CHECK_EQ(rpcool_connect("", NULL, &c), RPCOOL_E_BADNAME);
     CHECK_EQ(rpcool_server_open("x y", NULL, &s2), RPCOOL_E_BADNAME);
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.transport = RPCOOL_TRANSPORT_RDMA;
+    rpcool_conn_opts o = {.transport = RPCOOL_TRANSPORT_RDMA};
     CHECK_EQ(rpcool_connect(name, &o, &c), RPCOOL_E_NOTSUP);
     CHECK(strstr(rpcool_strerror(RPCOOL_E_NAMETAKEN), "taken") != NULL);
     CHECK(strstr(rpcool_strerror(SHMHEAP_E_FULL), "full") != NULL);
@@ -335,18 +333,12 @@ static void *wake_calls(void *p)
 static void test_sleep_wake(void)
 {
     const char *name = t_uniq("wake");
-    rpcool_server_opts so;
-    memset(&so, 0, sizeof so);
-    so.spin_ns = 1;
-    so.reap_ms = 1000;
+    rpcool_server_opts so = {.spin_ns = 1, .reap_ms = 1000};
     rpcool_server *s = NULL;
     if (rpcool_server_open(name, &so, &s)) { CHECK(0); return; }
     rpcool_server_add_handler(s, FN_STATUS, h_status, NULL, 0);
     rpcool_server_start(s, 2);
-    rpcool_conn_opts co;
-    memset(&co, 0, sizeof co);
-    co.spin_ns = 1;
-    co.peer_check_ms = 1000;
+    rpcool_conn_opts co = {.spin_ns = 1, .peer_check_ms = 1000};
     rpcool_conn *c[2] = {NULL, NULL};
     for (int k = 0; k < 2; k++) CHECK_EQ(rpcool_connect(name, &co, &c[k]), 0);
     if (c[0] && c[1]) {
@@ -564,9 +556,7 @@ static void test_kept_slot(void)
     *ms = 0;
     for (int i = 0; i < 10; i++) CHECK_EQ(rpcool_call(c, FN_SLEEP, ms, sizeof *ms, NULL, NULL), 1);
     /* a kept slot whose call timed out: dropped, and back once the server answered */
-    rpcool_call_opts to;
-    memset(&to, 0, sizeof to);
-    to.timeout_ms = 30;
+    rpcool_call_opts to = {.timeout_ms = 30};
     int *ms200 = (int *)rpcool_alloc(c, sizeof *ms200); /* the handler reads it after we gave up */
     *ms200 = 200;
     CHECK_EQ(rpcool_call_ex(c, FN_SLEEP, ms200, sizeof *ms200, &to, NULL, NULL), RPCOOL_E_TIMEOUT);

@@ -76,9 +76,7 @@ static void test_server_killed(void)
 {
     const char *name = t_uniq("sdead");
     pid_t p = t_fork_server(name);
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.peer_check_ms = 50;
+    rpcool_conn_opts o = {.peer_check_ms = 50};
     rpcool_conn *c = NULL;
     for (int i = 0; i < 500 && rpcool_connect(name, &o, &c); i++) usleep(5000);
     CHECK(c != NULL);
@@ -107,10 +105,9 @@ static void test_server_killed(void)
 static void test_server_closed(void)
 {
     const char *name = t_uniq("closed");
-    rpcool_server *s = t_serving(name, 0);
-    if (!s) return;
+    rpcool_server *s;
     rpcool_conn *c;
-    if (rpcool_connect(name, NULL, &c)) { CHECK(0); rpcool_server_close(s); return; }
+    if (t_serving_connect(name, 0, NULL, &s, &c)) return;
     CHECK_EQ(sleep_call(c, 1, NULL), 1);
     rpcool_server_close(s);
     CHECK_EQ(sleep_call(c, 1, NULL), RPCOOL_E_CLOSED);
@@ -188,10 +185,9 @@ static int raw_call(rpcool_conn *c, uint32_t fn, uint32_t flags, uint64_t arg, u
 static void test_malformed(void)
 {
     const char *name = t_uniq("bad");
-    rpcool_server *s = t_serving(name, 0);
-    if (!s) return;
+    rpcool_server *s;
     rpcool_conn *c;
-    if (rpcool_connect(name, NULL, &c)) { CHECK(0); rpcool_server_close(s); return; }
+    if (t_serving_connect(name, 0, NULL, &s, &c)) return;
     char *a = rpcool_strdup(c, "ok");
     uint64_t A = (uint64_t)(uintptr_t)a;
     CHECK_EQ(raw_call(c, T_FN_ECHO, 0, A, 3, 0, 0), 0);
@@ -231,9 +227,7 @@ static void test_full(void)
     const char *name = t_uniq("full");
     rpcool_server *s = t_serving(name, 2);
     if (!s) return;
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.heap_size = 2 << 20;
+    rpcool_conn_opts o = {.heap_size = 2 << 20};
     rpcool_conn *c1, *c2, *c3;
     CHECK_EQ(rpcool_connect(name, &o, &c1), 0);
     CHECK_EQ(rpcool_connect(name, &o, &c2), 0);
@@ -268,13 +262,10 @@ static void test_full(void)
 static void test_timeout(void)
 {
     const char *name = t_uniq("tmo");
-    rpcool_server *s = t_serving(name, 0);
-    if (!s) return;
+    rpcool_server *s;
     rpcool_conn *c;
-    if (rpcool_connect(name, NULL, &c)) { CHECK(0); rpcool_server_close(s); return; }
-    rpcool_call_opts co;
-    memset(&co, 0, sizeof co);
-    co.timeout_ms = 30;
+    if (t_serving_connect(name, 0, NULL, &s, &c)) return;
+    rpcool_call_opts co = {.timeout_ms = 30};
     uint64_t t0 = rcp__now_ns();
     CHECK_EQ(sleep_call(c, 200, &co), RPCOOL_E_TIMEOUT);
     uint64_t ms = (rcp__now_ns() - t0) / 1000000;
@@ -297,9 +288,7 @@ static int start_child_server(const char *name, int fork_kid)
     int p[2];
     pid_t pid = t_fork_pipe(p);
     if (pid == 0) {
-        rpcool_server_opts so;
-        memset(&so, 0, sizeof so);
-        so.reap_ms = 20;
+        rpcool_server_opts so = {.reap_ms = 20};
         rpcool_server *s = NULL;
         if (rpcool_server_open(name, &so, &s)) _exit(2);
         rpcool_server_add_handler(s, T_FN_SLOW, t_h_slow, NULL, 0);
@@ -330,9 +319,7 @@ static void g_progress_server_dead(void)
 {
     const char *name = t_uniq("gprog");
     if (start_child_server(name, 0)) { CHECK(0); t_kill_wait(g_srv); return; }
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.peer_check_ms = 50;
+    rpcool_conn_opts o = {.peer_check_ms = 50};
     rpcool_conn *c = NULL;
     CHECK_EQ(rpcool_connect(name, &o, &c), 0);
     if (!c) { t_kill_wait(g_srv); return; }
@@ -359,10 +346,7 @@ static void g_fork_liveness(void)
 {
     const char *name = t_uniq("gforks");
     if (start_child_server(name, 1)) { CHECK(0); t_kill_wait(g_srv_kid); t_kill_wait(g_srv); return; }
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.peer_check_ms = 50;
-    o.timeout_ms = 2000;
+    rpcool_conn_opts o = {.peer_check_ms = 50, .timeout_ms = 2000};
     rpcool_conn *c = NULL;
     CHECK_EQ(rpcool_connect(name, &o, &c), 0);
     if (c) CHECK_EQ(t_slow_call(c, 0), 1);
@@ -379,9 +363,7 @@ static void g_fork_liveness(void)
 
     /* the client side */
     name = t_uniq("gforkc");
-    rpcool_server_opts so;
-    memset(&so, 0, sizeof so);
-    so.reap_ms = 20;
+    rpcool_server_opts so = {.reap_ms = 20};
     rpcool_server *s = t_serve(name, &so, 1);
     if (!s) return;
     int pp[2];
@@ -419,9 +401,7 @@ static void g_fork_liveness(void)
 static int dropped_child(void *arg)
 {
     const char *name = (const char *)arg;
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.peer_check_ms = 50;
+    rpcool_conn_opts o = {.peer_check_ms = 50};
     rpcool_conn *c = NULL;
     if (rpcool_connect(name, &o, &c)) return 100;
     int bad = 0, r;
@@ -433,9 +413,7 @@ static int dropped_child(void *arg)
         fprintf(stderr, "# call whose handler could not take the mutex: %s\n", rpcool_strerror(r));
     }
     shmheap__unlock(rpcool_heap(c)); /* too late: the connection is dropped */
-    rpcool_call_opts co;
-    memset(&co, 0, sizeof co);
-    co.timeout_ms = 3000;
+    rpcool_call_opts co = {.timeout_ms = 3000};
     int *a = (int *)rpcool_alloc(c, sizeof *a);
     if (!a) return 101;
     *a = 0;
@@ -456,9 +434,7 @@ static void g_dropped_client(void)
     const char *n0 = t_uniq("gdrop");
     static char name[96];
     snprintf(name, sizeof name, "%s", n0);
-    rpcool_server_opts so;
-    memset(&so, 0, sizeof so);
-    so.reap_ms = 20;
+    rpcool_server_opts so = {.reap_ms = 20};
     rpcool_server *s = t_serve(name, &so, 1);
     if (!s) return;
     int st = t_in_child(dropped_child, name);

@@ -139,11 +139,7 @@ static int h_sleep(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 static void server_main(const char *name, unsigned safety, int ready, int ctl, int rep)
 {
     rpcool_server *s = NULL;
-    rpcool_server_opts o;
-    memset(&o, 0, sizeof o);
-    o.reap_ms = 20;
-    o.max_conns = 48;
-    o.safety = safety;
+    rpcool_server_opts o = {.reap_ms = 20, .max_conns = 48, .safety = safety};
     if (rpcool_server_open(name, &o, &s)) _exit(2);
     rpcool_server_add_handler(s, FN_ECHO, h_echo, NULL, 0);
     rpcool_server_add_handler(s, FN_SUM, h_sum, NULL, 0);
@@ -269,9 +265,7 @@ static void *g_alloc(rpcool_conn *c, size_t n, unsigned mode)
 static void good_call(struct gc *g, unsigned op, unsigned mode)
 {
     rpcool_conn *c = g->c;
-    rpcool_call_opts co;
-    memset(&co, 0, sizeof co);
-    co.safety = mode;
+    rpcool_call_opts co = {.safety = mode};
     unsigned char *arg = NULL;
     int64_t *items = NULL;
     void *ret = NULL;
@@ -374,10 +368,7 @@ static rpcool_conn *connect_retry(const char *name, const rpcool_conn_opts *o)
 static void good_main(const char *name, int k, uint64_t seed)
 {
     struct good_rep *rep = &sh->good[k];
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.heap_size = 16u << 20;
-    o.timeout_ms = GOOD_BOUND_MS;
+    rpcool_conn_opts o = {.heap_size = 16u << 20, .timeout_ms = GOOD_BOUND_MS};
     struct gc g = {NULL, seed, rep};
     if (!(g.c = connect_retry(name, &o))) {
         g_note(&g, "could not connect");
@@ -889,12 +880,8 @@ static void hx_door(struct hx *x)
    waits long for it. NULL if the connect failed. */
 static rpcool_conn *hx_connect_plain(struct hx *x)
 {
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.heap_size = HOSTILE_HEAP;
-    o.timeout_ms = HOSTILE_CALL_MS;
-    o.peer_check_ms = 50;
-    o.connect_timeout_ms = 1000;
+    rpcool_conn_opts o = {.heap_size = HOSTILE_HEAP, .timeout_ms = HOSTILE_CALL_MS,
+                          .peer_check_ms = 50, .connect_timeout_ms = 1000};
     hx_count(&sh->h_connects);
     rpcool_conn *c = NULL;
     if (rpcool_connect(x->name, &o, &c)) return NULL;
@@ -1307,9 +1294,7 @@ static void fresh_client(const char *name, uint64_t seed)
 {
     struct good_rep rep;
     memset(&rep, 0, sizeof rep);
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.timeout_ms = GOOD_BOUND_MS;
+    rpcool_conn_opts o = {.timeout_ms = GOOD_BOUND_MS};
     struct gc g = {connect_retry(name, &o), seed, &rep};
     CHECKF(g.c != NULL, "a fresh client could not connect after the hostile rounds (FUZZ_SEED=%llu)", (unsigned long long)g_seed);
     if (!g.c) return;
@@ -1330,10 +1315,7 @@ static void sealed_then_timeout(const char *name)
     if (p == 0) {
         rpcool_conn *c = connect_retry(name, NULL);
         if (!c) _exit(2);
-        rpcool_call_opts co;
-        memset(&co, 0, sizeof co);
-        co.safety = RPCOOL_SEAL;
-        co.timeout_ms = 1;
+        rpcool_call_opts co = {.safety = RPCOOL_SEAL, .timeout_ms = 1};
         for (int i = 0; i < 20; i++) { /* until a call times out (a descheduled caller may see it end) */
             uint32_t *a = (uint32_t *)rpcool_alloc_pages(c, sizeof *a);
             if (!a) _exit(3);

@@ -193,9 +193,7 @@ static int door_answer(int sk, int ms, int *nfds)
 /* One honest connect and call, timed: its milliseconds, or -1 if it failed. */
 static double honest_connect_ms(const char *name)
 {
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.connect_timeout_ms = 3000;
+    rpcool_conn_opts o = {.connect_timeout_ms = 3000};
     rpcool_conn *c = NULL;
     uint64_t t0 = rcp__now_ns();
     int r = rpcool_connect(name, &o, &c);
@@ -300,9 +298,7 @@ static int steal_serve(const char *name, int dumpable, int ready)
                                            made it non-dumpable, which is rpcool's own doing */
     setenv("SHMHEAP_POD", steal_pod, 1);
     rpcool_server *s = NULL;
-    rpcool_server_opts o;
-    memset(&o, 0, sizeof o);
-    o.dumpable = dumpable;
+    rpcool_server_opts o = {.dumpable = dumpable};
     if (rpcool_server_open(name, &o, &s)) return 11;
     rpcool_server_add_handler(s, T_FN_ECHO, t_h_echo, NULL, 0);
     if (write(ready, "s", 1) != 1) return 12;
@@ -634,10 +630,9 @@ static void m_arena(void *a) { (void)a; if (rpcool_arena_alloc(NULL, 16, 16)) _e
 static void test_null_args(void)
 {
     const char *name = t_uniq("null");
-    rpcool_server *s = t_serving(name, 0);
-    if (!s) return;
+    rpcool_server *s;
     rpcool_conn *c;
-    if (rpcool_connect(name, NULL, &c)) { CHECK(0); rpcool_server_close(s); return; }
+    if (t_serving_connect(name, 0, NULL, &s, &c)) return;
     static char dummy[16];
     CHECK(survives(m_alloc, NULL));
     CHECK(survives(m_pages, NULL));
@@ -659,10 +654,7 @@ static void test_timeout_long_spin(void)
     const char *name = t_uniq("spin");
     rpcool_server *s = t_serving(name, 0);
     if (!s) return;
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.spin_ns = 5000000000ull;
-    o.timeout_ms = 50;
+    rpcool_conn_opts o = {.spin_ns = 5000000000ull, .timeout_ms = 50};
     rpcool_conn *c;
     if (rpcool_connect(name, &o, &c)) { CHECK(0); rpcool_server_close(s); return; }
     int *a = (int *)rpcool_alloc(c, sizeof *a);
@@ -721,9 +713,7 @@ static void test_churn(void)
     const char *name = t_uniq("churn");
     rpcool_server *s = t_serving(name, 0);
     if (!s) return;
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.heap_size = 2 << 20;
+    rpcool_conn_opts o = {.heap_size = 2 << 20};
     rpcool_conn *c;
     if (rpcool_connect(name, &o, &c)) { CHECK(0); rpcool_server_close(s); return; }
     CHECK(echo_ok(c));

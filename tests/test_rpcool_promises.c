@@ -251,9 +251,7 @@ static pid_t fork_server(const char *name, int how)
     pid_t p = fork();
     if (p == 0) {
         struct child_server cs = {name, how, NULL};
-        rpcool_server_opts o;
-        memset(&o, 0, sizeof o);
-        o.reap_ms = 20;
+        rpcool_server_opts o = {.reap_ms = 20};
         if (rpcool_server_open(name, &o, &cs.s)) _exit(2);
         add_handlers(cs.s);
         pthread_t th;

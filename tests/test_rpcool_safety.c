@@ -78,10 +78,7 @@ static rpcool_server *serve(const char *name, unsigned safety)
     static const t_handler hs[] = {
         {FN_INSPECT, h_inspect, 0}, {FN_WILD, h_wild, RPCOOL_SANDBOX}, {FN_NEED, h_need, 0},
         {FN_MAP, h_map, RPCOOL_SANDBOX}, {FN_SEALED, h_sealed, 0}, {FN_SNAP, h_snap, 0}};
-    rpcool_server_opts o;
-    memset(&o, 0, sizeof o);
-    o.safety = safety;
-    o.reap_ms = 20;
+    rpcool_server_opts o = {.safety = safety, .reap_ms = 20};
     return t_server_with(name, &o, hs, sizeof hs / sizeof hs[0], 1);
 }
 
@@ -93,9 +90,7 @@ static void test_copy(void)
     if (!s || rpcool_connect(name, NULL, &c)) { CHECK(0); if (s) rpcool_server_close(s); return; }
     char *a = rpcool_strdup(c, "abc");
     CHECK_EQ(rpcool_call(c, FN_INSPECT, a, 4, NULL, NULL), 11); /* relaxed: the shared pointer */
-    rpcool_call_opts co;
-    memset(&co, 0, sizeof co);
-    co.safety = RPCOOL_COPY;
+    rpcool_call_opts co = {.safety = RPCOOL_COPY};
     CHECK_EQ(rpcool_call_ex(c, FN_INSPECT, a, 4, &co, NULL, NULL), 12); /* a private copy */
     rpcool_free(c, a);
     t_disconnect_close(c, s);
@@ -117,9 +112,7 @@ static void test_seal(void)
     char *pg = (char *)rpcool_alloc_pages(c, 100);
     CHECK(pg && ((uintptr_t)pg & 4095) == 0);
     strcpy(pg, "sealed");
-    rpcool_call_opts co;
-    memset(&co, 0, sizeof co);
-    co.safety = RPCOOL_SEAL;
+    rpcool_call_opts co = {.safety = RPCOOL_SEAL};
     CHECK_EQ(rpcool_call(c, FN_SEALED, pg, 4096, NULL, NULL), 0);     /* relaxed: writable */
     CHECK_EQ(rpcool_call_ex(c, FN_SEALED, pg, 4096, &co, NULL, NULL), 1); /* sealed during the call */
     CHECK(t_writable(pg));                                               /* released after it */
@@ -139,10 +132,7 @@ static void test_seal(void)
     rpcool_disconnect(c);
 
     /* batched release: pages stay sealed until the batch fills or rpcool_release */
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.seal_batch = 4;
-    o.safety = RPCOOL_SEAL;
+    rpcool_conn_opts o = {.seal_batch = 4, .safety = RPCOOL_SEAL};
     if (rpcool_connect(name, &o, &c)) { CHECK(0); rpcool_server_close(s); return; }
     char *p[4];
     for (int i = 0; i < 4; i++) p[i] = (char *)rpcool_alloc_pages(c, 4096);
@@ -188,9 +178,7 @@ static void test_seal_small(void)
     rpcool_server *s = serve(name, 0);
     rpcool_conn *c;
     if (!s || rpcool_connect(name, NULL, &c)) { CHECK(0); if (s) rpcool_server_close(s); return; }
-    rpcool_call_opts co;
-    memset(&co, 0, sizeof co);
-    co.safety = RPCOOL_SEAL;
+    rpcool_call_opts co = {.safety = RPCOOL_SEAL};
     char *a = (char *)rpcool_alloc(c, 8); /* not page aligned: no seal, so no need to be */
     memcpy(a, "aaaaaaa", 8);
     snap_heap = a;
@@ -223,9 +211,7 @@ static void test_seal_small(void)
     t_disconnect_close(c, s);
 
     /* the copy of a sealed call is bounded by a page, not by max_copy */
-    rpcool_server_opts so;
-    memset(&so, 0, sizeof so);
-    so.max_copy = 4;
+    rpcool_server_opts so = {.max_copy = 4};
     s = t_serve(name, &so, 1);
     if (!s) return;
     if (rpcool_connect(name, NULL, &c)) { CHECK(0); rpcool_server_close(s); return; }
@@ -317,9 +303,7 @@ static void test_heap_truncate_refused(void)
 {
     const char *name = t_uniq("trunc");
     rpcool_server *s = NULL;
-    rpcool_server_opts so;
-    memset(&so, 0, sizeof so);
-    so.reap_ms = 20;
+    rpcool_server_opts so = {.reap_ms = 20};
     if (rpcool_server_open(name, &so, &s)) { CHECK(0); return; }
     rpcool_server_add_handler(s, FN_INSPECT, h_inspect, NULL, 0);
     rpcool_server_start(s, 1);
@@ -347,16 +331,12 @@ static void g_safety_union(void)
     const char *name = t_uniq("gunion");
     rpcool_server *s = t_serve(name, NULL, 1);
     if (!s) return;
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.safety = RPCOOL_COPY;
+    rpcool_conn_opts o = {.safety = RPCOOL_COPY};
     rpcool_conn *c = NULL;
     CHECK_EQ(rpcool_connect(name, &o, &c), 0);
     if (c) {
         char *pg = (char *)rpcool_alloc_pages(c, 64);
-        rpcool_call_opts co;
-        memset(&co, 0, sizeof co);
-        co.safety = RPCOOL_SEAL;
+        rpcool_call_opts co = {.safety = RPCOOL_SEAL};
         CHECK_EQ(rpcool_call_ex(c, T_FN_SAFETY, pg, 64, &co, NULL, NULL), RPCOOL_COPY | RPCOOL_SEAL | RPCOOL_SANDBOX);
         CHECK_EQ(rpcool_call(c, T_FN_SAFETY, pg, 64, NULL, NULL), RPCOOL_COPY | RPCOOL_SANDBOX);
         /* handler-required sealing */
@@ -367,20 +347,14 @@ static void g_safety_union(void)
     if (c) {
         char *pg = (char *)rpcool_alloc_pages(c, 64);
         CHECK_EQ(rpcool_call(c, T_FN_SEALREQ, pg, 64, NULL, NULL), RPCOOL_E_POLICY);
-        rpcool_call_opts co;
-        memset(&co, 0, sizeof co);
-        co.safety = RPCOOL_SEAL;
-        co.seal_p = pg;
-        co.seal_len = 4096;
+        rpcool_call_opts co = {.safety = RPCOOL_SEAL, .seal_p = pg, .seal_len = 4096};
         CHECK_EQ(rpcool_call_ex(c, T_FN_SEALREQ, pg, 64, &co, NULL, NULL), 1);
         CHECK(t_writable(pg));
         rpcool_free(c, pg);
         rpcool_disconnect(c);
     }
     rpcool_server_close(s);
-    rpcool_server_opts so;
-    memset(&so, 0, sizeof so);
-    so.safety = RPCOOL_COPY;
+    rpcool_server_opts so = {.safety = RPCOOL_COPY};
     s = t_serve(name, &so, 1);
     if (!s) return;
     CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
@@ -479,9 +453,7 @@ static void g_seals_in_flight(void)
     int *pg = (int *)rpcool_alloc_pages(c, 4096);
     pg[0] = 300;
     pg[1] = 1;
-    rpcool_call_opts co;
-    memset(&co, 0, sizeof co);
-    co.safety = RPCOOL_SEAL;
+    rpcool_call_opts co = {.safety = RPCOOL_SEAL};
     co.seal_p = pg; /* a page: sealed (less than a page would be copied) */
     co.seal_len = 4096;
     uint64_t slow, quick;
