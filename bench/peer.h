@@ -210,6 +210,14 @@ static inline int peer_run(const struct peer_opts *o, const char *default_addr,
     return rc ? 1 : 0;
 }
 
+/* The end of a client: its socket closed and its buffer freed; the exit status for rc. */
+static inline int peer_client_done(int fd, void *buf, int rc)
+{
+    close(fd);
+    free(buf);
+    return rc ? 1 : 0;
+}
+
 /* The main of a peer whose own option is a list (-LETTER LIST, its default in *list): the
    options parsed, then peer_run with the UNIX socket /tmp/rpcool-bench-NAME.PID by default. */
 static inline int peer_main_list(int argc, char **argv, char letter, const char **list,

@@ -214,9 +214,7 @@ static int client(const struct peer_opts *o, const char *addr, void *vctx)
         snprintf(name, sizeof name, "kv_get/%zu", c->vsize);
         rc = rc ? rc : peer_measure(o, name, op_get, c);
     }
-    close(c->fd);
-    free(c->buf);
-    return rc ? 1 : 0;
+    return peer_client_done(c->fd, c->buf, rc);
 }
 
 int main(int argc, char **argv)

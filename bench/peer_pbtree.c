@@ -193,9 +193,7 @@ static int client(const struct peer_opts *o, const char *addr, void *vctx)
                protobuf_c_message_get_packed_size(&c->root->base));
         destroy(c->root);
     }
-    close(c->fd);
-    free(c->buf);
-    return rc ? 1 : 0;
+    return peer_client_done(c->fd, c->buf, rc);
 }
 
 int main(int argc, char **argv)
