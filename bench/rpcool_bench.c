@@ -515,59 +515,52 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
         rpcool_release(cb);
         rpcool_disconnect(cb);
     }
-    /* issue 14 item 5: the relaxed no-op (64-byte argument) against the bare cache-line
-       ping-pong, in alternating blocks of 100 on the same processes and CPUs: the ping-pong's
-       server side is a handler (h_pingpong) of the serving thread, started with an
-       asynchronous call. "# pingpong" line: relaxed / ping-pong, medians (goal <= 1.2). */
+    /* The relaxed no-op (64-byte argument) against the bare cache-line ping-pong, timed by
+       blocks: blocks of PP_BLOCK calls alternate with blocks of PP_BLOCK bare round trips on
+       the same processes and CPUs, the clock read only around each block (a read per call
+       would add its own cost to both). The ping-pong's server side is a handler (h_pingpong)
+       of the serving thread, started with an asynchronous call. Rows: each block's mean per
+       call or round trip; "# pingpong" line: the ratio of the median block means (goal <=
+       1.2). */
     if (want("pingpong") && !rdma_client && !o->same_cpu) {
-        long blocks = n / 100 < 20 ? 20 : n / 100;
-        hist hr, hp, br, bp; /* br, bp: each block's mean, in ns x 100 (finer than the clock) */
+        enum { PP_BLOCK = 2000 };
+        long blocks = n / PP_BLOCK < 20 ? 20 : n / PP_BLOCK;
+        hist br, bp; /* each block's mean, in ns */
         struct pp_lines *pl = (struct pp_lines *)rpcool_alloc_pages(c, 4096);
-        if (!pl || hist_init(&hr, (size_t)blocks * 100) || hist_init(&hp, (size_t)blocks * 100) ||
-            hist_init(&br, (size_t)blocks) || hist_init(&bp, (size_t)blocks))
-            return 1;
+        if (!pl || hist_init(&br, (size_t)blocks) || hist_init(&bp, (size_t)blocks)) return 1;
         memset(pl, 0, sizeof *pl);
         uint64_t seq = 0, tr = 0, tp = 0;
-        for (long b = -(opt->warmup / 100 + 1); b < blocks; b++) {
-            uint64_t s = hist_now(), e, s0 = s;
-            for (int k = 0; k < 100; k++) {
+        for (long b = -(opt->warmup / PP_BLOCK + 1); b < blocks; b++) {
+            uint64_t s = hist_now();
+            for (int k = 0; k < PP_BLOCK; k++)
                 if (rpcool_call_ex(c, FN_NOOP, arg, 64, &relaxed, NULL, NULL)) return 1;
-                e = hist_now();
-                if (b >= 0) { hist_add(&hr, e - s); tr += e - s; }
-                s = e;
-            }
-            if (b >= 0) hist_add(&br, s - s0);
+            uint64_t e = hist_now();
+            if (b >= 0) { hist_add(&br, (e - s) / PP_BLOCK); tr += e - s; }
             uint64_t id;
             pl->req = pl->resp = seq; /* nothing pending: the handler starts from here */
             if (rpcool_call_async(c, FN_PINGPONG, pl, sizeof *pl, &relaxed, NULL, NULL, &id)) return 1;
             /* the handler is running once it answers the first value (untimed) */
             __atomic_store_n(&pl->req, ++seq, __ATOMIC_RELEASE);
             while (__atomic_load_n(&pl->resp, __ATOMIC_ACQUIRE) != seq) rcp__cpu_relax();
-            s = s0 = hist_now();
-            for (int k = 0; k < 100; k++) {
+            s = hist_now();
+            for (int k = 0; k < PP_BLOCK; k++) {
                 __atomic_store_n(&pl->req, ++seq, __ATOMIC_RELEASE);
                 while (__atomic_load_n(&pl->resp, __ATOMIC_ACQUIRE) != seq) rcp__cpu_relax();
-                e = hist_now();
-                if (b >= 0) { hist_add(&hp, e - s); tp += e - s; }
-                s = e;
             }
-            if (b >= 0) hist_add(&bp, s - s0);
+            e = hist_now();
+            if (b >= 0) { hist_add(&bp, (e - s) / PP_BLOCK); tp += e - s; }
             __atomic_store_n(&pl->req, PP_STOP, __ATOMIC_RELEASE);
             if ((r = rpcool_wait(c, id, NULL, NULL))) { fprintf(stderr, "pingpong: %s\n", rpcool_strerror(r)); return 1; }
         }
         char np[96];
         snprintf(name, sizeof name, "%s/pingpong/relaxed%s", pfx, sfx);
         snprintf(np, sizeof np, "%s/pingpong/line%s", pfx, sfx);
-        double mr = (double)hist_median(&hr), mp = (double)hist_median(&hp),
-               mbr = (double)hist_median(&br) / 100, mbp = (double)hist_median(&bp) / 100;
-        hist_print(&hr, name, hist_ops_per_s(hr.n, tr));
-        hist_print(&hp, np, hist_ops_per_s(hp.n, tp));
-        printf("# pingpong: relaxed / ping-pong = %.2f (goal <= 1.2; medians %.3f / %.3f us, "
-               "alternating blocks of 100, %ld each); median block means %.1f / %.1f ns = %.3f\n",
-               mp > 0 ? mr / mp : 0.0, mr / 1000, mp / 1000, blocks * 100, mbr, mbp,
-               mbp > 0 ? mbr / mbp : 0.0);
-        hist_free(&hr);
-        hist_free(&hp);
+        double mr = (double)hist_median(&br), mp = (double)hist_median(&bp);
+        hist_print(&br, name, hist_ops_per_s((size_t)blocks * PP_BLOCK, tr));
+        hist_print(&bp, np, hist_ops_per_s((size_t)blocks * PP_BLOCK, tp));
+        printf("# pingpong: relaxed / ping-pong = %.2f (goal <= 1.2; median block means %.1f / "
+               "%.1f ns, %ld alternating blocks of %d each)\n",
+               mp > 0 ? mr / mp : 0.0, mr, mp, blocks, (int)PP_BLOCK);
         hist_free(&br);
         hist_free(&bp);
         rpcool_free(c, pl);
