@@ -16,16 +16,13 @@
    socket, connect, and read the byte the acceptor writes once it accepted), alternating in one
    loop (uds/connect/b is the peer of the 1 GiB loop).
 
-   Between pods (bench/bench_rdma_pair.sh, two VM guests): the server takes -R (it also serves
-   RDMA clients: rpcool_server_opts.rdma = "serve", built only when this rpcool.h has that
-   field, BENCH_RPCOOL_RDMA=1, else -R exits with status 3 saying so) and a channel name -a NAME;
-   the client is given rdma://HOST/NAME. Over RDMA the client runs -S noop,tree (relaxed,
-   copy, sealed, sandboxed; no second connection; trees at least 50 calls, not 200), with a
-   64 MiB heap, and the names start
-   rpcool_rdma/ instead of rpcool/. When rpcool_connect or a first call fails with
-   RPCOOL_E_NOTSUP or RPCOOL_E_BADNAME the client prints "rpcool-rdma: not supported yet (RC)"
-   lines (rc and strerror) instead of results, and exits 0: the rows become real when the
-   transport is there. Pod ids come from the environment (SHMHEAP_POD_ID), as for any user. */
+   Between pods (bench/bench_rdma_pair.sh, two VM guests; built with -DRPCOOL_WITH_RDMA
+   -libverbs): the server takes -R (it also serves RDMA clients: rpcool_server_opts.rdma =
+   "serve"; without the RDMA transport built in it exits 1 saying so) and a channel name
+   -a NAME; the client is given rdma://HOST/NAME. Over RDMA the client runs -S noop,tree
+   (relaxed, copy, sealed, sandboxed; no second connection; trees at least 50 calls, not 200),
+   with a 64 MiB heap, and the names start rpcool_rdma/ instead of rpcool/. Pod ids come from
+   the environment (SHMHEAP_POD_ID), as for any user. */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
 #include <sys/prctl.h>
@@ -230,24 +227,14 @@ static int server(const struct peer_opts *o, const char *chan, void *unused)
     table = rpcool_map_new(&store, BENCH_KV_KEYS);
     rpcool_server_opts so;
     memset(&so, 0, sizeof so);
-    if (rdma_serve) {
-#if BENCH_RPCOOL_RDMA
-        so.rdma = "serve";
-#else
-        fprintf(stderr, "rpcool-rdma: server not supported yet (this rpcool.h has no "
-                        "rpcool_server_opts.rdma)\n");
-        return 3;
-#endif
-    }
+    if (rdma_serve) so.rdma = "serve";
     r = rpcool_server_open(chan, &so, &srv);
     if (r) {
-        if (rdma_serve && r == RPCOOL_E_NOTSUP)
-            fprintf(stderr, "rpcool-rdma: server not supported yet (%d %s)\n", r, rpcool_strerror(r));
-        else
-            fprintf(stderr, "server: %s\n", rpcool_strerror(r));
+        fprintf(stderr, "server: %s%s\n", rpcool_strerror(r),
+                r == RPCOOL_E_NOTSUP ? " (build with -DRPCOOL_WITH_RDMA -libverbs)" : "");
         shmheap_close(h);
         shmheap_unlink(hn, NULL);
-        return rdma_serve && r == RPCOOL_E_NOTSUP ? 3 : 1;
+        return 1;
     }
     rpcool_server_add_handler(srv, FN_NOOP, h_noop, NULL, 0);
     rpcool_server_add_handler(srv, FN_TOUCH, h_touch, NULL, 0);
@@ -316,14 +303,6 @@ static void run_pages(rpcool_conn *c, const char *name, long iters, unsigned fn,
     if (hist_init(&h, (size_t)iters)) exit(1);
     long warm = opt->warmup < iters ? opt->warmup : iters;
     if (pages < 1) pages = 1;
-    if (rdma_client) { /* the transport may not do every mode yet: a row that says so */
-        int r = rpcool_call_ex(c, fn, arg, len, co, NULL, NULL);
-        if (r == RPCOOL_E_NOTSUP || r == RPCOOL_E_BADNAME) {
-            printf("rpcool-rdma: not supported yet (%d %s): %s\n", r, rpcool_strerror(r), name);
-            hist_free(&h);
-            return;
-        }
-    }
     for (long i = 0; i < warm; i++) rpcool_call_ex(c, fn, (const char *)arg + (i % pages) * 4096, len, co, NULL, NULL);
     uint64_t t0 = hist_now();
     for (long i = 0; i < iters; i++) {
@@ -384,11 +363,6 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
             sleep(1);
             r = rpcool_connect(chan, &co, &c);
         }
-    }
-    if (rdma_client && (r == RPCOOL_E_NOTSUP || r == RPCOOL_E_BADNAME)) {
-        printf("rpcool-rdma: not supported yet (%d %s): rpcool_connect(\"%s\")\n", r,
-               rpcool_strerror(r), chan);
-        return 0;
     }
     if (r) { fprintf(stderr, "connect: %s\n", rpcool_strerror(r)); return 1; }
     const char *sfx = o->same_cpu ? "@cpu0" : "";
@@ -808,12 +782,6 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
         void *ret;
         size_t rl;
         int tr = rpcool_call(c, FN_TREE_CHECKED, root, sizeof *root, &ret, &rl);
-        if (rdma_client && (tr == RPCOOL_E_NOTSUP || tr == RPCOOL_E_BADNAME)) {
-            printf("rpcool-rdma: not supported yet (%d %s): %s/tree/*/%zu\n", tr, rpcool_strerror(tr),
-                   pfx, nodes[ti]);
-            rpcool_arena_destroy(&a);
-            continue;
-        }
         if (tr || ((uint64_t *)ret)[0] != bench_tree_expected_sum(nodes[ti])) {
             fprintf(stderr, "tree %zu: wrong sum\n", nodes[ti]);
             return 1;
