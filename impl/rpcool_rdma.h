@@ -1471,10 +1471,10 @@ static unsigned rpcool__r_test_late_recv_us; /* tests only: see rpcool__r_connec
 static int rpcool__r_test_no_prepost;         /* tests only: receives after the connect, once */
 #endif
 
-/* The queue pair of a connection to the service svc, from the directory at where (rc's
-   receives are posted before it asks: rpcool__r_before). A directory whose meta server went
-   away since it was read is read afresh, once. */
-static int rpcool__r_qp(rpcool_conn *c, krconn_ctx *kc, krconn_dir **dir, const char *where,
+/* The queue pair of a connection to the service svc, from the directory at meta (NULL:
+   $KRCONN_META; rc's receives are posted before it asks: rpcool__r_before). A directory whose
+   meta server went away since it was read is read afresh, once. */
+static int rpcool__r_qp(rpcool_conn *c, krconn_ctx *kc, krconn_dir **dir, const char *meta,
                         const char *name, const char *svc, struct rpcool__rconn *rc,
                         uint64_t deadline, unsigned connect_ms, krconn **k)
 {
@@ -1490,7 +1490,7 @@ static int rpcool__r_qp(rpcool_conn *c, krconn_ctx *kc, krconn_dir **dir, const 
     if (kr == KRCONN_E_CLOSED || kr == KRCONN_E_PEERDEAD || kr == KRCONN_E_QPERR ||
         kr == KRCONN_E_FLUSHED) { /* the meta server went away since: ask it afresh, once */
         rpcool__r_dir_drop(*dir);
-        if ((r = rpcool__r_dir(kc, where[0] ? where : NULL, connect_ms, dir))) return r;
+        if ((r = rpcool__r_dir(kc, meta, connect_ms, dir))) return r;
         kr = krconn_connect_name(kc, *dir, svc, &co, k);
     }
     if ((r = rpcool__r_err(kr))) {
@@ -1623,17 +1623,18 @@ static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name
     char svc[RPCOOL__NAME_MAX + 16];
     uint64_t deadline = rcp__now_ns() + (uint64_t)connect_ms * 1000000u;
     shmheap *held[RPCOOL__R_HELD];
+    const char *meta = where[0] ? where : NULL;
     int r, again, nheld = 0;
     if (!o->spin_ns) c->spin_ns = RPCOOL_DEFAULT_RDMA_SPIN_NS; /* a network round trip */
     if ((r = rpcool__check_name(name))) return r;
     if ((r = rpcool__r_client_ctx(&kc))) return r;
-    if ((r = rpcool__r_dir(kc, where[0] ? where : NULL, connect_ms, &dir))) return r;
+    if ((r = rpcool__r_dir(kc, meta, connect_ms, &dir))) return r;
     snprintf(svc, sizeof svc, "rpcool.%s", name);
     do {
         again = 0;
         k = NULL;
         if ((r = rpcool__r_prep(kc, &rc))) break;
-        r = rpcool__r_qp(c, kc, &dir, where, name, svc, rc, deadline, connect_ms, &k);
+        r = rpcool__r_qp(c, kc, &dir, meta, name, svc, rc, deadline, connect_ms, &k);
 #ifdef RPCOOL__R_TEST_HOOKS
         if (!r && rpcool__r_test_late_recv_us) { /* tests: a client slow to post its receives */
             usleep(rpcool__r_test_late_recv_us);
