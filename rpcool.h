@@ -1422,9 +1422,11 @@ struct rpcool__call {
    - gone(c): 0 while the server serves us, else RPCOOL_E_PEERDEAD, RPCOOL_E_CLOSED or
      RPCOOL_E_DROPPED (the liveness detector: cheap, called in waits and before calls; it may
      make a system call at most once per c->peer_check_ms). c->dead is tested before it.
-   - drop_reply(c, p): a reply nobody takes (a discarded or abandoned call's): free it.
+   - drop_reply(c, p): a reply nobody takes (a discarded or abandoned call's): free it (may
+     block as free does).
    - free(c, p): rpcool_free of p: 1 if p was a block of the transport's own (then freed), 0
-     to let the connection's heap free it. Never blocks for long.
+     to let the connection's heap free it. May block as post does, without a deadline, when
+     it must send (RDMA: a full queue of frees goes as a frame).
    - disconnect(c): tell the server, release the transport's state and c->heap. May block a
      bounded time (a few seconds at most). Does not free c. */
 struct rpcool__client_tp {
