@@ -16,10 +16,10 @@
   10. Design notes
   11. protobuf-c      .proto services over rpcool (RPCOOL_WITH_PROTOBUF_C)
    The declarations follow this text; then the implementation, whose sections are marked with
-   anchors to grep for: >>implementation >>support >>layout >>state >>errors >>liveness
+   anchors to grep for: >>implementation >>support >>layout >>state >>seam >>errors >>liveness
    >>contain >>names >>server >>accept >>dispatch >>serve >>handler >>client >>seal >>call
    >>connect >>builders; the RDMA transport is in impl/rpcool_rdma.h (>>r-conn >>r-client
-   >>r-server), deferred replies in impl/rpcool_defer.h (>>defer), protobuf-c services in
+   >>r-server >>r-tables), deferred replies in impl/rpcool_defer.h (>>defer), protobuf-c services in
    impl/rpcool_pbc.h (>>pbc). The licence (MIT) is at the end of the file.
 
    1. USAGE
@@ -1353,7 +1353,8 @@ struct rpcool_server {
     size_t last_size;   /* the heap size last asked for: what the pool is refilled with (0:
                            nobody asked yet, the pool stays empty) */
     struct rpcool__prem *pool; /* RPCOOL_MAX_PREALLOC entries, under pool_lock */
-    struct rpcool__rsrv *rdma; /* the RDMA transport's listener, or NULL */
+    const struct rpcool__server_tp *xtp; /* a listener of another transport, or NULL */
+    struct rpcool__rsrv *rdma; /* the RDMA transport's listener (xtp's state), or NULL */
 };
 
 struct rpcool__pend { /* client-private state of one call slot */
@@ -1364,8 +1365,6 @@ struct rpcool__pend { /* client-private state of one call slot */
     uint64_t deadline;  /* an asynchronous call's timeout (rcp__now_ns), or 0 */
     const void *seal_p; /* the seal this call holds (a key of the seal table), or NULL */
     size_t seal_len;
-    const rpcool_extent *ext; /* RDMA: the caller's extents, while the call is posted */
-    unsigned next;
 };
 
 /* A sealed (read-only) range of the client's heap and the calls in flight that rely on it.
@@ -1377,14 +1376,104 @@ struct rpcool__seal {
 };
 enum { RPCOOL__P_FREE = 0, RPCOOL__P_SYNC, RPCOOL__P_ASYNC, RPCOOL__P_TAKEN, RPCOOL__P_ABANDONED };
 
-struct rpcool__transport { /* what a transport must provide; only shared memory exists */
+/* >>seam - the transport seam: one table per side ---------------------------------------------- */
+
+/* A call as the call path hands it to a transport: what the caller asked, checked (fn in range,
+   flags known, the argument in the connection's heap), in no transport's layout. */
+struct rpcool__call {
+    unsigned slot;            /* the call's slot: c->pend[slot], its reply in c->hdr->resp[slot] */
+    uint32_t gen;             /* the slot's generation (c->pend[slot].gen) */
+    unsigned fn, flags;       /* the handler id; the safety flags, RPCOOL__DISCARD included */
+    const void *arg;          /* the argument, in the connection's heap, or NULL */
+    size_t arg_len;
+    const void *seal_p;       /* rpcool_call_opts.seal_p/seal_len as given (NULL: none) */
+    size_t seal_len;
+    const rpcool_extent *ext; /* rpcool_call_opts.extents (NULL: none) */
+    unsigned next;
+    uint64_t deadline;        /* the call's deadline (rcp__now_ns), 0 = none */
+};
+
+/* What the transport's calls cross by (flags of a table). */
+#define RPCOOL__TP_COPIES 1u /* the bytes cross by copy: the server never maps the caller's heap, a
+                                call is sealed by construction, a reply's blocks go as one */
+#define RPCOOL__TP_NO_DEFER 2u /* (server) a call cannot be answered from another thread */
+
+/* The client's side of a transport. rpcool_connect picks the table from the channel's name
+   (rpcool__tp_pick), sets c->tp and calls connect; from then on the call path reaches the
+   transport through this table only, and a transport keeps its own state behind c (its own
+   fields, as c->rdma) and in c->hdr->resp (the replies, which the call path reads).
+   The contract, for every operation:
+   - connect(c, where, name, o, ms): make the connection: c->heap (the connection heap calls
+     take their arguments from), c->hdr (resp[] is where a reply shows: status, ret, ret_len,
+     then state = RPCOOL__SL(gen, RPCOOL__SL_DONE), stored last) and the transport's state. May
+     block up to ms. No lock held. Returns 0, or an RPCOOL_E_* / -errno, having freed what it
+     made (the call path frees c itself).
+   - post(c, call): send the call. Called by the slot's owner (a synchronous caller, or
+     rpcool_call_async) with no rpcool lock held; several threads post on other slots at once.
+     May block while there is no room to send, up to call->deadline (RPCOOL_E_TIMEOUT).
+     Returns 0 once the server will see it, or an error with nothing sent (the call path then
+     gives the slot back): RPCOOL_E_INVAL / RPCOOL_E_AGAIN / SHMHEAP_E_* for a seal that
+     cannot be made, a peer's error (RPCOOL_E_PEERDEAD, RPCOOL_E_CLOSED), -ENOMEM.
+   - wait(c, i, deadline): block until slot i is done (0), the deadline passed
+     (RPCOOL_E_TIMEOUT) or the server is gone (gone's error). No lock held.
+   - poll(c): take in what came, without blocking (it may do nothing if another thread is at
+     it); after it, done slots show in c->hdr->resp. Called from rpcool_poll, rpcool_progress,
+     the reclaiming of abandoned calls.
+   - gone(c): 0 while the server serves us, else RPCOOL_E_PEERDEAD, RPCOOL_E_CLOSED or
+     RPCOOL_E_DROPPED (the liveness detector: cheap, called in waits and before calls; it may
+     make a system call at most once per c->peer_check_ms). c->dead is tested before it.
+   - drop_reply(c, p): a reply nobody takes (a discarded or abandoned call's): free it (may
+     block as free does).
+   - free(c, p): rpcool_free of p: 1 if p was a block of the transport's own (then freed), 0
+     to let the connection's heap free it. May block as post does, without a deadline, when
+     it must send (RDMA: a full queue of frees goes as a frame).
+   - disconnect(c): tell the server, release the transport's state and c->heap. May block a
+     bounded time (a few seconds at most). Does not free c. */
+struct rpcool__client_tp {
     const char *name;
-    int (*post)(rpcool_conn *c, unsigned i);
+    unsigned flags; /* RPCOOL__TP_* */
+    int (*connect)(rpcool_conn *c, const char *where, const char *name, const rpcool_conn_opts *o,
+                   unsigned connect_ms);
+    int (*post)(rpcool_conn *c, const struct rpcool__call *call);
     int (*wait)(rpcool_conn *c, unsigned i, uint64_t deadline);
+    void (*poll)(rpcool_conn *c);
+    int (*gone)(rpcool_conn *c);
+    void (*drop_reply)(rpcool_conn *c, void *p);
+    int (*free)(rpcool_conn *c, void *p);
+    void (*disconnect)(rpcool_conn *c);
+};
+
+/* The server's side of a transport. Shared memory is the server's own (its channel, slots and
+   serving threads: rpcool_server_create..rpcool_server_close); another transport is a listener
+   it carries as well (s->xtp, its state behind s, as s->rdma), asked for by an option of
+   rpcool_server_opts. The contract:
+   - open(s, how, device, spin_ns): make the listener (rpcool_server_create, after the channel
+     is up; no lock held). May block a few seconds (a directory to reach). Returns 0, or an
+     error having logged why; close is called after a failed open, so open leaves its state
+     where close finds it.
+   - start(s): serve its connections (called by each serving thread as it starts; a second
+     call while started does nothing; a call after stop starts it again). Returns 0 or -errno.
+   - stop(s): ask its threads to stop (rpcool_server_stop: no lock held, must not block).
+   - close(s): stop, join, tell its clients and free everything (rpcool_server_close, after the
+     serving threads were joined). Also after a failed or no open.
+   For a call it serves (ctx->tp is the table, ctx->rc the connection):
+   - alloc(ctx, size): a reply block (rpcool_ctx_alloc), or NULL with errno set.
+   - in_range(ctx, p, len): 1 if [p, p+len) is the caller's memory as the handler sees it.
+   - heap(ctx): the caller's heap as a shmheap, or NULL if there is none here. */
+struct rpcool__server_tp {
+    const char *name;
+    unsigned flags; /* RPCOOL__TP_* */
+    int (*open)(rpcool_server *s, const char *how, const char *device, uint64_t spin_ns);
+    int (*start)(rpcool_server *s);
+    void (*stop)(rpcool_server *s);
+    void (*close)(rpcool_server *s);
+    void *(*alloc)(rpcool_ctx *ctx, size_t size);
+    int (*in_range)(const rpcool_ctx *ctx, const void *p, size_t len);
+    shmheap *(*heap)(rpcool_ctx *ctx);
 };
 
 struct rpcool_conn {
-    const struct rpcool__transport *tp;
+    const struct rpcool__client_tp *tp;
     int fd;
     struct rpcool__chan_hdr *ch;
     struct rpcool__chan_slot *cs;
@@ -1424,6 +1513,7 @@ struct rpcool_ctx {
     int abort_code;
     int fault_sig;      /* a contained fault: its signal and address */
     void *fault_addr;
+    const struct rpcool__server_tp *tp; /* the transport the call came by */
     struct rpcool__rconn *rc; /* a call over RDMA: its connection (sc is NULL) */
     struct rpcool__worker *w; /* shared memory: the serving thread (NULL over RDMA) */
     uint64_t call_no;   /* w->calls of this call */
@@ -1457,57 +1547,56 @@ static int rpcool__r_parse(const char *channel, char *where, size_t wlen, const 
     return 1;
 }
 
-#ifdef RPCOOL__RDMA
-static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name,
-                             unsigned connect_ms);
-static int rpcool__r_disconnect(rpcool_conn *c);
-static void rpcool__r_adapt(rpcool_conn *c, int on);
-static void rpcool__r_pump(rpcool_conn *c);
-static int rpcool__r_gone(rpcool_conn *c);
-static void rpcool__r_free(rpcool_conn *c, void *p);
-static int rpcool__r_is_reply(rpcool_conn *c, const void *p);
-static void *rpcool__r_alloc(rpcool_server *s, struct rpcool__rconn *rc, size_t size);
-static int rpcool__r_in_mirror(const struct rpcool__rconn *rc, const void *p, size_t len);
-static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device,
-                                 uint64_t spin_ns);
-static int rpcool__r_server_start(rpcool_server *s);
-static void rpcool__r_server_stop(rpcool_server *s);
-static void rpcool__r_server_close(rpcool_server *s);
-#else
-static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name, unsigned ms)
+/* The shared-memory transport's tables (its operations are defined with the client's and the
+   handler's code below). */
+static int rpcool__shm_connect(rpcool_conn *c, const char *where, const char *name,
+                               const rpcool_conn_opts *o, unsigned connect_ms);
+static int rpcool__shm_send(rpcool_conn *c, const struct rpcool__call *call);
+static int rpcool__shm_wait(rpcool_conn *c, unsigned i, uint64_t deadline);
+static void rpcool__shm_poll(rpcool_conn *c) { (void)c; } /* replies are in place */
+static int rpcool__shm_gone(rpcool_conn *c);
+static void rpcool__shm_drop_reply(rpcool_conn *c, void *p) { shmheap_free(c->heap, p); }
+static int rpcool__shm_free(rpcool_conn *c, void *p) { (void)c, (void)p; return 0; }
+static void rpcool__shm_disconnect(rpcool_conn *c);
+static const struct rpcool__client_tp rpcool__shm_client_tp = {
+    "shm", 0, rpcool__shm_connect, rpcool__shm_send, rpcool__shm_wait, rpcool__shm_poll,
+    rpcool__shm_gone, rpcool__shm_drop_reply, rpcool__shm_free, rpcool__shm_disconnect};
+static void *rpcool__shm_alloc(rpcool_ctx *ctx, size_t size);
+static int rpcool__shm_in_range(const rpcool_ctx *ctx, const void *p, size_t len);
+static shmheap *rpcool__shm_heap(rpcool_ctx *ctx);
+/* the server's own transport: the listener operations are rpcool_server_* themselves */
+static const struct rpcool__server_tp rpcool__shm_server_tp = {
+    "shm", 0, NULL, NULL, NULL, NULL, rpcool__shm_alloc, rpcool__shm_in_range, rpcool__shm_heap};
+
+#ifdef RPCOOL__RDMA /* impl/rpcool_rdma.h defines them */
+static const struct rpcool__client_tp *rpcool__r_client_tp(void);
+static const struct rpcool__server_tp *rpcool__r_server_tp(void);
+#else /* not built in: connecting and opening say so; nothing else is ever reached */
+static int rpcool__r_connect_none(rpcool_conn *c, const char *where, const char *name,
+                                  const rpcool_conn_opts *o, unsigned ms)
 {
-    (void)where, (void)name, (void)ms;
+    (void)where, (void)name, (void)o, (void)ms;
     rpcool__log(&c->log, RPCOOL_LOG_ERROR, "RDMA transport not built in: define "
                 "RPCOOL_WITH_RDMA, have rdma-core's headers and link -libverbs");
     return RPCOOL_E_NOTSUP;
 }
-static int rpcool__r_disconnect(rpcool_conn *c) { (void)c; return 0; }
-static void rpcool__r_adapt(rpcool_conn *c, int on) { (void)c, (void)on; }
-static void rpcool__r_pump(rpcool_conn *c) { (void)c; }
-static int rpcool__r_gone(rpcool_conn *c) { (void)c; return RPCOOL_E_NOTSUP; }
-static void rpcool__r_free(rpcool_conn *c, void *p) { (void)c, (void)p; }
-static int rpcool__r_is_reply(rpcool_conn *c, const void *p) { (void)c, (void)p; return 0; }
-static void *rpcool__r_alloc(rpcool_server *s, struct rpcool__rconn *rc, size_t size)
-{
-    (void)s, (void)rc, (void)size;
-    return NULL;
-}
-static int rpcool__r_in_mirror(const struct rpcool__rconn *rc, const void *p, size_t len)
-{
-    (void)rc, (void)p, (void)len;
-    return 0;
-}
-static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device,
-                                 uint64_t spin_ns)
+static int rpcool__r_open_none(rpcool_server *s, const char *how, const char *device,
+                               uint64_t spin_ns)
 {
     (void)how, (void)device, (void)spin_ns;
     rpcool__log(&s->log, RPCOOL_LOG_ERROR, "RDMA transport not built in: define "
                 "RPCOOL_WITH_RDMA, have rdma-core's headers and link -libverbs");
     return RPCOOL_E_NOTSUP;
 }
-static int rpcool__r_server_start(rpcool_server *s) { (void)s; return 0; }
-static void rpcool__r_server_stop(rpcool_server *s) { (void)s; }
-static void rpcool__r_server_close(rpcool_server *s) { (void)s; }
+static int rpcool__r_start_none(rpcool_server *s) { (void)s; return 0; }
+static void rpcool__r_stop_none(rpcool_server *s) { (void)s; }
+static const struct rpcool__client_tp rpcool__r_none_client = {
+    "rdma", RPCOOL__TP_COPIES, rpcool__r_connect_none, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+static const struct rpcool__server_tp rpcool__r_none_server = {
+    "rdma", RPCOOL__TP_COPIES | RPCOOL__TP_NO_DEFER, rpcool__r_open_none, rpcool__r_start_none,
+    rpcool__r_stop_none, rpcool__r_stop_none, NULL, NULL, NULL};
+static const struct rpcool__client_tp *rpcool__r_client_tp(void) { return &rpcool__r_none_client; }
+static const struct rpcool__server_tp *rpcool__r_server_tp(void) { return &rpcool__r_none_server; }
 #endif
 
 /* >>errors - errors ---------------------------------------------------------------------------- */
@@ -2518,8 +2607,9 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     if (s->safety & RPCOOL_SANDBOX) rpcool__pkeys_init(s);
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: serving (epoch %u, %u slots)", s->name, s->epoch,
                 s->max_conns);
-    if (o.rdma && (r = rpcool__r_server_open(s, o.rdma, o.rdma_device, o.spin_ns))) {
-        rpcool_server_close(s); /* takes the half-made RDMA listener down too */
+    if (o.rdma) s->xtp = rpcool__r_server_tp();
+    if (s->xtp && (r = s->xtp->open(s, o.rdma, o.rdma_device, o.spin_ns))) {
+        rpcool_server_close(s); /* takes the half-made listener down too */
         return r;
     }
     *out = s;
@@ -2912,6 +3002,7 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
     rpcool_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.s = s;
+    ctx.tp = &rpcool__shm_server_tp;
     ctx.sc = sc;
     ctx.slot = i;
     ctx.gen = gen;
@@ -3176,7 +3267,7 @@ static void rpcool__worker_loop(rpcool_server *s)
     pthread_mutex_unlock(&s->wk_lock);
     pthread_mutex_unlock(&s->hk_lock);
     rpcool__pkeys(s, -1, 1); /* this thread may touch every connection heap */
-    if (s->rdma) rpcool__r_server_start(s); /* RDMA connections get a thread of their own */
+    if (s->xtp) s->xtp->start(s); /* another transport's connections: its own threads */
     while (!rcp__load(&s->stop)) rpcool__worker_run(&w);
     pthread_mutex_lock(&s->hk_lock);
     pthread_mutex_lock(&s->wk_lock);
@@ -3242,7 +3333,7 @@ RPCOOL_API void rpcool_server_stop(rpcool_server *s)
 {
     if (!s) return;
     rcp__store(&s->stop, 1);
-    if (s->rdma) rpcool__r_server_stop(s);
+    if (s->xtp) s->xtp->stop(s);
     if (rpcool__guarded(rpcool__ring_server, s, -1)) /* a client truncated the channel file */
         rpcool__chan_repair(s);
 }
@@ -3352,7 +3443,7 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
     for (unsigned i = 0; i < s->nthreads; i++) pthread_join(s->threads[i], NULL);
     rpcool__free(s->threads);
     s->threads = NULL;
-    rpcool__r_server_close(s); /* RDMA clients get a BYE, their mirrors go */
+    if (s->xtp) s->xtp->close(s); /* its clients are told (RDMA: a BYE), its state goes */
     /* tell clients, wake those asleep, then drop every mapping */
     rpcool__pkeys(s, -1, 1);
     if (rpcool__guarded(rpcool__chan_close, s, -1)) rpcool__chan_repair(s);
@@ -3399,7 +3490,8 @@ RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *s
 
 /* >>handler - handler side --------------------------------------------------------------------- */
 
-RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx) { return ctx->rc ? NULL : ctx->sc->heap; }
+RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx) { return ctx->tp->heap(ctx); }
+static shmheap *rpcool__shm_heap(rpcool_ctx *ctx) { return ctx->sc->heap; }
 
 struct rpcool__alloc_args {
     shmheap *h;
@@ -3434,7 +3526,12 @@ static int rpcool__block_add(struct rpcool__worker *w, void *p)
 
 RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size)
 {
-    if (ctx->rc) return rpcool__r_alloc(ctx->s, ctx->rc, size); /* the client's reply region */
+    return ctx->tp->alloc(ctx, size);
+}
+
+/* A reply block in the client's heap. */
+static void *rpcool__shm_alloc(rpcool_ctx *ctx, size_t size)
+{
     /* The library's own access to the client's heap, with faults contained whatever the
        handler's mode: a fault there (a SIGBUS for memory the kernel cannot provide) makes this
        fail and drops the client; it does not kill the server. */
@@ -3469,10 +3566,14 @@ RPCOOL_API unsigned rpcool_ctx_safety(const rpcool_ctx *ctx) { return ctx->flags
 
 RPCOOL_API int rpcool_ctx_ok(const rpcool_ctx *ctx, const void *p, size_t len)
 {
-    if (ctx->rc ? rpcool__r_in_mirror(ctx->rc, p, len) : shmheap_contains(ctx->sc->heap, p, len))
-        return 1;
+    if (ctx->tp->in_range(ctx, p, len)) return 1;
     uintptr_t a = (uintptr_t)p, c = (uintptr_t)ctx->copy;
     return ctx->copy && a >= c && a <= c + ctx->copy_len && len <= c + ctx->copy_len - a;
+}
+
+static int rpcool__shm_in_range(const rpcool_ctx *ctx, const void *p, size_t len)
+{
+    return shmheap_contains(ctx->sc->heap, p, len);
 }
 
 RPCOOL_API void rpcool_ctx_fail(rpcool_ctx *ctx, int code)
@@ -3546,12 +3647,17 @@ RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s)
 
 /* >>client - client: the shared-memory transport, call slots ----------------------------------- */
 
-/* 0 if the server serves our epoch, else why not. */
+/* 0 if the server serves us, else why not (sticky in c->dead, or the transport's word). */
 static int rpcool__server_gone(rpcool_conn *c)
 {
     int r = rcp__load(&c->dead);
-    if (r) return r;
-    if (c->rdma) return rpcool__r_gone(c);
+    return r ? r : c->tp->gone(c);
+}
+
+/* 0 if the server serves our epoch, else why not. */
+static int rpcool__shm_gone(rpcool_conn *c)
+{
+    int r = 0;
     /* Any client can write the channel header: a changed epoch or a "closed" state is believed
        only when the server's lock confirms it (a closing server marks the channel closed, then
        lets its lock go; a new server makes a new channel). The lock is tested at once then. */
@@ -3571,6 +3677,10 @@ static int rpcool__server_gone(rpcool_conn *c)
     return r;
 }
 
+static int rpcool__shm_seal(rpcool_conn *c, const struct rpcool__call *call, unsigned *flags,
+                            const void **sp, size_t *sn);
+
+/* Post the request in slot i (filled): flag it, wake a sleeping server. */
 static int rpcool__shm_post(rpcool_conn *c, unsigned i)
 {
     uint64_t bit = 1ull << i;
@@ -3588,6 +3698,26 @@ static int rpcool__shm_post(rpcool_conn *c, unsigned i)
         rcp__futex_wake(&c->ch->sdoor, 1);
     }
     return 0;
+}
+
+/* Send a call: seal its range if asked, fill its request slot, post it. */
+static int rpcool__shm_send(rpcool_conn *c, const struct rpcool__call *call)
+{
+    unsigned i = call->slot, flags = call->flags;
+    struct rpcool__req *sl = &c->hdr->req[i];
+    const void *sp = NULL;
+    size_t sn = 0;
+    if (flags & RPCOOL_SEAL) {
+        int r = rpcool__shm_seal(c, call, &flags, &sp, &sn);
+        if (r) return r;
+    }
+    sl->fn = call->fn;
+    sl->flags = flags;
+    sl->arg = (uint64_t)(uintptr_t)call->arg;
+    sl->arg_len = call->arg_len;
+    sl->seal = (uint64_t)(uintptr_t)sp;
+    sl->seal_len = sn;
+    return rpcool__shm_post(c, i);
 }
 
 /* Wait until slot i is done: spin, then sleep in slices, checking the server between. The
@@ -3633,9 +3763,6 @@ sleep:
         now = rcp__now_ns();
     }
 }
-
-static const struct rpcool__transport rpcool__shm_transport = {"shm", rpcool__shm_post,
-                                                               rpcool__shm_wait};
 
 static int rpcool__slot_get(rpcool_conn *c)
 {
@@ -3927,8 +4054,7 @@ static int rpcool__harvest_ex(rpcool_conn *c, unsigned i, void **ret, size_t *re
         *ret = rp;
         if (ret_len) *ret_len = rl;
     } else if (rp) {
-        if (c->rdma) rpcool__r_free(c, rp);
-        else shmheap_free(c->heap, rp);
+        c->tp->drop_reply(c, rp);
     }
     if (!keep) rpcool__slot_put(c, i); /* else the caller gives it back or keeps it */
     return status;
@@ -3939,56 +4065,57 @@ static int rpcool__harvest(rpcool_conn *c, unsigned i, void **ret, size_t *ret_l
     return rpcool__harvest_ex(c, i, ret, ret_len, 0);
 }
 
+/* Seal a call's range on shared memory (RPCOOL_SEAL): below a page the server copies it
+   instead (*flags gains RPCOOL__SEAL_COPY); else the pages go read-only, and the call holds
+   its seal entry (c->pend[slot].seal_p) until it is harvested. *sp, *sn: the range the server
+   checks. */
+static int rpcool__shm_seal(rpcool_conn *c, const struct rpcool__call *call, unsigned *flags,
+                            const void **sp, size_t *sn)
+{
+    struct rpcool__pend *pd = &c->pend[call->slot];
+    *sp = call->seal_p ? call->seal_p : call->arg;
+    *sn = call->seal_p ? call->seal_len : call->arg_len;
+    uintptr_t pg = (uintptr_t)rpcool__page_size();
+    if (*sp && *sn && *sn < pg) {
+        /* less than a page: the server copies it instead (RPCool's rule, copy below a page and
+           seal above); no mprotect, and the sender cannot change what the handler reads */
+        *flags |= RPCOOL__SEAL_COPY;
+        return 0;
+    }
+    size_t usable = shmheap_usable_size(c->heap, *sp);
+    if (!*sp || !*sn || ((uintptr_t)*sp & (pg - 1)) ||
+        (usable && usable < ((*sn + pg - 1) & ~(size_t)(pg - 1))))
+        return RPCOOL_E_INVAL; /* sealing would catch unrelated data on the same pages */
+    shmheap_range key;
+    int r = rpcool__seal(c, *sp, *sn, &key);
+    if (r) return r;
+    pd->seal_p = key.p;
+    pd->seal_len = key.len;
+    return 0;
+}
+
+/* Check a call and hand it to the transport as a call record. */
 static int rpcool__post(rpcool_conn *c, unsigned i, unsigned fn, const void *arg, size_t len,
                         const rpcool_call_opts *o, unsigned discard)
 {
-    struct rpcool__req *sl = &c->hdr->req[i];
-    struct rpcool__pend *pd = &c->pend[i];
+    struct rpcool__call call;
     unsigned flags = c->safety | (o ? o->safety : 0);
     if (fn >= RPCOOL_MAX_HANDLERS || (flags & ~(unsigned)RPCOOL__KNOWN_FLAGS))
         return RPCOOL_E_INVAL;
-    flags |= discard;
     if ((arg || len) && !shmheap_contains(c->heap, arg, len)) return RPCOOL_E_BADPTR;
-    pd->seal_p = NULL;
-    pd->ext = o ? o->extents : NULL;
-    pd->next = o && o->extents ? o->nextents : 0;
-    if (c->rdma) { /* the bytes cross the network (a copy: sealed by construction); a seal range
-                      named by the caller travels with the call as an extent */
-        sl->seal = o && o->seal_p ? (uint64_t)(uintptr_t)o->seal_p : 0;
-        sl->seal_len = o && o->seal_p ? o->seal_len : 0;
-        goto post;
-    }
-    if (flags & RPCOOL_SEAL) {
-        const void *sp = o && o->seal_p ? o->seal_p : arg;
-        size_t sn = o && o->seal_p ? o->seal_len : len;
-        uintptr_t pg = (uintptr_t)rpcool__page_size();
-        if (sp && sn && sn < pg) {
-            /* less than a page: the server copies it instead (RPCool's rule, copy below a
-               page and seal above); no mprotect, and the sender cannot change what the
-               handler reads */
-            flags |= RPCOOL__SEAL_COPY;
-            sl->seal = (uint64_t)(uintptr_t)sp;
-            sl->seal_len = sn;
-            goto post;
-        }
-        size_t usable = shmheap_usable_size(c->heap, sp);
-        if (!sp || !sn || ((uintptr_t)sp & (pg - 1)) ||
-            (usable && usable < ((sn + pg - 1) & ~(size_t)(pg - 1))))
-            return RPCOOL_E_INVAL; /* sealing would catch unrelated data on the same pages */
-        shmheap_range key;
-        int r = rpcool__seal(c, sp, sn, &key);
-        if (r) return r;
-        pd->seal_p = key.p;
-        pd->seal_len = key.len;
-        sl->seal = (uint64_t)(uintptr_t)sp;
-        sl->seal_len = sn;
-    }
-post:
-    sl->fn = fn;
-    sl->flags = flags;
-    sl->arg = (uint64_t)(uintptr_t)arg;
-    sl->arg_len = len;
-    return c->tp->post(c, i);
+    c->pend[i].seal_p = NULL;
+    call.slot = i;
+    call.gen = c->pend[i].gen;
+    call.fn = fn;
+    call.flags = flags | discard;
+    call.arg = arg;
+    call.arg_len = len;
+    call.seal_p = o ? o->seal_p : NULL;
+    call.seal_len = o && o->seal_p ? o->seal_len : 0;
+    call.ext = o ? o->extents : NULL;
+    call.next = o && o->extents ? o->nextents : 0;
+    call.deadline = c->pend[i].deadline;
+    return c->tp->post(c, &call);
 }
 
 static uint64_t rpcool__deadline(rpcool_conn *c, const rpcool_call_opts *o)
@@ -4048,7 +4175,7 @@ static void rpcool__drop_orphans(rpcool_conn *c)
 /* Finish abandoned slots whose replies came. */
 static void rpcool__reclaim(rpcool_conn *c)
 {
-    if (c->rdma) rpcool__r_pump(c);
+    c->tp->poll(c);
     for (unsigned i = 0; i < RPCOOL__NSLOTS; i++) {
         uint32_t exp = RPCOOL__P_ABANDONED;
         if (rcp__load_relaxed(&c->pend[i].pstate) != RPCOOL__P_ABANDONED || !rpcool__done(c, i))
@@ -4145,7 +4272,7 @@ RPCOOL_API int rpcool_poll(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_
     if (!c) return RPCOOL_E_INVAL;
     int i = rpcool__slot_of(c, id);
     if (i < 0) return i;
-    if (c->rdma) rpcool__r_pump(c);
+    c->tp->poll(c);
     if (!rpcool__done(c, (unsigned)i)) {
         int r = rpcool__server_gone(c);
         if (!r && c->pend[i].deadline && rcp__now_ns() >= c->pend[i].deadline) r = RPCOOL_E_TIMEOUT;
@@ -4551,10 +4678,10 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     if (rdma < 0) return rdma;
     if (o.transport == RPCOOL_TRANSPORT_RDMA) rdma = 1;
     else if (o.transport != RPCOOL_TRANSPORT_SHM) return RPCOOL_E_INVAL;
-    if ((r = rpcool__check_name(rdma ? rname : channel))) return r;
+    if ((r = rpcool__check_name(rname))) return r;
     if (o.safety & ~(unsigned)RPCOOL__KNOWN_FLAGS) return RPCOOL_E_INVAL;
     if (!(c = (rpcool_conn *)rpcool__calloc(1, sizeof *c))) return -ENOMEM;
-    c->tp = &rpcool__shm_transport;
+    c->tp = rdma ? rpcool__r_client_tp() : &rpcool__shm_client_tp;
     c->pod_fd = -1;
     c->safety = o.safety;
     c->timeout_ms = o.timeout_ms;
@@ -4576,23 +4703,7 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
         goto fail_free;
     }
     connect_ms = o.connect_timeout_ms ? o.connect_timeout_ms : RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS;
-    if (rdma) {
-        if (!o.spin_ns) c->spin_ns = RPCOOL_DEFAULT_RDMA_SPIN_NS; /* a network round trip */
-        if ((r = rpcool__r_connect(c, where, rname, connect_ms))) goto fail_free;
-        rpcool__r_adapt(c, !o.spin_ns);
-        *out = c;
-        return 0;
-    }
-    {
-        struct rpcool__crep rp;
-        int fds[3];
-        r = rpcool__front_ask(channel, o.heap_size, connect_ms, o.wait_ready, &rp, fds);
-        if (r) goto fail_free;
-        if ((r = rpcool__conn_take(c, &rp, fds))) goto fail_free;
-    }
-    rpcool__fd_track(c->fd, 1);
-    rpcool__log(&c->log, RPCOOL_LOG_INFO, "connected to %s (slot %u, heap %s)", channel,
-                c->index, c->heap_name);
+    if ((r = c->tp->connect(c, where, rname, &o, connect_ms))) goto fail_free;
     *out = c;
     return 0;
 fail_free:
@@ -4600,14 +4711,33 @@ fail_free:
     return r;
 }
 
+/* The shared-memory transport's connect: ask the server's front door for a heap and a slot. */
+static int rpcool__shm_connect(rpcool_conn *c, const char *where, const char *name,
+                               const rpcool_conn_opts *o, unsigned connect_ms)
+{
+    struct rpcool__crep rp;
+    int fds[3];
+    (void)where;
+    int r = rpcool__front_ask(name, o->heap_size, connect_ms, o->wait_ready, &rp, fds);
+    if (r || (r = rpcool__conn_take(c, &rp, fds))) return r;
+    rpcool__fd_track(c->fd, 1);
+    rpcool__log(&c->log, RPCOOL_LOG_INFO, "connected to %s (slot %u, heap %s)", name, c->index,
+                c->heap_name);
+    return 0;
+}
+
 RPCOOL_API int rpcool_disconnect(rpcool_conn *c)
 {
     if (!c) return RPCOOL_E_INVAL;
-    if (c->rdma) {
-        rpcool__r_disconnect(c);
-        rpcool__conn_free(c);
-        return 0;
-    }
+    c->tp->disconnect(c);
+    rpcool__conn_free(c);
+    return 0;
+}
+
+/* The shared-memory transport's disconnect: release the seals, tell the server and wait until
+   it unmapped our heap (unless it is gone), then unmap everything. */
+static void rpcool__shm_disconnect(rpcool_conn *c)
+{
     rpcool_release(c);
     rpcool__server_gone(c); /* notes a drop (sticky) before our CLOSING hides it */
     /* tell the server and wait until it unmapped our heap, unless it is gone */
@@ -4632,8 +4762,6 @@ RPCOOL_API int rpcool_disconnect(rpcool_conn *c)
     struct flock fl;
     rpcool__lock_op(c->fd, 1 + (off_t)c->index, F_OFD_SETLK, F_UNLCK, &fl);
     close(c->fd);
-    rpcool__conn_free(c);
-    return 0;
 }
 
 RPCOOL_API shmheap *rpcool_heap(rpcool_conn *c) { return c ? c->heap : NULL; }
@@ -4645,10 +4773,7 @@ RPCOOL_API int rpcool_free(rpcool_conn *c, void *p)
 {
     if (!p) return 0;
     if (!c) return RPCOOL_E_INVAL;
-    if (c->rdma && rpcool__r_is_reply(c, p)) { /* the server owns the reply region */
-        rpcool__r_free(c, p);
-        return 0;
-    }
+    if (c->tp->free(c, p)) return 0; /* a block of the transport's own (a reply region) */
     if (!shmheap_contains(c->heap, p, 1)) return SHMHEAP_E_FOREIGN; /* before any seal work */
     /* a block still sealed by a finished call: release first */
     if (rcp__load_relaxed(&c->nseals)) {

@@ -20,8 +20,6 @@
 #                        -n 1000 -c 10.0.3.1:7482): pack + TCP + unpack against rpcool over RDMA
 #                        (relaxed, sandbox, copy, relaxed-copyin), alternating blocks of 100
 #   kv-remote            a slot: the KV store's remote get by RPC and by one-sided READ
-# Until rpcool's RDMA transport exists, rpcool_connect("rdma://...") fails and the rows say
-# "rpcool-rdma: not supported yet (RC)"; that is not a failure of this script.
 # VM_PAIR_MTU=9000 runs the same with jumbo frames (rxe's path MTU 4096, RoCE's usual; the
 # default netdev MTU 1500 gives 1024): every peer in the run uses the same link.
 # Absolute times under TCG mean little: read the ratios, which come from this one run.

@@ -16,16 +16,13 @@
    socket, connect, and read the byte the acceptor writes once it accepted), alternating in one
    loop (uds/connect/b is the peer of the 1 GiB loop).
 
-   Between pods (bench/bench_rdma_pair.sh, two VM guests): the server takes -R (it also serves
-   RDMA clients: rpcool_server_opts.rdma = "serve", built only when this rpcool.h has that
-   field, BENCH_RPCOOL_RDMA=1, else -R exits with status 3 saying so) and a channel name -a NAME;
-   the client is given rdma://HOST/NAME. Over RDMA the client runs -S noop,tree (relaxed,
-   copy, sealed, sandboxed; no second connection; trees at least 50 calls, not 200), with a
-   64 MiB heap, and the names start
-   rpcool_rdma/ instead of rpcool/. When rpcool_connect or a first call fails with
-   RPCOOL_E_NOTSUP or RPCOOL_E_BADNAME the client prints "rpcool-rdma: not supported yet (RC)"
-   lines (rc and strerror) instead of results, and exits 0: the rows become real when the
-   transport is there. Pod ids come from the environment (SHMHEAP_POD_ID), as for any user. */
+   Between pods (bench/bench_rdma_pair.sh, two VM guests; built with -DRPCOOL_WITH_RDMA
+   -libverbs): the server takes -R (it also serves RDMA clients: rpcool_server_opts.rdma =
+   "serve"; without the RDMA transport built in it exits 1 saying so) and a channel name
+   -a NAME; the client is given rdma://HOST/NAME. Over RDMA the client runs -S noop,tree
+   (relaxed, copy, sealed, sandboxed; no second connection; trees at least 50 calls, not 200),
+   with a 64 MiB heap, and the names start rpcool_rdma/ instead of rpcool/. Pod ids come from
+   the environment (SHMHEAP_POD_ID), as for any user. */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
 #include <sys/prctl.h>
@@ -230,24 +227,14 @@ static int server(const struct peer_opts *o, const char *chan, void *unused)
     table = rpcool_map_new(&store, BENCH_KV_KEYS);
     rpcool_server_opts so;
     memset(&so, 0, sizeof so);
-    if (rdma_serve) {
-#if BENCH_RPCOOL_RDMA
-        so.rdma = "serve";
-#else
-        fprintf(stderr, "rpcool-rdma: server not supported yet (this rpcool.h has no "
-                        "rpcool_server_opts.rdma)\n");
-        return 3;
-#endif
-    }
+    if (rdma_serve) so.rdma = "serve";
     r = rpcool_server_open(chan, &so, &srv);
     if (r) {
-        if (rdma_serve && r == RPCOOL_E_NOTSUP)
-            fprintf(stderr, "rpcool-rdma: server not supported yet (%d %s)\n", r, rpcool_strerror(r));
-        else
-            fprintf(stderr, "server: %s\n", rpcool_strerror(r));
+        fprintf(stderr, "server: %s%s\n", rpcool_strerror(r),
+                r == RPCOOL_E_NOTSUP ? " (build with -DRPCOOL_WITH_RDMA -libverbs)" : "");
         shmheap_close(h);
         shmheap_unlink(hn, NULL);
-        return rdma_serve && r == RPCOOL_E_NOTSUP ? 3 : 1;
+        return 1;
     }
     rpcool_server_add_handler(srv, FN_NOOP, h_noop, NULL, 0);
     rpcool_server_add_handler(srv, FN_TOUCH, h_touch, NULL, 0);
@@ -316,14 +303,6 @@ static void run_pages(rpcool_conn *c, const char *name, long iters, unsigned fn,
     if (hist_init(&h, (size_t)iters)) exit(1);
     long warm = opt->warmup < iters ? opt->warmup : iters;
     if (pages < 1) pages = 1;
-    if (rdma_client) { /* the transport may not do every mode yet: a row that says so */
-        int r = rpcool_call_ex(c, fn, arg, len, co, NULL, NULL);
-        if (r == RPCOOL_E_NOTSUP || r == RPCOOL_E_BADNAME) {
-            printf("rpcool-rdma: not supported yet (%d %s): %s\n", r, rpcool_strerror(r), name);
-            hist_free(&h);
-            return;
-        }
-    }
     for (long i = 0; i < warm; i++) rpcool_call_ex(c, fn, (const char *)arg + (i % pages) * 4096, len, co, NULL, NULL);
     uint64_t t0 = hist_now();
     for (long i = 0; i < iters; i++) {
@@ -384,11 +363,6 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
             sleep(1);
             r = rpcool_connect(chan, &co, &c);
         }
-    }
-    if (rdma_client && (r == RPCOOL_E_NOTSUP || r == RPCOOL_E_BADNAME)) {
-        printf("rpcool-rdma: not supported yet (%d %s): rpcool_connect(\"%s\")\n", r,
-               rpcool_strerror(r), chan);
-        return 0;
     }
     if (r) { fprintf(stderr, "connect: %s\n", rpcool_strerror(r)); return 1; }
     const char *sfx = o->same_cpu ? "@cpu0" : "";
@@ -515,59 +489,52 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
         rpcool_release(cb);
         rpcool_disconnect(cb);
     }
-    /* issue 14 item 5: the relaxed no-op (64-byte argument) against the bare cache-line
-       ping-pong, in alternating blocks of 100 on the same processes and CPUs: the ping-pong's
-       server side is a handler (h_pingpong) of the serving thread, started with an
-       asynchronous call. "# pingpong" line: relaxed / ping-pong, medians (goal <= 1.2). */
+    /* The relaxed no-op (64-byte argument) against the bare cache-line ping-pong, timed by
+       blocks: blocks of PP_BLOCK calls alternate with blocks of PP_BLOCK bare round trips on
+       the same processes and CPUs, the clock read only around each block (a read per call
+       would add its own cost to both). The ping-pong's server side is a handler (h_pingpong)
+       of the serving thread, started with an asynchronous call. Rows: each block's mean per
+       call or round trip; "# pingpong" line: the ratio of the median block means (goal <=
+       1.2). */
     if (want("pingpong") && !rdma_client && !o->same_cpu) {
-        long blocks = n / 100 < 20 ? 20 : n / 100;
-        hist hr, hp, br, bp; /* br, bp: each block's mean, in ns x 100 (finer than the clock) */
+        enum { PP_BLOCK = 2000 };
+        long blocks = n / PP_BLOCK < 20 ? 20 : n / PP_BLOCK;
+        hist br, bp; /* each block's mean, in ns */
         struct pp_lines *pl = (struct pp_lines *)rpcool_alloc_pages(c, 4096);
-        if (!pl || hist_init(&hr, (size_t)blocks * 100) || hist_init(&hp, (size_t)blocks * 100) ||
-            hist_init(&br, (size_t)blocks) || hist_init(&bp, (size_t)blocks))
-            return 1;
+        if (!pl || hist_init(&br, (size_t)blocks) || hist_init(&bp, (size_t)blocks)) return 1;
         memset(pl, 0, sizeof *pl);
         uint64_t seq = 0, tr = 0, tp = 0;
-        for (long b = -(opt->warmup / 100 + 1); b < blocks; b++) {
-            uint64_t s = hist_now(), e, s0 = s;
-            for (int k = 0; k < 100; k++) {
+        for (long b = -(opt->warmup / PP_BLOCK + 1); b < blocks; b++) {
+            uint64_t s = hist_now();
+            for (int k = 0; k < PP_BLOCK; k++)
                 if (rpcool_call_ex(c, FN_NOOP, arg, 64, &relaxed, NULL, NULL)) return 1;
-                e = hist_now();
-                if (b >= 0) { hist_add(&hr, e - s); tr += e - s; }
-                s = e;
-            }
-            if (b >= 0) hist_add(&br, s - s0);
+            uint64_t e = hist_now();
+            if (b >= 0) { hist_add(&br, (e - s) / PP_BLOCK); tr += e - s; }
             uint64_t id;
             pl->req = pl->resp = seq; /* nothing pending: the handler starts from here */
             if (rpcool_call_async(c, FN_PINGPONG, pl, sizeof *pl, &relaxed, NULL, NULL, &id)) return 1;
             /* the handler is running once it answers the first value (untimed) */
             __atomic_store_n(&pl->req, ++seq, __ATOMIC_RELEASE);
             while (__atomic_load_n(&pl->resp, __ATOMIC_ACQUIRE) != seq) rcp__cpu_relax();
-            s = s0 = hist_now();
-            for (int k = 0; k < 100; k++) {
+            s = hist_now();
+            for (int k = 0; k < PP_BLOCK; k++) {
                 __atomic_store_n(&pl->req, ++seq, __ATOMIC_RELEASE);
                 while (__atomic_load_n(&pl->resp, __ATOMIC_ACQUIRE) != seq) rcp__cpu_relax();
-                e = hist_now();
-                if (b >= 0) { hist_add(&hp, e - s); tp += e - s; }
-                s = e;
             }
-            if (b >= 0) hist_add(&bp, s - s0);
+            e = hist_now();
+            if (b >= 0) { hist_add(&bp, (e - s) / PP_BLOCK); tp += e - s; }
             __atomic_store_n(&pl->req, PP_STOP, __ATOMIC_RELEASE);
             if ((r = rpcool_wait(c, id, NULL, NULL))) { fprintf(stderr, "pingpong: %s\n", rpcool_strerror(r)); return 1; }
         }
         char np[96];
         snprintf(name, sizeof name, "%s/pingpong/relaxed%s", pfx, sfx);
         snprintf(np, sizeof np, "%s/pingpong/line%s", pfx, sfx);
-        double mr = (double)hist_median(&hr), mp = (double)hist_median(&hp),
-               mbr = (double)hist_median(&br) / 100, mbp = (double)hist_median(&bp) / 100;
-        hist_print(&hr, name, hist_ops_per_s(hr.n, tr));
-        hist_print(&hp, np, hist_ops_per_s(hp.n, tp));
-        printf("# pingpong: relaxed / ping-pong = %.2f (goal <= 1.2; medians %.3f / %.3f us, "
-               "alternating blocks of 100, %ld each); median block means %.1f / %.1f ns = %.3f\n",
-               mp > 0 ? mr / mp : 0.0, mr / 1000, mp / 1000, blocks * 100, mbr, mbp,
-               mbp > 0 ? mbr / mbp : 0.0);
-        hist_free(&hr);
-        hist_free(&hp);
+        double mr = (double)hist_median(&br), mp = (double)hist_median(&bp);
+        hist_print(&br, name, hist_ops_per_s((size_t)blocks * PP_BLOCK, tr));
+        hist_print(&bp, np, hist_ops_per_s((size_t)blocks * PP_BLOCK, tp));
+        printf("# pingpong: relaxed / ping-pong = %.2f (goal <= 1.2; median block means %.1f / "
+               "%.1f ns, %ld alternating blocks of %d each)\n",
+               mp > 0 ? mr / mp : 0.0, mr, mp, blocks, (int)PP_BLOCK);
         hist_free(&br);
         hist_free(&bp);
         rpcool_free(c, pl);
@@ -815,12 +782,6 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
         void *ret;
         size_t rl;
         int tr = rpcool_call(c, FN_TREE_CHECKED, root, sizeof *root, &ret, &rl);
-        if (rdma_client && (tr == RPCOOL_E_NOTSUP || tr == RPCOOL_E_BADNAME)) {
-            printf("rpcool-rdma: not supported yet (%d %s): %s/tree/*/%zu\n", tr, rpcool_strerror(tr),
-                   pfx, nodes[ti]);
-            rpcool_arena_destroy(&a);
-            continue;
-        }
         if (tr || ((uint64_t *)ret)[0] != bench_tree_expected_sum(nodes[ti])) {
             fprintf(stderr, "tree %zu: wrong sum\n", nodes[ti]);
             return 1;

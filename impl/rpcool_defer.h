@@ -20,7 +20,7 @@ struct rpcool_deferred {
 RPCOOL_API int rpcool_ctx_defer(rpcool_ctx *ctx, rpcool_deferred **out)
 {
     if (!ctx || !out) return RPCOOL_E_INVAL;
-    if (ctx->rc) return RPCOOL_E_NOTSUP; /* an RDMA call runs on the RDMA thread, in order */
+    if (ctx->tp->flags & RPCOOL__TP_NO_DEFER) return RPCOOL_E_NOTSUP; /* RDMA: answered in order */
     if (ctx->dfr) return RPCOOL_E_INVAL;
     rpcool_deferred *d = (rpcool_deferred *)RPCOOL_MALLOC(sizeof *d);
     if (!d) return -ENOMEM;

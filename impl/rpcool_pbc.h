@@ -534,7 +534,7 @@ static void rpcool__pbc_client_destroy(ProtobufCService *svc)
 /* A reply's blocks: over RDMA, freeing one block of a reply frees them all (rpcool.h section 5) */
 static void rpcool__pbc_reply_chain_free(rpcool_conn *c, struct rpcool__pbc_chunk *rep)
 {
-    if (c->rdma) rpcool_free(c, rep);
+    if (c->tp->flags & RPCOOL__TP_COPIES) rpcool_free(c, rep);
     else rpcool__pbc_chain_free(rep, rpcool__pbc_heap_free, c);
 }
 
@@ -588,7 +588,8 @@ RPCOOL_API int rpcool_pbc_call(ProtobufCService *svc, unsigned method, const Pro
     int rc = RPCOOL_E_BADPTR, in_place = 0;
     *out = NULL;
     /* over RDMA a message is always copied: its blocks are the call's extents */
-    if (!c->rdma && shmheap_contains(h, m, md->input->sizeof_message)) { /* as it is, if it can */
+    if (!(c->tp->flags & RPCOOL__TP_COPIES) && shmheap_contains(h, m, md->input->sizeof_message)) {
+        /* as it is, if it can */
         struct rpcool__pbc_walk w = {1, &hb, shmheap_size(h), 0};
         rc = rpcool__pbc_walk_msg(&w, md->input, m, 0);
         in_place = rc == 0;

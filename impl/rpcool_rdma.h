@@ -81,8 +81,8 @@
 #define RPCOOL__R_PATCH (1ull << 62)
 #define RPCOOL__R_DONE_LOST 1u             /* DONE.flags: some kept pages were not kept */
 /* The RC ACK timeout of rpcool's queue pairs: 4.096 us x 2^17 = 0.54 s, 7 tries (retry_cnt 6),
-   so a silent peer is declared dead after about 4 s. krconn's default (67 ms, about 0.5 s in
-   all) declared live peers dead between loaded emulated guests. */
+   so a silent peer is declared dead after about 4 s. krconn's shorter default declares live
+   peers dead between loaded emulated guests. */
 #define RPCOOL__R_ACK_TIMEOUT 17
 /* The RNR timer our queue pairs advertise: 24 = 40.96 ms, so a peer whose first message (the
    server's hello) arrives before our receives are posted (they are posted before the connect
@@ -1018,29 +1018,26 @@ static int rpcool__r_gone(rpcool_conn *c) { return rcp__load(&c->rdma->dead); }
 
 #define RPCOOL__R_MAXEXT 16
 
-/* Post call i: one CALL frame carrying the frees queued, and the extents (the argument's
-   pages and the ranges the caller named, merged, clipped to the heap, as many whole ones as fit
-   in a frame; the rest is fetched when touched). */
-static int rpcool__r_post(rpcool_conn *c, unsigned i)
+/* The ranges a call sends: the argument's pages, its seal range and the extents the caller
+   named (clipped to the heap), in whole pages, sorted by start and merged. Returns how many. */
+static unsigned rpcool__r_call_ranges(rpcool_conn *c, const struct rpcool__call *call,
+                                      uint64_t ext[][2])
 {
-    struct rpcool__rconn *rc = c->rdma;
-    struct rpcool__req *sl = &c->hdr->req[i];
-    struct rpcool__pend *pd = &c->pend[i];
     uint64_t base = (uint64_t)(uintptr_t)shmheap_base(c->heap), size = shmheap_size(c->heap);
-    uint64_t ext[RPCOOL__R_MAXEXT + 2][2];
-    unsigned n = 0;
-    if (sl->arg_len) {
-        ext[n][0] = sl->arg;
-        ext[n][1] = sl->arg + sl->arg_len;
+    uint64_t arg = (uint64_t)(uintptr_t)call->arg, seal = (uint64_t)(uintptr_t)call->seal_p;
+    unsigned n = 0, m = 0;
+    if (call->arg_len) {
+        ext[n][0] = arg;
+        ext[n][1] = arg + call->arg_len;
         n++;
     }
-    if (sl->seal_len && sl->seal + sl->seal_len > sl->seal) { /* a seal range: it travels too */
-        ext[n][0] = sl->seal;
-        ext[n][1] = sl->seal + sl->seal_len;
+    if (call->seal_len && seal + call->seal_len > seal) { /* a seal range: it travels too */
+        ext[n][0] = seal;
+        ext[n][1] = seal + call->seal_len;
         n++;
     }
-    for (unsigned k = 0; k < pd->next && n < RPCOOL__R_MAXEXT; k++) {
-        const rpcool_extent *e = &pd->ext[k];
+    for (unsigned k = 0; k < call->next && n < RPCOOL__R_MAXEXT; k++) {
+        const rpcool_extent *e = &call->ext[k];
         uint64_t lo = (uint64_t)(uintptr_t)e->p, hi = lo + e->len;
         if (!e->len || hi < lo || lo >= base + size || hi <= base) continue;
         ext[n][0] = lo;
@@ -1054,7 +1051,6 @@ static int rpcool__r_post(rpcool_conn *c, unsigned i)
             ext[b][0] = ext[b - 1][0], ext[b][1] = ext[b - 1][1];
             ext[b - 1][0] = t0, ext[b - 1][1] = t1;
         }
-    unsigned m = 0;
     for (unsigned k = 0; k < n; k++) {
         if (m && ext[k][0] <= ext[m - 1][1]) {
             if (ext[k][1] > ext[m - 1][1]) ext[m - 1][1] = ext[k][1];
@@ -1064,155 +1060,248 @@ static int rpcool__r_post(rpcool_conn *c, unsigned i)
             m++;
         }
     }
-    uint64_t frees[RPCOOL__R_FREES];
-    pthread_mutex_lock(&rc->post_lock);
-    uint64_t t0 = rcp__now_ns();
+    return m;
+}
+
+/* Take the reply frees queued (rpcool__r_free): they ride on this call. Returns how many. */
+static unsigned rpcool__r_frees_take(struct rpcool__rconn *rc, uint64_t *frees)
+{
     pthread_mutex_lock(&rc->free_lock);
     unsigned nf = rc->nfrees;
     memcpy(frees, rc->frees, nf * sizeof *frees);
     rc->nfrees = 0;
     pthread_mutex_unlock(&rc->free_lock);
-    struct rpcool__rf h;
-    memset(&h, 0, sizeof h);
-    h.type = RPCOOL__RF_CALL;
-    h.slot = (uint16_t)i;
-    h.gen = pd->gen;
-    h.fn = sl->fn;
-    h.flags = sl->flags;
-    h.a = sl->arg;
-    h.b = sl->arg_len;
-    h.n1 = nf;
-    /* what travels: the extents as whole pages, at most what fits in a frame (the rest is
-       fetched when touched); taken into a copy first, so that what the server gets and what we
-       remember it holds are the same bytes even if another thread writes meanwhile */
-    uint64_t pg = rpcool__page_size(), total = 0;
-    uint64_t budget = RPCOOL__R_MAXFRAME - sizeof h - 8 - nf * 8 - 16 * RPCOOL__R_MAXENT;
+    return nf;
+}
+
+/* Frees a call did not carry (it was not sent): queued again. */
+static void rpcool__r_frees_requeue(struct rpcool__rconn *rc, const uint64_t *frees, unsigned nf)
+{
+    pthread_mutex_lock(&rc->free_lock);
+    for (unsigned k = 0; k < nf && rc->nfrees < RPCOOL__R_FREES; k++)
+        rc->frees[rc->nfrees++] = frees[k];
+    pthread_mutex_unlock(&rc->free_lock);
+}
+
+/* What travels: the ranges as whole pages, at most budget bytes (the rest is fetched when
+   touched). Returns how many ranges remain; *total: their bytes. */
+static unsigned rpcool__r_clip(uint64_t ext[][2], unsigned m, uint64_t budget, uint64_t *total)
+{
+    uint64_t pg = rpcool__page_size();
+    *total = 0;
     for (unsigned k = 0; k < m; k++) {
         uint64_t len = ext[k][1] - ext[k][0];
-        if (total + len > budget) len = (budget - total) & ~(pg - 1);
-        if (!len) { m = k; break; }
+        if (*total + len > budget) len = (budget - *total) & ~(pg - 1);
+        if (!len) return k;
         ext[k][1] = ext[k][0] + len;
-        total += len;
+        *total += len;
     }
+    return m;
+}
+
+/* 1 if the call sends the same ranges as the server holds from the last one (a call repeated
+   on the same structure): the pages are then compared with our copy of them in place, and
+   only a changed page is copied (through a page-sized snapshot, into the copy, which the patch
+   is then sent from). A DONE that said some kept pages were lost empties what it holds. */
+static int rpcool__r_same(struct rpcool__rconn *rc, uint64_t ext[][2], unsigned m,
+                          uint64_t total)
+{
     if (rcp__load(&rc->held_reset)) {
         rcp__store(&rc->held_reset, 0);
         rc->nheld = 0;
     }
-    /* the same ranges as the server holds (a call repeated on the same structure): the pages
-       are compared with our copy of them in place, and only a changed page is copied (through
-       a page-sized snapshot, into the copy, which the patch is then sent from) */
-    char snap[RPCOOL__R_SNAP];
-    int same = m > 0 && m == rc->nheld && pg <= RPCOOL__R_SNAP && total <= rc->hcap;
+    int same = m > 0 && m == rc->nheld && rpcool__page_size() <= RPCOOL__R_SNAP &&
+               total <= rc->hcap;
     for (unsigned k = 0; same && k < m; k++)
         same = ext[k][0] == rc->held[k].lo && ext[k][1] == rc->held[k].hi;
-    if (!same && rpcool__r_hbuf2_fit(rc, total)) { /* no copy: nothing kept, no page travels */
-        m = 0;
-        total = 0;
+    return same;
+}
+
+/* Another call's ranges: taken into a copy first (hbuf2), so that what the server gets and
+   what we remember it holds are the same bytes even if another thread writes meanwhile.
+   Returns how many ranges travel (none if there is no room for the copy). */
+static unsigned rpcool__r_copy_ranges(struct rpcool__rconn *rc, uint64_t ext[][2], unsigned m,
+                                      uint64_t *total)
+{
+    if (rpcool__r_hbuf2_fit(rc, *total)) { /* no copy: nothing kept, no page travels */
+        *total = 0;
+        return 0;
     }
-    for (unsigned k = 0, off = 0; !same && k < m; off += (unsigned)(ext[k][1] - ext[k][0]), k++)
+    for (unsigned k = 0, off = 0; k < m; off += (unsigned)(ext[k][1] - ext[k][0]), k++)
         memcpy(rc->hbuf2 + off, (const void *)(uintptr_t)ext[k][0],
                (size_t)(ext[k][1] - ext[k][0]));
-    /* entries: a page the server holds from the last call and that did not change is KEPT (no
-       bytes); one that changed is kept with a PATCH of its changed bytes; any other travels
-       WHOLE. Range entries ascend; a patch lies inside a kept range. */
+    return m;
+}
+
+/* The per-connection scratch of a CALL's entries, made on first use. */
+static int rpcool__r_post_bufs(struct rpcool__rconn *rc)
+{
     if (!rc->pen) rc->pen = (uint64_t(*)[2])rpcool__calloc(RPCOOL__R_MAXENT, 16);
     if (!rc->psrc) rc->psrc = (const char **)rpcool__calloc(RPCOOL__R_MAXENT, sizeof(char *));
     if (!rc->pparts)
         rc->pparts =
             (struct rpcool__rpart *)rpcool__calloc(1 + 2 * RPCOOL__R_MAXENT, sizeof *rc->pparts);
-    uint64_t (*en)[2] = rc->pen;
-    const char **esrc = rc->psrc;
-    struct rpcool__rpart *parts = rc->pparts;
-    int r = 0;
-    unsigned ne = 0, lastr = ~0u, j = 0, np = 0;
-    uint64_t oj = 0, kept = 0;
-    size_t off = 0;
-    if (!en || !esrc || !parts) {
-        r = -ENOMEM;
-        goto out;
+    return rc->pen && rc->psrc && rc->pparts ? 0 : -ENOMEM;
+}
+
+/* A CALL's entries as they are built: ranges (start, length | kind) and where each one's bytes
+   are (NULL for KEPT). Range entries ascend; a patch lies inside a kept range. */
+struct rpcool__rents {
+    uint64_t (*en)[2];
+    const char **esrc;
+    unsigned ne, lastr; /* entries so far; the last range entry (~0u: none) */
+    uint64_t kept;      /* bytes kept */
+};
+
+/* Our copy of what the server holds of page p, or NULL. Pages are asked for in ascending
+   order: *j and *oj (the held range, its offset in our copy) carry the walk. */
+static const char *rpcool__r_held_at(const struct rpcool__rconn *rc, uint64_t p, unsigned *j,
+                                     uint64_t *oj)
+{
+    while (*j < rc->nheld && rc->held[*j].hi <= p) {
+        *oj += rc->held[*j].hi - rc->held[*j].lo;
+        (*j)++;
     }
-    for (unsigned k = 0; k < m; k++) {
-        uint64_t lo = ext[k][0], hi = ext[k][1];
-        for (uint64_t p = lo; p < hi; p += pg) {
-            const char *cur = rc->hbuf2 + off + (p - lo);
-            const char *old;
+    return *j < rc->nheld && rc->held[*j].lo <= p ? rc->hbuf + *oj + (p - rc->held[*j].lo)
+                                                  : NULL;
+}
+
+/* Page p's entry: KEPT (no bytes) if the server holds it (old: our copy of that) and it did not
+   change; kept with a PATCH of its changed bytes (in 8-byte words) if it changed; else WHOLE.
+   cur: its bytes now; mine: our copy to update in place (a repeated call), or NULL. Adjacent
+   pages of one kind extend one range entry. */
+static void rpcool__r_page_entry(struct rpcool__rents *b, uint64_t p, const char *old,
+                                 const char *cur, char *mine)
+{
+    uint64_t pg = rpcool__page_size(), kind = 0, plo = 0, phi = 0;
+    if (old) {
+        kind = RPCOOL__R_KEEP;
+        if (memcmp(old, cur, (size_t)pg)) {
+            while (plo < pg && !memcmp(old + plo, cur + plo, 8)) plo += 8;
+            phi = pg;
+            while (phi > plo && !memcmp(old + phi - 8, cur + phi - 8, 8)) phi -= 8;
+        }
+    }
+    if (mine && cur != mine) { /* our copy takes the new bytes; they are sent from it */
+        memcpy(mine, cur, (size_t)pg);
+        cur = mine;
+    }
+    uint64_t(*en)[2] = b->en;
+    if (b->lastr != ~0u && (en[b->lastr][1] & RPCOOL__R_KEEP) == kind &&
+        en[b->lastr][0] + (en[b->lastr][1] & ~RPCOOL__R_KEEP) == p) {
+        en[b->lastr][1] += pg; /* extends the last range */
+    } else {
+        b->lastr = b->ne++;
+        en[b->lastr][0] = p;
+        en[b->lastr][1] = pg | kind;
+        b->esrc[b->lastr] = kind ? NULL : cur;
+    }
+    if (kind) b->kept += pg;
+    if (phi > plo) {
+        en[b->ne][0] = p + plo;
+        en[b->ne][1] = (phi - plo) | RPCOOL__R_PATCH;
+        b->esrc[b->ne++] = cur + plo;
+    }
+}
+
+/* The entries of m ranges: a repeated call (same) compares each page with our copy in place,
+   another looks each page up among the pages the server holds. */
+static void rpcool__r_entries_of(struct rpcool__rconn *rc, uint64_t ext[][2], unsigned m,
+                                 int same, struct rpcool__rents *b)
+{
+    uint64_t pg = rpcool__page_size(), oj = 0;
+    char snap[RPCOOL__R_SNAP];
+    unsigned j = 0;
+    size_t off = 0;
+    for (unsigned k = 0; k < m; off += (size_t)(ext[k][1] - ext[k][0]), k++) {
+        for (uint64_t p = ext[k][0]; p < ext[k][1]; p += pg) {
+            const char *cur = rc->hbuf2 + off + (p - ext[k][0]), *old;
             char *mine = NULL;
             if (same) { /* old: our copy; cur: a snapshot of the page if it changed */
-                mine = rc->hbuf + off + (p - lo);
-                old = mine;
-                cur = mine;
+                mine = rc->hbuf + off + (p - ext[k][0]);
+                old = cur = mine;
                 if (memcmp(mine, (const void *)(uintptr_t)p, (size_t)pg)) {
                     memcpy(snap, (const void *)(uintptr_t)p, (size_t)pg);
                     cur = snap;
                 }
             } else {
-                while (j < rc->nheld && rc->held[j].hi <= p) {
-                    oj += rc->held[j].hi - rc->held[j].lo;
-                    j++;
-                }
-                old = j < rc->nheld && rc->held[j].lo <= p
-                          ? rc->hbuf + oj + (p - rc->held[j].lo) : NULL;
+                old = rpcool__r_held_at(rc, p, &j, &oj);
             }
-            uint64_t kind = 0, plo = 0, phi = 0;
-            if (ne + 3 + (m - k) > RPCOOL__R_MAXENT) old = NULL; /* out of entries: whole */
-            if (old) {
-                kind = RPCOOL__R_KEEP;
-                if (memcmp(old, cur, (size_t)pg)) { /* the changed bytes, in 8-byte words */
-                    while (plo < pg && !memcmp(old + plo, cur + plo, 8)) plo += 8;
-                    phi = pg;
-                    while (phi > plo && !memcmp(old + phi - 8, cur + phi - 8, 8)) phi -= 8;
-                }
-            }
-            if (mine && cur == snap) { /* our copy takes the new bytes; they are sent from it */
-                memcpy(mine, snap, (size_t)pg);
-                cur = mine;
-            }
-            if (lastr != ~0u && (en[lastr][1] & RPCOOL__R_KEEP) == kind &&
-                en[lastr][0] + (en[lastr][1] & ~RPCOOL__R_KEEP) == p) {
-                en[lastr][1] += pg; /* extends the last range */
-            } else {
-                lastr = ne++;
-                en[lastr][0] = p;
-                en[lastr][1] = pg | kind;
-                esrc[lastr] = kind ? NULL : cur;
-            }
-            if (kind) kept += pg;
-            if (phi > plo) {
-                en[ne][0] = p + plo;
-                en[ne][1] = (phi - plo) | RPCOOL__R_PATCH;
-                esrc[ne++] = cur + plo;
-            }
+            if (b->ne + 3 + (m - k) > RPCOOL__R_MAXENT) old = NULL; /* out of entries: whole */
+            rpcool__r_page_entry(b, p, old, cur, mine);
         }
-        off += (size_t)(hi - lo);
     }
+}
+
+/* The CALL frame: the frees, then each entry, followed by its bytes unless it is KEPT. */
+static int rpcool__r_send_call(struct rpcool__rconn *rc, struct rpcool__rf *h,
+                               const uint64_t *frees, unsigned nf, const struct rpcool__rents *b,
+                               uint64_t deadline)
+{
+    struct rpcool__rpart *parts = rc->pparts;
+    unsigned np = 0;
     parts[np++] = (struct rpcool__rpart){frees, nf * 8};
-    for (unsigned e = 0; e < ne; e++) {
-        parts[np++] = (struct rpcool__rpart){en[e], 16};
-        if (!(en[e][1] & RPCOOL__R_KEEP))
-            parts[np++] = (struct rpcool__rpart){esrc[e], (size_t)(en[e][1] & ~RPCOOL__R_PATCH)};
+    for (unsigned e = 0; e < b->ne; e++) {
+        parts[np++] = (struct rpcool__rpart){b->en[e], 16};
+        if (!(b->en[e][1] & RPCOOL__R_KEEP))
+            parts[np++] =
+                (struct rpcool__rpart){b->esrc[e], (size_t)(b->en[e][1] & ~RPCOOL__R_PATCH)};
     }
-    h.n2 = ne;
-    r = rpcool__r_send(rc, &h, parts, np, pd->deadline ? pd->deadline : RPCOOL__R_NEVER);
-    if (!r) { /* the server holds these pages now: remember them */
-        if (!same) rpcool__r_hbuf_swap(rc);
-        for (unsigned k = 0; k < m; k++)
-            rc->held[k] = (struct rpcool__rrange){ext[k][0], ext[k][1]};
-        rc->nheld = m;
-        rc->tm_kept += kept;
-        rc->tm_bytes += total - kept;
-        rc->tm_same += same;
-    } else if (same) {
-        rc->nheld = 0; /* our copy took bytes the server never got */
+    h->n2 = b->ne;
+    return rpcool__r_send(rc, h, parts, np, deadline ? deadline : RPCOOL__R_NEVER);
+}
+
+/* After the CALL went (r == 0), the server holds these pages: remember them. */
+static void rpcool__r_held_note(struct rpcool__rconn *rc, uint64_t ext[][2], unsigned m,
+                                int same, int r, uint64_t total, uint64_t kept)
+{
+    if (r) {
+        if (same) rc->nheld = 0; /* our copy took bytes the server never got */
+        return;
     }
-out:
+    if (!same) rpcool__r_hbuf_swap(rc);
+    for (unsigned k = 0; k < m; k++) rc->held[k] = (struct rpcool__rrange){ext[k][0], ext[k][1]};
+    rc->nheld = m;
+    rc->tm_kept += kept;
+    rc->tm_bytes += total - kept;
+    rc->tm_same += same;
+}
+
+/* Post a call: one CALL frame carrying the frees queued, and the extents (the argument's
+   pages and the ranges the caller named, merged, clipped to the heap, as many whole ones as fit
+   in a frame; the rest is fetched when touched). */
+static int rpcool__r_post(rpcool_conn *c, const struct rpcool__call *call)
+{
+    struct rpcool__rconn *rc = c->rdma;
+    uint64_t ext[RPCOOL__R_MAXEXT + 2][2], frees[RPCOOL__R_FREES], total;
+    unsigned m = rpcool__r_call_ranges(c, call, ext);
+    pthread_mutex_lock(&rc->post_lock);
+    uint64_t t0 = rcp__now_ns();
+    unsigned nf = rpcool__r_frees_take(rc, frees);
+    struct rpcool__rf h;
+    memset(&h, 0, sizeof h);
+    h.type = RPCOOL__RF_CALL;
+    h.slot = (uint16_t)call->slot;
+    h.gen = call->gen;
+    h.fn = call->fn;
+    h.flags = call->flags;
+    h.a = (uint64_t)(uintptr_t)call->arg;
+    h.b = call->arg_len;
+    h.n1 = nf;
+    m = rpcool__r_clip(ext, m, RPCOOL__R_MAXFRAME - sizeof h - 8 - nf * 8 - 16 * RPCOOL__R_MAXENT,
+                       &total);
+    int same = rpcool__r_same(rc, ext, m, total);
+    if (!same) m = rpcool__r_copy_ranges(rc, ext, m, &total);
+    int r = rpcool__r_post_bufs(rc);
+    if (!r) {
+        struct rpcool__rents b = {rc->pen, rc->psrc, 0, ~0u, 0};
+        rpcool__r_entries_of(rc, ext, m, same, &b);
+        r = rpcool__r_send_call(rc, &h, frees, nf, &b, call->deadline);
+        rpcool__r_held_note(rc, ext, m, same, r, total, b.kept);
+    }
     rc->tm_post += rcp__now_ns() - t0;
     pthread_mutex_unlock(&rc->post_lock);
-    if (r) { /* the frees were not sent: queue them again */
-        pthread_mutex_lock(&rc->free_lock);
-        for (unsigned k = 0; k < nf && rc->nfrees < RPCOOL__R_FREES; k++)
-            rc->frees[rc->nfrees++] = frees[k];
-        pthread_mutex_unlock(&rc->free_lock);
-    }
+    if (r) rpcool__r_frees_requeue(rc, frees, nf); /* the frees were not sent */
     return r;
 }
 
@@ -1238,13 +1327,6 @@ static int rpcool__r_sleep_first(uint64_t poll, uint64_t sleep, uint64_t n)
     if (!poll) return 0;
     if (!sleep) return 1;
     return (sleep < poll) ^ (n % RPCOOL__R_PROBE == RPCOOL__R_PROBE - 1);
-}
-
-/* A client adapts (polls or sleeps at once) when its spin_ns is the default and the benchmark
-   knob RPCOOL_RDMA_SPIN_MAX_NS is unset. */
-static void rpcool__r_adapt(rpcool_conn *c, int on)
-{
-    c->rdma->adapt = on && !c->rdma->spin_max;
 }
 
 /* Wait for call i: poll while spin_ns lasts (not at all when an adapting client sleeps at
@@ -1293,9 +1375,6 @@ static int rpcool__r_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
     }
 }
 
-static const struct rpcool__transport rpcool__r_transport = {"rdma", rpcool__r_post,
-                                                             rpcool__r_wait};
-
 /* rpcool_free of a reply block: its call's reply goes, at the next call. */
 static void rpcool__r_free(rpcool_conn *c, void *p)
 {
@@ -1323,10 +1402,13 @@ static void rpcool__r_free(rpcool_conn *c, void *p)
     }
 }
 
-static int rpcool__r_is_reply(rpcool_conn *c, const void *p)
+/* rpcool_free: a block of the reply region (the server owns it) goes back to the server. */
+static int rpcool__r_free_reply(rpcool_conn *c, void *p)
 {
     uint64_t a = (uint64_t)(uintptr_t)p;
-    return c->rdma && a >= c->rdma->rbase && a - c->rdma->rbase < c->rdma->rlen;
+    if (a < c->rdma->rbase || a - c->rdma->rbase >= c->rdma->rlen) return 0;
+    rpcool__r_free(c, p);
+    return 1;
 }
 
 /* Wait for the server's hello (its area), up to deadline. A zero-byte RDMA WRITE goes every
@@ -1389,77 +1471,60 @@ static unsigned rpcool__r_test_late_recv_us; /* tests only: see rpcool__r_connec
 static int rpcool__r_test_no_prepost;         /* tests only: receives after the connect, once */
 #endif
 
-/* A client connection over RDMA: see the top of this file. */
-static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name,
-                             unsigned connect_ms)
+/* The queue pair of a connection to the service svc, from the directory at meta (NULL:
+   $KRCONN_META; rc's receives are posted before it asks: rpcool__r_before). A directory whose
+   meta server went away since it was read is read afresh, once. */
+static int rpcool__r_qp(rpcool_conn *c, krconn_ctx *kc, krconn_dir **dir, const char *meta,
+                        const char *name, const char *svc, struct rpcool__rconn *rc,
+                        uint64_t deadline, unsigned connect_ms, krconn **k)
 {
-    krconn_ctx *kc;
-    krconn_dir *dir;
-    krconn *k = NULL;
-    struct rpcool__rconn *rc = NULL;
-    char svc[RPCOOL__NAME_MAX + 16];
-    uint64_t deadline = rcp__now_ns() + (uint64_t)connect_ms * 1000000u;
-    size_t pg = rpcool__page_size(), hs, rlen;
-    void *reply;
-    int r;
-    if ((r = rpcool__check_name(name))) return r;
-    if ((r = rpcool__r_client_ctx(&kc))) return r;
-    if ((r = rpcool__r_dir(kc, where[0] ? where : NULL, connect_ms, &dir))) return r;
-    snprintf(svc, sizeof svc, "rpcool.%s", name);
-    /* heaps whose range the server refused (RPCOOL_E_ADDRINUSE: its mirror of a client of our
-       pod that died there is not reclaimed yet), kept open until we connect so that the next
-       heap gets another range */
-    shmheap *held[RPCOOL__R_HELD];
-    int again = 0, nheld = 0;
-attempt:
-    if ((r = rpcool__r_prep(kc, &rc))) return r;
-    uint64_t now0 = rcp__now_ns();
-    unsigned left_ms = now0 < deadline ? (unsigned)((deadline - now0) / 1000000u) : 0;
+    uint64_t now = rcp__now_ns();
+    unsigned left_ms = now < deadline ? (unsigned)((deadline - now) / 1000000u) : 0;
     krconn_connect_opts co = {(int)(left_ms ? left_ms : 1), KRCONN_CONNECT_NO_VIRTUAL,
                               rpcool__r_before, rc};
+    int r;
 #ifdef RPCOOL__R_TEST_HOOKS
     if (rpcool__r_test_no_prepost) co.before = NULL, rpcool__r_test_no_prepost = 0;
 #endif
-    int kr = krconn_connect_name(kc, dir, svc, &co, &k);
+    int kr = krconn_connect_name(kc, *dir, svc, &co, k);
     if (kr == KRCONN_E_CLOSED || kr == KRCONN_E_PEERDEAD || kr == KRCONN_E_QPERR ||
         kr == KRCONN_E_FLUSHED) { /* the meta server went away since: ask it afresh, once */
-        rpcool__r_dir_drop(dir);
-        if ((r = rpcool__r_dir(kc, where[0] ? where : NULL, connect_ms, &dir))) goto fail_rc;
-        kr = krconn_connect_name(kc, dir, svc, &co, &k);
+        rpcool__r_dir_drop(*dir);
+        if ((r = rpcool__r_dir(kc, meta, connect_ms, dir))) return r;
+        kr = krconn_connect_name(kc, *dir, svc, &co, k);
     }
     if ((r = rpcool__r_err(kr))) {
         char buf[256];
         rpcool__log(&c->log, RPCOOL_LOG_WARN, "rdma connect to %s: %s", name,
                     krconn_describe(kr, buf, sizeof buf));
-        goto fail_rc;
     }
-#ifdef RPCOOL__R_TEST_HOOKS
-    if (rpcool__r_test_late_recv_us) { /* tests: a client slow to post its receives, once */
-        usleep(rpcool__r_test_late_recv_us);
-        rpcool__r_test_late_recv_us = 0;
-    }
-#endif
-    if ((r = rpcool__r_attach(rc, k))) goto fail_rc;
-    rc->frees = (uint64_t *)rpcool__calloc(RPCOOL__R_FREES, sizeof *rc->frees);
-    if (!rc->frees) { r = -ENOMEM; goto fail_rc; }
-    /* the heap: one of our pod, at our pod's addresses, on a memfd: no name in /dev/shm, and
-       its range in the pod is held by our handle's lock, so a client killed while connected
-       leaves nothing behind past the pod's next create (shmheap_create_fd) */
-    {
-        char mn[RPCOOL__NAME_MAX + 16];
-        snprintf(mn, sizeof mn, "rpcool-rdma-%s", name);
-        int hfd = memfd_create(mn, MFD_CLOEXEC);
-        if (hfd < 0) { r = -errno; goto fail_rc; }
-        r = shmheap_create_fd(hfd, &c->hopts, &c->heap);
-        close(hfd); /* the handle keeps its own duplicate */
-        if (r) goto fail_rc;
-        snprintf(c->heap_name, sizeof c->heap_name, "%.100s", shmheap_name(c->heap));
-    }
+    return r;
+}
+
+/* The connection heap: one of our pod, at our pod's addresses, on a memfd: no name in
+   /dev/shm, and its range in the pod is held by our handle's lock, so a client killed while
+   connected leaves nothing behind past the pod's next create (shmheap_create_fd). In it: c->hdr
+   (where replies show) and the reply region (a quarter of the heap), which the server owns. */
+static int rpcool__r_heap(rpcool_conn *c, struct rpcool__rconn *rc, const char *name)
+{
+    char mn[RPCOOL__NAME_MAX + 16];
+    size_t pg = rpcool__page_size(), hs, rlen;
+    snprintf(mn, sizeof mn, "rpcool-rdma-%s", name);
+    int hfd = memfd_create(mn, MFD_CLOEXEC), r;
+    if (hfd < 0) return -errno;
+    r = shmheap_create_fd(hfd, &c->hopts, &c->heap);
+    close(hfd); /* the handle keeps its own duplicate */
+    if (r) return r;
+    snprintf(c->heap_name, sizeof c->heap_name, "%.100s", shmheap_name(c->heap));
     c->hdr = (struct rpcool__conn_hdr *)shmheap_aligned_alloc(c->heap, 128, sizeof *c->hdr);
     hs = shmheap_size(c->heap);
     rlen = (hs / 4) & ~(pg - 1);
-    reply = rlen ? shmheap_aligned_alloc(c->heap, pg, rlen) : NULL;
-    if (!c->hdr || !reply) { r = SHMHEAP_E_FULL; goto fail_heap; }
+    void *reply = rlen ? shmheap_aligned_alloc(c->heap, pg, rlen) : NULL;
+    if (!c->hdr || !reply) {
+        shmheap_close(c->heap);
+        c->heap = NULL;
+        return SHMHEAP_E_FULL;
+    }
     memset(c->hdr, 0, sizeof *c->hdr);
     c->hdr->version = RPCOOL__VERSION;
     c->hdr->nslots = RPCOOL__NSLOTS;
@@ -1468,23 +1533,49 @@ attempt:
     rc->size = hs;
     rc->rbase = (uint64_t)(uintptr_t)reply;
     rc->rlen = rlen;
+    return 0;
+}
+
+/* The server's verdict on our hello: its ACCEPT frame's status (0, or why it refused). */
+static int rpcool__r_accepted(struct rpcool__rconn *rc, uint64_t deadline)
+{
+    for (;;) {
+        pthread_mutex_lock(&rc->rx_lock);
+        struct rpcool__rf *h = rpcool__r_next(rc);
+        int st = 1, r;
+        if (h) {
+            st = h->type == RPCOOL__RF_ACCEPT ? h->status : RPCOOL_E_PROTO;
+            rpcool__r_consume(rc, h);
+        }
+        pthread_mutex_unlock(&rc->rx_lock);
+        if (st != 1) return st;
+        if ((r = rcp__load(&rc->dead))) return r;
+        if (rcp__now_ns() >= deadline) return RPCOOL_E_TIMEOUT;
+        rpcool__r_sleep(rc, 1000000u);
+    }
+}
+
+/* The hellos: the server's (its area), ours (the heap's and the reply region's place), then
+   its verdict. *again: the server dropped the connection before its hello reached us, and the
+   deadline leaves time for a new one. */
+static int rpcool__r_handshake(rpcool_conn *c, struct rpcool__rconn *rc, const char *name,
+                               uint64_t deadline, int *again)
+{
     struct rpcool__rhello sh, ch;
+    int r;
     if ((r = rpcool__r_await_hello(rc, deadline, &sh))) {
-        /* the server dropped the connection before its hello reached us: a new one, in time */
-        again = r == RPCOOL_E_PEERDEAD && rcp__now_ns() < deadline;
+        *again = r == RPCOOL_E_PEERDEAD && rcp__now_ns() < deadline;
         char qt[96];
         rpcool__log(&c->log, RPCOOL_LOG_WARN, "rdma connect to %s: connected (%s), but no hello "
                     "from the server: %s%s%s (the server's log says why it dropped the "
                     "connection)%s", name, rpcool__r_qp_text(rc, qt, sizeof qt),
                     rpcool_strerror(r), rc->wc_fail ? ", a work request failed: " : "",
                     rc->wc_fail ? ibv_wc_status_str((enum ibv_wc_status)(rc->wc_fail - 1)) : "",
-                    again ? "; connecting again" : "");
-        goto fail_heap;
+                    *again ? "; connecting again" : "");
+        return r;
     }
-    if (sh.magic != RPCOOL__R_HELLO_MAGIC || sh.version != RPCOOL__R_VERSION || sh.role != 1) {
-        r = RPCOOL_E_PROTO;
-        goto fail_heap;
-    }
+    if (sh.magic != RPCOOL__R_HELLO_MAGIC || sh.version != RPCOOL__R_VERSION || sh.role != 1)
+        return RPCOOL_E_PROTO;
     rc->peer_area = sh.area;
     rc->peer_rkey = sh.rkey;
     memset(&ch, 0, sizeof ch);
@@ -1492,67 +1583,93 @@ attempt:
     ch.heap_size = rc->size;
     ch.reply_base = rc->rbase;
     ch.reply_len = rc->rlen;
-    if ((r = rpcool__r_send_hello(rc, &ch, 2, name))) goto fail_heap;
-    for (;;) { /* the server's verdict: an ACCEPT frame */
-        pthread_mutex_lock(&rc->rx_lock);
-        struct rpcool__rf *h = rpcool__r_next(rc);
-        int st = 1;
-        if (h) {
-            st = h->type == RPCOOL__RF_ACCEPT ? h->status : RPCOOL_E_PROTO;
-            rpcool__r_consume(rc, h);
-        }
-        pthread_mutex_unlock(&rc->rx_lock);
-        if (st != 1) {
-            r = st;
-            break;
-        }
-        if ((r = rcp__load(&rc->dead))) break;
-        if (rcp__now_ns() >= deadline) { r = RPCOOL_E_TIMEOUT; break; }
-        rpcool__r_sleep(rc, 1000000u);
-    }
-    if (r) {
+    if ((r = rpcool__r_send_hello(rc, &ch, 2, name))) return r;
+    if ((r = rpcool__r_accepted(rc, deadline)))
         rpcool__log(&c->log, RPCOOL_LOG_WARN, "rdma connect to %s: the server's answer to our "
                     "hello: %s", name, rpcool_strerror(r));
-        goto fail_heap;
-    }
+    return r;
+}
+
+/* The connection is made: the client's state goes live. */
+static void rpcool__r_connected(rpcool_conn *c, struct rpcool__rconn *rc, const char *name,
+                                const rpcool_conn_opts *o)
+{
     rc->owner = c;
     rc->check_ns = (uint64_t)c->peer_check_ms * 1000000u;
+    /* a client adapts (polls or sleeps at once) when its spin_ns is the default and the
+       benchmark knob RPCOOL_RDMA_SPIN_MAX_NS is unset */
+    rc->adapt = !o->spin_ns && !rc->spin_max;
     c->rdma = rc;
-    c->tp = &rpcool__r_transport;
     if (c->log.fn) {
         char qt[96];
         rpcool__log(&c->log, RPCOOL_LOG_INFO, "connected to %s over RDMA (heap %s at %p, %s)",
                     name, c->heap_name, shmheap_base(c->heap),
                     rpcool__r_qp_text(rc, qt, sizeof qt));
     }
-    while (nheld) shmheap_close(held[--nheld]);
-    return 0;
-fail_heap:
-    rc->failed = 1;
-    if (r == RPCOOL_E_ADDRINUSE && nheld < RPCOOL__R_HELD && rcp__now_ns() < deadline) {
-        rpcool__log(&c->log, RPCOOL_LOG_INFO, "rdma connect to %s: the server still mirrors "
-                    "another client at %p (gone, not yet reclaimed there): another range",
-                    name, shmheap_base(c->heap));
-        held[nheld++] = c->heap; /* hold its range: the next heap is placed elsewhere */
-        again = 1;
-    } else {
-        shmheap_close(c->heap); /* its range in the pod goes with the last hold */
-    }
-    c->heap = NULL;
-fail_rc:
-    rc->failed = 1;
-    rpcool__r_conn_free(rc);
-    if (again) {
+}
+
+/* A client connection over RDMA (see the top of this file): a queue pair, the heap, the
+   hellos. Attempts again while the deadline allows when the server dropped the connection
+   before its hello, or refused the heap's range (RPCOOL_E_ADDRINUSE: its mirror of a client
+   of our pod that died there is not reclaimed yet; the refused heap is kept open until we
+   connect, so that the next heap gets another range). */
+static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name,
+                             const rpcool_conn_opts *o, unsigned connect_ms)
+{
+    krconn_ctx *kc;
+    krconn_dir *dir;
+    krconn *k = NULL;
+    struct rpcool__rconn *rc = NULL;
+    char svc[RPCOOL__NAME_MAX + 16];
+    uint64_t deadline = rcp__now_ns() + (uint64_t)connect_ms * 1000000u;
+    shmheap *held[RPCOOL__R_HELD];
+    const char *meta = where[0] ? where : NULL;
+    int r, again, nheld = 0;
+    if (!o->spin_ns) c->spin_ns = RPCOOL_DEFAULT_RDMA_SPIN_NS; /* a network round trip */
+    if ((r = rpcool__check_name(name))) return r;
+    if ((r = rpcool__r_client_ctx(&kc))) return r;
+    if ((r = rpcool__r_dir(kc, meta, connect_ms, &dir))) return r;
+    snprintf(svc, sizeof svc, "rpcool.%s", name);
+    do {
         again = 0;
-        rc = NULL;
         k = NULL;
-        goto attempt;
-    }
+        if ((r = rpcool__r_prep(kc, &rc))) break;
+        r = rpcool__r_qp(c, kc, &dir, meta, name, svc, rc, deadline, connect_ms, &k);
+#ifdef RPCOOL__R_TEST_HOOKS
+        if (!r && rpcool__r_test_late_recv_us) { /* tests: a client slow to post its receives */
+            usleep(rpcool__r_test_late_recv_us);
+            rpcool__r_test_late_recv_us = 0;
+        }
+#endif
+        if (!r) r = rpcool__r_attach(rc, k);
+        if (!r && !(rc->frees = (uint64_t *)rpcool__calloc(RPCOOL__R_FREES, sizeof *rc->frees)))
+            r = -ENOMEM;
+        if (!r) r = rpcool__r_heap(c, rc, name);
+        if (!r) r = rpcool__r_handshake(c, rc, name, deadline, &again);
+        if (!r) {
+            rpcool__r_connected(c, rc, name, o);
+            break;
+        }
+        if (c->heap && r == RPCOOL_E_ADDRINUSE && nheld < RPCOOL__R_HELD &&
+            rcp__now_ns() < deadline) {
+            rpcool__log(&c->log, RPCOOL_LOG_INFO, "rdma connect to %s: the server still "
+                        "mirrors another client at %p (gone, not yet reclaimed there): another "
+                        "range", name, shmheap_base(c->heap));
+            held[nheld++] = c->heap; /* hold its range: the next heap is placed elsewhere */
+            again = 1;
+        } else if (c->heap) {
+            shmheap_close(c->heap); /* its range in the pod goes with the last hold */
+        }
+        c->heap = NULL;
+        rc->failed = 1;
+        rpcool__r_conn_free(rc);
+        rc = NULL;
+    } while (again);
     while (nheld) shmheap_close(held[--nheld]);
     return r;
 }
 
-static int rpcool__r_disconnect(rpcool_conn *c)
+static void rpcool__r_disconnect(rpcool_conn *c)
 {
     struct rpcool__rconn *rc = c->rdma;
     if (rc->tm_n)
@@ -1584,7 +1701,6 @@ static int rpcool__r_disconnect(rpcool_conn *c)
     rpcool__r_conn_free(rc);
     c->rdma = NULL;
     shmheap_close(c->heap);
-    return 0;
 }
 
 
@@ -1959,6 +2075,7 @@ static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
     rpcool_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.s = s;
+    ctx.tp = rpcool__r_server_tp();
     ctx.rc = rc;
     struct rpcool__handler_ent *e =
         fnid < RPCOOL_MAX_HANDLERS ? rcp__load(&s->handlers[fnid]) : NULL;
@@ -2136,44 +2253,59 @@ static void rpcool__r_accept(rpcool_server *s, krconn *k)
     pthread_mutex_unlock(&rs->lock);
 }
 
-/* Work on one connection: returns how much was done. */
-static int rpcool__r_step(struct rpcool__worker *w, struct rpcool__rconn *rc, uint64_t now)
+/* A connection waiting for its client's hello: take it in (1), or drop the connection once
+   its deadline passed or it failed, saying why (0). */
+static int rpcool__r_step_hello(rpcool_server *s, struct rpcool__rconn *rc, uint64_t now)
 {
-    rpcool_server *s = w->s;
-    int n = rpcool__r_cq(rc);
-    if (rc->state == RPCOOL__RS_HELLO) {
-        if (rc->hello_in) {
-            rpcool__r_hello_in(s, rc);
-            return 1;
-        }
-        if (now >= rc->hello_deadline || rcp__load(&rc->dead)) {
-            /* a client that never learns of this waits out its connect timeout: say why */
-            char qt[96];
-            if (rc->wc_fail)
-                rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: rdma connection (%s) dropped before "
-                            "the client's hello: a work request failed (%s)%s", s->name,
-                            rpcool__r_qp_text(rc, qt, sizeof qt),
-                            ibv_wc_status_str((enum ibv_wc_status)(rc->wc_fail - 1)),
-                            rc->wc_fail - 1 == IBV_WC_RNR_RETRY_EXC_ERR
-                                ? ": our hello found no receive posted at the client in time"
-                                : "");
-            else if (rcp__load(&rc->dead))
-                rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: rdma connection dropped before the "
-                            "client's hello: %s", s->name,
-                            rpcool_strerror((int)rcp__load(&rc->dead)));
-            else
-                rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: rdma connection dropped: no hello "
-                            "from the client in %u ms", s->name,
-                            (unsigned)RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS);
-            rc->state = RPCOOL__RS_DEAD;
-            rc->failed = 1; /* its QP goes to nobody else (rpcool__r_conn_free) */
-            rc->hello_deadline = now;
-        }
-        return n;
+    if (rc->hello_in) {
+        rpcool__r_hello_in(s, rc);
+        return 1;
     }
-    if (rc->state != RPCOOL__RS_ACTIVE) return n;
-    for (;;) {
-        if (rcp__load(&rc->dead)) break;
+    if (now < rc->hello_deadline && !rcp__load(&rc->dead)) return 0;
+    /* a client that never learns of this waits out its connect timeout: say why */
+    char qt[96];
+    if (rc->wc_fail)
+        rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: rdma connection (%s) dropped before "
+                    "the client's hello: a work request failed (%s)%s", s->name,
+                    rpcool__r_qp_text(rc, qt, sizeof qt),
+                    ibv_wc_status_str((enum ibv_wc_status)(rc->wc_fail - 1)),
+                    rc->wc_fail - 1 == IBV_WC_RNR_RETRY_EXC_ERR
+                        ? ": our hello found no receive posted at the client in time"
+                        : "");
+    else if (rcp__load(&rc->dead))
+        rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: rdma connection dropped before the "
+                    "client's hello: %s", s->name, rpcool_strerror((int)rcp__load(&rc->dead)));
+    else
+        rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: rdma connection dropped: no hello "
+                    "from the client in %u ms", s->name,
+                    (unsigned)RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS);
+    rc->state = RPCOOL__RS_DEAD;
+    rc->failed = 1; /* its QP goes to nobody else (rpcool__r_conn_free) */
+    rc->hello_deadline = now;
+    return 0;
+}
+
+/* A FREE or BYE frame at the server (under rx_lock): FREE frees the reply blocks it names, BYE
+   marks the connection closed. Returns 1 for a frame of another type (untouched). */
+static int rpcool__r_srv_control(struct rpcool__rconn *rc, const struct rpcool__rf *h)
+{
+    if (h->type == RPCOOL__RF_FREE) {
+        const uint64_t *f = (const uint64_t *)(h + 1);
+        if (h->n1 <= (h->len - sizeof *h - 8) / 8)
+            for (uint32_t k = 0; k < h->n1; k++) rpcool__r_free_block(rc, f[k]);
+        return 0;
+    }
+    if (h->type != RPCOOL__RF_BYE) return 1;
+    rcp__store(&rc->dead, (int32_t)RPCOOL_E_CLOSED);
+    return 0;
+}
+
+/* Serve what came on an active connection: the CALLs the fault thread set aside first, then
+   the ring's frames. Returns how many frames were handled. */
+static int rpcool__r_step_frames(struct rpcool__worker *w, struct rpcool__rconn *rc)
+{
+    int n = 0;
+    while (!rcp__load(&rc->dead)) {
         pthread_mutex_lock(&rc->rx_lock);
         struct rpcool__rframe *bf = rc->backlog;
         if (bf) {
@@ -2194,20 +2326,26 @@ static int rpcool__r_step(struct rpcool__worker *w, struct rpcool__rconn *rc, ui
             rpcool__r_serve(w, rc, h, 1); /* unlocks */
             continue;
         }
-        if (h->type == RPCOOL__RF_FREE) {
-            const uint64_t *f = (const uint64_t *)(h + 1);
-            if (h->n1 <= (h->len - sizeof *h - 8) / 8)
-                for (uint32_t k = 0; k < h->n1; k++) rpcool__r_free_block(rc, f[k]);
-        } else if (h->type == RPCOOL__RF_BYE) {
-            rcp__store(&rc->dead, (int32_t)RPCOOL_E_CLOSED);
-        } else if (h->type != RPCOOL__RF_PAGES) { /* a late answer to a fetch that gave up */
-            rc->bad++;
-            rcp__fetch_add(&s->st.bad_entries, 1u);
+        if (rpcool__r_srv_control(rc, h) && h->type != RPCOOL__RF_PAGES) {
+            rc->bad++; /* (PAGES: a late answer to a fetch that gave up) */
+            rcp__fetch_add(&w->s->st.bad_entries, 1u);
             rcp__store(&rc->dead, (int32_t)RPCOOL_E_PROTO);
         }
         rpcool__r_consume(rc, h);
         pthread_mutex_unlock(&rc->rx_lock);
     }
+    return n;
+}
+
+/* One pass over connection rc: its completions, its hello or its frames, a keepalive when it
+   has been silent for reap_ms. Returns how much was done (0: idle). */
+static int rpcool__r_step(struct rpcool__worker *w, struct rpcool__rconn *rc, uint64_t now)
+{
+    rpcool_server *s = w->s;
+    int n = rpcool__r_cq(rc);
+    if (rc->state == RPCOOL__RS_HELLO) return rpcool__r_step_hello(s, rc, now) ? 1 : n;
+    if (rc->state != RPCOOL__RS_ACTIVE) return n;
+    n += rpcool__r_step_frames(w, rc);
     if (!rcp__load(&rc->dead) && now - rcp__load_relaxed(&rc->last_rx) >=
                                      (uint64_t)s->reap_ms * 1000000u &&
         now - rc->last_ping >= (uint64_t)s->reap_ms * 1000000u) {
@@ -2362,6 +2500,62 @@ static void *rpcool__r_thread(void *p)
 
 /* The fault thread: a handler touched a mirror page that did not come with the call; ask the
    client for it and place it. */
+/* A frame that reached the fault thread while it waited for a page: a CALL is set aside for
+   the serving thread (rc->backlog), FREE and BYE are handled at once (under rx_lock). */
+static void rpcool__r_aside(struct rpcool__rconn *rc, const struct rpcool__rf *f)
+{
+    if (f->type != RPCOOL__RF_CALL) {
+        rpcool__r_srv_control(rc, f);
+        return;
+    }
+    struct rpcool__rframe *bf = (struct rpcool__rframe *)rpcool__calloc(1, sizeof *bf + f->len);
+    if (!bf) {
+        rcp__store(&rc->dead, (int32_t)-ENOMEM);
+        return;
+    }
+    bf->len = f->len;
+    memcpy(bf->data, f, f->len);
+    *rc->backlog_tail = bf;
+    rc->backlog_tail = &bf->next;
+}
+
+/* Fetch page a of rc's mirror from its client (under rx_lock): a FETCH frame, then the frames
+   that come until its PAGES answer, up to RPCOOL__R_FETCH_MS. Returns 1 if the page is in. */
+static int rpcool__r_fetch(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, uint64_t a)
+{
+    uint64_t pg = rpcool__page_size();
+    struct rpcool__rf h;
+    memset(&h, 0, sizeof h);
+    h.type = RPCOOL__RF_FETCH;
+    h.id = ++rc->fetch_id;
+    h.a = a;
+    h.b = pg;
+    uint64_t deadline = rcp__now_ns() + (uint64_t)RPCOOL__R_FETCH_MS * 1000000u;
+    if (rpcool__r_send(rc, &h, NULL, 0, deadline)) return 0;
+    while (rcp__now_ns() < deadline && !rcp__load(&rc->dead)) {
+        struct rpcool__rf *f = rpcool__r_next(rc);
+        if (!f) {
+            rpcool__r_sleep(rc, 1000000u);
+            continue;
+        }
+        if (f->type == RPCOOL__RF_PAGES && f->id == rc->fetch_id) {
+            int ok = 0;
+            if (f->status == 0 && f->a == a && f->b == pg && f->len >= sizeof *f + pg + 8)
+                ok = !rpcool__r_install(rs, rc, a, pg, (const char *)(f + 1));
+            rpcool__r_consume(rc, f);
+            return ok;
+        }
+        if (f->type == RPCOOL__RF_CALL || f->type == RPCOOL__RF_FREE ||
+            f->type == RPCOOL__RF_BYE)
+            rpcool__r_aside(rc, f);
+        rpcool__r_consume(rc, f);
+    }
+    return 0;
+}
+
+/* The mirror's page faults: the page is fetched from the connection's client; if it cannot
+   be, the connection is dropped and a zero page unblocks the faulting thread (its call's
+   answer goes nowhere). */
 static void *rpcool__r_fault_thread(void *p)
 {
     rpcool_server *s = (rpcool_server *)p;
@@ -2381,58 +2575,11 @@ static void *rpcool__r_fault_thread(void *p)
         while (rc && !(rc->mirror && a >= rc->base && a - rc->base < rc->size)) rc = rc->next;
         if (rc) pthread_mutex_lock(&rc->rx_lock); /* the reaper waits for it */
         pthread_mutex_unlock(&rs->lock);
-        if (rc && !rcp__load(&rc->dead)) {
-            struct rpcool__rf h;
-            memset(&h, 0, sizeof h);
-            h.type = RPCOOL__RF_FETCH;
-            h.id = ++rc->fetch_id;
-            h.a = a;
-            h.b = pg;
-            uint64_t deadline = rcp__now_ns() + (uint64_t)RPCOOL__R_FETCH_MS * 1000000u;
-            int r = rpcool__r_send(rc, &h, NULL, 0, deadline);
-            while (!r && !ok && rcp__now_ns() < deadline && !rcp__load(&rc->dead)) {
-                struct rpcool__rf *f = rpcool__r_next(rc);
-                if (!f) {
-                    rpcool__r_sleep(rc, 1000000u);
-                    continue;
-                }
-                if (f->type == RPCOOL__RF_PAGES && f->id == rc->fetch_id) {
-                    if (f->status == 0 && f->a == a && f->b == pg && f->len >= sizeof *f + pg + 8)
-                        ok = !rpcool__r_install(rs, rc, a, pg, (const char *)(f + 1));
-                    rpcool__r_consume(rc, f);
-                    break;
-                }
-                if (f->type == RPCOOL__RF_CALL || f->type == RPCOOL__RF_FREE ||
-                    f->type == RPCOOL__RF_BYE) { /* for the serving thread, later */
-                    struct rpcool__rframe *bf =
-                        (struct rpcool__rframe *)rpcool__calloc(1, sizeof *bf + f->len);
-                    if (bf && f->type == RPCOOL__RF_CALL) {
-                        bf->len = f->len;
-                        memcpy(bf->data, f, f->len);
-                        *rc->backlog_tail = bf;
-                        rc->backlog_tail = &bf->next;
-                    } else {
-                        rpcool__free(bf);
-                        if (f->type == RPCOOL__RF_FREE) {
-                            const uint64_t *fr = (const uint64_t *)(f + 1);
-                            if (f->n1 <= (f->len - sizeof *f - 8) / 8)
-                                for (uint32_t k = 0; k < f->n1; k++)
-                                    rpcool__r_free_block(rc, fr[k]);
-                        } else if (f->type == RPCOOL__RF_BYE) {
-                            rcp__store(&rc->dead, (int32_t)RPCOOL_E_CLOSED);
-                        } else {
-                            rcp__store(&rc->dead, (int32_t)-ENOMEM);
-                        }
-                    }
-                }
-                rpcool__r_consume(rc, f);
-            }
-            if (!ok) {
-                rpcool__log(&s->log, RPCOOL_LOG_WARN,
-                            "%s: could not fetch page %#llx from its rdma client: dropping it",
-                            s->name, (unsigned long long)a);
-                if (!rcp__load(&rc->dead)) rcp__store(&rc->dead, (int32_t)RPCOOL_E_PEERDEAD);
-            }
+        if (rc && !rcp__load(&rc->dead) && !(ok = rpcool__r_fetch(rs, rc, a))) {
+            rpcool__log(&s->log, RPCOOL_LOG_WARN,
+                        "%s: could not fetch page %#llx from its rdma client: dropping it",
+                        s->name, (unsigned long long)a);
+            if (!rcp__load(&rc->dead)) rcp__store(&rc->dead, (int32_t)RPCOOL_E_PEERDEAD);
         }
         if (rc) pthread_mutex_unlock(&rc->rx_lock);
         if (!ok) { /* unblock the faulting thread: its call's answer goes nowhere */
@@ -2522,7 +2669,10 @@ static int rpcool__r_server_start(rpcool_server *s)
     return -r;
 }
 
-static void rpcool__r_server_stop(rpcool_server *s) { rcp__store(&s->rdma->stop, 1); }
+static void rpcool__r_server_stop(rpcool_server *s)
+{
+    if (s->rdma) rcp__store(&s->rdma->stop, 1);
+}
 
 static void rpcool__r_server_close(rpcool_server *s)
 {
@@ -2541,5 +2691,27 @@ static void rpcool__r_server_close(rpcool_server *s)
     rpcool__free(rs);
     s->rdma = NULL;
 }
+
+/* >>r-tables - the RDMA transport's tables (the seam: rpcool.h's struct rpcool__client_tp) ----- */
+
+static void *rpcool__r_ctx_alloc(rpcool_ctx *ctx, size_t size)
+{
+    return rpcool__r_alloc(ctx->s, ctx->rc, size); /* the client's reply region */
+}
+static int rpcool__r_ctx_in_range(const rpcool_ctx *ctx, const void *p, size_t len)
+{
+    return rpcool__r_in_mirror(ctx->rc, p, len);
+}
+static shmheap *rpcool__r_ctx_heap(rpcool_ctx *ctx) { (void)ctx; return NULL; } /* a mirror */
+
+static const struct rpcool__client_tp rpcool__r_client = {
+    "rdma", RPCOOL__TP_COPIES, rpcool__r_connect, rpcool__r_post, rpcool__r_wait, rpcool__r_pump,
+    rpcool__r_gone, rpcool__r_free, rpcool__r_free_reply, rpcool__r_disconnect};
+static const struct rpcool__server_tp rpcool__r_server = {
+    "rdma", RPCOOL__TP_COPIES | RPCOOL__TP_NO_DEFER, rpcool__r_server_open, rpcool__r_server_start,
+    rpcool__r_server_stop, rpcool__r_server_close, rpcool__r_ctx_alloc, rpcool__r_ctx_in_range,
+    rpcool__r_ctx_heap};
+static const struct rpcool__client_tp *rpcool__r_client_tp(void) { return &rpcool__r_client; }
+static const struct rpcool__server_tp *rpcool__r_server_tp(void) { return &rpcool__r_server; }
 
 #endif /* RPCOOL_RDMA_IMPL_H */

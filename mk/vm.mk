@@ -49,26 +49,15 @@ $(BUILD)/vm/bin/ex_krconn_manual: krconn.h $(wildcard impl/*.h)
 
 # The pair-of-guests benchmark (tests/vm/run.sh rpcbench, bench/bench_rdma_pair.sh): bench tools
 # built into build/vm/bench/, which only that mode packs into the initramfs. rpcool_bench is
-# built with rpcool's RDMA transport (-DRPCOOL_WITH_RDMA -libverbs) when a probe using
-# rpcool_server_opts.rdma links that way, else with -DBENCH_RPCOOL_RDMA=1 alone when the field
-# exists, else without either: it then reports "not supported yet" rows instead of failing.
+# built with rpcool's RDMA transport (-DRPCOOL_WITH_RDMA -libverbs).
 # peer_grpc is a separate target: run.sh carries on without it when gRPC does not build.
 VMB = $(BUILD)/vm/bench
 .PHONY: vm-bench-bins vm-bench-grpc
 vm-bench-bins: $(VMB)/rpcool_bench $(VMB)/peer_pbtree $(VMB)/pbc_bench
 
 $(VMB)/rpcool_bench: bench/rpcool_bench.c bench/peer.h bench/hist.h bench/workload.h $(HEADERS)
-	@mkdir -p $(@D)/gen
-	@printf '#define RPCOOL_IMPLEMENTATION\n#include "rpcool.h"\nint main(void) {\n%s\n}\n' \
-		'rpcool_server_opts o = {.rdma = "serve"}; (void)o; return 0;' >$(@D)/gen/rdma_probe.c
-	@f=""; l=""; \
-	if $(CC) -DRPCOOL_WITH_RDMA=1 -pthread -I. $(@D)/gen/rdma_probe.c -o $(@D)/gen/rdma_probe \
-		-libverbs >/dev/null 2>&1; then f="-DBENCH_RPCOOL_RDMA=1 -DRPCOOL_WITH_RDMA=1"; l=-libverbs; \
-	elif $(CC) -fsyntax-only -I. $(@D)/gen/rdma_probe.c >/dev/null 2>&1; then \
-		f=-DBENCH_RPCOOL_RDMA=1; \
-	fi; \
-	echo "$(CC) -O2 -pthread -I. -Ibench $(WARN) $$f $< -o $@ $$l"; \
-	$(CC) -O2 -pthread -I. -Ibench $(WARN) $$f $< -o $@ $$l
+	@mkdir -p $(@D)
+	$(CC) -O2 -pthread -I. -Ibench $(WARN) -DRPCOOL_WITH_RDMA=1 $< -o $@ -libverbs
 
 $(VMB)/gen/tree.pb-c.c: bench/tree.proto
 	@mkdir -p $(@D)
