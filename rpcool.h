@@ -15,6 +15,7 @@
    9. Limits
   10. Design notes
   11. protobuf-c      .proto services over rpcool (RPCOOL_WITH_PROTOBUF_C)
+  12. Operating       who is calling, connection hooks, cancelling, stats, rpcoolctl
    The declarations follow this text; then the implementation, whose sections are marked with
    anchors to grep for: >>implementation >>support >>layout >>state >>errors >>liveness
    >>contain >>names >>server >>ops >>accept >>dispatch >>serve >>handler >>client >>seal >>call
@@ -626,6 +627,72 @@
    call fails with RPCOOL_E_NOTSUP and a later closure call answers nothing.
    Limits: a sub-message shared within the input arrives as separate copies when the input is
    copied (RPCOOL_COPY, RDMA, or an input not wholly in the heap).
+  12. OPERATING
+  -------------
+   Callers and connections. Inside a handler rpcool_ctx_peer(ctx) says who called: on shared
+   memory the client's pid, uid and gid as the kernel gave them when the client connected
+   (SO_PEERCRED on the socket: a client cannot forge them; authenticated is 1), its slot, and
+   the pod (the server's: a client of shared memory maps its heaps in the same pod). When the
+   kernel gives no pid (a client in a pid namespace the server cannot see), pid is what the
+   client claims and authenticated is 0 (uid and gid are still the kernel's). Over RDMA
+   nothing of the client is known yet: transport is RPCOOL_TRANSPORT_RDMA, authenticated 0,
+   pid -1, uid and gid (uint32_t)-1, pod and addr "".
+   rpcool_server_opts.on_connect (NULL: every client is accepted) is called on the server's
+   acceptor thread for each connecting shared-memory client, after its identity is read and
+   before a slot or heap is given (peer->slot is RPCOOL_MAX_CONNS then): it returns 0 to
+   accept, and may set *conn_user (NULL before the call), or a negative code to refuse: the
+   client's rpcool_connect returns that code (a positive return refuses with
+   RPCOOL_E_REFUSED); refusals are counted (stats.refused). An allow-list by uid, or a cap of
+   connections per uid (counted up in on_connect, down in on_disconnect), need nothing more.
+   rpcool_ctx_conn_user(ctx) gives a handler its connection's pointer (NULL over RDMA).
+   on_disconnect (NULL: not called) is called exactly once for every connection accepted (by
+   on_connect, or every one without it), with its conn_user, once no handler of that
+   connection runs any more and its deferred calls are finished:
+   why is 0 when the client disconnected, RPCOOL_E_PEERDEAD when it died and was reaped
+   (within reap_ms), RPCOOL_E_DROPPED when the server dropped it (FAILURES), RPCOOL_E_CLOSED
+   from rpcool_server_close, or the code of a connect that failed after on_connect accepted
+   it (RPCOOL_E_NOSLOT, -ENOMEM). An rpcool_server_close that returns RPCOOL_E_TIMEOUT (a
+   handler would not end) leaves the connections to that handler and calls no hook for
+   them. It runs on a thread of the server holding the server's
+   housekeeping lock: keep it short, and call no rpcool_server_* function of that server from
+   it (nor from on_connect). Free conn_user there. Neither hook is called for RDMA clients.
+
+   Cancelling. rpcool_cancel(c, id) cancels an asynchronous call of shared memory (with or
+   without a callback; a callback of a cancelled call never runs). If the call's reply has
+   come, the reply is freed and 1 returned: the handler ran, the cancel had no effect on it.
+   Otherwise it returns 0 and the id is finished (poll and wait return RPCOOL_E_INVAL for it):
+   the slot, the reply and the seal come back as for a timed-out call (FAILURES), when the
+   server answers. A call whose handler has not started is not started: the server answers
+   it with RPCOOL_E_CANCELLED (counted in stats.cancelled), unless a serving thread was
+   starting it at that moment: then it runs as one cancelled while running. A handler already
+   running goes on, and
+   rpcool_ctx_cancelled(ctx) (a load of one word the call's request line already holds) turns
+   1: a long handler may poll it and return early; whatever it returns is freed. Over RDMA
+   rpcool_cancel returns RPCOOL_E_NOTSUP and rpcool_ctx_cancelled is 0.
+
+   Stats. rpcool_server_get_stats(s, &st) counts calls, connections accepted, closed, reaped,
+   dropped and refused, faults, malformed entries, handlers over their limit or budget and
+   cancelled calls since the server opened, and gives the connections now, the heaps made
+   ahead, the server's pid and its slots. rpcool_server_conns(s, out, max) lists the
+   shared-memory connections now: each one's rpcool_peer and its calls in flight (posted, not
+   yet answered), and returns how many there are. Another process asks the server the same
+   at its socket: rpcool_channel_stats(channel, timeout_ms, &st, conns, max, &n) (the acceptor
+   answers it, so a busy or stuck handler does not delay it); the server answers callers of
+   its own uid and root, anyone else gets -EACCES (the socket's mode decides who may ask at
+   all). A server of an older version answers RPCOOL_E_PROTO (and counts a bad entry).
+
+   rpcoolctl (tools/rpcoolctl.c, built by make as build/bin/rpcoolctl) shows, for this host,
+   the heaps of the pod ($SHMHEAP_POD, else the default: each one's range, size, whether
+   something still holds it, and for a named heap the bytes its file uses) and every channel
+   in /dev/shm or those named: live (its server holds the name) or stale (the server is gone,
+   its name file or socket left), the server's pid, its stats and connections (pid, uid, gid,
+   calls in flight) where the server answers this user; "unknown" where the name file may not
+   be read. --json prints one JSON object per report; --watch SECONDS repeats; --clean removes
+   the name file and socket of each stale channel (only those named, if any): it takes the
+   name's lock first, which a live server holds, so a live channel is never touched; a server
+   opening that very name within the 50 ms the lock is held fails with RPCOOL_E_NAMETAKEN.
+   Exit status: 0, 1 when --clean could not remove something (another user's), 2 for a usage
+   error. RDMA connections are not listed yet.
 */
 #ifndef RPCOOL_H
 #define RPCOOL_H
@@ -763,7 +830,7 @@ enum {
 #define RPCOOL_NORETURN __attribute__((noreturn))
 #endif
 
-/* Who is calling (section 6, "Callers and connections"): one per connection. */
+/* Who is calling (section 12): one per connection. */
 typedef struct rpcool_peer {
     int transport;       /* RPCOOL_TRANSPORT_SHM or RPCOOL_TRANSPORT_RDMA */
     int authenticated;   /* 1: pid, uid and gid come from the kernel (SO_PEERCRED at connect);
@@ -776,7 +843,7 @@ typedef struct rpcool_peer {
     char addr[64];       /* RDMA: the client's address; "" on shared memory */
 } rpcool_peer;
 
-/* Connection hooks (rpcool_server_opts.on_connect/on_disconnect; section 6). */
+/* Connection hooks (rpcool_server_opts.on_connect/on_disconnect; section 12). */
 typedef int rpcool_connect_hook(rpcool_server *s, const rpcool_peer *peer, void **conn_user,
                                 void *user);
 typedef void rpcool_disconnect_hook(rpcool_server *s, const rpcool_peer *peer, void *conn_user,
@@ -823,11 +890,12 @@ typedef struct rpcool_server_opts {
                              RPCOOL_E_HEAPSIZE); 0 = RPCOOL_DEFAULT_MAX_HEAP_SIZE */
     rpcool_connect_hook *on_connect;       /* a client connects: 0 accepts it (and may set
                              *conn_user), a negative code refuses it with that code; NULL =
-                             accept all (section 6, "Callers and connections") */
+                             accept all (section 12) */
     rpcool_disconnect_hook *on_disconnect; /* an accepted client has left: once per accepted
-                             connect; why: 0 (disconnected), RPCOOL_E_PEERDEAD (reaped),
-                             RPCOOL_E_DROPPED, RPCOOL_E_CLOSED (rpcool_server_close) or
-                             RPCOOL_E_NOSLOT (no slot was free after on_connect accepted) */
+                             connection (without on_connect: every one); why: 0
+                             (disconnected), RPCOOL_E_PEERDEAD (reaped), RPCOOL_E_DROPPED,
+                             RPCOOL_E_CLOSED (rpcool_server_close) or the code of a connect
+                             that failed after on_connect accepted it; NULL = not called */
     void *hook_user;      /* passed to both hooks */
 } rpcool_server_opts;
 
@@ -938,7 +1006,7 @@ RPCOOL_API int rpcool_channel_stats(const char *channel, unsigned timeout_ms,
 
 /* Handler side. */
 RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx);           /* the client's heap */
-/* Who called (section 6): valid during the call (and while a deferred call is unfinished). */
+/* Who called (section 12): valid during the call (and while a deferred call is unfinished). */
 RPCOOL_API const rpcool_peer *rpcool_ctx_peer(const rpcool_ctx *ctx);
 /* The connection's user pointer, as on_connect set it (NULL without a hook; over RDMA). */
 RPCOOL_API void *rpcool_ctx_conn_user(const rpcool_ctx *ctx);
@@ -1000,7 +1068,7 @@ RPCOOL_API int rpcool_call_async(rpcool_conn *c, unsigned fn, const void *arg, s
                                  uint64_t *id);
 RPCOOL_API int rpcool_poll(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_len);
 RPCOOL_API int rpcool_wait(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_len);
-/* Cancel an asynchronous call (section 6, "Cancelling"): 0 (cancelled: the id is finished, its
+/* Cancel an asynchronous call (section 12): 0 (cancelled: the id is finished, its
    callback never runs, its slot and reply come back as for a timed-out call), 1 (it had
    finished already: its reply is freed, its handler ran), RPCOOL_E_INVAL (no such call of
    ours), RPCOOL_E_NOTSUP (over RDMA). */
@@ -2675,13 +2743,16 @@ static int rpcool__peer_admit(rpcool_server *s, int sk, uint32_t claimed, rpcool
     pr->pid = (int32_t)claimed;
     pr->uid = pr->gid = (uint32_t)-1;
     snprintf(pr->pod, sizeof pr->pod, "%s", s->pod);
-    if (!getsockopt(sk, SOL_SOCKET, SO_PEERCRED, &cr, &cl) && cr.pid > 0) {
-        pr->pid = (int32_t)cr.pid;
+    if (!getsockopt(sk, SOL_SOCKET, SO_PEERCRED, &cr, &cl)) {
         pr->uid = (uint32_t)cr.uid;
         pr->gid = (uint32_t)cr.gid;
-        pr->authenticated = 1;
+        pr->authenticated = cr.pid > 0; /* 0: a pid namespace we cannot see into */
+        if (cr.pid > 0) pr->pid = (int32_t)cr.pid;
     }
-    if (!s->on_connect) return 0;
+    if (!s->on_connect) {
+        *hooked = s->on_disconnect != NULL;
+        return 0;
+    }
     int r = s->on_connect(s, pr, cuser, s->hook_user);
     if (r == 0) {
         *hooked = 1;
