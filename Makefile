@@ -71,7 +71,8 @@ $(BUILD)/vg/%: tests/%.c $(HEADERS) $(wildcard tests/*.h)
 
 demo:
 	@sh tests/deps.sh demo
-	@$(MAKE) -s examples
+	@echo "== building the examples and rpcoolctl with plain cc -O2 (build/ex, build/bin): 20-30 s"
+	@$(MAKE) -s examples tools
 	@sh examples/demo.sh $(BUILD)/ex
 
 test:

@@ -635,8 +635,10 @@
    the pod (the server's: a client of shared memory maps its heaps in the same pod). When the
    kernel gives no pid (a client in a pid namespace the server cannot see), pid is what the
    client claims and authenticated is 0 (uid and gid are still the kernel's). Over RDMA
-   nothing of the client is known yet: transport is RPCOOL_TRANSPORT_RDMA, authenticated 0,
-   pid -1, uid and gid (uint32_t)-1, pod and addr "".
+   (transport RPCOOL_TRANSPORT_RDMA) authenticated is 0: pid, uid, gid and pod (the client's
+   SHMHEAP_POD_ID, "" if it had none) are what the client's connect claimed, and addr is the
+   address (GID, as IPv6 text; "lid N" without one) its queue pair is connected to; slot is
+   RPCOOL_MAX_CONNS.
    rpcool_server_opts.on_connect (NULL: every client is accepted) is called on the server's
    acceptor thread for each connecting shared-memory client, after its identity is read and
    before a slot or heap is given (peer->slot is RPCOOL_MAX_CONNS then): it returns 0 to
@@ -1609,6 +1611,7 @@ static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *
 static int rpcool__r_server_start(rpcool_server *s);
 static void rpcool__r_server_stop(rpcool_server *s);
 static void rpcool__r_server_close(rpcool_server *s);
+static const rpcool_peer *rpcool__r_peer(const struct rpcool__rconn *rc);
 #else
 static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name, unsigned ms)
 {
@@ -1644,6 +1647,13 @@ static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *
 static int rpcool__r_server_start(rpcool_server *s) { (void)s; return 0; }
 static void rpcool__r_server_stop(rpcool_server *s) { (void)s; }
 static void rpcool__r_server_close(rpcool_server *s) { (void)s; }
+static const rpcool_peer *rpcool__r_peer(const struct rpcool__rconn *rc)
+{
+    static const rpcool_peer none = {RPCOOL_TRANSPORT_RDMA, 0, -1, (uint32_t)-1, (uint32_t)-1,
+                                     RPCOOL_MAX_CONNS, "", ""};
+    (void)rc;
+    return &none;
+}
 #endif
 
 /* >>errors - errors ---------------------------------------------------------------------------- */
@@ -3797,9 +3807,7 @@ RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx) { return ctx->rc ? NULL : c
 
 RPCOOL_API const rpcool_peer *rpcool_ctx_peer(const rpcool_ctx *ctx)
 {
-    static const rpcool_peer rdma = {RPCOOL_TRANSPORT_RDMA, 0, -1, (uint32_t)-1, (uint32_t)-1,
-                                     RPCOOL_MAX_CONNS, "", ""};
-    return ctx->rc ? &rdma : &ctx->sc->peer;
+    return ctx->rc ? rpcool__r_peer(ctx->rc) : &ctx->sc->peer;
 }
 
 RPCOOL_API void *rpcool_ctx_conn_user(const rpcool_ctx *ctx)

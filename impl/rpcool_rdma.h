@@ -56,11 +56,12 @@
 #define RPCOOL_RDMA_IMPL_H
 
 #include <linux/userfaultfd.h>
+#include <arpa/inet.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 
-#define RPCOOL__R_VERSION 2u
+#define RPCOOL__R_VERSION 3u
 #define RPCOOL__R_HELLO_MAGIC 0x31524c4843434f52ull /* "RCOCHLR1" */
 #define RPCOOL__R_TRAILER 0x3152544f4f435052ull
 #define RPCOOL__R_RING ((size_t)4 << 20)   /* each side's receive ring */
@@ -155,6 +156,9 @@ struct rpcool__rhello {
     int32_t status;
     uint64_t heap_base, heap_size, reply_base, reply_len;
     char channel[RPCOOL__NAME_MAX + 8];
+    int32_t pid;                /* client: who it says it is (rpcool_ctx_peer; unauthenticated) */
+    uint32_t uid, gid;
+    char pod[20];               /* its SHMHEAP_POD_ID, "" if unset */
 };
 RCP__STATIC_ASSERT(sizeof(struct rpcool__rhello) <= RPCOOL__R_HELLO, "rdma hello");
 
@@ -211,6 +215,7 @@ struct rpcool__rconn {
     int32_t dead;                /* sticky: why the connection is unusable */
     int failed;                  /* its connect or hello failed: the QP is not pooled again */
     rpcool_conn *owner;          /* client: its connection (a sender waiting for room pumps) */
+    rpcool_peer peer;            /* server: the client, as its hello claims (rpcool__r_peer_set) */
     uint64_t check_ns;           /* a sender waiting for room pings after this long silent */
     int wc_fail;                 /* the first failed completion's status + 1 (0: none), for logs */
     uint64_t bad;                /* malformed frames */
@@ -340,6 +345,38 @@ static const char *rpcool__r_qp_text(const struct rpcool__rconn *rc, char *buf, 
                  (int)a.qp_state, a.sq_psn, a.rq_psn);
     return buf;
 }
+
+/* Who a client says it is, for its hello: nothing of it is authenticated. */
+static void rpcool__r_claim(struct rpcool__rhello *hl)
+{
+    const char *id = getenv("SHMHEAP_POD_ID");
+    hl->pid = (int32_t)getpid();
+    hl->uid = (uint32_t)getuid();
+    hl->gid = (uint32_t)getgid();
+    snprintf(hl->pod, sizeof hl->pod, "%s", id ? id : "");
+}
+
+/* The server's record of a client (rpcool_ctx_peer): its hello's claims, marked unauthenticated,
+   and its address: the GID its queue pair is connected to. */
+static void rpcool__r_peer_set(struct rpcool__rconn *rc, const struct rpcool__rhello *ch)
+{
+    struct ibv_qp_attr a;
+    struct ibv_qp_init_attr ia;
+    rpcool_peer *p = &rc->peer;
+    memset(p, 0, sizeof *p);
+    p->transport = RPCOOL_TRANSPORT_RDMA;
+    p->pid = ch->pid;
+    p->uid = ch->uid;
+    p->gid = ch->gid;
+    p->slot = RPCOOL_MAX_CONNS;
+    snprintf(p->pod, sizeof p->pod, "%.*s", (int)sizeof ch->pod, ch->pod);
+    if (rc->qp && !ibv_query_qp(rc->qp, &a, IBV_QP_AV, &ia) && a.ah_attr.is_global)
+        inet_ntop(AF_INET6, a.ah_attr.grh.dgid.raw, p->addr, sizeof p->addr);
+    else if (rc->qp && !ibv_query_qp(rc->qp, &a, IBV_QP_AV, &ia))
+        snprintf(p->addr, sizeof p->addr, "lid %u", (unsigned)a.ah_attr.dlid);
+}
+
+static const rpcool_peer *rpcool__r_peer(const struct rpcool__rconn *rc) { return &rc->peer; }
 
 static int rpcool__r_hbuf2_fit(struct rpcool__rconn *rc, uint64_t n)
 {
@@ -1492,6 +1529,7 @@ attempt:
     ch.heap_size = rc->size;
     ch.reply_base = rc->rbase;
     ch.reply_len = rc->rlen;
+    rpcool__r_claim(&ch);
     if ((r = rpcool__r_send_hello(rc, &ch, 2, name))) goto fail_heap;
     for (;;) { /* the server's verdict: an ACCEPT frame */
         pthread_mutex_lock(&rc->rx_lock);
@@ -2091,6 +2129,7 @@ static void rpcool__r_hello_in(rpcool_server *s, struct rpcool__rconn *rc)
         rc->hello_deadline = rcp__now_ns() + 200000000u; /* let the answer leave */
         return;
     }
+    rpcool__r_peer_set(rc, &ch);
     rc->state = RPCOOL__RS_ACTIVE;
     rcp__fetch_add(&s->st.accepted, 1u);
     if (s->log.fn) {
