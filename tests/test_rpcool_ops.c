@@ -109,13 +109,63 @@ static rpcool_server *serve(const char *name, struct hooks *h, unsigned threads,
     int r = rpcool_server_open(name, &o, &s);
     CHECKF(r == 0, "server_open: %s", rpcool_strerror(r));
     if (r) return NULL;
-    rpcool_server_add_handler(s, FN_WHO, h_who, NULL, 0);
-    rpcool_server_add_handler(s, FN_COUNT, h_count, NULL, 0);
-    rpcool_server_add_handler(s, FN_MARK, h_mark, NULL, 0);
-    rpcool_server_add_handler(s, FN_LOOP, h_loop, NULL, 0);
-    rpcool_server_add_handler(s, T_FN_SLOW, t_h_slow, NULL, 0);
+    static const struct { unsigned id; rpcool_handler *fn; } hd[] = {
+        {FN_WHO, h_who}, {FN_COUNT, h_count}, {FN_MARK, h_mark}, {FN_LOOP, h_loop},
+        {T_FN_SLOW, t_h_slow}};
+    for (unsigned k = 0; k < sizeof hd / sizeof hd[0]; k++)
+        rpcool_server_add_handler(s, hd[k].id, hd[k].fn, NULL, 0);
     rpcool_server_start(s, threads);
     return s;
+}
+
+/* A server of one thread, no hooks, and a connection to it: 0, or -1 (a FAIL line). */
+static int serve_conn(const char *base, rpcool_server **s, rpcool_conn **c)
+{
+    const char *name = t_uniq(base);
+    *c = NULL;
+    if (!(*s = serve(name, NULL, 1, 0))) return -1;
+    CHECK_EQ(rpcool_connect(name, NULL, c), 0);
+    if (*c) return 0;
+    rpcool_server_close(*s);
+    return -1;
+}
+
+/* Fork a child running fn(arg), which prints a line to its stdout once it is ready: its pid
+   once that line came (the child is SIGKILLed later with t_kill_wait), or -1. */
+static pid_t child_ready(int (*fn)(void *), void *arg)
+{
+    int pfd[2];
+    char buf[16] = {0};
+    if (pipe(pfd)) return -1;
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(pfd[1], 1);
+        _exit(fn(arg));
+    }
+    close(pfd[1]);
+    int ok = read(pfd[0], buf, sizeof buf - 1) > 0;
+    close(pfd[0]);
+    if (ok) return pid;
+    t_kill_wait(pid);
+    return -1;
+}
+
+/* The end of a cancel test: the calls cancelled before their handler started, as counted. */
+static void cancel_end(rpcool_server *s, rpcool_conn *c, unsigned cancelled)
+{
+    rpcool_server_stats st;
+    rpcool_server_get_stats(s, &st);
+    CHECK_EQ(st.cancelled, cancelled);
+    rpcool_disconnect(c);
+    rpcool_server_close(s);
+}
+
+/* Wait up to ms for *flag to be at least v; 1 if it is. */
+static int wait_for(int *flag, int v, int ms)
+{
+    for (int k = 0; k < ms && __atomic_load_n(flag, __ATOMIC_SEQ_CST) < v; k++) usleep(1000);
+    return __atomic_load_n(flag, __ATOMIC_SEQ_CST) >= v;
 }
 
 /* Become the test user (a child only); 0, or -1. */
@@ -198,8 +248,7 @@ static void hook_refuse_and_cap(void)
     CHECK_EQ(rpcool_call(a, FN_COUNT, NULL, 0, NULL, NULL), 1);
     CHECK_EQ(rpcool_call(a, FN_COUNT, NULL, 0, NULL, NULL), 2);
     CHECK_EQ(rpcool_disconnect(a), 0);
-    for (int k = 0; k < 200 && __atomic_load_n(&h.disconnects, __ATOMIC_SEQ_CST) < 1; k++)
-        usleep(5000);
+    wait_for(&h.disconnects, 1, 1000);
     CHECK_EQ(h.disconnects, 1);
     CHECK_EQ(h.last_count, 2);
     CHECK_EQ(rpcool_connect(name, NULL, &b), 0); /* under the cap again */
@@ -241,24 +290,14 @@ static void hook_disconnect_and_kill(void)
     rpcool_conn *a = NULL;
     CHECK_EQ(rpcool_connect(name, NULL, &a), 0);
     rpcool_disconnect(a);
-    for (int k = 0; k < 200 && __atomic_load_n(&h.disconnects, __ATOMIC_SEQ_CST) < 1; k++)
-        usleep(5000);
+    wait_for(&h.disconnects, 1, 1000);
     CHECK_EQ(h.disconnects, 1);
     CHECK_EQ(h.last_why, 0);
-    int pfd[2];
-    CHECK(pipe(pfd) == 0);
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(pfd[1], 1);
-        _exit(connect_and_hang((void *)name));
-    }
-    char buf[16] = {0};
-    CHECK(read(pfd[0], buf, sizeof buf - 1) > 0 && !strncmp(buf, "connected", 9));
+    pid_t pid = child_ready(connect_and_hang, (void *)name);
+    CHECK(pid > 0);
     uint64_t t0 = rcp__now_ns();
     t_kill_wait(pid);
-    for (int k = 0; k < 400 && __atomic_load_n(&h.disconnects, __ATOMIC_SEQ_CST) < 2; k++)
-        usleep(1000);
+    wait_for(&h.disconnects, 2, 400);
     pthread_mutex_lock(&h.lock);
     CHECK_EQ(h.disconnects, 2);
     CHECK_EQ(h.last_why, RPCOOL_E_PEERDEAD);
@@ -270,8 +309,6 @@ static void hook_disconnect_and_kill(void)
     CHECK_EQ(h.disconnects, 2); /* never twice */
     rpcool_server_close(s);
     CHECK_EQ(h.disconnects, 2);
-    close(pfd[0]);
-    close(pfd[1]);
     pthread_mutex_destroy(&h.lock);
 }
 
@@ -279,11 +316,9 @@ static void hook_disconnect_and_kill(void)
    handler never runs, its id is finished. */
 static void cancel_before_start(void)
 {
-    const char *name = t_uniq("cb");
-    rpcool_server *s = serve(name, NULL, 1, 0);
-    if (!s) return;
-    rpcool_conn *c = NULL;
-    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    rpcool_server *s;
+    rpcool_conn *c;
+    if (serve_conn("cb", &s, &c)) return;
     int *ms = (int *)rpcool_alloc(c, sizeof *ms);
     *ms = 200;
     uint64_t slow, victim;
@@ -297,78 +332,52 @@ static void cancel_before_start(void)
     CHECK_EQ(rpcool_wait(c, slow, NULL, NULL), 1);
     CHECK_EQ(rpcool_call(c, FN_MARK, NULL, 0, NULL, NULL), 7); /* after the cancelled one */
     CHECK_EQ(marks, 1);                                          /* that one only */
-    rpcool_server_stats st;
-    rpcool_server_get_stats(s, &st);
-    CHECK_EQ(st.cancelled, 1);
     for (int k = 0; k < 100; k++) { /* every slot comes back: 64 calls in flight fit again */
         uint64_t id;
         CHECK_EQ(rpcool_call_async(c, FN_MARK, NULL, 0, NULL, NULL, NULL, &id), 0);
         CHECK_EQ(rpcool_wait(c, id, NULL, NULL), 7);
     }
     rpcool_free(c, ms);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    cancel_end(s, c, 1);
 }
 
 /* Cancel during the handler: it sees rpcool_ctx_cancelled and stops early. */
 static void cancel_during(void)
 {
-    const char *name = t_uniq("cd");
-    rpcool_server *s = serve(name, NULL, 1, 0);
-    if (!s) return;
-    rpcool_conn *c = NULL;
-    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    rpcool_server *s;
+    rpcool_conn *c;
+    if (serve_conn("cd", &s, &c)) return;
     __atomic_store_n(&loop_started, 0, __ATOMIC_SEQ_CST);
     __atomic_store_n(&loop_saw_cancel, 0, __ATOMIC_SEQ_CST);
     uint64_t id;
     CHECK_EQ(rpcool_call_async(c, FN_LOOP, NULL, 0, NULL, NULL, NULL, &id), 0);
-    for (int k = 0; k < 1000 && !__atomic_load_n(&loop_started, __ATOMIC_SEQ_CST); k++)
-        usleep(1000);
-    CHECK(loop_started);
+    CHECK(wait_for(&loop_started, 1, 1000));
     uint64_t t0 = rcp__now_ns();
     CHECK_EQ(rpcool_cancel(c, id), 0);
-    for (int k = 0; k < 1000 && !__atomic_load_n(&loop_saw_cancel, __ATOMIC_SEQ_CST); k++)
-        usleep(1000);
-    CHECK(loop_saw_cancel);
+    CHECK(wait_for(&loop_saw_cancel, 1, 1000));
     CHECKF(rcp__now_ns() - t0 < 1000000000ull, "the handler stopped after %llu ms",
            (unsigned long long)((rcp__now_ns() - t0) / 1000000));
     CHECK_EQ(rpcool_call(c, FN_MARK, NULL, 0, NULL, NULL), 7); /* the thread serves again */
-    rpcool_server_stats st;
-    rpcool_server_get_stats(s, &st);
-    CHECK_EQ(st.cancelled, 0); /* it had started: not counted as cancelled before start */
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    cancel_end(s, c, 0); /* it had started: not counted as cancelled before start */
 }
 
 /* Cancel after the handler finished: no effect on it; the reply is freed, 1 is returned. */
 static void cancel_after(void)
 {
-    const char *name = t_uniq("ca");
-    rpcool_server *s = serve(name, NULL, 1, 0);
-    if (!s) return;
-    rpcool_conn *c = NULL;
-    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
-    __atomic_store_n(&marks, 0, __ATOMIC_SEQ_CST);
+    rpcool_server *s;
+    rpcool_conn *c;
+    if (serve_conn("ca", &s, &c)) return;
     uint64_t id;
     shmheap_stats hs;
     CHECK_EQ(shmheap_check(rpcool_heap(c), &hs), 0);
     size_t before = hs.live_blocks; /* the connection header */
     CHECK_EQ(rpcool_call_async(c, FN_WHO, NULL, 0, NULL, NULL, NULL, &id), 0);
-    for (int k = 0; k < 1000; k++) {
-        uint64_t probe;
-        /* finished once a later call on the same thread is answered */
-        CHECK_EQ(rpcool_call_async(c, FN_MARK, NULL, 0, NULL, NULL, NULL, &probe), 0);
-        if (rpcool_wait(c, probe, NULL, NULL) == 7) break;
-    }
-    CHECK_EQ(rpcool_cancel(c, id), 1);
+    for (int k = 0; k < 2000 && !rpcool__done(c, (unsigned)(id & 0xff)); k++) usleep(1000);
+    CHECK_EQ(rpcool_cancel(c, id), 1); /* its reply is there: the handler ran */
     CHECK_EQ(rpcool_poll(c, id, NULL, NULL), RPCOOL_E_INVAL);
     CHECK_EQ(shmheap_check(rpcool_heap(c), &hs), 0);
     CHECK_EQ(hs.live_blocks, before); /* its reply was freed */
-    rpcool_server_stats st;
-    rpcool_server_get_stats(s, &st);
-    CHECK_EQ(st.cancelled, 0);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    cancel_end(s, c, 0);
 }
 
 /* The stats request at the socket: exact counts for a server with three clients, one call in
@@ -479,16 +488,8 @@ static void tool_live_and_stale(void)
     rpcool_conn *c[2] = {0};
     for (int k = 0; k < 2; k++) CHECK_EQ(rpcool_connect(live, NULL, &c[k]), 0);
     for (int k = 0; k < 4; k++) CHECK_EQ(rpcool_call(c[0], FN_MARK, NULL, 0, NULL, NULL), 7);
-    int pfd[2];
-    CHECK(pipe(pfd) == 0);
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(pfd[1], 1);
-        _exit(serve_forever((void *)dead));
-    }
-    char buf[8] = {0};
-    CHECK(read(pfd[0], buf, 3) == 3);
+    pid_t pid = child_ready(serve_forever, (void *)dead);
+    CHECK(pid > 0);
     t_kill_wait(pid);
     static char out[65536];
     char args[300];
@@ -525,8 +526,6 @@ static void tool_live_and_stale(void)
     CHECK_EQ(rpcool_connect(live, NULL, &c3), 0); /* and still connectable */
     rpcool_disconnect(c3);
     for (int k = 0; k < 2; k++) rpcool_disconnect(c[k]);
-    close(pfd[0]);
-    close(pfd[1]);
     rpcool_server_close(s);
     t_rm_channel(dead);
 }
