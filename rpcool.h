@@ -676,12 +676,14 @@
    dropped and refused, faults, malformed entries, handlers over their limit or budget and
    cancelled calls since the server opened, and gives the connections now, the heaps made
    ahead, the server's pid and its slots. rpcool_server_conns(s, out, max) lists the
-   shared-memory connections now: each one's rpcool_peer and its calls in flight (posted, not
-   yet answered), and returns how many there are. Another process asks the server the same
-   at its socket: rpcool_channel_stats(channel, timeout_ms, &st, conns, max, &n) (the acceptor
-   answers it, so a busy or stuck handler does not delay it); the server answers callers of
-   its own uid and root, anyone else gets -EACCES (the socket's mode decides who may ask at
-   all). A server of an older version answers RPCOOL_E_PROTO (and counts a bad entry).
+   connections now, those of shared memory first, then those of RDMA (whose hello was
+   accepted): each one's rpcool_peer and its calls in flight (posted, not yet answered; 0 for
+   an RDMA connection), and returns how many there are. Another process asks the server the
+   same at its socket: rpcool_channel_stats(channel, timeout_ms, &st, conns, max, &n) (the
+   acceptor answers it, so a busy or stuck handler does not delay it); the server answers
+   callers of its own uid and root, anyone else gets -EACCES (the socket's mode decides who
+   may ask at all); its answer lists up to RPCOOL_MAX_CONNS connections. A server of an older
+   version answers RPCOOL_E_PROTO (and counts a bad entry).
 
    rpcoolctl (tools/rpcoolctl.c, built by make as build/bin/rpcoolctl) shows, for this host,
    the heaps of the pod ($SHMHEAP_POD, else the default: each one's range, size, whether
@@ -694,7 +696,7 @@
    name's lock first, which a live server holds, so a live channel is never touched; a server
    opening that very name within the 50 ms the lock is held fails with RPCOOL_E_NAMETAKEN.
    Exit status: 0, 1 when --clean could not remove something (another user's), 2 for a usage
-   error. RDMA connections are not listed yet.
+   error. A server's RDMA connections are listed with the address and the claims of each.
 */
 #ifndef RPCOOL_H
 #define RPCOOL_H
@@ -997,7 +999,8 @@ RPCOOL_API void rpcool_server_stop(rpcool_server *s); /* make serving threads re
    after close_ms (see FAILURES: Time limits) */
 RPCOOL_API int rpcool_server_close(rpcool_server *s);
 RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *st);
-/* Its shared-memory connections now: fills up to max entries, returns how many there are. */
+/* Its connections now (shared memory, then RDMA): fills up to max entries, returns how many
+   there are. */
 RPCOOL_API int rpcool_server_conns(rpcool_server *s, rpcool_conn_stats *out, unsigned max);
 /* Ask the server of a channel for its stats at its socket (callers of the server's uid, or
    root; else -EACCES): 0, *st, up to max entries of conns and *nconns (how many there are);
@@ -1612,6 +1615,7 @@ static int rpcool__r_server_start(rpcool_server *s);
 static void rpcool__r_server_stop(rpcool_server *s);
 static void rpcool__r_server_close(rpcool_server *s);
 static const rpcool_peer *rpcool__r_peer(const struct rpcool__rconn *rc);
+static int rpcool__r_conns(rpcool_server *s, rpcool_conn_stats *out, unsigned max, int n);
 #else
 static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name, unsigned ms)
 {
@@ -1653,6 +1657,11 @@ static const rpcool_peer *rpcool__r_peer(const struct rpcool__rconn *rc)
                                      RPCOOL_MAX_CONNS, "", ""};
     (void)rc;
     return &none;
+}
+static int rpcool__r_conns(rpcool_server *s, rpcool_conn_stats *out, unsigned max, int n)
+{
+    (void)s, (void)out, (void)max;
+    return n;
 }
 #endif
 
@@ -2822,7 +2831,7 @@ RPCOOL_API int rpcool_server_conns(rpcool_server *s, rpcool_conn_stats *out, uns
         n++;
     }
     pthread_mutex_unlock(&s->hk_lock);
-    return n;
+    return rpcool__r_conns(s, out, max, n);
 }
 
 /* The stats request at the front door (RPCOOL__SREQ_MAGIC) is answered with one message, a
@@ -2837,16 +2846,17 @@ struct rpcool__srep {
 };
 struct rpcool__sent {
     int32_t pid;
-    uint32_t uid, gid, slot, inflight, authenticated;
+    uint32_t uid, gid, slot, inflight, authenticated, transport;
+    char pod[20], addr[48]; /* RDMA: its claimed pod id and its address */
 };
 
 static void rpcool__stats_answer(rpcool_server *s, int sk)
 {
     struct ucred cr;
     socklen_t cl = sizeof cr;
-    size_t cap = sizeof(struct rpcool__srep) + s->max_conns * sizeof(struct rpcool__sent);
+    size_t cap = sizeof(struct rpcool__srep) + RPCOOL_MAX_CONNS * sizeof(struct rpcool__sent);
     char *buf = (char *)rpcool__calloc(1, cap);
-    rpcool_conn_stats *cs = (rpcool_conn_stats *)rpcool__calloc(s->max_conns, sizeof *cs);
+    rpcool_conn_stats *cs = (rpcool_conn_stats *)rpcool__calloc(RPCOOL_MAX_CONNS, sizeof *cs);
     struct rpcool__srep rp;
     memset(&rp, 0, sizeof rp);
     rp.magic = RPCOOL__SREQ_MAGIC;
@@ -2857,14 +2867,17 @@ static void rpcool__stats_answer(rpcool_server *s, int sk)
     else if (!buf || !cs)
         rp.status = -ENOMEM;
     if (!rp.status) {
-        int n = rpcool_server_conns(s, cs, s->max_conns);
-        rp.n = (uint32_t)(n < 0 ? 0 : n > (int)s->max_conns ? (int)s->max_conns : n);
+        int n = rpcool_server_conns(s, cs, RPCOOL_MAX_CONNS); /* RDMA ones too */
+        rp.n = (uint32_t)(n < 0 ? 0 : n > RPCOOL_MAX_CONNS ? RPCOOL_MAX_CONNS : n);
         rpcool_server_get_stats(s, &rp.st);
         snprintf(rp.pod, sizeof rp.pod, "%s", s->pod);
         for (uint32_t k = 0; k < rp.n; k++) {
             struct rpcool__sent e = {cs[k].peer.pid, cs[k].peer.uid, cs[k].peer.gid,
                                      cs[k].peer.slot, cs[k].inflight,
-                                     (uint32_t)cs[k].peer.authenticated};
+                                     (uint32_t)cs[k].peer.authenticated,
+                                     (uint32_t)cs[k].peer.transport, "", ""};
+            snprintf(e.pod, sizeof e.pod, "%.19s", cs[k].peer.pod);
+            snprintf(e.addr, sizeof e.addr, "%.47s", cs[k].peer.addr);
             memcpy(buf + sizeof rp + k * sizeof e, &e, sizeof e);
         }
     }
@@ -2932,14 +2945,17 @@ RPCOOL_API int rpcool_channel_stats(const char *channel, unsigned timeout_ms,
             struct rpcool__sent e;
             memcpy(&e, buf + sizeof rp + k * sizeof e, sizeof e);
             memset(&conns[k], 0, sizeof conns[k]);
-            conns[k].peer.transport = RPCOOL_TRANSPORT_SHM;
+            conns[k].peer.transport = (int)e.transport;
             conns[k].peer.authenticated = (int)e.authenticated;
             conns[k].peer.pid = e.pid;
             conns[k].peer.uid = e.uid;
             conns[k].peer.gid = e.gid;
             conns[k].peer.slot = e.slot;
-            memcpy(conns[k].peer.pod, rp.pod, sizeof rp.pod);
-            conns[k].peer.pod[sizeof conns[k].peer.pod - 1] = '\0';
+            snprintf(conns[k].peer.pod, sizeof conns[k].peer.pod, "%.*s",
+                     e.transport == RPCOOL_TRANSPORT_SHM ? (int)sizeof rp.pod : (int)sizeof e.pod,
+                     e.transport == RPCOOL_TRANSPORT_SHM ? rp.pod : e.pod);
+            snprintf(conns[k].peer.addr, sizeof conns[k].peer.addr, "%.*s", (int)sizeof e.addr,
+                     e.addr);
             conns[k].inflight = e.inflight;
         }
         if (nconns) *nconns = rp.n;

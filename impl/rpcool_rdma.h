@@ -216,6 +216,7 @@ struct rpcool__rconn {
     int failed;                  /* its connect or hello failed: the QP is not pooled again */
     rpcool_conn *owner;          /* client: its connection (a sender waiting for room pumps) */
     rpcool_peer peer;            /* server: the client, as its hello claims (rpcool__r_peer_set) */
+    int peer_ok;                 /* peer is set (release: read by rpcool__r_conns, under lock) */
     uint64_t check_ns;           /* a sender waiting for room pings after this long silent */
     int wc_fail;                 /* the first failed completion's status + 1 (0: none), for logs */
     uint64_t bad;                /* malformed frames */
@@ -377,6 +378,25 @@ static void rpcool__r_peer_set(struct rpcool__rconn *rc, const struct rpcool__rh
 }
 
 static const rpcool_peer *rpcool__r_peer(const struct rpcool__rconn *rc) { return &rc->peer; }
+
+/* rpcool_server_conns: the RDMA connections, from out[n] on (up to max); n plus their number.
+   Any thread: the list's lock keeps each one alive while it is read. */
+static int rpcool__r_conns(rpcool_server *s, rpcool_conn_stats *out, unsigned max, int n)
+{
+    struct rpcool__rsrv *rs = rcp__load(&s->rdma);
+    if (!rs) return n;
+    pthread_mutex_lock(&rs->lock);
+    for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next) {
+        if (!rcp__load(&rc->peer_ok)) continue;
+        if ((unsigned)n < max) {
+            out[n].peer = rc->peer;
+            out[n].inflight = 0;
+        }
+        n++;
+    }
+    pthread_mutex_unlock(&rs->lock);
+    return n;
+}
 
 static int rpcool__r_hbuf2_fit(struct rpcool__rconn *rc, uint64_t n)
 {
@@ -2130,6 +2150,7 @@ static void rpcool__r_hello_in(rpcool_server *s, struct rpcool__rconn *rc)
         return;
     }
     rpcool__r_peer_set(rc, &ch);
+    rcp__store(&rc->peer_ok, 1);
     rc->state = RPCOOL__RS_ACTIVE;
     rcp__fetch_add(&s->st.accepted, 1u);
     if (s->log.fn) {
@@ -2501,7 +2522,7 @@ static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *
     rs->adapt = !spin_ns && !rs->spin_max;
     pthread_mutex_init(&rs->lock, NULL);
     snprintf(rs->name, sizeof rs->name, "%s", s->name);
-    s->rdma = rs;
+    rcp__store(&s->rdma, rs); /* the acceptor may look (rpcool__r_conns) */
     rs->uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
     if (rs->uffd < 0) rs->uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
     if (rs->uffd < 0) {

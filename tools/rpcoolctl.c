@@ -251,11 +251,17 @@ static void show_channel(const struct chan *c)
                s->ready, (unsigned long long)s->over_limit, (unsigned long long)s->over_budget,
                (unsigned long long)s->refused, (unsigned long long)s->dropped,
                (unsigned long long)s->cancelled, s->max_conns);
-        for (unsigned k = 0; k < c->nconns && k < MAXCONNS; k++)
-            printf("%s{\"slot\":%u,\"pid\":%d,\"uid\":%u,\"gid\":%u,\"authenticated\":%s,"
-                   "\"inflight\":%u}", k ? "," : "", c->conns[k].peer.slot,
-                   (int)c->conns[k].peer.pid, c->conns[k].peer.uid, c->conns[k].peer.gid,
-                   c->conns[k].peer.authenticated ? "true" : "false", c->conns[k].inflight);
+        for (unsigned k = 0; k < c->nconns && k < MAXCONNS; k++) {
+            const rpcool_peer *p = &c->conns[k].peer;
+            printf("%s{\"transport\":\"%s\",\"slot\":%u,\"pid\":%d,\"uid\":%u,\"gid\":%u,"
+                   "\"authenticated\":%s,\"inflight\":%u,\"pod\":", k ? "," : "",
+                   p->transport == RPCOOL_TRANSPORT_RDMA ? "rdma" : "shm", p->slot, (int)p->pid,
+                   p->uid, p->gid, p->authenticated ? "true" : "false", c->conns[k].inflight);
+            jstr(p->pod);
+            printf(",\"addr\":");
+            jstr(p->addr);
+            printf("}");
+        }
         printf("]}");
         return;
     }
@@ -281,11 +287,16 @@ static void show_channel(const struct chan *c)
     }
     if (c->cleaned) printf("  [clean: %s]", c->cleaned);
     printf("\n");
-    for (unsigned k = 0; !c->stats && k < c->nconns && k < MAXCONNS; k++)
-        printf("      slot %-4u pid %-7d uid %-6u gid %-6u in flight %u%s\n",
-               c->conns[k].peer.slot, (int)c->conns[k].peer.pid, c->conns[k].peer.uid,
-               c->conns[k].peer.gid, c->conns[k].inflight,
-               c->conns[k].peer.authenticated ? "" : " (unauthenticated)");
+    for (unsigned k = 0; !c->stats && k < c->nconns && k < MAXCONNS; k++) {
+        const rpcool_peer *p = &c->conns[k].peer;
+        if (p->transport == RPCOOL_TRANSPORT_RDMA)
+            printf("      rdma %s  pod id \"%s\"  pid %d uid %u gid %u (claimed, unauthenticated)\n",
+                   p->addr, p->pod, (int)p->pid, p->uid, p->gid);
+        else
+            printf("      slot %-4u pid %-7d uid %-6u gid %-6u in flight %u%s\n", p->slot,
+                   (int)p->pid, p->uid, p->gid, c->conns[k].inflight,
+                   p->authenticated ? "" : " (pid claimed)");
+    }
     if (!c->stats && c->nconns > MAXCONNS) printf("      ... %u more\n", c->nconns - MAXCONNS);
 }
 

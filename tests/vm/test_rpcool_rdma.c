@@ -565,6 +565,15 @@ static void peer(void)
                p->pod, p->addr);
     }
     rpcool_free(c, ret);
+    rpcool_server_stats st; /* the server's list, asked at its socket (one guest only) */
+    rpcool_conn_stats cs[8];
+    unsigned nc = 0, mine = 0;
+    if (rpcool_channel_stats(NAME, 2000, &st, cs, 8, &nc) == 0) {
+        for (unsigned k = 0; k < nc && k < 8; k++)
+            mine += cs[k].peer.transport == RPCOOL_TRANSPORT_RDMA && cs[k].peer.pid == getpid() &&
+                    !cs[k].peer.authenticated && !strcmp(cs[k].peer.pod, "1");
+        CHECKF(mine == 1, "%u of the server's %u connections are this RDMA client", mine, nc);
+    }
     uint64_t id;
     CHECK_EQ(rpcool_call_async(c, H_WHO, NULL, 0, NULL, NULL, NULL, &id), 0);
     CHECK_EQ(rpcool_cancel(c, id), RPCOOL_E_NOTSUP); /* not over RDMA yet: the call goes on */
