@@ -685,18 +685,18 @@
    may ask at all); its answer lists up to RPCOOL_MAX_CONNS connections. A server of an older
    version answers RPCOOL_E_PROTO (and counts a bad entry).
 
-   rpcoolctl (tools/rpcoolctl.c, built by make as build/bin/rpcoolctl) shows, for this host,
-   the heaps of the pod ($SHMHEAP_POD, else the default: each one's range, size, whether
-   something still holds it, and for a named heap the bytes its file uses) and every channel
-   in /dev/shm or those named: live (its server holds the name) or stale (the server is gone,
-   its name file or socket left), the server's pid, its stats and connections (pid, uid, gid,
-   calls in flight) where the server answers this user; "unknown" where the name file may not
-   be read. --json prints one JSON object per report; --watch SECONDS repeats; --clean removes
-   the name file and socket of each stale channel (only those named, if any): it takes the
+   rpcoolctl (tools/rpcoolctl.c, built by make as build/bin/rpcoolctl) shows, for this host, the
+   heaps of the pod ($SHMHEAP_POD, else the default: each one's range, size, whether something still
+   holds it, and for a named heap the bytes its file uses; -1 in JSON for a heap on a descriptor,
+   whose use the tool cannot see) and every channel in /dev/shm or those named: live (its server
+   holds the name) or stale (the server is gone, its name file or socket left), the server's pid,
+   its stats and connections (pid, uid, gid, calls in flight; an RDMA connection with its address
+   and claims) where the server answers this user; "unknown" where the name file may not be read.
+   --json prints one JSON object per report (one line each); --watch SECONDS repeats; --clean
+   removes the name file and socket of each stale channel (only those named, if any): it takes the
    name's lock first, which a live server holds, so a live channel is never touched; a server
-   opening that very name within the 50 ms the lock is held fails with RPCOOL_E_NAMETAKEN.
-   Exit status: 0, 1 when --clean could not remove something (another user's), 2 for a usage
-   error. A server's RDMA connections are listed with the address and the claims of each.
+   starting on that very name at that moment may fail with RPCOOL_E_NAMETAKEN (start it again). Exit
+   status: 0, 1 when --clean could not remove something (another user's), 2 for a usage error.
 */
 #ifndef RPCOOL_H
 #define RPCOOL_H
