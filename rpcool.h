@@ -627,6 +627,7 @@
    call fails with RPCOOL_E_NOTSUP and a later closure call answers nothing.
    Limits: a sub-message shared within the input arrives as separate copies when the input is
    copied (RPCOOL_COPY, RDMA, or an input not wholly in the heap).
+
   12. OPERATING
   -------------
    Callers and connections. Inside a handler rpcool_ctx_peer(ctx) says who called: on shared
@@ -639,38 +640,37 @@
    SHMHEAP_POD_ID, "" if it had none) are what the client's connect claimed, and addr is the
    address (GID, as IPv6 text; "lid N" without one) its queue pair is connected to; slot is
    RPCOOL_MAX_CONNS.
-   rpcool_server_opts.on_connect (NULL: every client is accepted) is called on the server's
-   acceptor thread for each connecting shared-memory client, after its identity is read and
-   before a slot or heap is given (peer->slot is RPCOOL_MAX_CONNS then): it returns 0 to
-   accept, and may set *conn_user (NULL before the call), or a negative code to refuse: the
-   client's rpcool_connect returns that code (a positive return refuses with
+   rpcool_server_opts.on_connect (NULL: every client is accepted) is called on the server's acceptor
+   thread for each connecting shared-memory client, after its identity is read and before a slot or
+   heap is given (peer->slot is RPCOOL_MAX_CONNS then); connects (and stats requests) wait while it
+   runs. It returns 0 to accept, and may set *conn_user (NULL before the call), or a negative code
+   to refuse: the client's rpcool_connect returns that code (a positive return refuses with
    RPCOOL_E_REFUSED); refusals are counted (stats.refused). An allow-list by uid, or a cap of
    connections per uid (counted up in on_connect, down in on_disconnect), need nothing more.
    rpcool_ctx_conn_user(ctx) gives a handler its connection's pointer (NULL over RDMA).
    on_disconnect (NULL: not called) is called exactly once for every connection accepted (by
-   on_connect, or every one without it), with its conn_user, once no handler of that
-   connection runs any more and its deferred calls are finished:
-   why is 0 when the client disconnected, RPCOOL_E_PEERDEAD when it died and was reaped
-   (within reap_ms), RPCOOL_E_DROPPED when the server dropped it (FAILURES), RPCOOL_E_CLOSED
-   from rpcool_server_close, or the code of a connect that failed after on_connect accepted
-   it (RPCOOL_E_NOSLOT, -ENOMEM). An rpcool_server_close that returns RPCOOL_E_TIMEOUT (a
-   handler would not end) leaves the connections to that handler and calls no hook for
-   them. It runs on a thread of the server holding the server's
-   housekeeping lock: keep it short, and call no rpcool_server_* function of that server from
-   it (nor from on_connect). Free conn_user there. Neither hook is called for RDMA clients.
+   on_connect, or every one without it), with its conn_user, once no handler of that connection runs
+   any more and its deferred calls are finished: why is 0 when the client disconnected,
+   RPCOOL_E_PEERDEAD when it died and was reaped (within reap_ms), RPCOOL_E_DROPPED when the server
+   dropped it (FAILURES), RPCOOL_E_CLOSED from rpcool_server_close, or the code of a connect that
+   failed after on_connect accepted it (RPCOOL_E_NOSLOT, -ENOMEM). An rpcool_server_close that
+   returns RPCOOL_E_TIMEOUT (a handler would not end) leaves the connections to that handler and
+   calls no hook for them. on_disconnect runs on a thread of the server, or in rpcool_server_close,
+   possibly holding the server's housekeeping lock: keep it short, and call no rpcool_server_*
+   function of that server from either hook. Free conn_user there. Neither hook is called for RDMA
+   clients.
 
-   Cancelling. rpcool_cancel(c, id) cancels an asynchronous call of shared memory (with or
-   without a callback; a callback of a cancelled call never runs). If the call's reply has
-   come, the reply is freed and 1 returned: the handler ran, the cancel had no effect on it.
-   Otherwise it returns 0 and the id is finished (poll and wait return RPCOOL_E_INVAL for it):
-   the slot, the reply and the seal come back as for a timed-out call (FAILURES), when the
-   server answers. A call whose handler has not started is not started: the server answers
-   it with RPCOOL_E_CANCELLED (counted in stats.cancelled), unless a serving thread was
-   starting it at that moment: then it runs as one cancelled while running. A handler already
-   running goes on, and
-   rpcool_ctx_cancelled(ctx) (a load of one word the call's request line already holds) turns
-   1: a long handler may poll it and return early; whatever it returns is freed. Over RDMA
-   rpcool_cancel returns RPCOOL_E_NOTSUP and rpcool_ctx_cancelled is 0.
+   Cancelling. rpcool_cancel(c, id) cancels an asynchronous call of shared memory (with or without a
+   callback; a callback of a cancelled call never runs). If the call's reply has come, the reply is
+   freed and 1 returned: the handler ran, the cancel had no effect on it. Otherwise it returns 0 and
+   the id is finished (poll and wait return RPCOOL_E_INVAL for it): the slot, the reply and the seal
+   come back as for a timed-out call (FAILURES), when the server answers. A call whose handler has
+   not started is not started: the server answers it with RPCOOL_E_CANCELLED (counted in
+   stats.cancelled), unless a serving thread was starting it at that moment: then it runs as one
+   cancelled while running. A handler already running goes on, and rpcool_ctx_cancelled(ctx) (a load
+   of one word the call's request line already holds) turns 1: a long handler may poll it and return
+   early; whatever it returns is freed. Over RDMA rpcool_cancel returns RPCOOL_E_NOTSUP and
+   rpcool_ctx_cancelled is 0.
 
    Stats. rpcool_server_get_stats(s, &st) counts calls, connections accepted, closed, reaped,
    dropped and refused, faults, malformed entries, handlers over their limit or budget and
@@ -773,8 +773,8 @@ typedef struct rpcool_ctx rpcool_ctx;       /* one call, as seen by its handler 
     X(RPCOOL_E_HEAPSIZE, -1979,                                                                    \
       "the connection heap asked for is larger than the server allows (max_heap_size)")           \
     /* C++: an exception escaped a handler (the implementation compiled as C++) */                 \
-    X(RPCOOL_E_EXCEPTION, -1978, "the handler threw a C++ exception")                            \
-    /* rpcool_cancel: the call was cancelled before its handler started */                        \
+    X(RPCOOL_E_EXCEPTION, -1978, "the handler threw a C++ exception")                              \
+    /* rpcool_cancel: the call was cancelled before its handler started */                         \
     X(RPCOOL_E_CANCELLED, -1977, "the call was cancelled by its caller")                           \
     /* the server's on_connect hook refused the connection (a hook may return its own code) */     \
     X(RPCOOL_E_REFUSED, -1976, "the server refused this client (its on_connect hook)")
