@@ -2,6 +2,7 @@
 # `make test-host`, `make test-vm`, `make bench`, `make clean`.
 # Conventions (so new parts need no edits here):
 #   examples/NAME.c        -> build/ex/NAME         plain cc -O2 -pthread, as a user would
+#   tools/NAME.c           -> build/bin/NAME        the same (rpcoolctl)
 #   tests/test_NAME.c      -> build/t/test_NAME      ASan+UBSan (tests/test_NAME.cc: C++17); a "// TSAN" line also builds
 #                                                    build/t/test_NAME.tsan with ThreadSanitizer,
 #                                                    a "// VALGRIND" line build/vg/test_NAME
@@ -30,20 +31,26 @@ HAVE_PBC := $(shell command -v protoc-c >/dev/null 2>&1 && echo '\#include <prot
 	$(CC) -E -x c - >/dev/null 2>&1 && echo 1)
 EXAMPLE_SRC = $(if $(HAVE_PBC),$(wildcard examples/*.c),$(shell grep -L '^// PROTO:' examples/*.c))
 EXAMPLES    = $(EXAMPLE_SRC:examples/%.c=$(BUILD)/ex/%)
+TOOLS       = $(patsubst tools/%.c,$(BUILD)/bin/%,$(wildcard tools/*.c))
 TEST_SRC    = $(shell grep -L '^// VM' tests/test_*.c 2>/dev/null)
 TESTS       = $(TEST_SRC:tests/%.c=$(BUILD)/t/%) $(patsubst tests/%.cc,$(BUILD)/t/%,$(wildcard tests/test_*.cc))
 TSAN_TESTS  = $(patsubst tests/%.c,$(BUILD)/t/%.tsan,$(shell grep -l '^// TSAN' $(TEST_SRC) /dev/null 2>/dev/null))
 VG_TESTS    = $(patsubst tests/%.c,$(BUILD)/vg/%,$(shell grep -l '^// VALGRIND' $(TEST_SRC) /dev/null 2>/dev/null))
 
-.PHONY: all examples tests demo test test-host test-vm bench clean compile-check
-all: examples tests
+.PHONY: all examples tools tests demo test test-host test-vm bench clean compile-check
+all: examples tools tests
 
 examples: $(EXAMPLES)
+tools: $(TOOLS)
 tests: $(TESTS) $(TSAN_TESTS) $(VG_TESTS)
 
 $(BUILD)/ex/%: examples/%.c $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) -O2 -pthread -I. $(WARN) $< -o $@ $(call libs_of,$<)
+
+$(BUILD)/bin/%: tools/%.c $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) -O2 -pthread -I. $(WARN) $< -o $@
 
 $(BUILD)/t/%: tests/%.c $(HEADERS) $(wildcard tests/*.h)
 	@mkdir -p $(@D)
@@ -65,7 +72,8 @@ $(BUILD)/vg/%: tests/%.c $(HEADERS) $(wildcard tests/*.h)
 
 demo:
 	@sh tests/deps.sh demo
-	@$(MAKE) -s examples
+	@echo "== building the examples and rpcoolctl with plain cc -O2 (build/ex, build/bin): 20-30 s"
+	@$(MAKE) -s examples tools
 	@sh examples/demo.sh $(BUILD)/ex
 
 test:

@@ -15,9 +15,10 @@
    9. Limits
   10. Design notes
   11. protobuf-c      .proto services over rpcool (RPCOOL_WITH_PROTOBUF_C)
+  12. Operating       who is calling, connection hooks, cancelling, stats, rpcoolctl
    The declarations follow this text; then the implementation, whose sections are marked with
    anchors to grep for: >>implementation >>support >>layout >>state >>seam >>errors >>liveness
-   >>contain >>names >>server >>accept >>dispatch >>serve >>handler >>client >>seal >>call
+   >>contain >>names >>server >>ops >>accept >>dispatch >>serve >>handler >>client >>seal >>call
    >>connect >>builders; the RDMA transport is in impl/rpcool_rdma.h (>>r-conn >>r-client
    >>r-server >>r-tables), deferred replies in impl/rpcool_defer.h (>>defer), protobuf-c services in
    impl/rpcool_pbc.h (>>pbc). The licence (MIT) is at the end of the file.
@@ -626,6 +627,76 @@
    call fails with RPCOOL_E_NOTSUP and a later closure call answers nothing.
    Limits: a sub-message shared within the input arrives as separate copies when the input is
    copied (RPCOOL_COPY, RDMA, or an input not wholly in the heap).
+
+  12. OPERATING
+  -------------
+   Callers and connections. Inside a handler rpcool_ctx_peer(ctx) says who called: on shared
+   memory the client's pid, uid and gid as the kernel gave them when the client connected
+   (SO_PEERCRED on the socket: a client cannot forge them; authenticated is 1), its slot, and
+   the pod (the server's: a client of shared memory maps its heaps in the same pod). When the
+   kernel gives no pid (a client in a pid namespace the server cannot see), pid is what the
+   client claims and authenticated is 0 (uid and gid are still the kernel's). Over RDMA
+   (transport RPCOOL_TRANSPORT_RDMA) authenticated is 0: pid, uid, gid and pod (the client's
+   SHMHEAP_POD_ID, "" if it had none) are what the client's connect claimed, and addr is the
+   address (GID, as IPv6 text; "lid N" without one) its queue pair is connected to; slot is
+   RPCOOL_MAX_CONNS.
+   rpcool_server_opts.on_connect (NULL: every client is accepted) is called on the server's acceptor
+   thread for each connecting shared-memory client, after its identity is read and before a slot or
+   heap is given (peer->slot is RPCOOL_MAX_CONNS then); connects (and stats requests) wait while it
+   runs. It returns 0 to accept, and may set *conn_user (NULL before the call), or a negative code
+   to refuse: the client's rpcool_connect returns that code (a positive return refuses with
+   RPCOOL_E_REFUSED); refusals are counted (stats.refused). An allow-list by uid, or a cap of
+   connections per uid (counted up in on_connect, down in on_disconnect), need nothing more.
+   rpcool_ctx_conn_user(ctx) gives a handler its connection's pointer (NULL over RDMA).
+   on_disconnect (NULL: not called) is called exactly once for every connection accepted (by
+   on_connect, or every one without it), with its conn_user, once no handler of that connection runs
+   any more and its deferred calls are finished: why is 0 when the client disconnected,
+   RPCOOL_E_PEERDEAD when it died and was reaped (within reap_ms), RPCOOL_E_DROPPED when the server
+   dropped it (FAILURES), RPCOOL_E_CLOSED from rpcool_server_close, or the code of a connect that
+   failed after on_connect accepted it (RPCOOL_E_NOSLOT, -ENOMEM). An rpcool_server_close that
+   returns RPCOOL_E_TIMEOUT (a handler would not end) leaves the connections to that handler and
+   calls no hook for them. on_disconnect runs on a thread of the server, or in rpcool_server_close,
+   possibly holding the server's housekeeping lock: keep it short, and call no rpcool_server_*
+   function of that server from either hook. Free conn_user there. Neither hook is called for RDMA
+   clients.
+
+   Cancelling. rpcool_cancel(c, id) cancels an asynchronous call of shared memory (with or without a
+   callback; a callback of a cancelled call never runs). If the call's reply has come, the reply is
+   freed and 1 returned: the handler ran, the cancel had no effect on it. Otherwise it returns 0 and
+   the id is finished (poll and wait return RPCOOL_E_INVAL for it): the slot, the reply and the seal
+   come back as for a timed-out call (FAILURES), when the server answers. A call whose handler has
+   not started is not started: the server answers it with RPCOOL_E_CANCELLED (counted in
+   stats.cancelled), unless a serving thread was starting it at that moment: then it runs as one
+   cancelled while running. A handler already running goes on, and rpcool_ctx_cancelled(ctx) (a load
+   of one word the call's request line already holds) turns 1: a long handler may poll it and return
+   early; whatever it returns is freed. Over RDMA rpcool_cancel returns RPCOOL_E_NOTSUP and
+   rpcool_ctx_cancelled is 0.
+
+   Stats. rpcool_server_get_stats(s, &st) counts calls, connections accepted, closed, reaped,
+   dropped and refused, faults, malformed entries, handlers over their limit or budget and
+   cancelled calls since the server opened, and gives the connections now, the heaps made
+   ahead, the server's pid and its slots. rpcool_server_conns(s, out, max) lists the
+   connections now, those of shared memory first, then those of RDMA (whose hello was
+   accepted): each one's rpcool_peer and its calls in flight (posted, not yet answered; 0 for
+   an RDMA connection), and returns how many there are. Another process asks the server the
+   same at its socket: rpcool_channel_stats(channel, timeout_ms, &st, conns, max, &n) (the
+   acceptor answers it, so a busy or stuck handler does not delay it); the server answers
+   callers of its own uid and root, anyone else gets -EACCES (the socket's mode decides who
+   may ask at all); its answer lists up to RPCOOL_MAX_CONNS connections. A server of an older
+   version answers RPCOOL_E_PROTO (and counts a bad entry).
+
+   rpcoolctl (tools/rpcoolctl.c, built by make as build/bin/rpcoolctl) shows, for this host, the
+   heaps of the pod ($SHMHEAP_POD, else the default: each one's range, size, whether something still
+   holds it, and for a named heap the bytes its file uses; -1 in JSON for a heap on a descriptor,
+   whose use the tool cannot see) and every channel in /dev/shm or those named: live (its server
+   holds the name) or stale (the server is gone, its name file or socket left), the server's pid,
+   its stats and connections (pid, uid, gid, calls in flight; an RDMA connection with its address
+   and claims) where the server answers this user; "unknown" where the name file may not be read.
+   --json prints one JSON object per report (one line each); --watch SECONDS repeats; --clean
+   removes the name file and socket of each stale channel (only those named, if any): it takes the
+   name's lock first, which a live server holds, so a live channel is never touched; a server
+   starting on that very name at that moment may fail with RPCOOL_E_NAMETAKEN (start it again). Exit
+   status: 0, 1 when --clean could not remove something (another user's), 2 for a usage error.
 */
 #ifndef RPCOOL_H
 #define RPCOOL_H
@@ -702,7 +773,11 @@ typedef struct rpcool_ctx rpcool_ctx;       /* one call, as seen by its handler 
     X(RPCOOL_E_HEAPSIZE, -1979,                                                                    \
       "the connection heap asked for is larger than the server allows (max_heap_size)")           \
     /* C++: an exception escaped a handler (the implementation compiled as C++) */                 \
-    X(RPCOOL_E_EXCEPTION, -1978, "the handler threw a C++ exception")
+    X(RPCOOL_E_EXCEPTION, -1978, "the handler threw a C++ exception")                              \
+    /* rpcool_cancel: the call was cancelled before its handler started */                         \
+    X(RPCOOL_E_CANCELLED, -1977, "the call was cancelled by its caller")                           \
+    /* the server's on_connect hook refused the connection (a hook may return its own code) */     \
+    X(RPCOOL_E_REFUSED, -1976, "the server refused this client (its on_connect hook)")
 #define RPCOOL__ERROR_ENUM(name, value, text) name = value,
 enum { RPCOOL_ERRORS(RPCOOL__ERROR_ENUM) };
 #undef RPCOOL__ERROR_ENUM
@@ -759,6 +834,25 @@ enum {
 #define RPCOOL_NORETURN __attribute__((noreturn))
 #endif
 
+/* Who is calling (section 12): one per connection. */
+typedef struct rpcool_peer {
+    int transport;       /* RPCOOL_TRANSPORT_SHM or RPCOOL_TRANSPORT_RDMA */
+    int authenticated;   /* 1: pid, uid and gid come from the kernel (SO_PEERCRED at connect);
+                            0: they are what the client claims (RDMA) */
+    int32_t pid;
+    uint32_t uid, gid;
+    unsigned slot;       /* the connection's slot (RPCOOL_MAX_CONNS inside on_connect) */
+    char pod[64];        /* shared memory: the server's pod (the client maps heaps in it);
+                            RDMA: the client's pod id as it claims it */
+    char addr[64];       /* RDMA: the client's address; "" on shared memory */
+} rpcool_peer;
+
+/* Connection hooks (rpcool_server_opts.on_connect/on_disconnect; section 12). */
+typedef int rpcool_connect_hook(rpcool_server *s, const rpcool_peer *peer, void **conn_user,
+                                void *user);
+typedef void rpcool_disconnect_hook(rpcool_server *s, const rpcool_peer *peer, void *conn_user,
+                                    int why, void *user);
+
 /* Server options. Zero means default; use designated initialisers. */
 typedef struct rpcool_server_opts {
     unsigned max_conns;   /* connection slots; 0 = RPCOOL_DEFAULT_MAX_CONNS, at most
@@ -798,6 +892,15 @@ typedef struct rpcool_server_opts {
                              ends sandboxed ones; 0 = RPCOOL_DEFAULT_CLOSE_MS */
     size_t max_heap_size; /* the largest connection heap a client may ask for (larger:
                              RPCOOL_E_HEAPSIZE); 0 = RPCOOL_DEFAULT_MAX_HEAP_SIZE */
+    rpcool_connect_hook *on_connect;       /* a client connects: 0 accepts it (and may set
+                             *conn_user), a negative code refuses it with that code; NULL =
+                             accept all (section 12) */
+    rpcool_disconnect_hook *on_disconnect; /* an accepted client has left: once per accepted
+                             connection (without on_connect: every one); why: 0
+                             (disconnected), RPCOOL_E_PEERDEAD (reaped), RPCOOL_E_DROPPED,
+                             RPCOOL_E_CLOSED (rpcool_server_close) or the code of a connect
+                             that failed after on_connect accepted it; NULL = not called */
+    void *hook_user;      /* passed to both hooks */
 } rpcool_server_opts;
 
 /* Connection options. */
@@ -861,7 +964,18 @@ typedef struct rpcool_server_stats {
     unsigned ready;        /* connection heaps made ahead, waiting for a connect */
     uint64_t over_limit;   /* handlers that ran over their time limit */
     uint64_t over_budget;  /* calls ended because their checked reads exceeded the heap */
+    uint64_t refused;      /* connects its on_connect hook refused */
+    uint64_t dropped;      /* connections dropped (heap faulted or mutex stuck; see FAILURES) */
+    uint64_t cancelled;    /* calls cancelled before their handler started */
+    uint32_t server_pid;   /* the server's pid */
+    unsigned max_conns;    /* its connection slots */
 } rpcool_server_stats;
+
+/* One connection as the server sees it (rpcool_server_conns, rpcool_channel_stats). */
+typedef struct rpcool_conn_stats {
+    rpcool_peer peer;
+    unsigned inflight;     /* its calls posted and not yet answered */
+} rpcool_conn_stats;
 
 /* Options of one handler (rpcool_server_add_handler_ex). Zero means default. */
 typedef struct rpcool_handler_opts {
@@ -885,9 +999,24 @@ RPCOOL_API void rpcool_server_stop(rpcool_server *s); /* make serving threads re
    after close_ms (see FAILURES: Time limits) */
 RPCOOL_API int rpcool_server_close(rpcool_server *s);
 RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *st);
+/* Its connections now (shared memory, then RDMA): fills up to max entries, returns how many
+   there are. */
+RPCOOL_API int rpcool_server_conns(rpcool_server *s, rpcool_conn_stats *out, unsigned max);
+/* Ask the server of a channel for its stats at its socket (callers of the server's uid, or
+   root; else -EACCES): 0, *st, up to max entries of conns and *nconns (how many there are);
+   RPCOOL_E_NOCHANNEL (no server), RPCOOL_E_TIMEOUT (no answer within timeout_ms, 0 = 1000). */
+RPCOOL_API int rpcool_channel_stats(const char *channel, unsigned timeout_ms,
+                                    rpcool_server_stats *st, rpcool_conn_stats *conns,
+                                    unsigned max, unsigned *nconns);
 
 /* Handler side. */
 RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx);           /* the client's heap */
+/* Who called (section 12): valid during the call (and while a deferred call is unfinished). */
+RPCOOL_API const rpcool_peer *rpcool_ctx_peer(const rpcool_ctx *ctx);
+/* The connection's user pointer, as on_connect set it (NULL without a hook; over RDMA). */
+RPCOOL_API void *rpcool_ctx_conn_user(const rpcool_ctx *ctx);
+/* 1 if the caller cancelled this call (rpcool_cancel), else 0: cheap, poll it in long work. */
+RPCOOL_API int rpcool_ctx_cancelled(const rpcool_ctx *ctx);
 /* In the client's heap; NULL when it is full, or when the client keeps its heap's mutex taken
    for over a second or reading its heap faults (contained in any safety mode): then the
    connection is also dropped (served no more, its heap reclaimed). */
@@ -944,6 +1073,11 @@ RPCOOL_API int rpcool_call_async(rpcool_conn *c, unsigned fn, const void *arg, s
                                  uint64_t *id);
 RPCOOL_API int rpcool_poll(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_len);
 RPCOOL_API int rpcool_wait(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_len);
+/* Cancel an asynchronous call (section 12): 0 (cancelled: the id is finished, its
+   callback never runs, its slot and reply come back as for a timed-out call), 1 (it had
+   finished already: its reply is freed, its handler ran), RPCOOL_E_INVAL (no such call of
+   ours), RPCOOL_E_NOTSUP (over RDMA). */
+RPCOOL_API int rpcool_cancel(rpcool_conn *c, uint64_t id);
 /* Runs the callbacks of finished calls; returns how many, or a negative error (server dead). */
 RPCOOL_API int rpcool_progress(rpcool_conn *c);
 /* Release all pending seals now (see RPCOOL_SEAL). */
@@ -1187,7 +1321,7 @@ struct rpcool__req {
     uint32_t state; /* gen|REQ once posted; stays so after the answer */
     uint32_t fn;
     uint32_t flags;
-    uint32_t pad0;
+    uint32_t cancel; /* gen|REQ: the client cancelled call gen (rpcool_cancel) */
     uint64_t arg, arg_len;
     uint64_t seal, seal_len;
     uint64_t pad1[2];
@@ -1254,6 +1388,9 @@ struct rpcool__sconn { /* the server's view of one connection */
     size_t size;       /* its heap's size: a call's budget of checked reads */
     uint32_t claimed[RPCOOL__NSLOTS]; /* generation last claimed per slot (server threads) */
     char heap_name[RPCOOL__HEAPNAME];
+    rpcool_peer peer;  /* who its client is (set before it is active) */
+    void *cuser;       /* on_connect's conn_user */
+    int hooked;        /* on_connect accepted it: on_disconnect is owed */
 };
 
 /* A registration; immutable once published in the handler table, so a call sees one
@@ -1355,6 +1492,10 @@ struct rpcool_server {
     struct rpcool__prem *pool; /* RPCOOL_MAX_PREALLOC entries, under pool_lock */
     const struct rpcool__server_tp *xtp; /* a listener of another transport, or NULL */
     struct rpcool__rsrv *rdma; /* the RDMA transport's listener (xtp's state), or NULL */
+    rpcool_connect_hook *on_connect;
+    rpcool_disconnect_hook *on_disconnect;
+    void *hook_user;
+    char pod[64];       /* the pod's name, for rpcool_peer */
 };
 
 struct rpcool__pend { /* client-private state of one call slot */
@@ -1428,7 +1569,11 @@ struct rpcool__call {
      to let the connection's heap free it. May block as post does, without a deadline, when
      it must send (RDMA: a full queue of frees goes as a frame).
    - disconnect(c): tell the server, release the transport's state and c->heap. May block a
-     bounded time (a few seconds at most). Does not free c. */
+     bounded time (a few seconds at most). Does not free c.
+   - cancel(c, i): tell the server that the call in slot i (taken by rpcool_cancel, not done)
+     is cancelled: a handler not started must not start, a running one sees
+     rpcool_ctx_cancelled. Must not block. NULL: the transport cannot cancel (rpcool_cancel
+     says RPCOOL_E_NOTSUP). */
 struct rpcool__client_tp {
     const char *name;
     unsigned flags; /* RPCOOL__TP_* */
@@ -1441,6 +1586,7 @@ struct rpcool__client_tp {
     void (*drop_reply)(rpcool_conn *c, void *p);
     int (*free)(rpcool_conn *c, void *p);
     void (*disconnect)(rpcool_conn *c);
+    void (*cancel)(rpcool_conn *c, unsigned i);
 };
 
 /* The server's side of a transport. Shared memory is the server's own (its channel, slots and
@@ -1456,10 +1602,15 @@ struct rpcool__client_tp {
    - stop(s): ask its threads to stop (rpcool_server_stop: no lock held, must not block).
    - close(s): stop, join, tell its clients and free everything (rpcool_server_close, after the
      serving threads were joined). Also after a failed or no open.
+   - conns(s, out, max, n): rpcool_server_conns of its connections, from out[n] on (up to
+     max); returns n plus their number. Any thread; must not block on a call.
    For a call it serves (ctx->tp is the table, ctx->rc the connection):
    - alloc(ctx, size): a reply block (rpcool_ctx_alloc), or NULL with errno set.
    - in_range(ctx, p, len): 1 if [p, p+len) is the caller's memory as the handler sees it.
-   - heap(ctx): the caller's heap as a shmheap, or NULL if there is none here. */
+   - heap(ctx): the caller's heap as a shmheap, or NULL if there is none here.
+   - peer(ctx): who is calling (rpcool_ctx_peer), never NULL.
+   - conn_user(ctx): the connection's user pointer (rpcool_ctx_conn_user), or NULL.
+   - cancelled(ctx): 1 if the client cancelled the call (rpcool_ctx_cancelled); cheap. */
 struct rpcool__server_tp {
     const char *name;
     unsigned flags; /* RPCOOL__TP_* */
@@ -1467,9 +1618,13 @@ struct rpcool__server_tp {
     int (*start)(rpcool_server *s);
     void (*stop)(rpcool_server *s);
     void (*close)(rpcool_server *s);
+    int (*conns)(rpcool_server *s, rpcool_conn_stats *out, unsigned max, int n);
     void *(*alloc)(rpcool_ctx *ctx, size_t size);
     int (*in_range)(const rpcool_ctx *ctx, const void *p, size_t len);
     shmheap *(*heap)(rpcool_ctx *ctx);
+    const rpcool_peer *(*peer)(const rpcool_ctx *ctx);
+    void *(*conn_user)(const rpcool_ctx *ctx);
+    int (*cancelled)(const rpcool_ctx *ctx);
 };
 
 struct rpcool_conn {
@@ -1558,15 +1713,21 @@ static int rpcool__shm_gone(rpcool_conn *c);
 static void rpcool__shm_drop_reply(rpcool_conn *c, void *p) { shmheap_free(c->heap, p); }
 static int rpcool__shm_free(rpcool_conn *c, void *p) { (void)c, (void)p; return 0; }
 static void rpcool__shm_disconnect(rpcool_conn *c);
+static void rpcool__shm_cancel(rpcool_conn *c, unsigned i);
 static const struct rpcool__client_tp rpcool__shm_client_tp = {
     "shm", 0, rpcool__shm_connect, rpcool__shm_send, rpcool__shm_wait, rpcool__shm_poll,
-    rpcool__shm_gone, rpcool__shm_drop_reply, rpcool__shm_free, rpcool__shm_disconnect};
+    rpcool__shm_gone, rpcool__shm_drop_reply, rpcool__shm_free, rpcool__shm_disconnect,
+    rpcool__shm_cancel};
 static void *rpcool__shm_alloc(rpcool_ctx *ctx, size_t size);
 static int rpcool__shm_in_range(const rpcool_ctx *ctx, const void *p, size_t len);
 static shmheap *rpcool__shm_heap(rpcool_ctx *ctx);
+static const rpcool_peer *rpcool__shm_peer(const rpcool_ctx *ctx);
+static void *rpcool__shm_conn_user(const rpcool_ctx *ctx);
+static int rpcool__shm_cancelled(const rpcool_ctx *ctx);
 /* the server's own transport: the listener operations are rpcool_server_* themselves */
 static const struct rpcool__server_tp rpcool__shm_server_tp = {
-    "shm", 0, NULL, NULL, NULL, NULL, rpcool__shm_alloc, rpcool__shm_in_range, rpcool__shm_heap};
+    "shm", 0, NULL, NULL, NULL, NULL, NULL, rpcool__shm_alloc, rpcool__shm_in_range,
+    rpcool__shm_heap, rpcool__shm_peer, rpcool__shm_conn_user, rpcool__shm_cancelled};
 
 #ifdef RPCOOL__RDMA /* impl/rpcool_rdma.h defines them */
 static const struct rpcool__client_tp *rpcool__r_client_tp(void);
@@ -1591,10 +1752,11 @@ static int rpcool__r_open_none(rpcool_server *s, const char *how, const char *de
 static int rpcool__r_start_none(rpcool_server *s) { (void)s; return 0; }
 static void rpcool__r_stop_none(rpcool_server *s) { (void)s; }
 static const struct rpcool__client_tp rpcool__r_none_client = {
-    "rdma", RPCOOL__TP_COPIES, rpcool__r_connect_none, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    "rdma", RPCOOL__TP_COPIES, rpcool__r_connect_none, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL};
 static const struct rpcool__server_tp rpcool__r_none_server = {
     "rdma", RPCOOL__TP_COPIES | RPCOOL__TP_NO_DEFER, rpcool__r_open_none, rpcool__r_start_none,
-    rpcool__r_stop_none, rpcool__r_stop_none, NULL, NULL, NULL};
+    rpcool__r_stop_none, rpcool__r_stop_none, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
 static const struct rpcool__client_tp *rpcool__r_client_tp(void) { return &rpcool__r_none_client; }
 static const struct rpcool__server_tp *rpcool__r_server_tp(void) { return &rpcool__r_none_server; }
 #endif
@@ -1886,6 +2048,11 @@ static size_t rpcool__chan_bytes(uint32_t max_conns)
 /* >>server - server: open, handlers ------------------------------------------------------------ */
 
 static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead);
+static void rpcool__hooks_set(rpcool_server *s, const rpcool_server_opts *o);
+static int rpcool__peer_admit(rpcool_server *s, int sk, uint32_t claimed, rpcool_peer *pr,
+                              void **cuser, int *hooked);
+static void rpcool__peer_left(rpcool_server *s, const rpcool_peer *pr, void *cuser, int why);
+static void rpcool__stats_answer(rpcool_server *s, int sk);
 
 /* A stale slot: one whose client is gone (its lock byte is free) with no connection behind it
    (a client that wrote a slot by hand, or one that closed). It is freed; nothing is unlinked:
@@ -2047,6 +2214,7 @@ static void rpcool__pkey_attach(rpcool_server *s, struct rpcool__sconn *sc, uint
    either: the heap has no name, and the server is not dumpable (see LIMITS). */
 #define RPCOOL__CREQ_MAGIC 0x3151455243434f52ull /* "RCOCREQ1" */
 #define RPCOOL__CREP_MAGIC 0x3150455243434f52ull /* "RCOCREP1" */
+#define RPCOOL__SREQ_MAGIC 0x3154415453434f52ull /* "ROCSTAT1": a stats request (>>ops) */
 #define RPCOOL__REQ_WAIT_MS 100 /* how long the acceptor waits for a connected client's request */
 struct rpcool__creq {
     uint64_t magic;
@@ -2203,9 +2371,10 @@ static void *rpcool__maker_main(void *p)
    byte we take through pm->cfd (the descriptor the client gets, so the lock is the client's
    from the start and goes when it dies, even before it has received it), then the connection
    is active for the serving threads. Under hk_lock. */
-static int rpcool__grant_locked(rpcool_server *s, struct rpcool__prem *pm, uint32_t pid,
-                                uint32_t *slot)
+static int rpcool__grant_locked(rpcool_server *s, struct rpcool__prem *pm, const rpcool_peer *pr,
+                                void *cuser, int hooked, uint32_t *slot)
 {
+    uint32_t pid = (uint32_t)pr->pid;
     for (uint32_t i = 0; i < s->max_conns; i++) {
         struct rpcool__chan_slot *cs = &s->cs[i];
         struct rpcool__sconn *sc = &s->conns[i];
@@ -2227,6 +2396,10 @@ static int rpcool__grant_locked(rpcool_server *s, struct rpcool__prem *pm, uint3
         sc->rot = 0;
         sc->logged = 0;
         sc->pid = pid;
+        sc->peer = *pr;
+        sc->peer.slot = i;
+        sc->cuser = cuser;
+        sc->hooked = hooked;
         sc->size = shmheap_size(pm->h);
         snprintf(sc->heap_name, sizeof sc->heap_name, "%.100s", shmheap_name(pm->h));
         sc->pkey = -1;
@@ -2259,8 +2432,14 @@ static void rpcool__front_answer(rpcool_server *s, int sk, const struct rpcool__
     struct rpcool__creq rq;
     struct rpcool__crep rp;
     struct rpcool__prem pm;
+    rpcool_peer peer;
+    void *cuser = NULL;
     size_t want;
-    int r = 0;
+    int r = 0, hooked = 0;
+    if (n == (ssize_t)sizeof rq && req->magic == RPCOOL__SREQ_MAGIC) {
+        rpcool__stats_answer(s, sk);
+        return;
+    }
     memset(&rp, 0, sizeof rp);
     memset(&pm, 0, sizeof pm);
     memcpy(&rq, req, sizeof rq);
@@ -2281,12 +2460,9 @@ static void rpcool__front_answer(rpcool_server *s, int sk, const struct rpcool__
         r = RPCOOL_E_HEAPSIZE;
         goto answer;
     }
-    {   /* the pid the kernel saw (for the log and the slot), else the client's word */
-        struct ucred cr;
-        socklen_t cl = sizeof cr;
-        if (!getsockopt(sk, SOL_SOCKET, SO_PEERCRED, &cr, &cl) && cr.pid > 0)
-            rq.pid = (uint32_t)cr.pid;
-    }
+    /* who it is (the kernel's word: the pid for the log and the slot), and on_connect */
+    if ((r = rpcool__peer_admit(s, sk, rq.pid, &peer, &cuser, &hooked))) goto answer;
+    rq.pid = (uint32_t)peer.pid;
     want = (want + ((size_t)2 << 20) - 1) & ~(((size_t)2 << 20) - 1); /* as shmheap rounds */
     pthread_mutex_lock(&s->pool_lock);
     s->last_size = want;
@@ -2300,7 +2476,7 @@ static void rpcool__front_answer(rpcool_server *s, int sk, const struct rpcool__
     pthread_mutex_unlock(&s->pool_lock);
     if (pm.hfd < 0 && (r = rpcool__prem_make(s, want, &pm))) goto answer;
     pthread_mutex_lock(&s->hk_lock);
-    r = rpcool__grant_locked(s, &pm, rq.pid, &rp.slot);
+    r = rpcool__grant_locked(s, &pm, &peer, cuser, hooked, &rp.slot);
     pthread_mutex_unlock(&s->hk_lock);
     if (r) goto answer;
     rp.epoch = s->epoch;
@@ -2309,6 +2485,7 @@ static void rpcool__front_answer(rpcool_server *s, int sk, const struct rpcool__
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: slot %u to pid %d (heap %s)", s->name, rp.slot,
                 (int)rq.pid, s->conns[rp.slot].heap_name);
 answer:
+    if (r && hooked) rpcool__peer_left(s, &peer, cuser, r); /* accepted, then no heap or slot */
     rp.status = r;
     {
         struct iovec iov = {&rp, sizeof rp};
@@ -2556,6 +2733,7 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     s->limit_ms = o.limit_ms;
     s->any_limit = o.limit_ms != 0;
     s->close_ms = o.close_ms ? o.close_ms : RPCOOL_DEFAULT_CLOSE_MS;
+    rpcool__hooks_set(s, &o);
     s->hopts.pod = o.pod;
     s->hopts.log = o.log;
     s->hopts.log_user = o.log_user;
@@ -2655,6 +2833,245 @@ RPCOOL_API int rpcool_server_add_handler_ex(rpcool_server *s, unsigned id, rpcoo
     return 0;
 }
 
+/* >>ops - callers, connection hooks, stats at the socket, cancelling --------------------------- */
+
+static void rpcool__hooks_set(rpcool_server *s, const rpcool_server_opts *o)
+{
+    const char *pod = o->pod ? o->pod : getenv("SHMHEAP_POD");
+    s->on_connect = o->on_connect;
+    s->on_disconnect = o->on_disconnect;
+    s->hook_user = o->hook_user;
+    snprintf(s->pod, sizeof s->pod, "%.63s", pod && *pod ? pod : SHMHEAP__POD_DEFAULT);
+}
+
+/* A connecting client: who it is (the kernel's word, else its own pid, unauthenticated), then
+   on_connect's verdict: 0 (*hooked: on_disconnect is owed), or the code it is refused with. */
+static int rpcool__peer_admit(rpcool_server *s, int sk, uint32_t claimed, rpcool_peer *pr,
+                              void **cuser, int *hooked)
+{
+    struct ucred cr;
+    socklen_t cl = sizeof cr;
+    memset(pr, 0, sizeof *pr);
+    *cuser = NULL;
+    *hooked = 0;
+    pr->transport = RPCOOL_TRANSPORT_SHM;
+    pr->slot = RPCOOL_MAX_CONNS;
+    pr->pid = (int32_t)claimed;
+    pr->uid = pr->gid = (uint32_t)-1;
+    snprintf(pr->pod, sizeof pr->pod, "%s", s->pod);
+    if (!getsockopt(sk, SOL_SOCKET, SO_PEERCRED, &cr, &cl)) {
+        pr->uid = (uint32_t)cr.uid;
+        pr->gid = (uint32_t)cr.gid;
+        pr->authenticated = cr.pid > 0; /* 0: a pid namespace we cannot see into */
+        if (cr.pid > 0) pr->pid = (int32_t)cr.pid;
+    }
+    if (!s->on_connect) {
+        *hooked = s->on_disconnect != NULL;
+        return 0;
+    }
+    int r = s->on_connect(s, pr, cuser, s->hook_user);
+    if (r == 0) {
+        *hooked = 1;
+        return 0;
+    }
+    if (r > 0) r = RPCOOL_E_REFUSED;
+    *cuser = NULL;
+    rcp__fetch_add(&s->st.refused, 1u);
+    rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: on_connect refused pid %d uid %u (%d)", s->name,
+                (int)pr->pid, (unsigned)pr->uid, r);
+    return r;
+}
+
+/* An accepted client left (why: 0, RPCOOL_E_PEERDEAD, _DROPPED, _CLOSED, _NOSLOT): its
+   on_disconnect, once, outside any fault containment of the library's. */
+static void rpcool__peer_left(rpcool_server *s, const rpcool_peer *pr, void *cuser, int why)
+{
+    if (!s->on_disconnect) return;
+    struct rpcool__guard *g = rpcool__cur;
+    rpcool__cur = NULL;
+    s->on_disconnect(s, pr, cuser, why, s->hook_user);
+    rpcool__cur = g;
+}
+
+static void rpcool__sconn_left(rpcool_server *s, struct rpcool__sconn *sc, int why)
+{
+    if (!sc->hooked) return;
+    sc->hooked = 0;
+    rpcool__peer_left(s, &sc->peer, sc->cuser, why);
+}
+
+/* Calls of a connection posted and not yet answered (read from its header). */
+static unsigned rpcool__inflight(const struct rpcool__conn_hdr *hd)
+{
+    unsigned n = 0;
+    for (unsigned k = 0; k < RPCOOL__NSLOTS; k++) {
+        uint32_t q = rcp__load_relaxed(&hd->req[k].state);
+        if ((q & 3u) == RPCOOL__SL_REQ &&
+            rcp__load_relaxed(&hd->resp[k].state) != ((q & ~3u) | RPCOOL__SL_DONE))
+            n++;
+    }
+    return n;
+}
+
+RPCOOL_API int rpcool_server_conns(rpcool_server *s, rpcool_conn_stats *out, unsigned max)
+{
+    if (!s || (max && !out)) return RPCOOL_E_INVAL;
+    int n = 0;
+    pthread_mutex_lock(&s->hk_lock);
+    for (uint32_t i = 0; i < s->max_conns; i++) {
+        struct rpcool__sconn *sc = &s->conns[i];
+        if (rcp__load(&sc->state) != RPCOOL__SC_ACTIVE) continue;
+        if ((unsigned)n < max) {
+            out[n].peer = sc->peer;
+            out[n].inflight = rpcool__inflight(sc->hdr);
+        }
+        n++;
+    }
+    pthread_mutex_unlock(&s->hk_lock);
+    return s->xtp && s->xtp->conns ? s->xtp->conns(s, out, max, n) : n;
+}
+
+/* The stats request at the front door (RPCOOL__SREQ_MAGIC) is answered with one message, a
+   header and an entry per connection, to a caller of the server's uid or root. */
+struct rpcool__srep {
+    uint64_t magic;
+    uint32_t version;
+    int32_t status;
+    uint32_t n, pad;
+    char pod[64];
+    rpcool_server_stats st;
+};
+struct rpcool__sent {
+    int32_t pid;
+    uint32_t uid, gid, slot, inflight, authenticated, transport;
+    char pod[20], addr[48]; /* RDMA: its claimed pod id and its address */
+};
+
+static void rpcool__stats_answer(rpcool_server *s, int sk)
+{
+    struct ucred cr;
+    socklen_t cl = sizeof cr;
+    size_t cap = sizeof(struct rpcool__srep) + RPCOOL_MAX_CONNS * sizeof(struct rpcool__sent);
+    char *buf = (char *)rpcool__calloc(1, cap);
+    rpcool_conn_stats *cs = (rpcool_conn_stats *)rpcool__calloc(RPCOOL_MAX_CONNS, sizeof *cs);
+    struct rpcool__srep rp;
+    memset(&rp, 0, sizeof rp);
+    rp.magic = RPCOOL__SREQ_MAGIC;
+    rp.version = RPCOOL__VERSION;
+    if (getsockopt(sk, SOL_SOCKET, SO_PEERCRED, &cr, &cl) ||
+        (cr.uid != 0 && cr.uid != geteuid()))
+        rp.status = -EACCES;
+    else if (!buf || !cs)
+        rp.status = -ENOMEM;
+    if (!rp.status) {
+        int n = rpcool_server_conns(s, cs, RPCOOL_MAX_CONNS); /* RDMA ones too */
+        rp.n = (uint32_t)(n < 0 ? 0 : n > RPCOOL_MAX_CONNS ? RPCOOL_MAX_CONNS : n);
+        rpcool_server_get_stats(s, &rp.st);
+        snprintf(rp.pod, sizeof rp.pod, "%s", s->pod);
+        for (uint32_t k = 0; k < rp.n; k++) {
+            struct rpcool__sent e = {cs[k].peer.pid, cs[k].peer.uid, cs[k].peer.gid,
+                                     cs[k].peer.slot, cs[k].inflight,
+                                     (uint32_t)cs[k].peer.authenticated,
+                                     (uint32_t)cs[k].peer.transport, "", ""};
+            snprintf(e.pod, sizeof e.pod, "%.19s", cs[k].peer.pod);
+            snprintf(e.addr, sizeof e.addr, "%.47s", cs[k].peer.addr);
+            memcpy(buf + sizeof rp + k * sizeof e, &e, sizeof e);
+        }
+    }
+    if (buf) {
+        memcpy(buf, &rp, sizeof rp);
+        ssize_t w = send(sk, buf, sizeof rp + rp.n * sizeof(struct rpcool__sent),
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)w;
+    }
+    rpcool__free(buf);
+    rpcool__free(cs);
+}
+
+RPCOOL_API int rpcool_channel_stats(const char *channel, unsigned timeout_ms,
+                                    rpcool_server_stats *st, rpcool_conn_stats *conns,
+                                    unsigned max, unsigned *nconns)
+{
+    struct sockaddr_un a;
+    struct rpcool__creq rq;
+    struct rpcool__srep rp;
+    struct pollfd pf;
+    ssize_t n;
+    int r, sk;
+    if (rpcool__check_name(channel) || !st || (max && !conns)) return RPCOOL_E_INVAL;
+    if (nconns) *nconns = 0;
+    size_t cap = sizeof rp + (size_t)RPCOOL_MAX_CONNS * sizeof(struct rpcool__sent);
+    char *buf = (char *)rpcool__calloc(1, cap);
+    if (!buf) return -ENOMEM;
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    rpcool__sock_path(a.sun_path, sizeof a.sun_path, channel);
+    memset(&rq, 0, sizeof rq);
+    rq.magic = RPCOOL__SREQ_MAGIC;
+    rq.version = RPCOOL__VERSION;
+    rq.pid = (uint32_t)getpid();
+    if ((sk = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)) < 0) {
+        r = -errno;
+        goto out;
+    }
+    if (connect(sk, (struct sockaddr *)&a, sizeof a)) {
+        r = errno == EACCES ? -EACCES : RPCOOL_E_NOCHANNEL;
+        goto out_sk;
+    }
+    if (send(sk, &rq, sizeof rq, MSG_NOSIGNAL) != (ssize_t)sizeof rq) {
+        r = RPCOOL_E_NOCHANNEL;
+        goto out_sk;
+    }
+    pf.fd = sk;
+    pf.events = POLLIN;
+    if ((r = poll(&pf, 1, timeout_ms ? (int)timeout_ms : 1000)) <= 0) {
+        r = r < 0 ? -errno : RPCOOL_E_TIMEOUT;
+        goto out_sk;
+    }
+    n = recv(sk, buf, cap, MSG_DONTWAIT);
+    memcpy(&rp, buf, n >= (ssize_t)sizeof rp ? sizeof rp : 0);
+    if (n <= 0) r = RPCOOL_E_NOCHANNEL;
+    else if (n < (ssize_t)sizeof rp || rp.magic != RPCOOL__SREQ_MAGIC ||
+             rp.version != RPCOOL__VERSION || rp.n > RPCOOL_MAX_CONNS ||
+             (size_t)n != sizeof rp + rp.n * sizeof(struct rpcool__sent))
+        r = RPCOOL_E_PROTO;
+    else r = rp.status;
+    if (!r) {
+        *st = rp.st;
+        for (uint32_t k = 0; k < rp.n && k < max; k++) {
+            struct rpcool__sent e;
+            memcpy(&e, buf + sizeof rp + k * sizeof e, sizeof e);
+            memset(&conns[k], 0, sizeof conns[k]);
+            conns[k].peer.transport = (int)e.transport;
+            conns[k].peer.authenticated = (int)e.authenticated;
+            conns[k].peer.pid = e.pid;
+            conns[k].peer.uid = e.uid;
+            conns[k].peer.gid = e.gid;
+            conns[k].peer.slot = e.slot;
+            snprintf(conns[k].peer.pod, sizeof conns[k].peer.pod, "%.*s",
+                     e.transport == RPCOOL_TRANSPORT_SHM ? (int)sizeof rp.pod : (int)sizeof e.pod,
+                     e.transport == RPCOOL_TRANSPORT_SHM ? rp.pod : e.pod);
+            snprintf(conns[k].peer.addr, sizeof conns[k].peer.addr, "%.*s", (int)sizeof e.addr,
+                     e.addr);
+            conns[k].inflight = e.inflight;
+        }
+        if (nconns) *nconns = rp.n;
+    }
+out_sk:
+    close(sk);
+out:
+    rpcool__free(buf);
+    return r;
+}
+
+/* A request cancelled before it was claimed: its handler never starts. */
+static int rpcool__cancel_seen(rpcool_server *s, const struct rpcool__req *sl, uint32_t gen)
+{
+    if (RCP__LIKELY(rcp__load_relaxed(&sl->cancel) != RPCOOL__SL(gen, RPCOOL__SL_REQ))) return 0;
+    rcp__fetch_add(&s->st.cancelled, 1u);
+    return 1;
+}
+
 /* >>accept - server: accepting, draining and reaping connections ------------------------------- */
 
 static RCP__THREAD_LOCAL struct rpcool__worker *rpcool__me; /* this thread's worker, if any */
@@ -2712,6 +3129,9 @@ static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead)
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: slot %u %s (%s)", s->name, i,
                 dead ? "reaped" : "closed", sc->heap_name);
     rcp__fetch_add(dead ? &s->st.reaped : &s->st.closed, 1u);
+    if (rcp__load(&sc->condemned)) rcp__fetch_add(&s->st.dropped, 1u);
+    rpcool__sconn_left(s, sc, rcp__load(&sc->condemned) ? RPCOOL_E_DROPPED
+                              : dead ? RPCOOL_E_PEERDEAD : 0);
     sc->heap = NULL;
     sc->hdr = NULL;
     rcp__store(&sc->state, (uint32_t)RPCOOL__SC_FREE);
@@ -3026,6 +3446,7 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
     else if ((cflags & RPCOOL_SEAL) && (!shmheap_contains(sc->heap, seal, seal_len) ||
              (const char *)arg < (const char *)seal ||
              (const char *)arg + len > (const char *)seal + seal_len)) status = RPCOOL_E_BADPTR;
+    else if (rpcool__cancel_seen(s, sl, gen)) status = RPCOOL_E_CANCELLED;
     else status = 0;
     if (status == 0) {
         ctx.flags = (cflags & RPCOOL__KNOWN_FLAGS) | need;
@@ -3451,6 +3872,7 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
         struct rpcool__sconn *sc = &s->conns[i];
         if (rcp__load(&sc->state) == RPCOOL__SC_FREE) continue;
         rpcool__guarded(rpcool__wake_client, sc->hdr, 0); /* the heap may be truncated */
+        rpcool__sconn_left(s, sc, RPCOOL_E_CLOSED);
         shmheap_close(sc->heap); /* the heap goes with its client (now, if it is dead) */
     }
     if (rpcool__guarded(rpcool__close_sweep, s, -1)) rpcool__chan_repair(s);
@@ -3483,6 +3905,11 @@ RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *s
     st->ready = rcp__load(&s->st.ready);
     st->over_limit = rcp__load(&s->st.over_limit);
     st->over_budget = rcp__load(&s->st.over_budget);
+    st->refused = rcp__load(&s->st.refused);
+    st->dropped = rcp__load(&s->st.dropped);
+    st->cancelled = rcp__load(&s->st.cancelled);
+    st->server_pid = (uint32_t)getpid();
+    st->max_conns = s->max_conns;
     st->conns = 0;
     for (uint32_t i = 0; i < s->max_conns; i++)
         if (rcp__load(&s->conns[i].state) != RPCOOL__SC_FREE) st->conns++;
@@ -3492,6 +3919,22 @@ RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *s
 
 RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx) { return ctx->tp->heap(ctx); }
 static shmheap *rpcool__shm_heap(rpcool_ctx *ctx) { return ctx->sc->heap; }
+
+RPCOOL_API const rpcool_peer *rpcool_ctx_peer(const rpcool_ctx *ctx)
+{
+    return ctx->tp->peer(ctx);
+}
+static const rpcool_peer *rpcool__shm_peer(const rpcool_ctx *ctx) { return &ctx->sc->peer; }
+
+RPCOOL_API void *rpcool_ctx_conn_user(const rpcool_ctx *ctx) { return ctx->tp->conn_user(ctx); }
+static void *rpcool__shm_conn_user(const rpcool_ctx *ctx) { return ctx->sc->cuser; }
+
+RPCOOL_API int rpcool_ctx_cancelled(const rpcool_ctx *ctx) { return ctx->tp->cancelled(ctx); }
+static int rpcool__shm_cancelled(const rpcool_ctx *ctx)
+{
+    return rcp__load_relaxed(&ctx->sc->hdr->req[ctx->slot].cancel) ==
+           RPCOOL__SL(ctx->gen, RPCOOL__SL_REQ);
+}
 
 struct rpcool__alloc_args {
     shmheap *h;
@@ -4300,6 +4743,27 @@ RPCOOL_API int rpcool_wait(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_
         return r;
     }
     return rpcool_poll(c, id, ret, ret_len);
+}
+
+RPCOOL_API int rpcool_cancel(rpcool_conn *c, uint64_t id)
+{
+    unsigned i = (unsigned)(id & 0xff);
+    if (!c || i >= RPCOOL__NSLOTS || c->pend[i].gen != (uint32_t)(id >> 8)) return RPCOOL_E_INVAL;
+    if (!c->tp->cancel) return RPCOOL_E_NOTSUP;
+    uint32_t exp = RPCOOL__P_ASYNC;
+    if (!rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) return RPCOOL_E_INVAL;
+    if (rpcool__done(c, i)) { /* finished already: nothing to stop */
+        rpcool__harvest(c, i, NULL, NULL);
+        return 1;
+    }
+    c->tp->cancel(c, i);
+    rpcool__abandon(c, i); /* as a timed-out call: its handler may still read the argument */
+    return 0;
+}
+
+static void rpcool__shm_cancel(rpcool_conn *c, unsigned i)
+{
+    rcp__store(&c->hdr->req[i].cancel, RPCOOL__SL(c->pend[i].gen, RPCOOL__SL_REQ));
 }
 
 RPCOOL_API int rpcool_progress(rpcool_conn *c)

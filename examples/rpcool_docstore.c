@@ -188,7 +188,7 @@ static int client(const char *chan, long ndoc)
     rpcool_arena_init(&a, rpcool_heap(c), 0);
     struct val *evil = mk_obj(&a);
     evil->obj->e = (rpcool_map_entry *)(uintptr_t)0x7000;
-    printf("insert of a document with a wild pointer -> %s\n",
+    printf("a document with a pointer outside the heap, refused as expected -> %s\n",
            rpcool_strerror(rpcool_call(c, DOC_INSERT, evil, sizeof *evil, NULL, NULL)));
     rpcool_disconnect(c);
     return hits == (int)(ndoc / 5) ? 0 : 1;

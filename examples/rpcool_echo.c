@@ -39,8 +39,9 @@ int main(int argc, char **argv)
         rpcool_conn *c;
         if ((r = rpcool_connect(name, NULL, &c))) { fprintf(stderr, "client: %s\n", rpcool_strerror(r)); _exit(1); }
         char *msg = rpcool_strdup(c, "hello");
-        printf("call(noop, \"%s\") -> %d ('%c')\n", msg, rpcool_call(c, FN_NOOP, msg, 6, NULL, NULL),
-               rpcool_call(c, FN_NOOP, msg, 6, NULL, NULL));
+        int st = rpcool_call(c, FN_NOOP, msg, 6, NULL, NULL);
+        printf("one call with the pointer to \"%s\": the handler read the string where the client "
+               "wrote it and returned its first byte: %d ('%c')\n", msg, st, st);
         uint64_t t0 = rcp__now_ns();
         for (long i = 0; i < calls; i++) rpcool_call(c, FN_NOOP, msg, 6, NULL, NULL);
         double ns = (double)(rcp__now_ns() - t0) / (double)calls;

@@ -93,7 +93,7 @@ static int client(const char *chan, int id, long keys)
            (double)(t2 - t1) / keys);
     printf("client %d: get(\"%s\") -> \"%s\"\n", id, key, ret ? (char *)ret : "(not found)");
     rq->key = (const char *)0x10; /* a bad pointer: the server answers with an error */
-    printf("client %d: put with a wild key pointer -> %s\n", id,
+    printf("client %d: a put whose key points outside the heap, refused as expected -> %s\n", id,
            rpcool_strerror(rpcool_call(c, KV_PUT, rq, sizeof *rq, NULL, NULL)));
     if (ret) rpcool_free(c, ret);
     rpcool_disconnect(c);

@@ -56,11 +56,12 @@
 #define RPCOOL_RDMA_IMPL_H
 
 #include <linux/userfaultfd.h>
+#include <arpa/inet.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
 
-#define RPCOOL__R_VERSION 2u
+#define RPCOOL__R_VERSION 3u
 #define RPCOOL__R_HELLO_MAGIC 0x31524c4843434f52ull /* "RCOCHLR1" */
 #define RPCOOL__R_TRAILER 0x3152544f4f435052ull
 #define RPCOOL__R_RING ((size_t)4 << 20)   /* each side's receive ring */
@@ -155,6 +156,9 @@ struct rpcool__rhello {
     int32_t status;
     uint64_t heap_base, heap_size, reply_base, reply_len;
     char channel[RPCOOL__NAME_MAX + 8];
+    int32_t pid;                /* client: who it says it is (rpcool_ctx_peer; unauthenticated) */
+    uint32_t uid, gid;
+    char pod[20];               /* its SHMHEAP_POD_ID, "" if unset */
 };
 RCP__STATIC_ASSERT(sizeof(struct rpcool__rhello) <= RPCOOL__R_HELLO, "rdma hello");
 
@@ -211,6 +215,8 @@ struct rpcool__rconn {
     int32_t dead;                /* sticky: why the connection is unusable */
     int failed;                  /* its connect or hello failed: the QP is not pooled again */
     rpcool_conn *owner;          /* client: its connection (a sender waiting for room pumps) */
+    rpcool_peer peer;            /* server: the client, as its hello claims (rpcool__r_peer_set) */
+    int peer_ok;                 /* peer is set (release: read by rpcool__r_conns, under lock) */
     uint64_t check_ns;           /* a sender waiting for room pings after this long silent */
     int wc_fail;                 /* the first failed completion's status + 1 (0: none), for logs */
     uint64_t bad;                /* malformed frames */
@@ -339,6 +345,57 @@ static const char *rpcool__r_qp_text(const struct rpcool__rconn *rc, char *buf, 
         snprintf(buf, n, "qp %u -> %u (state %d, psn %u/%u)", rc->qp->qp_num, a.dest_qp_num,
                  (int)a.qp_state, a.sq_psn, a.rq_psn);
     return buf;
+}
+
+/* Who a client says it is, for its hello: nothing of it is authenticated. */
+static void rpcool__r_claim(struct rpcool__rhello *hl)
+{
+    const char *id = getenv("SHMHEAP_POD_ID");
+    hl->pid = (int32_t)getpid();
+    hl->uid = (uint32_t)getuid();
+    hl->gid = (uint32_t)getgid();
+    snprintf(hl->pod, sizeof hl->pod, "%s", id ? id : "");
+}
+
+/* The server's record of a client (rpcool_ctx_peer): its hello's claims, marked unauthenticated,
+   and its address: the GID its queue pair is connected to. */
+static void rpcool__r_peer_set(struct rpcool__rconn *rc, const struct rpcool__rhello *ch)
+{
+    struct ibv_qp_attr a;
+    struct ibv_qp_init_attr ia;
+    rpcool_peer *p = &rc->peer;
+    memset(p, 0, sizeof *p);
+    p->transport = RPCOOL_TRANSPORT_RDMA;
+    p->pid = ch->pid;
+    p->uid = ch->uid;
+    p->gid = ch->gid;
+    p->slot = RPCOOL_MAX_CONNS;
+    snprintf(p->pod, sizeof p->pod, "%.*s", (int)sizeof ch->pod, ch->pod);
+    if (rc->qp && !ibv_query_qp(rc->qp, &a, IBV_QP_AV, &ia) && a.ah_attr.is_global)
+        inet_ntop(AF_INET6, a.ah_attr.grh.dgid.raw, p->addr, sizeof p->addr);
+    else if (rc->qp && !ibv_query_qp(rc->qp, &a, IBV_QP_AV, &ia))
+        snprintf(p->addr, sizeof p->addr, "lid %u", (unsigned)a.ah_attr.dlid);
+}
+
+static const rpcool_peer *rpcool__r_peer(const struct rpcool__rconn *rc) { return &rc->peer; }
+
+/* rpcool_server_conns: the RDMA connections, from out[n] on (up to max); n plus their number.
+   Any thread: the list's lock keeps each one alive while it is read. */
+static int rpcool__r_conns(rpcool_server *s, rpcool_conn_stats *out, unsigned max, int n)
+{
+    struct rpcool__rsrv *rs = rcp__load(&s->rdma);
+    if (!rs) return n;
+    pthread_mutex_lock(&rs->lock);
+    for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next) {
+        if (!rcp__load(&rc->peer_ok)) continue;
+        if ((unsigned)n < max) {
+            out[n].peer = rc->peer;
+            out[n].inflight = 0;
+        }
+        n++;
+    }
+    pthread_mutex_unlock(&rs->lock);
+    return n;
 }
 
 static int rpcool__r_hbuf2_fit(struct rpcool__rconn *rc, uint64_t n)
@@ -1583,6 +1640,7 @@ static int rpcool__r_handshake(rpcool_conn *c, struct rpcool__rconn *rc, const c
     ch.heap_size = rc->size;
     ch.reply_base = rc->rbase;
     ch.reply_len = rc->rlen;
+    rpcool__r_claim(&ch);
     if ((r = rpcool__r_send_hello(rc, &ch, 2, name))) return r;
     if ((r = rpcool__r_accepted(rc, deadline)))
         rpcool__log(&c->log, RPCOOL_LOG_WARN, "rdma connect to %s: the server's answer to our "
@@ -2208,6 +2266,8 @@ static void rpcool__r_hello_in(rpcool_server *s, struct rpcool__rconn *rc)
         rc->hello_deadline = rcp__now_ns() + 200000000u; /* let the answer leave */
         return;
     }
+    rpcool__r_peer_set(rc, &ch);
+    rcp__store(&rc->peer_ok, 1);
     rc->state = RPCOOL__RS_ACTIVE;
     rcp__fetch_add(&s->st.accepted, 1u);
     if (s->log.fn) {
@@ -2609,7 +2669,7 @@ static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *
     rs->adapt = !spin_ns && !rs->spin_max;
     pthread_mutex_init(&rs->lock, NULL);
     snprintf(rs->name, sizeof rs->name, "%s", s->name);
-    s->rdma = rs;
+    rcp__store(&s->rdma, rs); /* the acceptor may look (rpcool__r_conns) */
     rs->uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK | UFFD_USER_MODE_ONLY);
     if (rs->uffd < 0) rs->uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
     if (rs->uffd < 0) {
@@ -2703,14 +2763,22 @@ static int rpcool__r_ctx_in_range(const rpcool_ctx *ctx, const void *p, size_t l
     return rpcool__r_in_mirror(ctx->rc, p, len);
 }
 static shmheap *rpcool__r_ctx_heap(rpcool_ctx *ctx) { (void)ctx; return NULL; } /* a mirror */
+static const rpcool_peer *rpcool__r_ctx_peer(const rpcool_ctx *ctx)
+{
+    return rpcool__r_peer(ctx->rc);
+}
+static void *rpcool__r_ctx_conn_user(const rpcool_ctx *ctx) { (void)ctx; return NULL; }
+/* a call is not cancelled over RDMA (the client's rpcool_cancel says RPCOOL_E_NOTSUP) */
+static int rpcool__r_ctx_cancelled(const rpcool_ctx *ctx) { (void)ctx; return 0; }
 
 static const struct rpcool__client_tp rpcool__r_client = {
     "rdma", RPCOOL__TP_COPIES, rpcool__r_connect, rpcool__r_post, rpcool__r_wait, rpcool__r_pump,
-    rpcool__r_gone, rpcool__r_free, rpcool__r_free_reply, rpcool__r_disconnect};
+    rpcool__r_gone, rpcool__r_free, rpcool__r_free_reply, rpcool__r_disconnect, NULL};
 static const struct rpcool__server_tp rpcool__r_server = {
     "rdma", RPCOOL__TP_COPIES | RPCOOL__TP_NO_DEFER, rpcool__r_server_open, rpcool__r_server_start,
-    rpcool__r_server_stop, rpcool__r_server_close, rpcool__r_ctx_alloc, rpcool__r_ctx_in_range,
-    rpcool__r_ctx_heap};
+    rpcool__r_server_stop, rpcool__r_server_close, rpcool__r_conns, rpcool__r_ctx_alloc,
+    rpcool__r_ctx_in_range, rpcool__r_ctx_heap, rpcool__r_ctx_peer, rpcool__r_ctx_conn_user,
+    rpcool__r_ctx_cancelled};
 static const struct rpcool__client_tp *rpcool__r_client_tp(void) { return &rpcool__r_client; }
 static const struct rpcool__server_tp *rpcool__r_server_tp(void) { return &rpcool__r_server; }
 

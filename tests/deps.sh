@@ -5,7 +5,7 @@ set -u
 job=${1:-host}
 case $job in
     demo)  pkgs="gcc make"; opt="libprotobuf-c-dev protobuf-c-compiler" ;; # opt: the protobuf-c example
-    host)  pkgs="gcc g++ make valgrind spin libibverbs-dev libprotobuf-c-dev protobuf-c-compiler" ;; # examples and tests link -libverbs, -lprotobuf-c
+    host)  pkgs="gcc g++ make valgrind spin libibverbs-dev libprotobuf-c-dev protobuf-c-compiler python3 util-linux" ;; # examples and tests link -libverbs, -lprotobuf-c; python3 parses rpcoolctl --json, setpriv (util-linux) runs it as a test user
     vm)    pkgs="qemu-system-x86 busybox-static cpio kmod rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev perftest libcxl-dev ndctl rdmacm-utils" ;;
     bench) pkgs="gcc g++ make iceoryx hyperfine libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libiceoryx-binding-c-dev libgrpc-dev libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler gnuplot-nox" ;;
     *) echo "usage: $0 demo|host|vm|bench"; exit 2 ;;

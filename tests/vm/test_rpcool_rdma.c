@@ -21,7 +21,9 @@
  *   server_killed   the server is SIGKILLed mid-call: the call fails with RPCOOL_E_PEERDEAD
  *   client_killed   a client is SIGKILLed mid-call: the server reclaims it and serves others
  *   killed_client_pod  killed clients leave no heap file and no taken range in their pod; one
- *                   that starts at once connects though the server still mirrors the dead one */
+ *                   that starts at once connects though the server still mirrors the dead one
+ *   peer            rpcool_ctx_peer of an RDMA client: its claims (pid, uid, gid, pod id),
+ *                   unauthenticated, and its address; rpcool_cancel says RPCOOL_E_NOTSUP */
 #define RPCOOL_WITH_RDMA 1
 #define RPCOOL__R_TEST_HOOKS 1
 #define RPCOOL_IMPLEMENTATION
@@ -32,7 +34,7 @@
 #include <sys/wait.h>
 
 #define NAME "rdmat"
-enum { H_ECHO = 1, H_SUM, H_TREE, H_LIST, H_SLOW, H_QUIT, H_DOC, H_FNV, H_SCRIBBLE, H_POOLS };
+enum { H_ECHO = 1, H_SUM, H_TREE, H_LIST, H_SLOW, H_QUIT, H_DOC, H_FNV, H_SCRIBBLE, H_POOLS, H_WHO };
 
 struct node {
     struct node *l, *r;
@@ -206,6 +208,17 @@ static int local_client(void)
     return bad;
 }
 
+/* Replies with what rpcool_ctx_peer says, and whether the call was cancelled. */
+static int h_who(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)arg, (void)len, (void)user;
+    rpcool_peer *p = (rpcool_peer *)rpcool_ctx_alloc(ctx, sizeof *p);
+    if (!p) return SHMHEAP_E_FULL;
+    *p = *rpcool_ctx_peer(ctx);
+    rpcool_ctx_reply(ctx, p, sizeof *p);
+    return rpcool_ctx_cancelled(ctx) + (rpcool_ctx_conn_user(ctx) != NULL) * 2;
+}
+
 static int with_local; /* the server role also runs a local (shared-memory) client */
 
 static int serve(const char *how)
@@ -231,6 +244,7 @@ static int serve(const char *how)
     rpcool_server_add_handler(s, H_DOC, h_doc, NULL, RPCOOL_SANDBOX);
     rpcool_server_add_handler(s, H_FNV, h_fnv, NULL, 0);
     rpcool_server_add_handler(s, H_SCRIBBLE, h_scribble, NULL, 0);
+    rpcool_server_add_handler(s, H_WHO, h_who, NULL, 0);
     pid_t lp = -1;
     if (with_local && (lp = fork()) == 0) _exit(local_client() ? 1 : 0);
     if (with_local) rpcool_server_start(s, 1); /* shared-memory clients too */
@@ -530,6 +544,45 @@ static void bad_input(void)
     rpcool_disconnect(c);
 }
 
+static void peer(void)
+{
+    rpcool_conn *c = conn();
+    if (!c) return;
+    void *ret = NULL;
+    size_t n = 0;
+    CHECK_EQ(rpcool_call(c, H_WHO, NULL, 0, &ret, &n), 0); /* not cancelled, no conn_user */
+    CHECK_EQ(n, sizeof(rpcool_peer));
+    if (ret && n == sizeof(rpcool_peer)) {
+        const rpcool_peer *p = (const rpcool_peer *)ret;
+        CHECK_EQ(p->transport, RPCOOL_TRANSPORT_RDMA);
+        CHECK_EQ(p->authenticated, 0);
+        CHECK_EQ(p->pid, getpid());
+        CHECK_EQ(p->uid, getuid());
+        CHECK_EQ(p->gid, getgid());
+        CHECKF(!strcmp(p->pod, "1"), "pod \"%s\"", p->pod);
+        CHECKF(p->addr[0] != '\0', "no address");
+        printf("# peer: pid %d uid %u pod \"%s\" addr %s\n", (int)p->pid, (unsigned)p->uid,
+               p->pod, p->addr);
+    }
+    rpcool_free(c, ret);
+    rpcool_server_stats st; /* the server's list, asked at its socket (one guest only) */
+    rpcool_conn_stats cs[8];
+    unsigned nc = 0, mine = 0;
+    if (rpcool_channel_stats(NAME, 2000, &st, cs, 8, &nc) == 0) {
+        for (unsigned k = 0; k < nc && k < 8; k++)
+            mine += cs[k].peer.transport == RPCOOL_TRANSPORT_RDMA && cs[k].peer.pid == getpid() &&
+                    !cs[k].peer.authenticated && !strcmp(cs[k].peer.pod, "1");
+        CHECKF(mine == 1, "%u of the server's %u connections are this RDMA client", mine, nc);
+    }
+    uint64_t id;
+    CHECK_EQ(rpcool_call_async(c, H_WHO, NULL, 0, NULL, NULL, NULL, &id), 0);
+    CHECK_EQ(rpcool_cancel(c, id), RPCOOL_E_NOTSUP); /* not over RDMA yet: the call goes on */
+    ret = NULL;
+    CHECK_EQ(rpcool_wait(c, id, &ret, &n), 0);
+    rpcool_free(c, ret);
+    rpcool_disconnect(c);
+}
+
 static int cb_count;
 static void cb(rpcool_conn *c, int status, void *ret, size_t n, void *user)
 {
@@ -673,6 +726,7 @@ static int run_client(void)
     RUN(noop);
     RUN(keep_patch);
     RUN(bad_input);
+    RUN(peer);
     RUN(async);
     RUN(threads);
     RUN(fuzz_ring);

@@ -1,0 +1,362 @@
+/* tools/rpcoolctl.c - what rpcool has running on this host: the pod's heaps, every channel (live
+   or stale) with its server's stats and connections; --clean removes what dead servers left.
+       rpcoolctl [--json] [--clean] [--watch SECONDS] [CHANNEL...]
+   Built by `make` (build/bin/rpcoolctl) with plain cc. It reads only what its user may read:
+   the pod directory and the channels' name files as they are, and the stats each server gives
+   at its socket to callers of its own uid (or root). See README ("Watching a host"). */
+#define RPCOOL_IMPLEMENTATION
+#include "rpcool.h"
+#include <dirent.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#define MAXCH 512   /* channels listed */
+#define MAXCONNS 64 /* connections listed per channel */
+
+struct chan {
+    char name[RPCOOL__NAME_MAX + 1];
+    int has_name, has_sock;
+    const char *state;  /* "live", "stale", "unknown" (the name file may not be read) */
+    uint32_t pid;       /* the server's pid, from the name file (0: unknown) */
+    uint32_t owner;     /* the name file's (or socket's) owner */
+    int stats;          /* rpcool_channel_stats's result (live only) */
+    rpcool_server_stats st;
+    rpcool_conn_stats conns[MAXCONNS];
+    unsigned nconns;
+    const char *cleaned; /* --clean: what happened, or NULL */
+};
+
+static struct chan chans[MAXCH];
+static unsigned nchans;
+static int json, clean;
+
+static int wanted(int argc, char **argv, int first, const char *name)
+{
+    if (first >= argc) return 1;
+    for (int k = first; k < argc; k++)
+        if (!strcmp(argv[k], name)) return 1;
+    return 0;
+}
+
+static struct chan *chan_of(const char *name)
+{
+    for (unsigned k = 0; k < nchans; k++)
+        if (!strcmp(chans[k].name, name)) return &chans[k];
+    if (nchans == MAXCH || rpcool__check_name(name)) return NULL;
+    struct chan *c = &chans[nchans++];
+    memset(c, 0, sizeof *c);
+    snprintf(c->name, sizeof c->name, "%s", name);
+    return c;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(((const struct chan *)a)->name, ((const struct chan *)b)->name);
+}
+
+/* Every channel of /dev/shm: rpcool.NAME (its name file) and rpcool.NAME.sock (its socket). */
+static void find_channels(int argc, char **argv, int first)
+{
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    nchans = 0;
+    while (d && (e = readdir(d))) {
+        if (strncmp(e->d_name, "rpcool.", 7)) continue;
+        char n[300];
+        snprintf(n, sizeof n, "%s", e->d_name + 7);
+        size_t l = strlen(n);
+        int sock = l > 5 && !strcmp(n + l - 5, ".sock");
+        if (sock) n[l - 5] = '\0';
+        struct chan *c = wanted(argc, argv, first, n) ? chan_of(n) : NULL;
+        if (!c) continue;
+        if (sock) c->has_sock = 1;
+        else c->has_name = 1;
+    }
+    if (d) closedir(d);
+    qsort(chans, nchans, sizeof chans[0], by_name);
+}
+
+/* Live or stale: the server holds byte 0 of the name file while it lives. */
+static void look_at(struct chan *c)
+{
+    char p[RPCOOL__NAME_MAX + 40];
+    struct stat st;
+    c->state = "stale"; /* a socket with no name file: the server has gone */
+    rpcool__sock_path(p, sizeof p, c->name);
+    if (stat(p, &st) == 0) c->owner = (uint32_t)st.st_uid;
+    if (c->has_name) {
+        rpcool__path(p, sizeof p, c->name);
+        if (stat(p, &st) == 0) c->owner = (uint32_t)st.st_uid;
+        int fd = open(p, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            c->state = "unknown";
+        } else {
+            struct rpcool__rdv r;
+            if (pread(fd, &r, sizeof r, 0) == (ssize_t)sizeof r && r.magic == RPCOOL__RDV_MAGIC)
+                c->pid = r.server_pid;
+            c->state = rpcool__lock_held(fd, 0) == 1 ? "live" : "stale";
+            close(fd);
+        }
+    }
+    if (!strcmp(c->state, "stale")) return;
+    c->stats = rpcool_channel_stats(c->name, 1000, &c->st, c->conns, MAXCONNS, &c->nconns);
+    if (c->stats == 0) {
+        c->state = "live";
+        c->pid = c->st.server_pid;
+    }
+}
+
+/* --clean: a stale channel's name file and socket go, under the name's lock (taken here: a live
+   server holds it, so a live channel is never touched). Held a moment after the unlinks, so a
+   server opening the old name file meanwhile fails (RPCOOL_E_NAMETAKEN) instead of serving an
+   unlinked one. */
+static void clean_one(struct chan *c)
+{
+    char p[RPCOOL__NAME_MAX + 40], s[RPCOOL__NAME_MAX + 40];
+    rpcool__path(p, sizeof p, c->name);
+    rpcool__sock_path(s, sizeof s, c->name);
+    if (strcmp(c->state, "stale")) return;
+    if (!c->has_name) { /* a socket alone: nobody can serve it (a server takes the name first) */
+        c->cleaned = unlink(s) == 0 ? "removed" : errno == ENOENT ? "gone" : "not permitted";
+        return;
+    }
+    int fd = open(p, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        c->cleaned = errno == ENOENT ? "gone" : "not permitted";
+        return;
+    }
+    if (rpcool__lock_try(fd, 0)) {
+        c->cleaned = "kept (a server took the name)";
+    } else {
+        int a = unlink(s), b = unlink(p);
+        c->cleaned = (a && errno != ENOENT) || b ? "not permitted" : "removed";
+        usleep(50000);
+    }
+    close(fd);
+}
+
+/* ---- output --------------------------------------------------------------------------- */
+
+static void jstr(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') printf("\\%c", ch);
+        else if (ch < 0x20 || ch >= 0x7f) printf("\\u%04x", ch);
+        else putchar(ch);
+    }
+    putchar('"');
+}
+
+static void size_text(char *out, size_t n, uint64_t b)
+{
+    if (b >= (1ull << 30)) snprintf(out, n, "%.1f GiB", (double)b / (1ull << 30));
+    else if (b >= (1ull << 20)) snprintf(out, n, "%.1f MiB", (double)b / (1ull << 20));
+    else snprintf(out, n, "%.1f KiB", (double)b / 1024);
+}
+
+/* The pod directory, read as it is: every heap's range and size, whether anything still holds
+   it (a heap on a descriptor: a process has it open; a named heap: its file exists) and, for a
+   named heap, the bytes its file uses. */
+static void show_heaps(void)
+{
+    const char *pod = getenv("SHMHEAP_POD");
+    char p[NAME_MAX + 16];
+    if (!pod || !*pod) pod = SHMHEAP__POD_DEFAULT;
+    snprintf(p, sizeof p, "/dev/shm/%s", pod);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    struct shmheap__pod *d = NULL;
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && (size_t)st.st_size >= sizeof *d) {
+        void *m = mmap(NULL, sizeof *d, PROT_READ, MAP_SHARED, fd, 0);
+        if (m != MAP_FAILED) d = (struct shmheap__pod *)m;
+    }
+    if (json) {
+        printf("\"pod\":");
+        jstr(pod);
+        printf(",\"pod_readable\":%s,\"heaps\":[", d ? "true" : "false");
+    } else if (!d) {
+        printf("pod %s: %s\n", pod, fd < 0 ? strerror(errno) : "not a pod directory");
+    }
+    unsigned n = 0;
+    for (int i = 0; d && i < SHMHEAP__POD_N; i++) {
+        const struct shmheap__pod_ent *e = &d->e[i];
+        uint64_t base = e->base, size = e->size;
+        if (!base) continue;
+        char key[sizeof e->key + 1];
+        memcpy(key, e->key, sizeof e->key);
+        key[sizeof e->key] = '\0';
+        int held = 0;
+        long long used = -1;
+        if (!strncmp(key, "fd:", 3)) {
+            held = shmheap__pod_lock(fd, i, F_WRLCK, F_OFD_GETLK) == 1;
+        } else if (!strncmp(key, "shm:", 4)) {
+            char q[NAME_MAX + 16];
+            struct stat hs;
+            snprintf(q, sizeof q, "/dev/shm/%s", key + 4);
+            if ((held = stat(q, &hs) == 0)) used = (long long)hs.st_blocks * 512;
+        }
+        if (json) {
+            printf("%s{\"key\":", n ? "," : "");
+            jstr(key);
+            printf(",\"base\":\"0x%llx\",\"end\":\"0x%llx\",\"size\":%llu,\"used\":%lld,"
+                   "\"held\":%s}", (unsigned long long)base, (unsigned long long)(base + size),
+                   (unsigned long long)size, used, held ? "true" : "false");
+        } else {
+            char sz[32], us[32] = "-";
+            size_text(sz, sizeof sz, size);
+            if (used >= 0) size_text(us, sizeof us, (uint64_t)used);
+            if (!n) printf("heaps of pod %s (window 0x%llx-0x%llx):\n", pod,
+                           (unsigned long long)d->lo, (unsigned long long)d->hi);
+            printf("  0x%llx-0x%llx  %9s  used %9s  %-5s  %s\n", (unsigned long long)base,
+                   (unsigned long long)(base + size), sz, us, held ? "held" : "dead", key);
+        }
+        n++;
+    }
+    if (json) printf("]");
+    else if (d && !n) printf("heaps of pod %s: none\n", pod);
+    if (d) munmap(d, sizeof *d);
+    if (fd >= 0) close(fd);
+}
+
+static void show_channel(const struct chan *c)
+{
+    const rpcool_server_stats *s = &c->st;
+    if (json) {
+        printf("{\"name\":");
+        jstr(c->name);
+        printf(",\"state\":\"%s\",\"server_pid\":%u,\"owner_uid\":%u,\"name_file\":%s,"
+               "\"socket\":%s", c->state, c->pid, c->owner, c->has_name ? "true" : "false",
+               c->has_sock ? "true" : "false");
+        if (c->cleaned) printf(",\"clean\":\"%s\"", c->cleaned);
+        if (!strcmp(c->state, "stale")) {
+            printf("}");
+            return;
+        }
+        if (c->stats) {
+            printf(",\"stats_error\":");
+            jstr(c->stats == -EACCES ? "not permitted" : rpcool_strerror(c->stats));
+            printf("}");
+            return;
+        }
+        printf(",\"stats\":{\"calls\":%llu,\"accepted\":%llu,\"closed\":%llu,\"reaped\":%llu,"
+               "\"faults\":%llu,\"bad_entries\":%llu,\"conns\":%u,\"ready\":%u,"
+               "\"over_limit\":%llu,\"over_budget\":%llu,\"refused\":%llu,\"dropped\":%llu,"
+               "\"cancelled\":%llu,\"max_conns\":%u},\"conns\":[",
+               (unsigned long long)s->calls, (unsigned long long)s->accepted,
+               (unsigned long long)s->closed, (unsigned long long)s->reaped,
+               (unsigned long long)s->faults, (unsigned long long)s->bad_entries, s->conns,
+               s->ready, (unsigned long long)s->over_limit, (unsigned long long)s->over_budget,
+               (unsigned long long)s->refused, (unsigned long long)s->dropped,
+               (unsigned long long)s->cancelled, s->max_conns);
+        for (unsigned k = 0; k < c->nconns && k < MAXCONNS; k++) {
+            const rpcool_peer *p = &c->conns[k].peer;
+            printf("%s{\"transport\":\"%s\",\"slot\":%u,\"pid\":%d,\"uid\":%u,\"gid\":%u,"
+                   "\"authenticated\":%s,\"inflight\":%u,\"pod\":", k ? "," : "",
+                   p->transport == RPCOOL_TRANSPORT_RDMA ? "rdma" : "shm", p->slot, (int)p->pid,
+                   p->uid, p->gid, p->authenticated ? "true" : "false", c->conns[k].inflight);
+            jstr(p->pod);
+            printf(",\"addr\":");
+            jstr(p->addr);
+            printf("}");
+        }
+        printf("]}");
+        return;
+    }
+    printf("  %-24s %-7s", c->name, c->state);
+    if (c->pid) printf(" pid %u", c->pid);
+    if (!strcmp(c->state, "stale")) {
+        printf("  (its server is gone%s)", c->cleaned ? "" : "; rpcoolctl --clean removes it");
+    } else if (!strcmp(c->state, "unknown")) {
+        printf("  (name file of uid %u: not readable by this user)", c->owner);
+    } else if (c->stats == -EACCES) {
+        printf("  stats: not permitted (the server answers uid %u and root)", c->owner);
+    } else if (c->stats == RPCOOL_E_PROTO) {
+        printf("  stats: not answered (a server of another rpcool version)");
+    } else if (c->stats) {
+        printf("  stats: %s", rpcool_strerror(c->stats));
+    } else {
+        printf("  conns %u/%u  calls %llu  faults %llu  reaped %llu  dropped %llu  refused %llu"
+               "  cancelled %llu  bad %llu", s->conns, s->max_conns,
+               (unsigned long long)s->calls, (unsigned long long)s->faults,
+               (unsigned long long)s->reaped, (unsigned long long)s->dropped,
+               (unsigned long long)s->refused, (unsigned long long)s->cancelled,
+               (unsigned long long)s->bad_entries);
+    }
+    if (c->cleaned) printf("  [clean: %s]", c->cleaned);
+    printf("\n");
+    for (unsigned k = 0; !c->stats && k < c->nconns && k < MAXCONNS; k++) {
+        const rpcool_peer *p = &c->conns[k].peer;
+        if (p->transport == RPCOOL_TRANSPORT_RDMA)
+            printf("      rdma %s  pod id \"%s\"  pid %d uid %u gid %u (claimed, unauthenticated)\n",
+                   p->addr, p->pod, (int)p->pid, p->uid, p->gid);
+        else
+            printf("      slot %-4u pid %-7d uid %-6u gid %-6u in flight %u%s\n", p->slot,
+                   (int)p->pid, p->uid, p->gid, c->conns[k].inflight,
+                   p->authenticated ? "" : " (pid claimed)");
+    }
+    if (!c->stats && c->nconns > MAXCONNS) printf("      ... %u more\n", c->nconns - MAXCONNS);
+}
+
+static int report(int argc, char **argv, int first)
+{
+    int failed = 0;
+    find_channels(argc, argv, first);
+    for (unsigned k = 0; k < nchans; k++) {
+        look_at(&chans[k]);
+        if (clean) {
+            clean_one(&chans[k]);
+            failed |= chans[k].cleaned && !strcmp(chans[k].cleaned, "not permitted");
+        }
+    }
+    if (json) {
+        printf("{\"time\":%lld,", (long long)time(NULL));
+        show_heaps();
+        printf(",\"channels\":[");
+        for (unsigned k = 0; k < nchans; k++) {
+            if (k) printf(",");
+            show_channel(&chans[k]);
+        }
+        printf("]}\n");
+    } else {
+        show_heaps();
+        printf(nchans ? "channels:\n" : "channels: none\n");
+        for (unsigned k = 0; k < nchans; k++) show_channel(&chans[k]);
+    }
+    fflush(stdout);
+    return failed;
+}
+
+int main(int argc, char **argv)
+{
+    int k = 1;
+    unsigned watch = 0;
+    for (; k < argc && !strncmp(argv[k], "--", 2); k++) {
+        if (!strcmp(argv[k], "--json")) json = 1;
+        else if (!strcmp(argv[k], "--clean")) clean = 1;
+        else if (!strcmp(argv[k], "--watch") && k + 1 < argc && atoi(argv[k + 1]) > 0)
+            watch = (unsigned)atoi(argv[++k]);
+        else {
+            fprintf(stderr, "usage: %s [--json] [--clean] [--watch SECONDS] [CHANNEL...]\n"
+                            "  the pod's heaps and every channel (or those named): live or stale,"
+                            " its server's\n  stats and connections. --clean removes what dead "
+                            "servers left (never a live\n  channel's); --json one JSON object "
+                            "per report; --watch repeats every SECONDS.\n", argv[0]);
+            return 2;
+        }
+    }
+    signal(SIGPIPE, SIG_IGN);
+    if (!watch) return report(argc, argv, k);
+    for (;;) {
+        if (!json) {
+            time_t t = time(NULL);
+            char when[64];
+            strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", localtime(&t));
+            printf("--- %s\n", when);
+        }
+        report(argc, argv, k);
+        sleep(watch);
+    }
+}
