@@ -1,6 +1,7 @@
 /* tests/pbc_shapes.h - what the protobuf-c tests share (test_pbc.c, vm/test_pbc_rdma.c):
-   running a method of a ProtobufCService and keeping its answer packed, and messages of every
-   shape. Include after pbc_test.pb-c.c and t.h. */
+   running a method of a ProtobufCService and keeping its answer packed, messages of every
+   shape, and the check that every shape gets the same answer in process and from t_svc[] (the
+   service in each mode over rpcool). Include after pbc_test.pb-c.c, t.h and pbc_svc.c. */
 #ifndef PBC_SHAPES_H
 #define PBC_SHAPES_H
 #include <unistd.h>
@@ -136,6 +137,55 @@ static void shapes(void (*each)(const char *what, const ProtobufCMessage *in))
     large.data.len = big;
     each("1MiB", &large.base);
     free(bd);
+}
+
+/* ---- the same answers in process and over rpcool: the services the test made, one a mode */
+enum { ID_RELAXED = 1, ID_SANDBOX = 2, ID_COPY = 3 };
+static const unsigned t_ids[3] = {ID_RELAXED, ID_SANDBOX, ID_COPY};
+static const char *const t_modes[3] = {"relaxed", "sandbox", "copy"};
+static ProtobufCService *t_svc[3];
+
+/* The same answer in process and in every mode over rpcool; returns the number of mismatches. */
+static int same(const char *what, const char *method, const ProtobufCMessage *in)
+{
+    int bad = 0, m = method_of(method);
+    struct res ref, got;
+    run(&svc_impl.base, (unsigned)m, in, &ref);
+    CHECKF(ref.done, "%s: in process: no answer", what);
+    for (int k = 0; k < 3; k++) {
+        run(t_svc[k], (unsigned)m, in, &got);
+        int ok = got.done && got.failed == ref.failed && got.len == ref.len &&
+                 (!got.len || !memcmp(got.packed, ref.packed, got.len));
+        CHECKF(ok, "%s %s: %s: done %d failed %d/%d len %zu/%zu", what, method, t_modes[k],
+               got.done, got.failed, ref.failed, got.len, ref.len);
+        bad += !ok;
+        free(got.packed);
+    }
+    free(ref.packed);
+    return bad;
+}
+
+static const char *t_methods[] = {"Transform", "Echo", "Inspect"};
+static int t_bad;
+
+static void each_msg(const char *what, const ProtobufCMessage *in)
+{
+    if (in->descriptor == &p2__descriptor) {
+        t_bad += same(what, "Inspect2", in);
+        return;
+    }
+    for (int i = 0; i < 3; i++) t_bad += same(what, t_methods[i], in);
+}
+
+static void same_answers(void)
+{
+    t_bad = 0;
+    shapes(each_msg);
+    Empty e = EMPTY__INIT;
+    t_bad += same("empty", "Nothing", &e.base);
+    Msg m = MSG__INIT;
+    t_bad += same("fail", "Fail", &m.base);
+    CHECK_EQ(t_bad, 0);
 }
 
 #endif /* PBC_SHAPES_H */
