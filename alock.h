@@ -1473,26 +1473,13 @@ typedef struct alock__vlink {
     unsigned char buf[128]; /* registered: atomic results, READ destination, WRITE source */
 } alock__vlink;
 
-/* Poll v's CQ for the one completion. First a while without reading the clock (in a VM whose
-   clock source is not the TSC every clock read is a system call and an emulated device access,
-   longer than a poll), then rcp__verbs_wait for what is left of the link's timeout. */
+/* Wait for the one completion on v's CQ within the link's timeout (rcp__verbs_wait: its first
+   polls do not read the clock, which in a VM is slower than a poll). */
 static int alock__v_wait(alock__vlink *v)
 {
     struct ibv_wc wc;
-    int rc = 1;
-    uint64_t t0 = rcp__now_ns();
     memset(&wc, 0, sizeof wc);
-    for (unsigned k = 0; k < 4096 && rc == 1; k++) {
-        int n = ibv_poll_cq(v->cq, 1, &wc);
-        if (n < 0) rc = -EIO;
-        else if (n > 0) rc = rcp__verbs_wc_errno(wc.status);
-        else if ((k & 255) == 255) sched_yield();
-        else rcp__cpu_relax();
-    }
-    if (rc == 1) {
-        uint64_t used = rcp__now_ns() - t0;
-        rc = rcp__verbs_wait(v->cq, &wc, used < v->timeout_ns ? v->timeout_ns - used : 1);
-    }
+    int rc = rcp__verbs_wait(v->cq, &wc, v->timeout_ns);
     if (rc) {
         char d[200];
         rcp__verbs_log("alock link on qp %u: %s", v->qp->qp_num,
@@ -1557,8 +1544,7 @@ static int alock__v_cas_read(void *conn, uint64_t raddr, uint64_t expect, uint64
     wr[1].num_sge = 1;
     wr[1].wr.rdma.remote_addr = read_addr;
     wr[1].wr.rdma.rkey = v->rkey;
-    int rc = ibv_post_send(v->qp, wr, &bad);
-    if (rc) rc = rcp__verbs_err(rc);
+    int rc = rcp__verbs_post_chain(v->qp, wr, &bad);
     if (!rc) rc = alock__v_wait(v);
     if (!rc) {
         *old = rcp__load(b);

@@ -340,6 +340,11 @@ enum { KRCONN_LOG_ERROR = 0, KRCONN_LOG_WARN = 1, KRCONN_LOG_INFO = 2, KRCONN_LO
 #define KRCONN_DEFAULT_QKEY        0x4b52434eu
 #define KRCONN_DEFAULT_META_PORT   7471
 #define KRCONN_DEFAULT_DIR_SLOTS   256
+#define KRCONN_DEFAULT_ACK_TIMEOUT 14   /* RC local ACK timeout: 4.096 us * 2^14 = 67 ms */
+#define KRCONN_DEFAULT_RETRY_CNT   6    /* RC transport retries */
+#define KRCONN_DEFAULT_RNR_RETRY   6    /* RC receiver-not-ready retries */
+#define KRCONN_MIN_RNR_TIMER       12   /* 0.64 ms: the least RNR NAK delay asked of a peer */
+#define KRCONN_RETRY_FOREVER       7    /* retry_cnt or rnr_retry at this value: refused */
 #define KRCONN_DATA_MAX            32   /* bytes of connect data */
 #define KRCONN_NAME_MAX            47
 #define KRCONN_DIR_BYTES(slots)    (64u + 128u * (size_t)(slots))
@@ -367,10 +372,11 @@ typedef struct krconn_ctx_opts {
     unsigned max_inline;      /* 0 = none */
     unsigned accept_backlog;  /* 0 = incoming connections are served but not queued for accept */
     uint32_t qkey;            /* 0 = KRCONN_DEFAULT_QKEY */
-    uint8_t timeout;          /* RC local ACK timeout, 4.096 us * 2^timeout; 0 = 14 */
-    uint8_t retry_cnt;        /* 0 = 6; 7 is refused (rxe retries forever at 7) */
-    uint8_t rnr_retry;        /* 0 = 6 (7 would mean forever and is refused) */
-    uint8_t min_rnr_timer;    /* 0 = 12; values below 12 are raised to 12 */
+    /* RC local ACK timeout, 4.096 us * 2^timeout; 0 = KRCONN_DEFAULT_ACK_TIMEOUT (14) */
+    uint8_t timeout;
+    uint8_t retry_cnt;    /* 0 = KRCONN_DEFAULT_RETRY_CNT (6); 7 is refused (rxe: forever) */
+    uint8_t rnr_retry;    /* 0 = KRCONN_DEFAULT_RNR_RETRY (6); 7 (forever) is refused */
+    uint8_t min_rnr_timer; /* values below KRCONN_MIN_RNR_TIMER (12, 0.64 ms) are raised to it */
     unsigned flags;           /* KRCONN_CTX_* */
     /* > 0: the context's thread pings each physical connection that saw no completion for this
        long and marks it dead when the peer stops answering (section 7); 0 = off */
@@ -831,6 +837,7 @@ KRCONN_API int krconn_event_ack(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 #define KRCONN__NNAMES 64
 #define KRCONN__TAG_SHIFT 48
 #define KRCONN__WRID_MASK ((1ull << KRCONN__TAG_SHIFT) - 1)
+#define KRCONN__REST_EXTRA_NS 50000000ull /* a pool QP's rest beyond its peer's retry window */
 #define KRCONN__KA_TAG 0xffffu      /* the background keepalive's completions; not a handle */
 
 enum { KRCONN__REQ = 1, KRCONN__REP, KRCONN__REJ, KRCONN__DISC, KRCONN__PUB, KRCONN__PUBACK };
@@ -1259,18 +1266,6 @@ static int krconn__rx_post(krconn_ctx *ctx, unsigned i)
 
 /* >>pool - the pool of RC QPs kept ready in INIT ----------------------------------------------- */
 
-static int krconn__qp_init(krconn_ctx *ctx, struct ibv_qp *qp)
-{
-    struct ibv_qp_attr a;
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = ctx->d.port;
-    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                        IBV_ACCESS_REMOTE_ATOMIC;
-    return rcp__verbs_modify(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                         IBV_QP_ACCESS_FLAGS, "INIT");
-}
-
 static int krconn__qp_new(krconn_ctx *ctx, krconn__poolqp *q)
 {
     rcp__verbs_qp_opts qo;
@@ -1374,8 +1369,7 @@ static int krconn__pool_take(krconn_ctx *ctx, int nowait, krconn__poolqp *q)
    whose peer's work requests then time out (seen on Soft-RoCE: a hello never acknowledged). */
 static uint64_t krconn__pool_rest_ns(const krconn_ctx *ctx)
 {
-    unsigned t = ctx->o.timeout ? ctx->o.timeout : 14;
-    return (4096ull << t) * ((uint64_t)ctx->o.retry_cnt + 1) + 50000000ull;
+    return (4096ull << ctx->o.timeout) * ((uint64_t)ctx->o.retry_cnt + 1) + KRCONN__REST_EXTRA_NS;
 }
 
 /* Reset a used QP and keep it in the pool (after its rest), or destroy it when the pool is full. */
@@ -1385,18 +1379,9 @@ static void krconn__pool_give(krconn_ctx *ctx, struct ibv_qp *qp, struct ibv_cq 
     q.qp = qp;
     q.cq = cq;
     q.ready_ns = rcp__now_ns() + krconn__pool_rest_ns(ctx);
-    struct ibv_qp_attr a;
-    struct ibv_qp_init_attr ia;
     /* a QP that ended in error is not used again: destroyed, whatever state it was left in */
-    int ok = ibv_query_qp(qp, &a, IBV_QP_STATE, &ia) == 0 && a.qp_state != IBV_QPS_ERR &&
-             a.qp_state != IBV_QPS_SQE;
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_RESET;
-    ok = ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0 && ok;
-    struct ibv_wc wc[16];
-    while (ibv_poll_cq(cq, 16, wc) > 0) {}
+    int ok = rcp__verbs_qp_recycle(&ctx->d, qp, cq, 0) == 0;
     if (cq->channel) krconn__ev_drain(cq); /* the next user starts with no stale event */
-    ok = ok && krconn__qp_init(ctx, qp) == 0;
     pthread_mutex_lock(&ctx->mu);
     if (ok && ctx->pool_n < ctx->pool_cap) {
         ctx->pool[ctx->pool_n++] = q;
@@ -1432,30 +1417,28 @@ static void krconn__pool_refill(krconn_ctx *ctx)
 
 /* >>phys - physical connections: RTR and RTS --------------------------------------------------- */
 
+/* This context's RC attributes (defaults resolved at create) for the verbs layer's steps. */
+static rcp__verbs_qp_opts krconn__rc_opts(const krconn_ctx *ctx)
+{
+    rcp__verbs_qp_opts o;
+    memset(&o, 0, sizeof o);
+    o.timeout = ctx->o.timeout;
+    o.retry_cnt = ctx->o.retry_cnt;
+    o.rnr_retry = ctx->o.rnr_retry;
+    o.min_rnr_timer = ctx->o.min_rnr_timer;
+    return o;
+}
+
 /* INIT -> RTR towards the peer's RC QP: from then on this side answers the peer's packets. */
 static int krconn__rtr(krconn_ctx *ctx, krconn__phys *p)
 {
     rcp__verbs_ep r;
-    struct ibv_qp_attr a;
-    int rd = ctx->d.attr.max_qp_rd_atom;
+    rcp__verbs_qp_opts o = krconn__rc_opts(ctx);
     memset(&r, 0, sizeof r);
-    memset(&a, 0, sizeof a);
     r.qpn = p->rqpn;
     r.psn = p->rpsn;
     memcpy(r.gid, p->peer.gid, 16);
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = ctx->d.port_attr.active_mtu;
-    a.dest_qp_num = p->rqpn;
-    a.rq_psn = p->rpsn;
-    a.max_dest_rd_atomic = (uint8_t)(rd <= 0                         ? 1
-                                     : rd > RCP__VERBS_MAX_RD_ATOMIC ? RCP__VERBS_MAX_RD_ATOMIC
-                                                                     : rd);
-    a.min_rnr_timer = ctx->o.min_rnr_timer;
-    rcp__verbs_ah_attr(&ctx->d, &r, &a.ah_attr);
-    int rc = rcp__verbs_modify(p->qp, &a,
-                               IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
-                               "RTR");
+    int rc = rcp__verbs_rc_rtr(&ctx->d, p->qp, &r, &o);
     if (rc) krconn__fail(ctx, rc, "RTR", p->qp->qp_num, p->peer.gid, p->rqpn);
     return rc;
 }
@@ -1463,21 +1446,8 @@ static int krconn__rtr(krconn_ctx *ctx, krconn__phys *p)
 /* RTR -> RTS: this side may send. */
 static int krconn__rts(krconn_ctx *ctx, krconn__phys *p)
 {
-    struct ibv_qp_attr a;
-    int rd = ctx->d.attr.max_qp_init_rd_atom;
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_RTS;
-    a.sq_psn = p->psn;
-    a.timeout = ctx->o.timeout ? ctx->o.timeout : 14;
-    a.retry_cnt = ctx->o.retry_cnt;
-    a.rnr_retry = ctx->o.rnr_retry ? ctx->o.rnr_retry : 6;
-    a.max_rd_atomic = (uint8_t)(rd <= 0                         ? 1
-                                : rd > RCP__VERBS_MAX_RD_ATOMIC ? RCP__VERBS_MAX_RD_ATOMIC
-                                                                : rd);
-    int rc = rcp__verbs_modify(p->qp, &a,
-                               IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC,
-                               "RTS");
+    rcp__verbs_qp_opts o = krconn__rc_opts(ctx);
+    int rc = rcp__verbs_rc_rts(&ctx->d, p->qp, p->psn, &o);
     if (rc) krconn__fail(ctx, rc, "RTS", p->qp->qp_num, p->peer.gid, p->rqpn);
     return rc;
 }
@@ -1956,12 +1926,8 @@ static void krconn__keepalive(krconn_ctx *ctx)
         }
         pthread_mutex_unlock(&p->mu);
         if (post) {
-            struct ibv_send_wr wr, *bad = NULL;
-            memset(&wr, 0, sizeof wr);
-            wr.wr_id = (uint64_t)KRCONN__KA_TAG << KRCONN__TAG_SHIFT;
-            wr.opcode = IBV_WR_RDMA_WRITE;
-            wr.send_flags = IBV_SEND_SIGNALED;
-            int rc = ibv_post_send(p->qp, &wr, &bad);
+            int rc = rcp__verbs_post_ping(p->qp, (uint64_t)KRCONN__KA_TAG << KRCONN__TAG_SHIFT,
+                                          0, 0);
             pthread_mutex_lock(&p->mu);
             if (rc) p->ka_out = 0; /* queue full: there is traffic; try next time */
             pthread_mutex_unlock(&p->mu);
@@ -2021,6 +1987,23 @@ static void *krconn__thread(void *arg)
 
 /* >>context - contexts: create, destroy, address, stats ---------------------------------------- */
 
+/* The one place a context option's default is resolved: every zero replaced, values that would
+   retry forever refused (KRCONN_E_INVAL). */
+static int krconn__ctx_opts_defaults(krconn_ctx_opts *o)
+{
+    if (o->rnr_retry >= KRCONN_RETRY_FOREVER || o->retry_cnt >= KRCONN_RETRY_FOREVER)
+        return KRCONN_E_INVAL;
+    if (!o->pool_size) o->pool_size = KRCONN_DEFAULT_POOL;
+    if (!o->max_send_wr) o->max_send_wr = KRCONN_DEFAULT_WR;
+    if (!o->max_recv_wr) o->max_recv_wr = KRCONN_DEFAULT_WR;
+    if (!o->qkey) o->qkey = KRCONN_DEFAULT_QKEY;
+    if (!o->timeout) o->timeout = KRCONN_DEFAULT_ACK_TIMEOUT;
+    if (!o->retry_cnt) o->retry_cnt = KRCONN_DEFAULT_RETRY_CNT;
+    if (!o->rnr_retry) o->rnr_retry = KRCONN_DEFAULT_RNR_RETRY;
+    if (o->min_rnr_timer < KRCONN_MIN_RNR_TIMER) o->min_rnr_timer = KRCONN_MIN_RNR_TIMER;
+    return 0;
+}
+
 KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out)
 {
     krconn_ctx *ctx;
@@ -2041,13 +2024,10 @@ KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out)
         static int env = -1;
         ctx->lg = rcp__logger_pick(ctx->o.log, ctx->o.log_user, &env, "KRCONN_DEBUG", "krconn");
     }
-    if (!ctx->o.pool_size) ctx->o.pool_size = KRCONN_DEFAULT_POOL;
-    if (!ctx->o.max_send_wr) ctx->o.max_send_wr = KRCONN_DEFAULT_WR;
-    if (!ctx->o.max_recv_wr) ctx->o.max_recv_wr = KRCONN_DEFAULT_WR;
-    if (!ctx->o.qkey) ctx->o.qkey = KRCONN_DEFAULT_QKEY;
-    if (ctx->o.rnr_retry >= 7 || ctx->o.retry_cnt >= 7) { KRCONN_FREE(ctx); return KRCONN_E_INVAL; }
-    if (!ctx->o.retry_cnt) ctx->o.retry_cnt = 6;
-    if (ctx->o.min_rnr_timer < 12) ctx->o.min_rnr_timer = 12;
+    if ((rc = krconn__ctx_opts_defaults(&ctx->o))) {
+        KRCONN_FREE(ctx);
+        return rc;
+    }
     pthread_mutex_init(&ctx->mu, NULL);
     pthread_mutex_init(&ctx->rx_mu, NULL);
     pthread_mutex_init(&ctx->tx_mu, NULL);
@@ -3137,12 +3117,7 @@ KRCONN_API int krconn_ping(krconn *c, int timeout_ms)
     krconn_wc wc;
     int rc = krconn__pre(c, KRCONN__WRID_MASK, &w);
     if (rc) return rc;
-    struct ibv_send_wr wr, *bad = NULL;
-    memset(&wr, 0, sizeof wr);
-    wr.wr_id = w;
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    if ((rc = ibv_post_send(c->p->qp, &wr, &bad))) return krconn__post_rc(rcp__verbs_err(rc));
+    if ((rc = rcp__verbs_post_ping(c->p->qp, w, 0, 0))) return krconn__post_rc(rc);
     uint64_t deadline = krconn__deadline(timeout_ms);
     for (;;) {
         int left = (int)((deadline - rcp__now_ns()) / 1000000ull);

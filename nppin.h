@@ -512,6 +512,7 @@ NPPIN_API const char *nppin_explain(nppin_ctx *ctx, int code, char *buf, size_t 
 #else /* RDMA */
 
 #include "impl/platform.h"
+#include "impl/verbs.h"
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -1339,23 +1340,16 @@ static int nppin__post(nppin_ctx *ctx, struct ibv_qp *qp, int opcode, uint64_t w
             a = lend;
         }
         if (!rc && recv) {
-            struct ibv_recv_wr rw, *bad = NULL;
-            memset(&rw, 0, sizeof rw);
-            rw.wr_id = (uint64_t)(uintptr_t)s;
-            rw.sg_list = sge;
-            rw.num_sge = (int)nwr;
-            rc = ibv_post_recv(qp, &rw, &bad);
-            if (rc) rc = -rc;
+            rc = rcp__verbs_post_recv_sg(qp, (uint64_t)(uintptr_t)s, sge, (int)nwr);
         } else if (!rc && two_sided) {
-            struct ibv_send_wr w, *bad = NULL;
+            struct ibv_send_wr w;
             memset(&w, 0, sizeof w);
             w.wr_id = (uint64_t)(uintptr_t)s;
             w.opcode = IBV_WR_SEND;
             w.sg_list = sge;
             w.num_sge = (int)nwr;
             w.send_flags = (flags | IBV_SEND_SIGNALED) & ~(unsigned)IBV_SEND_INLINE;
-            rc = ibv_post_send(qp, &w, &bad);
-            if (rc) rc = -rc;
+            rc = rcp__verbs_post_chain(qp, &w, NULL);
         } else if (!rc) {
             for (size_t i = 0; i < nwr; i++) {
                 wr[i].sg_list = &sge[i];
@@ -1367,7 +1361,7 @@ static int nppin__post(nppin_ctx *ctx, struct ibv_qp *qp, int opcode, uint64_t w
                 wr[i].next = lastp ? NULL : &wr[i + 1];
             }
             struct ibv_send_wr *bad = NULL;
-            rc = ibv_post_send(qp, wr, &bad);
+            rc = rcp__verbs_post_chain(qp, wr, &bad);
             if (rc && bad != wr) {
                 /* the send queue filled in the middle: the pieces before bad are on the wire
                    and need their chunks; no completion will say when they are done, so the
@@ -1377,9 +1371,8 @@ static int nppin__post(nppin_ctx *ctx, struct ibv_qp *qp, int opcode, uint64_t w
                 if (sge != sge_st) { NPPIN_FREE(sge); NPPIN_FREE(wr); }
                 s->user_wr_id = wr_id;
                 s->used = 2;
-                return -rc;
+                return rc;
             }
-            if (rc) rc = -rc;
         }
         if (sge != sge_st) { NPPIN_FREE(sge); NPPIN_FREE(wr); }
         if (rc) goto fail;
@@ -1954,17 +1947,8 @@ typedef struct nppin__vchan {
 
 static int nppin__vchan_post_recv(nppin__vchan *c, unsigned slot)
 {
-    struct ibv_sge sge;
-    sge.addr = (uintptr_t)(c->buf + slot * NPPIN_MSG_SIZE);
-    sge.length = NPPIN_MSG_SIZE;
-    sge.lkey = c->mr->lkey;
-    struct ibv_recv_wr w, *bad = NULL;
-    memset(&w, 0, sizeof w);
-    w.wr_id = slot;
-    w.sg_list = &sge;
-    w.num_sge = 1;
-    int rc = ibv_post_recv(c->qp, &w, &bad);
-    return rc ? -rc : 0;
+    return rcp__verbs_post_recv(c->qp, slot, c->buf + slot * NPPIN_MSG_SIZE, NPPIN_MSG_SIZE,
+                                c->mr->lkey);
 }
 
 /* Poll the CQ once: queue receives, count send completions. */
@@ -2001,19 +1985,9 @@ static int nppin__vchan_send(void *user, const void *msg, size_t len)
     if (c->err) return c->err;
     unsigned slot = NPPIN_CHAN_SLOTS + c->next_send++ % NPPIN_CHAN_SLOTS;
     memcpy(c->buf + slot * NPPIN_MSG_SIZE, msg, len);
-    struct ibv_sge sge;
-    sge.addr = (uintptr_t)(c->buf + slot * NPPIN_MSG_SIZE);
-    sge.length = (uint32_t)len;
-    sge.lkey = c->mr->lkey;
-    struct ibv_send_wr w, *bad = NULL;
-    memset(&w, 0, sizeof w);
-    w.wr_id = slot;
-    w.opcode = IBV_WR_SEND;
-    w.sg_list = &sge;
-    w.num_sge = 1;
-    w.send_flags = IBV_SEND_SIGNALED;
-    int rc = ibv_post_send(c->qp, &w, &bad);
-    if (rc) return -rc;
+    int rc = rcp__verbs_post_send(c->qp, slot, c->buf + slot * NPPIN_MSG_SIZE, (uint32_t)len,
+                                  c->mr->lkey, IBV_SEND_SIGNALED);
+    if (rc) return rc;
     c->sent++;
     return 0;
 }

@@ -80,16 +80,16 @@ static int verbs_server(int lfd)
     for (;;) {
         int s = vmt_tcp_accept(lfd, 600000);
         if (s < 0) break;
-        unsigned char in[RCP__VERBS_EP_WIRE], out[RCP__VERBS_EP_WIRE];
+        unsigned char in[VMT_EP_WIRE], out[VMT_EP_WIRE];
         struct ibv_cq *cq = NULL;
         struct ibv_qp *qp = NULL;
         rcp__verbs_ep me, peer;
-        if (vmt_read_all(s, in, sizeof in, 10000) == 0 && rcp__verbs_ep_unpack(in, &peer) == 0 &&
+        if (vmt_read_all(s, in, sizeof in, 10000) == 0 && vmt_ep_unpack(in, &peer) == 0 &&
             rcp__verbs_cq_create(&d, 128, 0, &cq) == 0 &&
             rcp__verbs_qp_create(&d, cq, cq, NULL, &qp) == 0) {
-            rcp__verbs_ep_local(&d, qp, 0, 0, &me);
-            if (rcp__verbs_rc_connect(&d, qp, &me, &peer, NULL) == 0) {
-                rcp__verbs_ep_pack(&me, out);
+            vmt_ep_local(&d, qp, 0, 0, &me);
+            if (vmt_rc_connect(&d, qp, &me, &peer, NULL) == 0) {
+                vmt_ep_pack(&me, out);
                 vmt_write_all(s, out, sizeof out);
                 char c;
                 vmt_read_all(s, &c, 1, 10000); /* the client is done (or gone) */
@@ -364,20 +364,20 @@ static uint64_t verbs_one(rcp__verbs_dev *d, uint64_t *st)
     struct ibv_cq *cq = NULL;
     struct ibv_qp *qp = NULL;
     rcp__verbs_ep me, peer;
-    unsigned char out[RCP__VERBS_EP_WIRE], in[RCP__VERBS_EP_WIRE];
+    unsigned char out[VMT_EP_WIRE], in[VMT_EP_WIRE];
     uint64_t a = hist_now();
     if (rcp__verbs_cq_create(d, 128, 0, &cq) || rcp__verbs_qp_create(d, cq, cq, NULL, &qp))
         die("verbs create", -EIO);
     uint64_t b = hist_now();
     int s = vmt_tcp_connect("127.0.0.1", VERBS_PORT, 10000);
     if (s < 0) die("verbs tcp", s);
-    rcp__verbs_ep_local(d, qp, 0, 0, &me);
-    rcp__verbs_ep_pack(&me, out);
+    vmt_ep_local(d, qp, 0, 0, &me);
+    vmt_ep_pack(&me, out);
     if (vmt_write_all(s, out, sizeof out) || vmt_read_all(s, in, sizeof in, 10000) ||
-        rcp__verbs_ep_unpack(in, &peer))
+        vmt_ep_unpack(in, &peer))
         die("verbs exchange", -EIO);
     uint64_t c = hist_now();
-    if (rcp__verbs_rc_connect(d, qp, &me, &peer, NULL)) die("verbs rtr/rts", -EIO);
+    if (vmt_rc_connect(d, qp, &me, &peer, NULL)) die("verbs rtr/rts", -EIO);
     uint64_t e = hist_now();
     st[0] += b - a;
     st[1] += c - b;

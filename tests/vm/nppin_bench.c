@@ -257,9 +257,9 @@ static void registration(void)
     rcp__verbs_cq_create(&d, 256, 0, &cq);
     rcp__verbs_qp_create(&d, cq, cq, NULL, &qa);
     rcp__verbs_qp_create(&d, cq, cq, NULL, &qb);
-    rcp__verbs_ep_local(&d, qa, 0, 0, &ea);
-    rcp__verbs_ep_local(&d, qb, 0, 0, &eb);
-    if (!qa || !qb || rcp__verbs_rc_connect(&d, qa, &ea, &eb, NULL) || rcp__verbs_rc_connect(&d, qb, &eb, &ea, NULL)) {
+    vmt_ep_local(&d, qa, 0, 0, &ea);
+    vmt_ep_local(&d, qb, 0, 0, &eb);
+    if (!qa || !qb || vmt_rc_connect(&d, qa, &ea, &eb, NULL) || vmt_rc_connect(&d, qb, &eb, &ea, NULL)) {
         printf("FAIL nppin-bench: loopback qp\n");
         return;
     }

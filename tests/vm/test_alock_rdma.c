@@ -58,7 +58,7 @@ typedef struct tlink {
     uint32_t rkey;
     uint64_t x[4];
 } tlink;
-#define TL_WIRE (RCP__VERBS_EP_WIRE + 12 + 32)
+#define TL_WIRE (VMT_EP_WIRE + 12 + 32)
 
 static int tlink_setup(int fd, rcp__verbs_dev *d, uint64_t my_addr, uint32_t my_rkey,
                        const uint64_t my_x[4], tlink *l)
@@ -72,19 +72,19 @@ static int tlink_setup(int fd, rcp__verbs_dev *d, uint64_t my_addr, uint32_t my_
     if (!rc) rc = rcp__verbs_qp_create(d, l->cq, l->cq, &o, &l->qp);
     if (rc) return rc;
     rcp__verbs_ep me, peer;
-    rcp__verbs_ep_local(d, l->qp, 0, 0, &me);
+    vmt_ep_local(d, l->qp, 0, 0, &me);
     unsigned char out[TL_WIRE], in[TL_WIRE];
-    rcp__verbs_ep_pack(&me, out);
-    vmt_put64(out + RCP__VERBS_EP_WIRE, my_addr);
-    rcp__verbs_put32(out + RCP__VERBS_EP_WIRE + 8, my_rkey);
-    for (int i = 0; i < 4; i++) vmt_put64(out + RCP__VERBS_EP_WIRE + 12 + 8 * i, my_x ? my_x[i] : 0);
+    vmt_ep_pack(&me, out);
+    vmt_put64(out + VMT_EP_WIRE, my_addr);
+    rcp__verbs_put32(out + VMT_EP_WIRE + 8, my_rkey);
+    for (int i = 0; i < 4; i++) vmt_put64(out + VMT_EP_WIRE + 12 + 8 * i, my_x ? my_x[i] : 0);
     if ((rc = vmt_write_all(fd, out, sizeof out))) return rc;
     if ((rc = vmt_read_all(fd, in, sizeof in, 60000))) return rc;
-    if ((rc = rcp__verbs_ep_unpack(in, &peer))) return rc;
-    l->addr = vmt_get64(in + RCP__VERBS_EP_WIRE);
-    l->rkey = rcp__verbs_get32(in + RCP__VERBS_EP_WIRE + 8);
-    for (int i = 0; i < 4; i++) l->x[i] = vmt_get64(in + RCP__VERBS_EP_WIRE + 12 + 8 * i);
-    return rcp__verbs_rc_connect(d, l->qp, &me, &peer, &o);
+    if ((rc = vmt_ep_unpack(in, &peer))) return rc;
+    l->addr = vmt_get64(in + VMT_EP_WIRE);
+    l->rkey = rcp__verbs_get32(in + VMT_EP_WIRE + 8);
+    for (int i = 0; i < 4; i++) l->x[i] = vmt_get64(in + VMT_EP_WIRE + 12 + 8 * i);
+    return vmt_rc_connect(d, l->qp, &me, &peer, &o);
 }
 
 /* ---------------------------------------------------------------- the home (table) side */
@@ -265,10 +265,10 @@ static int rctx_setup(rproc *p, rctx *c, char *why, size_t whylen)
             if ((rc = rcp__verbs_cq_create(&c->d, 16, 0, &c->scq[i])) ||
                 (rc = rcp__verbs_qp_create(&c->d, c->scq[i], c->scq[i], &qo, &c->sqp[i])))
                 VMT_FAILF("self qp: %s", strerror(-rc));
-            rcp__verbs_ep_local(&c->d, c->sqp[i], 0, 0, &e[i]);
+            vmt_ep_local(&c->d, c->sqp[i], 0, 0, &e[i]);
         }
         for (int i = 0; i < 2; i++)
-            if ((rc = rcp__verbs_rc_connect(&c->d, c->sqp[i], &e[i], &e[1 - i], &qo)))
+            if ((rc = vmt_rc_connect(&c->d, c->sqp[i], &e[i], &e[1 - i], &qo)))
                 VMT_FAILF("self connect: %s", strerror(-rc));
         if ((rc = alock_verbs_link_create(c->sqp[0], c->scq[0], c->dmr->rkey, 20000, &c->self)))
             VMT_FAILF("self alock_verbs_link_create: %s", alock_strerror(rc));

@@ -174,7 +174,7 @@ static void random_rw_under_eviction(void)
     /* what the kernel counts as pinned (VmPin) stays within the budget, plus the channel's
        buffer; resident memory is every chunk ever registered: ibv_reg_mr faults them in */
     CHECKF(r.v[6] <= BUDGET / 1024 + 64, "owner VmPin %llu KiB", (unsigned long long)r.v[6]);
-    CHECK_EQ(rcp__verbs_qp_state(A.dqp), IBV_QPS_RTS);
+    CHECK_EQ(vmt_qp_state(A.dqp), IBV_QPS_RTS);
     /* and the owner sees the writes in its own memory */
     for (unsigned slot = 0; slot < SLOTS; slot++)
         if (seeds[slot] > 1) {
@@ -197,7 +197,7 @@ static void stale(int op, const char *what, uint64_t off)
     CHECK_EQ(rio(NPPIN_OP_READ, 0, len, off), 0);
     long bad = vmt_check(lmem, len, 22);
     CHECKF(bad < 0, "after %s, READ byte %ld is not the new contents", what, bad);
-    CHECK_EQ(rcp__verbs_qp_state(A.dqp), IBV_QPS_RTS);
+    CHECK_EQ(vmt_qp_state(A.dqp), IBV_QPS_RTS);
 }
 static void stale_munmap_mmap(void) { stale(C_UNMAP, "munmap+mmap", 300 * MiB); }
 static void stale_madv_dontneed(void) { stale(C_DONTNEED, "MADV_DONTNEED", 302 * MiB); }
@@ -346,7 +346,7 @@ static void peer_sends_garbage(void)
     memset(lmem, 0, 4096);
     CHECK_EQ(rio(NPPIN_OP_READ, 0, 4096, 600 * MiB), 0);
     CHECKF(vmt_check(lmem, 4096, 99) < 0, "after the garbage, data differs");
-    CHECK_EQ(rcp__verbs_qp_state(A.dqp), IBV_QPS_RTS);
+    CHECK_EQ(vmt_qp_state(A.dqp), IBV_QPS_RTS);
 }
 
 /* Without CAP_IPC_LOCK and with a 1 MiB RLIMIT_MEMLOCK, a budget of 8 MiB cannot be pinned:
@@ -500,7 +500,7 @@ int main(void)
         TEST(fork_child_may_touch);
         t_begin("no_remote_access_error");
         CHECK(!qp_broken);
-        CHECK_EQ(rcp__verbs_qp_state(A.dqp), IBV_QPS_RTS);
+        CHECK_EQ(vmt_qp_state(A.dqp), IBV_QPS_RTS);
         t_end();
         nppt_cmd q = {C_QUIT, 0, 0, 0};
         vmt_write_all(sock, &q, sizeof q);
