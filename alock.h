@@ -182,14 +182,13 @@
    ---------
    0 or a negative code: ALOCK_E_* (ALOCK_ERRORS lists them), shmheap's codes from the heap,
    or -errno (verbs errors are converted at the boundary). alock_strerror(code) explains it.
-   ALOCK_OWNERDEAD (positive) means success with news.
 
-   One rule in every rpcool header: each header owns a block of 100 codes counting up from its
-   number (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). Every
-   X_strerror explains its own codes and those of every rpcool header declared before its
-   implementation, so a code passed through keeps its text; another code from -1 to -4095 is
-   -errno, with strerror's text; a code of a header not declared names that header; anything
-   else is "unknown error code", and 0 is "success". Every text is a static string.
+   One rule in every rpcool header: each owns a block of codes counting up from its number
+   (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). X_strerror explains
+   its own codes and those of every rpcool header declared before its implementation (a code
+   passed through keeps its text); -1 to -4095 is -errno (strerror's text); a code of a header
+   not declared names that header; else "unknown error code"; 0 is "success". Static strings.
+   ALOCK_OWNERDEAD (positive) means success with news.
 
    7. LIMITS
    ---------
@@ -557,7 +556,35 @@ static inline void alock__pause(unsigned *k)
     else rcp__cpu_relax();
 }
 
+/* Fill a link's operations (the verbs and krconn links). */
+static inline void alock__link_set(
+    alock_link *out, int (*cas)(void *, uint64_t, uint64_t, uint64_t, uint64_t *),
+    int (*faa)(void *, uint64_t, uint64_t, uint64_t *),
+    int (*rd)(void *, uint64_t, void *, uint32_t),
+    int (*wr)(void *, uint64_t, const void *, uint32_t),
+    int (*cas_read)(void *, uint64_t, uint64_t, uint64_t, uint64_t *, uint64_t, void *, uint32_t),
+    void *conn)
+{
+    out->cas = cas;
+    out->faa = faa;
+    out->read = rd;
+    out->write = wr;
+    out->cas_read = cas_read;
+    out->conn = conn;
+}
+
 /* >>liveness - liveness: byte locks on the table file ------------------------------------------ */
+
+/* fcntl(cmd) on slot s's byte of the liveness file, as lock type type; fl gets the answer */
+static int alock__slot_fcntl(alock_table *t, uint32_t s, int cmd, short type, struct flock *fl)
+{
+    memset(fl, 0, sizeof *fl);
+    fl->l_type = type;
+    fl->l_whence = SEEK_SET;
+    fl->l_start = ALOCK__LIVE_OFF + (off_t)s;
+    fl->l_len = 1;
+    return fcntl(t->live_fd, cmd, fl);
+}
 
 /* 1 if slot s's byte is locked (its process lives), 0 if not, -1 unknown */
 static int alock__slot_live(alock_table *t, uint32_t s)
@@ -565,12 +592,7 @@ static int alock__slot_live(alock_table *t, uint32_t s)
     if (t->live_fd < 0) return -1;
     if (s == t->slot) return 1;
     struct flock fl;
-    memset(&fl, 0, sizeof fl);
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = ALOCK__LIVE_OFF + (off_t)s;
-    fl.l_len = 1;
-    if (fcntl(t->live_fd, F_OFD_GETLK, &fl)) return -1;
+    if (alock__slot_fcntl(t, s, F_OFD_GETLK, F_WRLCK, &fl)) return -1;
     return fl.l_type != F_UNLCK;
 }
 
@@ -613,19 +635,13 @@ static int alock__claim_slot(alock_table *t)
     for (uint32_t s = 0; s < t->nslots; s++) {
         if (t->live_fd >= 0) {
             struct flock fl;
-            memset(&fl, 0, sizeof fl);
-            fl.l_type = F_WRLCK;
-            fl.l_whence = SEEK_SET;
-            fl.l_start = ALOCK__LIVE_OFF + (off_t)s;
-            fl.l_len = 1;
-            if (fcntl(t->live_fd, F_OFD_SETLK, &fl)) continue;
+            if (alock__slot_fcntl(t, s, F_OFD_SETLK, F_WRLCK, &fl)) continue;
             if (alock__slot_busy(t, s)) { /* a dead process's descriptors are still queued */
                 t->slot = s;
                 int n = alock_recover(t);
                 (void)n;
                 if (alock__slot_busy(t, s)) {
-                    fl.l_type = F_UNLCK;
-                    fcntl(t->live_fd, F_OFD_SETLK, &fl);
+                    alock__slot_fcntl(t, s, F_OFD_SETLK, F_UNLCK, &fl);
                     continue;
                 }
             }
@@ -1510,6 +1526,20 @@ static int alock__v_faa(void *conn, uint64_t raddr, uint64_t add, uint64_t *old)
     return rc;
 }
 
+/* wr: op over [buf, buf+len) of v's scratch memory, one scatter entry sg; the rest zero */
+static void alock__v_wr(alock__vlink *v, struct ibv_send_wr *wr, struct ibv_sge *sg, uint64_t id,
+                        enum ibv_wr_opcode op, void *buf, uint32_t len)
+{
+    sg->addr = (uintptr_t)buf;
+    sg->length = len;
+    sg->lkey = v->mr->lkey;
+    memset(wr, 0, sizeof *wr);
+    wr->wr_id = id;
+    wr->opcode = op;
+    wr->sg_list = sg;
+    wr->num_sge = 1;
+}
+
 /* compare-and-swap (unsignalled) then READ (signalled) on one RC queue pair, posted as one list
    (one doorbell): the peer executes them in order, and the READ's completion comes after the
    compare-and-swap's work is done */
@@ -1521,27 +1551,14 @@ static int alock__v_cas_read(void *conn, uint64_t raddr, uint64_t expect, uint64
     if (len > sizeof v->buf - 64 || (raddr & 7)) return -EINVAL;
     struct ibv_sge sg[2];
     struct ibv_send_wr wr[2], *bad = NULL;
-    memset(wr, 0, sizeof wr);
-    sg[0].addr = (uintptr_t)b;
-    sg[0].length = 8;
-    sg[0].lkey = v->mr->lkey;
-    sg[1].addr = (uintptr_t)(v->buf + 64);
-    sg[1].length = len;
-    sg[1].lkey = v->mr->lkey;
-    wr[0].wr_id = 5;
-    wr[0].opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
-    wr[0].sg_list = &sg[0];
-    wr[0].num_sge = 1;
+    alock__v_wr(v, &wr[0], &sg[0], 5, IBV_WR_ATOMIC_CMP_AND_SWP, b, 8);
+    alock__v_wr(v, &wr[1], &sg[1], 6, IBV_WR_RDMA_READ, v->buf + 64, len);
     wr[0].wr.atomic.remote_addr = raddr;
     wr[0].wr.atomic.rkey = v->rkey;
     wr[0].wr.atomic.compare_add = expect;
     wr[0].wr.atomic.swap = desired;
     wr[0].next = &wr[1];
-    wr[1].wr_id = 6;
-    wr[1].opcode = IBV_WR_RDMA_READ;
     wr[1].send_flags = IBV_SEND_SIGNALED;
-    wr[1].sg_list = &sg[1];
-    wr[1].num_sge = 1;
     wr[1].wr.rdma.remote_addr = read_addr;
     wr[1].wr.rdma.rkey = v->rkey;
     int rc = rcp__verbs_post_chain(v->qp, wr, &bad);
@@ -1592,12 +1609,8 @@ ALOCK_API int alock_verbs_link_create(struct ibv_qp *qp, struct ibv_cq *cq, uint
         ALOCK_FREE(v);
         return rc;
     }
-    out->cas = alock__v_cas;
-    out->faa = alock__v_faa;
-    out->read = alock__v_read;
-    out->write = alock__v_write;
-    out->cas_read = alock__v_cas_read;
-    out->conn = v;
+    alock__link_set(out, alock__v_cas, alock__v_faa, alock__v_read, alock__v_write,
+                    alock__v_cas_read, v);
     return 0;
 }
 
@@ -1697,12 +1710,8 @@ ALOCK_API int alock_krconn_link_create(krconn_ctx *ctx, krconn *c, uint32_t rkey
         ALOCK_FREE(k);
         return rc;
     }
-    out->cas = alock__k_cas;
-    out->faa = alock__k_faa;
-    out->read = alock__k_read;
-    out->write = alock__k_write;
-    out->cas_read = alock__k_cas_read;
-    out->conn = k;
+    alock__link_set(out, alock__k_cas, alock__k_faa, alock__k_read, alock__k_write,
+                    alock__k_cas_read, k);
     return 0;
 }
 

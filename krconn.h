@@ -214,8 +214,9 @@
      in the error state (a failed work request, or moved there by its user) is destroyed.
    - Anything on the UD QP that is not a well-formed message of this protocol (wrong size,
      magic, version, type, a source GID or QPN that disagrees with the packet's, a nonce no one
-     is waiting for, a replayed request) is dropped and counted (krconn_stats); a connection is
-     only completed with the context it was requested from, by the nonce it was requested with.
+     is waiting for, a replayed request) is dropped and counted (krconn_ctx_get_stats, formerly
+     krconn_ctx_stats, a name that still works); a connection is only completed with the context
+     it was requested from, by the nonce it was requested with.
 
    8. ENVIRONMENT
    --------------
@@ -231,21 +232,21 @@
 
    10. ERRORS
    ----------
-   0 or a negative code: -errno from the system or libibverbs, or KRCONN_E_*. krconn_strerror
-   explains a code; krconn_describe explains the calling thread's last failure in full: the
-   step, device, GID, QPN and errno ("connect: RTR of qp 17 on rxe0 port 1 gid ::ffff:10.0.2.15
-   to qp 23 ...: Connection timed out"). A registration failing with -ENOMEM is described with
-   the locked-memory limit (ulimit -l), the usual cause. Why a thread-local record: the step,
-   device and QPNs of a failure are known only inside the call, and a code is one int, so each
-   thread keeps its last failure's context; krconn_describe adds it when the code it is given
-   is that failure's, and nothing else reads it (a code from elsewhere gets its plain text).
+   0 or a negative code: -errno from the system or libibverbs, or KRCONN_E_*.
 
-   One rule in every rpcool header: each header owns a block of 100 codes counting up from its
-   number (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). Every
-   X_strerror explains its own codes and those of every rpcool header declared before its
-   implementation, so a code passed through keeps its text; another code from -1 to -4095 is
-   -errno, with strerror's text; a code of a header not declared names that header; anything
-   else is "unknown error code", and 0 is "success". Every text is a static string.
+   One rule in every rpcool header: each owns a block of codes counting up from its number
+   (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). X_strerror explains
+   its own codes and those of every rpcool header declared before its implementation (a code
+   passed through keeps its text); -1 to -4095 is -errno (strerror's text); a code of a header
+   not declared names that header; else "unknown error code"; 0 is "success". Static strings.
+
+   krconn_strerror explains a code; krconn_describe explains the calling thread's last failure in
+   full: the step, device, GID, QPN and errno ("connect: RTR of qp 17 on rxe0 port 1 gid
+   ::ffff:10.0.2.15 to qp 23 ...: Connection timed out"). A registration failing with -ENOMEM is
+   described with the locked-memory limit (ulimit -l), the usual cause. Why a thread-local record:
+   the step, device and QPNs of a failure are known only inside the call, and a code is one int, so
+   each thread keeps its last failure's context; krconn_describe adds it when the code it is given
+   is that failure's, and nothing else reads it (a code from elsewhere gets its plain text).
 
    11. LIMITS
    ----------
@@ -476,7 +477,12 @@ KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out);
 KRCONN_API int krconn_ctx_destroy(krconn_ctx *ctx);
 KRCONN_API int krconn_ctx_addr(const krconn_ctx *ctx, krconn_addr *out);
 KRCONN_API int krconn_ctx_set_data(krconn_ctx *ctx, const void *data, size_t len);
-KRCONN_API int krconn_ctx_stats(krconn_ctx *ctx, krconn_stats *out);
+KRCONN_API int krconn_ctx_get_stats(krconn_ctx *ctx, krconn_stats *out);
+/* The former name of krconn_ctx_get_stats, deprecated; it keeps working. */
+static inline int krconn_ctx_stats(krconn_ctx *ctx, krconn_stats *out)
+{
+    return krconn_ctx_get_stats(ctx, out);
+}
 KRCONN_API const char *krconn_ctx_device(const krconn_ctx *ctx);
 
 /* "GID/QPN/QKEY/GENERATION" (GID as IPv6 text, numbers in hex); parse accepts what format wrote. */
@@ -684,7 +690,7 @@ KRCONN_API int krconn_ctx_set_data(krconn_ctx *ctx, const void *data, size_t len
     (void)ctx, (void)data, (void)len;
     return KRCONN_E_NOTSUP;
 }
-KRCONN_API int krconn_ctx_stats(krconn_ctx *ctx, krconn_stats *out)
+KRCONN_API int krconn_ctx_get_stats(krconn_ctx *ctx, krconn_stats *out)
 {
     (void)ctx, (void)out;
     return KRCONN_E_NOTSUP;
@@ -1372,6 +1378,21 @@ static uint64_t krconn__pool_rest_ns(const krconn_ctx *ctx)
     return (4096ull << ctx->o.timeout) * ((uint64_t)ctx->o.retry_cnt + 1) + KRCONN__REST_EXTRA_NS;
 }
 
+/* Put q in the pool if ok and there is room (counting it in *count, a stats field), else
+   destroy it. */
+static void krconn__pool_keep(krconn_ctx *ctx, krconn__poolqp *q, int ok, uint64_t *count)
+{
+    pthread_mutex_lock(&ctx->mu);
+    ok = ok && ctx->pool_n < ctx->pool_cap;
+    if (ok) {
+        ctx->pool[ctx->pool_n++] = *q;
+        (*count)++;
+        ctx->st.pool_ready = ctx->pool_n;
+    }
+    pthread_mutex_unlock(&ctx->mu);
+    if (!ok) krconn__qp_free(q);
+}
+
 /* Reset a used QP and keep it in the pool (after its rest), or destroy it when the pool is full. */
 static void krconn__pool_give(krconn_ctx *ctx, struct ibv_qp *qp, struct ibv_cq *cq)
 {
@@ -1382,15 +1403,7 @@ static void krconn__pool_give(krconn_ctx *ctx, struct ibv_qp *qp, struct ibv_cq 
     /* a QP that ended in error is not used again: destroyed, whatever state it was left in */
     int ok = rcp__verbs_qp_recycle(&ctx->d, qp, cq, 0) == 0;
     if (cq->channel) krconn__ev_drain(cq); /* the next user starts with no stale event */
-    pthread_mutex_lock(&ctx->mu);
-    if (ok && ctx->pool_n < ctx->pool_cap) {
-        ctx->pool[ctx->pool_n++] = q;
-        ctx->st.pool_recycled++;
-        ctx->st.pool_ready = ctx->pool_n;
-        q.qp = NULL;
-    }
-    pthread_mutex_unlock(&ctx->mu);
-    if (q.qp) krconn__qp_free(&q);
+    krconn__pool_keep(ctx, &q, ok, &ctx->st.pool_recycled);
 }
 
 static void krconn__pool_refill(krconn_ctx *ctx)
@@ -1403,15 +1416,7 @@ static void krconn__pool_refill(krconn_ctx *ctx)
         if (!need) return;
         krconn__poolqp q;
         if (krconn__qp_new(ctx, &q)) return;
-        pthread_mutex_lock(&ctx->mu);
-        if (ctx->pool_n < ctx->pool_cap) {
-            ctx->pool[ctx->pool_n++] = q;
-            ctx->st.pool_created++;
-            ctx->st.pool_ready = ctx->pool_n;
-            q.qp = NULL;
-        }
-        pthread_mutex_unlock(&ctx->mu);
-        if (q.qp) krconn__qp_free(&q);
+        krconn__pool_keep(ctx, &q, 1, &ctx->st.pool_created);
     }
 }
 
@@ -2169,7 +2174,7 @@ KRCONN_API int krconn_ctx_set_data(krconn_ctx *ctx, const void *data, size_t len
     return 0;
 }
 
-KRCONN_API int krconn_ctx_stats(krconn_ctx *ctx, krconn_stats *out)
+KRCONN_API int krconn_ctx_get_stats(krconn_ctx *ctx, krconn_stats *out)
 {
     if (!ctx || !out) return KRCONN_E_INVAL;
     pthread_mutex_lock(&ctx->mu);

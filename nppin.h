@@ -140,10 +140,11 @@
    nppin_reg watches the whole region at once when it is mapped then; memory mapped later inside
    it is watched chunk by chunk as chunks are registered, which splits that mapping at chunk
    boundaries (an mremap of a range spanning two mappings fails with EFAULT, as it always does).
-   Where userfaultfd cannot be had, or a chunk's memory cannot be watched, nppin_stats says so
-   (stale_detect, unwatched_regs), and the application must call nppin_invalidate(addr, len) for
-   memory it unmaps or drops; it is always right to call it (our shmheap's frees of whole spans,
-   for instance). nppin_opts.detect = NPPIN_DETECT_NONE switches detection off.
+   Where userfaultfd cannot be had, or a chunk's memory cannot be watched, nppin_get_stats says
+   so (stale_detect, unwatched_regs; its former name nppin_stats_get still works), and the
+   application must call nppin_invalidate(addr, len) for memory it unmaps or drops; it is always
+   right to call it (our shmheap's frees of whole spans, for instance). nppin_opts.detect =
+   NPPIN_DETECT_NONE switches detection off.
    On-demand paging: if the device reports ODP for RC send, receive, read and write
    (ibv_query_device_ex odp_caps) and nppin_opts.odp is not NPPIN_ODP_OFF, each region is one
    IBV_ACCESS_ON_DEMAND registration instead of chunks: nothing is pinned, the kernel follows
@@ -165,14 +166,13 @@
    Functions return 0 or a negative code: -errno from the system or libibverbs, or NPPIN_E_*.
    nppin_strerror(code) explains it; nppin_explain(ctx, code, buf, len) adds the context's
    numbers (for NPPIN_E_PINLIMIT: RLIMIT_MEMLOCK, the budget and what is pinned now).
-   A failed work request completes with its own status in the nppin_poll'ed wc.
 
-   One rule in every rpcool header: each header owns a block of 100 codes counting up from its
-   number (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). Every
-   X_strerror explains its own codes and those of every rpcool header declared before its
-   implementation, so a code passed through keeps its text; another code from -1 to -4095 is
-   -errno, with strerror's text; a code of a header not declared names that header; anything
-   else is "unknown error code", and 0 is "success". Every text is a static string.
+   One rule in every rpcool header: each owns a block of codes counting up from its number
+   (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). X_strerror explains
+   its own codes and those of every rpcool header declared before its implementation (a code
+   passed through keeps its text); -1 to -4095 is -errno (strerror's text); a code of a header
+   not declared names that header; else "unknown error code"; 0 is "success". Static strings.
+   A failed work request completes with its own status in the nppin_poll'ed wc.
 
    9. LIMITS
    ---------
@@ -361,7 +361,12 @@ NPPIN_API int nppin_chan_verbs_create(struct ibv_pd *pd, struct ibv_qp *qp, stru
                                       nppin_chan *out);
 NPPIN_API void nppin_chan_verbs_destroy(nppin_chan *chan);
 
-NPPIN_API int nppin_stats_get(nppin_ctx *ctx, nppin_stats *out);
+NPPIN_API int nppin_get_stats(nppin_ctx *ctx, nppin_stats *out);
+/* The former name of nppin_get_stats, deprecated; it keeps working. */
+static inline int nppin_stats_get(nppin_ctx *ctx, nppin_stats *out)
+{
+    return nppin_get_stats(ctx, out);
+}
 NPPIN_API const char *nppin_strerror(int code);
 NPPIN_API const char *nppin_explain(nppin_ctx *ctx, int code, char *buf, size_t len);
 
@@ -500,7 +505,7 @@ NPPIN_API void nppin_chan_verbs_destroy(nppin_chan *chan)
 {
     (void)chan;
 }
-NPPIN_API int nppin_stats_get(nppin_ctx *ctx, nppin_stats *out)
+NPPIN_API int nppin_get_stats(nppin_ctx *ctx, nppin_stats *out)
 {
     (void)ctx; (void)out; return NPPIN_E_NOTSUP;
 }
@@ -2054,7 +2059,7 @@ NPPIN_API void nppin_chan_verbs_destroy(nppin_chan *chan)
 }
 
 /* >>stats - stats and explanations ------------------------------------------------------------- */
-NPPIN_API int nppin_stats_get(nppin_ctx *ctx, nppin_stats *out)
+NPPIN_API int nppin_get_stats(nppin_ctx *ctx, nppin_stats *out)
 {
     if (!out) return -EINVAL;
     memset(out, 0, sizeof *out);

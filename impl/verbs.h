@@ -555,14 +555,21 @@ static inline int rcp__verbs_post_wr(struct ibv_qp *qp, struct ibv_send_wr *wr, 
     return rcp__verbs_post_chain(qp, wr, NULL);
 }
 
+/* A zeroed work request with its id, opcode and flags. */
+static inline void rcp__verbs_wr_init(struct ibv_send_wr *wr, uint64_t wr_id, enum ibv_wr_opcode op,
+                                      unsigned flags)
+{
+    memset(wr, 0, sizeof *wr);
+    wr->wr_id = wr_id;
+    wr->opcode = op;
+    wr->send_flags = flags;
+}
+
 static inline int rcp__verbs_post_send(struct ibv_qp *qp, uint64_t wr_id, void *buf, uint32_t len,
                                 uint32_t lkey, unsigned flags)
 {
     struct ibv_send_wr wr;
-    memset(&wr, 0, sizeof wr);
-    wr.wr_id = wr_id;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = flags;
+    rcp__verbs_wr_init(&wr, wr_id, IBV_WR_SEND, flags);
     return rcp__verbs_post_wr(qp, &wr, buf, len, lkey);
 }
 
@@ -571,13 +578,23 @@ static inline int rcp__verbs_post_ud_send(struct ibv_qp *qp, uint64_t wr_id, voi
                                           const rcp__verbs_ep *r, unsigned flags)
 {
     struct ibv_send_wr wr;
-    memset(&wr, 0, sizeof wr);
-    wr.wr_id = wr_id;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = flags;
+    rcp__verbs_wr_init(&wr, wr_id, IBV_WR_SEND, flags);
     wr.wr.ud.ah = ah;
     wr.wr.ud.remote_qpn = r->qpn;
     wr.wr.ud.remote_qkey = r->qkey;
+    return rcp__verbs_post_wr(qp, &wr, buf, len, lkey);
+}
+
+/* RDMA WRITE, WRITE_WITH_IMM (imm in host order) or READ between buf and raddr. */
+static inline int rcp__verbs_post_rdma(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
+                                       void *buf, uint32_t len, uint32_t lkey, uint64_t raddr,
+                                       uint32_t rkey, uint32_t imm, unsigned flags)
+{
+    struct ibv_send_wr wr;
+    rcp__verbs_wr_init(&wr, wr_id, op, flags);
+    if (op == IBV_WR_RDMA_WRITE_WITH_IMM) wr.imm_data = htonl(imm);
+    wr.wr.rdma.remote_addr = raddr;
+    wr.wr.rdma.rkey = rkey;
     return rcp__verbs_post_wr(qp, &wr, buf, len, lkey);
 }
 
@@ -586,28 +603,15 @@ static inline int rcp__verbs_post_write(struct ibv_qp *qp, uint64_t wr_id, void 
                                  uint32_t lkey, uint64_t raddr, uint32_t rkey, int with_imm,
                                  uint32_t imm, unsigned flags)
 {
-    struct ibv_send_wr wr;
-    memset(&wr, 0, sizeof wr);
-    wr.wr_id = wr_id;
-    wr.opcode = with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
-    wr.imm_data = htonl(imm);
-    wr.send_flags = flags;
-    wr.wr.rdma.remote_addr = raddr;
-    wr.wr.rdma.rkey = rkey;
-    return rcp__verbs_post_wr(qp, &wr, buf, len, lkey);
+    return rcp__verbs_post_rdma(qp, with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
+                                wr_id, buf, len, lkey, raddr, rkey, imm, flags);
 }
 
 static inline int rcp__verbs_post_read(struct ibv_qp *qp, uint64_t wr_id, void *buf, uint32_t len,
                                 uint32_t lkey, uint64_t raddr, uint32_t rkey, unsigned flags)
 {
-    struct ibv_send_wr wr;
-    memset(&wr, 0, sizeof wr);
-    wr.wr_id = wr_id;
-    wr.opcode = IBV_WR_RDMA_READ;
-    wr.send_flags = flags;
-    wr.wr.rdma.remote_addr = raddr;
-    wr.wr.rdma.rkey = rkey;
-    return rcp__verbs_post_wr(qp, &wr, buf, len, lkey);
+    return rcp__verbs_post_rdma(qp, IBV_WR_RDMA_READ, wr_id, buf, len, lkey, raddr, rkey, 0,
+                                flags);
 }
 
 /* 8-byte atomics on an 8-byte aligned remote word; the old value lands in *old (registered). */
@@ -617,10 +621,7 @@ static inline int rcp__verbs_post_atomic(struct ibv_qp *qp, enum ibv_wr_opcode o
 {
     if (raddr & 7) return -EINVAL;
     struct ibv_send_wr wr;
-    memset(&wr, 0, sizeof wr);
-    wr.wr_id = wr_id;
-    wr.opcode = op;
-    wr.send_flags = flags;
+    rcp__verbs_wr_init(&wr, wr_id, op, flags);
     wr.wr.atomic.remote_addr = raddr;
     wr.wr.atomic.rkey = rkey;
     wr.wr.atomic.compare_add = compare_add;

@@ -64,7 +64,7 @@ static int krconn_server(int fd)
         if (read(fd, &c, 1) != 1 || c == 'Q') break;
         if (c == 'S') {
             krconn_stats st;
-            krconn_ctx_stats(ctx, &st);
+            krconn_ctx_get_stats(ctx, &st);
             vmt_write_all(fd, &st, sizeof st);
         }
     }
@@ -261,7 +261,7 @@ static void run_connects(const char *name, int threads, int n, unsigned flags)
     job j[2];
     pthread_t th[2];
     krconn_stats c0, c1, s0, s1;
-    krconn_ctx_stats(cli, &c0);
+    krconn_ctx_get_stats(cli, &c0);
     server_stats(&s0);
     usleep(20000); /* hw_counters are cached for about 10 ms: read fresh values */
     long long p0 = hw("sent_pkts"), r0 = hw("rcvd_pkts");
@@ -277,7 +277,7 @@ static void run_connects(const char *name, int threads, int n, unsigned flags)
     uint64_t wall = hist_now() - t0;
     usleep(20000);
     long long p1 = hw("sent_pkts"), r1 = hw("rcvd_pkts");
-    krconn_ctx_stats(cli, &c1);
+    krconn_ctx_get_stats(cli, &c1);
     server_stats(&s1);
     for (int i = 0; i < threads; i++) if (j[i].rc) die(name, j[i].rc);
     hist all;
@@ -403,7 +403,7 @@ static void run_new_and_verbs(int n)
     if (rcp__verbs_open(NULL, &d)) die("verbs open", -ENODEV);
     hist_init(&hk, (size_t)n);
     hist_init(&hv, (size_t)n);
-    krconn_ctx_stats(cli, &c0);
+    krconn_ctx_get_stats(cli, &c0);
     server_stats(&s0);
     /* per-connect steps, for their medians (the sums in krconn_stats give means, which the
        tail dominates): this side's stats around each connect, the peer's after each close
@@ -419,14 +419,14 @@ static void run_new_and_verbs(int n)
     memset(&sb, 0, sizeof sb);
     for (int i = 0; i < n; i++) { /* packets per connect: see krconn_new/2 */
         krconn *k;
-        krconn_ctx_stats(cli, &ca);
+        krconn_ctx_get_stats(cli, &ca);
         uint64_t t = hist_now();
         int rc = krconn_connect(cli, &srv, &co, &k);
         uint64_t dt = hist_now() - t;
         if (rc) die("krconn_new", rc);
         hist_add(&hk, dt);
         tk += dt;
-        krconn_ctx_stats(cli, &cb);
+        krconn_ctx_get_stats(cli, &cb);
         krconn_disconnect(k);
         hist_add(&sh[S_REQ], cb.ns_request - ca.ns_request);
         hist_add(&sh[S_RTR], cb.ns_modify_rtr - ca.ns_modify_rtr);
@@ -444,7 +444,7 @@ static void run_new_and_verbs(int n)
         hist_add(&hv, dt);
         tv += dt;
     }
-    krconn_ctx_stats(cli, &c1);
+    krconn_ctx_get_stats(cli, &c1);
     server_stats(&s1);
     /* connects per second from the time spent in each alone */
     hist_print(&hk, "krconn_new/1", (double)n * 1e9 / (double)tk);

@@ -222,14 +222,14 @@ static inline int nppt_owner_cmd(nppt_side *s, size_t region, unsigned char *mem
     }
     case C_BAD: {
         nppin_stats st;
-        nppin_stats_get(s->np, &st);
+        nppin_get_stats(s->np, &st);
         r->v[0] = st.bad_messages;
         return 0;
     }
     case C_STATS: {
         nppin_stats st;
         memset(&st, 0, sizeof st);
-        nppin_stats_get(s->np, &st);
+        nppin_get_stats(s->np, &st);
         r->v[0] = st.pinned;
         r->v[1] = st.pinned_peak;
         r->v[2] = st.budget;

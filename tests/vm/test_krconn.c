@@ -126,7 +126,7 @@ static int srv_role(int fd, void *arg, char *why, size_t whylen)
             if (read(fd, &cmd, 1) != 1 || cmd == 'Q') break;
             if (cmd == 'S') {
                 krconn_stats st;
-                krconn_ctx_stats(ctx, &st);
+                krconn_ctx_get_stats(ctx, &st);
                 VMT_TRY(vmt_write_all(fd, &st, sizeof st));
             }
         }
@@ -418,7 +418,7 @@ static void connect_and_data(void)
         CHECKF(check_data(c, p2, 4, 1, err, sizeof err) == 0, "second physical: %s", err);
     }
     krconn_stats st;
-    krconn_ctx_stats(c, &st);
+    krconn_ctx_get_stats(c, &st);
     CHECK_EQ(st.connects, 2);
     CHECK_EQ(st.virtual_connects, 1);
     CHECK_EQ(st.physical, 2);
@@ -434,7 +434,7 @@ out:
     if (dir) krconn_dir_close(dir);
     if (c) {
         krconn_stats st;
-        krconn_ctx_stats(c, &st);
+        krconn_ctx_get_stats(c, &st);
         CHECK_EQ(st.physical, 0);
         CHECK_EQ(st.connections, 0);
         krconn_ctx_destroy(c);
@@ -481,14 +481,14 @@ static void before_hook(void)
     CHECK_EQ(b.calls, 1);
     if (!rc) CHECK_EQ(krconn_is_virtual(v), 1);
     krconn_stats s0, s1;
-    krconn_ctx_stats(c, &s0);
+    krconn_ctx_get_stats(c, &s0);
     b.ret = -EIO;
     co.flags = KRCONN_CONNECT_NO_VIRTUAL;
     rc = krconn_connect_name(c, dir, "svc", &co, &bad);
     CHECK_EQ(rc, -EIO);
     CHECK(bad == NULL);
     CHECK_EQ(b.calls, 2);
-    krconn_ctx_stats(c, &s1);
+    krconn_ctx_get_stats(c, &s1);
     CHECK_EQ(s1.connections, s0.connections);
     CHECK_EQ(s1.physical, s0.physical);
 out:
@@ -555,7 +555,7 @@ static void threads_connect(unsigned flags, unsigned seed0)
     }
     pthread_barrier_destroy(&all_in);
     krconn_stats st;
-    krconn_ctx_stats(c, &st);
+    krconn_ctx_get_stats(c, &st);
     if (flags & KRCONN_CONNECT_NO_VIRTUAL) {
         CHECK_EQ(st.connects, 4);
         CHECK_EQ(nvirt, 0);
@@ -596,7 +596,7 @@ static void cycles_no_leak(void)
     /* QPs and CQs outside the two pools, and MRs: these must not move. The pools float between
        half their size and their cap (closed connections give their QPs back up to the cap). */
     krconn_stats p0c, p0s;
-    krconn_ctx_stats(c, &p0c);
+    krconn_ctx_get_stats(c, &p0c);
     if (server_stats(&main_srv, &p0s)) memset(&p0s, 0, sizeof p0s);
     int qp0 = vmt_res_count("qp") - (int)(p0c.pool_ready + p0s.pool_ready);
     int cq0 = vmt_res_count("cq") - (int)(p0c.pool_ready + p0s.pool_ready), mr0 = vmt_res_count("mr");
@@ -629,7 +629,7 @@ static void cycles_no_leak(void)
                  (int)main_srv.ch.pid);
         if (system(cmd)) {}
         krconn_stats cs_, ss_;
-        krconn_ctx_stats(c, &cs_);
+        krconn_ctx_get_stats(c, &cs_);
         if (server_stats(&main_srv, &ss_) == 0)
             printf("# cycles failed: client rx %llu forged %llu pool %u; server rx %llu bad %llu "
                    "forged %llu replay %llu accepts %llu physical %u pool %u\n",
@@ -643,7 +643,7 @@ static void cycles_no_leak(void)
     for (int w = 0; w < 40; w++) { /* the server's side goes back to its pool asynchronously */
         krconn_stats p1c, p1s;
         usleep(100000);
-        krconn_ctx_stats(c, &p1c);
+        krconn_ctx_get_stats(c, &p1c);
         if (server_stats(&main_srv, &p1s)) memset(&p1s, 0, sizeof p1s);
         qp1 = vmt_res_count("qp") - (int)(p1c.pool_ready + p1s.pool_ready);
         cq1 = vmt_res_count("cq") - (int)(p1c.pool_ready + p1s.pool_ready);
@@ -655,7 +655,7 @@ static void cycles_no_leak(void)
            secs, qp0, qp1, cq0, cq1, mr0, mr1);
     CHECKF(qp0 > 0 && qp1 == qp0 && cq1 == cq0 && mr1 == mr0,
            "resources moved: qp %d->%d cq %d->%d mr %d->%d", qp0, qp1, cq0, cq1, mr0, mr1);
-    krconn_ctx_stats(c, &st);
+    krconn_ctx_get_stats(c, &st);
     CHECK_EQ(st.physical, 0);
     CHECKF(st.pool_ready <= 8, "client pool holds %u QPs (cap 8)", st.pool_ready);
     if (server_stats(&main_srv, &sst) == 0) {
@@ -687,11 +687,11 @@ static void pool_empty_nowait(void)
     CHECKF(rc == KRCONN_E_AGAIN, "second NOWAIT connect with a pool of 1: %s", krconn_strerror(rc));
     co.flags = KRCONN_CONNECT_NO_VIRTUAL; /* without NOWAIT: it creates a QP itself */
     CHECK_EQ(krconn_connect(c, &main_srv.addr, &co, &k[2]), 0);
-    krconn_ctx_stats(c, &st);
+    krconn_ctx_get_stats(c, &st);
     CHECK_EQ(st.pool_fallback, 1);
     CHECK_EQ(st.pool_ready, 0);
     for (int i = 0; i < 3; i++) if (k[i]) krconn_disconnect(k[i]);
-    krconn_ctx_stats(c, &st);
+    krconn_ctx_get_stats(c, &st);
     CHECKF(st.pool_ready == 2, "closed connections gave back %u QPs (cap 2)", st.pool_ready);
     krconn_ctx_destroy(c);
 }
@@ -773,13 +773,13 @@ static void stale_entry(void)
         krconn_disconnect(k);
         k = NULL;
     }
-    krconn_ctx_stats(c, &st);
+    krconn_ctx_get_stats(c, &st);
     CHECKF(st.stale_detected == 1, "stale_detected %llu", (unsigned long long)st.stale_detected);
     /* again: straight to the new instance, nothing stale */
     rc = krconn_connect_name(c, dir, "restarting", NULL, &k);
     CHECKF(rc == 0, "third connect: %s", krconn_strerror(rc));
     if (!rc) krconn_disconnect(k);
-    krconn_ctx_stats(c, &st);
+    krconn_ctx_get_stats(c, &st);
     CHECK_EQ(st.stale_detected, 1);
     /* the second instance dies too, and the directory keeps naming it: a clear error in time */
     server_kill(&s2);
@@ -849,7 +849,7 @@ static void stale_second_directory(void)
         krconn_disconnect(k);
         k = NULL;
     }
-    krconn_ctx_stats(c, &st);
+    krconn_ctx_get_stats(c, &st);
     CHECK_EQ(st.stale_detected, 1);
     krconn_addr a2;
     CHECK_EQ(krconn_lookup(d2, "restarting2", 1000, &a2), 0);
@@ -869,7 +869,7 @@ static void stale_second_directory(void)
     CHECKF(rc == KRCONN_E_STALE && ms < 1000, "krconn_connect to the dead address: %s after %.0f ms",
            krconn_strerror(rc), ms);
     if (!rc) { krconn_disconnect(k); k = NULL; }
-    krconn_ctx_stats(c, &st);
+    krconn_ctx_get_stats(c, &st);
     CHECKF(st.stale_detected == 1, "stale_detected %llu (counted once)",
            (unsigned long long)st.stale_detected);
     rc = krconn_connect_name(c, d1, "restarting2", NULL, &k); /* d1 still works */
@@ -889,7 +889,7 @@ static int wait_accepts(krconn_ctx *ctx, uint64_t n)
 {
     krconn_stats st;
     for (int i = 0; i < 500; i++) {
-        krconn_ctx_stats(ctx, &st);
+        krconn_ctx_get_stats(ctx, &st);
         if (st.accepts >= n) return 0;
         usleep(10000);
     }
@@ -923,7 +923,7 @@ static void no_virtual_private(void)
     CHECKF(rc == 0, "b -> a plain: %s", krconn_strerror(rc));
     if (rc) goto out;
     CHECKF(krconn_is_virtual(kb) == 0, "b's plain connect went virtual over a's NO_VIRTUAL QP");
-    krconn_ctx_stats(b, &sb);
+    krconn_ctx_get_stats(b, &sb);
     CHECK_EQ(sb.virtual_connects, 0);
     CHECK_EQ(sb.connects, 1);
     CHECK_EQ(sb.accepts, 1);
@@ -941,7 +941,7 @@ static void no_virtual_private(void)
     rc = krconn_connect(a, &ba, NULL, &k2);
     CHECKF(rc == 0 && krconn_qp(k2) == krconn_qp(k1), "a -> b plain again: %s",
            krconn_strerror(rc));
-    krconn_ctx_stats(a, &sa);
+    krconn_ctx_get_stats(a, &sa);
     CHECKF(sa.physical == 2 && sa.connects == 1 && sa.accepts == 1 && sa.virtual_connects == 2,
            "a: %u physical, %llu connects, %llu accepts, %llu virtual", sa.physical,
            (unsigned long long)sa.connects, (unsigned long long)sa.accepts,
@@ -957,7 +957,7 @@ static void no_virtual_private(void)
     rc = krconn_connect(c, &ba, NULL, &ks);
     CHECKF(rc == 0 && krconn_is_virtual(ks) == 1 && krconn_qp(ks) == krconn_qp(kr),
            "c -> b plain, third: %s", krconn_strerror(rc));
-    krconn_ctx_stats(c, &sc);
+    krconn_ctx_get_stats(c, &sc);
     CHECKF(sc.physical == 2 && sc.connects == 2 && sc.virtual_connects == 1,
            "c: %u physical, %llu connects, %llu virtual", sc.physical,
            (unsigned long long)sc.connects, (unsigned long long)sc.virtual_connects);
@@ -1167,7 +1167,7 @@ static void fuzz_control_qp(void)
 stop:
     pthread_join(th, NULL);
     CHECKF(r.rc == 0, "connects while fuzzed: %s", krconn_strerror(r.rc));
-    krconn_ctx_stats(r.c, &cst);
+    krconn_ctx_get_stats(r.c, &cst);
     CHECKF(cst.rx_forged >= 1, "client counted no forged answers (%llu)",
            (unsigned long long)cst.rx_forged);
     krconn_ctx_destroy(r.c);
@@ -1378,7 +1378,7 @@ static int pair_b(int sock, const char *peer)
     CHECKF(rc == 0, "connect after the restart: %s", d);
     if (!rc) {
         krconn_stats st;
-        krconn_ctx_stats(c, &st);
+        krconn_ctx_get_stats(c, &st);
         CHECK_EQ(((const srvinfo *)krconn_peer_data(k))->instance, 52);
         CHECK_EQ(st.stale_detected, 1);
         CHECKF(check_data(c, k, 63, 1, err, sizeof err) == 0, "after the restart: %s", err);

@@ -354,7 +354,7 @@ static void nppin_over_krconn(void)
     }
     nppin_stats st;
     memset(&st, 0, sizeof st);
-    nppin_stats_get(np, &st);
+    nppin_get_stats(np, &st);
     CHECKF(st.lease_misses >= 1, "no lease was asked for (lease_misses %llu)",
            (unsigned long long)st.lease_misses);
     printf("# nppin over krconn: %u bytes READ from chunk 1, lease_misses %llu\n", NP_LEN,

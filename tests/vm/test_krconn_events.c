@@ -172,7 +172,7 @@ static void events_recycle(void)
     krconn *k, *a;
     krconn_wc wc;
     krconn_stats st0, st1;
-    krconn_ctx_stats(cctx, &st0);
+    krconn_ctx_get_stats(cctx, &st0);
     for (int round = 0; round < 6; round++) {
         if (pair(KRCONN_CONNECT_NO_VIRTUAL, &k, &a)) return;
         int fd = krconn_event_fd(k);
@@ -187,7 +187,7 @@ static void events_recycle(void)
            attributes) before the pool hands it out again: past it, later rounds reuse them */
         usleep(700000);
     }
-    krconn_ctx_stats(cctx, &st1);
+    krconn_ctx_get_stats(cctx, &st1);
     CHECKF(st1.pool_recycled - st0.pool_recycled >= 5, "recycled %llu",
            (unsigned long long)(st1.pool_recycled - st0.pool_recycled));
 }
@@ -313,7 +313,7 @@ static void keepalive_live_idle(void)
                krconn_strerror(rc));
         if (rc) break;
     }
-    krconn_ctx_stats(kactx, &st);
+    krconn_ctx_get_stats(kactx, &st);
     printf("# keepalive: %llu pings in 12 intervals, %llu dead\n",
            (unsigned long long)st.keepalive_sent, (unsigned long long)st.keepalive_dead);
     CHECKF(st.keepalive_sent >= 4, "pings sent: %llu", (unsigned long long)st.keepalive_sent);
@@ -346,7 +346,7 @@ static void keepalive_peer_killed(void)
     CHECKF(ms <= bound, "reported after %.0f ms, bound %.0f ms", ms, bound);
     CHECK_EQ(krconn_write(ka_k, 1, &cmr, cbuf, 8, 0, 0, 0), KRCONN_E_PEERDEAD);
     CHECK_EQ(krconn_wait(ka_k, &wc, 100), KRCONN_E_PEERDEAD);
-    krconn_ctx_stats(kactx, &st);
+    krconn_ctx_get_stats(kactx, &st);
     CHECK_EQ(st.keepalive_dead, 1);
     /* the control: without keepalive nothing is noticed until an operation */
     CHECK_EQ(krconn_poll(plain_k, &wc, 1, 0), 0);

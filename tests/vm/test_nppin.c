@@ -69,7 +69,7 @@ static void reg_returns_at_once(void)
     CHECKF(rc == 0, "nppin_reg: %s", nppin_strerror(rc));
     nppin_stats st;
     memset(&st, 0, sizeof st);
-    nppin_stats_get(A.np, &st);
+    nppin_get_stats(A.np, &st);
     long rss1 = nppt_rss_kb();
     printf("# nppin_reg of 1 GiB: %.3f ms, rss +%ld KiB, pinned %zu\n", dt / 1e6, rss1 - rss0, st.pinned);
     CHECKF(dt < 50000000ull, "nppin_reg of 1 GiB took %.1f ms", dt / 1e6);
@@ -123,7 +123,7 @@ static void local_any_part_and_split(void)
     CHECKF(vmt_check(lmem + 3, big, 6) < 0, "xfer read: data differs");
     nppin_stats st;
     memset(&st, 0, sizeof st);
-    nppin_stats_get(A.np, &st);
+    nppin_get_stats(A.np, &st);
     CHECKF(st.pinned_peak <= st.budget, "local pinned peak %zu above budget %zu", st.pinned_peak, st.budget);
 }
 
@@ -307,7 +307,7 @@ static void dead_holder_does_not_pin_forever(void)
         CHECKF(ms < LEASE_MS + 3000, "took %.0f ms", ms);
         nppin_stats st;
         memset(&st, 0, sizeof st);
-        nppin_stats_get(s.np, &st);
+        nppin_get_stats(s.np, &st);
         CHECK(st.pinned <= st.budget);
     }
 out:
@@ -416,7 +416,7 @@ static void odp_when_offered(void)
 {
     nppin_stats st;
     memset(&st, 0, sizeof st);
-    nppin_stats_get(A.np, &st);
+    nppin_get_stats(A.np, &st);
     struct ibv_device_attr_ex a;
     memset(&a, 0, sizeof a);
     int rc = ibv_query_device_ex(A.d.ctx, NULL, &a);
@@ -437,7 +437,7 @@ static void fork_child_may_touch(void)
 {
     nppin_stats st;
     memset(&st, 0, sizeof st);
-    nppin_stats_get(A.np, &st);
+    nppin_get_stats(A.np, &st);
     printf("# ibv_is_fork_initialized() = %d (2 = unneeded)\n", st.fork_status);
     vmt_fill(lmem, 4096, 71);
     CHECK_EQ(rio(NPPIN_OP_WRITE, 0, 4096, 500 * MiB), 0); /* lmem's chunk 0 is registered */
@@ -478,7 +478,7 @@ int main(void)
     nppin_stats st;
     memset(&st, 0, sizeof st);
     if (!rc) {
-        nppin_stats_get(A.np, &st);
+        nppin_get_stats(A.np, &st);
         printf("# userfaultfd stale detection: %s\n", st.stale_detect ? "on" : "off");
     }
     t_end();

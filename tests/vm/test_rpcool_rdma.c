@@ -164,8 +164,8 @@ static int h_pools(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     struct rpcool__rsrv *rs = ((rpcool_server *)user)->rdma;
     krconn_stats a, b;
     memset(&b, 0, sizeof b);
-    if (krconn_ctx_stats(rs->kc, &a)) return -1;
-    if (rs->meta && krconn_ctx_stats(rs->meta, &b)) return -1;
+    if (krconn_ctx_get_stats(rs->kc, &a)) return -1;
+    if (rs->meta && krconn_ctx_get_stats(rs->meta, &b)) return -1;
     return (int)(a.pool_ready + b.pool_ready);
 }
 
@@ -884,7 +884,7 @@ static int settled_count(const char *kind)
 static int pooled(void)
 {
     krconn_stats st;
-    if (!rpcool__r_kc || krconn_ctx_stats(rpcool__r_kc, &st)) return -1;
+    if (!rpcool__r_kc || krconn_ctx_get_stats(rpcool__r_kc, &st)) return -1;
     rpcool_conn *c = conn();
     if (!c) return -1;
     int srv = rpcool_call(c, H_POOLS, NULL, 0, NULL, NULL);
