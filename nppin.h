@@ -1255,6 +1255,9 @@ static void nppin__remote_unheld(nppin_remote *rm, size_t idx);
 static void nppin__slot_put(nppin_ctx *ctx, nppin__slot *s)
 {
     for (uint32_t i = 0; i < s->nh; i++) {
+        /* every hold of a slot was counted where it was taken (private memory, ctx->mu held) */
+        NPPIN_ASSERT(!s->h[i].reg || s->h[i].reg->holds > 0);
+        NPPIN_ASSERT(!s->h[i].rm || s->h[i].rm->c[s->h[i].ridx].holds > 0);
         if (s->h[i].reg) s->h[i].reg->holds--;
         if (s->h[i].rm) {
             s->h[i].rm->c[s->h[i].ridx].holds--;

@@ -2106,6 +2106,7 @@ SHMHEAP_API int shmheap_close(shmheap *h)
     shmheap **pp = &shmheap__reg;
     while (*pp && *pp != h) pp = &(*pp)->next;
     if (!*pp) { pthread_mutex_unlock(&shmheap__reg_lock); return SHMHEAP_E_INVAL; }
+    SHMHEAP_ASSERT(h->refs > 0); /* a registered handle is open at least once (private memory) */
     if (--h->refs == 0) {
         uint64_t me = (uint64_t)shmheap__host << 32 | (uint32_t)getpid();
         /* threads must be done with h */
