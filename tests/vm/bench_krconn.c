@@ -255,6 +255,31 @@ static void server_stats(krconn_stats *st)
         die("server stats", -EIO);
 }
 
+/* "step NAME STEP US" lines: the mean of each step of krconn_stats (client c, server s) between
+   two snapshots, per physical connect (this side) or accept (the peer) */
+static void print_steps(const char *full, const krconn_stats *c0, const krconn_stats *c1,
+                        const krconn_stats *s0, const krconn_stats *s1)
+{
+    struct { const char *name; size_t off; int peer; } st[] = {
+        {"pool", offsetof(krconn_stats, ns_pool), 0},
+        {"request", offsetof(krconn_stats, ns_request), 0},
+        {"RTR+RTS", offsetof(krconn_stats, ns_modify), 0},
+        {"RTR+RTS:RTR", offsetof(krconn_stats, ns_modify_rtr), 0},
+        {"peer_answer", offsetof(krconn_stats, ns_accept), 1},
+        {"peer_answer:RTR", offsetof(krconn_stats, ns_accept_modify), 1},
+        {"peer_answer:post_send", offsetof(krconn_stats, ns_accept_send), 1},
+        {"peer_after_answer:RTS", offsetof(krconn_stats, ns_accept_rts), 1},
+    };
+    uint64_t n[2] = {c1->connects - c0->connects, s1->accepts - s0->accepts};
+    for (size_t k = 0; k < sizeof st / sizeof st[0]; k++) {
+        const krconn_stats *a = st[k].peer ? s0 : c0, *b = st[k].peer ? s1 : c1;
+        uint64_t d = *(const uint64_t *)(const void *)((const char *)b + st[k].off) -
+                     *(const uint64_t *)(const void *)((const char *)a + st[k].off);
+        if (n[st[k].peer])
+            printf("step %s %s %.1f\n", full, st[k].name, (double)d / 1e3 / (double)n[st[k].peer]);
+    }
+}
+
 /* T threads, n connects each; one histogram over all of them. */
 static void run_connects(const char *name, int threads, int n, unsigned flags)
 {
@@ -295,64 +320,45 @@ static void run_connects(const char *name, int threads, int n, unsigned flags)
     printf("packets %s %.2f\n", full, (double)(p1 - p0 + r1 - r0) / 2.0 / total);
     uint64_t phys = c1.connects - c0.connects;
     if (phys) {
-        printf("step %s pool %.1f\n", full, (double)(c1.ns_pool - c0.ns_pool) / 1e3 / (double)phys);
-        printf("step %s request %.1f\n", full,
-               (double)(c1.ns_request - c0.ns_request) / 1e3 / (double)phys);
-        printf("step %s RTR+RTS %.1f\n", full,
-               (double)(c1.ns_modify - c0.ns_modify) / 1e3 / (double)phys);
-        printf("step %s RTR+RTS:RTR %.1f\n", full,
-               (double)(c1.ns_modify_rtr - c0.ns_modify_rtr) / 1e3 / (double)phys);
-        uint64_t acc = s1.accepts - s0.accepts;
-        if (acc) {
-            printf("step %s peer_answer %.1f\n", full,
-                   (double)(s1.ns_accept - s0.ns_accept) / 1e3 / (double)acc);
-            printf("step %s peer_answer:RTR %.1f\n", full,
-                   (double)(s1.ns_accept_modify - s0.ns_accept_modify) / 1e3 / (double)acc);
-            printf("step %s peer_answer:post_send %.1f\n", full,
-                   (double)(s1.ns_accept_send - s0.ns_accept_send) / 1e3 / (double)acc);
-            printf("step %s peer_after_answer:RTS %.1f\n", full,
-                   (double)(s1.ns_accept_rts - s0.ns_accept_rts) / 1e3 / (double)acc);
-        }
+        print_steps(full, &c0, &c1, &s0, &s1);
         printf("# %s: %llu physical connects, pool fallbacks %llu (client) %llu (server)\n", full,
                (unsigned long long)phys, (unsigned long long)(c1.pool_fallback - c0.pool_fallback),
                (unsigned long long)(s1.pool_fallback - s0.pool_fallback));
     }
 }
 
-static void run_lookups(int n)
+/* n lookups of "bench-svc" in d, timed as name; closes d */
+static void time_lookups(krconn_dir *d, int n, int timeout_ms, const char *name)
 {
     hist h;
-    krconn_dir *d;
     krconn_addr a;
+    int rc;
+    hist_init(&h, (size_t)n);
+    uint64_t t0 = hist_now();
+    for (int i = 0; i < n; i++) {
+        uint64_t t = hist_now();
+        if ((rc = krconn_lookup(d, "bench-svc", timeout_ms, &a))) die(name, rc);
+        hist_add(&h, hist_now() - t);
+    }
+    hist_print(&h, name, (double)n * 1e9 / (double)(hist_now() - t0));
+    hist_free(&h);
+    krconn_dir_close(d);
+}
+
+static void run_lookups(int n)
+{
+    krconn_dir *d;
     size_t len = KRCONN_DIR_BYTES(256);
     void *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     int rc = krconn_dir_shm(mem, len, &d);
     if (rc) die("dir shm", rc);
     if ((rc = krconn_publish(cli, d, "bench-svc", 1000))) die("publish shm", rc);
-    hist_init(&h, (size_t)n);
-    uint64_t t0 = hist_now();
-    for (int i = 0; i < n; i++) {
-        uint64_t t = hist_now();
-        if ((rc = krconn_lookup(d, "bench-svc", 1000, &a))) die("lookup shm", rc);
-        hist_add(&h, hist_now() - t);
-    }
-    hist_print(&h, "krconn_lookup_shm/1", (double)n * 1e9 / (double)(hist_now() - t0));
-    hist_free(&h);
-    krconn_dir_close(d);
+    time_lookups(d, n, 1000, "krconn_lookup_shm/1");
     munmap(mem, len);
 
     if ((rc = krconn_dir_meta(cli, "127.0.0.1", 10000, &d))) die("dir meta", rc);
     if ((rc = krconn_publish(cli, d, "bench-svc", 10000))) die("publish meta", rc);
-    hist_init(&h, (size_t)n);
-    t0 = hist_now();
-    for (int i = 0; i < n; i++) {
-        uint64_t t = hist_now();
-        if ((rc = krconn_lookup(d, "bench-svc", 10000, &a))) die("lookup meta", rc);
-        hist_add(&h, hist_now() - t);
-    }
-    hist_print(&h, "krconn_lookup_meta/1", (double)n * 1e9 / (double)(hist_now() - t0));
-    hist_free(&h);
-    krconn_dir_close(d);
+    time_lookups(d, n, 10000, "krconn_lookup_meta/1");
 }
 
 /* ---------------------------------------------------------------- plain verbs */
@@ -449,22 +455,8 @@ static void run_new_and_verbs(int n)
     /* connects per second from the time spent in each alone */
     hist_print(&hk, "krconn_new/1", (double)n * 1e9 / (double)tk);
     hist_print(&hv, "verbs_tcp/1", (double)n * 1e9 / (double)tv);
-    uint64_t phys = c1.connects - c0.connects, acc = s1.accepts - s0.accepts;
     const char *full = "krconn_new/1";
-    printf("step %s pool %.1f\n", full, (double)(c1.ns_pool - c0.ns_pool) / 1e3 / (double)phys);
-    printf("step %s request %.1f\n", full, (double)(c1.ns_request - c0.ns_request) / 1e3 / (double)phys);
-    printf("step %s RTR+RTS %.1f\n", full, (double)(c1.ns_modify - c0.ns_modify) / 1e3 / (double)phys);
-    printf("step %s RTR+RTS:RTR %.1f\n", full,
-           (double)(c1.ns_modify_rtr - c0.ns_modify_rtr) / 1e3 / (double)phys);
-    if (acc) {
-        printf("step %s peer_answer %.1f\n", full, (double)(s1.ns_accept - s0.ns_accept) / 1e3 / (double)acc);
-        printf("step %s peer_answer:RTR %.1f\n", full,
-               (double)(s1.ns_accept_modify - s0.ns_accept_modify) / 1e3 / (double)acc);
-        printf("step %s peer_answer:post_send %.1f\n", full,
-               (double)(s1.ns_accept_send - s0.ns_accept_send) / 1e3 / (double)acc);
-        printf("step %s peer_after_answer:RTS %.1f\n", full,
-               (double)(s1.ns_accept_rts - s0.ns_accept_rts) / 1e3 / (double)acc);
-    }
+    print_steps(full, &c0, &c1, &s0, &s1);
     printf("# krconn_new/1: the peer's steps of %zu of %d connects seen one by one\n",
            sh[S_PEER].n, n);
     for (int j = 0; j < S_N; j++) {

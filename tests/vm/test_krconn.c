@@ -222,6 +222,21 @@ static void server_kill(server *s)
 
 /* ---------------------------------------------------------------- helpers */
 
+/* Connect to the service name through dir, check it is server instance `instance`, disconnect:
+   the connect's code. */
+static int connect_instance(krconn_ctx *c, krconn_dir *dir, const char *name, uint32_t instance,
+                            const char *what)
+{
+    krconn *k = NULL;
+    int rc = krconn_connect_name(c, dir, name, NULL, &k);
+    CHECKF(rc == 0, "%s: %s", what, krconn_strerror(rc));
+    if (!rc) {
+        CHECK_EQ(((const srvinfo *)krconn_peer_data(k))->instance, instance);
+        krconn_disconnect(k);
+    }
+    return rc;
+}
+
 static krconn_ctx *client_ctx(unsigned pool)
 {
     krconn_ctx_opts o;
@@ -756,23 +771,11 @@ static void stale_entry(void)
     krconn *k = NULL;
     krconn_stats st;
     if (!c || !dir || server_start(&s1, &c1)) goto out;
-    int rc = krconn_connect_name(c, dir, "restarting", NULL, &k);
-    CHECKF(rc == 0, "connect to the first instance: %s", krconn_strerror(rc));
-    if (!rc) {
-        CHECK_EQ(((const srvinfo *)krconn_peer_data(k))->instance, 21);
-        krconn_disconnect(k);
-        k = NULL;
-    }
+    int rc = connect_instance(c, dir, "restarting", 21, "connect to the first instance");
     server_kill(&s1);
     if (server_start(&s2, &c2)) goto out;
     CHECK(s2.addr.generation != s1.addr.generation);
-    rc = krconn_connect_name(c, dir, "restarting", NULL, &k);
-    CHECKF(rc == 0, "connect after the restart: %s", krconn_strerror(rc));
-    if (!rc) {
-        CHECK_EQ(((const srvinfo *)krconn_peer_data(k))->instance, 22);
-        krconn_disconnect(k);
-        k = NULL;
-    }
+    rc = connect_instance(c, dir, "restarting", 22, "connect after the restart");
     krconn_ctx_get_stats(c, &st);
     CHECKF(st.stale_detected == 1, "stale_detected %llu", (unsigned long long)st.stale_detected);
     /* again: straight to the new instance, nothing stale */
@@ -833,22 +836,12 @@ static void stale_second_directory(void)
     co.timeout_ms = 3000; /* what the old behaviour waited */
     s2.up = 0;
     if (!c || !d1 || server_start(&s1, &c1)) goto out;
-    int rc = krconn_connect_name(c, d1, "restarting2", NULL, &k);
-    CHECKF(rc == 0, "connect to the first instance: %s", krconn_strerror(rc));
-    if (!rc) {
-        krconn_disconnect(k);
-        k = NULL;
-    }
+    int rc = connect_instance(c, d1, "restarting2", 31, "connect to the first instance");
     if (!(d2 = dir_snapshot(&d2mem))) { server_stop(&s1, "server 31"); goto out; }
     server_kill(&s1);
     if (server_start(&s2, &c2)) goto out;
-    rc = krconn_connect_name(c, d1, "restarting2", NULL, &k); /* d1: detected, refetched */
-    CHECKF(rc == 0, "connect through d1 after the restart: %s", krconn_strerror(rc));
-    if (!rc) {
-        CHECK_EQ(((const srvinfo *)krconn_peer_data(k))->instance, 32);
-        krconn_disconnect(k);
-        k = NULL;
-    }
+    /* d1: detected, refetched */
+    rc = connect_instance(c, d1, "restarting2", 32, "connect through d1 after the restart");
     krconn_ctx_get_stats(c, &st);
     CHECK_EQ(st.stale_detected, 1);
     krconn_addr a2;
