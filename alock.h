@@ -280,7 +280,7 @@ typedef struct alock_table_opts {
     uint32_t budget;      /* create: ALOCK_DEFAULT_BUDGET */
     uint32_t slots;       /* create: ALOCK_DEFAULT_SLOTS local handles at once */
     uint32_t ndesc;       /* create: ALOCK_DEFAULT_NDESC descriptors per slot */
-    uint32_t check_ms;    /* ALOCK_DEFAULT_CHECK_MS */
+    unsigned check_ms;    /* ALOCK_DEFAULT_CHECK_MS */
     const char *live_path; /* create: the liveness file; NULL = /dev/shm/alock.<heap>.<name> */
     alock_log_fn log;     /* NULL = silent, or stderr when ALOCK_DEBUG is set */
     void *log_user;
@@ -386,7 +386,7 @@ ALOCK_API int alock_remote_reset(alock_remote *r, uint32_t idx);
 struct ibv_qp;
 struct ibv_cq;
 ALOCK_API int alock_verbs_link_create(struct ibv_qp *qp, struct ibv_cq *cq, uint32_t rkey,
-                                      uint32_t timeout_ms, alock_link *out);
+                                      unsigned timeout_ms, alock_link *out);
 ALOCK_API int alock_verbs_link_destroy(alock_link *link);
 
 #ifdef __cplusplus
@@ -408,7 +408,7 @@ ALOCK_API int alock_verbs_link_destroy(alock_link *link);
 extern "C" {
 #endif
 ALOCK_API int alock_krconn_link_create(krconn_ctx *ctx, krconn *c, uint32_t rkey,
-                                       uint32_t timeout_ms, alock_link *out);
+                                       unsigned timeout_ms, alock_link *out);
 ALOCK_API int alock_krconn_link_destroy(alock_link *link);
 #ifdef __cplusplus
 }
@@ -1080,7 +1080,7 @@ ALOCK_API int alock_remote_reset(alock_remote *r, uint32_t idx)
     return ALOCK_E_NOTSUP;
 }
 ALOCK_API int alock_verbs_link_create(struct ibv_qp *qp, struct ibv_cq *cq, uint32_t rkey,
-                                      uint32_t timeout_ms, alock_link *out)
+                                      unsigned timeout_ms, alock_link *out)
 {
     (void)qp; (void)cq; (void)rkey; (void)timeout_ms;
     if (out) memset(out, 0, sizeof *out);
@@ -1592,7 +1592,7 @@ static int alock__v_write(void *conn, uint64_t raddr, const void *src, uint32_t 
 }
 
 ALOCK_API int alock_verbs_link_create(struct ibv_qp *qp, struct ibv_cq *cq, uint32_t rkey,
-                                      uint32_t timeout_ms, alock_link *out)
+                                      unsigned timeout_ms, alock_link *out)
 {
     if (!qp || !cq || !out) return ALOCK_E_INVAL;
     alock__vlink *v = (alock__vlink *)ALOCK_MALLOC(sizeof *v);
@@ -1695,7 +1695,7 @@ static int alock__k_write(void *conn, uint64_t raddr, const void *src, uint32_t 
 }
 
 ALOCK_API int alock_krconn_link_create(krconn_ctx *ctx, krconn *c, uint32_t rkey,
-                                       uint32_t timeout_ms, alock_link *out)
+                                       unsigned timeout_ms, alock_link *out)
 {
     if (!ctx || !c || !out) return ALOCK_E_INVAL;
     alock__klink *k = (alock__klink *)ALOCK_MALLOC(sizeof *k);

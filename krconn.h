@@ -844,6 +844,11 @@ KRCONN_API int krconn_event_ack(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 #define KRCONN__TAG_SHIFT 48
 #define KRCONN__WRID_MASK ((1ull << KRCONN__TAG_SHIFT) - 1)
 #define KRCONN__REST_EXTRA_NS 50000000ull /* a pool QP's rest beyond its peer's retry window */
+#define KRCONN__RESEND_FIRST_NS 50000000ull /* a UD request is sent again after 50 ms, */
+#define KRCONN__RESEND_MAX_NS 800000000ull  /* doubling up to 1.6 s */
+#define KRCONN__REQ_SPINS 16                /* a waiting request spins this often, then naps */
+#define KRCONN__REQ_NAP_NS 200000           /* 0.2 ms, on the answer's futex */
+#define KRCONN__TX_REAP_NS 1000000000ull    /* longest wait for a UD send's completion */
 #define KRCONN__KA_TAG 0xffffu      /* the background keepalive's completions; not a handle */
 
 enum { KRCONN__REQ = 1, KRCONN__REP, KRCONN__REJ, KRCONN__DISC, KRCONN__PUB, KRCONN__PUBACK };
@@ -1208,7 +1213,7 @@ static struct ibv_ah *krconn__ah_get(krconn_ctx *ctx, const uint8_t *gid, int *r
 static void krconn__tx_reap(krconn_ctx *ctx, int wait)
 {
     struct ibv_wc wc[8];
-    uint64_t end = rcp__now_ns() + 1000000000ull;
+    uint64_t end = rcp__now_ns() + KRCONN__TX_REAP_NS;
     for (;;) {
         int n = ibv_poll_cq(ctx->ud_scq, 8, wc);
         if (n > 0) ctx->tx_out -= (unsigned)n;
@@ -2224,7 +2229,7 @@ static int krconn__request(krconn_ctx *ctx, krconn__msg *m, const krconn_addr *p
 {
     krconn__pending *pd = krconn__pend_add(ctx, m->nonce, peer->gid, peer->qpn);
     if (!pd) return KRCONN_E_AGAIN;
-    uint64_t wait = 50000000ull, next = 0;
+    uint64_t wait = KRCONN__RESEND_FIRST_NS, next = 0;
     int rc = KRCONN_E_TIMEDOUT;
     unsigned spins = 0;
     for (;;) {
@@ -2240,12 +2245,12 @@ static int krconn__request(krconn_ctx *ctx, krconn__msg *m, const krconn_addr *p
             rc = KRCONN_E_TIMEDOUT;
             (void)krconn__send_msg(ctx, m, peer->gid, peer->qpn, peer->qkey); /* logged */
             next = rcp__now_ns() + wait;
-            if (wait < 800000000ull) wait *= 2;
+            if (wait < KRCONN__RESEND_MAX_NS) wait *= 2;
         }
         /* handle what came in ourselves; then sleep until whoever handles the answer wakes us
            (spinning would take the CPU from the peer when both share a host) */
         krconn__rx_drive(ctx, 0);
-        if (++spins > 16) rcp__futex_wait(&pd->state, 0, 200000);
+        if (++spins > KRCONN__REQ_SPINS) rcp__futex_wait(&pd->state, 0, KRCONN__REQ_NAP_NS);
         else rcp__cpu_relax();
     }
     krconn__pend_del(ctx, pd);

@@ -229,6 +229,7 @@ extern "C" {
 #endif
 
 #define NPPIN_DEFAULT_CHUNK ((size_t)2 << 20)
+#define NPPIN_DEFAULT_XFER_TIMEOUT_NS 60000000000ull /* nppin_xfer's timeout_ns 0: 60 s */
 #define NPPIN_DEFAULT_BUDGET ((size_t)1 << 30)      /* when RLIMIT_MEMLOCK is unlimited */
 #define NPPIN_MEMLOCK_RESERVE ((size_t)1 << 20)     /* left for the CQs, QPs and channels */
 #define NPPIN_DEFAULT_LEASE_MS 2000u
@@ -337,7 +338,8 @@ NPPIN_API int nppin_poll(nppin_ctx *ctx, struct ibv_cq *cq, struct ibv_wc *wc, i
 /* Hand one completion to nppin: 0 = not nppin's (untouched), 1 = nppin's last piece (wr_id and
    status are now the post's), 2 = an intermediate piece to drop. */
 NPPIN_API int nppin_complete(nppin_ctx *ctx, struct ibv_wc *wc);
-/* A WRITE or READ of any length, piece by piece, waiting on cq (used only by this call). */
+/* A WRITE or READ of any length, piece by piece, waiting on cq (used only by this call) at most
+   timeout_ns (0 = NPPIN_DEFAULT_XFER_TIMEOUT_NS). */
 NPPIN_API int nppin_xfer(nppin_ctx *ctx, struct ibv_qp *qp, struct ibv_cq *cq, int op, void *buf,
                          size_t len, const nppin_target *t, unsigned flags, uint64_t timeout_ns);
 
@@ -868,6 +870,7 @@ static void nppin__msg(unsigned char *m, uint32_t type, uint32_t region, uint64_
                        uint32_t rkey, uint64_t addr, uint32_t len, uint32_t lease_ms, uint64_t seq);
 enum { NPPIN__REQ = 1, NPPIN__GRANT, NPPIN__BUSY, NPPIN__DENY, NPPIN__REVOKE, NPPIN__RETURN };
 #define NPPIN__MAGIC 0x4e50u /* "NP" */
+#define NPPIN__CHAN_SEND_NS 5000000000ull     /* the verbs channel waits 5 s for a free slot */
 
 static int nppin__lease_live(const nppin__reg *r, uint64_t now)
 {
@@ -1489,7 +1492,7 @@ NPPIN_API int nppin_xfer(nppin_ctx *ctx, struct ibv_qp *qp, struct ibv_cq *cq, i
     if ((flags & NPPIN_NOSPLIT) && chunks > ctx->budget / cs) return NPPIN_E_TOOBIG;
     size_t piece = ctx->budget / 2 / cs * cs;
     if (piece < cs) piece = cs;
-    uint64_t deadline = nppin__now() + (timeout_ns ? timeout_ns : 60000000000ull);
+    uint64_t deadline = nppin__now() + (timeout_ns ? timeout_ns : NPPIN_DEFAULT_XFER_TIMEOUT_NS);
     size_t off = 0;
     while (off < len) {
         uintptr_t p = a + off, lim = (p + piece) & ~(uintptr_t)(cs - 1);
@@ -1985,7 +1988,7 @@ static int nppin__vchan_send(void *user, const void *msg, size_t len)
 {
     nppin__vchan *c = (nppin__vchan *)user;
     if (len > NPPIN_MSG_SIZE) return -EMSGSIZE;
-    uint64_t end = nppin__now() + 5000000000ull;
+    uint64_t end = nppin__now() + NPPIN__CHAN_SEND_NS;
     while (c->sent - c->send_done >= NPPIN_CHAN_SLOTS && !c->err) {
         nppin__vchan_poll(c);
         if (nppin__now() >= end) return -ETIMEDOUT;

@@ -286,6 +286,10 @@ static int check_data(krconn_ctx *ctx, krconn *k, unsigned seed, int two_sided, 
     }
 #define STEP(call, what) do { if ((rc = (call))) { describe(rc, d, sizeof d); \
         snprintf(err, elen, "%s: %.400s", what, d); goto out; } } while (0)
+/* a word read back: got must be want, else the check fails with what */
+#define WORD_IS(got, want, what) do { if ((got) != (want)) { \
+        snprintf(err, elen, "%s %llu, expected %llu", what, (unsigned long long)(got), \
+                 (unsigned long long)(want)); rc = -1; goto out; } } while (0)
     uint64_t off = (uint64_t)(seed % 60) * 8192u;
     uint64_t word = si->addr + WORDS_OFF + (uint64_t)(seed % 512) * 64u;
     vmt_fill(b, 4096, seed);
@@ -304,28 +308,13 @@ static int check_data(krconn_ctx *ctx, krconn *k, unsigned seed, int two_sided, 
     uint64_t cur = *w;
     STEP(krconn_cas(k, 4, &mr, w + 1, word, si->rkey, cur, cur + 1, 0), "cas");
     STEP(krconn_wait(k, &wc, TMO), "cas completion");
-    if (w[1] != cur) {
-        snprintf(err, elen, "cas returned %llu, expected %llu", (unsigned long long)w[1],
-                 (unsigned long long)cur);
-        rc = -1;
-        goto out;
-    }
+    WORD_IS(w[1], cur, "cas returned");
     STEP(krconn_faa(k, 5, &mr, w + 2, word, si->rkey, 5, 0), "faa");
     STEP(krconn_wait(k, &wc, TMO), "faa completion");
-    if (w[2] != cur + 1) {
-        snprintf(err, elen, "faa returned %llu, expected %llu", (unsigned long long)w[2],
-                 (unsigned long long)cur + 1);
-        rc = -1;
-        goto out;
-    }
+    WORD_IS(w[2], cur + 1, "faa returned");
     STEP(krconn_read(k, 6, &mr, w + 3, 8, word, si->rkey, 0), "read word again");
     STEP(krconn_wait(k, &wc, TMO), "read word again completion");
-    if (w[3] != cur + 6) {
-        snprintf(err, elen, "word is %llu after cas+faa, expected %llu", (unsigned long long)w[3],
-                 (unsigned long long)cur + 6);
-        rc = -1;
-        goto out;
-    }
+    WORD_IS(w[3], cur + 6, "after cas+faa the word is");
     if (two_sided) {
         unsigned char *in = b + 32768, *outb = b + 24576;
         uint32_t n = 1000 + seed % 1000;
@@ -353,6 +342,7 @@ static int check_data(krconn_ctx *ctx, krconn *k, unsigned seed, int two_sided, 
         }
     }
 #undef STEP
+#undef WORD_IS
 out:
     krconn_dereg(&mr);
     free(b);

@@ -221,16 +221,15 @@ static int serve(const char *how)
         printf("FAIL server_open: %s\n", rpcool_strerror(rc));
         return 1;
     }
-    rpcool_server_add_handler(s, H_ECHO, h_echo, NULL, 0);
-    rpcool_server_add_handler(s, H_SUM, h_sum, NULL, 0);
-    rpcool_server_add_handler(s, H_TREE, h_tree, NULL, 0);
-    rpcool_server_add_handler(s, H_LIST, h_list, NULL, RPCOOL_SANDBOX);
-    rpcool_server_add_handler(s, H_SLOW, h_slow, NULL, 0);
-    rpcool_server_add_handler(s, H_QUIT, h_quit, s, 0);
-    rpcool_server_add_handler(s, H_POOLS, h_pools, s, 0);
-    rpcool_server_add_handler(s, H_DOC, h_doc, NULL, RPCOOL_SANDBOX);
-    rpcool_server_add_handler(s, H_FNV, h_fnv, NULL, 0);
-    rpcool_server_add_handler(s, H_SCRIBBLE, h_scribble, NULL, 0);
+    /* the handlers: id, function, safety; `with_s` ones get the server as their user pointer */
+    static const struct { unsigned id; rpcool_handler *fn; unsigned safety; int with_s; } hs[] = {
+        {H_ECHO, h_echo, 0, 0},     {H_SUM, h_sum, 0, 0},     {H_TREE, h_tree, 0, 0},
+        {H_LIST, h_list, RPCOOL_SANDBOX, 0}, {H_SLOW, h_slow, 0, 0}, {H_QUIT, h_quit, 0, 1},
+        {H_POOLS, h_pools, 0, 1},   {H_DOC, h_doc, RPCOOL_SANDBOX, 0}, {H_FNV, h_fnv, 0, 0},
+        {H_SCRIBBLE, h_scribble, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        rpcool_server_add_handler(s, hs[i].id, hs[i].fn, hs[i].with_s ? s : NULL, hs[i].safety);
     pid_t lp = -1;
     if (with_local && (lp = fork()) == 0) _exit(local_client() ? 1 : 0);
     if (with_local) rpcool_server_start(s, 1); /* shared-memory clients too */
