@@ -556,23 +556,6 @@ static inline void alock__pause(unsigned *k)
     else rcp__cpu_relax();
 }
 
-/* Fill a link's operations (the verbs and krconn links). */
-static inline void alock__link_set(
-    alock_link *out, int (*cas)(void *, uint64_t, uint64_t, uint64_t, uint64_t *),
-    int (*faa)(void *, uint64_t, uint64_t, uint64_t *),
-    int (*rd)(void *, uint64_t, void *, uint32_t),
-    int (*wr)(void *, uint64_t, const void *, uint32_t),
-    int (*cas_read)(void *, uint64_t, uint64_t, uint64_t, uint64_t *, uint64_t, void *, uint32_t),
-    void *conn)
-{
-    out->cas = cas;
-    out->faa = faa;
-    out->read = rd;
-    out->write = wr;
-    out->cas_read = cas_read;
-    out->conn = conn;
-}
-
 /* >>liveness - liveness: byte locks on the table file ------------------------------------------ */
 
 /* fcntl(cmd) on slot s's byte of the liveness file, as lock type type; fl gets the answer */
@@ -1609,8 +1592,11 @@ ALOCK_API int alock_verbs_link_create(struct ibv_qp *qp, struct ibv_cq *cq, uint
         ALOCK_FREE(v);
         return rc;
     }
-    alock__link_set(out, alock__v_cas, alock__v_faa, alock__v_read, alock__v_write,
-                    alock__v_cas_read, v);
+    /* in alock_link's order: cas, faa, read, write, conn, cas_read */
+    static const alock_link ops = {alock__v_cas, alock__v_faa, alock__v_read, alock__v_write, NULL,
+                                   alock__v_cas_read};
+    *out = ops;
+    out->conn = v;
     return 0;
 }
 
@@ -1710,8 +1696,10 @@ ALOCK_API int alock_krconn_link_create(krconn_ctx *ctx, krconn *c, uint32_t rkey
         ALOCK_FREE(k);
         return rc;
     }
-    alock__link_set(out, alock__k_cas, alock__k_faa, alock__k_read, alock__k_write,
-                    alock__k_cas_read, k);
+    static const alock_link ops = {alock__k_cas, alock__k_faa, alock__k_read, alock__k_write, NULL,
+                                   alock__k_cas_read};
+    *out = ops;
+    out->conn = k;
     return 0;
 }
 
