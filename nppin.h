@@ -1511,11 +1511,15 @@ NPPIN_API int nppin_xfer(nppin_ctx *ctx, struct ibv_qp *qp, struct ibv_cq *cq, i
         }
         if (rc) return rc;
         struct ibv_wc wc;
-        for (;;) {
-            int k = nppin_poll(ctx, cq, &wc, 1);
+        for (;;) { /* the verbs layer's completion wait; pieces before the last are dropped */
+            uint64_t now = nppin__now();
+            if (now >= deadline) return -ETIMEDOUT; /* the post still holds its chunks */
+            int k = rcp__verbs_poll(cq, &wc, 1, deadline - now);
             if (k < 0) return k;
-            if (k == 1) break;
-            if (nppin__now() >= deadline) return -ETIMEDOUT; /* the post still holds its chunks */
+            pthread_mutex_lock(&ctx->mu);
+            k = nppin__complete_locked(ctx, &wc);
+            pthread_mutex_unlock(&ctx->mu);
+            if (k != 2) break;
         }
         if (wc.status != IBV_WC_SUCCESS) {
             nppin__log(ctx, NPPIN_LOG_ERROR, "xfer piece at +%zu: %s", off,
