@@ -119,7 +119,8 @@
    sides. Its QP, receive queue, CQ and error state belong to it alone: no later connect, by this
    context or by the peer's, becomes virtual over it; a plain connect when only private connections
    to the peer exist makes a new physical one. QP attributes: rnr_retry 6 (finite), min_rnr_timer 12
-   (0.64 ms), timeout 14 (67 ms) and retry_cnt 6 (rxe treats 7 as "forever", so 7 is refused): a
+   (0.64 ms), timeout 14 (67 ms) and retry_cnt 6 (rxe treats 7 as "forever", so 7 is refused;
+   KRCONN_DEFAULT_RNR_RETRY, KRCONN_MIN_RNR_TIMER, KRCONN_DEFAULT_ACK_TIMEOUT, _RETRY_CNT): a
    silent peer fails an operation within about 0.5 s (7 sends, 67 ms apart, plus the kernel timer's
    slack). All can be set in krconn_ctx_opts.
    Closing the last connection on a physical QP sends the peer a UD "disconnect" (no wait), resets
