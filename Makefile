@@ -7,6 +7,7 @@
 #                                                    a "// VALGRIND" line build/vg/test_NAME
 #   a "// LIBS: -lfoo" line in a source adds link flags; "// VM" marks a test for the VM tier only
 #   bench/bench_*.sh       run in order by `make bench`
+#   tests/vm/NAME.c, and bench/NAME.c with a "// VM" line -> build/vm/bin/NAME for the VM guests (mk/vm.mk)
 #   mk/*.mk                extra rules of a component
 CC      ?= cc
 CXX     ?= c++

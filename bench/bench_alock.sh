@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench/bench_alock.sh - alock.h. Host tier: the local cohort against a pthread mutex and a ticket
 # spin lock, same run (bench/alock_bench.c). VM tier: the lock table of the ALock paper on
-# Soft-RoCE across two qemu guests (tests/vm/bench_alock_vm.c in the guest roles alockbench-a
+# Soft-RoCE across two qemu guests (bench/bench_alock_vm.c in the guest roles alockbench-a
 # and -b), against an RDMA CAS spin lock and an all-RDMA MCS lock, same run; ALOCK_BENCH=busy
 # keeps the workers SCHED_OTHER. Lines: NAME MEDIAN_NS P99_NS OPS_PER_S.
 cd "$(dirname "$0")/.." || exit 1

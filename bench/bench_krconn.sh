@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench/bench_krconn.sh - connection set-up on Soft-RoCE, everything in one qemu TCG guest and
-# one run (`tests/vm/run.sh krconn-bench`, program tests/vm/bench_krconn.c):
+# one run (`tests/vm/run.sh krconn-bench`, program bench/bench_krconn.c):
 #   krconn_new/T       krconn physical connect (to a context not yet connected), T threads
 #   krconn_virtual/T   krconn connect to a context already connected (shares the QP)
 #   krconn_lookup_*    directory lookup: shared memory, and the meta server by RDMA READ

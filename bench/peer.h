@@ -210,6 +210,29 @@ static inline int peer_run(const struct peer_opts *o, const char *default_addr,
     return rc ? 1 : 0;
 }
 
+/* The end of a client: its socket closed and its buffer freed; the exit status for rc. */
+static inline int peer_client_done(int fd, void *buf, int rc)
+{
+    close(fd);
+    free(buf);
+    return rc ? 1 : 0;
+}
+
+/* The main of a peer whose own option is a list (-LETTER LIST, its default in *list): the
+   options parsed, then peer_run with the UNIX socket /tmp/rpcool-bench-NAME.PID by default. */
+static inline int peer_main_list(int argc, char **argv, char letter, const char **list,
+                                 const char *usage, const char *name, peer_fn server,
+                                 peer_fn client, void *ctx)
+{
+    struct peer_opts o;
+    struct peer_own_opt own = {letter, list, NULL};
+    if (peer_parse(&o, argc, argv, &own, usage, NULL))
+        return 2;
+    char path[108];
+    snprintf(path, sizeof path, "/tmp/rpcool-bench-%s.%d", name, (int)getpid());
+    return peer_run(&o, path, server, client, ctx);
+}
+
 /* One round trip; returns 0 or -1 (the loop stops and the run fails). */
 typedef int (*peer_op)(void *ctx, long i);
 
@@ -316,27 +339,35 @@ static inline int peer_unix_accept(const char *path, int type)
     return fd;
 }
 
-/* Connects, retrying for up to 10 s while the server starts. */
+/* Connects a new socket of the family of sa (a stream, or type for AF_UNIX) to sa, retrying
+   for up to 10 s while the server starts (its socket not there yet, or refusing); the socket, or
+   -1 after a line on stderr naming what (its path or address). */
+static inline int peer_connect_retry(const struct sockaddr *sa, socklen_t len, int type,
+                                     const char *what)
+{
+    for (int tries = 0; tries < 10000; tries++) {
+        int fd = socket(sa->sa_family, type, 0);
+        if (fd < 0)
+            return -1;
+        if (connect(fd, sa, len) == 0)
+            return fd;
+        close(fd);
+        if (errno != ENOENT && errno != ECONNREFUSED) {
+            perror(what);
+            return -1;
+        }
+        usleep(1000);
+    }
+    fprintf(stderr, "%s: no server\n", what);
+    return -1;
+}
+
 static inline int peer_unix_connect(const char *path, int type)
 {
     struct sockaddr_un sa;
     if (peer_unix_addr(&sa, path))
         return -1;
-    for (int tries = 0; tries < 10000; tries++) {
-        int fd = socket(AF_UNIX, type, 0);
-        if (fd < 0)
-            return -1;
-        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0)
-            return fd;
-        close(fd);
-        if (errno != ENOENT && errno != ECONNREFUSED) {
-            perror(path);
-            return -1;
-        }
-        usleep(1000);
-    }
-    fprintf(stderr, "%s: no server\n", path);
-    return -1;
+    return peer_connect_retry((struct sockaddr *)&sa, sizeof sa, type, path);
 }
 
 static inline void peer_tcp_nodelay(int fd)
@@ -392,23 +423,10 @@ static inline int peer_tcp_connect(const char *addr)
     struct sockaddr_in sa;
     if (peer_tcp_addr(&sa, addr))
         return -1;
-    for (int tries = 0; tries < 10000; tries++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        if (fd < 0)
-            return -1;
-        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0) {
-            peer_tcp_nodelay(fd);
-            return fd;
-        }
-        close(fd);
-        if (errno != ECONNREFUSED) {
-            perror(addr);
-            return -1;
-        }
-        usleep(1000);
-    }
-    fprintf(stderr, "%s: no server\n", addr);
-    return -1;
+    int fd = peer_connect_retry((struct sockaddr *)&sa, sizeof sa, SOCK_STREAM, addr);
+    if (fd >= 0)
+        peer_tcp_nodelay(fd);
+    return fd;
 }
 
 #endif /* BENCH_PEER_H */

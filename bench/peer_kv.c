@@ -214,21 +214,12 @@ static int client(const struct peer_opts *o, const char *addr, void *vctx)
         snprintf(name, sizeof name, "kv_get/%zu", c->vsize);
         rc = rc ? rc : peer_measure(o, name, op_get, c);
     }
-    close(c->fd);
-    free(c->buf);
-    return rc ? 1 : 0;
+    return peer_client_done(c->fd, c->buf, rc);
 }
 
 int main(int argc, char **argv)
 {
-    struct peer_opts o;
-    struct kv_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.vsizes = "64,256,1024";
-    struct peer_own_opt own = {'V', &ctx.vsizes, NULL};
-    if (peer_parse(&o, argc, argv, &own, "[-V SIZE,SIZE,...] [options] [PATH]", NULL))
-        return 2;
-    char path[108];
-    snprintf(path, sizeof path, "/tmp/rpcool-bench-kv.%d", (int)getpid());
-    return peer_run(&o, path, server, client, &ctx);
+    struct kv_ctx ctx = {.vsizes = "64,256,1024"};
+    return peer_main_list(argc, argv, 'V', &ctx.vsizes,
+                          "[-V SIZE,SIZE,...] [options] [PATH]", "kv", server, client, &ctx);
 }

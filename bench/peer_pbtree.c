@@ -193,21 +193,12 @@ static int client(const struct peer_opts *o, const char *addr, void *vctx)
                protobuf_c_message_get_packed_size(&c->root->base));
         destroy(c->root);
     }
-    close(c->fd);
-    free(c->buf);
-    return rc ? 1 : 0;
+    return peer_client_done(c->fd, c->buf, rc);
 }
 
 int main(int argc, char **argv)
 {
-    struct peer_opts o;
-    struct tree_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.sizes = "1,16,256,4096";
-    struct peer_own_opt own = {'N', &ctx.sizes, NULL};
-    if (peer_parse(&o, argc, argv, &own, "[-N NODES,NODES,...] [options] [PATH|tcp:IPV4:PORT]", NULL))
-        return 2;
-    char path[108];
-    snprintf(path, sizeof path, "/tmp/rpcool-bench-pbtree.%d", (int)getpid());
-    return peer_run(&o, path, server, client, &ctx);
+    struct tree_ctx ctx = {.sizes = "1,16,256,4096"};
+    return peer_main_list(argc, argv, 'N', &ctx.sizes,
+                          "[-N NODES,NODES,...] [options] [PATH|tcp:IPV4:PORT]", "pbtree", server, client, &ctx);
 }

@@ -11,7 +11,6 @@
  * stored document and answers with the ids of those where a dotted path equals a string. */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -195,23 +194,14 @@ static int client(const char *chan, long ndoc)
     return hits == (int)(ndoc / 5) ? 0 : 1;
 }
 
-/* argv[i] as a whole number in [lo, hi], or def if absent; exits with a usage line if bad */
-static long arg_num(int argc, char **argv, int i, long def, long lo, long hi, const char *usage)
-{
-    if (argc <= i) return def;
-    char *end;
-    errno = 0;
-    long v = strtol(argv[i], &end, 10);
-    if (errno || end == argv[i] || *end || v < lo || v > hi) {
-        fprintf(stderr, "usage: %s %s\n", argv[0], usage);
-        exit(2);
-    }
-    return v;
-}
-
 int main(int argc, char **argv)
 {
-    long ndoc = arg_num(argc, argv, 1, 20000, 5, 1000000, "[documents: 5..1000000, default 20000]");
+    char *end = "";
+    long ndoc = argc > 1 ? strtol(argv[1], &end, 10) : 20000;
+    if (argc > 2 || *end || ndoc < 5 || ndoc > 1000000) {
+        fprintf(stderr, "usage: %s [documents: 5..1000000, default 20000]\n", argv[0]);
+        return 2;
+    }
     char chan[64];
     snprintf(chan, sizeof chan, "docs-%d", (int)getpid());
     rpcool_server *s;

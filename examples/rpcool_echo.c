@@ -7,7 +7,6 @@
  * and answers with a status only (no result allocation), which is RPCool's "no-op" RPC. */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -20,23 +19,14 @@ static int noop(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     return len ? ((const char *)arg)[0] : 0; /* read the argument where the client left it */
 }
 
-/* argv[i] as a whole number in [lo, hi], or def if absent; exits with a usage line if bad */
-static long arg_num(int argc, char **argv, int i, long def, long lo, long hi, const char *usage)
-{
-    if (argc <= i) return def;
-    char *end;
-    errno = 0;
-    long v = strtol(argv[i], &end, 10);
-    if (errno || end == argv[i] || *end || v < lo || v > hi) {
-        fprintf(stderr, "usage: %s %s\n", argv[0], usage);
-        exit(2);
-    }
-    return v;
-}
-
 int main(int argc, char **argv)
 {
-    long calls = arg_num(argc, argv, 1, 100000, 1, 1000000000L, "[calls: 1..1000000000, default 100000]");
+    char *end = "";
+    long calls = argc > 1 ? strtol(argv[1], &end, 10) : 100000;
+    if (argc > 2 || *end || calls < 1 || calls > 1000000000L) {
+        fprintf(stderr, "usage: %s [calls: 1..1000000000, default 100000]\n", argv[0]);
+        return 2;
+    }
     char name[64];
     snprintf(name, sizeof name, "echo-%d", (int)getpid());
     rpcool_server *s;

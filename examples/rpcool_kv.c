@@ -124,9 +124,7 @@ int main(int argc, char **argv)
     snprintf(chan, sizeof chan, "kv-%d", (int)getpid());
     snprintf(heap, sizeof heap, "kvstore-%d", (int)getpid());
     shmheap *h;
-    shmheap_opts ho;
-    memset(&ho, 0, sizeof ho);
-    ho.size = (size_t)256 << 20;
+    shmheap_opts ho = {.size = (size_t)256 << 20};
     int r = shmheap_create(heap, &ho, &h);
     if (r) { fprintf(stderr, "store: %s\n", shmheap_strerror(r)); return 1; }
     rpcool_arena_init(&store, h, 0);

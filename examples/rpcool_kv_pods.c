@@ -202,6 +202,15 @@ typedef struct kvp_server {
 
 static kvp_server *kvp_srv; /* the handlers' server (one per process) */
 
+/* Lock the bucket of key k for a handler: the bucket, or NULL with the lock's error in *rc. */
+static kvp_bucket *kvp_lock_bucket(const char *k, alock_hold *hold, int *rc)
+{
+    kvp_table *t = kvp_srv->tab;
+    uint32_t b = kvp_bucket_of(k, t->nbuckets);
+    *rc = alock_lock(kvp_srv->locks, b, hold);
+    return *rc < 0 ? NULL : &t->b[b];
+}
+
 static int kvp_put(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
     (void)user;
@@ -213,14 +222,13 @@ static int kvp_put(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     char k[KVP_KEY_MAX], v[KVP_VAL_MAX];
     strcpy(k, key);
     strcpy(v, val);
-    kvp_table *t = kvp_srv->tab;
-    uint32_t b = kvp_bucket_of(k, t->nbuckets);
     alock_hold hold;
-    int rc = alock_lock(kvp_srv->locks, b, &hold);
-    if (rc < 0) return rc;
-    int free_slot, i = kvp_find(&t->b[b], k, &free_slot, NULL);
+    int rc, free_slot;
+    kvp_bucket *bk = kvp_lock_bucket(k, &hold, &rc);
+    if (!bk) return rc;
+    int i = kvp_find(bk, k, &free_slot, NULL);
     if (i < 0) i = free_slot;
-    if (i >= 0) kvp_fill(&t->b[b].e[i], k, v);
+    if (i >= 0) kvp_fill(&bk->e[i], k, v);
     alock_unlock(&hold);
     return i >= 0 ? KVP_OK : KVP_FULL;
 }
@@ -233,13 +241,12 @@ static int kvp_get(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     if (strlen(key) >= KVP_KEY_MAX) return KVP_NOTFOUND;
     char k[KVP_KEY_MAX], v[KVP_VAL_MAX];
     strcpy(k, key);
-    kvp_table *t = kvp_srv->tab;
-    uint32_t b = kvp_bucket_of(k, t->nbuckets);
     alock_hold hold;
-    int rc = alock_lock(kvp_srv->locks, b, &hold);
-    if (rc < 0) return rc;
-    int i = kvp_find(&t->b[b], k, NULL, NULL);
-    if (i >= 0) kvp_copy_val(v, &t->b[b].e[i]);
+    int rc;
+    kvp_bucket *bk = kvp_lock_bucket(k, &hold, &rc);
+    if (!bk) return rc;
+    int i = kvp_find(bk, k, NULL, NULL);
+    if (i >= 0) kvp_copy_val(v, &bk->e[i]);
     alock_unlock(&hold);
     if (i < 0) return KVP_NOTFOUND;
     size_t n = strlen(v) + 1;

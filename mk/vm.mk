@@ -1,10 +1,17 @@
-# mk/vm.mk - the VM tier's test programs (tests/vm/*.c -> build/vm/bin/NAME), built for the
-# guest by tests/vm/run.sh with `make vm-bins`; `make test-vm` runs the tier.
+# mk/vm.mk - the VM tier's test programs (tests/vm/*.c -> build/vm/bin/NAME) and the VM
+# benchmarks (the bench/*.c marked "// VM" -> build/vm/bin/NAME), built for the guest by
+# tests/vm/run.sh with `make vm-bins`; `make test-vm` runs the tier.
 VM_SRC  = $(wildcard tests/vm/*.c)
 VM_BINS = $(VM_SRC:tests/vm/%.c=$(BUILD)/vm/bin/%)
+VM_BENCH_SRC  = $(shell grep -l '^// VM' bench/*.c /dev/null 2>/dev/null)
+VM_BENCH_BINS = $(VM_BENCH_SRC:bench/%.c=$(BUILD)/vm/bin/%)
 
 .PHONY: vm-bins vm-compile-check
-vm-bins: $(VM_BINS)
+vm-bins: $(VM_BINS) $(VM_BENCH_BINS)
+
+$(BUILD)/vm/bin/%: bench/%.c bench/hist.h $(wildcard tests/vm/*.h) $(HEADERS)
+	@mkdir -p $(@D)
+	$(CC) -std=c11 $(CFLAGS) $(WARN) -pthread -I. $< -o $@ $(call libs_of,$<)
 
 # (examples/*.c too: tests/vm/ex_*.c and test_kv_pods.c include an example)
 $(BUILD)/vm/bin/%: tests/vm/%.c $(wildcard tests/vm/*.h) tests/t.h $(HEADERS) $(wildcard examples/*.c)

@@ -2,6 +2,7 @@
 # tests/run.sh host|vm|all - runs the test tiers and ends with "N passed, N failed".
 # Host tier: the compile check, the style check, every tests/test_* binary (ASan+UBSan), their ThreadSanitizer
 # builds, and valgrind over the binaries that say "// VALGRIND". VM tier: tests/vm/run.sh.
+# Every run ends by checking that it left nothing in /dev/shm (shm_final), whichever tiers ran.
 tier=${1:-all}
 BUILD=${BUILD:-build}
 MAKE=${MAKE:-make}
@@ -19,7 +20,8 @@ count() { # count FILE: add the ok/FAIL/skip lines of one run's output
 # runs at the same time are told apart. A test that leaves one fails; the file is removed.
 RPCOOL_TEST_TAG="R$$."; export RPCOOL_TEST_TAG
 shm_ours() { ls /dev/shm 2>/dev/null | grep -F -- "-$RPCOOL_TEST_TAG" | sort; }
-shm_all() { ls /dev/shm 2>/dev/null | grep -E '^(rpcool|shmheap|t-|alock)' | sort; }
+shm_all() { ls /dev/shm 2>/dev/null | grep -E '^(rpcool|shmheap|t-|alock|rcp-)' | sort; }
+shm_before=$(shm_all)
 
 run_one() { # run_one LABEL CMD...: run a test binary, count its lines, a crash counts as failed
     label=$1; shift
@@ -42,7 +44,6 @@ run_one() { # run_one LABEL CMD...: run a test binary, count its lines, a crash 
 
 host() {
     echo "== host tier"
-    shm_before=$(shm_all)
     if ! $MAKE -s all >"$log/build.log" 2>&1; then
         cat "$log/build.log"; echo "FAIL build"; fail=$((fail + 1)); return
     fi
@@ -64,16 +65,6 @@ host() {
         run_one "$n.valgrind" valgrind -q --error-exitcode=9 --leak-check=full \
             --errors-for-leak-kinds=definite --trace-children=no "$BUILD/vg/$n" --valgrind
     done
-    # the whole tier: new rpcool/shmheap files in /dev/shm fail it if this run made them (they
-    # carry its tag); others are shown, as they may come from another run at the same time
-    shm_after=$(shm_all)
-    new=$(printf '%s\n' "$shm_after" | grep -vxF -- "$(printf '%s\n' "$shm_before")" | sed '/^$/d')
-    mine=$(printf '%s\n' "$new" | grep -F -- "-$RPCOOL_TEST_TAG")
-    if [ -n "$mine" ]; then
-        echo "    FAIL host-tier-shm-leftovers: $(echo $mine)"; fail=$((fail + 1))
-    elif [ -n "$new" ]; then
-        echo "    note: new in /dev/shm, not named by this run (another run?): $(echo $new)"
-    fi
 }
 
 vm() {
@@ -84,11 +75,26 @@ vm() {
     if ! grep -q '^vm: ' "$out"; then echo "FAIL vm tier: did not finish"; fail=$((fail + 1)); fi
 }
 
+# The end of every run (host, vm or both): new rpcool/shmheap files in /dev/shm fail it if this
+# run made them (they carry its tag); others are shown, as they may come from another run at the
+# same time.
+shm_final() {
+    shm_after=$(shm_all)
+    new=$(printf '%s\n' "$shm_after" | grep -vxF -- "$(printf '%s\n' "$shm_before")" | sed '/^$/d')
+    mine=$(printf '%s\n' "$new" | grep -F -- "-$RPCOOL_TEST_TAG")
+    if [ -n "$mine" ]; then
+        echo "    FAIL shm-leftovers: left in /dev/shm by this run: $(echo $mine)"; fail=$((fail + 1))
+    elif [ -n "$new" ]; then
+        echo "    note: new in /dev/shm, not named by this run (another run?): $(echo $new)"
+    fi
+}
+
 case $tier in
     host) host ;;
     vm) vm ;;
     all) host; vm ;;
     *) echo "usage: $0 host|vm|all"; exit 2 ;;
 esac
+shm_final
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]

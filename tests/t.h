@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -114,6 +115,29 @@ static __attribute__((unused)) void t_kill_wait(pid_t p)
     if (p > 0) { kill(p, SIGKILL); waitpid(p, NULL, 0); }
 }
 
+/* fork with a pipe p between parent and child: in the child (0 returned) p[0] is closed, in
+   the parent (the child's pid, or -1 with both ends closed) p[1]. -1 also if pipe fails. */
+static __attribute__((unused)) pid_t t_fork_pipe(int p[2])
+{
+    if (pipe(p)) return -1;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) close(p[0]);
+    close(p[pid == 0 ? 0 : 1]);
+    return pid;
+}
+
+/* Wait for a child's "ready" byte on fd, then close fd: 0, or -1 if the child closed its end
+   (died) first. */
+static __attribute__((unused)) int t_ready_wait(int fd)
+{
+    char x = 0;
+    int ok = read(fd, &x, 1) == 1;
+    close(fd);
+    return ok ? 0 : -1;
+}
+
 /* 1 if the object /dev/shm/NAME exists ("shm:NAME" too). */
 static __attribute__((unused)) int t_shm_exists(const char *name)
 {
@@ -164,6 +188,26 @@ static __attribute__((unused)) int t_pod_held(void)
     int rec, held;
     return t_pod_fd_entries(&rec, &held) ? -1 : held;
 }
+
+/* A private pod for one test (SHMHEAP_POD set to "t-pod-BASE-PID"), so that only its own heaps
+   count in t_pod_fd_entries; t_pod_leave removes it and gives back the pod of before. */
+typedef struct t_pod { char name[64], saved[96]; int had; } t_pod;
+static __attribute__((unused)) void t_pod_enter(t_pod *p, const char *base)
+{
+    const char *old = getenv("SHMHEAP_POD");
+    p->had = old != NULL;
+    snprintf(p->saved, sizeof p->saved, "%s", old ? old : "");
+    snprintf(p->name, sizeof p->name, "t-pod-%s-%d", base, (int)getpid());
+    setenv("SHMHEAP_POD", p->name, 1);
+}
+static __attribute__((unused)) void t_pod_leave(t_pod *p)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/dev/shm/%s", p->name);
+    unlink(path);
+    if (p->had) setenv("SHMHEAP_POD", p->saved, 1);
+    else unsetenv("SHMHEAP_POD");
+}
 #endif
 
 /* Remove what a killed server of channel NAME leaves in /dev/shm: its name file and its socket. */
@@ -193,6 +237,17 @@ static __attribute__((unused)) void t_rm(shmheap *h, const char *name)
     shmheap_unlink(name, NULL);
 }
 
+/* The end of an allocator test: the heap passes shmheap_check with no block live (else FAIL
+   lines), then t_rm. */
+static __attribute__((unused)) void t_rm_empty(shmheap *h, const char *name)
+{
+    shmheap_stats st;
+    int r = shmheap_check(h, &st);
+    CHECKF(r == 0, "shmheap_check: %s", st.problem);
+    CHECKF(r || st.live_blocks == 0, "%zu blocks still live", st.live_blocks);
+    t_rm(h, name);
+}
+
 /* A new heap of the given size, or a FAIL line and NULL. */
 static __attribute__((unused)) shmheap *t_heap(const char *name, size_t size)
 {
@@ -202,12 +257,20 @@ static __attribute__((unused)) shmheap *t_heap(const char *name, size_t size)
     CHECKF(r == 0, "create %s: %s", name, shmheap_strerror(r));
     return h;
 }
+
+/* A unique path for a file-backed heap in /tmp (kept in path, 96 bytes). */
+static __attribute__((unused)) char *t_heap_path(char *path, const char *base)
+{
+    snprintf(path, 96, "/tmp/%s.heap", t_uniq(base));
+    return path;
+}
 #endif
 #ifdef RPCOOL_H
 /* One server for many tests: a handler for each thing they ask of a server (t_serve registers
  * them all, then starts that many serving threads). */
 enum { T_FN_SLOW = 1, T_FN_SAFETY = 2, T_FN_STR = 3, T_FN_FAIL = 4, T_FN_CLOSE = 5, T_FN_COPYNEED = 6,
-       T_FN_SLOWREPLY = 7, T_FN_SEALREQ = 8, T_FN_SEALED = 9, T_FN_BIGREPLY = 10, T_FN_ECHO = 11 };
+       T_FN_SLOWREPLY = 7, T_FN_SEALREQ = 8, T_FN_SEALED = 9, T_FN_BIGREPLY = 10, T_FN_ECHO = 11,
+       T_FN_FAIL_ARG = 12, T_FN_DIE = 13, T_FN_SLOW_ALLOC = 14, T_FN_TOUCH = 15, T_FN_SLOW_STR = 16 };
 
 static __attribute__((unused)) int t_h_slow(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
@@ -282,22 +345,43 @@ static __attribute__((unused)) int t_h_sealed(rpcool_ctx *ctx, void *arg, size_t
     return t_writable(arg) ? 0 : 1;
 }
 
-static __attribute__((unused)) rpcool_server *t_serve(const char *name, const rpcool_server_opts *so, unsigned threads)
+/* A handler of the table t_serve registers. */
+typedef struct t_handler { unsigned fn; rpcool_handler *h; unsigned flags; } t_handler;
+
+/* Register n handlers of a table, each with the same user pointer. */
+static __attribute__((unused)) void t_add_handlers(rpcool_server *s, const t_handler *hs, size_t n,
+                                                   void *user)
+{
+    for (size_t i = 0; i < n; i++)
+        rpcool_server_add_handler(s, hs[i].fn, hs[i].h, user, hs[i].flags);
+}
+
+/* A server of channel NAME with options so (NULL: the defaults), the n handlers of hs and, if
+   threads, that many serving threads; NULL and a FAIL line if the channel cannot be opened. */
+static __attribute__((unused)) rpcool_server *t_server_with(const char *name,
+                                                            const rpcool_server_opts *so,
+                                                            const t_handler *hs, size_t n,
+                                                            unsigned threads)
 {
     rpcool_server *s = NULL;
     int r = rpcool_server_open(name, so, &s);
-    CHECKF(r == 0, "server_open: %s", rpcool_strerror(r));
+    CHECKF(r == 0, "server_open %s: %s", name, rpcool_strerror(r));
     if (r) return NULL;
-    rpcool_server_add_handler(s, T_FN_SLOW, t_h_slow, NULL, 0);
-    rpcool_server_add_handler(s, T_FN_SAFETY, t_h_safety, NULL, RPCOOL_SANDBOX);
-    rpcool_server_add_handler(s, T_FN_STR, t_h_str, NULL, 0);
-    rpcool_server_add_handler(s, T_FN_FAIL, t_h_fail, NULL, 0);
+    t_add_handlers(s, hs, n, NULL);
+    if (threads) rpcool_server_start(s, threads);
+    return s;
+}
+
+static __attribute__((unused)) rpcool_server *t_serve(const char *name, const rpcool_server_opts *so, unsigned threads)
+{
+    static const t_handler hs[] = {
+        {T_FN_SLOW, t_h_slow, 0}, {T_FN_SAFETY, t_h_safety, RPCOOL_SANDBOX}, {T_FN_STR, t_h_str, 0},
+        {T_FN_FAIL, t_h_fail, 0}, {T_FN_COPYNEED, t_h_copyneed, RPCOOL_COPY},
+        {T_FN_SLOWREPLY, t_h_slowreply, 0}, {T_FN_SEALREQ, t_h_sealed, RPCOOL_SEAL},
+        {T_FN_SEALED, t_h_sealed, 0}, {T_FN_BIGREPLY, t_h_bigreply, 0}};
+    rpcool_server *s = t_server_with(name, so, hs, sizeof hs / sizeof hs[0], 0);
+    if (!s) return NULL;
     rpcool_server_add_handler(s, T_FN_CLOSE, t_h_close, s, 0);
-    rpcool_server_add_handler(s, T_FN_COPYNEED, t_h_copyneed, NULL, RPCOOL_COPY);
-    rpcool_server_add_handler(s, T_FN_SLOWREPLY, t_h_slowreply, NULL, 0);
-    rpcool_server_add_handler(s, T_FN_SEALREQ, t_h_sealed, NULL, RPCOOL_SEAL);
-    rpcool_server_add_handler(s, T_FN_SEALED, t_h_sealed, NULL, 0);
-    rpcool_server_add_handler(s, T_FN_BIGREPLY, t_h_bigreply, NULL, 0);
     if (threads) rpcool_server_start(s, threads);
     return s;
 }
@@ -310,12 +394,9 @@ static __attribute__((unused)) void t_raw_fill(rpcool_conn *c, int i, uint32_t f
                                                uint64_t seal_len)
 {
     struct rpcool__req *sl = &c->hdr->req[i];
-    sl->fn = fn;
-    sl->flags = flags;
-    sl->arg = arg;
-    sl->arg_len = len;
-    sl->seal = seal;
-    sl->seal_len = seal_len;
+    sl->fn = fn, sl->flags = flags; /* not the state: rpcool__shm_post writes it */
+    sl->arg = arg, sl->arg_len = len;
+    sl->seal = seal, sl->seal_len = seal_len;
     c->pend[i].pstate = RPCOOL__P_SYNC;
     c->pend[i].seal_p = NULL;
 }
@@ -332,21 +413,156 @@ static __attribute__((unused)) int t_h_echo(rpcool_ctx *ctx, void *arg, size_t l
     return 0;
 }
 
+/* rpcool_ctx_fail with the int argument as the status. */
+static __attribute__((unused)) int t_h_fail_arg(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)user;
+    rpcool_ctx_fail(ctx, len >= sizeof(int) ? *(int *)arg : 0);
+    return 7; /* not reached */
+}
+
+/* The server dies during the call. */
+static __attribute__((unused)) int t_h_die(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)ctx; (void)arg; (void)len; (void)user;
+    raise(SIGKILL);
+    return 0;
+}
+
+/* Sleeps 300 ms (a client may truncate its heap meanwhile), then allocates in the client's
+   heap: 64 bytes as the reply and 1 MiB. */
+static __attribute__((unused)) int t_h_slow_alloc(rpcool_ctx *ctx, void *arg, size_t len,
+                                                  void *user)
+{
+    (void)arg; (void)len; (void)user;
+    usleep(300000);
+    void *a = rpcool_ctx_alloc(ctx, 64), *b = rpcool_ctx_alloc(ctx, (size_t)1 << 20);
+    rpcool_ctx_reply(ctx, a, a ? 64 : 0);
+    (void)b;
+    return a && b ? 0 : SHMHEAP_E_FULL;
+}
+
+/* The same with the checked accessor rpcool_ctx_need_str: the string's length. */
+static __attribute__((unused)) int t_h_slow_str(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)len; (void)user;
+    usleep(300000);
+    return (int)strlen(rpcool_ctx_need_str(ctx, (const char *)arg));
+}
+
+/* Reads the last byte of the argument and returns it. */
+static __attribute__((unused)) int t_h_touch(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)ctx; (void)user;
+    volatile const char *p = (const char *)arg;
+    return len ? p[len - 1] : 0;
+}
+
+/* A server that reaps every reap_ms milliseconds (0: 20), not serving yet, with T_FN_SLOW and
+   T_FN_ECHO, and with all = 1 also T_FN_FAIL_ARG, T_FN_DIE, T_FN_SLOW_ALLOC, T_FN_TOUCH and
+   T_FN_SLOW_STR (relaxed); NULL and a FAIL line if the channel cannot be opened. */
+static __attribute__((unused)) rpcool_server *t_open_server_ex(const char *name, unsigned max_conns,
+                                                               unsigned reap_ms, int all)
+{
+    static const t_handler hs[] = {
+        {T_FN_SLOW, t_h_slow, 0}, {T_FN_ECHO, t_h_echo, 0}, {T_FN_FAIL_ARG, t_h_fail_arg, 0},
+        {T_FN_DIE, t_h_die, 0}, {T_FN_SLOW_ALLOC, t_h_slow_alloc, 0}, {T_FN_TOUCH, t_h_touch, 0},
+        {T_FN_SLOW_STR, t_h_slow_str, 0}};
+    rpcool_server_opts o;
+    memset(&o, 0, sizeof o);
+    o.reap_ms = reap_ms ? reap_ms : 20;
+    o.max_conns = max_conns;
+    return t_server_with(name, &o, hs, all ? sizeof hs / sizeof hs[0] : 2, 0);
+}
+
 /* A server that reaps every 20 ms with T_FN_SLOW and T_FN_ECHO only, not serving yet; NULL and
  * a FAIL line if the channel cannot be opened. */
 static __attribute__((unused)) rpcool_server *t_open_server(const char *name, unsigned max_conns)
 {
-    rpcool_server *s = NULL;
-    rpcool_server_opts o;
-    memset(&o, 0, sizeof o);
-    o.reap_ms = 20;
-    o.max_conns = max_conns;
-    int r = rpcool_server_open(name, &o, &s);
-    CHECKF(r == 0, "server_open: %s", rpcool_strerror(r));
-    if (r) return NULL;
-    rpcool_server_add_handler(s, T_FN_SLOW, t_h_slow, NULL, 0);
-    rpcool_server_add_handler(s, T_FN_ECHO, t_h_echo, NULL, 0);
+    return t_open_server_ex(name, max_conns, 20, 0);
+}
+
+/* t_open_server serving with one thread. */
+static __attribute__((unused)) rpcool_server *t_serving(const char *name, unsigned max_conns)
+{
+    rpcool_server *s = t_open_server(name, max_conns);
+    if (s) rpcool_server_start(s, 1);
     return s;
+}
+
+/* t_serving(name, max_conns) and a connection to it with options o (NULL: the defaults): 0, or
+   -1 with a FAIL line and nothing left open. */
+static __attribute__((unused)) int t_serving_connect(const char *name, unsigned max_conns,
+                                                     const rpcool_conn_opts *o, rpcool_server **s,
+                                                     rpcool_conn **c)
+{
+    *c = NULL;
+    if (!(*s = t_serving(name, max_conns))) return -1;
+    int r = rpcool_connect(name, o, c);
+    CHECKF(r == 0, "connect %s: %s", name, rpcool_strerror(r));
+    if (r) {
+        rpcool_server_close(*s);
+        *s = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* The end of most rpcool tests: disconnect c (if any), then close s (if any). */
+static __attribute__((unused)) void t_disconnect_close(rpcool_conn *c, rpcool_server *s)
+{
+    if (c) rpcool_disconnect(c);
+    if (s) rpcool_server_close(s);
+}
+
+/* A server of every t_open_server_ex handler in a child process, serving until killed. */
+static __attribute__((unused)) pid_t t_fork_server(const char *name)
+{
+    fflush(stdout);
+    pid_t p = fork();
+    if (p == 0) {
+        rpcool_server *s = t_open_server_ex(name, 0, 20, 1);
+        if (!s) _exit(2);
+        rpcool_serve(s);
+        _exit(0);
+    }
+    return p;
+}
+
+/* rpcool_connect retried for up to 2.5 s (a server still starting); NULL if it never worked. */
+static __attribute__((unused)) rpcool_conn *t_connect_retry(const char *name,
+                                                            const rpcool_conn_opts *o)
+{
+    rpcool_conn *c = NULL;
+    for (int i = 0; i < 500 && rpcool_connect(name, o, &c); i++) usleep(5000);
+    return c;
+}
+
+/* The connection heaps of channel NAME in /dev/shm: how many there are, or with rm = 1 remove
+   them (what a killed server leaves) and return how many went. -1 if /dev/shm cannot be read. */
+static __attribute__((unused)) int t_channel_heaps(const char *channel, int rm)
+{
+    char prefix[160];
+    int n = 0;
+    snprintf(prefix, sizeof prefix, "rpcool-%s-", channel);
+    DIR *d = opendir("/dev/shm");
+    if (!d) return -1;
+    for (struct dirent *e; (e = readdir(d));)
+        if (!strncmp(e->d_name, prefix, strlen(prefix))) {
+            n++;
+            if (rm) shmheap_unlink(e->d_name, NULL);
+        }
+    closedir(d);
+    return n;
+}
+
+/* SIGKILL a server process and remove what it leaves: its name file and socket, and the heaps
+   of clients it had not reaped yet. */
+static __attribute__((unused)) void t_kill_server(pid_t sp, const char *channel)
+{
+    t_kill_wait(sp);
+    t_rm_channel(channel);
+    t_channel_heaps(channel, 1);
 }
 
 /* t_serve(name, NULL, threads) and a connection to it: 0, or -1 with a FAIL line and nothing

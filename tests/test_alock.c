@@ -280,11 +280,8 @@ static void trylock_and_timeout(void)
 static pid_t child_holding(uint32_t idx, int enter_crit)
 {
     int p[2];
-    if (pipe(p)) return -1;
-    fflush(stdout);
-    pid_t pid = fork();
+    pid_t pid = t_fork_pipe(p);
     if (pid == 0) {
-        close(p[0]);
         shmheap *h; alock_table *t; struct shared *s;
         if (open_child(&h, &t, &s)) _exit(2);
         alock_hold hd;
@@ -293,11 +290,7 @@ static pid_t child_holding(uint32_t idx, int enter_crit)
         if (write(p[1], "x", 1) != 1) _exit(4);
         for (;;) pause();
     }
-    close(p[1]);
-    char c;
-    if (read(p[0], &c, 1) != 1) { close(p[0]); return -1; }
-    close(p[0]);
-    return pid;
+    return pid < 0 || t_ready_wait(p[0]) ? -1 : pid;
 }
 
 /* a child that queues for lock idx (someone holds it) and stays queued */
@@ -439,16 +432,17 @@ static void ndesc_limit(void)
     teardown();
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    t_init(argc, argv);
     setvbuf(stdout, NULL, _IOLBF, 0);
-    TEST(threads_mutex);
-    TEST(processes_mutex);
-    TEST(fairness_fifo);
-    TEST(fifo_order);
-    TEST(trylock_and_timeout);
-    TEST(dead_processes);
-    TEST(ndesc_limit);
-    TEST(bad_input_and_notsup);
+    RUN(threads_mutex);
+    RUN(processes_mutex);
+    RUN(fairness_fifo);
+    RUN(fifo_order);
+    RUN(trylock_and_timeout);
+    RUN(dead_processes);
+    RUN(ndesc_limit);
+    RUN(bad_input_and_notsup);
     return T_DONE();
 }

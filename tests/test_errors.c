@@ -192,8 +192,7 @@ static void rpcool_failures(void)
     T_EXPECT(rpcool_call(c, 5000, NULL, 0, NULL, NULL), RPCOOL_E_INVAL);
     char local[8] = "x";
     T_EXPECT(rpcool_call(c, T_FN_SLOW, local, sizeof local, NULL, NULL), RPCOOL_E_BADPTR);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
     int rc = rpcool_connect("rdma://127.0.0.1:1/none", NULL, &c);
     CHECKF(rc < 0, "an RDMA connect without a device: %d", rc);
     t_has_text(rc, "rpcool_connect(\"rdma://127.0.0.1:1/none\")");

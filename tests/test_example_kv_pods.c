@@ -50,28 +50,31 @@ static void kv_pods_local(void)
     kvp_server_close(sv);
 }
 
-static kvp_client *caller(const char *chan)
+/* A server of a new channel serving with one thread, and a client of it by call: the client,
+   or NULL with a FAIL line and nothing left open. */
+static kvp_client *serve_and_connect(kvp_server **sv)
 {
+    const char *chan = t_uniq("kvp");
+    int rc = kvp_server_open(chan, 100, 0, sv);
+    CHECK_EQ(rc, 0);
+    if (rc) return NULL;
+    CHECK_EQ(rpcool_server_start((*sv)->rpc, 1), 0);
     kvp_client *c = (kvp_client *)calloc(1, sizeof *c);
     if (c && kvp_client_rpc(c, chan, 0)) {
         kvp_client_close(c);
         c = NULL;
     }
     CHECK(c != NULL);
+    if (!c) kvp_server_close(*sv);
     return c;
 }
 
 static void kv_pods_bad_entry(void)
 {
-    const char *chan = t_uniq("kvp");
     kvp_server *sv = NULL;
     char got[KVP_VAL_MAX], v1[KVP_VAL_MAX], v2[KVP_VAL_MAX];
-    int rc = kvp_server_open(chan, 100, 0, &sv);
-    CHECK_EQ(rc, 0);
-    if (rc) return;
-    CHECK_EQ(rpcool_server_start(sv->rpc, 1), 0);
-    kvp_client *c = caller(chan);
-    if (!c) goto out;
+    kvp_client *c = serve_and_connect(&sv);
+    if (!c) return;
     kvp_value("k1", 1, v1);
     kvp_value("k1", 2, v2);
     CHECK_EQ(kvp_put_rpc(c, "k1", v1), 1);
@@ -98,15 +101,10 @@ out:
 
 static void kv_pods_hostile(void)
 {
-    const char *chan = t_uniq("kvp");
     kvp_server *sv = NULL;
     char got[KVP_VAL_MAX];
-    int rc = kvp_server_open(chan, 100, 0, &sv);
-    CHECK_EQ(rc, 0);
-    if (rc) return;
-    CHECK_EQ(rpcool_server_start(sv->rpc, 1), 0);
-    kvp_client *c = caller(chan);
-    if (!c) goto out;
+    kvp_client *c = serve_and_connect(&sv);
+    if (!c) return;
     CHECK_EQ(rpcool_call(c->conn, KVP_PUT, c->rq, 3, NULL, NULL), RPCOOL_E_INVAL);
     strcpy(c->key, "k");
     strcpy(c->val, "v");
@@ -123,7 +121,6 @@ static void kv_pods_hostile(void)
     CHECK_EQ(kvp_get_rpc(c, "absent", got), 0);
     /* the server still answers */
     CHECK_EQ(kvp_put_rpc(c, "k", "k|r1|x"), 1);
-out:
     kvp_client_close(c);
     kvp_server_close(sv);
 }

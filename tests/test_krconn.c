@@ -106,10 +106,11 @@ static void address_text(void)
     }
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    TEST(every_call_says_notsup);
-    TEST(every_code_has_its_text);
-    TEST(address_text);
+    t_init(argc, argv);
+    RUN(every_call_says_notsup);
+    RUN(every_code_has_its_text);
+    RUN(address_text);
     return T_DONE();
 }

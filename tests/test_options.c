@@ -250,8 +250,7 @@ static int child_work(void)
     if (rpcool_server_start(s, 1)) return 4;
     rpcool_conn_opts co = {.heap_size = 4 << 20};
     if (rpcool_connect(ch, &co, &c)) return 5;
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
     fflush(stderr);
     return 0;
 }
@@ -423,10 +422,7 @@ static void g_connect_timeout_and_mode(void)
 {
     const char *name = t_uniq("gcto");
     const char *pod = t_uniq("gctopod");
-    rpcool_server_opts so;
-    memset(&so, 0, sizeof so);
-    so.mode = 0640;
-    so.pod = pod;
+    rpcool_server_opts so = {.mode = 0640, .pod = pod};
     mode_t old = umask(0);
     rpcool_server *s = t_serve(name, &so, 1);
     umask(old);
@@ -442,9 +438,7 @@ static void g_connect_timeout_and_mode(void)
     snprintf(pp, sizeof pp, "/dev/shm/%s", pod);
     int pfd = open(pp, O_RDWR);
     CHECK(pfd >= 0 && flock(pfd, LOCK_EX) == 0);
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.connect_timeout_ms = 150;
+    rpcool_conn_opts o = {.connect_timeout_ms = 150};
     o.heap_size = 6 << 20; /* not the pool's size: made during the connect */
     c = NULL;
     uint64_t t0 = rcp__now_ns();
@@ -470,9 +464,7 @@ static void g_connect_timeout_and_mode(void)
 static void g_max_conns_and_pod(void)
 {
     rpcool_server *s = NULL;
-    rpcool_server_opts so;
-    memset(&so, 0, sizeof so);
-    so.max_conns = 1025;
+    rpcool_server_opts so = {.max_conns = 1025};
     CHECK_EQ(rpcool_server_open(t_uniq("gmax"), &so, &s), RPCOOL_E_INVAL);
     const char *name = t_uniq("gmax");
     const char *pod = t_uniq("gcpod");
@@ -480,10 +472,7 @@ static void g_max_conns_and_pod(void)
     so.pod = pod;
     s = t_serve(name, &so, 1);
     if (!s) return;
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.heap_size = 2 << 20;
-    o.pod = pod;
+    rpcool_conn_opts o = {.heap_size = 2 << 20, .pod = pod};
     static rpcool_conn *c[65];
     int k = 0, r = 0;
     while (k < 65 && (r = rpcool_connect(name, &o, &c[k])) == 0) k++;

@@ -2,7 +2,7 @@
 /* rpcool: channels and every call path - sync, async (poll, wait, callback), many threads on one
  * connection, many client processes, many channels, idle sleep, names, the data builders;
  * rpcool_server_stop and close from a handler, a sync call waiting for a slot, a waiting client
- * that sleeps, builders and name limits. */
+ * that sleeps, builders and name limits; rpcool_ctx_fail's status, whatever its sign. */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
 #include "t.h"
@@ -67,17 +67,9 @@ static int h_sleep(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 
 static rpcool_server *serve(const char *name, unsigned threads)
 {
-    rpcool_server *s = NULL;
-    int r = rpcool_server_open(name, NULL, &s);
-    CHECKF(r == 0, "server_open: %s", rpcool_strerror(r));
-    if (r) return NULL;
-    rpcool_server_add_handler(s, FN_ECHO, h_echo, NULL, 0);
-    rpcool_server_add_handler(s, FN_STATUS, h_status, NULL, 0);
-    rpcool_server_add_handler(s, FN_SUM, h_sum, NULL, 0);
-    rpcool_server_add_handler(s, FN_SLOW, h_slow, NULL, 0);
-    rpcool_server_add_handler(s, FN_SLEEP, h_sleep, NULL, 0);
-    if (threads) rpcool_server_start(s, threads);
-    return s;
+    static const t_handler hs[] = {{FN_ECHO, h_echo, 0}, {FN_STATUS, h_status, 0},
+                                   {FN_SUM, h_sum, 0}, {FN_SLOW, h_slow, 0}, {FN_SLEEP, h_sleep, 0}};
+    return t_server_with(name, NULL, hs, sizeof hs / sizeof hs[0], threads);
 }
 
 static int call_status(rpcool_conn *c, int v)
@@ -131,8 +123,7 @@ static void test_sync_echo(void)
     rpcool_server_get_stats(s, &st);
     CHECK_EQ(st.conns, 1);
     CHECK_EQ(st.calls, 5); /* handlers run: not for NOHANDLER or client-side refusals */
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 static void test_names(void)
@@ -151,9 +142,7 @@ static void test_names(void)
     CHECK_EQ(rpcool_connect("bad/name", NULL, &c), RPCOOL_E_BADNAME);
     CHECK_EQ(rpcool_connect("", NULL, &c), RPCOOL_E_BADNAME);
     CHECK_EQ(rpcool_server_open("x y", NULL, &s2), RPCOOL_E_BADNAME);
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.transport = RPCOOL_TRANSPORT_RDMA;
+    rpcool_conn_opts o = {.transport = RPCOOL_TRANSPORT_RDMA};
     CHECK_EQ(rpcool_connect(name, &o, &c), RPCOOL_E_NOTSUP);
     CHECK(strstr(rpcool_strerror(RPCOOL_E_NAMETAKEN), "taken") != NULL);
     CHECK(strstr(rpcool_strerror(SHMHEAP_E_FULL), "full") != NULL);
@@ -210,8 +199,7 @@ static void test_async(void)
     CHECK_EQ(cb_sum, 9 * 10 + 45);
     CHECK_EQ(rpcool_progress(c), 0);
     rpcool_free(c, a);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 struct thr_arg { rpcool_conn *c; int n, bad; };
@@ -252,8 +240,7 @@ static void test_threads(void)
     CHECK_EQ(st1.calls - st0.calls, 4 * 2000); /* each call served once: none twice, none lost */
     shmheap_stats hs;
     CHECK_EQ(shmheap_check(rpcool_heap(c), &hs), 0);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* Many client processes on one channel, and several channels in one process. */
@@ -321,8 +308,7 @@ static void test_idle_sleeps(void)
     double used = cpu_seconds() - t0;
     CHECKF(used < 0.05, "idle server used %.3f s of CPU in 0.5 s", used);
     CHECK_EQ(call_status(c, 2), 2); /* and wakes up for the next call */
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* Both sides sleep on their futex at every call (spin_ns 1): many threads and two connections
@@ -347,18 +333,12 @@ static void *wake_calls(void *p)
 static void test_sleep_wake(void)
 {
     const char *name = t_uniq("wake");
-    rpcool_server_opts so;
-    memset(&so, 0, sizeof so);
-    so.spin_ns = 1;
-    so.reap_ms = 1000;
+    rpcool_server_opts so = {.spin_ns = 1, .reap_ms = 1000};
     rpcool_server *s = NULL;
     if (rpcool_server_open(name, &so, &s)) { CHECK(0); return; }
     rpcool_server_add_handler(s, FN_STATUS, h_status, NULL, 0);
     rpcool_server_start(s, 2);
-    rpcool_conn_opts co;
-    memset(&co, 0, sizeof co);
-    co.spin_ns = 1;
-    co.peer_check_ms = 1000;
+    rpcool_conn_opts co = {.spin_ns = 1, .peer_check_ms = 1000};
     rpcool_conn *c[2] = {NULL, NULL};
     for (int k = 0; k < 2; k++) CHECK_EQ(rpcool_connect(name, &co, &c[k]), 0);
     if (c[0] && c[1]) {
@@ -485,8 +465,7 @@ static void g_sync_waits_for_slot(void)
     pthread_join(th, NULL);
     CHECK_EQ(g_waitsum, RPCOOL_MAX_INFLIGHT);
     rpcool_free(c, a);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* The kept slot: a thread keeps its synchronous calls' slot (no atomic operation per call for
@@ -577,9 +556,7 @@ static void test_kept_slot(void)
     *ms = 0;
     for (int i = 0; i < 10; i++) CHECK_EQ(rpcool_call(c, FN_SLEEP, ms, sizeof *ms, NULL, NULL), 1);
     /* a kept slot whose call timed out: dropped, and back once the server answered */
-    rpcool_call_opts to;
-    memset(&to, 0, sizeof to);
-    to.timeout_ms = 30;
+    rpcool_call_opts to = {.timeout_ms = 30};
     int *ms200 = (int *)rpcool_alloc(c, sizeof *ms200); /* the handler reads it after we gave up */
     *ms200 = 200;
     CHECK_EQ(rpcool_call_ex(c, FN_SLEEP, ms200, sizeof *ms200, &to, NULL, NULL), RPCOOL_E_TIMEOUT);
@@ -622,8 +599,7 @@ static void test_kept_slot(void)
     rpcool_free(c, ms);
     rpcool_free(c, ms200);
     if (c2) rpcool_disconnect(c2);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* A waiting client busy-polls only spin_ns, then sleeps: a 300 ms call costs its thread little
@@ -645,8 +621,7 @@ static void g_client_sleeps(void)
     CHECK_EQ(t_slow_call(c, 300), 1);
     double used = thread_cpu_ms() - t0;
     CHECKF(used < 60, "the caller used %.1f ms of CPU waiting 300 ms", used);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* Builders: arena_reset, strn, alignment, array growth, map_put's old value and a full heap,
@@ -716,6 +691,35 @@ static void g_builders_and_names(void)
     CHECK_EQ(rpcool_connect(nm, NULL, &c2), RPCOOL_E_BADNAME);
 }
 
+
+/* rpcool_ctx_fail(ctx, code) ends the call with that status, whatever its sign, as
+   a handler's return would; it is not counted as a fault. */
+static void test_ctx_fail_status(void)
+{
+    const char *name = t_uniq("cfail");
+    rpcool_server *s = t_open_server_ex(name, 0, 20, 1);
+    if (!s) return;
+    rpcool_server_add_handler(s, T_FN_FAIL_ARG + 10, t_h_fail_arg, NULL, RPCOOL_SANDBOX);
+    rpcool_server_start(s, 1);
+    rpcool_conn *c = NULL;
+    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    if (!c) { rpcool_server_close(s); return; }
+    int *a = (int *)rpcool_alloc(c, sizeof *a);
+    const int codes[] = {42, 0, 1, RPCOOL_E_BADPTR, -5, SHMHEAP_E_FULL};
+    for (unsigned fn = T_FN_FAIL_ARG; fn <= T_FN_FAIL_ARG + 10; fn += 10)
+        for (unsigned k = 0; k < sizeof codes / sizeof codes[0]; k++) {
+            *a = codes[k];
+            int r = rpcool_call(c, fn, a, sizeof *a, NULL, NULL);
+            CHECKF(r == codes[k], "rpcool_ctx_fail(ctx, %d) (handler %u): the call returned %d "
+                   "(%s)", codes[k], fn, r, rpcool_strerror(r));
+        }
+    rpcool_server_stats st;
+    rpcool_server_get_stats(s, &st);
+    CHECK_EQ(st.faults, 0);
+    rpcool_free(c, a);
+    t_disconnect_close(c, s);
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv);
@@ -732,5 +736,6 @@ int main(int argc, char **argv)
     RUN_NO_TSAN(g_sync_waits_for_slot);
     RUN_NO_TSAN(g_client_sleeps);
     RUN_NO_TSAN(g_builders_and_names);
+    RUN_NO_TSAN(test_ctx_fail_status);
     return T_DONE();
 }

@@ -139,11 +139,7 @@ static int h_sleep(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 static void server_main(const char *name, unsigned safety, int ready, int ctl, int rep)
 {
     rpcool_server *s = NULL;
-    rpcool_server_opts o;
-    memset(&o, 0, sizeof o);
-    o.reap_ms = 20;
-    o.max_conns = 48;
-    o.safety = safety;
+    rpcool_server_opts o = {.reap_ms = 20, .max_conns = 48, .safety = safety};
     if (rpcool_server_open(name, &o, &s)) _exit(2);
     rpcool_server_add_handler(s, FN_ECHO, h_echo, NULL, 0);
     rpcool_server_add_handler(s, FN_SUM, h_sum, NULL, 0);
@@ -183,9 +179,7 @@ static int srv_start(struct child_srv *cs, const char *name, unsigned safety)
     close(ready[1]);
     close(ctl[0]);
     close(rep[1]);
-    char x = 0;
-    int ok = read(ready[0], &x, 1) == 1;
-    close(ready[0]);
+    int ok = t_ready_wait(ready[0]) == 0;
     cs->pid = p;
     cs->ctl = ctl[1];
     cs->rep = rep[0];
@@ -271,9 +265,7 @@ static void *g_alloc(rpcool_conn *c, size_t n, unsigned mode)
 static void good_call(struct gc *g, unsigned op, unsigned mode)
 {
     rpcool_conn *c = g->c;
-    rpcool_call_opts co;
-    memset(&co, 0, sizeof co);
-    co.safety = mode;
+    rpcool_call_opts co = {.safety = mode};
     unsigned char *arg = NULL;
     int64_t *items = NULL;
     void *ret = NULL;
@@ -376,10 +368,7 @@ static rpcool_conn *connect_retry(const char *name, const rpcool_conn_opts *o)
 static void good_main(const char *name, int k, uint64_t seed)
 {
     struct good_rep *rep = &sh->good[k];
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.heap_size = 16u << 20;
-    o.timeout_ms = GOOD_BOUND_MS;
+    rpcool_conn_opts o = {.heap_size = 16u << 20, .timeout_ms = GOOD_BOUND_MS};
     struct gc g = {NULL, seed, rep};
     if (!(g.c = connect_retry(name, &o))) {
         g_note(&g, "could not connect");
@@ -887,24 +876,28 @@ static void hx_door(struct hx *x)
     close(sk);
 }
 
+/* A hostile client's connection, counted; its own heap's mutex may be wrecked by it: it never
+   waits long for it. NULL if the connect failed. */
+static rpcool_conn *hx_connect_plain(struct hx *x)
+{
+    rpcool_conn_opts o = {.heap_size = HOSTILE_HEAP, .timeout_ms = HOSTILE_CALL_MS,
+                          .peer_check_ms = 50, .connect_timeout_ms = 1000};
+    hx_count(&sh->h_connects);
+    rpcool_conn *c = NULL;
+    if (rpcool_connect(x->name, &o, &c)) return NULL;
+    c->heap->lock_timeout_ms = 200;
+    return c;
+}
+
 /* rpcool_connect, then damage to the new heap's allocator or the connection header at once
    (before any call). The server made and formatted the heap; it reads nothing of it at
    connect any more, so the damage meets the server in the calls that follow. */
 static rpcool_conn *hx_connect_scribbled(struct hx *x)
 {
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.heap_size = HOSTILE_HEAP;
-    o.timeout_ms = HOSTILE_CALL_MS;
-    o.peer_check_ms = 50;
-    o.connect_timeout_ms = 1000;
-    hx_count(&sh->h_connects);
-    rpcool_conn *c = NULL;
-    if (rpcool_connect(x->name, &o, &c)) return NULL;
-    shmheap *h = c->heap;
-    struct shmheap__hdr *H = h->hdr;
+    rpcool_conn *c = hx_connect_plain(x);
+    if (!c) return NULL;
+    struct shmheap__hdr *H = c->heap->hdr;
     uint64_t *rng = &x->rng;
-    c->heap->lock_timeout_ms = 200; /* our own heap's mutex may be wrecked: never wait long */
     x->c = c; /* for the damage helpers */
     switch (rnd(rng, 6)) {
     case 0:
@@ -944,15 +937,7 @@ static void hx_connect(struct hx *x)
     if (rnd(&x->rng, 5) == 0) {
         x->c = hx_connect_scribbled(x);
     } else {
-        rpcool_conn_opts o;
-        memset(&o, 0, sizeof o);
-        o.heap_size = HOSTILE_HEAP;
-        o.timeout_ms = HOSTILE_CALL_MS;
-        o.peer_check_ms = 50;
-        o.connect_timeout_ms = 1000;
-        hx_count(&sh->h_connects);
-        if (rpcool_connect(x->name, &o, &x->c)) x->c = NULL;
-        else x->c->heap->lock_timeout_ms = 200;
+        x->c = hx_connect_plain(x);
     }
     if (x->c) hx_pool(x);
 }
@@ -1309,9 +1294,7 @@ static void fresh_client(const char *name, uint64_t seed)
 {
     struct good_rep rep;
     memset(&rep, 0, sizeof rep);
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.timeout_ms = GOOD_BOUND_MS;
+    rpcool_conn_opts o = {.timeout_ms = GOOD_BOUND_MS};
     struct gc g = {connect_retry(name, &o), seed, &rep};
     CHECKF(g.c != NULL, "a fresh client could not connect after the hostile rounds (FUZZ_SEED=%llu)", (unsigned long long)g_seed);
     if (!g.c) return;
@@ -1332,10 +1315,7 @@ static void sealed_then_timeout(const char *name)
     if (p == 0) {
         rpcool_conn *c = connect_retry(name, NULL);
         if (!c) _exit(2);
-        rpcool_call_opts co;
-        memset(&co, 0, sizeof co);
-        co.safety = RPCOOL_SEAL;
-        co.timeout_ms = 1;
+        rpcool_call_opts co = {.safety = RPCOOL_SEAL, .timeout_ms = 1};
         for (int i = 0; i < 20; i++) { /* until a call times out (a descheduled caller may see it end) */
             uint32_t *a = (uint32_t *)rpcool_alloc_pages(c, sizeof *a);
             if (!a) _exit(3);
@@ -1524,8 +1504,9 @@ static void fuzz_phase(const char *label, unsigned safety, int sandbox, uint64_t
 static void test_fuzz_relaxed(void) { fuzz_phase("fzr", RPCOOL_RELAXED, 0, mix(g_seed, 1)); }
 static void test_fuzz_sandboxed(void) { fuzz_phase("fzs", RPCOOL_SANDBOX, 1, mix(g_seed, 2)); }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    t_init(argc, argv);
     const char *e = getenv("FUZZ_SEED");
     g_seed = e && *e ? strtoull(e, NULL, 0) : (rcp__now_ns() ^ ((uint64_t)getpid() << 32));
     e = getenv("FUZZ_ROUNDS");
@@ -1535,11 +1516,10 @@ int main(void)
     verbose = e && *e && *e != '0';
     printf("# FUZZ_SEED=%llu FUZZ_ROUNDS=%d\n", (unsigned long long)g_seed, g_rounds);
     fflush(stdout);
-    signal(SIGPIPE, SIG_IGN);
     sh = (struct shared *)mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (sh == MAP_FAILED) return 1;
     (void)t_skip;
-    TEST(test_fuzz_relaxed);
-    TEST(test_fuzz_sandboxed);
+    RUN(test_fuzz_relaxed);
+    RUN(test_fuzz_sandboxed);
     return T_DONE();
 }

@@ -4,7 +4,8 @@
  * scribbles on the channel header; a server re-registers handlers while serving;
  * rpcool_server_close with a user thread still in rpcool_serve; API misuse (NULL arguments);
  * timeouts with a long spin; connect/disconnect churn must not leak descriptors or /dev/shm
- * files. Servers under attack run in a child process so that a crash or hang of the server is a
+ * files; a client truncates its heap under a running handler (refused: sealed), or truncates or
+ * overwrites the channel while other clients call. Servers under attack run in a child process so that a crash or hang of the server is a
  * failed check here, not a dead test binary. */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
@@ -47,9 +48,7 @@ static int srv_start(struct child_srv *cs, const char *name, unsigned max_conns)
     }
     close(ready[1]);
     close(ctl[0]);
-    char x = 0;
-    int ok = read(ready[0], &x, 1) == 1;
-    close(ready[0]);
+    int ok = t_ready_wait(ready[0]) == 0;
     cs->pid = p;
     cs->ctl = ctl[1];
     return ok ? 0 : -1;
@@ -92,6 +91,19 @@ static int echo_ok(rpcool_conn *c)
     return ok;
 }
 
+/* A new client connects (tries attempts, 10 ms apart) and an echo call succeeds. */
+static void connect_and_echo(const char *name, int tries, const char *after)
+{
+    rpcool_conn *c = NULL;
+    int r = -1;
+    for (int i = 0; i < tries && (r = rpcool_connect(name, NULL, &c)); i++) usleep(10000);
+    CHECKF(r == 0, "connect after %s: %s", after, rpcool_strerror(r));
+    if (c) {
+        CHECK(echo_ok(c));
+        rpcool_disconnect(c);
+    }
+}
+
 static int count_shm(const char *needle);
 
 /* A client truncates the channel file: the server must not die of SIGBUS; it restores the file
@@ -116,14 +128,7 @@ static __attribute__((unused)) void test_chan_truncated(void)
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     usleep(300000);
     CHECK(srv_alive(&cs));
-    rpcool_conn *c = NULL;
-    int r = -1;
-    for (int i = 0; i < 100 && (r = rpcool_connect(name, NULL, &c)); i++) usleep(10000);
-    CHECKF(r == 0, "connect after truncation: %s", rpcool_strerror(r));
-    if (c) {
-        CHECK(echo_ok(c));
-        rpcool_disconnect(c);
-    }
+    connect_and_echo(name, 100, "truncation");
     /* truncated to just the header page: the slots go */
     p = fork();
     if (p == 0) {
@@ -136,13 +141,7 @@ static __attribute__((unused)) void test_chan_truncated(void)
     waitpid(p, &st, 0);
     usleep(200000);
     CHECK(srv_alive(&cs));
-    c = NULL;
-    for (int i = 0; i < 100 && (r = rpcool_connect(name, NULL, &c)); i++) usleep(10000);
-    CHECKF(r == 0, "connect after second truncation: %s", rpcool_strerror(r));
-    if (c) {
-        CHECK(echo_ok(c));
-        rpcool_disconnect(c);
-    }
+    connect_and_echo(name, 100, "second truncation");
     CHECK_EQ(srv_stop(&cs, name), 0);
 }
 
@@ -194,9 +193,7 @@ static int door_answer(int sk, int ms, int *nfds)
 /* One honest connect and call, timed: its milliseconds, or -1 if it failed. */
 static double honest_connect_ms(const char *name)
 {
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.connect_timeout_ms = 3000;
+    rpcool_conn_opts o = {.connect_timeout_ms = 3000};
     rpcool_conn *c = NULL;
     uint64_t t0 = rcp__now_ns();
     int r = rpcool_connect(name, &o, &c);
@@ -301,9 +298,7 @@ static int steal_serve(const char *name, int dumpable, int ready)
                                            made it non-dumpable, which is rpcool's own doing */
     setenv("SHMHEAP_POD", steal_pod, 1);
     rpcool_server *s = NULL;
-    rpcool_server_opts o;
-    memset(&o, 0, sizeof o);
-    o.dumpable = dumpable;
+    rpcool_server_opts o = {.dumpable = dumpable};
     if (rpcool_server_open(name, &o, &s)) return 11;
     rpcool_server_add_handler(s, T_FN_ECHO, t_h_echo, NULL, 0);
     if (write(ready, "s", 1) != 1) return 12;
@@ -510,14 +505,7 @@ static void test_header_scribbled(void)
     waitpid(p, &st, 0);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     usleep(200000);
-    rpcool_conn *c = NULL;
-    int r = -1;
-    for (int i = 0; i < 50 && (r = rpcool_connect(name, NULL, &c)); i++) usleep(10000);
-    CHECKF(r == 0, "connect after the header was scribbled on: %s", rpcool_strerror(r));
-    if (c) {
-        CHECK(echo_ok(c));
-        rpcool_disconnect(c);
-    }
+    connect_and_echo(name, 50, "the header was scribbled on");
     CHECK(srv_alive(&cs));
     CHECK_EQ(srv_stop(&cs, name), 0);
 }
@@ -577,8 +565,7 @@ static void test_handler_swap(void)
     pthread_join(th, NULL);
     CHECK_EQ(bad, 0);
     CHECK(!tag_mismatch);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* rpcool_server_close while a user thread serves in rpcool_serve: close must wait for it (the
@@ -643,11 +630,9 @@ static void m_arena(void *a) { (void)a; if (rpcool_arena_alloc(NULL, 16, 16)) _e
 static void test_null_args(void)
 {
     const char *name = t_uniq("null");
-    rpcool_server *s = t_open_server(name, 0);
-    if (!s) { CHECK(0); return; }
-    rpcool_server_start(s, 1);
+    rpcool_server *s;
     rpcool_conn *c;
-    if (rpcool_connect(name, NULL, &c)) { CHECK(0); rpcool_server_close(s); return; }
+    if (t_serving_connect(name, 0, NULL, &s, &c)) return;
     static char dummy[16];
     CHECK(survives(m_alloc, NULL));
     CHECK(survives(m_pages, NULL));
@@ -660,21 +645,16 @@ static void test_null_args(void)
     CHECK_EQ(rpcool_call(c, T_FN_ECHO, dummy, 1, NULL, NULL), RPCOOL_E_BADPTR);
     CHECK_EQ(rpcool_server_add_handler(s, RPCOOL_MAX_HANDLERS, t_h_echo, NULL, 0), RPCOOL_E_INVAL);
     CHECK(echo_ok(c));
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* A per-call timeout holds even when the busy-poll budget is longer. */
 static void test_timeout_long_spin(void)
 {
     const char *name = t_uniq("spin");
-    rpcool_server *s = t_open_server(name, 0);
-    if (!s) { CHECK(0); return; }
-    rpcool_server_start(s, 1);
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.spin_ns = 5000000000ull;
-    o.timeout_ms = 50;
+    rpcool_server *s = t_serving(name, 0);
+    if (!s) return;
+    rpcool_conn_opts o = {.spin_ns = 5000000000ull, .timeout_ms = 50};
     rpcool_conn *c;
     if (rpcool_connect(name, &o, &c)) { CHECK(0); rpcool_server_close(s); return; }
     int *a = (int *)rpcool_alloc(c, sizeof *a);
@@ -687,8 +667,7 @@ static void test_timeout_long_spin(void)
     usleep(700000);
     rpcool_progress(c);
     rpcool_free(c, a);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 static int count_fds(void)
@@ -732,12 +711,9 @@ static void wait_pool_full(rpcool_server *s)
 static void test_churn(void)
 {
     const char *name = t_uniq("churn");
-    rpcool_server *s = t_open_server(name, 0);
-    if (!s) { CHECK(0); return; }
-    rpcool_server_start(s, 1);
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.heap_size = 2 << 20;
+    rpcool_server *s = t_serving(name, 0);
+    if (!s) return;
+    rpcool_conn_opts o = {.heap_size = 2 << 20};
     rpcool_conn *c;
     if (rpcool_connect(name, &o, &c)) { CHECK(0); rpcool_server_close(s); return; }
     CHECK(echo_ok(c));
@@ -770,6 +746,303 @@ static void test_churn(void)
     CHECK_EQ(count_shm(name), 0);
 }
 
+
+/* Try to cut the connection heap to len bytes, every way its client can: through the
+   descriptor it was given and through a new open of it. 0 if one worked, else -errno. */
+static int heap_truncate(rpcool_conn *c, off_t len)
+{
+    char proc[64];
+    int fd = rpcool_heap(c)->fd, r;
+    r = ftruncate(fd, len) ? -errno : 0;
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    int fd2 = open(proc, O_RDWR);
+    if (fd2 < 0) return r ? r : 0;
+    if (r && ftruncate(fd2, len) == 0) r = 0;
+    close(fd2);
+    return r;
+}
+
+/* A client tries to truncate its heap while a relaxed handler runs; the
+   handler then allocates its reply with rpcool_ctx_alloc (fn T_FN_SLOW_ALLOC) or reads its
+   argument with rpcool_ctx_need_str (T_FN_SLOW_STR). The heap is the server's memfd, sealed
+   against resizing: every ftruncate fails with EPERM, so the attack is gone (it used to fault
+   the handler); the call completes, and the server lives on and serves others. */
+static void truncate_under_handler(unsigned fn)
+{
+    const char *name = t_uniq(fn == T_FN_SLOW_ALLOC ? "trca" : "trcs");
+    pid_t sp = t_fork_server(name);
+    int pfd[2];
+    CHECK_EQ(pipe(pfd), 0);
+    pid_t ap = fork();
+    if (ap == 0) { /* the attacker */
+        rpcool_conn *c = t_connect_retry(name, NULL);
+        char b = 1;
+        uint64_t id;
+        char *str = c ? rpcool_strdup(c, "a string in the client's heap") : NULL;
+        if (!c || !str) _exit(2);
+        if (rpcool_call_async(c, fn, str, strlen(str) + 1, NULL, NULL, NULL, &id)) _exit(3);
+        usleep(100000); /* the handler sleeps */
+        if (heap_truncate(c, 0) != -EPERM) _exit(4); /* refused: sealed */
+        if (write(pfd[1], &b, 1) != 1) _exit(5);
+        int r = rpcool_wait(c, id, NULL, NULL); /* not disturbed */
+        if (r != (fn == T_FN_SLOW_ALLOC ? 0 : (int)strlen(str))) _exit(6);
+        _exit(0);
+    }
+    close(pfd[1]);
+    char b = 0;
+    CHECK_EQ(read(pfd[0], &b, 1), 1);
+    close(pfd[0]);
+    usleep(500000); /* the handler allocates */
+    int st = 0;
+    pid_t w = waitpid(sp, &st, WNOHANG);
+    CHECKF(w == 0, "the server died (%s)",
+           w == sp && WIFSIGNALED(st) ? strsignal(WTERMSIG(st)) : "exited");
+    rpcool_conn *c = w == 0 ? t_connect_retry(name, NULL) : NULL;
+    CHECK(c != NULL);
+    if (c) {
+        char *m = rpcool_strdup(c, "still here");
+        void *ret = NULL;
+        size_t n = 0;
+        CHECK_EQ(rpcool_call(c, T_FN_ECHO, m, 11, &ret, &n), 0);
+        CHECK(n == 11 && ret && !strcmp((char *)ret, "still here"));
+        rpcool_free(c, ret);
+        rpcool_free(c, m);
+        rpcool_disconnect(c);
+    }
+    st = 0;
+    waitpid(ap, &st, 0);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+           "the attacker: %d (4: a truncation worked; 6: its call failed)",
+           WIFEXITED(st) ? WEXITSTATUS(st) : -WTERMSIG(st));
+    t_kill_server(sp, name);
+}
+static void test_truncate_under_ctx_alloc(void) { truncate_under_handler(T_FN_SLOW_ALLOC); }
+static void test_truncate_under_need_str(void) { truncate_under_handler(T_FN_SLOW_STR); }
+
+/* A client tries to cut the end off its heap before a sandboxed call that
+   reads its argument there (that used to fault the handler, and the server dropped the
+   connection). Sealed: the ftruncate fails with EPERM, the call succeeds, the connection stays
+   served, and so does another. */
+static void test_truncate_sandbox_refused(void)
+{
+    const char *name = t_uniq("trsb");
+    pid_t sp = t_fork_server(name);
+    rpcool_conn_opts o = {.peer_check_ms = 20};
+    rpcool_conn *c = t_connect_retry(name, &o);
+    CHECK(c != NULL);
+    if (!c) { t_kill_server(sp, name); return; }
+    shmheap *h = rpcool_heap(c);
+    char *base = (char *)shmheap_base(h), *hdr = (char *)shmheap_root_get(h, "rpcool.conn");
+    char *arg = (char *)rpcool_alloc(c, (size_t)1 << 20);
+    CHECK(arg && hdr && hdr < arg);
+    if (!arg || !hdr || hdr > arg) {
+        t_kill_server(sp, name);
+        return;
+    }
+    memset(arg, 0, (size_t)1 << 20);
+    CHECK_EQ(heap_truncate(c, (off_t)(arg - base) + 4096), -EPERM);
+    rpcool_call_opts co = {.safety = RPCOOL_SANDBOX};
+    CHECK_EQ(rpcool_call_ex(c, T_FN_TOUCH, arg, (size_t)1 << 20, &co, NULL, NULL), 0);
+    CHECK_EQ(rpcool_call(c, T_FN_TOUCH, arg, 1, NULL, NULL), 0);
+    int st = 0;
+    CHECK_EQ(waitpid(sp, &st, WNOHANG), 0); /* the server lives */
+    rpcool_conn *c2 = t_connect_retry(name, NULL);
+    CHECK(c2 != NULL);
+    if (c2) {
+        char *m = rpcool_strdup(c2, "x");
+        CHECK_EQ(rpcool_call(c2, T_FN_TOUCH, m, 2, NULL, NULL), 0);
+        rpcool_free(c2, m);
+        rpcool_disconnect(c2);
+    }
+    rpcool_free(c, arg);
+    CHECK_EQ(rpcool_disconnect(c), 0);
+    t_kill_server(sp, name);
+}
+
+/* A client in a child process: connects, says so on ready, waits for a byte on go, then calls
+   for ms milliseconds without pause: echo calls, and calls whose handler sleeps 40 ms (longer
+   than peer_check_ms: the client waits asleep and checks on the server). Exits 0 if every call
+   succeeded, 1 + (failures capped) otherwise; a fault kills it (the parent sees the signal). */
+static pid_t honest_client(const char *name, int ready, int go, unsigned ms)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        rpcool_conn_opts o = {.peer_check_ms = 20};
+        rpcool_conn *c = t_connect_retry(name, &o);
+        char b = 1;
+        if (!c || write(ready, &b, 1) != 1 || read(go, &b, 1) != 1) _exit(100);
+        char *m = rpcool_strdup(c, "ping");
+        int *slow = (int *)rpcool_alloc(c, sizeof *slow);
+        int bad = 0, last = 0;
+        *slow = 40;
+        uint64_t t0 = rcp__now_ns();
+        for (unsigned k = 0; rcp__now_ns() - t0 < (uint64_t)ms * 1000000u; k++) {
+            void *ret = NULL;
+            size_t n = 0;
+            int r;
+            if (k & 1) {
+                if ((r = rpcool_call(c, T_FN_SLOW, slow, sizeof *slow, NULL, NULL)) != 1)
+                    bad++, last = r;
+            } else {
+                r = rpcool_call(c, T_FN_ECHO, m, 5, &ret, &n);
+                if (r != 0 || n != 5 || !ret || memcmp(ret, "ping", 5)) bad++, last = r;
+                rpcool_free(c, ret);
+            }
+        }
+        rpcool_free(c, slow);
+        if (bad)
+            fprintf(stderr, "honest client: %d calls failed, the last with %s\n", bad,
+                    rpcool_strerror(last));
+        rpcool_free(c, m);
+        rpcool_disconnect(c);
+        _exit(bad ? 1 + (bad > 50 ? 50 : bad) : 0);
+    }
+    return p;
+}
+
+static void check_honest(pid_t p)
+{
+    int st = 0;
+    waitpid(p, &st, 0);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the other client: %s %d",
+           WIFSIGNALED(st) ? "killed by signal" : "exit status",
+           WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+}
+
+/* Read the channel's rendezvous record: the server's pid and the channel memfd's descriptor
+   (0 if the name file holds no such record). */
+static int chan_proc_path(const char *name, char *out, size_t n)
+{
+    char path[128];
+    uint32_t rec[16];
+    snprintf(path, sizeof path, "/dev/shm/rpcool.%s", name);
+    int fd = open(path, O_RDONLY);
+    ssize_t r = fd >= 0 ? pread(fd, rec, sizeof rec, 0) : -1;
+    if (fd >= 0) close(fd);
+    if (r != (ssize_t)sizeof rec) return 0;
+    snprintf(out, n, "/proc/%u/fd/%d", rec[3], (int)rec[4]);
+    return 1;
+}
+
+/* The set-up and the end of the channel attacks: a server and an honest client calling in a
+   loop; at the end the honest client saw every call succeed, the server lives, and a new client
+   connects and calls. */
+static int attack_pipes[2][2]; /* ready, go */
+
+static pid_t attack_start(const char *name, pid_t *honest)
+{
+    pid_t sp = t_fork_server(name);
+    int *ready = attack_pipes[0], *go = attack_pipes[1];
+    CHECK_EQ(pipe(ready), 0);
+    CHECK_EQ(pipe(go), 0);
+    *honest = honest_client(name, ready[1], go[0], 700);
+    char b = 0;
+    CHECK_EQ(read(ready[0], &b, 1), 1);
+    CHECK_EQ(write(go[1], &b, 1), 1);
+    usleep(100000);
+    return sp;
+}
+
+static void attack_finish(pid_t sp, pid_t hp, const char *name, const char *what)
+{
+    int st = 0;
+    check_honest(hp);
+    CHECK_EQ(waitpid(sp, &st, WNOHANG), 0); /* the server lives */
+    rpcool_conn_opts o = {.connect_timeout_ms = 2000};
+    rpcool_conn *c = NULL;
+    int r = rpcool_connect(name, &o, &c);
+    CHECKF(r == 0, "connect after the %s: %s", what, rpcool_strerror(r));
+    if (c) {
+        char *m = rpcool_strdup(c, "x");
+        CHECK_EQ(rpcool_call(c, T_FN_TOUCH, m, 2, NULL, NULL), 0);
+        rpcool_free(c, m);
+        rpcool_disconnect(c);
+    }
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 2; k++) close(attack_pipes[i][k]);
+    t_kill_server(sp, name);
+}
+
+/* The attacker of a channel attack, in a child process: connected to the channel, it runs
+   attack(name, c) and exits with what that returns (2: it could not connect). Its wait status. */
+static int run_attacker(const char *name, int (*attack)(const char *, rpcool_conn *))
+{
+    fflush(stdout);
+    pid_t ap = fork();
+    if (ap == 0) {
+        rpcool_conn *c = t_connect_retry(name, NULL);
+        _exit(c ? attack(name, c) : 2);
+    }
+    int st = 0;
+    waitpid(ap, &st, 0);
+    return st;
+}
+
+/* Truncates the channel memfd through /proc (4 if that worked: it must be sealed), then the
+   name file again and again (8 if that failed). */
+static int truncate_chan(const char *name, rpcool_conn *c)
+{
+    char path[128], proc[64];
+    int bad = 0;
+    (void)c;
+    if (chan_proc_path(name, proc, sizeof proc)) {
+        int fd = open(proc, O_RDWR);
+        if (fd >= 0 && (ftruncate(fd, 0) == 0 || ftruncate(fd, 4096) == 0)) bad |= 4;
+        if (fd >= 0) close(fd);
+    }
+    snprintf(path, sizeof path, "/dev/shm/rpcool.%s", name);
+    int fd = open(path, O_RDWR);
+    for (int k = 0; k < 300; k++) { /* again and again: the server repairs what it can */
+        if (fd < 0 || ftruncate(fd, 0)) bad |= 8;
+        usleep(1000);
+    }
+    return bad;
+}
+
+/* A client truncates the channel: the name file, and the channel memfd itself through /proc
+   (refused: it is sealed). Other clients' calls all succeed meanwhile, the server lives, and a
+   new client connects. */
+static void test_chan_truncate_attack(void)
+{
+    const char *name = t_uniq("chtr");
+    pid_t hp, sp = attack_start(name, &hp);
+    int st = run_attacker(name, truncate_chan);
+    CHECKF(WIFEXITED(st) && (WEXITSTATUS(st) & 4) == 0, "a client truncated the channel memfd");
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "attacker: status %d", st);
+    attack_finish(sp, hp, name, "truncation");
+}
+
+/* Overwrites the channel header through its mapping and the name file, again and again (3 if
+   a write to the file failed). */
+static int overwrite_chan(const char *name, rpcool_conn *c)
+{
+    char path[128], junk[64];
+    memset(junk, 0x5a, sizeof junk);
+    snprintf(path, sizeof path, "/dev/shm/rpcool.%s", name);
+    int fd = open(path, O_RDWR);
+    for (int k = 0; k < 300; k++) { /* again and again: the server restores it */
+        c->ch->magic = 0;
+        c->ch->epoch += 7;
+        c->ch->max_conns = 1024;
+        rcp__store(&c->ch->state, (uint32_t)RPCOOL__CH_CLOSED);
+        if (fd < 0 || pwrite(fd, junk, sizeof junk, 0) != (ssize_t)sizeof junk) return 3;
+        usleep(1000);
+    }
+    return 0;
+}
+
+/* A client overwrites the channel header (magic, epoch, state, size) and the name file. Other
+   clients' calls all succeed meanwhile (a "closed" or changed header is believed only when the
+   server's lock says so), the server restores both, and a new client connects. */
+static void test_chan_overwrite_attack(void)
+{
+    const char *name = t_uniq("chow");
+    pid_t hp, sp = attack_start(name, &hp);
+    int st = run_attacker(name, overwrite_chan);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "attacker: status %d", st);
+    attack_finish(sp, hp, name, "overwrite");
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv);
@@ -788,5 +1061,10 @@ int main(int argc, char **argv)
     RUN(test_null_args);
     RUN(test_timeout_long_spin);
     RUN(test_churn);
+    RUN_NO_TSAN(test_truncate_under_ctx_alloc);
+    RUN_NO_TSAN(test_truncate_under_need_str);
+    RUN_NO_TSAN(test_truncate_sandbox_refused);
+    RUN_NO_TSAN(test_chan_truncate_attack);
+    RUN_NO_TSAN(test_chan_overwrite_attack);
     return T_DONE();
 }

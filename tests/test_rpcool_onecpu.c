@@ -111,8 +111,9 @@ static void one_cpu_calls(void)
     if (!r) CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "server exit status %#x", st);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    TEST(one_cpu_calls);
+    t_init(argc, argv);
+    RUN(one_cpu_calls);
     return T_DONE();
 }

@@ -210,6 +210,17 @@ static void add_handlers(rpcool_server *s)
     rpcool_server_add_handler(s, FN_SPIN_FLAG, h_spin_flag, NULL, 0);
 }
 
+/* A server of channel NAME with options so and every handler above, serving with that many
+   threads (0: not yet); NULL and a FAIL line if it cannot be opened. */
+static rpcool_server *open_with(const char *name, const rpcool_server_opts *so, unsigned threads)
+{
+    rpcool_server *s = NULL;
+    CHECK_EQ(rpcool_server_open(name, so, &s), 0);
+    if (s) add_handlers(s);
+    if (s && threads) rpcool_server_start(s, threads);
+    return s;
+}
+
 /* No file of the channel is left in /dev/shm. */
 static int files_left(const char *name)
 {
@@ -240,9 +251,7 @@ static pid_t fork_server(const char *name, int how)
     pid_t p = fork();
     if (p == 0) {
         struct child_server cs = {name, how, NULL};
-        rpcool_server_opts o;
-        memset(&o, 0, sizeof o);
-        o.reap_ms = 20;
+        rpcool_server_opts o = {.reap_ms = 20};
         if (rpcool_server_open(name, &o, &cs.s)) _exit(2);
         add_handlers(cs.s);
         pthread_t th;
@@ -350,11 +359,8 @@ static void test_dead_client_call_dropped(void)
 {
     const char *name = t_uniq("dead");
     rpcool_server_opts so = {.reap_ms = 50};
-    rpcool_server *s = NULL;
-    CHECK_EQ(rpcool_server_open(name, &so, &s), 0);
+    rpcool_server *s = open_with(name, &so, 1);
     if (!s) return;
-    add_handlers(s);
-    rpcool_server_start(s, 1);
     rpcool_conn *a = NULL;
     CHECK_EQ(rpcool_connect(name, NULL, &a), 0);
     int *ms = (int *)rpcool_alloc(a, sizeof *ms);
@@ -443,8 +449,7 @@ static void test_failed_call_blocks_freed(void)
     void *big = rpcool_alloc(c, (size_t)6 << 20);
     CHECKF(big != NULL, "6 MiB of the 8 MiB heap are not free: the failed calls' blocks leaked");
     rpcool_free(c, big);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* A reply of several blocks: the caller frees each block once (the rule on both transports),
@@ -476,8 +481,7 @@ static void test_multiblock_reply(void)
     void *big = rpcool_alloc(c, (size_t)6 << 20);
     CHECKF(big != NULL, "%s", "6 MiB of the 8 MiB heap are not free: reply blocks leaked");
     rpcool_free(c, big);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* What a log callback received. */
@@ -514,11 +518,8 @@ static void test_faults_logged_once(void)
 {
     const char *name = t_uniq("flog");
     rpcool_server_opts so = {.log = log_fn};
-    rpcool_server *s = NULL;
-    CHECK_EQ(rpcool_server_open(name, &so, &s), 0);
+    rpcool_server *s = open_with(name, &so, 1);
     if (!s) return;
-    add_handlers(s);
-    rpcool_server_start(s, 1);
     rpcool_conn *c = NULL;
     CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
     char pid[32];
@@ -533,8 +534,7 @@ static void test_faults_logged_once(void)
            log_buf);
     CHECKF(log_count(pid, "outside") == 1, "bad reply lines: %d\n%s", log_count(pid, "outside"),
            log_buf);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 #ifndef T_OLD /* what follows uses options the header had not before these promises */
@@ -555,8 +555,7 @@ static void test_free_reports(void)
     CHECK(rpcool_free(c, b) < 0);
     CHECK_EQ(rpcool_free(c, NULL), 0);
     free(m);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* stack_size: how deep a handler on a thread of rpcool_server_start may recurse. */
@@ -564,11 +563,8 @@ static void test_stack_size_option(void)
 {
     const char *name = t_uniq("stk");
     rpcool_server_opts so = {.stack_size = 256 << 10};
-    rpcool_server *s = NULL;
-    CHECK_EQ(rpcool_server_open(name, &so, &s), 0);
+    rpcool_server *s = open_with(name, &so, 1);
     if (!s) return;
-    add_handlers(s);
-    rpcool_server_start(s, 1);
     rpcool_conn *c = NULL;
     CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
     int *n = (int *)rpcool_alloc(c, sizeof *n);
@@ -600,10 +596,8 @@ static void test_time_limits(void)
 {
     const char *name = t_uniq("lim");
     rpcool_server_opts so = {.limit_ms = 2000};
-    rpcool_server *s = NULL;
-    CHECK_EQ(rpcool_server_open(name, &so, &s), 0);
+    rpcool_server *s = open_with(name, &so, 0);
     if (!s) return;
-    add_handlers(s);
     rpcool_handler_opts ho = {.safety = RPCOOL_SANDBOX, .limit_ms = 100};
     rpcool_server_add_handler_ex(s, FN_RAWLOOP, h_rawloop, NULL, &ho);
     rpcool_server_add_handler(s, FN_NEED_SLOW, h_need_slow, NULL, 0); /* the server's 2 s */

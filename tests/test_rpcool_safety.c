@@ -2,7 +2,8 @@
 /* rpcool safety modes: copy, sealed (and batched release), sandboxed handlers (faults become
  * error replies, checked accessors), channel policy, a client that tries to truncate its heap; the
  * union of safety flags, handler-required SEAL, the ctx helpers on the copy, max_copy, seals
- * shared by calls in flight and the seal of a timed-out call. */
+ * shared by calls in flight and the seal of a timed-out call; a server dying during a sealed
+ * call (rpcool_release makes the argument writable again). */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
 #include "t.h"
@@ -74,22 +75,11 @@ static int h_snap(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 
 static rpcool_server *serve(const char *name, unsigned safety)
 {
-    rpcool_server *s = NULL;
-    rpcool_server_opts o;
-    memset(&o, 0, sizeof o);
-    o.safety = safety;
-    o.reap_ms = 20;
-    int r = rpcool_server_open(name, &o, &s);
-    CHECKF(r == 0, "server_open: %s", rpcool_strerror(r));
-    if (r) return NULL;
-    rpcool_server_add_handler(s, FN_INSPECT, h_inspect, NULL, 0);
-    rpcool_server_add_handler(s, FN_WILD, h_wild, NULL, RPCOOL_SANDBOX);
-    rpcool_server_add_handler(s, FN_NEED, h_need, NULL, 0);
-    rpcool_server_add_handler(s, FN_MAP, h_map, NULL, RPCOOL_SANDBOX);
-    rpcool_server_add_handler(s, FN_SEALED, h_sealed, NULL, 0);
-    rpcool_server_add_handler(s, FN_SNAP, h_snap, NULL, 0);
-    rpcool_server_start(s, 1);
-    return s;
+    static const t_handler hs[] = {
+        {FN_INSPECT, h_inspect, 0}, {FN_WILD, h_wild, RPCOOL_SANDBOX}, {FN_NEED, h_need, 0},
+        {FN_MAP, h_map, RPCOOL_SANDBOX}, {FN_SEALED, h_sealed, 0}, {FN_SNAP, h_snap, 0}};
+    rpcool_server_opts o = {.safety = safety, .reap_ms = 20};
+    return t_server_with(name, &o, hs, sizeof hs / sizeof hs[0], 1);
 }
 
 static void test_copy(void)
@@ -100,21 +90,17 @@ static void test_copy(void)
     if (!s || rpcool_connect(name, NULL, &c)) { CHECK(0); if (s) rpcool_server_close(s); return; }
     char *a = rpcool_strdup(c, "abc");
     CHECK_EQ(rpcool_call(c, FN_INSPECT, a, 4, NULL, NULL), 11); /* relaxed: the shared pointer */
-    rpcool_call_opts co;
-    memset(&co, 0, sizeof co);
-    co.safety = RPCOOL_COPY;
+    rpcool_call_opts co = {.safety = RPCOOL_COPY};
     CHECK_EQ(rpcool_call_ex(c, FN_INSPECT, a, 4, &co, NULL, NULL), 12); /* a private copy */
     rpcool_free(c, a);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
     /* the channel policy applies copy to every call */
     s = serve(name, RPCOOL_COPY);
     if (!s || rpcool_connect(name, NULL, &c)) { CHECK(0); if (s) rpcool_server_close(s); return; }
     a = rpcool_strdup(c, "abc");
     CHECK_EQ(rpcool_call(c, FN_INSPECT, a, 4, NULL, NULL), 12);
     rpcool_free(c, a);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 static void test_seal(void)
@@ -126,9 +112,7 @@ static void test_seal(void)
     char *pg = (char *)rpcool_alloc_pages(c, 100);
     CHECK(pg && ((uintptr_t)pg & 4095) == 0);
     strcpy(pg, "sealed");
-    rpcool_call_opts co;
-    memset(&co, 0, sizeof co);
-    co.safety = RPCOOL_SEAL;
+    rpcool_call_opts co = {.safety = RPCOOL_SEAL};
     CHECK_EQ(rpcool_call(c, FN_SEALED, pg, 4096, NULL, NULL), 0);     /* relaxed: writable */
     CHECK_EQ(rpcool_call_ex(c, FN_SEALED, pg, 4096, &co, NULL, NULL), 1); /* sealed during the call */
     CHECK(t_writable(pg));                                               /* released after it */
@@ -148,10 +132,7 @@ static void test_seal(void)
     rpcool_disconnect(c);
 
     /* batched release: pages stay sealed until the batch fills or rpcool_release */
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.seal_batch = 4;
-    o.safety = RPCOOL_SEAL;
+    rpcool_conn_opts o = {.seal_batch = 4, .safety = RPCOOL_SEAL};
     if (rpcool_connect(name, &o, &c)) { CHECK(0); rpcool_server_close(s); return; }
     char *p[4];
     for (int i = 0; i < 4; i++) p[i] = (char *)rpcool_alloc_pages(c, 4096);
@@ -173,8 +154,7 @@ static void test_seal(void)
     p[0] = (char *)rpcool_alloc_pages(c, 4096);
     CHECK(p[0] && t_writable(p[0]));
     for (int i = 0; i < 4; i++) rpcool_free(c, p[i]);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 
     /* a channel that requires sealing refuses unsealed calls */
     s = serve(name, RPCOOL_SEAL);
@@ -186,8 +166,7 @@ static void test_seal(void)
     CHECK_EQ(rpcool_call_ex(c, FN_SEALED, pg, 4096, &co, NULL, NULL), 1);
     CHECK_EQ(rpcool_call_ex(c, FN_SEALED, pg, 10, &co, NULL, NULL), 0); /* copied: meets the policy */
     rpcool_free(c, pg);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* A sealed call of less than a page is copied by the server, not sealed (issue 14): the
@@ -199,9 +178,7 @@ static void test_seal_small(void)
     rpcool_server *s = serve(name, 0);
     rpcool_conn *c;
     if (!s || rpcool_connect(name, NULL, &c)) { CHECK(0); if (s) rpcool_server_close(s); return; }
-    rpcool_call_opts co;
-    memset(&co, 0, sizeof co);
-    co.safety = RPCOOL_SEAL;
+    rpcool_call_opts co = {.safety = RPCOOL_SEAL};
     char *a = (char *)rpcool_alloc(c, 8); /* not page aligned: no seal, so no need to be */
     memcpy(a, "aaaaaaa", 8);
     snap_heap = a;
@@ -231,13 +208,10 @@ static void test_seal_small(void)
     CHECK(t_writable(pg) && t_writable(pg + 4096));
     rpcool_free(c, pg);
     rpcool_free(c, a);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 
     /* the copy of a sealed call is bounded by a page, not by max_copy */
-    rpcool_server_opts so;
-    memset(&so, 0, sizeof so);
-    so.max_copy = 4;
+    rpcool_server_opts so = {.max_copy = 4};
     s = t_serve(name, &so, 1);
     if (!s) return;
     if (rpcool_connect(name, NULL, &c)) { CHECK(0); rpcool_server_close(s); return; }
@@ -250,8 +224,7 @@ static void test_seal_small(void)
     co.safety = RPCOOL_SEAL | RPCOOL_SANDBOX;
     CHECK_EQ(rpcool_call_ex(c, T_FN_SAFETY, b, 64, &co, NULL, NULL), RPCOOL_COPY | RPCOOL_SEAL | RPCOOL_SANDBOX);
     rpcool_free(c, b);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 static long private_value = 7;
@@ -299,8 +272,7 @@ static void test_sandbox(void)
     rpcool_server_stats st;
     rpcool_server_get_stats(s, &st);
     CHECK(st.faults >= 3);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
     if (!shmheap_pkey_supported()) t_skip("sandbox-pkeys", "no pku on this CPU: bounds checks and fault containment only");
 }
 
@@ -331,9 +303,7 @@ static void test_heap_truncate_refused(void)
 {
     const char *name = t_uniq("trunc");
     rpcool_server *s = NULL;
-    rpcool_server_opts so;
-    memset(&so, 0, sizeof so);
-    so.reap_ms = 20;
+    rpcool_server_opts so = {.reap_ms = 20};
     if (rpcool_server_open(name, &so, &s)) { CHECK(0); return; }
     rpcool_server_add_handler(s, FN_INSPECT, h_inspect, NULL, 0);
     rpcool_server_start(s, 1);
@@ -361,16 +331,12 @@ static void g_safety_union(void)
     const char *name = t_uniq("gunion");
     rpcool_server *s = t_serve(name, NULL, 1);
     if (!s) return;
-    rpcool_conn_opts o;
-    memset(&o, 0, sizeof o);
-    o.safety = RPCOOL_COPY;
+    rpcool_conn_opts o = {.safety = RPCOOL_COPY};
     rpcool_conn *c = NULL;
     CHECK_EQ(rpcool_connect(name, &o, &c), 0);
     if (c) {
         char *pg = (char *)rpcool_alloc_pages(c, 64);
-        rpcool_call_opts co;
-        memset(&co, 0, sizeof co);
-        co.safety = RPCOOL_SEAL;
+        rpcool_call_opts co = {.safety = RPCOOL_SEAL};
         CHECK_EQ(rpcool_call_ex(c, T_FN_SAFETY, pg, 64, &co, NULL, NULL), RPCOOL_COPY | RPCOOL_SEAL | RPCOOL_SANDBOX);
         CHECK_EQ(rpcool_call(c, T_FN_SAFETY, pg, 64, NULL, NULL), RPCOOL_COPY | RPCOOL_SANDBOX);
         /* handler-required sealing */
@@ -381,20 +347,14 @@ static void g_safety_union(void)
     if (c) {
         char *pg = (char *)rpcool_alloc_pages(c, 64);
         CHECK_EQ(rpcool_call(c, T_FN_SEALREQ, pg, 64, NULL, NULL), RPCOOL_E_POLICY);
-        rpcool_call_opts co;
-        memset(&co, 0, sizeof co);
-        co.safety = RPCOOL_SEAL;
-        co.seal_p = pg;
-        co.seal_len = 4096;
+        rpcool_call_opts co = {.safety = RPCOOL_SEAL, .seal_p = pg, .seal_len = 4096};
         CHECK_EQ(rpcool_call_ex(c, T_FN_SEALREQ, pg, 64, &co, NULL, NULL), 1);
         CHECK(t_writable(pg));
         rpcool_free(c, pg);
         rpcool_disconnect(c);
     }
     rpcool_server_close(s);
-    rpcool_server_opts so;
-    memset(&so, 0, sizeof so);
-    so.safety = RPCOOL_COPY;
+    rpcool_server_opts so = {.safety = RPCOOL_COPY};
     s = t_serve(name, &so, 1);
     if (!s) return;
     CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
@@ -438,8 +398,7 @@ static void g_ctx_helpers(void)
     rpcool_free(c, txt);
     rpcool_free(c, mine);
     rpcool_free(c, arg);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
 
 /* max_copy: a COPY argument larger than the server copies fails with RPCOOL_E_TOOBIG (a client
@@ -465,8 +424,7 @@ static void g_copy_max(void)
         CHECK_EQ(rpcool_call(c, T_FN_COPYNEED, big, 16, NULL, NULL), 1); /* still served */
         CHECK(strstr(rpcool_strerror(RPCOOL_E_TOOBIG), "max_copy") != NULL);
     }
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
     /* the default: 64 MiB */
     s = t_serve(name, NULL, 1);
     if (!s) return;
@@ -495,9 +453,7 @@ static void g_seals_in_flight(void)
     int *pg = (int *)rpcool_alloc_pages(c, 4096);
     pg[0] = 300;
     pg[1] = 1;
-    rpcool_call_opts co;
-    memset(&co, 0, sizeof co);
-    co.safety = RPCOOL_SEAL;
+    rpcool_call_opts co = {.safety = RPCOOL_SEAL};
     co.seal_p = pg; /* a page: sealed (less than a page would be copied) */
     co.seal_len = 4096;
     uint64_t slow, quick;
@@ -525,9 +481,41 @@ static void g_seals_in_flight(void)
     CHECKF(st1.live_blocks == st0.live_blocks, "the reply of a timed-out call was not freed (%zu live blocks, %zu before)",
            st1.live_blocks, st0.live_blocks);
     rpcool_free(c, pg);
-    rpcool_disconnect(c);
-    rpcool_server_close(s);
+    t_disconnect_close(c, s);
 }
+
+
+/* The server dies during a sealed call (sync or async): the call fails with
+   RPCOOL_E_PEERDEAD and rpcool_release makes the argument writable again. */
+static void sealed_server_dies(int async)
+{
+    const char *name = t_uniq(async ? "sealda" : "seald");
+    pid_t sp = t_fork_server(name);
+    rpcool_conn_opts o = {.peer_check_ms = 20};
+    rpcool_conn *c = t_connect_retry(name, &o);
+    CHECK(c != NULL);
+    if (!c) { t_kill_server(sp, name); return; }
+    char *arg = (char *)rpcool_alloc_pages(c, 4096);
+    memset(arg, 'a', 4096);
+    rpcool_call_opts co = {.safety = RPCOOL_SEAL};
+    if (async) {
+        uint64_t id;
+        CHECK_EQ(rpcool_call_async(c, T_FN_DIE, arg, 4096, &co, NULL, NULL, &id), 0);
+        CHECK_EQ(rpcool_wait(c, id, NULL, NULL), RPCOOL_E_PEERDEAD);
+    } else {
+        CHECK_EQ(rpcool_call_ex(c, T_FN_DIE, arg, 4096, &co, NULL, NULL), RPCOOL_E_PEERDEAD);
+    }
+    waitpid(sp, NULL, 0);
+    CHECK_EQ(rpcool_release(c), 0);
+    CHECKF(t_writable(arg) == 1, "the argument is still read-only after rpcool_release");
+    if (t_writable(arg) == 1) arg[0] = 'b';
+    rpcool_free(c, arg);
+    rpcool_disconnect(c);
+    CHECK_EQ(t_channel_heaps(name, 0), 0);
+    t_rm_channel(name); /* a killed server's files */
+}
+static void test_sealed_server_dies(void) { sealed_server_dies(0); }
+static void test_sealed_server_dies_async(void) { sealed_server_dies(1); }
 
 int main(int argc, char **argv)
 {
@@ -541,5 +529,7 @@ int main(int argc, char **argv)
     RUN_NO_TSAN(g_ctx_helpers);
     RUN_NO_TSAN(g_copy_max);
     RUN_NO_TSAN(g_seals_in_flight);
+    RUN_NO_TSAN(test_sealed_server_dies);
+    RUN_NO_TSAN(test_sealed_server_dies_async);
     return T_DONE();
 }

@@ -57,7 +57,6 @@ static void sizes_and_alignment(void)
 {
     const char *n = t_uniq("sizes");
     shmheap *h = t_heap(n, 32 << 20);
-    shmheap_stats st;
     static void *ps[2000];
     int k = 0;
     for (size_t sz = 0; sz <= 200000; sz = sz < 64 ? sz + 1 : sz * 5 / 4) {
@@ -69,6 +68,7 @@ static void sizes_and_alignment(void)
         memset(p, 0xab, sz);
         ps[k++] = p;
     }
+    shmheap_stats st;
     CHECK_EQ(shmheap_check(h, &st), 0);
     CHECK_EQ(st.live_blocks, k);
     for (int i = 0; i < k; i++) CHECK_EQ(shmheap_free(h, ps[i]), 0);
@@ -178,8 +178,8 @@ static void bad_input(void)
 
 static void version_and_files(void)
 {
-    char path[80];
-    snprintf(path, sizeof path, "/tmp/%s.heap", t_uniq("file"));
+    char path[96];
+    t_heap_path(path, "file");
     shmheap *h = t_heap(path, 2 << 20), *h2;
     CHECK(h != NULL);
     if (!h) return;
@@ -532,18 +532,18 @@ static void pkeys(void)
 
 int main(int argc, char **argv)
 {
-    (void)argc; (void)argv;
-    TEST(lifetime_and_same_address);
-    TEST(sizes_and_alignment);
-    TEST(bad_input);
-    TEST(version_and_files);
-    TEST(roots);
-    TEST(check_finds_damage);
-    TEST(dead_lock_holder);
-    TEST(spans_return);
-    TEST(thread_caches);
-    TEST(sealing);
-    TEST(seal_own_mapping);
-    TEST(pkeys);
+    t_init(argc, argv);
+    RUN(lifetime_and_same_address);
+    RUN(sizes_and_alignment);
+    RUN(bad_input);
+    RUN(version_and_files);
+    RUN(roots);
+    RUN(check_finds_damage);
+    RUN(dead_lock_holder);
+    RUN(spans_return);
+    RUN(thread_caches);
+    RUN(sealing);
+    RUN(seal_own_mapping);
+    RUN(pkeys);
     return T_DONE();
 }

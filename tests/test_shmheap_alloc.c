@@ -21,6 +21,12 @@
 
 static double now_s(void) { return (double)rcp__now_ns() / 1e9; }
 
+/* n blocks of size bytes into p[0..n-1] (NULL where the heap is full). */
+static void mallocs(shmheap *h, void **p, int n, size_t size)
+{
+    for (int i = 0; i < n; i++) p[i] = shmheap_malloc(h, size);
+}
+
 /* BUG: a double free is not detected when the block sits in the thread cache and the cache of
    its class has filled up meanwhile: the second free goes to the bitmap (bit still set, since
    cached blocks keep their bit), so the block is in the cache AND free in the bitmap, and the
@@ -31,14 +37,14 @@ static void tc_double_free_detected(void)
     shmheap *h = t_heap(n, 4 << 20);
     if (!h) return;
     void *a[9];
-    for (int i = 0; i < 9; i++) a[i] = shmheap_malloc(h, 64);
+    mallocs(h, a, 9, 64);
     CHECK_EQ(shmheap_free(h, a[0]), 0); /* into the cache (1 of 8) */
     for (int i = 1; i < 8; i++) CHECK_EQ(shmheap_free(h, a[i]), 0); /* cache now full */
     CHECK_EQ(shmheap_free(h, a[0]), SHMHEAP_E_DOUBLEFREE);
     /* even an immediate double free is missed when the first free is the one that fills the
        cache: the second finds the cache full and clears the (still set) bitmap bit */
     void *c[8];
-    for (int i = 0; i < 8; i++) c[i] = shmheap_malloc(h, 256);
+    mallocs(h, c, 8, 256);
     for (int i = 0; i < 7; i++) CHECK_EQ(shmheap_free(h, c[i]), 0);
     CHECK_EQ(shmheap_free(h, c[7]), 0);
     CHECK_EQ(shmheap_free(h, c[7]), SHMHEAP_E_DOUBLEFREE);
@@ -274,10 +280,7 @@ static void aligned_extremes(void)
     CHECK(shmheap_malloc(h, SIZE_MAX) == NULL);
     CHECK(shmheap_calloc(h, SIZE_MAX, SIZE_MAX) == NULL);
     CHECK(shmheap_calloc(h, 1ull << 33, 1ull << 31) == NULL);
-    shmheap_stats st;
-    CHECKF(shmheap_check(h, &st) == 0, "%s", st.problem);
-    CHECK_EQ(st.live_blocks, 0);
-    t_rm(h, n);
+    t_rm_empty(h, n);
 }
 
 static void realloc_edges(void)
@@ -324,10 +327,7 @@ static void realloc_edges(void)
     CHECK(shmheap_realloc(h, f, 128) == NULL);
     CHECK(shmheap_realloc(h, p, 0) == NULL); /* frees */
     CHECK_EQ(shmheap_usable_size(h, p), 0);
-    shmheap_stats st;
-    CHECKF(shmheap_check(h, &st) == 0, "%s", st.problem);
-    CHECK_EQ(st.live_blocks, 0);
-    t_rm(h, n);
+    t_rm_empty(h, n);
 }
 
 struct mblk { unsigned char *p; size_t size; unsigned char tag; };
@@ -401,10 +401,7 @@ static void random_model(void)
         }
     }
     for (int i = 0; i < MODEL_N; i++) if (m[i].p) { shmheap_free(h, m[i].p); m[i].p = NULL; }
-    shmheap_stats st;
-    CHECK_EQ(shmheap_check(h, &st), 0);
-    CHECK_EQ(st.live_blocks, 0);
-    t_rm(h, n);
+    t_rm_empty(h, n);
 }
 
 /* A thread cache holds at most 8 blocks per class; shmheap_flush gives them back now. */
@@ -414,7 +411,7 @@ static void g_flush_and_cap(void)
     shmheap *h = t_heap(n, 2 << 20);
     if (!h) return;
     void *p[12];
-    for (int i = 0; i < 12; i++) p[i] = shmheap_malloc(h, 200);
+    mallocs(h, p, 12, 200);
     for (int i = 0; i < 12; i++) CHECK_EQ(shmheap_free(h, p[i]), 0);
     shmheap_stats st;
     CHECK_EQ(shmheap_check(h, &st), 0);

@@ -28,8 +28,7 @@ static int check_child(void *arg)
 static void open_rejects_nspans_overflow(void)
 {
     char path[96];
-    snprintf(path, sizeof path, "/tmp/%s.heap", t_uniq("ovf"));
-    shmheap *h = t_heap(path, 4 << 20);
+    shmheap *h = t_heap(t_heap_path(path, "ovf"), 4 << 20);
     if (!h) return;
     CHECK_EQ(shmheap_close(h), 0);
     int fd = open(path, O_RDWR);
@@ -99,16 +98,27 @@ static int bad_class_recover_child(void *arg)
     return 0;
 }
 
+/* Each case run in a child process given a new heap of size bytes (or NULL, no_heap): each must
+   exit 0. */
+struct child_case { int (*fn)(void *); int no_heap; const char *what; };
+static void in_children(const char *base, size_t size, const struct child_case *cs, size_t n)
+{
+    const char *name = t_uniq(base);
+    shmheap *h = t_heap(name, size);
+    if (!h) return;
+    for (size_t i = 0; i < n; i++) {
+        int st = t_in_child(cs[i].fn, cs[i].no_heap ? NULL : h);
+        CHECKF(st == 0, "%s: child status %d", cs[i].what, st);
+    }
+    t_rm(h, name);
+}
+
 static void peer_bad_class(void)
 {
-    const char *n = t_uniq("peercls");
-    shmheap *h = t_heap(n, 4 << 20);
-    if (!h) return;
-    int st = t_in_child(bad_class_retire_child, h);
-    CHECKF(st == 0, "retire_empty over a span entry of class 200: child status %d", st);
-    st = t_in_child(bad_class_recover_child, h);
-    CHECKF(st == 0, "recovery of a journal with class 200: child status %d", st);
-    t_rm(h, n);
+    static const struct child_case cs[] = {
+        {bad_class_retire_child, 0, "retire_empty over a span entry of class 200"},
+        {bad_class_recover_child, 0, "recovery of a journal with class 200"}};
+    in_children("peercls", 4 << 20, cs, 2);
 }
 
 /* BUG: unseal_batch allocates n * 2 * sizeof(uintptr_t) bytes without an overflow check:
@@ -124,12 +134,8 @@ static int unseal_ovf_child(void *arg)
 
 static void unseal_batch_count_overflow(void)
 {
-    const char *n = t_uniq("ovfb");
-    shmheap *h = t_heap(n, 2 << 20);
-    if (!h) return;
-    int st = t_in_child(unseal_ovf_child, h);
-    CHECKF(st == 0, "unseal_batch with n = 2^60: child status %d", st);
-    t_rm(h, n);
+    static const struct child_case cs[] = {{unseal_ovf_child, 0, "unseal_batch with n = 2^60"}};
+    in_children("ovfb", 2 << 20, cs, 1);
 }
 
 /* BUG (minor): seal with len 0 at an unaligned address seals a whole page; and seal accepts the
@@ -160,22 +166,17 @@ static int strerror_min_child(void *arg) { (void)arg; return shmheap_strerror(IN
 
 static void bad_args_crash(void)
 {
-    const char *n = t_uniq("nullout");
-    shmheap *h = t_heap(n, 2 << 20);
-    if (!h) return;
-    int st = t_in_child(alloc_null_out_child, h);
-    CHECKF(st == 0, "shmheap_alloc(h, 1, 0, NULL): child status %d", st);
-    st = t_in_child(strerror_min_child, NULL);
-    CHECKF(st == 0, "shmheap_strerror(INT_MIN): child status %d", st);
-    t_rm(h, n);
+    static const struct child_case cs[] = {
+        {alloc_null_out_child, 0, "shmheap_alloc(h, 1, 0, NULL)"},
+        {strerror_min_child, 1, "shmheap_strerror(INT_MIN)"}};
+    in_children("nullout", 2 << 20, cs, 2);
 }
 
 /* Headers scribbled field by field are refused (and the original still opens). */
 static void scribbled_headers(void)
 {
     char path[96];
-    snprintf(path, sizeof path, "/tmp/%s.heap", t_uniq("scrib"));
-    shmheap *h = t_heap(path, 4 << 20);
+    shmheap *h = t_heap(t_heap_path(path, "scrib"), 4 << 20);
     if (!h) return;
     void *keep = shmheap_malloc(h, 1000);
     shmheap_root_set(h, "keep", keep);

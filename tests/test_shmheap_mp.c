@@ -122,8 +122,9 @@ static void rounds(void)
     shmheap_unlink(n, NULL);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    TEST(rounds);
+    t_init(argc, argv);
+    RUN(rounds);
     return T_DONE();
 }

@@ -19,6 +19,37 @@
 
 static double now_s(void) { return (double)rcp__now_ns() / 1e9; }
 
+/* n processes (n <= 8) create the heap NAME of size bytes at the same moment: how many created
+   it (*wins) and how many failed otherwise than with SHMHEAP_E_EXISTS (*other). -1 if no pipe. */
+static int create_race(const char *name, int n, size_t size, int *wins, int *other)
+{
+    int pfd[2];
+    pid_t pid[8];
+    *wins = *other = 0;
+    if (pipe(pfd)) return -1;
+    for (int i = 0; i < n; i++) {
+        if ((pid[i] = fork()) == 0) {
+            char c;
+            close(pfd[1]);
+            if (read(pfd[0], &c, 1) < 0) _exit(9);
+            shmheap *h;
+            shmheap_opts o = {.size = size};
+            int rc = shmheap_create(name, &o, &h);
+            _exit(rc == 0 ? 0 : rc == SHMHEAP_E_EXISTS ? 1 : 2);
+        }
+    }
+    close(pfd[0]);
+    close(pfd[1]); /* all go */
+    for (int i = 0; i < n; i++) {
+        int st;
+        waitpid(pid[i], &st, 0);
+        int code = WIFEXITED(st) ? WEXITSTATUS(st) : 99;
+        *wins += code == 0;
+        *other += code > 1;
+    }
+    return 0;
+}
+
 /* BUG: creating a file-backed heap is not exclusive. A racer opens the file the winner has just
    made with O_EXCL, finds no magic yet (not formatted), and since the name is not shm it formats
    the file itself: several processes "create" the same heap, each at its own address, wiping
@@ -28,29 +59,9 @@ static void create_race_file_exactly_one(void)
     int bad_rounds = 0, max_wins = 0;
     for (int round = 0; round < 6; round++) {
         char path[96];
-        snprintf(path, sizeof path, "/tmp/%s.heap", t_uniq("frace"));
-        int pfd[2];
-        if (pipe(pfd)) return;
-        pid_t pid[6];
-        for (int i = 0; i < 6; i++) {
-            if ((pid[i] = fork()) == 0) {
-                char c;
-                close(pfd[1]);
-                if (read(pfd[0], &c, 1) < 0) _exit(9);
-                shmheap *h;
-                shmheap_opts o = {.size = 32 << 20};
-                int rc = shmheap_create(path, &o, &h);
-                _exit(rc == 0 ? 0 : rc == SHMHEAP_E_EXISTS ? 1 : 2);
-            }
-        }
-        close(pfd[0]);
-        close(pfd[1]);
-        int wins = 0;
-        for (int i = 0; i < 6; i++) {
-            int st;
-            waitpid(pid[i], &st, 0);
-            if (WIFEXITED(st) && WEXITSTATUS(st) == 0) wins++;
-        }
+        t_heap_path(path, "frace");
+        int wins, other;
+        if (create_race(path, 6, 32 << 20, &wins, &other)) return;
         if (wins != 1) bad_rounds++;
         if (wins > max_wins) max_wins = wins;
         shmheap_unlink(path, NULL);
@@ -119,8 +130,7 @@ static int trunc_close_child(void *arg)
 static void creator_keeps_fd(void)
 {
     char path[96];
-    snprintf(path, sizeof path, "/tmp/%s.heap", t_uniq("cfd"));
-    shmheap *h = t_heap(path, 4 << 20);
+    shmheap *h = t_heap(t_heap_path(path, "cfd"), 4 << 20);
     if (!h) return;
     CHECKF(h->fd >= 0, "creator's handle has fd %d: the fd was closed before it was dup'ed", h->fd);
     t_rm(h, path);
@@ -311,30 +321,8 @@ static void create_race_shm_exactly_one(void)
     int bad = 0;
     for (int round = 0; round < 6; round++) {
         const char *n = t_uniq("srace");
-        int pfd[2];
-        if (pipe(pfd)) return;
-        pid_t pid[8];
-        for (int i = 0; i < 8; i++) {
-            if ((pid[i] = fork()) == 0) {
-                char c;
-                close(pfd[1]);
-                if (read(pfd[0], &c, 1) < 0) _exit(9);
-                shmheap *h;
-                shmheap_opts o = {.size = 16 << 20};
-                int rc = shmheap_create(n, &o, &h);
-                _exit(rc == 0 ? 0 : rc == SHMHEAP_E_EXISTS ? 1 : 2);
-            }
-        }
-        close(pfd[0]);
-        close(pfd[1]);
-        int wins = 0, other = 0;
-        for (int i = 0; i < 8; i++) {
-            int st;
-            waitpid(pid[i], &st, 0);
-            int code = WIFEXITED(st) ? WEXITSTATUS(st) : 99;
-            wins += code == 0;
-            other += code > 1;
-        }
+        int wins, other;
+        if (create_race(n, 8, 16 << 20, &wins, &other)) return;
         if (wins != 1 || other) bad++;
         shmheap_unlink(n, NULL);
     }
@@ -655,7 +643,7 @@ static int addr_taken_child(void *arg)
 static void g_header_decides(void)
 {
     char path[96];
-    snprintf(path, sizeof path, "/tmp/%s.heap", t_uniq("ghdr"));
+    t_heap_path(path, "ghdr");
     g_path = path;
     shmheap *h = t_heap(path, 2 << 20);
     if (!h) return;

@@ -59,9 +59,7 @@ static void *thread_main(void *arg)
 static void threads(void)
 {
     const char *n = t_uniq("thr");
-    shmheap_opts o = {.size = 64 << 20};
-    CHECK_EQ(shmheap_create(n, &o, &H), 0);
-    if (!H) return;
+    if (!(H = t_heap(n, 64 << 20))) return;
 #ifdef T_TSAN
     iters = 40000;
 #endif
@@ -97,9 +95,7 @@ static void *own_spans_alloc(void *arg)
 static void own_spans(void)
 {
     const char *n = t_uniq("own");
-    shmheap_opts o = {.size = 16 << 20};
-    CHECK_EQ(shmheap_create(n, &o, &H), 0);
-    if (!H) return;
+    if (!(H = t_heap(n, 16 << 20))) return;
     void *a[48], *b[48];
     pthread_t th;
     pthread_create(&th, NULL, own_spans_alloc, a);
@@ -122,9 +118,10 @@ static void own_spans(void)
     shmheap_unlink(n, NULL);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    TEST(threads);
-    TEST(own_spans);
+    t_init(argc, argv);
+    RUN(threads);
+    RUN(own_spans);
     return T_DONE();
 }

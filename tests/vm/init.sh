@@ -95,7 +95,7 @@ rpcool-rdma) # tests/vm/run.sh rpcool-rdma: rpcool's RDMA transport (rcp.only: o
         print "# ib_write_lat 2 B: t_typical " $5 " us (half a round trip: " 2 * $5 " us round trip)" }'
     wait
     ;;
-pods-a|pods-b) # tests/vm/run.sh pods: rpcool between two pods over RDMA (issue 13)
+pods-a|pods-b) # tests/vm/run.sh pods: rpcool between two pods over RDMA
     rdma_up
     # the server in guest a (pod 0), the clients in guest b (pod id 1)
     if [ "$role" = pods-a ]; then run rpcool-rdma-server 300 /t/test_rpcool_rdma server
@@ -103,6 +103,9 @@ pods-a|pods-b) # tests/vm/run.sh pods: rpcool between two pods over RDMA (issue 
     # examples/rpcool_kv_pods.c: guest a is pod A (server, local clients), b is pod B
     podid=0; [ "$role" = pods-b ] && podid=1
     run "kv-pods-${role#pods-}" 200 env SHMHEAP_POD_ID=$podid /t/test_kv_pods "${role#pods-}" "$peer"
+    # a protobuf-c service (tests/pbc_svc.c) served in pod A, called from pod B
+    if [ "$role" = pods-a ]; then run pbc-rdma-server 150 /t/test_pbc_rdma server
+    else run pbc-rdma-client 150 /t/test_pbc_rdma client "$peer"; fi
     ;;
 a|b)
     rdma_up

@@ -8,7 +8,8 @@
 #             RC between the guests, and a shmheap shared through ivshmem. Every pair mode's
 #             qemus talk UDP (VM_PAIR_NET=tcp: a TCP stream, which stalls back-to-back frames)
 #   pods      two guests as two CXL pods: rpcool over RDMA between them (tests/vm/test_rpcool_rdma),
-#             and examples/rpcool_kv_pods.c across them (tests/vm/test_kv_pods.c)
+#             examples/rpcool_kv_pods.c across them (tests/vm/test_kv_pods.c) and a protobuf-c
+#             service served in pod A, called from pod B (tests/vm/test_pbc_rdma.c)
 #   rpcool-rdma  one guest: rpcool's RDMA transport (tests/vm/test_rpcool_rdma.c; VM_ONLY=NAME runs
 #             one of its tests)
 #   alock-rdma   one guest: only test_alock_rdma (it also runs in single); VM_ONLY=NAME runs
@@ -23,7 +24,7 @@
 #   alockbench  two guests running alock's lock-table benchmark (used by bench/bench_alock.sh;
 #             BENCH_QUICK=1 makes it short; ALOCK_BENCH=WORDS passes options: quick, busy)
 #   nppin     one 2 GiB guest with zram swap: nppin.h (tests/vm/test_nppin.c)
-#   nppin-bench  the same guest running tests/vm/nppin_bench.c (used by bench/bench_nppin.sh)
+#   nppin-bench  the same guest running bench/nppin_bench.c (used by bench/bench_nppin.sh)
 #   rpcbench  the pair of guests (roles rpcbench-a, rpcbench-b) running rpcool between pods
 #             against perftest, protobuf-c and gRPC over TCP (used by bench/bench_rdma_pair.sh);
 #             only this mode packs build/vm/bench/ (make vm-bench-bins, vm-bench-grpc);
@@ -223,7 +224,7 @@ run_pair() { # run_pair [NAME ROLE_A ROLE_B [stop]]: two guests (default: pair, 
     t0=$(date +%s)
     gt=$GUEST_TIMEOUT
     GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-600} # two guests share the host's CPUs
-    pod=/dev/shm/rcp-vm-pod-$$
+    pod=/dev/shm/rcp-vm-pod-${RPCOOL_TEST_TAG:-}$$ # tests/run.sh: its tag, for its /dev/shm check
     rm -f "$pod"
     truncate -s 16M "$pod"
     mem="-object memory-backend-file,id=pod,share=on,mem-path=$pod,size=16M -device ivshmem-plain,memdev=pod"
@@ -328,7 +329,7 @@ run_perftest() {
     collect perftest $(($(date +%s) - t0))
 }
 
-run_alockbench() { # bench/bench_alock.sh: the lock table of tests/vm/bench_alock_vm.c, two guests
+run_alockbench() { # bench/bench_alock.sh: the lock table of bench/bench_alock_vm.c, two guests
     PAIR_APPEND="rcp.bench=${ALOCK_BENCH:-${BENCH_QUICK:+quick}}" run_pair alockbench alockbench-a alockbench-b
     tr -d '\r' <"$OUT/alockbench-a.results" | grep -E '^(alock|spin|mcs|probe/|# p_local|# lock table|# probe|# harness)' || true
 }

@@ -6,7 +6,10 @@
  * pod B (SHMHEAP_POD=shmheap-b.pod, SHMHEAP_POD_ID=1) through "rdma://127.0.0.1/NAME" in the
  * RELAXED, SANDBOX and COPY modes: every answer the same as in process (packed); a closure not
  * called before the method returns (Later) is RPCOOL_E_NOTSUP; a message outside the heap is
- * refused; the server lives. */
+ * refused; the server lives.
+ * Two guests ("server" / "client PEER", the pods pair): the server in guest a (pod 0), the
+ * same checks from guest b (pod 1) across the pair network; the client's last call (a plain
+ * rpcool handler beside the service) stops the server. */
 #define RPCOOL_WITH_RDMA 1
 #define RPCOOL_WITH_PROTOBUF_C 1
 #define RPCOOL_IMPLEMENTATION
@@ -20,11 +23,18 @@
 #include <sys/wait.h>
 
 #define NAME "pbcrdma"
-enum { ID_RELAXED = 1, ID_SANDBOX = 2, ID_COPY = 3 };
+enum { ID_RELAXED = 1, ID_SANDBOX = 2, ID_COPY = 3, ID_QUIT = 9 };
 static const unsigned t_ids[3] = {ID_RELAXED, ID_SANDBOX, ID_COPY};
 static const char *const t_modes[3] = {"relaxed", "sandbox", "copy"};
 static ProtobufCService *t_svc[3];
-static pid_t t_srv;
+static pid_t t_srv = -1; /* the exec'd server (one guest), or -1 (it runs in the other guest) */
+
+static int h_quit(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)ctx, (void)arg, (void)len;
+    rpcool_server_stop((rpcool_server *)user);
+    return 0;
+}
 
 static int serve_main(void)
 {
@@ -40,7 +50,10 @@ static int serve_main(void)
     rpcool_pbc_serve(s, ID_RELAXED, &svc_impl.base, RPCOOL_RELAXED);
     rpcool_pbc_serve(s, ID_SANDBOX, &svc_impl.base, RPCOOL_SANDBOX);
     rpcool_pbc_serve(s, ID_COPY, &svc_impl.base, RPCOOL_COPY);
-    return rpcool_serve(s);
+    rpcool_server_add_handler(s, ID_QUIT, h_quit, s, 0);
+    rc = rpcool_serve(s); /* until killed, or a client calls ID_QUIT */
+    rpcool_server_close(s);
+    return rc ? 1 : 0;
 }
 
 static int same(const char *what, const char *method, const ProtobufCMessage *in)
@@ -94,7 +107,7 @@ static void pbc_rdma_limits(void)
     CHECK_EQ(rpcool_pbc_call(t_svc[1], (unsigned)method_of("Crash"), &m.base, &out),
              RPCOOL_E_FAULT);
     usleep(100000); /* Later's threads answer into nothing */
-    CHECK(waitpid(t_srv, NULL, WNOHANG) == 0);
+    if (t_srv > 0) CHECK(waitpid(t_srv, NULL, WNOHANG) == 0);
     CHECK_EQ(rpcool_pbc_call(t_svc[2], (unsigned)method_of("Echo"), &m.base, &out), 0);
     CHECK(out && !strcmp(((Msg *)out)->text, "later"));
     rpcool_pbc_reply_free(t_svc[2], out);
@@ -105,13 +118,24 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
     if (argc > 1 && !strcmp(argv[1], "--serve")) return serve_main();
-    t_srv = fork();
-    if (t_srv == 0) { /* exec'd: descriptors and defaults at other addresses */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        execl("/proc/self/exe", argv[0], "--serve", (char *)NULL);
-        _exit(127);
+    if (argc > 1 && !strcmp(argv[1], "server")) { /* a guest of its own: until ID_QUIT */
+        t_begin("pbc_rdma_server");
+        CHECK_EQ(serve_main(), 0);
+        t_end();
+        return T_DONE();
     }
-    setenv("SHMHEAP_POD", "shmheap-b.pod", 1);
+    char where[200];
+    snprintf(where, sizeof where, "rdma://%s/" NAME,
+             argc > 2 && !strcmp(argv[1], "client") ? argv[2] : "127.0.0.1");
+    if (argc < 2) {
+        t_srv = fork();
+        if (t_srv == 0) { /* exec'd: descriptors and defaults at other addresses */
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            execl("/proc/self/exe", argv[0], "--serve", (char *)NULL);
+            _exit(127);
+        }
+        setenv("SHMHEAP_POD", "shmheap-b.pod", 1); /* another pod in the same guest */
+    }
     setenv("SHMHEAP_POD_ID", "1", 1);
     rpcool_conn *c = NULL;
     rpcool_conn_opts o;
@@ -119,7 +143,7 @@ int main(int argc, char **argv)
     o.connect_timeout_ms = 5000;
     int rc = -1;
     for (int i = 0; i < 60 && rc; i++)
-        if ((rc = rpcool_connect("rdma://127.0.0.1/" NAME, &o, &c))) sleep(1);
+        if ((rc = rpcool_connect(where, &o, &c))) sleep(1);
     t_begin("pbc_rdma_connect");
     CHECKF(rc == 0, "connect: %s", rpcool_strerror(rc));
     for (int k = 0; k < 3 && c; k++)
@@ -129,9 +153,12 @@ int main(int argc, char **argv)
         RUN(pbc_rdma_same_answers);
         RUN(pbc_rdma_limits);
         for (int k = 0; k < 3; k++) protobuf_c_service_destroy(t_svc[k]);
+        if (t_srv < 0) rpcool_call(c, ID_QUIT, NULL, 0, NULL, NULL); /* the other guest's */
         rpcool_disconnect(c);
     }
-    kill(t_srv, SIGKILL);
-    waitpid(t_srv, NULL, 0);
+    if (t_srv > 0) {
+        kill(t_srv, SIGKILL);
+        waitpid(t_srv, NULL, 0);
+    }
     return T_DONE();
 }

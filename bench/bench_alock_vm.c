@@ -1,6 +1,6 @@
 // VM
 // LIBS: -libverbs
-/* tests/vm/bench_alock_vm.c - the ALock paper's lock table on Soft-RoCE across two guests
+/* bench/bench_alock_vm.c - the ALock paper's lock table on Soft-RoCE across two guests
  * (guest roles "alockbench-a" and "alockbench-b", booted by `tests/vm/run.sh alockbench`, used
  * by bench/bench_alock.sh). Usage: bench_alock_vm a|b PEER_IP [quick].
  * The keys are split between the two guests: each guest (node) holds a lock table of KEYS locks
@@ -36,8 +36,8 @@
  * table's configurations print both guests' packets per operation too. */
 #define ALOCK_IMPLEMENTATION
 #include "alock.h"
-#include "vmt.h"
-#include "../../bench/hist.h"
+#include "tests/vm/vmt.h"
+#include "hist.h"
 #include <pthread.h>
 
 #define KEYS 256

@@ -1,6 +1,6 @@
 // VM
 // LIBS: -libverbs
-/* tests/vm/nppin_bench.c - nppin.h's benchmark, run in the guest by `tests/vm/run.sh
+/* bench/nppin_bench.c - nppin.h's benchmark, run in the guest by `tests/vm/run.sh
  * nppin-bench` (bench/bench_nppin.sh). Every figure is measured against its peer in this run:
  *   reg/...      register 1 GiB of which 1% (the first 10.24 MiB) was touched: nppin_reg plus
  *                moving the touched part through nppin, against one ibv_reg_mr of the region;
@@ -11,8 +11,8 @@
  *                4 KiB READs inside one leased chunk
  * Machine lines: "nppin_bench NAME MEDIAN_NS P99_NS OPS_PER_S" (bench/hist.h's four fields);
  * other figures as "nppin_bench NAME VALUE UNIT". */
-#include "nppt.h"
-#include "../../bench/hist.h"
+#include "tests/vm/nppt.h"
+#include "hist.h"
 
 #define MiB ((size_t)1 << 20)
 #define GiB ((size_t)1 << 30)
@@ -32,6 +32,20 @@ static void hist_line(hist *h, const char *name, uint64_t wall_ns)
 /* ---------------------------------------------------------------- the owner (a child) */
 
 typedef struct owner_arg { size_t budget; } owner_arg;
+
+/* The two histograms of one measure as lines, or a FAIL line if rc says it failed; frees both. */
+static void hist_pair(int rc, const char *what, hist *a, const char *na, uint64_t wa, hist *b,
+                      const char *nb, uint64_t wb)
+{
+    if (rc) {
+        printf("FAIL nppin-bench: %s: %s\n", what, nppin_strerror(rc));
+    } else {
+        hist_line(a, na, wa);
+        hist_line(b, nb, wb);
+    }
+    hist_free(a);
+    hist_free(b);
+}
 
 static int owner_role(int fd, void *arg, char *why, size_t whylen)
 {
@@ -179,21 +193,19 @@ static void read_latency(client *c)
         wall_r += t1 - t0;
         wall_n += hist_now() - t1;
     }
-    if (rc) { printf("FAIL nppin-bench: read64: %s\n", nppin_strerror(rc)); return; }
-    hist_line(&hr, "read64/raw_verbs", wall_r);
-    hist_line(&hn, "read64/nppin_leased", wall_n);
-    hist_free(&hr);
-    hist_free(&hn);
+    hist_pair(rc, "read64", &hr, "read64/raw_verbs", wall_r, &hn, "read64/nppin_leased",
+              wall_n);
 }
 
+/* Reads of chunks nobody used yet (TOUCH_N of them), then of the same chunk again. */
+enum { TOUCH_N = 80 };
 static void first_touch(client *c)
 {
-    enum { N = 80 };
     hist h, hw;
-    if (hist_init(&h, N) || hist_init(&hw, N)) return;
+    if (hist_init(&h, TOUCH_N) || hist_init(&hw, TOUCH_N)) return;
     int rc = 0;
     uint64_t wall = 0, wall_w = 0;
-    for (int i = 0; i < N && !rc; i++) {
+    for (int i = 0; i < TOUCH_N && !rc; i++) {
         uint64_t off = (uint64_t)(16 + i * 3) * CHUNK + 4096; /* chunks nobody used */
         uint64_t s = hist_now();
         rc = np_read(c, off, 64);
@@ -206,11 +218,8 @@ static void first_touch(client *c)
         hist_add(&hw, d);
         wall_w += d;
     }
-    if (rc) { printf("FAIL nppin-bench: firsttouch: %s\n", nppin_strerror(rc)); return; }
-    hist_line(&h, "firsttouch/nppin", wall);
-    hist_line(&hw, "firsttouch/then_leased", wall_w);
-    hist_free(&h);
-    hist_free(&hw);
+    hist_pair(rc, "firsttouch", &h, "firsttouch/nppin", wall, &hw, "firsttouch/then_leased",
+              wall_w);
 }
 
 static void churn(client *c)
@@ -234,11 +243,8 @@ static void churn(client *c)
         hist_add(&hw, hist_now() - s);
     }
     uint64_t t2 = hist_now();
-    if (rc) { printf("FAIL nppin-bench: churn: %s\n", nppin_strerror(rc)); return; }
-    hist_line(&h, "churn/random_1GiB_budget64MiB", t1 - t0);
-    hist_line(&hw, "churn/one_leased_chunk", t2 - t1);
-    hist_free(&h);
-    hist_free(&hw);
+    hist_pair(rc, "churn", &h, "churn/random_1GiB_budget64MiB", t1 - t0, &hw, "churn/one_leased_chunk",
+              t2 - t1);
 }
 
 /* ---------------------------------------------------------------- registration, one process */

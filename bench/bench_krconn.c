@@ -1,6 +1,6 @@
 // VM
 // LIBS: -libverbs
-/* tests/vm/bench_krconn.c - connection set-up costs on Soft-RoCE (rxe0), in one guest, for
+/* bench/bench_krconn.c - connection set-up costs on Soft-RoCE (rxe0), in one guest, for
  * bench/bench_krconn.sh (guest role krconn-bench; rdma_cm's cmtime runs beside it in the same
  * guest, see tests/vm/init.sh).
  *   bench_krconn [N]
@@ -17,9 +17,9 @@
  * Lines: "NAME MEDIAN_NS P99_NS OPS_PER_S" (bench/hist.h), "# ..." for humans, and
  * "step NAME STEP US_PER_CONNECT" for the breakdown, "packets NAME PER_CONNECT". */
 #define KRCONN_IMPLEMENTATION
-#include "../../krconn.h" /* first: its implementation needs _GNU_SOURCE before any system header */
-#include "../../bench/hist.h"
-#include "vmt.h"
+#include "krconn.h" /* first: its implementation needs _GNU_SOURCE before any system header */
+#include "hist.h"
+#include "tests/vm/vmt.h"
 #include <arpa/inet.h>
 #include <pthread.h>
 
@@ -255,12 +255,13 @@ static void server_stats(krconn_stats *st)
         die("server stats", -EIO);
 }
 
-/* "step NAME STEP US" lines: the mean of each step of krconn_stats (client c, server s) between
-   two snapshots, per physical connect (this side) or accept (the peer) */
+/* "step NAME STEP US" lines: the client's mean steps over its physical connects between the
+   stats c0 and c1, and the peer's over its accepts between s0 and s1 (none where there were
+   none). */
 static void print_steps(const char *full, const krconn_stats *c0, const krconn_stats *c1,
                         const krconn_stats *s0, const krconn_stats *s1)
 {
-    struct { const char *name; size_t off; int peer; } st[] = {
+    static const struct { const char *step; size_t off; int peer; } steps[] = {
         {"pool", offsetof(krconn_stats, ns_pool), 0},
         {"request", offsetof(krconn_stats, ns_request), 0},
         {"RTR+RTS", offsetof(krconn_stats, ns_modify), 0},
@@ -268,15 +269,14 @@ static void print_steps(const char *full, const krconn_stats *c0, const krconn_s
         {"peer_answer", offsetof(krconn_stats, ns_accept), 1},
         {"peer_answer:RTR", offsetof(krconn_stats, ns_accept_modify), 1},
         {"peer_answer:post_send", offsetof(krconn_stats, ns_accept_send), 1},
-        {"peer_after_answer:RTS", offsetof(krconn_stats, ns_accept_rts), 1},
-    };
-    uint64_t n[2] = {c1->connects - c0->connects, s1->accepts - s0->accepts};
-    for (size_t k = 0; k < sizeof st / sizeof st[0]; k++) {
-        const krconn_stats *a = st[k].peer ? s0 : c0, *b = st[k].peer ? s1 : c1;
-        uint64_t d = *(const uint64_t *)(const void *)((const char *)b + st[k].off) -
-                     *(const uint64_t *)(const void *)((const char *)a + st[k].off);
-        if (n[st[k].peer])
-            printf("step %s %s %.1f\n", full, st[k].name, (double)d / 1e3 / (double)n[st[k].peer]);
+        {"peer_after_answer:RTS", offsetof(krconn_stats, ns_accept_rts), 1}};
+    uint64_t phys = c1->connects - c0->connects, acc = s1->accepts - s0->accepts;
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        const krconn_stats *a = steps[i].peer ? s0 : c0, *b = steps[i].peer ? s1 : c1;
+        uint64_t n = steps[i].peer ? acc : phys, va, vb;
+        memcpy(&va, (const char *)a + steps[i].off, sizeof va);
+        memcpy(&vb, (const char *)b + steps[i].off, sizeof vb);
+        if (n) printf("step %s %s %.1f\n", full, steps[i].step, (double)(vb - va) / 1e3 / (double)n);
     }
 }
 
@@ -327,20 +327,26 @@ static void run_connects(const char *name, int threads, int n, unsigned flags)
     }
 }
 
-/* n lookups of "bench-svc" in d, timed as name; closes d */
-static void time_lookups(krconn_dir *d, int n, int timeout_ms, const char *name)
+/* n lookups of a name published in directory d (kind "shm" or "meta", timeout ms), timed one by
+   one: the histogram line krconn_lookup_KIND/1; then d is closed. */
+static void time_lookups(krconn_dir *d, const char *kind, unsigned ms, int n)
 {
     hist h;
     krconn_addr a;
+    char what[64];
     int rc;
+    snprintf(what, sizeof what, "publish %s", kind);
+    if ((rc = krconn_publish(cli, d, "bench-svc", ms))) die(what, rc);
+    snprintf(what, sizeof what, "lookup %s", kind);
     hist_init(&h, (size_t)n);
     uint64_t t0 = hist_now();
     for (int i = 0; i < n; i++) {
         uint64_t t = hist_now();
-        if ((rc = krconn_lookup(d, "bench-svc", timeout_ms, &a))) die(name, rc);
+        if ((rc = krconn_lookup(d, "bench-svc", ms, &a))) die(what, rc);
         hist_add(&h, hist_now() - t);
     }
-    hist_print(&h, name, (double)n * 1e9 / (double)(hist_now() - t0));
+    snprintf(what, sizeof what, "krconn_lookup_%s/1", kind);
+    hist_print(&h, what, (double)n * 1e9 / (double)(hist_now() - t0));
     hist_free(&h);
     krconn_dir_close(d);
 }
@@ -352,13 +358,10 @@ static void run_lookups(int n)
     void *mem = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     int rc = krconn_dir_shm(mem, len, &d);
     if (rc) die("dir shm", rc);
-    if ((rc = krconn_publish(cli, d, "bench-svc", 1000))) die("publish shm", rc);
-    time_lookups(d, n, 1000, "krconn_lookup_shm/1");
+    time_lookups(d, "shm", 1000, n);
     munmap(mem, len);
-
     if ((rc = krconn_dir_meta(cli, "127.0.0.1", 10000, &d))) die("dir meta", rc);
-    if ((rc = krconn_publish(cli, d, "bench-svc", 10000))) die("publish meta", rc);
-    time_lookups(d, n, 10000, "krconn_lookup_meta/1");
+    time_lookups(d, "meta", 10000, n);
 }
 
 /* ---------------------------------------------------------------- plain verbs */
