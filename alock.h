@@ -698,9 +698,7 @@ ALOCK_API int alock_table_create(shmheap *h, const char *name, const alock_table
     H->budget = opts->budget ? opts->budget : ALOCK_DEFAULT_BUDGET;
     H->slots = slots;
     H->ndesc = ndesc;
-    H->lines_off = lines_off;
-    H->slots_off = slots_off;
-    H->descs_off = descs_off;
+    H->lines_off = lines_off, H->slots_off = slots_off, H->descs_off = descs_off; /* regions */
     H->total = total;
     if (opts->live_path) snprintf(H->live_path, sizeof H->live_path, "%s", opts->live_path);
     else snprintf(H->live_path, sizeof H->live_path, "/dev/shm/alock.%llx.%s",

@@ -1263,18 +1263,7 @@ static void errors_and_no_device(void)
     o.device = NULL;
     o.rnr_retry = 7;
     CHECK_EQ(krconn_ctx_create(&o, &c), KRCONN_E_INVAL);
-    krconn_addr a, b;
-    char s[120];
-    memset(&a, 0, sizeof a);
-    a.gid[10] = a.gid[11] = 0xff;
-    a.gid[15] = 9;
-    a.qpn = 0x11;
-    a.qkey = 0x4b52434e;
-    a.generation = 0xdeadbeef12ull;
-    CHECK_EQ(krconn_addr_format(&a, s, sizeof s), 0);
-    CHECK_EQ(krconn_addr_parse(s, &b), 0);
-    CHECK(memcmp(&a, &b, sizeof a) == 0);
-    CHECK_EQ(krconn_addr_parse("garbage", &b), KRCONN_E_INVAL);
+    /* addresses as text are checked by the host test (tests/test_krconn.c): they need no device */
     CHECK(strstr(krconn_strerror(KRCONN_E_STALE), "stale") != NULL);
 }
 
