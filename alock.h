@@ -182,14 +182,13 @@
    ---------
    0 or a negative code: ALOCK_E_* (ALOCK_ERRORS lists them), shmheap's codes from the heap,
    or -errno (verbs errors are converted at the boundary). alock_strerror(code) explains it.
-   ALOCK_OWNERDEAD (positive) means success with news.
 
-   One rule in every rpcool header: each header owns a block of 100 codes counting up from its
-   number (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). Every
-   X_strerror explains its own codes and those of every rpcool header declared before its
-   implementation, so a code passed through keeps its text; another code from -1 to -4095 is
-   -errno, with strerror's text; a code of a header not declared names that header; anything
-   else is "unknown error code", and 0 is "success". Every text is a static string.
+   One rule in every rpcool header: each owns a block of codes counting up from its number
+   (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). X_strerror explains
+   its own codes and those of every rpcool header declared before its implementation (a code
+   passed through keeps its text); -1 to -4095 is -errno (strerror's text); a code of a header
+   not declared names that header; else "unknown error code"; 0 is "success". Static strings.
+   ALOCK_OWNERDEAD (positive) means success with news.
 
    7. LIMITS
    ---------
@@ -281,7 +280,7 @@ typedef struct alock_table_opts {
     uint32_t budget;      /* create: ALOCK_DEFAULT_BUDGET */
     uint32_t slots;       /* create: ALOCK_DEFAULT_SLOTS local handles at once */
     uint32_t ndesc;       /* create: ALOCK_DEFAULT_NDESC descriptors per slot */
-    uint32_t check_ms;    /* ALOCK_DEFAULT_CHECK_MS */
+    unsigned check_ms;    /* ALOCK_DEFAULT_CHECK_MS */
     const char *live_path; /* create: the liveness file; NULL = /dev/shm/alock.<heap>.<name> */
     alock_log_fn log;     /* NULL = silent, or stderr when ALOCK_DEBUG is set */
     void *log_user;
@@ -387,7 +386,7 @@ ALOCK_API int alock_remote_reset(alock_remote *r, uint32_t idx);
 struct ibv_qp;
 struct ibv_cq;
 ALOCK_API int alock_verbs_link_create(struct ibv_qp *qp, struct ibv_cq *cq, uint32_t rkey,
-                                      uint32_t timeout_ms, alock_link *out);
+                                      unsigned timeout_ms, alock_link *out);
 ALOCK_API int alock_verbs_link_destroy(alock_link *link);
 
 #ifdef __cplusplus
@@ -409,7 +408,7 @@ ALOCK_API int alock_verbs_link_destroy(alock_link *link);
 extern "C" {
 #endif
 ALOCK_API int alock_krconn_link_create(krconn_ctx *ctx, krconn *c, uint32_t rkey,
-                                       uint32_t timeout_ms, alock_link *out);
+                                       unsigned timeout_ms, alock_link *out);
 ALOCK_API int alock_krconn_link_destroy(alock_link *link);
 #ifdef __cplusplus
 }
@@ -559,18 +558,24 @@ static inline void alock__pause(unsigned *k)
 
 /* >>liveness - liveness: byte locks on the table file ------------------------------------------ */
 
+/* fcntl(cmd) on slot s's byte of the liveness file, as lock type type; fl gets the answer */
+static int alock__slot_fcntl(alock_table *t, uint32_t s, int cmd, short type, struct flock *fl)
+{
+    memset(fl, 0, sizeof *fl);
+    fl->l_type = type;
+    fl->l_whence = SEEK_SET;
+    fl->l_start = ALOCK__LIVE_OFF + (off_t)s;
+    fl->l_len = 1;
+    return fcntl(t->live_fd, cmd, fl);
+}
+
 /* 1 if slot s's byte is locked (its process lives), 0 if not, -1 unknown */
 static int alock__slot_live(alock_table *t, uint32_t s)
 {
     if (t->live_fd < 0) return -1;
     if (s == t->slot) return 1;
     struct flock fl;
-    memset(&fl, 0, sizeof fl);
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = ALOCK__LIVE_OFF + (off_t)s;
-    fl.l_len = 1;
-    if (fcntl(t->live_fd, F_OFD_GETLK, &fl)) return -1;
+    if (alock__slot_fcntl(t, s, F_OFD_GETLK, F_WRLCK, &fl)) return -1;
     return fl.l_type != F_UNLCK;
 }
 
@@ -613,19 +618,13 @@ static int alock__claim_slot(alock_table *t)
     for (uint32_t s = 0; s < t->nslots; s++) {
         if (t->live_fd >= 0) {
             struct flock fl;
-            memset(&fl, 0, sizeof fl);
-            fl.l_type = F_WRLCK;
-            fl.l_whence = SEEK_SET;
-            fl.l_start = ALOCK__LIVE_OFF + (off_t)s;
-            fl.l_len = 1;
-            if (fcntl(t->live_fd, F_OFD_SETLK, &fl)) continue;
+            if (alock__slot_fcntl(t, s, F_OFD_SETLK, F_WRLCK, &fl)) continue;
             if (alock__slot_busy(t, s)) { /* a dead process's descriptors are still queued */
                 t->slot = s;
                 int n = alock_recover(t);
                 (void)n;
                 if (alock__slot_busy(t, s)) {
-                    fl.l_type = F_UNLCK;
-                    fcntl(t->live_fd, F_OFD_SETLK, &fl);
+                    alock__slot_fcntl(t, s, F_OFD_SETLK, F_UNLCK, &fl);
                     continue;
                 }
             }
@@ -699,9 +698,7 @@ ALOCK_API int alock_table_create(shmheap *h, const char *name, const alock_table
     H->budget = opts->budget ? opts->budget : ALOCK_DEFAULT_BUDGET;
     H->slots = slots;
     H->ndesc = ndesc;
-    H->lines_off = lines_off;
-    H->slots_off = slots_off;
-    H->descs_off = descs_off;
+    H->lines_off = lines_off, H->slots_off = slots_off, H->descs_off = descs_off; /* regions */
     H->total = total;
     if (opts->live_path) snprintf(H->live_path, sizeof H->live_path, "%s", opts->live_path);
     else snprintf(H->live_path, sizeof H->live_path, "/dev/shm/alock.%llx.%s",
@@ -1064,7 +1061,7 @@ ALOCK_API int alock_remote_reset(alock_remote *r, uint32_t idx)
     return ALOCK_E_NOTSUP;
 }
 ALOCK_API int alock_verbs_link_create(struct ibv_qp *qp, struct ibv_cq *cq, uint32_t rkey,
-                                      uint32_t timeout_ms, alock_link *out)
+                                      unsigned timeout_ms, alock_link *out)
 {
     (void)qp; (void)cq; (void)rkey; (void)timeout_ms;
     if (out) memset(out, 0, sizeof *out);
@@ -1473,26 +1470,13 @@ typedef struct alock__vlink {
     unsigned char buf[128]; /* registered: atomic results, READ destination, WRITE source */
 } alock__vlink;
 
-/* Poll v's CQ for the one completion. First a while without reading the clock (in a VM whose
-   clock source is not the TSC every clock read is a system call and an emulated device access,
-   longer than a poll), then rcp__verbs_wait for what is left of the link's timeout. */
+/* Wait for the one completion on v's CQ within the link's timeout (rcp__verbs_wait: its first
+   polls do not read the clock, which in a VM is slower than a poll). */
 static int alock__v_wait(alock__vlink *v)
 {
     struct ibv_wc wc;
-    int rc = 1;
-    uint64_t t0 = rcp__now_ns();
     memset(&wc, 0, sizeof wc);
-    for (unsigned k = 0; k < 4096 && rc == 1; k++) {
-        int n = ibv_poll_cq(v->cq, 1, &wc);
-        if (n < 0) rc = -EIO;
-        else if (n > 0) rc = rcp__verbs_wc_errno(wc.status);
-        else if ((k & 255) == 255) sched_yield();
-        else rcp__cpu_relax();
-    }
-    if (rc == 1) {
-        uint64_t used = rcp__now_ns() - t0;
-        rc = rcp__verbs_wait(v->cq, &wc, used < v->timeout_ns ? v->timeout_ns - used : 1);
-    }
+    int rc = rcp__verbs_wait(v->cq, &wc, v->timeout_ns);
     if (rc) {
         char d[200];
         rcp__verbs_log("alock link on qp %u: %s", v->qp->qp_num,
@@ -1523,6 +1507,20 @@ static int alock__v_faa(void *conn, uint64_t raddr, uint64_t add, uint64_t *old)
     return rc;
 }
 
+/* wr: op over [buf, buf+len) of v's scratch memory, one scatter entry sg; the rest zero */
+static void alock__v_wr(alock__vlink *v, struct ibv_send_wr *wr, struct ibv_sge *sg, uint64_t id,
+                        enum ibv_wr_opcode op, void *buf, uint32_t len)
+{
+    sg->addr = (uintptr_t)buf;
+    sg->length = len;
+    sg->lkey = v->mr->lkey;
+    memset(wr, 0, sizeof *wr);
+    wr->wr_id = id;
+    wr->opcode = op;
+    wr->sg_list = sg;
+    wr->num_sge = 1;
+}
+
 /* compare-and-swap (unsignalled) then READ (signalled) on one RC queue pair, posted as one list
    (one doorbell): the peer executes them in order, and the READ's completion comes after the
    compare-and-swap's work is done */
@@ -1534,31 +1532,17 @@ static int alock__v_cas_read(void *conn, uint64_t raddr, uint64_t expect, uint64
     if (len > sizeof v->buf - 64 || (raddr & 7)) return -EINVAL;
     struct ibv_sge sg[2];
     struct ibv_send_wr wr[2], *bad = NULL;
-    memset(wr, 0, sizeof wr);
-    sg[0].addr = (uintptr_t)b;
-    sg[0].length = 8;
-    sg[0].lkey = v->mr->lkey;
-    sg[1].addr = (uintptr_t)(v->buf + 64);
-    sg[1].length = len;
-    sg[1].lkey = v->mr->lkey;
-    wr[0].wr_id = 5;
-    wr[0].opcode = IBV_WR_ATOMIC_CMP_AND_SWP;
-    wr[0].sg_list = &sg[0];
-    wr[0].num_sge = 1;
+    alock__v_wr(v, &wr[0], &sg[0], 5, IBV_WR_ATOMIC_CMP_AND_SWP, b, 8);
+    alock__v_wr(v, &wr[1], &sg[1], 6, IBV_WR_RDMA_READ, v->buf + 64, len);
     wr[0].wr.atomic.remote_addr = raddr;
     wr[0].wr.atomic.rkey = v->rkey;
     wr[0].wr.atomic.compare_add = expect;
     wr[0].wr.atomic.swap = desired;
     wr[0].next = &wr[1];
-    wr[1].wr_id = 6;
-    wr[1].opcode = IBV_WR_RDMA_READ;
     wr[1].send_flags = IBV_SEND_SIGNALED;
-    wr[1].sg_list = &sg[1];
-    wr[1].num_sge = 1;
     wr[1].wr.rdma.remote_addr = read_addr;
     wr[1].wr.rdma.rkey = v->rkey;
-    int rc = ibv_post_send(v->qp, wr, &bad);
-    if (rc) rc = rcp__verbs_err(rc);
+    int rc = rcp__verbs_post_chain(v->qp, wr, &bad);
     if (!rc) rc = alock__v_wait(v);
     if (!rc) {
         *old = rcp__load(b);
@@ -1589,7 +1573,7 @@ static int alock__v_write(void *conn, uint64_t raddr, const void *src, uint32_t 
 }
 
 ALOCK_API int alock_verbs_link_create(struct ibv_qp *qp, struct ibv_cq *cq, uint32_t rkey,
-                                      uint32_t timeout_ms, alock_link *out)
+                                      unsigned timeout_ms, alock_link *out)
 {
     if (!qp || !cq || !out) return ALOCK_E_INVAL;
     alock__vlink *v = (alock__vlink *)ALOCK_MALLOC(sizeof *v);
@@ -1606,11 +1590,10 @@ ALOCK_API int alock_verbs_link_create(struct ibv_qp *qp, struct ibv_cq *cq, uint
         ALOCK_FREE(v);
         return rc;
     }
-    out->cas = alock__v_cas;
-    out->faa = alock__v_faa;
-    out->read = alock__v_read;
-    out->write = alock__v_write;
-    out->cas_read = alock__v_cas_read;
+    /* in alock_link's order: cas, faa, read, write, conn, cas_read */
+    static const alock_link ops = {alock__v_cas, alock__v_faa, alock__v_read, alock__v_write, NULL,
+                                   alock__v_cas_read};
+    *out = ops;
     out->conn = v;
     return 0;
 }
@@ -1696,7 +1679,7 @@ static int alock__k_write(void *conn, uint64_t raddr, const void *src, uint32_t 
 }
 
 ALOCK_API int alock_krconn_link_create(krconn_ctx *ctx, krconn *c, uint32_t rkey,
-                                       uint32_t timeout_ms, alock_link *out)
+                                       unsigned timeout_ms, alock_link *out)
 {
     if (!ctx || !c || !out) return ALOCK_E_INVAL;
     alock__klink *k = (alock__klink *)ALOCK_MALLOC(sizeof *k);
@@ -1711,11 +1694,9 @@ ALOCK_API int alock_krconn_link_create(krconn_ctx *ctx, krconn *c, uint32_t rkey
         ALOCK_FREE(k);
         return rc;
     }
-    out->cas = alock__k_cas;
-    out->faa = alock__k_faa;
-    out->read = alock__k_read;
-    out->write = alock__k_write;
-    out->cas_read = alock__k_cas_read;
+    static const alock_link ops = {alock__k_cas, alock__k_faa, alock__k_read, alock__k_write, NULL,
+                                   alock__k_cas_read};
+    *out = ops;
     out->conn = k;
     return 0;
 }

@@ -119,7 +119,8 @@
    sides. Its QP, receive queue, CQ and error state belong to it alone: no later connect, by this
    context or by the peer's, becomes virtual over it; a plain connect when only private connections
    to the peer exist makes a new physical one. QP attributes: rnr_retry 6 (finite), min_rnr_timer 12
-   (0.64 ms), timeout 14 (67 ms) and retry_cnt 6 (rxe treats 7 as "forever", so 7 is refused): a
+   (0.64 ms), timeout 14 (67 ms) and retry_cnt 6 (rxe treats 7 as "forever", so 7 is refused;
+   KRCONN_DEFAULT_RNR_RETRY, KRCONN_MIN_RNR_TIMER, KRCONN_DEFAULT_ACK_TIMEOUT, _RETRY_CNT): a
    silent peer fails an operation within about 0.5 s (7 sends, 67 ms apart, plus the kernel timer's
    slack). All can be set in krconn_ctx_opts.
    Closing the last connection on a physical QP sends the peer a UD "disconnect" (no wait), resets
@@ -214,8 +215,9 @@
      in the error state (a failed work request, or moved there by its user) is destroyed.
    - Anything on the UD QP that is not a well-formed message of this protocol (wrong size,
      magic, version, type, a source GID or QPN that disagrees with the packet's, a nonce no one
-     is waiting for, a replayed request) is dropped and counted (krconn_stats); a connection is
-     only completed with the context it was requested from, by the nonce it was requested with.
+     is waiting for, a replayed request) is dropped and counted (krconn_ctx_get_stats, formerly
+     krconn_ctx_stats, a name that still works); a connection is only completed with the context
+     it was requested from, by the nonce it was requested with.
 
    8. ENVIRONMENT
    --------------
@@ -231,21 +233,21 @@
 
    10. ERRORS
    ----------
-   0 or a negative code: -errno from the system or libibverbs, or KRCONN_E_*. krconn_strerror
-   explains a code; krconn_describe explains the calling thread's last failure in full: the
-   step, device, GID, QPN and errno ("connect: RTR of qp 17 on rxe0 port 1 gid ::ffff:10.0.2.15
-   to qp 23 ...: Connection timed out"). A registration failing with -ENOMEM is described with
-   the locked-memory limit (ulimit -l), the usual cause. Why a thread-local record: the step,
-   device and QPNs of a failure are known only inside the call, and a code is one int, so each
-   thread keeps its last failure's context; krconn_describe adds it when the code it is given
-   is that failure's, and nothing else reads it (a code from elsewhere gets its plain text).
+   0 or a negative code: -errno from the system or libibverbs, or KRCONN_E_*.
 
-   One rule in every rpcool header: each header owns a block of 100 codes counting up from its
-   number (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). Every
-   X_strerror explains its own codes and those of every rpcool header declared before its
-   implementation, so a code passed through keeps its text; another code from -1 to -4095 is
-   -errno, with strerror's text; a code of a header not declared names that header; anything
-   else is "unknown error code", and 0 is "success". Every text is a static string.
+   One rule in every rpcool header: each owns a block of codes counting up from its number
+   (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). X_strerror explains
+   its own codes and those of every rpcool header declared before its implementation (a code
+   passed through keeps its text); -1 to -4095 is -errno (strerror's text); a code of a header
+   not declared names that header; else "unknown error code"; 0 is "success". Static strings.
+
+   krconn_strerror explains a code; krconn_describe explains the calling thread's last failure in
+   full: the step, device, GID, QPN and errno ("connect: RTR of qp 17 on rxe0 port 1 gid
+   ::ffff:10.0.2.15 to qp 23 ...: Connection timed out"). A registration failing with -ENOMEM is
+   described with the locked-memory limit (ulimit -l), the usual cause. Why a thread-local record:
+   the step, device and QPNs of a failure are known only inside the call, and a code is one int, so
+   each thread keeps its last failure's context; krconn_describe adds it when the code it is given
+   is that failure's, and nothing else reads it (a code from elsewhere gets its plain text).
 
    11. LIMITS
    ----------
@@ -340,6 +342,11 @@ enum { KRCONN_LOG_ERROR = 0, KRCONN_LOG_WARN = 1, KRCONN_LOG_INFO = 2, KRCONN_LO
 #define KRCONN_DEFAULT_QKEY        0x4b52434eu
 #define KRCONN_DEFAULT_META_PORT   7471
 #define KRCONN_DEFAULT_DIR_SLOTS   256
+#define KRCONN_DEFAULT_ACK_TIMEOUT 14   /* RC local ACK timeout: 4.096 us * 2^14 = 67 ms */
+#define KRCONN_DEFAULT_RETRY_CNT   6    /* RC transport retries */
+#define KRCONN_DEFAULT_RNR_RETRY   6    /* RC receiver-not-ready retries */
+#define KRCONN_MIN_RNR_TIMER       12   /* 0.64 ms: the least RNR NAK delay asked of a peer */
+#define KRCONN_RETRY_FOREVER       7    /* retry_cnt or rnr_retry at this value: refused */
 #define KRCONN_DATA_MAX            32   /* bytes of connect data */
 #define KRCONN_NAME_MAX            47
 #define KRCONN_DIR_BYTES(slots)    (64u + 128u * (size_t)(slots))
@@ -367,10 +374,11 @@ typedef struct krconn_ctx_opts {
     unsigned max_inline;      /* 0 = none */
     unsigned accept_backlog;  /* 0 = incoming connections are served but not queued for accept */
     uint32_t qkey;            /* 0 = KRCONN_DEFAULT_QKEY */
-    uint8_t timeout;          /* RC local ACK timeout, 4.096 us * 2^timeout; 0 = 14 */
-    uint8_t retry_cnt;        /* 0 = 6; 7 is refused (rxe retries forever at 7) */
-    uint8_t rnr_retry;        /* 0 = 6 (7 would mean forever and is refused) */
-    uint8_t min_rnr_timer;    /* 0 = 12; values below 12 are raised to 12 */
+    /* RC local ACK timeout, 4.096 us * 2^timeout; 0 = KRCONN_DEFAULT_ACK_TIMEOUT (14) */
+    uint8_t timeout;
+    uint8_t retry_cnt;    /* 0 = KRCONN_DEFAULT_RETRY_CNT (6); 7 is refused (rxe: forever) */
+    uint8_t rnr_retry;    /* 0 = KRCONN_DEFAULT_RNR_RETRY (6); 7 (forever) is refused */
+    uint8_t min_rnr_timer; /* values below KRCONN_MIN_RNR_TIMER (12, 0.64 ms) are raised to it */
     unsigned flags;           /* KRCONN_CTX_* */
     /* > 0: the context's thread pings each physical connection that saw no completion for this
        long and marks it dead when the peer stops answering (section 7); 0 = off */
@@ -470,7 +478,12 @@ KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out);
 KRCONN_API int krconn_ctx_destroy(krconn_ctx *ctx);
 KRCONN_API int krconn_ctx_addr(const krconn_ctx *ctx, krconn_addr *out);
 KRCONN_API int krconn_ctx_set_data(krconn_ctx *ctx, const void *data, size_t len);
-KRCONN_API int krconn_ctx_stats(krconn_ctx *ctx, krconn_stats *out);
+KRCONN_API int krconn_ctx_get_stats(krconn_ctx *ctx, krconn_stats *out);
+/* The former name of krconn_ctx_get_stats, deprecated; it keeps working. */
+static inline int krconn_ctx_stats(krconn_ctx *ctx, krconn_stats *out)
+{
+    return krconn_ctx_get_stats(ctx, out);
+}
 KRCONN_API const char *krconn_ctx_device(const krconn_ctx *ctx);
 
 /* "GID/QPN/QKEY/GENERATION" (GID as IPv6 text, numbers in hex); parse accepts what format wrote. */
@@ -678,7 +691,7 @@ KRCONN_API int krconn_ctx_set_data(krconn_ctx *ctx, const void *data, size_t len
     (void)ctx, (void)data, (void)len;
     return KRCONN_E_NOTSUP;
 }
-KRCONN_API int krconn_ctx_stats(krconn_ctx *ctx, krconn_stats *out)
+KRCONN_API int krconn_ctx_get_stats(krconn_ctx *ctx, krconn_stats *out)
 {
     (void)ctx, (void)out;
     return KRCONN_E_NOTSUP;
@@ -831,6 +844,12 @@ KRCONN_API int krconn_event_ack(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 #define KRCONN__NNAMES 64
 #define KRCONN__TAG_SHIFT 48
 #define KRCONN__WRID_MASK ((1ull << KRCONN__TAG_SHIFT) - 1)
+#define KRCONN__REST_EXTRA_NS 50000000ull /* a pool QP's rest beyond its peer's retry window */
+#define KRCONN__RESEND_FIRST_NS 50000000ull /* a UD request is sent again after 50 ms, */
+#define KRCONN__RESEND_MAX_NS 800000000ull  /* doubling up to 1.6 s */
+#define KRCONN__REQ_SPINS 16                /* a waiting request spins this often, then naps */
+#define KRCONN__REQ_NAP_NS 200000           /* 0.2 ms, on the answer's futex */
+#define KRCONN__TX_REAP_NS 1000000000ull    /* longest wait for a UD send's completion */
 #define KRCONN__KA_TAG 0xffffu      /* the background keepalive's completions; not a handle */
 
 enum { KRCONN__REQ = 1, KRCONN__REP, KRCONN__REJ, KRCONN__DISC, KRCONN__PUB, KRCONN__PUBACK };
@@ -1195,7 +1214,7 @@ static struct ibv_ah *krconn__ah_get(krconn_ctx *ctx, const uint8_t *gid, int *r
 static void krconn__tx_reap(krconn_ctx *ctx, int wait)
 {
     struct ibv_wc wc[8];
-    uint64_t end = rcp__now_ns() + 1000000000ull;
+    uint64_t end = rcp__now_ns() + KRCONN__TX_REAP_NS;
     for (;;) {
         int n = ibv_poll_cq(ctx->ud_scq, 8, wc);
         if (n > 0) ctx->tx_out -= (unsigned)n;
@@ -1258,18 +1277,6 @@ static int krconn__rx_post(krconn_ctx *ctx, unsigned i)
 }
 
 /* >>pool - the pool of RC QPs kept ready in INIT ----------------------------------------------- */
-
-static int krconn__qp_init(krconn_ctx *ctx, struct ibv_qp *qp)
-{
-    struct ibv_qp_attr a;
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = ctx->d.port;
-    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                        IBV_ACCESS_REMOTE_ATOMIC;
-    return rcp__verbs_modify(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-                                         IBV_QP_ACCESS_FLAGS, "INIT");
-}
 
 static int krconn__qp_new(krconn_ctx *ctx, krconn__poolqp *q)
 {
@@ -1374,8 +1381,22 @@ static int krconn__pool_take(krconn_ctx *ctx, int nowait, krconn__poolqp *q)
    whose peer's work requests then time out (seen on Soft-RoCE: a hello never acknowledged). */
 static uint64_t krconn__pool_rest_ns(const krconn_ctx *ctx)
 {
-    unsigned t = ctx->o.timeout ? ctx->o.timeout : 14;
-    return (4096ull << t) * ((uint64_t)ctx->o.retry_cnt + 1) + 50000000ull;
+    return (4096ull << ctx->o.timeout) * ((uint64_t)ctx->o.retry_cnt + 1) + KRCONN__REST_EXTRA_NS;
+}
+
+/* Put q in the pool if ok and there is room (counting it in *count, a stats field), else
+   destroy it. */
+static void krconn__pool_keep(krconn_ctx *ctx, krconn__poolqp *q, int ok, uint64_t *count)
+{
+    pthread_mutex_lock(&ctx->mu);
+    ok = ok && ctx->pool_n < ctx->pool_cap;
+    if (ok) {
+        ctx->pool[ctx->pool_n++] = *q;
+        (*count)++;
+        ctx->st.pool_ready = ctx->pool_n;
+    }
+    pthread_mutex_unlock(&ctx->mu);
+    if (!ok) krconn__qp_free(q);
 }
 
 /* Reset a used QP and keep it in the pool (after its rest), or destroy it when the pool is full. */
@@ -1385,27 +1406,10 @@ static void krconn__pool_give(krconn_ctx *ctx, struct ibv_qp *qp, struct ibv_cq 
     q.qp = qp;
     q.cq = cq;
     q.ready_ns = rcp__now_ns() + krconn__pool_rest_ns(ctx);
-    struct ibv_qp_attr a;
-    struct ibv_qp_init_attr ia;
     /* a QP that ended in error is not used again: destroyed, whatever state it was left in */
-    int ok = ibv_query_qp(qp, &a, IBV_QP_STATE, &ia) == 0 && a.qp_state != IBV_QPS_ERR &&
-             a.qp_state != IBV_QPS_SQE;
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_RESET;
-    ok = ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0 && ok;
-    struct ibv_wc wc[16];
-    while (ibv_poll_cq(cq, 16, wc) > 0) {}
+    int ok = rcp__verbs_qp_recycle(&ctx->d, qp, cq, 0) == 0;
     if (cq->channel) krconn__ev_drain(cq); /* the next user starts with no stale event */
-    ok = ok && krconn__qp_init(ctx, qp) == 0;
-    pthread_mutex_lock(&ctx->mu);
-    if (ok && ctx->pool_n < ctx->pool_cap) {
-        ctx->pool[ctx->pool_n++] = q;
-        ctx->st.pool_recycled++;
-        ctx->st.pool_ready = ctx->pool_n;
-        q.qp = NULL;
-    }
-    pthread_mutex_unlock(&ctx->mu);
-    if (q.qp) krconn__qp_free(&q);
+    krconn__pool_keep(ctx, &q, ok, &ctx->st.pool_recycled);
 }
 
 static void krconn__pool_refill(krconn_ctx *ctx)
@@ -1418,44 +1422,34 @@ static void krconn__pool_refill(krconn_ctx *ctx)
         if (!need) return;
         krconn__poolqp q;
         if (krconn__qp_new(ctx, &q)) return;
-        pthread_mutex_lock(&ctx->mu);
-        if (ctx->pool_n < ctx->pool_cap) {
-            ctx->pool[ctx->pool_n++] = q;
-            ctx->st.pool_created++;
-            ctx->st.pool_ready = ctx->pool_n;
-            q.qp = NULL;
-        }
-        pthread_mutex_unlock(&ctx->mu);
-        if (q.qp) krconn__qp_free(&q);
+        krconn__pool_keep(ctx, &q, 1, &ctx->st.pool_created);
     }
 }
 
 /* >>phys - physical connections: RTR and RTS --------------------------------------------------- */
 
+/* This context's RC attributes (defaults resolved at create) for the verbs layer's steps. */
+static rcp__verbs_qp_opts krconn__rc_opts(const krconn_ctx *ctx)
+{
+    rcp__verbs_qp_opts o;
+    memset(&o, 0, sizeof o);
+    o.timeout = ctx->o.timeout;
+    o.retry_cnt = ctx->o.retry_cnt;
+    o.rnr_retry = ctx->o.rnr_retry;
+    o.min_rnr_timer = ctx->o.min_rnr_timer;
+    return o;
+}
+
 /* INIT -> RTR towards the peer's RC QP: from then on this side answers the peer's packets. */
 static int krconn__rtr(krconn_ctx *ctx, krconn__phys *p)
 {
     rcp__verbs_ep r;
-    struct ibv_qp_attr a;
-    int rd = ctx->d.attr.max_qp_rd_atom;
+    rcp__verbs_qp_opts o = krconn__rc_opts(ctx);
     memset(&r, 0, sizeof r);
-    memset(&a, 0, sizeof a);
     r.qpn = p->rqpn;
     r.psn = p->rpsn;
     memcpy(r.gid, p->peer.gid, 16);
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = ctx->d.port_attr.active_mtu;
-    a.dest_qp_num = p->rqpn;
-    a.rq_psn = p->rpsn;
-    a.max_dest_rd_atomic = (uint8_t)(rd <= 0                         ? 1
-                                     : rd > RCP__VERBS_MAX_RD_ATOMIC ? RCP__VERBS_MAX_RD_ATOMIC
-                                                                     : rd);
-    a.min_rnr_timer = ctx->o.min_rnr_timer;
-    rcp__verbs_ah_attr(&ctx->d, &r, &a.ah_attr);
-    int rc = rcp__verbs_modify(p->qp, &a,
-                               IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
-                               "RTR");
+    int rc = rcp__verbs_rc_rtr(&ctx->d, p->qp, &r, &o);
     if (rc) krconn__fail(ctx, rc, "RTR", p->qp->qp_num, p->peer.gid, p->rqpn);
     return rc;
 }
@@ -1463,21 +1457,8 @@ static int krconn__rtr(krconn_ctx *ctx, krconn__phys *p)
 /* RTR -> RTS: this side may send. */
 static int krconn__rts(krconn_ctx *ctx, krconn__phys *p)
 {
-    struct ibv_qp_attr a;
-    int rd = ctx->d.attr.max_qp_init_rd_atom;
-    memset(&a, 0, sizeof a);
-    a.qp_state = IBV_QPS_RTS;
-    a.sq_psn = p->psn;
-    a.timeout = ctx->o.timeout ? ctx->o.timeout : 14;
-    a.retry_cnt = ctx->o.retry_cnt;
-    a.rnr_retry = ctx->o.rnr_retry ? ctx->o.rnr_retry : 6;
-    a.max_rd_atomic = (uint8_t)(rd <= 0                         ? 1
-                                : rd > RCP__VERBS_MAX_RD_ATOMIC ? RCP__VERBS_MAX_RD_ATOMIC
-                                                                : rd);
-    int rc = rcp__verbs_modify(p->qp, &a,
-                               IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                   IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC,
-                               "RTS");
+    rcp__verbs_qp_opts o = krconn__rc_opts(ctx);
+    int rc = rcp__verbs_rc_rts(&ctx->d, p->qp, p->psn, &o);
     if (rc) krconn__fail(ctx, rc, "RTS", p->qp->qp_num, p->peer.gid, p->rqpn);
     return rc;
 }
@@ -1956,12 +1937,8 @@ static void krconn__keepalive(krconn_ctx *ctx)
         }
         pthread_mutex_unlock(&p->mu);
         if (post) {
-            struct ibv_send_wr wr, *bad = NULL;
-            memset(&wr, 0, sizeof wr);
-            wr.wr_id = (uint64_t)KRCONN__KA_TAG << KRCONN__TAG_SHIFT;
-            wr.opcode = IBV_WR_RDMA_WRITE;
-            wr.send_flags = IBV_SEND_SIGNALED;
-            int rc = ibv_post_send(p->qp, &wr, &bad);
+            int rc = rcp__verbs_post_ping(p->qp, (uint64_t)KRCONN__KA_TAG << KRCONN__TAG_SHIFT,
+                                          0, 0);
             pthread_mutex_lock(&p->mu);
             if (rc) p->ka_out = 0; /* queue full: there is traffic; try next time */
             pthread_mutex_unlock(&p->mu);
@@ -2021,6 +1998,23 @@ static void *krconn__thread(void *arg)
 
 /* >>context - contexts: create, destroy, address, stats ---------------------------------------- */
 
+/* The one place a context option's default is resolved: every zero replaced, values that would
+   retry forever refused (KRCONN_E_INVAL). */
+static int krconn__ctx_opts_defaults(krconn_ctx_opts *o)
+{
+    if (o->rnr_retry >= KRCONN_RETRY_FOREVER || o->retry_cnt >= KRCONN_RETRY_FOREVER)
+        return KRCONN_E_INVAL;
+    if (!o->pool_size) o->pool_size = KRCONN_DEFAULT_POOL;
+    if (!o->max_send_wr) o->max_send_wr = KRCONN_DEFAULT_WR;
+    if (!o->max_recv_wr) o->max_recv_wr = KRCONN_DEFAULT_WR;
+    if (!o->qkey) o->qkey = KRCONN_DEFAULT_QKEY;
+    if (!o->timeout) o->timeout = KRCONN_DEFAULT_ACK_TIMEOUT;
+    if (!o->retry_cnt) o->retry_cnt = KRCONN_DEFAULT_RETRY_CNT;
+    if (!o->rnr_retry) o->rnr_retry = KRCONN_DEFAULT_RNR_RETRY;
+    if (o->min_rnr_timer < KRCONN_MIN_RNR_TIMER) o->min_rnr_timer = KRCONN_MIN_RNR_TIMER;
+    return 0;
+}
+
 KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out)
 {
     krconn_ctx *ctx;
@@ -2041,13 +2035,10 @@ KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out)
         static int env = -1;
         ctx->lg = rcp__logger_pick(ctx->o.log, ctx->o.log_user, &env, "KRCONN_DEBUG", "krconn");
     }
-    if (!ctx->o.pool_size) ctx->o.pool_size = KRCONN_DEFAULT_POOL;
-    if (!ctx->o.max_send_wr) ctx->o.max_send_wr = KRCONN_DEFAULT_WR;
-    if (!ctx->o.max_recv_wr) ctx->o.max_recv_wr = KRCONN_DEFAULT_WR;
-    if (!ctx->o.qkey) ctx->o.qkey = KRCONN_DEFAULT_QKEY;
-    if (ctx->o.rnr_retry >= 7 || ctx->o.retry_cnt >= 7) { KRCONN_FREE(ctx); return KRCONN_E_INVAL; }
-    if (!ctx->o.retry_cnt) ctx->o.retry_cnt = 6;
-    if (ctx->o.min_rnr_timer < 12) ctx->o.min_rnr_timer = 12;
+    if ((rc = krconn__ctx_opts_defaults(&ctx->o))) {
+        KRCONN_FREE(ctx);
+        return rc;
+    }
     pthread_mutex_init(&ctx->mu, NULL);
     pthread_mutex_init(&ctx->rx_mu, NULL);
     pthread_mutex_init(&ctx->tx_mu, NULL);
@@ -2189,7 +2180,7 @@ KRCONN_API int krconn_ctx_set_data(krconn_ctx *ctx, const void *data, size_t len
     return 0;
 }
 
-KRCONN_API int krconn_ctx_stats(krconn_ctx *ctx, krconn_stats *out)
+KRCONN_API int krconn_ctx_get_stats(krconn_ctx *ctx, krconn_stats *out)
 {
     if (!ctx || !out) return KRCONN_E_INVAL;
     pthread_mutex_lock(&ctx->mu);
@@ -2239,7 +2230,7 @@ static int krconn__request(krconn_ctx *ctx, krconn__msg *m, const krconn_addr *p
 {
     krconn__pending *pd = krconn__pend_add(ctx, m->nonce, peer->gid, peer->qpn);
     if (!pd) return KRCONN_E_AGAIN;
-    uint64_t wait = 50000000ull, next = 0;
+    uint64_t wait = KRCONN__RESEND_FIRST_NS, next = 0;
     int rc = KRCONN_E_TIMEDOUT;
     unsigned spins = 0;
     for (;;) {
@@ -2255,12 +2246,12 @@ static int krconn__request(krconn_ctx *ctx, krconn__msg *m, const krconn_addr *p
             rc = KRCONN_E_TIMEDOUT;
             (void)krconn__send_msg(ctx, m, peer->gid, peer->qpn, peer->qkey); /* logged */
             next = rcp__now_ns() + wait;
-            if (wait < 800000000ull) wait *= 2;
+            if (wait < KRCONN__RESEND_MAX_NS) wait *= 2;
         }
         /* handle what came in ourselves; then sleep until whoever handles the answer wakes us
            (spinning would take the CPU from the peer when both share a host) */
         krconn__rx_drive(ctx, 0);
-        if (++spins > 16) rcp__futex_wait(&pd->state, 0, 200000);
+        if (++spins > KRCONN__REQ_SPINS) rcp__futex_wait(&pd->state, 0, KRCONN__REQ_NAP_NS);
         else rcp__cpu_relax();
     }
     krconn__pend_del(ctx, pd);
@@ -3137,12 +3128,7 @@ KRCONN_API int krconn_ping(krconn *c, int timeout_ms)
     krconn_wc wc;
     int rc = krconn__pre(c, KRCONN__WRID_MASK, &w);
     if (rc) return rc;
-    struct ibv_send_wr wr, *bad = NULL;
-    memset(&wr, 0, sizeof wr);
-    wr.wr_id = w;
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    if ((rc = ibv_post_send(c->p->qp, &wr, &bad))) return krconn__post_rc(rcp__verbs_err(rc));
+    if ((rc = rcp__verbs_post_ping(c->p->qp, w, 0, 0))) return krconn__post_rc(rc);
     uint64_t deadline = krconn__deadline(timeout_ms);
     for (;;) {
         int left = (int)((deadline - rcp__now_ns()) / 1000000ull);

@@ -140,10 +140,11 @@
    nppin_reg watches the whole region at once when it is mapped then; memory mapped later inside
    it is watched chunk by chunk as chunks are registered, which splits that mapping at chunk
    boundaries (an mremap of a range spanning two mappings fails with EFAULT, as it always does).
-   Where userfaultfd cannot be had, or a chunk's memory cannot be watched, nppin_stats says so
-   (stale_detect, unwatched_regs), and the application must call nppin_invalidate(addr, len) for
-   memory it unmaps or drops; it is always right to call it (our shmheap's frees of whole spans,
-   for instance). nppin_opts.detect = NPPIN_DETECT_NONE switches detection off.
+   Where userfaultfd cannot be had, or a chunk's memory cannot be watched, nppin_get_stats says
+   so (stale_detect, unwatched_regs; its former name nppin_stats_get still works), and the
+   application must call nppin_invalidate(addr, len) for memory it unmaps or drops; it is always
+   right to call it (our shmheap's frees of whole spans, for instance). nppin_opts.detect =
+   NPPIN_DETECT_NONE switches detection off.
    On-demand paging: if the device reports ODP for RC send, receive, read and write
    (ibv_query_device_ex odp_caps) and nppin_opts.odp is not NPPIN_ODP_OFF, each region is one
    IBV_ACCESS_ON_DEMAND registration instead of chunks: nothing is pinned, the kernel follows
@@ -165,14 +166,13 @@
    Functions return 0 or a negative code: -errno from the system or libibverbs, or NPPIN_E_*.
    nppin_strerror(code) explains it; nppin_explain(ctx, code, buf, len) adds the context's
    numbers (for NPPIN_E_PINLIMIT: RLIMIT_MEMLOCK, the budget and what is pinned now).
-   A failed work request completes with its own status in the nppin_poll'ed wc.
 
-   One rule in every rpcool header: each header owns a block of 100 codes counting up from its
-   number (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). Every
-   X_strerror explains its own codes and those of every rpcool header declared before its
-   implementation, so a code passed through keeps its text; another code from -1 to -4095 is
-   -errno, with strerror's text; a code of a header not declared names that header; anything
-   else is "unknown error code", and 0 is "success". Every text is a static string.
+   One rule in every rpcool header: each owns a block of codes counting up from its number
+   (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). X_strerror explains
+   its own codes and those of every rpcool header declared before its implementation (a code
+   passed through keeps its text); -1 to -4095 is -errno (strerror's text); a code of a header
+   not declared names that header; else "unknown error code"; 0 is "success". Static strings.
+   A failed work request completes with its own status in the nppin_poll'ed wc.
 
    9. LIMITS
    ---------
@@ -229,6 +229,7 @@ extern "C" {
 #endif
 
 #define NPPIN_DEFAULT_CHUNK ((size_t)2 << 20)
+#define NPPIN_DEFAULT_XFER_TIMEOUT_NS 60000000000ull /* nppin_xfer's timeout_ns 0: 60 s */
 #define NPPIN_DEFAULT_BUDGET ((size_t)1 << 30)      /* when RLIMIT_MEMLOCK is unlimited */
 #define NPPIN_MEMLOCK_RESERVE ((size_t)1 << 20)     /* left for the CQs, QPs and channels */
 #define NPPIN_DEFAULT_LEASE_MS 2000u
@@ -337,7 +338,8 @@ NPPIN_API int nppin_poll(nppin_ctx *ctx, struct ibv_cq *cq, struct ibv_wc *wc, i
 /* Hand one completion to nppin: 0 = not nppin's (untouched), 1 = nppin's last piece (wr_id and
    status are now the post's), 2 = an intermediate piece to drop. */
 NPPIN_API int nppin_complete(nppin_ctx *ctx, struct ibv_wc *wc);
-/* A WRITE or READ of any length, piece by piece, waiting on cq (used only by this call). */
+/* A WRITE or READ of any length, piece by piece, waiting on cq (used only by this call) at most
+   timeout_ns (0 = NPPIN_DEFAULT_XFER_TIMEOUT_NS). */
 NPPIN_API int nppin_xfer(nppin_ctx *ctx, struct ibv_qp *qp, struct ibv_cq *cq, int op, void *buf,
                          size_t len, const nppin_target *t, unsigned flags, uint64_t timeout_ns);
 
@@ -361,7 +363,12 @@ NPPIN_API int nppin_chan_verbs_create(struct ibv_pd *pd, struct ibv_qp *qp, stru
                                       nppin_chan *out);
 NPPIN_API void nppin_chan_verbs_destroy(nppin_chan *chan);
 
-NPPIN_API int nppin_stats_get(nppin_ctx *ctx, nppin_stats *out);
+NPPIN_API int nppin_get_stats(nppin_ctx *ctx, nppin_stats *out);
+/* The former name of nppin_get_stats, deprecated; it keeps working. */
+static inline int nppin_stats_get(nppin_ctx *ctx, nppin_stats *out)
+{
+    return nppin_get_stats(ctx, out);
+}
 NPPIN_API const char *nppin_strerror(int code);
 NPPIN_API const char *nppin_explain(nppin_ctx *ctx, int code, char *buf, size_t len);
 
@@ -500,7 +507,7 @@ NPPIN_API void nppin_chan_verbs_destroy(nppin_chan *chan)
 {
     (void)chan;
 }
-NPPIN_API int nppin_stats_get(nppin_ctx *ctx, nppin_stats *out)
+NPPIN_API int nppin_get_stats(nppin_ctx *ctx, nppin_stats *out)
 {
     (void)ctx; (void)out; return NPPIN_E_NOTSUP;
 }
@@ -512,6 +519,7 @@ NPPIN_API const char *nppin_explain(nppin_ctx *ctx, int code, char *buf, size_t 
 #else /* RDMA */
 
 #include "impl/platform.h"
+#include "impl/verbs.h"
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -862,6 +870,7 @@ static void nppin__msg(unsigned char *m, uint32_t type, uint32_t region, uint64_
                        uint32_t rkey, uint64_t addr, uint32_t len, uint32_t lease_ms, uint64_t seq);
 enum { NPPIN__REQ = 1, NPPIN__GRANT, NPPIN__BUSY, NPPIN__DENY, NPPIN__REVOKE, NPPIN__RETURN };
 #define NPPIN__MAGIC 0x4e50u /* "NP" */
+#define NPPIN__CHAN_SEND_NS 5000000000ull     /* the verbs channel waits 5 s for a free slot */
 
 static int nppin__lease_live(const nppin__reg *r, uint64_t now)
 {
@@ -1249,6 +1258,9 @@ static void nppin__remote_unheld(nppin_remote *rm, size_t idx);
 static void nppin__slot_put(nppin_ctx *ctx, nppin__slot *s)
 {
     for (uint32_t i = 0; i < s->nh; i++) {
+        /* every hold of a slot was counted where it was taken (private memory, ctx->mu held) */
+        NPPIN_ASSERT(!s->h[i].reg || s->h[i].reg->holds > 0);
+        NPPIN_ASSERT(!s->h[i].rm || s->h[i].rm->c[s->h[i].ridx].holds > 0);
         if (s->h[i].reg) s->h[i].reg->holds--;
         if (s->h[i].rm) {
             s->h[i].rm->c[s->h[i].ridx].holds--;
@@ -1339,23 +1351,16 @@ static int nppin__post(nppin_ctx *ctx, struct ibv_qp *qp, int opcode, uint64_t w
             a = lend;
         }
         if (!rc && recv) {
-            struct ibv_recv_wr rw, *bad = NULL;
-            memset(&rw, 0, sizeof rw);
-            rw.wr_id = (uint64_t)(uintptr_t)s;
-            rw.sg_list = sge;
-            rw.num_sge = (int)nwr;
-            rc = ibv_post_recv(qp, &rw, &bad);
-            if (rc) rc = -rc;
+            rc = rcp__verbs_post_recv_sg(qp, (uint64_t)(uintptr_t)s, sge, (int)nwr);
         } else if (!rc && two_sided) {
-            struct ibv_send_wr w, *bad = NULL;
+            struct ibv_send_wr w;
             memset(&w, 0, sizeof w);
             w.wr_id = (uint64_t)(uintptr_t)s;
             w.opcode = IBV_WR_SEND;
             w.sg_list = sge;
             w.num_sge = (int)nwr;
             w.send_flags = (flags | IBV_SEND_SIGNALED) & ~(unsigned)IBV_SEND_INLINE;
-            rc = ibv_post_send(qp, &w, &bad);
-            if (rc) rc = -rc;
+            rc = rcp__verbs_post_chain(qp, &w, NULL);
         } else if (!rc) {
             for (size_t i = 0; i < nwr; i++) {
                 wr[i].sg_list = &sge[i];
@@ -1367,7 +1372,7 @@ static int nppin__post(nppin_ctx *ctx, struct ibv_qp *qp, int opcode, uint64_t w
                 wr[i].next = lastp ? NULL : &wr[i + 1];
             }
             struct ibv_send_wr *bad = NULL;
-            rc = ibv_post_send(qp, wr, &bad);
+            rc = rcp__verbs_post_chain(qp, wr, &bad);
             if (rc && bad != wr) {
                 /* the send queue filled in the middle: the pieces before bad are on the wire
                    and need their chunks; no completion will say when they are done, so the
@@ -1377,9 +1382,8 @@ static int nppin__post(nppin_ctx *ctx, struct ibv_qp *qp, int opcode, uint64_t w
                 if (sge != sge_st) { NPPIN_FREE(sge); NPPIN_FREE(wr); }
                 s->user_wr_id = wr_id;
                 s->used = 2;
-                return -rc;
+                return rc;
             }
-            if (rc) rc = -rc;
         }
         if (sge != sge_st) { NPPIN_FREE(sge); NPPIN_FREE(wr); }
         if (rc) goto fail;
@@ -1488,7 +1492,7 @@ NPPIN_API int nppin_xfer(nppin_ctx *ctx, struct ibv_qp *qp, struct ibv_cq *cq, i
     if ((flags & NPPIN_NOSPLIT) && chunks > ctx->budget / cs) return NPPIN_E_TOOBIG;
     size_t piece = ctx->budget / 2 / cs * cs;
     if (piece < cs) piece = cs;
-    uint64_t deadline = nppin__now() + (timeout_ns ? timeout_ns : 60000000000ull);
+    uint64_t deadline = nppin__now() + (timeout_ns ? timeout_ns : NPPIN_DEFAULT_XFER_TIMEOUT_NS);
     size_t off = 0;
     while (off < len) {
         uintptr_t p = a + off, lim = (p + piece) & ~(uintptr_t)(cs - 1);
@@ -1507,11 +1511,15 @@ NPPIN_API int nppin_xfer(nppin_ctx *ctx, struct ibv_qp *qp, struct ibv_cq *cq, i
         }
         if (rc) return rc;
         struct ibv_wc wc;
-        for (;;) {
-            int k = nppin_poll(ctx, cq, &wc, 1);
+        for (;;) { /* the verbs layer's completion wait; pieces before the last are dropped */
+            uint64_t now = nppin__now();
+            if (now >= deadline) return -ETIMEDOUT; /* the post still holds its chunks */
+            int k = rcp__verbs_poll(cq, &wc, 1, deadline - now);
             if (k < 0) return k;
-            if (k == 1) break;
-            if (nppin__now() >= deadline) return -ETIMEDOUT; /* the post still holds its chunks */
+            pthread_mutex_lock(&ctx->mu);
+            k = nppin__complete_locked(ctx, &wc);
+            pthread_mutex_unlock(&ctx->mu);
+            if (k != 2) break;
         }
         if (wc.status != IBV_WC_SUCCESS) {
             nppin__log(ctx, NPPIN_LOG_ERROR, "xfer piece at +%zu: %s", off,
@@ -1954,17 +1962,8 @@ typedef struct nppin__vchan {
 
 static int nppin__vchan_post_recv(nppin__vchan *c, unsigned slot)
 {
-    struct ibv_sge sge;
-    sge.addr = (uintptr_t)(c->buf + slot * NPPIN_MSG_SIZE);
-    sge.length = NPPIN_MSG_SIZE;
-    sge.lkey = c->mr->lkey;
-    struct ibv_recv_wr w, *bad = NULL;
-    memset(&w, 0, sizeof w);
-    w.wr_id = slot;
-    w.sg_list = &sge;
-    w.num_sge = 1;
-    int rc = ibv_post_recv(c->qp, &w, &bad);
-    return rc ? -rc : 0;
+    return rcp__verbs_post_recv(c->qp, slot, c->buf + slot * NPPIN_MSG_SIZE, NPPIN_MSG_SIZE,
+                                c->mr->lkey);
 }
 
 /* Poll the CQ once: queue receives, count send completions. */
@@ -1993,7 +1992,7 @@ static int nppin__vchan_send(void *user, const void *msg, size_t len)
 {
     nppin__vchan *c = (nppin__vchan *)user;
     if (len > NPPIN_MSG_SIZE) return -EMSGSIZE;
-    uint64_t end = nppin__now() + 5000000000ull;
+    uint64_t end = nppin__now() + NPPIN__CHAN_SEND_NS;
     while (c->sent - c->send_done >= NPPIN_CHAN_SLOTS && !c->err) {
         nppin__vchan_poll(c);
         if (nppin__now() >= end) return -ETIMEDOUT;
@@ -2001,19 +2000,9 @@ static int nppin__vchan_send(void *user, const void *msg, size_t len)
     if (c->err) return c->err;
     unsigned slot = NPPIN_CHAN_SLOTS + c->next_send++ % NPPIN_CHAN_SLOTS;
     memcpy(c->buf + slot * NPPIN_MSG_SIZE, msg, len);
-    struct ibv_sge sge;
-    sge.addr = (uintptr_t)(c->buf + slot * NPPIN_MSG_SIZE);
-    sge.length = (uint32_t)len;
-    sge.lkey = c->mr->lkey;
-    struct ibv_send_wr w, *bad = NULL;
-    memset(&w, 0, sizeof w);
-    w.wr_id = slot;
-    w.opcode = IBV_WR_SEND;
-    w.sg_list = &sge;
-    w.num_sge = 1;
-    w.send_flags = IBV_SEND_SIGNALED;
-    int rc = ibv_post_send(c->qp, &w, &bad);
-    if (rc) return -rc;
+    int rc = rcp__verbs_post_send(c->qp, slot, c->buf + slot * NPPIN_MSG_SIZE, (uint32_t)len,
+                                  c->mr->lkey, IBV_SEND_SIGNALED);
+    if (rc) return rc;
     c->sent++;
     return 0;
 }
@@ -2080,7 +2069,7 @@ NPPIN_API void nppin_chan_verbs_destroy(nppin_chan *chan)
 }
 
 /* >>stats - stats and explanations ------------------------------------------------------------- */
-NPPIN_API int nppin_stats_get(nppin_ctx *ctx, nppin_stats *out)
+NPPIN_API int nppin_get_stats(nppin_ctx *ctx, nppin_stats *out)
 {
     if (!out) return -EINVAL;
     memset(out, 0, sizeof *out);

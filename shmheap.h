@@ -119,15 +119,15 @@
    6. ERRORS
    ---------
    Functions return 0 or a negative code: -errno from the system, or one of SHMHEAP_E_*
-   (SHMHEAP_ERRORS lists them). shmheap_strerror(code) explains it. Allocation functions return
-   NULL (errno = ENOMEM) when the heap is full; shmheap_alloc() returns the reason instead.
+   (SHMHEAP_ERRORS lists them). shmheap_strerror(code) explains it.
 
-   One rule in every rpcool header: each header owns a block of 100 codes counting up from its
-   number (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). Every
-   X_strerror explains its own codes and those of every rpcool header declared before its
-   implementation, so a code passed through keeps its text; another code from -1 to -4095 is
-   -errno, with strerror's text; a code of a header not declared names that header; anything
-   else is "unknown error code", and 0 is "success". Every text is a static string.
+   One rule in every rpcool header: each owns a block of codes counting up from its number
+   (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). X_strerror explains
+   its own codes and those of every rpcool header declared before its implementation (a code
+   passed through keeps its text); -1 to -4095 is -errno (strerror's text); a code of a header
+   not declared names that header; else "unknown error code"; 0 is "success". Static strings.
+   Allocation functions return NULL (errno = ENOMEM) when the heap is full; shmheap_alloc()
+   returns the reason instead.
 
    7. LIMITS
    ---------
@@ -2106,6 +2106,7 @@ SHMHEAP_API int shmheap_close(shmheap *h)
     shmheap **pp = &shmheap__reg;
     while (*pp && *pp != h) pp = &(*pp)->next;
     if (!*pp) { pthread_mutex_unlock(&shmheap__reg_lock); return SHMHEAP_E_INVAL; }
+    SHMHEAP_ASSERT(h->refs > 0); /* a registered handle is open at least once (private memory) */
     if (--h->refs == 0) {
         uint64_t me = (uint64_t)shmheap__host << 32 | (uint32_t)getpid();
         /* threads must be done with h */

@@ -126,7 +126,7 @@ static int connect_all(int sock)
     qo.retry_cnt = 6;
     int rc = rcp__verbs_cq_create(&dev, 16, 0, &pcq);
     if (rc) return rc;
-    static unsigned char out[NPAIRS][RCP__VERBS_EP_WIRE], in[NPAIRS][RCP__VERBS_EP_WIRE];
+    static unsigned char out[NPAIRS][VMT_EP_WIRE], in[NPAIRS][VMT_EP_WIRE];
     static rcp__verbs_ep eps[NPAIRS][2]; /* ours: each with the PSN we tell the peer */
     memset(out, 0, sizeof out);
     for (int i = 0; i < NPAIRS; i++) {
@@ -139,8 +139,8 @@ static int connect_all(int sock)
         }
         if (pn == me && (rc = rcp__verbs_qp_create(&dev, pcq, pcq, &qo, &qps[i][1]))) return rc;
         for (int side = 0; side < 2; side++)
-            if (qps[i][side]) rcp__verbs_ep_local(&dev, qps[i][side], 0, 0, &eps[i][side]);
-        if (an != pn) rcp__verbs_ep_pack(&eps[i][an == me ? 0 : 1], out[i]);
+            if (qps[i][side]) vmt_ep_local(&dev, qps[i][side], 0, 0, &eps[i][side]);
+        if (an != pn) vmt_ep_pack(&eps[i][an == me ? 0 : 1], out[i]);
     }
     if ((rc = vmt_write_all(sock, out, sizeof out)) || (rc = vmt_read_all(sock, in, sizeof in, 60000)))
         return rc;
@@ -149,13 +149,13 @@ static int connect_all(int sock)
         int an = pair_w(i) / WPN, pn = tgt_node(pair_t(i));
         rcp__verbs_ep p;
         if (an == pn && an == me) { /* loopback: both sides are ours */
-            if ((rc = rcp__verbs_rc_connect(&dev, qps[i][0], &eps[i][0], &eps[i][1], &qo)) ||
-                (rc = rcp__verbs_rc_connect(&dev, qps[i][1], &eps[i][1], &eps[i][0], &qo)))
+            if ((rc = vmt_rc_connect(&dev, qps[i][0], &eps[i][0], &eps[i][1], &qo)) ||
+                (rc = vmt_rc_connect(&dev, qps[i][1], &eps[i][1], &eps[i][0], &qo)))
                 return rc;
         } else if (an == me || pn == me) {
             int side = an == me ? 0 : 1;
-            if ((rc = rcp__verbs_ep_unpack(in[i], &p))) return rc;
-            if ((rc = rcp__verbs_rc_connect(&dev, qps[i][side], &eps[i][side], &p, &qo))) return rc;
+            if ((rc = vmt_ep_unpack(in[i], &p))) return rc;
+            if ((rc = vmt_rc_connect(&dev, qps[i][side], &eps[i][side], &p, &qo))) return rc;
         }
     }
     return 0;

@@ -64,7 +64,7 @@ static int krconn_server(int fd)
         if (read(fd, &c, 1) != 1 || c == 'Q') break;
         if (c == 'S') {
             krconn_stats st;
-            krconn_ctx_stats(ctx, &st);
+            krconn_ctx_get_stats(ctx, &st);
             vmt_write_all(fd, &st, sizeof st);
         }
     }
@@ -80,16 +80,16 @@ static int verbs_server(int lfd)
     for (;;) {
         int s = vmt_tcp_accept(lfd, 600000);
         if (s < 0) break;
-        unsigned char in[RCP__VERBS_EP_WIRE], out[RCP__VERBS_EP_WIRE];
+        unsigned char in[VMT_EP_WIRE], out[VMT_EP_WIRE];
         struct ibv_cq *cq = NULL;
         struct ibv_qp *qp = NULL;
         rcp__verbs_ep me, peer;
-        if (vmt_read_all(s, in, sizeof in, 10000) == 0 && rcp__verbs_ep_unpack(in, &peer) == 0 &&
+        if (vmt_read_all(s, in, sizeof in, 10000) == 0 && vmt_ep_unpack(in, &peer) == 0 &&
             rcp__verbs_cq_create(&d, 128, 0, &cq) == 0 &&
             rcp__verbs_qp_create(&d, cq, cq, NULL, &qp) == 0) {
-            rcp__verbs_ep_local(&d, qp, 0, 0, &me);
-            if (rcp__verbs_rc_connect(&d, qp, &me, &peer, NULL) == 0) {
-                rcp__verbs_ep_pack(&me, out);
+            vmt_ep_local(&d, qp, 0, 0, &me);
+            if (vmt_rc_connect(&d, qp, &me, &peer, NULL) == 0) {
+                vmt_ep_pack(&me, out);
                 vmt_write_all(s, out, sizeof out);
                 char c;
                 vmt_read_all(s, &c, 1, 10000); /* the client is done (or gone) */
@@ -286,7 +286,7 @@ static void run_connects(const char *name, int threads, int n, unsigned flags)
     job j[2];
     pthread_t th[2];
     krconn_stats c0, c1, s0, s1;
-    krconn_ctx_stats(cli, &c0);
+    krconn_ctx_get_stats(cli, &c0);
     server_stats(&s0);
     usleep(20000); /* hw_counters are cached for about 10 ms: read fresh values */
     long long p0 = hw("sent_pkts"), r0 = hw("rcvd_pkts");
@@ -302,7 +302,7 @@ static void run_connects(const char *name, int threads, int n, unsigned flags)
     uint64_t wall = hist_now() - t0;
     usleep(20000);
     long long p1 = hw("sent_pkts"), r1 = hw("rcvd_pkts");
-    krconn_ctx_stats(cli, &c1);
+    krconn_ctx_get_stats(cli, &c1);
     server_stats(&s1);
     for (int i = 0; i < threads; i++) if (j[i].rc) die(name, j[i].rc);
     hist all;
@@ -373,20 +373,20 @@ static uint64_t verbs_one(rcp__verbs_dev *d, uint64_t *st)
     struct ibv_cq *cq = NULL;
     struct ibv_qp *qp = NULL;
     rcp__verbs_ep me, peer;
-    unsigned char out[RCP__VERBS_EP_WIRE], in[RCP__VERBS_EP_WIRE];
+    unsigned char out[VMT_EP_WIRE], in[VMT_EP_WIRE];
     uint64_t a = hist_now();
     if (rcp__verbs_cq_create(d, 128, 0, &cq) || rcp__verbs_qp_create(d, cq, cq, NULL, &qp))
         die("verbs create", -EIO);
     uint64_t b = hist_now();
     int s = vmt_tcp_connect("127.0.0.1", VERBS_PORT, 10000);
     if (s < 0) die("verbs tcp", s);
-    rcp__verbs_ep_local(d, qp, 0, 0, &me);
-    rcp__verbs_ep_pack(&me, out);
+    vmt_ep_local(d, qp, 0, 0, &me);
+    vmt_ep_pack(&me, out);
     if (vmt_write_all(s, out, sizeof out) || vmt_read_all(s, in, sizeof in, 10000) ||
-        rcp__verbs_ep_unpack(in, &peer))
+        vmt_ep_unpack(in, &peer))
         die("verbs exchange", -EIO);
     uint64_t c = hist_now();
-    if (rcp__verbs_rc_connect(d, qp, &me, &peer, NULL)) die("verbs rtr/rts", -EIO);
+    if (vmt_rc_connect(d, qp, &me, &peer, NULL)) die("verbs rtr/rts", -EIO);
     uint64_t e = hist_now();
     st[0] += b - a;
     st[1] += c - b;
@@ -412,7 +412,7 @@ static void run_new_and_verbs(int n)
     if (rcp__verbs_open(NULL, &d)) die("verbs open", -ENODEV);
     hist_init(&hk, (size_t)n);
     hist_init(&hv, (size_t)n);
-    krconn_ctx_stats(cli, &c0);
+    krconn_ctx_get_stats(cli, &c0);
     server_stats(&s0);
     /* per-connect steps, for their medians (the sums in krconn_stats give means, which the
        tail dominates): this side's stats around each connect, the peer's after each close
@@ -428,14 +428,14 @@ static void run_new_and_verbs(int n)
     memset(&sb, 0, sizeof sb);
     for (int i = 0; i < n; i++) { /* packets per connect: see krconn_new/2 */
         krconn *k;
-        krconn_ctx_stats(cli, &ca);
+        krconn_ctx_get_stats(cli, &ca);
         uint64_t t = hist_now();
         int rc = krconn_connect(cli, &srv, &co, &k);
         uint64_t dt = hist_now() - t;
         if (rc) die("krconn_new", rc);
         hist_add(&hk, dt);
         tk += dt;
-        krconn_ctx_stats(cli, &cb);
+        krconn_ctx_get_stats(cli, &cb);
         krconn_disconnect(k);
         hist_add(&sh[S_REQ], cb.ns_request - ca.ns_request);
         hist_add(&sh[S_RTR], cb.ns_modify_rtr - ca.ns_modify_rtr);
@@ -453,7 +453,7 @@ static void run_new_and_verbs(int n)
         hist_add(&hv, dt);
         tv += dt;
     }
-    krconn_ctx_stats(cli, &c1);
+    krconn_ctx_get_stats(cli, &c1);
     server_stats(&s1);
     /* connects per second from the time spent in each alone */
     hist_print(&hk, "krconn_new/1", (double)n * 1e9 / (double)tk);

@@ -72,7 +72,7 @@ static int owner_role(int fd, void *arg, char *why, size_t whylen)
         char c = 0;
         VMT_TRY(nppt_read_progress(fd, &c, 1, s.peer_np, 160000));
         nppin_stats st;
-        nppin_stats_get(s.np, &st);
+        nppin_get_stats(s.np, &st);
         printf("# owner (budget %zu MiB): pinned peak %zu MiB, %llu evictions, %llu leases, "
                "%llu busy answers, %llu revocations\n", st.budget >> 20, st.pinned_peak >> 20,
                (unsigned long long)st.evictions, (unsigned long long)st.leases_granted,
@@ -263,9 +263,9 @@ static void registration(void)
     rcp__verbs_cq_create(&d, 256, 0, &cq);
     rcp__verbs_qp_create(&d, cq, cq, NULL, &qa);
     rcp__verbs_qp_create(&d, cq, cq, NULL, &qb);
-    rcp__verbs_ep_local(&d, qa, 0, 0, &ea);
-    rcp__verbs_ep_local(&d, qb, 0, 0, &eb);
-    if (!qa || !qb || rcp__verbs_rc_connect(&d, qa, &ea, &eb, NULL) || rcp__verbs_rc_connect(&d, qb, &eb, &ea, NULL)) {
+    vmt_ep_local(&d, qa, 0, 0, &ea);
+    vmt_ep_local(&d, qb, 0, 0, &eb);
+    if (!qa || !qb || vmt_rc_connect(&d, qa, &ea, &eb, NULL) || vmt_rc_connect(&d, qb, &eb, &ea, NULL)) {
         printf("FAIL nppin-bench: loopback qp\n");
         return;
     }
@@ -294,7 +294,7 @@ static void registration(void)
             nppin_target t = {.addr = (uintptr_t)sink, .rkey = sink_mr->rkey};
             rc = nppin_xfer(np, qa, cq, NPPIN_OP_WRITE, m, touched, &t, 0, 60 * VMT_SEC);
             nppin_stats st;
-            nppin_stats_get(np, &st);
+            nppin_get_stats(np, &st);
             np_pinned = st.pinned;
             np_rss = nppt_rss_kb() - rss0;
             np_pin = nppt_pinned_kb() - pin0;

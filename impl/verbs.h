@@ -8,22 +8,29 @@
  * RDMA is wanted; link with -libverbs (Debian: libibverbs-dev).
  *
  *     rcp__verbs_dev d;  struct ibv_cq *cq;  struct ibv_qp *qp;  struct ibv_mr *mr;
- *     rcp__verbs_ep me, peer;  struct ibv_wc wc;
+ *     rcp__verbs_ep peer;  struct ibv_wc wc;     // peer: the other side's QPN, PSN, GID, LID
  *     rcp__verbs_open(NULL, &d);                    // first device, RoCE v2 IPv4 GID
- *     rcp__verbs_cq_create(&d, 128, 0, &cq);
+ *     rcp__verbs_cq_create(&d, 0, 0, &cq);
  *     rcp__verbs_qp_create(&d, cq, cq, NULL, &qp);   // RC, in INIT
  *     rcp__verbs_reg(&d, buf, len, 0, &mr);
- *     rcp__verbs_ep_local(&d, qp, 0, 0, &me);        // send rcp__verbs_ep_pack(&me) to the peer,
- *     rcp__verbs_rc_connect(&d, qp, &me, &peer, NULL); // unpack its endpoint into peer
+ *     rcp__verbs_rc_rtr(&d, qp, &peer, NULL);        // the QP steps, with the project's
+ *     rcp__verbs_rc_rts(&d, qp, my_psn, NULL);       // attributes (RCP__VERBS_DEFAULT_*)
  *     rcp__verbs_post_write(qp, 1, buf, 64, mr->lkey, raddr, rkey, 0, 0, IBV_SEND_SIGNALED);
  *     int rc = rcp__verbs_wait(cq, &wc, 1000000000); // 0, -ETIMEDOUT, or -errno of a failed wc
+ *
+ * One layer for every RDMA user: the QP steps (rcp__verbs_qp_init, _rc_rtr, _rc_rts, _ud_ready,
+ * _qp_recycle, _qp_fail), one receive poster (rcp__verbs_post_recv, _post_recv_sg), one keepalive
+ * (rcp__verbs_post_ping: a zero-byte RDMA WRITE) and one completion wait (rcp__verbs_poll and
+ * rcp__verbs_wait). Endpoint exchange and the one-call connect of the tests live in
+ * tests/vm/vmt.h.
  *
  * Errors: 0 or a negative errno. A failed work completion is a negative errno as well
  * (rcp__verbs_wc_errno); the completion itself is handed back, so ibv_wc_status_str(wc.status)
  * tells exactly what the device said (rcp__verbs_describe puts both in one line). Nothing waits
  * forever: every wait takes a timeout.
  * Threads: as libibverbs; one thread at a time per CQ when polling.
- * Tested in the VM tier on rxe: tests/vm/test_verbs.c, tests/vm/test_twohost.c.
+ * Tested in the VM tier on rxe: tests/vm/test_verbs.c, tests/vm/test_twohost.c, and through
+ * krconn, alock and nppin.
  * Set RCP_VERBS_DEBUG=1 in the environment to log setup steps to stderr. */
 #ifndef RCP__VERBS_H
 #define RCP__VERBS_H
@@ -35,7 +42,19 @@
 #include <sched.h>
 #include <infiniband/verbs.h>
 
-#define RCP__VERBS_MAX_RD_ATOMIC 16
+#define RCP__VERBS_MAX_RD_ATOMIC 16    /* outstanding READs and atomics per QP, at most */
+#define RCP__VERBS_DEFAULT_CQE 128     /* completion queue entries */
+#define RCP__VERBS_DEFAULT_WR 64       /* send and receive queue depth */
+#define RCP__VERBS_DEFAULT_ACK_TIMEOUT 14 /* local ACK timeout 4.096 us * 2^14 = 67 ms */
+#define RCP__VERBS_DEFAULT_RETRY_CNT 6 /* transport retries; rxe retries forever at 7 */
+#define RCP__VERBS_DEFAULT_RNR_RETRY 6 /* receiver-not-ready retries; 7 means forever */
+#define RCP__VERBS_MIN_RNR_TIMER 12    /* 0.64 ms, the least RNR NAK delay used */
+#define RCP__VERBS_HOP_LIMIT 64        /* GRH hop limit (RoCE v2 needs more than 1) */
+#define RCP__VERBS_SPINS 256           /* polls before a wait yields or sleeps */
+#define RCP__VERBS_QUIET_POLLS 4096    /* polls before a wait first reads the clock */
+/* local write, remote read, write and atomics: the access of every MR and RC QP by default */
+#define RCP__VERBS_ACCESS_ALL (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | \
+                               IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)
 
 /* One port of an opened device, with a protection domain. */
 typedef struct rcp__verbs_dev {
@@ -58,7 +77,7 @@ typedef struct rcp__verbs_dev_opts {
     int gid_index;
 } rcp__verbs_dev_opts;
 
-/* What a peer needs to address one of our QPs. Exchange it with rcp__verbs_ep_pack/_unpack. */
+/* What a peer needs to address one of our QPs (each user has its own wire format for it). */
 typedef struct rcp__verbs_ep {
     uint32_t qpn;
     uint32_t psn;
@@ -66,24 +85,42 @@ typedef struct rcp__verbs_ep {
     uint16_t lid;
     uint8_t gid[16];
 } rcp__verbs_ep;
-#define RCP__VERBS_EP_WIRE 30 /* bytes of a packed endpoint: big-endian, no padding */
 
 /* Zero means default. */
 typedef struct rcp__verbs_qp_opts {
     enum ibv_qp_type type;  /* IBV_QPT_RC or IBV_QPT_UD; 0 = RC */
-    uint32_t max_send_wr;   /* 0 = 64 */
-    uint32_t max_recv_wr;   /* 0 = 64 */
+    uint32_t max_send_wr;   /* 0 = RCP__VERBS_DEFAULT_WR */
+    uint32_t max_recv_wr;   /* 0 = RCP__VERBS_DEFAULT_WR */
     uint32_t max_sge;       /* 0 = 1 */
     uint32_t max_inline;    /* 0 = none */
     uint32_t qkey;          /* UD: 0 = RCP__VERBS_QKEY */
-    /* RC, after connect: */
-    uint8_t timeout;        /* local ACK timeout, 4.096 us * 2^timeout; 0 = 14 (67 ms) */
-    uint8_t retry_cnt;      /* 0 = 6 (rxe: 7 retries forever) */
-    uint8_t rnr_retry;      /* 0 = 6 (7 would retry forever) */
-    uint8_t min_rnr_timer;  /* 0 = 12 (0.64 ms) */
+    /* RC, for its RTR and RTS: */
+    uint8_t timeout;        /* local ACK timeout, 4.096 us * 2^timeout; 0 = _DEFAULT_ACK_TIMEOUT */
+    uint8_t retry_cnt;      /* 0 = RCP__VERBS_DEFAULT_RETRY_CNT */
+    uint8_t rnr_retry;      /* 0 = RCP__VERBS_DEFAULT_RNR_RETRY */
+    uint8_t min_rnr_timer;  /* 0 = RCP__VERBS_MIN_RNR_TIMER */
 } rcp__verbs_qp_opts;
 #define RCP__VERBS_QKEY 0x11111111u
 #define RCP__VERBS_GRH 40u  /* bytes in front of every UD receive */
+
+/* The one place a QP option's default is resolved: o (NULL = all defaults) with every zero
+   replaced. */
+static inline rcp__verbs_qp_opts rcp__verbs_qp_opts_defaults(const rcp__verbs_qp_opts *o)
+{
+    rcp__verbs_qp_opts r;
+    memset(&r, 0, sizeof r);
+    if (o) r = *o;
+    if (!r.type) r.type = IBV_QPT_RC;
+    if (!r.max_send_wr) r.max_send_wr = RCP__VERBS_DEFAULT_WR;
+    if (!r.max_recv_wr) r.max_recv_wr = RCP__VERBS_DEFAULT_WR;
+    if (!r.max_sge) r.max_sge = 1;
+    if (!r.qkey) r.qkey = RCP__VERBS_QKEY;
+    if (!r.timeout) r.timeout = RCP__VERBS_DEFAULT_ACK_TIMEOUT;
+    if (!r.retry_cnt) r.retry_cnt = RCP__VERBS_DEFAULT_RETRY_CNT;
+    if (!r.rnr_retry) r.rnr_retry = RCP__VERBS_DEFAULT_RNR_RETRY;
+    if (!r.min_rnr_timer) r.min_rnr_timer = RCP__VERBS_MIN_RNR_TIMER;
+    return r;
+}
 
 static inline void rcp__verbs_log(const char *fmt, ...)
 {
@@ -219,8 +256,8 @@ fail:
     return rc;
 }
 
-/* A CQ; with_channel = 1 also gives it a completion channel, so waits sleep in poll(2) instead
- * of spinning. */
+/* A CQ of cqe entries (0 = RCP__VERBS_DEFAULT_CQE); with_channel = 1 also gives it a completion
+ * channel, so waits sleep in poll(2) instead of spinning. */
 static inline int rcp__verbs_cq_create(rcp__verbs_dev *d, int cqe, int with_channel,
                                        struct ibv_cq **out)
 {
@@ -234,7 +271,7 @@ static inline int rcp__verbs_cq_create(rcp__verbs_dev *d, int cqe, int with_chan
             return rc;
         }
     }
-    struct ibv_cq *cq = ibv_create_cq(d->ctx, cqe > 0 ? cqe : 128, NULL, ch, 0);
+    struct ibv_cq *cq = ibv_create_cq(d->ctx, cqe > 0 ? cqe : RCP__VERBS_DEFAULT_CQE, NULL, ch, 0);
     if (!cq) {
         int rc = rcp__verbs_err(0);
         if (ch) ibv_destroy_comp_channel(ch);
@@ -264,41 +301,44 @@ static inline int rcp__verbs_modify(struct ibv_qp *qp, struct ibv_qp_attr *a, in
     return rc;
 }
 
-/* Create an RC or UD QP and bring it to INIT (RC: remote read, write and atomics allowed). */
-static inline int rcp__verbs_qp_create(rcp__verbs_dev *d, struct ibv_cq *scq, struct ibv_cq *rcq,
-                                const rcp__verbs_qp_opts *o, struct ibv_qp **out)
+/* INIT for a new or reset QP on d's port: RC allows remote read, write and atomics, UD takes
+   qkey (0 = RCP__VERBS_QKEY). */
+static inline int rcp__verbs_qp_init(const rcp__verbs_dev *d, struct ibv_qp *qp, uint32_t qkey)
 {
-    rcp__verbs_qp_opts def;
-    memset(&def, 0, sizeof def);
-    if (!o) o = &def;
-    struct ibv_qp_init_attr ia;
-    memset(&ia, 0, sizeof ia);
-    ia.send_cq = scq;
-    ia.recv_cq = rcq ? rcq : scq;
-    ia.qp_type = o->type ? o->type : IBV_QPT_RC;
-    if (ia.qp_type != IBV_QPT_RC && ia.qp_type != IBV_QPT_UD) return -EINVAL;
-    ia.cap.max_send_wr = o->max_send_wr ? o->max_send_wr : 64;
-    ia.cap.max_recv_wr = o->max_recv_wr ? o->max_recv_wr : 64;
-    ia.cap.max_send_sge = ia.cap.max_recv_sge = o->max_sge ? o->max_sge : 1;
-    ia.cap.max_inline_data = o->max_inline;
-    struct ibv_qp *qp = ibv_create_qp(d->pd, &ia);
-    if (!qp) return rcp__verbs_err(0);
-
     struct ibv_qp_attr a;
     memset(&a, 0, sizeof a);
     a.qp_state = IBV_QPS_INIT;
     a.pkey_index = 0;
     a.port_num = d->port;
     int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
-    if (ia.qp_type == IBV_QPT_RC) {
-        a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                            IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    if (qp->qp_type == IBV_QPT_RC) {
+        a.qp_access_flags = RCP__VERBS_ACCESS_ALL;
         mask |= IBV_QP_ACCESS_FLAGS;
     } else {
-        a.qkey = o->qkey ? o->qkey : RCP__VERBS_QKEY;
+        a.qkey = qkey ? qkey : RCP__VERBS_QKEY;
         mask |= IBV_QP_QKEY;
     }
-    int rc = rcp__verbs_modify(qp, &a, mask, "INIT");
+    return rcp__verbs_modify(qp, &a, mask, "INIT");
+}
+
+/* Create an RC or UD QP and bring it to INIT (rcp__verbs_qp_init). */
+static inline int rcp__verbs_qp_create(rcp__verbs_dev *d, struct ibv_cq *scq, struct ibv_cq *rcq,
+                                const rcp__verbs_qp_opts *opts, struct ibv_qp **out)
+{
+    rcp__verbs_qp_opts o = rcp__verbs_qp_opts_defaults(opts);
+    struct ibv_qp_init_attr ia;
+    memset(&ia, 0, sizeof ia);
+    ia.send_cq = scq;
+    ia.recv_cq = rcq ? rcq : scq;
+    ia.qp_type = o.type;
+    if (ia.qp_type != IBV_QPT_RC && ia.qp_type != IBV_QPT_UD) return -EINVAL;
+    ia.cap.max_send_wr = o.max_send_wr;
+    ia.cap.max_recv_wr = o.max_recv_wr;
+    ia.cap.max_send_sge = ia.cap.max_recv_sge = o.max_sge;
+    ia.cap.max_inline_data = o.max_inline;
+    struct ibv_qp *qp = ibv_create_qp(d->pd, &ia);
+    if (!qp) return rcp__verbs_err(0);
+    int rc = rcp__verbs_qp_init(d, qp, o.qkey);
     if (rc) {
         ibv_destroy_qp(qp);
         return rc;
@@ -313,19 +353,6 @@ static inline int rcp__verbs_qp_destroy(struct ibv_qp *qp)
     return rc ? rcp__verbs_err(rc) : 0;
 }
 
-/* This side's endpoint for qp: a random 24-bit starting PSN unless psn is given (non-zero). */
-static inline void rcp__verbs_ep_local(const rcp__verbs_dev *d, const struct ibv_qp *qp,
-                                       uint32_t psn, uint32_t qkey, rcp__verbs_ep *ep)
-{
-    memset(ep, 0, sizeof *ep);
-    ep->qpn = qp->qp_num;
-    if (!psn) psn = (uint32_t)(rcp__now_ns() ^ ((uint64_t)getpid() << 8) ^ qp->qp_num);
-    ep->psn = psn & 0xffffff;
-    ep->qkey = qkey ? qkey : RCP__VERBS_QKEY;
-    ep->lid = d->port_attr.lid;
-    memcpy(ep->gid, d->gid.raw, 16);
-}
-
 static inline void rcp__verbs_put32(unsigned char *p, uint32_t v)
 {
     p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16);
@@ -335,31 +362,6 @@ static inline void rcp__verbs_put32(unsigned char *p, uint32_t v)
 static inline uint32_t rcp__verbs_get32(const unsigned char *p)
 {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static inline void rcp__verbs_ep_pack(const rcp__verbs_ep *ep,
-                                      unsigned char out[RCP__VERBS_EP_WIRE])
-{
-    rcp__verbs_put32(out, ep->qpn);
-    rcp__verbs_put32(out + 4, ep->psn);
-    rcp__verbs_put32(out + 8, ep->qkey);
-    out[12] = (unsigned char)(ep->lid >> 8);
-    out[13] = (unsigned char)ep->lid;
-    memcpy(out + 14, ep->gid, 16);
-}
-
-/* -EPROTO if the bytes cannot be an endpoint (a peer's input is checked, never trusted). */
-static inline int rcp__verbs_ep_unpack(const unsigned char in[RCP__VERBS_EP_WIRE],
-                                       rcp__verbs_ep *ep)
-{
-    memset(ep, 0, sizeof *ep);
-    ep->qpn = rcp__verbs_get32(in);
-    ep->psn = rcp__verbs_get32(in + 4);
-    ep->qkey = rcp__verbs_get32(in + 8);
-    ep->lid = (uint16_t)(in[12] << 8 | in[13]);
-    memcpy(ep->gid, in + 14, 16);
-    if (ep->qpn > 0xffffff || ep->psn > 0xffffff) return -EPROTO;
-    return 0;
 }
 
 /* Address vector towards a remote endpoint: GRH with our chosen source GID on RoCE (hop limit
@@ -377,7 +379,7 @@ static inline void rcp__verbs_ah_attr(const rcp__verbs_dev *d, const rcp__verbs_
         ah->is_global = 1;
         ah->grh.dgid = rg;
         ah->grh.sgid_index = (uint8_t)d->gid_index;
-        ah->grh.hop_limit = 64;
+        ah->grh.hop_limit = RCP__VERBS_HOP_LIMIT;
     }
 }
 
@@ -392,40 +394,49 @@ static inline int rcp__verbs_ah_create(rcp__verbs_dev *d, const rcp__verbs_ep *r
     return 0;
 }
 
-/* INIT -> RTR -> RTS for an RC QP towards the remote endpoint r; local is what we sent to r. */
-static inline int rcp__verbs_rc_connect(rcp__verbs_dev *d, struct ibv_qp *qp,
-                                        const rcp__verbs_ep *local, const rcp__verbs_ep *r,
-                                        const rcp__verbs_qp_opts *o)
+/* The device's limit of outstanding READs and atomics (max_qp_rd_atom or max_qp_init_rd_atom),
+   between 1 and RCP__VERBS_MAX_RD_ATOMIC. */
+static inline uint8_t rcp__verbs_rd_atomic(int dev_max)
 {
-    rcp__verbs_qp_opts def;
-    memset(&def, 0, sizeof def);
-    if (!o) o = &def;
-    int rd_dest = d->attr.max_qp_rd_atom, rd_init = d->attr.max_qp_init_rd_atom;
-    if (rd_dest > RCP__VERBS_MAX_RD_ATOMIC) rd_dest = RCP__VERBS_MAX_RD_ATOMIC;
-    if (rd_init > RCP__VERBS_MAX_RD_ATOMIC) rd_init = RCP__VERBS_MAX_RD_ATOMIC;
+    if (dev_max <= 0) return 1;
+    return (uint8_t)(dev_max > RCP__VERBS_MAX_RD_ATOMIC ? RCP__VERBS_MAX_RD_ATOMIC : dev_max);
+}
 
+/* INIT -> RTR for an RC QP towards the remote endpoint r (its qpn, psn, gid, lid): from then on
+   this side answers the peer's packets. o: min_rnr_timer (NULL = the defaults). */
+static inline int rcp__verbs_rc_rtr(const rcp__verbs_dev *d, struct ibv_qp *qp,
+                                    const rcp__verbs_ep *r, const rcp__verbs_qp_opts *opts)
+{
+    rcp__verbs_qp_opts o = rcp__verbs_qp_opts_defaults(opts);
     struct ibv_qp_attr a;
     memset(&a, 0, sizeof a);
     a.qp_state = IBV_QPS_RTR;
     a.path_mtu = d->port_attr.active_mtu;
     a.dest_qp_num = r->qpn;
     a.rq_psn = r->psn;
-    a.max_dest_rd_atomic = (uint8_t)(rd_dest > 0 ? rd_dest : 1);
-    a.min_rnr_timer = o->min_rnr_timer ? o->min_rnr_timer : 12;
+    a.max_dest_rd_atomic = rcp__verbs_rd_atomic(d->attr.max_qp_rd_atom);
+    a.min_rnr_timer = o.min_rnr_timer;
     rcp__verbs_ah_attr(d, r, &a.ah_attr);
-    int rc = rcp__verbs_modify(qp, &a,
-                               IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                   IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
-                               "RTR");
-    if (rc) return rc;
+    return rcp__verbs_modify(qp, &a,
+                             IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER,
+                             "RTR");
+}
 
+/* RTR -> RTS: this side may send, starting at sq_psn (what the peer was told as our PSN).
+   o: timeout, retry_cnt, rnr_retry (NULL = the defaults). */
+static inline int rcp__verbs_rc_rts(const rcp__verbs_dev *d, struct ibv_qp *qp, uint32_t sq_psn,
+                                    const rcp__verbs_qp_opts *opts)
+{
+    rcp__verbs_qp_opts o = rcp__verbs_qp_opts_defaults(opts);
+    struct ibv_qp_attr a;
     memset(&a, 0, sizeof a);
     a.qp_state = IBV_QPS_RTS;
-    a.sq_psn = local->psn;
-    a.timeout = o->timeout ? o->timeout : 14;
-    a.retry_cnt = o->retry_cnt ? o->retry_cnt : 6;
-    a.rnr_retry = o->rnr_retry ? o->rnr_retry : 6;
-    a.max_rd_atomic = (uint8_t)(rd_init > 0 ? rd_init : 1);
+    a.sq_psn = sq_psn & 0xffffff;
+    a.timeout = o.timeout;
+    a.retry_cnt = o.retry_cnt;
+    a.rnr_retry = o.rnr_retry;
+    a.max_rd_atomic = rcp__verbs_rd_atomic(d->attr.max_qp_init_rd_atom);
     return rcp__verbs_modify(qp, &a,
                              IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
                                  IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC,
@@ -445,22 +456,41 @@ static inline int rcp__verbs_ud_ready(struct ibv_qp *qp, uint32_t psn)
     return rcp__verbs_modify(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN, "RTS");
 }
 
-/* The QP's current state (IBV_QPS_*), or a negative errno. */
-static inline int rcp__verbs_qp_state(struct ibv_qp *qp)
+/* Move qp to the error state: its outstanding work is flushed and nobody reuses it (a pool that
+   takes QPs back destroys those in error). */
+static inline int rcp__verbs_qp_fail(struct ibv_qp *qp)
+{
+    struct ibv_qp_attr a;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_ERR;
+    return rcp__verbs_modify(qp, &a, IBV_QP_STATE, "ERR");
+}
+
+/* Make a used QP new again: RESET, its CQ emptied, then INIT (rcp__verbs_qp_init). 0 if it can
+   be used again; -EIO if it had ended in error (whatever state it is left in: destroy it), or
+   the errno of a failed step. */
+static inline int rcp__verbs_qp_recycle(const rcp__verbs_dev *d, struct ibv_qp *qp,
+                                        struct ibv_cq *cq, uint32_t qkey)
 {
     struct ibv_qp_attr a;
     struct ibv_qp_init_attr ia;
     int rc = ibv_query_qp(qp, &a, IBV_QP_STATE, &ia);
-    return rc ? rcp__verbs_err(rc) : (int)a.qp_state;
+    if (rc) rc = rcp__verbs_err(rc);
+    else if (a.qp_state == IBV_QPS_ERR || a.qp_state == IBV_QPS_SQE) rc = -EIO;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_RESET;
+    int r2 = ibv_modify_qp(qp, &a, IBV_QP_STATE);
+    if (!rc && r2) rc = rcp__verbs_err(r2);
+    struct ibv_wc wc[16];
+    while (ibv_poll_cq(cq, 16, wc) > 0) {}
+    return rc ? rc : rcp__verbs_qp_init(d, qp, qkey);
 }
 
-/* access 0 = local write + remote read, write and atomics. */
+/* access 0 = RCP__VERBS_ACCESS_ALL. */
 static inline int rcp__verbs_reg(rcp__verbs_dev *d, void *addr, size_t len, int access,
                                  struct ibv_mr **out)
 {
-    if (!access)
-        access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE |
-                 IBV_ACCESS_REMOTE_ATOMIC;
+    if (!access) access = RCP__VERBS_ACCESS_ALL;
     errno = 0;
     struct ibv_mr *mr = ibv_reg_mr(d->pd, addr, len, access);
     if (!mr) return rcp__verbs_err(0);
@@ -476,6 +506,20 @@ static inline int rcp__verbs_dereg(struct ibv_mr *mr)
 
 /* ---- posting ---- */
 
+/* The one receive poster: one receive work request over n scatter entries (n may be 0). */
+static inline int rcp__verbs_post_recv_sg(struct ibv_qp *qp, uint64_t wr_id, struct ibv_sge *sg,
+                                          int n)
+{
+    struct ibv_recv_wr wr, *bad = NULL;
+    memset(&wr, 0, sizeof wr);
+    wr.wr_id = wr_id;
+    wr.sg_list = n ? sg : NULL;
+    wr.num_sge = n;
+    int rc = ibv_post_recv(qp, &wr, &bad);
+    return rc ? rcp__verbs_err(rc) : 0;
+}
+
+/* A receive of up to len bytes into buf (registered with lkey). */
 static inline int rcp__verbs_post_recv(struct ibv_qp *qp, uint64_t wr_id, void *buf, uint32_t len,
                                        uint32_t lkey)
 {
@@ -483,12 +527,17 @@ static inline int rcp__verbs_post_recv(struct ibv_qp *qp, uint64_t wr_id, void *
     sge.addr = (uintptr_t)buf;
     sge.length = len;
     sge.lkey = lkey;
-    struct ibv_recv_wr wr, *bad = NULL;
-    memset(&wr, 0, sizeof wr);
-    wr.wr_id = wr_id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    int rc = ibv_post_recv(qp, &wr, &bad);
+    return rcp__verbs_post_recv_sg(qp, wr_id, &sge, 1);
+}
+
+/* A chain of send-queue work requests (wr->next ...), as they are, with one doorbell. On failure
+   *bad (if not NULL) is the first one not posted. */
+static inline int rcp__verbs_post_chain(struct ibv_qp *qp, struct ibv_send_wr *wr,
+                                        struct ibv_send_wr **bad)
+{
+    struct ibv_send_wr *b = NULL;
+    int rc = ibv_post_send(qp, wr, &b);
+    if (bad) *bad = b;
     return rc ? rcp__verbs_err(rc) : 0;
 }
 
@@ -503,19 +552,24 @@ static inline int rcp__verbs_post_wr(struct ibv_qp *qp, struct ibv_send_wr *wr, 
     sge.lkey = lkey;
     wr->sg_list = len ? &sge : NULL;
     wr->num_sge = len ? 1 : 0;
-    struct ibv_send_wr *bad = NULL;
-    int rc = ibv_post_send(qp, wr, &bad);
-    return rc ? rcp__verbs_err(rc) : 0;
+    return rcp__verbs_post_chain(qp, wr, NULL);
+}
+
+/* A zeroed work request with its id, opcode and flags. */
+static inline void rcp__verbs_wr_init(struct ibv_send_wr *wr, uint64_t wr_id, enum ibv_wr_opcode op,
+                                      unsigned flags)
+{
+    memset(wr, 0, sizeof *wr);
+    wr->wr_id = wr_id;
+    wr->opcode = op;
+    wr->send_flags = flags;
 }
 
 static inline int rcp__verbs_post_send(struct ibv_qp *qp, uint64_t wr_id, void *buf, uint32_t len,
                                 uint32_t lkey, unsigned flags)
 {
     struct ibv_send_wr wr;
-    memset(&wr, 0, sizeof wr);
-    wr.wr_id = wr_id;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = flags;
+    rcp__verbs_wr_init(&wr, wr_id, IBV_WR_SEND, flags);
     return rcp__verbs_post_wr(qp, &wr, buf, len, lkey);
 }
 
@@ -524,13 +578,23 @@ static inline int rcp__verbs_post_ud_send(struct ibv_qp *qp, uint64_t wr_id, voi
                                           const rcp__verbs_ep *r, unsigned flags)
 {
     struct ibv_send_wr wr;
-    memset(&wr, 0, sizeof wr);
-    wr.wr_id = wr_id;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = flags;
+    rcp__verbs_wr_init(&wr, wr_id, IBV_WR_SEND, flags);
     wr.wr.ud.ah = ah;
     wr.wr.ud.remote_qpn = r->qpn;
     wr.wr.ud.remote_qkey = r->qkey;
+    return rcp__verbs_post_wr(qp, &wr, buf, len, lkey);
+}
+
+/* RDMA WRITE, WRITE_WITH_IMM (imm in host order) or READ between buf and raddr. */
+static inline int rcp__verbs_post_rdma(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
+                                       void *buf, uint32_t len, uint32_t lkey, uint64_t raddr,
+                                       uint32_t rkey, uint32_t imm, unsigned flags)
+{
+    struct ibv_send_wr wr;
+    rcp__verbs_wr_init(&wr, wr_id, op, flags);
+    if (op == IBV_WR_RDMA_WRITE_WITH_IMM) wr.imm_data = htonl(imm);
+    wr.wr.rdma.remote_addr = raddr;
+    wr.wr.rdma.rkey = rkey;
     return rcp__verbs_post_wr(qp, &wr, buf, len, lkey);
 }
 
@@ -539,28 +603,15 @@ static inline int rcp__verbs_post_write(struct ibv_qp *qp, uint64_t wr_id, void 
                                  uint32_t lkey, uint64_t raddr, uint32_t rkey, int with_imm,
                                  uint32_t imm, unsigned flags)
 {
-    struct ibv_send_wr wr;
-    memset(&wr, 0, sizeof wr);
-    wr.wr_id = wr_id;
-    wr.opcode = with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
-    wr.imm_data = htonl(imm);
-    wr.send_flags = flags;
-    wr.wr.rdma.remote_addr = raddr;
-    wr.wr.rdma.rkey = rkey;
-    return rcp__verbs_post_wr(qp, &wr, buf, len, lkey);
+    return rcp__verbs_post_rdma(qp, with_imm ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE,
+                                wr_id, buf, len, lkey, raddr, rkey, imm, flags);
 }
 
 static inline int rcp__verbs_post_read(struct ibv_qp *qp, uint64_t wr_id, void *buf, uint32_t len,
                                 uint32_t lkey, uint64_t raddr, uint32_t rkey, unsigned flags)
 {
-    struct ibv_send_wr wr;
-    memset(&wr, 0, sizeof wr);
-    wr.wr_id = wr_id;
-    wr.opcode = IBV_WR_RDMA_READ;
-    wr.send_flags = flags;
-    wr.wr.rdma.remote_addr = raddr;
-    wr.wr.rdma.rkey = rkey;
-    return rcp__verbs_post_wr(qp, &wr, buf, len, lkey);
+    return rcp__verbs_post_rdma(qp, IBV_WR_RDMA_READ, wr_id, buf, len, lkey, raddr, rkey, 0,
+                                flags);
 }
 
 /* 8-byte atomics on an 8-byte aligned remote word; the old value lands in *old (registered). */
@@ -570,10 +621,7 @@ static inline int rcp__verbs_post_atomic(struct ibv_qp *qp, enum ibv_wr_opcode o
 {
     if (raddr & 7) return -EINVAL;
     struct ibv_send_wr wr;
-    memset(&wr, 0, sizeof wr);
-    wr.wr_id = wr_id;
-    wr.opcode = op;
-    wr.send_flags = flags;
+    rcp__verbs_wr_init(&wr, wr_id, op, flags);
     wr.wr.atomic.remote_addr = raddr;
     wr.wr.atomic.rkey = rkey;
     wr.wr.atomic.compare_add = compare_add;
@@ -597,23 +645,40 @@ static inline int rcp__verbs_post_faa(struct ibv_qp *qp, uint64_t wr_id, uint64_
                                   add, 0, flags);
 }
 
+/* The one keepalive: a signalled zero-byte RDMA WRITE to raddr/rkey (0/0 will do: no byte is
+   written). The peer's program does nothing; a dead peer fails its completion
+   (IBV_WC_RETRY_EXC_ERR once the retries are spent). */
+static inline int rcp__verbs_post_ping(struct ibv_qp *qp, uint64_t wr_id, uint64_t raddr,
+                                       uint32_t rkey)
+{
+    return rcp__verbs_post_write(qp, wr_id, NULL, 0, 0, raddr, rkey, 0, 0, IBV_SEND_SIGNALED);
+}
+
 /* ---- polling ---- */
 
-/* Up to max completions from cq. Spins briefly, then sleeps: in poll(2) on the CQ's completion
- * channel if it has one, else by yielding. Returns the number of completions (>= 1), -ETIMEDOUT
- * when none came within timeout_ns, or another negative errno. Failed completions are returned
- * like good ones: check wc[i].status (or use rcp__verbs_wait). */
+/* The one completion wait. Up to max completions from cq. First RCP__VERBS_QUIET_POLLS polls
+ * without reading the clock (in a VM whose clock source is not the TSC a clock read is a system
+ * call, longer than a poll), yielding every RCP__VERBS_SPINS; then spins briefly and sleeps: in
+ * poll(2) on the CQ's completion channel if it has one, else by yielding. Returns the number of
+ * completions (>= 1), -ETIMEDOUT when none came within timeout_ns, or another negative errno.
+ * Failed completions are returned like good ones: check wc[i].status (or use rcp__verbs_wait). */
 static inline int rcp__verbs_poll(struct ibv_cq *cq, struct ibv_wc *wc, int max,
                                   uint64_t timeout_ns)
 {
     uint64_t start = rcp__now_ns();
     unsigned spins = 0;
+    for (unsigned k = 0; k < RCP__VERBS_QUIET_POLLS; k++) {
+        int n = ibv_poll_cq(cq, max, wc);
+        if (n != 0) return n > 0 ? n : -EIO;
+        if ((k & (RCP__VERBS_SPINS - 1)) == RCP__VERBS_SPINS - 1) sched_yield();
+        else rcp__cpu_relax();
+    }
     for (;;) {
         int n = ibv_poll_cq(cq, max, wc);
         if (n != 0) return n > 0 ? n : -EIO;
         uint64_t now = rcp__now_ns();
         if (now - start >= timeout_ns) return -ETIMEDOUT;
-        if (++spins < 256) {
+        if (++spins < RCP__VERBS_SPINS) {
             rcp__cpu_relax();
             continue;
         }

@@ -42,26 +42,26 @@ static inline int nppt_side_setup(int fd, const nppin_opts *o, nppt_side *s, con
     qo.max_recv_wr = 64;
     qo.max_sge = 4;
     int rc;
-    unsigned char out[2 * RCP__VERBS_EP_WIRE], in[2 * RCP__VERBS_EP_WIRE];
+    unsigned char out[2 * VMT_EP_WIRE], in[2 * VMT_EP_WIRE];
     if ((rc = rcp__verbs_open(NULL, &s->d))) { *step = "open"; goto fail; }
     if ((rc = rcp__verbs_cq_create(&s->d, 1024, 0, &s->dcq))) { *step = "data cq"; goto fail; }
     if ((rc = rcp__verbs_cq_create(&s->d, 256, 0, &s->ccq))) { *step = "control cq"; goto fail; }
     if ((rc = rcp__verbs_qp_create(&s->d, s->dcq, s->dcq, &qo, &s->dqp))) { *step = "data qp"; goto fail; }
     if ((rc = rcp__verbs_qp_create(&s->d, s->ccq, s->ccq, &qo, &s->cqp))) { *step = "control qp"; goto fail; }
-    rcp__verbs_ep_local(&s->d, s->dqp, 0, 0, &s->me[0]);
-    rcp__verbs_ep_local(&s->d, s->cqp, 0, 0, &s->me[1]);
-    rcp__verbs_ep_pack(&s->me[0], out);
-    rcp__verbs_ep_pack(&s->me[1], out + RCP__VERBS_EP_WIRE);
+    vmt_ep_local(&s->d, s->dqp, 0, 0, &s->me[0]);
+    vmt_ep_local(&s->d, s->cqp, 0, 0, &s->me[1]);
+    vmt_ep_pack(&s->me[0], out);
+    vmt_ep_pack(&s->me[1], out + VMT_EP_WIRE);
     if ((rc = vmt_write_all(fd, out, sizeof out))) { *step = "send endpoints"; goto fail; }
     if ((rc = vmt_read_all(fd, in, sizeof in, 60000))) { *step = "receive endpoints"; goto fail; }
-    if ((rc = rcp__verbs_ep_unpack(in, &s->peer[0])) ||
-        (rc = rcp__verbs_ep_unpack(in + RCP__VERBS_EP_WIRE, &s->peer[1]))) { *step = "unpack"; goto fail; }
+    if ((rc = vmt_ep_unpack(in, &s->peer[0])) ||
+        (rc = vmt_ep_unpack(in + VMT_EP_WIRE, &s->peer[1]))) { *step = "unpack"; goto fail; }
     /* an ACK timeout of 0.54 s (7 tries: about 4 s): two guests on a loaded host can go half a
        second without running, which the default (67 ms, about 0.5 s in all) takes for a dead
        peer */
     rcp__verbs_qp_opts dq_opts = qo;
     dq_opts.timeout = 17;
-    if ((rc = rcp__verbs_rc_connect(&s->d, s->dqp, &s->me[0], &s->peer[0], &dq_opts))) {
+    if ((rc = vmt_rc_connect(&s->d, s->dqp, &s->me[0], &s->peer[0], &dq_opts))) {
         *step = "connect data";
         goto fail;
     }
@@ -69,7 +69,7 @@ static inline int nppt_side_setup(int fd, const nppin_opts *o, nppt_side *s, con
        receive buffers (nppin.h, section 5) */
     rcp__verbs_qp_opts cq_opts = dq_opts;
     cq_opts.rnr_retry = 7;
-    if ((rc = rcp__verbs_rc_connect(&s->d, s->cqp, &s->me[1], &s->peer[1], &cq_opts))) {
+    if ((rc = vmt_rc_connect(&s->d, s->cqp, &s->me[1], &s->peer[1], &cq_opts))) {
         *step = "connect control";
         goto fail;
     }
@@ -222,14 +222,14 @@ static inline int nppt_owner_cmd(nppt_side *s, size_t region, unsigned char *mem
     }
     case C_BAD: {
         nppin_stats st;
-        nppin_stats_get(s->np, &st);
+        nppin_get_stats(s->np, &st);
         r->v[0] = st.bad_messages;
         return 0;
     }
     case C_STATS: {
         nppin_stats st;
         memset(&st, 0, sizeof st);
-        nppin_stats_get(s->np, &st);
+        nppin_get_stats(s->np, &st);
         r->v[0] = st.pinned;
         r->v[1] = st.pinned_peak;
         r->v[2] = st.budget;

@@ -58,7 +58,7 @@ typedef struct tlink {
     uint32_t rkey;
     uint64_t x[4];
 } tlink;
-#define TL_WIRE (RCP__VERBS_EP_WIRE + 12 + 32)
+#define TL_WIRE (VMT_EP_WIRE + 12 + 32)
 
 static int tlink_setup(int fd, rcp__verbs_dev *d, uint64_t my_addr, uint32_t my_rkey,
                        const uint64_t my_x[4], tlink *l)
@@ -72,19 +72,19 @@ static int tlink_setup(int fd, rcp__verbs_dev *d, uint64_t my_addr, uint32_t my_
     if (!rc) rc = rcp__verbs_qp_create(d, l->cq, l->cq, &o, &l->qp);
     if (rc) return rc;
     rcp__verbs_ep me, peer;
-    rcp__verbs_ep_local(d, l->qp, 0, 0, &me);
+    vmt_ep_local(d, l->qp, 0, 0, &me);
     unsigned char out[TL_WIRE], in[TL_WIRE];
-    rcp__verbs_ep_pack(&me, out);
-    vmt_put64(out + RCP__VERBS_EP_WIRE, my_addr);
-    rcp__verbs_put32(out + RCP__VERBS_EP_WIRE + 8, my_rkey);
-    for (int i = 0; i < 4; i++) vmt_put64(out + RCP__VERBS_EP_WIRE + 12 + 8 * i, my_x ? my_x[i] : 0);
+    vmt_ep_pack(&me, out);
+    vmt_put64(out + VMT_EP_WIRE, my_addr);
+    rcp__verbs_put32(out + VMT_EP_WIRE + 8, my_rkey);
+    for (int i = 0; i < 4; i++) vmt_put64(out + VMT_EP_WIRE + 12 + 8 * i, my_x ? my_x[i] : 0);
     if ((rc = vmt_write_all(fd, out, sizeof out))) return rc;
     if ((rc = vmt_read_all(fd, in, sizeof in, 60000))) return rc;
-    if ((rc = rcp__verbs_ep_unpack(in, &peer))) return rc;
-    l->addr = vmt_get64(in + RCP__VERBS_EP_WIRE);
-    l->rkey = rcp__verbs_get32(in + RCP__VERBS_EP_WIRE + 8);
-    for (int i = 0; i < 4; i++) l->x[i] = vmt_get64(in + RCP__VERBS_EP_WIRE + 12 + 8 * i);
-    return rcp__verbs_rc_connect(d, l->qp, &me, &peer, &o);
+    if ((rc = vmt_ep_unpack(in, &peer))) return rc;
+    l->addr = vmt_get64(in + VMT_EP_WIRE);
+    l->rkey = rcp__verbs_get32(in + VMT_EP_WIRE + 8);
+    for (int i = 0; i < 4; i++) l->x[i] = vmt_get64(in + VMT_EP_WIRE + 12 + 8 * i);
+    return vmt_rc_connect(d, l->qp, &me, &peer, &o);
 }
 
 /* ---------------------------------------------------------------- the home (table) side */
@@ -265,10 +265,10 @@ static int rctx_setup(rproc *p, rctx *c, char *why, size_t whylen)
             if ((rc = rcp__verbs_cq_create(&c->d, 16, 0, &c->scq[i])) ||
                 (rc = rcp__verbs_qp_create(&c->d, c->scq[i], c->scq[i], &qo, &c->sqp[i])))
                 VMT_FAILF("self qp: %s", strerror(-rc));
-            rcp__verbs_ep_local(&c->d, c->sqp[i], 0, 0, &e[i]);
+            vmt_ep_local(&c->d, c->sqp[i], 0, 0, &e[i]);
         }
         for (int i = 0; i < 2; i++)
-            if ((rc = rcp__verbs_rc_connect(&c->d, c->sqp[i], &e[i], &e[1 - i], &qo)))
+            if ((rc = vmt_rc_connect(&c->d, c->sqp[i], &e[i], &e[1 - i], &qo)))
                 VMT_FAILF("self connect: %s", strerror(-rc));
         if ((rc = alock_verbs_link_create(c->sqp[0], c->scq[0], c->dmr->rkey, 20000, &c->self)))
             VMT_FAILF("self alock_verbs_link_create: %s", alock_strerror(rc));
@@ -483,6 +483,19 @@ static void hazard_cpu_and_rdma_faa(void)
     CHECKF(lost > 0, "no update was lost in three rounds: the hazard did not show");
 }
 
+/* Stop the two local processes lp: seconds since t0, each must have exited 0. */
+static double locals_stop(const pid_t lp[2], uint64_t t0)
+{
+    double secs = (rcp__now_ns() - t0) / 1e9;
+    __atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < 2; i++) {
+        int st = 0;
+        waitpid(lp[i], &st, 0);
+        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "local process %d: status %d", i, st);
+    }
+    return secs;
+}
+
 /* 2 local and 2 remote processes (loopback) on lock 0 at once: exact count, no overlap, and a
    remote waiter sees a bounded number of local critical sections while it waits */
 static void mixed_local_and_remote(void)
@@ -511,13 +524,7 @@ static void mixed_local_and_remote(void)
     memset(rep, 0, sizeof rep);
     CHECK(ok && vmt_read_all(s1[0], rep[0], REP_LEN, 150000) == 0);
     CHECK(ok && vmt_read_all(s2[0], rep[1], REP_LEN, 150000) == 0);
-    double secs = (rcp__now_ns() - t0) / 1e9;
-    __atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
-    for (int i = 0; i < 2; i++) {
-        int st = 0;
-        waitpid(lp[i], &st, 0);
-        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "local process %d: status %d", i, st);
-    }
+    double secs = locals_stop(lp, t0);
     char why[512];
     CHECKF(vmt_reap(&c1, why, sizeof why) == 0, "remote 1: %s", why);
     CHECKF(vmt_reap(&c2, why, sizeof why) == 0, "remote 2: %s", why);
@@ -541,6 +548,67 @@ static void mixed_local_and_remote(void)
     __atomic_store_n(&sh->stop, 0, __ATOMIC_RELEASE);
 }
 
+/* A team of n remote processes (ids first_id, first_id + 1, ...), each with a socket to the home
+   and one to each other, and iters critical sections to run. */
+enum { TEAM_MAX = 3 };
+typedef struct team {
+    int n;
+    int hs[TEAM_MAX][2], ps[TEAM_MAX][TEAM_MAX][2];
+    rproc p[TEAM_MAX];
+    vmt_child c[TEAM_MAX];
+    tlink l[TEAM_MAX];
+} team;
+
+static int team_init(team *t, int n, uint16_t first_id, int iters)
+{
+    memset(t, 0, sizeof *t);
+    t->n = n;
+    for (int i = 0; i < n; i++) {
+        if (socketpair(AF_UNIX, SOCK_STREAM, 0, t->hs[i])) { CHECKF(0, "socketpair"); return -1; }
+        for (int j = i + 1; j < n; j++)
+            if (socketpair(AF_UNIX, SOCK_STREAM, 0, t->ps[i][j])) {
+                CHECKF(0, "socketpair");
+                return -1;
+            }
+    }
+    for (int i = 0; i < n; i++) {
+        rproc *p = &t->p[i];
+        p->id = (uint16_t)(first_id + i);
+        p->reset_lock = -1;
+        p->iters = iters;
+        p->home_fd = t->hs[i][1];
+        for (int j = 0; j < n; j++) { /* peers in id order on both sides */
+            if (j == i) continue;
+            p->peer_fd[p->npeers] = j > i ? t->ps[i][j][0] : t->ps[j][i][1];
+            p->peer_id[p->npeers++] = (uint16_t)(first_id + j);
+        }
+    }
+    return 0;
+}
+
+/* Spawn the team, link the home to each, wait until all are ready: 1 if they are. */
+static int team_start(team *t)
+{
+    int ok = 1;
+    for (int i = 0; i < t->n; i++) CHECK_EQ(vmt_spawn(remote_role, -1, &t->p[i], &t->c[i]), 0);
+    for (int i = 0; i < t->n; i++) {
+        close(t->hs[i][1]);
+        for (int j = i + 1; j < t->n; j++) { close(t->ps[i][j][0]); close(t->ps[i][j][1]); }
+    }
+    for (int i = 0; i < t->n && ok; i++) ok = home_link(t->hs[i][0], &t->l[i]) == 0;
+    for (int i = 0; i < t->n && ok; i++) ok = vmt_expect_byte(t->hs[i][0], 'R', 60000) == 0;
+    CHECKF(ok, "the remote processes did not get ready");
+    return ok;
+}
+
+static void team_end(team *t)
+{
+    for (int i = 0; i < t->n; i++) {
+        if (t->l[i].qp) { rcp__verbs_qp_destroy(t->l[i].qp); rcp__verbs_cq_destroy(t->l[i].cq); }
+        close(t->hs[i][0]);
+    }
+}
+
 /* alock_remote_lock_timeout: 3 remote processes (loopback) with deadlines of 2-4 ms and 1 local
    process that holds the lock for 3 ms every 16th time, on lock 0 at once (under TCG a remote
    critical section takes about a millisecond: most waits time out). Remote waiters give up
@@ -552,56 +620,28 @@ static void mixed_local_and_remote(void)
 static void remote_waiters_time_out(void)
 {
     enum { NR = 3, ITERS = 30 };
-    int hs[NR][2], ps[NR][NR][2];
-    for (int i = 0; i < NR; i++) {
-        if (socketpair(AF_UNIX, SOCK_STREAM, 0, hs[i])) { CHECKF(0, "socketpair"); return; }
-        for (int j = i + 1; j < NR; j++)
-            if (socketpair(AF_UNIX, SOCK_STREAM, 0, ps[i][j])) { CHECKF(0, "socketpair"); return; }
-    }
-    rproc p[NR];
-    memset(p, 0, sizeof p);
-    for (int i = 0; i < NR; i++) {
-        p[i].id = (uint16_t)(11 + i);
-        p[i].home_fd = hs[i][1];
-        for (int j = 0; j < NR; j++) { /* peers in id order on both sides */
-            if (j == i) continue;
-            p[i].peer_fd[p[i].npeers] = j > i ? ps[i][j][0] : ps[j][i][1];
-            p[i].peer_id[p[i].npeers++] = (uint16_t)(11 + j);
-        }
-        p[i].iters = ITERS;
-        p[i].reset_lock = -1;
-        p[i].timeout_us = 2000;
-    }
+    static team T;
+    if (team_init(&T, NR, 11, ITERS)) return;
+    for (int i = 0; i < NR; i++) T.p[i].timeout_us = 2000;
     sh->counter = sh->local_acq = sh->violations = sh->per_local[0] = sh->per_local[1] = 0;
     sh->hold_us = 3000;
     fflush(stdout);
     pid_t lp = fork();
     if (lp == 0) local_proc(0);
-    vmt_child c[NR];
-    for (int i = 0; i < NR; i++) CHECK_EQ(vmt_spawn(remote_role, -1, &p[i], &c[i]), 0);
-    for (int i = 0; i < NR; i++) {
-        close(hs[i][1]);
-        for (int j = i + 1; j < NR; j++) { close(ps[i][j][0]); close(ps[i][j][1]); }
-    }
-    tlink l[NR];
-    memset(l, 0, sizeof l);
-    int ok = 1;
-    for (int i = 0; i < NR && ok; i++) ok = home_link(hs[i][0], &l[i]) == 0;
-    for (int i = 0; i < NR && ok; i++) ok = vmt_expect_byte(hs[i][0], 'R', 60000) == 0;
-    CHECKF(ok, "the remote processes did not get ready");
+    int ok = team_start(&T);
     uint64_t t0 = rcp__now_ns();
-    for (int i = 0; i < NR && ok; i++) vmt_send_byte(hs[i][0], 'G');
+    for (int i = 0; i < NR && ok; i++) vmt_send_byte(T.hs[i][0], 'G');
     uint64_t viol = 0, tos = 0;
     for (int i = 0; i < NR && ok; i++) {
         unsigned char r[REP_LEN];
-        int rc = vmt_read_all(hs[i][0], r, REP_LEN, 120000);
+        int rc = vmt_read_all(T.hs[i][0], r, REP_LEN, 120000);
         CHECKF(rc == 0, "remote %d's report: %s", 11 + i, strerror(-rc));
         if (!rc) { viol += vmt_get64(r + 8); tos += vmt_get64(r + 16); }
-        else { ok = 0; for (int j = 0; j < NR; j++) kill(c[j].pid, SIGKILL); }
+        else { ok = 0; for (int j = 0; j < NR; j++) kill(T.c[j].pid, SIGKILL); }
     }
     double secs = (rcp__now_ns() - t0) / 1e9;
     char why[512];
-    for (int i = 0; i < NR; i++) CHECKF(vmt_reap(&c[i], why, sizeof why) == 0, "remote %d: %s", 11 + i, why);
+    for (int i = 0; i < NR; i++) CHECKF(vmt_reap(&T.c[i], why, sizeof why) == 0, "remote %d: %s", 11 + i, why);
     __atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
     int st = 0;
     for (int k = 0; k < 200 && waitpid(lp, &st, WNOHANG) == 0; k++) usleep(50000);
@@ -626,10 +666,7 @@ static void remote_waiters_time_out(void)
         CHECK_EQ(alock_lock_timeout(tab, 0, rcp__now_ns() + 5 * VMT_SEC, &h), 0);
         alock_unlock(&h);
     }
-    for (int i = 0; i < NR; i++) {
-        if (l[i].qp) { rcp__verbs_qp_destroy(l[i].qp); rcp__verbs_cq_destroy(l[i].cq); }
-        close(hs[i][0]);
-    }
+    team_end(&T);
     sh->hold_us = 0;
     __atomic_store_n(&sh->stop, 0, __ATOMIC_RELEASE);
 }
@@ -684,46 +721,20 @@ static void rxe_counts_print(const char *what, const rxe_counts *a, const rxe_co
    counters (retransmissions, duplicates) during the run are printed. */
 static void remote_handoffs(int nr, int sections, uint16_t first_id, uint32_t lock)
 {
-    enum { MAXR = 3 };
-    int hs[MAXR][2], ps[MAXR][MAXR][2];
+    enum { MAXR = TEAM_MAX };
+    static team T;
+    if (team_init(&T, nr, first_id, sections)) return;
     for (int i = 0; i < nr; i++) {
-        if (socketpair(AF_UNIX, SOCK_STREAM, 0, hs[i])) { CHECKF(0, "socketpair"); return; }
-        for (int j = i + 1; j < nr; j++)
-            if (socketpair(AF_UNIX, SOCK_STREAM, 0, ps[i][j])) { CHECKF(0, "socketpair"); return; }
-    }
-    rproc p[MAXR];
-    memset(p, 0, sizeof p);
-    for (int i = 0; i < nr; i++) {
-        p[i].id = (uint16_t)(first_id + i);
-        p[i].home_fd = hs[i][1];
-        for (int j = 0; j < nr; j++) { /* peers in id order on both sides */
-            if (j == i) continue;
-            p[i].peer_fd[p[i].npeers] = j > i ? ps[i][j][0] : ps[j][i][1];
-            p[i].peer_id[p[i].npeers++] = (uint16_t)(first_id + j);
-        }
-        p[i].iters = sections;
-        p[i].reset_lock = -1;
-        p[i].lock = lock;
-        p[i].lean = 1;
-        p[i].stall_at = i == 1 ? sections / 2 : 0;
+        T.p[i].lock = lock;
+        T.p[i].lean = 1;
+        T.p[i].stall_at = i == 1 ? sections / 2 : 0;
     }
     sh->counter = 0;
-    vmt_child c[MAXR];
-    for (int i = 0; i < nr; i++) CHECK_EQ(vmt_spawn(remote_role, -1, &p[i], &c[i]), 0);
-    for (int i = 0; i < nr; i++) {
-        close(hs[i][1]);
-        for (int j = i + 1; j < nr; j++) { close(ps[i][j][0]); close(ps[i][j][1]); }
-    }
-    tlink l[MAXR];
-    memset(l, 0, sizeof l);
-    int ok = 1;
-    for (int i = 0; i < nr && ok; i++) ok = home_link(hs[i][0], &l[i]) == 0;
-    for (int i = 0; i < nr && ok; i++) ok = vmt_expect_byte(hs[i][0], 'R', 60000) == 0;
-    CHECKF(ok, "the remote processes did not get ready");
+    int ok = team_start(&T);
     rxe_counts rc0, rc1;
     rxe_counts_read(&rc0);
     uint64_t t0 = rcp__now_ns();
-    for (int i = 0; i < nr && ok; i++) vmt_send_byte(hs[i][0], 'G');
+    for (int i = 0; i < nr && ok; i++) vmt_send_byte(T.hs[i][0], 'G');
     /* the reports, in any order; a process that ends without one (its failure pipe, which
        only it holds, becomes readable) ends the others: one stranded in the queue would wait
        for ever */
@@ -731,14 +742,14 @@ static void remote_handoffs(int nr, int sections, uint16_t first_id, uint32_t lo
     while (ok && got < nr) {
         struct pollfd pf[2 * MAXR];
         for (int i = 0; i < nr; i++) {
-            pf[i] = (struct pollfd){.fd = done[i] ? -1 : hs[i][0], .events = POLLIN, .revents = 0};
-            pf[nr + i] = (struct pollfd){.fd = done[i] ? -1 : c[i].res, .events = POLLIN, .revents = 0};
+            pf[i] = (struct pollfd){.fd = done[i] ? -1 : T.hs[i][0], .events = POLLIN, .revents = 0};
+            pf[nr + i] = (struct pollfd){.fd = done[i] ? -1 : T.c[i].res, .events = POLLIN, .revents = 0};
         }
         if (poll(pf, (nfds_t)(2 * nr), 110000) <= 0) { CHECKF(0, "no report in 110 s"); ok = 0; }
         for (int i = 0; i < nr && ok; i++) {
             unsigned char r[REP_LEN];
             if (pf[i].revents) {
-                if (vmt_read_all(hs[i][0], r, REP_LEN, 10000)) ok = 0;
+                if (vmt_read_all(T.hs[i][0], r, REP_LEN, 10000)) ok = 0;
                 else { done[i] = 1; got++; }
             } else if (pf[nr + i].revents) {
                 ok = 0; /* ended without a report: vmt_reap says why */
@@ -749,10 +760,10 @@ static void remote_handoffs(int nr, int sections, uint16_t first_id, uint32_t lo
     rxe_counts_read(&rc1);
     rxe_counts_print(nr == 2 ? "remote_handoffs_two" : "remote_handoffs_three", &rc0, &rc1);
     if (!ok)
-        for (int i = 0; i < nr; i++) kill(c[i].pid, SIGKILL);
+        for (int i = 0; i < nr; i++) kill(T.c[i].pid, SIGKILL);
     char why[512];
     for (int i = 0; i < nr; i++)
-        CHECKF(vmt_reap(&c[i], why, sizeof why) == 0, "remote %d: %s", first_id + i, why);
+        CHECKF(vmt_reap(&T.c[i], why, sizeof why) == 0, "remote %d: %s", first_id + i, why);
     printf("# remote hand-offs: %d remote processes x %d critical sections in %.1f s (one stall "
            "of %d ms): %.0f us per section\n", nr, sections, secs, SLOW_STALL_MS,
            (secs - SLOW_STALL_MS / 1e3) * 1e6 / (nr * sections));
@@ -760,10 +771,7 @@ static void remote_handoffs(int nr, int sections, uint16_t first_id, uint32_t lo
         CHECK_EQ(sh->counter, (uint64_t)nr * (uint64_t)sections);
         CHECK_EQ(__atomic_load_n(&tab->lines[lock].r_tail, __ATOMIC_ACQUIRE), 0);
     }
-    for (int i = 0; i < nr; i++) {
-        if (l[i].qp) { rcp__verbs_qp_destroy(l[i].qp); rcp__verbs_cq_destroy(l[i].cq); }
-        close(hs[i][0]);
-    }
+    team_end(&T);
 }
 
 static void remote_handoffs_two(void) { remote_handoffs(2, HANDOFF2_SECTIONS, 21, 2); }
@@ -886,13 +894,7 @@ static void pair_a(void)
         CHECKF(rc == 0, "remote %d's report: %s", i + 1, strerror(-rc));
         if (!rc) rviol += vmt_get64(rep + 8);
     }
-    double secs = (rcp__now_ns() - t0) / 1e9;
-    __atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
-    for (int i = 0; i < 2; i++) {
-        int st = 0;
-        waitpid(lp[i], &st, 0);
-        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "local process %d: status %d", i, st);
-    }
+    double secs = locals_stop(lp, t0);
     char why[512];
     CHECKF(vmt_reap(&c1, why, sizeof why) == 0, "remote 1: %s", why);
     printf("# two guests: %llu local + %d remote critical sections (1 remote here, 2 on b) in %.1f s;"
@@ -1009,17 +1011,23 @@ static void pair_b(const char *peer)
     close(h2); close(p2); close(h3); close(p3); close(s23[0]); close(s23[1]);
 }
 
+/* The home's table and RDMA, as the check name: 0 if set up. */
+static int home_setup_test(const char *name)
+{
+    t_begin(name);
+    int rc = home_setup();
+    if (!rc) rc = home_rdma();
+    t_end();
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
     if (getenv("ALOCKT_ONLY") && *getenv("ALOCKT_ONLY")) t_only = getenv("ALOCKT_ONLY");
     if (argc == 1) {
-        t_begin("alock_setup");
-        int rc = home_setup();
-        if (!rc) rc = home_rdma();
-        t_end();
-        if (rc) return T_DONE();
+        if (home_setup_test("alock_setup")) return T_DONE();
         RUN(hazard_cpu_and_rdma_faa);
         RUN(mixed_local_and_remote);
         RUN(remote_waiters_time_out);
@@ -1033,11 +1041,7 @@ int main(int argc, char **argv)
     int is_a = vmt_guest_role(argc, argv, 3, "PEER_IP");
     if (is_a < 0) return 2;
     if (is_a) {
-        t_begin("alock_pair_setup");
-        int rc = home_setup();
-        if (!rc) rc = home_rdma();
-        t_end();
-        if (rc) return T_DONE();
+        if (home_setup_test("alock_pair_setup")) return T_DONE();
         TEST(pair_a);
         TEST(pair_a_killed_remote);
         home_teardown();

@@ -11,16 +11,12 @@
 #include "vmt.h"
 #define SHMHEAP_IMPLEMENTATION
 #include "shmheap.h"
+#include "vmt_list.h"
 #include <sys/stat.h>
 #include <sys/wait.h>
 
 #define NODES 2000
 #define TWO_MB (2u << 20)
-
-struct node {
-    uint64_t v;
-    struct node *next;
-};
 
 static const char *dev;
 static size_t dev_size;
@@ -49,30 +45,9 @@ static void dax_create_whole_device(void)
     CHECK_EQ((uintptr_t)shmheap_base(h) % TWO_MB, 0);
     CHECK(shmheap_size(h) <= dev_size && shmheap_size(h) + TWO_MB > dev_size);
     CHECK_EQ(shmheap_size(h) % TWO_MB, 0);
-    struct node *head = NULL;
-    for (int i = NODES - 1; i >= 0; i--) {
-        struct node *n = (struct node *)shmheap_malloc(h, sizeof *n);
-        if (!n) { CHECK(0); break; }
-        n->v = (uint64_t)i;
-        n->next = head;
-        head = n;
-    }
-    CHECK_EQ(shmheap_root_set(h, "list", head), 0);
+    CHECK_EQ(vmt_list_make(h, NODES), 0);
     CHECK_EQ(shmheap_check(h, NULL), 0);
     CHECK_EQ(shmheap_close(h), 0);
-}
-
-/* sum of the list and its length, or -1 if a pointer leaves the heap */
-static long long walk(shmheap *h, long *count)
-{
-    long long sum = 0;
-    *count = 0;
-    for (struct node *n = (struct node *)shmheap_root_get(h, "list"); n; n = n->next) {
-        if (!shmheap_contains(h, n, sizeof *n)) return -1;
-        sum += (long long)n->v;
-        ++*count;
-    }
-    return sum;
 }
 
 static void dax_second_process(void)
@@ -85,7 +60,7 @@ static void dax_second_process(void)
         char why[160] = "";
         long n = 0;
         if (shmheap_open(dev, NULL, &h)) snprintf(why, sizeof why, "child: open failed");
-        else if (walk(h, &n) != (long long)NODES * (NODES - 1) / 2 || n != NODES)
+        else if (vmt_list_walk(h, &n) != (long long)NODES * (NODES - 1) / 2 || n != NODES)
             snprintf(why, sizeof why, "child: list has %ld nodes, wrong sum", n);
         else {
             struct node **head = (struct node **)shmheap_malloc(h, sizeof *head);
@@ -115,7 +90,7 @@ static void dax_second_process(void)
     CHECKF(rc == 0, "reopen: %s", shmheap_strerror(rc));
     if (rc) return;
     long n = 0;
-    CHECK_EQ(walk(h, &n), (long long)NODES * (NODES - 1) / 2 + 100LL * 1000000);
+    CHECK_EQ(vmt_list_walk(h, &n), (long long)NODES * (NODES - 1) / 2 + 100LL * 1000000);
     CHECK_EQ(n, NODES + 100);
     CHECK_EQ(shmheap_check(h, NULL), 0);
     CHECK_EQ(shmheap_close(h), 0);
@@ -152,7 +127,7 @@ static void dax_kill_rounds(void)
         if (c) break;
     }
     long n = 0;
-    CHECK_EQ(walk(h, &n), (long long)NODES * (NODES - 1) / 2 + 100LL * 1000000);
+    CHECK_EQ(vmt_list_walk(h, &n), (long long)NODES * (NODES - 1) / 2 + 100LL * 1000000);
     void *p = shmheap_malloc(h, 100000);
     CHECK(p != NULL);
     shmheap_free(h, p);

@@ -7,6 +7,7 @@
 #include "vmt.h"
 #define SHMHEAP_IMPLEMENTATION
 #include "shmheap.h"
+#include "vmt_list.h"
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
@@ -14,24 +15,7 @@
 #define HUGETLBFS_MAGIC_ 0x958458f6
 #define NODES 5000
 
-struct node {
-    uint64_t v;
-    struct node *next;
-};
-
 static char path[256];
-
-static long long walk(shmheap *h, long *count)
-{
-    long long sum = 0;
-    *count = 0;
-    for (struct node *n = (struct node *)shmheap_root_get(h, "list"); n; n = n->next) {
-        if (!shmheap_contains(h, n, sizeof *n)) return -1;
-        sum += (long long)n->v;
-        ++*count;
-    }
-    return sum;
-}
 
 static long huge_free(void)
 {
@@ -56,15 +40,7 @@ static void hugetlb_heap(void)
     CHECK_EQ(stat(path, &st), 0);
     CHECK_EQ(st.st_size, 16 << 20);
     printf("# heap in %s at %p, %zu bytes\n", path, shmheap_base(h), shmheap_size(h));
-    struct node *head = NULL;
-    for (int i = 0; i < NODES; i++) {
-        struct node *n = (struct node *)shmheap_malloc(h, sizeof *n);
-        if (!n) { CHECK(0); break; }
-        n->v = (uint64_t)i;
-        n->next = head;
-        head = n;
-    }
-    CHECK_EQ(shmheap_root_set(h, "list", head), 0);
+    CHECK_EQ(vmt_list_make(h, NODES), 0);
     CHECKF(huge_free() < free0, "HugePages_Free %ld -> %ld: the heap is not on huge pages", free0, huge_free());
     shmheap *h2;
     CHECK_EQ(shmheap_create(path, NULL, &h2), SHMHEAP_E_EXISTS); /* a file is never re-formatted */
@@ -74,7 +50,7 @@ static void hugetlb_heap(void)
         long n = 0;
         if (shmheap_open(path, NULL, &c)) _exit(2);
         /* in the child the heap is still mapped from the fork: the same handle comes back */
-        if (walk(c, &n) != (long long)NODES * (NODES - 1) / 2 || n != NODES) _exit(3);
+        if (vmt_list_walk(c, &n) != (long long)NODES * (NODES - 1) / 2 || n != NODES) _exit(3);
         struct node *x = (struct node *)shmheap_malloc(c, sizeof *x);
         if (!x) _exit(4);
         x->v = 1000000;
@@ -103,7 +79,7 @@ static int walker(const char *p)
     shmheap *h;
     long n = 0;
     if (shmheap_open(p, NULL, &h)) return 2;
-    if (walk(h, &n) != (long long)NODES * (NODES - 1) / 2 + 1000000 || n != NODES + 1) return 3;
+    if (vmt_list_walk(h, &n) != (long long)NODES * (NODES - 1) / 2 + 1000000 || n != NODES + 1) return 3;
     if (shmheap_check(h, NULL)) return 4;
     return shmheap_close(h) ? 5 : 0;
 }

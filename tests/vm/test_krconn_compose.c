@@ -228,6 +228,15 @@ static int kqp(krconn *k, struct ibv_qp **qp, struct ibv_cq **cq)
 }
 
 /* The owner: accepts the channel connection, serves leases on its region until told 'Q'. */
+/* nppin's side of a role, in reverse order of making; NULL (or chan->user NULL) = not made */
+static void np_teardown(nppin_peer *peer, nppin_chan *chan, nppin_region *rg, nppin_ctx *np)
+{
+    if (peer) nppin_peer_destroy(peer);
+    if (chan->user) nppin_chan_verbs_destroy(chan);
+    if (rg) nppin_dereg(rg);
+    if (np) nppin_destroy(np);
+}
+
 static int owner_role(int fd, void *arg, char *why, size_t whylen)
 {
     (void)arg;
@@ -271,10 +280,7 @@ static int owner_role(int fd, void *arg, char *why, size_t whylen)
     }
     VMT_TRY(vmt_expect_byte(fd, 'Q', 1000));
 out:
-    if (peer) nppin_peer_destroy(peer);
-    if (chan.user) nppin_chan_verbs_destroy(&chan);
-    if (rg) nppin_dereg(rg);
-    if (np) nppin_destroy(np);
+    np_teardown(peer, &chan, rg, np);
     if (kc) krconn_disconnect(kc);
     if (ctx) krconn_ctx_destroy(ctx);
     return why[0] ? -1 : 0;
@@ -354,7 +360,7 @@ static void nppin_over_krconn(void)
     }
     nppin_stats st;
     memset(&st, 0, sizeof st);
-    nppin_stats_get(np, &st);
+    nppin_get_stats(np, &st);
     CHECKF(st.lease_misses >= 1, "no lease was asked for (lease_misses %llu)",
            (unsigned long long)st.lease_misses);
     printf("# nppin over krconn: %u bytes READ from chunk 1, lease_misses %llu\n", NP_LEN,
@@ -366,10 +372,7 @@ done:
         char why[512];
         CHECKF(vmt_reap(&oc, why, sizeof why) == 0, "owner: %s", why);
     }
-    if (peer) nppin_peer_destroy(peer);
-    if (chan.user) nppin_chan_verbs_destroy(&chan);
-    if (lrg) nppin_dereg(lrg);
-    if (np) nppin_destroy(np);
+    np_teardown(peer, &chan, lrg, np);
     if (kd) krconn_disconnect(kd);
     if (kc) krconn_disconnect(kc);
     if (ctx) krconn_ctx_destroy(ctx);

@@ -77,6 +77,18 @@ static int readable(int fd, int ms)
     return poll(&pf, 1, ms);
 }
 
+/* k sends to a (which has a receive posted): watched's event fd becomes readable, its event
+   is taken, and both sides' completions come. */
+static void send_seen(krconn *k, krconn *a, krconn *watched, int fd, uint64_t id)
+{
+    krconn_wc wc;
+    CHECK_EQ(krconn_post_send(k, id, &cmr, cbuf, 8, 0), 0);
+    CHECK_EQ(readable(fd, 5000), 1);
+    CHECK(krconn_event_ack(watched) >= 1);
+    CHECK_EQ(krconn_wait(watched, &wc, TMO), 0);
+    CHECK_EQ(krconn_wait(watched == k ? a : k, &wc, TMO), 0);
+}
+
 static void events_send_wakes(void)
 {
     krconn *k, *a;
@@ -112,11 +124,7 @@ static void events_send_wakes(void)
     CHECK(kfd >= 0 && kfd != fd);
     CHECK_EQ(krconn_arm(k), 0);
     CHECK_EQ(krconn_post_recv(a, 8, &smr, sbuf, 4096), 0);
-    CHECK_EQ(krconn_post_send(k, 10, &cmr, cbuf, 8, 0), 0);
-    CHECK_EQ(readable(kfd, 5000), 1);
-    CHECK(krconn_event_ack(k) >= 1);
-    CHECK_EQ(krconn_wait(k, &wc, TMO), 0);
-    CHECK_EQ(krconn_wait(a, &wc, TMO), 0);
+    send_seen(k, a, k, kfd, 10);
     krconn_disconnect(k);
     krconn_disconnect(a);
 }
@@ -134,11 +142,7 @@ static void events_quiet(void)
     CHECK_EQ(readable(fd, 100), 0);
     CHECK_EQ(krconn_event_ack(a), 0);
     /* a positive control on the same connection: one message makes it readable */
-    CHECK_EQ(krconn_post_send(k, 2, &cmr, cbuf, 8, 0), 0);
-    CHECK_EQ(readable(fd, 5000), 1);
-    CHECK(krconn_event_ack(a) >= 1);
-    CHECK_EQ(krconn_wait(a, &wc, TMO), 0);
-    CHECK_EQ(krconn_wait(k, &wc, TMO), 0);
+    send_seen(k, a, a, fd, 2);
     krconn_disconnect(k);
     krconn_disconnect(a);
 }
@@ -172,7 +176,7 @@ static void events_recycle(void)
     krconn *k, *a;
     krconn_wc wc;
     krconn_stats st0, st1;
-    krconn_ctx_stats(cctx, &st0);
+    krconn_ctx_get_stats(cctx, &st0);
     for (int round = 0; round < 6; round++) {
         if (pair(KRCONN_CONNECT_NO_VIRTUAL, &k, &a)) return;
         int fd = krconn_event_fd(k);
@@ -187,7 +191,7 @@ static void events_recycle(void)
            attributes) before the pool hands it out again: past it, later rounds reuse them */
         usleep(700000);
     }
-    krconn_ctx_stats(cctx, &st1);
+    krconn_ctx_get_stats(cctx, &st1);
     CHECKF(st1.pool_recycled - st0.pool_recycled >= 5, "recycled %llu",
            (unsigned long long)(st1.pool_recycled - st0.pool_recycled));
 }
@@ -313,7 +317,7 @@ static void keepalive_live_idle(void)
                krconn_strerror(rc));
         if (rc) break;
     }
-    krconn_ctx_stats(kactx, &st);
+    krconn_ctx_get_stats(kactx, &st);
     printf("# keepalive: %llu pings in 12 intervals, %llu dead\n",
            (unsigned long long)st.keepalive_sent, (unsigned long long)st.keepalive_dead);
     CHECKF(st.keepalive_sent >= 4, "pings sent: %llu", (unsigned long long)st.keepalive_sent);
@@ -346,7 +350,7 @@ static void keepalive_peer_killed(void)
     CHECKF(ms <= bound, "reported after %.0f ms, bound %.0f ms", ms, bound);
     CHECK_EQ(krconn_write(ka_k, 1, &cmr, cbuf, 8, 0, 0, 0), KRCONN_E_PEERDEAD);
     CHECK_EQ(krconn_wait(ka_k, &wc, 100), KRCONN_E_PEERDEAD);
-    krconn_ctx_stats(kactx, &st);
+    krconn_ctx_get_stats(kactx, &st);
     CHECK_EQ(st.keepalive_dead, 1);
     /* the control: without keepalive nothing is noticed until an operation */
     CHECK_EQ(krconn_poll(plain_k, &wc, 1, 0), 0);

@@ -69,7 +69,7 @@ static void reg_returns_at_once(void)
     CHECKF(rc == 0, "nppin_reg: %s", nppin_strerror(rc));
     nppin_stats st;
     memset(&st, 0, sizeof st);
-    nppin_stats_get(A.np, &st);
+    nppin_get_stats(A.np, &st);
     long rss1 = nppt_rss_kb();
     printf("# nppin_reg of 1 GiB: %.3f ms, rss +%ld KiB, pinned %zu\n", dt / 1e6, rss1 - rss0, st.pinned);
     CHECKF(dt < 50000000ull, "nppin_reg of 1 GiB took %.1f ms", dt / 1e6);
@@ -123,7 +123,7 @@ static void local_any_part_and_split(void)
     CHECKF(vmt_check(lmem + 3, big, 6) < 0, "xfer read: data differs");
     nppin_stats st;
     memset(&st, 0, sizeof st);
-    nppin_stats_get(A.np, &st);
+    nppin_get_stats(A.np, &st);
     CHECKF(st.pinned_peak <= st.budget, "local pinned peak %zu above budget %zu", st.pinned_peak, st.budget);
 }
 
@@ -174,7 +174,7 @@ static void random_rw_under_eviction(void)
     /* what the kernel counts as pinned (VmPin) stays within the budget, plus the channel's
        buffer; resident memory is every chunk ever registered: ibv_reg_mr faults them in */
     CHECKF(r.v[6] <= BUDGET / 1024 + 64, "owner VmPin %llu KiB", (unsigned long long)r.v[6]);
-    CHECK_EQ(rcp__verbs_qp_state(A.dqp), IBV_QPS_RTS);
+    CHECK_EQ(vmt_qp_state(A.dqp), IBV_QPS_RTS);
     /* and the owner sees the writes in its own memory */
     for (unsigned slot = 0; slot < SLOTS; slot++)
         if (seeds[slot] > 1) {
@@ -197,7 +197,7 @@ static void stale(int op, const char *what, uint64_t off)
     CHECK_EQ(rio(NPPIN_OP_READ, 0, len, off), 0);
     long bad = vmt_check(lmem, len, 22);
     CHECKF(bad < 0, "after %s, READ byte %ld is not the new contents", what, bad);
-    CHECK_EQ(rcp__verbs_qp_state(A.dqp), IBV_QPS_RTS);
+    CHECK_EQ(vmt_qp_state(A.dqp), IBV_QPS_RTS);
 }
 static void stale_munmap_mmap(void) { stale(C_UNMAP, "munmap+mmap", 300 * MiB); }
 static void stale_madv_dontneed(void) { stale(C_DONTNEED, "MADV_DONTNEED", 302 * MiB); }
@@ -307,7 +307,7 @@ static void dead_holder_does_not_pin_forever(void)
         CHECKF(ms < LEASE_MS + 3000, "took %.0f ms", ms);
         nppin_stats st;
         memset(&st, 0, sizeof st);
-        nppin_stats_get(s.np, &st);
+        nppin_get_stats(s.np, &st);
         CHECK(st.pinned <= st.budget);
     }
 out:
@@ -346,7 +346,7 @@ static void peer_sends_garbage(void)
     memset(lmem, 0, 4096);
     CHECK_EQ(rio(NPPIN_OP_READ, 0, 4096, 600 * MiB), 0);
     CHECKF(vmt_check(lmem, 4096, 99) < 0, "after the garbage, data differs");
-    CHECK_EQ(rcp__verbs_qp_state(A.dqp), IBV_QPS_RTS);
+    CHECK_EQ(vmt_qp_state(A.dqp), IBV_QPS_RTS);
 }
 
 /* Without CAP_IPC_LOCK and with a 1 MiB RLIMIT_MEMLOCK, a budget of 8 MiB cannot be pinned:
@@ -416,7 +416,7 @@ static void odp_when_offered(void)
 {
     nppin_stats st;
     memset(&st, 0, sizeof st);
-    nppin_stats_get(A.np, &st);
+    nppin_get_stats(A.np, &st);
     struct ibv_device_attr_ex a;
     memset(&a, 0, sizeof a);
     int rc = ibv_query_device_ex(A.d.ctx, NULL, &a);
@@ -437,7 +437,7 @@ static void fork_child_may_touch(void)
 {
     nppin_stats st;
     memset(&st, 0, sizeof st);
-    nppin_stats_get(A.np, &st);
+    nppin_get_stats(A.np, &st);
     printf("# ibv_is_fork_initialized() = %d (2 = unneeded)\n", st.fork_status);
     vmt_fill(lmem, 4096, 71);
     CHECK_EQ(rio(NPPIN_OP_WRITE, 0, 4096, 500 * MiB), 0); /* lmem's chunk 0 is registered */
@@ -478,7 +478,7 @@ int main(void)
     nppin_stats st;
     memset(&st, 0, sizeof st);
     if (!rc) {
-        nppin_stats_get(A.np, &st);
+        nppin_get_stats(A.np, &st);
         printf("# userfaultfd stale detection: %s\n", st.stale_detect ? "on" : "off");
     }
     t_end();
@@ -500,7 +500,7 @@ int main(void)
         TEST(fork_child_may_touch);
         t_begin("no_remote_access_error");
         CHECK(!qp_broken);
-        CHECK_EQ(rcp__verbs_qp_state(A.dqp), IBV_QPS_RTS);
+        CHECK_EQ(vmt_qp_state(A.dqp), IBV_QPS_RTS);
         t_end();
         nppt_cmd q = {C_QUIT, 0, 0, 0};
         vmt_write_all(sock, &q, sizeof q);

@@ -60,7 +60,7 @@ static void twohost_random_rw(void)
            (unsigned long long)r.v[7]);
     CHECK(r.v[1] <= r.v[2]);
     CHECK(r.v[3] > 0);
-    CHECK_EQ(rcp__verbs_qp_state(B.dqp), IBV_QPS_RTS);
+    CHECK_EQ(vmt_qp_state(B.dqp), IBV_QPS_RTS);
 }
 
 static void twohost_remap_seen(void)

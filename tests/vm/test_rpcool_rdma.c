@@ -166,8 +166,8 @@ static int h_pools(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     struct rpcool__rsrv *rs = ((rpcool_server *)user)->rdma;
     krconn_stats a, b;
     memset(&b, 0, sizeof b);
-    if (krconn_ctx_stats(rs->kc, &a)) return -1;
-    if (rs->meta && krconn_ctx_stats(rs->meta, &b)) return -1;
+    if (krconn_ctx_get_stats(rs->kc, &a)) return -1;
+    if (rs->meta && krconn_ctx_get_stats(rs->meta, &b)) return -1;
     return (int)(a.pool_ready + b.pool_ready);
 }
 
@@ -234,17 +234,15 @@ static int serve(const char *how)
         printf("FAIL server_open: %s\n", rpcool_strerror(rc));
         return 1;
     }
-    rpcool_server_add_handler(s, H_ECHO, h_echo, NULL, 0);
-    rpcool_server_add_handler(s, H_SUM, h_sum, NULL, 0);
-    rpcool_server_add_handler(s, H_TREE, h_tree, NULL, 0);
-    rpcool_server_add_handler(s, H_LIST, h_list, NULL, RPCOOL_SANDBOX);
-    rpcool_server_add_handler(s, H_SLOW, h_slow, NULL, 0);
-    rpcool_server_add_handler(s, H_QUIT, h_quit, s, 0);
-    rpcool_server_add_handler(s, H_POOLS, h_pools, s, 0);
-    rpcool_server_add_handler(s, H_DOC, h_doc, NULL, RPCOOL_SANDBOX);
-    rpcool_server_add_handler(s, H_FNV, h_fnv, NULL, 0);
-    rpcool_server_add_handler(s, H_SCRIBBLE, h_scribble, NULL, 0);
-    rpcool_server_add_handler(s, H_WHO, h_who, NULL, 0);
+    /* the handlers: id, function, safety; `with_s` ones get the server as their user pointer */
+    static const struct { unsigned id; rpcool_handler *fn; unsigned safety; int with_s; } hs[] = {
+        {H_ECHO, h_echo, 0, 0},     {H_SUM, h_sum, 0, 0},     {H_TREE, h_tree, 0, 0},
+        {H_LIST, h_list, RPCOOL_SANDBOX, 0}, {H_SLOW, h_slow, 0, 0}, {H_QUIT, h_quit, 0, 1},
+        {H_POOLS, h_pools, 0, 1},   {H_DOC, h_doc, RPCOOL_SANDBOX, 0}, {H_FNV, h_fnv, 0, 0},
+        {H_SCRIBBLE, h_scribble, 0, 0}, {H_WHO, h_who, 0, 0},
+    };
+    for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
+        rpcool_server_add_handler(s, hs[i].id, hs[i].fn, hs[i].with_s ? s : NULL, hs[i].safety);
     pid_t lp = -1;
     if (with_local && (lp = fork()) == 0) _exit(local_client() ? 1 : 0);
     if (with_local) rpcool_server_start(s, 1); /* shared-memory clients too */
@@ -938,7 +936,7 @@ static int settled_count(const char *kind)
 static int pooled(void)
 {
     krconn_stats st;
-    if (!rpcool__r_kc || krconn_ctx_stats(rpcool__r_kc, &st)) return -1;
+    if (!rpcool__r_kc || krconn_ctx_get_stats(rpcool__r_kc, &st)) return -1;
     rpcool_conn *c = conn();
     if (!c) return -1;
     int srv = rpcool_call(c, H_POOLS, NULL, 0, NULL, NULL);

@@ -456,7 +456,7 @@ static void err_bad_rkey(void)
         double ms = (double)(rcp__now_ns() - t0) / 1e6;
         printf("# bad rkey -> \"%s\" after %.1f ms\n", rcp__verbs_describe(rc, &wc, d, sizeof d), ms);
         CHECK(strstr(d, ibv_wc_status_str(IBV_WC_REM_ACCESS_ERR)) != NULL);
-        CHECK_EQ(rcp__verbs_qp_state(c->qp), IBV_QPS_ERR);
+        CHECK_EQ(vmt_qp_state(c->qp), IBV_QPS_ERR);
         rc = rcp__verbs_post_send(c->qp, 2, c->buf, 8, c->mr->lkey, IBV_SEND_SIGNALED);
         if (rc == 0) {
             rc = rcp__verbs_wait(c->scq, &wc, VMT_WAIT);
@@ -536,10 +536,10 @@ static void err_timeouts_and_bad_input(void)
     o.type = IBV_QPT_UC;
     struct ibv_qp *qp = NULL;
     CHECK_EQ(rcp__verbs_qp_create(&d, NULL, NULL, &o, &qp), -EINVAL);
-    unsigned char bad[RCP__VERBS_EP_WIRE];
+    unsigned char bad[VMT_EP_WIRE];
     memset(bad, 0xff, sizeof bad);
     rcp__verbs_ep ep;
-    CHECK_EQ(rcp__verbs_ep_unpack(bad, &ep), -EPROTO);
+    CHECK_EQ(vmt_ep_unpack(bad, &ep), -EPROTO);
     rcp__verbs_close(&d);
 }
 

@@ -15,6 +15,65 @@
 #define VMT_SEC 1000000000ull
 #define VMT_WAIT (20 * VMT_SEC) /* longest a single completion may take under TCG */
 
+/* ---- endpoints and the one-call connect of the tests (impl/verbs.h has the steps) ---- */
+
+#define VMT_EP_WIRE 30 /* bytes of a packed endpoint: big-endian, no padding */
+
+/* This side's endpoint for qp: a random 24-bit starting PSN unless psn is given (non-zero). */
+static inline void vmt_ep_local(const rcp__verbs_dev *d, const struct ibv_qp *qp,
+                                       uint32_t psn, uint32_t qkey, rcp__verbs_ep *ep)
+{
+    memset(ep, 0, sizeof *ep);
+    ep->qpn = qp->qp_num;
+    if (!psn) psn = (uint32_t)(rcp__now_ns() ^ ((uint64_t)getpid() << 8) ^ qp->qp_num);
+    ep->psn = psn & 0xffffff;
+    ep->qkey = qkey ? qkey : RCP__VERBS_QKEY;
+    ep->lid = d->port_attr.lid;
+    memcpy(ep->gid, d->gid.raw, 16);
+}
+
+static inline void vmt_ep_pack(const rcp__verbs_ep *ep,
+                                      unsigned char out[VMT_EP_WIRE])
+{
+    rcp__verbs_put32(out, ep->qpn);
+    rcp__verbs_put32(out + 4, ep->psn);
+    rcp__verbs_put32(out + 8, ep->qkey);
+    out[12] = (unsigned char)(ep->lid >> 8);
+    out[13] = (unsigned char)ep->lid;
+    memcpy(out + 14, ep->gid, 16);
+}
+
+/* -EPROTO if the bytes cannot be an endpoint (a peer's input is checked, never trusted). */
+static inline int vmt_ep_unpack(const unsigned char in[VMT_EP_WIRE],
+                                       rcp__verbs_ep *ep)
+{
+    memset(ep, 0, sizeof *ep);
+    ep->qpn = rcp__verbs_get32(in);
+    ep->psn = rcp__verbs_get32(in + 4);
+    ep->qkey = rcp__verbs_get32(in + 8);
+    ep->lid = (uint16_t)(in[12] << 8 | in[13]);
+    memcpy(ep->gid, in + 14, 16);
+    if (ep->qpn > 0xffffff || ep->psn > 0xffffff) return -EPROTO;
+    return 0;
+}
+
+/* INIT -> RTR -> RTS for an RC QP towards the remote endpoint r; local is what we sent to r. */
+static inline int vmt_rc_connect(rcp__verbs_dev *d, struct ibv_qp *qp, const rcp__verbs_ep *local,
+                                 const rcp__verbs_ep *r, const rcp__verbs_qp_opts *o)
+{
+    int rc = rcp__verbs_rc_rtr(d, qp, r, o);
+    return rc ? rc : rcp__verbs_rc_rts(d, qp, local->psn, o);
+}
+
+/* The QP's current state (IBV_QPS_*), or a negative errno. */
+static inline int vmt_qp_state(struct ibv_qp *qp)
+{
+    struct ibv_qp_attr a;
+    struct ibv_qp_init_attr ia;
+    int rc = ibv_query_qp(qp, &a, IBV_QP_STATE, &ia);
+    return rc ? rcp__verbs_err(rc) : (int)a.qp_state;
+}
+
 /* ---- bytes over a socket, never blocking forever ---- */
 
 static inline int vmt_write_all(int fd, const void *buf, size_t n)
@@ -157,7 +216,7 @@ typedef struct vmt_conn {
     uint32_t rkey, rlen;
 } vmt_conn;
 
-#define VMT_INFO_WIRE (RCP__VERBS_EP_WIRE + 16)
+#define VMT_INFO_WIRE (VMT_EP_WIRE + 16)
 
 static inline void vmt_put64(unsigned char *p, uint64_t v)
 {
@@ -201,24 +260,24 @@ static inline int vmt_conn_setup(int fd, enum ibv_qp_type type, size_t len, cons
     if ((rc = rcp__verbs_cq_create(&c->d, 256, 1, &c->rcq))) { *step = "recv cq"; goto fail; }
     if ((rc = rcp__verbs_qp_create(&c->d, c->scq, c->rcq, &o, &c->qp))) { *step = "create qp"; goto fail; }
     if ((rc = rcp__verbs_reg(&c->d, c->buf, len, 0, &c->mr))) { *step = "register"; goto fail; }
-    rcp__verbs_ep_local(&c->d, c->qp, 0, o.qkey, &c->me);
+    vmt_ep_local(&c->d, c->qp, 0, o.qkey, &c->me);
 
     unsigned char out[VMT_INFO_WIRE], in[VMT_INFO_WIRE];
-    rcp__verbs_ep_pack(&c->me, out);
-    vmt_put64(out + RCP__VERBS_EP_WIRE, (uintptr_t)c->buf);
-    rcp__verbs_put32(out + RCP__VERBS_EP_WIRE + 8, c->mr->rkey);
-    rcp__verbs_put32(out + RCP__VERBS_EP_WIRE + 12, (uint32_t)len);
+    vmt_ep_pack(&c->me, out);
+    vmt_put64(out + VMT_EP_WIRE, (uintptr_t)c->buf);
+    rcp__verbs_put32(out + VMT_EP_WIRE + 8, c->mr->rkey);
+    rcp__verbs_put32(out + VMT_EP_WIRE + 12, (uint32_t)len);
     if ((rc = vmt_write_all(fd, out, sizeof out))) { *step = "send endpoint"; goto fail; }
     if ((rc = vmt_read_all(fd, in, sizeof in, 60000))) { *step = "receive endpoint"; goto fail; }
-    if ((rc = rcp__verbs_ep_unpack(in, &c->peer))) { *step = "peer endpoint"; goto fail; }
-    c->raddr = vmt_get64(in + RCP__VERBS_EP_WIRE);
-    c->rkey = rcp__verbs_get32(in + RCP__VERBS_EP_WIRE + 8);
-    c->rlen = rcp__verbs_get32(in + RCP__VERBS_EP_WIRE + 12);
+    if ((rc = vmt_ep_unpack(in, &c->peer))) { *step = "peer endpoint"; goto fail; }
+    c->raddr = vmt_get64(in + VMT_EP_WIRE);
+    c->rkey = rcp__verbs_get32(in + VMT_EP_WIRE + 8);
+    c->rlen = rcp__verbs_get32(in + VMT_EP_WIRE + 12);
 
     if (type == IBV_QPT_UD) {
         if ((rc = rcp__verbs_ud_ready(c->qp, c->me.psn))) { *step = "ud ready"; goto fail; }
         if ((rc = rcp__verbs_ah_create(&c->d, &c->peer, &c->ah))) { *step = "address handle"; goto fail; }
-    } else if ((rc = rcp__verbs_rc_connect(&c->d, c->qp, &c->me, &c->peer, &o))) {
+    } else if ((rc = vmt_rc_connect(&c->d, c->qp, &c->me, &c->peer, &o))) {
         *step = "rc connect";
         goto fail;
     }
