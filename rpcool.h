@@ -39,7 +39,8 @@
    include:
        RPCOOL_STATIC         make every rpcool function static (define SHMHEAP_STATIC too for
                              an all-static build)
-       RPCOOL_ASSERT(x)      your assert (default: assert from <assert.h>)
+       RPCOOL_ASSERT(x)      your assert (default: assert from <assert.h>), checking the
+                             library's private state only, never data a peer controls
        RPCOOL_MALLOC(size)   your allocator for the library's private memory (default: malloc
        RPCOOL_FREE(p)        and free); define both or neither (#error otherwise). When
                              RPCOOL_IMPLEMENTATION compiles shmheap's implementation and
@@ -672,13 +673,14 @@
    early; whatever it returns is freed. Over RDMA rpcool_cancel returns RPCOOL_E_NOTSUP and
    rpcool_ctx_cancelled is 0.
 
-   Stats. rpcool_server_get_stats(s, &st) counts calls, connections accepted, closed, reaped,
-   dropped and refused, faults, malformed entries, handlers over their limit or budget and
-   cancelled calls since the server opened, and gives the connections now, the heaps made
-   ahead, the server's pid and its slots. rpcool_server_conns(s, out, max) lists the
-   connections now, those of shared memory first, then those of RDMA (whose hello was
-   accepted): each one's rpcool_peer and its calls in flight (posted, not yet answered; 0 for
-   an RDMA connection), and returns how many there are. Another process asks the server the
+   Stats. rpcool_server_get_stats(s, &st) (0, or RPCOOL_E_INVAL for a NULL) counts calls,
+   connections accepted, closed, reaped, dropped and refused, faults, malformed entries,
+   handlers over their limit or budget and cancelled calls since the server opened, and gives
+   the connections now, the heaps made ahead, the server's pid and its slots.
+   rpcool_server_conns(s, out, max) lists the connections now, those of shared memory first,
+   then those of RDMA (whose hello was accepted): each one's rpcool_peer and its calls in
+   flight (posted, not yet answered; 0 for an RDMA connection), and returns how many there
+   are. Another process asks the server the
    same at its socket: rpcool_channel_stats(channel, timeout_ms, &st, conns, max, &n) (the
    acceptor answers it, so a busy or stuck handler does not delay it); the server answers
    callers of its own uid and root, anyone else gets -EACCES (the socket's mode decides who
@@ -998,7 +1000,7 @@ RPCOOL_API void rpcool_server_stop(rpcool_server *s); /* make serving threads re
 /* stop, join, close the channel; RPCOOL_E_TIMEOUT: a handler that may not be ended still ran
    after close_ms (see FAILURES: Time limits) */
 RPCOOL_API int rpcool_server_close(rpcool_server *s);
-RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *st);
+RPCOOL_API int rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *st);
 /* Its connections now (shared memory, then RDMA): fills up to max entries, returns how many
    there are. */
 RPCOOL_API int rpcool_server_conns(rpcool_server *s, rpcool_conn_stats *out, unsigned max);
@@ -3888,9 +3890,9 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
     return 0;
 }
 
-RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *st)
+RPCOOL_API int rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *st)
 {
-    if (!s || !st) return;
+    if (!s || !st) return RPCOOL_E_INVAL;
     pthread_mutex_lock(&s->wk_lock); /* the serving threads' own counts, then the departed's */
     uint64_t calls = 0;
     for (struct rpcool__worker *w = s->workers; w; w = w->next)
@@ -3913,6 +3915,7 @@ RPCOOL_API void rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *s
     st->conns = 0;
     for (uint32_t i = 0; i < s->max_conns; i++)
         if (rcp__load(&s->conns[i].state) != RPCOOL__SC_FREE) st->conns++;
+    return 0;
 }
 
 /* >>handler - handler side --------------------------------------------------------------------- */

@@ -72,7 +72,9 @@ static int rpcool__defer_finish(rpcool_deferred *d, int status, void *p, size_t 
 
 static void rpcool__defer_unref(rpcool_deferred *d)
 {
-    if (rcp__fetch_add(&d->refs, (uint32_t)-1) != 1u) return;
+    uint32_t held = rcp__fetch_add(&d->refs, (uint32_t)-1);
+    RPCOOL_ASSERT(held == 1u || held == 2u); /* the serving path's and the user's, no more */
+    if (held != 1u) return;
     struct rpcool__sconn *sc = d->ctx.sc;
     rpcool__free(d->copy);
     RPCOOL_FREE(d);

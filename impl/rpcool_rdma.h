@@ -55,6 +55,7 @@
 #ifndef RPCOOL_RDMA_IMPL_H
 #define RPCOOL_RDMA_IMPL_H
 
+#include "verbs.h" /* the project's verbs layer (krconn.h includes it too) */
 #include <linux/userfaultfd.h>
 #include <arpa/inet.h>
 #include <poll.h>
@@ -427,10 +428,7 @@ static void rpcool__r_conn_free(struct rpcool__rconn *rc)
     if (rc->k && rc->qp && (rc->failed || rc->wc_fail || (why && why != RPCOOL_E_CLOSED))) {
         /* a connection that failed gives its queue pair to nobody: in the error state, krconn
            destroys it instead of keeping it in its pool */
-        struct ibv_qp_attr a;
-        memset(&a, 0, sizeof a);
-        a.qp_state = IBV_QPS_ERR;
-        ibv_modify_qp(rc->qp, &a, IBV_QP_STATE);
+        rcp__verbs_qp_fail(rc->qp);
     }
     if (rc->k) krconn_disconnect(rc->k);
     free(rc->area);
@@ -458,14 +456,8 @@ static void rpcool__r_conn_free(struct rpcool__rconn *rc)
 
 static int rpcool__r_post_recv(struct rpcool__rconn *rc)
 {
-    struct ibv_sge sge = {(uint64_t)(uintptr_t)rpcool__r_hello(rc), RPCOOL__R_HELLO, rc->mr.lkey};
-    struct ibv_recv_wr wr, *bad = NULL;
-    memset(&wr, 0, sizeof wr);
-    wr.wr_id = RPCOOL__RW_RECV;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    int r = ibv_post_recv(rc->qp, &wr, &bad);
-    return r ? -r : 0;
+    return rcp__verbs_post_recv(rc->qp, RPCOOL__RW_RECV, rpcool__r_hello(rc), RPCOOL__R_HELLO,
+                                rc->mr.lkey);
 }
 
 /* A new connection: its area registered, ready for rpcool__r_attach. The slow part (8 MiB
@@ -595,7 +587,7 @@ static int rpcool__r_post_wr(struct rpcool__rconn *rc, struct ibv_send_wr *wr)
         last->send_flags |= IBV_SEND_SIGNALED;
         last->wr_id = rc->sq_posted << 8 | RPCOOL__RW_SEND;
     }
-    int r = ibv_post_send(rc->qp, wr, &bad);
+    int r = rcp__verbs_post_chain(rc->qp, wr, &bad);
     if (r) {
         rc->sq_posted = before;
         rcp__store(&rc->dead, (int32_t)RPCOOL_E_PEERDEAD);
@@ -609,10 +601,9 @@ static void rpcool__r_wr(struct rpcool__rconn *rc, struct ibv_send_wr *wr, struc
                          const void *p, size_t len, enum ibv_wr_opcode op, uint64_t raddr)
 {
     *sge = (struct ibv_sge){(uint64_t)(uintptr_t)p, (uint32_t)len, rc->mr.lkey};
-    memset(wr, 0, sizeof *wr);
+    rcp__verbs_wr_init(wr, 0, op, 0);
     wr->sg_list = sge;
     wr->num_sge = 1;
-    wr->opcode = op;
     wr->wr.rdma.remote_addr = raddr;
     wr->wr.rdma.rkey = rc->peer_rkey;
 }
@@ -651,16 +642,9 @@ static void rpcool__r_credit(struct rpcool__rconn *rc, int force)
 static void rpcool__r_ping(struct rpcool__rconn *rc)
 {
     if (rcp__load(&rc->ping_out) || rcp__load(&rc->dead)) return;
-    struct ibv_send_wr wr, *bad = NULL;
-    memset(&wr, 0, sizeof wr);
-    wr.wr_id = RPCOOL__RW_PING;
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = rc->peer_area;
-    wr.wr.rdma.rkey = rc->peer_rkey;
     pthread_mutex_lock(&rc->tx_lock);
     rcp__store(&rc->ping_out, 1);
-    if (ibv_post_send(rc->qp, &wr, &bad)) {
+    if (rcp__verbs_post_ping(rc->qp, RPCOOL__RW_PING, rc->peer_area, rc->peer_rkey)) {
         rcp__store(&rc->ping_out, 0);
         rcp__store(&rc->dead, (int32_t)RPCOOL_E_PEERDEAD);
     }

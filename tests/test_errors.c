@@ -190,6 +190,8 @@ static void rpcool_failures(void)
     T_EXPECT(rpcool_server_open(name, NULL, &s2), RPCOOL_E_NAMETAKEN);
     T_EXPECT(rpcool_call(c, 1000, NULL, 0, NULL, NULL), RPCOOL_E_NOHANDLER);
     T_EXPECT(rpcool_call(c, 5000, NULL, 0, NULL, NULL), RPCOOL_E_INVAL);
+    T_EXPECT(rpcool_server_get_stats(s, NULL), RPCOOL_E_INVAL);
+    T_EXPECT(rpcool_server_get_stats(NULL, NULL), RPCOOL_E_INVAL);
     char local[8] = "x";
     T_EXPECT(rpcool_call(c, T_FN_SLOW, local, sizeof local, NULL, NULL), RPCOOL_E_BADPTR);
     t_disconnect_close(c, s);
