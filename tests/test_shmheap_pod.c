@@ -140,19 +140,24 @@ static void creator_keeps_fd(void)
     shmheap_unlink(path, NULL);
 }
 
+/* Options for 2 MiB heaps in a pod of a new name (written to pod[len]). */
+static shmheap_opts pod_opts(char *pod, size_t len, const char *base)
+{
+    snprintf(pod, len, "%s", t_uniq(base));
+    shmheap_opts o = {.size = 2 << 20, .pod = pod};
+    return o;
+}
+
 /* BUG: shmheap_unlink does shm_unlink, then takes the pod lock and drops the pod entry by name.
    A create of the same name that gets in between records its new range, which the unlink then
    drops: the live heap's address range is free in the pod and goes to the next heap. The test
    holds the pod lock to stop the unlink between its two steps. */
 static void unlink_create_pod_race(void)
 {
-    const char *pod = t_uniq("pod");
-    char podpath[128];
+    char pod[96], podpath[128], name[96];
+    shmheap_opts o = pod_opts(pod, sizeof pod, "pod");
     snprintf(podpath, sizeof podpath, "/%s", pod);
-    shmheap_opts o = {.size = 2 << 20, .pod = pod};
-    const char *n = t_uniq("ucr");
-    char name[96];
-    snprintf(name, sizeof name, "%s", n);
+    snprintf(name, sizeof name, "%s", t_uniq("ucr"));
     shmheap *h = NULL;
     CHECK_EQ(shmheap_create(name, &o, &h), 0);
     if (!h) return;
@@ -414,10 +419,8 @@ static void create_or_open_many(void)
    sweep on demand: a create at the stale range's address, and one in a private pod. */
 static void pod_stale_entry_swept_when_in_the_way(void)
 {
-    const char *pod = t_uniq("pods");
     char podname[96];
-    snprintf(podname, sizeof podname, "%s", pod);
-    shmheap_opts o = {.size = 2 << 20, .pod = podname};
+    shmheap_opts o = pod_opts(podname, sizeof podname, "pods");
     const char *n0 = t_uniq("stale");
     char a[96], b[96], path[128];
     snprintf(a, sizeof a, "%s", n0);
