@@ -644,11 +644,14 @@
    rpcool_server_opts.on_connect (NULL: every client is accepted) is called on the server's acceptor
    thread for each connecting shared-memory client, after its identity is read and before a slot or
    heap is given (peer->slot is RPCOOL_MAX_CONNS then); connects (and stats requests) wait while it
+   runs. For a client over RDMA it is called on the RDMA transport's serving thread once the
+   client's hello is checked, before its heap is mirrored, with the claims of its hello (the peer
+   is unauthenticated: judge it by its address, not by its uid); that client's calls wait while it
    runs. It returns 0 to accept, and may set *conn_user (NULL before the call), or a negative code
    to refuse: the client's rpcool_connect returns that code (a positive return refuses with
    RPCOOL_E_REFUSED); refusals are counted (stats.refused). An allow-list by uid, or a cap of
    connections per uid (counted up in on_connect, down in on_disconnect), need nothing more.
-   rpcool_ctx_conn_user(ctx) gives a handler its connection's pointer (NULL over RDMA).
+   rpcool_ctx_conn_user(ctx) gives a handler its connection's pointer.
    on_disconnect (NULL: not called) is called exactly once for every connection accepted (by
    on_connect, or every one without it), with its conn_user, once no handler of that connection runs
    any more and its deferred calls are finished: why is 0 when the client disconnected,
@@ -658,11 +661,12 @@
    returns RPCOOL_E_TIMEOUT (a handler would not end) leaves the connections to that handler and
    calls no hook for them. on_disconnect runs on a thread of the server, or in rpcool_server_close,
    possibly holding the server's housekeeping lock: keep it short, and call no rpcool_server_*
-   function of that server from either hook. Free conn_user there. Neither hook is called for RDMA
-   clients.
+   function of that server from either hook. Free conn_user there. For an RDMA client why is 0
+   after its BYE, RPCOOL_E_DROPPED when it sent a malformed frame, RPCOOL_E_CLOSED from
+   rpcool_server_close, RPCOOL_E_PEERDEAD otherwise (it died or its link failed).
 
-   Cancelling. rpcool_cancel(c, id) cancels an asynchronous call of shared memory (with or without a
-   callback; a callback of a cancelled call never runs). If the call's reply has come, the reply is
+   Cancelling. rpcool_cancel(c, id) cancels an asynchronous call (with or without a callback; a
+   callback of a cancelled call never runs). If the call's reply has come, the reply is
    freed and 1 returned: the handler ran, the cancel had no effect on it. Otherwise it returns 0 and
    the id is finished (poll and wait return RPCOOL_E_INVAL for it): the slot, the reply and the seal
    come back as for a timed-out call (FAILURES), when the server answers. A call whose handler has
@@ -670,8 +674,10 @@
    stats.cancelled), unless a serving thread was starting it at that moment: then it runs as one
    cancelled while running. A handler already running goes on, and rpcool_ctx_cancelled(ctx) (a load
    of one word the call's request line already holds) turns 1: a long handler may poll it and return
-   early; whatever it returns is freed. Over RDMA rpcool_cancel returns RPCOOL_E_NOTSUP and
-   rpcool_ctx_cancelled is 0.
+   early; whatever it returns is freed. Over RDMA the cancel is one RDMA WRITE of that word into
+   the server's memory, behind the call on the same queue pair: a call still queued at the server
+   is never started (RPCOOL_E_CANCELLED, counted), a running handler sees the flag the same way
+   (its client's calls are served in order, one at a time).
 
    Stats. rpcool_server_get_stats(s, &st) (0, or RPCOOL_E_INVAL for a NULL) counts calls,
    connections accepted, closed, reaped, dropped and refused, faults, malformed entries,
@@ -1015,7 +1021,7 @@ RPCOOL_API int rpcool_channel_stats(const char *channel, unsigned timeout_ms,
 RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx);           /* the client's heap */
 /* Who called (section 12): valid during the call (and while a deferred call is unfinished). */
 RPCOOL_API const rpcool_peer *rpcool_ctx_peer(const rpcool_ctx *ctx);
-/* The connection's user pointer, as on_connect set it (NULL without a hook; over RDMA). */
+/* The connection's user pointer, as on_connect set it (NULL without a hook). */
 RPCOOL_API void *rpcool_ctx_conn_user(const rpcool_ctx *ctx);
 /* 1 if the caller cancelled this call (rpcool_cancel), else 0: cheap, poll it in long work. */
 RPCOOL_API int rpcool_ctx_cancelled(const rpcool_ctx *ctx);
@@ -1078,7 +1084,7 @@ RPCOOL_API int rpcool_wait(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_
 /* Cancel an asynchronous call (section 12): 0 (cancelled: the id is finished, its
    callback never runs, its slot and reply come back as for a timed-out call), 1 (it had
    finished already: its reply is freed, its handler ran), RPCOOL_E_INVAL (no such call of
-   ours), RPCOOL_E_NOTSUP (over RDMA). */
+   ours). */
 RPCOOL_API int rpcool_cancel(rpcool_conn *c, uint64_t id);
 /* Runs the callbacks of finished calls; returns how many, or a negative error (server dead). */
 RPCOOL_API int rpcool_progress(rpcool_conn *c);
@@ -2053,6 +2059,8 @@ static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead);
 static void rpcool__hooks_set(rpcool_server *s, const rpcool_server_opts *o);
 static int rpcool__peer_admit(rpcool_server *s, int sk, uint32_t claimed, rpcool_peer *pr,
                               void **cuser, int *hooked);
+static int rpcool__peer_hook(rpcool_server *s, const rpcool_peer *pr, void **cuser, int *hooked);
+static void rpcool__peer_left(rpcool_server *s, const rpcool_peer *pr, void *cuser, int why);
 static void rpcool__peer_left(rpcool_server *s, const rpcool_peer *pr, void *cuser, int why);
 static void rpcool__stats_answer(rpcool_server *s, int sk);
 
@@ -2867,6 +2875,13 @@ static int rpcool__peer_admit(rpcool_server *s, int sk, uint32_t claimed, rpcool
         pr->authenticated = cr.pid > 0; /* 0: a pid namespace we cannot see into */
         if (cr.pid > 0) pr->pid = (int32_t)cr.pid;
     }
+    return rpcool__peer_hook(s, pr, cuser, hooked);
+}
+
+/* on_connect's verdict on a client of any transport (*cuser NULL before): 0 (*hooked:
+   on_disconnect is owed), or the code it is refused with (counted, logged). */
+static int rpcool__peer_hook(rpcool_server *s, const rpcool_peer *pr, void **cuser, int *hooked)
+{
     if (!s->on_connect) {
         *hooked = s->on_disconnect != NULL;
         return 0;

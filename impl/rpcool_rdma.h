@@ -71,7 +71,9 @@
 #define RPCOOL__R_WR 512u                  /* send and receive queue depth asked of krconn */
 #define RPCOOL__R_SIGNAL 16u               /* every 16th send is signalled */
 #define RPCOOL__R_HELLO 256u
-#define RPCOOL__R_AREA (64 + 2 * RPCOOL__R_RING + 64 + RPCOOL__R_HELLO)
+/* each side's area: credit in, receive ring, send buffer, credit out, hello, cancel words */
+#define RPCOOL__R_CANCEL_OFF (128 + 2 * RPCOOL__R_RING + RPCOOL__R_HELLO)
+#define RPCOOL__R_AREA (RPCOOL__R_CANCEL_OFF + 8 * RPCOOL__NSLOTS)
 #define RPCOOL__R_FREES 256u               /* reply frees queued before a FREE frame goes */
 #define RPCOOL__R_FETCH_MS 10000u          /* a page fetch waits this long for its client */
 #define RPCOOL__R_MAXENT 256u              /* entries (whole, kept, patch) in one CALL */
@@ -217,6 +219,8 @@ struct rpcool__rconn {
     int failed;                  /* its connect or hello failed: the QP is not pooled again */
     rpcool_conn *owner;          /* client: its connection (a sender waiting for room pumps) */
     rpcool_peer peer;            /* server: the client, as its hello claims (rpcool__r_peer_set) */
+    void *cuser;                 /* server: on_connect's conn_user */
+    int hooked;                  /* server: on_connect accepted it: on_disconnect is owed */
     int peer_ok;                 /* peer is set (release: read by rpcool__r_conns, under lock) */
     uint64_t check_ns;           /* a sender waiting for room pings after this long silent */
     int wc_fail;                 /* the first failed completion's status + 1 (0: none), for logs */
@@ -308,6 +312,12 @@ static inline struct rpcool__rcredit *rpcool__r_credit_src(struct rpcool__rconn 
 static inline char *rpcool__r_hello(struct rpcool__rconn *rc)
 {
     return rc->area + 128 + 2 * RPCOOL__R_RING;
+}
+/* Slot i's cancel word: at the server, what the client wrote (RPCOOL__SL(gen, REQ): call gen
+   of slot i is cancelled); at the client, the source of that WRITE. */
+static inline uint32_t *rpcool__r_cancel_word(struct rpcool__rconn *rc, unsigned i)
+{
+    return (uint32_t *)(void *)(rc->area + RPCOOL__R_CANCEL_OFF + 8 * (size_t)i);
 }
 
 static int rpcool__r_err(int krc)
@@ -2076,6 +2086,30 @@ fail:
     return st;
 }
 
+/* 1 if the client cancelled this call (its cancel word names the call's generation). */
+static int rpcool__r_ctx_cancelled(const rpcool_ctx *ctx)
+{
+    return rcp__load_relaxed(rpcool__r_cancel_word(ctx->rc, ctx->slot)) ==
+           RPCOOL__SL(ctx->gen, RPCOOL__SL_REQ);
+}
+
+/* rpcool_cancel of slot i: its cancel word goes to the server by an RDMA WRITE, after the call's
+   frame on the same queue pair (so a call still queued there is never started). A failed post
+   marks the peer dead, which ends the call as every other. */
+static void rpcool__r_cancel(rpcool_conn *c, unsigned i)
+{
+    struct rpcool__rconn *rc = c->rdma;
+    uint32_t *src = rpcool__r_cancel_word(rc, i);
+    struct ibv_sge sge;
+    struct ibv_send_wr wr;
+    pthread_mutex_lock(&rc->tx_lock);
+    rcp__store(src, RPCOOL__SL(c->pend[i].gen, RPCOOL__SL_REQ));
+    rpcool__r_wr(rc, &wr, &sge, src, sizeof *src, IBV_WR_RDMA_WRITE,
+                 rc->peer_area + RPCOOL__R_CANCEL_OFF + 8 * (uint64_t)i);
+    rpcool__r_post_wr(rc, &wr);
+    pthread_mutex_unlock(&rc->tx_lock);
+}
+
 /* Serve the CALL frame h of rc (under rx_lock, which this releases once the frame is read). */
 static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
                             struct rpcool__rf *h, int from_ring)
@@ -2119,6 +2153,8 @@ static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
     ctx.s = s;
     ctx.tp = rpcool__r_server_tp();
     ctx.rc = rc;
+    ctx.slot = slot;
+    ctx.gen = gen;
     struct rpcool__handler_ent *e =
         fnid < RPCOOL_MAX_HANDLERS ? rcp__load(&s->handlers[fnid]) : NULL;
     rpcool_handler *fn = e ? e->fn : NULL;
@@ -2127,6 +2163,10 @@ static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
     if (cflags & ~(unsigned)RPCOOL__WIRE_FLAGS) status = RPCOOL_E_INVAL;
     else if (!fn) status = RPCOOL_E_NOHANDLER;
     else if ((arg || len) && !rpcool__r_in_mirror(rc, arg, len)) status = RPCOOL_E_BADPTR;
+    else if (rpcool__r_ctx_cancelled(&ctx)) { /* cancelled while queued: never started */
+        rcp__fetch_add(&s->st.cancelled, 1u);
+        status = RPCOOL_E_CANCELLED;
+    }
     if (status == 0) {
         ctx.flags = ((cflags & RPCOOL__KNOWN_FLAGS) | need) | RPCOOL_SEAL;
         if ((ctx.flags & RPCOOL_COPY) && len > s->max_copy) status = RPCOOL_E_TOOBIG;
@@ -2185,6 +2225,14 @@ static void rpcool__r_unmirror(struct rpcool__rsrv *rs, struct rpcool__rconn *rc
     rc->mirror = 0;
 }
 
+/* An accepted client's on_disconnect, once (why: as the manual's section 12 says). */
+static void rpcool__r_left(rpcool_server *s, struct rpcool__rconn *rc, int why)
+{
+    if (!rc->hooked) return;
+    rc->hooked = 0;
+    rpcool__peer_left(s, &rc->peer, rc->cuser, why);
+}
+
 /* The client's hello came: check it, map the mirror, answer with ACCEPT. */
 static void rpcool__r_hello_in(rpcool_server *s, struct rpcool__rconn *rc)
 {
@@ -2209,6 +2257,10 @@ static void rpcool__r_hello_in(rpcool_server *s, struct rpcool__rconn *rc)
         st = RPCOOL_E_BADPTR;
     rc->peer_area = ch.area;
     rc->peer_rkey = ch.rkey;
+    if (!st) { /* who it claims to be, and the server's hook */
+        rpcool__r_peer_set(rc, &ch);
+        st = rpcool__peer_hook(s, &rc->peer, &rc->cuser, &rc->hooked);
+    }
     if (!st) {
         void *m = mmap((void *)(uintptr_t)ch.heap_base, ch.heap_size, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
@@ -2245,12 +2297,12 @@ static void rpcool__r_hello_in(rpcool_server *s, struct rpcool__rconn *rc)
     h.status = st;
     if (rpcool__r_send(rc, &h, NULL, 0, 0) && !st) st = RPCOOL_E_PEERDEAD;
     if (st) {
+        rpcool__r_left(s, rc, st);
         rpcool__r_unmirror(rs, rc);
         rc->state = RPCOOL__RS_DEAD;
         rc->hello_deadline = rcp__now_ns() + 200000000u; /* let the answer leave */
         return;
     }
-    rpcool__r_peer_set(rc, &ch);
     rcp__store(&rc->peer_ok, 1);
     rc->state = RPCOOL__RS_ACTIVE;
     rcp__fetch_add(&s->st.accepted, 1u);
@@ -2449,6 +2501,8 @@ static void rpcool__r_reap(rpcool_server *s, uint64_t now, int all)
         /* a fault thread fetching for it holds rx_lock: wait for it */
         pthread_mutex_lock(&rc->rx_lock);
         pthread_mutex_unlock(&rc->rx_lock);
+        rpcool__r_left(s, rc, all && !why ? RPCOOL_E_CLOSED : why == RPCOOL_E_CLOSED ? 0
+                              : why == RPCOOL_E_PROTO ? RPCOOL_E_DROPPED : RPCOOL_E_PEERDEAD);
         rpcool__r_unmirror(rs, rc);
         rpcool__r_conn_free(rc);
     }
@@ -2751,13 +2805,11 @@ static const rpcool_peer *rpcool__r_ctx_peer(const rpcool_ctx *ctx)
 {
     return rpcool__r_peer(ctx->rc);
 }
-static void *rpcool__r_ctx_conn_user(const rpcool_ctx *ctx) { (void)ctx; return NULL; }
-/* a call is not cancelled over RDMA (the client's rpcool_cancel says RPCOOL_E_NOTSUP) */
-static int rpcool__r_ctx_cancelled(const rpcool_ctx *ctx) { (void)ctx; return 0; }
+static void *rpcool__r_ctx_conn_user(const rpcool_ctx *ctx) { return ctx->rc->cuser; }
 
 static const struct rpcool__client_tp rpcool__r_client = {
     "rdma", RPCOOL__TP_COPIES, rpcool__r_connect, rpcool__r_post, rpcool__r_wait, rpcool__r_pump,
-    rpcool__r_gone, rpcool__r_free, rpcool__r_free_reply, rpcool__r_disconnect, NULL};
+    rpcool__r_gone, rpcool__r_free, rpcool__r_free_reply, rpcool__r_disconnect, rpcool__r_cancel};
 static const struct rpcool__server_tp rpcool__r_server = {
     "rdma", RPCOOL__TP_COPIES | RPCOOL__TP_NO_DEFER, rpcool__r_server_open, rpcool__r_server_start,
     rpcool__r_server_stop, rpcool__r_server_close, rpcool__r_conns, rpcool__r_ctx_alloc,

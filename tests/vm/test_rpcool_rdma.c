@@ -34,7 +34,8 @@
 #include <sys/wait.h>
 
 #define NAME "rdmat"
-enum { H_ECHO = 1, H_SUM, H_TREE, H_LIST, H_SLOW, H_QUIT, H_DOC, H_FNV, H_SCRIBBLE, H_POOLS, H_WHO };
+enum { H_ECHO = 1, H_SUM, H_TREE, H_LIST, H_SLOW, H_QUIT, H_DOC, H_FNV, H_SCRIBBLE, H_POOLS, H_WHO,
+       H_HOOKS, H_SPIN };
 
 struct node {
     struct node *l, *r;
@@ -219,6 +220,65 @@ static int h_who(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     return rpcool_ctx_cancelled(ctx) + (rpcool_ctx_conn_user(ctx) != NULL) * 2;
 }
 
+/* The server's connection hooks, for RDMA clients: a client claiming pod "7" is refused; the
+   others get a conn_user (a marker) and are counted; on_disconnect counts them by reason. */
+static const char hook_marker[] = "rdma conn";
+static uint64_t hk_in, hk_out[4]; /* hk_out: why 0, RPCOOL_E_PEERDEAD, RPCOOL_E_CLOSED, other */
+
+static int on_conn(rpcool_server *s, const rpcool_peer *p, void **conn_user, void *user)
+{
+    (void)s, (void)user;
+    if (p->transport != RPCOOL_TRANSPORT_RDMA) return 0;
+    if (!strcmp(p->pod, "7")) return RPCOOL_E_REFUSED;
+    *conn_user = (void *)hook_marker;
+    __atomic_fetch_add(&hk_in, 1, __ATOMIC_SEQ_CST);
+    return 0;
+}
+
+static void on_disc(rpcool_server *s, const rpcool_peer *p, void *conn_user, int why, void *user)
+{
+    (void)s, (void)user;
+    if (p->transport != RPCOOL_TRANSPORT_RDMA) return;
+    if (conn_user != hook_marker) why = 1; /* counted as "other": a wrong pointer */
+    int k = why == 0 ? 0 : why == RPCOOL_E_PEERDEAD ? 1 : why == RPCOOL_E_CLOSED ? 2 : 3;
+    __atomic_fetch_add(&hk_out[k], 1, __ATOMIC_SEQ_CST);
+}
+
+static uint64_t spin_started, spin_seen; /* H_SPIN: handlers started, cancels they saw */
+
+/* Spins (up to 10 s) until its call is cancelled. */
+static int h_spin(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)arg, (void)len, (void)user;
+    __atomic_fetch_add(&spin_started, 1, __ATOMIC_SEQ_CST);
+    for (int i = 0; i < 2000; i++) {
+        if (rpcool_ctx_cancelled(ctx)) {
+            __atomic_fetch_add(&spin_seen, 1, __ATOMIC_SEQ_CST);
+            return RPCOOL_E_CANCELLED;
+        }
+        usleep(5000);
+    }
+    return 0;
+}
+
+enum { HK_N = 8 };
+/* Replies with the counts: {connected, left by BYE, reaped, closed, other; H_SPIN started,
+   H_SPIN saw its cancel, the server's stats.cancelled}. */
+static int h_hooks(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)arg, (void)len;
+    uint64_t *v = (uint64_t *)rpcool_ctx_alloc(ctx, HK_N * sizeof *v);
+    if (!v) return SHMHEAP_E_FULL;
+    v[0] = __atomic_load_n(&hk_in, __ATOMIC_SEQ_CST);
+    for (int k = 0; k < 4; k++) v[1 + k] = __atomic_load_n(&hk_out[k], __ATOMIC_SEQ_CST);
+    v[5] = __atomic_load_n(&spin_started, __ATOMIC_SEQ_CST);
+    v[6] = __atomic_load_n(&spin_seen, __ATOMIC_SEQ_CST);
+    rpcool_server_stats st;
+    v[7] = rpcool_server_get_stats((rpcool_server *)user, &st) ? 0 : st.cancelled;
+    rpcool_ctx_reply(ctx, v, HK_N * sizeof *v);
+    return 0;
+}
+
 static int with_local; /* the server role also runs a local (shared-memory) client */
 
 static int serve(const char *how)
@@ -229,6 +289,8 @@ static int serve(const char *how)
     so.rdma = how;
     so.log = logf_;
     so.log_user = (void *)"server";
+    so.on_connect = on_conn;
+    so.on_disconnect = on_disc;
     int rc = rpcool_server_open(NAME, &so, &s);
     if (rc) {
         printf("FAIL server_open: %s\n", rpcool_strerror(rc));
@@ -239,7 +301,7 @@ static int serve(const char *how)
         {H_ECHO, h_echo, 0, 0},     {H_SUM, h_sum, 0, 0},     {H_TREE, h_tree, 0, 0},
         {H_LIST, h_list, RPCOOL_SANDBOX, 0}, {H_SLOW, h_slow, 0, 0}, {H_QUIT, h_quit, 0, 1},
         {H_POOLS, h_pools, 0, 1},   {H_DOC, h_doc, RPCOOL_SANDBOX, 0}, {H_FNV, h_fnv, 0, 0},
-        {H_SCRIBBLE, h_scribble, 0, 0}, {H_WHO, h_who, 0, 0},
+        {H_SCRIBBLE, h_scribble, 0, 0}, {H_WHO, h_who, 0, 0}, {H_HOOKS, h_hooks, 0, 1}, {H_SPIN, h_spin, 0, 0},
     };
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
         rpcool_server_add_handler(s, hs[i].id, hs[i].fn, hs[i].with_s ? s : NULL, hs[i].safety);
@@ -548,7 +610,7 @@ static void peer(void)
     if (!c) return;
     void *ret = NULL;
     size_t n = 0;
-    CHECK_EQ(rpcool_call(c, H_WHO, NULL, 0, &ret, &n), 0); /* not cancelled, no conn_user */
+    CHECK_EQ(rpcool_call(c, H_WHO, NULL, 0, &ret, &n), 2); /* not cancelled, its conn_user */
     CHECK_EQ(n, sizeof(rpcool_peer));
     if (ret && n == sizeof(rpcool_peer)) {
         const rpcool_peer *p = (const rpcool_peer *)ret;
@@ -572,13 +634,99 @@ static void peer(void)
                     !cs[k].peer.authenticated && !strcmp(cs[k].peer.pod, "1");
         CHECKF(mine == 1, "%u of the server's %u connections are this RDMA client", mine, nc);
     }
-    uint64_t id;
-    CHECK_EQ(rpcool_call_async(c, H_WHO, NULL, 0, NULL, NULL, NULL, &id), 0);
-    CHECK_EQ(rpcool_cancel(c, id), RPCOOL_E_NOTSUP); /* not over RDMA yet: the call goes on */
-    ret = NULL;
-    CHECK_EQ(rpcool_wait(c, id, &ret, &n), 0);
+    rpcool_disconnect(c);
+}
+
+static int hook_counts(rpcool_conn *c, uint64_t v[HK_N])
+{
+    void *ret = NULL;
+    size_t n = 0;
+    int rc = rpcool_call(c, H_HOOKS, NULL, 0, &ret, &n);
+    if (!rc && n == HK_N * sizeof(uint64_t)) memcpy(v, ret, n);
+    else if (!rc) rc = -1;
+    rpcool_free(c, ret);
+    return rc;
+}
+
+/* The server's hooks for RDMA clients: a client it refuses gets RPCOOL_E_REFUSED (and is never
+   counted as connected); an accepted one is counted once in, and once out with why 0 after its
+   disconnect. */
+static void hooks(void)
+{
+    rpcool_conn *q = conn(); /* asks for the counts */
+    if (!q) return;
+    uint64_t a[HK_N] = {0}, b[HK_N] = {0};
+    for (int i = 0; i < 25; i++) { /* earlier tests' connections reclaimed: the counts settle */
+        CHECK_EQ(hook_counts(q, a), 0);
+        usleep(200000);
+        if (hook_counts(q, b) || !memcmp(a, b, sizeof a)) break;
+    }
+    pid_t p = fork();
+    if (p == 0) { /* claims pod 7 (SHMHEAP_POD_ID): refused */
+        setenv("SHMHEAP_POD_ID", "7", 1);
+        rpcool_conn *c = NULL;
+        rpcool_conn_opts o;
+        memset(&o, 0, sizeof o);
+        o.connect_timeout_ms = 20000;
+        int rc = rpcool_connect(where, &o, &c);
+        if (c) rpcool_disconnect(c);
+        _exit(rc == RPCOOL_E_REFUSED ? 0 : 1);
+    }
+    int ws = 0;
+    waitpid(p, &ws, 0);
+    CHECKF(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "the refused client's connect (%#x)", ws);
+    rpcool_conn *c = conn();
+    if (c) rpcool_disconnect(c);
+    for (int i = 0; i < 100; i++) { /* the server reclaims it on its thread */
+        if (hook_counts(q, b) || b[1] > a[1]) break;
+        usleep(50000);
+    }
+    CHECKF(b[0] == a[0] + 1 && b[1] == a[1] + 1 && b[4] == a[4],
+           "in %llu -> %llu, out by BYE %llu -> %llu, other %llu -> %llu",
+           (unsigned long long)a[0], (unsigned long long)b[0], (unsigned long long)a[1],
+           (unsigned long long)b[1], (unsigned long long)a[4], (unsigned long long)b[4]);
+    rpcool_disconnect(q);
+}
+
+/* rpcool_cancel over RDMA: a call still queued behind a running one never starts (the server
+   counts it), a running handler sees rpcool_ctx_cancelled, a call already answered is not
+   cancelled (1). The server's one RDMA thread runs them in order. */
+static void cancel(void)
+{
+    rpcool_conn *q = conn(), *c = q ? conn() : NULL;
+    if (!c) {
+        if (q) rpcool_disconnect(q);
+        return;
+    }
+    uint64_t a[HK_N] = {0}, b[HK_N] = {0}, ida = 0, idb = 0, idc = 0;
+    CHECK_EQ(hook_counts(q, a), 0);
+    CHECK_EQ(rpcool_call_async(c, H_SPIN, NULL, 0, NULL, NULL, NULL, &ida), 0);
+    CHECK_EQ(rpcool_call_async(c, H_SPIN, NULL, 0, NULL, NULL, NULL, &idb), 0);
+    sleep(2); /* the first one runs, the second waits behind it */
+    CHECK_EQ(rpcool_cancel(c, idb), 0);
+    CHECK_EQ(rpcool_cancel(c, ida), 0);
+    CHECK_EQ(rpcool_poll(c, ida, NULL, NULL), RPCOOL_E_INVAL); /* finished ids */
+    for (int k = 0; k < 100; k++) { /* the server takes the second one's frame */
+        if (hook_counts(q, b) || b[7] > a[7]) break;
+        usleep(50000);
+    }
+    CHECKF(b[5] == a[5] + 1 && b[6] == a[6] + 1 && b[7] == a[7] + 1,
+           "started %llu -> %llu, saw the cancel %llu -> %llu, never started %llu -> %llu",
+           (unsigned long long)a[5], (unsigned long long)b[5], (unsigned long long)a[6],
+           (unsigned long long)b[6], (unsigned long long)a[7], (unsigned long long)b[7]);
+    CHECK_EQ(rpcool_call_async(c, H_WHO, NULL, 0, NULL, NULL, NULL, &idc), 0);
+    unsigned i = (unsigned)(idc & 0xff);
+    for (int k = 0; k < 5000 && !rpcool__done(c, i); k++) {
+        c->tp->poll(c); /* take in the reply */
+        usleep(1000);
+    }
+    CHECK_EQ(rpcool_cancel(c, idc), 1); /* answered: nothing to cancel, its reply freed */
+    void *ret = NULL;
+    size_t n = 0;
+    CHECK_EQ(rpcool_call(c, H_ECHO, rpcool_strdup(c, "after"), 6, &ret, &n), 0); /* slots back */
     rpcool_free(c, ret);
     rpcool_disconnect(c);
+    rpcool_disconnect(q);
 }
 
 static int cb_count;
@@ -725,6 +873,8 @@ static int run_client(void)
     RUN(keep_patch);
     RUN(bad_input);
     RUN(peer);
+    RUN(hooks);
+    RUN(cancel);
     RUN(async);
     RUN(threads);
     RUN(fuzz_ring);
