@@ -354,10 +354,8 @@
    first or sleeps at once, whichever gave the shorter recent waits (moving averages of a
    client's round trips, of the serving thread's gaps between calls under 12.5 ms; the first
    wait polls, the second sleeps, then 1 in 16 tries the other way). On Soft-RoCE the kernel
-   moves the packets on the same CPUs, and a side that polls can delay its own messages. The
-   environment variable RPCOOL_RDMA_SPIN_MAX_NS (read at each connect and server open; for
-   benchmarks), when set, replaces that 50 ms bound, caps spin_ns too (1 sleeps at once) and
-   turns the choice off, as a spin_ns of the caller's own does.
+   moves the packets on the same CPUs, and a side that polls can delay its own messages. A
+   spin_ns of the caller's own turns the choice off.
    Only the thread that waits polls; the completion queue is armed only right before it sleeps.
    An idle server wakes every reap_ms (keepalives).
    Failures: a client waiting for an answer sends a keepalive (a zero-byte RDMA WRITE) when

@@ -110,22 +110,12 @@
    this bound, else only spin_ns. */
 #define RPCOOL__R_SPIN_MAX_NS 50000000ull
 
-/* RPCOOL_RDMA_SPIN_MAX_NS (read at each connect and server open; a benchmark knob): a lower
-   bound on the busy-poll, spin_ns included; 1 makes a side sleep on its channel at once.
-   0 when unset: the bound is RPCOOL__R_SPIN_MAX_NS and spin_ns is not capped. */
-static uint64_t rpcool__r_spin_max(void)
-{
-    const char *e = getenv("RPCOOL_RDMA_SPIN_MAX_NS");
-    return e ? (uint64_t)strtoull(e, NULL, 10) : 0;
-}
-
 /* How long a side polls before it sleeps: spin_ns, or 4 x recent (round trip or gap) while
-   that is under the bound; never over RPCOOL_RDMA_SPIN_MAX_NS when that is set. */
-static uint64_t rpcool__r_spin(uint64_t spin_ns, uint64_t recent, uint64_t spin_max)
+   that is under the bound. */
+static uint64_t rpcool__r_spin(uint64_t spin_ns, uint64_t recent)
 {
-    uint64_t spin = spin_ns, bound = spin_max ? spin_max : RPCOOL__R_SPIN_MAX_NS;
-    if (4 * recent < bound && 4 * recent > spin) spin = 4 * recent;
-    if (spin_max && spin > spin_max) spin = spin_max;
+    uint64_t spin = spin_ns;
+    if (4 * recent < RPCOOL__R_SPIN_MAX_NS && 4 * recent > spin) spin = 4 * recent;
     return spin;
 }
 
@@ -242,9 +232,8 @@ struct rpcool__rconn {
     uint32_t fetch_id;
     uint64_t sleeps, polls;      /* times this side slept on the channel / polled the CQ */
     uint64_t arms, events;       /* times its CQ was armed / completion events taken from it */
-    uint64_t spin_max;           /* RPCOOL_RDMA_SPIN_MAX_NS, 0 if unset (rpcool__r_spin) */
     uint64_t rtt_ns;             /* client: recent round trips (moving average) */
-    /* client, when its spin_ns is the default and RPCOOL_RDMA_SPIN_MAX_NS is unset: the recent
+    /* client, when its spin_ns is the default: the recent
        round trip of a wait that polled first and of one that slept at once (moving averages,
        0 = none yet), and the waits so far (rpcool__r_wait chooses by them) */
     int adapt;
@@ -283,8 +272,7 @@ struct rpcool__rsrv {
     uint64_t spin_ns;    /* the serving thread polls this long before it sleeps */
     uint64_t sleeps;     /* times the serving thread slept */
     uint64_t gap_ns;     /* recent idle gaps between calls (moving average) */
-    uint64_t spin_max;   /* RPCOOL_RDMA_SPIN_MAX_NS, 0 if unset (rpcool__r_spin) */
-    /* spin_ns the default and RPCOOL_RDMA_SPIN_MAX_NS unset: the serving thread polls through
+    /* spin_ns the default: the serving thread polls through
        an idle gap or sleeps at once, whichever gave the shorter recent gaps (as a client's wait:
        rpcool__r_wait); gaps over a quarter of the polling bound count for neither */
     int adapt;
@@ -478,7 +466,6 @@ static int rpcool__r_prep(krconn_ctx *kc, struct rpcool__rconn **out)
     struct rpcool__rconn *rc = (struct rpcool__rconn *)rpcool__calloc(1, sizeof *rc);
     int r;
     if (!rc) return -ENOMEM;
-    rc->spin_max = rpcool__r_spin_max();
     pthread_mutex_init(&rc->cq_lock, NULL);
     pthread_mutex_init(&rc->rx_lock, NULL);
     pthread_mutex_init(&rc->tx_lock, NULL);
@@ -1388,7 +1375,7 @@ static int rpcool__r_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
     const uint32_t done = RPCOOL__SL(c->pend[i].gen, RPCOOL__SL_DONE);
     uint64_t t0 = rcp__now_ns(), check = (uint64_t)c->peer_check_ms * 1000000u;
     uint64_t rtt = rcp__load_relaxed(&rc->rtt_ns);
-    uint64_t spin = rpcool__r_spin(c->spin_ns, rtt, rc->spin_max);
+    uint64_t spin = rpcool__r_spin(c->spin_ns, rtt);
     int slept = 0; /* this wait's mode: sleep at once */
     if (rc->adapt) {
         uint64_t w = __atomic_fetch_add(&rc->waits, 1, __ATOMIC_RELAXED);
@@ -1648,9 +1635,8 @@ static void rpcool__r_connected(rpcool_conn *c, struct rpcool__rconn *rc, const 
 {
     rc->owner = c;
     rc->check_ns = (uint64_t)c->peer_check_ms * 1000000u;
-    /* a client adapts (polls or sleeps at once) when its spin_ns is the default and the
-       benchmark knob RPCOOL_RDMA_SPIN_MAX_NS is unset */
-    rc->adapt = !o->spin_ns && !rc->spin_max;
+    /* a client adapts (polls or sleeps at once) when its spin_ns is the default */
+    rc->adapt = !o->spin_ns;
     c->rdma = rc;
     if (c->log.fn) {
         char qt[96];
@@ -2537,8 +2523,7 @@ static void *rpcool__r_thread(void *p)
             if (idle_since) { /* the gap this work ended: how long to poll next time (a gap
                                  too long to poll through, a keepalive's, forgets the rest) */
                 uint64_t gap = now - idle_since;
-                uint64_t bound = rs->spin_max ? rs->spin_max : RPCOOL__R_SPIN_MAX_NS;
-                if (4 * gap >= bound) rs->gap_ns = 0;
+                if (4 * gap >= RPCOOL__R_SPIN_MAX_NS) rs->gap_ns = 0;
                 else rs->gap_ns = rs->gap_ns ? (7 * rs->gap_ns + gap) / 8 : gap;
                 if (rs->adapt && 4 * gap < RPCOOL__R_SPIN_MAX_NS)
                     rpcool__r_avg(idle_sleep ? &rs->gap_sleep : &rs->gap_poll, gap);
@@ -2551,7 +2536,7 @@ static void *rpcool__r_thread(void *p)
             if (rs->adapt)
                 idle_sleep = rpcool__r_sleep_first(rs->gap_poll, rs->gap_sleep, rs->idles++);
         }
-        uint64_t spin = idle_sleep ? 0 : rpcool__r_spin(rs->spin_ns, rs->gap_ns, rs->spin_max);
+        uint64_t spin = idle_sleep ? 0 : rpcool__r_spin(rs->spin_ns, rs->gap_ns);
         if (now - idle_since < spin) {
             rcp__cpu_relax();
             continue;
@@ -2703,8 +2688,7 @@ static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *
     if (!rs) return -ENOMEM;
     rs->uffd = -1;
     rs->spin_ns = spin_ns ? spin_ns : RPCOOL_DEFAULT_RDMA_SPIN_NS;
-    rs->spin_max = rpcool__r_spin_max();
-    rs->adapt = !spin_ns && !rs->spin_max;
+    rs->adapt = !spin_ns;
     pthread_mutex_init(&rs->lock, NULL);
     snprintf(rs->name, sizeof rs->name, "%s", s->name);
     rcp__store(&s->rdma, rs); /* the acceptor may look (rpcool__r_conns) */
