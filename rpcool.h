@@ -114,9 +114,11 @@
    heap is refused: the caller gets RPCOOL_E_BADPTR and so does rpcool_deferred_reply. Under
    RPCOOL_COPY the argument's private copy stays valid until the call is finished. The checked
    accessors and rpcool_ctx_alloc belong to the handler's run: after it returns use
-   rpcool_deferred_alloc. A second rpcool_ctx_defer of a call returns RPCOOL_E_INVAL; a call
-   over RDMA cannot be deferred (RPCOOL_E_NOTSUP). A connection's heap stays mapped at the
-   server until every deferred call of it is finished, even when its client is gone. Finish
+   rpcool_deferred_alloc. A second rpcool_ctx_defer of a call returns RPCOOL_E_INVAL. Over RDMA
+   too: the RDMA thread goes on with the connection's next frames, and the deferred reply
+   travels from the thread that gives it (its blocks inline, as any reply). A connection's heap
+   (over RDMA: its mirror) stays at the server until every deferred call of it is finished, even
+   when its client is gone. Finish
    every deferred call before rpcool_server_close. With protection keys (section 4) a thread
    that finishes a deferred call and is not a serving thread needs access to the connection
    heaps first, as any other thread of the server (shmheap_pkey_set).
@@ -621,9 +623,8 @@
    heap that travel with the call as its extents (up to 16 blocks; the rest is fetched on
    touch), and the reply travels back as any reply does (at most 2 MiB). Whatever the mode,
    the server reads the message as RPCOOL_COPY does, out of its mirror of the client's heap
-   (checked against the mirror's range; the budget is rpcool_server_opts.max_copy). Such a
-   call cannot be deferred: the closure must be called before the method returns, else the
-   call fails with RPCOOL_E_NOTSUP and a later closure call answers nothing.
+   (checked against the mirror's range; the budget is rpcool_server_opts.max_copy). A closure
+   called later, from another thread, answers as on shared memory (a deferred reply).
    Limits: a sub-message shared within the input arrives as separate copies when the input is
    copied (RPCOOL_COPY, RDMA, or an input not wholly in the heap).
 
@@ -1543,7 +1544,6 @@ struct rpcool__call {
 /* What the transport's calls cross by (flags of a table). */
 #define RPCOOL__TP_COPIES 1u /* the bytes cross by copy: the server never maps the caller's heap, a
                                 call is sealed by construction, a reply's blocks go as one */
-#define RPCOOL__TP_NO_DEFER 2u /* (server) a call cannot be answered from another thread */
 
 /* The client's side of a transport. rpcool_connect picks the table from the channel's name
    (rpcool__tp_pick), sets c->tp and calls connect; from then on the call path reaches the
@@ -1616,7 +1616,12 @@ struct rpcool__client_tp {
    - heap(ctx): the caller's heap as a shmheap, or NULL if there is none here.
    - peer(ctx): who is calling (rpcool_ctx_peer), never NULL.
    - conn_user(ctx): the connection's user pointer (rpcool_ctx_conn_user), or NULL.
-   - cancelled(ctx): 1 if the client cancelled the call (rpcool_ctx_cancelled); cheap. */
+   - cancelled(ctx): 1 if the client cancelled the call (rpcool_ctx_cancelled); cheap.
+   - hold(ctx, delta): a deferred call of this connection begins (+1) or ends (-1): while any
+     is unfinished the connection's state (heap or mirror) stays, even with its client gone.
+   - reply(ctx, status, p, len): answer a deferred call, from any thread (p checked by
+     in_range already, or NULL). 0, or 1 when answering faulted (the connection is condemned).
+     NULL: calls cannot be deferred (rpcool_ctx_defer says RPCOOL_E_NOTSUP). */
 struct rpcool__server_tp {
     const char *name;
     unsigned flags; /* RPCOOL__TP_* */
@@ -1631,6 +1636,8 @@ struct rpcool__server_tp {
     const rpcool_peer *(*peer)(const rpcool_ctx *ctx);
     void *(*conn_user)(const rpcool_ctx *ctx);
     int (*cancelled)(const rpcool_ctx *ctx);
+    void (*hold)(const rpcool_ctx *ctx, int delta);
+    int (*reply)(rpcool_ctx *ctx, int status, void *p, size_t len);
 };
 
 struct rpcool_conn {
@@ -1684,6 +1691,8 @@ struct rpcool_ctx {
     unsigned slot;      /* the call's slot and generation (a deferred reply needs them) */
     uint32_t gen;
     struct rpcool_deferred *dfr; /* rpcool_ctx_defer took the call out of the serving thread */
+    uint32_t rgroup;    /* RDMA: the call's reply blocks (their group) */
+    unsigned wflags;    /* RDMA: the call's flags as sent (RPCOOL__DISCARD) */
 };
 
 /* The RDMA transport (impl/rpcool_rdma.h, compiled in with RPCOOL_WITH_RDMA). */
@@ -1730,10 +1739,13 @@ static shmheap *rpcool__shm_heap(rpcool_ctx *ctx);
 static const rpcool_peer *rpcool__shm_peer(const rpcool_ctx *ctx);
 static void *rpcool__shm_conn_user(const rpcool_ctx *ctx);
 static int rpcool__shm_cancelled(const rpcool_ctx *ctx);
+static void rpcool__shm_hold(const rpcool_ctx *ctx, int delta);
+static int rpcool__shm_reply(rpcool_ctx *ctx, int status, void *p, size_t len);
 /* the server's own transport: the listener operations are rpcool_server_* themselves */
 static const struct rpcool__server_tp rpcool__shm_server_tp = {
     "shm", 0, NULL, NULL, NULL, NULL, NULL, rpcool__shm_alloc, rpcool__shm_in_range,
-    rpcool__shm_heap, rpcool__shm_peer, rpcool__shm_conn_user, rpcool__shm_cancelled};
+    rpcool__shm_heap, rpcool__shm_peer, rpcool__shm_conn_user, rpcool__shm_cancelled,
+    rpcool__shm_hold, rpcool__shm_reply};
 
 #ifdef RPCOOL__RDMA /* impl/rpcool_rdma.h defines them */
 static const struct rpcool__client_tp *rpcool__r_client_tp(void);
@@ -1761,8 +1773,9 @@ static const struct rpcool__client_tp rpcool__r_none_client = {
     "rdma", RPCOOL__TP_COPIES, rpcool__r_connect_none, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
     NULL};
 static const struct rpcool__server_tp rpcool__r_none_server = {
-    "rdma", RPCOOL__TP_COPIES | RPCOOL__TP_NO_DEFER, rpcool__r_open_none, rpcool__r_start_none,
-    rpcool__r_stop_none, rpcool__r_stop_none, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    "rdma", RPCOOL__TP_COPIES, rpcool__r_open_none, rpcool__r_start_none,
+    rpcool__r_stop_none, rpcool__r_stop_none, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL};
 static const struct rpcool__client_tp *rpcool__r_client_tp(void) { return &rpcool__r_none_client; }
 static const struct rpcool__server_tp *rpcool__r_server_tp(void) { return &rpcool__r_none_server; }
 #endif

@@ -20,7 +20,7 @@ struct rpcool_deferred {
 RPCOOL_API int rpcool_ctx_defer(rpcool_ctx *ctx, rpcool_deferred **out)
 {
     if (!ctx || !out) return RPCOOL_E_INVAL;
-    if (ctx->tp->flags & RPCOOL__TP_NO_DEFER) return RPCOOL_E_NOTSUP; /* RDMA: answered in order */
+    if (!ctx->tp->reply) return RPCOOL_E_NOTSUP; /* a transport that answers in order only */
     if (ctx->dfr) return RPCOOL_E_INVAL;
     rpcool_deferred *d = (rpcool_deferred *)RPCOOL_MALLOC(sizeof *d);
     if (!d) return -ENOMEM;
@@ -30,7 +30,7 @@ RPCOOL_API int rpcool_ctx_defer(rpcool_ctx *ctx, rpcool_deferred **out)
     d->done = 0;
     d->refs = 2;
     d->copy = (char *)(uintptr_t)ctx->copy;
-    rcp__fetch_add(&ctx->sc->ndeferred, 1u);
+    ctx->tp->hold(ctx, 1);
     ctx->dfr = d;
     *out = d;
     return 0;
@@ -41,32 +41,12 @@ RPCOOL_API void *rpcool_deferred_alloc(rpcool_deferred *d, size_t size)
     return d && !rcp__load(&d->done) ? rpcool_ctx_alloc(&d->ctx, size) : NULL;
 }
 
-struct rpcool__defer_done {
-    rpcool_deferred *d;
-    int status;
-    void *p;
-    size_t len;
-};
-
-static int rpcool__defer_complete_fn(void *arg)
-{
-    struct rpcool__defer_done *a = (struct rpcool__defer_done *)arg;
-    rpcool_ctx *ctx = &a->d->ctx;
-    rpcool__complete(ctx->sc->hdr, ctx->slot, ctx->gen, a->status, a->p, a->p ? a->len : 0);
-    return 0;
-}
-
-/* Answer the client once; 1 if this call answered it. The write to the response line is the
-   library's access to the client's heap: faults contained, as in rpcool_ctx_alloc. */
+/* Answer the client once; 1 if this call answered it. */
 static int rpcool__defer_finish(rpcool_deferred *d, int status, void *p, size_t len)
 {
     uint32_t zero = 0;
     if (!rcp__cas(&d->done, &zero, 1u)) return 0;
-    struct rpcool__defer_done a = {d, status, p, len};
-    if (rpcool__guarded(rpcool__defer_complete_fn, &a, 1)) {
-        rcp__fetch_add(&d->ctx.s->st.faults, 1u);
-        rpcool__condemn(d->ctx.s, d->ctx.sc, "a fault on its heap in rpcool_deferred_reply");
-    }
+    d->ctx.tp->reply(&d->ctx, status, p, len);
     return 1;
 }
 
@@ -75,10 +55,42 @@ static void rpcool__defer_unref(rpcool_deferred *d)
     uint32_t held = rcp__fetch_add(&d->refs, (uint32_t)-1);
     RPCOOL_ASSERT(held == 1u || held == 2u); /* the serving path's and the user's, no more */
     if (held != 1u) return;
-    struct rpcool__sconn *sc = d->ctx.sc;
+    rpcool_ctx ctx = d->ctx;
     rpcool__free(d->copy);
     RPCOOL_FREE(d);
-    rcp__fetch_add(&sc->ndeferred, (uint32_t)-1); /* last: the heap may go after this */
+    ctx.tp->hold(&ctx, -1); /* last: the heap may go after this */
+}
+
+/* Shared memory's side of a deferred call (the seam's hold and reply). The write to the
+   response line is the library's access to the client's heap: faults contained, as in
+   rpcool_ctx_alloc. */
+static void rpcool__shm_hold(const rpcool_ctx *ctx, int delta)
+{
+    rcp__fetch_add(&ctx->sc->ndeferred, (uint32_t)delta);
+}
+
+struct rpcool__defer_done {
+    rpcool_ctx *ctx;
+    int status;
+    void *p;
+    size_t len;
+};
+
+static int rpcool__defer_complete_fn(void *arg)
+{
+    struct rpcool__defer_done *a = (struct rpcool__defer_done *)arg;
+    rpcool_ctx *ctx = a->ctx;
+    rpcool__complete(ctx->sc->hdr, ctx->slot, ctx->gen, a->status, a->p, a->p ? a->len : 0);
+    return 0;
+}
+
+static int rpcool__shm_reply(rpcool_ctx *ctx, int status, void *p, size_t len)
+{
+    struct rpcool__defer_done a = {ctx, status, p, len};
+    if (!rpcool__guarded(rpcool__defer_complete_fn, &a, 1)) return 0;
+    rcp__fetch_add(&ctx->s->st.faults, 1u);
+    rpcool__condemn(ctx->s, ctx->sc, "a fault on its heap in rpcool_deferred_reply");
+    return 1;
 }
 
 /* The serving path lets go once the handler returned. A handler that faulted (SANDBOX) or
@@ -98,7 +110,7 @@ RPCOOL_API int rpcool_deferred_reply(rpcool_deferred *d, int status, void *p, si
 {
     if (!d) return RPCOOL_E_INVAL;
     int rc = 0;
-    if (p && !shmheap_contains(d->ctx.sc->heap, p, len)) { /* never hand out private pointers */
+    if (p && !d->ctx.tp->in_range(&d->ctx, p, len)) { /* never hand out private pointers */
         status = rc = RPCOOL_E_BADPTR;
         p = NULL;
     }

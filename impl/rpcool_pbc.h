@@ -667,9 +667,9 @@ RPCOOL_API void rpcool_pbc_reply_free(ProtobufCService *svc, ProtobufCMessage *o
 enum { RPCOOL__PBC_RUNNING = 0, RPCOOL__PBC_DONE };
 
 struct rpcool__pbc_call { /* one call at the server, from the handler to its closure */
-    rpcool_deferred *d;       /* shared memory: the call, deferred */
-    rpcool_ctx *ctx;          /* RDMA: the call, answered before the handler returns */
-    int status;               /* RDMA: what the closure answered */
+    rpcool_deferred *d;       /* the call, deferred */
+    rpcool_ctx *ctx;          /* a call not deferred: answered before the handler returns */
+    int status;               /* a call not deferred: what the closure answered */
     const ProtobufCMethodDescriptor *md;
     ProtobufCMessage *in;     /* what the service got */
     int in_place;             /* in is the client's message, in the server's form: 2 when it
@@ -815,7 +815,7 @@ static void rpcool__pbc_closure(const ProtobufCMessage *msg, void *data)
         struct rpcool__pbc_chunk *k = cp.first;
         while (k) { /* nothing of it reaches the client: give the blocks back */
             struct rpcool__pbc_chunk *n = k->next;
-            shmheap_free(pc->d->ctx.sc->heap, k);
+            if (pc->bounds.h) shmheap_free(pc->d->ctx.sc->heap, k); /* RDMA: the failure does */
             k = n;
         }
         rpcool_deferred_fail(pc->d, status);
@@ -823,8 +823,9 @@ static void rpcool__pbc_closure(const ProtobufCMessage *msg, void *data)
     rpcool__pbc_call_unref(pc);
 }
 
-/* The call ends before the closure came (a fault in the service; over RDMA, a closure not
-   called before the method returned): answer code; a late closure then only lets go. */
+/* The call ends before the closure came (a fault in the service; a call that was not deferred
+   and whose closure did not come before the method returned): answer code; a late closure
+   then only lets go. */
 static void rpcool__pbc_abandon(struct rpcool__pbc_call *pc, int code)
 {
     uint32_t running = RPCOOL__PBC_RUNNING;
@@ -886,7 +887,7 @@ static int rpcool__pbc_handler(rpcool_ctx *ctx, void *arg, size_t len, void *use
         pc->check = (flags & RPCOOL_SANDBOX) ? &pc->bounds : NULL;
         rc = rpcool__pbc_inplace(pc, 0);
     }
-    if (!rc && pc->bounds.h) rc = rpcool_ctx_defer(ctx, &pc->d);
+    if (!rc) rc = rpcool_ctx_defer(ctx, &pc->d); /* the closure may come later, from anywhere */
     if (rc) {
         if (rc == RPCOOL_E_FAULT) rcp__fetch_add(&ctx->s->st.faults, 1u);
         if (pc->in_place == 2 && rc != RPCOOL_E_FAULT) rpcool__pbc_inplace(pc, 1); /* if it can */
@@ -895,6 +896,7 @@ static int rpcool__pbc_handler(rpcool_ctx *ctx, void *arg, size_t len, void *use
         return rc;
     }
     pc->ctx = pc->d ? NULL : ctx;
+    if (pc->d) pc->bounds.ctx = &pc->d->ctx; /* the handler's ctx ends with it: the token's */
     struct rpcool__pbc_invoke_args ia = {impl, (unsigned)rq.method, pc};
     pc->refs = 2;
     if (flags & RPCOOL_SANDBOX) { /* the service's own fault: an error reply */
@@ -906,7 +908,7 @@ static int rpcool__pbc_handler(rpcool_ctx *ctx, void *arg, size_t len, void *use
         rpcool__pbc_invoke_fn(&ia);
     }
     int status = 0;
-    if (!pc->d) { /* RDMA: the call cannot be deferred; its closure came or it fails */
+    if (!pc->d) { /* not deferred (cannot happen with a transport that defers) */
         rpcool__pbc_abandon(pc, RPCOOL_E_NOTSUP);
         status = pc->status;
     }

@@ -228,6 +228,8 @@ struct rpcool__rconn {
     int pop_all;                 /* lost track (no memory): drop the whole mirror next call */
     struct rpcool__rblk *blk;    /* reply blocks, sorted by address */
     size_t nblk, capblk;
+    pthread_mutex_t blk_lock;    /* blk: the RDMA thread and threads giving deferred replies */
+    uint32_t ndeferred;          /* deferred calls not yet finished: the mirror stays */
     uint32_t group;              /* the call being served */
     uint32_t fetch_id;
     uint64_t sleeps, polls;      /* times this side slept on the channel / polled the CQ */
@@ -442,6 +444,7 @@ static void rpcool__r_conn_free(struct rpcool__rconn *rc)
     pthread_mutex_destroy(&rc->tx_lock);
     pthread_mutex_destroy(&rc->free_lock);
     pthread_mutex_destroy(&rc->pop_lock);
+    pthread_mutex_destroy(&rc->blk_lock);
     pthread_mutex_destroy(&rc->post_lock);
     rpcool__free(rc->pop);
     rpcool__free(rc->hbuf);
@@ -471,6 +474,7 @@ static int rpcool__r_prep(krconn_ctx *kc, struct rpcool__rconn **out)
     pthread_mutex_init(&rc->tx_lock, NULL);
     pthread_mutex_init(&rc->free_lock, NULL);
     pthread_mutex_init(&rc->pop_lock, NULL);
+    pthread_mutex_init(&rc->blk_lock, NULL);
     pthread_mutex_init(&rc->post_lock, NULL);
     rc->backlog_tail = &rc->backlog;
     rc->evfd = -1;
@@ -1811,21 +1815,20 @@ static void rpcool__r_zero(struct rpcool__rsrv *rs, uint64_t a, uint64_t len)
 }
 
 /* Reply blocks: a first-fit allocator over the reply region, private to the server. */
-static void *rpcool__r_alloc(rpcool_server *s, struct rpcool__rconn *rc, size_t size)
+/* A block of the client's reply region for the call of reply group g (blk_lock held). */
+static uint64_t rpcool__r_carve(struct rpcool__rconn *rc, uint64_t need, uint32_t g)
 {
-    if (!size) size = 1;
-    if (size > rc->rlen) return NULL;
-    uint64_t need = (size + 15) & ~(uint64_t)15, at = rc->rbase;
+    uint64_t at = rc->rbase;
     size_t k = 0;
     for (; k < rc->nblk; k++) {
         if (rc->blk[k].addr - at >= need) break;
         at = rc->blk[k].addr + rc->blk[k].len;
     }
-    if (at + need > rc->rbase + rc->rlen) return NULL;
+    if (at + need > rc->rbase + rc->rlen) return 0;
     if (rc->nblk == rc->capblk) {
         size_t nc = rc->capblk ? rc->capblk * 2 : 64;
         struct rpcool__rblk *nb = (struct rpcool__rblk *)rpcool__calloc(nc, sizeof *nb);
-        if (!nb) return NULL;
+        if (!nb) return 0;
         if (rc->nblk) memcpy(nb, rc->blk, rc->nblk * sizeof *nb);
         rpcool__free(rc->blk);
         rc->blk = nb;
@@ -1834,8 +1837,20 @@ static void *rpcool__r_alloc(rpcool_server *s, struct rpcool__rconn *rc, size_t 
     memmove(&rc->blk[k + 1], &rc->blk[k], (rc->nblk - k) * sizeof *rc->blk);
     rc->blk[k].addr = at;
     rc->blk[k].len = need;
-    rc->blk[k].group = rc->group;
+    rc->blk[k].group = g;
     rc->nblk++;
+    return at;
+}
+
+static void *rpcool__r_alloc(rpcool_server *s, struct rpcool__rconn *rc, size_t size, uint32_t g)
+{
+    if (!size) size = 1;
+    if (size > rc->rlen) return NULL;
+    uint64_t need = (size + 15) & ~(uint64_t)15;
+    pthread_mutex_lock(&rc->blk_lock);
+    uint64_t at = rpcool__r_carve(rc, need, g);
+    pthread_mutex_unlock(&rc->blk_lock);
+    if (!at) return NULL;
     rpcool__r_zero(s->rdma, at, need);
     uint64_t pg = rpcool__page_size();
     rpcool__r_pop_add(rc, at & ~(pg - 1), (at + need + pg - 1) & ~(pg - 1));
@@ -1846,11 +1861,14 @@ static void *rpcool__r_alloc(rpcool_server *s, struct rpcool__rconn *rc, size_t 
 static void rpcool__r_free_block(struct rpcool__rconn *rc, uint64_t a)
 {
     size_t k;
+    pthread_mutex_lock(&rc->blk_lock);
     for (k = 0; k < rc->nblk; k++)
         if (rc->blk[k].addr == a) break;
-    if (k == rc->nblk) return; /* not a reply block's start (or freed already): ignored */
-    memmove(&rc->blk[k], &rc->blk[k + 1], (rc->nblk - k - 1) * sizeof *rc->blk);
-    rc->nblk--;
+    if (k < rc->nblk) { /* else not a reply block's start (or freed already): ignored */
+        memmove(&rc->blk[k], &rc->blk[k + 1], (rc->nblk - k - 1) * sizeof *rc->blk);
+        rc->nblk--;
+    }
+    pthread_mutex_unlock(&rc->blk_lock);
 }
 
 static void rpcool__r_free_group_id(struct rpcool__rconn *rc, uint32_t g)
@@ -1869,7 +1887,7 @@ static int rpcool__r_in_mirror(const struct rpcool__rconn *rc, const void *p, si
 
 /* Answer a call. */
 static void rpcool__r_done(struct rpcool__rconn *rc, unsigned slot, uint32_t gen, int status,
-                           void *ret, size_t ret_len, unsigned cflags)
+                           void *ret, size_t ret_len, unsigned cflags, uint32_t g)
 {
     if (cflags & RPCOOL__DISCARD) ret = NULL; /* the caller discards the reply */
     struct rpcool__rf h;
@@ -1881,14 +1899,15 @@ static void rpcool__r_done(struct rpcool__rconn *rc, unsigned slot, uint32_t gen
     uint64_t (*hd)[2] = NULL;
     unsigned np = 0, nb = 0;
     size_t total = 0;
-    for (size_t k = 0; k < rc->nblk; k++) nb += rc->blk[k].group == rc->group;
+    pthread_mutex_lock(&rc->blk_lock); /* a deferred reply may be given by another thread */
+    for (size_t k = 0; k < rc->nblk; k++) nb += rc->blk[k].group == g;
     if (nb) {
         parts = (struct rpcool__rpart *)rpcool__calloc(2 * nb, sizeof *parts);
         hd = (uint64_t(*)[2])rpcool__calloc(nb, sizeof *hd);
         if (!parts || !hd) { status = -ENOMEM; nb = 0; }
     }
     for (size_t k = 0, j = 0; j < nb && k < rc->nblk; k++) {
-        if (rc->blk[k].group != rc->group) continue;
+        if (rc->blk[k].group != g) continue;
         hd[j][0] = rc->blk[k].addr;
         hd[j][1] = rc->blk[k].len;
         parts[np++] = (struct rpcool__rpart){hd[j], 16};
@@ -1902,7 +1921,7 @@ static void rpcool__r_done(struct rpcool__rconn *rc, unsigned slot, uint32_t gen
         np = nb = 0;
     }
     if (status < 0 || !ret) { /* nobody will point at what the handler allocated */
-        rpcool__r_free_group_id(rc, rc->group);
+        rpcool__r_free_group_id(rc, g);
         np = nb = 0; /* and none of it travels */
         ret = NULL;
         ret_len = 0;
@@ -1910,6 +1929,7 @@ static void rpcool__r_done(struct rpcool__rconn *rc, unsigned slot, uint32_t gen
     h.status = status;
     h.flags = rc->lost ? RPCOOL__R_DONE_LOST : 0u;
     rc->lost = 0;
+    pthread_mutex_unlock(&rc->blk_lock);
     h.a = (uint64_t)(uintptr_t)ret;
     h.b = ret ? ret_len : 0;
     h.n1 = np / 2;
@@ -2131,7 +2151,7 @@ static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
     if (status) {
         rc->bad++;
         rcp__fetch_add(&s->st.bad_entries, 1u);
-        rpcool__r_done(rc, slot, gen, status, NULL, 0, 0);
+        rpcool__r_done(rc, slot, gen, status, NULL, 0, 0, rc->group);
         return;
     }
     rpcool_ctx ctx;
@@ -2141,6 +2161,8 @@ static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
     ctx.rc = rc;
     ctx.slot = slot;
     ctx.gen = gen;
+    ctx.rgroup = rc->group;
+    ctx.wflags = cflags;
     struct rpcool__handler_ent *e =
         fnid < RPCOOL_MAX_HANDLERS ? rcp__load(&s->handlers[fnid]) : NULL;
     rpcool_handler *fn = e ? e->fn : NULL;
@@ -2185,8 +2207,12 @@ static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
             ctx.ret_len = 0;
         }
     }
+    if (ctx.dfr) { /* deferred: the token answers later (and owns an argument's copy) */
+        rpcool__defer_handoff(w, &ctx, status);
+        return;
+    }
     if (rcp__load(&rc->dead)) return;
-    rpcool__r_done(rc, slot, gen, status, ctx.ret, ctx.ret ? ctx.ret_len : 0, cflags);
+    rpcool__r_done(rc, slot, gen, status, ctx.ret, ctx.ret ? ctx.ret_len : 0, cflags, ctx.rgroup);
     rc->tm_last = rcp__now_ns();
     if (t1) {
         rc->tm_n++;
@@ -2446,6 +2472,7 @@ static void rpcool__r_reap(rpcool_server *s, uint64_t now, int all)
         int32_t why = rcp__load(&rc->dead);
         int go = all || (rc->state == RPCOOL__RS_ACTIVE && why) ||
                  (rc->state == RPCOOL__RS_DEAD && now >= rc->hello_deadline);
+        if (go && !all && rcp__load(&rc->ndeferred)) go = 0; /* its deferred calls use it */
         if (!go) {
             if (rc->state == RPCOOL__RS_DEAD && rc->hello_deadline > now + 1000000000ull)
                 rc->hello_deadline = now;
@@ -2778,7 +2805,20 @@ static void rpcool__r_server_close(rpcool_server *s)
 
 static void *rpcool__r_ctx_alloc(rpcool_ctx *ctx, size_t size)
 {
-    return rpcool__r_alloc(ctx->s, ctx->rc, size); /* the client's reply region */
+    return rpcool__r_alloc(ctx->s, ctx->rc, size, ctx->rgroup); /* the client's reply region */
+}
+static void rpcool__r_ctx_hold(const rpcool_ctx *ctx, int delta)
+{
+    rcp__fetch_add(&ctx->rc->ndeferred, (uint32_t)delta);
+}
+/* A deferred reply, from any thread: a DONE frame as the RDMA thread would send (its blocks
+   inline); a connection gone meanwhile answers nobody. */
+static int rpcool__r_ctx_reply(rpcool_ctx *ctx, int status, void *p, size_t len)
+{
+    if (!rcp__load(&ctx->rc->dead))
+        rpcool__r_done(ctx->rc, ctx->slot, ctx->gen, status, p, p ? len : 0, ctx->wflags,
+                       ctx->rgroup);
+    return 0;
 }
 static int rpcool__r_ctx_in_range(const rpcool_ctx *ctx, const void *p, size_t len)
 {
@@ -2795,10 +2835,10 @@ static const struct rpcool__client_tp rpcool__r_client = {
     "rdma", RPCOOL__TP_COPIES, rpcool__r_connect, rpcool__r_post, rpcool__r_wait, rpcool__r_pump,
     rpcool__r_gone, rpcool__r_free, rpcool__r_free_reply, rpcool__r_disconnect, rpcool__r_cancel};
 static const struct rpcool__server_tp rpcool__r_server = {
-    "rdma", RPCOOL__TP_COPIES | RPCOOL__TP_NO_DEFER, rpcool__r_server_open, rpcool__r_server_start,
+    "rdma", RPCOOL__TP_COPIES, rpcool__r_server_open, rpcool__r_server_start,
     rpcool__r_server_stop, rpcool__r_server_close, rpcool__r_conns, rpcool__r_ctx_alloc,
     rpcool__r_ctx_in_range, rpcool__r_ctx_heap, rpcool__r_ctx_peer, rpcool__r_ctx_conn_user,
-    rpcool__r_ctx_cancelled};
+    rpcool__r_ctx_cancelled, rpcool__r_ctx_hold, rpcool__r_ctx_reply};
 static const struct rpcool__client_tp *rpcool__r_client_tp(void) { return &rpcool__r_client; }
 static const struct rpcool__server_tp *rpcool__r_server_tp(void) { return &rpcool__r_server; }
 

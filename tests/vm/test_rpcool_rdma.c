@@ -35,7 +35,7 @@
 
 #define NAME "rdmat"
 enum { H_ECHO = 1, H_SUM, H_TREE, H_LIST, H_SLOW, H_QUIT, H_DOC, H_FNV, H_SCRIBBLE, H_POOLS, H_WHO,
-       H_HOOKS, H_SPIN };
+       H_HOOKS, H_SPIN, H_DEFER };
 
 struct node {
     struct node *l, *r;
@@ -261,6 +261,38 @@ static int h_spin(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     return 0;
 }
 
+/* H_DEFER: the call leaves the RDMA thread (rpcool_ctx_defer); a thread of ours answers it
+   300 ms later with a block of the client's reply region holding "late: " + the argument. */
+struct late { rpcool_deferred *d; char text[64]; };
+
+static void *late_thread(void *p)
+{
+    struct late *l = (struct late *)p;
+    usleep(300000);
+    size_t n = strlen(l->text) + 1;
+    char *r = (char *)rpcool_deferred_alloc(l->d, n);
+    if (r) memcpy(r, l->text, n);
+    rpcool_deferred_reply(l->d, r ? 0 : SHMHEAP_E_FULL, r, r ? n : 0);
+    free(l);
+    return NULL;
+}
+
+static int h_defer(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)user;
+    struct late *l = (struct late *)calloc(1, sizeof *l);
+    if (!l) return -ENOMEM;
+    snprintf(l->text, sizeof l->text, "late: %.*s", (int)(len < 40 ? len : 40), (char *)arg);
+    int rc = rpcool_ctx_defer(ctx, &l->d);
+    pthread_t t;
+    if (rc || pthread_create(&t, NULL, late_thread, l)) {
+        free(l);
+        return rc ? rc : -EAGAIN;
+    }
+    pthread_detach(t);
+    return 0;
+}
+
 enum { HK_N = 8 };
 /* Replies with the counts: {connected, left by BYE, reaped, closed, other; H_SPIN started,
    H_SPIN saw its cancel, the server's stats.cancelled}. */
@@ -301,7 +333,7 @@ static int serve(const char *how)
         {H_ECHO, h_echo, 0, 0},     {H_SUM, h_sum, 0, 0},     {H_TREE, h_tree, 0, 0},
         {H_LIST, h_list, RPCOOL_SANDBOX, 0}, {H_SLOW, h_slow, 0, 0}, {H_QUIT, h_quit, 0, 1},
         {H_POOLS, h_pools, 0, 1},   {H_DOC, h_doc, RPCOOL_SANDBOX, 0}, {H_FNV, h_fnv, 0, 0},
-        {H_SCRIBBLE, h_scribble, 0, 0}, {H_WHO, h_who, 0, 0}, {H_HOOKS, h_hooks, 0, 1}, {H_SPIN, h_spin, 0, 0},
+        {H_SCRIBBLE, h_scribble, 0, 0}, {H_WHO, h_who, 0, 0}, {H_HOOKS, h_hooks, 0, 1}, {H_SPIN, h_spin, 0, 0}, {H_DEFER, h_defer, 0, 0},
     };
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
         rpcool_server_add_handler(s, hs[i].id, hs[i].fn, hs[i].with_s ? s : NULL, hs[i].safety);
@@ -729,6 +761,28 @@ static void cancel(void)
     rpcool_disconnect(q);
 }
 
+/* A deferred call over RDMA: answered 300 ms later from another thread of the server while the
+   connection's next call is answered at once; the late reply's block arrives like any reply. */
+static void deferred(void)
+{
+    rpcool_conn *c = conn();
+    if (!c) return;
+    uint64_t id = 0;
+    char *m = rpcool_strdup(c, "abc");
+    CHECK_EQ(rpcool_call_async(c, H_DEFER, m, 4, NULL, NULL, NULL, &id), 0);
+    CHECK_EQ(echo_once(c, "meanwhile"), 0); /* not held up by the deferred call */
+    void *ret = NULL;
+    size_t n = 0;
+    CHECK_EQ(rpcool_poll(c, id, &ret, &n), RPCOOL_E_AGAIN); /* still to come */
+    CHECK_EQ(rpcool_wait(c, id, &ret, &n), 0);
+    CHECKF(ret && n == 10 && !strcmp((char *)ret, "late: abc"), "reply %zu bytes: %s", n,
+           ret ? (char *)ret : "(none)");
+    CHECK(shmheap_contains(rpcool_heap(c), ret, n));
+    rpcool_free(c, ret);
+    rpcool_free(c, m);
+    rpcool_disconnect(c);
+}
+
 static int cb_count;
 static void cb(rpcool_conn *c, int status, void *ret, size_t n, void *user)
 {
@@ -875,6 +929,7 @@ static int run_client(void)
     RUN(peer);
     RUN(hooks);
     RUN(cancel);
+    RUN(deferred);
     RUN(async);
     RUN(threads);
     RUN(fuzz_ring);
