@@ -1047,8 +1047,7 @@ RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s);
 RPCOOL_NORETURN RPCOOL_API void rpcool_ctx_fail(rpcool_ctx *ctx, int code);
 #define RPCOOL_NEED(ctx, p) ((__typeof__(p))rpcool_ctx_need((ctx), (p), sizeof *(p)))
 /* Deferred replies (section 2): take the call out of the serving thread, finish it later from
-   any thread. 0 and *out, or RPCOOL_E_NOTSUP (an RDMA call), RPCOOL_E_INVAL (deferred already),
-   -ENOMEM. */
+   any thread, on either transport. 0 and *out, or RPCOOL_E_INVAL (deferred already), -ENOMEM. */
 typedef struct rpcool_deferred rpcool_deferred;
 RPCOOL_API int rpcool_ctx_defer(rpcool_ctx *ctx, rpcool_deferred **out);
 RPCOOL_API void *rpcool_deferred_alloc(rpcool_deferred *d, size_t size); /* in the client's heap */
