@@ -2070,8 +2070,8 @@ static void rpcool__hooks_set(rpcool_server *s, const rpcool_server_opts *o);
 static int rpcool__peer_admit(rpcool_server *s, int sk, uint32_t claimed, rpcool_peer *pr,
                               void **cuser, int *hooked);
 static int rpcool__peer_hook(rpcool_server *s, const rpcool_peer *pr, void **cuser, int *hooked);
-static void rpcool__peer_left(rpcool_server *s, const rpcool_peer *pr, void *cuser, int why);
-static void rpcool__peer_left(rpcool_server *s, const rpcool_peer *pr, void *cuser, int why);
+static void rpcool__peer_left(rpcool_server *s, int *hooked, const rpcool_peer *pr, void *cuser,
+                              int why);
 static void rpcool__stats_answer(rpcool_server *s, int sk);
 
 /* A stale slot: one whose client is gone (its lock byte is free) with no connection behind it
@@ -2505,7 +2505,7 @@ static void rpcool__front_answer(rpcool_server *s, int sk, const struct rpcool__
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: slot %u to pid %d (heap %s)", s->name, rp.slot,
                 (int)rq.pid, s->conns[rp.slot].heap_name);
 answer:
-    if (r && hooked) rpcool__peer_left(s, &peer, cuser, r); /* accepted, then no heap or slot */
+    if (r) rpcool__peer_left(s, &hooked, &peer, cuser, r); /* accepted, then no heap or slot */
     rp.status = r;
     {
         struct iovec iov = {&rp, sizeof rp};
@@ -2910,9 +2910,13 @@ static int rpcool__peer_hook(rpcool_server *s, const rpcool_peer *pr, void **cus
 }
 
 /* An accepted client left (why: 0, RPCOOL_E_PEERDEAD, _DROPPED, _CLOSED, _NOSLOT): its
-   on_disconnect, once, outside any fault containment of the library's. */
-static void rpcool__peer_left(rpcool_server *s, const rpcool_peer *pr, void *cuser, int why)
+   on_disconnect, once (*hooked: still owed; cleared), outside any fault containment of the
+   library's. Either transport's connections. */
+static void rpcool__peer_left(rpcool_server *s, int *hooked, const rpcool_peer *pr, void *cuser,
+                              int why)
 {
+    if (!*hooked) return;
+    *hooked = 0;
     if (!s->on_disconnect) return;
     struct rpcool__guard *g = rpcool__cur;
     rpcool__cur = NULL;
@@ -2922,9 +2926,7 @@ static void rpcool__peer_left(rpcool_server *s, const rpcool_peer *pr, void *cus
 
 static void rpcool__sconn_left(rpcool_server *s, struct rpcool__sconn *sc, int why)
 {
-    if (!sc->hooked) return;
-    sc->hooked = 0;
-    rpcool__peer_left(s, &sc->peer, sc->cuser, why);
+    rpcool__peer_left(s, &sc->hooked, &sc->peer, sc->cuser, why);
 }
 
 /* Calls of a connection posted and not yet answered (read from its header). */

@@ -253,7 +253,7 @@ struct rpcool__rconn {
     uint64_t (*pen)[2];          /* client, under post_lock: a CALL's entries (RPCOOL__R_MAXENT), */
     const char **psrc;           /* where each entry's bytes are, */
     struct rpcool__rpart *pparts; /* and the parts of the frame; made at the first call */
-    int lost;                    /* server: this call's DONE says so */
+    uint32_t lost;               /* server: the next DONE says so (any thread's: atomic) */
     /* step timings, for RPCOOL_DEBUG's log (sums in ns, and counts) */
     uint64_t tm_n, tm_post, tm_wait, tm_in, tm_run, tm_out, tm_gap, tm_bytes, tm_kept;
     uint64_t tm_same;            /* calls whose pages were compared in place (no copy) */
@@ -1927,8 +1927,8 @@ static void rpcool__r_done(struct rpcool__rconn *rc, unsigned slot, uint32_t gen
         ret_len = 0;
     }
     h.status = status;
-    h.flags = rc->lost ? RPCOOL__R_DONE_LOST : 0u;
-    rc->lost = 0;
+    /* taken once: a deferred reply given meanwhile by another thread may carry it instead */
+    h.flags = rcp__exchange(&rc->lost, 0u) ? RPCOOL__R_DONE_LOST : 0u;
     pthread_mutex_unlock(&rc->blk_lock);
     h.a = (uint64_t)(uintptr_t)ret;
     h.b = ret ? ret_len : 0;
@@ -2029,7 +2029,7 @@ static int rpcool__r_entries(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, 
                     (size_t)e[k].l))
             e[k].ok = 1;
         else
-            rc->lost = 1;
+            rcp__store(&rc->lost, 1u);
     }
     for (uint32_t k = 0; k < n; k++)
         if (e[k].kind == 0 || (e[k].kind == RPCOOL__R_KEEP && e[k].ok)) {
@@ -2076,7 +2076,10 @@ static int rpcool__r_entries(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, 
         return 0;
     }
     /* what the mirror holds now, copied, for the next call's kept ranges */
-    if (rpcool__r_hbuf2_fit(rc, total)) nk = 0, total = 0, rc->lost = 1;
+    if (rpcool__r_hbuf2_fit(rc, total)) {
+        nk = 0, total = 0;
+        rcp__store(&rc->lost, 1u);
+    }
     for (unsigned k = 0, off = 0; k < nk; off += (unsigned)(keep[k].hi - keep[k].lo), k++)
         memcpy(rc->hbuf2 + off, (const void *)(uintptr_t)keep[k].lo,
                (size_t)(keep[k].hi - keep[k].lo));
@@ -2087,7 +2090,7 @@ static int rpcool__r_entries(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, 
     return 0;
 fail:
     rc->nheld = 0;
-    rc->lost = 1;
+    rcp__store(&rc->lost, 1u);
     rpcool__free(e);
     return st;
 }
@@ -2237,14 +2240,6 @@ static void rpcool__r_unmirror(struct rpcool__rsrv *rs, struct rpcool__rconn *rc
     rc->mirror = 0;
 }
 
-/* An accepted client's on_disconnect, once (why: as the manual's section 12 says). */
-static void rpcool__r_left(rpcool_server *s, struct rpcool__rconn *rc, int why)
-{
-    if (!rc->hooked) return;
-    rc->hooked = 0;
-    rpcool__peer_left(s, &rc->peer, rc->cuser, why);
-}
-
 /* The client's hello came: check it, map the mirror, answer with ACCEPT. */
 static void rpcool__r_hello_in(rpcool_server *s, struct rpcool__rconn *rc)
 {
@@ -2309,7 +2304,7 @@ static void rpcool__r_hello_in(rpcool_server *s, struct rpcool__rconn *rc)
     h.status = st;
     if (rpcool__r_send(rc, &h, NULL, 0, 0) && !st) st = RPCOOL_E_PEERDEAD;
     if (st) {
-        rpcool__r_left(s, rc, st);
+        rpcool__peer_left(s, &rc->hooked, &rc->peer, rc->cuser, st);
         rpcool__r_unmirror(rs, rc);
         rc->state = RPCOOL__RS_DEAD;
         rc->hello_deadline = rcp__now_ns() + 200000000u; /* let the answer leave */
@@ -2514,8 +2509,11 @@ static void rpcool__r_reap(rpcool_server *s, uint64_t now, int all)
         /* a fault thread fetching for it holds rx_lock: wait for it */
         pthread_mutex_lock(&rc->rx_lock);
         pthread_mutex_unlock(&rc->rx_lock);
-        rpcool__r_left(s, rc, all && !why ? RPCOOL_E_CLOSED : why == RPCOOL_E_CLOSED ? 0
-                              : why == RPCOOL_E_PROTO ? RPCOOL_E_DROPPED : RPCOOL_E_PEERDEAD);
+        rpcool__peer_left(s, &rc->hooked, &rc->peer, rc->cuser,
+                          all && !why                ? RPCOOL_E_CLOSED
+                          : why == RPCOOL_E_CLOSED   ? 0 /* its BYE */
+                          : why == RPCOOL_E_PROTO    ? RPCOOL_E_DROPPED
+                                                     : RPCOOL_E_PEERDEAD);
         rpcool__r_unmirror(rs, rc);
         rpcool__r_conn_free(rc);
     }
