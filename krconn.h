@@ -218,6 +218,13 @@
      is waiting for, a replayed request) is dropped and counted (krconn_ctx_get_stats, formerly
      krconn_ctx_stats, a name that still works); a connection is only completed with the context
      it was requested from, by the nonce it was requested with.
+   - The UD QP failing: a UD send or receive that completes in error leaves the QP in the error
+     state (rxe fails a datagram it could not route or allocate for with "local QP operation
+     error"), and every later message would be lost. The context's thread resets it in place
+     within one round (200 ms at most): RESET, INIT, its receives posted again, RTS, the same
+     QP number, so addresses already handed out stay valid. Messages in flight meanwhile are
+     lost; a waiting connect sends its request again (the resends above) and succeeds within
+     its timeout. Logged at KRCONN_LOG_WARN, counted in krconn_stats.ud_resets.
 
    8. ENVIRONMENT
    --------------
@@ -445,6 +452,7 @@ typedef struct krconn_stats {
     uint32_t pool_ready;      /* QPs in the pool now (resting ones too) */
     uint32_t physical;        /* physical connections now */
     uint32_t connections;     /* krconn handles now */
+    uint64_t ud_resets;       /* times the UD QP failed and was reset in place (same number) */
 } krconn_stats;
 
 /* Registered memory. */
@@ -976,6 +984,7 @@ struct krconn_ctx {
     uint32_t nconn;
     pthread_t thr;
     int thr_started, stop, evfd;
+    int ud_err;             /* the UD QP left RTS (a failed send or receive): the thread resets it */
     int accfd;              /* eventfd: a connection was queued for krconn_accept (or -1) */
     /* meta server */
     unsigned char *meta_tab;
@@ -1210,6 +1219,19 @@ static struct ibv_ah *krconn__ah_get(krconn_ctx *ctx, const uint8_t *gid, int *r
     return ah;
 }
 
+static void krconn__wake(krconn_ctx *ctx);
+
+/* A UD work request failed: the QP is in error now (rxe, for one, fails a UD send it could not
+   route or allocate with LOC_QP_OP_ERR and moves the QP to ERR), so everything later would be
+   flushed: every message lost until the context's thread resets it (krconn__ud_repair). */
+static void krconn__ud_failed(krconn_ctx *ctx, const struct ibv_wc *wc, const char *what)
+{
+    if (rcp__load(&ctx->stop) || rcp__exchange(&ctx->ud_err, 1)) return;
+    krconn__log(ctx, KRCONN_LOG_WARN, "UD qp %u: a %s failed (%s, vendor error 0x%x): resetting it",
+                ctx->ud->qp_num, what, ibv_wc_status_str(wc->status), wc->vendor_err);
+    krconn__wake(ctx);
+}
+
 /* Drain finished UD sends. Under tx_mu. */
 static void krconn__tx_reap(krconn_ctx *ctx, int wait)
 {
@@ -1217,6 +1239,8 @@ static void krconn__tx_reap(krconn_ctx *ctx, int wait)
     uint64_t end = rcp__now_ns() + KRCONN__TX_REAP_NS;
     for (;;) {
         int n = ibv_poll_cq(ctx->ud_scq, 8, wc);
+        for (int k = 0; k < n; k++)
+            if (wc[k].status != IBV_WC_SUCCESS) krconn__ud_failed(ctx, &wc[k], "send");
         if (n > 0) ctx->tx_out -= (unsigned)n;
         if (n > 0 || !wait || !ctx->tx_out || rcp__now_ns() > end) return;
         sched_yield();
@@ -1855,7 +1879,8 @@ static void krconn__rx_one(krconn_ctx *ctx, const struct ibv_wc *wc)
     if (bad) ctx->st.rx_bad++;
     else if (forged) ctx->st.rx_forged++;
     pthread_mutex_unlock(&ctx->mu);
-    if (wc->status != IBV_WC_WR_FLUSH_ERR) krconn__rx_post(ctx, i);
+    if (wc->status != IBV_WC_SUCCESS) krconn__ud_failed(ctx, wc, "receive");
+    else krconn__rx_post(ctx, i);
     if (bad || forged) return;
     switch (m.type) {
     case KRCONN__REQ: krconn__on_req(ctx, &m); break;
@@ -1893,6 +1918,36 @@ static void krconn__rx_drive(krconn_ctx *ctx, int block)
         for (int k = 0; k < n; k++) krconn__rx_one(ctx, &wc[k]);
     }
     pthread_mutex_unlock(&ctx->rx_mu);
+}
+
+/* Bring the UD QP back after a failure (ud_err): RESET, both CQs emptied (what they held is
+   lost; requests are sent again by whoever waits for them), INIT, every receive posted again,
+   RTR, RTS. The QP keeps its number, so the context's address stays valid. The context's thread
+   does it, holding rx_mu and tx_mu (in that order, as a received request that answers does). */
+static void krconn__ud_repair(krconn_ctx *ctx)
+{
+    struct ibv_wc wc[16];
+    pthread_mutex_lock(&ctx->rx_mu);
+    pthread_mutex_lock(&ctx->tx_mu);
+    struct ibv_qp_attr a;
+    memset(&a, 0, sizeof a);
+    a.qp_state = IBV_QPS_RESET;
+    int rc = rcp__verbs_modify(ctx->ud, &a, IBV_QP_STATE, "RESET");
+    while (ibv_poll_cq(ctx->ud_scq, 16, wc) > 0) {}
+    while (ibv_poll_cq(ctx->ud_rcq, 16, wc) > 0) {}
+    ctx->tx_out = 0;
+    if (!rc) rc = rcp__verbs_qp_init(&ctx->d, ctx->ud, ctx->o.qkey);
+    for (unsigned i = 0; !rc && i < KRCONN__NRX; i++) rc = krconn__rx_post(ctx, i);
+    if (!rc) rc = rcp__verbs_ud_ready(ctx->ud, (uint32_t)ctx->gen);
+    if (!rc) rcp__store(&ctx->ud_err, 0);
+    pthread_mutex_unlock(&ctx->tx_mu);
+    pthread_mutex_unlock(&ctx->rx_mu);
+    pthread_mutex_lock(&ctx->mu);
+    if (!rc) ctx->st.ud_resets++;
+    pthread_mutex_unlock(&ctx->mu);
+    if (rc) krconn__log(ctx, KRCONN_LOG_ERROR, "UD qp %u: reset failed: %s (tried again next round)",
+                        ctx->ud->qp_num, strerror(-rc));
+    else krconn__log(ctx, KRCONN_LOG_INFO, "UD qp %u reset and ready again", ctx->ud->qp_num);
 }
 
 /* >>thread - the context's thread -------------------------------------------------------------- */
@@ -1967,6 +2022,7 @@ static void *krconn__thread(void *arg)
     int period = krconn__ka_period(ctx);
     uint64_t next_ka = 0;
     while (!rcp__load(&ctx->stop)) {
+        if (rcp__load(&ctx->ud_err)) krconn__ud_repair(ctx);
         if (ctx->o.keepalive_ms && rcp__now_ns() >= next_ka) {
             krconn__keepalive(ctx);
             next_ka = rcp__now_ns() + (uint64_t)period * 1000000ull;

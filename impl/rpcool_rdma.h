@@ -423,14 +423,16 @@ static void rpcool__r_hbuf_swap(struct rpcool__rconn *rc)
 static void rpcool__r_conn_free(struct rpcool__rconn *rc)
 {
     if (!rc) return;
-    if (rc->mr.mr) krconn_dereg(&rc->mr);
     int32_t why = rcp__load(&rc->dead);
     if (rc->k && rc->qp && (rc->failed || rc->wc_fail || (why && why != RPCOOL_E_CLOSED))) {
         /* a connection that failed gives its queue pair to nobody: in the error state, krconn
            destroys it instead of keeping it in its pool */
         rcp__verbs_qp_fail(rc->qp);
     }
+    /* the queue pair first (krconn resets or destroys it: nothing reaches the area any more),
+       then the area's registration, which its posted receives named until then */
     if (rc->k) krconn_disconnect(rc->k);
+    if (rc->mr.mr) krconn_dereg(&rc->mr);
     free(rc->area);
     rpcool__free(rc->blk);
     rpcool__free(rc->frees);

@@ -701,6 +701,68 @@ static void pool_empty_nowait(void)
     krconn_ctx_destroy(c);
 }
 
+/* One connect (and disconnect) within 10 s: its time in ms, or -1 (a failure is reported). */
+static double timed_connect(krconn_ctx *c, const char *when)
+{
+    krconn_connect_opts co;
+    krconn *k = NULL;
+    memset(&co, 0, sizeof co);
+    co.timeout_ms = 10000;
+    co.flags = KRCONN_CONNECT_NO_VIRTUAL;
+    uint64_t t0 = rcp__now_ns();
+    int rc = krconn_connect(c, &main_srv.addr, &co, &k);
+    double ms = (rcp__now_ns() - t0) / 1e6;
+    CHECKF(rc == 0, "connect %s: %s", when, krconn_strerror(rc));
+    if (k) krconn_disconnect(k);
+    return rc ? -1 : ms;
+}
+
+/* The context's UD QP ends in error (a failed receive, as when the device moves it there; a
+   failed send, as rxe's "local QP operation error" on a datagram it could not send): the
+   context's thread resets it in place, and the next connect works within its timeout. Without
+   the reset every later request of the context was lost and each connect timed out. */
+static void ud_qp_reset(void)
+{
+    krconn_ctx_opts o;
+    krconn_ctx *c = NULL;
+    krconn_stats st;
+    memset(&o, 0, sizeof o);
+    int rc = krconn_ctx_create(&o, &c);
+    CHECKF(rc == 0, "ctx: %s", krconn_strerror(rc));
+    if (rc) return;
+    uint32_t qpn = c->addr.qpn;
+    if (timed_connect(c, "before") < 0) goto out;
+    /* 1: the QP moved to ERR: its receives are flushed */
+    CHECK_EQ(rcp__verbs_qp_fail(c->ud), 0);
+    double ms1 = timed_connect(c, "after the UD QP went to ERR");
+    /* 2: a UD send that fails (an lkey that is not one) */
+    {
+        int arc = 0;
+        struct ibv_ah *ah = krconn__ah_get(c, main_srv.addr.gid, &arc);
+        CHECKF(ah != NULL, "address handle: %s", krconn_strerror(arc));
+        if (!ah) goto out;
+        rcp__verbs_ep r;
+        memset(&r, 0, sizeof r);
+        r.qpn = main_srv.addr.qpn;
+        r.qkey = main_srv.addr.qkey;
+        pthread_mutex_lock(&c->tx_mu);
+        rc = rcp__verbs_post_ud_send(c->ud, 0, c->ud_buf + KRCONN__NRX * KRCONN__SLOT, KRCONN__MSG,
+                                     c->ud_mr->lkey ^ 0x5a5a00u, ah, &r, IBV_SEND_SIGNALED);
+        if (!rc) c->tx_out++;
+        pthread_mutex_unlock(&c->tx_mu);
+        CHECKF(rc == 0, "post of the bad send: %s", krconn_strerror(rc));
+    }
+    double ms2 = timed_connect(c, "after a failed UD send");
+    krconn_ctx_get_stats(c, &st);
+    printf("# UD QP reset: connect after ERR %.1f ms, after a failed send %.1f ms; %llu resets\n",
+           ms1, ms2, (unsigned long long)st.ud_resets);
+    CHECKF(st.ud_resets == 2, "ud_resets %llu, expected 2", (unsigned long long)st.ud_resets);
+    CHECK_EQ(c->addr.qpn, qpn); /* the same address */
+    CHECK_EQ(vmt_qp_state(c->ud), IBV_QPS_RTS);
+out:
+    krconn_ctx_destroy(c);
+}
+
 static void dead_and_absent(void)
 {
     krconn_ctx *c = client_ctx(0);
@@ -1430,6 +1492,7 @@ int main(int argc, char **argv)
         RUN(four_threads_virtual);
         RUN(four_threads_physical);
         RUN(pool_empty_nowait);
+        RUN(ud_qp_reset);
         RUN(no_virtual_private);
         RUN(dead_and_absent);
         RUN(stale_entry);
