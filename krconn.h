@@ -984,7 +984,7 @@ struct krconn_ctx {
     uint32_t nconn;
     pthread_t thr;
     int thr_started, stop, evfd;
-    int ud_err;             /* the UD QP left RTS (a failed send or receive): the thread resets it */
+    int ud_err;             /* the UD QP failed (a send or receive in error): the thread resets it */
     int accfd;              /* eventfd: a connection was queued for krconn_accept (or -1) */
     /* meta server */
     unsigned char *meta_tab;
@@ -1945,8 +1945,9 @@ static void krconn__ud_repair(krconn_ctx *ctx)
     pthread_mutex_lock(&ctx->mu);
     if (!rc) ctx->st.ud_resets++;
     pthread_mutex_unlock(&ctx->mu);
-    if (rc) krconn__log(ctx, KRCONN_LOG_ERROR, "UD qp %u: reset failed: %s (tried again next round)",
-                        ctx->ud->qp_num, strerror(-rc));
+    if (rc)
+        krconn__log(ctx, KRCONN_LOG_ERROR, "UD qp %u: reset failed: %s (tried again next round)",
+                    ctx->ud->qp_num, strerror(-rc));
     else krconn__log(ctx, KRCONN_LOG_INFO, "UD qp %u reset and ready again", ctx->ud->qp_num);
 }
 
