@@ -984,7 +984,7 @@ struct krconn_ctx {
     uint32_t nconn;
     pthread_t thr;
     int thr_started, stop, evfd;
-    int ud_err;             /* the UD QP failed (a send or receive in error): the thread resets it */
+    int ud_err;             /* the UD QP failed (a send or receive in error): reset by the thread */
     int accfd;              /* eventfd: a connection was queued for krconn_accept (or -1) */
     /* meta server */
     unsigned char *meta_tab;
