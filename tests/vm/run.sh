@@ -55,17 +55,25 @@ failed() { echo "FAIL $1"; fail=$((fail + 1)); }
 if ! DEPS_EXTRA="gcc g++ make" sh tests/deps.sh vm; then failed "vm-setup: packages missing (tests/deps.sh vm)"; finish; fi
 PATH=$PATH:/sbin:/usr/sbin # depmod, modprobe
 
-# The versioned package that linux-image-amd64 depends on, e.g. linux-image-6.1.0-56-amd64.
+# The versioned kernel package the guests boot: what Debian 12's linux-image-6.12-amd64 depends on
+# (e.g. linux-image-6.12.117+deb12-amd64), else linux-image-amd64's (6.1); VM_KERNEL_META names
+# other meta packages to try. Not 6.1 first: its Soft-RoCE corrupts its QP reference counts under
+# many connect/disconnect cycles ("refcount_t: underflow" in rxe_destroy_qp in dmesg), after
+# which the device fails unrelated work requests (a UD send with "local QP operation error").
 kernel_pkg() {
-    apt-cache depends linux-image-amd64 2>/dev/null |
-        sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*-amd64\)$/\1/p' | head -n 1
+    for meta in ${VM_KERNEL_META:-linux-image-6.12-amd64 linux-image-amd64}; do
+        p=$(apt-cache depends "$meta" 2>/dev/null |
+            sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*-amd64\)$/\1/p' | head -n 1)
+        [ -n "$p" ] && { echo "$p"; return; }
+    done
 }
 
 prepare_kernel() {
     pkg=$(kernel_pkg)
     if [ -z "$pkg" ] && [ "$(id -u)" = 0 ]; then apt-get update -qq >/dev/null 2>&1; pkg=$(kernel_pkg); fi
     if [ -z "$pkg" ]; then # no package lists: use what an earlier run kept
-        pkg=$(ls -d "$VM"/kernel/linux-image-*/ok 2>/dev/null | head -n 1 | xargs -r dirname | xargs -r basename)
+        pkg=$(ls -d "$VM"/kernel/linux-image-*/ok 2>/dev/null | sort -V | tail -n 1 | xargs -r dirname |
+            xargs -r basename)
         [ -n "$pkg" ] || return 1
     fi
     KVER=${pkg#linux-image-}
