@@ -219,8 +219,8 @@
      krconn_ctx_stats, a name that still works); a connection is only completed with the context
      it was requested from, by the nonce it was requested with.
    - The UD QP failing: a UD send or receive that completes in error leaves the QP in the error
-     state (rxe fails a datagram it could not route or allocate for with "local QP operation
-     error"), and every later message would be lost. The context's thread resets it in place
+     state (rxe answers a datagram it could not send with "local QP operation error" and moves
+     the QP to ERR), and every later message would be lost. The context's thread resets it in place
      within one round (200 ms at most): RESET, INIT, its receives posted again, RTS, the same
      QP number, so addresses already handed out stay valid. Messages in flight meanwhile are
      lost; a waiting connect sends its request again (the resends above) and succeeds within
@@ -1222,8 +1222,8 @@ static struct ibv_ah *krconn__ah_get(krconn_ctx *ctx, const uint8_t *gid, int *r
 static void krconn__wake(krconn_ctx *ctx);
 
 /* A UD work request failed: the QP is in error now (rxe, for one, fails a UD send it could not
-   route or allocate with LOC_QP_OP_ERR and moves the QP to ERR), so everything later would be
-   flushed: every message lost until the context's thread resets it (krconn__ud_repair). */
+   send with LOC_QP_OP_ERR and moves the QP to ERR), so everything later would be flushed: every
+   message lost until the context's thread resets it (krconn__ud_repair). */
 static void krconn__ud_failed(krconn_ctx *ctx, const struct ibv_wc *wc, const char *what)
 {
     if (rcp__load(&ctx->stop) || rcp__exchange(&ctx->ud_err, 1)) return;
