@@ -1571,7 +1571,11 @@ NPPIN_API int nppin_xfer(nppin_ctx *ctx, struct ibv_qp *qp, struct ibv_cq *cq, i
             usleep(200);
             continue;
         }
-        if (rc) return rc;
+        if (rc) {
+            nppin__log(ctx, NPPIN_LOG_WARN, "nppin_xfer: the piece at +%zu (%zu bytes) was not "
+                       "posted: %s", off, n, nppin_strerror(rc));
+            return rc;
+        }
         struct ibv_wc wc;
         rc = nppin__xfer_wait(ctx, cq, slot, deadline, &wc);
         if (rc) {
