@@ -82,7 +82,13 @@
    because the budget is held by work requests in flight or by leases being revoked fails with
    NPPIN_E_BUSY (poll, progress peers, retry). nppin_xfer moves any range of any size: it posts
    pieces that fit the budget one after another on a QP and waits for each on its CQ (which must
-   carry nothing else meanwhile); with NPPIN_NOSPLIT it fails with NPPIN_E_TOOBIG instead.
+   carry nothing else meanwhile: a completion there that is not nppin's is dropped, with a
+   warning in the log), handling the peers' messages while it waits; with NPPIN_NOSPLIT it fails
+   with NPPIN_E_TOOBIG instead. A failed piece ends it with -EACCES (a remote access error) or
+   -EIO (the device's status is in the log). When timeout_ns pass before a piece could be posted
+   or before it completed, it returns -ETIMEDOUT, and a piece still posted is left to nppin: its
+   completion, whenever nppin_poll polls it from that CQ (or it is handed to nppin_complete,
+   which returns 2), is consumed and lets its chunks go; it is never returned as yours.
 
    5. REMOTE PEERS AND LEASES
    --------------------------
@@ -336,10 +342,11 @@ NPPIN_API int nppin_post_read(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id,
    (0 if none is ready), or a negative code. */
 NPPIN_API int nppin_poll(nppin_ctx *ctx, struct ibv_cq *cq, struct ibv_wc *wc, int max);
 /* Hand one completion to nppin: 0 = not nppin's (untouched), 1 = nppin's last piece (wr_id and
-   status are now the post's), 2 = an intermediate piece to drop. */
+   status are now the post's), 2 = nppin's own, to drop (an intermediate piece, or a piece
+   nppin_xfer stopped waiting for). */
 NPPIN_API int nppin_complete(nppin_ctx *ctx, struct ibv_wc *wc);
 /* A WRITE or READ of any length, piece by piece, waiting on cq (used only by this call) at most
-   timeout_ns (0 = NPPIN_DEFAULT_XFER_TIMEOUT_NS). */
+   timeout_ns (0 = NPPIN_DEFAULT_XFER_TIMEOUT_NS, then -ETIMEDOUT; section 4). */
 NPPIN_API int nppin_xfer(nppin_ctx *ctx, struct ibv_qp *qp, struct ibv_cq *cq, int op, void *buf,
                          size_t len, const nppin_target *t, unsigned flags, uint64_t timeout_ns);
 
@@ -590,12 +597,17 @@ struct nppin_peer {
 
 typedef struct nppin__hold { nppin__reg *reg; nppin_remote *rm; size_t ridx; } nppin__hold;
 
+/* A slot's state: free, posted (its last piece's completion is the user's), partly posted (the
+   send queue filled in the middle of its chain: kept for the context's lifetime), or given up by
+   nppin_xfer (its completions are nppin's: consumed, its holds let go at the last one). */
+enum { NPPIN__SLOT_FREE, NPPIN__SLOT_POSTED, NPPIN__SLOT_PARTIAL, NPPIN__SLOT_ABANDONED };
+
 typedef struct nppin__slot {
     uint64_t user_wr_id;
     struct nppin__slot *next_free;
     nppin__hold *h;
     uint32_t nh, cap;
-    int used;
+    int used;                       /* NPPIN__SLOT_* */
     int err_status;                 /* first failed piece's status, or -1 */
     uint32_t err_vendor;
 } nppin__slot;
@@ -1225,7 +1237,7 @@ static nppin__slot *nppin__slot_get(nppin_ctx *ctx)
     nppin__slot *s = ctx->free_slot;
     if (!s) return NULL;
     ctx->free_slot = s->next_free;
-    s->used = 1;
+    s->used = NPPIN__SLOT_POSTED;
     s->nh = 0;
     s->err_status = -1;
     return s;
@@ -1268,7 +1280,7 @@ static void nppin__slot_put(nppin_ctx *ctx, nppin__slot *s)
         }
     }
     s->nh = 0;
-    s->used = 0;
+    s->used = NPPIN__SLOT_FREE;
     s->next_free = ctx->free_slot;
     ctx->free_slot = s;
 }
@@ -1277,11 +1289,15 @@ static void nppin__slot_put(nppin_ctx *ctx, nppin__slot *s)
 static int nppin__progress_all(nppin_ctx *ctx);
 static int nppin__progress_locked(nppin_peer *p, uint64_t timeout_ns);
 #define NPPIN__STACK_WR 8
+#define NPPIN__XFER_WR_ID 0x6e707866ull /* "npxf": the wr_id of nppin_xfer's posts */
+#define NPPIN__XFER_SLICE_NS 1000000ull /* nppin_xfer handles peers' messages this often */
 static int nppin__remote_key(nppin_remote *rm, uint64_t addr, size_t *idx, nppin__rkey **k);
 
-/* Build and post the work requests of one post; the slot holds every chunk involved. */
+/* Build and post the work requests of one post; the slot holds every chunk involved (and is
+   stored in *slot_out, if given, once posted). */
 static int nppin__post(nppin_ctx *ctx, struct ibv_qp *qp, int opcode, uint64_t wr_id, uintptr_t buf,
-                       size_t len, const nppin_target *t, unsigned flags, int recv)
+                       size_t len, const nppin_target *t, unsigned flags, int recv,
+                       nppin__slot **slot_out)
 {
     if (!qp || !len) return -EINVAL;
     nppin_region *rg = nppin__find(ctx, buf);
@@ -1381,7 +1397,7 @@ static int nppin__post(nppin_ctx *ctx, struct ibv_qp *qp, int opcode, uint64_t w
                            "chunks stay registered", (int)(bad - wr), nwr);
                 if (sge != sge_st) { NPPIN_FREE(sge); NPPIN_FREE(wr); }
                 s->user_wr_id = wr_id;
-                s->used = 2;
+                s->used = NPPIN__SLOT_PARTIAL;
                 return rc;
             }
         }
@@ -1389,6 +1405,7 @@ static int nppin__post(nppin_ctx *ctx, struct ibv_qp *qp, int opcode, uint64_t w
         if (rc) goto fail;
     }
     s->user_wr_id = wr_id;
+    if (slot_out) *slot_out = s;
     return 0;
 fail:
     nppin__slot_put(ctx, s);
@@ -1400,7 +1417,8 @@ NPPIN_API int nppin_post_send(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id,
 {
     if (!ctx) return -EINVAL;
     pthread_mutex_lock(&ctx->mu);
-    int rc = nppin__post(ctx, qp, IBV_WR_SEND, wr_id, (uintptr_t)buf, len, NULL, send_flags, 0);
+    int rc = nppin__post(ctx, qp, IBV_WR_SEND, wr_id, (uintptr_t)buf, len, NULL, send_flags, 0,
+                         NULL);
     pthread_mutex_unlock(&ctx->mu);
     return rc;
 }
@@ -1410,7 +1428,7 @@ NPPIN_API int nppin_post_recv(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id,
 {
     if (!ctx) return -EINVAL;
     pthread_mutex_lock(&ctx->mu);
-    int rc = nppin__post(ctx, qp, IBV_WR_SEND, wr_id, (uintptr_t)buf, len, NULL, 0, 1);
+    int rc = nppin__post(ctx, qp, IBV_WR_SEND, wr_id, (uintptr_t)buf, len, NULL, 0, 1, NULL);
     pthread_mutex_unlock(&ctx->mu);
     return rc;
 }
@@ -1420,7 +1438,8 @@ NPPIN_API int nppin_post_write(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id
 {
     if (!ctx || !to) return -EINVAL;
     pthread_mutex_lock(&ctx->mu);
-    int rc = nppin__post(ctx, qp, IBV_WR_RDMA_WRITE, wr_id, (uintptr_t)buf, len, to, send_flags, 0);
+    int rc = nppin__post(ctx, qp, IBV_WR_RDMA_WRITE, wr_id, (uintptr_t)buf, len, to, send_flags, 0,
+                         NULL);
     pthread_mutex_unlock(&ctx->mu);
     return rc;
 }
@@ -1431,7 +1450,7 @@ NPPIN_API int nppin_post_read(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id,
     if (!ctx || !from) return -EINVAL;
     pthread_mutex_lock(&ctx->mu);
     int rc = nppin__post(ctx, qp, IBV_WR_RDMA_READ, wr_id, (uintptr_t)buf, len, from, send_flags,
-                         0);
+                         0, NULL);
     pthread_mutex_unlock(&ctx->mu);
     return rc;
 }
@@ -1442,7 +1461,7 @@ static int nppin__complete_locked(nppin_ctx *ctx, struct ibv_wc *wc)
               hi = (uintptr_t)(ctx->slots + ctx->o.max_inflight);
     if (id < lo || id >= hi || (id - lo) % sizeof(nppin__slot) > 1) return 0;
     nppin__slot *s = (nppin__slot *)(id & ~(uintptr_t)1);
-    if (s->used != 1) return 0;
+    if (s->used == NPPIN__SLOT_FREE) return 0;
     if (id & 1) { /* an intermediate piece: only failures complete */
         if (wc->status != IBV_WC_SUCCESS && s->err_status < 0) {
             s->err_status = (int)wc->status;
@@ -1450,6 +1469,12 @@ static int nppin__complete_locked(nppin_ctx *ctx, struct ibv_wc *wc)
         }
         return 2;
     }
+    if (s->used == NPPIN__SLOT_ABANDONED) { /* a piece nppin_xfer gave up waiting for */
+        nppin__slot_put(ctx, s);
+        nppin__reap(ctx);
+        return 2;
+    }
+    if (s->used != NPPIN__SLOT_POSTED) return 0;
     wc->wr_id = s->user_wr_id;
     if (s->err_status >= 0 && wc->status == IBV_WC_WR_FLUSH_ERR) {
         wc->status = (enum ibv_wc_status)s->err_status;
@@ -1482,6 +1507,37 @@ NPPIN_API int nppin_poll(nppin_ctx *ctx, struct ibv_cq *cq, struct ibv_wc *wc, i
     return k;
 }
 
+/* Wait until deadline for the completion of the nppin_xfer piece in slot, dropping the pieces
+   before its last and handling the peers' messages between slices of the wait. When the wait
+   fails or times out, the piece stays posted and the slot is given up: its completion, whenever
+   it is polled, is consumed by nppin (and lets its chunks go), never handed out as the user's. */
+static int nppin__xfer_wait(nppin_ctx *ctx, struct ibv_cq *cq, nppin__slot *slot,
+                            uint64_t deadline, struct ibv_wc *wc)
+{
+    for (;;) {
+        uint64_t now = nppin__now(), left = deadline > now ? deadline - now : 0;
+        if (left > NPPIN__XFER_SLICE_NS) left = NPPIN__XFER_SLICE_NS;
+        int k = left ? rcp__verbs_poll(cq, wc, 1, left) : ibv_poll_cq(cq, 1, wc); /* last look */
+        if (!left) k = k > 0 ? k : k < 0 ? -EIO : -ETIMEDOUT;
+        if (k == -ETIMEDOUT && nppin__now() < deadline) {
+            nppin__progress_all(ctx);
+            continue;
+        }
+        pthread_mutex_lock(&ctx->mu);
+        if (k < 0) {
+            slot->used = NPPIN__SLOT_ABANDONED;
+            pthread_mutex_unlock(&ctx->mu);
+            return k;
+        }
+        k = nppin__complete_locked(ctx, wc);
+        pthread_mutex_unlock(&ctx->mu);
+        if (k == 1) return 0; /* in order on the QP: the last piece of this post */
+        if (k == 0)
+            nppin__log(ctx, NPPIN_LOG_WARN, "nppin_xfer: dropped a completion that is not "
+                       "nppin's (wr_id %#llx) from its CQ", (unsigned long long)wc->wr_id);
+    }
+}
+
 NPPIN_API int nppin_xfer(nppin_ctx *ctx, struct ibv_qp *qp, struct ibv_cq *cq, int op, void *buf,
                          size_t len, const nppin_target *t, unsigned flags, uint64_t timeout_ns)
 {
@@ -1493,6 +1549,7 @@ NPPIN_API int nppin_xfer(nppin_ctx *ctx, struct ibv_qp *qp, struct ibv_cq *cq, i
     size_t piece = ctx->budget / 2 / cs * cs;
     if (piece < cs) piece = cs;
     uint64_t deadline = nppin__now() + (timeout_ns ? timeout_ns : NPPIN_DEFAULT_XFER_TIMEOUT_NS);
+    int opcode = op == NPPIN_OP_WRITE ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
     size_t off = 0;
     while (off < len) {
         uintptr_t p = a + off, lim = (p + piece) & ~(uintptr_t)(cs - 1);
@@ -1500,26 +1557,32 @@ NPPIN_API int nppin_xfer(nppin_ctx *ctx, struct ibv_qp *qp, struct ibv_cq *cq, i
         size_t n = lim - p < len - off ? lim - p : len - off;
         nppin_target pt = *t;
         pt.addr = t->addr + off;
-        int rc = op == NPPIN_OP_WRITE
-                     ? nppin_post_write(ctx, qp, 0x6e707866ull, (void *)p, n, &pt, 0)
-                     : nppin_post_read(ctx, qp, 0x6e707866ull, (void *)p, n, &pt, 0);
+        nppin__slot *slot = NULL;
+        pthread_mutex_lock(&ctx->mu);
+        int rc = nppin__post(ctx, qp, opcode, NPPIN__XFER_WR_ID, p, n, &pt, 0, 0, &slot);
+        pthread_mutex_unlock(&ctx->mu);
         if (rc == NPPIN_E_BUSY) {
-            if (nppin__now() >= deadline) return -ETIMEDOUT;
+            if (nppin__now() >= deadline) {
+                nppin__log(ctx, NPPIN_LOG_WARN, "nppin_xfer: the piece at +%zu (%zu bytes) found "
+                           "the budget busy until the timeout; nothing of it was posted", off, n);
+                return -ETIMEDOUT;
+            }
             nppin__progress_all(ctx);
             usleep(200);
             continue;
         }
-        if (rc) return rc;
+        if (rc) {
+            nppin__log(ctx, NPPIN_LOG_WARN, "nppin_xfer: the piece at +%zu (%zu bytes) was not "
+                       "posted: %s", off, n, nppin_strerror(rc));
+            return rc;
+        }
         struct ibv_wc wc;
-        for (;;) { /* the verbs layer's completion wait; pieces before the last are dropped */
-            uint64_t now = nppin__now();
-            if (now >= deadline) return -ETIMEDOUT; /* the post still holds its chunks */
-            int k = rcp__verbs_poll(cq, &wc, 1, deadline - now);
-            if (k < 0) return k;
-            pthread_mutex_lock(&ctx->mu);
-            k = nppin__complete_locked(ctx, &wc);
-            pthread_mutex_unlock(&ctx->mu);
-            if (k != 2) break;
+        rc = nppin__xfer_wait(ctx, cq, slot, deadline, &wc);
+        if (rc) {
+            nppin__log(ctx, NPPIN_LOG_WARN, "nppin_xfer: the piece at +%zu (%zu bytes) %s; it "
+                       "stays posted, its chunks held until nppin polls its completion", off, n,
+                       rc == -ETIMEDOUT ? "did not complete in time" : "could not be polled");
+            return rc;
         }
         if (wc.status != IBV_WC_SUCCESS) {
             nppin__log(ctx, NPPIN_LOG_ERROR, "xfer piece at +%zu: %s", off,

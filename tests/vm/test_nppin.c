@@ -127,6 +127,52 @@ static void local_any_part_and_split(void)
     CHECKF(st.pinned_peak <= st.budget, "local pinned peak %zu above budget %zu", st.pinned_peak, st.budget);
 }
 
+/* An nppin_xfer that stops waiting leaves its piece posted: here a WRITE on a QP whose peer QP
+ * is gone, which fails once the QP's retries run out. That completion, when nppin_poll sees it,
+ * is nppin's (never handed out with a wr_id nobody posted), and it lets the piece's chunks go. */
+static void xfer_timeout_leaves_nothing(void)
+{
+    struct ibv_cq *cq = NULL;
+    struct ibv_qp *qa = NULL, *qb = NULL;
+    rcp__verbs_ep ea, eb;
+    rcp__verbs_qp_opts o;
+    memset(&o, 0, sizeof o);
+    o.timeout = 12; /* 16.8 ms, 2 retries */
+    o.retry_cnt = 2;
+    int rc = rcp__verbs_cq_create(&A.d, 64, 0, &cq);
+    if (!rc) rc = rcp__verbs_qp_create(&A.d, cq, cq, &o, &qa);
+    if (!rc) rc = rcp__verbs_qp_create(&A.d, cq, cq, &o, &qb);
+    if (!rc) {
+        vmt_ep_local(&A.d, qa, 0, 0, &ea);
+        vmt_ep_local(&A.d, qb, 0, 0, &eb);
+        rc = vmt_rc_connect(&A.d, qa, &ea, &eb, &o);
+    }
+    if (!rc) rc = vmt_rc_connect(&A.d, qb, &eb, &ea, &o);
+    CHECKF(rc == 0, "a QP pair: %s", strerror(-rc));
+    if (rc) goto out;
+    rcp__verbs_qp_destroy(qb); /* qa's packets now reach no QP */
+    qb = NULL;
+    nppin_target t = {.addr = 4096, .rkey = 1, .remote = NULL};
+    rc = nppin_xfer(A.np, qa, cq, NPPIN_OP_WRITE, lmem, 4 * MiB, &t, 0, 1);
+    CHECKF(rc == -ETIMEDOUT, "xfer with a 1 ns timeout: %s", nppin_strerror(rc));
+    struct ibv_wc wc;
+    int got = 0;
+    for (uint64_t t0 = rcp__now_ns(); rcp__now_ns() - t0 < 3 * VMT_SEC && !got;) {
+        got = nppin_poll(A.np, cq, &wc, 1);
+        if (!got) usleep(1000);
+    }
+    CHECKF(got == 0, "nppin_poll returned the given-up piece: wr_id %#llx, %s",
+           (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status));
+    /* the xfer's local chunks (0 and 1) are free again: chunks 4 to 7 take the whole budget */
+    size_t loff = ((uintptr_t)lmem & ~(uintptr_t)(CHUNK - 1)) + 8 * MiB - (uintptr_t)lmem;
+    rc = rio(NPPIN_OP_READ, loff, 8 * MiB, 832 * MiB);
+    CHECKF(rc == 0, "a post of the whole budget after a timed-out xfer: %s", nppin_strerror(rc));
+out:
+    rcp__verbs_qp_destroy(qa);
+    rcp__verbs_qp_destroy(qb);
+    rcp__verbs_cq_destroy(cq);
+}
+
 /* Random READs and WRITEs all over the owner's 1 GiB while its 64 MiB budget forces eviction:
  * every completion succeeds, every READ returns what was last written there (or zeros). */
 #define SLOTS 1024                 /* 1 MiB apart: every chunk of the region is used */
@@ -486,6 +532,7 @@ int main(void)
         TEST(reg_returns_at_once);
         TEST(errors_explained);
         TEST(local_any_part_and_split);
+        TEST(xfer_timeout_leaves_nothing);
         TEST(random_rw_under_eviction);
         if (!st.stale_detect) {
             t_skip("stale_*", "no userfaultfd in this guest");
