@@ -421,7 +421,8 @@ static void channel_stats_counts(void)
     CHECK_EQ(rpcool_channel_stats(name, 0, &st, cs, 1, &n), 0); /* room for one: told of 3 */
     CHECK_EQ(n, 3);
     CHECK_EQ(rpcool_channel_stats("no-such-chan", 0, &st, NULL, 0, NULL), RPCOOL_E_NOCHANNEL);
-    CHECK_EQ(rpcool_channel_stats("bad/name", 0, &st, NULL, 0, NULL), RPCOOL_E_INVAL);
+    CHECK_EQ(rpcool_channel_stats("bad/name", 0, &st, NULL, 0, NULL), RPCOOL_E_BADNAME);
+    CHECK_EQ(rpcool_channel_stats("no-such-chan", 0, NULL, NULL, 0, NULL), RPCOOL_E_INVAL);
     CHECK_EQ(rpcool_wait(c[2], id, NULL, NULL), 1);
     rpcool_free(c[2], ms);
     for (int k = 0; k < 3; k++) rpcool_disconnect(c[k]);
