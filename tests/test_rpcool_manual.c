@@ -201,6 +201,27 @@ static rpcool_server *open_with(const char *name, struct hk *h, int hooks, unsig
     return t_server_with(name, &o, hs, sizeof hs / sizeof hs[0], threads);
 }
 
+/* A server of one thread with the handlers of open_with, no hooks, and a connection to it: 0,
+   or -1 (a FAIL line, nothing left open). */
+static int conn_to(const char *base, rpcool_server **s, rpcool_conn **c)
+{
+    const char *name = t_uniq(base);
+    *c = NULL;
+    if (!(*s = open_with(name, NULL, 0, 0, 1))) return -1;
+    CHECK_EQ(rpcool_connect(name, NULL, c), 0);
+    if (*c) return 0;
+    rpcool_server_close(*s);
+    return -1;
+}
+
+/* An int argument of ms (T_FN_SLOW's milliseconds) in c's heap. */
+static int *ms_arg(rpcool_conn *c, int ms)
+{
+    int *a = (int *)rpcool_alloc(c, sizeof *a);
+    if (a) *a = ms;
+    return a;
+}
+
 static size_t used(rpcool_conn *c)
 {
     shmheap_stats st;
@@ -212,11 +233,9 @@ static size_t used(rpcool_conn *c)
 /* ---- section 12: callers */
 static void peer_is_the_client(void)
 {
-    const char *name = t_uniq("m-peer");
-    rpcool_server *s = open_with(name, NULL, 0, 0, 1);
-    rpcool_conn *c = NULL;
-    if (!s) return;
-    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    rpcool_server *s;
+    rpcool_conn *c;
+    if (conn_to("m-peer", &s, &c)) return;
     void *ret = NULL;
     size_t n = 0;
     CHECK_EQ(rpcool_call(c, FN_PEER, NULL, 0, &ret, &n), 0);
@@ -399,16 +418,13 @@ static void cb_count(rpcool_conn *c, int status, void *ret, size_t n, void *user
 
 static void cancel_bad_ids(void)
 {
-    const char *name = t_uniq("m-cbad");
-    rpcool_server *s = open_with(name, NULL, 0, 0, 1);
-    rpcool_conn *c = NULL;
-    if (!s) return;
-    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    rpcool_server *s;
+    rpcool_conn *c;
+    if (conn_to("m-cbad", &s, &c)) return;
     CHECK_EQ(rpcool_cancel(NULL, 0), RPCOOL_E_INVAL);
     CHECK_EQ(rpcool_cancel(c, 12345678), RPCOOL_E_INVAL);
     uint64_t id;
-    int *ms = (int *)rpcool_alloc(c, sizeof *ms);
-    *ms = 100;
+    int *ms = ms_arg(c, 100);
     CHECK_EQ(rpcool_call_async(c, T_FN_SLOW, ms, sizeof *ms, NULL, NULL, NULL, &id), 0);
     CHECK_EQ(rpcool_cancel(c, id), 0);
     CHECK_EQ(rpcool_cancel(c, id), RPCOOL_E_INVAL); /* finished: no such call any more */
@@ -427,14 +443,11 @@ static void cancel_bad_ids(void)
 /* a callback of a cancelled call never runs, nor one of a call cancelled after its reply */
 static void cancel_callback_never_runs(void)
 {
-    const char *name = t_uniq("m-ccb");
-    rpcool_server *s = open_with(name, NULL, 0, 0, 1);
-    rpcool_conn *c = NULL;
-    if (!s) return;
-    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    rpcool_server *s;
+    rpcool_conn *c;
+    if (conn_to("m-ccb", &s, &c)) return;
     __atomic_store_n(&cb_runs, 0, __ATOMIC_SEQ_CST);
-    int *ms = (int *)rpcool_alloc(c, sizeof *ms);
-    *ms = 100;
+    int *ms = ms_arg(c, 100);
     uint64_t a, b;
     CHECK_EQ(rpcool_call_async(c, T_FN_SLOW, ms, sizeof *ms, NULL, cb_count, NULL, &a), 0);
     CHECK_EQ(rpcool_call_async(c, T_FN_ECHO, ms, sizeof *ms, NULL, cb_count, NULL, &b), 0);
@@ -453,11 +466,9 @@ static void cancel_callback_never_runs(void)
 /* a running handler sees the flag, and what it returns is freed: the heap is as before */
 static void cancel_running_reply_freed(void)
 {
-    const char *name = t_uniq("m-crun");
-    rpcool_server *s = open_with(name, NULL, 0, 0, 1);
-    rpcool_conn *c = NULL;
-    if (!s) return;
-    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    rpcool_server *s;
+    rpcool_conn *c;
+    if (conn_to("m-crun", &s, &c)) return;
     CHECK_EQ(rpcool_call(c, FN_COUNT, NULL, 0, NULL, NULL) > 0, 1);
     size_t before = used(c);
     __atomic_store_n(&run_started, 0, __ATOMIC_SEQ_CST);
@@ -552,13 +563,10 @@ static void stats_channel_errors(void)
 /* the manual's cancel count: a call still queued is never started, and counted */
 static void stats_cancelled_queued(void)
 {
-    const char *name = t_uniq("m-cq");
-    rpcool_server *s = open_with(name, NULL, 0, 0, 1);
-    rpcool_conn *c = NULL;
-    if (!s) return;
-    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
-    int *ms = (int *)rpcool_alloc(c, sizeof *ms);
-    *ms = 200;
+    rpcool_server *s;
+    rpcool_conn *c;
+    if (conn_to("m-cq", &s, &c)) return;
+    int *ms = ms_arg(c, 200);
     uint64_t slow, v;
     __atomic_store_n(&counted, 0, __ATOMIC_SEQ_CST);
     CHECK_EQ(rpcool_call_async(c, T_FN_SLOW, ms, sizeof *ms, NULL, NULL, NULL, &slow), 0);
@@ -579,11 +587,9 @@ static void stats_cancelled_queued(void)
 /* ---- section 2: deferred replies */
 static void defer_failed_frees_blocks(void)
 {
-    const char *name = t_uniq("m-dfb");
-    rpcool_server *s = open_with(name, NULL, 0, 0, 1);
-    rpcool_conn *c = NULL;
-    if (!s) return;
-    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    rpcool_server *s;
+    rpcool_conn *c;
+    if (conn_to("m-dfb", &s, &c)) return;
     CHECK(rpcool_call(c, FN_COUNT, NULL, 0, NULL, NULL) > 0);
     size_t before = used(c);
     void *ret = (void *)1;
@@ -602,30 +608,28 @@ static void defer_failed_frees_blocks(void)
 
 static void defer_return_ignored(void)
 {
-    const char *name = t_uniq("m-dri");
-    rpcool_server *s = open_with(name, NULL, 0, 0, 1);
-    rpcool_conn *c = NULL;
-    if (!s) return;
-    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    rpcool_server *s;
+    rpcool_conn *c;
+    if (conn_to("m-dri", &s, &c)) return;
     void *ret = NULL;
     size_t n = 0;
     CHECK_EQ(rpcool_call(c, FN_DRET, NULL, 0, &ret, &n), 9);
     CHECK_EQ(n, 6);
     CHECK(ret && !strcmp((char *)ret, "defer"));
     CHECK_EQ(rpcool_free(c, ret), 0);
+    size_t before = used(c);
+    CHECK_EQ(rpcool_call(c, FN_DRET, NULL, 0, NULL, NULL), 9); /* discarded: freed for us */
+    CHECK_EQ(used(c), before);
     t_disconnect_close(c, s);
 }
 
 /* from another thread, later: the caller gets the code; the caller's timeout applies */
 static void defer_fail_from_thread_and_timeout(void)
 {
-    const char *name = t_uniq("m-dft");
-    rpcool_server *s = open_with(name, NULL, 0, 0, 1);
-    rpcool_conn *c = NULL;
-    if (!s) return;
-    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
-    int *ms = (int *)rpcool_alloc(c, sizeof *ms);
-    *ms = 20;
+    rpcool_server *s;
+    rpcool_conn *c;
+    if (conn_to("m-dft", &s, &c)) return;
+    int *ms = ms_arg(c, 20);
     __atomic_store_n(&late_rc, 1, __ATOMIC_SEQ_CST);
     CHECK_EQ(rpcool_call(c, FN_DLATE, ms, sizeof *ms, NULL, NULL), -321);
     for (int k = 0; k < 100 && __atomic_load_n(&late_rc, __ATOMIC_SEQ_CST) == 1; k++)
@@ -657,11 +661,9 @@ static void defer_bad_arguments(void)
 /* ---- section 8: errors */
 static void errors_free_and_texts(void)
 {
-    const char *name = t_uniq("m-err");
-    rpcool_server *s = open_with(name, NULL, 0, 0, 1);
-    rpcool_conn *c = NULL;
-    if (!s) return;
-    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    rpcool_server *s;
+    rpcool_conn *c;
+    if (conn_to("m-err", &s, &c)) return;
     int local;
     void *m = malloc(16);
     CHECK_EQ(rpcool_free(c, NULL), 0);
@@ -756,13 +758,10 @@ static void limits_conns_handlers_heap(void)
 
 static void limits_inflight(void)
 {
-    const char *name = t_uniq("m-inf");
-    rpcool_server *s = open_with(name, NULL, 0, 0, 1);
-    rpcool_conn *c = NULL;
-    if (!s) return;
-    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
-    int *ms = (int *)rpcool_alloc(c, sizeof *ms);
-    *ms = 1;
+    rpcool_server *s;
+    rpcool_conn *c;
+    if (conn_to("m-inf", &s, &c)) return;
+    int *ms = ms_arg(c, 1);
     uint64_t ids[RPCOOL_MAX_INFLIGHT + 1];
     int posted = 0;
     for (int k = 0; k < RPCOOL_MAX_INFLIGHT; k++)
@@ -797,13 +796,10 @@ static void limits_connect_waits(void)
 /* section 2: an asynchronous call's timeout counts from rpcool_call_async */
 static void async_timeout(void)
 {
-    const char *name = t_uniq("m-at");
-    rpcool_server *s = open_with(name, NULL, 0, 0, 1);
-    rpcool_conn *c = NULL;
-    if (!s) return;
-    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
-    int *ms = (int *)rpcool_alloc(c, sizeof *ms);
-    *ms = 300;
+    rpcool_server *s;
+    rpcool_conn *c;
+    if (conn_to("m-at", &s, &c)) return;
+    int *ms = ms_arg(c, 300);
     rpcool_call_opts co;
     memset(&co, 0, sizeof co);
     co.timeout_ms = 50;
@@ -917,11 +913,9 @@ static void faults_toobig_close_in_handler(void)
 /* cancel after the reply came: 1, and the reply is freed */
 static void cancel_after_reply_frees_it(void)
 {
-    const char *name = t_uniq("m-car");
-    rpcool_server *s = open_with(name, NULL, 0, 0, 1);
-    rpcool_conn *c = NULL;
-    if (!s) return;
-    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    rpcool_server *s;
+    rpcool_conn *c;
+    if (conn_to("m-car", &s, &c)) return;
     char *a = (char *)rpcool_alloc(c, 2000);
     memset(a, 2, 2000);
     size_t before = used(c);
@@ -932,6 +926,68 @@ static void cancel_after_reply_frees_it(void)
     CHECK_EQ(used(c), before);
     rpcool_free(c, a);
     t_disconnect_close(c, s);
+}
+
+/* ---- the heaps made ahead, a time limit counted, a discarded reply, wait_ready */
+static void stats_ready_and_limit(void)
+{
+    rpcool_server_opts o;
+    memset(&o, 0, sizeof o);
+    o.prealloc = 2;
+    o.limit_ms = 20;
+    const char *name = t_uniq("m-rdy");
+    rpcool_server *s = NULL;
+    CHECK_EQ(rpcool_server_open(name, &o, &s), 0);
+    if (!s) return;
+    rpcool_server_add_handler(s, T_FN_SLOW, t_h_slow, NULL, 0);
+    rpcool_server_add_handler(s, T_FN_ECHO, t_h_echo, NULL, 0);
+    rpcool_server_start(s, 1);
+    rpcool_conn *c = NULL;
+    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    rpcool_server_stats st;
+    memset(&st, 0, sizeof st);
+    for (int k = 0; k < 400 && st.ready != 2; k++) {
+        usleep(5000);
+        rpcool_server_get_stats(s, &st);
+    }
+    CHECK_EQ(st.ready, 2);
+    if (c) {
+        CHECK_EQ(t_slow_call(c, 100), 1); /* relaxed: runs on past its limit, counted */
+        rpcool_server_get_stats(s, &st);
+        CHECK_EQ(st.over_limit, 1);
+        char *a = (char *)rpcool_alloc(c, 3000);
+        memset(a, 3, 3000);
+        size_t before = used(c);
+        CHECK_EQ(rpcool_call(c, T_FN_ECHO, a, 3000, NULL, NULL), 0); /* reply discarded */
+        CHECK_EQ(used(c), before);
+        rpcool_free(c, a);
+    }
+    t_disconnect_close(c, s);
+}
+
+struct later { const char *name; rpcool_server *s; };
+static void *open_later(void *p)
+{
+    struct later *l = (struct later *)p;
+    usleep(100000);
+    l->s = open_with(l->name, NULL, 0, 0, 1);
+    return NULL;
+}
+
+static void wait_ready_connects(void)
+{
+    struct later l = {t_uniq("m-wr"), NULL};
+    pthread_t t;
+    pthread_create(&t, NULL, open_later, &l);
+    rpcool_conn_opts co;
+    memset(&co, 0, sizeof co);
+    co.wait_ready = 1;
+    co.connect_timeout_ms = 3000;
+    rpcool_conn *c = NULL;
+    CHECK_EQ(rpcool_connect(l.name, &co, &c), 0);
+    pthread_join(t, NULL);
+    if (c) CHECK(rpcool_call(c, FN_COUNT, NULL, 0, NULL, NULL) > 0);
+    t_disconnect_close(c, l.s);
 }
 
 /* ---- rpcoolctl: --help is no usage error; an unknown option is (2) */
@@ -986,6 +1042,8 @@ int main(int argc, char **argv)
     RUN(async_timeout);
     RUN(faults_toobig_close_in_handler);
     RUN(cancel_after_reply_frees_it);
+    RUN(stats_ready_and_limit);
+    RUN(wait_ready_connects);
     RUN(tool_help_and_usage);
     return T_DONE();
 }
