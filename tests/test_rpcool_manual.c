@@ -136,7 +136,7 @@ struct hk {
     pthread_mutex_t lock;
     int refuse;             /* what on_connect returns */
     int connects, disconnects, why, order_bad, slot_in_connect, cu_before, pid_ok;
-    int cuser_value;
+    int cuser_value, last_cu, last_slot, last_pid;
     rpcool_server *s;
 };
 
@@ -162,11 +162,13 @@ static int on_connect(rpcool_server *s, const rpcool_peer *p, void **cu, void *u
 
 static void on_disconnect(rpcool_server *s, const rpcool_peer *p, void *cu, int why, void *user)
 {
-    (void)p;
     struct hk *h = (struct hk *)user;
     pthread_mutex_lock(&h->lock);
     if (s != h->s) h->order_bad = 1;
     h->why = why;
+    h->last_cu = cu ? *(int *)cu : -1;
+    h->last_slot = (int)p->slot;
+    h->last_pid = p->pid;
     pthread_mutex_unlock(&h->lock);
     free(cu);
     __atomic_add_fetch(&h->disconnects, 1, __ATOMIC_SEQ_CST);
@@ -277,6 +279,9 @@ static void hook_connect_sees_claims(void)
     CHECK(wait_for(&h.disconnects, 1, 1000));
     CHECK_EQ(h.why, 0);
     CHECK_EQ(h.order_bad, 0);
+    CHECK_EQ(h.last_cu, 1);           /* its own conn_user */
+    CHECK(h.last_slot < RPCOOL_DEFAULT_MAX_CONNS); /* a slot was given */
+    CHECK_EQ(h.last_pid, getpid());
     rpcool_server_close(s);
     CHECK_EQ(h.disconnects, 1);
 }
@@ -990,6 +995,36 @@ static void wait_ready_connects(void)
     t_disconnect_close(c, l.s);
 }
 
+/* the acceptor answers the stats request: a handler busy for 600 ms does not delay it */
+static void stats_while_handler_busy(void)
+{
+    const char *name = t_uniq("m-busy");
+    rpcool_server *s = open_with(name, NULL, 0, 0, 1);
+    rpcool_conn *c = NULL;
+    if (!s) return;
+    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    if (!c) {
+        rpcool_server_close(s);
+        return;
+    }
+    int *ms = ms_arg(c, 600);
+    uint64_t id;
+    CHECK_EQ(rpcool_call_async(c, T_FN_SLOW, ms, sizeof *ms, NULL, NULL, NULL, &id), 0);
+    usleep(50000);
+    rpcool_server_stats st;
+    rpcool_conn_stats cs[2];
+    unsigned n = 0;
+    uint64_t t0 = rcp__now_ns();
+    CHECK_EQ(rpcool_channel_stats(name, 2000, &st, cs, 2, &n), 0);
+    CHECKF(rcp__now_ns() - t0 < 300000000ull, "answered after %llu ms",
+           (unsigned long long)((rcp__now_ns() - t0) / 1000000));
+    CHECK_EQ(n, 1);
+    CHECK_EQ(cs[0].inflight, 1);
+    CHECK_EQ(rpcool_wait(c, id, NULL, NULL), 1);
+    rpcool_free(c, ms);
+    t_disconnect_close(c, s);
+}
+
 /* ---- rpcoolctl: --help is no usage error; an unknown option is (2) */
 static char tool[512];
 static void tool_help_and_usage(void)
@@ -1044,6 +1079,7 @@ int main(int argc, char **argv)
     RUN(cancel_after_reply_frees_it);
     RUN(stats_ready_and_limit);
     RUN(wait_ready_connects);
+    RUN(stats_while_handler_busy);
     RUN(tool_help_and_usage);
     return T_DONE();
 }
