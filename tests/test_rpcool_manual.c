@@ -11,16 +11,6 @@ enum { FN_PEER = 30, FN_CUSER = 31, FN_NEG = 32, FN_DFAIL = 33, FN_DNOREPLY = 34
        FN_DHOLD = 36, FN_RUNCANCEL = 37, FN_COUNT = 38, FN_CANCELLED = 39, FN_DRET = 40 };
 
 /* ---- handlers */
-static int h_peer(rpcool_ctx *ctx, void *arg, size_t len, void *user)
-{
-    (void)arg, (void)len, (void)user;
-    rpcool_peer *p = (rpcool_peer *)rpcool_ctx_alloc(ctx, sizeof *p);
-    if (!p) return SHMHEAP_E_FULL;
-    *p = *rpcool_ctx_peer(ctx);
-    rpcool_ctx_reply(ctx, p, sizeof *p);
-    return 0;
-}
-
 static int h_cuser(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
     (void)arg, (void)len, (void)user;
@@ -184,7 +174,7 @@ static rpcool_server *open_with(const char *name, struct hk *h, int hooks, unsig
                                 unsigned threads)
 {
     static const t_handler hs[] = {
-        {FN_PEER, h_peer, 0}, {FN_CUSER, h_cuser, 0}, {FN_NEG, h_neg, 0},
+        {FN_PEER, t_h_peer, 0}, {FN_CUSER, h_cuser, 0}, {FN_NEG, h_neg, 0},
         {FN_DFAIL, h_dfail, 0}, {FN_DNOREPLY, h_dnoreply, 0}, {FN_DLATE, h_dlate, 0},
         {FN_DHOLD, h_dhold, 0}, {FN_RUNCANCEL, h_runcancel, 0}, {FN_COUNT, h_count, 0},
         {FN_CANCELLED, h_cancelled, 0}, {FN_DRET, h_dret, 0}, {T_FN_SLOW, t_h_slow, 0},
