@@ -1417,9 +1417,6 @@ struct rpcool__handler_ent {
 
 enum { RPCOOL__HL_RUN = 1u << 31, RPCOOL__HL_SBX = 1u << 30, RPCOOL__HL_MS = (1u << 30) - 1 };
 
-/* A serving thread, registered with its server. A pass over the connections is a read-side
-   critical section: gp is 0 outside one, else the grace period the pass started in; a
-   draining connection is unmapped once no pass that may have seen it active remains. */
 /* Blocks a call's handler allocated in the client's heap (rpcool__blocks_settle): a serving
    thread's, or a deferred call's (then lock is the token's: several threads may add). */
 struct rpcool__blocks {
@@ -1428,6 +1425,9 @@ struct rpcool__blocks {
     pthread_mutex_t *lock;
 };
 
+/* A serving thread, registered with its server. A pass over the connections is a read-side
+   critical section: gp is 0 outside one, else the grace period the pass started in; a
+   draining connection is unmapped once no pass that may have seen it active remains. */
 struct rpcool__worker {
     uint64_t gp;    /* the grace period its passes announce (0: in none; see rpcool__drain) */
     uint64_t calls; /* handlers it started: written by it alone, summed by get_stats; the
