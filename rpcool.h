@@ -400,8 +400,9 @@
      reclaims its heap; the client's waiting and later calls fail with RPCOOL_E_DROPPED
      within peer_check_ms, and rpcool_disconnect returns at once.
    - Timeouts: optional per call (timeout_ms). A call that timed out is not taken back: it may
-     still run; its slot (and reply, and seal) is reclaimed when the server answers, its seal
-     also by an rpcool_release that finds the server gone. A call that fails because the
+     still run; its slot (and reply, and seal) is reclaimed once the server has answered, by
+     the connection's next call or rpcool_progress, its seal also by an rpcool_release that
+     finds the server gone. A call that fails because the
      server is gone (RPCOOL_E_PEERDEAD, RPCOOL_E_CLOSED, RPCOOL_E_DROPPED) gives its seal up at
      once: after rpcool_release its pages are writable.
    - Bad input: unknown handler id (RPCOOL_E_NOHANDLER), argument outside the connection heap
@@ -421,9 +422,10 @@
      without unwinding. Compiled as C, an exception cannot reach rpcool: do not let one
      escape a handler.
    - Failed calls: a call that fails (a negative status, however it came: returned,
-     rpcool_ctx_fail, a checked accessor, a fault, a time limit) returns no reply (*ret is
-     NULL), and every block its handler allocated with rpcool_ctx_alloc is freed; so is
-     every block of a call that succeeds without a reply. A handler must not free those
+     rpcool_ctx_fail, a checked accessor, a fault, a time limit, a deferred reply) returns no
+     reply (*ret is NULL), and every block its handler allocated with rpcool_ctx_alloc (or
+     rpcool_deferred_alloc) is freed; so is every block of a call that succeeds without a
+     reply. A handler must not free those
      blocks itself, nor keep pointers to them after the call. A call that succeeds with a
      reply leaves all its blocks to the caller, who frees each with rpcool_free, once, on
      both transports. rpcool_call with ret NULL discards the reply: the server frees every
@@ -485,8 +487,9 @@
    number (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). Every
    X_strerror explains its own codes and those of every rpcool header declared before its
    implementation, so a code passed through keeps its text; another code from -1 to -4095 is
-   -errno, with strerror's text; a code of a header not declared names that header; anything
-   else is "unknown error code", and 0 is "success". Every text is a static string.
+   -errno, with strerror's text when the system knows that errno; a code of a header not
+   declared names that header; anything else is "unknown error code", and 0 is "success".
+   Every text is a static string.
 
    9. LIMITS
    ---------
@@ -702,8 +705,9 @@
    --json prints one JSON object per report (one line each); --watch SECONDS repeats; --clean
    removes the name file and socket of each stale channel (only those named, if any): it takes the
    name's lock first, which a live server holds, so a live channel is never touched; a server
-   starting on that very name at that moment may fail with RPCOOL_E_NAMETAKEN (start it again). Exit
-   status: 0, 1 when --clean could not remove something (another user's), 2 for a usage error.
+   starting on that very name at that moment may fail with RPCOOL_E_NAMETAKEN (start it again).
+   --help prints the usage and exits 0. Exit status: 0, 1 when --clean could not remove
+   something (another user's), 2 for a usage error (the usage then goes to stderr).
 */
 #ifndef RPCOOL_H
 #define RPCOOL_H
@@ -1011,6 +1015,7 @@ RPCOOL_API int rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *st
 RPCOOL_API int rpcool_server_conns(rpcool_server *s, rpcool_conn_stats *out, unsigned max);
 /* Ask the server of a channel for its stats at its socket (callers of the server's uid, or
    root; else -EACCES): 0, *st, up to max entries of conns and *nconns (how many there are);
+   RPCOOL_E_BADNAME (a malformed name), RPCOOL_E_INVAL (st NULL, or conns NULL with max > 0),
    RPCOOL_E_NOCHANNEL (no server), RPCOOL_E_TIMEOUT (no answer within timeout_ms, 0 = 1000). */
 RPCOOL_API int rpcool_channel_stats(const char *channel, unsigned timeout_ms,
                                     rpcool_server_stats *st, rpcool_conn_stats *conns,
@@ -1412,6 +1417,14 @@ struct rpcool__handler_ent {
 
 enum { RPCOOL__HL_RUN = 1u << 31, RPCOOL__HL_SBX = 1u << 30, RPCOOL__HL_MS = (1u << 30) - 1 };
 
+/* Blocks a call's handler allocated in the client's heap (rpcool__blocks_settle): a serving
+   thread's, or a deferred call's (then lock is the token's: several threads may add). */
+struct rpcool__blocks {
+    void **p;
+    unsigned n, cap;
+    pthread_mutex_t *lock;
+};
+
 /* A serving thread, registered with its server. A pass over the connections is a read-side
    critical section: gp is 0 outside one, else the grace period the pass started in; a
    draining connection is unmapped once no pass that may have seen it active remains. */
@@ -1423,8 +1436,7 @@ struct rpcool__worker {
     uint64_t expired; /* the call number the watchdog found over its limit */
     uint64_t seen_calls, seen_since, expired_at; /* the watchdog's (under wk_lock) */
     pthread_t thread;
-    void **blk;     /* blocks the running handler allocated (rpcool_ctx_alloc) */
-    unsigned nblk, blk_cap;
+    struct rpcool__blocks blk; /* blocks the running handler allocated (rpcool_ctx_alloc) */
     struct rpcool__worker *next;
     rpcool_server *s;
     char *buf; /* private copies (RPCOOL_COPY) */
@@ -1659,6 +1671,7 @@ struct rpcool_conn {
     int32_t dead;        /* sticky error once the server is known gone */
     uint64_t last_check; /* when the server's lock was last tested */
     struct rpcool__pend pend[RPCOOL__NSLOTS];
+    uint32_t abandoned;  /* calls timed out or cancelled whose slots are not reclaimed yet */
     pthread_mutex_t seal_lock;
     struct rpcool__seal *seals; /* seal_batch + RPCOOL__NSLOTS entries */
     shmheap_range *release;     /* scratch for a batch release */
@@ -1683,6 +1696,8 @@ struct rpcool_ctx {
     const struct rpcool__server_tp *tp; /* the transport the call came by */
     struct rpcool__rconn *rc; /* a call over RDMA: its connection (sc is NULL) */
     struct rpcool__worker *w; /* shared memory: the serving thread (NULL over RDMA) */
+    struct rpcool__blocks *blk; /* shared memory: where its blocks are recorded (the serving
+                                   thread's, or after rpcool_ctx_defer the token's) */
     uint64_t call_no;   /* w->calls of this call */
     size_t spent, budget; /* bytes the checked accessors read; budget: the heap's size (0:
                              none) */
@@ -1691,7 +1706,7 @@ struct rpcool_ctx {
     uint32_t gen;
     struct rpcool_deferred *dfr; /* rpcool_ctx_defer took the call out of the serving thread */
     uint32_t rgroup;    /* RDMA: the call's reply blocks (their group) */
-    unsigned wflags;    /* RDMA: the call's flags as sent (RPCOOL__DISCARD) */
+    unsigned wflags;    /* the call's flags as sent (RPCOOL__DISCARD) */
 };
 
 /* The RDMA transport (impl/rpcool_rdma.h, compiled in with RPCOOL_WITH_RDMA). */
@@ -3027,7 +3042,8 @@ RPCOOL_API int rpcool_channel_stats(const char *channel, unsigned timeout_ms,
     struct pollfd pf;
     ssize_t n;
     int r, sk;
-    if (rpcool__check_name(channel) || !st || (max && !conns)) return RPCOOL_E_INVAL;
+    if ((r = rpcool__check_name(channel))) return r;
+    if (!st || (max && !conns)) return RPCOOL_E_INVAL;
     if (nconns) *nconns = 0;
     size_t cap = sizeof rp + (size_t)RPCOOL_MAX_CONNS * sizeof(struct rpcool__sent);
     char *buf = (char *)rpcool__calloc(1, cap);
@@ -3408,8 +3424,8 @@ static void rpcool__blocks_settle(rpcool_server *s, struct rpcool__sconn *sc,
                                   struct rpcool__worker *w, rpcool_ctx *ctx, int *status,
                                   unsigned cflags)
 {
-    struct rpcool__free_args a = {sc->heap, w->blk, w->nblk};
-    w->nblk = 0;
+    struct rpcool__free_args a = {sc->heap, w->blk.p, w->blk.n};
+    w->blk.n = 0;
     if (*status >= 0 && ctx->ret && !(cflags & RPCOOL__DISCARD)) return;
     ctx->ret = NULL;
     ctx->ret_len = 0;
@@ -3499,6 +3515,8 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
     if (status == 0) {
         int fence = (ctx.flags & RPCOOL_SANDBOX) && s->npkeys;
         ctx.w = w;
+        ctx.blk = &w->blk;
+        ctx.wflags = cflags;
         ctx.budget = sc->size;
         ctx.call_no = w->calls + 1;
         /* plain stores, no locked operation on the call's path: the watchdog reads them */
@@ -3518,8 +3536,8 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
             ctx.ret = NULL;
             ctx.ret_len = 0;
         }
-        if (ctx.dfr) w->nblk = 0; /* deferred: its blocks are the later reply's */
-        else if (RCP__UNLIKELY(w->nblk)) rpcool__blocks_settle(s, sc, w, &ctx, &status, cflags);
+        if (ctx.dfr) w->blk.n = 0; /* deferred: the token took its blocks (rpcool_ctx_defer) */
+        else if (RCP__UNLIKELY(w->blk.n)) rpcool__blocks_settle(s, sc, w, &ctx, &status, cflags);
         else if (cflags & RPCOOL__DISCARD) ctx.ret = NULL; /* a reply the caller discards */
     }
     if (ctx.dfr) { /* deferred: the token finishes the call (and owns the copy) */
@@ -3730,7 +3748,7 @@ static void rpcool__worker_loop(rpcool_server *s)
     pthread_mutex_unlock(&s->wk_lock);
     pthread_mutex_unlock(&s->hk_lock);
     rpcool__free(w.buf);
-    rpcool__free(w.blk);
+    rpcool__free(w.blk.p);
     rpcool__me = outer;
 }
 
@@ -3981,20 +3999,26 @@ static int rpcool__alloc_fn(void *p)
     return 0;
 }
 
-/* Remember a block the running handler allocated (see rpcool__blocks_settle). */
-static int rpcool__block_add(struct rpcool__worker *w, void *p)
+/* Remember a block the running handler (or a deferred call) allocated (see
+   rpcool__blocks_settle). */
+static int rpcool__block_add(struct rpcool__blocks *b, void *p)
 {
-    if (w->nblk == w->blk_cap) {
-        unsigned cap = w->blk_cap ? 2 * w->blk_cap : 16;
+    int rc = 0;
+    if (b->lock) pthread_mutex_lock(b->lock);
+    if (b->n == b->cap) {
+        unsigned cap = b->cap ? 2 * b->cap : 16;
         void **nb = (void **)rpcool__calloc(cap, sizeof *nb);
-        if (!nb) return -ENOMEM;
-        if (w->nblk) memcpy(nb, w->blk, w->nblk * sizeof *nb);
-        rpcool__free(w->blk);
-        w->blk = nb;
-        w->blk_cap = cap;
+        if (!nb) rc = -ENOMEM;
+        else {
+            if (b->n) memcpy(nb, b->p, b->n * sizeof *nb);
+            rpcool__free(b->p);
+            b->p = nb;
+            b->cap = cap;
+        }
     }
-    w->blk[w->nblk++] = p;
-    return 0;
+    if (!rc) b->p[b->n++] = p;
+    if (b->lock) pthread_mutex_unlock(b->lock);
+    return rc;
 }
 
 RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size)
@@ -4023,7 +4047,8 @@ static void *rpcool__shm_alloc(rpcool_ctx *ctx, size_t size)
        other client. Its heap goes when drained, as after a fault: once dropped, the client's
        death would no longer be noticed. */
     if (!p && errno == ETIMEDOUT) rpcool__condemn(ctx->s, ctx->sc, "its heap's mutex stays taken");
-    if (p && ctx->w && rpcool__block_add(ctx->w, p)) { /* no room to remember it: give it back */
+    if (p && ctx->blk && rpcool__block_add(ctx->blk, p)) { /* no room to remember it: give it
+                                                                back */
         shmheap_free(ctx->sc->heap, p);
         errno = ENOMEM;
         p = NULL;
@@ -4623,6 +4648,7 @@ static void rpcool__seal_drop(rpcool_conn *c, struct rpcool__pend *pd)
 static void rpcool__abandon_why(rpcool_conn *c, unsigned i, int why)
 {
     if (why != RPCOOL_E_TIMEOUT) rpcool__seal_drop(c, &c->pend[i]);
+    rcp__fetch_add(&c->abandoned, 1u); /* the next call reclaims it once answered */
     rcp__store(&c->pend[i].pstate, (uint32_t)RPCOOL__P_ABANDONED);
 }
 
@@ -4653,8 +4679,10 @@ static void rpcool__reclaim(rpcool_conn *c)
         uint32_t exp = RPCOOL__P_ABANDONED;
         if (rcp__load_relaxed(&c->pend[i].pstate) != RPCOOL__P_ABANDONED || !rpcool__done(c, i))
             continue;
-        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN))
+        if (rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) {
             rpcool__harvest(c, i, NULL, NULL);
+            rcp__fetch_add(&c->abandoned, (uint32_t)-1);
+        }
     }
 }
 
@@ -4664,6 +4692,8 @@ RPCOOL_API int rpcool_call_ex(rpcool_conn *c, unsigned fn, const void *arg, size
     if (!c) return RPCOOL_E_INVAL;
     if (ret) *ret = NULL;
     if (ret_len) *ret_len = 0;
+    /* a timed-out or cancelled call's slot, reply and seal come back once it is answered */
+    if (RCP__UNLIKELY(rcp__load_relaxed(&c->abandoned))) rpcool__reclaim(c);
     uint64_t deadline = rpcool__deadline(c, opts);
     int i, r;
     struct rpcool__cell *cl = rpcool__cell();
@@ -4710,6 +4740,7 @@ RPCOOL_API int rpcool_call_async(rpcool_conn *c, unsigned fn, const void *arg, s
     if (!c || (!cb && !id)) return RPCOOL_E_INVAL;
     int r = rpcool__server_gone(c);
     if (r) return r;
+    if (RCP__UNLIKELY(rcp__load_relaxed(&c->abandoned))) rpcool__reclaim(c);
     int i = rpcool__slot_get(c);
     if (i < 0) {
         rpcool__reclaim(c);

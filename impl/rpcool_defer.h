@@ -6,7 +6,11 @@
    A token is held twice: by the serving path until the handler has returned, and by the user
    until rpcool_deferred_reply. Whoever finishes first answers the client (one atomic flag), the
    last to let go frees the token and the argument's private copy. The connection's heap stays
-   mapped while tokens of its calls exist (rpcool__drain waits for ndeferred to reach 0). */
+   mapped while tokens of its calls exist (rpcool__drain waits for ndeferred to reach 0). On
+   shared memory the token also records the call's blocks (those of rpcool_ctx_alloc before the
+   defer, and of rpcool_deferred_alloc): an answer that fails or has no reply frees them first,
+   as rpcool__blocks_settle does for a call answered by its handler's return (over RDMA the
+   reply's group does the same, in rpcool__r_done). */
 
 /* >>defer - deferred replies ------------------------------------------------------------------- */
 
@@ -15,6 +19,9 @@ struct rpcool_deferred {
     uint32_t done;    /* the call was answered */
     uint32_t refs;    /* serving path + user */
     char *copy;       /* the argument's private copy (RPCOOL_COPY), owned now by the token */
+    struct rpcool__blocks blk; /* shared memory: the call's blocks, freed if it fails or has no
+                                  reply, as a call answered by its handler's return */
+    pthread_mutex_t lock; /* guards blk */
 };
 
 RPCOOL_API int rpcool_ctx_defer(rpcool_ctx *ctx, rpcool_deferred **out)
@@ -24,7 +31,22 @@ RPCOOL_API int rpcool_ctx_defer(rpcool_ctx *ctx, rpcool_deferred **out)
     if (ctx->dfr) return RPCOOL_E_INVAL;
     rpcool_deferred *d = (rpcool_deferred *)RPCOOL_MALLOC(sizeof *d);
     if (!d) return -ENOMEM;
+    memset(&d->blk, 0, sizeof d->blk);
+    if (ctx->blk && ctx->blk->n) { /* the blocks allocated so far go with the token */
+        d->blk.p = (void **)rpcool__calloc(ctx->blk->n, sizeof *d->blk.p);
+        if (!d->blk.p) {
+            RPCOOL_FREE(d);
+            return -ENOMEM;
+        }
+        memcpy(d->blk.p, ctx->blk->p, ctx->blk->n * sizeof *d->blk.p);
+        d->blk.n = d->blk.cap = ctx->blk->n;
+        ctx->blk->n = 0;
+    }
+    pthread_mutex_init(&d->lock, NULL);
+    d->blk.lock = &d->lock;
+    if (ctx->blk) ctx->blk = &d->blk; /* and those allocated from now on */
     d->ctx = *ctx;
+    d->ctx.dfr = d;
     d->ctx.guard = NULL;
     d->ctx.w = NULL; /* the serving thread's records (blocks, time limit) stay with that thread */
     d->done = 0;
@@ -57,6 +79,8 @@ static void rpcool__defer_unref(rpcool_deferred *d)
     if (held != 1u) return;
     rpcool_ctx ctx = d->ctx;
     rpcool__free(d->copy);
+    rpcool__free(d->blk.p);
+    pthread_mutex_destroy(&d->lock);
     RPCOOL_FREE(d);
     ctx.tp->hold(&ctx, -1); /* last: the heap may go after this */
 }
@@ -86,8 +110,19 @@ static int rpcool__defer_complete_fn(void *arg)
 
 static int rpcool__shm_reply(rpcool_ctx *ctx, int status, void *p, size_t len)
 {
+    rpcool_deferred *d = ctx->dfr;
+    pthread_mutex_lock(&d->lock); /* a failed call, or one without a reply: free its blocks */
+    int keep = status >= 0 && p && !(ctx->wflags & RPCOOL__DISCARD);
+    struct rpcool__free_args f = {ctx->sc->heap, d->blk.p, keep ? 0u : d->blk.n};
+    d->blk.n = 0;
+    int fault = f.n && rpcool__guarded(rpcool__free_fn, &f, 1);
+    pthread_mutex_unlock(&d->lock);
+    if (!keep) {
+        p = NULL;
+        len = 0;
+    }
     struct rpcool__defer_done a = {ctx, status, p, len};
-    if (!rpcool__guarded(rpcool__defer_complete_fn, &a, 1)) return 0;
+    if (!fault && !rpcool__guarded(rpcool__defer_complete_fn, &a, 1)) return 0;
     rcp__fetch_add(&ctx->s->st.faults, 1u);
     rpcool__condemn(ctx->s, ctx->sc, "a fault on its heap in rpcool_deferred_reply");
     return 1;

@@ -812,13 +812,7 @@ static void rpcool__pbc_closure(const ProtobufCMessage *msg, void *data)
     } else if (status == 0) {
         rpcool_deferred_reply(pc->d, 0, cp.first, sizeof *cp.first + cp.first->used);
     } else {
-        struct rpcool__pbc_chunk *k = cp.first;
-        while (k) { /* nothing of it reaches the client: give the blocks back */
-            struct rpcool__pbc_chunk *n = k->next;
-            if (pc->bounds.h) shmheap_free(pc->d->ctx.sc->heap, k); /* RDMA: the failure does */
-            k = n;
-        }
-        rpcool_deferred_fail(pc->d, status);
+        rpcool_deferred_fail(pc->d, status); /* and frees the reply's blocks (section 6) */
     }
     rpcool__pbc_call_unref(pc);
 }

@@ -402,6 +402,17 @@ static __attribute__((unused)) void t_raw_fill(rpcool_conn *c, int i, uint32_t f
 }
 #endif
 
+/* Replies with the caller as rpcool_ctx_peer sees it (an rpcool_peer in the caller's heap). */
+static __attribute__((unused)) int t_h_peer(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)arg, (void)len, (void)user;
+    rpcool_peer *p = (rpcool_peer *)rpcool_ctx_alloc(ctx, sizeof *p);
+    if (!p) return SHMHEAP_E_FULL;
+    *p = *rpcool_ctx_peer(ctx);
+    rpcool_ctx_reply(ctx, p, sizeof *p);
+    return 0;
+}
+
 /* Replies with a copy of the argument, in the caller's heap. */
 static __attribute__((unused)) int t_h_echo(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {

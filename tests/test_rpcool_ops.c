@@ -15,16 +15,6 @@
 enum { FN_WHO = 20, FN_COUNT = 21, FN_MARK = 22, FN_LOOP = 23 };
 #define OTHER_UID 54321u /* the test user: an unused uid, switched to by a child (root only) */
 
-static int h_who(rpcool_ctx *ctx, void *arg, size_t len, void *user)
-{
-    (void)arg, (void)len, (void)user;
-    rpcool_peer *p = (rpcool_peer *)rpcool_ctx_alloc(ctx, sizeof *p);
-    if (!p) return SHMHEAP_E_FULL;
-    *p = *rpcool_ctx_peer(ctx);
-    rpcool_ctx_reply(ctx, p, sizeof *p);
-    return 0;
-}
-
 static int h_count(rpcool_ctx *ctx, void *arg, size_t len, void *user) /* the conn's counter */
 {
     (void)arg, (void)len, (void)user;
@@ -112,7 +102,7 @@ static rpcool_server *serve(const char *name, struct hooks *h, unsigned threads,
     CHECKF(r == 0, "server_open: %s", rpcool_strerror(r));
     if (r) return NULL;
     static const struct { unsigned id; rpcool_handler *fn; } hd[] = {
-        {FN_WHO, h_who}, {FN_COUNT, h_count}, {FN_MARK, h_mark}, {FN_LOOP, h_loop},
+        {FN_WHO, t_h_peer}, {FN_COUNT, h_count}, {FN_MARK, h_mark}, {FN_LOOP, h_loop},
         {T_FN_SLOW, t_h_slow}};
     for (unsigned k = 0; k < sizeof hd / sizeof hd[0]; k++)
         rpcool_server_add_handler(s, hd[k].id, hd[k].fn, NULL, 0);
@@ -421,7 +411,8 @@ static void channel_stats_counts(void)
     CHECK_EQ(rpcool_channel_stats(name, 0, &st, cs, 1, &n), 0); /* room for one: told of 3 */
     CHECK_EQ(n, 3);
     CHECK_EQ(rpcool_channel_stats("no-such-chan", 0, &st, NULL, 0, NULL), RPCOOL_E_NOCHANNEL);
-    CHECK_EQ(rpcool_channel_stats("bad/name", 0, &st, NULL, 0, NULL), RPCOOL_E_INVAL);
+    CHECK_EQ(rpcool_channel_stats("bad/name", 0, &st, NULL, 0, NULL), RPCOOL_E_BADNAME);
+    CHECK_EQ(rpcool_channel_stats("no-such-chan", 0, NULL, NULL, 0, NULL), RPCOOL_E_INVAL);
     CHECK_EQ(rpcool_wait(c[2], id, NULL, NULL), 1);
     rpcool_free(c[2], ms);
     for (int k = 0; k < 3; k++) rpcool_disconnect(c[k]);

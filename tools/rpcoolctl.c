@@ -334,17 +334,19 @@ int main(int argc, char **argv)
     int k = 1;
     unsigned watch = 0;
     for (; k < argc && !strncmp(argv[k], "--", 2); k++) {
+        int help = !strcmp(argv[k], "--help");
         if (!strcmp(argv[k], "--json")) json = 1;
         else if (!strcmp(argv[k], "--clean")) clean = 1;
         else if (!strcmp(argv[k], "--watch") && k + 1 < argc && atoi(argv[k + 1]) > 0)
             watch = (unsigned)atoi(argv[++k]);
-        else {
-            fprintf(stderr, "usage: %s [--json] [--clean] [--watch SECONDS] [CHANNEL...]\n"
-                            "  the pod's heaps and every channel (or those named): live or stale,"
-                            " its server's\n  stats and connections. --clean removes what dead "
-                            "servers left (never a live\n  channel's); --json one JSON object "
-                            "per report; --watch repeats every SECONDS.\n", argv[0]);
-            return 2;
+        else { /* --help: the usage on stdout, exit 0; anything else: on stderr, exit 2 */
+            fprintf(help ? stdout : stderr,
+                    "usage: %s [--json] [--clean] [--watch SECONDS] [CHANNEL...]\n"
+                    "  the pod's heaps and every channel (or those named): live or stale,"
+                    " its server's\n  stats and connections. --clean removes what dead "
+                    "servers left (never a live\n  channel's); --json one JSON object "
+                    "per report; --watch repeats every SECONDS.\n", argv[0]);
+            return help ? 0 : 2;
         }
     }
     signal(SIGPIPE, SIG_IGN);
