@@ -55,22 +55,27 @@ failed() { echo "FAIL $1"; fail=$((fail + 1)); }
 if ! DEPS_EXTRA="gcc g++ make" sh tests/deps.sh vm; then failed "vm-setup: packages missing (tests/deps.sh vm)"; finish; fi
 PATH=$PATH:/sbin:/usr/sbin # depmod, modprobe
 
-# The versioned kernel package the guests boot: what Debian 12's linux-image-6.12-amd64 depends on
-# (e.g. linux-image-6.12.117+deb12-amd64), else linux-image-amd64's (6.1); VM_KERNEL_META names
-# other meta packages to try. Not 6.1 first: its Soft-RoCE corrupts its QP reference counts under
-# many connect/disconnect cycles ("refcount_t: underflow" in rxe_destroy_qp in dmesg), after
-# which the device fails unrelated work requests (a UD send with "local QP operation error").
+# The versioned kernel package of the first meta package named that the package lists know.
+# The guests boot what Debian 12's linux-image-6.12-amd64 depends on (e.g.
+# linux-image-6.12.117+deb12-amd64), else linux-image-amd64's (6.1); VM_KERNEL_META names other
+# meta packages to try. Not 6.1 first: its Soft-RoCE corrupts its QP reference counts under many
+# connect/disconnect cycles ("refcount_t: underflow" in rxe_destroy_qp in dmesg), after which the
+# device fails unrelated work requests (a UD send with "local QP operation error"). The cxl guest
+# boots linux-image-amd64's (VM_CXL_KERNEL_META): 6.12 enumerates no memdev on this qemu's
+# emulated type-3 device, 6.1 does.
+KERNEL_METAS=${VM_KERNEL_META:-linux-image-6.12-amd64 linux-image-amd64}
+CXL_KERNEL_METAS=${VM_CXL_KERNEL_META:-linux-image-amd64}
 kernel_pkg() {
-    for meta in ${VM_KERNEL_META:-linux-image-6.12-amd64 linux-image-amd64}; do
+    for meta in "$@"; do
         p=$(apt-cache depends "$meta" 2>/dev/null |
             sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*-amd64\)$/\1/p' | head -n 1)
         [ -n "$p" ] && { echo "$p"; return; }
     done
 }
 
-prepare_kernel() {
-    pkg=$(kernel_pkg)
-    if [ -z "$pkg" ] && [ "$(id -u)" = 0 ]; then apt-get update -qq >/dev/null 2>&1; pkg=$(kernel_pkg); fi
+prepare_kernel() { # prepare_kernel META...: sets KVER, KDIR, VMLINUZ
+    pkg=$(kernel_pkg "$@")
+    if [ -z "$pkg" ] && [ "$(id -u)" = 0 ]; then apt-get update -qq >/dev/null 2>&1; pkg=$(kernel_pkg "$@"); fi
     if [ -z "$pkg" ]; then # no package lists: use what an earlier run kept
         pkg=$(ls -d "$VM"/kernel/linux-image-*/ok 2>/dev/null | sort -V | tail -n 1 | xargs -r dirname |
             xargs -r basename)
@@ -88,7 +93,7 @@ prepare_kernel() {
         if ! (cd "$VM/kernel/dl" && apt-get download $sandbox "$pkg" >/dev/null); then
             # stale package lists name a version the archive no longer has: refresh once
             [ "$(id -u)" = 0 ] && apt-get update -qq >/dev/null 2>&1 || return 1
-            pkg=$(kernel_pkg); KVER=${pkg#linux-image-}; KDIR=$VM/kernel/$pkg
+            pkg=$(kernel_pkg "$@"); KVER=${pkg#linux-image-}; KDIR=$VM/kernel/$pkg
             [ -n "$pkg" ] && (cd "$VM/kernel/dl" && apt-get download $sandbox "$pkg" >/dev/null) || return 1
         fi
         dpkg -x "$VM"/kernel/dl/"$pkg"_*.deb "$KDIR" || return 1
@@ -100,7 +105,7 @@ prepare_kernel() {
     [ -f "$VMLINUZ" ]
 }
 
-if ! prepare_kernel; then failed "vm-setup: could not get the kernel package"; finish; fi
+if ! prepare_kernel $KERNEL_METAS; then failed "vm-setup: could not get the kernel package"; finish; fi
 mkdir -p "$OUT"
 if ! $MAKE -s vm-bins >"$OUT/build.log" 2>&1; then
     cat "$OUT/build.log"; failed "vm-build: test programs did not build"; finish
@@ -136,7 +141,7 @@ copy_with_libs() { # copy_with_libs FILE DEST: a program or library and everythi
         while read -r lib; do copy_lib "$lib"; done
 }
 
-build_initramfs() {
+build_initramfs() { # build_initramfs FILE: for the kernel prepare_kernel chose
     STAGE=$VM/stage
     rm -rf "$STAGE"
     mkdir -p "$STAGE/bin" "$STAGE/usr/lib" "$STAGE/usr/lib64" "$STAGE/t" "$STAGE/etc" \
@@ -172,11 +177,23 @@ build_initramfs() {
     depmod -b "$STAGE" "$KVER" || return 1
     cp tests/vm/init.sh "$STAGE/init"
     chmod +x "$STAGE/init"
-    (cd "$STAGE" && find . | cpio -o -H newc --quiet | gzip -1) >"$VM/initrd.gz"
+    (cd "$STAGE" && find . | cpio -o -H newc --quiet | gzip -1) >"$1"
 }
 
-if ! build_initramfs; then failed "vm-setup: initramfs"; finish; fi
+if ! build_initramfs "$VM/initrd.gz"; then failed "vm-setup: initramfs"; finish; fi
+BOOT_KERNEL=$VMLINUZ BOOT_INITRD=$VM/initrd.gz CXL_KERNEL=$VMLINUZ CXL_INITRD=$VM/initrd.gz
 echo "== vm: kernel $KVER, initramfs $(du -k "$VM/initrd.gz" | cut -f1) KiB, $(($(date +%s) - t_start)) s to prepare"
+if [ "$mode" = all ] || [ "$mode" = cxl ]; then
+    main_kver=$KVER
+    if ! prepare_kernel $CXL_KERNEL_METAS; then
+        failed "vm-setup: could not get the cxl guest's kernel package"; finish
+    fi
+    if [ "$KVER" != "$main_kver" ]; then
+        if ! build_initramfs "$VM/initrd-cxl.gz"; then failed "vm-setup: cxl initramfs"; finish; fi
+        CXL_KERNEL=$VMLINUZ CXL_INITRD=$VM/initrd-cxl.gz
+        echo "== vm: the cxl guest's kernel $KVER"
+    fi
+fi
 
 # ---- booting
 
@@ -188,7 +205,7 @@ boot() {
     rm -f "$OUT/$name.results" "$OUT/$name.console"
     ${BOOT_EXEC:-} timeout -k 5 "$GUEST_TIMEOUT" qemu-system-x86_64 -accel tcg -cpu max -smp "${VM_SMP:-2}" -nodefaults \
         -display none -no-reboot -monitor none \
-        -kernel "$VMLINUZ" -initrd "$VM/initrd.gz" \
+        -kernel "$BOOT_KERNEL" -initrd "$BOOT_INITRD" \
         -append "console=ttyS0 quiet panic=-1 rcp.role=$role $extra" \
         -serial "file:$OUT/$name.console" -serial "file:$OUT/$name.results" \
         "$@" >"$OUT/$name.qemu" 2>&1
@@ -301,6 +318,8 @@ run_cxl() {
     truncate -s 256M "$cm"
     truncate -s 256M "$cl"
     truncate -s 268566528 "$nv" # 256 MiB for the region (16 MiB aligned) + 128 KiB of labels
+    bk=$BOOT_KERNEL bi=$BOOT_INITRD
+    BOOT_KERNEL=$CXL_KERNEL BOOT_INITRD=$CXL_INITRD
     boot cxl cxl "" -M q35,cxl=on,nvdimm=on -m 2G,maxmem=8G,slots=8 \
         -object memory-backend-file,id=nvm0,share=on,mem-path="$nv",size=268566528 \
         -device nvdimm,id=nvdimm0,memdev=nvm0,label-size=128K \
@@ -310,6 +329,7 @@ run_cxl() {
         -device cxl-rp,port=0,bus=cxl.1,id=rp13,chassis=0,slot=2 \
         -device cxl-type3,bus=rp13,memdev=cxl-mem1,lsa=cxl-lsa1,id=cxl-pmem0 \
         -M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G
+    BOOT_KERNEL=$bk BOOT_INITRD=$bi
     rm -f "$cm" "$cl" "$nv"
     collect cxl $(($(date +%s) - t0))
 }
