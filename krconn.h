@@ -245,8 +245,9 @@
    One rule in every rpcool header: each owns a block of codes counting up from its number
    (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). X_strerror explains
    its own codes and those of every rpcool header declared before its implementation (a code
-   passed through keeps its text); -1 to -4095 is -errno (strerror's text); a code of a header
-   not declared names that header; else "unknown error code"; 0 is "success". Static strings.
+   passed through keeps its text); -1 to -4095 is -errno (strerror's text, when the system
+   knows that errno); a code of a header not declared names that header; else "unknown error
+   code" (an unused code of a declared header's block too); 0 is "success". Static strings.
 
    krconn_strerror explains a code; krconn_describe explains the calling thread's last failure in
    full: the step, device, GID, QPN and errno ("connect: RTR of qp 17 on rxe0 port 1 gid
@@ -622,7 +623,7 @@ KRCONN_API const char *krconn_strerror(int code)
 #define RCP__ERROR_CASE(name, value, text) case name: return text;
 #include "impl/errors.h" /* the codes of every rpcool header included before this point */
 #undef RCP__ERROR_CASE
-    default: return rcp__errtext(code);
+    default: return rcp__errtext(code, RCP__ERR_DECLARED);
     }
 }
 

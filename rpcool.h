@@ -488,7 +488,8 @@
    X_strerror explains its own codes and those of every rpcool header declared before its
    implementation, so a code passed through keeps its text; another code from -1 to -4095 is
    -errno, with strerror's text when the system knows that errno; a code of a header not
-   declared names that header; anything else is "unknown error code", and 0 is "success".
+   declared names that header; anything else (an unused code of a declared header's block too)
+   is "unknown error code", and 0 is "success".
    Every text is a static string.
 
    9. LIMITS
@@ -1804,7 +1805,7 @@ RPCOOL_API const char *rpcool_strerror(int code)
 #define RCP__ERROR_CASE(name, value, text) case name: return text;
 #include "impl/errors.h" /* the codes of every rpcool header included before this point */
 #undef RCP__ERROR_CASE
-    default: return rcp__errtext(code);
+    default: return rcp__errtext(code, RCP__ERR_DECLARED);
     }
 }
 
