@@ -703,8 +703,9 @@
    holds the name) or stale (the server is gone, its name file or socket left), the server's pid,
    its stats and connections (pid, uid, gid, calls in flight; an RDMA connection with its address
    and claims) where the server answers this user; "unknown" where the name file may not be read.
-   --json prints one JSON object per report (one line each); --watch SECONDS repeats; --clean
-   removes the name file and socket of each stale channel (only those named, if any): it takes the
+   At most 64 connections of a channel are listed: the text says how many more there are, and
+   in JSON stats.conns counts them all. At most 512 channels are listed. --json prints one JSON
+   object per report (one line each); --watch SECONDS repeats; --clean removes the name file and socket of each stale channel (only those named, if any): it takes the
    name's lock first, which a live server holds, so a live channel is never touched; a server
    starting on that very name at that moment may fail with RPCOOL_E_NAMETAKEN (start it again).
    --help prints the usage and exits 0. Exit status: 0, 1 when --clean could not remove
@@ -897,7 +898,8 @@ typedef struct rpcool_server_opts {
                              $KRCONN_META. NULL = shared memory only */
     const char *rdma_device; /* RDMA device; NULL = $KRCONN_DEVICE, else the first active */
     size_t stack_size;    /* stack of each thread of rpcool_server_start (see LIMITS: how deep
-                             a handler may recurse); 0 = RPCOOL_DEFAULT_STACK_SIZE */
+                             a handler may recurse); 0 = RPCOOL_DEFAULT_STACK_SIZE; less than
+                             RPCOOL_STACK_RESERVE + PTHREAD_STACK_MIN: RPCOOL_E_INVAL (open) */
     unsigned limit_ms;    /* time limit of every handler (see "Time limits" in FAILURES);
                              rpcool_handler_opts.limit_ms overrides it; 0 = none */
     unsigned close_ms;    /* rpcool_server_close waits this long for running handlers, then
@@ -1000,6 +1002,8 @@ RPCOOL_API const char *rpcool_strerror(int code);
 /* Server. */
 RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts *opts,
                                   rpcool_server **out);
+/* Sets (or replaces) handler id; fn NULL removes it (its calls then fail RPCOOL_E_NOHANDLER).
+   RPCOOL_E_INVAL: s NULL, id >= RPCOOL_MAX_HANDLERS, an unknown safety flag. */
 RPCOOL_API int rpcool_server_add_handler(rpcool_server *s, unsigned id, rpcool_handler *fn,
                                          void *user, unsigned safety);
 RPCOOL_API int rpcool_server_add_handler_ex(rpcool_server *s, unsigned id, rpcool_handler *fn,
@@ -2754,7 +2758,8 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     memset(&o, 0, sizeof o);
     if (opts) o = *opts;
     if (o.max_conns == 0) o.max_conns = RPCOOL_DEFAULT_MAX_CONNS;
-    if (o.max_conns > RPCOOL_MAX_CONNS || (o.safety & ~(unsigned)RPCOOL__KNOWN_FLAGS))
+    if (o.max_conns > RPCOOL_MAX_CONNS || (o.safety & ~(unsigned)RPCOOL__KNOWN_FLAGS) ||
+        (o.stack_size && o.stack_size < (size_t)RPCOOL_STACK_RESERVE + PTHREAD_STACK_MIN))
         return RPCOOL_E_INVAL;
     if (!(s = (rpcool_server *)rpcool__calloc(1, sizeof *s))) return -ENOMEM;
     snprintf(s->name, sizeof s->name, "%s", channel);

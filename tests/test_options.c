@@ -466,6 +466,8 @@ static void g_max_conns_and_pod(void)
     rpcool_server *s = NULL;
     rpcool_server_opts so = {.max_conns = 1025};
     CHECK_EQ(rpcool_server_open(t_uniq("gmax"), &so, &s), RPCOOL_E_INVAL);
+    rpcool_server_opts small = {.stack_size = 4096}; /* below RPCOOL_STACK_RESERVE: at open */
+    CHECK_EQ(rpcool_server_open(t_uniq("gstk"), &small, &s), RPCOOL_E_INVAL);
     const char *name = t_uniq("gmax");
     const char *pod = t_uniq("gcpod");
     so.max_conns = 0;
