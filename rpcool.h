@@ -702,14 +702,15 @@
    whose use the tool cannot see) and every channel in /dev/shm or those named: live (its server
    holds the name) or stale (the server is gone, its name file or socket left), the server's pid,
    its stats and connections (pid, uid, gid, calls in flight; an RDMA connection with its address
-   and claims) where the server answers this user; "unknown" where the name file may not be read.
-   At most 64 connections of a channel are listed: the text says how many more there are, and
-   in JSON stats.conns counts them all. At most 512 channels are listed. --json prints one JSON
-   object per report (one line each); --watch SECONDS repeats; --clean removes the name file
-   and socket of each stale channel (only those named, if any): it takes the name's lock first, which a live server holds, so a live channel is never touched; a server
-   starting on that very name at that moment may fail with RPCOOL_E_NAMETAKEN (start it again).
-   --help prints the usage and exits 0. Exit status: 0, 1 when --clean could not remove
-   something (another user's), 2 for a usage error (the usage then goes to stderr).
+   and claims) where the server answers this user; "unknown" where the name file may not be read. At
+   most 64 connections of a channel are listed: the text says how many more there are, and in JSON
+   stats.conns counts them all. At most 512 channels are listed. --json prints one JSON object per
+   report (one line each); --watch SECONDS repeats; --clean removes the name file and socket of each
+   stale channel (only those named, if any): it takes the name's lock first, which a live server
+   holds, so a live channel is never touched; a server starting on that very name at that moment may
+   fail with RPCOOL_E_NAMETAKEN (start it again). --help prints the usage and exits 0. Exit status:
+   0, 1 when --clean could not remove something (another user's), 2 for a usage error (the usage
+   then goes to stderr).
 */
 #ifndef RPCOOL_H
 #define RPCOOL_H
