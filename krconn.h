@@ -245,9 +245,9 @@
    One rule in every rpcool header: each owns a block of codes counting up from its number
    (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). X_strerror explains
    its own codes and those of every rpcool header declared before its implementation (a code
-   passed through keeps its text); -1 to -4095 is -errno (strerror's text, when the system
-   knows that errno); a code of a header not declared names that header; else "unknown error
-   code" (an unused code of a declared header's block too); 0 is "success". Static strings.
+   passed through keeps its text); -1 to -4095 is -errno (strerror's text if the system knows
+   it); an undeclared header's code names that header; else "unknown error code"; 0 "success".
+   Static texts.
 
    krconn_strerror explains a code; krconn_describe explains the calling thread's last failure in
    full: the step, device, GID, QPN and errno ("connect: RTR of qp 17 on rxe0 port 1 gid

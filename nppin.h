@@ -176,10 +176,9 @@
    One rule in every rpcool header: each owns a block of codes counting up from its number
    (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). X_strerror explains
    its own codes and those of every rpcool header declared before its implementation (a code
-   passed through keeps its text); -1 to -4095 is -errno (strerror's text, when the system
-   knows that errno); a code of a header not declared names that header; else "unknown error
-   code" (an unused code of a declared header's block too); 0 is "success". Static strings.
-   A failed work request completes with its own status in the nppin_poll'ed wc.
+   passed through keeps its text); -1 to -4095 is -errno (strerror's text if the system knows
+   it); an undeclared header's code names that header; else "unknown error code"; 0 "success".
+   Static texts. A failed work request completes with its own status in the nppin_poll'ed wc.
 
    9. LIMITS
    ---------
@@ -1413,47 +1412,43 @@ fail:
     return rc;
 }
 
+/* One post under the context's lock (the public posts; nppin_xfer keeps its slot). */
+static int nppin__post_one(nppin_ctx *ctx, struct ibv_qp *qp, int opcode, uint64_t wr_id,
+                           const void *buf, size_t len, const nppin_target *t, unsigned flags,
+                           int recv)
+{
+    pthread_mutex_lock(&ctx->mu);
+    int rc = nppin__post(ctx, qp, opcode, wr_id, (uintptr_t)buf, len, t, flags, recv, NULL);
+    pthread_mutex_unlock(&ctx->mu);
+    return rc;
+}
+
 NPPIN_API int nppin_post_send(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id, const void *buf,
                               size_t len, unsigned send_flags)
 {
     if (!ctx) return -EINVAL;
-    pthread_mutex_lock(&ctx->mu);
-    int rc = nppin__post(ctx, qp, IBV_WR_SEND, wr_id, (uintptr_t)buf, len, NULL, send_flags, 0,
-                         NULL);
-    pthread_mutex_unlock(&ctx->mu);
-    return rc;
+    return nppin__post_one(ctx, qp, IBV_WR_SEND, wr_id, buf, len, NULL, send_flags, 0);
 }
 
 NPPIN_API int nppin_post_recv(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id, void *buf,
                               size_t len)
 {
     if (!ctx) return -EINVAL;
-    pthread_mutex_lock(&ctx->mu);
-    int rc = nppin__post(ctx, qp, IBV_WR_SEND, wr_id, (uintptr_t)buf, len, NULL, 0, 1, NULL);
-    pthread_mutex_unlock(&ctx->mu);
-    return rc;
+    return nppin__post_one(ctx, qp, IBV_WR_SEND, wr_id, buf, len, NULL, 0, 1);
 }
 
 NPPIN_API int nppin_post_write(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id, const void *buf,
                                size_t len, const nppin_target *to, unsigned send_flags)
 {
     if (!ctx || !to) return -EINVAL;
-    pthread_mutex_lock(&ctx->mu);
-    int rc = nppin__post(ctx, qp, IBV_WR_RDMA_WRITE, wr_id, (uintptr_t)buf, len, to, send_flags, 0,
-                         NULL);
-    pthread_mutex_unlock(&ctx->mu);
-    return rc;
+    return nppin__post_one(ctx, qp, IBV_WR_RDMA_WRITE, wr_id, buf, len, to, send_flags, 0);
 }
 
 NPPIN_API int nppin_post_read(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id, void *buf,
                               size_t len, const nppin_target *from, unsigned send_flags)
 {
     if (!ctx || !from) return -EINVAL;
-    pthread_mutex_lock(&ctx->mu);
-    int rc = nppin__post(ctx, qp, IBV_WR_RDMA_READ, wr_id, (uintptr_t)buf, len, from, send_flags,
-                         0, NULL);
-    pthread_mutex_unlock(&ctx->mu);
-    return rc;
+    return nppin__post_one(ctx, qp, IBV_WR_RDMA_READ, wr_id, buf, len, from, send_flags, 0);
 }
 
 static int nppin__complete_locked(nppin_ctx *ctx, struct ibv_wc *wc)

@@ -124,11 +124,10 @@
    One rule in every rpcool header: each owns a block of codes counting up from its number
    (shmheap -1000, rpcool -2000, alock -3000, krconn -4000, nppin -5000). X_strerror explains
    its own codes and those of every rpcool header declared before its implementation (a code
-   passed through keeps its text); -1 to -4095 is -errno (strerror's text, when the system
-   knows that errno); a code of a header not declared names that header; else "unknown error
-   code" (an unused code of a declared header's block too); 0 is "success". Static strings.
-   Allocation functions return NULL (errno = ENOMEM) when the heap is full; shmheap_alloc()
-   returns the reason instead.
+   passed through keeps its text); -1 to -4095 is -errno (strerror's text if the system knows
+   it); an undeclared header's code names that header; else "unknown error code"; 0 "success".
+   Static texts. Allocation functions return NULL (errno = ENOMEM) when the heap is full;
+   shmheap_alloc() returns the reason instead.
 
    7. LIMITS
    ---------
