@@ -1170,7 +1170,11 @@ static void leak_cycles(void)
     int mi = mirrors();
     printf("# %d connect/call/disconnect cycles: after the first 50, qp in use %d->%d cq in use "
            "%d->%d mr %d->%d; %d mirrors left\n", k, qp0, qp1, cq0, cq1, mr0, mr1, mi);
-    CHECK(k == 150 && qp0 >= 0 && qp1 == qp0 && cq1 == cq0 && mr1 == mr0 && mi == 0);
+    /* one either way: the probe connection of pooled() holds a QP of the server's pool while
+       it asks, and that QP goes back to the pool or (the pool full) is destroyed, depending on
+       the moment; a leak of the cycles shows as a hundred */
+    CHECK(k == 150 && qp0 >= 0 && abs(qp1 - qp0) <= 1 && abs(cq1 - cq0) <= 1 && mr1 == mr0 &&
+          mi == 0);
 }
 
 /* A client slow after its connect (0.7 s, longer than the server's hello retries on RNR,
