@@ -50,7 +50,8 @@
    small pod directory that itself lives in shared memory (/dev/shm/shmheap.pod, or
    $SHMHEAP_POD): no daemon. A new pod takes its window from $SHMHEAP_WINDOW ("LO-HI" in hex) if
    set, narrowed to its own sixteenth when $SHMHEAP_POD_ID is set (0-15: "pod ids", so heaps of
-   different pods never share addresses, as rpcool's RDMA transport needs across pods). Programs
+   different pods never share addresses, as rpcool's RDMA transport needs across pods; a
+   sixteenth rounded down to 2 MiB multiples, so one under 2 MiB holds no heap). Programs
    built with ThreadSanitizer can only map inside [0x550000000000, 0x568000000000),
    so such builds default to the pod shmheap-tsan.pod with the window
    [0x560000000000, 0x568000000000). The address is recorded in the heap's header; every opener
@@ -1386,7 +1387,8 @@ static int shmheap__locate(const shmheap *h, const void *p, size_t *span, uint64
                            unsigned *slot)
 {
     uintptr_t a = (uintptr_t)p, d = (uintptr_t)h->data;
-    if (a < d || a >= d + (h->nspans << SHMHEAP__SPAN_SHIFT)) return SHMHEAP_E_FOREIGN;
+    if (a < (uintptr_t)h->base || a - (uintptr_t)h->base >= h->size) return SHMHEAP_E_FOREIGN;
+    if (a < d || a >= d + (h->nspans << SHMHEAP__SPAN_SHIFT)) return SHMHEAP_E_BADPTR; /* header */
     size_t off = a - d, s = off >> SHMHEAP__SPAN_SHIFT;
     uint32_t so = (uint32_t)(off & (SHMHEAP__SPAN - 1));
     uint64_t e = rcp__load(&h->ent[s]);
@@ -1640,9 +1642,15 @@ static int shmheap__pod_open(const shmheap_opts *o, struct shmheap__podref *pr)
             char extra;
             unsigned long long part =
                 ((hi - lo) / SHMHEAP_POD_IDS) & ~(unsigned long long)(SHMHEAP__ALIGN - 1);
-            if (sscanf(id, "%u%c", &k, &extra) == 1 && k < SHMHEAP_POD_IDS && part) {
-                lo += k * part;
+            if (sscanf(id, "%u%c", &k, &extra) == 1 && k < SHMHEAP_POD_IDS) {
+                lo += k * part; /* a sixteenth under 2 MiB is empty: every create is PODFULL */
                 hi = lo + part;
+                if (!part) {
+                    struct rcp__logger lg = shmheap__logger(o);
+                    shmheap__log(&lg, SHMHEAP_LOG_WARN,
+                                 "SHMHEAP_WINDOW's sixteenth for SHMHEAP_POD_ID=%s is under 2 MiB:"
+                                 " no heap fits", id);
+                }
             } else {
                 struct rcp__logger lg = shmheap__logger(o);
                 shmheap__log(&lg, SHMHEAP_LOG_WARN,

@@ -1,0 +1,591 @@
+/* shmheap.h's manual sentence by sentence through the public API only: names and where memory
+ * lives, sizes and alignments, create/open/close/unlink and their codes, open counts, the
+ * allocator's promises (size classes, align 0 = 16, errno of the pointer calls, checked frees,
+ * usable sizes, the thread cache's bound, what the stats count), roots, contains, sealing,
+ * protection keys without pku, strerror's rule, the environment (SHMHEAP_WINDOW,
+ * SHMHEAP_POD_ID, SHMHEAP_DEBUG). */
+#define SHMHEAP_IMPLEMENTATION
+#include "shmheap.h"
+#include "t.h"
+#include <errno.h>
+#include <pthread.h>
+#include <sys/mman.h>
+
+#define MIB ((size_t)1 << 20)
+
+static void m_names(void)
+{
+    const char *n = t_uniq("mn");
+    char shm[128], file[160];
+    shmheap *h = NULL, *h2 = NULL;
+    snprintf(shm, sizeof shm, "shm:%s", n);
+    shmheap_opts o = {.size = 2 * MIB};
+    int r = shmheap_create(shm, &o, &h);
+    CHECKF(r == 0, "create shm:NAME: %s", shmheap_strerror(r));
+    if (r) return;
+    CHECK(t_shm_exists(n));
+    r = shmheap_open(n, NULL, &h2); /* "NAME" and "shm:NAME" are the same object */
+    CHECK_EQ(r, 0);
+    if (!r) CHECK(h2 == h);
+    if (!r) shmheap_close(h2);
+    t_rm(h, shm);
+    CHECK(!t_shm_exists(n));
+    snprintf(file, sizeof file, "file:/tmp/%s", n);
+    r = shmheap_create(file, &o, &h);
+    CHECKF(r == 0, "create file:PATH: %s", shmheap_strerror(r));
+    if (!r) {
+        struct stat st;
+        CHECK(stat(file + 5, &st) == 0 && (size_t)st.st_size == 2 * MIB);
+        t_rm(h, file);
+        CHECK(stat(file + 5, &st) != 0);
+    }
+    r = shmheap_create("cxl:region987", &o, &h);
+    CHECK_EQ(r, SHMHEAP_E_NOTSUP);
+    r = shmheap_open("cxl:region987", NULL, &h);
+    CHECK_EQ(r, SHMHEAP_E_NOTSUP);
+    r = shmheap_open("/dev/dax987.0", NULL, &h);
+    CHECKF(r == SHMHEAP_E_NOTFOUND, "open of an absent dax: %s", shmheap_strerror(r));
+    r = shmheap_open(t_uniq("absent"), NULL, &h);
+    CHECK_EQ(r, SHMHEAP_E_NOTFOUND);
+    r = shmheap_unlink(t_uniq("absent"), NULL);
+    CHECKF(r == SHMHEAP_E_NOTFOUND, "unlink of an absent heap: %s", shmheap_strerror(r));
+    r = shmheap_create("", &o, &h);
+    CHECK_EQ(r, SHMHEAP_E_BADNAME);
+    r = shmheap_create("shm:", &o, &h);
+    CHECK_EQ(r, SHMHEAP_E_BADNAME);
+    r = shmheap_create(NULL, &o, &h);
+    CHECKF(r < 0, "create NULL name: %d", r);
+    r = shmheap_create(n, &o, NULL);
+    CHECKF(r < 0, "create NULL out: %d", r);
+    r = shmheap_open(NULL, NULL, &h);
+    CHECKF(r < 0, "open NULL name: %d", r);
+    r = shmheap_unlink(NULL, NULL);
+    CHECKF(r < 0, "unlink NULL: %d", r);
+}
+
+static void m_sizes(void)
+{
+    const char *n = t_uniq("ms");
+    shmheap *h = NULL;
+    shmheap_opts o = {.size = 1};
+    int r = shmheap_create(n, &o, &h); /* rounded up to 2 MiB */
+    CHECKF(r == 0, "size 1: %s", shmheap_strerror(r));
+    if (!r) { CHECK_EQ(shmheap_size(h), 2 * MIB); t_rm(h, n); }
+    o.size = 3 * MIB;
+    r = shmheap_create(n, &o, &h);
+    CHECKF(r == 0, "size 3 MiB: %s", shmheap_strerror(r));
+    if (!r) {
+        CHECK_EQ(shmheap_size(h), 4 * MIB);
+        CHECK((uintptr_t)shmheap_base(h) % (2 * MIB) == 0);
+        t_rm(h, n);
+    }
+    r = shmheap_create(n, NULL, &h); /* default 64 MiB */
+    CHECKF(r == 0, "NULL opts: %s", shmheap_strerror(r));
+    if (!r) { CHECK_EQ(shmheap_size(h), SHMHEAP_DEFAULT_SIZE); t_rm(h, n); }
+    o.size = ((size_t)16 << 40) + 2 * MIB; /* over 16 TiB */
+    r = shmheap_create(n, &o, &h);
+    CHECKF(r < 0, "a heap over 16 TiB: %d", r);
+    if (!r) t_rm(h, n);
+    o.size = (size_t)-1;
+    r = shmheap_create(n, &o, &h);
+    CHECKF(r < 0, "SIZE_MAX: %d", r);
+    if (!r) t_rm(h, n);
+    CHECK(!t_shm_exists(n));
+    shmheap_opts a = {.size = 2 * MIB, .addr = 0x6f0000000000ull + 4096};
+    r = shmheap_create(n, &a, &h);
+    CHECKF(r == SHMHEAP_E_INVAL, "unaligned addr: %s", shmheap_strerror(r));
+    if (!r) t_rm(h, n);
+    CHECK(!t_shm_exists(n));
+}
+
+static void m_mode(void)
+{
+    const char *n = t_uniq("mm");
+    char p[160];
+    shmheap *h = NULL;
+    struct stat st;
+    mode_t old = umask(0);
+    shmheap_opts o = {.size = 2 * MIB};
+    int r = shmheap_create(n, &o, &h);
+    snprintf(p, sizeof p, "/dev/shm/%s", n);
+    CHECK(r == 0 && stat(p, &st) == 0 && (st.st_mode & 0777) == SHMHEAP_DEFAULT_MODE);
+    if (!r) t_rm(h, n);
+    o.mode = 0640;
+    r = shmheap_create(n, &o, &h);
+    CHECK(r == 0 && stat(p, &st) == 0 && (st.st_mode & 0777) == 0640);
+    if (!r) t_rm(h, n);
+    umask(old);
+}
+
+static void m_lifetime(void)
+{
+    const char *n = t_uniq("ml");
+    shmheap *h = NULL, *h2 = NULL;
+    shmheap_opts o = {.size = 2 * MIB};
+    int r = shmheap_create(n, &o, &h);
+    CHECK_EQ(r, 0);
+    if (r) return;
+    CHECK_EQ(shmheap_opens(h), 1);
+    CHECK(strstr(shmheap_name(h), n) != NULL);
+    r = shmheap_create(n, &o, &h2);
+    CHECK_EQ(r, SHMHEAP_E_EXISTS);
+    shmheap_opts ov = {.size = 2 * MIB, .overwrite = 1};
+    r = shmheap_create(n, &ov, &h2);
+    CHECK_EQ(r, SHMHEAP_E_BUSY);
+    r = shmheap_open(n, NULL, &h2);
+    CHECK(r == 0 && h2 == h);
+    CHECK_EQ(shmheap_opens(h), 2);
+    CHECK_EQ(shmheap_close(h2), 0);
+    CHECK_EQ(shmheap_opens(h), 1);
+    void *p = shmheap_malloc(h, 100);
+    CHECK(p && shmheap_of(p) == h);
+    CHECK(shmheap_of(&r) == NULL);
+    CHECK(shmheap_of(NULL) == NULL);
+    shmheap_root_set(h, "x", p);
+    CHECK_EQ(shmheap_close(h), 0);
+    CHECK(shmheap_of(p) == NULL);
+    r = shmheap_open(n, NULL, &h); /* the heap lives on */
+    CHECK_EQ(r, 0);
+    if (r) { shmheap_unlink(n, NULL); return; }
+    CHECK(shmheap_root_get(h, "x") == p);
+    CHECK_EQ(shmheap_close(h), 0);
+    r = shmheap_create(n, &ov, &h); /* overwrite: a fresh heap */
+    CHECK_EQ(r, 0);
+    if (!r) { CHECK(shmheap_root_get(h, "x") == NULL); shmheap_close(h); }
+    CHECK_EQ(shmheap_unlink(n, NULL), 0);
+    CHECK(!t_shm_exists(n));
+    r = shmheap_open(n, NULL, &h);
+    CHECK_EQ(r, SHMHEAP_E_NOTFOUND);
+}
+
+/* A file that is no heap: BADMAGIC; a file too small: TOOSMALL. */
+static void m_not_a_heap(void)
+{
+    char p[160], nm[170];
+    shmheap *h;
+    snprintf(p, sizeof p, "/tmp/%s", t_uniq("nh"));
+    snprintf(nm, sizeof nm, "file:%s", p);
+    int fd = open(p, O_CREAT | O_RDWR | O_TRUNC, 0600);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    CHECK(ftruncate(fd, 4 * MIB) == 0);
+    CHECK(pwrite(fd, "garbage!garbage!", 16, 0) == 16);
+    int r = shmheap_open(nm, NULL, &h);
+    CHECKF(r == SHMHEAP_E_BADMAGIC, "open of a file of garbage: %s", shmheap_strerror(r));
+    CHECK(ftruncate(fd, 100) == 0);
+    r = shmheap_open(nm, NULL, &h);
+    CHECKF(r == SHMHEAP_E_TOOSMALL || r == SHMHEAP_E_BADMAGIC, "a file of 100 bytes: %s",
+           shmheap_strerror(r));
+    close(fd);
+    unlink(p);
+}
+
+static void m_alloc(void)
+{
+    const char *n = t_uniq("ma");
+    shmheap *h = t_heap(n, 4 * MIB);
+    if (!h) return;
+    void *p = NULL;
+    CHECK_EQ(shmheap_alloc(h, 1, 0, &p), 0);
+    CHECK(p && (uintptr_t)p % 16 == 0);
+    CHECK(shmheap_contains(h, p, 1));
+    CHECK(shmheap_usable_size(h, p) >= 1);
+    CHECK_EQ(shmheap_free(h, p), 0);
+    for (size_t al = 16; al <= 2 * MIB; al <<= 1) {
+        void *q = NULL;
+        int r = shmheap_alloc(h, 24, al, &q);
+        CHECKF(r == 0 && (uintptr_t)q % al == 0, "align %zu: %s", al, shmheap_strerror(r));
+        if (!r) CHECK_EQ(shmheap_free(h, q), 0);
+        q = shmheap_aligned_alloc(h, al, 100);
+        CHECKF(q && (uintptr_t)q % al == 0, "aligned_alloc %zu", al);
+        if (q) CHECK_EQ(shmheap_free(h, q), 0);
+    }
+    for (size_t al = 1; al < 16; al <<= 1) { /* smaller alignments: at least that */
+        void *q = NULL;
+        int r = shmheap_alloc(h, 24, al, &q);
+        CHECKF(r == 0, "align %zu: %s", al, shmheap_strerror(r));
+        if (!r) CHECK_EQ(shmheap_free(h, q), 0);
+    }
+    p = (void *)1;
+    CHECK_EQ(shmheap_alloc(h, 24, 3, &p), SHMHEAP_E_INVAL);
+    CHECK_EQ(shmheap_alloc(h, 24, 48, &p), SHMHEAP_E_INVAL);
+    errno = 0;
+    CHECK(shmheap_aligned_alloc(h, 3, 10) == NULL);
+    CHECK_EQ(shmheap_alloc(NULL, 24, 0, &p), SHMHEAP_E_INVAL);
+    CHECKF(shmheap_alloc(h, 24, 0, NULL) < 0, "NULL out");
+    /* full: SHMHEAP_E_FULL; pointer calls NULL with errno ENOMEM */
+    CHECK_EQ(shmheap_alloc(h, 64 * MIB, 0, &p), SHMHEAP_E_FULL);
+    CHECK(p == NULL);
+    errno = 0;
+    CHECK(shmheap_malloc(h, 64 * MIB) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK(shmheap_calloc(h, SIZE_MAX / 2, 4) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK(shmheap_malloc(h, SIZE_MAX) == NULL && errno == ENOMEM);
+    errno = 0;
+    CHECK_EQ(shmheap_alloc(h, SIZE_MAX - 10, 0, &p), SHMHEAP_E_FULL);
+    /* sizes over 32 KiB are multiples of 64 KiB */
+    void *big = shmheap_malloc(h, 32769);
+    CHECK(big && shmheap_usable_size(h, big) == 65536);
+    void *sm = shmheap_malloc(h, 32768);
+    CHECK(sm && shmheap_usable_size(h, sm) == 32768);
+    shmheap_free(h, big);
+    shmheap_free(h, sm);
+    /* calloc zeroes */
+    unsigned char *c = shmheap_malloc(h, 512);
+    if (c) { memset(c, 0xab, 512); shmheap_free(h, c); }
+    c = shmheap_calloc(h, 16, 32);
+    int z = c != NULL;
+    for (int i = 0; c && i < 512; i++) z &= c[i] == 0;
+    CHECK(z);
+    if (c) shmheap_free(h, c);
+    /* realloc keeps the contents */
+    char *s = shmheap_malloc(h, 10);
+    if (s) memcpy(s, "abcdefghi", 10);
+    s = shmheap_realloc(h, s, 100000);
+    CHECK(s && !memcmp(s, "abcdefghi", 10));
+    s = shmheap_realloc(h, s, 5);
+    CHECK(s && !memcmp(s, "abcde", 5));
+    if (s) shmheap_free(h, s);
+    s = shmheap_realloc(h, NULL, 30);
+    CHECK(s != NULL);
+    if (s) shmheap_free(h, s);
+    t_rm_empty(h, n);
+}
+
+static void m_free_checks(void)
+{
+    const char *n = t_uniq("mf");
+    shmheap *h = t_heap(n, 2 * MIB);
+    if (!h) return;
+    int local;
+    CHECK_EQ(shmheap_free(h, NULL), 0);
+    CHECK_EQ(shmheap_free(h, &local), SHMHEAP_E_FOREIGN);
+    char *p = shmheap_malloc(h, 64);
+    CHECK_EQ(shmheap_free(h, p + 16), SHMHEAP_E_BADPTR);
+    CHECK_EQ(shmheap_free(h, p + 1), SHMHEAP_E_BADPTR);
+    CHECK_EQ(shmheap_usable_size(h, p + 16), 0);
+    CHECK_EQ(shmheap_usable_size(h, &local), 0);
+    CHECK_EQ(shmheap_usable_size(h, NULL), 0);
+    CHECK_EQ(shmheap_free(h, p), 0);
+    CHECK_EQ(shmheap_free(h, p), SHMHEAP_E_DOUBLEFREE);
+    CHECK_EQ(shmheap_usable_size(h, p), 0);
+    char *b = shmheap_malloc(h, 100000);
+    CHECK_EQ(shmheap_free(h, b + 65536), SHMHEAP_E_BADPTR);
+    CHECK_EQ(shmheap_free(h, b), 0);
+    CHECK_EQ(shmheap_free(h, b), SHMHEAP_E_DOUBLEFREE);
+    CHECK_EQ(shmheap_usable_size(h, b), 0);
+    /* the header is inside the heap but no block */
+    CHECK_EQ(shmheap_free(h, shmheap_base(h)), SHMHEAP_E_BADPTR);
+    CHECK_EQ(shmheap_usable_size(h, shmheap_base(h)), 0);
+    CHECK_EQ(shmheap_free(NULL, p), SHMHEAP_E_INVAL);
+    t_rm_empty(h, n);
+}
+
+static void m_cache_bound(void)
+{
+    const char *n = t_uniq("mc");
+    shmheap *h = t_heap(n, 4 * MIB);
+    if (!h) return;
+    void *b[20];
+    shmheap_stats st;
+    for (int i = 0; i < 20; i++) b[i] = shmheap_malloc(h, 64);
+    CHECK_EQ(shmheap_check(h, &st), 0);
+    CHECK_EQ(st.live_blocks, 20);
+    CHECK_EQ(st.used_bytes, 20 * 64);
+    for (int i = 0; i < 20; i++) shmheap_free(h, b[i]);
+    CHECK_EQ(shmheap_check(h, &st), 0);
+    CHECK_EQ(st.live_blocks, 0);
+    CHECK_EQ(st.used_bytes, 0);
+    CHECKF(st.cached_blocks <= 8, "%zu blocks cached in one class", st.cached_blocks);
+    void *k = shmheap_malloc(h, 8192); /* over 4 KiB: never cached */
+    shmheap_free(h, k);
+    CHECK_EQ(shmheap_check(h, &st), 0);
+    CHECKF(st.cached_blocks <= 8, "%zu cached", st.cached_blocks);
+    CHECK_EQ(shmheap_flush(h), 0);
+    CHECK_EQ(shmheap_check(h, &st), 0);
+    CHECK_EQ(st.cached_blocks, 0);
+    CHECK_EQ(st.size, shmheap_size(h));
+    CHECK(st.data_bytes > 0 && st.data_bytes < st.size);
+    CHECK_EQ(st.problem[0], 0);
+    CHECK_EQ(shmheap_check(h, NULL), 0);
+    CHECK_EQ(shmheap_flush(NULL), SHMHEAP_E_INVAL);
+    t_rm_empty(h, n);
+}
+
+static void *m_thr(void *a)
+{
+    shmheap *h = a;
+    for (int i = 0; i < 8; i++) shmheap_free(h, shmheap_malloc(h, 128));
+    return NULL;
+}
+
+/* "it goes back to everyone when the thread exits" */
+static void m_cache_thread_exit(void)
+{
+    const char *n = t_uniq("mt");
+    shmheap *h = t_heap(n, 4 * MIB);
+    if (!h) return;
+    pthread_t t;
+    shmheap_stats st;
+    pthread_create(&t, NULL, m_thr, h);
+    pthread_join(t, NULL);
+    CHECK_EQ(shmheap_check(h, &st), 0);
+    CHECKF(st.cached_blocks == 0, "%zu blocks still cached after the thread exited",
+           st.cached_blocks);
+    t_rm_empty(h, n);
+}
+
+static void m_roots(void)
+{
+    const char *n = t_uniq("mr");
+    shmheap *h = t_heap(n, 2 * MIB);
+    if (!h) return;
+    void *p = shmheap_malloc(h, 16);
+    char nm[64];
+    memset(nm, 'r', 47);
+    nm[47] = 0;
+    CHECK_EQ(shmheap_root_set(h, nm, p), 0);
+    CHECK(shmheap_root_get(h, nm) == p);
+    nm[47] = 'r';
+    nm[48] = 0;
+    CHECK_EQ(shmheap_root_set(h, nm, p), SHMHEAP_E_BADNAME);
+    CHECK(shmheap_root_get(h, nm) == NULL);
+    CHECK_EQ(shmheap_root_set(h, "", p), SHMHEAP_E_BADNAME);
+    CHECKF(shmheap_root_set(h, NULL, p) < 0, "NULL root name");
+    CHECK(shmheap_root_get(h, NULL) == NULL);
+    CHECK(shmheap_root_get(NULL, "a") == NULL);
+    CHECK(shmheap_root_get(h, "absent") == NULL);
+    int local;
+    int r = shmheap_root_set(h, "foreign", &local);
+    CHECKF(r == SHMHEAP_E_FOREIGN, "root to a pointer outside the heap: %s",
+           shmheap_strerror(r));
+    nm[47] = 0;
+    CHECK_EQ(shmheap_root_set(h, nm, NULL), 0); /* removes */
+    CHECK(shmheap_root_get(h, nm) == NULL);
+    r = shmheap_root_set(h, "never-set", NULL);
+    CHECKF(r == 0 || r == SHMHEAP_E_NOTFOUND, "removing an absent root: %s", shmheap_strerror(r));
+    int i;
+    for (i = 0; i < 64; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "k%d", i);
+        if ((r = shmheap_root_set(h, k, p)) != 0) break;
+    }
+    CHECKF(i == 64, "only %d roots: %s", i, shmheap_strerror(r));
+    r = shmheap_root_set(h, "k64", p);
+    CHECKF(r == SHMHEAP_E_FULL, "65th root: %s", shmheap_strerror(r));
+    CHECK_EQ(shmheap_root_set(h, "k3", p), 0); /* replacing one is fine when full */
+    CHECK_EQ(shmheap_root_set(h, "k3", NULL), 0);
+    CHECK_EQ(shmheap_root_set(h, "k64", p), 0);
+    shmheap_free(h, p);
+    t_rm(h, n);
+}
+
+static void m_contains(void)
+{
+    const char *n = t_uniq("mx");
+    shmheap *h = t_heap(n, 2 * MIB);
+    if (!h) return;
+    char *p = shmheap_malloc(h, 64);
+    char *base = shmheap_base(h);
+    CHECK_EQ(shmheap_contains(h, p, 64), 1);
+    CHECK_EQ(shmheap_contains(h, base, 1), 0); /* the header is not the data area */
+    CHECK_EQ(shmheap_contains(h, base + shmheap_size(h) - 1, 1), 1);
+    CHECK_EQ(shmheap_contains(h, base + shmheap_size(h) - 1, 2), 0);
+    CHECK_EQ(shmheap_contains(h, p, SIZE_MAX), 0);
+    CHECK_EQ(shmheap_contains(NULL, p, 1), 0);
+    CHECK_EQ(shmheap_contains(h, NULL, 1), 0);
+    shmheap_free(h, p);
+    t_rm_empty(h, n);
+}
+
+static void m_seal(void)
+{
+    const char *n = t_uniq("mz");
+    shmheap *h = t_heap(n, 2 * MIB);
+    if (!h) return;
+    char *p = shmheap_malloc(h, 8192);
+    CHECK_EQ(shmheap_seal(h, p, 8192), 0);
+    CHECK(!t_writable(p));
+    CHECK_EQ(shmheap_unseal(h, p, 8192), 0);
+    CHECK(t_writable(p));
+    shmheap_range rg = {p, 100};
+    CHECK_EQ(shmheap_seal(h, p, 100), 0);
+    CHECK_EQ(shmheap_unseal_batch(h, &rg, 1), 0);
+    CHECK(t_writable(p));
+    CHECK_EQ(shmheap_unseal_batch(h, NULL, 0), 0);
+    int local;
+    int r = shmheap_seal(h, &local, 4);
+    CHECKF(r == SHMHEAP_E_FOREIGN, "seal outside the heap: %s", shmheap_strerror(r));
+    r = shmheap_unseal(h, &local, 4);
+    CHECKF(r == SHMHEAP_E_FOREIGN, "unseal outside the heap: %s", shmheap_strerror(r));
+    CHECK_EQ(shmheap_seal(NULL, p, 4), SHMHEAP_E_INVAL);
+    shmheap_free(h, p);
+    t_rm_empty(h, n);
+}
+
+static void m_pkeys(void)
+{
+    int sup = shmheap_pkey_supported();
+    CHECK(sup == 0 || sup == 1);
+    CHECK_EQ(shmheap_pkey_supported(), sup);
+    if (sup) { t_skip("m_pkeys_without_pku", "this CPU has pku"); return; }
+    CHECK_EQ(shmheap_pkey_alloc(0), SHMHEAP_E_NOTSUP);
+    CHECK_EQ(shmheap_pkey_free(1), SHMHEAP_E_NOTSUP);
+    CHECK_EQ(shmheap_pkey_set(1, 0), SHMHEAP_E_NOTSUP);
+    const char *n = t_uniq("mk");
+    shmheap *h = t_heap(n, 2 * MIB);
+    if (h) CHECK_EQ(shmheap_pkey_protect(h, shmheap_base(h), 4096, 1), SHMHEAP_E_NOTSUP);
+    t_rm(h, n);
+}
+
+static void m_strerror(void)
+{
+    CHECK(!strcmp(shmheap_strerror(0), "success"));
+    CHECK(!strcmp(shmheap_strerror(-EPERM), strerror(EPERM)));
+    CHECK(!strcmp(shmheap_strerror(-ENOENT), strerror(ENOENT)));
+    CHECK(!strcmp(shmheap_strerror(-4095), "unknown error code")); /* no errno the system knows */
+    CHECK(!strcmp(shmheap_strerror(-999999), "unknown error code"));
+    CHECK(!strcmp(shmheap_strerror(1), "unknown error code"));
+    CHECK(!strcmp(shmheap_strerror(-984), "unknown error code"));
+    CHECK(!strcmp(shmheap_strerror(SHMHEAP_E_FULL), "heap full"));
+    /* a code of a header not declared names it; an unused one of a declared header is unknown */
+    const char *a = shmheap_strerror(-2000), *b = shmheap_strerror(-2999);
+    CHECKF(strstr(a, "rpcool") != NULL, "-2000: %s", a);
+    CHECKF(strstr(b, "alock") != NULL, "-2999: %s", b);
+    CHECK(!strcmp(shmheap_strerror(-901), "unknown error code"));
+}
+
+/* $SHMHEAP_WINDOW and $SHMHEAP_POD_ID for a new pod; a full window: SHMHEAP_E_PODFULL */
+static int m_env_child(void *a)
+{
+    (void)a;
+    char pod[64];
+    snprintf(pod, sizeof pod, "t-pod-menv-%d", (int)getpid());
+    setenv("SHMHEAP_POD", pod, 1);
+    setenv("SHMHEAP_WINDOW", "6a0000000000-6a0001000000", 1); /* 16 MiB */
+    setenv("SHMHEAP_POD_ID", "3", 1);
+    int bad = 0;
+    const char *n1 = t_uniq("me1"), *n2 = t_uniq("me2");
+    shmheap *h = NULL, *h2 = NULL;
+    shmheap_opts o = {.size = 1 * MIB};
+    /* its sixteenth, [+3 MiB, +4 MiB), holds no heap of 2 MiB: never one outside it */
+    int r = shmheap_create(n1, &o, &h);
+    if (r != SHMHEAP_E_PODFULL) { printf("# create: %s\n", shmheap_strerror(r)); bad |= 1; }
+    if (!r) t_rm(h, n1);
+    setenv("SHMHEAP_WINDOW", "6a0000000000-6a0020000000", 1); /* 512 MiB: 32 MiB each */
+    snprintf(pod, sizeof pod, "t-pod-menv2-%d", (int)getpid());
+    setenv("SHMHEAP_POD", pod, 1);
+    uintptr_t lo = 0x6a0000000000ull + 3 * 32 * MIB, hi = lo + 32 * MIB;
+    r = shmheap_create(n2, &o, &h2);
+    if (r == 0) {
+        uintptr_t b = (uintptr_t)shmheap_base(h2);
+        if (b < lo || b + shmheap_size(h2) > hi) { printf("# base %lx\n", (unsigned long)b); bad |= 2; }
+        t_rm(h2, n2);
+    } else { printf("# create: %s\n", shmheap_strerror(r)); bad |= 4; }
+    char p2[96];
+    snprintf(p2, sizeof p2, "/dev/shm/%s", pod);
+    unlink(p2);
+    snprintf(pod, sizeof pod, "t-pod-menv-%d", (int)getpid());
+    char p[96];
+    snprintf(p, sizeof p, "/dev/shm/%s", pod);
+    unlink(p);
+    return bad;
+}
+
+static void m_env_window(void)
+{
+    int r = t_in_child(m_env_child, NULL);
+    CHECKF(r == 0, "child: %d", r);
+}
+
+static int m_env_child2(void *a)
+{
+    (void)a;
+    char pod[64];
+    snprintf(pod, sizeof pod, "t-pod-menw-%d", (int)getpid());
+    setenv("SHMHEAP_POD", pod, 1);
+    setenv("SHMHEAP_WINDOW", "6a0000000000-6a0000600000", 1); /* 6 MiB */
+    unsetenv("SHMHEAP_POD_ID");
+    int bad = 0;
+    const char *n1 = t_uniq("mw1"), *n2 = t_uniq("mw2"), *n3 = t_uniq("mw3");
+    shmheap *h1 = NULL, *h2 = NULL, *h3 = NULL;
+    shmheap_opts o = {.size = 2 * MIB};
+    int r1 = shmheap_create(n1, &o, &h1), r2 = shmheap_create(n2, &o, &h2);
+    int r3 = shmheap_create(n3, &o, &h3);
+    if (r1 || r2 || r3) { printf("# %d %d %d\n", r1, r2, r3); bad |= 1; }
+    const char *n4 = t_uniq("mw4");
+    shmheap *h4 = NULL;
+    int r4 = shmheap_create(n4, &o, &h4);
+    if (r4 != SHMHEAP_E_PODFULL) { printf("# 4th: %s\n", shmheap_strerror(r4)); bad |= 2; }
+    if (!r4) t_rm(h4, n4);
+    if (t_shm_exists(n4)) bad |= 4; /* a failed create leaves nothing */
+    uintptr_t lo = 0x6a0000000000ull, hi = lo + 6 * MIB;
+    shmheap *hs[3] = {h1, h2, h3};
+    for (int i = 0; i < 3; i++)
+        if (hs[i] && ((uintptr_t)shmheap_base(hs[i]) < lo ||
+                      (uintptr_t)shmheap_base(hs[i]) + shmheap_size(hs[i]) > hi)) bad |= 8;
+    /* unlink frees the address range */
+    if (!r2) t_rm(h2, n2);
+    r4 = shmheap_create(n4, &o, &h4);
+    if (r4) { printf("# after unlink: %s\n", shmheap_strerror(r4)); bad |= 16; }
+    else t_rm(h4, n4);
+    if (!r1) t_rm(h1, n1);
+    if (!r3) t_rm(h3, n3);
+    char p[96];
+    snprintf(p, sizeof p, "/dev/shm/%s", pod);
+    unlink(p);
+    return bad;
+}
+
+static void m_env_podfull(void)
+{
+    int r = t_in_child(m_env_child2, NULL);
+    CHECKF(r == 0, "child: %d", r);
+}
+
+static int m_logs;
+static void m_log(int level, const char *msg, void *user)
+{
+    (void)level; (void)msg;
+    if (user == &m_logs) m_logs++;
+}
+
+static void m_log_cb(void)
+{
+    const char *n = t_uniq("mg");
+    shmheap *h = NULL;
+    shmheap_opts o = {.size = 2 * MIB, .log = m_log, .log_user = &m_logs};
+    int r = shmheap_create(n, &o, &h);
+    CHECK_EQ(r, 0);
+    if (r) return;
+    void *p = shmheap_malloc(h, 32);
+    shmheap_free(h, p);
+    m_logs = 0;
+    shmheap_free(h, p); /* a double free: worth a message? not promised */
+    shmheap_close(h);
+    shmheap_unlink(n, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    t_init(argc, argv);
+    RUN(m_names);
+    RUN(m_sizes);
+    RUN(m_mode);
+    RUN(m_lifetime);
+    RUN(m_not_a_heap);
+    RUN(m_alloc);
+    RUN(m_free_checks);
+    RUN(m_cache_bound);
+    RUN(m_cache_thread_exit);
+    RUN(m_roots);
+    RUN(m_contains);
+    RUN(m_seal);
+    RUN(m_pkeys);
+    RUN(m_strerror);
+    RUN(m_env_window);
+    RUN(m_env_podfull);
+    RUN(m_log_cb);
+    return T_DONE();
+}
