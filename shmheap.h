@@ -94,9 +94,11 @@
    not a pthread mutex: peers can write it, see >>lock). Blocks of up to 4 KiB that a thread
    frees wait in a small cache of that thread (8 per size class) for its next allocations, as
    glibc's tcache does; the cache is kept in the heap, not in private memory, so it goes back to
-   everyone when the thread exits, when the process closes the heap, when the heap is full, on
-   shmheap_flush(), and, for a process that died, at the next shmheap_check() or full heap of
-   anyone on the same host.
+   everyone when the thread exits, when the process closes the heap, when the heap is full for
+   that thread (an allocation of its own finds no room), on shmheap_flush() by that thread, and,
+   for a process that died, at the next shmheap_check() or full heap of anyone on the same host.
+   Another live thread's cache is never taken: a full heap can hold up to 8 free blocks per size
+   class in each of them.
    Crash safety: a process killed at any moment (SIGKILL) leaves the heap consistent and usable.
    Lock-free steps are single atomic operations. Steps under the mutex write an intent record
    first; the next locker sees that the holder named in the mutex is dead (the kernel dropped
@@ -259,8 +261,9 @@ SHMHEAP_API int shmheap_pod_hold(const shmheap *h, const shmheap_opts *opts);
 SHMHEAP_API void *shmheap_base(const shmheap *h);
 SHMHEAP_API size_t shmheap_size(const shmheap *h);
 SHMHEAP_API const char *shmheap_name(const shmheap *h);
-/* How many times this process has h open: create/open of a heap already open here return the
-   same handle and count up; close counts down and unmaps at 0. */
+/* How many times this process has h open: open (or open_fd) of a heap already open here
+   returns the same handle and counts up (create of it fails: SHMHEAP_E_EXISTS, or
+   SHMHEAP_E_BUSY with overwrite); close counts down and unmaps at 0. */
 SHMHEAP_API int shmheap_opens(const shmheap *h);
 /* The open heap of this process that contains p, or NULL. */
 SHMHEAP_API shmheap *shmheap_of(const void *p);
@@ -281,7 +284,8 @@ SHMHEAP_API int shmheap_free(shmheap *h, void *p);
 SHMHEAP_API size_t shmheap_usable_size(shmheap *h, const void *p);
 /* Blocks of up to 4 KiB that a thread frees wait in its cache (at most 8 per size class, kept
    in the heap) for its next allocations; other threads and processes get them when the cache
-   overflows, the thread exits or the heap is closed, or now, with shmheap_flush. */
+   overflows, the thread exits, finds the heap full or closes the heap, or now, when the thread
+   calls shmheap_flush (which empties the calling thread's cache only). */
 SHMHEAP_API int shmheap_flush(shmheap *h);
 
 /* Checks every invariant of the heap (under its lock) and fills st if not NULL.

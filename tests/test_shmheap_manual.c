@@ -567,6 +567,250 @@ static void m_log_cb(void)
     shmheap_unlink(n, NULL);
 }
 
+/* "the cache goes back to everyone ... when the heap is full for that thread": its own blocks
+   of another class are given out once its allocations find no room; shmheap_flush empties the
+   calling thread's cache only; a live thread's cache is never taken */
+static shmheap *m_fh;
+static int m_fpipe[2];
+static void *m_full_thr(void *a)
+{
+    (void)a;
+    void *b[8];
+    char c;
+    for (int i = 0; i < 8; i++) b[i] = shmheap_malloc(m_fh, 48);
+    for (int i = 0; i < 8; i++) shmheap_free(m_fh, b[i]);
+    if (write(m_fpipe[1], "r", 1) != 1) return NULL;
+    if (read(m_fpipe[0], &c, 1) != 1) return NULL; /* lives until told */
+    return NULL;
+}
+
+static void m_cache_full(void)
+{
+    const char *n = t_uniq("mu");
+    shmheap *h = t_heap(n, 2 * MIB);
+    if (!h) return;
+    m_fh = h;
+    int p1[2], p2[2];
+    CHECK(pipe(p1) == 0 && pipe(p2) == 0);
+    m_fpipe[0] = p2[0];
+    m_fpipe[1] = p1[1];
+    pthread_t t;
+    char c;
+    pthread_create(&t, NULL, m_full_thr, NULL);
+    CHECK(read(p1[0], &c, 1) == 1);
+    void *b[8];
+    for (int i = 0; i < 8; i++) b[i] = shmheap_malloc(h, 64);
+    for (int i = 0; i < 8; i++) shmheap_free(h, b[i]);
+    shmheap_stats st;
+    CHECK_EQ(shmheap_check(h, &st), 0);
+    CHECK_EQ(st.cached_blocks, 16);
+    size_t cnt = 0, cap = 4096;
+    void **v = malloc(cap * sizeof *v);
+    for (;;) {
+        void *q = shmheap_malloc(h, 128);
+        if (!q) break;
+        if (cnt == cap) v = realloc(v, (cap *= 2) * sizeof *v);
+        v[cnt++] = q;
+    }
+    CHECK_EQ(shmheap_check(h, &st), 0);
+    CHECKF(st.cached_blocks == 8, "%zu blocks cached in a full heap, 8 of a live thread expected",
+           st.cached_blocks);
+    for (size_t i = 0; i < cnt; i++) shmheap_free(h, v[i]);
+    CHECK_EQ(shmheap_flush(h), 0); /* the calling thread's cache */
+    CHECK_EQ(shmheap_check(h, &st), 0);
+    CHECK_EQ(st.cached_blocks, 8);
+    CHECK(write(p2[1], "g", 1) == 1);
+    pthread_join(t, NULL); /* its exit gives its cache back */
+    CHECK_EQ(shmheap_check(h, &st), 0);
+    CHECK_EQ(st.cached_blocks, 0);
+    free(v);
+    close(p1[0]); close(p1[1]); close(p2[0]); close(p2[1]);
+    t_rm_empty(h, n);
+}
+
+/* a process that closes the heap, or dies, gives its cache back (at the next check) */
+static const char *m_dn;
+static int m_die_child(void *a)
+{
+    shmheap *h;
+    if (shmheap_open(m_dn, NULL, &h)) return 3;
+    void *b[8];
+    for (int i = 0; i < 8; i++) b[i] = shmheap_malloc(h, 96);
+    for (int i = 0; i < 8; i++) shmheap_free(h, b[i]);
+    if (a) { shmheap_close(h); return 0; }
+    kill(getpid(), SIGKILL);
+    return 4;
+}
+
+static int m_l1, m_l2;
+static void m_log1(int lv, const char *m, void *u) { (void)lv; (void)m; (void)u; m_l1++; }
+static void m_log2(int lv, const char *m, void *u) { (void)lv; (void)m; (void)u; m_l2++; }
+
+/* ... and "A heap open twice in a process keeps the first opener's [log]" */
+static void m_cache_dead(void)
+{
+    m_dn = t_uniq("md");
+    shmheap *h = NULL, *h2 = NULL;
+    shmheap_opts o1 = {.size = 2 * MIB, .log = m_log1}, o2 = {.log = m_log2};
+    if (shmheap_create(m_dn, &o1, &h)) { CHECK(0); return; }
+    CHECK_EQ(shmheap_open(m_dn, &o2, &h2), 0);
+    m_l1 = m_l2 = 0;
+    shmheap_stats st;
+    CHECK_EQ(t_in_child(m_die_child, (void *)1), 0);
+    CHECK_EQ(shmheap_check(h, &st), 0);
+    CHECKF(st.cached_blocks == 0, "%zu cached after the process closed", st.cached_blocks);
+    CHECK_EQ(t_in_child(m_die_child, NULL), 128 + SIGKILL);
+    shmheap_check(h, &st);
+    CHECK_EQ(shmheap_check(h, &st), 0);
+    CHECKF(st.cached_blocks == 0, "%zu cached after the process died", st.cached_blocks);
+    CHECK_EQ(st.live_blocks, 0);
+    CHECKF(m_l1 > 0 && m_l2 == 0, "first opener's log %d, second's %d", m_l1, m_l2);
+    if (h2) shmheap_close(h2);
+    t_rm_empty(h, m_dn);
+}
+
+/* "fails with SHMHEAP_E_ADDRINUSE rather than replace a mapping" */
+static int m_addr_child(void *a)
+{
+    shmheap *h;
+    void *base = a;
+    void *m = mmap(base, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+                   -1, 0);
+    if (m != base) return 3;
+    *(volatile char *)m = 7;
+    int r = shmheap_open(m_dn, NULL, &h);
+    if (r != SHMHEAP_E_ADDRINUSE) { printf("# open: %s\n", shmheap_strerror(r)); return 1; }
+    return *(volatile char *)m == 7 ? 0 : 2;
+}
+
+static void m_addrinuse(void)
+{
+    m_dn = t_uniq("mi");
+    shmheap *h = t_heap(m_dn, 2 * MIB);
+    if (!h) return;
+    void *base = shmheap_base(h);
+    shmheap_close(h);
+    CHECK_EQ(t_in_child(m_addr_child, base), 0);
+    shmheap_unlink(m_dn, NULL);
+}
+
+/* a descriptor's heap: the fd stays the caller's */
+static void m_fd(void)
+{
+    int fd = memfd_create("m_fd", MFD_CLOEXEC);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    shmheap *h = NULL, *h2 = NULL;
+    shmheap_opts o = {.size = 2 * MIB};
+    CHECK_EQ(shmheap_open_fd(fd, NULL, &h), SHMHEAP_E_TOOSMALL); /* empty */
+    int r = shmheap_create_fd(fd, &o, &h);
+    CHECKF(r == 0, "create_fd: %s", shmheap_strerror(r));
+    if (r) { close(fd); return; }
+    CHECK_EQ(shmheap_size(h), 2 * MIB);
+    int hold = shmheap_pod_hold(h, NULL);
+    CHECK(hold >= 0);
+    if (hold >= 0) close(hold);
+    r = shmheap_open_fd(fd, NULL, &h2);
+    CHECK(r == 0 && h2 == h);
+    CHECK_EQ(shmheap_opens(h), 2);
+    if (!r) shmheap_close(h2);
+    void *p = shmheap_malloc(h, 100);
+    CHECK(p != NULL);
+    shmheap_free(h, p);
+    shmheap_close(h);
+    CHECK(fcntl(fd, F_GETFD) >= 0); /* still the caller's */
+    close(fd);
+    CHECK(shmheap_create_fd(-1, &o, &h) < 0);
+    CHECK(shmheap_open_fd(-1, NULL, &h) < 0);
+    int fd2 = memfd_create("m_fd2", MFD_CLOEXEC);
+    if (fd2 >= 0) {
+        CHECK(ftruncate(fd2, 4 * MIB) == 0);
+        CHECK_EQ(shmheap_open_fd(fd2, NULL, &h), SHMHEAP_E_BADMAGIC);
+        close(fd2);
+    }
+}
+
+/* "a path containing '/'" is a file */
+static void m_path(void)
+{
+    char p[160];
+    snprintf(p, sizeof p, "/tmp/%s", t_uniq("mp"));
+    shmheap *h = NULL;
+    shmheap_opts o = {.size = 2 * MIB};
+    int r = shmheap_create(p, &o, &h);
+    CHECKF(r == 0, "create %s: %s", p, shmheap_strerror(r));
+    struct stat st;
+    CHECK(stat(p, &st) == 0);
+    if (!r) t_rm(h, p);
+    CHECK(stat(p, &st) != 0);
+}
+
+/* SHMHEAP_DEBUG sends messages to stderr; a malformed SHMHEAP_WINDOW is one */
+static int m_debug_child(void *a)
+{
+    (void)a;
+    char pod[64], path[128];
+    snprintf(pod, sizeof pod, "t-pod-mdbg-%d", (int)getpid());
+    snprintf(path, sizeof path, "/tmp/t-mdbg-%d", (int)getpid());
+    setenv("SHMHEAP_POD", pod, 1);
+    setenv("SHMHEAP_WINDOW", "zzz", 1);
+    setenv("SHMHEAP_DEBUG", "1", 1);
+    int fd = open(path, O_CREAT | O_RDWR | O_TRUNC, 0600);
+    dup2(fd, 2);
+    const char *n = t_uniq("mdbg");
+    shmheap *h = NULL;
+    shmheap_opts o = {.size = 2 * MIB};
+    int r = shmheap_create(n, &o, &h);
+    if (!r) t_rm(h, n);
+    char buf[512] = {0};
+    ssize_t k = pread(fd, buf, sizeof buf - 1, 0);
+    unlink(path);
+    snprintf(path, sizeof path, "/dev/shm/%s", pod);
+    unlink(path);
+    return r ? 2 : k > 0 && strstr(buf, "SHMHEAP_WINDOW") ? 0 : 1;
+}
+
+static void m_debug_env(void)
+{
+    CHECK_EQ(t_in_child(m_debug_child, NULL), 0);
+}
+
+/* 1024 heaps per pod; the 1025th: SHMHEAP_E_PODFULL */
+static int m_1024_child(void *a)
+{
+    (void)a;
+    char pod[64];
+    snprintf(pod, sizeof pod, "t-pod-m1024-%d", (int)getpid());
+    setenv("SHMHEAP_POD", pod, 1);
+    unsetenv("SHMHEAP_POD_ID");
+    unsetenv("SHMHEAP_WINDOW");
+    static char names[1025][48];
+    int made = 0, bad = 0, r = 0;
+    shmheap_opts o = {.size = 2 * MIB};
+    for (int i = 0; i < 1025; i++) {
+        shmheap *h;
+        snprintf(names[i], sizeof names[i], "t-m1024-%d-%d", (int)getpid(), i);
+        r = shmheap_create(names[i], &o, &h);
+        if (r) break;
+        shmheap_close(h);
+        made++;
+    }
+    if (made != 1024 || r != SHMHEAP_E_PODFULL) {
+        printf("# made %d, then %s\n", made, shmheap_strerror(r));
+        bad = 1;
+    }
+    for (int i = 0; i < made; i++) shmheap_unlink(names[i], NULL);
+    char path[96];
+    snprintf(path, sizeof path, "/dev/shm/%s", pod);
+    unlink(path);
+    return bad;
+}
+
+static void m_pod_1024(void)
+{
+    CHECK_EQ(t_in_child(m_1024_child, NULL), 0);
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv);
@@ -587,5 +831,12 @@ int main(int argc, char **argv)
     RUN(m_env_window);
     RUN(m_env_podfull);
     RUN(m_log_cb);
+    RUN(m_cache_full);
+    RUN(m_cache_dead);
+    RUN(m_addrinuse);
+    RUN(m_fd);
+    RUN(m_path);
+    RUN(m_debug_env);
+    RUN(m_pod_1024);
     return T_DONE();
 }
