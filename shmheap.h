@@ -109,8 +109,9 @@
    because the heap cannot know whether another process still uses them (rpcool gives every
    connection its own heap and reclaims it whole). A process killed between taking a slot and
    returning it leaks that one slot.
-   Freeing checks the pointer: outside the heap (SHMHEAP_E_FOREIGN), not the start of a block
-   (SHMHEAP_E_BADPTR), already free (SHMHEAP_E_DOUBLEFREE; detected unless the block was
+   Freeing checks the pointer: outside the heap, [shmheap_base, + shmheap_size)
+   (SHMHEAP_E_FOREIGN), not the start of a block, the header included (SHMHEAP_E_BADPTR), already
+   free (SHMHEAP_E_DOUBLEFREE; detected unless the block was
    allocated again in between).
 
    5. THREAD SAFETY
