@@ -188,7 +188,8 @@ typedef struct shmheap_opts {
     size_t size;         /* create: bytes, rounded up to 2 MiB; 0 = SHMHEAP_DEFAULT_SIZE for
                             shm and files, the whole device for DAX and PCI BARs */
     uintptr_t addr;      /* create: fixed base address (2 MiB aligned); 0 = from the pod */
-    unsigned mode;       /* create: permissions of a new object; 0 = SHMHEAP_DEFAULT_MODE */
+    unsigned mode;       /* create: permissions of a new object or file, less the process's
+                            umask as for open(2); 0 = SHMHEAP_DEFAULT_MODE */
     const char *pod;     /* pod directory name in /dev/shm; NULL = $SHMHEAP_POD or shmheap.pod */
     int overwrite;       /* create over an existing heap, file or object: format it anyway.
                             Without it, create fails with SHMHEAP_E_EXISTS, except on a device
@@ -2354,7 +2355,8 @@ SHMHEAP_API int shmheap_contains(const shmheap *h, const void *p, size_t len)
 
 SHMHEAP_API int shmheap_root_set(shmheap *h, const char *name, void *p)
 {
-    if (!h || !name || !*name || strlen(name) >= SHMHEAP__ROOT_NAME) return SHMHEAP_E_BADNAME;
+    if (!h) return SHMHEAP_E_INVAL;
+    if (!name || !*name || strlen(name) >= SHMHEAP__ROOT_NAME) return SHMHEAP_E_BADNAME;
     if (p && ((char *)p < h->base || (size_t)((char *)p - h->base) >= h->size))
         return SHMHEAP_E_FOREIGN;
     int r = shmheap__lock(h);

@@ -114,6 +114,11 @@ static void m_mode(void)
     r = shmheap_create(n, &o, &h);
     CHECK(r == 0 && stat(p, &st) == 0 && (st.st_mode & 0777) == 0640);
     if (!r) t_rm(h, n);
+    umask(022); /* less the umask */
+    o.mode = 0666;
+    r = shmheap_create(n, &o, &h);
+    CHECK(r == 0 && stat(p, &st) == 0 && (st.st_mode & 0777) == 0644);
+    if (!r) t_rm(h, n);
     umask(old);
 }
 
@@ -811,6 +816,29 @@ static void m_pod_1024(void)
     CHECK_EQ(t_in_child(m_1024_child, NULL), 0);
 }
 
+/* a NULL handle: SHMHEAP_E_INVAL from every function that returns a code, never a crash */
+static void m_null_handles(void)
+{
+    int x = 0;
+    shmheap_range rg = {&x, 1};
+    CHECK_EQ(shmheap_close(NULL), SHMHEAP_E_INVAL);
+    CHECK_EQ(shmheap_check(NULL, NULL), SHMHEAP_E_INVAL);
+    CHECK_EQ(shmheap_root_set(NULL, "a", NULL), SHMHEAP_E_INVAL);
+    CHECK_EQ(shmheap_seal(NULL, &x, 1), SHMHEAP_E_INVAL);
+    CHECK_EQ(shmheap_unseal(NULL, &x, 1), SHMHEAP_E_INVAL);
+    CHECK_EQ(shmheap_unseal_batch(NULL, &rg, 1), SHMHEAP_E_INVAL);
+    CHECK_EQ(shmheap_pod_hold(NULL, NULL), SHMHEAP_E_INVAL);
+    CHECK_EQ(shmheap_flush(NULL), SHMHEAP_E_INVAL);
+    CHECK_EQ(shmheap_free(NULL, &x), SHMHEAP_E_INVAL);
+    CHECK(shmheap_malloc(NULL, 8) == NULL);
+    CHECK(shmheap_calloc(NULL, 1, 8) == NULL);
+    CHECK(shmheap_realloc(NULL, NULL, 8) == NULL);
+    CHECK(shmheap_aligned_alloc(NULL, 16, 8) == NULL);
+    CHECK(shmheap_base(NULL) == NULL && shmheap_size(NULL) == 0 && shmheap_name(NULL) == NULL);
+    CHECK_EQ(shmheap_opens(NULL), 0);
+    CHECK_EQ(shmheap_usable_size(NULL, &x), 0);
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv);
@@ -838,5 +866,6 @@ int main(int argc, char **argv)
     RUN(m_path);
     RUN(m_debug_env);
     RUN(m_pod_1024);
+    RUN(m_null_handles);
     return T_DONE();
 }
