@@ -186,7 +186,8 @@ typedef struct shmheap shmheap; /* a process-local handle to a mapped heap */
 /* Options for create and open. Zero means default; use designated initialisers. */
 typedef struct shmheap_opts {
     size_t size;         /* create: bytes, rounded up to 2 MiB; 0 = SHMHEAP_DEFAULT_SIZE for
-                            shm and files, the whole device for DAX and PCI BARs */
+                            shm objects and new files, the size of an existing file (overwrite;
+                            rounded up), the whole device for DAX and PCI BARs */
     uintptr_t addr;      /* create: fixed base address (2 MiB aligned); 0 = from the pod */
     unsigned mode;       /* create: permissions of a new object or file, less the process's
                             umask as for open(2); 0 = SHMHEAP_DEFAULT_MODE */

@@ -839,6 +839,54 @@ static void m_null_handles(void)
     CHECK_EQ(shmheap_usable_size(NULL, &x), 0);
 }
 
+/* what the stats count: live blocks by slot size, spans by kind */
+static void m_stats(void)
+{
+    const char *n = t_uniq("mv");
+    shmheap *h = t_heap(n, 4 * MIB);
+    if (!h) return;
+    shmheap_stats st;
+    CHECK_EQ(shmheap_check(h, &st), 0);
+    size_t spans = st.free_spans + st.small_spans + st.large_spans;
+    CHECKF(spans * 65536 == st.data_bytes, "%zu spans, %zu data bytes", spans, st.data_bytes);
+    CHECK_EQ(st.recoveries, 0);
+    CHECK_EQ(st.live_blocks, 0);
+    void *big = shmheap_malloc(h, 100000), *sm = shmheap_malloc(h, 100);
+    size_t us = shmheap_usable_size(h, sm);
+    CHECK(us >= 100);
+    CHECK_EQ(shmheap_check(h, &st), 0);
+    CHECK_EQ(st.live_blocks, 2);
+    CHECK_EQ(st.used_bytes, 131072 + us);
+    CHECK_EQ(st.large_spans, 2);
+    CHECK_EQ(st.small_spans, 1);
+    CHECK_EQ(st.free_spans + 3, spans);
+    shmheap_free(h, big);
+    shmheap_free(h, sm);
+    t_rm_empty(h, n);
+}
+
+/* a file that exists: EXISTS without overwrite, formatted with it (size 0: the file's size) */
+static void m_overwrite_file(void)
+{
+    char p[160], nm[170];
+    snprintf(p, sizeof p, "/tmp/%s", t_uniq("mo"));
+    snprintf(nm, sizeof nm, "file:%s", p);
+    int fd = open(p, O_CREAT | O_RDWR | O_TRUNC, 0600);
+    CHECK(fd >= 0 && ftruncate(fd, 4 * MIB) == 0);
+    if (fd >= 0) close(fd);
+    shmheap *h = NULL;
+    CHECK_EQ(shmheap_create(nm, NULL, &h), SHMHEAP_E_EXISTS);
+    shmheap_opts o = {.overwrite = 1};
+    int r = shmheap_create(nm, &o, &h);
+    CHECKF(r == 0, "overwrite: %s", shmheap_strerror(r));
+    if (!r) {
+        CHECK_EQ(shmheap_size(h), 4 * MIB);
+        shmheap_close(h);
+    }
+    CHECK_EQ(shmheap_unlink(nm, NULL), 0);
+    unlink(p);
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv);
@@ -867,5 +915,7 @@ int main(int argc, char **argv)
     RUN(m_debug_env);
     RUN(m_pod_1024);
     RUN(m_null_handles);
+    RUN(m_stats);
+    RUN(m_overwrite_file);
     return T_DONE();
 }
