@@ -202,6 +202,48 @@ static void a_dead_holder(void)
     t_rm(h, a_hn);
 }
 
+/* a process that dies queued for a lock (never in its critical section): the next locker
+   takes the lock over, and gets 0, not ALOCK_OWNERDEAD */
+static int a_die_waiting(void *arg)
+{
+    shmheap *h;
+    alock_table *t;
+    alock_hold a;
+    int fd = (int)(intptr_t)arg;
+    if (shmheap_open(a_hn, NULL, &h) || alock_table_open(h, "t", NULL, &t)) return 3;
+    if (write(fd, "q", 1) != 1) return 4;
+    alock_lock(t, 4, &a); /* waits: the parent holds it */
+    return 5;
+}
+
+static void a_dead_waiter(void)
+{
+    a_hn = t_uniq("aw");
+    shmheap *h = a_heap(a_hn);
+    if (!h) return;
+    alock_table *t = NULL;
+    alock_table_opts o = {.nlocks = 8, .check_ms = 5};
+    int r = alock_table_create(h, "t", &o, &t);
+    CHECK_EQ(r, 0);
+    if (r) { t_rm(h, a_hn); return; }
+    alock_hold a, b;
+    CHECK_EQ(alock_lock(t, 4, &a), 0);
+    int p[2];
+    pid_t pid = t_fork_pipe(p);
+    if (pid == 0) _exit(a_die_waiting((void *)(intptr_t)p[1]));
+    CHECK(t_ready_wait(p[0]) == 0);
+    usleep(100000); /* queued by now */
+    t_kill_wait(pid);
+    CHECK_EQ(alock_unlock(&a), 0);
+    uint64_t t0 = m_now();
+    r = alock_lock_timeout(t, 4, t0 + 3000000000ull, &b);
+    CHECKF(r == 0, "lock after a dead waiter: %s", alock_strerror(r));
+    if (r >= 0) CHECK_EQ(alock_unlock(&b), 0);
+    alock_table_close(t);
+    alock_table_unlink(h, "t");
+    t_rm(h, a_hn);
+}
+
 static void a_remote_notsup(void)
 {
     CHECK_EQ(alock_remote_create(NULL, NULL), ALOCK_E_NOTSUP);
@@ -228,6 +270,7 @@ int main(int argc, char **argv)
     RUN(a_basic);
     RUN(a_ndesc_slots);
     RUN(a_dead_holder);
+    RUN(a_dead_waiter);
     RUN(a_remote_notsup);
     RUN(a_strerror);
     return T_DONE();
