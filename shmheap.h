@@ -139,8 +139,9 @@
    (bitmaps) plus 1/8192 (span table); a heap created in a new object or file touches it only
    as spans are used, so a big /dev/shm heap costs what is used of it (shmheap_check reads the
    whole span table). Formatting an existing file or device writes all of it. 64 named roots
-   per heap, names up to 47 bytes. Heap names up to 100 bytes. 4095 processes hold a heap's
-   byte locks at once; a process opened beyond that, or on a file that takes no locks, is
+   per heap, names up to 47 bytes. Heap names up to 100 bytes after their "shm:", "file:" or
+   "cxl:" prefix; a relative path counts as the absolute path it names. 4095 processes hold a
+   heap's byte locks at once; a process opened beyond that, or on a file that takes no locks, is
    recognised dead only by processes of its host and pid namespace. A heap shared between hosts
    (one CXL device, two kernels) shares no locks: a holder that dies on the other host is
    waited for (lock_timeout_ms bounds that), as is a forked child that dies holding the mutex
@@ -1510,8 +1511,13 @@ struct shmheap__loc {
 
 static int shmheap__parse(const char *name, struct shmheap__loc *L)
 {
-    if (!name || !*name || strlen(name) > SHMHEAP__NAME_MAX) return SHMHEAP_E_BADNAME;
+    if (!name || !*name) return SHMHEAP_E_BADNAME;
     memset(L, 0, sizeof *L);
+    /* up to SHMHEAP__NAME_MAX bytes after the prefix (the pod's keys hold "shm:" and 100) */
+    size_t plen = !strncmp(name, "shm:", 4) || !strncmp(name, "cxl:", 4) ? 4
+                  : !strncmp(name, "file:", 5)                           ? 5
+                                                                         : 0;
+    if (strlen(name + plen) > SHMHEAP__NAME_MAX) return SHMHEAP_E_BADNAME;
     if (!strncmp(name, "cxl:", 4)) {
 #ifdef SHMHEAP_WITH_CXL
         int r = rcp__cxl_resolve(name + 4, L->path, sizeof L->path);
@@ -1547,8 +1553,8 @@ file:
         if (snprintf(L->path, sizeof L->path, "%s/%s", cwd, name) >= (int)sizeof L->path)
             return SHMHEAP_E_BADNAME;
     }
-    if (snprintf(L->key, sizeof L->key, "%s", L->path) >= (int)sizeof L->key)
-        return SHMHEAP_E_BADNAME;
+    if (strlen(L->path) > SHMHEAP__NAME_MAX) return SHMHEAP_E_BADNAME; /* the path made absolute */
+    snprintf(L->key, sizeof L->key, "%s", L->path);
     return 0;
 }
 

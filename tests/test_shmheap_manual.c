@@ -887,6 +887,43 @@ static void m_overwrite_file(void)
     unlink(p);
 }
 
+/* "Heap names up to 100 bytes" after the prefix; a relative path counts made absolute */
+static void m_name_prefix(void)
+{
+    char n[200], dir[160];
+    shmheap *h = NULL;
+    shmheap_opts o = {.size = 2 * MIB};
+    int k = snprintf(n, sizeof n, "shm:t-%d-", (int)getpid());
+    memset(n + k, 'p', 104 - (size_t)k);
+    n[104] = 0; /* "shm:" and 100 */
+    int r = shmheap_create(n, &o, &h);
+    CHECKF(r == 0, "shm: and 100 bytes: %s", shmheap_strerror(r));
+    if (!r) t_rm(h, n);
+    n[104] = 'p';
+    n[105] = 0;
+    CHECK_EQ(shmheap_create(n, &o, &h), SHMHEAP_E_BADNAME);
+    k = snprintf(n, sizeof n, "file:/tmp/t-%d-", (int)getpid());
+    memset(n + k, 'f', 105 - (size_t)k);
+    n[105] = 0; /* "file:" and a path of 100 */
+    r = shmheap_create(n, &o, &h);
+    CHECKF(r == 0, "file: and 100 bytes: %s", shmheap_strerror(r));
+    if (!r) t_rm(h, n);
+    n[105] = 'f';
+    n[106] = 0;
+    CHECK_EQ(shmheap_create(n, &o, &h), SHMHEAP_E_BADNAME);
+    /* a short relative path in a deep directory: its absolute path is over 100 bytes */
+    k = snprintf(dir, sizeof dir, "/tmp/t-%d-", (int)getpid());
+    memset(dir + k, 'd', 110 - (size_t)k);
+    dir[110] = 0;
+    char cwd[512];
+    if (mkdir(dir, 0700) || !getcwd(cwd, sizeof cwd) || chdir(dir)) { CHECK(0); return; }
+    r = shmheap_create("./x", &o, &h);
+    CHECK_EQ(r, SHMHEAP_E_BADNAME);
+    if (!r) t_rm(h, "./x");
+    CHECK(chdir(cwd) == 0);
+    rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv);
@@ -917,5 +954,6 @@ int main(int argc, char **argv)
     RUN(m_null_handles);
     RUN(m_stats);
     RUN(m_overwrite_file);
+    RUN(m_name_prefix);
     return T_DONE();
 }
