@@ -156,7 +156,9 @@
        nlocks     locks in the table, 1..2^24 (required)
        budget     hand-offs within a cohort before re-arbitration: ALOCK_DEFAULT_BUDGET
        slots      local handles open at once: ALOCK_DEFAULT_SLOTS (at most ALOCK_MAX_SLOTS)
-       ndesc      locks one local handle holds or waits for at once: ALOCK_DEFAULT_NDESC
+       ndesc      locks one local handle holds or waits for at once: ALOCK_DEFAULT_NDESC (at
+                  most 4096)
+       A value beyond its bound is ALOCK_E_INVAL; a table too big for the heap, SHMHEAP_E_FULL.
        check_ms   how often a waiter looks at its predecessor's liveness: ALOCK_DEFAULT_CHECK_MS
        live_path  the liveness file: /dev/shm/alock.<heap address>.<table name>
        log, log_user  log callback (levels ALOCK_LOG_*); NULL = silent, or stderr when ALOCK_DEBUG

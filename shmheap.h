@@ -1553,8 +1553,9 @@ file:
         if (snprintf(L->path, sizeof L->path, "%s/%s", cwd, name) >= (int)sizeof L->path)
             return SHMHEAP_E_BADNAME;
     }
-    if (strlen(L->path) > SHMHEAP__NAME_MAX) return SHMHEAP_E_BADNAME; /* the path made absolute */
-    snprintf(L->key, sizeof L->key, "%s", L->path);
+    size_t n = strlen(L->path);
+    if (n > SHMHEAP__NAME_MAX) return SHMHEAP_E_BADNAME; /* the path made absolute */
+    memcpy(L->key, L->path, n + 1);
     return 0;
 }
 

@@ -40,6 +40,10 @@ static void a_create_bad(void)
     CHECK_EQ(alock_table_create(h, "t", &big, &t), ALOCK_E_INVAL);
     alock_table_opts sl = {.nlocks = 4, .slots = ALOCK_MAX_SLOTS + 1};
     CHECK_EQ(alock_table_create(h, "t", &sl, &t), ALOCK_E_INVAL);
+    alock_table_opts nd = {.nlocks = 4, .ndesc = 4097};
+    CHECK_EQ(alock_table_create(h, "t", &nd, &t), ALOCK_E_INVAL);
+    alock_table_opts huge = {.nlocks = 1u << 24}; /* 1 GiB of lines in a heap of 8 MiB */
+    CHECK_EQ(alock_table_create(h, "t", &huge, &t), SHMHEAP_E_FULL);
     CHECK_EQ(alock_table_create(NULL, "t", &o, &t), ALOCK_E_INVAL);
     CHECK_EQ(alock_table_create(h, NULL, &o, &t), ALOCK_E_INVAL);
     CHECK_EQ(alock_table_create(h, "t", &o, NULL), ALOCK_E_INVAL);
