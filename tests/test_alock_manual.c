@@ -173,16 +173,32 @@ static int a_die_holding(void *arg)
     return 5;
 }
 
+/* A heap (a_hn) with table "t" of 8 locks looked at every 5 ms: 0, or a FAIL line and -1. */
+static int a_setup(const char *base, shmheap **h, alock_table **t)
+{
+    a_hn = t_uniq(base);
+    *t = NULL;
+    if (!(*h = a_heap(a_hn))) return -1;
+    alock_table_opts o = {.nlocks = 8, .check_ms = 5};
+    int r = alock_table_create(*h, "t", &o, t);
+    CHECKF(r == 0, "table: %s", alock_strerror(r));
+    if (r) t_rm(*h, a_hn);
+    return r ? -1 : 0;
+}
+
+static void a_teardown(shmheap *h, alock_table *t)
+{
+    alock_table_close(t);
+    alock_table_unlink(h, "t");
+    t_rm(h, a_hn);
+}
+
 static void a_dead_holder(void)
 {
-    a_hn = t_uniq("ad");
-    shmheap *h = a_heap(a_hn);
-    if (!h) return;
-    alock_table *t = NULL;
-    alock_table_opts o = {.nlocks = 8, .check_ms = 5};
-    int r = alock_table_create(h, "t", &o, &t);
-    CHECK_EQ(r, 0);
-    if (r) { t_rm(h, a_hn); return; }
+    shmheap *h;
+    alock_table *t;
+    if (a_setup("ad", &h, &t)) return;
+    int r;
     alock_hold a;
     CHECK_EQ(t_in_child(a_die_holding, (void *)1), 128 + SIGKILL);
     uint64_t t0 = m_now();
@@ -201,9 +217,7 @@ static void a_dead_holder(void)
     if (r >= 0) alock_unlock(&a);
     r = alock_recover(NULL);
     CHECKF(r == 0 || r == ALOCK_E_INVAL, "recover(NULL): %d", r);
-    alock_table_close(t);
-    alock_table_unlink(h, "t");
-    t_rm(h, a_hn);
+    a_teardown(h, t);
 }
 
 /* a process that dies queued for a lock (never in its critical section): the next locker
@@ -222,14 +236,10 @@ static int a_die_waiting(void *arg)
 
 static void a_dead_waiter(void)
 {
-    a_hn = t_uniq("aw");
-    shmheap *h = a_heap(a_hn);
-    if (!h) return;
-    alock_table *t = NULL;
-    alock_table_opts o = {.nlocks = 8, .check_ms = 5};
-    int r = alock_table_create(h, "t", &o, &t);
-    CHECK_EQ(r, 0);
-    if (r) { t_rm(h, a_hn); return; }
+    shmheap *h;
+    alock_table *t;
+    if (a_setup("aw", &h, &t)) return;
+    int r;
     alock_hold a, b;
     CHECK_EQ(alock_lock(t, 4, &a), 0);
     int p[2];
@@ -243,9 +253,7 @@ static void a_dead_waiter(void)
     r = alock_lock_timeout(t, 4, t0 + 3000000000ull, &b);
     CHECKF(r == 0, "lock after a dead waiter: %s", alock_strerror(r));
     if (r >= 0) CHECK_EQ(alock_unlock(&b), 0);
-    alock_table_close(t);
-    alock_table_unlink(h, "t");
-    t_rm(h, a_hn);
+    a_teardown(h, t);
 }
 
 static void a_remote_notsup(void)

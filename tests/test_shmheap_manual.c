@@ -485,7 +485,10 @@ static int m_env_child(void *a)
     r = shmheap_create(n2, &o, &h2);
     if (r == 0) {
         uintptr_t b = (uintptr_t)shmheap_base(h2);
-        if (b < lo || b + shmheap_size(h2) > hi) { printf("# base %lx\n", (unsigned long)b); bad |= 2; }
+        if (b < lo || b + shmheap_size(h2) > hi) {
+            printf("# base %lx\n", (unsigned long)b);
+            bad |= 2;
+        }
         t_rm(h2, n2);
     } else { printf("# create: %s\n", shmheap_strerror(r)); bad |= 4; }
     char p2[96];
