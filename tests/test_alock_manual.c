@@ -256,6 +256,38 @@ static void a_dead_waiter(void)
     a_teardown(h, t);
 }
 
+/* "A new process never reuses the slot of a dead one before that slot's descriptors are out
+   of every queue"; live_path names the liveness file, which unlink removes */
+static void a_slot_reuse(void)
+{
+    a_hn = t_uniq("as");
+    shmheap *h = a_heap(a_hn);
+    if (!h) return;
+    char live[96];
+    snprintf(live, sizeof live, "/tmp/%s.live", a_hn);
+    alock_table *t = NULL, *t2 = NULL;
+    alock_table_opts o = {.nlocks = 8, .slots = 2, .check_ms = 5, .live_path = live};
+    int r = alock_table_create(h, "t", &o, &t);
+    CHECK_EQ(r, 0);
+    if (r) { t_rm(h, a_hn); return; }
+    CHECK(access(live, F_OK) == 0);
+    CHECK_EQ(t_in_child(a_die_holding, (void *)1), 128 + SIGKILL);
+    r = alock_table_open(h, "t", NULL, &t2); /* the dead slot still holds lock 1 */
+    CHECKF(r == ALOCK_E_NOSLOT, "open while the dead slot holds a lock: %s", alock_strerror(r));
+    if (!r) alock_table_close(t2);
+    alock_hold a;
+    CHECK_EQ(alock_trylock(t, 1, &a), ALOCK_E_BUSY); /* held, by a dead process */
+    CHECK_EQ(alock_lock(t, 1, &a), ALOCK_OWNERDEAD);
+    CHECK_EQ(alock_unlock(&a), 0);
+    r = alock_table_open(h, "t", NULL, &t2); /* out of every queue now */
+    CHECKF(r == 0, "open after the take-over: %s", alock_strerror(r));
+    if (!r) alock_table_close(t2);
+    alock_table_close(t);
+    CHECK_EQ(alock_table_unlink(h, "t"), 0);
+    CHECK(access(live, F_OK) != 0);
+    t_rm(h, a_hn);
+}
+
 static void a_remote_notsup(void)
 {
     CHECK_EQ(alock_remote_create(NULL, NULL), ALOCK_E_NOTSUP);
@@ -283,6 +315,7 @@ int main(int argc, char **argv)
     RUN(a_ndesc_slots);
     RUN(a_dead_holder);
     RUN(a_dead_waiter);
+    RUN(a_slot_reuse);
     RUN(a_remote_notsup);
     RUN(a_strerror);
     return T_DONE();
