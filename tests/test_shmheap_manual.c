@@ -927,6 +927,54 @@ static void m_name_prefix(void)
     rmdir(dir);
 }
 
+/* more ranges than a handle keeps as mappings of their own: each is sealed all the same;
+   a batch unseal gives every one back */
+static void m_seal_many(void)
+{
+    const char *n = t_uniq("ms");
+    shmheap *h = t_heap(n, 4 * MIB);
+    if (!h) return;
+    enum { N = 80 };
+    char *p = shmheap_malloc(h, (size_t)N * 2 * 4096);
+    shmheap_range rg[N];
+    int sealed = 0, wr = 0;
+    for (int i = 0; p && i < N; i++) {
+        char *q = (char *)(((uintptr_t)p + 4095) & ~(uintptr_t)4095) + (size_t)i * 8192;
+        if (q + 4096 > p + (size_t)N * 2 * 4096) break;
+        rg[i].p = q;
+        rg[i].len = 4096;
+        CHECK_EQ(shmheap_seal(h, q, 4096), 0);
+        sealed++;
+    }
+    for (int i = 0; i < sealed; i++) wr += t_writable(rg[i].p);
+    CHECKF(wr == 0, "%d of %d sealed pages writable", wr, sealed);
+    CHECK_EQ(shmheap_unseal_batch(h, rg, (size_t)sealed), 0);
+    wr = 0;
+    for (int i = 0; i < sealed; i++) wr += t_writable(rg[i].p);
+    CHECKF(wr == sealed, "%d of %d unsealed pages writable", wr, sealed);
+    shmheap_free(h, p);
+    t_rm_empty(h, n);
+}
+
+/* opts.pod names the pod directory in /dev/shm */
+static void m_pod_opt(void)
+{
+    char pod[64];
+    snprintf(pod, sizeof pod, "t-pod-mopt-%d", (int)getpid());
+    const char *n = t_uniq("mq");
+    shmheap *h = NULL;
+    shmheap_opts o = {.size = 2 * MIB, .pod = pod};
+    int r = shmheap_create(n, &o, &h);
+    CHECKF(r == 0, "create in pod %s: %s", pod, shmheap_strerror(r));
+    CHECK(t_shm_exists(pod));
+    if (!r) shmheap_close(h);
+    CHECK_EQ(shmheap_unlink(n, &o), 0);
+    CHECK(!t_shm_exists(n));
+    char path[96];
+    snprintf(path, sizeof path, "/dev/shm/%s", pod);
+    unlink(path);
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv);
@@ -958,5 +1006,7 @@ int main(int argc, char **argv)
     RUN(m_stats);
     RUN(m_overwrite_file);
     RUN(m_name_prefix);
+    RUN(m_seal_many);
+    RUN(m_pod_opt);
     return T_DONE();
 }
