@@ -255,7 +255,8 @@ SHMHEAP_API int shmheap_unlink(const char *name, const shmheap_opts *opts);
    own open of the file (open("/proc/self/fd/N") makes one), never a description another
    process has the heap open through. The heap's range in the pod stays taken while a hold
    exists: the creator's handle has one, shmheap_pod_hold makes another (a descriptor holding a
-   read lock on the pod entry's byte, e.g. to pass along with the heap; close it when done);
+   read lock on the pod entry's byte, e.g. to pass along with the heap; close it when done;
+   SHMHEAP_E_INVAL for a named heap, whose range stays taken until it is unlinked);
    without holds the range is freed by the next shmheap_create_fd (or any create that needs
    room). Nothing to unlink. */
 SHMHEAP_API int shmheap_create_fd(int fd, const shmheap_opts *opts, shmheap **out);
