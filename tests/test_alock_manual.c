@@ -296,6 +296,7 @@ static void a_remote_notsup(void)
 static void a_strerror(void)
 {
     CHECK(!strcmp(alock_strerror(0), "success"));
+    CHECK(strstr(alock_strerror(ALOCK_OWNERDEAD), "died") != NULL); /* success with news */
     CHECK(!strcmp(alock_strerror(-EINVAL), strerror(EINVAL)));
     CHECK(!strcmp(alock_strerror(SHMHEAP_E_FULL), shmheap_strerror(SHMHEAP_E_FULL)));
     CHECK(!strcmp(alock_strerror(-2950), "unknown error code"));

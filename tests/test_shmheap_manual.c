@@ -650,8 +650,13 @@ static int m_die_child(void *a)
     return 4;
 }
 
-static int m_l1, m_l2;
-static void m_log1(int lv, const char *m, void *u) { (void)lv; (void)m; (void)u; m_l1++; }
+static int m_l1, m_l2, m_lbad; /* m_lbad: a message of more than one line, or a bad level */
+static void m_log1(int lv, const char *m, void *u)
+{
+    (void)u;
+    m_l1++;
+    m_lbad += lv < SHMHEAP_LOG_ERROR || lv > SHMHEAP_LOG_DEBUG || strchr(m, '\n') != NULL;
+}
 static void m_log2(int lv, const char *m, void *u) { (void)lv; (void)m; (void)u; m_l2++; }
 
 /* ... and "A heap open twice in a process keeps the first opener's [log]" */
@@ -673,6 +678,7 @@ static void m_cache_dead(void)
     CHECKF(st.cached_blocks == 0, "%zu cached after the process died", st.cached_blocks);
     CHECK_EQ(st.live_blocks, 0);
     CHECKF(m_l1 > 0 && m_l2 == 0, "first opener's log %d, second's %d", m_l1, m_l2);
+    CHECK_EQ(m_lbad, 0);
     if (h2) shmheap_close(h2);
     t_rm_empty(h, m_dn);
 }
