@@ -51,11 +51,12 @@
    $SHMHEAP_POD): no daemon. A new pod takes its window from $SHMHEAP_WINDOW ("LO-HI" in hex) if
    set, narrowed to its own sixteenth when $SHMHEAP_POD_ID is set (0-15: "pod ids", so heaps of
    different pods never share addresses, as rpcool's RDMA transport needs across pods; a
-   sixteenth rounded down to 2 MiB multiples, so one under 2 MiB holds no heap). Programs
-   built with ThreadSanitizer can only map inside [0x550000000000, 0x568000000000),
-   so such builds default to the pod shmheap-tsan.pod with the window
-   [0x560000000000, 0x568000000000). The address is recorded in the heap's header; every opener
-   maps exactly there with MAP_FIXED_NOREPLACE and fails with SHMHEAP_E_ADDRINUSE rather than
+   sixteenth rounded down to 2 MiB multiples, so one under 2 MiB holds no heap); a malformed
+   value of either (LO not 2 MiB aligned, HI not above LO, an id beyond 15) is ignored with a
+   warning in the log. Programs built with ThreadSanitizer can only map inside
+   [0x550000000000, 0x568000000000), so such builds default to the pod shmheap-tsan.pod with the
+   window [0x560000000000, 0x568000000000). The address is recorded in the heap's header; every
+   opener maps exactly there with MAP_FIXED_NOREPLACE and fails with SHMHEAP_E_ADDRINUSE rather than
    replace a mapping. (Hosts that share a device but not /dev/shm each keep a directory; the
    header still decides.) A pod names up to 1024 heaps; beyond that, or with no free range that
    large left in its window, create fails with SHMHEAP_E_PODFULL. Entries whose objects were
