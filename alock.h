@@ -156,7 +156,9 @@
        nlocks     locks in the table, 1..2^24 (required)
        budget     hand-offs within a cohort before re-arbitration: ALOCK_DEFAULT_BUDGET
        slots      local handles open at once: ALOCK_DEFAULT_SLOTS (at most ALOCK_MAX_SLOTS)
-       ndesc      locks one local handle holds or waits for at once: ALOCK_DEFAULT_NDESC
+       ndesc      locks one local handle holds or waits for at once: ALOCK_DEFAULT_NDESC (at
+                  most 4096)
+       A value beyond its bound is ALOCK_E_INVAL; a table too big for the heap, SHMHEAP_E_FULL.
        check_ms   how often a waiter looks at its predecessor's liveness: ALOCK_DEFAULT_CHECK_MS
        live_path  the liveness file: /dev/shm/alock.<heap address>.<table name>
        log, log_user  log callback (levels ALOCK_LOG_*); NULL = silent, or stderr when ALOCK_DEBUG
@@ -266,7 +268,8 @@ extern "C" {
     X(ALOCK_E_NOSLOT, -2995, "the lock table has no free process slot")                            \
     X(ALOCK_E_BADTABLE, -2994, "not an alock table (magic, version or sizes)")                     \
     X(ALOCK_E_PEER, -2993, "an RDMA operation failed: the peer or the connection is gone")         \
-    X(ALOCK_E_NOTFOUND, -2992, "no lock table of that name")
+    X(ALOCK_E_NOTFOUND, -2992, "no lock table of that name")                                     \
+    X(ALOCK_E_EXISTS, -2991, "the heap has a root of that name already (a table or another)")
 #define ALOCK__ERROR_ENUM(name, value, text) name = value,
 enum { ALOCK_ERRORS(ALOCK__ERROR_ENUM) };
 #undef ALOCK__ERROR_ENUM
@@ -297,7 +300,9 @@ typedef struct alock_hold {
 
 ALOCK_API const char *alock_strerror(int code);
 
-/* The table: create in a shmheap under a root name, open it from other local processes. */
+/* The table: create in a shmheap under a root name, open it from other local processes.
+   create fails with ALOCK_E_EXISTS when h has a root of that name already (a table, or anything
+   else: it is never replaced); open of a root that is no table is ALOCK_E_BADTABLE. */
 ALOCK_API int alock_table_create(shmheap *h, const char *name, const alock_table_opts *opts,
                                  alock_table **out);
 ALOCK_API int alock_table_open(shmheap *h, const char *name, const alock_table_opts *opts,
@@ -305,9 +310,10 @@ ALOCK_API int alock_table_open(shmheap *h, const char *name, const alock_table_o
 ALOCK_API int alock_table_close(alock_table *t);
 /* Remove table name from h: its memory, its root and its liveness file. No process may use it. */
 ALOCK_API int alock_table_unlink(shmheap *h, const char *name);
-ALOCK_API uint32_t alock_table_nlocks(const alock_table *t);
+ALOCK_API uint32_t alock_table_nlocks(const alock_table *t); /* 0 for NULL */
 /* The lock lines: register [*addr, *addr + *len) for remote access (read, write, atomics) and
-   give remote processes the address and rkey; lock i is the line at *addr + 64 * i. */
+   give remote processes the address and rkey; lock i is the line at *addr + 64 * i (NULL and 0
+   for a NULL table). */
 ALOCK_API void alock_table_lines(const alock_table *t, void **addr, size_t *len);
 
 /* Local cohort. lock: 0 or ALOCK_OWNERDEAD when held, else an error. timeout: deadline_ns on
@@ -684,6 +690,7 @@ ALOCK_API int alock_table_create(shmheap *h, const char *name, const alock_table
     uint32_t slots = opts->slots ? opts->slots : ALOCK_DEFAULT_SLOTS;
     uint32_t ndesc = opts->ndesc ? opts->ndesc : ALOCK_DEFAULT_NDESC;
     if (slots > ALOCK_MAX_SLOTS || ndesc > 4096) return ALOCK_E_INVAL;
+    if (shmheap_root_get(h, name)) return ALOCK_E_EXISTS; /* a table others may use, or not ours */
     size_t lines_off = 256, slots_off = lines_off + (size_t)opts->nlocks * 64,
            descs_off = slots_off + (size_t)slots * 64,
            total = descs_off + (size_t)slots * ndesc * 64;
@@ -763,12 +770,12 @@ ALOCK_API int alock_table_unlink(shmheap *h, const char *name)
     return rc;
 }
 
-ALOCK_API uint32_t alock_table_nlocks(const alock_table *t) { return t->nlocks; }
+ALOCK_API uint32_t alock_table_nlocks(const alock_table *t) { return t ? t->nlocks : 0; }
 
 ALOCK_API void alock_table_lines(const alock_table *t, void **addr, size_t *len)
 {
-    *addr = t->lines;
-    *len = (size_t)t->nlocks * sizeof(alock__line);
+    if (addr) *addr = t ? t->lines : NULL;
+    if (len) *len = t ? (size_t)t->nlocks * sizeof(alock__line) : 0;
 }
 
 /* >>local - the local cohort ------------------------------------------------------------------- */

@@ -50,11 +50,13 @@
    small pod directory that itself lives in shared memory (/dev/shm/shmheap.pod, or
    $SHMHEAP_POD): no daemon. A new pod takes its window from $SHMHEAP_WINDOW ("LO-HI" in hex) if
    set, narrowed to its own sixteenth when $SHMHEAP_POD_ID is set (0-15: "pod ids", so heaps of
-   different pods never share addresses, as rpcool's RDMA transport needs across pods). Programs
-   built with ThreadSanitizer can only map inside [0x550000000000, 0x568000000000),
-   so such builds default to the pod shmheap-tsan.pod with the window
-   [0x560000000000, 0x568000000000). The address is recorded in the heap's header; every opener
-   maps exactly there with MAP_FIXED_NOREPLACE and fails with SHMHEAP_E_ADDRINUSE rather than
+   different pods never share addresses, as rpcool's RDMA transport needs across pods; a
+   sixteenth rounded down to 2 MiB multiples, so one under 2 MiB holds no heap); a malformed
+   value of either (LO not 2 MiB aligned, HI not above LO, an id beyond 15) is ignored with a
+   warning in the log. Programs built with ThreadSanitizer can only map inside
+   [0x550000000000, 0x568000000000), so such builds default to the pod shmheap-tsan.pod with the
+   window [0x560000000000, 0x568000000000). The address is recorded in the heap's header; every
+   opener maps exactly there with MAP_FIXED_NOREPLACE and fails with SHMHEAP_E_ADDRINUSE rather than
    replace a mapping. (Hosts that share a device but not /dev/shm each keep a directory; the
    header still decides.) A pod names up to 1024 heaps; beyond that, or with no free range that
    large left in its window, create fails with SHMHEAP_E_PODFULL. Entries whose objects were
@@ -93,9 +95,11 @@
    not a pthread mutex: peers can write it, see >>lock). Blocks of up to 4 KiB that a thread
    frees wait in a small cache of that thread (8 per size class) for its next allocations, as
    glibc's tcache does; the cache is kept in the heap, not in private memory, so it goes back to
-   everyone when the thread exits, when the process closes the heap, when the heap is full, on
-   shmheap_flush(), and, for a process that died, at the next shmheap_check() or full heap of
-   anyone on the same host.
+   everyone when the thread exits, when the process closes the heap, when the heap is full for
+   that thread (an allocation of its own finds no room), on shmheap_flush() by that thread, and,
+   for a process that died, at the next shmheap_check() or full heap of anyone on the same host.
+   Another live thread's cache is never taken: a full heap can hold up to 8 free blocks per size
+   class in each of them.
    Crash safety: a process killed at any moment (SIGKILL) leaves the heap consistent and usable.
    Lock-free steps are single atomic operations. Steps under the mutex write an intent record
    first; the next locker sees that the holder named in the mutex is dead (the kernel dropped
@@ -106,8 +110,9 @@
    because the heap cannot know whether another process still uses them (rpcool gives every
    connection its own heap and reclaims it whole). A process killed between taking a slot and
    returning it leaks that one slot.
-   Freeing checks the pointer: outside the heap (SHMHEAP_E_FOREIGN), not the start of a block
-   (SHMHEAP_E_BADPTR), already free (SHMHEAP_E_DOUBLEFREE; detected unless the block was
+   Freeing checks the pointer: outside the heap, [shmheap_base, + shmheap_size)
+   (SHMHEAP_E_FOREIGN), not the start of a block, the header included (SHMHEAP_E_BADPTR), already
+   free (SHMHEAP_E_DOUBLEFREE; detected unless the block was
    allocated again in between).
 
    5. THREAD SAFETY
@@ -135,8 +140,9 @@
    (bitmaps) plus 1/8192 (span table); a heap created in a new object or file touches it only
    as spans are used, so a big /dev/shm heap costs what is used of it (shmheap_check reads the
    whole span table). Formatting an existing file or device writes all of it. 64 named roots
-   per heap, names up to 47 bytes. Heap names up to 100 bytes. 4095 processes hold a heap's
-   byte locks at once; a process opened beyond that, or on a file that takes no locks, is
+   per heap, names up to 47 bytes. Heap names up to 100 bytes after their "shm:", "file:" or
+   "cxl:" prefix; a relative path counts as the absolute path it names. 4095 processes hold a
+   heap's byte locks at once; a process opened beyond that, or on a file that takes no locks, is
    recognised dead only by processes of its host and pid namespace. A heap shared between hosts
    (one CXL device, two kernels) shares no locks: a holder that dies on the other host is
    waited for (lock_timeout_ms bounds that), as is a forked child that dies holding the mutex
@@ -182,9 +188,11 @@ typedef struct shmheap shmheap; /* a process-local handle to a mapped heap */
 /* Options for create and open. Zero means default; use designated initialisers. */
 typedef struct shmheap_opts {
     size_t size;         /* create: bytes, rounded up to 2 MiB; 0 = SHMHEAP_DEFAULT_SIZE for
-                            shm and files, the whole device for DAX and PCI BARs */
+                            shm objects and new files, the size of an existing file (overwrite;
+                            rounded up), the whole device for DAX and PCI BARs */
     uintptr_t addr;      /* create: fixed base address (2 MiB aligned); 0 = from the pod */
-    unsigned mode;       /* create: permissions of a new object; 0 = SHMHEAP_DEFAULT_MODE */
+    unsigned mode;       /* create: permissions of a new object or file, less the process's
+                            umask as for open(2); 0 = SHMHEAP_DEFAULT_MODE */
     const char *pod;     /* pod directory name in /dev/shm; NULL = $SHMHEAP_POD or shmheap.pod */
     int overwrite;       /* create over an existing heap, file or object: format it anyway.
                             Without it, create fails with SHMHEAP_E_EXISTS, except on a device
@@ -248,7 +256,8 @@ SHMHEAP_API int shmheap_unlink(const char *name, const shmheap_opts *opts);
    own open of the file (open("/proc/self/fd/N") makes one), never a description another
    process has the heap open through. The heap's range in the pod stays taken while a hold
    exists: the creator's handle has one, shmheap_pod_hold makes another (a descriptor holding a
-   read lock on the pod entry's byte, e.g. to pass along with the heap; close it when done);
+   read lock on the pod entry's byte, e.g. to pass along with the heap; close it when done;
+   SHMHEAP_E_INVAL for a named heap, whose range stays taken until it is unlinked);
    without holds the range is freed by the next shmheap_create_fd (or any create that needs
    room). Nothing to unlink. */
 SHMHEAP_API int shmheap_create_fd(int fd, const shmheap_opts *opts, shmheap **out);
@@ -258,8 +267,9 @@ SHMHEAP_API int shmheap_pod_hold(const shmheap *h, const shmheap_opts *opts);
 SHMHEAP_API void *shmheap_base(const shmheap *h);
 SHMHEAP_API size_t shmheap_size(const shmheap *h);
 SHMHEAP_API const char *shmheap_name(const shmheap *h);
-/* How many times this process has h open: create/open of a heap already open here return the
-   same handle and count up; close counts down and unmaps at 0. */
+/* How many times this process has h open: open (or open_fd) of a heap already open here
+   returns the same handle and counts up (create of it fails: SHMHEAP_E_EXISTS, or
+   SHMHEAP_E_BUSY with overwrite); close counts down and unmaps at 0. */
 SHMHEAP_API int shmheap_opens(const shmheap *h);
 /* The open heap of this process that contains p, or NULL. */
 SHMHEAP_API shmheap *shmheap_of(const void *p);
@@ -280,7 +290,8 @@ SHMHEAP_API int shmheap_free(shmheap *h, void *p);
 SHMHEAP_API size_t shmheap_usable_size(shmheap *h, const void *p);
 /* Blocks of up to 4 KiB that a thread frees wait in its cache (at most 8 per size class, kept
    in the heap) for its next allocations; other threads and processes get them when the cache
-   overflows, the thread exits or the heap is closed, or now, with shmheap_flush. */
+   overflows, the thread exits, finds the heap full or closes the heap, or now, when the thread
+   calls shmheap_flush (which empties the calling thread's cache only). */
 SHMHEAP_API int shmheap_flush(shmheap *h);
 
 /* Checks every invariant of the heap (under its lock) and fills st if not NULL.
@@ -1386,7 +1397,8 @@ static int shmheap__locate(const shmheap *h, const void *p, size_t *span, uint64
                            unsigned *slot)
 {
     uintptr_t a = (uintptr_t)p, d = (uintptr_t)h->data;
-    if (a < d || a >= d + (h->nspans << SHMHEAP__SPAN_SHIFT)) return SHMHEAP_E_FOREIGN;
+    if (a < (uintptr_t)h->base || a - (uintptr_t)h->base >= h->size) return SHMHEAP_E_FOREIGN;
+    if (a < d || a >= d + (h->nspans << SHMHEAP__SPAN_SHIFT)) return SHMHEAP_E_BADPTR; /* header */
     size_t off = a - d, s = off >> SHMHEAP__SPAN_SHIFT;
     uint32_t so = (uint32_t)(off & (SHMHEAP__SPAN - 1));
     uint64_t e = rcp__load(&h->ent[s]);
@@ -1501,8 +1513,13 @@ struct shmheap__loc {
 
 static int shmheap__parse(const char *name, struct shmheap__loc *L)
 {
-    if (!name || !*name || strlen(name) > SHMHEAP__NAME_MAX) return SHMHEAP_E_BADNAME;
+    if (!name || !*name) return SHMHEAP_E_BADNAME;
     memset(L, 0, sizeof *L);
+    /* up to SHMHEAP__NAME_MAX bytes after the prefix (the pod's keys hold "shm:" and 100) */
+    size_t plen = !strncmp(name, "shm:", 4) || !strncmp(name, "cxl:", 4) ? 4
+                  : !strncmp(name, "file:", 5)                           ? 5
+                                                                         : 0;
+    if (strlen(name + plen) > SHMHEAP__NAME_MAX) return SHMHEAP_E_BADNAME;
     if (!strncmp(name, "cxl:", 4)) {
 #ifdef SHMHEAP_WITH_CXL
         int r = rcp__cxl_resolve(name + 4, L->path, sizeof L->path);
@@ -1538,8 +1555,9 @@ file:
         if (snprintf(L->path, sizeof L->path, "%s/%s", cwd, name) >= (int)sizeof L->path)
             return SHMHEAP_E_BADNAME;
     }
-    if (snprintf(L->key, sizeof L->key, "%s", L->path) >= (int)sizeof L->key)
-        return SHMHEAP_E_BADNAME;
+    size_t n = strlen(L->path);
+    if (n > SHMHEAP__NAME_MAX) return SHMHEAP_E_BADNAME; /* the path made absolute */
+    memcpy(L->key, L->path, n + 1);
     return 0;
 }
 
@@ -1640,9 +1658,15 @@ static int shmheap__pod_open(const shmheap_opts *o, struct shmheap__podref *pr)
             char extra;
             unsigned long long part =
                 ((hi - lo) / SHMHEAP_POD_IDS) & ~(unsigned long long)(SHMHEAP__ALIGN - 1);
-            if (sscanf(id, "%u%c", &k, &extra) == 1 && k < SHMHEAP_POD_IDS && part) {
-                lo += k * part;
+            if (sscanf(id, "%u%c", &k, &extra) == 1 && k < SHMHEAP_POD_IDS) {
+                lo += k * part; /* a sixteenth under 2 MiB is empty: every create is PODFULL */
                 hi = lo + part;
+                if (!part) {
+                    struct rcp__logger lg = shmheap__logger(o);
+                    shmheap__log(&lg, SHMHEAP_LOG_WARN,
+                                 "SHMHEAP_WINDOW's sixteenth for SHMHEAP_POD_ID=%s is under 2 MiB:"
+                                 " no heap fits", id);
+                }
             } else {
                 struct rcp__logger lg = shmheap__logger(o);
                 shmheap__log(&lg, SHMHEAP_LOG_WARN,
@@ -2341,7 +2365,8 @@ SHMHEAP_API int shmheap_contains(const shmheap *h, const void *p, size_t len)
 
 SHMHEAP_API int shmheap_root_set(shmheap *h, const char *name, void *p)
 {
-    if (!h || !name || !*name || strlen(name) >= SHMHEAP__ROOT_NAME) return SHMHEAP_E_BADNAME;
+    if (!h) return SHMHEAP_E_INVAL;
+    if (!name || !*name || strlen(name) >= SHMHEAP__ROOT_NAME) return SHMHEAP_E_BADNAME;
     if (p && ((char *)p < h->base || (size_t)((char *)p - h->base) >= h->size))
         return SHMHEAP_E_FOREIGN;
     int r = shmheap__lock(h);

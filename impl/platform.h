@@ -107,15 +107,16 @@ static inline void rcp__log_stderr(int level, const char *msg, void *user)
 }
 
 /* Whether the environment variable is set (any value), read once per process and cached in
- * *cache (-1 before the first read). */
+ * *cache (-1 before the first read; then pid * 2 + whether it is set, so that a forked child,
+ * a new process, reads it again). */
 static inline int rcp__env_once(int *cache, const char *envvar)
 {
-    int v = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
-    if (v < 0) {
-        v = getenv(envvar) != NULL;
+    int v = __atomic_load_n(cache, __ATOMIC_ACQUIRE), pid = (int)getpid();
+    if (v < 0 || v >> 1 != pid) {
+        v = pid * 2 + (getenv(envvar) != NULL);
         __atomic_store_n(cache, v, __ATOMIC_RELEASE);
     }
-    return v;
+    return v & 1;
 }
 
 /* The logger a handle keeps: the user's callback if given, else the stderr logger when the

@@ -218,6 +218,8 @@ static void alock_failures(void)
     alock_table_opts to = {.nlocks = 16};
     T_EXPECT(alock_table_create(h, "t", &to, &t), 0);
     if (t) {
+        alock_table *t2 = NULL;
+        T_EXPECT(alock_table_create(h, "t", &to, &t2), ALOCK_E_EXISTS);
         T_EXPECT(alock_lock(t, 16, &hold), ALOCK_E_INVAL);
         T_EXPECT(alock_lock(t, 3, &hold), 0);
         T_EXPECT(alock_trylock(t, 3, &hold2), ALOCK_E_BUSY);

@@ -530,7 +530,7 @@ static void test_faults_logged_once(void)
         CHECK_EQ(rpcool_call(c, FN_BADREPLY, NULL, 0, NULL, NULL), RPCOOL_E_BADPTR);
     }
     CHECKF(log_count(pid, "fault") == 1, "fault lines: %d\n%s", log_count(pid, "fault"), log_buf);
-    CHECKF(log_count(pid, "999") == 1, "unknown handler lines: %d\n%s", log_count(pid, "999"),
+    CHECKF(log_count(pid, "id 999") == 1, "unknown handler lines: %d\n%s", log_count(pid, "id 999"),
            log_buf);
     CHECKF(log_count(pid, "outside") == 1, "bad reply lines: %d\n%s", log_count(pid, "outside"),
            log_buf);
