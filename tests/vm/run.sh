@@ -198,7 +198,10 @@ fi
 # ---- booting
 
 # boot NAME ROLE APPEND-EXTRA QEMU-ARGS...: one guest (VM_SMP vCPUs, default 2) under a
-# deadline; its results land in $OUT/NAME.results. In the background, run it as
+# deadline; its results land in $OUT/NAME.results. tsc=nowatchdog: a TCG guest that stalls for
+# seconds under load had its TSC marked unstable by the clocksource watchdog, and the kernel's
+# live patch of the sched_clock static key that follows panicked 6.12 under TCG ("Oops: int3"
+# in sched_clock_cpu); qemu's TCG TSC follows the host clock on every vCPU, so it is kept. In the background, run it as
 # `(BOOT_EXEC=exec boot ...) &` so that $! is timeout's pid, and killing it takes qemu down too.
 boot() {
     name=$1; role=$2; extra=$3; shift 3
@@ -206,7 +209,7 @@ boot() {
     ${BOOT_EXEC:-} timeout -k 5 "$GUEST_TIMEOUT" qemu-system-x86_64 -accel tcg -cpu max -smp "${VM_SMP:-2}" -nodefaults \
         -display none -no-reboot -monitor none \
         -kernel "$BOOT_KERNEL" -initrd "$BOOT_INITRD" \
-        -append "console=ttyS0 quiet panic=-1 rcp.role=$role $extra" \
+        -append "console=ttyS0 quiet panic=-1 tsc=nowatchdog rcp.role=$role $extra" \
         -serial "file:$OUT/$name.console" -serial "file:$OUT/$name.results" \
         "$@" >"$OUT/$name.qemu" 2>&1
 }
