@@ -16,12 +16,14 @@
   10. Design notes
   11. protobuf-c      .proto services over rpcool (RPCOOL_WITH_PROTOBUF_C)
   12. Operating       who is calling, connection hooks, cancelling, stats, rpcoolctl
+  13. Shared data     exports: a heap range by pointer in its pod, by one-sided RDMA elsewhere
    The declarations follow this text; then the implementation, whose sections are marked with
    anchors to grep for: >>implementation >>support >>layout >>state >>seam >>errors >>liveness
    >>contain >>names >>server >>ops >>accept >>dispatch >>serve >>handler >>client >>seal >>call
    >>connect >>builders; the RDMA transport is in impl/rpcool_rdma.h (>>r-conn >>r-client
    >>r-server >>r-tables), deferred replies in impl/rpcool_defer.h (>>defer), protobuf-c services in
-   impl/rpcool_pbc.h (>>pbc). The licence (MIT) is at the end of the file.
+   impl/rpcool_pbc.h (>>pbc), shared data in impl/rpcool_export.h (>>export >>x-remote). The
+   licence (MIT) is at the end of the file.
 
    1. USAGE
    --------
@@ -711,6 +713,11 @@
    fail with RPCOOL_E_NAMETAKEN (start it again). --help prints the usage and exits 0. Exit status:
    0, 1 when --clean could not remove something (another user's), 2 for a usage error (the usage
    then goes to stderr).
+
+   13. SHARED DATA
+   ---------------
+   Exports (rpcool_export_*, rpcool_attach*, rpcool_remote_*) are declared but not built yet:
+   every one of those functions returns RPCOOL_E_NOTSUP (the accessors NULL or 0).
 */
 #ifndef RPCOOL_H
 #define RPCOOL_H
@@ -791,7 +798,14 @@ typedef struct rpcool_ctx rpcool_ctx;       /* one call, as seen by its handler 
     /* rpcool_cancel: the call was cancelled before its handler started */                         \
     X(RPCOOL_E_CANCELLED, -1977, "the call was cancelled by its caller")                           \
     /* the server's on_connect hook refused the connection (a hook may return its own code) */     \
-    X(RPCOOL_E_REFUSED, -1976, "the server refused this client (its on_connect hook)")
+    X(RPCOOL_E_REFUSED, -1976, "the server refused this client (its on_connect hook)")         \
+    /* exports (section 13): an address range not inside the export */                            \
+    X(RPCOOL_E_RANGE, -1975, "address range outside the export")                                   \
+    /* exports: a remote write to an export that is not RPCOOL_REMOTE_RW, an attach to one that  \
+       is RPCOOL_REMOTE_NONE */                                                                    \
+    X(RPCOOL_E_PERM, -1974, "the export does not allow this to other pods (its remote mode)")      \
+    X(RPCOOL_E_NOEXPORT, -1973, "no export of that name")                                          \
+    X(RPCOOL_E_EXPORTED, -1972, "an export of that name exists already in this heap")
 #define RPCOOL__ERROR_ENUM(name, value, text) name = value,
 enum { RPCOOL_ERRORS(RPCOOL__ERROR_ENUM) };
 #undef RPCOOL__ERROR_ENUM
@@ -1143,6 +1157,92 @@ RPCOOL_API int rpcool_map_get(const rpcool_map *m, const char *key, uint64_t *va
 RPCOOL_API int rpcool_map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, const char *key,
                                       uint64_t *val);
 RPCOOL_API uint64_t rpcool_hash(const char *s);
+
+/* Shared data (section 13): a range of a pod heap exported under a name with a lock table
+   beside it; used by pointer in its pod and by one-sided RDMA from other pods. */
+#define RPCOOL_EXPORT_DEFAULT_LOCKS 64
+#define RPCOOL_EXPORT_MAX_LOCKS 65536    /* locks of one export at most */
+#define RPCOOL_EXPORT_NAME_MAX 38        /* characters of an export's name at most */
+#define RPCOOL_EXPORT_DEFAULT_READ_MS 1000 /* an optimistic read retries this long at most */
+#define RPCOOL_EXPORT_DEFAULT_PIN_BUDGET ((size_t)64 << 20) /* bytes registered at once */
+#define RPCOOL_ATTACH_DEFAULT_TIMEOUT_MS 5000 /* an attach, and each remote operation */
+#define RPCOOL_OWNERDEAD 1 /* a lock is held; its previous holder died holding it */
+enum { RPCOOL_LOCK_READ = 0, RPCOOL_LOCK_WRITE = 1 }; /* both exclusive; WRITE bumps the lock's
+                                                          version word (a seqlock) */
+enum { RPCOOL_REMOTE_NONE = 0, RPCOOL_REMOTE_READ = 1, RPCOOL_REMOTE_RW = 2 };
+
+typedef struct rpcool_export rpcool_export; /* the exporter's, or a same-pod opener's handle */
+typedef struct rpcool_remote rpcool_remote; /* another pod's attachment to an export */
+
+typedef struct rpcool_export_opts {
+    uint32_t nlocks;      /* the lock table beside the data; 0 = RPCOOL_EXPORT_DEFAULT_LOCKS */
+    uint32_t budget;      /* ALock's cohort budget; 0 = ALOCK_DEFAULT_BUDGET */
+    int remote;           /* what other pods may do: RPCOOL_REMOTE_NONE (default), _READ, _RW */
+    const char *rdma;     /* where to publish for other pods, as rpcool_server_opts.rdma:
+                             "serve"[:PORT] runs krconn's meta server in this process (shared
+                             with an rpcool server of the same process), "HOST[:PORT]", ""
+                             = $KRCONN_META; NULL with remote != NONE: "serve" */
+    size_t pin_budget;    /* bytes of the export registered at once (nppin); 0 =
+                             RPCOOL_EXPORT_DEFAULT_PIN_BUDGET */
+    void (*log)(int level, const char *msg, void *user); /* as rpcool's other log fields */
+    void *log_user;
+} rpcool_export_opts;
+
+/* A held lock of an export, local or remote (treat as opaque). */
+typedef struct rpcool_xhold {
+    void *x;
+    uint32_t idx, mode;
+    uint64_t priv[6];
+} rpcool_xhold;
+
+/* Exporter: [base, base+len) inside heap h (base NULL, len 0: the whole heap's usable range),
+   published under name (as channel names, at most RPCOOL_EXPORT_NAME_MAX characters). */
+RPCOOL_API int rpcool_export_create(shmheap *h, const char *name, void *base, size_t len,
+                                    const rpcool_export_opts *opts, rpcool_export **out);
+/* Another process of the same pod: h opened by the caller (shmheap_open), the export by name. */
+RPCOOL_API int rpcool_export_open(shmheap *h, const char *name, rpcool_export **out);
+RPCOOL_API int rpcool_export_close(rpcool_export *x); /* the exporter's close withdraws it */
+RPCOOL_API void *rpcool_export_base(const rpcool_export *x, size_t *len);
+RPCOOL_API uint32_t rpcool_export_nlocks(const rpcool_export *x);
+/* Local cohort (CPU atomics, no NIC, no call): 0, RPCOOL_OWNERDEAD (held; the previous holder
+   died holding it), or a negative code. */
+RPCOOL_API int rpcool_export_lock(rpcool_export *x, uint32_t idx, int mode, rpcool_xhold *h);
+RPCOOL_API int rpcool_export_unlock(rpcool_xhold *h);
+/* Optimistic local read without the lock: copy [addr, addr+len) between two equal even reads
+   of lock idx's version word, retrying; 0 or a negative code (RPCOOL_E_RANGE outside). */
+RPCOOL_API int rpcool_export_read(rpcool_export *x, uint32_t idx, const void *addr, void *buf,
+                                  size_t len);
+
+typedef struct rpcool_attach_opts {
+    int timeout_ms;       /* each remote operation and the attach; 0 =
+                             RPCOOL_ATTACH_DEFAULT_TIMEOUT_MS */
+    void (*log)(int level, const char *msg, void *user);
+    void *log_user;
+} rpcool_attach_opts;
+
+/* Another pod: "rdma://HOST[:PORT]/NAME" (krconn's meta server at HOST), "rdma:NAME"
+   ($KRCONN_META); every connect through krconn.h. */
+RPCOOL_API int rpcool_attach(const char *url, const rpcool_attach_opts *opts,
+                             rpcool_remote **out);
+/* The same, through the meta server an existing RDMA connection c was made with. */
+RPCOOL_API int rpcool_attach_conn(rpcool_conn *c, const char *name,
+                                  const rpcool_attach_opts *opts, rpcool_remote **out);
+RPCOOL_API int rpcool_remote_detach(rpcool_remote *r);
+/* The export's range in its pod: pointers inside the data are valid addresses for the calls
+   below (the data is read and written at the same addresses). */
+RPCOOL_API void *rpcool_remote_base(const rpcool_remote *r, size_t *len);
+RPCOOL_API uint32_t rpcool_remote_nlocks(const rpcool_remote *r);
+/* One-sided: bounds checked before posting (RPCOOL_E_RANGE), buf anywhere in this process.
+   write: RPCOOL_E_PERM when the export is not RPCOOL_REMOTE_RW. */
+RPCOOL_API int rpcool_remote_read(rpcool_remote *r, const void *addr, void *buf, size_t len);
+RPCOOL_API int rpcool_remote_write(rpcool_remote *r, void *addr, const void *buf, size_t len);
+/* ALock's remote cohort; the remote waiters' queue links are made by the library. */
+RPCOOL_API int rpcool_remote_lock(rpcool_remote *r, uint32_t idx, int mode, rpcool_xhold *h);
+RPCOOL_API int rpcool_remote_unlock(rpcool_xhold *h);
+/* Optimistic remote read: READ the version word, READ the range, READ the version again,
+   retried while it is odd or changed. */
+RPCOOL_API int rpcool_remote_read_opt(rpcool_remote *r, uint32_t idx, const void *addr,
+                                      void *buf, size_t len);
 
 #ifdef __cplusplus
 }
@@ -5350,6 +5450,7 @@ RPCOOL_API char *rpcool_strdup(rpcool_conn *c, const char *s)
 #include "impl/rpcool_rdma.h"
 #endif
 #include "impl/rpcool_defer.h" /* deferred replies (>>defer) */
+#include "impl/rpcool_export.h" /* shared data (>>export >>x-remote) */
 #ifdef RPCOOL_WITH_PROTOBUF_C
 #define RPCOOL_PBC_IMPLEMENTATION
 #include "impl/rpcool_pbc.h" /* protobuf-c services (>>pbc) */
