@@ -1,7 +1,8 @@
 // LIBS: -libverbs
 /* rpcool_kv_pods.c - one key-value server for two pods: its own pod calls it over shared memory
- * and reads its table by pointer; the other pod calls it over RDMA and reads the table with
- * one-sided RDMA READ. One lock table (alock.h) guards the buckets for both.
+ * and reads its table by pointer; the other pod calls it over RDMA and reads and writes the
+ * table with one-sided RDMA. One export (rpcool.h, "13. Shared data") carries the table and the
+ * locks that guard its buckets for both pods.
  *
  *   cc -O2 -pthread -I. examples/rpcool_kv_pods.c -o kvp -libverbs
  *   ./kvp [KEYS] [CLIENTS]        pod A alone on this host (no RDMA): the server and CLIENTS
@@ -9,56 +10,46 @@
  *   ./kvp serve [SECONDS]         pod A's server on channel "kv" (default: until SIGINT/SIGTERM)
  *   ./kvp local N KEYS ROUNDS     N pod A client processes against that server
  *   SHMHEAP_POD_ID=1 ./kvp remote HOST N KEYS ROUNDS   N pod B client processes (needs RDMA)
- *   ./kvp bench [HOST] [GETS]     time gets: with HOST from pod B, alone there (pod B id 1; by
- *                                 RPC over RDMA and by one-sided READ), without it from pod A
- *                                 (a server of its own; RPC, by pointer)
+ *   ./kvp bench [HOST] [GETS]     time gets: with HOST from pod B (by call over RDMA, by locked
+ *                                 and by optimistic one-sided READ), without it from pod A (a
+ *                                 server of its own; by call, by pointer under the lock)
  *
- * The idea. The server keeps a hash table of fixed-size buckets in a shared heap of its own (the
- * "store", named root "kv.table") and an alock.h lock table beside it ("kv.locks"): lock i
- * guards bucket i. Every word of the table is written only by a holder of its bucket's lock.
- * - Pod A (processes that can map the store): calls go over shared memory
- *   (rpcool_connect("kv")), and a client may also read a bucket by pointer under alock_lock:
- *   CPU atomics, no call, no NIC.
- * - Pod B (another host): calls go over RDMA (rpcool_connect("rdma://HOST/kv")), with the same
- *   requests and handlers (pointers stay valid across pods). A pod B client also reads a bucket
- *   with one RDMA READ under alock_remote_lock (RDMA atomics on the lock's remote half), and may
- *   put by READ + RDMA WRITE of one entry under the same lock. ALock's cohorts never apply a CPU
- *   and an RDMA read-modify-write to the same word, which Soft-RoCE would not make atomic.
- * - How pod B finds the table: the server registers the table and the lock lines with krconn.h
- *   and publishes its krconn context as "kv.table" at the meta server that rpcool runs for it
- *   (`.rdma = "serve"`: TCP 7471 of the server's host); that context's connect data (32 bytes)
- *   carries the addresses and keys. A pod B client asks the KVP_INFO call for the context's
- *   address, or looks "kv.table" up when it has no calls. Pod B clients publish themselves
- *   ("kv.b<ID>") so that each can link to the others' lock descriptors (ALock's remote queue).
- * Trust: the table's key lets pod B's clients write any entry (that is how they put without a
- * call); entries are checked (kvp_entry_ok) and copied with bounds, so a bad one is skipped,
- * never followed. A server that does not trust pod B registers the table for remote READ only
- * and takes puts by call.
- * Without rdma-core's headers everything RDMA says "not supported" (RPCOOL_E_NOTSUP and the
- * like): the server then serves its own pod, and pod B's clients say why they cannot run. */
-#define RPCOOL_WITH_RDMA          /* calls between pods (krconn.h's implementation comes along) */
+ * The idea. The server keeps a hash table of fixed-size buckets in a heap of its own (the store)
+ * and exports it as "kv" with one lock per bucket (rpcool_export_create): every word of the table
+ * is written only by a holder of its bucket's lock, in WRITE mode, which also bumps the lock's
+ * version word.
+ * - Pod A (processes that map the store): calls over shared memory (rpcool_connect("kv")); a
+ *   client also opens the export (rpcool_export_open) and reads a bucket by pointer under its
+ *   lock: CPU atomics, no call, no NIC.
+ * - Pod B (another host): calls over RDMA (rpcool_connect("rdma://HOST/kv")) with the same
+ *   requests and handlers, and the export attached through that connection (rpcool_attach_conn;
+ *   rpcool_attach("rdma://HOST/kv") without calls). A pod B client reads a bucket with one READ
+ *   under the bucket's lock (ALock's remote cohort), or without it (rpcool_remote_read_opt:
+ *   the version word read before and after), and puts by READ + WRITE of one entry under the
+ *   lock. Addresses are the table's own: a pointer read from the table is a valid remote address.
+ * Trust: the export is RPCOOL_REMOTE_RW, so pod B's clients may write any entry; entries are
+ * checked (kvp_entry_ok) and copied with bounds, so a bad one is skipped, never followed. A
+ * server that does not trust pod B exports with RPCOOL_REMOTE_READ and takes puts by call.
+ * Without rdma-core's headers everything RDMA says "not supported" (RPCOOL_E_NOTSUP): the server
+ * then serves its own pod, and pod B's clients say why they cannot run. */
+#define RPCOOL_WITH_RDMA /* calls and the export between pods (krconn, alock, nppin come along) */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
-#define ALOCK_IMPLEMENTATION
-#include "alock.h" /* after krconn.h: declares alock_krconn_link_create */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 
 /* ---------------------------------------------------------------- the table (shared layout) */
 
-#define KVP_MAGIC 0x3153444f5056564bull /* "KVVPODS1" */
-#define KVP_VERSION 1u
+#define KVP_MAGIC 0x3253444f5056564bull /* "KVVPODS2" */
 #define KVP_SLOTS 8     /* entries per bucket */
 #define KVP_KEY_MAX 32  /* key bytes with the NUL */
 #define KVP_VAL_MAX 80  /* value bytes with the NUL */
 #define KVP_BUDGET 8    /* alock: hand-offs within a cohort before the other gets a turn */
-#define KVP_TMO 20000   /* ms: one RDMA operation or connect (Soft-RoCE under emulation is slow) */
-/* RC ACK timeout 4.096 us * 2^18 = 1.07 s, 7 tries: Soft-RoCE in emulated guests on a busy host
-   answers late, and krconn's default (67 ms) would declare a live peer dead. */
-static const krconn_ctx_opts kvp_kopts = {.timeout = 18};
+#define KVP_TMO 20000   /* ms: one remote operation (Soft-RoCE under emulation is slow) */
 
 typedef struct kvp_entry { /* written only by a holder of its bucket's lock */
     uint32_t used;          /* 1: holds a key */
@@ -70,30 +61,14 @@ typedef struct kvp_entry { /* written only by a holder of its bucket's lock */
 typedef struct kvp_bucket { kvp_entry e[KVP_SLOTS]; } kvp_bucket;
 typedef struct kvp_table {
     uint64_t magic;
-    uint32_t version, nbuckets; /* nbuckets: a power of two; also the lock table's nlocks */
-    uint32_t slots, entry_size;
-    uint64_t pad[5];
+    uint32_t nbuckets, slots; /* nbuckets: a power of two, and the export's number of locks */
+    uint64_t pad[6];
     kvp_bucket b[];
 } kvp_table;
 _Static_assert(sizeof(kvp_entry) == 128, "entry layout");
 _Static_assert(sizeof(kvp_table) == 64, "header layout");
 
-/* What pod B needs for one-sided access: the krconn connect data of the server's context. */
-typedef struct kvp_info {
-    uint64_t table, lines;            /* kvp_table and alock_table_lines, in pod A */
-    uint32_t table_rkey, lines_rkey;
-    uint32_t nbuckets, budget;
-} kvp_info;
-_Static_assert(sizeof(kvp_info) <= KRCONN_DATA_MAX, "fits krconn's connect data");
-
-/* KVP_INFO's reply: the above, and the server's krconn address (rdma = 0: it has none). */
-typedef struct kvp_info_reply {
-    kvp_info i;
-    uint32_t rdma, pad;
-    char addr[128];                   /* krconn_addr_format */
-} kvp_info_reply;
-
-enum { KVP_PUT = 1, KVP_GET = 2, KVP_INFO = 3 };                 /* handler ids */
+enum { KVP_PUT = 1, KVP_GET = 2 };                                    /* handler ids */
 enum { KVP_OK = 0, KVP_NOTFOUND = 1, KVP_FULL = 2, KVP_TOOLONG = 3 }; /* statuses */
 
 struct kvp_req { const char *key, *val; }; /* KVP_PUT's argument, in the caller's heap */
@@ -141,8 +116,7 @@ static int kvp_find(const kvp_bucket *b, const char *key, int *free_slot, int *b
     return -1;
 }
 
-/* A found entry's value into out (KVP_VAL_MAX bytes), bounded whatever the entry holds now:
-   a pod B process that ignores the locks can change it after kvp_find looked. */
+/* A found entry's value into out (KVP_VAL_MAX bytes), bounded whatever the entry holds now. */
 static void kvp_copy_val(char *out, const kvp_entry *e)
 {
     memcpy(out, e->val, KVP_VAL_MAX);
@@ -191,25 +165,13 @@ static unsigned kvp_value_round(const char *key, const char *val)
 typedef struct kvp_server {
     shmheap *store;
     kvp_table *tab;
-    alock_table *locks;
+    rpcool_export *x;     /* the table and its locks, as "kv" (the channel's name) */
     rpcool_server *rpc;
-    krconn_ctx *kc;           /* NULL: no RDMA device here, pod B cannot reach the table */
-    krconn_dir *dir;
-    krconn_mr tmr, lmr;
-    kvp_info_reply info;
+    int remote;           /* 1: pod B reaches the table */
     char heap_name[80];
 } kvp_server;
 
 static kvp_server *kvp_srv; /* the handlers' server (one per process) */
-
-/* Lock the bucket of key k for a handler: the bucket, or NULL with the lock's error in *rc. */
-static kvp_bucket *kvp_lock_bucket(const char *k, alock_hold *hold, int *rc)
-{
-    kvp_table *t = kvp_srv->tab;
-    uint32_t b = kvp_bucket_of(k, t->nbuckets);
-    *rc = alock_lock(kvp_srv->locks, b, hold);
-    return *rc < 0 ? NULL : &t->b[b];
-}
 
 static int kvp_put(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
@@ -222,14 +184,14 @@ static int kvp_put(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     char k[KVP_KEY_MAX], v[KVP_VAL_MAX];
     strcpy(k, key);
     strcpy(v, val);
-    alock_hold hold;
-    int rc, free_slot;
-    kvp_bucket *bk = kvp_lock_bucket(k, &hold, &rc);
-    if (!bk) return rc;
-    int i = kvp_find(bk, k, &free_slot, NULL);
+    uint32_t b = kvp_bucket_of(k, kvp_srv->tab->nbuckets);
+    rpcool_xhold hold;
+    int free_slot, rc = rpcool_export_lock(kvp_srv->x, b, RPCOOL_LOCK_WRITE, &hold);
+    if (rc < 0) return rc;
+    int i = kvp_find(&kvp_srv->tab->b[b], k, &free_slot, NULL);
     if (i < 0) i = free_slot;
-    if (i >= 0) kvp_fill(&bk->e[i], k, v);
-    alock_unlock(&hold);
+    if (i >= 0) kvp_fill(&kvp_srv->tab->b[b].e[i], k, v);
+    rpcool_export_unlock(&hold);
     return i >= 0 ? KVP_OK : KVP_FULL;
 }
 
@@ -241,29 +203,19 @@ static int kvp_get(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     if (strlen(key) >= KVP_KEY_MAX) return KVP_NOTFOUND;
     char k[KVP_KEY_MAX], v[KVP_VAL_MAX];
     strcpy(k, key);
-    alock_hold hold;
-    int rc;
-    kvp_bucket *bk = kvp_lock_bucket(k, &hold, &rc);
-    if (!bk) return rc;
-    int i = kvp_find(bk, k, NULL, NULL);
-    if (i >= 0) kvp_copy_val(v, &bk->e[i]);
-    alock_unlock(&hold);
+    uint32_t b = kvp_bucket_of(k, kvp_srv->tab->nbuckets);
+    rpcool_xhold hold;
+    int rc = rpcool_export_lock(kvp_srv->x, b, RPCOOL_LOCK_READ, &hold);
+    if (rc < 0) return rc;
+    int i = kvp_find(&kvp_srv->tab->b[b], k, NULL, NULL);
+    if (i >= 0) kvp_copy_val(v, &kvp_srv->tab->b[b].e[i]);
+    rpcool_export_unlock(&hold);
     if (i < 0) return KVP_NOTFOUND;
     size_t n = strlen(v) + 1;
     char *out = (char *)rpcool_ctx_alloc(ctx, n); /* the answer goes into the caller's heap */
     if (!out) return SHMHEAP_E_FULL;
     memcpy(out, v, n);
     rpcool_ctx_reply(ctx, out, n);
-    return KVP_OK;
-}
-
-static int kvp_info_fn(rpcool_ctx *ctx, void *arg, size_t len, void *user)
-{
-    (void)arg; (void)len; (void)user;
-    kvp_info_reply *out = (kvp_info_reply *)rpcool_ctx_alloc(ctx, sizeof *out);
-    if (!out) return SHMHEAP_E_FULL;
-    *out = kvp_srv->info;
-    rpcool_ctx_reply(ctx, out, sizeof *out);
     return KVP_OK;
 }
 
@@ -274,56 +226,11 @@ static uint32_t kvp_nbuckets_for(long keys) /* about half full at most: a bucket
     return n;
 }
 
-/* The RDMA side: a krconn context, the table and lock lines registered, "kv.table" published.
-   Returns 0 or a krconn code; *why says which step failed. */
-static int kvp_server_rdma(kvp_server *sv, char *why, size_t whylen)
-{
-    char d[400];
-    void *lines;
-    size_t llen;
-    krconn_addr me;
-    int rc = krconn_ctx_create(&kvp_kopts, &sv->kc);
-    if (rc) { snprintf(why, whylen, "krconn_ctx_create: %s", krconn_describe(rc, d, sizeof d)); return rc; }
-    size_t tlen = sizeof(kvp_table) + (size_t)sv->tab->nbuckets * sizeof(kvp_bucket);
-    alock_table_lines(sv->locks, &lines, &llen);
-    if ((rc = krconn_reg(sv->kc, sv->tab, tlen, 0, &sv->tmr)) ||
-        (rc = krconn_reg(sv->kc, lines, llen, 0, &sv->lmr))) {
-        snprintf(why, whylen, "krconn_reg: %s", krconn_describe(rc, d, sizeof d));
-        return rc;
-    }
-    kvp_info *i = &sv->info.i;
-    i->table = (uint64_t)(uintptr_t)sv->tab;
-    i->lines = (uint64_t)(uintptr_t)lines;
-    i->table_rkey = sv->tmr.rkey;
-    i->lines_rkey = sv->lmr.rkey;
-    i->nbuckets = sv->tab->nbuckets;
-    i->budget = KVP_BUDGET; /* what the table was made with: pod B's cohort must agree */
-    krconn_ctx_set_data(sv->kc, i, sizeof *i);
-    krconn_ctx_addr(sv->kc, &me);
-    krconn_addr_format(&me, sv->info.addr, sizeof sv->info.addr);
-    /* rpcool's RDMA transport runs krconn's meta server (TCP 7471) in this process: publish
-       there, beside the channel's own entry "rpcool.<channel>" */
-    if ((rc = krconn_dir_meta(sv->kc, "127.0.0.1", KVP_TMO, &sv->dir)) ||
-        (rc = krconn_publish(sv->kc, sv->dir, "kv.table", KVP_TMO))) {
-        snprintf(why, whylen, "publishing \"kv.table\": %s", krconn_describe(rc, d, sizeof d));
-        return rc;
-    }
-    sv->info.rdma = 1;
-    return 0;
-}
-
 static void kvp_server_close(kvp_server *sv)
 {
     if (!sv) return;
     if (sv->rpc) rpcool_server_close(sv->rpc);
-    if (sv->dir) krconn_dir_close(sv->dir);
-    if (sv->lmr.mr) krconn_dereg(&sv->lmr);
-    if (sv->tmr.mr) krconn_dereg(&sv->tmr);
-    if (sv->kc) krconn_ctx_destroy(sv->kc);
-    if (sv->locks) {
-        alock_table_close(sv->locks);
-        alock_table_unlink(sv->store, "kv.locks");
-    }
+    if (sv->x) rpcool_export_close(sv->x);
     if (sv->store) {
         shmheap_close(sv->store);
         shmheap_unlink(sv->heap_name, NULL);
@@ -332,19 +239,19 @@ static void kvp_server_close(kvp_server *sv)
     kvp_srv = NULL;
 }
 
-/* The store, the table, the locks and the channel (not serving yet); with rdma, then the RDMA
-   side if the host has a device: without one the server says so and serves its own pod only. */
+/* The store, the table, the export and the channel (not serving yet); with rdma, the export and
+   calls for pod B too when this host can (without a device the server says so and serves its
+   own pod only). */
 static int kvp_server_open(const char *chan, long keys, int rdma, kvp_server **out)
 {
     kvp_server *sv = (kvp_server *)calloc(1, sizeof *sv);
-    char why[600];
     int rc;
     if (!sv) return -ENOMEM;
     kvp_srv = sv;
     uint32_t nb = kvp_nbuckets_for(keys);
     size_t tlen = sizeof(kvp_table) + (size_t)nb * sizeof(kvp_bucket);
     snprintf(sv->heap_name, sizeof sv->heap_name, "%s-store", chan);
-    shmheap_opts ho = {.size = tlen + (size_t)nb * 64 + ((size_t)16 << 20)};
+    shmheap_opts ho = {.size = tlen + (size_t)nb * 256 + ((size_t)16 << 20)};
     if ((rc = shmheap_create(sv->heap_name, &ho, &sv->store))) {
         fprintf(stderr, "store heap \"%s\": %s\n", sv->heap_name, shmheap_strerror(rc));
         goto fail;
@@ -356,19 +263,23 @@ static int kvp_server_open(const char *chan, long keys, int rdma, kvp_server **o
     }
     memset(sv->tab, 0, tlen);
     sv->tab->magic = KVP_MAGIC;
-    sv->tab->version = KVP_VERSION;
     sv->tab->nbuckets = nb;
     sv->tab->slots = KVP_SLOTS;
-    sv->tab->entry_size = sizeof(kvp_entry);
-    alock_table_opts ao = {.nlocks = nb, .budget = KVP_BUDGET};
-    if ((rc = alock_table_create(sv->store, "kv.locks", &ao, &sv->locks))) {
-        fprintf(stderr, "lock table: %s\n", alock_strerror(rc));
+    /* the export first (a client that connects finds it), then the channel: with rdma both
+       are published at the meta server this process runs (krconn.h, TCP 7471) */
+    rpcool_export_opts xo = {.nlocks = nb, .budget = KVP_BUDGET,
+                             .remote = rdma ? RPCOOL_REMOTE_RW : RPCOOL_REMOTE_NONE,
+                             .rdma = rdma ? "serve" : NULL};
+    if ((rc = rpcool_export_create(sv->store, chan, sv->tab, tlen, &xo, &sv->x)) && rdma) {
+        printf("server: the table not exported to pod B (%s)\n", rpcool_strerror(rc));
+        xo.remote = RPCOOL_REMOTE_NONE;
+        xo.rdma = NULL;
+        rc = rpcool_export_create(sv->store, chan, sv->tab, tlen, &xo, &sv->x);
+    }
+    if (rc) {
+        fprintf(stderr, "export \"%s\": %s\n", chan, rpcool_strerror(rc));
         goto fail;
     }
-    shmheap_root_set(sv->store, "kv.table", sv->tab);
-    sv->info.i.table = (uint64_t)(uintptr_t)sv->tab; /* the rest once RDMA is up */
-    sv->info.i.nbuckets = nb;
-    /* with rdma: also serve pod B's calls over RDMA, and run krconn's meta server */
     rpcool_server_opts so = {.max_conns = 64, .rdma = rdma ? "serve" : NULL};
     if ((rc = rpcool_server_open(chan, &so, &sv->rpc)) && rdma) {
         printf("server: no calls over RDMA (%s): serving pod A only\n", rpcool_strerror(rc));
@@ -382,24 +293,9 @@ static int kvp_server_open(const char *chan, long keys, int rdma, kvp_server **o
     }
     rpcool_server_add_handler(sv->rpc, KVP_PUT, kvp_put, NULL, 0);
     rpcool_server_add_handler(sv->rpc, KVP_GET, kvp_get, NULL, 0);
-    rpcool_server_add_handler(sv->rpc, KVP_INFO, kvp_info_fn, NULL, 0);
-    if (rdma && kvp_server_rdma(sv, why, sizeof why)) {
-        printf("server: no RDMA (%s): pod B cannot reach this table\n", why);
-        if (sv->dir) krconn_dir_close(sv->dir);
-        if (sv->lmr.mr) krconn_dereg(&sv->lmr);
-        if (sv->tmr.mr) krconn_dereg(&sv->tmr);
-        if (sv->kc) krconn_ctx_destroy(sv->kc);
-        sv->dir = NULL; sv->kc = NULL;
-        memset(&sv->tmr, 0, sizeof sv->tmr);
-        memset(&sv->lmr, 0, sizeof sv->lmr);
-        sv->info.rdma = 0;
-    } else if (rdma) {
-        printf("server: calls over RDMA too; the table by RDMA on %s: krconn context %s,"
-               " published as \"kv.table\" (meta server on TCP 7471)\n",
-               krconn_ctx_device(sv->kc), sv->info.addr);
-    }
-    printf("server: channel \"%s\", table of %u buckets x %d entries in heap \"%s\"\n", chan, nb,
-           KVP_SLOTS, sv->heap_name);
+    sv->remote = xo.remote != RPCOOL_REMOTE_NONE;
+    printf("server: channel \"%s\", table of %u buckets x %d entries in heap \"%s\"%s\n", chan,
+           nb, KVP_SLOTS, sv->heap_name, sv->remote ? ", exported to pod B" : "");
     fflush(stdout);
     *out = sv;
     return 0;
@@ -422,60 +318,39 @@ typedef struct kvp_client {
     char rpc_why[200];
     struct kvp_req *rq;       /* in the connection heap */
     char *key, *val;
-    /* pod A: the table by pointer */
-    shmheap *store;
-    kvp_table *tab;
-    alock_table *locks;
-    /* pod B: the table by RDMA */
-    krconn_ctx *kc;
-    krconn_dir *dir;
-    krconn *home, *data;      /* to the server: alock's link, the table's READs and WRITEs */
-    krconn_mr bmr, dmr;       /* our bucket buffer, our lock descriptors */
-    kvp_bucket *buf;
-    void *descs;
-    alock_link hl, pl[16];    /* alock's links: to the server, to the other pod B clients */
-    krconn *pk[16];
-    int npl;
-    alock_remote *r;
-    kvp_info info;
-    uint16_t id;
+    kvp_table *tab;           /* the table's address (in pod B: not mapped, a remote address) */
+    uint32_t nbuckets;
+    shmheap *store;           /* pod A: the store, mapped; the export opened in it */
+    rpcool_export *x;
+    rpcool_remote *r;         /* pod B: the export attached */
+    kvp_bucket buf;           /* pod B: a bucket read */
 } kvp_client;
-
-#define KVP_RDESC 8 /* a pod B client holds one lock at a time */
 
 static void kvp_client_close(kvp_client *c)
 {
     if (!c) return;
+    if (c->r) rpcool_remote_detach(c->r);
+    if (c->x) rpcool_export_close(c->x);
+    if (c->store) shmheap_close(c->store);
     if (c->conn) {
         if (c->rq) rpcool_free(c->conn, c->rq);
         rpcool_disconnect(c->conn);
     }
-    if (c->locks) alock_table_close(c->locks);
-    if (c->store) shmheap_close(c->store);
-    if (c->r) alock_remote_destroy(c->r);
-    for (int i = 0; i < c->npl; i++) {
-        alock_krconn_link_destroy(&c->pl[i]);
-        krconn_disconnect(c->pk[i]);
-    }
-    if (c->hl.conn) alock_krconn_link_destroy(&c->hl);
-    if (c->bmr.mr) krconn_dereg(&c->bmr);
-    if (c->dmr.mr) krconn_dereg(&c->dmr);
-    if (c->data) krconn_disconnect(c->data);
-    if (c->home) krconn_disconnect(c->home);
-    if (c->dir) krconn_dir_close(c->dir);
-    if (c->kc) krconn_ctx_destroy(c->kc);
-    free(c->buf);
-    free(c->descs);
     free(c);
 }
 
-static int kvp_client_rpc(kvp_client *c, const char *chan, int quiet)
+/* Connect to chan, for up to wait_s seconds (the server may not be up yet). */
+static int kvp_client_rpc(kvp_client *c, const char *chan, int wait_s)
 {
-    int rc = rpcool_connect(chan, NULL, &c->conn);
+    int rc;
+    for (uint64_t end = rcp__now_ns() + (uint64_t)wait_s * 1000000000ull;;) {
+        rc = rpcool_connect(chan, NULL, &c->conn);
+        if (!rc || rc == RPCOOL_E_NOTSUP || rc == RPCOOL_E_BADNAME || rcp__now_ns() > end) break;
+        usleep(100 * 1000);
+    }
     if (rc) {
         snprintf(c->rpc_why, sizeof c->rpc_why, "rpcool_connect(\"%s\"): %s", chan,
                  rpcool_strerror(rc));
-        if (!quiet) printf("client: %s\n", c->rpc_why);
         c->conn = NULL;
         return rc;
     }
@@ -495,24 +370,27 @@ static int kvp_local_open(const char *chan, kvp_client **out)
 {
     kvp_client *c = (kvp_client *)calloc(1, sizeof *c);
     char heap[80];
+    size_t len;
     int rc;
     if (!c) return -ENOMEM;
-    if ((rc = kvp_client_rpc(c, chan, 0))) goto fail;
+    if ((rc = kvp_client_rpc(c, chan, 10))) {
+        fprintf(stderr, "client: %s\n", c->rpc_why);
+        goto fail;
+    }
     snprintf(heap, sizeof heap, "%s-store", chan);
-    if ((rc = shmheap_open(heap, NULL, &c->store))) {
-        fprintf(stderr, "client: store heap \"%s\": %s\n", heap, shmheap_strerror(rc));
+    if ((rc = shmheap_open(heap, NULL, &c->store)) ||
+        (rc = rpcool_export_open(c->store, chan, &c->x))) {
+        fprintf(stderr, "client: export \"%s\" in heap \"%s\": %s\n", chan, heap,
+                rpcool_strerror(rc));
         goto fail;
     }
-    c->tab = (kvp_table *)shmheap_root_get(c->store, "kv.table");
-    if (!c->tab || c->tab->magic != KVP_MAGIC || c->tab->version != KVP_VERSION) {
+    c->tab = (kvp_table *)rpcool_export_base(c->x, &len);
+    if (len < sizeof *c->tab || c->tab->magic != KVP_MAGIC) {
         rc = RPCOOL_E_INVAL;
-        fprintf(stderr, "client: no kv table in heap \"%s\"\n", heap);
+        fprintf(stderr, "client: no kv table in export \"%s\"\n", chan);
         goto fail;
     }
-    if ((rc = alock_table_open(c->store, "kv.locks", NULL, &c->locks))) {
-        fprintf(stderr, "client: lock table: %s\n", alock_strerror(rc));
-        goto fail;
-    }
+    c->nbuckets = c->tab->nbuckets;
     *out = c;
     return 0;
 fail:
@@ -520,141 +398,41 @@ fail:
     return rc;
 }
 
-/* krconn_dir_meta and krconn_connect_name, again until `name` is there or timeout_ms passed. */
-static int kvp_connect_name(kvp_client *c, const char *host, const char *name, int timeout_ms,
-                            krconn **out)
-{
-    uint64_t end = rcp__now_ns() + (uint64_t)timeout_ms * 1000000u;
-    krconn_connect_opts co = {.timeout_ms = KVP_TMO};
-    int rc;
-    for (;;) {
-        if (!c->dir) rc = krconn_dir_meta(c->kc, host, KVP_TMO, &c->dir);
-        if (c->dir) rc = krconn_connect_name(c->kc, c->dir, name, &co, out);
-        if (!rc || rcp__now_ns() > end) return rc;
-        usleep(100 * 1000);
-    }
-}
-
-/* Pod B: calls over RDMA when rpcool has them, and the table by one-sided RDMA under ALock's
-   remote cohort. id: 1..n, unique among pod B's clients. */
-static int kvp_remote_open(const char *host, const char *chan, uint16_t id, kvp_client **out)
+/* Pod B: calls over RDMA when rpcool has them, and the export attached (through the connection,
+   or by name when there are no calls). */
+static int kvp_remote_open(const char *host, const char *chan, int quiet, kvp_client **out)
 {
     kvp_client *c = (kvp_client *)calloc(1, sizeof *c);
-    char url[160], d[400];
-    const char *step = "";
+    char url[160];
+    size_t len;
     int rc;
     if (!c) return -ENOMEM;
-    c->id = id;
     snprintf(url, sizeof url, "rdma://%s/%s", host, chan);
-    /* the server may not be up yet: try for a minute, unless calls cannot work at all */
-    for (uint64_t end = rcp__now_ns() + 60 * 1000000000ull;;) {
-        rc = kvp_client_rpc(c, url, 1);
-        if (!rc || rc == RPCOOL_E_NOTSUP || rc == RPCOOL_E_BADNAME || rcp__now_ns() > end) break;
-        usleep(200 * 1000);
-    }
-    if (rc && id == 1) printf("client: %s: one-sided part only\n", c->rpc_why);
-    step = "krconn_ctx_create";
-    if ((rc = krconn_ctx_create(&kvp_kopts, &c->kc))) goto fail;
-    /* the server's context: by KVP_INFO when calls work, else by name in krconn's directory */
-    if (c->conn) {
-        void *ret = NULL;
-        size_t n = 0;
-        krconn_addr a;
-        krconn_connect_opts co = {.timeout_ms = KVP_TMO};
-        step = "KVP_INFO";
-        rc = rpcool_call(c->conn, KVP_INFO, NULL, 0, &ret, &n);
-        if (rc || n != sizeof(kvp_info_reply) || !((kvp_info_reply *)ret)->rdma) {
-            if (ret) rpcool_free(c->conn, ret);
-            rc = rc < 0 ? rc : KRCONN_E_PROTO;
-            goto fail;
-        }
-        step = "krconn_connect (KVP_INFO's address)";
-        char text[sizeof ((kvp_info_reply *)ret)->addr];
-        memcpy(text, ((kvp_info_reply *)ret)->addr, sizeof text);
-        text[sizeof text - 1] = 0;
-        rpcool_free(c->conn, ret);
-        rc = krconn_addr_parse(text, &a);
-        if (rc || (rc = krconn_connect(c->kc, &a, &co, &c->home))) goto fail;
-    } else {
-        step = "krconn_connect_name(\"kv.table\")";
-        if ((rc = kvp_connect_name(c, host, "kv.table", 60000, &c->home))) goto fail;
-    }
-    memcpy(&c->info, krconn_peer_data(c->home), sizeof c->info);
-    krconn_addr a;
-    krconn_peer_addr(c->home, &a);
-    krconn_connect_opts co = {.timeout_ms = KVP_TMO};
-    step = "krconn_connect (data)";
-    if ((rc = krconn_connect(c->kc, &a, &co, &c->data))) goto fail; /* virtual: no packet */
-    step = "registering the buffers";
-    if (posix_memalign((void **)&c->buf, 4096, 4096) ||
-        posix_memalign(&c->descs, 4096, ALOCK_REMOTE_MEM(KVP_RDESC))) {
-        rc = -ENOMEM;
+    if (kvp_client_rpc(c, url, 60) && !quiet) printf("client: %s: one-sided part only\n", c->rpc_why);
+    rpcool_attach_opts ao = {.timeout_ms = KVP_TMO};
+    rc = c->conn ? rpcool_attach_conn(c->conn, chan, &ao, &c->r) : rpcool_attach(url, &ao, &c->r);
+    if (rc) {
+        fprintf(stderr, "pod B client: attaching export \"%s\": %s\n", url, rpcool_strerror(rc));
         goto fail;
     }
-    memset(c->descs, 0, ALOCK_REMOTE_MEM(KVP_RDESC));
-    if ((rc = krconn_reg(c->kc, c->buf, 4096, 0, &c->bmr)) ||
-        (rc = krconn_reg(c->kc, c->descs, ALOCK_REMOTE_MEM(KVP_RDESC), 0, &c->dmr)))
-        goto fail;
-    /* the table's header, checked against what the connect data said */
-    step = "RDMA READ of the table header";
-    krconn_wc wc;
-    if ((rc = krconn_read(c->data, 1, &c->bmr, c->buf, sizeof(kvp_table), c->info.table,
-                          c->info.table_rkey, 0)) ||
-        (rc = krconn_wait(c->data, &wc, KVP_TMO)))
-        goto fail;
-    const kvp_table *th = (const kvp_table *)c->buf;
-    if (th->magic != KVP_MAGIC || th->version != KVP_VERSION || th->nbuckets != c->info.nbuckets ||
-        th->slots != KVP_SLOTS || th->entry_size != sizeof(kvp_entry) || !th->nbuckets ||
-        (th->nbuckets & (th->nbuckets - 1))) {
-        rc = KRCONN_E_PROTO;
+    /* the table's header, by READ: the base is the table's address in pod A */
+    kvp_table th;
+    c->tab = (kvp_table *)rpcool_remote_base(c->r, &len);
+    if (len < sizeof th || (rc = rpcool_remote_read(c->r, c->tab, &th, sizeof th)) ||
+        th.magic != KVP_MAGIC || th.slots != KVP_SLOTS || !th.nbuckets ||
+        (th.nbuckets & (th.nbuckets - 1)) || th.nbuckets > rpcool_remote_nlocks(c->r) ||
+        len < sizeof th + (size_t)th.nbuckets * sizeof(kvp_bucket)) {
+        fprintf(stderr, "pod B client: no kv table at %s: %s\n", url,
+                rc ? rpcool_strerror(rc) : "bad header");
+        rc = rc ? rc : RPCOOL_E_INVAL;
         goto fail;
     }
-    step = "alock_krconn_link_create";
-    if ((rc = alock_krconn_link_create(c->kc, c->home, c->info.lines_rkey, KVP_TMO, &c->hl)))
-        goto fail;
-    alock_remote_opts ro = {.id = id, .lines_addr = c->info.lines, .nlocks = c->info.nbuckets,
-                            .budget = c->info.budget, .home = c->hl, .descs = c->descs,
-                            .ndesc = KVP_RDESC};
-    step = "alock_remote_create";
-    if ((rc = alock_remote_create(&ro, &c->r))) goto fail;
-    /* the other pod B clients reach our descriptors through our connect data */
-    uint64_t me[2] = {(uint64_t)(uintptr_t)c->descs, c->dmr.rkey};
-    char name[32];
-    snprintf(name, sizeof name, "kv.b%u", (unsigned)id);
-    krconn_ctx_set_data(c->kc, me, sizeof me);
-    step = "krconn_publish";
-    if ((!c->dir && (rc = krconn_dir_meta(c->kc, host, KVP_TMO, &c->dir))) ||
-        (rc = krconn_publish(c->kc, c->dir, name, KVP_TMO)))
-        goto fail;
+    c->nbuckets = th.nbuckets;
     *out = c;
     return 0;
 fail:
-    fprintf(stderr, "pod B client %u: %s: %s\n", (unsigned)id, step,
-            rc >= -3000 && rc <= -2900 ? alock_strerror(rc) : krconn_describe(rc, d, sizeof d));
     kvp_client_close(c);
     return rc;
-}
-
-/* Link to pod B client `peer`'s lock descriptors (every pod B client links to every other). */
-static int kvp_remote_link(kvp_client *c, uint16_t peer)
-{
-    char name[32], d[400];
-    krconn *k;
-    uint64_t pd[2];
-    int rc;
-    if (c->npl >= 16) return ALOCK_E_INVAL;
-    snprintf(name, sizeof name, "kv.b%u", (unsigned)peer);
-    if ((rc = kvp_connect_name(c, NULL, name, 60000, &k))) {
-        fprintf(stderr, "pod B client %u: connect to %s: %s\n", c->id, name, krconn_describe(rc, d, sizeof d));
-        return rc;
-    }
-    memcpy(pd, krconn_peer_data(k), sizeof pd);
-    if ((rc = alock_krconn_link_create(c->kc, k, (uint32_t)pd[1], KVP_TMO, &c->pl[c->npl]))) {
-        krconn_disconnect(k);
-        return rc;
-    }
-    c->pk[c->npl++] = k; /* kvp_client_close lets go of both */
-    return alock_remote_set_peer(c->r, peer, &c->pl[c->npl - 1]);
 }
 
 /* ---- the operations. Each returns 1 (found / stored), 0 (not found), or a negative code. */
@@ -683,46 +461,33 @@ static int kvp_get_rpc(kvp_client *c, const char *key, char *val)
 /* Pod A: the bucket by pointer, under the bucket's lock (CPU atomics). */
 static int kvp_get_ptr(kvp_client *c, const char *key, char *val, uint64_t *bad)
 {
-    uint32_t b = kvp_bucket_of(key, c->tab->nbuckets);
-    alock_hold hold;
-    int badn = 0, rc = alock_lock(c->locks, b, &hold);
+    uint32_t b = kvp_bucket_of(key, c->nbuckets);
+    rpcool_xhold hold;
+    int badn = 0, rc = rpcool_export_lock(c->x, b, RPCOOL_LOCK_READ, &hold);
     if (rc < 0) return rc;
     int i = kvp_find(&c->tab->b[b], key, NULL, &badn);
     if (i >= 0) kvp_copy_val(val, &c->tab->b[b].e[i]);
-    alock_unlock(&hold);
+    rpcool_export_unlock(&hold);
     *bad += (uint64_t)badn;
     return i >= 0;
 }
 
-static int kvp_rdma(kvp_client *c, int write, void *buf, uint32_t len, uint64_t raddr)
-{
-    krconn_wc wc;
-    int rc = write ? krconn_write(c->data, 2, &c->bmr, buf, len, raddr, c->info.table_rkey, 0)
-                   : krconn_read(c->data, 3, &c->bmr, buf, len, raddr, c->info.table_rkey, 0);
-    return rc ? rc : krconn_wait(c->data, &wc, KVP_TMO);
-}
-
-static uint64_t kvp_bucket_addr(const kvp_client *c, uint32_t b)
-{
-    return c->info.table + sizeof(kvp_table) + (uint64_t)b * sizeof(kvp_bucket);
-}
-
-/* Pod B: the bucket by one RDMA READ, under the bucket's lock (RDMA atomics); locked = 0 reads
-   without the lock (the bench's reference only: a concurrent put may tear what it reads). */
+/* Pod B: the bucket by one READ, under the bucket's lock (locked) or optimistically. */
 static int kvp_get_read(kvp_client *c, const char *key, char *val, uint64_t *bad, int locked)
 {
-    uint32_t b = kvp_bucket_of(key, c->info.nbuckets);
-    alock_rhold hold;
+    uint32_t b = kvp_bucket_of(key, c->nbuckets);
+    rpcool_xhold hold;
     int badn = 0, rc;
-    if (locked && (rc = alock_remote_lock(c->r, b, &hold))) return rc;
-    rc = kvp_rdma(c, 0, c->buf, sizeof(kvp_bucket), kvp_bucket_addr(c, b));
-    if (locked) {
-        int urc = alock_remote_unlock(&hold);
-        if (!rc) rc = urc;
+    if (!locked) {
+        rc = rpcool_remote_read_opt(c->r, b, &c->tab->b[b], &c->buf, sizeof c->buf);
+    } else if ((rc = rpcool_remote_lock(c->r, b, RPCOOL_LOCK_READ, &hold)) >= 0) {
+        rc = rpcool_remote_read(c->r, &c->tab->b[b], &c->buf, sizeof c->buf);
+        int urc = rpcool_remote_unlock(&hold);
+        rc = rc ? rc : urc;
     }
     if (rc) return rc;
-    int i = kvp_find(c->buf, key, NULL, &badn);
-    if (i >= 0) kvp_copy_val(val, &c->buf->e[i]);
+    int i = kvp_find(&c->buf, key, NULL, &badn);
+    if (i >= 0) kvp_copy_val(val, &c->buf.e[i]);
     if (bad) *bad += (uint64_t)badn;
     return i >= 0;
 }
@@ -730,52 +495,44 @@ static int kvp_get_read(kvp_client *c, const char *key, char *val, uint64_t *bad
 /* Pod B: a put without a call: READ the bucket, WRITE one entry, both under the lock. */
 static int kvp_put_write(kvp_client *c, const char *key, const char *val)
 {
-    uint32_t b = kvp_bucket_of(key, c->info.nbuckets);
-    alock_rhold hold;
-    int rc = alock_remote_lock(c->r, b, &hold);
-    if (rc) return rc;
-    rc = kvp_rdma(c, 0, c->buf, sizeof(kvp_bucket), kvp_bucket_addr(c, b));
-    int free_slot, i = rc ? -1 : kvp_find(c->buf, key, &free_slot, NULL);
+    uint32_t b = kvp_bucket_of(key, c->nbuckets);
+    rpcool_xhold hold;
+    int rc = rpcool_remote_lock(c->r, b, RPCOOL_LOCK_WRITE, &hold); /* OWNERDEAD: held */
+    if (rc < 0) return rc;
+    rc = rpcool_remote_read(c->r, &c->tab->b[b], &c->buf, sizeof c->buf);
+    int free_slot, i = rc ? -1 : kvp_find(&c->buf, key, &free_slot, NULL);
     if (!rc && i < 0) i = free_slot;
     if (!rc && i < 0) rc = -KVP_FULL;
     if (!rc) {
-        kvp_fill(&c->buf->e[i], key, val);
-        rc = kvp_rdma(c, 1, &c->buf->e[i], sizeof(kvp_entry),
-                      kvp_bucket_addr(c, b) + (uint64_t)i * sizeof(kvp_entry));
+        kvp_fill(&c->buf.e[i], key, val);
+        rc = rpcool_remote_write(c->r, &c->tab->b[b].e[i], &c->buf.e[i], sizeof(kvp_entry));
     }
-    int urc = alock_remote_unlock(&hold);
+    int urc = rpcool_remote_unlock(&hold);
     return rc ? rc : urc ? urc : 1;
 }
 
 /* ---------------------------------------------------------------- the workload and its check */
 
-static void kvp_key(char *out, char pod, int id, long k) { snprintf(out, KVP_KEY_MAX, "%c%d:%ld", pod, id, k); }
-
-static const char *kvp_err(int rc)
+static void kvp_key(char *out, char pod, int id, long k)
 {
-    return rc >= -4000 && rc <= -3900 ? krconn_strerror(rc)
-           : rc >= -3000 && rc <= -2900 ? alock_strerror(rc)
-           : rc == -KVP_FULL ? "the bucket is full" : rpcool_strerror(rc);
+    snprintf(out, KVP_KEY_MAX, "%c%d:%ld", pod, id, k);
 }
 
-/* Keys "h:0".."h:7" are put (one per key put) and read by every client of both pods: the same entries are then
+static const char *kvp_err(int rc) { return rc == -KVP_FULL ? "the bucket is full" : rpcool_strerror(rc); }
+
+/* Keys "h:0".."h:7" are put and read by every client of both pods: the same entries are then
    written by the server's CPU and by pod B's RDMA WRITEs, each under the bucket's lock. */
 #define KVP_HOT 8
 
 typedef struct kvp_peer { char pod; int id; } kvp_peer;
 
-/* Shared by one pod's client processes and their parent (MAP_SHARED, made before the fork). */
-typedef struct kvp_shared {
-    uint32_t stop;            /* set: pod A's clients end after the round they are in */
-    uint32_t rounds_a[16];    /* the rounds each pod A client did: its keys' last values */
-} kvp_shared;
-
-/* Get key every way this client can (one call, one by pointer or READ); each answer goes to
+/* Get key every way this client can (by call, then by pointer, or by locked and optimistic
+   READ); each answer goes to
    check(key, value or NULL, ...). Returns 0 or the first error. */
-static int kvp_get_all(kvp_client *c, const char *key, int calls,
-                       void (*check)(const char *key, const char *got, const char *how,
-                                     const void *want, kvp_counts *n),
-                       const void *want, kvp_counts *n)
+typedef void kvp_check_fn(const char *key, const char *got, const char *how, const char *want,
+                          kvp_counts *n);
+static int kvp_get_all(kvp_client *c, const char *key, int calls, kvp_check_fn *check,
+                       const char *want, kvp_counts *n)
 {
     char got[KVP_VAL_MAX];
     int rc;
@@ -784,23 +541,30 @@ static int kvp_get_all(kvp_client *c, const char *key, int calls,
         n->gets_rpc++;
         check(key, rc ? got : NULL, "by call", want, n);
     }
-    rc = c->tab ? kvp_get_ptr(c, key, got, &n->bad) : kvp_get_read(c, key, got, &n->bad, 1);
-    if (rc < 0) return rc;
-    c->tab ? n->gets_ptr++ : n->gets_read++;
-    check(key, rc ? got : NULL, c->tab ? "by pointer" : "by READ", want, n);
+    if (c->x) {
+        if ((rc = kvp_get_ptr(c, key, got, &n->bad)) < 0) return rc;
+        n->gets_ptr++;
+        check(key, rc ? got : NULL, "by pointer", want, n);
+        return 0;
+    }
+    for (int locked = 1; locked >= 0; locked--) { /* pod B: under the lock, and optimistically */
+        if ((rc = kvp_get_read(c, key, got, &n->bad, locked)) < 0) return rc;
+        n->gets_read++;
+        check(key, rc ? got : NULL, locked ? "by locked READ" : "by optimistic READ", want, n);
+    }
     return 0;
 }
 
-static void kvp_want_exact(const char *key, const char *got, const char *how, const void *want,
+static void kvp_want_exact(const char *key, const char *got, const char *how, const char *want,
                            kvp_counts *n)
 {
-    if (got && !strcmp(got, (const char *)want)) return;
+    if (got && !strcmp(got, want)) return;
     n->bad++;
-    fprintf(stderr, "get %s %s: %s, want %s\n", key, how, got ? got : "(none)", (const char *)want);
+    fprintf(stderr, "get %s %s: %s, want %s\n", key, how, got ? got : "(none)", want);
 }
 
 /* absent (want == NULL only), or a value some client put under key */
-static void kvp_want_put(const char *key, const char *got, const char *how, const void *want,
+static void kvp_want_put(const char *key, const char *got, const char *how, const char *want,
                          kvp_counts *n)
 {
     if (got && kvp_value_round(key, got)) { n->others++; return; }
@@ -809,12 +573,11 @@ static void kvp_want_put(const char *key, const char *got, const char *how, cons
     fprintf(stderr, "get %s %s: \"%s\", which no client put\n", key, how, got ? got : "(none)");
 }
 
-static const char kvp_nonempty[] = "";
-
 /* One client's run: round after round, put each of its keys and a hot key, read its key back
    every way it can (it is its keys' only writer: it must see its own value), and read a key of
-   another client (`others`) and a hot key, which must be absent or a value a client put. Pod A
-   clients go on after `rounds` until *stop (when given); *done = the rounds done. */
+   another client (`others`) and a hot key, which must be absent or a value a client put. Goes on
+   after `rounds` until *stop (when given); *done = the rounds done. Pod B puts by call (even
+   keys, when it has calls) and by WRITE. */
 static int kvp_workload(kvp_client *c, char pod, int id, long keys, unsigned rounds,
                         const volatile uint32_t *stop, const kvp_peer *others, int nothers,
                         kvp_counts *n, unsigned *done)
@@ -825,8 +588,7 @@ static int kvp_workload(kvp_client *c, char pod, int id, long keys, unsigned rou
     int rc = 0;
     for (r = 1; r <= rounds || (stop && !__atomic_load_n(stop, __ATOMIC_ACQUIRE)); r++)
         for (long k = 0; k < keys; k++) {
-            /* pod B puts by call when there are calls (even keys) and by WRITE otherwise */
-            int by_write = pod == 'b' && (!c->conn || (k & 1));
+            int by_write = c->r && (!c->conn || (k & 1));
             for (int hot = 0; hot < 2; hot++) {
                 seed = seed * 6364136223846793005ull + 1442695040888963407ull;
                 if (hot) snprintf(key, sizeof key, "h:%u", (unsigned)((k + r + (unsigned)id) % KVP_HOT));
@@ -859,29 +621,24 @@ out:
 }
 
 /* After every writer finished: each key of each client in `all` holds its last round's value
-   (pod A client i: sh->rounds_a[i] when known, else `rounds`), and every hot key a value some
-   client put; read every way this client can. */
-static int kvp_check(kvp_client *c, const kvp_peer *all, int nall, long keys, unsigned rounds,
-                     const kvp_shared *sh, kvp_counts *n)
+   (round[p] for all[p]), and every hot key a value some client put; read every way this client
+   can. */
+static int kvp_check(kvp_client *c, const kvp_peer *all, const unsigned *round, int nall,
+                     long keys, kvp_counts *n)
 {
     char key[KVP_KEY_MAX], val[KVP_VAL_MAX];
-    int rc;
-    for (int p = 0; p < nall; p++) {
-        unsigned r = all[p].pod == 'a' && sh && sh->rounds_a[all[p].id] ? sh->rounds_a[all[p].id] : rounds;
-        for (long k = 0; k < keys; k++) {
+    int rc = 0;
+    for (int p = 0; p < nall && !rc; p++)
+        for (long k = 0; k < keys && !rc; k++) {
             kvp_key(key, all[p].pod, all[p].id, k);
-            kvp_value(key, r, val);
-            if ((rc = kvp_get_all(c, key, 1, kvp_want_exact, val, n))) goto err;
+            kvp_value(key, round[p], val);
+            rc = kvp_get_all(c, key, 1, kvp_want_exact, val, n);
         }
-    }
-    for (unsigned h = 0; h < KVP_HOT; h++) {
+    for (unsigned h = 0; h < KVP_HOT && !rc; h++) {
         snprintf(key, sizeof key, "h:%u", h);
-        if ((rc = kvp_get_all(c, key, 1, kvp_want_put, keys >= KVP_HOT ? kvp_nonempty : NULL, n)))
-            goto err;
+        rc = kvp_get_all(c, key, 1, kvp_want_put, keys >= KVP_HOT ? "" : NULL, n);
     }
-    return 0;
-err:
-    fprintf(stderr, "check: get %s: %s\n", key, kvp_err(rc));
+    if (rc) fprintf(stderr, "check: get %s: %s\n", key, kvp_err(rc));
     return rc;
 }
 
@@ -896,6 +653,7 @@ static void kvp_counts_add(kvp_counts *to, const kvp_counts *n)
     to->bad += n->bad;
 }
 
+
 /* ---------------------------------------------------------------- bench */
 
 static int kvp_cmp_u64(const void *a, const void *b)
@@ -904,28 +662,21 @@ static int kvp_cmp_u64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* n samples (ns) of one way, as bench/hist.h prints them: "NAME MEDIAN_NS P99_NS OPS_PER_S",
-   then a "#" line for people; percentiles are nearest-rank order statistics. */
-static void kvp_print_lat(const char *name, uint64_t *ns, size_t n, uint64_t wall_ns)
-{
-    qsort(ns, n, sizeof *ns, kvp_cmp_u64);
-    size_t r50 = (n + 1) / 2, r99 = (n * 99 + 99) / 100;
-    double ops = wall_ns ? (double)n * 1e9 / (double)wall_ns : 0;
-    printf("%s %llu %llu %.0f\n", name, (unsigned long long)ns[r50 - 1],
-           (unsigned long long)ns[r99 - 1], ops);
-    printf("#   %s: median %.3f us  p99 %.3f us  min %.3f us  max %.3f us  %.0f ops/s  n=%zu\n",
-           name, ns[r50 - 1] / 1e3, ns[r99 - 1] / 1e3, ns[0] / 1e3, ns[n - 1] / 1e3, ops, n);
-}
+#define KVP_BLOCK 50 /* gets timed together: a clock read costs as much as a local get */
 
-/* Gets of `gets` random keys among `keys` put first: from pod B (c->kc) by call (when there are
-   calls) and by one-sided READ, locked and (the lock's cost) unlocked; from pod A by call and by
-   pointer. One machine line per way (kvp_print_lat). */
+/* Gets of random keys among `keys` put first, timed by blocks of KVP_BLOCK: from pod B by call
+   (when there are calls), by locked and by optimistic READ; from pod A by call and by pointer
+   under the lock. One machine line per way: "NAME MEDIAN_NS P90_NS GETS_PER_S", the median and
+   90th percentile of the blocks' time per get, then a "#" line for people. */
 static int kvp_bench(kvp_client *c, long keys, long gets)
 {
+    static const char *names[2][3] = {
+        {"kvpods/local-get-rpc", "kvpods/local-get-ptr-locked", NULL},
+        {"kvpods/remote-get-rpc", "kvpods/remote-get-read-locked", "kvpods/remote-get-read-opt"}};
     char key[KVP_KEY_MAX], val[KVP_VAL_MAX];
-    uint64_t bad = 0, seed = 42;
-    uint64_t *ns = (uint64_t *)malloc((size_t)gets * sizeof *ns);
-    int rc = 0;
+    long nb = gets / KVP_BLOCK;
+    uint64_t bad = 0, seed = 42, *ns = (uint64_t *)malloc((size_t)nb * sizeof *ns);
+    int rc = 0, remote = c->r != NULL;
     if (!ns) return -ENOMEM;
     for (long k = 0; k < keys && !rc; k++) {
         kvp_key(key, 'x', 0, k);
@@ -934,216 +685,96 @@ static int kvp_bench(kvp_client *c, long keys, long gets)
         if (rc != 1) fprintf(stderr, "bench: put %s: %s\n", key, kvp_err(rc));
         rc = rc == 1 ? 0 : rc < 0 ? rc : -1;
     }
-    const char *names[3] = {c->kc ? "kvpods/remote-get-rpc" : "kvpods/local-get-rpc",
-                            c->kc ? "kvpods/remote-get-read-locked" : "kvpods/local-get-ptr-locked",
-                            "kvpods/remote-get-read-unlocked"};
     int failed = rc;
-    for (int way = 0; way < 3 && !rc; way++) {
+    for (int way = 0; way < 3 && !rc && names[remote][way]; way++) {
         if (way == 0 && !c->conn) {
-            printf("# %s: not measured: %s\n", names[0], c->rpc_why);
+            printf("# %s: not measured: %s\n", names[remote][0], c->rpc_why);
             continue;
         }
-        if (way == 2 && !c->kc) continue;
         uint64_t t0 = rcp__now_ns();
-        long i;
+        long b, i = 0;
         int wrc = 0;
-        for (i = 0; i < gets && !wrc; i++) {
-            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
-            kvp_key(key, 'x', 0, (long)((seed >> 20) % (uint64_t)keys));
+        for (b = 0; b < nb && !wrc; b++) {
             uint64_t s = rcp__now_ns();
-            wrc = way == 0 ? kvp_get_rpc(c, key, val)
-                  : c->kc  ? kvp_get_read(c, key, val, &bad, way == 1)
-                           : kvp_get_ptr(c, key, val, &bad);
-            ns[i] = rcp__now_ns() - s;
-            wrc = wrc == 1 && kvp_value_round(key, val) ? 0 : wrc < 0 ? wrc : -1;
+            for (i = 0; i < KVP_BLOCK && !wrc; i++) {
+                seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                kvp_key(key, 'x', 0, (long)((seed >> 20) % (uint64_t)keys));
+                wrc = way == 0 ? kvp_get_rpc(c, key, val)
+                      : remote ? kvp_get_read(c, key, val, &bad, way == 1)
+                               : kvp_get_ptr(c, key, val, &bad);
+                wrc = wrc == 1 && kvp_value_round(key, val) ? 0 : wrc < 0 ? wrc : -1;
+            }
+            ns[b] = (rcp__now_ns() - s) / KVP_BLOCK;
         }
         if (wrc) { /* say so, and measure the other ways */
-            printf("# %s: failed at get %ld of %ld: %s\n", names[way], i, gets,
+            printf("# %s: failed in block %ld: %s\n", names[remote][way], b,
                    wrc == -1 ? "wrong answer" : kvp_err(wrc));
             failed = wrc;
-        } else {
-            kvp_print_lat(names[way], ns, (size_t)gets, rcp__now_ns() - t0);
+            continue;
         }
+        uint64_t wall = rcp__now_ns() - t0;
+        qsort(ns, (size_t)nb, sizeof *ns, kvp_cmp_u64);
+        uint64_t med = ns[(nb + 1) / 2 - 1], p90 = ns[(nb * 9 + 9) / 10 - 1];
+        double ops = (double)nb * KVP_BLOCK * 1e9 / (double)wall;
+        printf("%s %llu %llu %.0f\n", names[remote][way], (unsigned long long)med,
+               (unsigned long long)p90, ops);
+        printf("#   %s: median %.3f us per get (blocks of %d), p90 %.3f us, %.0f gets/s, %ld gets\n",
+               names[remote][way], med / 1e3, KVP_BLOCK, p90 / 1e3, ops, nb * KVP_BLOCK);
     }
     free(ns);
     return failed ? failed : bad ? -1 : 0;
 }
 
+#ifndef KVP_NO_MAIN /* tests/vm/test_kv_pods.c has a main (and client processes) of its own */
 /* ---------------------------------------------------------------- processes */
 
-/* Client processes, forked before this process has any thread or krconn context. Each one
-   waits for "go", runs its job, and meets its siblings at barriers: the parent reads a byte
-   from every child, runs its hook (the VM test syncs with the other pod there), then answers
-   every child. At the end each child writes its counts (the run's, the final check's). */
-typedef struct kvp_job kvp_job;
-typedef int kvp_client_fn(int i, const kvp_job *j, kvp_counts n[2]);
-typedef struct kvp_kids { int n; pid_t pid[16]; int go[16], back[16]; } kvp_kids;
-static int kvp_kid_go = -1, kvp_kid_back = -1; /* in a child: its two pipes */
-
-struct kvp_job {
-    const char *chan, *host;  /* host: pod B's clients reach the server there */
-    int nclients;             /* of this pod */
-    long keys;                /* per client */
-    unsigned rounds;
-    kvp_peer all[32];         /* every client of both pods: what the final check reads */
-    int nall;
-    kvp_shared *sh;           /* NULL: pod A clients do `rounds` rounds and stop */
-};
-
-static int kvp_kid_sync(void) /* in a child: at a barrier */
+/* n client processes of one pod, forked before this process has a thread: each opens its
+   client (waiting for the server), runs the workload (others: its siblings' keys) and checks
+   every key of its pod; its counts go to cnt[i] (shared memory). Returns how many failed. */
+static int kvp_run_pod(const char *host, const char *chan, int n, long keys, unsigned rounds,
+                       kvp_server **sv, long server_keys, kvp_counts *sum)
 {
-    char x = 's';
-    if (write(kvp_kid_back, &x, 1) != 1 || read(kvp_kid_go, &x, 1) != 1) return -EPIPE;
-    return x == 'g' ? 0 : -ECANCELED;
-}
-
-static int kvp_fork(kvp_kids *k, int n, kvp_client_fn *fn, const kvp_job *j)
-{
-    k->n = 0;
-    for (int i = 0; i < n && i < 16; i++) {
-        int a[2], b[2];
-        if (pipe(a)) return -errno;
-        if (pipe(b)) { close(a[0]); close(a[1]); return -errno; }
-        fflush(stdout);
-        pid_t p = fork();
-        if (p < 0) return -errno;
-        if (p == 0) {
-            char x;
-            kvp_counts cnt[2];
-            memset(cnt, 0, sizeof cnt);
-            for (int q = 0; q < k->n; q++) { close(k->go[q]); close(k->back[q]); }
-            close(a[1]);
-            close(b[0]);
-            kvp_kid_go = a[0];
-            kvp_kid_back = b[1];
-            if (read(a[0], &x, 1) != 1 || x != 'g') _exit(3);
-            int rc = fn(i, j, cnt);
-            if (write(b[1], cnt, sizeof cnt) != (ssize_t)sizeof cnt) _exit(3);
-            fflush(stdout);
-            _exit(rc ? 1 : 0);
+    kvp_counts *cnt = (kvp_counts *)mmap(NULL, 16 * sizeof *cnt, PROT_READ | PROT_WRITE,
+                                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    char pod = host ? 'b' : 'a';
+    pid_t pid[16];
+    int fails = 0;
+    if (cnt == MAP_FAILED) return n;
+    memset(cnt, 0, 16 * sizeof *cnt);
+    fflush(stdout);
+    for (int i = 0; i < n; i++)
+        if ((pid[i] = fork()) == 0) {
+            kvp_peer all[16], others[16];
+            unsigned round[16];
+            kvp_client *c = NULL;
+            int no = 0, rc = host ? kvp_remote_open(host, chan, i > 0, &c) : kvp_local_open(chan, &c);
+            for (int p = 0; p < n; p++) {
+                all[p] = (kvp_peer){pod, p};
+                round[p] = rounds;
+                if (p != i) others[no++] = all[p];
+            }
+            if (!rc) rc = kvp_workload(c, pod, i, keys, rounds, NULL, others, no, &cnt[i], NULL);
+            /* its own keys (only it writes them), every way, and the hot keys */
+            if (!rc) {
+                kvp_counts fin;
+                memset(&fin, 0, sizeof fin);
+                rc = kvp_check(c, &all[i], &round[i], 1, keys, &fin); /* its own keys */
+                cnt[i].bad += fin.bad;
+            }
+            kvp_client_close(c);
+            _exit(rc || cnt[i].bad ? 1 : 0);
         }
-        close(a[0]);
-        close(b[1]);
-        k->pid[i] = p;
-        k->go[i] = a[1];
-        k->back[i] = b[0];
-        k->n++;
-    }
-    return 0;
-}
-
-/* Answer every child: 'g' goes on, anything else makes them stop. */
-static void kvp_release(kvp_kids *k, char x)
-{
-    for (int i = 0; i < k->n; i++)
-        if (write(k->go[i], &x, 1) != 1) { /* that child is gone; reaping says so */ }
-}
-
-/* Wait until every child reached the barrier; 0, or -1 if one failed on the way. */
-static int kvp_barrier(kvp_kids *k)
-{
-    int fails = 0;
-    for (int i = 0; i < k->n; i++) {
-        char x = 0;
-        if (read(k->back[i], &x, 1) != 1 || x != 's') fails++; /* gone, or wrote its counts */
-    }
-    return fails ? -1 : 0;
-}
-
-static int kvp_reap(kvp_kids *k, kvp_counts sum[2])
-{
-    int fails = 0;
-    for (int i = 0; i < k->n; i++) {
-        kvp_counts cnt[2];
+    if (sv && kvp_server_open(chan, server_keys, 0, sv) == 0) rpcool_server_start((*sv)->rpc, 1);
+    for (int i = 0; i < n; i++) {
         int st;
-        if (read(k->back[i], cnt, sizeof cnt) == (ssize_t)sizeof cnt) {
-            kvp_counts_add(&sum[0], &cnt[0]);
-            kvp_counts_add(&sum[1], &cnt[1]);
-        } else {
-            fails++;
-        }
-        close(k->go[i]);
-        close(k->back[i]);
-        waitpid(k->pid[i], &st, 0);
+        waitpid(pid[i], &st, 0);
         fails += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        kvp_counts_add(sum, &cnt[i]);
     }
+    munmap(cnt, 16 * sizeof *cnt);
     return fails;
 }
 
-/* A pod A client: calls over shared memory, reads by pointer. */
-static int kvp_local_kid(int i, const kvp_job *j, kvp_counts n[2])
-{
-    kvp_peer others[32];
-    kvp_client *c;
-    int no = 0, rc = kvp_local_open(j->chan, &c);
-    if (rc) return rc;
-    for (int p = 0; p < j->nall; p++)
-        if (j->all[p].pod != 'a' || j->all[p].id != i) others[no++] = j->all[p];
-    /* the call and the pointer agree on where the table is (pointers are the same in the pod) */
-    void *ret = NULL;
-    size_t len = 0;
-    rc = rpcool_call(c->conn, KVP_INFO, NULL, 0, &ret, &len);
-    if (rc != KVP_OK || len != sizeof(kvp_info_reply) ||
-        ((kvp_info_reply *)ret)->i.table != (uintptr_t)c->tab) {
-        fprintf(stderr, "a%d: KVP_INFO disagrees with the table found by pointer\n", i);
-        n[0].bad++;
-    }
-    if (ret) rpcool_free(c->conn, ret);
-    if ((rc = kvp_kid_sync())) goto out;
-    unsigned done = 0;
-    rc = kvp_workload(c, 'a', i, j->keys, j->rounds, j->sh ? &j->sh->stop : NULL, others, no,
-                      &n[0], &done);
-    if (j->sh) __atomic_store_n(&j->sh->rounds_a[i], done, __ATOMIC_RELEASE);
-    if (rc || (rc = kvp_kid_sync())) goto out;
-    rc = kvp_check(c, j->all, j->nall, j->keys, j->rounds, j->sh, &n[1]);
-out:
-    kvp_client_close(c);
-    return rc ? rc : n[0].bad || n[1].bad ? -1 : 0;
-}
-
-/* A pod B client (ids 1..nclients): calls over RDMA if rpcool has them, one-sided otherwise. */
-static int kvp_remote_kid(int i, const kvp_job *j, kvp_counts n[2])
-{
-    kvp_peer others[32];
-    kvp_client *c = NULL;
-    uint16_t id = (uint16_t)(i + 1);
-    int no = 0, rc = kvp_remote_open(j->host, j->chan, id, &c);
-    if (rc) return rc;
-    for (int p = 1; p <= j->nclients; p++)
-        if (p != id && (rc = kvp_remote_link(c, (uint16_t)p))) goto out;
-    for (int p = 0; p < j->nall; p++)
-        if (j->all[p].pod != 'b' || j->all[p].id != id) others[no++] = j->all[p];
-    /* every pod B client stays until all have linked: they connect to one another by name */
-    if ((rc = kvp_kid_sync())) goto out;
-    if ((rc = kvp_workload(c, 'b', id, j->keys, j->rounds, NULL, others, no, &n[0], NULL)))
-        goto out;
-    if ((rc = kvp_kid_sync())) goto out;
-    rc = kvp_check(c, j->all, j->nall, j->keys, j->rounds, j->sh, &n[1]);
-out:
-    kvp_client_close(c);
-    return rc ? rc : n[0].bad || n[1].bad ? -1 : 0;
-}
-
-/* One pod's clients: go, the two barriers with hook(phase) at "ready" (all there), "running"
-   (released; pod A's hook sets sh->stop when pod B is done) and "done" (all done writing), reap.
-   Every hook runs, in order, even after a failure (the other pod's hooks wait for them). The
-   server, if any, must be serving before `go`. Returns how many clients failed. */
-static int kvp_run_clients(kvp_kids *k, int (*hook)(const char *phase, void *user), void *user,
-                           kvp_counts sum[2])
-{
-    int fails = 0;
-    kvp_release(k, 'g');
-    if (kvp_barrier(k)) fails++;                               /* ready (pod B: linked) */
-    if (hook && hook("ready", user)) fails++;
-    kvp_release(k, fails ? 'x' : 'g');
-    if (hook && hook("running", user)) fails++;
-    if (kvp_barrier(k)) fails++;                               /* done writing */
-    if (hook && hook("done", user)) fails++;
-    kvp_release(k, fails ? 'x' : 'g');
-    return kvp_reap(k, sum) + fails;
-}
-
-#ifndef KVP_NO_MAIN /* tests/vm/test_kv_pods.c has a main of its own */
 static void kvp_counts_print(const char *who, const kvp_counts *n)
 {
     printf("%s: puts %llu by call, %llu by WRITE; gets %llu by call, %llu by pointer, %llu by "
@@ -1154,17 +785,11 @@ static void kvp_counts_print(const char *who, const kvp_counts *n)
            (unsigned long long)n->bad);
 }
 
-static void kvp_check_print(const char *who, const kvp_counts *n)
-{
-    printf("%s, final check: gets %llu by call, %llu by pointer, %llu by READ; %llu wrong\n", who,
-           (unsigned long long)n->gets_rpc, (unsigned long long)n->gets_ptr,
-           (unsigned long long)n->gets_read, (unsigned long long)n->bad);
-}
-
-/* argv[i] as a whole number in [lo, hi], or def if absent; exits with the usage if bad */
 static const char *kvp_usage =
     "usage: kvp [KEYS [CLIENTS]] | serve [SECONDS] | local N KEYS ROUNDS |\n"
     "       remote HOST N KEYS ROUNDS | bench [HOST] [GETS]\n";
+
+/* argv[i] as a whole number in [lo, hi], or def if absent; exits with the usage if bad */
 static long arg_num(int argc, char **argv, int i, long def, long lo, long hi)
 {
     if (argc <= i) return def;
@@ -1181,33 +806,16 @@ static long arg_num(int argc, char **argv, int i, long def, long lo, long hi)
 static volatile sig_atomic_t kvp_stop;
 static void kvp_on_signal(int sig) { (void)sig; kvp_stop = 1; }
 
-static void kvp_job_all(kvp_job *j, int na, int nb)
-{
-    j->nall = 0;
-    for (int i = 0; i < na; i++) j->all[j->nall++] = (kvp_peer){'a', i};
-    for (int i = 1; i <= nb; i++) j->all[j->nall++] = (kvp_peer){'b', i};
-}
-
-static void kvp_print_run(const char *who, const kvp_counts sum[2])
-{
-    kvp_counts_print(who, &sum[0]);
-    kvp_check_print(who, &sum[1]);
-}
-
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
-    kvp_job j;
-    kvp_kids k;
-    kvp_counts sum[2];
-    memset(&j, 0, sizeof j);
-    memset(sum, 0, sizeof sum);
-    j.chan = "kv";
+    kvp_counts sum;
+    memset(&sum, 0, sizeof sum);
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (!strcmp(mode, "serve")) {
         long secs = arg_num(argc, argv, 2, 0, 0, 1000000);
-        kvp_server *sv;
-        if (kvp_server_open(j.chan, 4096, 1, &sv)) return 1;
+        kvp_server *sv = NULL;
+        if (kvp_server_open("kv", 4096, 1, &sv)) return 1;
         signal(SIGINT, kvp_on_signal);
         signal(SIGTERM, kvp_on_signal);
         rpcool_server_start(sv->rpc, 1);
@@ -1220,29 +828,24 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(mode, "local") || !strcmp(mode, "remote")) {
-        /* one pod's clients against a running server; the final check reads this pod's keys */
         int remote = mode[0] == 'r', a = remote ? 3 : 2;
         if (remote && argc < 3) { fputs(kvp_usage, stderr); return 2; }
-        j.host = remote ? argv[2] : NULL;
-        j.nclients = (int)arg_num(argc, argv, a, 2, 1, 16);
-        j.keys = arg_num(argc, argv, a + 1, 100, 1, 1000);
-        j.rounds = (unsigned)arg_num(argc, argv, a + 2, 3, 1, 1000);
-        if (remote) kvp_job_all(&j, 0, j.nclients);
-        else kvp_job_all(&j, j.nclients, 0);
-        if (kvp_fork(&k, j.nclients, remote ? kvp_remote_kid : kvp_local_kid, &j)) return 1;
-        int fails = kvp_run_clients(&k, NULL, NULL, sum);
-        kvp_print_run(remote ? "pod B clients" : "pod A clients", sum);
-        return fails || sum[0].bad || sum[1].bad;
+        int n = (int)arg_num(argc, argv, a, 2, 1, 16);
+        long keys = arg_num(argc, argv, a + 1, 100, 1, 1000);
+        unsigned rounds = (unsigned)arg_num(argc, argv, a + 2, 3, 1, 1000);
+        int fails = kvp_run_pod(remote ? argv[2] : NULL, "kv", n, keys, rounds, NULL, 0, &sum);
+        kvp_counts_print(remote ? "pod B clients" : "pod A clients", &sum);
+        return fails || sum.bad;
     }
     if (!strcmp(mode, "bench")) {
         int remote = argc > 2 && strspn(argv[2], "0123456789") != strlen(argv[2]);
-        long gets = arg_num(argc, argv, remote ? 3 : 2, 2000, 10, 10000000);
-        kvp_client *c;
+        long gets = arg_num(argc, argv, remote ? 3 : 2, 2000, 10 * KVP_BLOCK, 10000000);
+        kvp_client *c = NULL;
         kvp_server *sv = NULL;
         char chan[64];
         int rc;
         if (remote) {
-            rc = kvp_remote_open(argv[2], j.chan, 1, &c);
+            rc = kvp_remote_open(argv[2], "kv", 0, &c);
         } else { /* pod A: a server of its own in this process, on a channel of its own */
             snprintf(chan, sizeof chan, "kvp-bench-%d", (int)getpid());
             if (kvp_server_open(chan, 1024, 0, &sv)) return 1;
@@ -1258,31 +861,22 @@ int main(int argc, char **argv)
     }
     /* the demo: pod A on this host (a server and its local clients, one process each) */
     char chan[64];
-    j.keys = arg_num(argc, argv, 1, 2000, 1, 100000);
-    j.nclients = (int)arg_num(argc, argv, 2, 2, 1, 16);
+    long keys = arg_num(argc, argv, 1, 2000, 1, 100000);
+    int n = (int)arg_num(argc, argv, 2, 2, 1, 16);
     if (argc > 3) arg_num(argc, argv, 1, 0, 1, 0);
     snprintf(chan, sizeof chan, "kvp-%d", (int)getpid());
-    j.chan = chan;
-    j.rounds = 3;
-    kvp_job_all(&j, j.nclients, 0);
-    if (kvp_fork(&k, j.nclients, kvp_local_kid, &j)) return 1; /* before any thread exists */
-    kvp_server *sv;
-    if (kvp_server_open(chan, j.keys * j.nclients, 0, &sv)) {
-        kvp_release(&k, 'x');
-        kvp_reap(&k, sum);
-        return 1;
-    }
-    rpcool_server_start(sv->rpc, 1);
-    printf("%d pod A client processes, %ld keys each, %u rounds: put, get by call, get by pointer"
-           " under the bucket's lock, and a key of another client\n", j.nclients, j.keys, j.rounds);
+    printf("%d pod A client processes, %ld keys each, 3 rounds: put, get by call, get by pointer"
+           " under the bucket's lock, and a key of another client\n", n, keys);
+    kvp_server *sv = NULL;
     uint64_t t0 = rcp__now_ns();
-    int fails = kvp_run_clients(&k, NULL, NULL, sum);
+    int fails = kvp_run_pod(NULL, chan, n, keys, 3, &sv, keys * n, &sum);
     printf("took %.1f ms\n", (rcp__now_ns() - t0) / 1e6);
-    kvp_print_run("pod A clients", sum);
+    kvp_counts_print("pod A clients", &sum);
+    if (!sv) return 1;
     rpcool_server_stats ss;
     rpcool_server_get_stats(sv->rpc, &ss);
     printf("server: %llu calls served\n", (unsigned long long)ss.calls);
     kvp_server_close(sv);
-    return fails || sum[0].bad || sum[1].bad;
+    return fails || sum.bad;
 }
 #endif

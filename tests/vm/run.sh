@@ -307,7 +307,7 @@ run_pair() { # run_pair [NAME ROLE_A ROLE_B [stop]]: two guests (default: pair, 
     GUEST_TIMEOUT=$gt
 }
 
-run_kvpods_bench() { # examples/rpcool_kv_pods.c's bench; machine lines "kvpods/NAME MED P99 OPS"
+run_kvpods_bench() { # examples/rpcool_kv_pods.c's bench; machine lines "kvpods/NAME MED P90 OPS"
     run_pair kvbench kvbench-a kvbench-b stop
     for g in kvbench-a kvbench-b; do
         tr -d '\r' <"$OUT/$g.results" | grep -E '^kvpods/' || true
