@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench/bench_nppin.sh - nppin.h on Soft-RoCE in one qemu TCG guest (2 GiB), booted by
 # `tests/vm/run.sh nppin-bench`, which runs bench/nppin_bench.c. Every figure is compared
-# with its peer measured in the same run, as a ratio (issue 12's goals):
+# with its peer measured in the same run, as a ratio:
 #   registration of 1 GiB (1% touched): nppin_reg against one ibv_reg_mr      goal >= 1000x
 #   pinned memory after moving the touched 1% through nppin                  goal <= budget
 #   resident memory after that, against what was touched                     goal <= 2x

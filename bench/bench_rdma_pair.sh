@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/bench_rdma_pair.sh - rpcool between pods (issue 13): two qemu TCG guests joined by a
+# bench/bench_rdma_pair.sh - rpcool between pods: two qemu TCG guests joined by a
 # socket netdev, Soft-RoCE (rxe0) on each, booted by `tests/vm/run.sh rpcbench` (guest roles
 # rpcbench-a: servers, 10.0.3.1, SHMHEAP_POD_ID=0; rpcbench-b: clients, 10.0.3.2, pod 1). One run:
 #   perftest_pair/write_after_rtt/2         ib_write_lat again after the rpcool rows (the

@@ -2,7 +2,7 @@
 # bench/bench_rpcool.sh - builds bench/rpcool_bench.c into build/bench/ and runs it: no-op round
 # trips per safety mode (relaxed, copy, sealed, sandboxed), the relaxed no-op alternating with
 # a bare cache-line ping-pong on the same CPUs (blocks of 2000 of each, timed by blocks), sealed calls of 4 KiB and 64 KiB
-# alternating with relaxed calls and a bare mprotect pair (issue 14 item 1), payloads of 64 B to 1 MiB (relaxed,
+# alternating with relaxed calls and a bare mprotect pair, payloads of 64 B to 1 MiB (relaxed,
 # copy, sealed), pointer-rich trees of 1-4096 nodes (bench/workload.h; relaxed, sealed, sandboxed,
 # sealed+sandboxed), the key-value store (get/put, 64-1024 B values) and connection set-up
 # (rpcool_connect with 64 MiB and 1 GiB heaps vs a UNIX socket connect). Server and client in

@@ -254,7 +254,7 @@ static int server(const struct peer_opts *o, const char *chan, void *unused)
 
 /* ---- client ---- */
 
-/* Issue 13 (which threads spin during a call): every thread's CPU time so far, from
+/* Which threads spin during a call: every thread's CPU time so far, from
    /proc/self/task/TID/stat (utime, stime in clock ticks), as "# thread-cpu WHEN" lines. */
 static void thread_cpu(const char *when)
 {
@@ -395,7 +395,7 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
     }
     if (rdma_client && want("noop")) {
         thread_cpu("after-noop");
-        /* issue 13 A/B in one run: the relaxed no-op on this connection (the default adaptive
+        /* A/B in one run: the relaxed no-op on this connection (the default adaptive
            busy-poll, which polls or sleeps at once, whichever was faster) alternated with a
            second connection whose client sleeps on its completion channel at once
            (RPCOOL_RDMA_SPIN_MAX_NS=1); the server is the same in all */
@@ -539,7 +539,7 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
         hist_free(&bp);
         rpcool_free(c, pl);
     }
-    /* issue 14 item 3: on one CPU (-1 only), the relaxed no-op against its floors, in alternating
+    /* On one CPU (-1 only), the relaxed no-op against its floors, in alternating
        blocks of 100 in one run: a bare two-process ping-pong handing over with sched_yield
        (two yields, two switches), a bare futex ping-pong (wake + wait on each side: four system
        calls, two switches), a 64-byte UNIX stream socketpair round trip, and two one-process
@@ -698,7 +698,7 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
         close(sp[0]);
         munmap(oc, 4096);
     }
-    /* issue 14 item 1: a sealed call of a page or more against a relaxed call of the same
+    /* A sealed call of a page or more against a relaxed call of the same
        argument and a bare mprotect pair (PROT_READ, then READ|WRITE) of a separate anonymous
        shared mapping of the argument's size, alternating in one loop: one of each per
        iteration. "# seal" lines: (sealed - relaxed) / mprotect pair, medians (goal <= 1.2). */

@@ -4,7 +4,7 @@
    second thread of the process spinning on CPU 1: changing a mapping's permissions must then
    flush the other CPU's TLB too (an inter-processor interrupt), which is what a sealed rpcool
    call pays when its server thread or the client's other threads run elsewhere.
-   Then where a seal's cost beyond the bare pair went (issue 14 item 1): the same bare pair on a
+   Then where a seal's cost beyond the bare pair went: the same bare pair on a
    page in the middle of a 16 MiB shared mapping (the kernel splits the mapping in three and
    merges it back: what shmheap_seal paid before it mapped sealed ranges on their own), and on
    that page mapped again on its own from a second open of the file (what shmheap_seal does

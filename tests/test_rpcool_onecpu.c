@@ -1,4 +1,4 @@
-/* rpcool: client and server processes pinned to one CPU (issue 14, item 3). A waiting side that
+/* rpcool: client and server processes pinned to one CPU. A waiting side that
  * busy-polls there burns the time slice its peer needs to answer; rpcool must hand the CPU over
  * instead (sched_getcpu hints: the peer was seen on our CPU -> sched_yield). The spin budget is
  * set huge (RPCOOL's spin_ns = 20 ms on both sides) so that burning it, or even one scheduler

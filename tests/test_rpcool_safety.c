@@ -169,7 +169,7 @@ static void test_seal(void)
     t_disconnect_close(c, s);
 }
 
-/* A sealed call of less than a page is copied by the server, not sealed (issue 14): the
+/* A sealed call of less than a page is copied by the server, not sealed: the
    handler sees the argument as sent while the client changes it, the client's page stays
    writable, and a range of a page or more is still sealed. */
 static void test_seal_small(void)

@@ -1,6 +1,6 @@
 // VM
 // LIBS: -libverbs -pthread
-/* tests/vm/test_rpcool_rdma.c - rpcool between pods over RDMA (issue 13), on Soft-RoCE.
+/* tests/vm/test_rpcool_rdma.c - rpcool between pods over RDMA, on Soft-RoCE.
  * One guest ("single"): the server is a child process in pod A (the default pod); the client
  * processes are in pod B (SHMHEAP_POD=shmheap-b.pod, SHMHEAP_POD_ID=1) and connect with
  * "rdma://127.0.0.1/NAME" (the server runs krconn's meta server: rdma = "serve").
