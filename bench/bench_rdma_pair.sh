@@ -19,7 +19,16 @@
 #   pbc_tcp/N, rpcool_pbc_rdma/MODE/N   a protobuf-c service of N = 1, 1000 items (bench/pbc_bench.c
 #                        -n 1000 -c 10.0.3.1:7482): pack + TCP + unpack against rpcool over RDMA
 #                        (relaxed, sandbox, copy, relaxed-copyin), alternating blocks of 100
-#   kv-remote            a slot: the KV store's remote get by RPC and by one-sided READ
+#   rpcool_rdma_ab/V-R/MODE   with RPCBENCH_BASE=COMMIT (make builds that commit's rpcool_bench):
+#                        the RDMA no-op (-S noop -n 1000) of this tree (V = new) and of that
+#                        commit (V = base), alternating, rounds R = 1..3, each against its own
+#                        server; the ratio base / new per round
+#   kvpods/local-get-rpc, kvpods/local-get-ptr-locked   examples/rpcool_kv_pods.c bench in guest
+#                        a (pod A: a server of its own; by call, by pointer under the lock)
+#   kvpods/remote-get-rpc, -read-locked, -read-opt   the same from guest b (pod B) against
+#                        guest a's `serve`: by call over RDMA, by one-sided READ under the
+#                        bucket's lock (ALock's remote cohort), by optimistic READ (version
+#                        word before and after). Each figure: median time per get of blocks of 50
 # VM_PAIR_MTU=9000 runs the same with jumbo frames (rxe's path MTU 4096, RoCE's usual; the
 # default netdev MTU 1500 gives 1024): every peer in the run uses the same link.
 # Absolute times under TCG mean little: read the ratios, which come from this one run.
@@ -60,7 +69,7 @@ tr -d '\r' <"$B/rdma_pair.log" | awk '
     /^[a-z_]+\/[^ ]+ [0-9]+ [0-9]+ [0-9]+$/ {
         med[$1] = $2; p99[$1] = $3; ops[$1] = $4; order[++no] = $1; next
     }
-    /^rpcool-rdma: |^kv-remote: |^grpc: |^# thread-cpu |^# rpcbench on / { rows[++nr] = $0; next }
+    /^rpcool-rdma: |^grpc: |^# thread-cpu |^# rpcbench on / { rows[++nr] = $0; next }
     /^FAIL / { fails[++nf] = $0; next }
     /^vm: / { vm = $0; next }
     /^# host load/ { sub(/^# /, ""); hostload = $0; next }
@@ -111,6 +120,16 @@ tr -d '\r' <"$B/rdma_pair.log" | awk '
                 ratio(sprintf("protobuf-c service TCP / rpcool RDMA %s, %d items", pm[m], pn[j]),
                       "pbc_tcp/" pn[j], "rpcool_pbc_rdma/" pm[m] "/" pn[j])
             }
+        for (r = 1; r <= 3; r++)
+            if (("rpcool_rdma_ab/new-" r "/relaxed") in med)
+                ratio(sprintf("RDMA no-op, base build / this tree (round %d)", r),
+                      "rpcool_rdma_ab/base-" r "/relaxed", "rpcool_rdma_ab/new-" r "/relaxed")
+        ratio("kv get: call over RDMA / optimistic READ (goal >= 1.5)", "kvpods/remote-get-rpc",
+              "kvpods/remote-get-read-opt")
+        ratio("kv get: locked READ / optimistic READ (goal <= 2)", "kvpods/remote-get-read-locked",
+              "kvpods/remote-get-read-opt")
+        ratio("kv get: optimistic READ / by pointer, locked (goal >= 100)",
+              "kvpods/remote-get-read-opt", "kvpods/local-get-ptr-locked")
         print "== machine lines"
         for (i = 1; i <= no; i++) {
             k = order[i]; printf "%s %d %d %d\n", k, med[k], p99[k], ops[k]

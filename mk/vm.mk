@@ -55,6 +55,25 @@ VMB = $(BUILD)/vm/bench
 .PHONY: vm-bench-bins vm-bench-grpc
 vm-bench-bins: $(VMB)/rpcool_bench $(VMB)/peer_pbtree $(VMB)/pbc_bench
 
+# RPCBENCH_BASE=COMMIT (a commit of this repository): that commit's rpcool_bench is built too,
+# as build/vm/bench/rpcool_bench_base, and the pair run alternates its RDMA no-op with this
+# tree's (rpcool_rdma_ab/... rows). Without it no such binary is left for the guests.
+RPCBENCH_BASE ?=
+ifneq ($(RPCBENCH_BASE),)
+vm-bench-bins: $(VMB)/rpcool_bench_base
+.PHONY: $(VMB)/rpcool_bench_base
+$(VMB)/rpcool_bench_base:
+	@mkdir -p $(@D) && rm -rf $(BUILD)/vm/base-src && mkdir -p $(BUILD)/vm/base-src
+	git archive $(RPCBENCH_BASE) | tar -x -C $(BUILD)/vm/base-src
+	$(CC) -O2 -pthread -I$(BUILD)/vm/base-src -I$(BUILD)/vm/base-src/bench -DRPCOOL_WITH_RDMA=1 \
+	    $(BUILD)/vm/base-src/bench/rpcool_bench.c -o $@ -libverbs
+else
+vm-bench-bins: vm-bench-no-base
+.PHONY: vm-bench-no-base
+vm-bench-no-base:
+	@rm -f $(VMB)/rpcool_bench_base
+endif
+
 $(VMB)/rpcool_bench: bench/rpcool_bench.c bench/peer.h bench/hist.h bench/workload.h $(HEADERS)
 	@mkdir -p $(@D)
 	$(CC) -O2 -pthread -I. -Ibench $(WARN) -DRPCOOL_WITH_RDMA=1 $< -o $@ -libverbs

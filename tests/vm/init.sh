@@ -1,7 +1,7 @@
 #!/bin/sh
 # tests/vm/init.sh - /init of the VM tier's guests (busybox sh). The kernel command line says
 # what to do: rcp.role=single|alock-rdma|rpcool-rdma|a|b|pods-a|pods-b|cxl|krconn|krconn-bench|perftest|
-# alockbench-a|alockbench-b|nppin|nppin-bench|rpcbench-a|rpcbench-b|kvbench-a|kvbench-b,
+# alockbench-a|alockbench-b|nppin|nppin-bench|rpcbench-a|rpcbench-b,
 # rcp.ip=ADDR, rcp.peer=ADDR,
 # rcp.bench=WORDS (alockbench's options, e.g. quick,busy). Results go to the second serial port
 # (/dev/ttyS1) as "ok/FAIL/skip NAME" lines; the host reads that file. The last line is
@@ -119,22 +119,6 @@ a|b)
     fi
     run "alock-pair-$role" 120 /t/test_alock_rdma "$role" "$peer"
     run "nppin-twohost-$role" 90 /t/test_nppin_twohost "$role" "$peer"
-    ;;
-kvbench-a)
-    # examples/rpcool_kv_pods.c's bench: pod A's gets (a server of its own), then the server that
-    # pod B's bench reads, until the host stops this guest (tests/vm/run.sh kvpods-bench)
-    rdma_up
-    if timeout 120 /t/ex_rpcool_kv_pods bench 20000; then echo "ok kvpods-bench-local"
-    else echo "FAIL kvpods-bench-local: ex_rpcool_kv_pods bench failed"; fi
-    /t/ex_rpcool_kv_pods serve 600
-    ;;
-kvbench-b)
-    rdma_up
-    if timeout 560 env SHMHEAP_POD_ID=1 /t/ex_rpcool_kv_pods bench "$peer" 2000; then
-        echo "ok kvpods-bench-remote"
-    else
-        echo "FAIL kvpods-bench-remote: ex_rpcool_kv_pods bench $peer failed"
-    fi
     ;;
 cxl)
     # reserve the 2 MiB pages of the hugetlbfs test first, before other tests fragment memory
@@ -365,7 +349,22 @@ rpcbench-a|rpcbench-b)
         # bracketed by a perftest run before and one after
         ib_write_lat -d rxe0 -x "$gid" -n 500 >/tmp/srv.out 2>&1 &
         served ib_write_lat-after 18515 $!
-        post kv-none
+        # the RDMA no-op of this tree and of RPCBENCH_BASE's build (make), alternating
+        if [ -x /t/rpcool_bench_base ]; then
+            for r in 1 2 3; do
+                for v in new base; do
+                    b=/t/rpcool_bench; [ $v = base ] && b=/t/rpcool_bench_base
+                    $b -R -a bench >/tmp/srv.out 2>&1 &
+                    served "ab-$v-$r" 7471 $!
+                done
+            done
+        fi
+        post ab-done
+        # examples/rpcool_kv_pods.c: pod A's gets by call and by pointer (a server of its own),
+        # then the server pod B's gets reach (by call over RDMA, by locked and optimistic READ)
+        bench kvpods-local 300 /t/ex_rpcool_kv_pods bench 20000
+        /t/ex_rpcool_kv_pods serve 600 >/tmp/srv.out 2>&1 &
+        served kvpods 7471 $!
     else
         export SHMHEAP_POD_ID=1
         for t in $PT; do
@@ -407,9 +406,17 @@ rpcbench-a|rpcbench-b)
             fi
             post done-ib_write_lat-after
         fi
-        await kv-none
-        echo "kv-remote: slot for the KV store's remote get by RPC and by one-sided READ" \
-            "(examples/rpcool_kv_pods.c, branch kvpods): no bench mode wired yet"
+        while await ab-new-1 ab-new-2 ab-new-3 ab-base-1 ab-base-2 ab-base-3 ab-done &&
+            [ "$heard" != ab-done ]; do
+            step=$heard; v=${step#ab-}; v=${v%-*}
+            bench "rpcool-$step" 300 env RPCOOL_DEBUG=1 /t/rpcool_bench -S noop -n 1000 -w 100 \
+                "rdma://$peer/bench" | sed "s#^rpcool_rdma/noop/#rpcool_rdma_ab/$v-${step##*-}/#"
+            post "done-$step"
+        done
+        if await kvpods; then
+            bench kvpods-remote 300 /t/ex_rpcool_kv_pods bench "$peer" 2000
+            post done-kvpods
+        fi
     fi
     ;;
 *)

@@ -29,8 +29,6 @@
 #             against perftest, protobuf-c and gRPC over TCP (used by bench/bench_rdma_pair.sh);
 #             only this mode packs build/vm/bench/ (make vm-bench-bins, vm-bench-grpc);
 #             VM_PAIR_MTU=N sets the guests' netdev MTU (rxe's path MTU follows: 9000 -> 4096)
-#   kvpods-bench  the pods pair running examples/rpcool_kv_pods.c's bench: pod A's gets in guest a,
-#             then pod B's (by call over RDMA, by one-sided READ locked and not) in guest b
 # The kernel package is downloaded once and kept in build/vm/kernel. Needs root for installing
 # missing packages (tests/deps.sh vm); otherwise only qemu and the packages.
 set -u
@@ -307,13 +305,6 @@ run_pair() { # run_pair [NAME ROLE_A ROLE_B [stop]]: two guests (default: pair, 
     GUEST_TIMEOUT=$gt
 }
 
-run_kvpods_bench() { # examples/rpcool_kv_pods.c's bench; machine lines "kvpods/NAME MED P90 OPS"
-    run_pair kvbench kvbench-a kvbench-b stop
-    for g in kvbench-a kvbench-b; do
-        tr -d '\r' <"$OUT/$g.results" | grep -E '^kvpods/' || true
-    done
-}
-
 run_cxl() {
     t0=$(date +%s)
     cm=$VM/cxl-mem.raw; cl=$VM/cxl-lsa.raw; nv=$VM/nvdimm.raw
@@ -396,7 +387,9 @@ case $mode in
         PAIR_APPEND="${VM_PAIR_MTU:+rcp.mtu=$VM_PAIR_MTU}" run_pair rpcbench rpcbench-a rpcbench-b
         # the client guest's results: perftest tables ("| "), "NAME MEDIAN P99 OPS" lines, rows
         tr -d '\r' <"$OUT/rpcbench-b.results" |
-            grep -E '^(perftest |\| |rpcool-rdma: |kv-remote: |grpc: |#q |# +(pbtree|grpc|rpcbench))|^[a-z_]+/[^ ]+ [0-9]+ [0-9]+ [0-9]+$' || true
+            grep -E '^(perftest |\| |rpcool-rdma: |grpc: |FAIL |#q |# +(pbtree|grpc|rpcbench))|^[a-z_]+/[^ ]+ [0-9]+ [0-9]+ [0-9]+$' || true
+        # the server guest's: pod A's key-value gets (examples/rpcool_kv_pods.c), its failures
+        tr -d '\r' <"$OUT/rpcbench-a.results" | grep -E '^(kvpods/|FAIL )' || true
         ;;
     cxl) run_cxl ;;
     krconn) run_krconn ;;
@@ -404,7 +397,6 @@ case $mode in
     perftest) run_perftest ;;
     alockbench) run_alockbench ;;
     nppin|nppin-bench) run_nppin "$mode" ;;
-    kvpods-bench) run_kvpods_bench ;;
-    *) echo "usage: $0 [all|single|alock-rdma|rpcool-rdma|pair|pods|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench|rpcbench|kvpods-bench]"; exit 2 ;;
+    *) echo "usage: $0 [all|single|alock-rdma|rpcool-rdma|pair|pods|cxl|krconn|krconn-bench|perftest|alockbench|nppin|nppin-bench|rpcbench]"; exit 2 ;;
 esac
 finish
