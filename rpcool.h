@@ -27,14 +27,17 @@
 
    1. USAGE
    --------
-   Copy rpcool.h, shmheap.h and the impl/ folder into your project. In exactly one C or C++ file:
+   Copy rpcool.h, shmheap.h, alock.h and the impl/ folder into your project. In exactly one C or
+   C++ file:
 
        #define RPCOOL_IMPLEMENTATION
        #include "rpcool.h"
 
-   RPCOOL_IMPLEMENTATION also compiles shmheap's implementation into that file (unless it is
-   there already), so one define gives a working program. If shmheap's implementation lives in
-   another file of yours, define RPCOOL_NO_SHMHEAP_IMPLEMENTATION as well. Other files include
+   RPCOOL_IMPLEMENTATION also compiles shmheap's and alock's implementations into that file
+   (unless they are there already; alock's without its remote cohort, ALOCK_NO_RDMA, unless
+   RPCOOL_WITH_RDMA), so one define gives a working program. If shmheap's or alock's
+   implementation lives in another file of yours, define RPCOOL_NO_SHMHEAP_IMPLEMENTATION or
+   RPCOOL_NO_ALOCK_IMPLEMENTATION as well. Other files include
    "rpcool.h" without the define. Build with plain `cc -pthread` on Linux (glibc); no other
    libraries. Include rpcool.h before any system header in the implementation file (it needs
    GNU extensions), or compile with -D_GNU_SOURCE. Options, defined before the implementation
@@ -716,8 +719,65 @@
 
    13. SHARED DATA
    ---------------
-   Exports (rpcool_export_*, rpcool_attach*, rpcool_remote_*) are declared but not built yet:
-   every one of those functions returns RPCOOL_E_NOTSUP (the accessors NULL or 0).
+   An export is a range of a pod heap published under a name, with a table of ALock locks
+   (alock.h) beside it. Processes of the pod use the data by pointer and lock with ALock's local
+   cohort (CPU atomics, no NIC, no call); other pods (RPCOOL_WITH_RDMA) attach and read and write
+   it by one-sided RDMA at the same addresses.
+       shmheap *h;  rpcool_export *x;  rpcool_xhold hold;
+       shmheap_create("pod", NULL, &h);                    // others: shmheap_open("pod", ...)
+       struct table *t = shmheap_calloc(h, 1, sizeof *t);  // the data, anywhere in h
+       rpcool_export_create(h, "kv", t, sizeof *t, NULL, &x); // others: rpcool_export_open
+       rpcool_export_lock(x, 3, RPCOOL_LOCK_WRITE, &hold); // 0, or RPCOOL_OWNERDEAD (held)
+       t->count++;                                         // by pointer, under lock 3
+       rpcool_export_unlock(&hold);
+       rpcool_export_read(x, 3, &t->count, &n, sizeof n);  // optimistic: no lock taken
+       rpcool_export_close(x);
+   Exporting: rpcool_export_create(h, name, base, len, opts, &x) exports [base, base+len), which
+   must lie inside h's data area (RPCOOL_E_RANGE otherwise); base NULL and len 0 export the whole
+   data area (rpcool_export_base says where it starts and how long it is). Names are channel
+   names of at most RPCOOL_EXPORT_NAME_MAX (38) characters (RPCOOL_E_BADNAME otherwise). The
+   export lives in h: a record under the root "rpcool.x.NAME" (128 bytes and 64 per lock) and
+   an alock table under "rpcool.xl.<offset>", whose liveness file is
+   /dev/shm/rpcool.x.<heap address>.<offset>. A second create of a name whose exporter lives
+   is RPCOOL_E_EXPORTED; if its exporter died (its process ended without rpcool_export_close),
+   the create withdraws the old export and makes a new one. Options (rpcool_export_opts, zero
+   = default, NULL opts = all defaults): nlocks (RPCOOL_EXPORT_DEFAULT_LOCKS, 64; at most
+   RPCOOL_EXPORT_MAX_LOCKS, RPCOOL_E_INVAL beyond), budget (ALock's hand-offs within a cohort,
+   ALOCK_DEFAULT_BUDGET), remote (what other pods may do, RPCOOL_REMOTE_NONE by default: see
+   "Other pods" below), rdma, pin_budget, log and log_user (the library's messages; RPCOOL_DEBUG
+   as for servers).
+   Opening: rpcool_export_open(h, name, &x) in any process of the pod that opened h (its own
+   shmheap_open; a forked child opens the export again). No export of that name (or a root of
+   that name that is no export) is RPCOOL_E_NOEXPORT. rpcool_export_base(x, &len) and
+   rpcool_export_nlocks(x) are the same in every handle.
+   Closing: rpcool_export_close(x) frees the handle. The exporter's close withdraws the export:
+   the name is free again at once, rpcool_export_open finds nothing, and the handles other
+   processes still hold return RPCOOL_E_CLOSED from lock and read (their data stays where it is:
+   the export never owned it). The record and the lock table are freed by the last handle's
+   close, or by the withdrawing close or create if no live process holds a handle (a process
+   that died holding one does not count).
+   Locks: rpcool_export_lock(x, idx, mode, &hold) takes lock idx (below nlocks, else
+   RPCOOL_E_INVAL) in RPCOOL_LOCK_READ or RPCOOL_LOCK_WRITE mode; both are exclusive (one holder
+   at a time), and WRITE also makes the lock's version word odd until rpcool_export_unlock(&hold)
+   makes it even again, which is what optimistic readers look at: write the data under a WRITE
+   lock, read it under either. It returns 0 or RPCOOL_OWNERDEAD when the lock is held:
+   RPCOOL_OWNERDEAD says that the previous holder died holding it (the data it protects may be
+   half-updated; the news is given once). A holder's death is found by its waiters (ALock's
+   liveness, every ALOCK_DEFAULT_CHECK_MS): the next lock call takes the lock over. Unlock a hold
+   once, from the process that took it; a hold that is not locked is RPCOOL_E_INVAL.
+   Optimistic reads: rpcool_export_read(x, idx, addr, buf, len) copies [addr, addr+len), which
+   must lie inside the export (RPCOOL_E_RANGE), to buf between two reads of lock idx's version
+   word that are equal and even, retrying while a WRITE holder is inside; the copy is then what
+   the data was between two WRITE sections, never a mix (as long as every writer of those bytes
+   holds lock idx in WRITE mode). It takes no lock and writes nothing shared. A version that
+   stays odd (a writer holding the lock that long, or one that died holding it: until the lock's
+   next holder unlocks) makes it give up after RPCOOL_EXPORT_DEFAULT_READ_MS (1 s) with
+   RPCOOL_E_TIMEOUT.
+   Other pods: not built yet. rpcool_export_create with remote other than RPCOOL_REMOTE_NONE,
+   rpcool_attach, rpcool_attach_conn and every rpcool_remote_* function return RPCOOL_E_NOTSUP
+   (rpcool_remote_base NULL, rpcool_remote_nlocks 0).
+   Threads: an export handle may be used by any thread of its process; one rpcool_xhold per
+   acquisition.
 */
 #ifndef RPCOOL_H
 #define RPCOOL_H
@@ -1278,6 +1338,22 @@ RPCOOL_API int rpcool_remote_read_opt(rpcool_remote *r, uint32_t idx, const void
 #ifndef KRCONN_NO_RDMA /* no rdma-core headers: RDMA stays "not supported" */
 #define RPCOOL__RDMA 1
 #endif
+#endif
+/* Exports lock with alock.h (section 13): its local cohort always, its remote cohort with
+   RPCOOL_WITH_RDMA; its implementation comes along. */
+#if !defined(ALOCK_IMPLEMENTATION_ONCE) && !defined(RPCOOL_NO_ALOCK_IMPLEMENTATION)
+#if !defined(RPCOOL__RDMA) && !defined(ALOCK_NO_RDMA)
+#define ALOCK_NO_RDMA 1 /* plain cc: no libibverbs */
+#endif
+#if defined(RPCOOL_MALLOC) && !defined(ALOCK_MALLOC) && !defined(ALOCK_FREE)
+#define ALOCK_MALLOC(size) RPCOOL_MALLOC(size)
+#define ALOCK_FREE(p) RPCOOL_FREE(p)
+#endif
+#define ALOCK_IMPLEMENTATION
+#include "alock.h"
+#undef ALOCK_IMPLEMENTATION
+#else
+#include "alock.h"
 #endif
 #include "impl/platform.h"
 #include <fcntl.h>
