@@ -773,11 +773,54 @@
    stays odd (a writer holding the lock that long, or one that died holding it: until the lock's
    next holder unlocks) makes it give up after RPCOOL_EXPORT_DEFAULT_READ_MS (1 s) with
    RPCOOL_E_TIMEOUT.
-   Other pods: not built yet. rpcool_export_create with remote other than RPCOOL_REMOTE_NONE,
-   rpcool_attach, rpcool_attach_conn and every rpcool_remote_* function return RPCOOL_E_NOTSUP
-   (rpcool_remote_base NULL, rpcool_remote_nlocks 0).
-   Threads: an export handle may be used by any thread of its process; one rpcool_xhold per
-   acquisition.
+   Other pods (RPCOOL_WITH_RDMA, as section 5; without it, or without rdma-core's headers,
+   rpcool_export_create with remote other than RPCOOL_REMOTE_NONE, rpcool_attach and
+   rpcool_attach_conn return RPCOOL_E_NOTSUP, rpcool_remote_base NULL, rpcool_remote_nlocks 0):
+   an export made with opts.remote RPCOOL_REMOTE_READ (other pods read) or RPCOOL_REMOTE_RW (read
+   and write) is served to other pods by the exporter's process: a krconn context of its own, a
+   thread, and the name "rpcool.x.NAME" published at krconn's meta server. opts.rdma says which:
+   "serve"[:PORT] (the default) runs the meta server in this process, or uses the one already
+   serving that port on this host (an rpcool server's "serve", say); "HOST[:PORT]" publishes at
+   that meta server; "" at $KRCONN_META. The lock lines and the record (version words) are
+   registered whole; the data through nppin.h: nothing is pinned up front, 2 MiB chunks are
+   registered on an attacher's first access and leased to it, at most opts.pin_budget bytes
+   (RPCOOL_EXPORT_DEFAULT_PIN_BUDGET, 64 MiB) at once, and a chunk unmapped or remapped under
+   the export is revoked and registered again, never read stale (nppin.h, sections 5 and 6).
+   rpcool_export_get_stats reports attachers and nppin's figures (pinned, pinned_peak).
+   Attaching: rpcool_attach("rdma://HOST[:PORT]/NAME", opts, &r) finds the export at that meta
+   server ("rdma:NAME": $KRCONN_META); rpcool_attach_conn(c, NAME, opts, &r) at the meta server
+   the RDMA connection c was made with (RPCOOL_E_INVAL for a shared-memory connection: open the
+   export instead). No export of that name is RPCOOL_E_NOEXPORT. An attachment has a krconn
+   context of its own and three connections to the exporter (every connect through krconn.h),
+   and publishes itself as "rpcool.xr.<export's generation>.<its id>" so that other attachers
+   can link to its lock descriptors. opts.timeout_ms (RPCOOL_ATTACH_DEFAULT_TIMEOUT_MS, 5 s)
+   bounds the attach and each remote operation.
+   Remote data: rpcool_remote_base(r, &len) is the export's range in its pod: the data is read
+   and written at those addresses, so pointers inside it can be followed with further reads.
+   rpcool_remote_read(r, addr, buf, len) and rpcool_remote_write copy by one-sided RDMA through a
+   1 MiB registered buffer of the attachment (larger ranges move in pieces; buf is anywhere in
+   this process); the range is checked against the export before anything is posted
+   (RPCOOL_E_RANGE), and the registrations cover only the export. A write to an export that is
+   not RPCOOL_REMOTE_RW is RPCOOL_E_PERM (the registration forbids it too).
+   Remote locks: rpcool_remote_lock(r, idx, mode, &hold) takes lock idx through ALock's remote
+   cohort (RDMA compare-and-swap, READ and WRITE on the lock lines), in the same queue as the
+   pod's local users; links to other attachers' descriptors are made by the library when ALock
+   first needs one. In WRITE mode (RPCOOL_E_PERM unless RPCOOL_REMOTE_RW) it makes the lock's
+   version word odd, and rpcool_remote_unlock even, by RDMA compare-and-swap, as a local writer
+   does. rpcool_remote_read_opt(r, idx, addr, buf, len) is the optimistic read: READs of the
+   version word, the range, the version again, each after the previous one completed, retried
+   while it is odd or changed, as rpcool_export_read (RPCOOL_E_TIMEOUT after
+   RPCOOL_EXPORT_DEFAULT_READ_MS).
+   Failures: an exporter that dies (or closes) makes each remote operation of its attachers
+   fail within the attachment's timeout_ms, with RPCOOL_E_PEERDEAD or RPCOOL_E_TIMEOUT; detach
+   then. A remote lock waiter queued behind a dead attacher, and a lock a dead attacher held,
+   stay as alock.h says ("Dead holders and waiters": not recovered by the library; the lock
+   needs alock_remote_reset by hand once every remote user of it is gone). The exporter pings
+   each attacher every second: one dead (or detached) is dropped within that and the queue
+   pair's retry bound (about 4 s), and its leases run out (nppin). A second rpcool_attach of
+   the same export makes an attacher of its own.
+   Threads: an export handle may be used by any thread of its process; an attachment by one
+   thread at a time (give each thread its own); one rpcool_xhold per acquisition.
 */
 #ifndef RPCOOL_H
 #define RPCOOL_H
@@ -1268,6 +1311,16 @@ RPCOOL_API uint32_t rpcool_export_nlocks(const rpcool_export *x);
    died holding it), or a negative code. */
 RPCOOL_API int rpcool_export_lock(rpcool_export *x, uint32_t idx, int mode, rpcool_xhold *h);
 RPCOOL_API int rpcool_export_unlock(rpcool_xhold *h);
+/* The exporter's service for other pods (zero for a handle without one). */
+typedef struct rpcool_export_stats {
+    uint64_t attached;    /* attachers accepted since create */
+    uint64_t dropped;     /* attachers found dead or gone (detached) */
+    uint32_t attachers;   /* attached now */
+    size_t pin_budget;    /* bytes of the export registered at once at most (nppin) */
+    size_t pinned, pinned_peak; /* registered now, and at most so far */
+    uint64_t leases_granted, evictions; /* nppin's leases to attachers, chunks deregistered */
+} rpcool_export_stats;
+RPCOOL_API int rpcool_export_get_stats(rpcool_export *x, rpcool_export_stats *out);
 /* Optimistic local read without the lock: copy [addr, addr+len) between two equal even reads
    of lock idx's version word, retrying; 0 or a negative code (RPCOOL_E_RANGE outside). */
 RPCOOL_API int rpcool_export_read(rpcool_export *x, uint32_t idx, const void *addr, void *buf,
@@ -1337,6 +1390,15 @@ RPCOOL_API int rpcool_remote_read_opt(rpcool_remote *r, uint32_t idx, const void
 #include "krconn.h"
 #ifndef KRCONN_NO_RDMA /* no rdma-core headers: RDMA stays "not supported" */
 #define RPCOOL__RDMA 1
+#endif
+#endif
+#ifdef RPCOOL__RDMA /* exports to other pods register through nppin.h (section 13) */
+#if !defined(NPPIN_IMPLEMENTATION_ONCE) && !defined(RPCOOL_NO_NPPIN_IMPLEMENTATION)
+#define NPPIN_IMPLEMENTATION
+#include "nppin.h"
+#undef NPPIN_IMPLEMENTATION
+#else
+#include "nppin.h"
 #endif
 #endif
 /* Exports lock with alock.h (section 13): its local cohort always, its remote cohort with
