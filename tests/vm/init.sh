@@ -297,6 +297,8 @@ rpcbench-a|rpcbench-b)
     # done-NAME; a stops the server if it is still there. Saying = serving the word once on
     # TCP port 7000 (post); the other side asks until it hears it (await).
     rdma_up
+    steps=$(arg rcp.steps)
+    want() { [ -z "$steps" ] || case ",$steps," in *",$1,"*) true ;; *) false ;; esac; }
     gid=$(/t/test_verbs --gid)
     echo "# rpcbench on rxe0, gid index $gid, peer $peer, eth0 mtu $(cat /sys/class/net/eth0/mtu)"
     post() { # post WORD: serve WORD to the one peer that asks, 600 s at most
@@ -339,29 +341,39 @@ rpcbench-a|rpcbench-b)
     PT="ib_write_lat ib_send_lat"
     if [ "$role" = rpcbench-a ]; then
         export SHMHEAP_POD_ID=0
-        for t in $PT; do
-            $t -d rxe0 -x "$gid" -n 500 >/tmp/srv.out 2>&1 &
-            served "$t" 18515 $!
-        done
-        /t/peer_pbtree -a "tcp:$ip:7480" >/tmp/srv.out 2>&1 &
-        served pbtree 7480 $!
-        if [ -x /t/peer_grpc ]; then
+        if want perftest; then
+            for t in $PT; do
+                $t -d rxe0 -x "$gid" -n 500 >/tmp/srv.out 2>&1 &
+                served "$t" 18515 $!
+            done
+        fi
+        if want pbtree; then
+            /t/peer_pbtree -a "tcp:$ip:7480" >/tmp/srv.out 2>&1 &
+            served pbtree 7480 $!
+        fi
+        if want grpc && [ -x /t/peer_grpc ]; then
             /t/peer_grpc -a "$ip:7481" >/tmp/srv.out 2>&1 &
             served grpc 7481 $!
         else
             post grpc-none
         fi
         # rpcool's server; with the RDMA transport, its krconn meta server listens on TCP 7471
-        RPCOOL_DEBUG=1 /t/rpcool_bench -R -a bench >/tmp/srv.out 2>&1 &
-        served rpcool 7471 $!
-        /t/pbc_bench -S "$ip:7482" >/tmp/srv.out 2>&1 &
-        served pbc 7482 $!
+        if want rpcool; then
+            RPCOOL_DEBUG=1 /t/rpcool_bench -R -a bench >/tmp/srv.out 2>&1 &
+            served rpcool 7471 $!
+        fi
+        if want pbc; then
+            /t/pbc_bench -S "$ip:7482" >/tmp/srv.out 2>&1 &
+            served pbc 7482 $!
+        fi
         # ib_write_lat once more: the guests' speed drifts over a run, so the rpcool rows are
         # bracketed by a perftest run before and one after
-        ib_write_lat -d rxe0 -x "$gid" -n 500 >/tmp/srv.out 2>&1 &
-        served ib_write_lat-after 18515 $!
+        if want perftest; then
+            ib_write_lat -d rxe0 -x "$gid" -n 500 >/tmp/srv.out 2>&1 &
+            served ib_write_lat-after 18515 $!
+        fi
         # the RDMA no-op of this tree and of RPCBENCH_BASE's build (make), alternating
-        if [ -x /t/rpcool_bench_base ]; then
+        if want ab && [ -x /t/rpcool_bench_base ]; then
             for r in 1 2 3; do
                 for v in new base; do
                     b=/t/rpcool_bench; [ $v = base ] && b=/t/rpcool_bench_base
@@ -370,64 +382,47 @@ rpcbench-a|rpcbench-b)
                 done
             done
         fi
-        post ab-done
         # examples/rpcool_kv_pods.c: pod A's gets by call and by pointer (a server of its own),
         # then the server pod B's gets reach (by call over RDMA, by locked and optimistic READ)
-        bench kvpods-local 300 /t/ex_rpcool_kv_pods bench 20000
-        /t/ex_rpcool_kv_pods serve 600 >/tmp/srv.out 2>&1 &
-        served kvpods 7471 $!
+        if want kvpods; then
+            bench kvpods-local 300 /t/ex_rpcool_kv_pods bench 20000
+            /t/ex_rpcool_kv_pods serve 600 >/tmp/srv.out 2>&1 &
+            served kvpods 7471 $!
+        fi
+        post all-done
     else
         export SHMHEAP_POD_ID=1
-        for t in $PT; do
-            await "$t" || continue
-            if timeout 200 $t -d rxe0 -x "$gid" -n 500 "$peer" >/tmp/$t.client 2>&1; then
-                echo "perftest $t"
-                sed 's/^/| /' /tmp/$t.client
-            else
-                echo "FAIL perftest-$t: client failed"
-                sed 's/^/# /' /tmp/$t.client
-            fi
-            post "done-$t"
-        done
-        if await pbtree; then
-            bench pbtree-tcp 300 /t/peer_pbtree -n 200 -w 20 "tcp:$peer:7480"
-            post done-pbtree
-        fi
-        if await grpc grpc-none && [ "$heard" = grpc ]; then
-            bench grpc-tcp 300 /t/peer_grpc -n 500 -w 50 "ipv4:$peer:7481"
-            post done-grpc
-        elif [ "$heard" = grpc-none ]; then
-            echo "grpc: not in the guests (peer_grpc did not build on the host: run.sh said why)"
-        fi
-        if await rpcool; then
-            bench rpcool-rdma 600 env RPCOOL_DEBUG=1 /t/rpcool_bench -n 1000 -w 100 "rdma://$peer/bench"
-            post done-rpcool
-        fi
-        if await pbc; then
-            bench pbc-rdma 600 /t/pbc_bench -n 1000 -c "$peer:7482"
-            post done-pbc
-        fi
-        if await ib_write_lat-after; then
-            if timeout 200 ib_write_lat -d rxe0 -x "$gid" -n 500 "$peer" >/tmp/wa.client 2>&1; then
-                echo "perftest ib_write_lat after"
-                sed 's/^/| /' /tmp/wa.client
-            else
-                echo "FAIL perftest-ib_write_lat-after: client failed"
-                sed 's/^/# /' /tmp/wa.client
-            fi
-            post done-ib_write_lat-after
-        fi
-        while await ab-new-1 ab-new-2 ab-new-3 ab-base-1 ab-base-2 ab-base-3 ab-done &&
-            [ "$heard" != ab-done ]; do
-            step=$heard; v=${step#ab-}; v=${v%-*}
-            bench "rpcool-$step" 300 env RPCOOL_DEBUG=1 /t/rpcool_bench -S noop -n 1000 -w 100 \
-                "rdma://$peer/bench" | sed "s#^rpcool_rdma/noop/#rpcool_rdma_ab/$v-${step##*-}/#"
+        # each step runs when the server guest says its word; a step it skips is never said
+        while await $PT pbtree grpc grpc-none rpcool pbc ib_write_lat-after ab-new-1 ab-new-2 \
+            ab-new-3 ab-base-1 ab-base-2 ab-base-3 kvpods all-done && [ "$heard" != all-done ]; do
+            step=$heard
+            case $step in
+            ib_*)
+                t=${step%-after}
+                if timeout 200 $t -d rxe0 -x "$gid" -n 500 "$peer" >/tmp/$t.client 2>&1; then
+                    if [ "$step" = "$t" ]; then echo "perftest $t"; else echo "perftest $t after"; fi
+                    sed 's/^/| /' /tmp/$t.client
+                else
+                    echo "FAIL perftest-$step: client failed"
+                    sed 's/^/# /' /tmp/$t.client
+                fi ;;
+            pbtree) bench pbtree-tcp 300 /t/peer_pbtree -n 200 -w 20 "tcp:$peer:7480" ;;
+            grpc) bench grpc-tcp 300 /t/peer_grpc -n 500 -w 50 "ipv4:$peer:7481" ;;
+            grpc-none)
+                echo "grpc: not in the guests (peer_grpc did not build on the host: run.sh said why)"
+                continue ;;
+            rpcool) bench rpcool-rdma 600 env RPCOOL_DEBUG=1 /t/rpcool_bench -n 1000 -w 100 \
+                "rdma://$peer/bench" ;;
+            pbc) bench pbc-rdma 600 /t/pbc_bench -n 1000 -c "$peer:7482" ;;
+            ab-*)
+                v=${step#ab-}; v=${v%-*}
+                bench "rpcool-$step" 300 env RPCOOL_DEBUG=1 /t/rpcool_bench -S noop -n 1000 \
+                    -w 100 "rdma://$peer/bench" |
+                    sed "s#^rpcool_rdma/noop/#rpcool_rdma_ab/$v-${step##*-}/#" ;;
+            kvpods) bench kvpods-remote 300 /t/ex_rpcool_kv_pods bench "$peer" 2000 ;;
+            esac
             post "done-$step"
         done
-        if await kvpods; then
-            bench kvpods-remote 300 /t/ex_rpcool_kv_pods bench "$peer" 2000
-            post done-kvpods
-        fi
     fi
     ;;
 *)

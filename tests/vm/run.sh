@@ -29,7 +29,9 @@
 #   rpcbench  the pair of guests (roles rpcbench-a, rpcbench-b) running rpcool between pods
 #             against perftest, protobuf-c and gRPC over TCP (used by bench/bench_rdma_pair.sh);
 #             only this mode packs build/vm/bench/ (make vm-bench-bins, vm-bench-grpc);
-#             VM_PAIR_MTU=N sets the guests' netdev MTU (rxe's path MTU follows: 9000 -> 4096)
+#             VM_PAIR_MTU=N sets the guests' netdev MTU (rxe's path MTU follows: 9000 -> 4096);
+#             RPCBENCH_STEPS=a,b,... runs only those steps (perftest, pbtree, grpc, rpcool, pbc,
+#             ab, kvpods; default all)
 # The kernel package is downloaded once and kept in build/vm/kernel. Needs root for installing
 # missing packages (tests/deps.sh vm); otherwise only qemu and the packages.
 set -u
@@ -385,7 +387,8 @@ case $mode in
         # UDP between the qemus: over the stream socket, a round trip that sends two frames
         # back to back in one direction stalled for tens of ms (pbtree/256: 50 ms, 3 ms on UDP)
         VM_PAIR_NET=${VM_PAIR_NET:-udp}
-        PAIR_APPEND="${VM_PAIR_MTU:+rcp.mtu=$VM_PAIR_MTU}" run_pair rpcbench rpcbench-a rpcbench-b
+        PAIR_APPEND="${VM_PAIR_MTU:+rcp.mtu=$VM_PAIR_MTU}${RPCBENCH_STEPS:+ rcp.steps=$RPCBENCH_STEPS}" \
+            run_pair rpcbench rpcbench-a rpcbench-b
         # the client guest's results: perftest tables ("| "), "NAME MEDIAN P99 OPS" lines, rows
         tr -d '\r' <"$OUT/rpcbench-b.results" |
             grep -E '^(perftest |\| |rpcool-rdma: |grpc: |FAIL |#q |# +(pbtree|grpc|rpcbench))|^[a-z_]+/[^ ]+ [0-9]+ [0-9]+ [0-9]+$' || true
