@@ -360,6 +360,11 @@
    spin_ns of the caller's own turns the choice off.
    Only the thread that waits polls; the completion queue is armed only right before it sleeps.
    An idle server wakes every reap_ms (keepalives).
+   An RDMA connection that made calls logs one line at RPCOOL_LOG_INFO on each side when it ends
+   (rpcool_disconnect; the server's when it lets go of it): how many calls, how many of them
+   were compared in place, and how the side waited (its recent waits polling first and sleeping
+   at once); the client's line adds the bytes of kept pages and of whole pages sent, and the
+   times it slept.
    Failures: a client waiting for an answer sends a keepalive (a zero-byte RDMA WRITE) when
    nothing came for peer_check_ms; if the server is dead it fails after the queue pair's retry
    bound (rpcool's queue pairs wait 0.54 s for an acknowledgement, 7 times: about 4 s, so that

@@ -254,10 +254,10 @@ struct rpcool__rconn {
     const char **psrc;           /* where each entry's bytes are, */
     struct rpcool__rpart *pparts; /* and the parts of the frame; made at the first call */
     uint32_t lost;               /* server: the next DONE says so (any thread's: atomic) */
-    /* step timings, for RPCOOL_DEBUG's log (sums in ns, and counts) */
-    uint64_t tm_n, tm_post, tm_wait, tm_in, tm_run, tm_out, tm_gap, tm_bytes, tm_kept;
-    uint64_t tm_same;            /* calls whose pages were compared in place (no copy) */
-    uint64_t tm_last, tm_gapn;
+    /* counts for the line logged when the connection ends (RPCOOL_DEBUG): calls answered,
+       bytes of kept pages (not sent), bytes sent as whole pages (client), calls whose pages were
+       compared in place, no copy (both sides) */
+    uint64_t calls, kept_bytes, whole_bytes, same_calls;
     /* client side: frees to send */
     pthread_mutex_t free_lock;
     uint64_t *frees;
@@ -1306,9 +1306,9 @@ static void rpcool__r_held_note(struct rpcool__rconn *rc, uint64_t ext[][2], uns
     if (!same) rpcool__r_hbuf_swap(rc);
     for (unsigned k = 0; k < m; k++) rc->held[k] = (struct rpcool__rrange){ext[k][0], ext[k][1]};
     rc->nheld = m;
-    rc->tm_kept += kept;
-    rc->tm_bytes += total - kept;
-    rc->tm_same += same;
+    rc->kept_bytes += kept;
+    rc->whole_bytes += total - kept;
+    rc->same_calls += same;
 }
 
 /* Post a call: one CALL frame carrying the frees queued, and the extents (the argument's
@@ -1320,7 +1320,6 @@ static int rpcool__r_post(rpcool_conn *c, const struct rpcool__call *call)
     uint64_t ext[RPCOOL__R_MAXEXT + 2][2], frees[RPCOOL__R_FREES], total;
     unsigned m = rpcool__r_call_ranges(c, call, ext);
     pthread_mutex_lock(&rc->post_lock);
-    uint64_t t0 = rcp__now_ns();
     unsigned nf = rpcool__r_frees_take(rc, frees);
     struct rpcool__rf h;
     memset(&h, 0, sizeof h);
@@ -1343,7 +1342,6 @@ static int rpcool__r_post(rpcool_conn *c, const struct rpcool__call *call)
         r = rpcool__r_send_call(rc, &h, frees, nf, &b, call->deadline);
         rpcool__r_held_note(rc, ext, m, same, r, total, b.kept);
     }
-    rc->tm_post += rcp__now_ns() - t0;
     pthread_mutex_unlock(&rc->post_lock);
     if (r) rpcool__r_frees_requeue(rc, frees, nf); /* the frees were not sent */
     return r;
@@ -1395,8 +1393,7 @@ static int rpcool__r_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
             uint64_t took = rcp__now_ns() - t0; /* the round trips the next waits expect */
             rcp__store_relaxed(&rc->rtt_ns, rtt ? (7 * rtt + took) / 8 : took);
             if (rc->adapt) rpcool__r_avg(slept ? &rc->rtt_sleep : &rc->rtt_poll, took);
-            rc->tm_wait += took;
-            rc->tm_n++;
+            rc->calls++;
             return 0;
         }
         int d = rcp__load(&rc->dead);
@@ -1716,15 +1713,14 @@ static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name
 static void rpcool__r_disconnect(rpcool_conn *c)
 {
     struct rpcool__rconn *rc = c->rdma;
-    if (rc->tm_n)
-        rpcool__log(&c->log, RPCOOL_LOG_INFO, "rdma steps, mean of %llu calls: post %.1f us, "
-                    "post to DONE seen %.1f us; %llu bytes kept, %llu sent as whole pages, "
+    if (rc->calls)
+        rpcool__log(&c->log, RPCOOL_LOG_INFO, "rdma connection: %llu calls; "
+                    "%llu bytes kept, %llu sent as whole pages, "
                     "%llu calls compared in place; "
                     "slept %llu times, CQ armed %llu times, %llu completion events; "
                     "recent round trip polling first %.1f us, sleeping at once %.1f us%s",
-                    (unsigned long long)rc->tm_n, rc->tm_post / 1e3 / rc->tm_n,
-                    rc->tm_wait / 1e3 / rc->tm_n, (unsigned long long)rc->tm_kept,
-                    (unsigned long long)rc->tm_bytes, (unsigned long long)rc->tm_same,
+                    (unsigned long long)rc->calls, (unsigned long long)rc->kept_bytes,
+                    (unsigned long long)rc->whole_bytes, (unsigned long long)rc->same_calls,
                     (unsigned long long)rc->sleeps,
                     (unsigned long long)rc->arms, (unsigned long long)rc->events,
                     rc->rtt_poll / 1e3, rc->rtt_sleep / 1e3, rc->adapt ? "" : " (not adapting)");
@@ -2073,7 +2069,7 @@ static int rpcool__r_entries(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, 
     if (st) goto fail;
     if (same) {
         rc->nheld = nk;
-        rc->tm_same++;
+        rc->same_calls++;
         rpcool__free(e);
         return 0;
     }
@@ -2127,11 +2123,6 @@ static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
 {
     rpcool_server *s = w->s;
     struct rpcool__rsrv *rs = s->rdma;
-    uint64_t t0 = rcp__now_ns(), t1 = 0, t2 = 0;
-    if (rc->tm_last && t0 - rc->tm_last < 100000000u) { /* from our last DONE to this CALL */
-        rc->tm_gap += t0 - rc->tm_last;
-        rc->tm_gapn++;
-    }
     unsigned slot = h->slot, fnid = h->fn, cflags = h->flags;
     uint32_t gen = h->gen;
     void *arg = (void *)(uintptr_t)h->a;
@@ -2200,9 +2191,7 @@ static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
     if (status == 0) {
         int fence = (ctx.flags & RPCOOL_SANDBOX) && s->npkeys;
         if (fence) rpcool__pkeys(s, -1, 0);
-        t1 = rcp__now_ns();
         status = rpcool__run_handler(&ctx, e, fn, arg, len);
-        t2 = rcp__now_ns();
         if (fence) rpcool__pkeys(s, -1, 1);
         rcp__fetch_add(&s->st.calls, 1u);
         if (!ctx.aborted && status == RPCOOL_E_FAULT) rcp__fetch_add(&s->st.faults, 1u);
@@ -2218,13 +2207,7 @@ static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
     }
     if (rcp__load(&rc->dead)) return;
     rpcool__r_done(rc, slot, gen, status, ctx.ret, ctx.ret ? ctx.ret_len : 0, cflags, ctx.rgroup);
-    rc->tm_last = rcp__now_ns();
-    if (t1) {
-        rc->tm_n++;
-        rc->tm_in += t1 - t0;
-        rc->tm_run += t2 - t1;
-        rc->tm_out += rc->tm_last - t2;
-    }
+    rc->calls++;
     if (w->cap > RPCOOL__COPY_KEEP) {
         rpcool__free(w->buf);
         w->buf = NULL;
@@ -2489,16 +2472,11 @@ static void rpcool__r_reap(rpcool_server *s, uint64_t now, int all)
                         why == RPCOOL_E_CLOSED ? "disconnected" : "gone: reclaimed",
                         (unsigned long long)rs->sleeps, (unsigned long long)rc->arms,
                         (unsigned long long)rc->events);
-            if (rc->tm_n)
-                rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: rdma steps, mean of %llu calls: frame "
-                            "to handler %.1f us, handler %.1f us, handler to DONE posted %.1f us, "
-                            "DONE posted to next CALL %.1f us (gaps under 0.1 s); %llu calls "
-                            "kept the copy in place; the thread's "
+            if (rc->calls)
+                rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: rdma connection: %llu calls served, "
+                            "%llu kept the copy in place; the thread's "
                             "recent gaps polling %.1f us, sleeping at once %.1f us%s", s->name,
-                            (unsigned long long)rc->tm_n, rc->tm_in / 1e3 / rc->tm_n,
-                            rc->tm_run / 1e3 / rc->tm_n, rc->tm_out / 1e3 / rc->tm_n,
-                            rc->tm_gapn ? rc->tm_gap / 1e3 / rc->tm_gapn : 0.0,
-                            (unsigned long long)rc->tm_same,
+                            (unsigned long long)rc->calls, (unsigned long long)rc->same_calls,
                             rs->gap_poll / 1e3, rs->gap_sleep / 1e3,
                             rs->adapt ? "" : " (not adapting)");
         }

@@ -560,11 +560,11 @@ static void keep_patch(void)
     size_t len = 3 * 4096 + 100;
     unsigned char *b = (unsigned char *)rpcool_alloc(c, len);
     for (size_t i = 0; i < len; i++) b[i] = (unsigned char)(i * 7 + 1);
-    uint64_t kept0 = c->rdma->tm_kept, whole0 = c->rdma->tm_bytes;
+    uint64_t kept0 = c->rdma->kept_bytes, whole0 = c->rdma->whole_bytes;
     CHECK_EQ(rpcool_call(c, H_FNV, b, len, NULL, NULL), fnv(b, len)); /* sent whole */
-    uint64_t kept1 = c->rdma->tm_kept, whole1 = c->rdma->tm_bytes;
+    uint64_t kept1 = c->rdma->kept_bytes, whole1 = c->rdma->whole_bytes;
     CHECK_EQ(rpcool_call(c, H_FNV, b, len, NULL, NULL), fnv(b, len)); /* kept */
-    uint64_t kept2 = c->rdma->tm_kept, whole2 = c->rdma->tm_bytes;
+    uint64_t kept2 = c->rdma->kept_bytes, whole2 = c->rdma->whole_bytes;
     CHECKF(whole1 > whole0 && kept2 - kept1 >= 3 * 4096 && whole2 == whole1,
            "kept %llu -> %llu -> %llu, whole %llu -> %llu -> %llu", (unsigned long long)kept0,
            (unsigned long long)kept1, (unsigned long long)kept2, (unsigned long long)whole0,
@@ -572,7 +572,7 @@ static void keep_patch(void)
     b[5000] ^= 0x40; /* one byte: a patch */
     b[len - 1] ^= 0x11;
     CHECK_EQ(rpcool_call(c, H_FNV, b, len, NULL, NULL), fnv(b, len));
-    CHECK_EQ(c->rdma->tm_bytes, whole2);
+    CHECK_EQ(c->rdma->whole_bytes, whole2);
     /* the handler writes its argument: the server must not keep those pages */
     CHECK_EQ(rpcool_call(c, H_SCRIBBLE, b, len, NULL, NULL), fnv(b, len));
     CHECK_EQ(rpcool_call(c, H_FNV, b, len, NULL, NULL), fnv(b, len));
@@ -610,9 +610,9 @@ static void keep_patch(void)
     }
     rpcool_arena_destroy(&a);
     printf("# keep_patch: %llu bytes kept, %llu sent as whole pages, %llu calls compared in "
-           "place\n", (unsigned long long)c->rdma->tm_kept, (unsigned long long)c->rdma->tm_bytes,
-           (unsigned long long)c->rdma->tm_same);
-    CHECK(c->rdma->tm_same >= 10); /* the repeated calls on the same ranges took the fast path */
+           "place\n", (unsigned long long)c->rdma->kept_bytes, (unsigned long long)c->rdma->whole_bytes,
+           (unsigned long long)c->rdma->same_calls);
+    CHECK(c->rdma->same_calls >= 10); /* the repeated calls on the same ranges took the fast path */
     rpcool_disconnect(c);
 }
 
