@@ -3463,6 +3463,34 @@ static void rpcool__complete(struct rpcool__conn_hdr *hd, unsigned i, uint32_t g
     }
 }
 
+/* The handler's private copy of its argument (RPCOOL_COPY), in the serving thread's buffer,
+   grown as needed: 0 with *arg pointing at the copy, or -ENOMEM. A fault reading the argument
+   is the client's: the caller serves under a guard. */
+static int rpcool__copy_arg(struct rpcool__worker *w, rpcool_ctx *ctx, void **arg, size_t len)
+{
+    if (len > w->cap) {
+        char *nb = (char *)RPCOOL_MALLOC(len); /* the old contents are not needed */
+        if (!nb) return -ENOMEM;
+        rpcool__free(w->buf);
+        w->buf = nb;
+        w->cap = len;
+    }
+    if (len) memcpy(w->buf, *arg, len);
+    ctx->copy = w->buf;
+    ctx->copy_len = len;
+    *arg = len ? w->buf : NULL;
+    return 0;
+}
+
+/* Once a call is answered, a big argument's copy goes back: not one per serving thread. */
+static void rpcool__copy_trim(struct rpcool__worker *w)
+{
+    if (w->cap <= RPCOOL__COPY_KEEP) return;
+    rpcool__free(w->buf);
+    w->buf = NULL;
+    w->cap = 0;
+}
+
 /* Serve request gen of slot i of a connection, claimed by this thread. The request's fields
    are read once: the client may change them at any moment. */
 static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *sc, unsigned i,
@@ -3511,17 +3539,7 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
             status = RPCOOL_E_TOOBIG; /* a client's heap may be far larger than we want to copy */
         } else if ((ctx.flags & RPCOOL_COPY) || small) {
             ctx.flags |= RPCOOL_COPY; /* the handler gets a private copy: say so */
-            if (len > w->cap) {
-                char *nb = (char *)RPCOOL_MALLOC(len); /* the old contents are not needed */
-                if (!nb) status = -ENOMEM;
-                else { rpcool__free(w->buf); w->buf = nb; w->cap = len; }
-            }
-            if (status == 0) {
-                if (len) memcpy(w->buf, arg, len); /* faults here are the client's: guarded */
-                ctx.copy = w->buf;
-                ctx.copy_len = len;
-                arg = len ? w->buf : NULL;
-            }
+            status = rpcool__copy_arg(w, &ctx, &arg, len);
         }
     }
     if (status == 0) {
@@ -3557,12 +3575,7 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
         return;
     }
     rpcool__complete(hd, i, gen, status, ctx.ret, ctx.ret ? ctx.ret_len : 0);
-    /* give a big argument's copy back: not one per serving thread */
-    if (w->cap > RPCOOL__COPY_KEEP) {
-        rpcool__free(w->buf);
-        w->buf = NULL;
-        w->cap = 0;
-    }
+    rpcool__copy_trim(w);
 }
 
 /* Clear request bits (a server about to sleep, or a bit with no request behind it), then look
