@@ -1906,6 +1906,17 @@ struct rpcool__unwind { /* rpcool_ctx_fail in a C++ build: destructors run on th
 };
 #endif
 static RCP__THREAD_LOCAL struct rpcool__guard *rpcool__cur;
+
+/* A recovery point not armed yet (the caller's own sigsetjmp arms it, then sets contain):
+   prev is the one it nests in, ctx the handler's call it belongs to (or NULL). */
+static void rpcool__guard_init(struct rpcool__guard *g, struct rpcool__guard *prev,
+                               rpcool_ctx *ctx)
+{
+    g->prev = prev;
+    g->contain = 0;
+    g->ctx = ctx;
+    g->unwind = 0;
+}
 static struct sigaction rpcool__old_segv, rpcool__old_bus, rpcool__old_limit;
 static pthread_once_t rpcool__sig_once = PTHREAD_ONCE_INIT;
 
@@ -2023,9 +2034,7 @@ static void rpcool__fault_unblock(void)
 static int rpcool__guarded(int (*fn)(void *), void *arg, int onfault)
 {
     struct rpcool__guard g;
-    g.prev = rpcool__cur;
-    g.contain = 0;
-    g.ctx = NULL;
+    rpcool__guard_init(&g, rpcool__cur, NULL);
     if (sigsetjmp(g.jb, 0)) {
         rpcool__cur = g.prev;
         rpcool__fault_unblock();
@@ -2469,6 +2478,19 @@ static int rpcool__grant_locked(rpcool_server *s, struct rpcool__prem *pm, const
     return RPCOOL_E_NOSLOT;
 }
 
+/* mh for one message, iov, with the control buffer ctl of n bytes (zeroed), or none (ctl NULL):
+   the connect's answer and its descriptors (SCM_RIGHTS), on both sides of the socket. */
+static void rpcool__msg_init(struct msghdr *mh, struct iovec *iov, char *ctl, size_t n)
+{
+    memset(mh, 0, sizeof *mh);
+    mh->msg_iov = iov;
+    mh->msg_iovlen = 1;
+    if (!ctl) return;
+    memset(ctl, 0, n);
+    mh->msg_control = ctl;
+    mh->msg_controllen = n;
+}
+
 /* Answer one connected client whose request (n bytes of rq; n < 0: none came in time) was
    read: a heap of the size it asks for (from the pool, else made now) and a slot, or an
    error. The descriptors we sent are closed here: from then on only the client holds them. */
@@ -2540,14 +2562,9 @@ answer:
             char b[CMSG_SPACE(3 * sizeof(int))];
         } cm;
         struct msghdr mh;
-        memset(&mh, 0, sizeof mh);
-        memset(&cm, 0, sizeof cm);
-        mh.msg_iov = &iov;
-        mh.msg_iovlen = 1;
+        rpcool__msg_init(&mh, &iov, r ? NULL : cm.b, sizeof cm.b);
         if (!r) {
             int fds[3] = {pm.cfd, pm.ofd, pm.pfd};
-            mh.msg_control = cm.b;
-            mh.msg_controllen = sizeof cm.b;
             struct cmsghdr *ch = CMSG_FIRSTHDR(&mh);
             ch->cmsg_level = SOL_SOCKET;
             ch->cmsg_type = SCM_RIGHTS;
@@ -3245,26 +3262,18 @@ static void rpcool__chan_restore(rpcool_server *s)
    channel under the caller's recovery point (a worker's; see rpcool__worker_run). */
 static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, int timed);
 
-/* With hk_lock held: the work, with faults on the channel contained. */
-static void rpcool__housekeep_guarded(rpcool_server *s, const uint64_t *args)
+/* With hk_lock held: the work (under rpcool__guarded: a fault on the channel is contained). */
+struct rpcool__hk_args {
+    rpcool_server *s;
+    int force, timed;
+    uint64_t now;
+};
+
+static int rpcool__housekeep_fn(void *p)
 {
-    struct rpcool__guard g;
-    g.prev = rpcool__cur;
-    g.contain = 0;
-    g.ctx = NULL;
-    if (sigsetjmp(g.jb, 0)) {
-        rpcool__cur = g.prev;
-        rpcool__fault_unblock();
-        rcp__fetch_add(&s->st.faults, 1u);
-        rpcool__chan_repair(s);
-        pthread_mutex_unlock(&s->hk_lock);
-        return;
-    }
-    g.contain = 1;
-    rpcool__cur = &g;
-    rpcool__housekeep_locked(s, (int)args[0], args[1], (int)args[2]);
-    rpcool__cur = g.prev;
-    pthread_mutex_unlock(&s->hk_lock);
+    struct rpcool__hk_args *a = (struct rpcool__hk_args *)p;
+    rpcool__housekeep_locked(a->s, a->force, a->now, a->timed);
+    return 0;
 }
 
 static void rpcool__housekeep(rpcool_server *s, int force, uint64_t now)
@@ -3274,8 +3283,12 @@ static void rpcool__housekeep(rpcool_server *s, int force, uint64_t now)
     if (!force && !timed && rcp__load(&s->ch->pending) == rcp__load_relaxed(&s->seen_pending))
         return;
     if (pthread_mutex_trylock(&s->hk_lock)) return;
-    uint64_t args[3] = {(uint64_t)force, now, (uint64_t)timed};
-    rpcool__housekeep_guarded(s, args);
+    struct rpcool__hk_args a = {s, force, timed, now};
+    if (rpcool__guarded(rpcool__housekeep_fn, &a, 1)) { /* a fault: the channel file repaired */
+        rcp__fetch_add(&s->st.faults, 1u);
+        rpcool__chan_repair(s);
+    }
+    pthread_mutex_unlock(&s->hk_lock);
 }
 
 static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, int timed)
@@ -3347,9 +3360,7 @@ static int rpcool__run_handler(rpcool_ctx *ctx, const struct rpcool__handler_ent
                                rpcool_handler *fn, void *arg, size_t len)
 {
     struct rpcool__guard g;
-    g.prev = rpcool__cur;
-    g.contain = 0;
-    g.ctx = ctx;
+    rpcool__guard_init(&g, rpcool__cur, ctx);
     ctx->guard = &g;
     if (sigsetjmp(g.jb, 0)) {
         rpcool__cur = g.prev;
@@ -3687,9 +3698,7 @@ static void rpcool__worker_run(struct rpcool__worker *w)
 {
     rpcool_server *s = w->s;
     struct rpcool__guard g;
-    g.prev = NULL;
-    g.contain = 0;
-    g.ctx = NULL;
+    rpcool__guard_init(&g, NULL, NULL);
     if (sigsetjmp(g.jb, 0)) {
         rpcool__cur = NULL;
         rpcool__fault_unblock();
@@ -4157,9 +4166,7 @@ static const char *rpcool__need_str(rpcool_ctx *ctx, const char *s)
 RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s)
 {
     struct rpcool__guard g;
-    g.prev = rpcool__cur;
-    g.contain = 0;
-    g.ctx = NULL;
+    rpcool__guard_init(&g, rpcool__cur, NULL);
     if (sigsetjmp(g.jb, 0)) rpcool__accessor_fault(ctx, &g);
     g.contain = 1;
     rpcool__cur = &g;
@@ -5055,11 +5062,7 @@ static int rpcool__front_ask(const char *channel, size_t heap_size, unsigned tim
             char b[CMSG_SPACE(4 * sizeof(int))];
         } cm;
         struct msghdr mh;
-        memset(&mh, 0, sizeof mh);
-        mh.msg_iov = &iov;
-        mh.msg_iovlen = 1;
-        mh.msg_control = cm.b;
-        mh.msg_controllen = sizeof cm.b;
+        rpcool__msg_init(&mh, &iov, cm.b, sizeof cm.b);
         n = recvmsg(sk, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
         for (struct cmsghdr *ch = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; ch;
              ch = CMSG_NXTHDR(&mh, ch)) {
@@ -5545,9 +5548,7 @@ RPCOOL_API int rpcool_map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, cons
                                       uint64_t *val)
 {
     struct rpcool__guard g; /* as in rpcool_ctx_need_str */
-    g.prev = rpcool__cur;
-    g.contain = 0;
-    g.ctx = NULL;
+    rpcool__guard_init(&g, rpcool__cur, NULL);
     if (sigsetjmp(g.jb, 0)) rpcool__accessor_fault(ctx, &g);
     g.contain = 1;
     rpcool__cur = &g;
