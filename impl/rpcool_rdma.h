@@ -254,9 +254,9 @@ struct rpcool__rconn {
     const char **psrc;           /* where each entry's bytes are, */
     struct rpcool__rpart *pparts; /* and the parts of the frame; made at the first call */
     uint32_t lost;               /* server: the next DONE says so (any thread's: atomic) */
-    /* counts for the line logged when the connection ends (RPCOOL_DEBUG): calls answered,
-       bytes of kept pages (not sent), bytes sent as whole pages (client), calls whose pages were
-       compared in place, no copy (both sides) */
+    /* counts for the line logged when the connection ends (RPCOOL_DEBUG): calls posted (client,
+       under post_lock) or served (server), bytes of kept pages (not sent) and bytes sent as whole
+       pages (client), calls whose pages were compared in place, no copy (both sides) */
     uint64_t calls, kept_bytes, whole_bytes, same_calls;
     /* client side: frees to send */
     pthread_mutex_t free_lock;
@@ -1310,6 +1310,7 @@ static void rpcool__r_held_note(struct rpcool__rconn *rc, uint64_t ext[][2], uns
     if (!same) rpcool__r_hbuf_swap(rc);
     for (unsigned k = 0; k < m; k++) rc->held[k] = (struct rpcool__rrange){ext[k][0], ext[k][1]};
     rc->nheld = m;
+    rc->calls++;
     rc->kept_bytes += kept;
     rc->whole_bytes += total - kept;
     rc->same_calls += same;
@@ -1397,7 +1398,6 @@ static int rpcool__r_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
             uint64_t took = rcp__now_ns() - t0; /* the round trips the next waits expect */
             rcp__store_relaxed(&rc->rtt_ns, rtt ? (7 * rtt + took) / 8 : took);
             if (rc->adapt) rpcool__r_avg(slept ? &rc->rtt_sleep : &rc->rtt_poll, took);
-            rc->calls++;
             return 0;
         }
         int d = rcp__load(&rc->dead);
@@ -2248,6 +2248,7 @@ static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
     if (from_ring) rpcool__r_consume(rc, h);
     pthread_mutex_unlock(&rc->rx_lock);
     rc->group++;
+    rc->calls++;
     if (status) {
         rc->bad++;
         rcp__fetch_add(&s->st.bad_entries, 1u);
@@ -2273,7 +2274,6 @@ static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
     }
     if (rcp__load(&rc->dead)) return;
     rpcool__r_done(rc, slot, gen, status, ctx.ret, ctx.ret ? ctx.ret_len : 0, cflags, ctx.rgroup);
-    rc->calls++;
     rpcool__copy_trim(w);
 }
 
