@@ -39,8 +39,8 @@
        ALOCK_CHECK_RMW      check the invariant ALock rests on, at run time: no word of a lock
                             line is changed by both a CPU read-modify-write and an RDMA one (every
                             such operation marks its word in the line; a mark of the other kind
-                            fails ALOCK_ASSERT). Costs one RDMA READ and one fetch-and-add
-                            more per remote atomic
+                            fails ALOCK_ASSERT). Costs one RDMA READ more per remote atomic,
+                            and a fetch-and-add the first time it marks a word
    Set ALOCK_DEBUG (any value) in the environment to log recoveries and failures to stderr when
    no log function is given in the options.
 
@@ -147,28 +147,29 @@
        descriptor to 0, through loop), and the lock is free. Its next holder is not told
        (alock_table_remote_dead returns how many locks it released).
      . a dead head with a live remote waiter behind it: the waiter, which reads the dead map
-       every ALOCK_DEFAULT_CHECK_MS while it waits, takes over (r_head := itself) and
+       every ALOCK_DEFAULT_DEAD_CHECK_MS while it waits, takes over (r_head := itself) and
        re-arbitrates; alock_remote_lock (and _lock_timeout) returns ALOCK_OWNERDEAD (the lock
        is held): the dead process may have entered its critical section (alock cannot see
        whether it did), so the data may be half-updated. The waiter's link to the dead
        predecessor may fail: it waits all the same.
      . a dead waiter behind a live holder: the holder's release sets r_head to it, and the
        hand-off (an RDMA compare-and-swap in its memory) fails. If the table's node has marked it
-       dead, the release empties the queue when it is the tail (alock_remote_unlock returns 0),
-       else its own successor takes over, as above; if not (yet), alock_remote_unlock returns
+       dead, the release empties the queue when it is the tail, else its own successor takes
+       over, as above (alock_remote_unlock returns 0 either way); if not (yet), it returns
        ALOCK_E_PEER and the lock stays with the dead waiter (r_head names it) until
        alock_table_remote_dead releases it or its successor takes over.
      What stays manual (alock_remote_reset, by a process that knows every remote user of that
      lock has gone, empties the remote queue): a process that dies between its enqueue and its
      link (two RDMA operations in a row; a live predecessor's release then waits for the link
      and fails with ALOCK_E_PEER when the tail's process is gone, see below); two dead processes
-     next to each other in one queue, the first not the head (nobody hands the second the
-     lock); a link between two live remote processes that fails (the hand-off cannot reach the
-     successor: alock_remote_unlock returns ALOCK_E_PEER, and the successor waits, until its
-     deadline with alock_remote_lock_timeout). Until a dead head is released, local cohort
-     leaders wait in Peterson's loop (until their deadline with alock_lock_timeout). The local
-     cohort is never corrupted by a remote death: it only waits. A dead id stays marked for the
-     table's life: alock_remote_create refuses it (ALOCK_E_INVAL); give a new process a new id.
+     next to each other in one queue (nobody hands the second the lock, and it is not the head
+     the lines name); a link between two live remote processes that fails (the hand-off cannot
+     reach the successor: alock_remote_unlock returns ALOCK_E_PEER, and the successor waits,
+     until its deadline with alock_remote_lock_timeout). Until a dead head is released, local
+     cohort leaders wait in Peterson's loop (until their deadline with alock_lock_timeout). The
+     local cohort is never corrupted by a remote death: it only waits. A dead id stays marked
+     for the table's life: alock_remote_create refuses it (ALOCK_E_INVAL); give a new process a
+     new id.
    - A remote release (alock_remote_unlock, or a leader leaving the head in trylock or at its
      deadline) whose compare-and-swap of r_tail finds that a successor has enqueued waits until
      the successor has linked itself (set the next word of the descriptor it follows),
@@ -209,8 +210,9 @@
    5. THREAD SAFETY
    ----------------
    alock_table functions may be called from any thread of any local process; one alock_hold
-   per acquisition. An alock_remote (and the links it uses) is used by one thread at a time:
-   give every thread of a remote process its own.
+   per acquisition (alock_table_remote_dead uses its loop link: one thread at a time). An
+   alock_remote (and the links it uses) is used by one thread at a time: give every thread of a
+   remote process its own.
 
    6. ERRORS
    ---------
@@ -286,6 +288,7 @@ extern "C" {
 #define ALOCK_DEFAULT_NDESC 64        /* locks one local process holds or waits for at once */
 #define ALOCK_DEFAULT_CHECK_MS 10     /* a waiter looks at its predecessor's liveness this often */
 #define ALOCK_DEFAULT_OP_TIMEOUT_MS 5000 /* one RDMA operation, before ALOCK_E_PEER */
+#define ALOCK_DEFAULT_DEAD_CHECK_MS 100 /* a remote waiter READs the dead map this often */
 #define ALOCK_MAX_SLOTS 4096
 #define ALOCK_LOCAL 1                 /* victim values */
 #define ALOCK_REMOTE 2
@@ -515,7 +518,7 @@ typedef struct alock__line {
     uint64_t pad1;
     uint64_t victim;      /* ALOCK_LOCAL or ALOCK_REMOTE */
     uint64_t pad2;
-    uint64_t rdma_marks;  /* ALOCK_CHECK_RMW: byte k counts RDMA read-modify-writes of word k */
+    uint64_t rdma_marks;  /* ALOCK_CHECK_RMW: byte k > 0 once word k saw an RDMA RMW */
     uint64_t cpu_marks;   /* ALOCK_CHECK_RMW: bit k = a CPU read-modify-write of word k */
 } alock__line;
 
@@ -1094,7 +1097,7 @@ static int alock__rdma_rmw_mark(const alock_link *k, uint64_t raddr, unsigned w)
     if (!k->read || k->read(k->conn, raddr, &l, sizeof l)) return ALOCK_E_PEER;
     ALOCK_ASSERT(!(l.cpu_marks & (1ull << w)) &&
                  "a word of the lock line saw both CPU and RDMA read-modify-write");
-    if (!k->faa) return 0;
+    if (!k->faa || ((l.rdma_marks >> (8 * w)) & 0xff)) return 0; /* marked once: no carry */
     return k->faa(k->conn, raddr + offsetof(alock__line, rdma_marks), 1ull << (8 * w), &old)
                ? ALOCK_E_PEER : 0;
 #else
@@ -1221,15 +1224,40 @@ static int alock__r_is_dead(alock_remote *r, uint16_t id)
     return (int)((w >> (id % 64)) & 1);
 }
 
+/* Compare-and-swap of line's r_head (expect to desired; *old what it held). ALOCK_CHECK_RMW's
+   check rides on the same round trip when the link has cas_read (the marks are sticky: a READ
+   after the compare-and-swap sees a mix as well as one before). */
+static int alock__r_head_cas(alock_remote *r, uint64_t line, uint64_t expect, uint64_t desired,
+                             uint64_t *old)
+{
+    uint64_t at = line + offsetof(alock__line, r_head);
+#ifdef ALOCK_CHECK_RMW
+    const alock_link *k = &r->o.home;
+    alock__line l;
+    uint64_t o;
+    if (!k->cas_read) {
+        int rc = alock__rdma_rmw_mark(k, line, 1);
+        return rc ? rc : alock__r_cas(r, at, expect, desired, old);
+    }
+    if (k->cas_read(k->conn, at, expect, desired, old, line, &l, sizeof l)) return ALOCK_E_PEER;
+    ALOCK_ASSERT(!(l.cpu_marks & 2) &&
+                 "a word of the lock line saw both CPU and RDMA read-modify-write");
+    if (!k->faa || ((l.rdma_marks >> 8) & 0xff)) return 0;
+    return k->faa(k->conn, line + offsetof(alock__line, rdma_marks), 1ull << 8, &o) ? ALOCK_E_PEER
+                                                                                    : 0;
+#else
+    return alock__r_cas(r, at, expect, desired, old);
+#endif
+}
+
 /* r_head := x by compare-and-swap from what it holds, e our guess: only the remote head changes
    it (and the release of a dead head), so a value other than ours is stale. */
 static int alock__r_mark(alock_remote *r, uint64_t line, uint64_t e, uint64_t x)
 {
     for (;;) {
         uint64_t old = 0;
-        int rc = alock__rdma_rmw_mark(&r->o.home, line, 1);
+        int rc = alock__r_head_cas(r, line, e, x, &old);
         if (rc) return rc;
-        if ((rc = alock__r_cas(r, line + offsetof(alock__line, r_head), e, x, &old))) return rc;
         if (old == e) return 0;
         e = old;
     }
@@ -1509,7 +1537,7 @@ static int alock__r_unlink_head(alock_remote *r, uint64_t line, alock__desc *d, 
     return alock__r_grant(r, line, n, b, lead ? 0 : me);
 }
 
-/* While d waits behind pred (encoded), every ALOCK_DEFAULT_CHECK_MS: is pred's process marked
+/* While d waits behind pred (encoded), every ALOCK_DEFAULT_DEAD_CHECK_MS: is pred's process marked
    dead, and did it hold the head (ph: it entered an empty queue and had ALOCK__RHEAD when we
    enqueued; or r_head names it; or r_head names d, handed to us by a granter that died before
    its compare-and-swap)? Then take over: r_head := d. 1 if we did, 0 if not, or an error. */
@@ -1518,8 +1546,7 @@ static int alock__r_check_pred(alock_remote *r, uint64_t line, uint64_t pred, in
     int rc = alock__r_is_dead(r, (uint16_t)(pred >> 48));
     if (rc <= 0) return rc;
     uint64_t h = 0; /* r_head, loaded whole by a compare-and-swap from 0 to 0 */
-    if ((rc = alock__rdma_rmw_mark(&r->o.home, line, 1))) return rc;
-    if ((rc = alock__r_cas(r, line + offsetof(alock__line, r_head), 0, 0, &h))) return rc;
+    if ((rc = alock__r_head_cas(r, line, 0, 0, &h))) return rc;
     if (!ph && h != pred && h != me) return 0;
     if ((rc = alock__r_mark(r, line, h, me))) return rc;
     alock__logf(r->o.log, r->o.log_user, ALOCK_LOG_INFO,
@@ -1565,13 +1592,13 @@ static int alock__rlock(alock_remote *r, uint32_t idx, uint64_t deadline, int tr
         if ((rc = alock__r_link(r, pred, me)) < 0) return rc;
         int64_t b;
         unsigned k = 0;
-        uint64_t look = rcp__now_ns() + (uint64_t)ALOCK_DEFAULT_CHECK_MS * 1000000ull;
+        uint64_t look = rcp__now_ns() + (uint64_t)ALOCK_DEFAULT_DEAD_CHECK_MS * 1000000ull;
         while ((b = rcp__load(&d->budget)) == ALOCK__WAIT) {
             alock__pause(&k);
             if (k & 127) continue;
             uint64_t now = rcp__now_ns();
             if (now >= look) { /* pred dead, holding the head: take over */
-                look = now + (uint64_t)ALOCK_DEFAULT_CHECK_MS * 1000000ull;
+                look = now + (uint64_t)ALOCK_DEFAULT_DEAD_CHECK_MS * 1000000ull;
                 if ((rc = alock__r_check_pred(r, line, pred, ph, me)) < 0) return rc;
                 if (rc) {
                     ownerdead = 1;
