@@ -198,8 +198,9 @@
                   is set in the environment
    alock_remote_opts (all required but budget, log and log_user):
        id         this process's id among the table's remote processes, 1..65535, unique
-       lines_addr, nlocks, budget  what the table's node reports (alock_table_lines; the budget
-                  it was created with, 0 = ALOCK_DEFAULT_BUDGET)
+       lines_addr, nlocks, budget  what the table's node reports (alock_table_lines; the
+                  table's own nlocks, after whose lines the dead map lies; the budget it was
+                  created with, 0 = ALOCK_DEFAULT_BUDGET)
        home       the link to the table's node
        descs, ndesc  ALOCK_REMOTE_MEM(ndesc) bytes, 64-byte aligned, registered by the caller for
                   remote read and write: the other remote processes' links reach it
