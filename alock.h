@@ -39,8 +39,8 @@
        ALOCK_CHECK_RMW      check the invariant ALock rests on, at run time: no word of a lock
                             line is changed by both a CPU read-modify-write and an RDMA one (every
                             such operation marks its word in the line; a mark of the other kind
-                            fails ALOCK_ASSERT). Costs one RDMA READ and one fetch-and-add
-                            more per remote atomic
+                            fails ALOCK_ASSERT). Costs one RDMA READ more per remote atomic,
+                            and a fetch-and-add the first time it marks a word
    Set ALOCK_DEBUG (any value) in the environment to log recoveries and failures to stderr when
    no log function is given in the options.
 
@@ -59,7 +59,8 @@
    processes its address and key; a remote process registers ALOCK_REMOTE_MEM(ndesc) bytes of
    its own for its descriptors, calls alock_remote_create with a link to the table's node,
    alock_remote_set_peer for every other remote process (and for its own id, a loopback link,
-   if it uses alock_remote_lock_timeout), then alock_remote_lock / _unlock.
+   if it uses alock_remote_lock_timeout), then alock_remote_lock / _unlock. When a remote process
+   dies, the table's node calls alock_table_remote_dead(t, loop, id) (section 3).
 
    3. CONCEPTS
    -----------
@@ -69,6 +70,7 @@
    MCS queue, and lets the two cohort leaders arbitrate with Peterson's algorithm, which needs
    only loads and stores across the boundary. A lock is one 64-byte line:
        r_tail  @0   the remote queue's tail: changed only by RDMA compare-and-swap
+       r_head  @8   the remote descriptor the lock was last handed to: RDMA compare-and-swap
        l_tail  @16  the local queue's tail: changed only by CPU exchange and compare-and-swap
        victim  @32  Peterson's turn: plain stores from both sides
    A non-empty tail is that cohort's Peterson flag. A waiter's descriptor (64 bytes: budget @0,
@@ -104,7 +106,9 @@
    compare-and-swap loop, which is lock-free, not starvation-free (tests/alock.pml shows the
    starving run).
    The protocol, local and remote timeouts included, is model-checked with Spin
-   (tests/alock.pml, tests/alock_model.sh); the take-over from dead processes is not modelled.
+   (tests/alock.pml, tests/alock_model.sh), and so is the recovery from a dead remote process
+   (two remote processes, one of which dies, and one local process); the take-over from dead
+   local processes is not modelled.
 
    Dead holders and waiters. Every local handle holds an open-file-description lock on one byte
    (its slot) of the table's liveness file; the kernel drops it when the process dies, in any
@@ -128,15 +132,44 @@
      that gave up (it loads its next word by a compare-and-swap from 0 to 0) and frees its
      descriptor (WRITE of 0). A remote leader
      whose deadline passes in Peterson's loop leaves the head (its successor re-arbitrates).
-   - A remote process dies (its connection fails): what it left is NOT recovered. Its queue
-     neighbours' RDMA operations fail and their calls return ALOCK_E_PEER; a live remote waiter
-     queued behind a dead one waits (the remote queue cannot tell whether a live process ahead
-     of the dead one still holds the lock), until its deadline with alock_remote_lock_timeout,
-     after which its descriptor stays reserved (nobody passes over it); a dead remote holder or
-     tail keeps the remote tail non-empty, so local cohort leaders wait in Peterson's loop (until
-     their deadline with alock_lock_timeout). alock_remote_reset (by a process that knows every
-     remote user of that lock has gone) empties the remote queue. The local cohort is never
-     corrupted by a remote death: it only waits.
+   - A remote process dies. Its memory (its descriptors) is gone with it, so what it held is
+     recovered from the lock line and from a dead map at the table's node (a bit per remote id,
+     right after the lines, within what alock_table_lines names). The lock line says who holds
+     the remote head: r_tail carries a head bit when its descriptor entered an empty queue, and
+     every remote hand-off first sets r_head to the successor (an RDMA compare-and-swap), then
+     hands it the lock; a head that was handed the lock clears r_head when it leaves an empty
+     queue. Recovery starts when the table's node calls alock_table_remote_dead(t, loop, id):
+     the caller must know that process id is dead, not merely slow or cut off (krconn's dead-peer
+     detection reports both: the table's node closes its connection to it first, so a process
+     still alive can no longer reach the lock lines). Then, for every lock:
+     . a dead head (handed the lock, or entered an empty queue, its critical section or not) at
+       the tail: alock_table_remote_dead empties the remote queue (r_tail from exactly that
+       descriptor to 0, through loop), and the lock is free. Its next holder is not told
+       (alock_table_remote_dead returns how many locks it released).
+     . a dead head with a live remote waiter behind it: the waiter, which reads the dead map
+       every ALOCK_DEFAULT_DEAD_CHECK_MS while it waits, takes over (r_head := itself) and
+       re-arbitrates; alock_remote_lock (and _lock_timeout) returns ALOCK_OWNERDEAD (the lock
+       is held): the dead process may have entered its critical section (alock cannot see
+       whether it did), so the data may be half-updated. The waiter's link to the dead
+       predecessor may fail: it waits all the same.
+     . a dead waiter behind a live holder: the holder's release sets r_head to it, and the
+       hand-off (an RDMA compare-and-swap in its memory) fails. If the table's node has marked it
+       dead, the release empties the queue when it is the tail, else its own successor takes
+       over, as above (alock_remote_unlock returns 0 either way); if not (yet), it returns
+       ALOCK_E_PEER and the lock stays with the dead waiter (r_head names it) until
+       alock_table_remote_dead releases it or its successor takes over.
+     What stays manual (alock_remote_reset, by a process that knows every remote user of that
+     lock has gone, empties the remote queue): a process that dies between its enqueue and its
+     link (two RDMA operations in a row; a live predecessor's release then waits for the link
+     and fails with ALOCK_E_PEER when the tail's process is gone, see below); two dead processes
+     next to each other in one queue (nobody hands the second the lock, and it is not the head
+     the lines name); a link between two live remote processes that fails (the hand-off cannot
+     reach the successor: alock_remote_unlock returns ALOCK_E_PEER, and the successor waits,
+     until its deadline with alock_remote_lock_timeout). Until a dead head is released, local
+     cohort leaders wait in Peterson's loop (until their deadline with alock_lock_timeout). The
+     local cohort is never corrupted by a remote death: it only waits. A dead id stays marked
+     for the table's life: alock_remote_create refuses it (ALOCK_E_INVAL); give a new process a
+     new id.
    - A remote release (alock_remote_unlock, or a leader leaving the head in trylock or at its
      deadline) whose compare-and-swap of r_tail finds that a successor has enqueued waits until
      the successor has linked itself (set the next word of the descriptor it follows),
@@ -147,7 +180,7 @@
      A successor that dies before linking itself while a live process is queued behind it is
      not seen: the release waits, as that process does.
    - A lock never hands the protected data back in a known state: ALOCK_OWNERDEAD only says that
-     the holder died inside its critical section.
+     the holder died inside its critical section (alock_lock), or may have (alock_remote_lock).
 
    4. OPTIONS
    ----------
@@ -165,8 +198,9 @@
                   is set in the environment
    alock_remote_opts (all required but budget, log and log_user):
        id         this process's id among the table's remote processes, 1..65535, unique
-       lines_addr, nlocks, budget  what the table's node reports (alock_table_lines; the budget
-                  it was created with, 0 = ALOCK_DEFAULT_BUDGET)
+       lines_addr, nlocks, budget  what the table's node reports (alock_table_lines; the
+                  table's own nlocks, after whose lines the dead map lies; the budget it was
+                  created with, 0 = ALOCK_DEFAULT_BUDGET)
        home       the link to the table's node
        descs, ndesc  ALOCK_REMOTE_MEM(ndesc) bytes, 64-byte aligned, registered by the caller for
                   remote read and write: the other remote processes' links reach it
@@ -182,8 +216,9 @@
    5. THREAD SAFETY
    ----------------
    alock_table functions may be called from any thread of any local process; one alock_hold
-   per acquisition. An alock_remote (and the links it uses) is used by one thread at a time:
-   give every thread of a remote process its own.
+   per acquisition (alock_table_remote_dead uses its loop link: one thread at a time). An
+   alock_remote (and the links it uses) is used by one thread at a time: give every thread of a
+   remote process its own.
 
    6. ERRORS
    ---------
@@ -203,6 +238,7 @@
    handles and up to 65535 remote processes (16-bit ids, 48-bit addresses in descriptor
    pointers). A local handle holds or waits for at most ndesc locks at once, ALOCK_E_NODESC
    beyond; a remote descriptor whose RDMA operation failed after it was queued stays reserved.
+   Remote ids marked dead (alock_table_remote_dead) stay so for the table's life.
    The liveness file must support OFD locks (/dev/shm does); without it dead local processes
    are not recognised. A process that forks shares its slot's byte lock with the child: open the
    table again in the child. A descriptor that gave up (a deadline passed) counts against ndesc
@@ -258,11 +294,12 @@ extern "C" {
 #define ALOCK_DEFAULT_NDESC 64        /* locks one local process holds or waits for at once */
 #define ALOCK_DEFAULT_CHECK_MS 10     /* a waiter looks at its predecessor's liveness this often */
 #define ALOCK_DEFAULT_OP_TIMEOUT_MS 5000 /* one RDMA operation, before ALOCK_E_PEER */
+#define ALOCK_DEFAULT_DEAD_CHECK_MS 100 /* a remote waiter READs the dead map this often */
 #define ALOCK_MAX_SLOTS 4096
 #define ALOCK_LOCAL 1                 /* victim values */
 #define ALOCK_REMOTE 2
 
-#define ALOCK_OWNERDEAD 1 /* held; the previous holder died in its critical section */
+#define ALOCK_OWNERDEAD 1 /* held; the previous holder died holding it (see section 3) */
 
 #define ALOCK_ERRORS(X)                                                                            \
     X(ALOCK_E_INVAL, -3000, "invalid argument to an alock function")                               \
@@ -317,8 +354,8 @@ ALOCK_API int alock_table_close(alock_table *t);
 ALOCK_API int alock_table_unlink(shmheap *h, const char *name);
 ALOCK_API uint32_t alock_table_nlocks(const alock_table *t); /* 0 for NULL */
 /* The lock lines: register [*addr, *addr + *len) for remote access (read, write, atomics) and
-   give remote processes the address and rkey; lock i is the line at *addr + 64 * i (NULL and 0
-   for a NULL table). */
+   give remote processes the address and rkey; lock i is the line at *addr + 64 * i, and the
+   dead map (section 3) follows the nlocks lines (NULL and 0 for a NULL table). */
 ALOCK_API void alock_table_lines(const alock_table *t, void **addr, size_t *len);
 
 /* Local cohort. lock: 0 or ALOCK_OWNERDEAD when held, else an error. timeout: deadline_ns on
@@ -379,11 +416,15 @@ typedef struct alock_rhold {
     void *desc;
 } alock_rhold;
 
+/* create READs this id's bit of the dead map through home: ALOCK_E_INVAL for a dead id,
+   ALOCK_E_PEER if the READ fails. */
 ALOCK_API int alock_remote_create(const alock_remote_opts *opts, alock_remote **out);
 ALOCK_API int alock_remote_destroy(alock_remote *r);
 /* How to reach remote process id's descriptors (link needs cas, read and write). For our own
    id: a loopback link to our own descriptors, which alock_remote_lock_timeout needs. */
 ALOCK_API int alock_remote_set_peer(alock_remote *r, uint16_t id, const alock_link *link);
+/* 0, or ALOCK_OWNERDEAD when held after taking over from a dead process (section 3), else an
+   error. */
 ALOCK_API int alock_remote_lock(alock_remote *r, uint32_t idx, alock_rhold *hold);
 /* As alock_remote_lock, with a deadline (CLOCK_MONOTONIC ns, 0 = none): ALOCK_E_TIMEDOUT after
    it. Needs a link to this process's own descriptors: alock_remote_set_peer(r, own id, link),
@@ -393,8 +434,18 @@ ALOCK_API int alock_remote_lock_timeout(alock_remote *r, uint32_t idx, uint64_t 
 ALOCK_API int alock_remote_trylock(alock_remote *r, uint32_t idx, alock_rhold *hold);
 ALOCK_API int alock_remote_unlock(alock_rhold *hold);
 /* Empty lock idx's remote queue (compare-and-swap of its tail from what it names to 0). Only
-   when no remote process of that queue lives: see 4. Dead holders and waiters. */
+   when no remote process of that queue lives: see 3, "Dead holders and waiters". */
 ALOCK_API int alock_remote_reset(alock_remote *r, uint32_t idx);
+
+/* At the table's node: remote process id has died (its connection failed, and it cannot reach
+   the lock lines any more: see 3, "Dead holders and waiters"). Marks id dead in the table's
+   dead map (remote waiters behind it read it) and releases every lock whose remote queue ends
+   in a descriptor of id that held the remote head. loop: a link to the table's own lock lines
+   (a loopback connection to what alock_table_lines names; cas needed, and read and faa with
+   ALOCK_CHECK_RMW): the remote tail changes only by RDMA compare-and-swap. Returns how many
+   locks it released (0 or more), ALOCK_E_INVAL, or ALOCK_E_PEER when a loopback operation
+   failed. Calling it again for the same id is harmless. */
+ALOCK_API int alock_table_remote_dead(alock_table *t, const alock_link *loop, uint16_t id);
 
 /* An alock_link over one RC queue pair (libibverbs): qp's send completions land in cq, which
    the link polls (nothing else may use cq meanwhile); rkey is the peer memory's key. It
@@ -462,7 +513,9 @@ ALOCK_API int alock_krconn_link_destroy(alock_link *link);
 /* >>layout - the table in shared memory, handles ----------------------------------------------- */
 
 #define ALOCK__MAGIC 0x314b434f4c41ull /* "ALOCK1" */
-#define ALOCK__VERSION 1u
+#define ALOCK__VERSION 2u
+#define ALOCK__DEAD_MAP 8192   /* bytes of the dead map: a bit per remote id, after the lines */
+#define ALOCK__RHEAD 1ull      /* r_tail's head bit: its descriptor entered an empty queue */
 #define ALOCK__WAIT (-1)       /* a descriptor's budget while its owner waits */
 #define ALOCK__ABANDONED (-2)  /* its owner's deadline passed: whoever grants it passes on */
 #define ALOCK__RECLAIMED (-3)  /* a dead owner's grant was taken over */
@@ -471,13 +524,13 @@ ALOCK_API int alock_krconn_link_destroy(alock_link *link);
 /* One lock: the paper's layout. @48 and @56 hold ALOCK_CHECK_RMW's marks: each is changed by one
    kind of read-modify-write only (RDMA fetch-and-add, CPU fetch-or). */
 typedef struct alock__line {
-    uint64_t r_tail;      /* remote descriptor: id << 48 | address; 0 = empty */
-    uint64_t pad0;
+    uint64_t r_tail;      /* remote descriptor: id << 48 | address (| ALOCK__RHEAD); 0 = empty */
+    uint64_t r_head;      /* the remote descriptor the lock was last handed to; RDMA CAS only */
     uint64_t l_tail;      /* local descriptor: its address (the heap maps alike everywhere) */
     uint64_t pad1;
     uint64_t victim;      /* ALOCK_LOCAL or ALOCK_REMOTE */
     uint64_t pad2;
-    uint64_t rdma_marks;  /* ALOCK_CHECK_RMW: byte k counts RDMA read-modify-writes of word k */
+    uint64_t rdma_marks;  /* ALOCK_CHECK_RMW: byte k > 0 once word k saw an RDMA RMW */
     uint64_t cpu_marks;   /* ALOCK_CHECK_RMW: bit k = a CPU read-modify-write of word k */
 } alock__line;
 
@@ -486,7 +539,8 @@ typedef struct alock__desc {
     /* ALOCK__WAIT, or the budget it was handed (>= 0), or _ABANDONED/_RECLAIMED */
     int64_t budget;
     uint64_t lock;        /* local: lock index + 1 while linked in a queue, 0 = free */
-    uint64_t held;        /* local: 1 inside the critical section (tells ALOCK_OWNERDEAD) */
+    uint64_t held;        /* local: 1 inside the critical section (tells ALOCK_OWNERDEAD);
+                             remote (its owner's only): 1 when it entered an empty queue */
     uint64_t pad0;
     /* the successor's descriptor (local: address; remote: id << 48 | address) */
     uint64_t next;
@@ -502,7 +556,7 @@ typedef struct alock__hdr {
     uint64_t magic;
     uint32_t version, ready;
     uint32_t nlocks, budget, slots, ndesc;
-    uint64_t lines_off, slots_off, descs_off, total;
+    uint64_t lines_off, slots_off, descs_off, total; /* the dead map ends the lines */
     char live_path[192];
 } alock__hdr;
 
@@ -532,7 +586,8 @@ struct alock_table {
 ALOCK_API const char *alock_strerror(int code)
 {
     switch (code) {
-    case ALOCK_OWNERDEAD: return "held; the previous holder died in its critical section";
+    case ALOCK_OWNERDEAD: return "held; the previous holder died holding it (the data may be "
+                                 "half-updated)";
 #define RCP__ERROR_CASE(name, value, text) case name: return text;
 #include "impl/errors.h" /* the codes of every rpcool header included before this point */
 #undef RCP__ERROR_CASE
@@ -702,7 +757,7 @@ ALOCK_API int alock_table_create(shmheap *h, const char *name, const alock_table
     uint32_t ndesc = opts->ndesc ? opts->ndesc : ALOCK_DEFAULT_NDESC;
     if (slots > ALOCK_MAX_SLOTS || ndesc > 4096) return ALOCK_E_INVAL;
     if (shmheap_root_get(h, name)) return ALOCK_E_EXISTS; /* a table others may use, or not ours */
-    size_t lines_off = 256, slots_off = lines_off + (size_t)opts->nlocks * 64,
+    size_t lines_off = 256, slots_off = lines_off + (size_t)opts->nlocks * 64 + ALOCK__DEAD_MAP,
            descs_off = slots_off + (size_t)slots * 64,
            total = descs_off + (size_t)slots * ndesc * 64;
     void *mem = NULL;
@@ -747,7 +802,7 @@ ALOCK_API int alock_table_open(shmheap *h, const char *name, const alock_table_o
         return ALOCK_E_BADTABLE;
     if (!H->nlocks || H->nlocks > (1u << 24) || !H->slots || H->slots > ALOCK_MAX_SLOTS ||
         !H->ndesc || H->ndesc > 4096 || H->lines_off != 256 ||
-        H->slots_off != 256 + (uint64_t)H->nlocks * 64 ||
+        H->slots_off != 256 + (uint64_t)H->nlocks * 64 + ALOCK__DEAD_MAP ||
         H->descs_off != H->slots_off + (uint64_t)H->slots * 64 ||
         H->total != H->descs_off + (uint64_t)H->slots * H->ndesc * 64 || !H->budget ||
         memchr(H->live_path, 0, sizeof H->live_path) == NULL)
@@ -786,7 +841,7 @@ ALOCK_API uint32_t alock_table_nlocks(const alock_table *t) { return t ? t->nloc
 ALOCK_API void alock_table_lines(const alock_table *t, void **addr, size_t *len)
 {
     if (addr) *addr = t ? t->lines : NULL;
-    if (len) *len = t ? (size_t)t->nlocks * sizeof(alock__line) : 0;
+    if (len) *len = t ? (size_t)t->nlocks * sizeof(alock__line) + ALOCK__DEAD_MAP : 0;
 }
 
 /* >>local - the local cohort ------------------------------------------------------------------- */
@@ -1043,6 +1098,69 @@ ALOCK_API int alock_recover(alock_table *t)
 
 /* >>remote - the remote cohort ----------------------------------------------------------------- */
 
+#define ALOCK__ADDR_MASK ((1ull << 48) - 1)
+
+/* ALOCK_CHECK_RMW: an RDMA read-modify-write through link k of word w of line raddr */
+static int alock__rdma_rmw_mark(const alock_link *k, uint64_t raddr, unsigned w)
+{
+#ifdef ALOCK_CHECK_RMW
+    alock__line l;
+    uint64_t old;
+    if (!k->read || k->read(k->conn, raddr, &l, sizeof l)) return ALOCK_E_PEER;
+    ALOCK_ASSERT(!(l.cpu_marks & (1ull << w)) &&
+                 "a word of the lock line saw both CPU and RDMA read-modify-write");
+    if (!k->faa || ((l.rdma_marks >> (8 * w)) & 0xff)) return 0; /* marked once: no carry */
+    return k->faa(k->conn, raddr + offsetof(alock__line, rdma_marks), 1ull << (8 * w), &old)
+               ? ALOCK_E_PEER : 0;
+#else
+    (void)k; (void)raddr; (void)w;
+    return 0;
+#endif
+}
+
+/* Release the lock for dead remote descriptor s (encoded), the remote head, at the tail as f
+   (s, or s | ALOCK__RHEAD when it entered an empty queue), through link k to the lines: r_tail
+   from exactly f to empty, then, if that worked, r_head from s to 0. 1 if released; 0 if the
+   tail moved on (a successor enqueued: it takes over); or an error. */
+static int alock__r_release_dead(const alock_link *k, uint64_t line, uint64_t s, uint64_t f)
+{
+    uint64_t old = 0;
+    int rc;
+    if ((rc = alock__rdma_rmw_mark(k, line, 0))) return rc;
+    if (k->cas(k->conn, line, f, 0, &old)) return ALOCK_E_PEER;
+    if (old != f) return 0;
+    if ((rc = alock__rdma_rmw_mark(k, line, 1))) return rc;
+    if (k->cas(k->conn, line + offsetof(alock__line, r_head), s, 0, &old)) return ALOCK_E_PEER;
+    return 1;
+}
+
+ALOCK_API int alock_table_remote_dead(alock_table *t, const alock_link *loop, uint16_t id)
+{
+    if (!t || !loop || !loop->cas || !id) return ALOCK_E_INVAL;
+#ifdef ALOCK_CHECK_RMW
+    if (!loop->read) return ALOCK_E_INVAL;
+#endif
+    uint64_t *map = (uint64_t *)(void *)(t->lines + t->nlocks);
+    /* a full barrier: a granter that marks a successor of ours in r_head after the loads below
+       READs the mark after its compare-and-swap (tests/alock.pml, -DKILL) */
+    __atomic_fetch_or(&map[id / 64], 1ull << (id % 64), __ATOMIC_SEQ_CST);
+    int n = 0;
+    for (uint32_t i = 0; i < t->nlocks; i++) {
+        alock__line *L = &t->lines[i];
+        uint64_t rt = __atomic_load_n(&L->r_tail, __ATOMIC_SEQ_CST), s = rt & ~ALOCK__RHEAD;
+        if (!rt || (uint16_t)(rt >> 48) != id) continue;
+        if (!(rt & ALOCK__RHEAD) && __atomic_load_n(&L->r_head, __ATOMIC_SEQ_CST) != s)
+            continue; /* a waiter behind a live holder: its granter releases it */
+        int rc = alock__r_release_dead(loop, (uint64_t)(uintptr_t)L, s, rt);
+        if (rc < 0) return rc;
+        if (rc) {
+            n++;
+            ALOCK__LOG(t, ALOCK_LOG_INFO, "lock %u: released for dead remote process %u", i, id);
+        }
+    }
+    return n;
+}
+
 #ifdef ALOCK_NO_RDMA
 ALOCK_API int alock_remote_create(const alock_remote_opts *opts, alock_remote **out)
 {
@@ -1087,8 +1205,6 @@ ALOCK_API int alock_verbs_link_create(struct ibv_qp *qp, struct ibv_cq *cq, uint
 }
 ALOCK_API int alock_verbs_link_destroy(alock_link *link) { (void)link; return ALOCK_E_NOTSUP; }
 #else
-#define ALOCK__ADDR_MASK ((1ull << 48) - 1)
-
 struct alock_remote {
     alock_remote_opts o;
     alock__desc *descs;
@@ -1111,23 +1227,52 @@ static int alock__r_read_line(alock_remote *r, uint64_t raddr, alock__line *out)
     return r->o.home.read(r->o.home.conn, raddr, out, sizeof *out) ? ALOCK_E_PEER : 0;
 }
 
-/* ALOCK_CHECK_RMW: an RDMA read-modify-write of word k of line raddr */
-static int alock__rdma_rmw_mark(alock_remote *r, uint64_t raddr, unsigned k)
+/* Is remote process id marked dead in the table's dead map (after the lines)? 0 or 1, or an
+   error. A torn READ is harmless: a bit only ever goes from 0 to 1. */
+static int alock__r_is_dead(alock_remote *r, uint16_t id)
 {
+    uint64_t w = 0, at = r->o.lines_addr + (uint64_t)r->o.nlocks * 64 + (uint64_t)(id / 64) * 8;
+    if (r->o.home.read(r->o.home.conn, at, &w, 8)) return ALOCK_E_PEER;
+    return (int)((w >> (id % 64)) & 1);
+}
+
+/* Compare-and-swap of line's r_head (expect to desired; *old what it held). ALOCK_CHECK_RMW's
+   check rides on the same round trip when the link has cas_read (the marks are sticky: a READ
+   after the compare-and-swap sees a mix as well as one before). */
+static int alock__r_head_cas(alock_remote *r, uint64_t line, uint64_t expect, uint64_t desired,
+                             uint64_t *old)
+{
+    uint64_t at = line + offsetof(alock__line, r_head);
 #ifdef ALOCK_CHECK_RMW
+    const alock_link *k = &r->o.home;
     alock__line l;
-    uint64_t old;
-    int rc = alock__r_read_line(r, raddr, &l);
-    if (rc) return rc;
-    ALOCK_ASSERT(!(l.cpu_marks & (1ull << k)) &&
+    uint64_t o;
+    if (!k->cas_read) {
+        int rc = alock__rdma_rmw_mark(k, line, 1);
+        return rc ? rc : alock__r_cas(r, at, expect, desired, old);
+    }
+    if (k->cas_read(k->conn, at, expect, desired, old, line, &l, sizeof l)) return ALOCK_E_PEER;
+    ALOCK_ASSERT(!(l.cpu_marks & 2) &&
                  "a word of the lock line saw both CPU and RDMA read-modify-write");
-    if (!r->o.home.faa) return 0;
-    return r->o.home.faa(r->o.home.conn, raddr + offsetof(alock__line, rdma_marks),
-                         1ull << (8 * k), &old) ? ALOCK_E_PEER : 0;
+    if (!k->faa || ((l.rdma_marks >> 8) & 0xff)) return 0;
+    return k->faa(k->conn, line + offsetof(alock__line, rdma_marks), 1ull << 8, &o) ? ALOCK_E_PEER
+                                                                                    : 0;
 #else
-    (void)r; (void)raddr; (void)k;
-    return 0;
+    return alock__r_cas(r, at, expect, desired, old);
 #endif
+}
+
+/* r_head := x by compare-and-swap from what it holds, e our guess: only the remote head changes
+   it (and the release of a dead head), so a value other than ours is stale. */
+static int alock__r_mark(alock_remote *r, uint64_t line, uint64_t e, uint64_t x)
+{
+    for (;;) {
+        uint64_t old = 0;
+        int rc = alock__r_head_cas(r, line, e, x, &old);
+        if (rc) return rc;
+        if (old == e) return 0;
+        e = old;
+    }
 }
 
 ALOCK_API int alock_remote_create(const alock_remote_opts *opts, alock_remote **out)
@@ -1142,6 +1287,11 @@ ALOCK_API int alock_remote_create(const alock_remote_opts *opts, alock_remote **
     r->o = *opts;
     if (!r->o.budget) r->o.budget = ALOCK_DEFAULT_BUDGET;
     r->descs = (alock__desc *)opts->descs;
+    int rc = alock__r_is_dead(r, opts->id);
+    if (rc) { /* a dead id: waiters behind it would take over from a live process */
+        ALOCK_FREE(r);
+        return rc > 0 ? ALOCK_E_INVAL : rc;
+    }
     memset(r->descs, 0, ALOCK_REMOTE_MEM(opts->ndesc));
     *out = r;
     return 0;
@@ -1166,6 +1316,7 @@ static alock__desc *alock__rdesc_get(alock_remote *r, uint32_t idx)
         if (!rcp__load(&r->descs[i].lock)) { /* an abandoned one: 0 once passed over */
             alock__desc *d = &r->descs[i];
             d->lock = (uint64_t)idx + 1;
+            d->held = 0;
             rcp__store(&d->next, (uint64_t)0);
             rcp__store(&d->budget, (int64_t)ALOCK__WAIT);
             return d;
@@ -1253,7 +1404,8 @@ static int alock__r_desc_store(alock_remote *r, uint64_t s, size_t off, uint64_t
 /* Link descriptor me behind pred (encoded): pred's next from 0 to me. Our own descriptor (one
    that gave up and is still queued) is changed through the link to our own id, as a remote
    granter reads it by compare-and-swap; without that link we have no deadlines, so no such
-   descriptor. */
+   descriptor. 1 when the compare-and-swap failed (pred's process is dead or unreachable: we
+   wait all the same, and take over if it is marked dead), an error without a link to it. */
 static int alock__r_link(alock_remote *r, uint64_t pred, uint64_t me)
 {
     uint16_t id = (uint16_t)(pred >> 48);
@@ -1264,7 +1416,7 @@ static int alock__r_link(alock_remote *r, uint64_t pred, uint64_t me)
     }
     const alock_link *k = alock__r_peer(r, id);
     if (!k) return ALOCK_E_PEER;
-    if (k->cas(k->conn, addr, 0, me, &o)) return ALOCK_E_PEER;
+    if (k->cas(k->conn, addr, 0, me, &o)) return 1;
     if (o) {
         alock__logf(r->o.log, r->o.log_user, ALOCK_LOG_ERROR,
                     "remote descriptor %llx already has a successor (%llx)",
@@ -1334,47 +1486,89 @@ static int alock__r_wait_link(alock_remote *r, uint64_t s, uint64_t tail, uint64
     }
 }
 
+/* A hand-off to remote successor s failed (its link's compare-and-swap): r_head names s already.
+   If s's process is marked dead and s is the tail, release the lock for it (a successor of s
+   takes over by itself); else the release follows the mark (alock_table_remote_dead). */
+static int alock__r_grant_failed(alock_remote *r, uint64_t line, uint64_t s)
+{
+    int dead = alock__r_is_dead(r, (uint16_t)(s >> 48)), rc = 0;
+    if (dead == 1) rc = alock__r_release_dead(&r->o.home, line, s, s);
+    alock__logf(r->o.log, r->o.log_user, ALOCK_LOG_WARN,
+                "remote descriptor %llx: the hand-off failed; its process is %s%s",
+                (unsigned long long)s, dead == 1 ? "dead" : "unreachable",
+                rc == 1 ? ", lock released" : "");
+    return dead < 0 ? dead : rc < 0 ? rc : dead == 1 ? 0 : ALOCK_E_PEER;
+}
+
 /* Hand the lock (budget b) to remote successor s (encoded); pass over the ones that gave up
    (unlink each and free it for its owner: a WRITE of 0 to its lock word), as alock__grant
-   does for the local cohort. Returns with the lock handed on or the remote queue empty. */
-static int alock__r_grant(alock_remote *r, uint64_t line, uint64_t s, int64_t b)
+   does for the local cohort. Before each hand-off, r_head := s (from mark, what it holds): a
+   dead process that was handed the lock is seen at the lines. Returns with the lock handed on
+   or the remote queue empty. */
+static int alock__r_grant(alock_remote *r, uint64_t line, uint64_t s, int64_t b, uint64_t mark)
 {
+    int rc = alock__r_mark(r, line, mark, s);
+    if (rc) return rc;
     for (;;) {
         int64_t was = 0;
         uint64_t n = 0, old = 0;
-        int rc = alock__r_grant_one(r, s, b, &was);
-        if (rc || was == ALOCK__WAIT) return rc;
+        if (alock__r_grant_one(r, s, b, &was)) return alock__r_grant_failed(r, line, s);
+        if (was == ALOCK__WAIT) return 0;
         if (was != ALOCK__ABANDONED) { /* not a waiter that gave up: touch nothing */
             alock__logf(r->o.log, r->o.log_user, ALOCK_LOG_ERROR,
                         "remote descriptor %llx: budget %lld, neither waiting nor abandoned",
                         (unsigned long long)s, (long long)was);
             return ALOCK_E_PEER;
         }
-        /* s gave up: leave the queue for it */
+        /* s gave up: leave the queue for it; r_head leaves s before s is freed */
         if ((rc = alock__r_next_load(r, s, &n))) return rc;
         if (!n) {
-            if ((rc = alock__rdma_rmw_mark(r, line, 0))) return rc;
+            if ((rc = alock__rdma_rmw_mark(&r->o.home, line, 0))) return rc;
             if ((rc = alock__r_cas(r, line, s, 0, &old))) return rc;
-            if (old == s) return alock__r_desc_store(r, s, offsetof(alock__desc, lock), 0);
+            if (old == s) {
+                if ((rc = alock__r_mark(r, line, s, 0))) return rc;
+                return alock__r_desc_store(r, s, offsetof(alock__desc, lock), 0);
+            }
             if ((rc = alock__r_wait_link(r, s, old, &n))) return rc; /* s's successor */
         }
+        if ((rc = alock__r_mark(r, line, s, n))) return rc;
         if ((rc = alock__r_desc_store(r, s, offsetof(alock__desc, lock), 0))) return rc;
         s = n;
     }
 }
 
-/* Leave the head of the remote queue, handing budget b to the successor if there is one. */
+/* Leave the head of the remote queue, handing budget b to the successor if there is one. Our
+   tail value has ALOCK__RHEAD if d entered an empty queue; else r_head names d, and is
+   cleared after an empty queue is left. */
 static int alock__r_unlink_head(alock_remote *r, uint64_t line, alock__desc *d, int64_t b)
 {
-    uint64_t me = alock__renc(r, d), old = 0, n;
+    uint64_t me = alock__renc(r, d), lead = rcp__load(&d->held), old = 0, n;
+    uint64_t tail = lead ? me | ALOCK__RHEAD : me;
     int rc;
     if (!(n = rcp__load(&d->next))) {
-        if ((rc = alock__rdma_rmw_mark(r, line, 0))) return rc;
-        if ((rc = alock__r_cas(r, line, me, 0, &old))) return rc;
-        if (old == me) return 0;
-        if ((rc = alock__r_wait_link(r, me, old, &n))) return rc;
+        if ((rc = alock__rdma_rmw_mark(&r->o.home, line, 0))) return rc;
+        if ((rc = alock__r_cas(r, line, tail, 0, &old))) return rc;
+        if (old == tail) return lead ? 0 : alock__r_mark(r, line, me, 0);
+        if ((rc = alock__r_wait_link(r, me, old & ~ALOCK__RHEAD, &n))) return rc;
     }
-    return alock__r_grant(r, line, n, b);
+    return alock__r_grant(r, line, n, b, lead ? 0 : me);
+}
+
+/* While d waits behind pred (encoded), every ALOCK_DEFAULT_DEAD_CHECK_MS: is pred's process marked
+   dead, and did it hold the head (ph: it entered an empty queue and had ALOCK__RHEAD when we
+   enqueued; or r_head names it; or r_head names d, handed to us by a granter that died before
+   its compare-and-swap)? Then take over: r_head := d. 1 if we did, 0 if not, or an error. */
+static int alock__r_check_pred(alock_remote *r, uint64_t line, uint64_t pred, int ph, uint64_t me)
+{
+    int rc = alock__r_is_dead(r, (uint16_t)(pred >> 48));
+    if (rc <= 0) return rc;
+    uint64_t h = 0; /* r_head, loaded whole by a compare-and-swap from 0 to 0 */
+    if ((rc = alock__r_head_cas(r, line, 0, 0, &h))) return rc;
+    if (!ph && h != pred && h != me) return 0;
+    if ((rc = alock__r_mark(r, line, h, me))) return rc;
+    alock__logf(r->o.log, r->o.log_user, ALOCK_LOG_INFO,
+                "took over from dead remote descriptor %llx", (unsigned long long)pred);
+    return 1;
 }
 
 static int alock__rlock(alock_remote *r, uint32_t idx, uint64_t deadline, int try_only,
@@ -1388,30 +1582,48 @@ static int alock__rlock(alock_remote *r, uint32_t idx, uint64_t deadline, int tr
     if (!d) return ALOCK_E_NODESC;
     uint64_t me = alock__renc(r, d), pred = 0, old = 0;
     alock__line first;
-    int rc, have_first = 0;
-    for (;;) { /* verbs has no swap: a compare-and-swap loop */
-        if ((rc = alock__rdma_rmw_mark(r, line, 0))) goto fail;
+    int rc, have_first = 0, ownerdead = 0, ph;
+    for (;;) { /* verbs has no swap: a compare-and-swap loop; into an empty queue with the head
+                  bit (we are its head: tests/alock.pml, -DKILL) */
+        if ((rc = alock__rdma_rmw_mark(&r->o.home, line, 0))) goto fail;
         if (pred == 0 && r->o.home.cas_read) { /* if it joins an empty queue, the line too */
-            if (r->o.home.cas_read(r->o.home.conn, line, 0, me, &old, line, &first, sizeof first)) {
+            if (r->o.home.cas_read(r->o.home.conn, line, 0, me | ALOCK__RHEAD, &old, line, &first,
+                                   sizeof first)) {
                 rc = ALOCK_E_PEER;
                 goto fail;
             }
             have_first = old == 0;
-        } else if ((rc = alock__r_cas(r, line, pred, me, &old))) {
+        } else if ((rc = alock__r_cas(r, line, pred, pred ? me : me | ALOCK__RHEAD, &old))) {
             goto fail;
         }
         if (old == pred) break;
         if (try_only) { rc = ALOCK_E_BUSY; goto fail; }
         pred = old;
     }
+    ph = (pred & ALOCK__RHEAD) != 0; /* pred entered an empty queue: it holds the head */
+    pred &= ~ALOCK__RHEAD;
+    rcp__store(&d->held, (uint64_t)(pred == 0));
     if (pred) {
-        /* d is queued from here on: on failure it stays reserved (never reused) */
-        if ((rc = alock__r_link(r, pred, me))) return rc;
+        /* d is queued from here on: on failure it stays reserved (never reused). If the link
+           fails, pred's process is dead or unreachable: wait all the same (below) */
+        if ((rc = alock__r_link(r, pred, me)) < 0) return rc;
         int64_t b;
         unsigned k = 0;
+        uint64_t look = rcp__now_ns() + (uint64_t)ALOCK_DEFAULT_DEAD_CHECK_MS * 1000000ull;
         while ((b = rcp__load(&d->budget)) == ALOCK__WAIT) {
             alock__pause(&k);
-            if (!deadline || (k & 127) || rcp__now_ns() < deadline) continue;
+            if (k & 127) continue;
+            uint64_t now = rcp__now_ns();
+            if (now >= look) { /* pred dead, holding the head: take over */
+                look = now + (uint64_t)ALOCK_DEFAULT_DEAD_CHECK_MS * 1000000ull;
+                if ((rc = alock__r_check_pred(r, line, pred, ph, me)) < 0) return rc;
+                if (rc) {
+                    ownerdead = 1;
+                    b = 0;
+                    break;
+                }
+            }
+            if (!deadline || now < deadline) continue;
             /* the deadline passed: give up by RDMA compare-and-swap (a granter changes this
                word with one), leaving d queued for the granter to pass over and free */
             uint64_t o = 0;
@@ -1434,7 +1646,7 @@ held:
     hold->r = r;
     hold->idx = idx;
     hold->desc = d;
-    return 0;
+    return ownerdead ? ALOCK_OWNERDEAD : 0;
 fail:
     if (!pred || rc == ALOCK_E_BUSY) d->lock = 0; /* never queued */
     return rc;
@@ -1475,7 +1687,7 @@ ALOCK_API int alock_remote_reset(alock_remote *r, uint32_t idx)
     uint64_t line = r->o.lines_addr + (uint64_t)idx * 64, old = 0, cur = 0;
     int rc;
     for (;;) {
-        if ((rc = alock__rdma_rmw_mark(r, line, 0))) return rc;
+        if ((rc = alock__rdma_rmw_mark(&r->o.home, line, 0))) return rc;
         if ((rc = alock__r_cas(r, line, cur, 0, &old))) return rc;
         if (old == cur) return 0;
         cur = old;

@@ -1678,24 +1678,31 @@ KRCONN_API int krconn_dir_shm(void *mem, size_t len, krconn_dir **out)
 
 /* >>rx - receiving connection messages --------------------------------------------------------- */
 
+/* The answer m to the request req: its type and code and, for a connection p accepted, p's
+   queue pair, the context's data and where its directory is (when it has one). */
+static void krconn__answer(krconn_ctx *ctx, krconn__msg *m, const krconn__msg *req, uint8_t type,
+                           uint16_t code, const krconn__phys *p)
+{
+    krconn__msg_init(ctx, m, type);
+    m->code = code;
+    m->nonce = req->nonce;
+    m->dst_gen = req->src_gen;
+    if (!p) return;
+    m->qpn = p->qp->qp_num;
+    m->psn = p->psn;
+    memcpy(m->data, ctx->data, KRCONN_DATA_MAX);
+    if (ctx->meta_mr) {
+        m->aux32 = (uint32_t)((ctx->meta_len - 64) / 128);
+        m->aux64 = (uintptr_t)ctx->meta_tab;
+        m->aux32b = ctx->meta_mr->rkey;
+    }
+}
+
 static void krconn__reply(krconn_ctx *ctx, const krconn__msg *req, uint8_t type, uint16_t code,
                           const krconn__phys *p)
 {
     krconn__msg m;
-    krconn__msg_init(ctx, &m, type);
-    m.code = code;
-    m.nonce = req->nonce;
-    m.dst_gen = req->src_gen;
-    if (p) {
-        m.qpn = p->qp->qp_num;
-        m.psn = p->psn;
-        memcpy(m.data, ctx->data, KRCONN_DATA_MAX);
-        if (ctx->meta_mr) {
-            m.aux32 = (uint32_t)((ctx->meta_len - 64) / 128);
-            m.aux64 = (uintptr_t)ctx->meta_tab;
-            m.aux32b = ctx->meta_mr->rkey;
-        }
-    }
+    krconn__answer(ctx, &m, req, type, code, p);
     krconn__send_msg(ctx, &m, req->src_gid, req->src_udqpn, 0);
 }
 
@@ -1726,19 +1733,7 @@ static void krconn__on_req(krconn_ctx *ctx, const krconn__msg *m)
             if (q == rec->p && q->nonce == m->nonce && q->state == KRCONN__READY) p = q;
         krconn__msg ans;
         int have = p != NULL;
-        if (have) {
-            krconn__msg_init(ctx, &ans, KRCONN__REP);
-            ans.nonce = m->nonce;
-            ans.dst_gen = m->src_gen;
-            ans.qpn = p->qp->qp_num;
-            ans.psn = p->psn;
-            memcpy(ans.data, ctx->data, KRCONN_DATA_MAX);
-            if (ctx->meta_mr) {
-                ans.aux32 = (uint32_t)((ctx->meta_len - 64) / 128);
-                ans.aux64 = (uintptr_t)ctx->meta_tab;
-                ans.aux32b = ctx->meta_mr->rkey;
-            }
-        }
+        if (have) krconn__answer(ctx, &ans, m, KRCONN__REP, 0, p);
         pthread_mutex_unlock(&ctx->mu);
         if (have) krconn__send_msg(ctx, &ans, m->src_gid, m->src_udqpn, 0);
         return;

@@ -365,6 +365,11 @@
    spin_ns of the caller's own turns the choice off.
    Only the thread that waits polls; the completion queue is armed only right before it sleeps.
    An idle server wakes every reap_ms (keepalives).
+   An RDMA connection that made calls logs one line at RPCOOL_LOG_INFO on each side when it ends
+   (rpcool_disconnect; the server's when it lets go of it): how many calls, how many of them
+   were compared in place, and how the side waited (its recent waits polling first and sleeping
+   at once); the client's line adds the bytes of kept pages and of whole pages sent, and the
+   times it slept.
    Failures: a client waiting for an answer sends a keepalive (a zero-byte RDMA WRITE) when
    nothing came for peer_check_ms; if the server is dead it fails after the queue pair's retry
    bound (rpcool's queue pairs wait 0.54 s for an acknowledgement, 7 times: about 4 s, so that
@@ -2139,6 +2144,17 @@ struct rpcool__unwind { /* rpcool_ctx_fail in a C++ build: destructors run on th
 };
 #endif
 static RCP__THREAD_LOCAL struct rpcool__guard *rpcool__cur;
+
+/* A recovery point not armed yet (the caller's own sigsetjmp arms it, then sets contain):
+   prev is the one it nests in, ctx the handler's call it belongs to (or NULL). */
+static void rpcool__guard_init(struct rpcool__guard *g, struct rpcool__guard *prev,
+                               rpcool_ctx *ctx)
+{
+    g->prev = prev;
+    g->contain = 0;
+    g->ctx = ctx;
+    g->unwind = 0;
+}
 static struct sigaction rpcool__old_segv, rpcool__old_bus, rpcool__old_limit;
 static pthread_once_t rpcool__sig_once = PTHREAD_ONCE_INIT;
 
@@ -2256,9 +2272,7 @@ static void rpcool__fault_unblock(void)
 static int rpcool__guarded(int (*fn)(void *), void *arg, int onfault)
 {
     struct rpcool__guard g;
-    g.prev = rpcool__cur;
-    g.contain = 0;
-    g.ctx = NULL;
+    rpcool__guard_init(&g, rpcool__cur, NULL);
     if (sigsetjmp(g.jb, 0)) {
         rpcool__cur = g.prev;
         rpcool__fault_unblock();
@@ -2702,6 +2716,19 @@ static int rpcool__grant_locked(rpcool_server *s, struct rpcool__prem *pm, const
     return RPCOOL_E_NOSLOT;
 }
 
+/* mh for one message, iov, with the control buffer ctl of n bytes (zeroed), or none (ctl NULL):
+   the connect's answer and its descriptors (SCM_RIGHTS), on both sides of the socket. */
+static void rpcool__msg_init(struct msghdr *mh, struct iovec *iov, char *ctl, size_t n)
+{
+    memset(mh, 0, sizeof *mh);
+    mh->msg_iov = iov;
+    mh->msg_iovlen = 1;
+    if (!ctl) return;
+    memset(ctl, 0, n);
+    mh->msg_control = ctl;
+    mh->msg_controllen = n;
+}
+
 /* Answer one connected client whose request (n bytes of rq; n < 0: none came in time) was
    read: a heap of the size it asks for (from the pool, else made now) and a slot, or an
    error. The descriptors we sent are closed here: from then on only the client holds them. */
@@ -2773,14 +2800,9 @@ answer:
             char b[CMSG_SPACE(3 * sizeof(int))];
         } cm;
         struct msghdr mh;
-        memset(&mh, 0, sizeof mh);
-        memset(&cm, 0, sizeof cm);
-        mh.msg_iov = &iov;
-        mh.msg_iovlen = 1;
+        rpcool__msg_init(&mh, &iov, r ? NULL : cm.b, sizeof cm.b);
         if (!r) {
             int fds[3] = {pm.cfd, pm.ofd, pm.pfd};
-            mh.msg_control = cm.b;
-            mh.msg_controllen = sizeof cm.b;
             struct cmsghdr *ch = CMSG_FIRSTHDR(&mh);
             ch->cmsg_level = SOL_SOCKET;
             ch->cmsg_type = SCM_RIGHTS;
@@ -3478,26 +3500,18 @@ static void rpcool__chan_restore(rpcool_server *s)
    channel under the caller's recovery point (a worker's; see rpcool__worker_run). */
 static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, int timed);
 
-/* With hk_lock held: the work, with faults on the channel contained. */
-static void rpcool__housekeep_guarded(rpcool_server *s, const uint64_t *args)
+/* With hk_lock held: the work (under rpcool__guarded: a fault on the channel is contained). */
+struct rpcool__hk_args {
+    rpcool_server *s;
+    int force, timed;
+    uint64_t now;
+};
+
+static int rpcool__housekeep_fn(void *p)
 {
-    struct rpcool__guard g;
-    g.prev = rpcool__cur;
-    g.contain = 0;
-    g.ctx = NULL;
-    if (sigsetjmp(g.jb, 0)) {
-        rpcool__cur = g.prev;
-        rpcool__fault_unblock();
-        rcp__fetch_add(&s->st.faults, 1u);
-        rpcool__chan_repair(s);
-        pthread_mutex_unlock(&s->hk_lock);
-        return;
-    }
-    g.contain = 1;
-    rpcool__cur = &g;
-    rpcool__housekeep_locked(s, (int)args[0], args[1], (int)args[2]);
-    rpcool__cur = g.prev;
-    pthread_mutex_unlock(&s->hk_lock);
+    struct rpcool__hk_args *a = (struct rpcool__hk_args *)p;
+    rpcool__housekeep_locked(a->s, a->force, a->now, a->timed);
+    return 0;
 }
 
 static void rpcool__housekeep(rpcool_server *s, int force, uint64_t now)
@@ -3507,8 +3521,12 @@ static void rpcool__housekeep(rpcool_server *s, int force, uint64_t now)
     if (!force && !timed && rcp__load(&s->ch->pending) == rcp__load_relaxed(&s->seen_pending))
         return;
     if (pthread_mutex_trylock(&s->hk_lock)) return;
-    uint64_t args[3] = {(uint64_t)force, now, (uint64_t)timed};
-    rpcool__housekeep_guarded(s, args);
+    struct rpcool__hk_args a = {s, force, timed, now};
+    if (rpcool__guarded(rpcool__housekeep_fn, &a, 1)) { /* a fault: the channel file repaired */
+        rcp__fetch_add(&s->st.faults, 1u);
+        rpcool__chan_repair(s);
+    }
+    pthread_mutex_unlock(&s->hk_lock);
 }
 
 static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, int timed)
@@ -3580,9 +3598,7 @@ static int rpcool__run_handler(rpcool_ctx *ctx, const struct rpcool__handler_ent
                                rpcool_handler *fn, void *arg, size_t len)
 {
     struct rpcool__guard g;
-    g.prev = rpcool__cur;
-    g.contain = 0;
-    g.ctx = ctx;
+    rpcool__guard_init(&g, rpcool__cur, ctx);
     ctx->guard = &g;
     if (sigsetjmp(g.jb, 0)) {
         rpcool__cur = g.prev;
@@ -3696,6 +3712,34 @@ static void rpcool__complete(struct rpcool__conn_hdr *hd, unsigned i, uint32_t g
     }
 }
 
+/* The handler's private copy of its argument (RPCOOL_COPY), in the serving thread's buffer,
+   grown as needed: 0 with *arg pointing at the copy, or -ENOMEM. A fault reading the argument
+   is the client's: the caller serves under a guard. */
+static int rpcool__copy_arg(struct rpcool__worker *w, rpcool_ctx *ctx, void **arg, size_t len)
+{
+    if (len > w->cap) {
+        char *nb = (char *)RPCOOL_MALLOC(len); /* the old contents are not needed */
+        if (!nb) return -ENOMEM;
+        rpcool__free(w->buf);
+        w->buf = nb;
+        w->cap = len;
+    }
+    if (len) memcpy(w->buf, *arg, len);
+    ctx->copy = w->buf;
+    ctx->copy_len = len;
+    *arg = len ? w->buf : NULL;
+    return 0;
+}
+
+/* Once a call is answered, a big argument's copy goes back: not one per serving thread. */
+static void rpcool__copy_trim(struct rpcool__worker *w)
+{
+    if (w->cap <= RPCOOL__COPY_KEEP) return;
+    rpcool__free(w->buf);
+    w->buf = NULL;
+    w->cap = 0;
+}
+
 /* Serve request gen of slot i of a connection, claimed by this thread. The request's fields
    are read once: the client may change them at any moment. */
 static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *sc, unsigned i,
@@ -3744,17 +3788,7 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
             status = RPCOOL_E_TOOBIG; /* a client's heap may be far larger than we want to copy */
         } else if ((ctx.flags & RPCOOL_COPY) || small) {
             ctx.flags |= RPCOOL_COPY; /* the handler gets a private copy: say so */
-            if (len > w->cap) {
-                char *nb = (char *)RPCOOL_MALLOC(len); /* the old contents are not needed */
-                if (!nb) status = -ENOMEM;
-                else { rpcool__free(w->buf); w->buf = nb; w->cap = len; }
-            }
-            if (status == 0) {
-                if (len) memcpy(w->buf, arg, len); /* faults here are the client's: guarded */
-                ctx.copy = w->buf;
-                ctx.copy_len = len;
-                arg = len ? w->buf : NULL;
-            }
+            status = rpcool__copy_arg(w, &ctx, &arg, len);
         }
     }
     if (status == 0) {
@@ -3790,12 +3824,7 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
         return;
     }
     rpcool__complete(hd, i, gen, status, ctx.ret, ctx.ret ? ctx.ret_len : 0);
-    /* give a big argument's copy back: not one per serving thread */
-    if (w->cap > RPCOOL__COPY_KEEP) {
-        rpcool__free(w->buf);
-        w->buf = NULL;
-        w->cap = 0;
-    }
+    rpcool__copy_trim(w);
 }
 
 /* Clear request bits (a server about to sleep, or a bit with no request behind it), then look
@@ -3907,9 +3936,7 @@ static void rpcool__worker_run(struct rpcool__worker *w)
 {
     rpcool_server *s = w->s;
     struct rpcool__guard g;
-    g.prev = NULL;
-    g.contain = 0;
-    g.ctx = NULL;
+    rpcool__guard_init(&g, NULL, NULL);
     if (sigsetjmp(g.jb, 0)) {
         rpcool__cur = NULL;
         rpcool__fault_unblock();
@@ -4377,9 +4404,7 @@ static const char *rpcool__need_str(rpcool_ctx *ctx, const char *s)
 RPCOOL_API const char *rpcool_ctx_need_str(rpcool_ctx *ctx, const char *s)
 {
     struct rpcool__guard g;
-    g.prev = rpcool__cur;
-    g.contain = 0;
-    g.ctx = NULL;
+    rpcool__guard_init(&g, rpcool__cur, NULL);
     if (sigsetjmp(g.jb, 0)) rpcool__accessor_fault(ctx, &g);
     g.contain = 1;
     rpcool__cur = &g;
@@ -5275,11 +5300,7 @@ static int rpcool__front_ask(const char *channel, size_t heap_size, unsigned tim
             char b[CMSG_SPACE(4 * sizeof(int))];
         } cm;
         struct msghdr mh;
-        memset(&mh, 0, sizeof mh);
-        mh.msg_iov = &iov;
-        mh.msg_iovlen = 1;
-        mh.msg_control = cm.b;
-        mh.msg_controllen = sizeof cm.b;
+        rpcool__msg_init(&mh, &iov, cm.b, sizeof cm.b);
         n = recvmsg(sk, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
         for (struct cmsghdr *ch = n >= 0 ? CMSG_FIRSTHDR(&mh) : NULL; ch;
              ch = CMSG_NXTHDR(&mh, ch)) {
@@ -5766,9 +5787,7 @@ RPCOOL_API int rpcool_map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, cons
                                       uint64_t *val)
 {
     struct rpcool__guard g; /* as in rpcool_ctx_need_str */
-    g.prev = rpcool__cur;
-    g.contain = 0;
-    g.ctx = NULL;
+    rpcool__guard_init(&g, rpcool__cur, NULL);
     if (sigsetjmp(g.jb, 0)) rpcool__accessor_fault(ctx, &g);
     g.contain = 1;
     rpcool__cur = &g;

@@ -37,11 +37,11 @@ static rpcool_server *srv;
 static int rdma_serve;  /* -R */
 static int rdma_client; /* the channel is rdma://... */
 
-/* Over RDMA: the transport's step timings (logged at disconnect) as a row of the results. */
+/* Over RDMA: the transport's summary of the connection (logged at disconnect), as a row. */
 static void rdma_log(int level, const char *msg, void *user)
 {
     (void)level, (void)user;
-    if (strstr(msg, "rdma steps")) printf("rpcool-rdma: client %s\n", msg);
+    if (strstr(msg, "rdma connection:")) printf("rpcool-rdma: client %s\n", msg);
 }
 
 static int h_noop(rpcool_ctx *ctx, void *arg, size_t len, void *user)

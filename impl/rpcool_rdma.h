@@ -255,10 +255,10 @@ struct rpcool__rconn {
     const char **psrc;           /* where each entry's bytes are, */
     struct rpcool__rpart *pparts; /* and the parts of the frame; made at the first call */
     uint32_t lost;               /* server: the next DONE says so (any thread's: atomic) */
-    /* step timings, for RPCOOL_DEBUG's log (sums in ns, and counts) */
-    uint64_t tm_n, tm_post, tm_wait, tm_in, tm_run, tm_out, tm_gap, tm_bytes, tm_kept;
-    uint64_t tm_same;            /* calls whose pages were compared in place (no copy) */
-    uint64_t tm_last, tm_gapn;
+    /* counts for the line logged when the connection ends (RPCOOL_DEBUG): calls posted (client,
+       under post_lock) or served (server), bytes of kept pages (not sent) and bytes sent as whole
+       pages (client), calls whose pages were compared in place, no copy (both sides) */
+    uint64_t calls, kept_bytes, whole_bytes, same_calls;
     /* client side: frees to send */
     pthread_mutex_t free_lock;
     uint64_t *frees;
@@ -527,40 +527,44 @@ static int rpcool__r_attach(struct rpcool__rconn *rc, krconn *k)
     return r;
 }
 
-/* Poll the CQ once: receives queue their frame offsets (and are posted again), sends count,
-   failures make the connection dead. Returns how many completions. */
+/* One completion (under cq_lock): a receive queues its frame's offset (and is posted again), a
+   send counts, a failure makes the connection dead. */
+static void rpcool__r_wc(struct rpcool__rconn *rc, const struct ibv_wc *wc)
+{
+    if (wc->status != IBV_WC_SUCCESS) {
+        if (!rc->wc_fail) rc->wc_fail = (int)wc->status + 1;
+        if (!rcp__load(&rc->dead)) rcp__store(&rc->dead, (int32_t)RPCOOL_E_PEERDEAD);
+        return;
+    }
+    uint64_t id = wc->wr_id & 0xffffffffffffull;
+    if (id == RPCOOL__RW_PING) {
+        rcp__store(&rc->ping_out, 0);
+        return;
+    }
+    if (id != RPCOOL__RW_RECV) {
+        if ((id & 0xff) == RPCOOL__RW_SEND) rcp__store(&rc->sq_done, id >> 8);
+        return;
+    }
+    if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM && rc->rxq_n < 2 * RPCOOL__R_RECVS) {
+        rc->rxq[(rc->rxq_head + rc->rxq_n) % (2 * RPCOOL__R_RECVS)] = ntohl(wc->imm_data);
+        rc->rxq_n++;
+    } else if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+        rcp__store(&rc->dead, (int32_t)RPCOOL_E_PROTO); /* more than credited */
+    } else if (wc->opcode == IBV_WC_RECV) {
+        rc->hello_in = (int)wc->byte_len;
+    }
+    rpcool__r_post_recv(rc);
+}
+
+/* Poll the CQ until it is empty (rpcool__r_wc for each completion). Returns how many
+   completions. */
 static int rpcool__r_cq(struct rpcool__rconn *rc)
 {
     struct ibv_wc wc[16];
     int n, total = 0;
     pthread_mutex_lock(&rc->cq_lock);
     while ((n = ibv_poll_cq(rc->cq, 16, wc)) > 0) {
-        for (int i = 0; i < n; i++) {
-            if (wc[i].status != IBV_WC_SUCCESS) {
-                if (!rc->wc_fail) rc->wc_fail = (int)wc[i].status + 1;
-                if (!rcp__load(&rc->dead)) rcp__store(&rc->dead, (int32_t)RPCOOL_E_PEERDEAD);
-                continue;
-            }
-            uint64_t id = wc[i].wr_id & 0xffffffffffffull;
-            if (id == RPCOOL__RW_RECV) {
-                if (wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
-                    if (rc->rxq_n < 2 * RPCOOL__R_RECVS) {
-                        rc->rxq[(rc->rxq_head + rc->rxq_n) % (2 * RPCOOL__R_RECVS)] =
-                            ntohl(wc[i].imm_data);
-                        rc->rxq_n++;
-                    } else {
-                        rcp__store(&rc->dead, (int32_t)RPCOOL_E_PROTO); /* more than credited */
-                    }
-                } else if (wc[i].opcode == IBV_WC_RECV) {
-                    rc->hello_in = (int)wc[i].byte_len;
-                }
-                rpcool__r_post_recv(rc);
-            } else if (id == RPCOOL__RW_PING) {
-                rcp__store(&rc->ping_out, 0);
-            } else if ((id & 0xff) == RPCOOL__RW_SEND) {
-                rcp__store(&rc->sq_done, id >> 8);
-            }
-        }
+        for (int i = 0; i < n; i++) rpcool__r_wc(rc, &wc[i]);
         total += n;
     }
     pthread_mutex_unlock(&rc->cq_lock);
@@ -1307,9 +1311,10 @@ static void rpcool__r_held_note(struct rpcool__rconn *rc, uint64_t ext[][2], uns
     if (!same) rpcool__r_hbuf_swap(rc);
     for (unsigned k = 0; k < m; k++) rc->held[k] = (struct rpcool__rrange){ext[k][0], ext[k][1]};
     rc->nheld = m;
-    rc->tm_kept += kept;
-    rc->tm_bytes += total - kept;
-    rc->tm_same += same;
+    rc->calls++;
+    rc->kept_bytes += kept;
+    rc->whole_bytes += total - kept;
+    rc->same_calls += same;
 }
 
 /* Post a call: one CALL frame carrying the frees queued, and the extents (the argument's
@@ -1321,7 +1326,6 @@ static int rpcool__r_post(rpcool_conn *c, const struct rpcool__call *call)
     uint64_t ext[RPCOOL__R_MAXEXT + 2][2], frees[RPCOOL__R_FREES], total;
     unsigned m = rpcool__r_call_ranges(c, call, ext);
     pthread_mutex_lock(&rc->post_lock);
-    uint64_t t0 = rcp__now_ns();
     unsigned nf = rpcool__r_frees_take(rc, frees);
     struct rpcool__rf h;
     memset(&h, 0, sizeof h);
@@ -1344,7 +1348,6 @@ static int rpcool__r_post(rpcool_conn *c, const struct rpcool__call *call)
         r = rpcool__r_send_call(rc, &h, frees, nf, &b, call->deadline);
         rpcool__r_held_note(rc, ext, m, same, r, total, b.kept);
     }
-    rc->tm_post += rcp__now_ns() - t0;
     pthread_mutex_unlock(&rc->post_lock);
     if (r) rpcool__r_frees_requeue(rc, frees, nf); /* the frees were not sent */
     return r;
@@ -1396,8 +1399,6 @@ static int rpcool__r_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
             uint64_t took = rcp__now_ns() - t0; /* the round trips the next waits expect */
             rcp__store_relaxed(&rc->rtt_ns, rtt ? (7 * rtt + took) / 8 : took);
             if (rc->adapt) rpcool__r_avg(slept ? &rc->rtt_sleep : &rc->rtt_poll, took);
-            rc->tm_wait += took;
-            rc->tm_n++;
             return 0;
         }
         int d = rcp__load(&rc->dead);
@@ -1718,15 +1719,14 @@ static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name
 static void rpcool__r_disconnect(rpcool_conn *c)
 {
     struct rpcool__rconn *rc = c->rdma;
-    if (rc->tm_n)
-        rpcool__log(&c->log, RPCOOL_LOG_INFO, "rdma steps, mean of %llu calls: post %.1f us, "
-                    "post to DONE seen %.1f us; %llu bytes kept, %llu sent as whole pages, "
+    if (rc->calls)
+        rpcool__log(&c->log, RPCOOL_LOG_INFO, "rdma connection: %llu calls; "
+                    "%llu bytes kept, %llu sent as whole pages, "
                     "%llu calls compared in place; "
                     "slept %llu times, CQ armed %llu times, %llu completion events; "
                     "recent round trip polling first %.1f us, sleeping at once %.1f us%s",
-                    (unsigned long long)rc->tm_n, rc->tm_post / 1e3 / rc->tm_n,
-                    rc->tm_wait / 1e3 / rc->tm_n, (unsigned long long)rc->tm_kept,
-                    (unsigned long long)rc->tm_bytes, (unsigned long long)rc->tm_same,
+                    (unsigned long long)rc->calls, (unsigned long long)rc->kept_bytes,
+                    (unsigned long long)rc->whole_bytes, (unsigned long long)rc->same_calls,
                     (unsigned long long)rc->sleeps,
                     (unsigned long long)rc->arms, (unsigned long long)rc->events,
                     rc->rtt_poll / 1e3, rc->rtt_sleep / 1e3, rc->adapt ? "" : " (not adapting)");
@@ -1973,115 +1973,133 @@ static int rpcool__r_install(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, 
     return 0;
 }
 
-/* A CALL's entries [q, end) (n of them), checked, then placed in the mirror (see r_serve).
-   Sets rc->lost when a kept page was not ours to keep (the client sends it whole next time). */
-static int rpcool__r_entries(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, const char *q,
-                             const char *end, uint32_t n)
+/* One entry of a CALL, as the server reads it: its range, its kind (0 whole, RPCOOL__R_KEEP,
+   RPCOOL__R_PATCH), where its bytes are in the frame, and whether a kept range is ours. */
+struct rpcool__rent {
+    uint64_t a, l, kind;
+    const char *src;
+    int ok;
+};
+
+/* Read and check the n entries in [q, end) into e: lengths within the frame, ranges inside the
+   mirror, whole and kept ranges page-aligned and ascending, a patch inside one page. */
+static int rpcool__r_entries_parse(const struct rpcool__rconn *rc, const char *q, const char *end,
+                                   uint32_t n, struct rpcool__rent *e)
 {
-    uint64_t pg = rpcool__page_size();
-    struct rpcool__rent { uint64_t a, l, kind; const char *src; int ok; } *e = NULL;
-    int st = 0;
-    uint64_t prev = 0, total = 0;
-    struct rpcool__rrange keep[RPCOOL__R_MAXENT];
-    unsigned nk = 0;
-    int same;
-    if (n > RPCOOL__R_MAXENT) { st = RPCOOL_E_PROTO; goto fail; }
-    e = (struct rpcool__rent *)rpcool__calloc(n ? n : 1, sizeof *e);
-    if (!e) { st = -ENOMEM; goto fail; }
+    uint64_t pg = rpcool__page_size(), prev = 0;
     for (uint32_t k = 0; k < n; k++) {
         uint64_t a, l;
-        if (end - q < 16) { st = RPCOOL_E_PROTO; goto fail; }
+        const char *src = NULL;
+        if (end - q < 16) return RPCOOL_E_PROTO;
         memcpy(&a, q, 8);
         memcpy(&l, q + 8, 8);
         q += 16;
         uint64_t kind = l & (RPCOOL__R_KEEP | RPCOOL__R_PATCH);
         l &= ~(RPCOOL__R_KEEP | RPCOOL__R_PATCH);
-        if (kind == (RPCOOL__R_KEEP | RPCOOL__R_PATCH)) { st = RPCOOL_E_PROTO; goto fail; }
+        if (kind == (RPCOOL__R_KEEP | RPCOOL__R_PATCH)) return RPCOOL_E_PROTO;
         if (kind != RPCOOL__R_KEEP) { /* bytes follow */
-            if (l > (uint64_t)(end - q)) { st = RPCOOL_E_PROTO; goto fail; }
-            e[k].src = q;
+            if (l > (uint64_t)(end - q)) return RPCOOL_E_PROTO;
+            src = q;
             q += l;
         }
-        if (!l || !rpcool__r_in_mirror(rc, (void *)(uintptr_t)a, l)) {
-            st = RPCOOL_E_BADPTR;
-            goto fail;
-        }
+        if (!l || !rpcool__r_in_mirror(rc, (void *)(uintptr_t)a, l)) return RPCOOL_E_BADPTR;
         if (kind == RPCOOL__R_PATCH) {
-            if (l > pg || (a & ~(pg - 1)) != ((a + l - 1) & ~(pg - 1))) { /* one page */
-                st = RPCOOL_E_PROTO;
-                goto fail;
-            }
+            if (l > pg || (a & ~(pg - 1)) != ((a + l - 1) & ~(pg - 1))) /* one page */
+                return RPCOOL_E_PROTO;
         } else {
-            if ((a & (pg - 1)) || (l & (pg - 1))) { st = RPCOOL_E_BADPTR; goto fail; }
-            if (a < prev) { st = RPCOOL_E_PROTO; goto fail; } /* ranges ascend, apart */
+            if ((a & (pg - 1)) || (l & (pg - 1))) return RPCOOL_E_BADPTR;
+            if (a < prev) return RPCOOL_E_PROTO; /* ranges ascend, apart */
             prev = a + l;
         }
-        e[k] = (struct rpcool__rent){a, l, kind, e[k].src, 0};
+        e[k] = (struct rpcool__rent){a, l, kind, src, 0};
     }
-    /* kept ranges: ours only if the last call installed them and nobody wrote them since */
+    return 0;
+}
+
+/* Where address a lies in the copy of the ranges r[0..n) (laid end to end): its offset, or -1
+   when no range holds [a, a + l). */
+static int64_t rpcool__r_copy_off(const struct rpcool__rrange *r, unsigned n, uint64_t a,
+                                  uint64_t l)
+{
+    uint64_t off = 0;
+    unsigned j = 0;
+    while (j < n && r[j].hi <= a) off += r[j].hi - r[j].lo, j++;
+    if (j < n && r[j].lo <= a && a + l <= r[j].hi) return (int64_t)(off + (a - r[j].lo));
+    return -1;
+}
+
+/* Kept ranges are ours only if the last call installed them and nobody wrote them since (our
+   copy says): mark those ok, and note that the others were lost. */
+static void rpcool__r_keep_check(struct rpcool__rconn *rc, struct rpcool__rent *e, uint32_t n)
+{
     if (rc->pop_all) rc->nheld = 0;
     for (uint32_t k = 0; k < n; k++) {
         if (e[k].kind != RPCOOL__R_KEEP) continue;
-        uint64_t oj = 0;
-        unsigned j = 0;
-        while (j < rc->nheld && rc->held[j].hi <= e[k].a) {
-            oj += rc->held[j].hi - rc->held[j].lo;
-            j++;
-        }
-        if (j < rc->nheld && rc->held[j].lo <= e[k].a && e[k].a + e[k].l <= rc->held[j].hi &&
-            !memcmp((const void *)(uintptr_t)e[k].a, rc->hbuf + oj + (e[k].a - rc->held[j].lo),
-                    (size_t)e[k].l))
+        int64_t off = rpcool__r_copy_off(rc->held, rc->nheld, e[k].a, e[k].l);
+        if (off >= 0 && !memcmp((const void *)(uintptr_t)e[k].a, rc->hbuf + off, (size_t)e[k].l))
             e[k].ok = 1;
         else
             rcp__store(&rc->lost, 1u);
     }
+}
+
+/* What the mirror holds after this call: the whole ranges and the kept ones that are ours, in
+   keep (their bytes in *total). Returns how many. */
+static unsigned rpcool__r_keep_list(const struct rpcool__rent *e, uint32_t n,
+                                    struct rpcool__rrange *keep, uint64_t *total)
+{
+    unsigned nk = 0;
+    *total = 0;
     for (uint32_t k = 0; k < n; k++)
         if (e[k].kind == 0 || (e[k].kind == RPCOOL__R_KEEP && e[k].ok)) {
             keep[nk++] = (struct rpcool__rrange){e[k].a, e[k].a + e[k].l};
-            total += e[k].l;
+            *total += e[k].l;
         }
-    /* the same ranges as we hold, all kept (a call repeated on the same structure): our copy
-       stays, patched in place like the mirror, instead of being copied afresh */
-    same = nk > 0 && nk == rc->nheld && !rc->pop_all;
-    for (uint32_t k = 0; k < n && same; k++)
-        same = e[k].kind == RPCOOL__R_PATCH || (e[k].kind == RPCOOL__R_KEEP && e[k].ok);
-    for (unsigned k = 0; k < nk && same; k++)
-        same = keep[k].lo == rc->held[k].lo && keep[k].hi == rc->held[k].hi;
-    rpcool__r_pop_trim(rc, keep, nk);
-    rc->nheld = 0; /* from here on the mirror changes */
-    for (uint32_t k = 0; k < n && !st; k++) {
-        if (e[k].kind == 0) st = rpcool__r_install(rs, rc, e[k].a, e[k].l, e[k].src);
-        else if (e[k].kind == RPCOOL__R_KEEP && e[k].ok)
-            rpcool__r_pop_add(rc, e[k].a, e[k].a + e[k].l);
-    }
-    for (uint32_t k = 0; k < n && !st; k++) { /* patches, inside a kept range */
+    return nk;
+}
+
+/* The same ranges as we hold, all kept (a call repeated on the same structure): our copy
+   stays, patched in place like the mirror, instead of being copied afresh. */
+static int rpcool__r_keep_same(const struct rpcool__rconn *rc, const struct rpcool__rent *e,
+                               uint32_t n, const struct rpcool__rrange *keep, unsigned nk)
+{
+    if (nk == 0 || nk != rc->nheld || rc->pop_all) return 0;
+    for (uint32_t k = 0; k < n; k++)
+        if (!(e[k].kind == RPCOOL__R_PATCH || (e[k].kind == RPCOOL__R_KEEP && e[k].ok)))
+            return 0;
+    for (unsigned k = 0; k < nk; k++)
+        if (keep[k].lo != rc->held[k].lo || keep[k].hi != rc->held[k].hi) return 0;
+    return 1;
+}
+
+/* Apply the patches, each inside a kept range, to the mirror (where the kept range is ours)
+   and, when our copy stays (same), to our copy. */
+static int rpcool__r_patches(struct rpcool__rconn *rc, const struct rpcool__rent *e, uint32_t n,
+                             const struct rpcool__rrange *keep, unsigned nk, int same)
+{
+    for (uint32_t k = 0; k < n; k++) {
         if (e[k].kind != RPCOOL__R_PATCH) continue;
         uint32_t j = 0;
         while (j < n && !(e[j].kind == RPCOOL__R_KEEP && e[j].a <= e[k].a &&
                           e[k].a + e[k].l <= e[j].a + e[j].l))
             j++;
-        if (j == n) st = RPCOOL_E_PROTO;
-        else if (e[j].ok) memcpy((void *)(uintptr_t)e[k].a, e[k].src, (size_t)e[k].l);
-        if (same && !st) { /* and into our copy: the held range that holds it */
-            uint64_t oj = 0;
-            unsigned i = 0;
-            while (i < nk && keep[i].hi <= e[k].a) oj += keep[i].hi - keep[i].lo, i++;
-            if (i < nk && keep[i].lo <= e[k].a)
-                memcpy(rc->hbuf + oj + (e[k].a - keep[i].lo), e[k].src, (size_t)e[k].l);
-            else
-                st = RPCOOL_E_PROTO;
-        }
+        if (j == n) return RPCOOL_E_PROTO;
+        if (e[j].ok) memcpy((void *)(uintptr_t)e[k].a, e[k].src, (size_t)e[k].l);
+        if (!same) continue;
+        int64_t off = rpcool__r_copy_off(keep, nk, e[k].a, 1); /* the held range that holds it */
+        if (off < 0) return RPCOOL_E_PROTO;
+        memcpy(rc->hbuf + off, e[k].src, (size_t)e[k].l);
     }
-    if (st) goto fail;
-    if (same) {
-        rc->nheld = nk;
-        rc->tm_same++;
-        rpcool__free(e);
-        return 0;
-    }
-    /* what the mirror holds now, copied, for the next call's kept ranges */
+    return 0;
+}
+
+/* What the mirror holds now (keep[0..nk), total bytes), copied, for the next call's kept
+   ranges; without the memory for the copy, nothing is held (and the client is told). */
+static void rpcool__r_held_copy(struct rpcool__rconn *rc, struct rpcool__rrange *keep,
+                                unsigned nk, uint64_t total)
+{
     if (rpcool__r_hbuf2_fit(rc, total)) {
-        nk = 0, total = 0;
+        nk = 0;
         rcp__store(&rc->lost, 1u);
     }
     for (unsigned k = 0, off = 0; k < nk; off += (unsigned)(keep[k].hi - keep[k].lo), k++)
@@ -2090,6 +2108,40 @@ static int rpcool__r_entries(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, 
     rpcool__r_hbuf_swap(rc);
     memcpy(rc->held, keep, nk * sizeof *keep);
     rc->nheld = nk;
+}
+
+/* A CALL's entries [q, end) (n of them), checked, then placed in the mirror (see r_serve).
+   Sets rc->lost when a kept page was not ours to keep (the client sends it whole next time). */
+static int rpcool__r_entries(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, const char *q,
+                             const char *end, uint32_t n)
+{
+    struct rpcool__rent *e = NULL;
+    struct rpcool__rrange keep[RPCOOL__R_MAXENT];
+    uint64_t total;
+    unsigned nk;
+    int same, st = n > RPCOOL__R_MAXENT ? RPCOOL_E_PROTO : 0;
+    if (!st) e = (struct rpcool__rent *)rpcool__calloc(n ? n : 1, sizeof *e);
+    if (!st && !e) st = -ENOMEM;
+    if (!st) st = rpcool__r_entries_parse(rc, q, end, n, e);
+    if (st) goto fail;
+    rpcool__r_keep_check(rc, e, n);
+    nk = rpcool__r_keep_list(e, n, keep, &total);
+    same = rpcool__r_keep_same(rc, e, n, keep, nk);
+    rpcool__r_pop_trim(rc, keep, nk);
+    rc->nheld = 0; /* from here on the mirror changes */
+    for (uint32_t k = 0; k < n && !st; k++) {
+        if (e[k].kind == 0) st = rpcool__r_install(rs, rc, e[k].a, e[k].l, e[k].src);
+        else if (e[k].kind == RPCOOL__R_KEEP && e[k].ok)
+            rpcool__r_pop_add(rc, e[k].a, e[k].a + e[k].l);
+    }
+    if (!st) st = rpcool__r_patches(rc, e, n, keep, nk, same);
+    if (st) goto fail;
+    if (same) {
+        rc->nheld = nk;
+        rc->same_calls++;
+    } else {
+        rpcool__r_held_copy(rc, keep, nk, total);
+    }
     rpcool__free(e);
     return 0;
 fail:
@@ -2123,38 +2175,82 @@ static void rpcool__r_cancel(rpcool_conn *c, unsigned i)
     pthread_mutex_unlock(&rc->tx_lock);
 }
 
+/* What a CALL brings before its handler runs (under rx_lock): the reply blocks its client
+   freed, then its entries, checked first; kept pages are checked against our copy of what the
+   last call installed (a handler may have written them); then every page of an earlier call
+   that this one neither keeps nor sends again is dropped (nothing is served stale), the whole
+   pages are copied in and the patches applied. */
+static int rpcool__r_call_in(struct rpcool__rsrv *rs, struct rpcool__rconn *rc,
+                             const struct rpcool__rf *h)
+{
+    const char *q = (const char *)(h + 1), *end = (const char *)h + h->len - 8;
+    if (h->n1 > (uint64_t)(end - q) / 8) {
+        rc->nheld = 0;
+        return RPCOOL_E_PROTO;
+    }
+    for (uint32_t k = 0; k < h->n1; k++, q += 8) {
+        uint64_t a;
+        memcpy(&a, q, 8);
+        rpcool__r_free_block(rc, a);
+    }
+    return rpcool__r_entries(rs, rc, q, end, h->n2);
+}
+
+/* May the call run: its flags known, its handler registered, its argument inside the mirror,
+   not cancelled while queued? Then the handler's flags (whatever crossed the network cannot
+   change under the handler: sealed by construction) and, under RPCOOL_COPY, the argument's
+   private copy. */
+static int rpcool__r_admit(struct rpcool__worker *w, struct rpcool__rconn *rc, rpcool_ctx *ctx,
+                           const struct rpcool__handler_ent *e, void **arg, size_t len)
+{
+    rpcool_server *s = w->s;
+    unsigned cflags = ctx->wflags;
+    if (cflags & ~(unsigned)RPCOOL__WIRE_FLAGS) return RPCOOL_E_INVAL;
+    if (!e || !e->fn) return RPCOOL_E_NOHANDLER;
+    if ((*arg || len) && !rpcool__r_in_mirror(rc, *arg, len)) return RPCOOL_E_BADPTR;
+    if (rpcool__r_ctx_cancelled(ctx)) { /* cancelled while queued: never started */
+        rcp__fetch_add(&s->st.cancelled, 1u);
+        return RPCOOL_E_CANCELLED;
+    }
+    ctx->flags = ((cflags & RPCOOL__KNOWN_FLAGS) | s->safety | e->flags) | RPCOOL_SEAL;
+    if (!(ctx->flags & RPCOOL_COPY)) return 0;
+    if (len > s->max_copy) return RPCOOL_E_TOOBIG;
+    return rpcool__copy_arg(w, ctx, arg, len);
+}
+
+/* Run the handler (behind the protection keys' fence under RPCOOL_SANDBOX), count it, and
+   refuse a reply outside the mirror. */
+static int rpcool__r_run(rpcool_server *s, struct rpcool__rconn *rc, rpcool_ctx *ctx,
+                         const struct rpcool__handler_ent *e, void *arg, size_t len)
+{
+    int fence = (ctx->flags & RPCOOL_SANDBOX) && s->npkeys;
+    if (fence) rpcool__pkeys(s, -1, 0);
+    int status = rpcool__run_handler(ctx, e, e->fn, arg, len);
+    if (fence) rpcool__pkeys(s, -1, 1);
+    rcp__fetch_add(&s->st.calls, 1u);
+    if (!ctx->aborted && status == RPCOOL_E_FAULT) rcp__fetch_add(&s->st.faults, 1u);
+    if (ctx->ret && !rpcool__r_in_mirror(rc, ctx->ret, ctx->ret_len)) {
+        status = RPCOOL_E_BADPTR;
+        ctx->ret = NULL;
+        ctx->ret_len = 0;
+    }
+    return status;
+}
+
 /* Serve the CALL frame h of rc (under rx_lock, which this releases once the frame is read). */
 static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
                             struct rpcool__rf *h, int from_ring)
 {
     rpcool_server *s = w->s;
-    struct rpcool__rsrv *rs = s->rdma;
-    uint64_t t0 = rcp__now_ns(), t1 = 0, t2 = 0;
-    if (rc->tm_last && t0 - rc->tm_last < 100000000u) { /* from our last DONE to this CALL */
-        rc->tm_gap += t0 - rc->tm_last;
-        rc->tm_gapn++;
-    }
     unsigned slot = h->slot, fnid = h->fn, cflags = h->flags;
     uint32_t gen = h->gen;
     void *arg = (void *)(uintptr_t)h->a;
     size_t len = (size_t)h->b;
-    int status = 0;
-    const char *q = (const char *)(h + 1), *end = (const char *)h + h->len - 8;
-    if (h->n1 > (uint64_t)(end - q) / 8) status = RPCOOL_E_PROTO;
-    for (uint32_t k = 0; !status && k < h->n1; k++, q += 8) {
-        uint64_t a;
-        memcpy(&a, q, 8);
-        rpcool__r_free_block(rc, a);
-    }
-    /* the entries: checked first; kept pages are checked against our copy of what the last
-       call installed (a handler may have written them); then every page of an earlier call
-       that this one neither keeps nor sends again is dropped (nothing is served stale), the
-       whole pages are copied in and the patches applied */
-    if (!status) status = rpcool__r_entries(rs, rc, q, end, h->n2);
-    else rc->nheld = 0;
+    int status = rpcool__r_call_in(s->rdma, rc, h);
     if (from_ring) rpcool__r_consume(rc, h);
     pthread_mutex_unlock(&rc->rx_lock);
     rc->group++;
+    rc->calls++;
     if (status) {
         rc->bad++;
         rcp__fetch_add(&s->st.bad_entries, 1u);
@@ -2172,66 +2268,15 @@ static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
     ctx.wflags = cflags;
     struct rpcool__handler_ent *e =
         fnid < RPCOOL_MAX_HANDLERS ? rcp__load(&s->handlers[fnid]) : NULL;
-    rpcool_handler *fn = e ? e->fn : NULL;
-    unsigned need = s->safety | (fn ? e->flags : 0);
-    /* whatever crossed the network cannot change under the handler: sealed by construction */
-    if (cflags & ~(unsigned)RPCOOL__WIRE_FLAGS) status = RPCOOL_E_INVAL;
-    else if (!fn) status = RPCOOL_E_NOHANDLER;
-    else if ((arg || len) && !rpcool__r_in_mirror(rc, arg, len)) status = RPCOOL_E_BADPTR;
-    else if (rpcool__r_ctx_cancelled(&ctx)) { /* cancelled while queued: never started */
-        rcp__fetch_add(&s->st.cancelled, 1u);
-        status = RPCOOL_E_CANCELLED;
-    }
-    if (status == 0) {
-        ctx.flags = ((cflags & RPCOOL__KNOWN_FLAGS) | need) | RPCOOL_SEAL;
-        if ((ctx.flags & RPCOOL_COPY) && len > s->max_copy) status = RPCOOL_E_TOOBIG;
-        else if (ctx.flags & RPCOOL_COPY) {
-            if (len > w->cap) {
-                char *nb = (char *)RPCOOL_MALLOC(len);
-                if (!nb) status = -ENOMEM;
-                else { rpcool__free(w->buf); w->buf = nb; w->cap = len; }
-            }
-            if (status == 0) {
-                if (len) memcpy(w->buf, arg, len);
-                ctx.copy = w->buf;
-                ctx.copy_len = len;
-                arg = len ? w->buf : NULL;
-            }
-        }
-    }
-    if (status == 0) {
-        int fence = (ctx.flags & RPCOOL_SANDBOX) && s->npkeys;
-        if (fence) rpcool__pkeys(s, -1, 0);
-        t1 = rcp__now_ns();
-        status = rpcool__run_handler(&ctx, e, fn, arg, len);
-        t2 = rcp__now_ns();
-        if (fence) rpcool__pkeys(s, -1, 1);
-        rcp__fetch_add(&s->st.calls, 1u);
-        if (!ctx.aborted && status == RPCOOL_E_FAULT) rcp__fetch_add(&s->st.faults, 1u);
-        if (ctx.ret && !rpcool__r_in_mirror(rc, ctx.ret, ctx.ret_len)) {
-            status = RPCOOL_E_BADPTR;
-            ctx.ret = NULL;
-            ctx.ret_len = 0;
-        }
-    }
+    status = rpcool__r_admit(w, rc, &ctx, e, &arg, len);
+    if (status == 0) status = rpcool__r_run(s, rc, &ctx, e, arg, len);
     if (ctx.dfr) { /* deferred: the token answers later (and owns an argument's copy) */
         rpcool__defer_handoff(w, &ctx, status);
         return;
     }
     if (rcp__load(&rc->dead)) return;
     rpcool__r_done(rc, slot, gen, status, ctx.ret, ctx.ret ? ctx.ret_len : 0, cflags, ctx.rgroup);
-    rc->tm_last = rcp__now_ns();
-    if (t1) {
-        rc->tm_n++;
-        rc->tm_in += t1 - t0;
-        rc->tm_run += t2 - t1;
-        rc->tm_out += rc->tm_last - t2;
-    }
-    if (w->cap > RPCOOL__COPY_KEEP) {
-        rpcool__free(w->buf);
-        w->buf = NULL;
-        w->cap = 0;
-    }
+    rpcool__copy_trim(w);
 }
 
 /* The mirror goes: unregistered from userfaultfd, unmapped. */
@@ -2491,16 +2536,11 @@ static void rpcool__r_reap(rpcool_server *s, uint64_t now, int all)
                         why == RPCOOL_E_CLOSED ? "disconnected" : "gone: reclaimed",
                         (unsigned long long)rs->sleeps, (unsigned long long)rc->arms,
                         (unsigned long long)rc->events);
-            if (rc->tm_n)
-                rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: rdma steps, mean of %llu calls: frame "
-                            "to handler %.1f us, handler %.1f us, handler to DONE posted %.1f us, "
-                            "DONE posted to next CALL %.1f us (gaps under 0.1 s); %llu calls "
-                            "kept the copy in place; the thread's "
+            if (rc->calls)
+                rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: rdma connection: %llu calls served, "
+                            "%llu kept the copy in place; the thread's "
                             "recent gaps polling %.1f us, sleeping at once %.1f us%s", s->name,
-                            (unsigned long long)rc->tm_n, rc->tm_in / 1e3 / rc->tm_n,
-                            rc->tm_run / 1e3 / rc->tm_n, rc->tm_out / 1e3 / rc->tm_n,
-                            rc->tm_gapn ? rc->tm_gap / 1e3 / rc->tm_gapn : 0.0,
-                            (unsigned long long)rc->tm_same,
+                            (unsigned long long)rc->calls, (unsigned long long)rc->same_calls,
                             rs->gap_poll / 1e3, rs->gap_sleep / 1e3,
                             rs->adapt ? "" : " (not adapting)");
         }
@@ -2523,7 +2563,76 @@ static void rpcool__r_reap(rpcool_server *s, uint64_t now, int all)
     }
 }
 
-/* The serving thread of RDMA connections. */
+/* One round of the serving thread: the connections waiting at krconn accepted, then (at *now)
+   one pass over every connection (rpcool__r_step), the dead ones reaped. Returns how much was
+   done. */
+static int rpcool__r_round(struct rpcool__worker *w, uint64_t *now)
+{
+    rpcool_server *s = w->s;
+    struct rpcool__rsrv *rs = s->rdma;
+    int n = 0;
+    krconn *k;
+    while (krconn_accept(rs->kc, -1, &k) == 0) {
+        rpcool__r_accept(s, k);
+        n++;
+    }
+    *now = rcp__now_ns();
+    for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next) n += rpcool__r_step(w, rc, *now);
+    rpcool__r_reap(s, *now, 0);
+    return n;
+}
+
+/* The idle gap that work ended: how long to poll next time (a gap too long to poll through, a
+   keepalive's, forgets the rest), and, adapting, the recent gaps of this gap's way. */
+static void rpcool__r_gap_note(struct rpcool__rsrv *rs, uint64_t gap, int idle_sleep)
+{
+    if (4 * gap >= RPCOOL__R_SPIN_MAX_NS) rs->gap_ns = 0;
+    else rs->gap_ns = rs->gap_ns ? (7 * rs->gap_ns + gap) / 8 : gap;
+    if (rs->adapt && 4 * gap < RPCOOL__R_SPIN_MAX_NS)
+        rpcool__r_avg(idle_sleep ? &rs->gap_sleep : &rs->gap_poll, gap);
+}
+
+/* Idle: arm every CQ, look once more, sleep on all the channels and the accept fd (accfd, or
+   -1) for up to reap_ms, then take the events. */
+static void rpcool__r_idle_sleep(rpcool_server *s, int accfd)
+{
+    struct rpcool__rsrv *rs = s->rdma;
+    struct pollfd pf[257];
+    unsigned np = 0;
+    int timeout = (int)s->reap_ms;
+    if (accfd >= 0) pf[np++] = (struct pollfd){accfd, POLLIN, 0};
+    else timeout = 1; /* no accept fd: look for connections often */
+    for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next) {
+#ifdef KRCONN_CTX_EVENTS
+        if (rc->evfd >= 0 && np < 257 && !krconn_arm(rc->k)) {
+            rc->arms++;
+            pf[np++] = (struct pollfd){rc->evfd, POLLIN, 0};
+            continue;
+        }
+#endif
+        timeout = 1; /* no channel: poll it again soon */
+    }
+    for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next)
+        if (rpcool__r_cq(rc) || rc->rxq_n) timeout = 0; /* came before the arm took */
+    if (timeout) {
+        rs->sleeps++;
+        poll(pf, np, timeout);
+    }
+    if (accfd >= 0) {
+        uint64_t v;
+        if (read(accfd, &v, sizeof v) < 0) { /* nothing queued */ }
+    }
+#ifdef KRCONN_CTX_EVENTS
+    for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next) {
+        int ev = rc->evfd >= 0 ? krconn_event_ack(rc->k) : 0;
+        if (ev > 0) rc->events += (unsigned)ev;
+    }
+#endif
+}
+
+/* The serving thread of RDMA connections: rounds while there is work; idle, it polls while
+   its spin lasts (rpcool__r_spin of the recent gaps, none when an adapting thread sleeps at
+   once), then sleeps (rpcool__r_idle_sleep). */
 static void *rpcool__r_thread(void *p)
 {
     rpcool_server *s = (rpcool_server *)p;
@@ -2538,25 +2647,9 @@ static void *rpcool__r_thread(void *p)
     int idle_sleep = 0; /* this idle gap's way: sleep at once */
     int accfd = krconn_accept_fd(rs->kc);
     while (!rcp__load(&rs->stop)) {
-        int n = 0;
-        krconn *k;
-        while (krconn_accept(rs->kc, -1, &k) == 0) {
-            rpcool__r_accept(s, k);
-            n++;
-        }
-        uint64_t now = rcp__now_ns();
-        for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next)
-            n += rpcool__r_step(&w, rc, now);
-        rpcool__r_reap(s, now, 0);
-        if (n) {
-            if (idle_since) { /* the gap this work ended: how long to poll next time (a gap
-                                 too long to poll through, a keepalive's, forgets the rest) */
-                uint64_t gap = now - idle_since;
-                if (4 * gap >= RPCOOL__R_SPIN_MAX_NS) rs->gap_ns = 0;
-                else rs->gap_ns = rs->gap_ns ? (7 * rs->gap_ns + gap) / 8 : gap;
-                if (rs->adapt && 4 * gap < RPCOOL__R_SPIN_MAX_NS)
-                    rpcool__r_avg(idle_sleep ? &rs->gap_sleep : &rs->gap_poll, gap);
-            }
+        uint64_t now;
+        if (rpcool__r_round(&w, &now)) {
+            if (idle_since) rpcool__r_gap_note(rs, now - idle_since, idle_sleep);
             idle_since = 0;
             continue;
         }
@@ -2566,44 +2659,8 @@ static void *rpcool__r_thread(void *p)
                 idle_sleep = rpcool__r_sleep_first(rs->gap_poll, rs->gap_sleep, rs->idles++);
         }
         uint64_t spin = idle_sleep ? 0 : rpcool__r_spin(rs->spin_ns, rs->gap_ns);
-        if (now - idle_since < spin) {
-            rcp__cpu_relax();
-            continue;
-        }
-        /* idle: arm every CQ, look once more, sleep on all the channels and the accept fd */
-        struct pollfd pf[257];
-        unsigned np = 0;
-        int timeout = (int)s->reap_ms;
-        if (accfd >= 0) pf[np++] = (struct pollfd){accfd, POLLIN, 0};
-        else timeout = 1; /* no accept fd: look for connections often */
-        for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next) {
-#ifdef KRCONN_CTX_EVENTS
-            if (rc->evfd >= 0 && np < 257 && !krconn_arm(rc->k)) {
-                rc->arms++;
-                pf[np++] = (struct pollfd){rc->evfd, POLLIN, 0};
-                continue;
-            }
-#endif
-            timeout = 1; /* no channel: poll it again soon */
-        }
-        for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next)
-            if (rpcool__r_cq(rc) || rc->rxq_n) timeout = 0; /* came before the arm took */
-        if (timeout) {
-            rs->sleeps++;
-            poll(pf, np, timeout);
-        }
-        if (accfd >= 0) {
-            uint64_t v;
-            if (read(accfd, &v, sizeof v) < 0) { /* nothing queued */ }
-        }
-#ifdef KRCONN_CTX_EVENTS
-        for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next)
-            if (rc->evfd >= 0) {
-                int ev = krconn_event_ack(rc->k);
-                if (ev > 0) rc->events += (unsigned)ev;
-            }
-#endif
-        /* idle_since stays: the next work's gap counts the sleep too */
+        if (now - idle_since < spin) rcp__cpu_relax();
+        else rpcool__r_idle_sleep(s, accfd); /* idle_since stays: the next gap counts it */
     }
     rpcool__free(w.buf);
     rpcool__me = NULL;

@@ -36,7 +36,24 @@
  * (atomic against the CPU only, while the granter's RDMA one is a load then a store);
  * MUT_RLINK_BOUND - a remote release whose compare-and-swap of r_tail failed waits for its
  * successor's link only up to a fixed bound, then returns ALOCK_E_PEER (a live successor that
- * is slow to link itself is never handed the lock). Each must give a counter-example. */
+ * is slow to link itself is never handed the lock). Each must give a counter-example.
+ * -DKILL: remote process 4 may die (once) at any point but between its enqueue and its link:
+ * waiting, handed the lock, as the leader, in its critical section, releasing, handing on. RDMA
+ * operations on its memory fail from then on. The recovery of alock.h: r_tail carries a head
+ * bit H when its descriptor entered an empty queue, and r_head (the line's word @8, RDMA
+ * compare-and-swap only) names the descriptor the lock was last handed to: a granter sets it
+ * before its compare-and-swap of the successor's budget, the head clears it when it leaves an
+ * empty queue. The table's node (proctype Table) learns of the death, marks it (declared) and
+ * releases a dead head at the tail (r_tail from exactly 4 + H, or from 4 when r_head is 4, to
+ * empty); a granter whose compare-and-swap fails on a declared dead successor does the same;
+ * a waiter whose predecessor is declared dead takes over when the predecessor held the head
+ * (it had H when the waiter enqueued, or r_head names it, or r_head names the waiter). One
+ * local process, no deadlines (the state space). With two remote processes a dead
+ * predecessor always held the head; the case of a dead waiter between two live ones (three
+ * remote processes) is argued in alock.h, not checked here. Mutants: MUT_RESET_ANY_TAIL - the
+ * table's node empties the queue of any dead tail, head or not (a live holder ahead of it
+ * loses the lock); MUT_NO_MARK - the granter does not set r_head (a dead holder that was
+ * handed the lock is never released). */
 
 #ifndef BUDGET
 #define BUDGET 2
@@ -51,8 +68,23 @@ byte l_tail, r_tail;        /* the lock line: descriptor ids, 0 = empty cohort *
 byte victim = LOCAL;
 byte next[5];               /* descriptors 1..4: 1 and 2 local, 3 and 4 remote */
 byte budget[5];
+#ifdef KILL
+#ifdef RTIMEOUTS
+#error "KILL models alock_remote_lock without deadlines"
+#endif
+#define H 8                 /* r_tail's head bit: the tail entered an empty queue (its leader) */
+byte r_head;                /* the lock line's word @8: the remote descriptor the lock was last
+                               handed to (0: none, or the head entered an empty queue) */
+bool dead[5];               /* remote process 4 has died: RDMA operations on its memory fail */
+bool declared[5];           /* the table's node has marked it dead (alock_table_remote_dead) */
+byte rx_next, rx_serving;   /* rxe's atomic_ops_lock, a fair (ticket) spinlock of three users:
+                               the two remote processes and the table's node's loopback link */
+#define RX_N 3
+#else
 bit rx_next, rx_serving;    /* rxe's atomic_ops_lock, a fair (ticket) spinlock of the two
                                remote processes: an unfair one would let Spin starve one */
+#define RX_N 2
+#endif
 byte incs;                  /* processes in the critical section */
 bool want[5];
 bool queued[5];             /* a remote process is past its enqueue (its CAS loop succeeded) */
@@ -61,13 +93,13 @@ bool freed[5];              /* TIMEOUTS: an abandoned descriptor was passed over
 /* an RDMA compare-and-swap on word w as rxe performs it: lock, load, compare, store, unlock */
 inline rxe_cas_on(w, expect, desired, old)
 {
-    atomic { tk = rx_next; rx_next = 1 - rx_next };
+    atomic { tk = rx_next; rx_next = (rx_next + 1) % RX_N };
     atomic { rx_serving == tk -> old = w; tk = 0 };
     if
     :: old == expect -> w = desired
     :: else -> skip
     fi;
-    rx_serving = 1 - rx_serving
+    rx_serving = (rx_serving + 1) % RX_N
 }
 inline rxe_cas(expect, desired, old) { rxe_cas_on(r_tail, expect, desired, old) }
 
@@ -266,23 +298,97 @@ inline grant_remote(first, b)
 }
 #endif
 
+#ifdef KILL
+/* Remote process 4 may die here (once): it takes no further step. It may die anywhere but
+   between its enqueue and its link (that window stays manual: see alock.h). */
+inline die_point()
+{
+    if
+    :: me == 4 -> atomic { dead[me] = 1; goto died }
+    :: true -> skip
+    fi
+}
+
+/* Release the lock for dead remote descriptor s, the head, at the tail as f (s, or s + H when
+   it entered an empty queue): an RDMA CAS of r_tail from exactly f to empty; if that worked,
+   r_head from s to 0. If a successor has enqueued meanwhile, it takes over instead. */
+inline release_dead(s, f)
+{
+    rxe_cas(f, NONE, old);
+    if
+    :: old == f -> old = 0; rxe_cas_on(r_head, s, NONE, old)
+    :: else -> skip
+    fi;
+    old = 0
+}
+
+/* r_head := x by RDMA CAS, from what it holds (e, our guess; only the head changes it, so what
+   else it holds is stale) */
+inline mark_head(e, x)
+{
+    rh = e;
+    do
+    :: rxe_cas_on(r_head, rh, x, old);
+       if :: old == rh -> break :: else -> rh = old fi
+    od;
+    atomic { rh = 0; old = 0 }
+}
+#endif
+
 proctype Remote(byte me)
 {
     byte pred, old, lt, v;
+#ifdef KILL
+    byte tk, rh, form;      /* form: our r_tail value, me + H when we entered an empty queue */
+    bit ph;                 /* pred held the head when we enqueued behind it (it had H) */
+    bit lead;               /* we entered an empty queue: r_head does not name us */
+#else
     bit tk;
+#endif
 #ifdef RTIMEOUTS
     byte s, n, gb;
 #endif
 again:
     atomic { want[me] = 1; budget[me] = WAIT; next[me] = NONE; pred = NONE };
     do                                           /* swap emulated with a CAS loop */
+#ifdef KILL
+    :: form = (pred == NONE -> me + H : me); rxe_cas(pred, form, old);
+#else
     :: rxe_cas(pred, me, old);
+#endif
        if :: old == pred -> break :: else -> pred = old fi
     od;
+#ifdef KILL
+    atomic {
+        old = 0; queued[me] = 1; lead = (pred == NONE);
+        ph = (pred >= H); if :: pred >= H -> pred = pred - H :: else -> skip fi
+    };
+#else
     atomic { old = 0; queued[me] = 1 };
+#endif
     if
     :: pred != NONE ->
+#ifdef KILL
+        /* the link: an RDMA CAS into pred's descriptor, which fails if pred is dead (then we
+           wait all the same) */
+        atomic { if :: !dead[pred] -> next[pred] = me :: else -> skip fi };
+        die_point();                             /* dies waiting */
+        do
+        :: budget[me] != WAIT -> break           /* spins on its own memory */
+        :: declared[pred] ->                     /* every check_ms: READ of the dead map... */
+           rh = r_head;                          /* ...then of the line */
+           if
+           :: ph || rh == pred || rh == me ->    /* pred held the head, or handed it to us */
+              mark_head(rh, me);                 /* take over */
+              budget[me] = 0; break
+           :: else -> rh = 0
+           fi
+        od;
+        atomic { pred = 0; ph = 0; lead = 0; form = me };
+        die_point();                             /* dies handed the lock, not entered */
+#else
         atomic { next[pred] = me; pred = 0 };    /* RDMA WRITE into pred's descriptor */
+#endif
 #ifdef RTIMEOUTS
         do
         :: budget[me] != WAIT -> break           /* spins on its own memory */
@@ -310,6 +416,9 @@ again:
         fi
     :: else -> budget[me] = BUDGET
     fi;
+#ifdef KILL
+    die_point();                                 /* dies as the cohort's leader */
+#endif
     lt = l_tail;                                 /* RDMA READ: the local flag is down: */
     if                                           /* enter without writing victim */
     :: lt == NONE -> skip
@@ -340,6 +449,39 @@ again:
     atomic { lt = 0; v = 0 };
 cs:
     crit(me);
+#ifdef KILL
+    die_point();                                 /* dies in its critical section */
+    if
+    :: next[me] == NONE ->
+        rxe_cas(form, NONE, old);
+        if
+        :: old == form ->
+           old = 0;
+           if
+           :: !lead -> die_point(); rxe_cas_on(r_head, me, NONE, old); old = 0
+           :: else -> skip
+           fi;
+           goto again
+        :: else -> old = 0
+        fi;
+        die_point();                             /* dies waiting for its successor's link */
+        wait_link(me)
+    :: else -> skip
+    fi;
+    /* the hand-off: r_head := the successor, then the RDMA CAS of its budget, WAIT -> b */
+#ifndef MUT_NO_MARK
+    mark_head((lead -> NONE : me), next[me]);
+#endif
+    die_point();                                 /* dies handing the lock on */
+    if
+    :: atomic { !dead[next[me]] -> budget[next[me]] = budget[me] - 1 }
+    :: atomic { dead[next[me]] -> skip };        /* the CAS fails: the successor is dead */
+       if :: declared[next[me]] -> release_dead(next[me], next[me]) :: else -> skip fi
+    fi;
+    goto again;
+died:
+    skip
+#else
     /* alock_remote_unlock (alock__r_unlink_head): read our next (our own memory); if empty,
        the RDMA compare-and-swap of r_tail from us to empty; if that fails, a successor has
        enqueued: wait for its link; then the hand-off */
@@ -361,12 +503,38 @@ cs:
 gave_up:                                         /* ALOCK_E_PEER: the caller stops */
     atomic { want[me] = 0; queued[me] = 0 }
 #endif
+#endif /* KILL */
 }
+
+#ifdef KILL
+/* The table's node: it learns that remote process 4 died (krconn), marks it dead (a full
+   barrier), then looks at the line with CPU loads: a dead head at the tail (it entered an empty
+   queue, or r_head names it) is released with release_dead through its loopback link. */
+proctype Table()
+{
+    byte rt, rh, old, tk;
+    (dead[4]);
+    declared[4] = 1;
+    rt = r_tail; rh = r_head;
+    if
+#ifdef MUT_RESET_ANY_TAIL
+    :: rt == 4 + H || rt == 4 -> release_dead(4, rt)      /* the mutant: any dead tail */
+#else
+    :: rt == 4 + H || (rt == 4 && rh == 4) -> release_dead(4, rt)
+#endif
+    :: else -> skip
+    fi
+}
+#endif
 
 init
 {
     atomic {
+#ifdef KILL
+        run Local(1); run Remote(3); run Remote(4); run Table()  /* one local process */
+#else
         run Local(1); run Local(2); run Remote(3); run Remote(4)
+#endif
     }
 }
 

@@ -3,7 +3,8 @@
 # (tests/alock.pml) with Spin, and shows the model has teeth: each mutant must give a counter-example. Prints
 # ok/FAIL/skip lines. safety: mutual exclusion and no deadlock (with and without timeouts), the
 # mutants, the CAS loop's starvation; liveness: every local waiter and every enqueued remote
-# waiter gets the lock under weak fairness. Up to 20 s of CPU each, about 1.5 minutes in all.
+# waiter gets the lock under weak fairness; with -DKILL, a remote process that dies holding or
+# waiting and its recovery. Up to 35 s of CPU each, about 2.5 minutes in all.
 # Checked by hand, not here (a minute by itself): with -DTIMEOUTS, remote_queued_gets_lock holds
 # too (spin -DTIMEOUTS -a tests/alock.pml; cc -O2 -DCOLLAPSE pan.c; ./a.out -a -f -m4000000
 # -N remote_queued_gets_lock: 7.8 M states, no errors). With -DRTIMEOUTS (remote waiters give
@@ -80,6 +81,12 @@ if [ "$what" = safety ] || [ "$what" = all ]; then
     # successor is never handed the lock (alock.h waits for as long as the successor lives)
     breaks alock-model-mutant-rlink-bound "acceptance cycle" "-DMUT_RLINK_BOUND" "" "-a -f -N remote_queued_gets_lock"
     breaks alock-model-rtimeouts-mutant-rlink-bound "acceptance cycle" "-DRTIMEOUTS -DMUT_RLINK_BOUND" "" "-a -f -N local_gets_lock"
+    # a remote process dies holding or waiting (-DKILL): the recovery keeps mutual exclusion and
+    # lets the live ones go on; mutants: a reset of any dead tail, a hand-off that does not mark
+    # r_head
+    holds alock-model-kill-mutex-no-deadlock "-DKILL" "-DSAFETY -DNOCLAIM" ""
+    breaks alock-model-mutant-kill-reset-any-tail "assertion violated" "-DKILL -DMUT_RESET_ANY_TAIL" "-DSAFETY -DNOCLAIM" ""
+    breaks alock-model-mutant-kill-no-mark "acceptance cycle" "-DKILL -DMUT_NO_MARK" "" "-a -f -N local_gets_lock"
 fi
 if [ "$what" = rliveness ]; then
     holds alock-model-rtimeouts-local-gets-lock "-DRTIMEOUTS" "" "-a -f -N local_gets_lock"
@@ -88,4 +95,7 @@ if [ "$what" = liveness ] || [ "$what" = all ]; then
     # under weak fairness: every local waiter, and every remote waiter once enqueued, gets it
     holds alock-model-local-gets-lock "" "" "-a -f -N local_gets_lock"
     holds alock-model-remote-queued-gets-lock "" "" "-a -f -N remote_queued_gets_lock"
+    # with a remote process that dies (-DKILL): the live ones still get the lock
+    holds alock-model-kill-local-gets-lock "-DKILL" "" "-a -f -N local_gets_lock"
+    holds alock-model-kill-remote-queued-gets-lock "-DKILL" "" "-a -f -N remote_queued_gets_lock"
 fi

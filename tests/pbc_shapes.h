@@ -145,6 +145,18 @@ static const unsigned t_ids[3] = {ID_RELAXED, ID_SANDBOX, ID_COPY};
 static const char *const t_modes[3] = {"relaxed", "sandbox", "copy"};
 static ProtobufCService *t_svc[3];
 
+/* t_svc: a client service on connection c for each mode's handler id (t_ids), each checked. */
+static void t_svc_new(rpcool_conn *c)
+{
+    for (int k = 0; k < 3; k++)
+        CHECK_EQ(rpcool_pbc_client_new(c, &svc__descriptor, t_ids[k], &t_svc[k]), 0);
+}
+
+static void t_svc_destroy(void)
+{
+    for (int k = 0; k < 3; k++) protobuf_c_service_destroy(t_svc[k]);
+}
+
 /* The same answer in process and in every mode over rpcool; returns the number of mismatches. */
 static int same(const char *what, const char *method, const ProtobufCMessage *in)
 {

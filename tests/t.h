@@ -52,6 +52,8 @@ static __attribute__((unused)) void t_skip(const char *name, const char *why)
 #define CHECK_EQ(a, b) do { long long _a = (long long)(a), _b = (long long)(b); \
     if (_a != _b) t_fail(__FILE__, __LINE__, "%s == %lld, expected %s == %lld", #a, _a, #b, _b); } while (0)
 #define TEST(fn) do { t_begin(#fn); fn(); t_end(); } while (0)
+/* TEST(fn), or, when why is not NULL, a skip line for fn saying why. */
+#define TEST_UNLESS(why, fn) do { if (why) t_skip(#fn, why); else TEST(fn); } while (0)
 #define T_DONE() (fflush(stdout), t_failed ? 1 : 0)
 
 /* Unique names so parallel runs and leftovers never collide. tests/run.sh sets RPCOOL_TEST_TAG
@@ -419,7 +421,7 @@ static __attribute__((unused)) int t_h_echo(rpcool_ctx *ctx, void *arg, size_t l
     (void)user;
     char *r = (char *)rpcool_ctx_alloc(ctx, len ? len : 1);
     if (!r) return SHMHEAP_E_FULL;
-    memcpy(r, arg, len);
+    if (len) memcpy(r, arg, len); /* arg may be NULL then */
     rpcool_ctx_reply(ctx, r, len);
     return 0;
 }
@@ -600,6 +602,28 @@ static __attribute__((unused)) int t_slow_call(rpcool_conn *c, int ms)
     int r = rpcool_call(c, T_FN_SLOW, a, sizeof *a, NULL, NULL);
     rpcool_free(c, a);
     return r;
+}
+
+/* Wait up to ms for *flag to be at least v; 1 if it is. */
+static __attribute__((unused)) int t_wait_for(int *flag, int v, int ms)
+{
+    for (int k = 0; k < ms && __atomic_load_n(flag, __ATOMIC_SEQ_CST) < v; k++) usleep(1000);
+    return __atomic_load_n(flag, __ATOMIC_SEQ_CST) >= v;
+}
+
+/* rpcool_cancel of a running call: *started set to 0, handler fn called asynchronously with no
+   argument, and once the handler set *started to 1 (checked: within ms), the call cancelled
+   (checked). Returns when the cancel was asked (rcp__now_ns). */
+static __attribute__((unused)) uint64_t t_cancel_running(rpcool_conn *c, unsigned fn,
+                                                         int *started, int ms)
+{
+    uint64_t id = 0;
+    __atomic_store_n(started, 0, __ATOMIC_SEQ_CST);
+    CHECK_EQ(rpcool_call_async(c, fn, NULL, 0, NULL, NULL, NULL, &id), 0);
+    CHECKF(t_wait_for(started, 1, ms), "the handler of %u did not start in %d ms", fn, ms);
+    uint64_t t0 = rcp__now_ns();
+    CHECK_EQ(rpcool_cancel(c, id), 0);
+    return t0;
 }
 #endif
 #endif

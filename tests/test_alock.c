@@ -2,8 +2,9 @@
 /* alock.h's local cohort on the host: mutual exclusion with a plain counter and a checker that
    counts (threads, processes), FIFO fairness, trylock and deadlines (abandoned waiters passed
    over), dead holders and waiters (SIGKILL mid-critical-section: the successor takes over with
-   ALOCK_OWNERDEAD; alock_recover with no successor; slots reused), bad input, and the
-   remote cohort's "not supported" in a build without RDMA. The remote cohort is tested on real
+   ALOCK_OWNERDEAD; alock_recover with no successor; slots reused), bad input, the
+   remote cohort's "not supported" in a build without RDMA, and alock_table_remote_dead's work at
+   the table's node over a link of CPU atomics. The remote cohort is tested on real
    verbs in the VM tier (tests/vm/test_alock_rdma.c). */
 #define ALOCK_NO_RDMA 1 /* plain cc: libc alone */
 #define ALOCK_CHECK_RMW 1 /* the invariant's marks on the CPU side */
@@ -417,6 +418,67 @@ static void bad_input_and_notsup(void)
     teardown();
 }
 
+/* ---------------------------------------------------------------- a remote process dies */
+
+/* An alock_link over this process's memory (CPU compare-and-swap): the table's node's calls are
+   tested here without a NIC (on real verbs: tests/vm/test_alock_rdma.c, remote_holder_dies). */
+static int cpu_cas(void *conn, uint64_t raddr, uint64_t expect, uint64_t desired, uint64_t *old)
+{
+    (void)conn;
+    uint64_t e = expect;
+    __atomic_compare_exchange_n((uint64_t *)(uintptr_t)raddr, &e, desired, 0, __ATOMIC_SEQ_CST,
+                                __ATOMIC_SEQ_CST);
+    *old = e;
+    return 0;
+}
+static int cpu_read(void *conn, uint64_t raddr, void *dst, uint32_t len)
+{
+    (void)conn;
+    memcpy(dst, (const void *)(uintptr_t)raddr, len);
+    return 0;
+}
+
+/* alock_table_remote_dead: bad input; the id's bit in the dead map after the lines; a dead head
+   at the remote tail (entered an empty queue: head bit; or named by r_head) released, a dead
+   waiter (r_head names another) and another id's tail left alone */
+static void remote_dead_table_side(void)
+{
+    setup(8, 4);
+    alock_link k = {0}, none = {0};
+    k.cas = cpu_cas;
+    k.read = cpu_read; /* ALOCK_CHECK_RMW reads the line (faa NULL: no marks counted) */
+    CHECK_EQ(alock_table_remote_dead(NULL, &k, 5), ALOCK_E_INVAL);
+    CHECK_EQ(alock_table_remote_dead(tab, NULL, 5), ALOCK_E_INVAL);
+    CHECK_EQ(alock_table_remote_dead(tab, &none, 5), ALOCK_E_INVAL);
+    CHECK_EQ(alock_table_remote_dead(tab, &k, 0), ALOCK_E_INVAL);
+    void *lines;
+    size_t len;
+    alock_table_lines(tab, &lines, &len);
+    CHECK(len >= 8 * 64 + 8192 / 8);
+    alock__line *L = (alock__line *)lines;
+    uint64_t d5 = 5ull << 48 | 0x1000, d6 = 6ull << 48 | 0x2000;
+    L[1].r_tail = d5 | ALOCK__RHEAD;           /* 5 entered an empty queue */
+    L[2].r_tail = d5 + 64, L[2].r_head = d5 + 64; /* 5 was handed the lock */
+    L[3].r_tail = d5 + 128, L[3].r_head = d6;   /* 5 waits behind 6, the holder */
+    L[4].r_tail = d6 | ALOCK__RHEAD;
+    CHECK_EQ(alock_table_remote_dead(tab, &k, 5), 2);
+    CHECK_EQ(L[1].r_tail, 0);
+    CHECK(L[2].r_tail == 0 && L[2].r_head == 0);
+    CHECK(L[3].r_tail == d5 + 128 && L[3].r_head == d6);
+    CHECK_EQ(L[4].r_tail, d6 | ALOCK__RHEAD);
+    const uint64_t *map = (const uint64_t *)(const void *)(L + 8);
+    CHECK_EQ(map[0], 1ull << 5);
+    CHECK_EQ(alock_table_remote_dead(tab, &k, 5), 0); /* again: harmless */
+    CHECK_EQ(alock_table_remote_dead(tab, &k, 65535), 0);
+    CHECK_EQ(map[65535 / 64], 1ull << (65535 % 64));
+    alock_hold h;
+    CHECK_EQ(alock_trylock(tab, 1, &h), 0); /* released: free for the local cohort */
+    alock_unlock(&h);
+    CHECK_EQ(alock_trylock(tab, 3, &h), ALOCK_E_BUSY);
+    L[3].r_tail = L[3].r_head = L[4].r_tail = 0;
+    teardown();
+}
+
 static void ndesc_limit(void)
 {
     setup(80, 4);
@@ -444,5 +506,6 @@ int main(int argc, char **argv)
     RUN(dead_processes);
     RUN(ndesc_limit);
     RUN(bad_input_and_notsup);
+    RUN(remote_dead_table_side);
     return T_DONE();
 }

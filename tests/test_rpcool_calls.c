@@ -16,17 +16,6 @@
 
 enum { FN_ECHO = 1, FN_STATUS = 2, FN_SUM = 3, FN_SLOW = 4, FN_SLEEP = 5 };
 
-static int h_echo(rpcool_ctx *ctx, void *arg, size_t len, void *user)
-{
-    (void)user;
-    if (!len) return 0;
-    char *r = (char *)rpcool_ctx_alloc(ctx, len);
-    if (!r) return SHMHEAP_E_FULL;
-    memcpy(r, arg, len);
-    rpcool_ctx_reply(ctx, r, len);
-    return 0;
-}
-
 /* returns the first int of the argument as the status (negative = error) */
 static int h_status(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
@@ -67,7 +56,7 @@ static int h_sleep(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 
 static rpcool_server *serve(const char *name, unsigned threads)
 {
-    static const t_handler hs[] = {{FN_ECHO, h_echo, 0}, {FN_STATUS, h_status, 0},
+    static const t_handler hs[] = {{FN_ECHO, t_h_echo, 0}, {FN_STATUS, h_status, 0},
                                    {FN_SUM, h_sum, 0}, {FN_SLOW, h_slow, 0}, {FN_SLEEP, h_sleep, 0}};
     return t_server_with(name, NULL, hs, sizeof hs / sizeof hs[0], threads);
 }

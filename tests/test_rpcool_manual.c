@@ -164,12 +164,6 @@ static void on_disconnect(rpcool_server *s, const rpcool_peer *p, void *cu, int 
     __atomic_add_fetch(&h->disconnects, 1, __ATOMIC_SEQ_CST);
 }
 
-static int wait_for(int *flag, int v, int ms)
-{
-    for (int k = 0; k < ms && __atomic_load_n(flag, __ATOMIC_SEQ_CST) < v; k++) usleep(1000);
-    return __atomic_load_n(flag, __ATOMIC_SEQ_CST) >= v;
-}
-
 static rpcool_server *open_with(const char *name, struct hk *h, int hooks, unsigned max_conns,
                                 unsigned threads)
 {
@@ -266,7 +260,7 @@ static void hook_connect_sees_claims(void)
     CHECK_EQ(h.pid_ok, 1);
     CHECK_EQ(rpcool_call(c, FN_CUSER, NULL, 0, NULL, NULL), 1);
     CHECK_EQ(rpcool_disconnect(c), 0);
-    CHECK(wait_for(&h.disconnects, 1, 1000));
+    CHECK(t_wait_for(&h.disconnects, 1, 1000));
     CHECK_EQ(h.why, 0);
     CHECK_EQ(h.order_bad, 0);
     CHECK_EQ(h.last_cu, 1);           /* its own conn_user */
@@ -328,7 +322,7 @@ static void hook_disconnect_without_connect(void)
     CHECK_EQ(rpcool_connect(name, NULL, &a), 0);
     CHECK_EQ(rpcool_call(a, FN_CUSER, NULL, 0, NULL, NULL), 0);
     rpcool_disconnect(a);
-    CHECK(wait_for(&h.disconnects, 1, 1000));
+    CHECK(t_wait_for(&h.disconnects, 1, 1000));
     CHECK_EQ(h.why, 0);
     rpcool_server_close(s);
     CHECK_EQ(h.disconnects, 1);
@@ -344,7 +338,7 @@ static void hook_noslot_after_accept(void)
     if (!s) return;
     CHECK_EQ(rpcool_connect(name, NULL, &a), 0);
     CHECK_EQ(rpcool_connect(name, NULL, &b), RPCOOL_E_NOSLOT);
-    CHECK(wait_for(&h.disconnects, 1, 1000));
+    CHECK(t_wait_for(&h.disconnects, 1, 1000));
     pthread_mutex_lock(&h.lock);
     CHECK_EQ(h.connects, 2);
     CHECK_EQ(h.why, RPCOOL_E_NOSLOT);
@@ -393,7 +387,7 @@ static void hook_waits_for_deferred(void)
         CHECK(b != NULL);
         rpcool_deferred_reply(d, 0, b, 64);
     }
-    CHECK(wait_for(&h.disconnects, 1, 1000));
+    CHECK(t_wait_for(&h.disconnects, 1, 1000));
     CHECK_EQ(h.why, RPCOOL_E_PEERDEAD);
     rpcool_server_stats st;
     rpcool_server_get_stats(s, &st);
@@ -466,12 +460,7 @@ static void cancel_running_reply_freed(void)
     if (conn_to("m-crun", &s, &c)) return;
     CHECK_EQ(rpcool_call(c, FN_COUNT, NULL, 0, NULL, NULL) > 0, 1);
     size_t before = used(c);
-    __atomic_store_n(&run_started, 0, __ATOMIC_SEQ_CST);
-    uint64_t id;
-    CHECK_EQ(rpcool_call_async(c, FN_RUNCANCEL, NULL, 0, NULL, NULL, NULL, &id), 0);
-    CHECK(wait_for(&run_started, 1, 2000));
-    uint64_t t0 = rcp__now_ns();
-    CHECK_EQ(rpcool_cancel(c, id), 0);
+    uint64_t t0 = t_cancel_running(c, FN_RUNCANCEL, &run_started, 2000);
     CHECK_EQ(rpcool_call(c, FN_COUNT, NULL, 0, NULL, NULL) > 0, 1); /* after it on one thread */
     CHECKF(rcp__now_ns() - t0 < 1000000000ull, "the handler did not see the flag");
     CHECK_EQ(rpcool_call(c, FN_COUNT, NULL, 0, NULL, NULL) > 0, 1);
@@ -886,7 +875,7 @@ static void faults_toobig_close_in_handler(void)
         rpcool_server_get_stats(s, &st);
         CHECK_EQ(st.faults, 1);
         rpcool_disconnect(c);
-        CHECK(wait_for(&gone, 1, 1000));
+        CHECK(t_wait_for(&gone, 1, 1000));
     }
     /* a client killed while its handler runs: on_disconnect only once the handler ended */
     int pfd[2];
@@ -901,7 +890,7 @@ static void faults_toobig_close_in_handler(void)
     close(pfd[0]);
     usleep(50000);
     t_kill_wait(pid);
-    CHECK(wait_for(&gone, 2, 2000));
+    CHECK(t_wait_for(&gone, 2, 2000));
     CHECK_EQ(__atomic_load_n(&left_after_handler, __ATOMIC_SEQ_CST), 1);
     rpcool_server_close(s);
     CHECK_EQ(gone, 2);

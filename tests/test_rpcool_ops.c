@@ -81,7 +81,7 @@ static void on_disconnect(rpcool_server *s, const rpcool_peer *p, void *cu, int 
     h->last_why = why;
     h->last_count = cu ? *(int *)cu : -1;
     h->left_at = rcp__now_ns();
-    __atomic_add_fetch(&h->disconnects, 1, __ATOMIC_SEQ_CST); /* last: wait_for's signal */
+    __atomic_add_fetch(&h->disconnects, 1, __ATOMIC_SEQ_CST); /* last: t_wait_for's signal */
     pthread_mutex_unlock(&h->lock);
     free(cu);
 }
@@ -151,13 +151,6 @@ static void cancel_end(rpcool_server *s, rpcool_conn *c, unsigned cancelled)
     CHECK_EQ(st.cancelled, cancelled);
     rpcool_disconnect(c);
     rpcool_server_close(s);
-}
-
-/* Wait up to ms for *flag to be at least v; 1 if it is. */
-static int wait_for(int *flag, int v, int ms)
-{
-    for (int k = 0; k < ms && __atomic_load_n(flag, __ATOMIC_SEQ_CST) < v; k++) usleep(1000);
-    return __atomic_load_n(flag, __ATOMIC_SEQ_CST) >= v;
 }
 
 /* Become the test user (a child only); 0, or -1. */
@@ -240,7 +233,7 @@ static void hook_refuse_and_cap(void)
     CHECK_EQ(rpcool_call(a, FN_COUNT, NULL, 0, NULL, NULL), 1);
     CHECK_EQ(rpcool_call(a, FN_COUNT, NULL, 0, NULL, NULL), 2);
     CHECK_EQ(rpcool_disconnect(a), 0);
-    wait_for(&h.disconnects, 1, 1000);
+    t_wait_for(&h.disconnects, 1, 1000);
     CHECK_EQ(__atomic_load_n(&h.disconnects, __ATOMIC_SEQ_CST), 1);
     CHECK_EQ(h.last_count, 2);
     CHECK_EQ(rpcool_connect(name, NULL, &b), 0); /* under the cap again */
@@ -284,14 +277,14 @@ static void hook_disconnect_and_kill(void)
     rpcool_conn *a = NULL;
     CHECK_EQ(rpcool_connect(name, NULL, &a), 0);
     rpcool_disconnect(a);
-    wait_for(&h.disconnects, 1, 1000);
+    t_wait_for(&h.disconnects, 1, 1000);
     CHECK_EQ(__atomic_load_n(&h.disconnects, __ATOMIC_SEQ_CST), 1);
     CHECK_EQ(h.last_why, 0);
     pid_t pid = child_ready(connect_and_hang, (void *)name);
     CHECK(pid > 0);
     uint64_t t0 = rcp__now_ns();
     t_kill_wait(pid);
-    wait_for(&h.disconnects, 2, 400);
+    t_wait_for(&h.disconnects, 2, 400);
     pthread_mutex_lock(&h.lock);
     CHECK_EQ(__atomic_load_n(&h.disconnects, __ATOMIC_SEQ_CST), 2);
     CHECK_EQ(h.last_why, RPCOOL_E_PEERDEAD);
@@ -341,14 +334,9 @@ static void cancel_during(void)
     rpcool_server *s;
     rpcool_conn *c;
     if (serve_conn("cd", &s, &c)) return;
-    __atomic_store_n(&loop_started, 0, __ATOMIC_SEQ_CST);
     __atomic_store_n(&loop_saw_cancel, 0, __ATOMIC_SEQ_CST);
-    uint64_t id;
-    CHECK_EQ(rpcool_call_async(c, FN_LOOP, NULL, 0, NULL, NULL, NULL, &id), 0);
-    CHECK(wait_for(&loop_started, 1, 1000));
-    uint64_t t0 = rcp__now_ns();
-    CHECK_EQ(rpcool_cancel(c, id), 0);
-    CHECK(wait_for(&loop_saw_cancel, 1, 1000));
+    uint64_t t0 = t_cancel_running(c, FN_LOOP, &loop_started, 1000);
+    CHECK(t_wait_for(&loop_saw_cancel, 1, 1000));
     CHECKF(rcp__now_ns() - t0 < 1000000000ull, "the handler stopped after %llu ms",
            (unsigned long long)((rcp__now_ns() - t0) / 1000000));
     CHECK_EQ(rpcool_call(c, FN_MARK, NULL, 0, NULL, NULL), 7); /* the thread serves again */

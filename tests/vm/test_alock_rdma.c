@@ -8,7 +8,9 @@
  *                                while queued and as leaders; the queue stays sound), remote
  *                                processes alone handing one lock on thousands of times (one of
  *                                them slow to link itself), a killed remote holder and its
- *                                recovery
+ *                                manual recovery; remote processes killed holding the lock or
+ *                                queued for it, recovered by alock_table_remote_dead and by
+ *                                their successors
  *   test_alock_rdma a|b PEER_IP  two guests: a holds the table, with local processes and a
  *                                loopback remote process; b's remote processes lock at once
  * Built with ALOCK_CHECK_RMW: every RDMA and CPU read-modify-write of a lock line is checked
@@ -164,8 +166,12 @@ typedef struct rproc {
     int lean;               /* critical section: only READ and WRITE of the counter */
     int stall_at;           /* > 0: from this section on, the next link of this process behind
                                its predecessor (a peer link's compare-and-swap) stalls once */
+    int hold_first;         /* iters > 0: the first section sends 'H' to the home and waits for
+                               its 'U' before it goes on; its unlock may fail with ALOCK_E_PEER
+                               (counted: the successor it hands to is dead) */
 } rproc;
-#define REP_LEN 24          /* a remote process's report: 0, overlaps seen, timeouts */
+#define REP_LEN 32          /* a remote process's report: ALOCK_OWNERDEAD results, overlaps
+                               seen, timeouts, first unlocks that returned ALOCK_E_PEER */
 
 /* A slow but live peer: a link to the other remote processes whose next compare-and-swap
    that links this process behind its predecessor (next from 0 to a descriptor), once armed,
@@ -214,6 +220,28 @@ typedef struct rctx {
 
 #define RDESC 64
 
+/* A loopback RC connection on d (two queue pairs joined) and an alock_link over it to our own
+   memory of key rkey: 0 or a negative code. */
+static int loop_link(rcp__verbs_dev *d, uint32_t rkey, struct ibv_cq *cq[2], struct ibv_qp *qp[2],
+                     alock_link *out)
+{
+    rcp__verbs_qp_opts qo;
+    memset(&qo, 0, sizeof qo);
+    qo.timeout = 16;
+    qo.retry_cnt = 6;
+    rcp__verbs_ep e[2];
+    int rc;
+    for (int i = 0; i < 2; i++) {
+        if ((rc = rcp__verbs_cq_create(d, 16, 0, &cq[i])) ||
+            (rc = rcp__verbs_qp_create(d, cq[i], cq[i], &qo, &qp[i])))
+            return rc;
+        vmt_ep_local(d, qp[i], 0, 0, &e[i]);
+    }
+    for (int i = 0; i < 2; i++)
+        if ((rc = vmt_rc_connect(d, qp[i], &e[i], &e[1 - i], &qo))) return rc;
+    return alock_verbs_link_create(qp[0], cq[0], rkey, 20000, out);
+}
+
 
 static int rctx_setup(rproc *p, rctx *c, char *why, size_t whylen)
 {
@@ -256,22 +284,8 @@ static int rctx_setup(rproc *p, rctx *c, char *why, size_t whylen)
         if ((rc = alock_remote_set_peer(c->r, p->peer_id[i], &pk))) VMT_FAILF("set_peer: %s", alock_strerror(rc));
     }
     if (p->timeout_us > 0) { /* a loopback connection to our own descriptors, for giving up */
-        rcp__verbs_qp_opts qo;
-        memset(&qo, 0, sizeof qo);
-        qo.timeout = 16;
-        qo.retry_cnt = 6;
-        rcp__verbs_ep e[2];
-        for (int i = 0; i < 2; i++) {
-            if ((rc = rcp__verbs_cq_create(&c->d, 16, 0, &c->scq[i])) ||
-                (rc = rcp__verbs_qp_create(&c->d, c->scq[i], c->scq[i], &qo, &c->sqp[i])))
-                VMT_FAILF("self qp: %s", strerror(-rc));
-            vmt_ep_local(&c->d, c->sqp[i], 0, 0, &e[i]);
-        }
-        for (int i = 0; i < 2; i++)
-            if ((rc = vmt_rc_connect(&c->d, c->sqp[i], &e[i], &e[1 - i], &qo)))
-                VMT_FAILF("self connect: %s", strerror(-rc));
-        if ((rc = alock_verbs_link_create(c->sqp[0], c->scq[0], c->dmr->rkey, 20000, &c->self)))
-            VMT_FAILF("self alock_verbs_link_create: %s", alock_strerror(rc));
+        if ((rc = loop_link(&c->d, c->dmr->rkey, c->scq, c->sqp, &c->self)))
+            VMT_FAILF("self link: %s", alock_strerror(rc));
         /* before the self link, a deadline is refused */
         alock_rhold h;
         if ((rc = alock_remote_lock_timeout(c->r, 0, rcp__now_ns() + VMT_SEC, &h)) != ALOCK_E_INVAL)
@@ -324,7 +338,7 @@ static int remote_role(int fd, void *arg, char *why, size_t whylen)
         VMT_TRY(vmt_send_byte(p->home_fd, 'H'));
         for (;;) pause();
     }
-    uint64_t worst = 0, viol = 0, timeouts = 0, seed = 0x9e3779b97f4a7c15ull * p->id;
+    uint64_t odead = 0, viol = 0, timeouts = 0, upeer = 0, seed = 0x9e3779b97f4a7c15ull * p->id;
     for (int i = 0; i < p->iters; i++) {
         alock_rhold h;
         uint64_t v, in;
@@ -342,7 +356,12 @@ static int remote_role(int fd, void *arg, char *why, size_t whylen)
             if (p->stall_at > 0 && i == p->stall_at) slow_armed = 1;
             rc = alock_remote_lock(c.r, p->lock, &h);
         }
+        if (rc == ALOCK_OWNERDEAD) { odead++; rc = 0; } /* took over from a dead process */
         if (rc) VMT_FAILF("lock %d: %s", i, alock_strerror(rc));
+        if (p->hold_first && i == 0) {
+            VMT_TRY(vmt_send_byte(p->home_fd, 'H'));
+            VMT_TRY(vmt_expect_byte(p->home_fd, 'U', 120000));
+        }
         if (p->lean) { /* a plain counter: READ, WRITE + 1 */
             VMT_TRY(rread(&c, OFF(counter), &v));
             VMT_TRY(rwrite(&c, OFF(counter), v + 1));
@@ -355,7 +374,9 @@ static int remote_role(int fd, void *arg, char *why, size_t whylen)
         VMT_TRY(rread(&c, OFF(counter), &v));
         VMT_TRY(rwrite(&c, OFF(counter), v + 1));
         VMT_TRY(rwrite(&c, OFF(inside), 0));
-        if ((rc = alock_remote_unlock(&h))) VMT_FAILF("unlock %d: %s", i, alock_strerror(rc));
+        rc = alock_remote_unlock(&h);
+        if (rc == ALOCK_E_PEER && p->hold_first && i == 0) { upeer++; rc = 0; }
+        if (rc) VMT_FAILF("unlock %d: %s", i, alock_strerror(rc));
     }
     if (timeouts) { /* every descriptor that gave up came before our last lock: all passed over */
         const alock__desc *dd = (const alock__desc *)c.descs;
@@ -367,16 +388,20 @@ static int remote_role(int fd, void *arg, char *why, size_t whylen)
     if (p->stall_at > 0 && p->stall_at < p->iters && slow_armed != 2)
         VMT_FAILF("the slow link never stalled (no contended enqueue after section %d)", p->stall_at);
     unsigned char rep[REP_LEN];
-    vmt_put64(rep, worst);
+    vmt_put64(rep, odead);
     vmt_put64(rep + 8, viol);
     vmt_put64(rep + 16, timeouts);
+    vmt_put64(rep + 24, upeer);
     VMT_TRY(vmt_write_all(p->home_fd, rep, sizeof rep));
     return 0;
 out:
     return -1;
 }
 
-/* A local process: lock 0 until told to stop; plain counter, checker, per-process count. */
+static uint32_t local_lock; /* the lock of the local processes */
+
+/* A local process: lock local_lock until told to stop; plain counter, checker, per-process
+   count. */
 static void local_proc(int me)
 {
     shmheap *h;
@@ -385,14 +410,14 @@ static void local_proc(int me)
     struct shared *s = (struct shared *)shmheap_root_get(h, "shared");
     while (!__atomic_load_n(&s->stop, __ATOMIC_ACQUIRE)) {
         alock_hold hd;
-        if (alock_lock(t, 0, &hd) < 0) _exit(3);
+        if (alock_lock(t, local_lock, &hd) < 0) _exit(3);
         if (s->inside) s->violations++;
         s->inside = 1;
         s->counter++;
         /* bounded waiting, seen from inside: local critical sections while a remote process is
            queued (r_tail set) and no remote critical section came between them */
         uint64_t rcs = s->counter - 1 - s->local_acq;
-        if (__atomic_load_n(&t->lines[0].r_tail, __ATOMIC_ACQUIRE)) {
+        if (__atomic_load_n(&t->lines[local_lock].r_tail, __ATOMIC_ACQUIRE)) {
             if (s->streak_on && s->streak_rcs == rcs) s->streak++;
             else { s->streak = 1; s->streak_rcs = rcs; s->streak_on = 1; }
             if (s->streak > s->max_streak) s->max_streak = s->streak;
@@ -490,7 +515,13 @@ static double locals_stop(const pid_t lp[2], uint64_t t0)
     __atomic_store_n(&sh->stop, 1, __ATOMIC_RELEASE);
     for (int i = 0; i < 2; i++) {
         int st = 0;
-        waitpid(lp[i], &st, 0);
+        for (int k = 0; k < 600 && waitpid(lp[i], &st, WNOHANG) == 0; k++) usleep(50000);
+        if (waitpid(lp[i], &st, WNOHANG) == 0) { /* stuck on a lock nobody releases */
+            kill(lp[i], SIGKILL);
+            waitpid(lp[i], &st, 0);
+            CHECKF(0, "local process %d did not stop in 30 s (its lock stuck)", i);
+            continue;
+        }
         CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "local process %d: status %d", i, st);
     }
     return secs;
@@ -503,8 +534,8 @@ static void mixed_local_and_remote(void)
     int s1[2], s2[2], s12[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, s1) || socketpair(AF_UNIX, SOCK_STREAM, 0, s2) ||
         socketpair(AF_UNIX, SOCK_STREAM, 0, s12)) { CHECKF(0, "socketpair"); return; }
-    rproc p1 = {1, s1[1], 1, {s12[0]}, {2}, REMOTE_ITERS, 0, -1, 0, 0, 0, 0};
-    rproc p2 = {2, s2[1], 1, {s12[1]}, {1}, REMOTE_ITERS, 0, -1, 0, 0, 0, 0};
+    rproc p1 = {1, s1[1], 1, {s12[0]}, {2}, REMOTE_ITERS, 0, -1, 0, 0, 0, 0, 0};
+    rproc p2 = {2, s2[1], 1, {s12[1]}, {1}, REMOTE_ITERS, 0, -1, 0, 0, 0, 0, 0};
     vmt_child c1, c2;
     fflush(stdout);
     pid_t lp[2];
@@ -801,7 +832,7 @@ static void killed_remote_holder(void)
 {
     int s[2], s2[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, s) || socketpair(AF_UNIX, SOCK_STREAM, 0, s2)) { CHECKF(0, "socketpair"); return; }
-    rproc p = {3, s[1], 0, {0}, {0}, 0, 5, -1, 0, 0, 0, 0};
+    rproc p = {3, s[1], 0, {0}, {0}, 0, 5, -1, 0, 0, 0, 0, 0};
     vmt_child c;
     CHECK_EQ(vmt_spawn(remote_role, -1, &p, &c), 0);
     close(s[1]);
@@ -818,7 +849,7 @@ static void killed_remote_holder(void)
     CHECK_EQ(alock_lock_timeout(tab, 5, rcp__now_ns() + 300000000ull, &h), ALOCK_E_TIMEDOUT);
     CHECK_EQ(alock_trylock(tab, 5, &h), ALOCK_E_BUSY);
     /* recovery: a remote process that knows id 3 is gone empties the remote queue */
-    rproc q = {4, s2[1], 0, {0}, {0}, 0, 0, 5, 0, 0, 0, 0};
+    rproc q = {4, s2[1], 0, {0}, {0}, 0, 0, 5, 0, 0, 0, 0, 0};
     vmt_child c2;
     CHECK_EQ(vmt_spawn(remote_role, -1, &q, &c2), 0);
     close(s2[1]);
@@ -831,6 +862,241 @@ static void killed_remote_holder(void)
     rcp__verbs_qp_destroy(l.qp); rcp__verbs_cq_destroy(l.cq);
     rcp__verbs_qp_destroy(l2.qp); rcp__verbs_cq_destroy(l2.cq);
     close(s[0]); close(s2[0]);
+}
+
+/* ---------------------------------------------------------------- remote processes that die */
+
+/* The table's node's loopback link to its own lock lines: alock_table_remote_dead changes the
+   remote tail by RDMA compare-and-swap only. */
+static struct ibv_cq *dead_cq[2];
+static struct ibv_qp *dead_qp[2];
+static alock_link dead_loop;
+
+static int dead_loop_setup(void)
+{
+    int rc = loop_link(&hdev, heap_mr->rkey, dead_cq, dead_qp, &dead_loop);
+    CHECKF(rc == 0, "loopback link: %s", alock_strerror(rc));
+    return rc;
+}
+
+static void dead_loop_end(void)
+{
+    alock_verbs_link_destroy(&dead_loop);
+    for (int i = 0; i < 2; i++) {
+        if (dead_qp[i]) rcp__verbs_qp_destroy(dead_qp[i]);
+        if (dead_cq[i]) rcp__verbs_cq_destroy(dead_cq[i]);
+        dead_qp[i] = NULL;
+        dead_cq[i] = NULL;
+    }
+}
+
+/* Wait until lock idx's remote tail names remote process id (its enqueue is done), then 100 ms
+   more (its link behind its predecessor): 1 if it did within 60 s. */
+static int rtail_is(uint32_t idx, uint16_t id)
+{
+    for (int k = 0; k < 60000; k++) {
+        if ((uint16_t)(__atomic_load_n(&tab->lines[idx].r_tail, __ATOMIC_ACQUIRE) >> 48) == id) {
+            usleep(100000);
+            return 1;
+        }
+        usleep(1000);
+    }
+    CHECKF(0, "lock %u's remote tail never named remote process %u", idx, id);
+    return 0;
+}
+
+static void shared_reset(uint32_t lock)
+{
+    sh->counter = sh->local_acq = sh->violations = sh->per_local[0] = sh->per_local[1] = 0;
+    sh->streak = sh->streak_rcs = sh->streak_on = sh->max_streak = 0;
+    __atomic_store_n(&sh->stop, 0, __ATOMIC_RELEASE);
+    local_lock = lock;
+}
+
+/* Kill member i of team T (SIGKILL) and reap it. */
+static void team_kill(team *T, int i)
+{
+    char why[512];
+    if (T->c[i].pid <= 0) return;
+    kill(T->c[i].pid, SIGKILL);
+    vmt_reap(&T->c[i], why, sizeof why);
+    T->c[i].pid = 0;
+}
+
+/* Read member i's report into r (120 s): 1 if it came. */
+static int team_report(team *T, int i, unsigned char r[REP_LEN])
+{
+    int rc = vmt_read_all(T->hs[i][0], r, REP_LEN, 120000);
+    CHECKF(rc == 0, "remote %u's report: %s", T->p[i].id, strerror(-rc));
+    return rc == 0;
+}
+
+/* Start team T: member 0 takes lock idx ('G', then its 'H'), then each next one queues for it
+   behind the one before ('G', then the remote tail names it): 1 if all did. */
+static int team_queue(team *T, uint32_t idx)
+{
+    int ok = team_start(T);
+    if (ok) vmt_send_byte(T->hs[0][0], 'G');
+    ok = ok && vmt_expect_byte(T->hs[0][0], 'H', 60000) == 0;
+    for (int i = 1; i < T->n && ok; i++) {
+        vmt_send_byte(T->hs[i][0], 'G');
+        ok = rtail_is(idx, T->p[i].id);
+    }
+    CHECKF(ok, "remote %u did not take lock %u, or the others did not queue behind it",
+           T->p[0].id, idx);
+    if (!ok)
+        for (int i = 0; i < T->n; i++) team_kill(T, i);
+    return ok;
+}
+
+/* team_queue on lock idx, then two local processes on it (shared_reset first): 1 if started;
+   0, the team and the loopback link ended, if not */
+static int team_queue_locals(team *T, uint32_t idx, pid_t lp[2])
+{
+    shared_reset(idx);
+    if (!team_queue(T, idx)) {
+        team_end(T);
+        dead_loop_end();
+        return 0;
+    }
+    fflush(stdout);
+    for (int i = 0; i < 2; i++)
+        if ((lp[i] = fork()) == 0) local_proc(i);
+    return 1;
+}
+
+/* Reap the members still running (each must have exited 0). */
+static void team_reap(team *T)
+{
+    char why[512];
+    for (int i = 0; i < T->n; i++)
+        if (T->c[i].pid > 0) CHECKF(vmt_reap(&T->c[i], why, sizeof why) == 0, "remote %u: %s", T->p[i].id, why);
+}
+
+/* A remote holder is killed in its critical section (SIGKILL).
+   1. Alone (lock 8): local lockers wait; alock_table_remote_dead releases the lock (1), and the
+      next local holder gets 0 (it is not told, as the manual says).
+   2. With a live remote waiter behind it and two local processes on the same lock (9): the
+      waiter takes over by itself once the table's node marked the holder dead
+      (alock_table_remote_dead releases nothing: 0); its alock_remote_lock returns
+      ALOCK_OWNERDEAD once, then all goes on: exact count, no overlap, the queue empty. */
+static void remote_holder_dies(void)
+{
+    enum { ITERS = 40 };
+    static team T;
+    alock_hold h;
+    unsigned char r[REP_LEN];
+    if (dead_loop_setup()) return;
+    if (team_init(&T, 1, 41, 0)) return;
+    T.p[0].hold_lock = 8;
+    int ok = team_queue(&T, 8);
+    if (ok) {
+        CHECK_EQ(alock_lock_timeout(tab, 8, rcp__now_ns() + 300000000ull, &h), ALOCK_E_TIMEDOUT);
+        team_kill(&T, 0);
+        CHECK_EQ(alock_table_remote_dead(tab, &dead_loop, 41), 1);
+        CHECK_EQ(__atomic_load_n(&tab->lines[8].r_tail, __ATOMIC_ACQUIRE), 0);
+        int rc = alock_lock_timeout(tab, 8, rcp__now_ns() + 5 * VMT_SEC, &h);
+        CHECK_EQ(rc, 0);
+        if (rc >= 0) alock_unlock(&h);
+        CHECK_EQ(alock_table_remote_dead(tab, &dead_loop, 41), 0); /* again: harmless */
+    }
+    team_reap(&T);
+    team_end(&T);
+
+    if (team_init(&T, 2, 42, ITERS)) return;
+    T.p[0].iters = 0; /* 42 takes lock 9 and holds it */
+    T.p[0].hold_lock = 9;
+    T.p[1].lock = 9;
+    pid_t lp[2];
+    if (!team_queue_locals(&T, 9, lp)) return;
+    uint64_t t0 = rcp__now_ns();
+    team_kill(&T, 0);
+    CHECK_EQ(alock_table_remote_dead(tab, &dead_loop, 42), 0); /* 43 is the tail */
+    ok = team_report(&T, 1, r);
+    double secs = locals_stop(lp, t0);
+    team_reap(&T);
+    printf("# a remote holder died with a remote waiter behind it: %llu local + %d remote critical "
+           "sections in %.1f s after the death\n", (unsigned long long)sh->local_acq, ITERS, secs);
+    if (ok) {
+        CHECK_EQ(vmt_get64(r), 1); /* ALOCK_OWNERDEAD, once */
+        CHECK_EQ(vmt_get64(r + 8), 0);
+        CHECK_EQ(sh->counter, sh->local_acq + ITERS);
+        CHECK_EQ(sh->violations, 0);
+        CHECKF(sh->local_acq > 0, "the local processes never got the lock");
+        CHECK_EQ(__atomic_load_n(&tab->lines[9].r_tail, __ATOMIC_ACQUIRE), 0);
+    }
+    team_end(&T);
+    dead_loop_end();
+}
+
+/* A remote waiter is killed in the queue (SIGKILL) behind a live remote holder.
+   1. With a live remote waiter behind it and two local processes on lock 10: the table's node
+      marks it dead (releases nothing: 0); the holder's unlock hands the lock to it, which fails,
+      and returns 0; the waiter behind takes over (ALOCK_OWNERDEAD once: alock cannot see that
+      the dead one never entered); exact count, no overlap, the queue empty.
+   2. Alone behind the holder (lock 11), marked dead only after the holder's unlock: that unlock
+      returns ALOCK_E_PEER (the lock stays with the dead waiter), then alock_table_remote_dead
+      releases it (1) and a local process takes the lock. */
+static void remote_waiter_dies(void)
+{
+    enum { ITERS = 30 };
+    static team T;
+    alock_hold h;
+    unsigned char r[2][REP_LEN];
+    if (dead_loop_setup()) return;
+    if (team_init(&T, 3, 44, ITERS)) return;
+    T.p[0].lock = T.p[2].lock = 10;
+    T.p[0].hold_first = 1; /* 44 holds lock 10 until 'U' */
+    T.p[1].iters = 0;      /* 45 queues for lock 10 and is killed there */
+    T.p[1].hold_lock = 10;
+    pid_t lp[2];
+    if (!team_queue_locals(&T, 10, lp)) return;
+    uint64_t t0 = rcp__now_ns();
+    team_kill(&T, 1);
+    CHECK_EQ(alock_table_remote_dead(tab, &dead_loop, 45), 0); /* not the head */
+    vmt_send_byte(T.hs[0][0], 'U');
+    int ok = team_report(&T, 0, r[0]) && team_report(&T, 2, r[1]);
+    double secs = locals_stop(lp, t0);
+    team_reap(&T);
+    printf("# a remote waiter died between a remote holder and a remote waiter: %llu local + %d "
+           "remote critical sections in %.1f s after the death\n",
+           (unsigned long long)sh->local_acq, 2 * ITERS, secs);
+    if (ok) {
+        CHECK_EQ(vmt_get64(r[0] + 24), 0); /* the holder's unlock: 0 */
+        CHECK_EQ(vmt_get64(r[0]), 0);
+        CHECK_EQ(vmt_get64(r[1]), 1);      /* the waiter behind took over */
+        CHECK_EQ(vmt_get64(r[0] + 8) + vmt_get64(r[1] + 8), 0);
+        CHECK_EQ(sh->counter, sh->local_acq + 2 * ITERS);
+        CHECK_EQ(sh->violations, 0);
+        CHECK_EQ(__atomic_load_n(&tab->lines[10].r_tail, __ATOMIC_ACQUIRE), 0);
+    }
+    team_end(&T);
+
+    if (team_init(&T, 2, 47, 1)) return;
+    T.p[0].lock = 11;
+    T.p[0].hold_first = 1;
+    T.p[1].iters = 0;
+    T.p[1].hold_lock = 11;
+    ok = team_queue(&T, 11);
+    if (ok) {
+        team_kill(&T, 1);
+        vmt_send_byte(T.hs[0][0], 'U');
+        ok = team_report(&T, 0, r[0]);
+    }
+    if (ok) {
+        CHECK_EQ(vmt_get64(r[0] + 24), 1); /* ALOCK_E_PEER: not marked dead yet */
+        CHECK_EQ(alock_trylock(tab, 11, &h), ALOCK_E_BUSY);
+        CHECK_EQ(alock_table_remote_dead(tab, &dead_loop, 48), 1);
+        int rc = alock_lock_timeout(tab, 11, rcp__now_ns() + 5 * VMT_SEC, &h);
+        CHECK_EQ(rc, 0);
+        if (rc >= 0) alock_unlock(&h);
+        CHECK_EQ(__atomic_load_n(&tab->lines[11].r_tail, __ATOMIC_ACQUIRE), 0);
+    } else {
+        for (int i = 0; i < 2; i++) team_kill(&T, i);
+    }
+    team_reap(&T);
+    team_end(&T);
+    dead_loop_end();
 }
 
 /* ---------------------------------------------------------------- two guests */
@@ -868,7 +1134,7 @@ static void pair_a(void)
     /* remote 1 here (loopback), with links to 2 and 3 on b */
     int s1[2];
     if (socketpair(AF_UNIX, SOCK_STREAM, 0, s1)) { CHECKF(0, "socketpair"); return; }
-    rproc p1 = {1, s1[1], 2, {fds[1][2], fds[1][3]}, {2, 3}, PAIR_ITERS, 0, -1, 0, 0, 0, 0};
+    rproc p1 = {1, s1[1], 2, {fds[1][2], fds[1][3]}, {2, 3}, PAIR_ITERS, 0, -1, 0, 0, 0, 0, 0};
     fflush(stdout);
     pid_t lp[2];
     for (int i = 0; i < 2; i++)
@@ -960,7 +1226,7 @@ static void pair_b_killed_remote(const char *peer)
     int k4 = vmt_tcp_connect(peer, PAIR_PORT + 1, 90000);
     CHECKF(k4 >= 0, "tcp: %s", strerror(-k4));
     if (k4 < 0) { close(ctl); return; }
-    rproc q4 = {4, k4, 0, {0}, {0}, 0, 7, -1, 0, 0, 0, 0};
+    rproc q4 = {4, k4, 0, {0}, {0}, 0, 7, -1, 0, 0, 0, 0, 0};
     vmt_child c4;
     CHECK_EQ(vmt_spawn(remote_role, -1, &q4, &c4), 0);
     CHECK_EQ(vmt_expect_byte(ctl, 'K', 120000), 0);
@@ -971,7 +1237,7 @@ static void pair_b_killed_remote(const char *peer)
     int k5 = vmt_tcp_connect(peer, PAIR_PORT + 1, 90000);
     CHECKF(k5 >= 0, "tcp: %s", strerror(-k5));
     if (k5 >= 0) {
-        rproc q5 = {5, k5, 0, {0}, {0}, 0, 0, 7, 0, 0, 0, 0};
+        rproc q5 = {5, k5, 0, {0}, {0}, 0, 0, 7, 0, 0, 0, 0, 0};
         vmt_child c5;
         CHECK_EQ(vmt_spawn(remote_role, -1, &q5, &c5), 0);
         CHECKF(vmt_reap(&c5, why, sizeof why) == 0, "reset: %s", why);
@@ -1000,8 +1266,8 @@ static void pair_b(const char *peer)
     CHECKF(h2 >= 0 && p2 >= 0 && h3 >= 0 && p3 >= 0, "tcp to %s: %s", peer, strerror(-(h2 < 0 ? h2 : p2 < 0 ? p2 : h3 < 0 ? h3 : p3)));
     if (h2 < 0 || p2 < 0 || h3 < 0 || p3 < 0) return;
     /* peers in id order on both sides, so no two processes wait for each other's setup */
-    rproc q2 = {2, h2, 2, {p2, s23[0]}, {1, 3}, PAIR_ITERS, 0, -1, 0, 0, 0, 0};
-    rproc q3 = {3, h3, 2, {p3, s23[1]}, {1, 2}, PAIR_ITERS, 0, -1, 0, 0, 0, 0};
+    rproc q2 = {2, h2, 2, {p2, s23[0]}, {1, 3}, PAIR_ITERS, 0, -1, 0, 0, 0, 0, 0};
+    rproc q3 = {3, h3, 2, {p3, s23[1]}, {1, 2}, PAIR_ITERS, 0, -1, 0, 0, 0, 0, 0};
     vmt_child c2, c3;
     CHECK_EQ(vmt_spawn(remote_role, -1, &q2, &c2), 0);
     CHECK_EQ(vmt_spawn(remote_role, -1, &q3, &c3), 0);
@@ -1035,6 +1301,8 @@ int main(int argc, char **argv)
         RUN(remote_handoffs_three);
         RUN(debug_invariant_check);
         RUN(killed_remote_holder);
+        RUN(remote_holder_dies);
+        RUN(remote_waiter_dies);
         home_teardown();
         return T_DONE();
     }

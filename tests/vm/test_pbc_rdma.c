@@ -102,13 +102,12 @@ int main(int argc, char **argv)
         if ((rc = rpcool_connect(where, &o, &c))) sleep(1);
     t_begin("pbc_rdma_connect");
     CHECKF(rc == 0, "connect: %s", rpcool_strerror(rc));
-    for (int k = 0; k < 3 && c; k++)
-        CHECK_EQ(rpcool_pbc_client_new(c, &svc__descriptor, t_ids[k], &t_svc[k]), 0);
+    if (c) t_svc_new(c);
     t_end();
     if (c) {
         RUN(pbc_rdma_same_answers);
         RUN(pbc_rdma_limits);
-        for (int k = 0; k < 3; k++) protobuf_c_service_destroy(t_svc[k]);
+        t_svc_destroy();
         if (t_srv < 0) rpcool_call(c, ID_QUIT, NULL, 0, NULL, NULL); /* the other guest's */
         rpcool_disconnect(c);
     }

@@ -101,12 +101,8 @@ int main(void)
     sa.sa_sigaction = on_segv;
     sa.sa_flags = SA_SIGINFO | SA_NODEFER;
     sigaction(SIGSEGV, &sa, NULL);
-    if (!cpu_has_pku()) {
-        t_skip("pkey_raw", "the guest CPU has no pku");
-        t_skip("shmheap_pkeys", "the guest CPU has no pku");
-        return 0;
-    }
-    TEST(pkey_raw);
-    TEST(shmheap_pkeys);
+    const char *why = cpu_has_pku() ? NULL : "the guest CPU has no pku";
+    TEST_UNLESS(why, pkey_raw);
+    TEST_UNLESS(why, shmheap_pkeys);
     return T_DONE();
 }

@@ -200,12 +200,8 @@ int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
-    if (!shmheap_pkey_supported()) {
-        t_skip("rpcool_sandbox_pkeys", "no pku (shmheap_pkey_supported() is 0)");
-        t_skip("rpcool_sandbox_pkeys_inproc", "no pku (shmheap_pkey_supported() is 0)");
-        return 0;
-    }
-    TEST(rpcool_sandbox_pkeys);
-    TEST(rpcool_sandbox_pkeys_inproc);
+    const char *why = shmheap_pkey_supported() ? NULL : "no pku (shmheap_pkey_supported() is 0)";
+    TEST_UNLESS(why, rpcool_sandbox_pkeys);
+    TEST_UNLESS(why, rpcool_sandbox_pkeys_inproc);
     return T_DONE();
 }

@@ -59,16 +59,6 @@ static void free_tree(rpcool_conn *c, struct node *n)
     rpcool_free(c, n);
 }
 
-static int h_echo(rpcool_ctx *ctx, void *arg, size_t len, void *user)
-{
-    (void)user;
-    char *r = (char *)rpcool_ctx_alloc(ctx, len);
-    if (!r) return SHMHEAP_E_FULL;
-    memcpy(r, arg, len);
-    rpcool_ctx_reply(ctx, r, len);
-    return 0;
-}
-
 static int h_sum(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
     (void)user, (void)len;
@@ -330,7 +320,7 @@ static int serve(const char *how)
     }
     /* the handlers: id, function, safety; `with_s` ones get the server as their user pointer */
     static const struct { unsigned id; rpcool_handler *fn; unsigned safety; int with_s; } hs[] = {
-        {H_ECHO, h_echo, 0, 0},     {H_SUM, h_sum, 0, 0},     {H_TREE, h_tree, 0, 0},
+        {H_ECHO, t_h_echo, 0, 0},   {H_SUM, h_sum, 0, 0},     {H_TREE, h_tree, 0, 0},
         {H_LIST, h_list, RPCOOL_SANDBOX, 0}, {H_SLOW, h_slow, 0, 0}, {H_QUIT, h_quit, 0, 1},
         {H_POOLS, h_pools, 0, 1},   {H_DOC, h_doc, RPCOOL_SANDBOX, 0}, {H_FNV, h_fnv, 0, 0},
         {H_SCRIBBLE, h_scribble, 0, 0}, {H_WHO, h_who, 0, 0}, {H_HOOKS, h_hooks, 0, 1}, {H_SPIN, h_spin, 0, 0}, {H_DEFER, h_defer, 0, 0},
@@ -560,11 +550,11 @@ static void keep_patch(void)
     size_t len = 3 * 4096 + 100;
     unsigned char *b = (unsigned char *)rpcool_alloc(c, len);
     for (size_t i = 0; i < len; i++) b[i] = (unsigned char)(i * 7 + 1);
-    uint64_t kept0 = c->rdma->tm_kept, whole0 = c->rdma->tm_bytes;
+    uint64_t kept0 = c->rdma->kept_bytes, whole0 = c->rdma->whole_bytes;
     CHECK_EQ(rpcool_call(c, H_FNV, b, len, NULL, NULL), fnv(b, len)); /* sent whole */
-    uint64_t kept1 = c->rdma->tm_kept, whole1 = c->rdma->tm_bytes;
+    uint64_t kept1 = c->rdma->kept_bytes, whole1 = c->rdma->whole_bytes;
     CHECK_EQ(rpcool_call(c, H_FNV, b, len, NULL, NULL), fnv(b, len)); /* kept */
-    uint64_t kept2 = c->rdma->tm_kept, whole2 = c->rdma->tm_bytes;
+    uint64_t kept2 = c->rdma->kept_bytes, whole2 = c->rdma->whole_bytes;
     CHECKF(whole1 > whole0 && kept2 - kept1 >= 3 * 4096 && whole2 == whole1,
            "kept %llu -> %llu -> %llu, whole %llu -> %llu -> %llu", (unsigned long long)kept0,
            (unsigned long long)kept1, (unsigned long long)kept2, (unsigned long long)whole0,
@@ -572,7 +562,7 @@ static void keep_patch(void)
     b[5000] ^= 0x40; /* one byte: a patch */
     b[len - 1] ^= 0x11;
     CHECK_EQ(rpcool_call(c, H_FNV, b, len, NULL, NULL), fnv(b, len));
-    CHECK_EQ(c->rdma->tm_bytes, whole2);
+    CHECK_EQ(c->rdma->whole_bytes, whole2);
     /* the handler writes its argument: the server must not keep those pages */
     CHECK_EQ(rpcool_call(c, H_SCRIBBLE, b, len, NULL, NULL), fnv(b, len));
     CHECK_EQ(rpcool_call(c, H_FNV, b, len, NULL, NULL), fnv(b, len));
@@ -610,9 +600,9 @@ static void keep_patch(void)
     }
     rpcool_arena_destroy(&a);
     printf("# keep_patch: %llu bytes kept, %llu sent as whole pages, %llu calls compared in "
-           "place\n", (unsigned long long)c->rdma->tm_kept, (unsigned long long)c->rdma->tm_bytes,
-           (unsigned long long)c->rdma->tm_same);
-    CHECK(c->rdma->tm_same >= 10); /* the repeated calls on the same ranges took the fast path */
+           "place\n", (unsigned long long)c->rdma->kept_bytes, (unsigned long long)c->rdma->whole_bytes,
+           (unsigned long long)c->rdma->same_calls);
+    CHECK(c->rdma->same_calls >= 10); /* the repeated calls on the same ranges took the fast path */
     rpcool_disconnect(c);
 }
 
@@ -994,17 +984,20 @@ static void client_killed(void)
 
 static pid_t server_pid;
 
-static int mirrors(void) /* mappings in the server that lie in pod B's window: its mirrors */
+/* The server's mappings whose address starts with the hex digits pre: its mirrors of the heaps
+   of the pod whose window starts there ("688": pod B's, "68c": pod K's); -1 if unreadable. */
+static int maps_at(const char *pre)
 {
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/%d/maps", (int)server_pid);
     FILE *f = fopen(path, "r");
     int n = 0;
     if (!f) return -1;
-    while (fgets(line, sizeof line, f)) n += !strncmp(line, "688", 3);
+    while (fgets(line, sizeof line, f)) n += !strncmp(line, pre, strlen(pre));
     fclose(f);
     return n;
 }
+static int mirrors(void) { return maps_at("688"); } /* the server's mirrors of pod B's heaps */
 
 /* A client of pod K (its own pod file, a window that holds two 16 MiB heaps) in a child: it
    connects, writes its heap's address to fd (0 if the connect failed), then waits to be killed
@@ -1035,17 +1028,7 @@ static uint64_t kpod_addr(int fd)
     if (poll(&pf, 1, 60000) != 1 || read(fd, &a, sizeof a) != (ssize_t)sizeof a) return 0;
     return a;
 }
-static int kpod_mirrors(void) /* the server's mirrors of pod K's heaps */
-{
-    char path[64], line[256];
-    snprintf(path, sizeof path, "/proc/%d/maps", (int)server_pid);
-    FILE *f = fopen(path, "r");
-    int n = 0;
-    if (!f) return -1;
-    while (fgets(line, sizeof line, f)) n += !strncmp(line, "68c", 3);
-    fclose(f);
-    return n;
-}
+static int kpod_mirrors(void) { return maps_at("68c"); } /* the server's mirrors of pod K's */
 static int kpod_reaped(void) /* wait (up to 20 s) until the server mirrors nothing of pod K */
 {
     for (int i = 0; i < 200; i++) {
