@@ -816,14 +816,20 @@
    version word, the range, the version again, each after the previous one completed, retried
    while it is odd or changed, as rpcool_export_read (RPCOOL_E_TIMEOUT after
    RPCOOL_EXPORT_DEFAULT_READ_MS).
-   Failures: an exporter that dies (or closes) makes each remote operation of its attachers
-   fail within the attachment's timeout_ms, with RPCOOL_E_PEERDEAD or RPCOOL_E_TIMEOUT; detach
-   then. A remote lock waiter queued behind a dead attacher, and a lock a dead attacher held,
-   stay as alock.h says ("Dead holders and waiters": not recovered by the library; the lock
-   needs alock_remote_reset by hand once every remote user of it is gone). The exporter pings
-   each attacher every second: one dead (or detached) is dropped within that and the queue
-   pair's retry bound (about 4 s), and its leases run out (nppin). A second rpcool_attach of
-   the same export makes an attacher of its own.
+   Failures: after the exporter dies (or closes), an attacher's remote operation fails when its
+   queue pair finds the exporter gone or, at the latest, once the attachment's timeout_ms has passed
+   without an answer: RPCOOL_E_PEERDEAD or RPCOOL_E_TIMEOUT, so an attacher learns it within about
+   timeout_ms; detach then. A lock that a dead attacher held or was queued for is not recovered: its
+   remote queue stays non-empty, so its later users, in the pod and in other pods, wait for it
+   (alock.h, "Dead holders and waiters"); rpcool offers no call to reset it yet, so such a lock is
+   usable again only in an export made anew (close and create). The exporter pings each attacher
+   every second: one dead (or detached) is dropped within that and the queue pair's retry bound
+   (about 4 s), and its leases run out (nppin); while the service waits for a ping it grants no
+   lease, so an attacher's access that needs one waits meanwhile (up to its timeout_ms, then
+   RPCOOL_E_TIMEOUT). A second rpcool_attach of the same export makes an attacher of its own.
+   Limits: at most 64 attachers of one export at once (nppin's peers: a 65th attach fails), and
+   65535 attaches over an export's life (ALock's 16-bit ids are not reused: then
+   RPCOOL_E_NOSLOT). A remote lock waits without a deadline (ALock's remote cohort).
    Threads: an export handle may be used by any thread of its process; an attachment by one
    thread at a time (give each thread its own); one rpcool_xhold per acquisition.
 */

@@ -367,6 +367,28 @@ static void rpcool__x_ver_leave(uint64_t *v)
     if (n & 1) rcp__store(v, n + 1); /* after the holder's data stores */
 }
 
+/* An rpcool_xhold keeps alock's hold (local or remote: n bytes) and a tag saying which. */
+static void rpcool__x_hold_set(rpcool_xhold *h, void *x, uint32_t idx, int mode, uint64_t tag,
+                               const void *ah, size_t n)
+{
+    memcpy(h->priv, ah, n);
+    h->priv[5] = tag;
+    h->x = x;
+    h->idx = idx;
+    h->mode = (uint32_t)mode;
+}
+
+/* The hold's alock hold, if it is a live hold of that kind (then it is unlocked: no more). */
+static int rpcool__x_hold_take(rpcool_xhold *h, uint64_t tag, void *ah, size_t n, void **x)
+{
+    if (!h || !h->x || h->priv[5] != tag) return RPCOOL_E_INVAL;
+    memcpy(ah, h->priv, n);
+    *x = h->x;
+    h->priv[5] = 0;
+    h->x = NULL;
+    return 0;
+}
+
 RPCOOL_API int rpcool_export_lock(rpcool_export *x, uint32_t idx, int mode, rpcool_xhold *h)
 {
     if (!x || !h || (mode != RPCOOL_LOCK_READ && mode != RPCOOL_LOCK_WRITE) || idx >= x->nlocks)
@@ -377,25 +399,19 @@ RPCOOL_API int rpcool_export_lock(rpcool_export *x, uint32_t idx, int mode, rpco
     int rc = alock_lock(x->t, idx, &ah);
     if (rc < 0) return rpcool__x_alock_rc(rc);
     RCP__STATIC_ASSERT(sizeof ah <= 5 * sizeof(uint64_t), "an alock_hold fits an rpcool_xhold");
-    memcpy(h->priv, &ah, sizeof ah);
-    h->priv[5] = RPCOOL__X_HOLD_LOCAL;
-    h->x = x;
-    h->idx = idx;
-    h->mode = (uint32_t)mode;
+    rpcool__x_hold_set(h, x, idx, mode, RPCOOL__X_HOLD_LOCAL, &ah, sizeof ah);
     if (mode == RPCOOL_LOCK_WRITE) rpcool__x_ver_enter(rpcool__x_ver(x->rec, idx));
     return rc == ALOCK_OWNERDEAD ? RPCOOL_OWNERDEAD : 0;
 }
 
 RPCOOL_API int rpcool_export_unlock(rpcool_xhold *h)
 {
-    if (!h || !h->x || h->priv[5] != RPCOOL__X_HOLD_LOCAL) return RPCOOL_E_INVAL;
-    rpcool_export *x = (rpcool_export *)h->x;
     alock_hold ah;
-    memcpy(&ah, h->priv, sizeof ah);
+    void *xv;
+    if (rpcool__x_hold_take(h, RPCOOL__X_HOLD_LOCAL, &ah, sizeof ah, &xv)) return RPCOOL_E_INVAL;
+    rpcool_export *x = (rpcool_export *)xv;
     /* any mode: a version left odd by a WRITE holder that died becomes even again */
     rpcool__x_ver_leave(rpcool__x_ver(x->rec, h->idx));
-    h->priv[5] = 0;
-    h->x = NULL;
     return rpcool__x_alock_rc(alock_unlock(&ah));
 }
 
@@ -1169,28 +1185,22 @@ RPCOOL_API int rpcool_remote_lock(rpcool_remote *r, uint32_t idx, int mode, rpco
         }
     }
     RCP__STATIC_ASSERT(sizeof ah <= 5 * sizeof(uint64_t), "an alock_rhold fits an rpcool_xhold");
-    memcpy(h->priv, &ah, sizeof ah);
-    h->priv[5] = RPCOOL__X_HOLD_REMOTE;
-    h->x = r;
-    h->idx = idx;
-    h->mode = (uint32_t)mode;
+    rpcool__x_hold_set(h, r, idx, mode, RPCOOL__X_HOLD_REMOTE, &ah, sizeof ah);
     return rc == ALOCK_OWNERDEAD ? RPCOOL_OWNERDEAD : 0;
 }
 
 RPCOOL_API int rpcool_remote_unlock(rpcool_xhold *h)
 {
-    if (!h || !h->x || h->priv[5] != RPCOOL__X_HOLD_REMOTE) return RPCOOL_E_INVAL;
-    rpcool_remote *r = (rpcool_remote *)h->x;
     alock_rhold ah;
-    memcpy(&ah, h->priv, sizeof ah);
+    void *rv;
+    if (rpcool__x_hold_take(h, RPCOOL__X_HOLD_REMOTE, &ah, sizeof ah, &rv)) return RPCOOL_E_INVAL;
+    rpcool_remote *r = (rpcool_remote *)rv;
     int vr = 0;
     if (h->mode == RPCOOL_LOCK_WRITE) {
         uint64_t v = 0, old = 0, va = rpcool__x_vaddr(r, h->idx);
         vr = rpcool__x_word(r, va, 0, 0, 0, &v);
         if (!vr && (v & 1)) vr = rpcool__x_word(r, va, 1, v, v + 1, &old);
     }
-    h->priv[5] = 0;
-    h->x = NULL;
     int rc = alock_remote_unlock(&ah);
     return vr ? vr : rc < 0 ? rpcool__x_rerr(rc) : 0;
 }

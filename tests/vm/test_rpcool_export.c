@@ -360,13 +360,19 @@ static void x_counts(xproc *e)
            (unsigned long long)(e->hd->ro[0] + e->hd->ro[1]), 2 * 4 * NREMOTE);
 }
 
-static void x_list(xproc *e)
+/* An attacher run to its end: its status, numbers and text. */
+static int attacher_run(const char *what, const struct hdr *hd, long long v[5], char text[512])
 {
     int fd;
+    pid_t p = attacher(what, hd, &fd);
+    return attacher_wait(p, fd, v, text, 512);
+}
+
+static void x_list(xproc *e)
+{
     long long v[5];
     char text[512];
-    pid_t p = attacher("list", e->hd, &fd);
-    int st = attacher_wait(p, fd, v, text, sizeof text);
+    int st = attacher_run("list", e->hd, v, text);
     CHECKF(st == 0 && text[0] == '0' && v[1] == NLIST && v[2] == NLIST * (NLIST + 1) / 2,
            "status %d: %s", st, text);
 }
@@ -430,11 +436,9 @@ static void x_torn(xproc *e)
 
 static void x_bad(xproc *e)
 {
-    int fd;
     long long v[5];
     char text[512];
-    pid_t p = attacher("bad", e->hd, &fd);
-    int st = attacher_wait(p, fd, v, text, sizeof text);
+    int st = attacher_run("bad", e->hd, v, text);
     int e1, e2, e3, e4, e5, e6, ok = -1;
     int n = sscanf(text, "%d %d %d %d %d %d %d", &ok, &e1, &e2, &e3, &e4, &e5, &e6);
     CHECKF(st == 0 && n == 7 && ok == 0, "status %d: %s", st, text);
@@ -462,11 +466,9 @@ static void x_big(void)
         for (size_t w = 0; w < ((size_t)2 << 20) / 8 && (size_t)(p - base) + 8 * w + 8 <= len; w++)
             ((uint64_t *)(void *)p)[w] = (uint64_t)(uintptr_t)(p + 8 * w) * 0x9e3779b97f4a7c15ull;
     }
-    int fd;
     long long v[5];
     char text[512];
-    pid_t p = attacher("big", e.hd, &fd);
-    int st = attacher_wait(p, fd, v, text, sizeof text);
+    int st = attacher_run("big", e.hd, v, text);
     CHECKF(st == 0 && text[0] == '0' && v[1] > BIG_READS / 2 && v[2] == 0, "status %d: %s", st,
            text);
     uint64_t s[4] = {0, 0, 0, 0};
