@@ -775,18 +775,18 @@
    RPCOOL_E_TIMEOUT.
    Other pods (RPCOOL_WITH_RDMA, as section 5; without it, or without rdma-core's headers,
    rpcool_export_create with remote other than RPCOOL_REMOTE_NONE, rpcool_attach and
-   rpcool_attach_conn return RPCOOL_E_NOTSUP, rpcool_remote_base NULL, rpcool_remote_nlocks 0):
-   an export made with opts.remote RPCOOL_REMOTE_READ (other pods read) or RPCOOL_REMOTE_RW (read
-   and write) is served to other pods by the exporter's process: a krconn context of its own, a
-   thread, and the name "rpcool.x.NAME" published at krconn's meta server. opts.rdma says which:
+   rpcool_attach_conn return RPCOOL_E_NOTSUP, rpcool_remote_base NULL, rpcool_remote_nlocks 0): an
+   export made with opts.remote RPCOOL_REMOTE_READ (other pods read) or RPCOOL_REMOTE_RW (read and
+   write) is served to other pods by the exporter's process: a krconn context of its own, a thread,
+   and the name "rpcool.x.NAME" published at krconn's meta server. opts.rdma says which:
    "serve"[:PORT] (the default) runs the meta server in this process, or uses the one already
-   serving that port on this host (an rpcool server's "serve", say); "HOST[:PORT]" publishes at
-   that meta server; "" at $KRCONN_META. The lock lines and the record (version words) are
-   registered whole; the data through nppin.h: nothing is pinned up front, 2 MiB chunks are
-   registered on an attacher's first access and leased to it, at most opts.pin_budget bytes
-   (RPCOOL_EXPORT_DEFAULT_PIN_BUDGET, 64 MiB) at once, and a chunk unmapped or remapped under
-   the export is revoked and registered again, never read stale (nppin.h, sections 5 and 6).
-   rpcool_export_get_stats reports attachers and nppin's figures (pinned, pinned_peak).
+   serving that port on this host (an rpcool server's "serve", say); "HOST[:PORT]" publishes at that
+   meta server; "" at $KRCONN_META. The lock lines and the version words are registered whole
+   (writable by attachers of either mode); the data through nppin.h: nothing is pinned up front,
+   2 MiB chunks are registered on an attacher's first access and leased to it, at most
+   opts.pin_budget bytes (RPCOOL_EXPORT_DEFAULT_PIN_BUDGET, 64 MiB) at once, and a chunk unmapped or
+   remapped under the export is revoked and registered again, never read stale (nppin.h, sections 5
+   and 6). rpcool_export_get_stats reports attachers and nppin's figures (pinned, pinned_peak).
    Attaching: rpcool_attach("rdma://HOST[:PORT]/NAME", opts, &r) finds the export at that meta
    server ("rdma:NAME": $KRCONN_META); rpcool_attach_conn(c, NAME, opts, &r) at the meta server
    the RDMA connection c was made with (RPCOOL_E_INVAL for a shared-memory connection: open the

@@ -510,7 +510,7 @@ struct rpcool__xhello {   /* in the exporter's memory, READ by attachers */
     uint64_t magic;
     uint32_t version, mode;
     uint64_t base, len;
-    uint64_t lines, vers; /* the lock lines, the record (version word i at vers + 128 + 64 i) */
+    uint64_t lines, vers; /* the lock lines, the version words (word i at vers + 64 i) */
     uint32_t lines_rkey, vers_rkey;
     uint32_t nlocks, budget;
     uint64_t gen;         /* random: names attachers' publications */
@@ -743,9 +743,9 @@ static int rpcool__x_serve(rpcool_export *x, const rpcool_export_opts *opts)
     v->mr_scratch.mr = NULL; /* the same registration: deregistered once */
     alock_table_lines(x->t, &lines, &llen);
     if ((r = rpcool__r_err(krconn_reg(v->kc, lines, llen, 0, &v->mr_lines)))) goto fail;
-    if ((r = rpcool__r_err(krconn_reg(v->kc, x->rec,
-                                      sizeof *x->rec + (size_t)x->nlocks * RPCOOL__X_VSTRIDE, 0,
-                                      &v->mr_rec))))
+    /* the version words only: attachers never reach the record's header */
+    if ((r = rpcool__r_err(krconn_reg(v->kc, rpcool__x_ver(x->rec, 0),
+                                      (size_t)x->nlocks * RPCOOL__X_VSTRIDE, 0, &v->mr_rec))))
         goto fail;
     memset(&no, 0, sizeof no);
     no.budget = opts->pin_budget ? opts->pin_budget : RPCOOL_EXPORT_DEFAULT_PIN_BUDGET;
@@ -763,7 +763,7 @@ static int rpcool__x_serve(rpcool_export *x, const rpcool_export_opts *opts)
     hl->base = (uint64_t)(uintptr_t)x->base;
     hl->len = x->len;
     hl->lines = (uint64_t)(uintptr_t)lines;
-    hl->vers = (uint64_t)(uintptr_t)x->rec;
+    hl->vers = (uint64_t)(uintptr_t)rpcool__x_ver(x->rec, 0);
     hl->lines_rkey = v->mr_lines.rkey;
     hl->vers_rkey = v->mr_rec.rkey;
     hl->nlocks = x->nlocks;
@@ -871,7 +871,7 @@ static int rpcool__x_word(rpcool_remote *r, uint64_t addr, int swap, uint64_t ex
 
 static uint64_t rpcool__x_vaddr(const rpcool_remote *r, uint32_t idx)
 {
-    return r->hello.vers + sizeof(struct rpcool__xrec) + (uint64_t)idx * RPCOOL__X_VSTRIDE;
+    return r->hello.vers + (uint64_t)idx * RPCOOL__X_VSTRIDE;
 }
 
 /* A link to another attacher's descriptors, made when ALock first needs it. */
