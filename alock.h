@@ -204,6 +204,11 @@
        home       the link to the table's node
        descs, ndesc  ALOCK_REMOTE_MEM(ndesc) bytes, 64-byte aligned, registered by the caller for
                   remote read and write: the other remote processes' links reach it
+       peer_link, peer_user  optional: peer_link(id, &link, peer_user) is called when alock
+                  needs a link to remote process id that alock_remote_set_peer did not give
+                  (a queue neighbour), on the thread in alock_remote_lock or _unlock; it fills
+                  the link (kept for good) and returns 0, or returns a negative code: then that
+                  operation fails with ALOCK_E_PEER. So links can be made lazily
    alock_verbs_link_create: timeout_ms bounds each operation (0 = ALOCK_DEFAULT_OP_TIMEOUT_MS).
    alock_krconn_link_create: the same; ctx is the context c belongs to (the link registers 128
                   bytes of scratch memory with krconn_reg there), rkey the peer memory's key.
@@ -396,6 +401,12 @@ typedef struct alock_remote_opts {
     uint32_t ndesc;        /* locks held or waited for at once (required) */
     alock_log_fn log;
     void *log_user;
+    /* optional: called (on the thread that locks or unlocks) when alock needs the link to
+       remote process id and has none; fill *link and return 0 (alock keeps it as if given to
+       alock_remote_set_peer), or return a negative code (the operation fails ALOCK_E_PEER).
+       NULL: every link comes from alock_remote_set_peer. */
+    int (*peer_link)(uint16_t id, alock_link *link, void *user);
+    void *peer_user;
 } alock_remote_opts;
 
 typedef struct alock_remote alock_remote;
@@ -1322,6 +1333,13 @@ static inline uint64_t alock__renc(alock_remote *r, alock__desc *d)
 static const alock_link *alock__r_peer(alock_remote *r, uint16_t id)
 {
     if (r->peers[id].write) return &r->peers[id];
+    alock_link k;
+    memset(&k, 0, sizeof k);
+    if (r->o.peer_link && id != r->o.id && r->o.peer_link(id, &k, r->o.peer_user) == 0 &&
+        k.cas && k.read && k.write) {
+        r->peers[id] = k;
+        return &r->peers[id];
+    }
     alock__logf(r->o.log, r->o.log_user, ALOCK_LOG_ERROR, "no link to remote process %u", id);
     return NULL;
 }
@@ -1370,11 +1388,9 @@ static int alock__r_desc_store(alock_remote *r, uint64_t s, size_t off, uint64_t
         rcp__store((uint64_t *)(uintptr_t)(addr + off), v);
         return 0;
     }
-    if (!r->peers[id].write) {
-        alock__logf(r->o.log, r->o.log_user, ALOCK_LOG_ERROR, "no link to remote process %u", id);
-        return ALOCK_E_PEER;
-    }
-    return alock__r_write8(&r->peers[id], addr + off, v);
+    const alock_link *k = alock__r_peer(r, id);
+    if (!k) return ALOCK_E_PEER;
+    return alock__r_write8(k, addr + off, v);
 }
 
 /* A descriptor's next word is written by one remote process and read, while it changes, by

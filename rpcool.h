@@ -16,23 +16,28 @@
   10. Design notes
   11. protobuf-c      .proto services over rpcool (RPCOOL_WITH_PROTOBUF_C)
   12. Operating       who is calling, connection hooks, cancelling, stats, rpcoolctl
+  13. Shared data     exports: a heap range by pointer in its pod, by one-sided RDMA elsewhere
    The declarations follow this text; then the implementation, whose sections are marked with
    anchors to grep for: >>implementation >>support >>layout >>state >>seam >>errors >>liveness
    >>contain >>names >>server >>ops >>accept >>dispatch >>serve >>handler >>client >>seal >>call
    >>connect >>builders; the RDMA transport is in impl/rpcool_rdma.h (>>r-conn >>r-client
    >>r-server >>r-tables), deferred replies in impl/rpcool_defer.h (>>defer), protobuf-c services in
-   impl/rpcool_pbc.h (>>pbc). The licence (MIT) is at the end of the file.
+   impl/rpcool_pbc.h (>>pbc), shared data in impl/rpcool_export.h (>>export >>x-remote). The
+   licence (MIT) is at the end of the file.
 
    1. USAGE
    --------
-   Copy rpcool.h, shmheap.h and the impl/ folder into your project. In exactly one C or C++ file:
+   Copy rpcool.h, shmheap.h, alock.h and the impl/ folder into your project. In exactly one C or
+   C++ file:
 
        #define RPCOOL_IMPLEMENTATION
        #include "rpcool.h"
 
-   RPCOOL_IMPLEMENTATION also compiles shmheap's implementation into that file (unless it is
-   there already), so one define gives a working program. If shmheap's implementation lives in
-   another file of yours, define RPCOOL_NO_SHMHEAP_IMPLEMENTATION as well. Other files include
+   RPCOOL_IMPLEMENTATION also compiles shmheap's and alock's implementations into that file
+   (unless they are there already; alock's without its remote cohort, ALOCK_NO_RDMA, unless
+   RPCOOL_WITH_RDMA), so one define gives a working program. If shmheap's or alock's
+   implementation lives in another file of yours, define RPCOOL_NO_SHMHEAP_IMPLEMENTATION or
+   RPCOOL_NO_ALOCK_IMPLEMENTATION as well. Other files include
    "rpcool.h" without the define. Build with plain `cc -pthread` on Linux (glibc); no other
    libraries. Include rpcool.h before any system header in the implementation file (it needs
    GNU extensions), or compile with -D_GNU_SOURCE. Options, defined before the implementation
@@ -716,6 +721,117 @@
    fail with RPCOOL_E_NAMETAKEN (start it again). --help prints the usage and exits 0. Exit status:
    0, 1 when --clean could not remove something (another user's), 2 for a usage error (the usage
    then goes to stderr).
+
+   13. SHARED DATA
+   ---------------
+   An export is a range of a pod heap published under a name, with a table of ALock locks
+   (alock.h) beside it. Processes of the pod use the data by pointer and lock with ALock's local
+   cohort (CPU atomics, no NIC, no call); other pods (RPCOOL_WITH_RDMA) attach and read and write
+   it by one-sided RDMA at the same addresses.
+       shmheap *h;  rpcool_export *x;  rpcool_xhold hold;
+       shmheap_create("pod", NULL, &h);                    // others: shmheap_open("pod", ...)
+       struct table *t = shmheap_calloc(h, 1, sizeof *t);  // the data, anywhere in h
+       rpcool_export_create(h, "kv", t, sizeof *t, NULL, &x); // others: rpcool_export_open
+       rpcool_export_lock(x, 3, RPCOOL_LOCK_WRITE, &hold); // 0, or RPCOOL_OWNERDEAD (held)
+       t->count++;                                         // by pointer, under lock 3
+       rpcool_export_unlock(&hold);
+       rpcool_export_read(x, 3, &t->count, &n, sizeof n);  // optimistic: no lock taken
+       rpcool_export_close(x);
+   Exporting: rpcool_export_create(h, name, base, len, opts, &x) exports [base, base+len), which
+   must lie inside h's data area (RPCOOL_E_RANGE otherwise); base NULL and len 0 export the whole
+   data area (rpcool_export_base says where it starts and how long it is). Names are channel
+   names of at most RPCOOL_EXPORT_NAME_MAX (38) characters (RPCOOL_E_BADNAME otherwise). The
+   export lives in h: a record under the root "rpcool.x.NAME" (128 bytes and 64 per lock) and
+   an alock table under "rpcool.xl.<offset>", whose liveness file is
+   /dev/shm/rpcool.x.<heap address>.<offset>. A second create of a name whose exporter lives
+   is RPCOOL_E_EXPORTED; if its exporter died (its process ended without rpcool_export_close),
+   the create withdraws the old export and makes a new one. Options (rpcool_export_opts, zero
+   = default, NULL opts = all defaults): nlocks (RPCOOL_EXPORT_DEFAULT_LOCKS, 64; at most
+   RPCOOL_EXPORT_MAX_LOCKS, RPCOOL_E_INVAL beyond), budget (ALock's hand-offs within a cohort,
+   ALOCK_DEFAULT_BUDGET), remote (what other pods may do, RPCOOL_REMOTE_NONE by default: see
+   "Other pods" below), rdma, pin_budget, log and log_user (the library's messages; RPCOOL_DEBUG
+   as for servers).
+   Opening: rpcool_export_open(h, name, &x) in any process of the pod that opened h (its own
+   shmheap_open; a forked child opens the export again). No export of that name (or a root of
+   that name that is no export) is RPCOOL_E_NOEXPORT. rpcool_export_base(x, &len) and
+   rpcool_export_nlocks(x) are the same in every handle.
+   Closing: rpcool_export_close(x) frees the handle. The exporter's close withdraws the export:
+   the name is free again at once, rpcool_export_open finds nothing, and the handles other
+   processes still hold return RPCOOL_E_CLOSED from lock and read (their data stays where it is:
+   the export never owned it). The record and the lock table are freed by the last handle's
+   close, or by the withdrawing close or create if no live process holds a handle (a process
+   that died holding one does not count).
+   Locks: rpcool_export_lock(x, idx, mode, &hold) takes lock idx (below nlocks, else
+   RPCOOL_E_INVAL) in RPCOOL_LOCK_READ or RPCOOL_LOCK_WRITE mode; both are exclusive (one holder
+   at a time), and WRITE also makes the lock's version word odd until rpcool_export_unlock(&hold)
+   makes it even again, which is what optimistic readers look at: write the data under a WRITE
+   lock, read it under either. It returns 0 or RPCOOL_OWNERDEAD when the lock is held:
+   RPCOOL_OWNERDEAD says that the previous holder died holding it (the data it protects may be
+   half-updated; the news is given once). A holder's death is found by its waiters (ALock's
+   liveness, every ALOCK_DEFAULT_CHECK_MS): the next lock call takes the lock over. Unlock a hold
+   once, from the process that took it; a hold that is not locked is RPCOOL_E_INVAL.
+   Optimistic reads: rpcool_export_read(x, idx, addr, buf, len) copies [addr, addr+len), which
+   must lie inside the export (RPCOOL_E_RANGE), to buf between two reads of lock idx's version
+   word that are equal and even, retrying while a WRITE holder is inside; the copy is then what
+   the data was between two WRITE sections, never a mix (as long as every writer of those bytes
+   holds lock idx in WRITE mode). It takes no lock and writes nothing shared. A version that
+   stays odd (a writer holding the lock that long, or one that died holding it: until the lock's
+   next holder unlocks) makes it give up after RPCOOL_EXPORT_DEFAULT_READ_MS (1 s) with
+   RPCOOL_E_TIMEOUT.
+   Other pods (RPCOOL_WITH_RDMA, as section 5; without it, or without rdma-core's headers,
+   rpcool_export_create with remote other than RPCOOL_REMOTE_NONE, rpcool_attach and
+   rpcool_attach_conn return RPCOOL_E_NOTSUP, rpcool_remote_base NULL, rpcool_remote_nlocks 0): an
+   export made with opts.remote RPCOOL_REMOTE_READ (other pods read) or RPCOOL_REMOTE_RW (read and
+   write) is served to other pods by the exporter's process: a krconn context of its own, a thread,
+   and the name "rpcool.x.NAME" published at krconn's meta server. opts.rdma says which:
+   "serve"[:PORT] (the default) runs the meta server in this process, or uses the one already
+   serving that port on this host (an rpcool server's "serve", say); "HOST[:PORT]" publishes at that
+   meta server; "" at $KRCONN_META. The lock lines and the version words are registered whole
+   (writable by attachers of either mode); the data through nppin.h: nothing is pinned up front,
+   2 MiB chunks are registered on an attacher's first access and leased to it, at most
+   opts.pin_budget bytes (RPCOOL_EXPORT_DEFAULT_PIN_BUDGET, 64 MiB) at once, and a chunk unmapped or
+   remapped under the export is revoked and registered again, never read stale (nppin.h, sections 5
+   and 6). rpcool_export_get_stats reports attachers and nppin's figures (pinned, pinned_peak).
+   Attaching: rpcool_attach("rdma://HOST[:PORT]/NAME", opts, &r) finds the export at that meta
+   server ("rdma:NAME": $KRCONN_META); rpcool_attach_conn(c, NAME, opts, &r) at the meta server
+   the RDMA connection c was made with (RPCOOL_E_INVAL for a shared-memory connection: open the
+   export instead). No export of that name is RPCOOL_E_NOEXPORT. An attachment has a krconn
+   context of its own and three connections to the exporter (every connect through krconn.h),
+   and publishes itself as "rpcool.xr.<export's generation>.<its id>" so that other attachers
+   can link to its lock descriptors. opts.timeout_ms (RPCOOL_ATTACH_DEFAULT_TIMEOUT_MS, 5 s)
+   bounds the attach and each remote operation.
+   Remote data: rpcool_remote_base(r, &len) is the export's range in its pod: the data is read
+   and written at those addresses, so pointers inside it can be followed with further reads.
+   rpcool_remote_read(r, addr, buf, len) and rpcool_remote_write copy by one-sided RDMA through a
+   1 MiB registered buffer of the attachment (larger ranges move in pieces; buf is anywhere in
+   this process); the range is checked against the export before anything is posted
+   (RPCOOL_E_RANGE), and the registrations cover only the export. A write to an export that is
+   not RPCOOL_REMOTE_RW is RPCOOL_E_PERM (the registration forbids it too).
+   Remote locks: rpcool_remote_lock(r, idx, mode, &hold) takes lock idx through ALock's remote
+   cohort (RDMA compare-and-swap, READ and WRITE on the lock lines), in the same queue as the
+   pod's local users; links to other attachers' descriptors are made by the library when ALock
+   first needs one. In WRITE mode (RPCOOL_E_PERM unless RPCOOL_REMOTE_RW) it makes the lock's
+   version word odd, and rpcool_remote_unlock even, by RDMA compare-and-swap, as a local writer
+   does. rpcool_remote_read_opt(r, idx, addr, buf, len) is the optimistic read: READs of the
+   version word, the range, the version again, each after the previous one completed, retried
+   while it is odd or changed, as rpcool_export_read (RPCOOL_E_TIMEOUT after
+   RPCOOL_EXPORT_DEFAULT_READ_MS).
+   Failures: after the exporter dies (or closes), an attacher's remote operation fails when its
+   queue pair finds the exporter gone or, at the latest, once the attachment's timeout_ms has passed
+   without an answer: RPCOOL_E_PEERDEAD or RPCOOL_E_TIMEOUT, so an attacher learns it within about
+   timeout_ms; detach then. A lock that a dead attacher held or was queued for is not recovered: its
+   remote queue stays non-empty, so its later users, in the pod and in other pods, wait for it
+   (alock.h, "Dead holders and waiters"); rpcool offers no call to reset it yet, so such a lock is
+   usable again only in an export made anew (close and create). The exporter pings each attacher
+   every second: one dead (or detached) is dropped within that and the queue pair's retry bound
+   (about 4 s), and its leases run out (nppin); while the service waits for a ping it grants no
+   lease, so an attacher's access that needs one waits meanwhile (up to its timeout_ms, then
+   RPCOOL_E_TIMEOUT). A second rpcool_attach of the same export makes an attacher of its own.
+   Limits: at most 64 attachers of one export at once (nppin's peers: a 65th attach fails), and
+   65535 attaches over an export's life (ALock's 16-bit ids are not reused: then
+   RPCOOL_E_NOSLOT). A remote lock waits without a deadline (ALock's remote cohort).
+   Threads: an export handle may be used by any thread of its process; an attachment by one
+   thread at a time (give each thread its own); one rpcool_xhold per acquisition.
 */
 #ifndef RPCOOL_H
 #define RPCOOL_H
@@ -796,7 +912,14 @@ typedef struct rpcool_ctx rpcool_ctx;       /* one call, as seen by its handler 
     /* rpcool_cancel: the call was cancelled before its handler started */                         \
     X(RPCOOL_E_CANCELLED, -1977, "the call was cancelled by its caller")                           \
     /* the server's on_connect hook refused the connection (a hook may return its own code) */     \
-    X(RPCOOL_E_REFUSED, -1976, "the server refused this client (its on_connect hook)")
+    X(RPCOOL_E_REFUSED, -1976, "the server refused this client (its on_connect hook)")         \
+    /* exports (section 13): an address range not inside the export */                            \
+    X(RPCOOL_E_RANGE, -1975, "address range outside the export")                                   \
+    /* exports: a remote write to an export that is not RPCOOL_REMOTE_RW, an attach to one that  \
+       is RPCOOL_REMOTE_NONE */                                                                    \
+    X(RPCOOL_E_PERM, -1974, "the export does not allow this to other pods (its remote mode)")      \
+    X(RPCOOL_E_NOEXPORT, -1973, "no export of that name")                                          \
+    X(RPCOOL_E_EXPORTED, -1972, "an export of that name exists already in this heap")
 #define RPCOOL__ERROR_ENUM(name, value, text) name = value,
 enum { RPCOOL_ERRORS(RPCOOL__ERROR_ENUM) };
 #undef RPCOOL__ERROR_ENUM
@@ -1149,6 +1272,102 @@ RPCOOL_API int rpcool_map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, cons
                                       uint64_t *val);
 RPCOOL_API uint64_t rpcool_hash(const char *s);
 
+/* Shared data (section 13): a range of a pod heap exported under a name with a lock table
+   beside it; used by pointer in its pod and by one-sided RDMA from other pods. */
+#define RPCOOL_EXPORT_DEFAULT_LOCKS 64
+#define RPCOOL_EXPORT_MAX_LOCKS 65536    /* locks of one export at most */
+#define RPCOOL_EXPORT_NAME_MAX 38        /* characters of an export's name at most */
+#define RPCOOL_EXPORT_DEFAULT_READ_MS 1000 /* an optimistic read retries this long at most */
+#define RPCOOL_EXPORT_DEFAULT_PIN_BUDGET ((size_t)64 << 20) /* bytes registered at once */
+#define RPCOOL_ATTACH_DEFAULT_TIMEOUT_MS 5000 /* an attach, and each remote operation */
+#define RPCOOL_OWNERDEAD 1 /* a lock is held; its previous holder died holding it */
+enum { RPCOOL_LOCK_READ = 0, RPCOOL_LOCK_WRITE = 1 }; /* both exclusive; WRITE bumps the lock's
+                                                          version word (a seqlock) */
+enum { RPCOOL_REMOTE_NONE = 0, RPCOOL_REMOTE_READ = 1, RPCOOL_REMOTE_RW = 2 };
+
+typedef struct rpcool_export rpcool_export; /* the exporter's, or a same-pod opener's handle */
+typedef struct rpcool_remote rpcool_remote; /* another pod's attachment to an export */
+
+typedef struct rpcool_export_opts {
+    uint32_t nlocks;      /* the lock table beside the data; 0 = RPCOOL_EXPORT_DEFAULT_LOCKS */
+    uint32_t budget;      /* ALock's cohort budget; 0 = ALOCK_DEFAULT_BUDGET */
+    int remote;           /* what other pods may do: RPCOOL_REMOTE_NONE (default), _READ, _RW */
+    const char *rdma;     /* where to publish for other pods, as rpcool_server_opts.rdma:
+                             "serve"[:PORT] runs krconn's meta server in this process (shared
+                             with an rpcool server of the same process), "HOST[:PORT]", ""
+                             = $KRCONN_META; NULL with remote != NONE: "serve" */
+    size_t pin_budget;    /* bytes of the export registered at once (nppin); 0 =
+                             RPCOOL_EXPORT_DEFAULT_PIN_BUDGET */
+    void (*log)(int level, const char *msg, void *user); /* as rpcool's other log fields */
+    void *log_user;
+} rpcool_export_opts;
+
+/* A held lock of an export, local or remote (treat as opaque). */
+typedef struct rpcool_xhold {
+    void *x;
+    uint32_t idx, mode;
+    uint64_t priv[6];
+} rpcool_xhold;
+
+/* Exporter: [base, base+len) inside heap h (base NULL, len 0: the whole heap's usable range),
+   published under name (as channel names, at most RPCOOL_EXPORT_NAME_MAX characters). */
+RPCOOL_API int rpcool_export_create(shmheap *h, const char *name, void *base, size_t len,
+                                    const rpcool_export_opts *opts, rpcool_export **out);
+/* Another process of the same pod: h opened by the caller (shmheap_open), the export by name. */
+RPCOOL_API int rpcool_export_open(shmheap *h, const char *name, rpcool_export **out);
+RPCOOL_API int rpcool_export_close(rpcool_export *x); /* the exporter's close withdraws it */
+RPCOOL_API void *rpcool_export_base(const rpcool_export *x, size_t *len);
+RPCOOL_API uint32_t rpcool_export_nlocks(const rpcool_export *x);
+/* Local cohort (CPU atomics, no NIC, no call): 0, RPCOOL_OWNERDEAD (held; the previous holder
+   died holding it), or a negative code. */
+RPCOOL_API int rpcool_export_lock(rpcool_export *x, uint32_t idx, int mode, rpcool_xhold *h);
+RPCOOL_API int rpcool_export_unlock(rpcool_xhold *h);
+/* The exporter's service for other pods (zero for a handle without one). */
+typedef struct rpcool_export_stats {
+    uint64_t attached;    /* attachers accepted since create */
+    uint64_t dropped;     /* attachers found dead or gone (detached) */
+    uint32_t attachers;   /* attached now */
+    size_t pin_budget;    /* bytes of the export registered at once at most (nppin) */
+    size_t pinned, pinned_peak; /* registered now, and at most so far */
+    uint64_t leases_granted, evictions; /* nppin's leases to attachers, chunks deregistered */
+} rpcool_export_stats;
+RPCOOL_API int rpcool_export_get_stats(rpcool_export *x, rpcool_export_stats *out);
+/* Optimistic local read without the lock: copy [addr, addr+len) between two equal even reads
+   of lock idx's version word, retrying; 0 or a negative code (RPCOOL_E_RANGE outside). */
+RPCOOL_API int rpcool_export_read(rpcool_export *x, uint32_t idx, const void *addr, void *buf,
+                                  size_t len);
+
+typedef struct rpcool_attach_opts {
+    int timeout_ms;       /* each remote operation and the attach; 0 =
+                             RPCOOL_ATTACH_DEFAULT_TIMEOUT_MS */
+    void (*log)(int level, const char *msg, void *user);
+    void *log_user;
+} rpcool_attach_opts;
+
+/* Another pod: "rdma://HOST[:PORT]/NAME" (krconn's meta server at HOST), "rdma:NAME"
+   ($KRCONN_META); every connect through krconn.h. */
+RPCOOL_API int rpcool_attach(const char *url, const rpcool_attach_opts *opts,
+                             rpcool_remote **out);
+/* The same, through the meta server an existing RDMA connection c was made with. */
+RPCOOL_API int rpcool_attach_conn(rpcool_conn *c, const char *name,
+                                  const rpcool_attach_opts *opts, rpcool_remote **out);
+RPCOOL_API int rpcool_remote_detach(rpcool_remote *r);
+/* The export's range in its pod: pointers inside the data are valid addresses for the calls
+   below (the data is read and written at the same addresses). */
+RPCOOL_API void *rpcool_remote_base(const rpcool_remote *r, size_t *len);
+RPCOOL_API uint32_t rpcool_remote_nlocks(const rpcool_remote *r);
+/* One-sided: bounds checked before posting (RPCOOL_E_RANGE), buf anywhere in this process.
+   write: RPCOOL_E_PERM when the export is not RPCOOL_REMOTE_RW. */
+RPCOOL_API int rpcool_remote_read(rpcool_remote *r, const void *addr, void *buf, size_t len);
+RPCOOL_API int rpcool_remote_write(rpcool_remote *r, void *addr, const void *buf, size_t len);
+/* ALock's remote cohort; the remote waiters' queue links are made by the library. */
+RPCOOL_API int rpcool_remote_lock(rpcool_remote *r, uint32_t idx, int mode, rpcool_xhold *h);
+RPCOOL_API int rpcool_remote_unlock(rpcool_xhold *h);
+/* Optimistic remote read: READ the version word, READ the range, READ the version again,
+   retried while it is odd or changed. */
+RPCOOL_API int rpcool_remote_read_opt(rpcool_remote *r, uint32_t idx, const void *addr,
+                                      void *buf, size_t len);
+
 #ifdef __cplusplus
 }
 #endif
@@ -1183,6 +1402,31 @@ RPCOOL_API uint64_t rpcool_hash(const char *s);
 #ifndef KRCONN_NO_RDMA /* no rdma-core headers: RDMA stays "not supported" */
 #define RPCOOL__RDMA 1
 #endif
+#endif
+#ifdef RPCOOL__RDMA /* exports to other pods register through nppin.h (section 13) */
+#if !defined(NPPIN_IMPLEMENTATION_ONCE) && !defined(RPCOOL_NO_NPPIN_IMPLEMENTATION)
+#define NPPIN_IMPLEMENTATION
+#include "nppin.h"
+#undef NPPIN_IMPLEMENTATION
+#else
+#include "nppin.h"
+#endif
+#endif
+/* Exports lock with alock.h (section 13): its local cohort always, its remote cohort with
+   RPCOOL_WITH_RDMA; its implementation comes along. */
+#if !defined(ALOCK_IMPLEMENTATION_ONCE) && !defined(RPCOOL_NO_ALOCK_IMPLEMENTATION)
+#if !defined(RPCOOL__RDMA) && !defined(ALOCK_NO_RDMA)
+#define ALOCK_NO_RDMA 1 /* plain cc: no libibverbs */
+#endif
+#if defined(RPCOOL_MALLOC) && !defined(ALOCK_MALLOC) && !defined(ALOCK_FREE)
+#define ALOCK_MALLOC(size) RPCOOL_MALLOC(size)
+#define ALOCK_FREE(p) RPCOOL_FREE(p)
+#endif
+#define ALOCK_IMPLEMENTATION
+#include "alock.h"
+#undef ALOCK_IMPLEMENTATION
+#else
+#include "alock.h"
 #endif
 #include "impl/platform.h"
 #include <fcntl.h>
@@ -5371,6 +5615,7 @@ RPCOOL_API char *rpcool_strdup(rpcool_conn *c, const char *s)
 #include "impl/rpcool_rdma.h"
 #endif
 #include "impl/rpcool_defer.h" /* deferred replies (>>defer) */
+#include "impl/rpcool_export.h" /* shared data (>>export >>x-remote) */
 #ifdef RPCOOL_WITH_PROTOBUF_C
 #define RPCOOL_PBC_IMPLEMENTATION
 #include "impl/rpcool_pbc.h" /* protobuf-c services (>>pbc) */

@@ -179,6 +179,7 @@ enum { RPCOOL__RS_HELLO = 1, RPCOOL__RS_ACTIVE, RPCOOL__RS_DEAD };
 
 struct rpcool__rconn {
     struct rpcool__rconn *next;  /* the server's list */
+    char meta[128];              /* client: the meta server it was found at ("": $KRCONN_META) */
     krconn *k;
     struct ibv_qp *qp;
     struct ibv_cq *cq;
@@ -1692,6 +1693,7 @@ static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name
         if (!r) r = rpcool__r_heap(c, rc, name);
         if (!r) r = rpcool__r_handshake(c, rc, name, deadline, &again);
         if (!r) {
+            snprintf(rc->meta, sizeof rc->meta, "%s", where);
             rpcool__r_connected(c, rc, name, o);
             break;
         }

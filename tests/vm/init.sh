@@ -83,10 +83,19 @@ alock-rdma) # tests/vm/run.sh alock-rdma: alock's remote cohort alone (its tests
     rdma_up
     ALOCKT_ONLY=$(arg rcp.only) run test_alock_rdma 400 /t/test_alock_rdma
     ;;
-rpcool-rdma) # tests/vm/run.sh rpcool-rdma: rpcool's RDMA transport (rcp.only: one test by name)
+rpcool-rdma) # tests/vm/run.sh rpcool-rdma: rpcool's RDMA transport (rcp.only: one test by name;
+    # test_rpcool_export[:NAME]: only the exports' tests, or one of them)
     rdma_up
+    only=$(arg rcp.only)
+    case $only in
+    test_rpcool_export*)
+        XT_ONLY=${only#test_rpcool_export}; XT_ONLY=${XT_ONLY#:} \
+            run test_rpcool_export 240 /t/test_rpcool_export
+        ;;
+    *)
     run test_pbc_rdma 120 /t/test_pbc_rdma
-    RDMAT_ONLY=$(arg rcp.only) run test_rpcool_rdma 540 /t/test_rpcool_rdma
+    RDMAT_ONLY=$only run test_rpcool_rdma 540 /t/test_rpcool_rdma
+    [ -z "$only" ] && run test_rpcool_export 240 /t/test_rpcool_export
     # for the log only (make bench measures): ib_write_lat's t_typical (half a round trip) here
     gid=$(/t/test_verbs --gid)
     timeout 60 ib_write_lat -d rxe0 -x "$gid" -n 2000 >/tmp/wl.server 2>&1 &
@@ -94,6 +103,8 @@ rpcool-rdma) # tests/vm/run.sh rpcool-rdma: rpcool's RDMA transport (rcp.only: o
     timeout 60 ib_write_lat -d rxe0 -x "$gid" -n 2000 "$ip" 2>&1 | awk '/^ *2 +2000/ {
         print "# ib_write_lat 2 B: t_typical " $5 " us (half a round trip: " 2 * $5 " us round trip)" }'
     wait
+        ;;
+    esac
     ;;
 pods-a|pods-b) # tests/vm/run.sh pods: rpcool between two pods over RDMA
     rdma_up

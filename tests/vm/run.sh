@@ -11,7 +11,8 @@
 #             examples/rpcool_kv_pods.c across them (tests/vm/test_kv_pods.c) and a protobuf-c
 #             service served in pod A, called from pod B (tests/vm/test_pbc_rdma.c)
 #   rpcool-rdma  one guest: rpcool's RDMA transport (tests/vm/test_rpcool_rdma.c; VM_ONLY=NAME runs
-#             one of its tests)
+#             one of its tests) and its exports (tests/vm/test_rpcool_export.c;
+#             VM_ONLY=test_rpcool_export[:NAME] runs only those, or one of them)
 #   alock-rdma   one guest: only test_alock_rdma (it also runs in single); VM_ONLY=NAME runs
 #             only its tests whose name contains NAME
 #   cxl       one guest with a CXL type-3 device (libcxl region -> /dev/daxX.Y) and a file-backed
