@@ -297,12 +297,14 @@
    or without rdma-core's headers, RDMA names and rpcool_server_opts.rdma give RPCOOL_E_NOTSUP.
    Server: rpcool_server_opts.rdma = "serve" also serves clients of other pods: the process runs
    krconn.h's meta server (TCP port 7471, "serve:PORT" for another) and publishes the channel
-   there as "rpcool.NAME"; "HOST[:PORT]" publishes at another meta server instead, "" at
-   $KRCONN_META. RDMA connections are served by one thread that starts with the server's first
-   serving thread (rpcool_serve or rpcool_server_start) and stops with rpcool_server_stop; a
-   second thread answers page faults from rpcool_server_open to rpcool_server_close. A server
-   needs userfaultfd: Linux 5.11 or later (UFFD_USER_MODE_ONLY), else root or
-   vm.unprivileged_userfaultfd=1 (rpcool_server_open fails with -EPERM otherwise).
+   there as "rpcool.NAME"; if that port is served already (another server's or an export's
+   "serve" in this process, or another process of this host), it publishes there, and that meta
+   server must stay up while the channel is open. "HOST[:PORT]" publishes at another meta server
+   instead, "" at $KRCONN_META. RDMA connections are served by one thread that starts with the
+   server's first serving thread (rpcool_serve or rpcool_server_start) and stops with
+   rpcool_server_stop; a second thread answers page faults from rpcool_server_open to
+   rpcool_server_close. A server needs userfaultfd: Linux 5.11 or later (UFFD_USER_MODE_ONLY),
+   else root or vm.unprivileged_userfaultfd=1 (rpcool_server_open fails with -EPERM otherwise).
    Client: rpcool_connect("rdma://HOST[:PORT]/NAME", ...) asks the meta server at HOST:PORT,
    "rdma:NAME" (or opts.transport = RPCOOL_TRANSPORT_RDMA with a plain NAME) the one
    $KRCONN_META names. A process has one krconn context (device $KRCONN_DEVICE, else the first
@@ -819,12 +821,19 @@
    Failures: after the exporter dies (or closes), an attacher's remote operation fails when its
    queue pair finds the exporter gone or, at the latest, once the attachment's timeout_ms has passed
    without an answer: RPCOOL_E_PEERDEAD or RPCOOL_E_TIMEOUT, so an attacher learns it within about
-   timeout_ms; detach then. A lock that a dead attacher held or was queued for is not recovered: its
-   remote queue stays non-empty, so its later users, in the pod and in other pods, wait for it
-   (alock.h, "Dead holders and waiters"); rpcool offers no call to reset it yet, so such a lock is
-   usable again only in an export made anew (close and create). The exporter pings each attacher
-   every second: one dead (or detached) is dropped within that and the queue pair's retry bound
-   (about 4 s), and its leases run out (nppin); while the service waits for a ping it grants no
+   timeout_ms; detach then. The exporter pings each attacher every second: one dead (or
+   detached) is dropped within that and the queue pair's retry bound (about 4 s): its
+   connections are closed (it reaches nothing of the export any more), its leases run out
+   (nppin), and its locks are recovered by ALock's recovery (alock.h, "Dead holders and
+   waiters"; the exporter makes a loopback link to its own lock lines for it, once): a remote
+   waiter queued behind it takes the lock over (rpcool_remote_lock returns RPCOOL_OWNERDEAD: the
+   data may be half-updated, and the version word stays odd until that holder unlocks in WRITE
+   mode), and a lock it held with nobody queued behind it in its cohort is released (its next
+   holder is not told). What ALock cannot recover safely stays held (a process dead between its
+   enqueue and its link, two dead processes next to each other in one queue): such a lock is
+   usable again only in an export made anew (close and create). An attacher taken for dead
+   while alive (no answer for the retry bound) finds its operations failing from then on
+   (RPCOOL_E_PEERDEAD); detach it. While the service waits for a ping it grants no
    lease, so an attacher's access that needs one waits meanwhile (up to its timeout_ms, then
    RPCOOL_E_TIMEOUT). A second rpcool_attach of the same export makes an attacher of its own.
    Limits: at most 64 attachers of one export at once (nppin's peers: a 65th attach fails), and
