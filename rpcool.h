@@ -297,12 +297,14 @@
    or without rdma-core's headers, RDMA names and rpcool_server_opts.rdma give RPCOOL_E_NOTSUP.
    Server: rpcool_server_opts.rdma = "serve" also serves clients of other pods: the process runs
    krconn.h's meta server (TCP port 7471, "serve:PORT" for another) and publishes the channel
-   there as "rpcool.NAME"; "HOST[:PORT]" publishes at another meta server instead, "" at
-   $KRCONN_META. RDMA connections are served by one thread that starts with the server's first
-   serving thread (rpcool_serve or rpcool_server_start) and stops with rpcool_server_stop; a
-   second thread answers page faults from rpcool_server_open to rpcool_server_close. A server
-   needs userfaultfd: Linux 5.11 or later (UFFD_USER_MODE_ONLY), else root or
-   vm.unprivileged_userfaultfd=1 (rpcool_server_open fails with -EPERM otherwise).
+   there as "rpcool.NAME"; if that port is served already (another server's or an export's
+   "serve" in this process, or another process of this host), it publishes there, and that meta
+   server must stay up while the channel is open. "HOST[:PORT]" publishes at another meta server
+   instead, "" at $KRCONN_META. RDMA connections are served by one thread that starts with the
+   server's first serving thread (rpcool_serve or rpcool_server_start) and stops with
+   rpcool_server_stop; a second thread answers page faults from rpcool_server_open to
+   rpcool_server_close. A server needs userfaultfd: Linux 5.11 or later (UFFD_USER_MODE_ONLY),
+   else root or vm.unprivileged_userfaultfd=1 (rpcool_server_open fails with -EPERM otherwise).
    Client: rpcool_connect("rdma://HOST[:PORT]/NAME", ...) asks the meta server at HOST:PORT,
    "rdma:NAME" (or opts.transport = RPCOOL_TRANSPORT_RDMA with a plain NAME) the one
    $KRCONN_META names. A process has one krconn context (device $KRCONN_DEVICE, else the first
@@ -780,18 +782,18 @@
    RPCOOL_E_TIMEOUT.
    Other pods (RPCOOL_WITH_RDMA, as section 5; without it, or without rdma-core's headers,
    rpcool_export_create with remote other than RPCOOL_REMOTE_NONE, rpcool_attach and
-   rpcool_attach_conn return RPCOOL_E_NOTSUP, rpcool_remote_base NULL, rpcool_remote_nlocks 0):
-   an export made with opts.remote RPCOOL_REMOTE_READ (other pods read) or RPCOOL_REMOTE_RW (read
-   and write) is served to other pods by the exporter's process: a krconn context of its own, a
-   thread, and the name "rpcool.x.NAME" published at krconn's meta server. opts.rdma says which:
+   rpcool_attach_conn return RPCOOL_E_NOTSUP, rpcool_remote_base NULL, rpcool_remote_nlocks 0): an
+   export made with opts.remote RPCOOL_REMOTE_READ (other pods read) or RPCOOL_REMOTE_RW (read and
+   write) is served to other pods by the exporter's process: a krconn context of its own, a thread,
+   and the name "rpcool.x.NAME" published at krconn's meta server. opts.rdma says which:
    "serve"[:PORT] (the default) runs the meta server in this process, or uses the one already
-   serving that port on this host (an rpcool server's "serve", say); "HOST[:PORT]" publishes at
-   that meta server; "" at $KRCONN_META. The lock lines and the record (version words) are
-   registered whole; the data through nppin.h: nothing is pinned up front, 2 MiB chunks are
-   registered on an attacher's first access and leased to it, at most opts.pin_budget bytes
-   (RPCOOL_EXPORT_DEFAULT_PIN_BUDGET, 64 MiB) at once, and a chunk unmapped or remapped under
-   the export is revoked and registered again, never read stale (nppin.h, sections 5 and 6).
-   rpcool_export_get_stats reports attachers and nppin's figures (pinned, pinned_peak).
+   serving that port on this host (an rpcool server's "serve", say); "HOST[:PORT]" publishes at that
+   meta server; "" at $KRCONN_META. The lock lines and the version words are registered whole
+   (writable by attachers of either mode); the data through nppin.h: nothing is pinned up front,
+   2 MiB chunks are registered on an attacher's first access and leased to it, at most
+   opts.pin_budget bytes (RPCOOL_EXPORT_DEFAULT_PIN_BUDGET, 64 MiB) at once, and a chunk unmapped or
+   remapped under the export is revoked and registered again, never read stale (nppin.h, sections 5
+   and 6). rpcool_export_get_stats reports attachers and nppin's figures (pinned, pinned_peak).
    Attaching: rpcool_attach("rdma://HOST[:PORT]/NAME", opts, &r) finds the export at that meta
    server ("rdma:NAME": $KRCONN_META); rpcool_attach_conn(c, NAME, opts, &r) at the meta server
    the RDMA connection c was made with (RPCOOL_E_INVAL for a shared-memory connection: open the
@@ -819,12 +821,19 @@
    Failures: after the exporter dies (or closes), an attacher's remote operation fails when its
    queue pair finds the exporter gone or, at the latest, once the attachment's timeout_ms has passed
    without an answer: RPCOOL_E_PEERDEAD or RPCOOL_E_TIMEOUT, so an attacher learns it within about
-   timeout_ms; detach then. A lock that a dead attacher held or was queued for is not recovered: its
-   remote queue stays non-empty, so its later users, in the pod and in other pods, wait for it
-   (alock.h, "Dead holders and waiters"); rpcool offers no call to reset it yet, so such a lock is
-   usable again only in an export made anew (close and create). The exporter pings each attacher
-   every second: one dead (or detached) is dropped within that and the queue pair's retry bound
-   (about 4 s), and its leases run out (nppin); while the service waits for a ping it grants no
+   timeout_ms; detach then. The exporter pings each attacher every second: one dead (or
+   detached) is dropped within that and the queue pair's retry bound (about 4 s): its
+   connections are closed (it reaches nothing of the export any more), its leases run out
+   (nppin), and its locks are recovered by ALock's recovery (alock.h, "Dead holders and
+   waiters"; the exporter makes a loopback link to its own lock lines for it, once): a remote
+   waiter queued behind it takes the lock over (rpcool_remote_lock returns RPCOOL_OWNERDEAD: the
+   data may be half-updated, and the version word stays odd until that holder unlocks in WRITE
+   mode), and a lock it held with nobody queued behind it in its cohort is released (its next
+   holder is not told). What ALock cannot recover safely stays held (a process dead between its
+   enqueue and its link, two dead processes next to each other in one queue): such a lock is
+   usable again only in an export made anew (close and create). An attacher taken for dead
+   while alive (no answer for the retry bound) finds its operations failing from then on
+   (RPCOOL_E_PEERDEAD); detach it. While the service waits for a ping it grants no
    lease, so an attacher's access that needs one waits meanwhile (up to its timeout_ms, then
    RPCOOL_E_TIMEOUT). A second rpcool_attach of the same export makes an attacher of its own.
    Limits: at most 64 attachers of one export at once (nppin's peers: a 65th attach fails), and

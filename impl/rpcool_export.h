@@ -504,13 +504,13 @@ RPCOOL_API int rpcool_export_read(rpcool_export *x, uint32_t idx, const void *ad
 #define RPCOOL__X_CHECK_MS 1000u       /* the service pings each attacher this often */
 #define RPCOOL__X_READY_MS 5000u       /* an attacher waits this long for its lease channel */
 #define RPCOOL__X_PING_MS 10000u       /* a ping's bound (a dead peer fails it in about 4 s) */
-enum { RPCOOL__XK_HOME = 1, RPCOOL__XK_DATA = 2, RPCOOL__XK_CHAN = 3 };
+enum { RPCOOL__XK_HOME = 1, RPCOOL__XK_DATA = 2, RPCOOL__XK_CHAN = 3, RPCOOL__XK_LOOP = 4 };
 
 struct rpcool__xhello {   /* in the exporter's memory, READ by attachers */
     uint64_t magic;
     uint32_t version, mode;
     uint64_t base, len;
-    uint64_t lines, vers; /* the lock lines, the record (version word i at vers + 128 + 64 i) */
+    uint64_t lines, vers; /* the lock lines, the version words (word i at vers + 64 i) */
     uint32_t lines_rkey, vers_rkey;
     uint32_t nlocks, budget;
     uint64_t gen;         /* random: names attachers' publications */
@@ -546,6 +546,12 @@ struct rpcool__xsvc {
     nppin_region *rg;
     struct rpcool__xatt att[RPCOOL__X_MAX_ATT];
     krconn *hellos[RPCOOL__X_MAX_ATT]; /* connections that only READ the hello */
+    /* the loopback link to our own lock lines that alock_table_remote_dead needs: a small
+       krconn context of its own connected to kc, made at the first attacher that goes */
+    krconn_ctx *lkc;
+    krconn *loop, *loop_acc;
+    alock_link loop_link;
+    int loop_failed;
     pthread_t thr;
     int thr_started, stop;
     uint64_t attached, dropped; /* counts (the service thread writes them) */
@@ -566,6 +572,56 @@ static void rpcool__x_att_drop(rpcool_export *x, struct rpcool__xatt *a, const c
     memset(a, 0, sizeof *a);
 }
 
+/* The loopback link (made once): 0, or why there is none (then logged once). */
+static int rpcool__x_loop(rpcool_export *x)
+{
+    struct rpcool__xsvc *v = x->svc;
+    struct rpcool__xdata d;
+    krconn_ctx_opts ko;
+    krconn_addr me;
+    krconn_connect_opts co = {RPCOOL_ATTACH_DEFAULT_TIMEOUT_MS, KRCONN_CONNECT_NO_VIRTUAL, NULL,
+                              NULL};
+    if (v->loop_link.cas) return 0;
+    if (v->loop_failed) return RPCOOL_E_NOTSUP;
+    memset(&d, 0, sizeof d);
+    d.magic = RPCOOL__XA_MAGIC;
+    d.kind = RPCOOL__XK_LOOP;
+    d.addr = (uint64_t)(uintptr_t)v->hello;
+    rpcool__r_ctx_opts(&ko, NULL, 1);
+    int r = rpcool__r_err(krconn_ctx_create(&ko, &v->lkc));
+    if (!r) r = rpcool__r_err(krconn_ctx_set_data(v->lkc, &d, sizeof d));
+    if (!r) r = rpcool__r_err(krconn_ctx_addr(v->kc, &me));
+    if (!r) r = rpcool__r_err(krconn_connect(v->lkc, &me, &co, &v->loop));
+    if (!r)
+        r = rpcool__x_alock_rc(alock_krconn_link_create(v->lkc, v->loop, v->mr_lines.rkey,
+                                                        RPCOOL_ATTACH_DEFAULT_TIMEOUT_MS,
+                                                        &v->loop_link));
+    if (r) {
+        rpcool__log(&x->lg, RPCOOL_LOG_ERROR, "export %s: no loopback link to its lock lines "
+                    "(%s): locks of dead attachers are not recovered", x->name,
+                    rpcool_strerror(r));
+        memset(&v->loop_link, 0, sizeof v->loop_link);
+        v->loop_failed = 1;
+    }
+    return r;
+}
+
+/* An attacher is gone (its connections already closed: it cannot reach the lock lines any
+   more): alock's recovery (alock.h, "Dead holders and waiters"): its id marked dead, so that
+   remote waiters queued behind it take over, and a lock whose remote queue ends in it released.
+   Its id is never given again (ids come from a fetch-and-add). */
+static void rpcool__x_remote_dead(rpcool_export *x, uint16_t id)
+{
+    if (!id || rpcool__x_loop(x)) return;
+    int n = alock_table_remote_dead(x->t, &x->svc->loop_link, id);
+    if (n < 0)
+        rpcool__log(&x->lg, RPCOOL_LOG_ERROR, "export %s: recovering attacher %u's locks: %s",
+                    x->name, id, alock_strerror(n));
+    else if (n > 0)
+        rpcool__log(&x->lg, RPCOOL_LOG_INFO, "export %s: attacher %u: %d lock%s released",
+                    x->name, id, n, n == 1 ? "" : "s");
+}
+
 /* A connection an attacher made: its home (kept to watch it), its data connection (nothing to
    do: the attacher posts, the NIC answers) or its lease channel (an nppin peer; then the
    attacher is told, by a WRITE of its ready word). */
@@ -581,6 +637,11 @@ static void rpcool__x_accepted(rpcool_export *x, krconn *k)
     }
     if (d.magic != RPCOOL__XA_MAGIC) {
         krconn_disconnect(k); /* not one of ours */
+        return;
+    }
+    if (d.kind == RPCOOL__XK_LOOP) { /* our own loopback link's far end */
+        if (d.addr == (uint64_t)(uintptr_t)v->hello && !v->loop_acc) v->loop_acc = k;
+        else krconn_disconnect(k);
         return;
     }
     if (!d.id) { /* READs the hello, then goes: kept until it does */
@@ -651,9 +712,11 @@ static void *rpcool__x_thread(void *arg)
             for (unsigned i = 0; i < RPCOOL__X_MAX_ATT; i++) {
                 if (!v->att[i].home || rcp__load(&v->stop)) continue;
                 int rc = krconn_ping(v->att[i].home, RPCOOL__X_PING_MS);
-                if (rc == KRCONN_E_PEERDEAD || rc == KRCONN_E_CLOSED)
-                    rpcool__x_att_drop(x, &v->att[i], rc == KRCONN_E_CLOSED ? "detached"
-                                                                             : "is dead");
+                uint16_t id = v->att[i].id;
+                if (rc != KRCONN_E_PEERDEAD && rc != KRCONN_E_CLOSED) continue;
+                rpcool__x_att_drop(x, &v->att[i], rc == KRCONN_E_CLOSED ? "detached"
+                                                                         : "is dead");
+                rpcool__x_remote_dead(x, id); /* a detached one holds nothing: harmless */
             }
             for (unsigned i = 0; i < RPCOOL__X_MAX_ATT; i++) {
                 krconn_wc wc;
@@ -684,6 +747,10 @@ static void rpcool__x_stop(rpcool_export *x)
         rpcool__x_att_drop(x, &v->att[i], "dropped");
         if (v->hellos[i]) krconn_disconnect(v->hellos[i]);
     }
+    if (v->loop_link.cas) alock_krconn_link_destroy(&v->loop_link);
+    if (v->loop) krconn_disconnect(v->loop);
+    if (v->loop_acc) krconn_disconnect(v->loop_acc);
+    if (v->lkc) krconn_ctx_destroy(v->lkc);
     if (v->rg) nppin_dereg(v->rg);
     if (v->np) nppin_destroy(v->np);
     if (v->dir) krconn_dir_close(v->dir);
@@ -701,7 +768,7 @@ static void rpcool__x_stop(rpcool_export *x)
 static int rpcool__x_serve(rpcool_export *x, const rpcool_export_opts *opts)
 {
     struct rpcool__xsvc *v = (struct rpcool__xsvc *)rpcool__calloc(1, sizeof *v);
-    const char *how = opts->rdma ? opts->rdma : "serve", *w = how;
+    const char *how = opts->rdma ? opts->rdma : "serve", *w;
     char where[128], svc[RPCOOL__X_ROOTLEN];
     void *lines;
     size_t llen, pg = rpcool__page_size();
@@ -716,21 +783,7 @@ static int rpcool__x_serve(rpcool_export *x, const rpcool_export_opts *opts)
     ko.log = opts->log;
     ko.log_user = opts->log_user;
     if ((r = rpcool__r_err(krconn_ctx_create(&ko, &v->kc)))) goto fail;
-    if (!strncmp(how, "serve", 5) && (how[5] == '\0' || how[5] == ':')) {
-        krconn_meta_opts mo;
-        krconn_ctx_opts mko;
-        memset(&mo, 0, sizeof mo);
-        memset(&mko, 0, sizeof mko);
-        if (how[5] == ':') mo.port = (uint16_t)atoi(how + 6);
-        if ((r = rpcool__r_err(krconn_ctx_create(&mko, &v->meta)))) goto fail;
-        if (krconn_meta_serve(v->meta, &mo)) { /* served here already (an rpcool server) */
-            krconn_ctx_destroy(v->meta);
-            v->meta = NULL;
-        }
-        snprintf(where, sizeof where, "127.0.0.1:%u",
-                 mo.port ? (unsigned)mo.port : (unsigned)KRCONN_DEFAULT_META_PORT);
-        w = where;
-    }
+    if ((r = rpcool__r_meta(how, NULL, &v->meta, where, sizeof where, &w))) goto fail;
     if (posix_memalign((void **)&v->hello, pg, pg)) {
         v->hello = NULL;
         r = -ENOMEM;
@@ -743,9 +796,9 @@ static int rpcool__x_serve(rpcool_export *x, const rpcool_export_opts *opts)
     v->mr_scratch.mr = NULL; /* the same registration: deregistered once */
     alock_table_lines(x->t, &lines, &llen);
     if ((r = rpcool__r_err(krconn_reg(v->kc, lines, llen, 0, &v->mr_lines)))) goto fail;
-    if ((r = rpcool__r_err(krconn_reg(v->kc, x->rec,
-                                      sizeof *x->rec + (size_t)x->nlocks * RPCOOL__X_VSTRIDE, 0,
-                                      &v->mr_rec))))
+    /* the version words only: attachers never reach the record's header */
+    if ((r = rpcool__r_err(krconn_reg(v->kc, rpcool__x_ver(x->rec, 0),
+                                      (size_t)x->nlocks * RPCOOL__X_VSTRIDE, 0, &v->mr_rec))))
         goto fail;
     memset(&no, 0, sizeof no);
     no.budget = opts->pin_budget ? opts->pin_budget : RPCOOL_EXPORT_DEFAULT_PIN_BUDGET;
@@ -763,7 +816,7 @@ static int rpcool__x_serve(rpcool_export *x, const rpcool_export_opts *opts)
     hl->base = (uint64_t)(uintptr_t)x->base;
     hl->len = x->len;
     hl->lines = (uint64_t)(uintptr_t)lines;
-    hl->vers = (uint64_t)(uintptr_t)x->rec;
+    hl->vers = (uint64_t)(uintptr_t)rpcool__x_ver(x->rec, 0);
     hl->lines_rkey = v->mr_lines.rkey;
     hl->vers_rkey = v->mr_rec.rkey;
     hl->nlocks = x->nlocks;
@@ -871,7 +924,7 @@ static int rpcool__x_word(rpcool_remote *r, uint64_t addr, int swap, uint64_t ex
 
 static uint64_t rpcool__x_vaddr(const rpcool_remote *r, uint32_t idx)
 {
-    return r->hello.vers + sizeof(struct rpcool__xrec) + (uint64_t)idx * RPCOOL__X_VSTRIDE;
+    return r->hello.vers + (uint64_t)idx * RPCOOL__X_VSTRIDE;
 }
 
 /* A link to another attacher's descriptors, made when ALock first needs it. */

@@ -2762,6 +2762,34 @@ static void *rpcool__r_fault_thread(void *p)
     return NULL;
 }
 
+/* Where a server or an export publishes: "serve"[:PORT] runs krconn's meta server in this
+   process (*meta: its context), or uses the one already serving that port on this host (the
+   port is in use: another rpcool server's or export's "serve"; it must stay up while this one
+   is); *w = "127.0.0.1:PORT" in where. Any other string is where itself (*w = how). */
+static int rpcool__r_meta(const char *how, const char *device, krconn_ctx **meta, char *where,
+                          size_t n, const char **w)
+{
+    krconn_meta_opts mo;
+    krconn_ctx_opts mko;
+    *w = how;
+    if (strncmp(how, "serve", 5) || (how[5] != '\0' && how[5] != ':')) return 0;
+    memset(&mo, 0, sizeof mo);
+    memset(&mko, 0, sizeof mko);
+    mko.device = device;
+    if (how[5] == ':') mo.port = (uint16_t)atoi(how + 6);
+    int r = rpcool__r_err(krconn_ctx_create(&mko, meta));
+    if (r) return r;
+    if ((r = krconn_meta_serve(*meta, &mo))) { /* served here already, or failed */
+        krconn_ctx_destroy(*meta);
+        *meta = NULL;
+        if (r != -EADDRINUSE) return rpcool__r_err(r);
+    }
+    snprintf(where, n, "127.0.0.1:%u",
+             mo.port ? (unsigned)mo.port : (unsigned)KRCONN_DEFAULT_META_PORT);
+    *w = where;
+    return 0;
+}
+
 /* rpcool_server_opts.rdma: "serve[:PORT]" runs krconn's meta server here and publishes there;
    "HOST[:PORT]" publishes at that meta server; "" at $KRCONN_META. */
 static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device,
@@ -2794,19 +2822,7 @@ static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *
     krconn_ctx_opts ko;
     rpcool__r_ctx_opts(&ko, device, 64);
     if ((r = rpcool__r_err(krconn_ctx_create(&ko, &rs->kc)))) goto fail;
-    if (!strncmp(how, "serve", 5) && (how[5] == '\0' || how[5] == ':')) {
-        krconn_meta_opts mo;
-        krconn_ctx_opts mko;
-        memset(&mo, 0, sizeof mo);
-        memset(&mko, 0, sizeof mko);
-        mko.device = device;
-        if (how[5] == ':') mo.port = (uint16_t)atoi(how + 6);
-        if ((r = rpcool__r_err(krconn_ctx_create(&mko, &rs->meta)))) goto fail;
-        if ((r = rpcool__r_err(krconn_meta_serve(rs->meta, &mo)))) goto fail;
-        snprintf(where, sizeof where, "127.0.0.1:%u",
-                 mo.port ? (unsigned)mo.port : (unsigned)KRCONN_DEFAULT_META_PORT);
-        w = where;
-    }
+    if ((r = rpcool__r_meta(how, device, &rs->meta, where, sizeof where, &w))) goto fail;
     if ((r = rpcool__r_err(krconn_dir_meta(rs->kc, *w ? w : NULL, 5000, &rs->dir)))) goto fail;
     snprintf(svc, sizeof svc, "rpcool.%s", s->name);
     if ((r = rpcool__r_err(krconn_publish(rs->kc, rs->dir, svc, 5000)))) goto fail;

@@ -90,12 +90,12 @@ rpcool-rdma) # tests/vm/run.sh rpcool-rdma: rpcool's RDMA transport (rcp.only: o
     case $only in
     test_rpcool_export*)
         XT_ONLY=${only#test_rpcool_export}; XT_ONLY=${XT_ONLY#:} \
-            run test_rpcool_export 240 /t/test_rpcool_export
+            run test_rpcool_export 300 /t/test_rpcool_export
         ;;
     *)
     run test_pbc_rdma 120 /t/test_pbc_rdma
     RDMAT_ONLY=$only run test_rpcool_rdma 540 /t/test_rpcool_rdma
-    [ -z "$only" ] && run test_rpcool_export 240 /t/test_rpcool_export
+    [ -z "$only" ] && run test_rpcool_export 300 /t/test_rpcool_export
     # for the log only (make bench measures): ib_write_lat's t_typical (half a round trip) here
     gid=$(/t/test_verbs --gid)
     timeout 60 ib_write_lat -d rxe0 -x "$gid" -n 2000 >/tmp/wl.server 2>&1 &

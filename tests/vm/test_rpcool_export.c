@@ -14,6 +14,9 @@
  *               the data checked; nppin's pinned never above the budget
  *   killed      the exporter SIGKILLed: the attacher's next operations fail within its
  *               timeout_ms
+ *   holder      an attacher SIGKILLed holding lock 6 in WRITE mode: a remote waiter queued
+ *               behind it takes the lock over (RPCOOL_OWNERDEAD); killed again with nobody
+ *               waiting: a local process of the pod gets the lock once the exporter released it
  * XT_ONLY=NAME runs one of them. */
 #define RPCOOL_WITH_RDMA 1
 #define RPCOOL_IMPLEMENTATION
@@ -231,10 +234,13 @@ static int att_main(const char *what, struct hdr *hd)
             }
             if (!rc) rc = rpcool_remote_read(r, &hd->stop, &stop, sizeof stop);
         }
-        if (!rc) rc = rpcool_remote_read(r, hd->rec, copy, sizeof copy); /* at rest */
-        printf("%d %llu %llu %llu %llu %llu\n", rc, (unsigned long long)reads,
-               (unsigned long long)torn, (unsigned long long)changes,
-               (unsigned long long)copy[0], (unsigned long long)copy[WORDS - 1]);
+        printf("%d %llu %llu %llu\n", rc, (unsigned long long)reads, (unsigned long long)torn,
+               (unsigned long long)changes);
+    } else if (!strcmp(what, "rest")) { /* the record once every writer is done */
+        uint64_t copy[WORDS];
+        rc = rpcool_remote_read(r, hd->rec, copy, sizeof copy);
+        printf("%d %llu %llu\n", rc, (unsigned long long)copy[0],
+               (unsigned long long)copy[WORDS - 1]);
     } else if (!strcmp(what, "bad")) {
         size_t len = 0;
         char *base = (char *)rpcool_remote_base(r, &len);
@@ -287,6 +293,21 @@ static int att_main(const char *what, struct hdr *hd)
                 }
         }
         printf("%d %llu %llu\n", rc, (unsigned long long)reads, (unsigned long long)bad);
+    } else if (!strcmp(what, "hold")) { /* lock 6, say so, and wait to be killed */
+        rpcool_xhold h;
+        rc = rpcool_remote_lock(r, 6, RPCOOL_LOCK_WRITE, &h);
+        printf(rc < 0 ? "fail %d\n" : "ready\n", rc);
+        fflush(stdout);
+        for (;;) pause();
+    } else if (!strcmp(what, "wait")) { /* queue for lock 6 behind the holder */
+        rpcool_xhold h;
+        printf("ready\n");
+        fflush(stdout);
+        usleep(100000);
+        rc = rpcool_remote_lock(r, 6, RPCOOL_LOCK_WRITE, &h);
+        uint64_t t = rcp__now_ns();
+        if (rc >= 0) rpcool_remote_unlock(&h);
+        printf("%d %llu\n", rc, (unsigned long long)t);
     } else if (!strcmp(what, "killed")) { /* read until it fails: when and how */
         uint64_t v;
         printf("ready\n");
@@ -425,11 +446,13 @@ static void x_torn(xproc *e)
     for (int w = 1; w < WORDS; w++) same &= e->hd->rec[w] == e->hd->rec[0];
     CHECKF(same, "the record at rest is torn here: %llu .. %llu",
            (unsigned long long)e->hd->rec[0], (unsigned long long)e->hd->rec[WORDS - 1]);
-    unsigned long long r0 = 0, r63 = 0;
-    sscanf(tr, "%*d %*d %*d %*d %llu %llu", &r0, &r63);
-    CHECKF(r0 == e->hd->rec[0] && r63 == e->hd->rec[WORDS - 1],
-           "the record at rest: %llu .. %llu here, %llu .. %llu read remotely",
-           (unsigned long long)e->hd->rec[0], (unsigned long long)e->hd->rec[WORDS - 1], r0, r63);
+    long long vs[5];
+    char ts[512];
+    int ss = attacher_run("rest", e->hd, vs, ts);
+    CHECKF(ss == 0 && ts[0] == '0' && (uint64_t)vs[1] == e->hd->rec[0] &&
+           (uint64_t)vs[2] == e->hd->rec[WORDS - 1],
+           "the record at rest: %llu .. %llu here, read remotely: %s",
+           (unsigned long long)e->hd->rec[0], (unsigned long long)e->hd->rec[WORDS - 1], ts);
     printf("# torn: %lld optimistic reads, %lld changes seen, %lld remote writes\n", vr[1],
            vr[3], vw[1]);
 }
@@ -444,6 +467,54 @@ static void x_bad(xproc *e)
     CHECKF(st == 0 && n == 7 && ok == 0, "status %d: %s", st, text);
     CHECKF(n == 7 && e1 == RPCOOL_E_NOEXPORT && e2 == RPCOOL_E_BADNAME && e3 == 0 &&
            e4 == RPCOOL_E_PERM && e5 == 0 && e6 == RPCOOL_E_PERM, "%s", text);
+}
+
+/* The holder killed: when did the waiter (or a local process) get lock 6, and how. */
+static void x_holder(xproc *e)
+{
+    int fh, fw, st = 0;
+    char buf[64] = {0};
+    long long v[5];
+    char text[512];
+    pid_t h = attacher("hold", e->hd, &fh);
+    CHECK(read(fh, buf, 6) == 6 && !strncmp(buf, "ready\n", 6));
+    pid_t w = attacher("wait", e->hd, &fw);
+    CHECK(read(fw, buf, 6) == 6 && !strncmp(buf, "ready\n", 6));
+    usleep(1000000); /* the waiter is queued behind the holder */
+    kill(h, SIGKILL);
+    uint64_t t0 = rcp__now_ns();
+    waitpid(h, &st, 0);
+    close(fh);
+    st = attacher_wait(w, fw, v, text, sizeof text);
+    double ms = v[1] > 0 ? ((double)(uint64_t)v[1] - (double)t0) / 1e6 : -1;
+    CHECKF(st == 0 && v[0] == RPCOOL_OWNERDEAD, "the waiter: status %d: %s", st, text);
+    printf("# holder: the remote waiter took the lock over %.0f ms after the kill (%s)\n", ms,
+           v[0] == RPCOOL_OWNERDEAD ? "RPCOOL_OWNERDEAD" : text);
+    /* nobody waiting: the exporter releases the lock; a local process of the pod gets it */
+    h = attacher("hold", e->hd, &fh);
+    memset(buf, 0, sizeof buf);
+    CHECK(read(fh, buf, 6) == 6 && !strncmp(buf, "ready\n", 6));
+    kill(h, SIGKILL);
+    t0 = rcp__now_ns();
+    waitpid(h, &st, 0);
+    close(fh);
+    fflush(stdout);
+    pid_t lp = fork();
+    if (lp == 0) {
+        shmheap *hp;
+        rpcool_export *x;
+        rpcool_xhold hold;
+        alarm(60);
+        if (shmheap_open(heap_name, NULL, &hp) || rpcool_export_open(hp, "xt", &x)) _exit(20);
+        int rc = rpcool_export_lock(x, 6, RPCOOL_LOCK_WRITE, &hold);
+        if (rc >= 0) rpcool_export_unlock(&hold);
+        _exit(rc >= 0 ? 0 : 21);
+    }
+    waitpid(lp, &st, 0);
+    ms = (double)(rcp__now_ns() - t0) / 1e6;
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the local locker: status %d after %.0f ms "
+           "(SIGALRM 14: the lock was never released)", st, ms);
+    printf("# holder: alone, its lock released and taken locally %.0f ms after the kill\n", ms);
 }
 
 static void x_big(void)
@@ -528,7 +599,7 @@ int main(int argc, char **argv)
     if (only && !*only) only = NULL;
     xproc e;
     snprintf(heap_name, sizeof heap_name, "%s", t_uniq("xt"));
-    if (!only || strstr("counts list torn tornl tornr bad", only)) {
+    if (!only || strstr("counts list torn tornl tornr bad holder", only)) {
         int rc = exporter_start(&e, 16 << 20, 0);
         if (rc || !e.hd) {
             printf("FAIL exporter: could not start\n");
@@ -538,6 +609,7 @@ int main(int argc, char **argv)
         if (!only || strstr("list", only)) TEST_NAMED("list", x_list(&e));
         if (!only || strstr(only, "torn")) TEST_NAMED("torn", x_torn(&e));
         if (!only || strstr("bad", only)) TEST_NAMED("bad", x_bad(&e));
+        if (!only || strstr("holder", only)) TEST_NAMED("holder", x_holder(&e));
         int st = exporter_end(&e);
         if (st) printf("FAIL exporter: exit status %d\n", st);
     }
