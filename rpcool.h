@@ -815,9 +815,11 @@
    first needs one. In WRITE mode (RPCOOL_E_PERM unless RPCOOL_REMOTE_RW) it makes the lock's
    version word odd, and rpcool_remote_unlock even, by RDMA compare-and-swap, as a local writer
    does. rpcool_remote_read_opt(r, idx, addr, buf, len) is the optimistic read: READs of the
-   version word, the range, the version again, each after the previous one completed, retried
-   while it is odd or changed, as rpcool_export_read (RPCOOL_E_TIMEOUT after
-   RPCOOL_EXPORT_DEFAULT_READ_MS).
+   version word, the range and the version again, posted together on one queue pair, whose
+   responder executes them in that order (the assumption ALock's cas_read makes too): one round
+   trip per try for a range of up to 1 MiB whose chunks are leased (otherwise the three one
+   after another); retried while the version is odd or changed, as rpcool_export_read
+   (RPCOOL_E_TIMEOUT after RPCOOL_EXPORT_DEFAULT_READ_MS).
    Failures: after the exporter dies (or closes), an attacher's remote operation fails when its
    queue pair finds the exporter gone or, at the latest, once the attachment's timeout_ms has passed
    without an answer: RPCOOL_E_PEERDEAD or RPCOOL_E_TIMEOUT, so an attacher learns it within about

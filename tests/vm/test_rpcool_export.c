@@ -304,6 +304,7 @@ static int att_main(const char *what, struct hdr *hd)
         printf("ready\n");
         fflush(stdout);
         usleep(100000);
+        alarm(60); /* never recovered: SIGALRM, and the test says so */
         rc = rpcool_remote_lock(r, 6, RPCOOL_LOCK_WRITE, &h);
         uint64_t t = rcp__now_ns();
         if (rc >= 0) rpcool_remote_unlock(&h);
