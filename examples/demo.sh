@@ -25,9 +25,9 @@ step "rpcool key-value store: 1 server thread, 2 client processes, 100000 keys e
 "$ex/rpcool_kv" 100000 2
 
 step "one KV server for two pods, pod A's half (examples/rpcool_kv_pods.c)" \
-     "2 client processes call it over shared memory and read its buckets by pointer under" \
-     "alock.h's locks. Expect 0 wrong. Pod B's half (RDMA calls, one-sided READ under the same" \
-     "locks) needs an RDMA device: not run here (see the end)."
+     "2 client processes call it over shared memory and read its exported table by pointer" \
+     "under the export's locks (ALock). Expect 0 wrong. Pod B's half (RDMA calls, one-sided READ" \
+     "and WRITE under the same locks) needs an RDMA device: not run here (see the end)."
 "$ex/rpcool_kv_pods" 2000 2
 
 step "no-op round trip (examples/rpcool_echo.c)" \
