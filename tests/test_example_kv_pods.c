@@ -2,8 +2,8 @@
 /* tests/test_example_kv_pods.c - the pod A half of examples/rpcool_kv_pods.c, under ASan+UBSan
  * (its pod B half runs in the VM tier: tests/vm/test_kv_pods.c).
  *   kv_pods_local      a server and 3 client processes: puts by call, gets by call and by pointer
- *                      under alock, hot keys all of them write; every answer checked, then every
- *                      key of every client read both ways
+ *                      under the export's locks, hot keys all of them write; every answer
+ *                      checked, then each client's keys and the hot keys read both ways
  *   kv_pods_bad_entry  an entry changed without its lock (a bad value, then a huge length) is
  *                      skipped and counted by readers, never copied out of bounds; a new put
  *                      of that key works
@@ -12,41 +12,60 @@
 #define KVP_NO_MAIN
 #include "../examples/rpcool_kv_pods.c"
 #include "t.h"
+#include <sys/mman.h>
 
 static void kv_pods_local(void)
 {
-    kvp_job j;
-    kvp_kids k;
-    kvp_counts sum[2];
+    enum { N = 3, KEYS = 200, ROUNDS = 3 };
+    const char *chan = t_uniq("kvp");
+    kvp_counts *cnt = (kvp_counts *)mmap(NULL, 2 * N * sizeof *cnt, PROT_READ | PROT_WRITE,
+                                         MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     kvp_server *sv = NULL;
-    memset(&j, 0, sizeof j);
-    memset(sum, 0, sizeof sum);
-    j.chan = t_uniq("kvp");
-    j.nclients = 3;
-    j.keys = 200;
-    j.rounds = 3;
-    for (int i = 0; i < j.nclients; i++) j.all[j.nall++] = (kvp_peer){'a', i};
-    CHECK_EQ(kvp_fork(&k, j.nclients, kvp_local_kid, &j), 0); /* before the server's threads */
-    int rc = kvp_server_open(j.chan, j.keys * j.nclients, 0, &sv);
+    pid_t pid[N];
+    CHECK(cnt != MAP_FAILED);
+    if (cnt == MAP_FAILED) return;
+    memset(cnt, 0, 2 * N * sizeof *cnt);
+    fflush(stdout);
+    for (int i = 0; i < N; i++) /* before the server's threads; they wait for the server */
+        if ((pid[i] = fork()) == 0) {
+            kvp_peer all[N], others[N];
+            unsigned round[N];
+            kvp_client *c = NULL;
+            int no = 0, rc = kvp_local_open(chan, &c);
+            for (int p = 0; p < N; p++) {
+                all[p] = (kvp_peer){'a', p};
+                round[p] = ROUNDS;
+                if (p != i) others[no++] = all[p];
+            }
+            if (!rc) rc = kvp_workload(c, 'a', i, KEYS, ROUNDS, NULL, others, no, &cnt[i], NULL);
+            if (!rc) rc = kvp_check(c, &all[i], &round[i], 1, KEYS, &cnt[N + i]);
+            kvp_client_close(c);
+            _exit(rc ? 1 : 0);
+        }
+    int rc = kvp_server_open(chan, KEYS * N, 0, &sv);
     CHECK_EQ(rc, 0);
-    if (rc) {
-        kvp_release(&k, 'x');
-        kvp_reap(&k, sum);
-        return;
+    if (!rc) CHECK_EQ(rpcool_server_start(sv->rpc, 1), 0);
+    kvp_counts sum[2];
+    memset(sum, 0, sizeof sum);
+    for (int i = 0; i < N; i++) {
+        int st = 0;
+        waitpid(pid[i], &st, 0);
+        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "client %d: status %d", i, st);
+        kvp_counts_add(&sum[0], &cnt[i]);
+        kvp_counts_add(&sum[1], &cnt[N + i]);
     }
-    CHECK_EQ(rpcool_server_start(sv->rpc, 1), 0);
-    CHECK_EQ(kvp_run_clients(&k, NULL, NULL, sum), 0);
     CHECK_EQ(sum[0].bad, 0);
     CHECK_EQ(sum[1].bad, 0);
     /* each client: per round and key, 2 puts by call, 1 get by call, 3 by pointer */
-    uint64_t per = (uint64_t)j.nclients * j.keys * j.rounds;
+    uint64_t per = (uint64_t)N * KEYS * ROUNDS;
     CHECK_EQ(sum[0].puts_rpc, 2 * per);
     CHECK_EQ(sum[0].gets_rpc, per);
     CHECK_EQ(sum[0].gets_ptr, 3 * per);
     CHECK(sum[0].others > 0);
-    /* final: every client reads all 600 keys and 8 hot keys, by call and by pointer */
-    CHECK_EQ(sum[1].gets_rpc, (uint64_t)j.nclients * (j.nall * j.keys + KVP_HOT));
+    /* final: every client reads its keys and the hot keys, by call and by pointer */
+    CHECK_EQ(sum[1].gets_rpc, (uint64_t)N * (KEYS + KVP_HOT));
     CHECK_EQ(sum[1].gets_ptr, sum[1].gets_rpc);
+    munmap(cnt, 2 * N * sizeof *cnt);
     kvp_server_close(sv);
 }
 
@@ -128,7 +147,7 @@ static void kv_pods_hostile(void)
 int main(int argc, char **argv)
 {
     t_init(argc, argv);
-    (void)kvp_remote_kid; /* pod B's half: the VM tier */
+    (void)kvp_remote_open; /* pod B's half: the VM tier */
     (void)kvp_bench;
     setvbuf(stdout, NULL, _IOLBF, 0);
     RUN(kv_pods_local);
