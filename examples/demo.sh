@@ -61,7 +61,7 @@ if [ -x "$ex/rpcool_pbc" ]; then
     run "$ex/rpcool_pbc" 100000
 else
     echo "   Left out: protobuf-c is not installed, so this example was not built."
-    left="$left, step $n (the protobuf-c service: apt-get install libprotobuf-c-dev protobuf-c-compiler)"
+    left="$left, step $n (protobuf-c: libprotobuf-c-dev protobuf-c-compiler)"
 fi
 
 step "rpcoolctl (tools/rpcoolctl.c): what rpcool has on this host now" \
@@ -78,7 +78,7 @@ echo "   VM guests (qemu with Soft-RoCE, real rdma-core) and runs them there: te
 if [ "${DEMO_HAVE_VERBS-1}" != 1 ]; then
     echo "   This build has no RDMA at all: rdma-core is not installed (libibverbs-dev), so those"
     echo "   examples were built with their RDMA parts compiled out (they say \"not supported\")."
-    left="$left, RDMA compiled out (apt-get install libibverbs-dev)"
+    left="$left, RDMA (rdma-core: libibverbs-dev)"
 fi
 
 echo
