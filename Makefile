@@ -1,5 +1,6 @@
 # rpcool - one Makefile. `make` builds examples and tests; `make demo`, `make test`,
-# `make test-host`, `make test-vm`, `make bench`, `make clean`.
+# `make test-host`, `make test-vm`, `make bench`, `make clean`, `make config` (what the probes
+# found), `make install` / `make uninstall` (PREFIX, DESTDIR: mk/install.mk).
 # Conventions (so new parts need no edits here):
 #   examples/NAME.c        -> build/ex/NAME         plain cc -O2 -pthread, as a user would
 #   tools/NAME.c           -> build/bin/NAME        the same (rpcoolctl)
