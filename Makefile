@@ -4,7 +4,8 @@
 # Conventions (so new parts need no edits here):
 #   examples/NAME.c        -> build/ex/NAME         plain cc -O2 -pthread, as a user would
 #   tools/NAME.c           -> build/bin/NAME        the same (rpcoolctl)
-#   tests/test_NAME.c      -> build/t/test_NAME      ASan+UBSan (tests/test_NAME.cc: C++17); a "// TSAN" line also builds
+#   tests/test_NAME.c      -> build/t/test_NAME      ASan+UBSan (tests/test_NAME.cc: C++17; "// CXX-STRICT":
+#                                                    without -Wno-missing-field-initializers); a "// TSAN" line also builds
 #                                                    build/t/test_NAME.tsan with ThreadSanitizer,
 #                                                    a "// VALGRIND" line build/vg/test_NAME
 #   a "// LIBS: -lfoo" line in a source adds link flags; "// VM" marks a test for the VM tier only
@@ -59,11 +60,13 @@ $(BUILD)/t/%: tests/%.c $(HEADERS) $(wildcard tests/*.h)
 	@mkdir -p $(@D)
 	$(CC) -std=c11 $(CFLAGS) $(WARN) $(SAN) -pthread -I. $< -o $@ $(call libs_of,$<)
 
-# tests/test_NAME.cc: the implementations compiled as C++17 (ASan+UBSan)
+# tests/test_NAME.cc: the implementations compiled as C++17 (ASan+UBSan), with
+# -Wno-missing-field-initializers (tests/t.h fills options with C's designated initialisers)
+# unless a "// CXX-STRICT" line says the file takes the manuals' C++ way (`T o{};`)
 $(BUILD)/t/%: tests/%.cc $(HEADERS) $(wildcard tests/*.h)
 	@mkdir -p $(@D)
-	$(CXX) -std=c++17 $(CFLAGS) $(WARN) -Wno-missing-field-initializers $(SAN) -pthread -I. $< -o $@ \
-	    $(call libs_of,$<)
+	$(CXX) -std=c++17 $(CFLAGS) $(WARN) $(if $(shell grep -l '^// CXX-STRICT' $<),,-Wno-missing-field-initializers) \
+	    $(SAN) -pthread -I. $< -o $@ $(call libs_of,$<)
 
 $(BUILD)/t/%.tsan: tests/%.c $(HEADERS) $(wildcard tests/*.h)
 	@mkdir -p $(@D)

@@ -43,6 +43,13 @@
                             and a fetch-and-add the first time it marks a word
    Set ALOCK_DEBUG (any value) in the environment to log recoveries and failures to stderr when
    no log function is given in the options.
+   Options structs (alock_table_opts, alock_remote_opts): zero means the default. Fill one with
+   designated initialisers in C; in C++, value-initialise it and assign the fields you set (`T o{};`
+   and `T o = {};` never warn; an initialiser list that leaves fields out warns under -Wextra in g++
+   before 14, -Wmissing-field-initializers):
+
+       alock_table_opts o = {.nlocks = 1024};  // C
+       alock_table_opts o{}; o.nlocks = 1024;  // C++
 
    2. EXAMPLE
    ----------
@@ -319,7 +326,7 @@ enum { ALOCK_ERRORS(ALOCK__ERROR_ENUM) };
 enum { ALOCK_LOG_ERROR = 0, ALOCK_LOG_WARN = 1, ALOCK_LOG_INFO = 2, ALOCK_LOG_DEBUG = 3 };
 typedef void (*alock_log_fn)(int level, const char *msg, void *user);
 
-/* Zero means default. */
+/* Zero means default (section 1: filling it in C and C++). */
 typedef struct alock_table_opts {
     uint32_t nlocks;      /* create: locks in the table (required, 1..2^24) */
     uint32_t budget;      /* create: ALOCK_DEFAULT_BUDGET */

@@ -25,6 +25,13 @@
    the define. Linux only. The implementation needs glibc's GNU extensions: include krconn.h
    before any system header in that file (it then defines _GNU_SOURCE), or build with
    -D_GNU_SOURCE.
+   Options structs (krconn_ctx_opts, krconn_connect_opts, krconn_meta_opts): zero means the default.
+   Fill one with designated initialisers in C; in C++, value-initialise it and assign the fields you
+   set (`T o{};` and `T o = {};` never warn; an initialiser list that leaves fields out warns under
+   -Wextra in g++ before 14, -Wmissing-field-initializers):
+
+       krconn_ctx_opts o = {.pool_size = 64};  // C
+       krconn_ctx_opts o{}; o.pool_size = 64;  // C++
 
    2. COMPILE OPTIONS
    ------------------

@@ -36,6 +36,13 @@
        NPPIN_MALLOC(n), NPPIN_FREE(p)   your allocator (define both or neither)
    Set NPPIN_DEBUG=1 in the environment to log to stderr (read once per process) when no log
    callback is given in nppin_opts.
+   Options structs (nppin_opts): zero means the default. Fill one with designated initialisers in C;
+   in C++, value-initialise it and assign the fields you set (`T o{};` and `T o = {};` never warn;
+   an initialiser list that leaves fields out warns under -Wextra in g++ before 14,
+   -Wmissing-field-initializers):
+
+       nppin_opts o = {.budget = 64 << 20};  // C
+       nppin_opts o{}; o.budget = 64 << 20;  // C++
 
    2. WHAT IT DOES
    ---------------
@@ -282,7 +289,7 @@ typedef struct nppin_region nppin_region; /* a range of this process's memory */
 typedef struct nppin_peer nppin_peer;     /* one side of a message channel to another process */
 typedef struct nppin_remote nppin_remote; /* a peer's region, opened from its handle */
 
-/* Zero means default; use designated initialisers. */
+/* Zero means default (section 1: filling it in C and C++). */
 typedef struct nppin_opts {
     size_t chunk_size;         /* power of two, page to 1 GiB; 0 = NPPIN_DEFAULT_CHUNK */
     size_t budget;             /* most bytes registered at once; 0 = from RLIMIT_MEMLOCK */

@@ -56,6 +56,14 @@
    receives connections, reaping and faults (and the messages of the connection heaps); without
    it, set RPCOOL_DEBUG (any value) in the environment to send them to stderr (read once per
    process).
+   Options structs (rpcool_server_opts, rpcool_conn_opts, rpcool_call_opts, rpcool_handler_opts,
+   rpcool_export_opts, rpcool_attach_opts): zero means the default. Fill one with designated
+   initialisers in C; in C++, value-initialise it and assign the fields you set (`T o{};` and
+   `T o = {};` never warn; an initialiser list that leaves fields out warns under -Wextra in g++
+   before 14, -Wmissing-field-initializers):
+
+       rpcool_server_opts o = {.max_conns = 64};  // C
+       rpcool_server_opts o{}; o.max_conns = 64;  // C++
 
    2. WHAT IT IS
    -------------
@@ -1006,7 +1014,7 @@ typedef int rpcool_connect_hook(rpcool_server *s, const rpcool_peer *peer, void 
 typedef void rpcool_disconnect_hook(rpcool_server *s, const rpcool_peer *peer, void *conn_user,
                                     int why, void *user);
 
-/* Server options. Zero means default; use designated initialisers. */
+/* Server options. Zero means default (section 1: filling it in C and C++). */
 typedef struct rpcool_server_opts {
     unsigned max_conns;   /* connection slots; 0 = RPCOOL_DEFAULT_MAX_CONNS, at most
                              RPCOOL_MAX_CONNS */
@@ -1131,7 +1139,7 @@ typedef struct rpcool_conn_stats {
     unsigned inflight;     /* its calls posted and not yet answered */
 } rpcool_conn_stats;
 
-/* Options of one handler (rpcool_server_add_handler_ex). Zero means default. */
+/* Options of one handler (rpcool_server_add_handler_ex). Zero means default (section 1). */
 typedef struct rpcool_handler_opts {
     unsigned safety;      /* as the safety argument of rpcool_server_add_handler */
     unsigned limit_ms;    /* this handler's time limit; 0 = the server's limit_ms */

@@ -35,6 +35,13 @@
        SHMHEAP_FREE(p)       and free); define both or neither (#error otherwise)
    Logging is silent by default. shmheap_opts.log receives a heap's messages; without it, set
    SHMHEAP_DEBUG (any value) in the environment to send them to stderr (read once per process).
+   Options structs (shmheap_opts): zero means the default. Fill one with designated initialisers in
+   C; in C++, value-initialise it and assign the fields you set (`T o{};` and `T o = {};` never
+   warn; an initialiser list that leaves fields out warns under -Wextra in g++ before 14,
+   -Wmissing-field-initializers):
+
+       shmheap_opts o = {.size = 64 << 20};  // C
+       shmheap_opts o{}; o.size = 64 << 20;  // C++
 
    2. WHAT IT IS
    -------------
@@ -185,7 +192,7 @@ typedef struct shmheap shmheap; /* a process-local handle to a mapped heap */
 #define SHMHEAP_DEFAULT_MODE 0600
 #define SHMHEAP_POD_IDS 16 /* $SHMHEAP_POD_ID: 0 .. SHMHEAP_POD_IDS - 1 */
 
-/* Options for create and open. Zero means default; use designated initialisers. */
+/* Options for create and open. Zero means default (section 1: filling it in C and C++). */
 typedef struct shmheap_opts {
     size_t size;         /* create: bytes, rounded up to 2 MiB; 0 = SHMHEAP_DEFAULT_SIZE for
                             shm objects and new files, the size of an existing file (overwrite;
