@@ -81,7 +81,7 @@ $(BUILD)/vg/%: tests/%.c $(HEADERS) $(wildcard tests/*.h)
 # examples and rpcoolctl, then examples/demo.sh, which ends with its verdict line.
 demo:
 	@DEMO_START=$$(date +%s); export DEMO_START; \
-	sh tests/deps.sh demo || { echo "demo: FAILED at installing packages"; exit 1; }; \
+	sh tests/deps.sh demo || { echo "demo: FAILED at the packages it needs (above)"; exit 1; }; \
 	$(MAKE) -s demo-run
 
 demo-run:
