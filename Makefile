@@ -85,8 +85,8 @@ demo:
 	$(MAKE) -s demo-run
 
 demo-run:
-	@echo "== building the examples and rpcoolctl with plain cc -O2 (build/ex, build/bin): one"
-	@echo "   compiler run per program, each compiling a whole header's implementation"
+	@echo "== building the examples and rpcoolctl with plain cc -O2 into build/ex and build/bin"
+	@echo "   (each program compiles the implementation of the headers it uses)"
 	@$(MAKE) -s examples tools || { echo "demo: FAILED at building the examples"; exit 1; }
 	@DEMO_HAVE_VERBS=$(HAVE_VERBS) DEMO_HAVE_PBC=$(HAVE_PBC) sh examples/demo.sh $(BUILD)/ex
 
