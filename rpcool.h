@@ -600,13 +600,19 @@
    the reply. An input that lies wholly in the heap (built or unpacked through the allocator
    that rpcool_pbc_allocator_init makes over the connection heap; protobuf_c_message_unpack
    into it works too) travels by pointer with nothing copied, and is the caller's again when
-   the call returns: its descriptors and default values are its own again, and
-   protobuf_c_message_free_unpacked with the same allocator frees it. Nobody else may use the
-   input during the call. A call that timed out (RPCOOL_E_TIMEOUT) may still run at the server
-   (section 6): the copy of its input is not freed, and an input that travelled by pointer is
-   in the caller's form again but may still be read by the server, so do not free it. A message
-   with a sub-message more than RPCOOL_PBC_MAX_DEPTH (100) levels below the top (a cycle, say)
-   is refused with RPCOOL_E_PROTO.
+   the call returns, whatever it returns (a timeout and a dead server included): its
+   descriptors and default values are its own again, and protobuf_c_message_free_unpacked with
+   the same allocator frees it. Nobody else may use the input during the call. A call that
+   timed out (RPCOOL_E_TIMEOUT) may still run at the server (section 6): the copy of its input
+   is not freed, and an input that travelled by pointer is in the caller's form again but may
+   still be read by the server, so do not free it. The client walks an input that lies in the
+   heap within the budget the server has (below: as many bytes as the connection heap holds,
+   counting a shared sub-message each time it is referenced): past it the call returns
+   RPCOOL_E_PROTO at once, nothing copied or sent, the input the caller's. An input not wholly
+   in the heap is copied into it within the same budget (RPCOOL_E_PROTO past it;
+   SHMHEAP_E_FULL when the heap has no room for the copy). A message with a sub-message more
+   than RPCOOL_PBC_MAX_DEPTH (100) levels below the top (a cycle, say) is refused with
+   RPCOOL_E_PROTO.
    Server: rpcool_pbc_serve registers a ProtobufCService (a generated Foo_Service filled with
    the user's functions; it must outlive the server) as one handler id with its safety flags;
    the call names its method by index, checked against a hash of the service, method and type
