@@ -268,7 +268,11 @@
        the call with RPCOOL_E_BADPTR when a pointer leaves the connection's heap, and with
        RPCOOL_E_BUDGET once the bytes they checked in one call add up to more than the
        connection heap holds (the data has a cycle, or is read again and again): a walk over
-       a cyclic list through them ends, in any mode (on shared memory). A sandboxed handler
+       a cyclic list through them ends, in any mode (on shared memory). Each charges what it
+       reads: rpcool_ctx_need its len (RPCOOL_NEED: sizeof *p), rpcool_ctx_need_str the
+       string's length plus its NUL, rpcool_map_get_checked the map's header (sizeof
+       (rpcool_map)), each entry it probes (sizeof (rpcool_map_entry)) and each key it
+       compares (length plus NUL); rpcool_ctx_ok charges nothing. A sandboxed handler
        that loops without them is ended by a time limit (see "Time limits" in FAILURES).
        With memory protection keys (pku; shmheap_pkey_supported()) each connection heap also
        gets a key and the handler runs with the keys of all *other* connections' heaps
@@ -1284,7 +1288,8 @@ RPCOOL_API rpcool_map *rpcool_map_new(rpcool_arena *a, size_t cap);
 RPCOOL_API int rpcool_map_put(rpcool_arena *a, rpcool_map *m, const char *key, uint64_t val,
                               uint64_t *old);
 RPCOOL_API int rpcool_map_get(const rpcool_map *m, const char *key, uint64_t *val); /* 1/0 */
-/* The same on a map in a peer's heap, from a handler: every pointer checked. */
+/* The same on a map in a peer's heap, from a handler: every pointer checked; the call's budget
+   of checked reads is charged the header, each entry probed and each key compared. */
 RPCOOL_API int rpcool_map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, const char *key,
                                       uint64_t *val);
 RPCOOL_API uint64_t rpcool_hash(const char *s);
@@ -5826,9 +5831,11 @@ static int rpcool__map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, const c
     uint64_t cap = m->cap, h = rpcool_hash(key);
     if (!cap || (cap & (cap - 1)) || cap > (uint64_t)SIZE_MAX / sizeof *m->e)
         rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
-    const rpcool_map_entry *e =
-        (const rpcool_map_entry *)rpcool_ctx_need(ctx, m->e, (size_t)cap * sizeof *m->e);
+    const rpcool_map_entry *e = m->e;
+    if (!rpcool_ctx_ok(ctx, e, (size_t)cap * sizeof *e)) rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
+    /* the budget counts what is read: each entry probed, each key compared */
     for (uint64_t n = 0, i = h & (cap - 1); n < cap; n++, i = (i + 1) & (cap - 1)) {
+        rpcool__spend(ctx, sizeof *e);
         const char *k = e[i].key;
         if (!k) return 0;
         if (e[i].hash == h && !strcmp(rpcool__need_str(ctx, k), key)) {

@@ -19,7 +19,8 @@
 enum { FN_ECHO = 1, FN_RECURSE = 2, FN_WALK = 3, FN_RAWLOOP = 4, FN_DEPTH = 5, FN_QUIT = 6,
        FN_STATS = 7, FN_SLEEP = 8, FN_ALLOC_NEG = 9, FN_ALLOC_FAIL = 10, FN_ALLOC_BAD = 11,
        FN_ALLOC_FAULT = 12, FN_ALLOC_NOREPLY = 13, FN_WALK_RELAXED = 14, FN_NEED_SLOW = 15,
-       FN_BADREPLY = 16, FN_FAULT = 17, FN_SPIN_FLAG = 18, FN_CHAIN = 19 };
+       FN_BADREPLY = 16, FN_FAULT = 17, FN_SPIN_FLAG = 18, FN_CHAIN = 19,
+       FN_MAPGET = 20 };
 
 struct node {
     struct node *next;
@@ -188,8 +189,30 @@ static int h_chain(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     return 0;
 }
 
+/* n lookups of "k0".."k{n-1}" (modulo keys) in a map of the client's heap, checked */
+struct mapget {
+    const rpcool_map *m;
+    long n, keys;
+};
+
+static int h_mapget(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)len;
+    (void)user;
+    const struct mapget *a = RPCOOL_NEED(ctx, (const struct mapget *)arg);
+    int found = 0;
+    for (long i = 0; i < a->n; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "k%ld", i % a->keys);
+        uint64_t v = 0;
+        found += rpcool_map_get_checked(ctx, a->m, key, &v) && v == (uint64_t)(i % a->keys);
+    }
+    return found;
+}
+
 static void add_handlers(rpcool_server *s)
 {
+    rpcool_server_add_handler(s, FN_MAPGET, h_mapget, NULL, RPCOOL_SANDBOX);
     rpcool_server_add_handler(s, FN_CHAIN, h_chain, NULL, 0);
     rpcool_server_add_handler(s, FN_ECHO, t_h_echo, NULL, 0);
     rpcool_server_add_handler(s, FN_RECURSE, h_recurse, NULL, RPCOOL_SANDBOX);
@@ -349,6 +372,37 @@ static void test_cycle_budget(void)
     (*arg)->next->next->next = NULL;
     CHECK_EQ(call_t(c, FN_WALK, arg, sizeof *arg, 5000), 3);
     rpcool_free(c, arg);
+    finish_server(sp, c, name);
+}
+
+/* rpcool_map_get_checked charges the budget what it reads (the entries probed and the keys
+   compared), not the whole table: 3000 lookups in a map of 4096 slots in a 64 MiB heap (the
+   whole table each time would be 295 MB) are served. */
+static void test_map_get_budget(void)
+{
+    const char *name = t_uniq("mapb");
+    pid_t sp = fork_server(name, 0);
+    rpcool_conn_opts o = {.heap_size = 64 << 20};
+    rpcool_conn *c = connect_retry(name, &o);
+    CHECK(c != NULL);
+    if (!c) return finish_server(sp, NULL, name);
+    rpcool_arena a;
+    CHECK_EQ(rpcool_arena_init(&a, rpcool_heap(c), 1 << 20), 0);
+    rpcool_map *m = rpcool_map_new(&a, 2048);
+    CHECK(m && m->cap == 4096);
+    for (long i = 0; m && i < 1000; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "k%ld", i);
+        CHECK_EQ(rpcool_map_put(&a, m, key, (uint64_t)i, NULL), 0);
+    }
+    struct mapget *arg = (struct mapget *)rpcool_alloc(c, sizeof *arg);
+    arg->m = m;
+    arg->n = 3000;
+    arg->keys = 1000;
+    int r = call_t(c, FN_MAPGET, arg, sizeof *arg, 20000);
+    CHECKF(r == 3000, "3000 checked lookups: %d (%s)", r, r < 0 ? rpcool_strerror(r) : "found");
+    rpcool_free(c, arg);
+    rpcool_arena_destroy(&a);
     finish_server(sp, c, name);
 }
 
@@ -709,6 +763,7 @@ int main(int argc, char **argv)
     RUN(test_stack_overflow_started);
     RUN(test_stack_overflow_own_thread);
     RUN(test_cycle_budget);
+    RUN(test_map_get_budget);
     RUN(test_dead_client_call_dropped);
     RUN(test_failed_call_blocks_freed);
     RUN(test_multiblock_reply);
