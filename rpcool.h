@@ -711,7 +711,9 @@
    rpcool_server_conns(s, out, max) lists the connections now, those of shared memory first,
    then those of RDMA (whose hello was accepted): each one's rpcool_peer and its calls in
    flight (posted, not yet answered; 0 for an RDMA connection), and returns how many there
-   are. Another process asks the server the
+   are. stats.conns and this list count the same connections: one whose client has gone
+   (disconnected, died, dropped) stays in both, with 0 calls in flight, until its handlers and
+   deferred calls have finished and it is let go (when on_disconnect is called). Another process asks the server the
    same at its socket: rpcool_channel_stats(channel, timeout_ms, &st, conns, max, &n) (the
    acceptor answers it, so a busy or stuck handler does not delay it); the server answers
    callers of its own uid and root, anyone else gets -EACCES (the socket's mode decides who
@@ -3259,10 +3261,12 @@ RPCOOL_API int rpcool_server_conns(rpcool_server *s, rpcool_conn_stats *out, uns
     pthread_mutex_lock(&s->hk_lock);
     for (uint32_t i = 0; i < s->max_conns; i++) {
         struct rpcool__sconn *sc = &s->conns[i];
-        if (rcp__load(&sc->state) != RPCOOL__SC_ACTIVE) continue;
+        uint32_t state = rcp__load(&sc->state);
+        if (state == RPCOOL__SC_FREE) continue; /* a draining one is listed, as stats count it */
         if ((unsigned)n < max) {
             out[n].peer = sc->peer;
-            out[n].inflight = rpcool__inflight(sc->hdr);
+            /* its client is gone: nobody waits for its calls (and its heap may fault) */
+            out[n].inflight = state == RPCOOL__SC_ACTIVE ? rpcool__inflight(sc->hdr) : 0;
         }
         n++;
     }

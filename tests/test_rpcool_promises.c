@@ -406,6 +406,57 @@ static void test_map_get_budget(void)
     finish_server(sp, c, name);
 }
 
+/* A client dies while its handler runs: stats.conns and rpcool_server_conns agree all along
+   (the connection counted and listed, with no calls in flight, until its handler has ended and
+   it is reaped), then both say 0. */
+static void test_dead_client_conns_agree(void)
+{
+    const char *name = t_uniq("dconn");
+    rpcool_server_opts so = {.reap_ms = 20};
+    rpcool_server *s = open_with(name, &so, 2);
+    if (!s) return;
+    __atomic_store_n(&sleep_starts, 0, __ATOMIC_SEQ_CST);
+    pid_t b = fork();
+    if (b == 0) {
+        rpcool_conn *c = NULL;
+        if (rpcool_connect(name, NULL, &c)) _exit(2);
+        int *m = (int *)rpcool_alloc(c, sizeof *m);
+        uint64_t bid;
+        *m = 800;
+        if (rpcool_call_async(c, FN_SLEEP, m, sizeof *m, NULL, NULL, NULL, &bid)) _exit(3);
+        pause();
+        _exit(0);
+    }
+    uint64_t t0 = rcp__now_ns();
+    while (!__atomic_load_n(&sleep_starts, __ATOMIC_SEQ_CST) && rcp__now_ns() - t0 < 5000000000ull)
+        usleep(1000);
+    t_kill_wait(b);
+    int disagree = 0, samples = 0, listed_draining = 0;
+    unsigned last = 1;
+    t0 = rcp__now_ns();
+    while (rcp__now_ns() - t0 < 2000000000ull) {
+        rpcool_server_stats st;
+        rpcool_conn_stats cs[4];
+        int n1 = rpcool_server_conns(s, cs, 4);
+        CHECK_EQ(rpcool_server_get_stats(s, &st), 0);
+        int n2 = rpcool_server_conns(s, cs, 4);
+        if (n1 == n2) {
+            samples++;
+            if ((int)st.conns != n1) disagree++;
+            if (n1 == 1 && cs[0].inflight == 0) listed_draining++;
+        }
+        last = st.conns;
+        if (!st.conns && st.reaped) break;
+        usleep(2000);
+    }
+    CHECKF(!disagree, "stats.conns and rpcool_server_conns disagreed in %d of %d samples",
+           disagree, samples);
+    CHECKF(listed_draining > 0, "the dead client's connection was never listed while its "
+           "handler ran");
+    CHECKF(last == 0, "the connection stayed: %u", last);
+    rpcool_server_close(s);
+}
+
 /* A client dies while its call waits behind another client's long call on the one serving
    thread: it is reaped while that call still runs (within reap_ms and a little), and its call
    never starts. */
@@ -765,6 +816,7 @@ int main(int argc, char **argv)
     RUN(test_cycle_budget);
     RUN(test_map_get_budget);
     RUN(test_dead_client_call_dropped);
+    RUN(test_dead_client_conns_agree);
     RUN(test_failed_call_blocks_freed);
     RUN(test_multiblock_reply);
     RUN(test_faults_logged_once);
