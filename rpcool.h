@@ -714,8 +714,9 @@
    are. stats.conns and this list count the same connections: one whose client has gone
    (disconnected, died, dropped) stays in both, with 0 calls in flight, until its handlers and
    deferred calls have finished and it is let go (when on_disconnect is called). Another
-   process asks the server the same at its socket: rpcool_channel_stats(channel, timeout_ms, &st, conns, max, &n) (the
-   acceptor answers it, so a busy or stuck handler does not delay it); the server answers
+   process asks the server the same at its socket: rpcool_channel_stats(channel, timeout_ms,
+   &st, conns, max, &n) (the acceptor answers it, so a busy or stuck handler does not delay
+   it); the server answers
    callers of its own uid and root, anyone else gets -EACCES (the socket's mode decides who
    may ask at all); its answer lists up to RPCOOL_MAX_CONNS connections. A server of an older
    version answers RPCOOL_E_PROTO (and counts a bad entry).
