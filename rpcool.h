@@ -776,6 +776,11 @@
    the export never owned it). The record and the lock table are freed by the last handle's
    close, or by the withdrawing close or create if no live process holds a handle (a process
    that died holding one does not count).
+   Fork: a child does not hold its parent's handles. It closes its copies of their liveness
+   descriptors at the fork (pthread_atfork), so it keeps no record alive and makes no dead
+   exporter seem alive: a create of the name takes over from an exporter that died while its
+   children live. rpcool_export_close of an inherited handle in the child frees the child's
+   copy only (it withdraws nothing); the child opens the export again to use it.
    Locks: rpcool_export_lock(x, idx, mode, &hold) takes lock idx (below nlocks, else
    RPCOOL_E_INVAL) in RPCOOL_LOCK_READ or RPCOOL_LOCK_WRITE mode; both are exclusive (one holder
    at a time), and WRITE also makes the lock's version word odd until rpcool_export_unlock(&hold)
