@@ -659,11 +659,15 @@
    Callers and connections. Inside a handler rpcool_ctx_peer(ctx) says who called: on shared
    memory the client's pid, uid and gid as the kernel gave them when the client connected
    (SO_PEERCRED on the socket: a client cannot forge them; authenticated is 1), its slot, and
-   the pod (the server's: a client of shared memory maps its heaps in the same pod). When the
+   the pod (the server's: a client of shared memory maps its heaps in the same pod). pod is a
+   name, never a path: the name of the server's pod directory in /dev/shm (no '/'), that is
+   rpcool_server_opts.pod, else $SHMHEAP_POD when set and not empty, else "shmheap.pod"
+   ("shmheap-tsan.pod" in ThreadSanitizer builds); a name of more than 63 bytes is cut. When the
    kernel gives no pid (a client in a pid namespace the server cannot see), pid is what the
    client claims and authenticated is 0 (uid and gid are still the kernel's). Over RDMA
    (transport RPCOOL_TRANSPORT_RDMA) authenticated is 0: pid, uid, gid and pod (the client's
-   SHMHEAP_POD_ID, "" if it had none) are what the client's connect claimed, and addr is the
+   $SHMHEAP_POD_ID as text, at most 19 bytes, "" if it had none: a pod id, not a directory)
+   are what the client's connect claimed, and addr is the
    address (GID, as IPv6 text; "lid N" without one) its queue pair is connected to; slot is
    RPCOOL_MAX_CONNS.
    rpcool_server_opts.on_connect (NULL: every client is accepted) is called on the server's acceptor
@@ -734,8 +738,14 @@
    stale channel (only those named, if any): it takes the name's lock first, which a live server
    holds, so a live channel is never touched; a server starting on that very name at that moment may
    fail with RPCOOL_E_NAMETAKEN (start it again). --help prints the usage and exits 0. Exit status:
-   0, 1 when --clean could not remove something (another user's), 2 for a usage error (the usage
-   then goes to stderr).
+   0, 1 when --clean could not remove something (another user's), 2 for a usage error (an
+   unknown option: the usage goes to stderr; a malformed channel name: "malformed channel name"
+   on stderr, nothing reported), 3 when a channel named is not on this host ("no such channel"
+   on stderr, and in JSON its "missing" list; the others are reported). With no channel named it
+   also lists the exports' liveness files (/dev/shm/rpcool.x.*, section 13) as exports, never as
+   channels: whether a handle and the exporter hold them. The text (tables under column
+   headers) and the JSON (a "schema" number first) are a stable layout, documented field by
+   field in README.md ("rpcoolctl's output").
 
    13. SHARED DATA
    ---------------
@@ -1013,8 +1023,9 @@ typedef struct rpcool_peer {
     int32_t pid;
     uint32_t uid, gid;
     unsigned slot;       /* the connection's slot (RPCOOL_MAX_CONNS inside on_connect) */
-    char pod[64];        /* shared memory: the server's pod (the client maps heaps in it);
-                            RDMA: the client's pod id as it claims it */
+    char pod[64];        /* shared memory: the name (not a path) of the server's pod
+                            directory in /dev/shm, e.g. "shmheap.pod"; RDMA: the client's
+                            $SHMHEAP_POD_ID as it claims it ("" without one) */
     char addr[64];       /* RDMA: the client's address; "" on shared memory */
 } rpcool_peer;
 
