@@ -276,7 +276,11 @@
        the call with RPCOOL_E_BADPTR when a pointer leaves the connection's heap, and with
        RPCOOL_E_BUDGET once the bytes they checked in one call add up to more than the
        connection heap holds (the data has a cycle, or is read again and again): a walk over
-       a cyclic list through them ends, in any mode (on shared memory). A sandboxed handler
+       a cyclic list through them ends, in any mode (on shared memory). Each charges what it
+       reads: rpcool_ctx_need its len (RPCOOL_NEED: sizeof *p), rpcool_ctx_need_str the
+       string's length plus its NUL, rpcool_map_get_checked the map's header (sizeof
+       (rpcool_map)), each entry it probes (sizeof (rpcool_map_entry)) and each key it
+       compares (length plus NUL); rpcool_ctx_ok charges nothing. A sandboxed handler
        that loops without them is ended by a time limit (see "Time limits" in FAILURES).
        With memory protection keys (pku; shmheap_pkey_supported()) each connection heap also
        gets a key and the handler runs with the keys of all *other* connections' heaps
@@ -608,13 +612,19 @@
    the reply. An input that lies wholly in the heap (built or unpacked through the allocator
    that rpcool_pbc_allocator_init makes over the connection heap; protobuf_c_message_unpack
    into it works too) travels by pointer with nothing copied, and is the caller's again when
-   the call returns: its descriptors and default values are its own again, and
-   protobuf_c_message_free_unpacked with the same allocator frees it. Nobody else may use the
-   input during the call. A call that timed out (RPCOOL_E_TIMEOUT) may still run at the server
-   (section 6): the copy of its input is not freed, and an input that travelled by pointer is
-   in the caller's form again but may still be read by the server, so do not free it. A message
-   with a sub-message more than RPCOOL_PBC_MAX_DEPTH (100) levels below the top (a cycle, say)
-   is refused with RPCOOL_E_PROTO.
+   the call returns, whatever it returns (a timeout and a dead server included): its
+   descriptors and default values are its own again, and protobuf_c_message_free_unpacked with
+   the same allocator frees it. Nobody else may use the input during the call. A call that
+   timed out (RPCOOL_E_TIMEOUT) may still run at the server (section 6): the copy of its input
+   is not freed, and an input that travelled by pointer is in the caller's form again but may
+   still be read by the server, so do not free it. The client walks an input that lies in the
+   heap within the budget the server has (below: as many bytes as the connection heap holds,
+   counting a shared sub-message each time it is referenced): past it the call returns
+   RPCOOL_E_PROTO at once, nothing copied or sent, the input the caller's. An input not wholly
+   in the heap is copied into it within the same budget (RPCOOL_E_PROTO past it;
+   SHMHEAP_E_FULL when the heap has no room for the copy). A message with a sub-message more
+   than RPCOOL_PBC_MAX_DEPTH (100) levels below the top (a cycle, say) is refused with
+   RPCOOL_E_PROTO.
    Server: rpcool_pbc_serve registers a ProtobufCService (a generated Foo_Service filled with
    the user's functions; it must outlive the server) as one handler id with its safety flags;
    the call names its method by index, checked against a hash of the service, method and type
@@ -657,11 +667,15 @@
    Callers and connections. Inside a handler rpcool_ctx_peer(ctx) says who called: on shared
    memory the client's pid, uid and gid as the kernel gave them when the client connected
    (SO_PEERCRED on the socket: a client cannot forge them; authenticated is 1), its slot, and
-   the pod (the server's: a client of shared memory maps its heaps in the same pod). When the
+   the pod (the server's: a client of shared memory maps its heaps in the same pod). pod is a
+   name, never a path: the name of the server's pod directory in /dev/shm (no '/'), that is
+   rpcool_server_opts.pod, else $SHMHEAP_POD when set and not empty, else "shmheap.pod"
+   ("shmheap-tsan.pod" in ThreadSanitizer builds); a name of more than 63 bytes is cut. When the
    kernel gives no pid (a client in a pid namespace the server cannot see), pid is what the
    client claims and authenticated is 0 (uid and gid are still the kernel's). Over RDMA
    (transport RPCOOL_TRANSPORT_RDMA) authenticated is 0: pid, uid, gid and pod (the client's
-   SHMHEAP_POD_ID, "" if it had none) are what the client's connect claimed, and addr is the
+   $SHMHEAP_POD_ID as text, at most 19 bytes, "" if it had none: a pod id, not a directory)
+   are what the client's connect claimed, and addr is the
    address (GID, as IPv6 text; "lid N" without one) its queue pair is connected to; slot is
    RPCOOL_MAX_CONNS.
    rpcool_server_opts.on_connect (NULL: every client is accepted) is called on the server's acceptor
@@ -709,9 +723,12 @@
    rpcool_server_conns(s, out, max) lists the connections now, those of shared memory first,
    then those of RDMA (whose hello was accepted): each one's rpcool_peer and its calls in
    flight (posted, not yet answered; 0 for an RDMA connection), and returns how many there
-   are. Another process asks the server the
-   same at its socket: rpcool_channel_stats(channel, timeout_ms, &st, conns, max, &n) (the
-   acceptor answers it, so a busy or stuck handler does not delay it); the server answers
+   are. stats.conns and this list count the same connections: one whose client has gone
+   (disconnected, died, dropped) stays in both, with 0 calls in flight, until its handlers and
+   deferred calls have finished and it is let go (when on_disconnect is called). Another
+   process asks the server the same at its socket: rpcool_channel_stats(channel, timeout_ms,
+   &st, conns, max, &n) (the acceptor answers it, so a busy or stuck handler does not delay
+   it); the server answers
    callers of its own uid and root, anyone else gets -EACCES (the socket's mode decides who
    may ask at all); its answer lists up to RPCOOL_MAX_CONNS connections. A server of an older
    version answers RPCOOL_E_PROTO (and counts a bad entry).
@@ -729,8 +746,14 @@
    stale channel (only those named, if any): it takes the name's lock first, which a live server
    holds, so a live channel is never touched; a server starting on that very name at that moment may
    fail with RPCOOL_E_NAMETAKEN (start it again). --help prints the usage and exits 0. Exit status:
-   0, 1 when --clean could not remove something (another user's), 2 for a usage error (the usage
-   then goes to stderr).
+   0, 1 when --clean could not remove something (another user's), 2 for a usage error (an
+   unknown option: the usage goes to stderr; a malformed channel name: "malformed channel name"
+   on stderr, nothing reported), 3 when a channel named is not on this host ("no such channel"
+   on stderr, and in JSON its "missing" list; the others are reported). With no channel named it
+   also lists the exports' liveness files (/dev/shm/rpcool.x.*, section 13) as exports, never as
+   channels: whether a handle and the exporter hold them. The text (tables under column
+   headers) and the JSON (a "schema" number first) are a stable layout, documented field by
+   field in README.md ("rpcoolctl's output").
 
    13. SHARED DATA
    ---------------
@@ -771,6 +794,11 @@
    the export never owned it). The record and the lock table are freed by the last handle's
    close, or by the withdrawing close or create if no live process holds a handle (a process
    that died holding one does not count).
+   Fork: a child does not hold its parent's handles. It closes its copies of their liveness
+   descriptors at the fork (pthread_atfork), so it keeps no record alive and makes no dead
+   exporter seem alive: a create of the name takes over from an exporter that died while its
+   children live. rpcool_export_close of an inherited handle in the child frees the child's
+   copy only (it withdraws nothing); the child opens the export again to use it.
    Locks: rpcool_export_lock(x, idx, mode, &hold) takes lock idx (below nlocks, else
    RPCOOL_E_INVAL) in RPCOOL_LOCK_READ or RPCOOL_LOCK_WRITE mode; both are exclusive (one holder
    at a time), and WRITE also makes the lock's version word odd until rpcool_export_unlock(&hold)
@@ -1003,8 +1031,9 @@ typedef struct rpcool_peer {
     int32_t pid;
     uint32_t uid, gid;
     unsigned slot;       /* the connection's slot (RPCOOL_MAX_CONNS inside on_connect) */
-    char pod[64];        /* shared memory: the server's pod (the client maps heaps in it);
-                            RDMA: the client's pod id as it claims it */
+    char pod[64];        /* shared memory: the name (not a path) of the server's pod
+                            directory in /dev/shm, e.g. "shmheap.pod"; RDMA: the client's
+                            $SHMHEAP_POD_ID as it claims it ("" without one) */
     char addr[64];       /* RDMA: the client's address; "" on shared memory */
 } rpcool_peer;
 
@@ -1286,7 +1315,8 @@ RPCOOL_API rpcool_map *rpcool_map_new(rpcool_arena *a, size_t cap);
 RPCOOL_API int rpcool_map_put(rpcool_arena *a, rpcool_map *m, const char *key, uint64_t val,
                               uint64_t *old);
 RPCOOL_API int rpcool_map_get(const rpcool_map *m, const char *key, uint64_t *val); /* 1/0 */
-/* The same on a map in a peer's heap, from a handler: every pointer checked. */
+/* The same on a map in a peer's heap, from a handler: every pointer checked; the call's budget
+   of checked reads is charged the header, each entry probed and each key compared. */
 RPCOOL_API int rpcool_map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, const char *key,
                                       uint64_t *val);
 RPCOOL_API uint64_t rpcool_hash(const char *s);
@@ -3256,10 +3286,12 @@ RPCOOL_API int rpcool_server_conns(rpcool_server *s, rpcool_conn_stats *out, uns
     pthread_mutex_lock(&s->hk_lock);
     for (uint32_t i = 0; i < s->max_conns; i++) {
         struct rpcool__sconn *sc = &s->conns[i];
-        if (rcp__load(&sc->state) != RPCOOL__SC_ACTIVE) continue;
+        uint32_t state = rcp__load(&sc->state);
+        if (state == RPCOOL__SC_FREE) continue; /* a draining one is listed, as stats count it */
         if ((unsigned)n < max) {
             out[n].peer = sc->peer;
-            out[n].inflight = rpcool__inflight(sc->hdr);
+            /* its client is gone: nobody waits for its calls (and its heap may fault) */
+            out[n].inflight = state == RPCOOL__SC_ACTIVE ? rpcool__inflight(sc->hdr) : 0;
         }
         n++;
     }
@@ -5828,9 +5860,11 @@ static int rpcool__map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, const c
     uint64_t cap = m->cap, h = rpcool_hash(key);
     if (!cap || (cap & (cap - 1)) || cap > (uint64_t)SIZE_MAX / sizeof *m->e)
         rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
-    const rpcool_map_entry *e =
-        (const rpcool_map_entry *)rpcool_ctx_need(ctx, m->e, (size_t)cap * sizeof *m->e);
+    const rpcool_map_entry *e = m->e;
+    if (!rpcool_ctx_ok(ctx, e, (size_t)cap * sizeof *e)) rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
+    /* the budget counts what is read: each entry probed, each key compared */
     for (uint64_t n = 0, i = h & (cap - 1); n < cap; n++, i = (i + 1) & (cap - 1)) {
+        rpcool__spend(ctx, sizeof *e);
         const char *k = e[i].key;
         if (!k) return 0;
         if (e[i].hash == h && !strcmp(rpcool__need_str(ctx, k), key)) {

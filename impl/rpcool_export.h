@@ -42,7 +42,9 @@ struct rpcool_export {
     size_t len;
     uint32_t nlocks;
     int owner;                /* the exporter's handle (its close withdraws) */
-    int live_fd;              /* holds the liveness file's byte locks */
+    int live_fd;              /* holds the liveness file's byte locks (a forked child closes
+                                 its copy at the fork: rpcool__fd_track) */
+    pid_t pid;                /* the process that made the handle */
     char name[RPCOOL_EXPORT_NAME_MAX + 1];
     struct rcp__logger lg;
     struct rpcool__xsvc *svc;
@@ -146,6 +148,15 @@ static void rpcool__x_withdraw(shmheap *h, struct rpcool__xrec *rec, const char 
     if (shmheap_root_get(h, root) == (void *)rec) shmheap_root_set(h, root, NULL);
 }
 
+/* Let go of the handle's liveness descriptor, unless this is a forked child's inherited copy of
+   the handle (the child closed the descriptor at the fork; the number may be another's now). */
+static void rpcool__x_close_fd(rpcool_export *x)
+{
+    if (x->pid != getpid()) return;
+    rpcool__fd_track(x->live_fd, 0);
+    close(x->live_fd);
+}
+
 /* A handle of rec: the liveness file's byte locks, then its lock table. */
 static int rpcool__x_handle(shmheap *h, struct rpcool__xrec *rec, const char *name, int owner,
                             const alock_table_opts *to, rpcool_export **out)
@@ -162,6 +173,11 @@ static int rpcool__x_handle(shmheap *h, struct rpcool__xrec *rec, const char *na
         rc = RPCOOL_E_NOEXPORT; /* reclaimed meanwhile */
         goto fail;
     }
+    /* an OFD lock belongs to the open file description, which a forked child shares: the
+       child closes its copy at once (pthread_atfork), so it never keeps the export alive or
+       its exporter seeming alive */
+    rpcool__fd_track(x->live_fd, 1);
+    x->pid = getpid();
     rc = rpcool__x_lk(x->live_fd, F_OFD_SETLK, F_RDLCK, RPCOOL__X_USERS);
     if (!rc && owner) rc = rpcool__x_lk(x->live_fd, F_OFD_SETLK, F_WRLCK, RPCOOL__X_OWNER);
     if (rc) {
@@ -212,7 +228,7 @@ static int rpcool__x_handle(shmheap *h, struct rpcool__xrec *rec, const char *na
 fail_table:
     alock_table_close(x->t);
 fail_fd:
-    close(x->live_fd);
+    rpcool__x_close_fd(x);
 fail:
     rpcool__free(x);
     return rc;
@@ -295,7 +311,7 @@ fail_root:
     shmheap_root_set(h, root, NULL);
 fail_handle:
     alock_table_close((*out)->t);
-    close((*out)->live_fd);
+    rpcool__x_close_fd(*out);
     rpcool__free(*out);
     *out = NULL;
 fail_table:
@@ -323,6 +339,11 @@ RPCOOL_API int rpcool_export_open(shmheap *h, const char *name, rpcool_export **
 RPCOOL_API int rpcool_export_close(rpcool_export *x)
 {
     if (!x) return RPCOOL_E_INVAL;
+    if (x->pid != getpid()) { /* a forked child's copy: the export is its parent's */
+        alock_table_close(x->t); /* the child's share of the table's liveness descriptor */
+        rpcool__free(x);
+        return 0;
+    }
     if (x->owner) {
         char root[RPCOOL__X_ROOTLEN];
         rpcool__x_stop(x);
@@ -331,7 +352,7 @@ RPCOOL_API int rpcool_export_close(rpcool_export *x)
     }
     alock_table_close(x->t);
     int withdrawn = rcp__load(&x->rec->state) != RPCOOL__X_LIVE; /* read while held */
-    close(x->live_fd);
+    rpcool__x_close_fd(x);
     if (withdrawn) rpcool__x_reclaim(x->h, x->rec);
     rpcool__free(x);
     return 0;

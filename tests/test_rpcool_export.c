@@ -401,6 +401,64 @@ static void t_exporter_dead(void)
     teardown(x);
 }
 
+/* The manual's own usage: a forked child opens the export again. Once that child has closed its
+   handle and the exporter has closed, the record and its lock table are freed while the child
+   still lives (the child does not keep the exporter's liveness locks). */
+static void t_fork_child_lets_go(void)
+{
+    rpcool_export *x = setup(NULL);
+    int fd[2];
+    pid_t pid = t_fork_pipe(fd);
+    if (pid == 0) {
+        shmheap *h;
+        rpcool_export *y = child_open(&h);
+        if (rpcool_export_close(y)) _exit(22);
+        if (write(fd[1], "r", 1) != 1) _exit(26);
+        pause();
+        _exit(0);
+    }
+    CHECK_EQ(t_ready_wait(fd[0]), 0);
+    CHECK_EQ(rpcool_export_close(x), 0);
+    CHECKF(live_files() == 0, "the record and its lock table stay while a forked child lives");
+    t_kill_wait(pid);
+    teardown(NULL);
+}
+
+/* An exporter SIGKILLed while a child it forked lives on: a new create of the name takes the
+   export over (the child does not hold the exporter's liveness lock). */
+static void t_fork_exporter_dead(void)
+{
+    rpcool_export *x = setup(NULL), *z = NULL;
+    int fd[2];
+    pid_t pid = t_fork_pipe(fd);
+    if (pid == 0) {
+        shmheap *h;
+        rpcool_export *e;
+        if (shmheap_open(hname, NULL, &h)) _exit(20);
+        if (rpcool_export_create(h, "other", dat->rec, sizeof dat->rec, NULL, &e)) _exit(21);
+        pid_t g = fork();
+        if (g == 0) { /* lives on after its parent is killed; ends by itself */
+            sleep(5);
+            _exit(0);
+        }
+        if (g < 0 || write(fd[1], &g, sizeof g) != sizeof g) _exit(26);
+        pause();
+        _exit(0);
+    }
+    pid_t g = -1;
+    CHECK(read(fd[0], &g, sizeof g) == sizeof g);
+    close(fd[0]);
+    CHECK_EQ(rpcool_export_create(heap, "other", dat->rec, 8, NULL, &z), RPCOOL_E_EXPORTED);
+    t_kill_wait(pid);
+    CHECK(g > 0 && kill(g, 0) == 0); /* the exporter's child lives */
+    int rc = rpcool_export_create(heap, "other", dat->rec, 8, NULL, &z);
+    CHECKF(rc == 0, "a create after the exporter died, its child alive: %d (%s)", rc,
+           rpcool_strerror(rc));
+    if (z) CHECK_EQ(rpcool_export_close(z), 0);
+    if (g > 0) kill(g, SIGKILL); /* not our child: init reaps it */
+    teardown(x);
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv);
@@ -411,5 +469,7 @@ int main(int argc, char **argv)
     RUN(t_optimistic_no_torn);
     RUN(t_owner_dead);
     RUN(t_exporter_dead);
+    RUN(t_fork_child_lets_go);
+    RUN(t_fork_exporter_dead);
     return T_DONE();
 }
