@@ -117,6 +117,9 @@ pods-a|pods-b) # tests/vm/run.sh pods: rpcool between two pods over RDMA
     # a protobuf-c service (tests/pbc_svc.c) served in pod A, called from pod B
     if [ "$role" = pods-a ]; then run pbc-rdma-server 150 /t/test_pbc_rdma server
     else run pbc-rdma-client 150 /t/test_pbc_rdma client "$peer"; fi
+    # servers of pod A that close: pod B's clients are told (RPCOOL_E_CLOSED), three times
+    if [ "$role" = pods-a ]; then run rpcool-close-server 200 /t/test_rpcool_rdma close-server
+    else run rpcool-close-client 200 /t/test_rpcool_rdma close-client "$peer"; fi
     ;;
 a|b)
     rdma_up
