@@ -14,14 +14,16 @@
  *               the data checked; nppin's pinned never above the budget
  *   killed      the exporter SIGKILLed: the attacher's next operations fail within its
  *               timeout_ms with RPCOOL_E_PEERDEAD or RPCOOL_E_TIMEOUT, a read of a chunk it never
- *               leased too
+ *               leased too; and, as its first operation after the kill, with the default
+ *               timeout_ms (longer than the queue pair's retry bound: the lease channel finds
+ *               the exporter dead first)
  *   corrupt     a 1 MiB remote read made to time out (timeout_ms 1) while its READ is still
  *               coming, then a 1 MiB remote write, CORRUPT_ROUNDS times: every write returns 0
  *               and every byte the exporter holds is what was written (a checker that counts
  *               the bytes that differ: 0)
  *   closed      the export closed by its exporter (alive): the attacher's read of a chunk it
  *               never leased fails with RPCOOL_E_PEERDEAD or RPCOOL_E_TIMEOUT within its
- *               timeout_ms, and an attach of that name is RPCOOL_E_NOEXPORT at once (its name
+ *               timeout_ms (the default), and an attach of that name is RPCOOL_E_NOEXPORT at once (its name
  *               withdrawn from the meta server), while another export there still attaches
  *   holder      an attacher SIGKILLed holding lock 6 in WRITE mode: a remote waiter queued
  *               behind it takes the lock over (RPCOOL_OWNERDEAD); killed again with nobody
@@ -40,6 +42,7 @@
 #define AREA ((CORRUPT_ROUNDS + 1) * MIB) /* the rounds' writes, then the source of the reads */
 #define CORRUPT_HEAP ((size_t)32 << 20)   /* an exporter of this heap size exports "xtc" too */
 #define CLOSED_FLAG "/tmp/xt.closed"
+#define KILLED_FLAG "/tmp/xt.killed"
 #define NLOCAL 2000      /* increments of each local writer */
 #define NREMOTE 150      /* increments of each remote writer */
 #define WORDS 64
@@ -219,8 +222,7 @@ static int att_main(const char *what, struct hdr *hd)
 {
     rpcool_remote *r;
     int onc = !strcmp(what, "corrupt") || !strcmp(what, "closed");
-    rpcool_attach_opts ao = {.timeout_ms = !strcmp(what, "killed") || !strcmp(what, "closed")
-                                               ? KILL_TMO_MS : 0};
+    rpcool_attach_opts ao = {.timeout_ms = !strcmp(what, "killed") ? KILL_TMO_MS : 0};
     int rc = rpcool_attach(onc ? URLC : URL, &ao, &r);
     if (rc) { printf("attach: %s\n", rpcool_strerror(rc)); return 1; }
     if (!strcmp(what, "count")) { /* NREMOTE increments of each of counters 0-3 */
@@ -360,6 +362,17 @@ static int att_main(const char *what, struct hdr *hd)
         uint64_t t2 = rcp__now_ns();
         printf("%d %llu %d %llu\n", rc, (unsigned long long)t, rc2,
                (unsigned long long)(t2 - t));
+    } else if (!strcmp(what, "killedfar")) { /* the first operation after the kill */
+        uint64_t v;
+        size_t len = 0;
+        char *far = (char *)rpcool_remote_base(r, &len);
+        rc = rpcool_remote_read(r, &hd->counter[0], &v, sizeof v);
+        printf("ready %d\n", rc);
+        fflush(stdout);
+        for (int i = 0; i < 3000 && access(KILLED_FLAG, F_OK); i++) usleep(10000);
+        uint64_t t = rcp__now_ns();
+        rc = rpcool_remote_read(r, far + len / 2, &v, sizeof v); /* never leased */
+        printf("%d %llu\n", rc, (unsigned long long)(rcp__now_ns() - t));
     } else if (!strcmp(what, "corrupt")) { /* reads timed out, then writes */
         size_t len = 0;
         unsigned char *base = (unsigned char *)rpcool_remote_base(r, &len);
@@ -673,6 +686,31 @@ static void x_killed(void)
     close(e.to);
     close(e.from);
     shmheap_unlink(heap_name, NULL);
+    /* the read of a chunk never leased is the first operation after the kill */
+    unlink(KILLED_FLAG);
+    snprintf(heap_name, sizeof heap_name, "%s", t_uniq("xkill2"));
+    CHECK(exporter_start(&e, 16 << 20, 0) == 0);
+    if (!e.hd) return;
+    memset(buf, 0, sizeof buf);
+    p = attacher("killedfar", e.hd, &fd);
+    CHECK(read(fd, buf, 8) == 8 && !strncmp(buf, "ready 0\n", 8));
+    kill(e.pid, SIGKILL);
+    waitpid(e.pid, &est, 0);
+    int ff = open(KILLED_FLAG, O_CREAT | O_WRONLY, 0600);
+    if (ff >= 0) close(ff);
+    st = attacher_wait(p, fd, v, text, sizeof text);
+    ms = (double)v[1] / 1e6;
+    printf("# killed: a chunk never leased as the first operation after the kill: %s after "
+           "%.0f ms (timeout_ms %d)\n", rpcool_strerror((int)v[0]), ms,
+           RPCOOL_ATTACH_DEFAULT_TIMEOUT_MS);
+    CHECKF(st == 0 && (v[0] == RPCOOL_E_PEERDEAD || v[0] == RPCOOL_E_TIMEOUT) &&
+           ms <= RPCOOL_ATTACH_DEFAULT_TIMEOUT_MS + 1000, "the first read after the kill: "
+           "status %d: %s", st, text);
+    shmheap_close(e.h);
+    close(e.to);
+    close(e.from);
+    shmheap_unlink(heap_name, NULL);
+    unlink(KILLED_FLAG);
 }
 
 /* Writes after reads that timed out: what the exporter holds, byte by byte. */
@@ -740,7 +778,8 @@ static void x_closed(void)
            "after %.0f ms; an attach then: %s after %.0f ms\n", (double)c[1] / 1e6,
            rpcool_strerror((int)v[0]), ms1, rpcool_strerror((int)v[2]), ms2);
     CHECKF(st == 0 && (v[0] == RPCOOL_E_PEERDEAD || v[0] == RPCOOL_E_TIMEOUT) &&
-           ms1 <= KILL_TMO_MS + 1000, "read after the close: status %d: %s", st, text);
+           ms1 <= RPCOOL_ATTACH_DEFAULT_TIMEOUT_MS + 1000, "read after the close: status %d: %s",
+           st, text);
     CHECKF(v[2] == RPCOOL_E_NOEXPORT && ms2 < 2000, "attach after the close: %s after %.0f ms",
            rpcool_strerror((int)v[2]), ms2);
     CHECKF(v[4] == 0, "another export of that exporter: %s", rpcool_strerror((int)v[4]));
