@@ -922,6 +922,7 @@ static void threads(void)
 /* ---- a server that closes: its clients are told (server_closes) ---- */
 #define CNAME "rdmac"
 #define CLOSE_ROUNDS 3
+#define CLOSE_PORT 7482 /* round i's server runs its own meta server on CLOSE_PORT + i */
 
 /* A server of its own: echo, its stats.conns, quit; closed when a client calls H_QUIT. */
 static int serve_closing(const char *how)
@@ -1016,8 +1017,8 @@ static void server_closes(void)
 {
     for (int i = 0; i < CLOSE_ROUNDS; i++) {
         char how[32], url[64];
-        snprintf(how, sizeof how, "serve:%d", 7482 + i);
-        snprintf(url, sizeof url, "rdma://127.0.0.1:%d/%s", 7482 + i, CNAME);
+        snprintf(how, sizeof how, "serve:%d", CLOSE_PORT + i);
+        snprintf(url, sizeof url, "rdma://127.0.0.1:%d/%s", CLOSE_PORT + i, CNAME);
         fflush(stdout);
         pid_t sp = fork();
         if (sp == 0) { /* pod A, as the main server */
@@ -1367,14 +1368,19 @@ int main(int argc, char **argv)
     }
     if (!strcmp(role, "close-server")) { /* a guest of its own: CLOSE_ROUNDS servers in turn */
         int bad = 0;
-        for (int i = 0; i < CLOSE_ROUNDS; i++) bad += serve_closing("serve");
+        for (int i = 0; i < CLOSE_ROUNDS; i++) { /* a meta server of its own each time */
+            char how[32];
+            snprintf(how, sizeof how, "serve:%d", CLOSE_PORT + i);
+            bad += serve_closing(how);
+        }
         return bad ? 1 : T_DONE();
     }
     if (!strcmp(role, "close-client")) {
         char url[200];
-        snprintf(url, sizeof url, "rdma://%s/%s", argc > 2 ? argv[2] : "127.0.0.1", CNAME);
         setenv("SHMHEAP_POD_ID", "1", 1);
         for (int i = 0; i < CLOSE_ROUNDS; i++) {
+            snprintf(url, sizeof url, "rdma://%s:%d/%s", argc > 2 ? argv[2] : "127.0.0.1",
+                     CLOSE_PORT + i, CNAME);
             t_begin("server_closes_pods");
             closing_round(url, 0, i, 10); /* the server may still be starting */
             t_end();
