@@ -146,6 +146,15 @@
      registered memory; clients read slots with one-sided RDMA READ over a krconn connection.
      Publishing is a UD datagram to the meta server, which writes the slot itself and accepts
      only the sender's own address (source GID of the packet, source QPN of the datagram).
+   krconn_publish(ctx, dir, name, timeout_ms) names ctx's address; publishing a name again
+   replaces its address. krconn_unpublish(ctx, dir, name, timeout_ms) withdraws it: from then on
+   krconn_lookup and krconn_connect_name of that name give KRCONN_E_NOTFOUND (a connect by a
+   name cached before, to a context that no longer answers, ends with it at its first resend
+   instead of waiting out its deadline). Only the address that published a name withdraws it:
+   an unknown name, a name withdrawn already or one naming another context's address is
+   KRCONN_E_NOTFOUND and stays as it was. A withdrawn name keeps its slot (empty of an address)
+   for itself, so that names stored past it stay reachable; publishing it again fills it in.
+   A meta server older than krconn_unpublish drops the request (KRCONN_E_TIMEDOUT).
    Finding the meta server the first time: krconn_dir_meta(ctx, "HOST[:PORT]", ...) (or NULL =
    the KRCONN_META environment variable) opens a TCP connection to HOST:PORT (default port
    KRCONN_DEFAULT_META_PORT, 7471), which the meta server's background thread answers with its
@@ -528,6 +537,9 @@ KRCONN_API int krconn_dir_close(krconn_dir *dir);
 KRCONN_API int krconn_meta_serve(krconn_ctx *ctx, const krconn_meta_opts *opts);
 KRCONN_API int krconn_publish(krconn_ctx *ctx, krconn_dir *dir, const char *name,
                               int timeout_ms);
+/* Withdraw name, published by ctx's address (section 5): 0, KRCONN_E_NOTFOUND, or as publish. */
+KRCONN_API int krconn_unpublish(krconn_ctx *ctx, krconn_dir *dir, const char *name,
+                                int timeout_ms);
 KRCONN_API int krconn_lookup(krconn_dir *dir, const char *name, int timeout_ms,
                              krconn_addr *out);
 
@@ -766,6 +778,11 @@ KRCONN_API int krconn_publish(krconn_ctx *ctx, krconn_dir *dir, const char *name
     (void)ctx, (void)dir, (void)name, (void)timeout_ms;
     return KRCONN_E_NOTSUP;
 }
+KRCONN_API int krconn_unpublish(krconn_ctx *ctx, krconn_dir *dir, const char *name, int timeout_ms)
+{
+    (void)ctx, (void)dir, (void)name, (void)timeout_ms;
+    return KRCONN_E_NOTSUP;
+}
 KRCONN_API int krconn_lookup(krconn_dir *dir, const char *name, int timeout_ms, krconn_addr *out)
 {
     (void)dir, (void)name, (void)timeout_ms, (void)out;
@@ -868,7 +885,9 @@ KRCONN_API int krconn_event_ack(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 #define KRCONN__TX_REAP_NS 1000000000ull    /* longest wait for a UD send's completion */
 #define KRCONN__KA_TAG 0xffffu      /* the background keepalive's completions; not a handle */
 
-enum { KRCONN__REQ = 1, KRCONN__REP, KRCONN__REJ, KRCONN__DISC, KRCONN__PUB, KRCONN__PUBACK };
+enum { KRCONN__REQ = 1, KRCONN__REP, KRCONN__REJ, KRCONN__DISC, KRCONN__PUB, KRCONN__PUBACK,
+       KRCONN__UNPUB };
+enum { KRCONN__PUBACK_OK = 0, KRCONN__PUBACK_FULL = 1, KRCONN__PUBACK_NOTFOUND = 2 };
 enum { KRCONN__REJ_STALE = 1, KRCONN__REJ_BUSY = 2 };
 /* REQ's code: KRCONN_CONNECT_NO_VIRTUAL (the connection is shared by neither side) */
 enum { KRCONN__REQ_PRIVATE = 1 };
@@ -1147,7 +1166,7 @@ static int krconn__msg_unpack(const unsigned char *b, krconn__msg *m)
 {
     if (rcp__verbs_get32(b) != KRCONN__MAGIC || b[4] != KRCONN__PROTO) return -1;
     m->type = b[5];
-    if (m->type < KRCONN__REQ || m->type > KRCONN__PUBACK) return -1;
+    if (m->type < KRCONN__REQ || m->type > KRCONN__UNPUB) return -1;
     m->code = (uint16_t)(b[6] << 8 | b[7]);
     m->nonce = krconn__get64(b + 8);
     m->src_gen = krconn__get64(b + 16);
@@ -1631,6 +1650,40 @@ static int krconn__dir_put(krconn__dent *tab, uint32_t n, const char *name, cons
     return KRCONN_E_FULL;
 }
 
+/* Withdraw name from a table in local memory if it names address a (its publisher): the slot
+   keeps the name with no address (generation 0), so that the names probed past it stay
+   reachable; publishing the name again fills it in. 0, or KRCONN_E_NOTFOUND (no such name, or
+   it names another address or none). */
+static int krconn__dir_del(krconn__dent *tab, uint32_t n, const char *name, const krconn_addr *a)
+{
+    uint64_t h = krconn__fnv(name, strlen(name), 0xcbf29ce484222325ull);
+    for (uint32_t i = 0; i < n; i++) {
+        krconn__dent *e = &tab[(h + i) % n];
+        for (int spin = 0;; spin++) {
+            uint64_t s = rcp__load(&e->seq);
+            if (s == 0) return KRCONN_E_NOTFOUND;
+            if (s & 1) {
+                if (spin > 100000) break; /* a writer died mid-write: skip the slot */
+                sched_yield();
+                continue;
+            }
+            if (strncmp(e->name, name, sizeof e->name)) break;
+            if (!e->gen || e->gen != a->generation || e->qpn != a->qpn ||
+                memcmp(e->gid, a->gid, 16))
+                return KRCONN_E_NOTFOUND;
+            if (!rcp__cas(&e->seq, &s, s + 1)) continue; /* changed meanwhile: look again */
+            e->gen = 0;
+            e->qpn = 0;
+            e->qkey = 0;
+            memset(e->gid, 0, 16);
+            e->check = krconn__dent_check(e, s + 2);
+            rcp__store(&e->seq, s + 2);
+            return 0;
+        }
+    }
+    return KRCONN_E_NOTFOUND;
+}
+
 static int krconn__dir_get_shm(krconn_dir *d, const char *name, krconn_addr *a)
 {
     uint64_t h = krconn__fnv(name, strlen(name), 0xcbf29ce484222325ull);
@@ -1642,6 +1695,7 @@ static int krconn__dir_get_shm(krconn_dir *d, const char *name, krconn_addr *a)
             sched_yield();
         if (r == 0) return KRCONN_E_NOTFOUND;
         if (r < 0 || strncmp(e.name, name, sizeof e.name)) continue;
+        if (!e.gen) return KRCONN_E_NOTFOUND; /* withdrawn */
         memcpy(a->gid, e.gid, 16);
         a->qpn = e.qpn;
         a->qkey = e.qkey;
@@ -1875,7 +1929,8 @@ static void krconn__rx_one(krconn_ctx *ctx, const struct ibv_wc *wc)
               krconn__msg_unpack(b + RCP__VERBS_GRH, &m);
     int forged = !bad && (krconn__grh_gid(b, wc, gid) || memcmp(gid, m.src_gid, 16) ||
                           wc->src_qp != m.src_udqpn);
-    if (!bad && !forged && m.type != KRCONN__REQ && m.type != KRCONN__PUB && m.dst_gen != ctx->gen)
+    if (!bad && !forged && m.type != KRCONN__REQ && m.type != KRCONN__PUB &&
+        m.type != KRCONN__UNPUB && m.dst_gen != ctx->gen)
         forged = 1; /* answers and disconnects name this context's generation */
     pthread_mutex_lock(&ctx->mu);
     ctx->st.rx++;
@@ -1889,6 +1944,7 @@ static void krconn__rx_one(krconn_ctx *ctx, const struct ibv_wc *wc)
     case KRCONN__REQ: krconn__on_req(ctx, &m); break;
     case KRCONN__DISC: krconn__on_disc(ctx, &m); break;
     case KRCONN__PUB: krconn__meta_put(ctx, &m); break;
+    case KRCONN__UNPUB: krconn__meta_put(ctx, &m); break;
     default: { /* REP, REJ, PUBACK: to a waiting connect or publish, from whom it asked */
         int found = 0;
         pthread_mutex_lock(&ctx->mu);
@@ -2374,7 +2430,9 @@ static int krconn__name_recheck(void *arg)
     krconn_addr now;
     uint64_t t = rcp__now_ns();
     int left = t < nc->deadline ? (int)((nc->deadline - t) / 1000000ull) : 0;
-    if (left <= 0 || krconn_lookup(nc->dir, nc->name, left, &now)) return 0;
+    if (left <= 0) return 0;
+    int rc = krconn_lookup(nc->dir, nc->name, left, &now);
+    if (rc) return rc == KRCONN_E_NOTFOUND ? rc : 0; /* withdrawn: nobody to wait for */
     return now.generation != nc->was.generation || now.qpn != nc->was.qpn ? KRCONN_E_STALE : 0;
 }
 
@@ -2597,6 +2655,11 @@ KRCONN_API int krconn_connect_name(krconn_ctx *ctx, krconn_dir *dir, const char 
         co.before = opts ? opts->before : NULL;
         co.user = opts ? opts->user : NULL;
         rc = krconn__connect(ctx, &a, &co, krconn__name_recheck, &nc, out);
+        if (rc == KRCONN_E_NOTFOUND) { /* withdrawn since it was cached */
+            pthread_mutex_lock(&ctx->mu);
+            if (n && n->dir == dir && strcmp(n->name, name) == 0) n->valid = 0;
+            pthread_mutex_unlock(&ctx->mu);
+        }
         if (rc != KRCONN_E_STALE) return rc;
         pthread_mutex_lock(&ctx->mu); /* look it up again (krconn__connect remembered it) */
         for (int i = 0; i < KRCONN__NNAMES; i++)
@@ -2679,6 +2742,8 @@ KRCONN_API struct ibv_qp *krconn_qp(const krconn *c) { return c ? c->p->qp : NUL
 
 /* >>meta - the meta server and its clients ----------------------------------------------------- */
 
+/* A publish (KRCONN__PUB) or a withdrawal (KRCONN__UNPUB) at the meta server: of the sender's
+   own address only. */
 static void krconn__meta_put(krconn_ctx *ctx, const krconn__msg *m)
 {
     if (!rcp__load(&ctx->meta_mr) || !m->name[0] || strlen(m->name) > KRCONN_NAME_MAX) {
@@ -2699,9 +2764,16 @@ static void krconn__meta_put(krconn_ctx *ctx, const krconn__msg *m)
     a.qpn = m->src_udqpn;
     a.qkey = m->aux32 ? m->aux32 : ctx->addr.qkey;
     a.generation = m->src_gen;
-    int rc = krconn__dir_put((krconn__dent *)(ctx->meta_tab + 64),
-                             (uint32_t)((ctx->meta_len - 64) / 128), m->name, &a);
-    krconn__reply(ctx, m, KRCONN__PUBACK, rc ? 1 : 0, NULL);
+    krconn__dent *tab = (krconn__dent *)(ctx->meta_tab + 64);
+    uint32_t n = (uint32_t)((ctx->meta_len - 64) / 128);
+    if (m->type == KRCONN__UNPUB) {
+        int rc = krconn__dir_del(tab, n, m->name, &a);
+        krconn__reply(ctx, m, KRCONN__PUBACK, rc ? KRCONN__PUBACK_NOTFOUND : KRCONN__PUBACK_OK,
+                      NULL);
+        return;
+    }
+    int rc = krconn__dir_put(tab, n, m->name, &a);
+    krconn__reply(ctx, m, KRCONN__PUBACK, rc ? KRCONN__PUBACK_FULL : KRCONN__PUBACK_OK, NULL);
 }
 
 static void krconn__meta_accept(krconn_ctx *ctx)
@@ -2928,6 +3000,7 @@ KRCONN_API int krconn_lookup(krconn_dir *d, const char *name, int timeout_ms, kr
         rc = KRCONN_E_NOTFOUND;
         if (r == 0) goto out;
         if (r < 0 || strncmp(d->lbuf->name, name, sizeof d->lbuf->name)) continue;
+        if (!d->lbuf->gen) goto out; /* withdrawn: KRCONN_E_NOTFOUND */
         memcpy(out->gid, d->lbuf->gid, 16);
         out->qpn = d->lbuf->qpn;
         out->qkey = d->lbuf->qkey;
@@ -2956,6 +3029,24 @@ KRCONN_API int krconn_publish(krconn_ctx *ctx, krconn_dir *d, const char *name, 
                             d->meta.qpn);
     if (ans.type == KRCONN__REJ) return KRCONN_E_STALE;
     return ans.type == KRCONN__PUBACK ? (ans.code ? KRCONN_E_FULL : 0) : KRCONN_E_PROTO;
+}
+
+KRCONN_API int krconn_unpublish(krconn_ctx *ctx, krconn_dir *d, const char *name, int timeout_ms)
+{
+    if (!ctx || !d || !krconn__name_ok(name)) return KRCONN_E_INVAL;
+    if (d->kind == KRCONN__DIR_SHM) return krconn__dir_del(d->ent, d->nslots, name, &ctx->addr);
+    krconn__msg m, ans;
+    krconn__msg_init(ctx, &m, KRCONN__UNPUB);
+    m.nonce = krconn__random(ctx) | 1;
+    m.dst_gen = d->meta.generation;
+    snprintf(m.name, sizeof m.name, "%s", name);
+    int rc = krconn__request(ctx, &m, &d->meta, krconn__deadline(timeout_ms), NULL, NULL, &ans);
+    if (rc)
+        return krconn__fail(ctx, rc, "withdraw from the meta server", ctx->addr.qpn, d->meta.gid,
+                            d->meta.qpn);
+    if (ans.type == KRCONN__REJ) return KRCONN_E_STALE;
+    if (ans.type != KRCONN__PUBACK) return KRCONN_E_PROTO;
+    return ans.code == KRCONN__PUBACK_OK ? 0 : KRCONN_E_NOTFOUND;
 }
 
 /* >>data - registration, work requests, completions -------------------------------------------- */

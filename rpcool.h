@@ -388,9 +388,11 @@
    nothing came for peer_check_ms; if the server is dead it fails after the queue pair's retry
    bound (rpcool's queue pairs wait 0.54 s for an acknowledgement, 7 times: about 4 s, so that
    slow but live peers are not given up), so a call fails with RPCOOL_E_PEERDEAD within
-   peer_check_ms plus that bound. A server that closes tells its clients (RPCOOL_E_CLOSED). The
-   server sends keepalives on connections silent for reap_ms: a dead client's mirror, queue pair
-   and registered memory are reclaimed within reap_ms plus the retry bound (counted in reaped).
+   peer_check_ms plus that bound. A server that closes tells its clients (RPCOOL_E_CLOSED):
+   rpcool_server_close waits, up to a second for all its RDMA connections together, until each
+   client's NIC has taken the goodbye before it lets the queue pair go. The server sends
+   keepalives on connections silent for reap_ms: a dead client's mirror, queue pair and
+   registered memory are reclaimed within reap_ms plus the retry bound (counted in reaped).
 
    6. FAILURES
    -----------
@@ -719,7 +721,8 @@
    Stats. rpcool_server_get_stats(s, &st) (0, or RPCOOL_E_INVAL for a NULL) counts calls,
    connections accepted, closed, reaped, dropped and refused, faults, malformed entries,
    handlers over their limit or budget and cancelled calls since the server opened, and gives
-   the connections now, the heaps made ahead, the server's pid and its slots.
+   the connections now (conns: those of shared memory and of RDMA), the heaps made ahead, the
+   server's pid and its slots.
    rpcool_server_conns(s, out, max) lists the connections now, those of shared memory first,
    then those of RDMA (whose hello was accepted): each one's rpcool_peer and its calls in
    flight (posted, not yet answered; 0 for an RDMA connection), and returns how many there
@@ -821,7 +824,8 @@
    rpcool_attach_conn return RPCOOL_E_NOTSUP, rpcool_remote_base NULL, rpcool_remote_nlocks 0): an
    export made with opts.remote RPCOOL_REMOTE_READ (other pods read) or RPCOOL_REMOTE_RW (read and
    write) is served to other pods by the exporter's process: a krconn context of its own, a thread,
-   and the name "rpcool.x.NAME" published at krconn's meta server. opts.rdma says which:
+   and the name "rpcool.x.NAME" published at krconn's meta server (withdrawn by the exporter's
+   close, krconn_unpublish: an attach from then on is RPCOOL_E_NOEXPORT). opts.rdma says which:
    "serve"[:PORT] (the default) runs the meta server in this process, or uses the one already
    serving that port on this host (an rpcool server's "serve", say); "HOST[:PORT]" publishes at that
    meta server; "" at $KRCONN_META. The lock lines and the version words are registered whole
@@ -859,15 +863,18 @@
    Failures: after the exporter dies (or closes), an attacher's remote operation fails when its
    queue pair finds the exporter gone or, at the latest, once the attachment's timeout_ms has passed
    without an answer: RPCOOL_E_PEERDEAD or RPCOOL_E_TIMEOUT, so an attacher learns it within about
-   timeout_ms; detach then. The exporter pings each attacher every second: one dead (or
-   detached) is dropped within that and the queue pair's retry bound (about 4 s): its
-   connections are closed (it reaches nothing of the export any more), its leases run out
-   (nppin), and its locks are recovered by ALock's recovery (alock.h, "Dead holders and
-   waiters"; the exporter makes a loopback link to its own lock lines for it, once): a remote
-   waiter queued behind it takes the lock over (rpcool_remote_lock returns RPCOOL_OWNERDEAD: the
-   data may be half-updated, and the version word stays odd until that holder unlocks in WRITE
-   mode), and a lock it held with nobody queued behind it in its cohort is released (its next
-   holder is not told). What ALock cannot recover safely stays held (a process dead between its
+   timeout_ms; detach then. An operation that timed out may leave its RDMA work posted, writing
+   into the attachment's buffer: the next operation first waits (up to timeout_ms) for that work
+   to complete or be flushed, and fails with RPCOOL_E_TIMEOUT (nothing moved) while it has not,
+   so no operation returns 0 with bytes another one moved. The exporter pings each attacher
+   every second: one dead (or detached) is dropped within that and the queue pair's retry bound
+   (about 4 s): its connections are closed (it reaches nothing of the export any more), its leases
+   run out (nppin), and its locks are recovered by ALock's recovery (alock.h, "Dead holders and
+   waiters"; the exporter makes a loopback link to its own lock lines for it, once): a remote waiter
+   queued behind it takes the lock over (rpcool_remote_lock returns RPCOOL_OWNERDEAD: the data may
+   be half-updated, and the version word stays odd until that holder unlocks in WRITE mode), and a
+   lock it held with nobody queued behind it in its cohort is released (its next holder is not
+   told). What ALock cannot recover safely stays held (a process dead between its
    enqueue and its link, two dead processes next to each other in one queue): such a lock is
    usable again only in an export made anew (close and create). An attacher taken for dead
    while alive (no answer for the retry bound) finds its operations failing from then on
@@ -1151,7 +1158,7 @@ typedef struct rpcool_server_stats {
                               inside rpcool_disconnect before the server let go of it) */
     uint64_t faults;       /* faults contained */
     uint64_t bad_entries;  /* malformed requests (flagged but not filled, bad names, ...) */
-    unsigned conns;        /* connections now */
+    unsigned conns;        /* connections now (shared memory and RDMA) */
     unsigned ready;        /* connection heaps made ahead, waiting for a connect */
     uint64_t over_limit;   /* handlers that ran over their time limit */
     uint64_t over_budget;  /* calls ended because their checked reads exceeded the heap */
@@ -4289,6 +4296,7 @@ RPCOOL_API int rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *st
     st->conns = 0;
     for (uint32_t i = 0; i < s->max_conns; i++)
         if (rcp__load(&s->conns[i].state) != RPCOOL__SC_FREE) st->conns++;
+    if (s->xtp && s->xtp->conns) st->conns += (unsigned)s->xtp->conns(s, NULL, 0, 0); /* RDMA */
     return 0;
 }
 

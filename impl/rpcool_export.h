@@ -525,6 +525,7 @@ RPCOOL_API int rpcool_export_read(rpcool_export *x, uint32_t idx, const void *ad
 #define RPCOOL__X_CHECK_MS 1000u       /* the service pings each attacher this often */
 #define RPCOOL__X_READY_MS 5000u       /* an attacher waits this long for its lease channel */
 #define RPCOOL__X_PING_MS 10000u       /* a ping's bound (a dead peer fails it in about 4 s) */
+#define RPCOOL__X_DIR_MS 5000          /* a publish or withdrawal at the meta server */
 enum { RPCOOL__XK_HOME = 1, RPCOOL__XK_DATA = 2, RPCOOL__XK_CHAN = 3, RPCOOL__XK_LOOP = 4 };
 
 struct rpcool__xhello {   /* in the exporter's memory, READ by attachers */
@@ -574,7 +575,7 @@ struct rpcool__xsvc {
     alock_link loop_link;
     int loop_failed;
     pthread_t thr;
-    int thr_started, stop;
+    int thr_started, stop, published;
     uint64_t attached, dropped; /* counts (the service thread writes them) */
     size_t pin_budget;
 };
@@ -760,6 +761,15 @@ static void rpcool__x_stop(rpcool_export *x)
 {
     struct rpcool__xsvc *v = x->svc;
     if (!v) return;
+    if (v->published) { /* the name first: an attach from now on finds no export */
+        char svc[RPCOOL__X_ROOTLEN];
+        snprintf(svc, sizeof svc, "%s%s", RPCOOL__X_ROOT, x->name);
+        int r = rpcool__r_err(krconn_unpublish(v->kc, v->dir, svc, RPCOOL__X_DIR_MS));
+        if (r)
+            rpcool__log(&x->lg, RPCOOL_LOG_WARN, "export %s: withdrawing its name: %s", x->name,
+                        rpcool_strerror(r));
+        v->published = 0;
+    }
     if (v->thr_started) {
         rcp__store(&v->stop, 1);
         pthread_join(v->thr, NULL);
@@ -851,9 +861,11 @@ static int rpcool__x_serve(rpcool_export *x, const rpcool_export_opts *opts)
     d.addr = (uint64_t)(uintptr_t)hl;
     d.rkey = v->mr_hello.rkey;
     if ((r = rpcool__r_err(krconn_ctx_set_data(v->kc, &d, sizeof d)))) goto fail;
-    if ((r = rpcool__r_err(krconn_dir_meta(v->kc, *w ? w : NULL, 5000, &v->dir)))) goto fail;
+    if ((r = rpcool__r_err(krconn_dir_meta(v->kc, *w ? w : NULL, RPCOOL__X_DIR_MS, &v->dir))))
+        goto fail;
     snprintf(svc, sizeof svc, "%s%s", RPCOOL__X_ROOT, x->name);
-    if ((r = rpcool__r_err(krconn_publish(v->kc, v->dir, svc, 5000)))) goto fail;
+    if ((r = rpcool__r_err(krconn_publish(v->kc, v->dir, svc, RPCOOL__X_DIR_MS)))) goto fail;
+    v->published = 1;
     if ((r = pthread_create(&v->thr, NULL, rpcool__x_thread, x))) {
         r = -r;
         goto fail;
@@ -908,20 +920,25 @@ struct rpcool_remote {
     struct rpcool__xhello hello;
     uint16_t id;
     int timeout_ms;
+    int unsettled;             /* the data QP may still have work writing the bounce buffer */
     struct rcp__logger lg;
 };
 
 #define RPCOOL__XR_SCRATCH 64u /* bytes of scratch before the descriptors */
+#define RPCOOL__XR_FENCE 32u   /* where in the scratch the data QP's fence READ lands */
 
 static int rpcool__x_rerr(int krc)
 {
-    if (krc <= -5000 && krc > -5100) { /* nppin's */
+    /* each header's block counts up from its first code: nppin's -5000 up to -4901, alock's
+       -3000 up to -2901 */
+    if (krc >= -5000 && krc <= -4901) {
         if (krc == NPPIN_E_PEERDEAD) return RPCOOL_E_PEERDEAD;
+        if (krc == NPPIN_E_NOTSUP) return RPCOOL_E_NOTSUP;
         return krc;
     }
     if (krc == -ETIMEDOUT) return RPCOOL_E_TIMEOUT;
     if (krc == -EACCES || krc == -EIO) return RPCOOL_E_PEERDEAD;
-    if (krc <= -3000 && krc > -3100) return rpcool__x_alock_rc(krc);
+    if (krc >= -3000 && krc <= -2901) return rpcool__x_alock_rc(krc);
     return rpcool__r_err(krc);
 }
 
@@ -1199,16 +1216,59 @@ RPCOOL_API uint32_t rpcool_remote_nlocks(const rpcool_remote *r)
     return r ? r->hello.nlocks : 0;
 }
 
+#define RPCOOL__X_WR_FENCE 0x78763400u /* wr_id of the data QP's fence READ */
+
+/* The bounce buffer is free again only once every work request the data QP had when an
+   operation gave up (a timeout) has completed: a READ's late response would land in the next
+   transfer's bytes. A READ of version word 0, signalled, posted behind them completes after
+   them (a send queue completes in order); its completion (or the QP's flush, a failed one)
+   settles the buffer. 0, or why the buffer is still not free (RPCOOL_E_TIMEOUT: the work
+   requests are still out; the next operation waits for them again). */
+static int rpcool__x_settle(rpcool_remote *r)
+{
+    if (!r->unsettled) return 0;
+    struct ibv_qp *qp = krconn_qp(r->data);
+    struct ibv_sge sg = {(uint64_t)(uintptr_t)(r->own + RPCOOL__XR_FENCE), 8, r->mr_own.mr->lkey};
+    struct ibv_send_wr wr, *bad = NULL;
+    memset(&wr, 0, sizeof wr);
+    wr.wr_id = RPCOOL__X_WR_FENCE;
+    wr.sg_list = &sg;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = r->hello.vers;
+    wr.wr.rdma.rkey = r->hello.vers_rkey;
+    int rc = ibv_post_send(qp, &wr, &bad);
+    if (rc) return rpcool__x_rerr(-rc);
+    uint64_t end = rcp__now_ns() + (uint64_t)r->timeout_ms * 1000000u;
+    for (;;) {
+        struct ibv_wc wc[4];
+        int n = nppin_poll(r->np, qp->send_cq, wc, 4); /* nppin takes its abandoned pieces' */
+        if (n < 0) return rpcool__x_rerr(n);
+        for (int i = 0; i < n; i++) {
+            if (wc[i].wr_id != RPCOOL__X_WR_FENCE) continue;
+            /* done, or flushed: either way nothing before it writes the buffer any more */
+            r->unsettled = 0;
+            return wc[i].status == IBV_WC_SUCCESS ? 0 : RPCOOL_E_PEERDEAD;
+        }
+        if (!n && rcp__now_ns() > end) return RPCOOL_E_TIMEOUT;
+        if (!n) sched_yield();
+    }
+}
+
 /* READ or WRITE [addr, addr+len) of the export through the bounce buffer, piece by piece. */
 static int rpcool__x_xfer(rpcool_remote *r, int op, uint64_t addr, char *buf, size_t len)
 {
     struct ibv_qp *qp = krconn_qp(r->data);
+    int rc = rpcool__x_settle(r);
+    if (rc) return rc;
     while (len) {
         size_t n = len < RPCOOL__X_BOUNCE ? len : RPCOOL__X_BOUNCE;
         nppin_target t = {addr, 0, r->rm};
         if (op == NPPIN_OP_WRITE) memcpy(r->bounce, buf, n);
-        int rc = nppin_xfer(r->np, qp, qp->send_cq, op, r->bounce, n, &t, 0,
-                            (uint64_t)r->timeout_ms * 1000000u);
+        rc = nppin_xfer(r->np, qp, qp->send_cq, op, r->bounce, n, &t, 0,
+                        (uint64_t)r->timeout_ms * 1000000u);
+        if (rc) r->unsettled = 1; /* a piece may still be posted */
         if (rc) return rpcool__x_rerr(rc);
         if (op == NPPIN_OP_READ) memcpy(buf, r->bounce, n);
         addr += n, buf += n, len -= n;
@@ -1341,6 +1401,8 @@ static int rpcool__x_opt_post(rpcool_remote *r, uint64_t vaddr, uint64_t addr, s
     struct ibv_sge sg[2];
     struct ibv_send_wr wr[2], *bad = NULL;
     nppin_target t = {addr, 0, r->rm};
+    int rc = rpcool__x_settle(r);
+    if (rc) return rc;
     for (int i = 0; i < 2; i++) {
         sg[i].addr = (uint64_t)(uintptr_t)&w[i];
         sg[i].length = 8;
@@ -1354,13 +1416,14 @@ static int rpcool__x_opt_post(rpcool_remote *r, uint64_t vaddr, uint64_t addr, s
         wr[i].wr.rdma.remote_addr = vaddr;
         wr[i].wr.rdma.rkey = r->hello.vers_rkey;
     }
-    int rc = ibv_post_send(qp, &wr[0], &bad);
+    rc = ibv_post_send(qp, &wr[0], &bad);
     if (rc) return rpcool__x_rerr(-rc);
     rc = nppin_post_read(r->np, qp, RPCOOL__X_WR_DATA, r->bounce, len, &t, 0);
     int posted = rc ? 1 : 2;
     if (!rc && (rc = ibv_post_send(qp, &wr[1], &bad))) rc = -rc;
     else if (!rc) posted = 3;
     int wrc = rpcool__x_opt_wait(r, qp->send_cq, posted);
+    if (wrc) r->unsettled = 1; /* some of the three may still be posted */
     if (wrc) return wrc;
     if (rc == NPPIN_E_BUSY || rc == NPPIN_E_TOOBIG) return 1;
     if (rc) return rpcool__x_rerr(rc);
