@@ -504,6 +504,19 @@
    is "unknown error code", and 0 is "success".
    Every text is a static string.
 
+   Handles, one rule in every rpcool header: a handle is open from the call that made it until
+   its close. A second close, or any use after the close, returns the header's E_BADHANDLE code
+   (a function that returns a pointer or a size returns NULL or 0 and sets errno to EBADF); in
+   a child of fork(), a handle its parent made returns the header's E_FORKED code, its close
+   included (the child's copy goes at exit or exec), unless the header lets children use it. A
+   table of open handles in each process tells these apart without reading the handle, so none
+   of them is a crash; once a later open hands out the same address again, the old pointer is
+   that new handle (as a file descriptor's number is). A pointer that was never a handle is
+   undefined, as free() of one is.
+   Here the handles are rpcool_server, rpcool_conn, rpcool_export and rpcool_remote:
+   RPCOOL_E_BADHANDLE and RPCOOL_E_FORKED. No handle of rpcool.h is usable in a forked child
+   (see FAILURES): the child opens, connects, opens an export or attaches anew.
+
    9. LIMITS
    ---------
    Linux with glibc. Channel names: 1-48 characters of [A-Za-z0-9._-]. Up to RPCOOL_MAX_CONNS
@@ -930,7 +943,9 @@ typedef struct rpcool_ctx rpcool_ctx;       /* one call, as seen by its handler 
        is RPCOOL_REMOTE_NONE */                                                                    \
     X(RPCOOL_E_PERM, -1974, "the export does not allow this to other pods (its remote mode)")      \
     X(RPCOOL_E_NOEXPORT, -1973, "no export of that name")                                          \
-    X(RPCOOL_E_EXPORTED, -1972, "an export of that name exists already in this heap")
+    X(RPCOOL_E_EXPORTED, -1972, "an export of that name exists already in this heap")         \
+    X(RPCOOL_E_BADHANDLE, -1971, "not an open rpcool handle (closed or disconnected already)")    \
+    X(RPCOOL_E_FORKED, -1970, "the handle was made before fork(): not usable in the child")
 #define RPCOOL__ERROR_ENUM(name, value, text) name = value,
 enum { RPCOOL_ERRORS(RPCOOL__ERROR_ENUM) };
 #undef RPCOOL__ERROR_ENUM
@@ -1440,6 +1455,7 @@ RPCOOL_API int rpcool_remote_read_opt(rpcool_remote *r, uint32_t idx, const void
 #include "alock.h"
 #endif
 #include "impl/platform.h"
+#include "impl/handle.h"
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
@@ -2073,6 +2089,44 @@ RPCOOL_API const char *rpcool_strerror(int code)
     default: return rcp__errtext(code, RCP__ERR_DECLARED);
     }
 }
+
+/* The handle rule (ERRORS): 0 for a handle open in this process, else its code. NULL is left to
+   each function (most say RPCOOL_E_INVAL). */
+static inline int rpcool__handle(const void *h)
+{
+    int k = h ? rcp__handle_check(h) : RCP__H_OPEN;
+    return RCP__LIKELY(k == RCP__H_OPEN) ? 0 : k == RCP__H_FORKED ? RPCOOL_E_FORKED
+                                                                   : RPCOOL_E_BADHANDLE;
+}
+/* a close: 0 when this call took h out of the table (the caller frees it), else its code */
+static inline int rpcool__handle_take(const void *h)
+{
+    int k = rcp__handle_del(h, 0);
+    return k == RCP__H_OPEN ? 0 : k == RCP__H_FORKED ? RPCOOL_E_FORKED : RPCOOL_E_BADHANDLE;
+}
+#define RPCOOL__HCHECK(h)                                                                          \
+    do {                                                                                           \
+        int rpcool__hk = rpcool__handle(h);                                                        \
+        if (RCP__UNLIKELY(rpcool__hk)) return rpcool__hk;                                          \
+    } while (0)
+#define RPCOOL__HCHECK_PTR(h)                                                                      \
+    do {                                                                                           \
+        if (RCP__UNLIKELY(rpcool__handle(h))) {                                                    \
+            errno = EBADF;                                                                         \
+            return NULL;                                                                           \
+        }                                                                                          \
+    } while (0)
+#define RPCOOL__HCHECK_ZERO(h)                                                                     \
+    do {                                                                                           \
+        if (RCP__UNLIKELY(rpcool__handle(h))) {                                                    \
+            errno = EBADF;                                                                         \
+            return 0;                                                                              \
+        }                                                                                          \
+    } while (0)
+#define RPCOOL__HCHECK_VOID(h)                                                                     \
+    do {                                                                                           \
+        if (RCP__UNLIKELY(rpcool__handle(h))) return;                                              \
+    } while (0)
 
 /* >>liveness - liveness: OFD byte locks on the channel file ------------------------------------ */
 
@@ -3024,6 +3078,7 @@ static void rpcool__front_close(rpcool_server *s)
     s->pool = NULL;
 }
 
+static int rpcool__server_close(rpcool_server *s);
 RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts *opts,
                                   rpcool_server **out)
 {
@@ -3105,8 +3160,9 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: serving (epoch %u, %u slots)", s->name, s->epoch,
                 s->max_conns);
     if (o.rdma) s->xtp = rpcool__r_server_tp();
-    if (s->xtp && (r = s->xtp->open(s, o.rdma, o.rdma_device, o.spin_ns))) {
-        rpcool_server_close(s); /* takes the half-made listener down too */
+    if ((r = rcp__handle_add(s)) ||
+        (s->xtp && (r = s->xtp->open(s, o.rdma, o.rdma_device, o.spin_ns)))) {
+        rpcool__server_close(s); /* takes the half-made listener down too */
         return r;
     }
     *out = s;
@@ -3121,6 +3177,7 @@ fail_free:
 RPCOOL_API int rpcool_server_add_handler(rpcool_server *s, unsigned id, rpcool_handler *fn,
                                          void *user, unsigned safety)
 {
+    RPCOOL__HCHECK(s);
     rpcool_handler_opts o;
     memset(&o, 0, sizeof o);
     o.safety = safety;
@@ -3130,6 +3187,7 @@ RPCOOL_API int rpcool_server_add_handler(rpcool_server *s, unsigned id, rpcool_h
 RPCOOL_API int rpcool_server_add_handler_ex(rpcool_server *s, unsigned id, rpcool_handler *fn,
                                             void *user, const rpcool_handler_opts *opts)
 {
+    RPCOOL__HCHECK(s);
     unsigned safety = opts ? opts->safety : 0;
     if (!s || id >= RPCOOL_MAX_HANDLERS || (safety & ~(unsigned)RPCOOL__KNOWN_FLAGS))
         return RPCOOL_E_INVAL;
@@ -3243,6 +3301,7 @@ static unsigned rpcool__inflight(const struct rpcool__conn_hdr *hd)
 
 RPCOOL_API int rpcool_server_conns(rpcool_server *s, rpcool_conn_stats *out, unsigned max)
 {
+    RPCOOL__HCHECK(s);
     if (!s || (max && !out)) return RPCOOL_E_INVAL;
     int n = 0;
     pthread_mutex_lock(&s->hk_lock);
@@ -4043,6 +4102,7 @@ static void rpcool__worker_loop(rpcool_server *s)
 
 RPCOOL_API int rpcool_serve(rpcool_server *s)
 {
+    RPCOOL__HCHECK(s);
     if (!s) return RPCOOL_E_INVAL;
     rpcool__worker_loop(s);
     return 0;
@@ -4056,6 +4116,7 @@ static void *rpcool__thread_main(void *p)
 
 RPCOOL_API int rpcool_server_start(rpcool_server *s, unsigned nthreads)
 {
+    RPCOOL__HCHECK(s);
     pthread_attr_t at;
     if (!s || nthreads == 0 || s->threads) return RPCOOL_E_INVAL;
     if (pthread_attr_init(&at)) return -ENOMEM;
@@ -4088,6 +4149,7 @@ static int rpcool__ring_server(void *p)
 
 RPCOOL_API void rpcool_server_stop(rpcool_server *s)
 {
+    RPCOOL__HCHECK_VOID(s);
     if (!s) return;
     rcp__store(&s->stop, 1);
     if (s->xtp) s->xtp->stop(s);
@@ -4174,7 +4236,14 @@ static int rpcool__close_stuck(rpcool_server *s)
 RPCOOL_API int rpcool_server_close(rpcool_server *s)
 {
     if (!s) return RPCOOL_E_INVAL;
+    RPCOOL__HCHECK(s);
     if (rpcool__me && rpcool__me->s == s) return RPCOOL_E_INVAL; /* from a handler of s */
+    return rpcool__server_close(s);
+}
+
+/* close, the handle still open: it goes out of the handle table before its memory is freed */
+static int rpcool__server_close(rpcool_server *s)
+{
     rpcool__front_close(s);
     rpcool_server_stop(s);
     /* Serving threads (ours, and the caller's in rpcool_serve) leave after their handlers: wait
@@ -4196,7 +4265,10 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
         rpcool_server_stop(s);
         usleep(1000);
     }
-    if (stuck) return rpcool__close_stuck(s);
+    if (stuck) {
+        rpcool__handle_take(s);
+        return rpcool__close_stuck(s);
+    }
     for (unsigned i = 0; i < s->nthreads; i++) pthread_join(s->threads[i], NULL);
     rpcool__free(s->threads);
     s->threads = NULL;
@@ -4220,12 +4292,14 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
     rpcool__fd_track(s->name_fd, 0);
     close(s->name_fd);
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: closed", s->name);
+    rpcool__handle_take(s);
     rpcool__server_free(s);
     return 0;
 }
 
 RPCOOL_API int rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *st)
 {
+    RPCOOL__HCHECK(s);
     if (!s || !st) return RPCOOL_E_INVAL;
     pthread_mutex_lock(&s->wk_lock); /* the serving threads' own counts, then the departed's */
     uint64_t calls = 0;
@@ -4802,6 +4876,7 @@ static void rpcool__drop_orphans(rpcool_conn *c);
 
 RPCOOL_API int rpcool_release(rpcool_conn *c)
 {
+    RPCOOL__HCHECK(c);
     if (!c) return RPCOOL_E_INVAL;
     if (rcp__load_relaxed(&c->nseals) && rpcool__server_gone(c)) rpcool__drop_orphans(c);
     pthread_mutex_lock(&c->seal_lock);
@@ -4976,6 +5051,7 @@ static void rpcool__reclaim(rpcool_conn *c)
 RPCOOL_API int rpcool_call_ex(rpcool_conn *c, unsigned fn, const void *arg, size_t len,
                               const rpcool_call_opts *opts, void **ret, size_t *ret_len)
 {
+    RPCOOL__HCHECK(c);
     if (!c) return RPCOOL_E_INVAL;
     if (ret) *ret = NULL;
     if (ret_len) *ret_len = 0;
@@ -5024,6 +5100,7 @@ RPCOOL_API int rpcool_call_async(rpcool_conn *c, unsigned fn, const void *arg, s
                                  const rpcool_call_opts *opts, rpcool_callback *cb, void *user,
                                  uint64_t *id)
 {
+    RPCOOL__HCHECK(c);
     if (!c || (!cb && !id)) return RPCOOL_E_INVAL;
     int r = rpcool__server_gone(c);
     if (r) return r;
@@ -5060,6 +5137,7 @@ static int rpcool__slot_of(rpcool_conn *c, uint64_t id)
 
 RPCOOL_API int rpcool_poll(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_len)
 {
+    RPCOOL__HCHECK(c);
     if (!c) return RPCOOL_E_INVAL;
     int i = rpcool__slot_of(c, id);
     if (i < 0) return i;
@@ -5080,6 +5158,7 @@ RPCOOL_API int rpcool_poll(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_
 
 RPCOOL_API int rpcool_wait(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_len)
 {
+    RPCOOL__HCHECK(c);
     if (!c) return RPCOOL_E_INVAL;
     int i = rpcool__slot_of(c, id);
     if (i < 0) return i;
@@ -5095,6 +5174,7 @@ RPCOOL_API int rpcool_wait(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_
 
 RPCOOL_API int rpcool_cancel(rpcool_conn *c, uint64_t id)
 {
+    RPCOOL__HCHECK(c);
     unsigned i = (unsigned)(id & 0xff);
     if (!c || i >= RPCOOL__NSLOTS || c->pend[i].gen != (uint32_t)(id >> 8)) return RPCOOL_E_INVAL;
     if (!c->tp->cancel) return RPCOOL_E_NOTSUP;
@@ -5116,6 +5196,7 @@ static void rpcool__shm_cancel(rpcool_conn *c, unsigned i)
 
 RPCOOL_API int rpcool_progress(rpcool_conn *c)
 {
+    RPCOOL__HCHECK(c);
     if (!c) return RPCOOL_E_INVAL;
     int n = 0, waiting = 0;
     uint64_t now = 0;
@@ -5512,6 +5593,10 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     }
     connect_ms = o.connect_timeout_ms ? o.connect_timeout_ms : RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS;
     if ((r = c->tp->connect(c, where, rname, &o, connect_ms))) goto fail_free;
+    if ((r = rcp__handle_add(c))) {
+        c->tp->disconnect(c);
+        goto fail_free;
+    }
     *out = c;
     return 0;
 fail_free:
@@ -5537,7 +5622,9 @@ static int rpcool__shm_connect(rpcool_conn *c, const char *where, const char *na
 RPCOOL_API int rpcool_disconnect(rpcool_conn *c)
 {
     if (!c) return RPCOOL_E_INVAL;
+    RPCOOL__HCHECK(c);
     c->tp->disconnect(c);
+    rpcool__handle_take(c);
     rpcool__conn_free(c);
     return 0;
 }
@@ -5572,13 +5659,19 @@ static void rpcool__shm_disconnect(rpcool_conn *c)
     close(c->fd);
 }
 
-RPCOOL_API shmheap *rpcool_heap(rpcool_conn *c) { return c ? c->heap : NULL; }
+RPCOOL_API shmheap *rpcool_heap(rpcool_conn *c)
+{
+    RPCOOL__HCHECK_PTR(c);
+    return c ? c->heap : NULL;
+}
 RPCOOL_API void *rpcool_alloc(rpcool_conn *c, size_t size)
 {
+    RPCOOL__HCHECK_PTR(c);
     return c ? shmheap_malloc(c->heap, size) : NULL;
 }
 RPCOOL_API int rpcool_free(rpcool_conn *c, void *p)
 {
+    RPCOOL__HCHECK(c);
     if (!p) return 0;
     if (!c) return RPCOOL_E_INVAL;
     if (c->tp->free(c, p)) return 0; /* a block of the transport's own (a reply region) */
@@ -5609,12 +5702,14 @@ RPCOOL_API int rpcool_free(rpcool_conn *c, void *p)
 }
 RPCOOL_API void *rpcool_alloc_pages(rpcool_conn *c, size_t size)
 {
+    RPCOOL__HCHECK_PTR(c);
     size_t pg = (size_t)sysconf(_SC_PAGESIZE);
     if (!c || size > SIZE_MAX - pg) return NULL;
     return shmheap_aligned_alloc(c->heap, pg, (size + pg - 1) & ~(pg - 1));
 }
 RPCOOL_API char *rpcool_strdup(rpcool_conn *c, const char *s)
 {
+    RPCOOL__HCHECK_PTR(c);
     if (!c || !s) return NULL;
     size_t n = strlen(s) + 1;
     char *p = (char *)shmheap_malloc(c->heap, n);

@@ -133,6 +133,18 @@
    it); an undeclared header's code names that header; else "unknown error code"; 0 "success".
    Static texts. Allocation functions return NULL (errno = ENOMEM) when the heap is full;
    shmheap_alloc() returns the reason instead.
+   Handles, one rule in every rpcool header: a handle is open from the call that made it until
+   its close. A second close, or any use after the close, returns the header's E_BADHANDLE code
+   (a function that returns a pointer or a size returns NULL or 0 and sets errno to EBADF); in
+   a child of fork(), a handle its parent made returns the header's E_FORKED code, its close
+   included (the child's copy goes at exit or exec), unless the header lets children use it. A
+   table of open handles in each process tells these apart without reading the handle, so none
+   of them is a crash; once a later open hands out the same address again, the old pointer is
+   that new handle (as a file descriptor's number is). A pointer that was never a handle is
+   undefined, as free() of one is.
+   Here the handle is a shmheap: SHMHEAP_E_BADHANDLE. A heap opened twice in one process is one
+   handle, open until its last close. A forked child may use its parent's heaps (and close
+   them), so shmheap.h has no E_FORKED code.
 
    7. LIMITS
    ---------
@@ -234,7 +246,8 @@ enum { SHMHEAP_LOG_ERROR = 0, SHMHEAP_LOG_WARN = 1, SHMHEAP_LOG_INFO = 2, SHMHEA
     /* create with overwrite of a heap this process has open */                                    \
     X(SHMHEAP_E_BUSY, -986, "the heap is open in this process: close it before overwriting it")    \
     X(SHMHEAP_E_PODFULL, -985,                                                                     \
-      "the pod is full: no free address range that large in its window, or 1024 heaps named")
+      "the pod is full: no free address range that large in its window, or 1024 heaps named") \
+    X(SHMHEAP_E_BADHANDLE, -984, "not an open heap handle (closed already)")
 #define SHMHEAP__ERROR_ENUM(name, value, text) name = value,
 enum { SHMHEAP_ERRORS(SHMHEAP__ERROR_ENUM) };
 #undef SHMHEAP__ERROR_ENUM
@@ -350,6 +363,7 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 #define SHMHEAP_IMPLEMENTATION_ONCE
 
 #include "impl/platform.h"
+#include "impl/handle.h"
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
@@ -634,6 +648,11 @@ static RCP__THREAD_LOCAL struct shmheap__binding shmheap__binds[SHMHEAP__NBIND];
 static RCP__THREAD_LOCAL unsigned shmheap__misses;
 
 static void shmheap__thread_exit(void *unused);
+/* a handle not open (closed, or never one): see the manual's handle rule */
+static inline int shmheap__closed(const shmheap *h)
+{
+    return rcp__handle_check(h) == RCP__H_CLOSED;
+}
 /* fork() while another thread holds the registry lock would leave the child a lock nobody
    releases: hold it across the fork. */
 static void shmheap__atfork_prepare(void) { pthread_mutex_lock(&shmheap__reg_lock); }
@@ -1347,6 +1366,7 @@ SHMHEAP_API int shmheap_alloc(shmheap *h, size_t size, size_t align, void **out)
     if (!out) return SHMHEAP_E_INVAL;
     *out = NULL;
     if (!h) return SHMHEAP_E_INVAL;
+    if (RCP__UNLIKELY(shmheap__closed(h))) return SHMHEAP_E_BADHANDLE;
     if (align == 0) align = 16;
     if (align & (align - 1)) return SHMHEAP_E_INVAL;
     if (size > h->size) return SHMHEAP_E_FULL;
@@ -1364,6 +1384,10 @@ SHMHEAP_API int shmheap_alloc(shmheap *h, size_t size, size_t align, void **out)
 
 SHMHEAP_API void *shmheap_malloc(shmheap *h, size_t size)
 {
+    if (h && RCP__UNLIKELY(shmheap__closed(h))) {
+        errno = EBADF;
+        return NULL;
+    }
     if (RCP__LIKELY(h && size <= SHMHEAP__MAX_SMALL)) {
         int err = SHMHEAP_E_FULL;
         void *p = shmheap__small_alloc(h, shmheap__cls_of(size), &err);
@@ -1372,7 +1396,7 @@ SHMHEAP_API void *shmheap_malloc(shmheap *h, size_t size)
     }
     void *p;
     int r = shmheap_alloc(h, size, 0, &p);
-    if (r) errno = r == -ETIMEDOUT ? ETIMEDOUT : ENOMEM;
+    if (r) errno = r == -ETIMEDOUT ? ETIMEDOUT : r == SHMHEAP_E_BADHANDLE ? EBADF : ENOMEM;
     return p;
 }
 
@@ -1380,7 +1404,7 @@ SHMHEAP_API void *shmheap_aligned_alloc(shmheap *h, size_t align, size_t size)
 {
     void *p;
     int r = shmheap_alloc(h, size, align, &p);
-    if (r) errno = r == SHMHEAP_E_INVAL ? EINVAL : ENOMEM;
+    if (r) errno = r == SHMHEAP_E_INVAL ? EINVAL : r == SHMHEAP_E_BADHANDLE ? EBADF : ENOMEM;
     return p;
 }
 
@@ -1426,6 +1450,7 @@ SHMHEAP_API int shmheap_free(shmheap *h, void *p)
     unsigned idx = 0;
     if (!p) return 0;
     if (!h) return SHMHEAP_E_INVAL;
+    if (RCP__UNLIKELY(shmheap__closed(h))) return SHMHEAP_E_BADHANDLE;
     int r = shmheap__locate(h, p, &s, &e, &idx);
     if (r) return r;
     if (SHMHEAP__E_STATE(e) == SHMHEAP__S_SMALL) {
@@ -1465,6 +1490,7 @@ SHMHEAP_API int shmheap_free(shmheap *h, void *p)
 SHMHEAP_API int shmheap_flush(shmheap *h)
 {
     if (!h) return SHMHEAP_E_INVAL;
+    if (RCP__UNLIKELY(shmheap__closed(h))) return SHMHEAP_E_BADHANDLE;
     for (int i = 0; i < SHMHEAP__NBIND; i++)
         if (shmheap__binds[i].h == h && shmheap__binds[i].hid == h->hid && shmheap__binds[i].tc)
             shmheap__tc_flush(h, shmheap__binds[i].tc);
@@ -1476,6 +1502,10 @@ SHMHEAP_API size_t shmheap_usable_size(shmheap *h, const void *p)
     size_t s;
     uint64_t e;
     unsigned idx = 0;
+    if (h && RCP__UNLIKELY(shmheap__closed(h))) {
+        errno = EBADF;
+        return 0;
+    }
     if (!h || !p || shmheap__locate(h, p, &s, &e, &idx)) return 0;
     if (SHMHEAP__E_STATE(e) == SHMHEAP__S_HEAD) /* the entry is shared memory: bound it */
         return SHMHEAP__E_ARG(e) <= h->nspans - s ? (size_t)SHMHEAP__E_ARG(e) << SHMHEAP__SPAN_SHIFT
@@ -1491,6 +1521,10 @@ SHMHEAP_API size_t shmheap_usable_size(shmheap *h, const void *p)
 SHMHEAP_API void *shmheap_realloc(shmheap *h, void *p, size_t size)
 {
     if (!p) return shmheap_malloc(h, size);
+    if (h && RCP__UNLIKELY(shmheap__closed(h))) {
+        errno = EBADF;
+        return NULL;
+    }
     if (size == 0) { shmheap_free(h, p); return NULL; }
     size_t have = shmheap_usable_size(h, p);
     if (!have) { errno = EINVAL; return NULL; }
@@ -1880,6 +1914,12 @@ static int shmheap__new_handle(void *base, int fd, const char *key, const shmhea
     h->log = shmheap__logger(o);
     h->hid = rcp__fetch_add(&shmheap__hid_next, (uint64_t)1) + 1;
     snprintf(h->name, sizeof h->name, "%s", key);
+    if (rcp__handle_add(h)) {
+        if (h->fd >= 0) close(h->fd);
+        pthread_mutex_destroy(&h->seal_mu);
+        shmheap__free(h);
+        return -ENOMEM;
+    }
     shmheap__live_claim(h);
     h->next = shmheap__reg;
     shmheap__reg = h;
@@ -2129,7 +2169,7 @@ SHMHEAP_API int shmheap_close(shmheap *h)
     pthread_mutex_lock(&shmheap__reg_lock);
     shmheap **pp = &shmheap__reg;
     while (*pp && *pp != h) pp = &(*pp)->next;
-    if (!*pp) { pthread_mutex_unlock(&shmheap__reg_lock); return SHMHEAP_E_INVAL; }
+    if (!*pp) { pthread_mutex_unlock(&shmheap__reg_lock); return SHMHEAP_E_BADHANDLE; }
     SHMHEAP_ASSERT(h->refs > 0); /* a registered handle is open at least once (private memory) */
     if (--h->refs == 0) {
         uint64_t me = (uint64_t)shmheap__host << 32 | (uint32_t)getpid();
@@ -2139,6 +2179,7 @@ SHMHEAP_API int shmheap_close(shmheap *h)
         for (int i = 0; i < SHMHEAP__NBIND; i++)
             if (shmheap__binds[i].h == h) memset(&shmheap__binds[i], 0, sizeof shmheap__binds[i]);
         *pp = h->next;
+        rcp__handle_del(h, 1);
         munmap(h->base, h->size);
         if (h->fd >= 0) close(h->fd);
         if (h->pod_fd >= 0) close(h->pod_fd); /* drops our read lock on the pod entry */
@@ -2318,6 +2359,7 @@ SHMHEAP_API int shmheap_pod_hold(const shmheap *h, const shmheap_opts *opts)
     char pp[NAME_MAX + 2];
     const char *pn;
     int idx = -1, r;
+    if (h && RCP__UNLIKELY(shmheap__closed(h))) return SHMHEAP_E_BADHANDLE;
     if (!h || sscanf(h->name, "fd:%d:", &idx) != 1 || idx < 0 || idx >= SHMHEAP__POD_N)
         return SHMHEAP_E_INVAL;
     if ((r = shmheap__pod_path(opts, pp, &pn))) return r;
@@ -2330,13 +2372,26 @@ SHMHEAP_API int shmheap_pod_hold(const shmheap *h, const shmheap_opts *opts)
     return pfd;
 }
 
-SHMHEAP_API void *shmheap_base(const shmheap *h) { return h ? h->base : NULL; }
-SHMHEAP_API size_t shmheap_size(const shmheap *h) { return h ? h->size : 0; }
-SHMHEAP_API const char *shmheap_name(const shmheap *h) { return h ? h->name : NULL; }
+SHMHEAP_API void *shmheap_base(const shmheap *h)
+{
+    if (h && RCP__UNLIKELY(shmheap__closed(h))) errno = EBADF;
+    return h && !shmheap__closed(h) ? h->base : NULL;
+}
+SHMHEAP_API size_t shmheap_size(const shmheap *h)
+{
+    if (h && RCP__UNLIKELY(shmheap__closed(h))) errno = EBADF;
+    return h && !shmheap__closed(h) ? h->size : 0;
+}
+SHMHEAP_API const char *shmheap_name(const shmheap *h)
+{
+    if (h && RCP__UNLIKELY(shmheap__closed(h))) errno = EBADF;
+    return h && !shmheap__closed(h) ? h->name : NULL;
+}
 
 SHMHEAP_API int shmheap_opens(const shmheap *h)
 {
     if (!h) return 0;
+    if (RCP__UNLIKELY(shmheap__closed(h))) return SHMHEAP_E_BADHANDLE;
     pthread_mutex_lock(&shmheap__reg_lock);
     int n = h->refs;
     pthread_mutex_unlock(&shmheap__reg_lock);
@@ -2355,7 +2410,7 @@ SHMHEAP_API shmheap *shmheap_of(const void *p)
 
 SHMHEAP_API int shmheap_contains(const shmheap *h, const void *p, size_t len)
 {
-    if (!h) return 0;
+    if (!h || RCP__UNLIKELY(shmheap__closed(h))) return 0;
     uintptr_t a = (uintptr_t)p, d = (uintptr_t)h->data,
               end = d + (h->nspans << SHMHEAP__SPAN_SHIFT);
     return a >= d && a <= end && len <= end - a;
@@ -2366,6 +2421,7 @@ SHMHEAP_API int shmheap_contains(const shmheap *h, const void *p, size_t len)
 SHMHEAP_API int shmheap_root_set(shmheap *h, const char *name, void *p)
 {
     if (!h) return SHMHEAP_E_INVAL;
+    if (RCP__UNLIKELY(shmheap__closed(h))) return SHMHEAP_E_BADHANDLE;
     if (!name || !*name || strlen(name) >= SHMHEAP__ROOT_NAME) return SHMHEAP_E_BADNAME;
     if (p && ((char *)p < h->base || (size_t)((char *)p - h->base) >= h->size))
         return SHMHEAP_E_FOREIGN;
@@ -2395,6 +2451,10 @@ SHMHEAP_API int shmheap_root_set(shmheap *h, const char *name, void *p)
 SHMHEAP_API void *shmheap_root_get(shmheap *h, const char *name)
 {
     void *p = NULL;
+    if (h && RCP__UNLIKELY(shmheap__closed(h))) {
+        errno = EBADF;
+        return NULL;
+    }
     if (!h || !name || shmheap__lock(h)) return NULL;
     for (int i = 0; i < SHMHEAP__NROOTS && !p; i++) {
         struct shmheap__root *R = &h->hdr->roots[i];
@@ -2426,6 +2486,7 @@ SHMHEAP_API int shmheap_check(shmheap *h, shmheap_stats *st)
 {
     shmheap_stats local;
     if (!h) return SHMHEAP_E_INVAL;
+    if (RCP__UNLIKELY(shmheap__closed(h))) return SHMHEAP_E_BADHANDLE;
     if (!st) st = &local;
     memset(st, 0, sizeof *st);
     struct shmheap__hdr *H = h->hdr;
@@ -2536,6 +2597,7 @@ SHMHEAP_API int shmheap_check(shmheap *h, shmheap_stats *st)
 static int shmheap__pages(const shmheap *h, const void *p, size_t len, uintptr_t *a, size_t *n)
 {
     if (!h || !p) return SHMHEAP_E_INVAL;
+    if (RCP__UNLIKELY(shmheap__closed(h))) return SHMHEAP_E_BADHANDLE;
     /* only the data area: sealing the header would stop this process's own allocations */
     if (!shmheap_contains(h, p, len)) return SHMHEAP_E_FOREIGN;
     uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -2721,6 +2783,7 @@ SHMHEAP_API int shmheap_pkey_protect(shmheap *h, const void *p, size_t len, int 
 #ifdef SYS_pkey_mprotect
     if (!shmheap_pkey_supported()) return SHMHEAP_E_NOTSUP;
     if (!h || !p) return SHMHEAP_E_INVAL;
+    if (RCP__UNLIKELY(shmheap__closed(h))) return SHMHEAP_E_BADHANDLE;
     pthread_mutex_lock(&h->seal_mu); /* seals map no new ranges from now on: they would drop it */
     h->seal_alias = 0;
     pthread_mutex_unlock(&h->seal_mu);
