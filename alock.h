@@ -324,10 +324,10 @@ extern "C" {
     X(ALOCK_E_NOSLOT, -2995, "the lock table has no free process slot")                            \
     X(ALOCK_E_BADTABLE, -2994, "not an alock table (magic, version or sizes)")                     \
     X(ALOCK_E_PEER, -2993, "an RDMA operation failed: the peer or the connection is gone")         \
-    X(ALOCK_E_NOTFOUND, -2992, "no lock table of that name")                                     \
-    X(ALOCK_E_EXISTS, -2991, "the heap has a root of that name already (a table or another)")   \
-    X(ALOCK_E_BADHANDLE, -2990, "not an open alock handle (closed or destroyed already)")         \
-    X(ALOCK_E_FORKED, -2989, "the handle was made before fork(): not usable in the child")
+    X(ALOCK_E_NOTFOUND, -2992, "no lock table of that name")                                       \
+    X(ALOCK_E_EXISTS, -2991, "the heap has a root of that name already (a table or another)")      \
+    X(ALOCK_E_BADHANDLE, -2990, "not an open alock handle (closed or destroyed already)")          \
+    X(ALOCK_E_FORKED, -2989, "this alock handle was made before fork(): not usable in the child")
 #define ALOCK__ERROR_ENUM(name, value, text) name = value,
 enum { ALOCK_ERRORS(ALOCK__ERROR_ENUM) };
 #undef ALOCK__ERROR_ENUM

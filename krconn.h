@@ -350,9 +350,10 @@ struct ibv_mr;
     X(KRCONN_E_FULL, -3989, "the directory is full")                                              \
     X(KRCONN_E_NORECV, -3988, "the peer had no receive posted (RNR retries exhausted)")           \
     X(KRCONN_E_FLUSHED, -3987, "work flushed: the QP was in the error state")                     \
-    X(KRCONN_E_NODEV, -3986, "no RDMA device with an active port and a usable GID")          \
+    X(KRCONN_E_NODEV, -3986, "no RDMA device with an active port and a usable GID")               \
     X(KRCONN_E_BADHANDLE, -3985, "not an open krconn handle (closed or destroyed already)")       \
-    X(KRCONN_E_FORKED, -3984, "the handle was made before fork(): not usable in the child")
+    X(KRCONN_E_FORKED, -3984,                                                                     \
+      "this krconn handle was made before fork(): not usable in the child")
 #define KRCONN__ERROR_ENUM(name, value, text) name = value,
 enum { KRCONN_ERRORS(KRCONN__ERROR_ENUM) };
 #undef KRCONN__ERROR_ENUM

@@ -271,7 +271,7 @@ extern "C" {
     X(NPPIN_E_TOOBIG, -4997,                                                                       \
       "the range needs more pinned memory than the budget (nppin_xfer moves it in pieces)")        \
     X(NPPIN_E_BUSY, -4996,                                                                         \
-      "the pinned-memory budget is held by work requests in flight or leases being revoked: "     \
+      "the pinned-memory budget is held by work requests in flight or leases being revoked: "      \
       "poll completions, progress peers, retry")                                                   \
     X(NPPIN_E_PINLIMIT, -4995,                                                                     \
       "could not pin memory: ibv_reg_mr failed with ENOMEM, the memlock limit (RLIMIT_MEMLOCK, "   \
@@ -280,9 +280,9 @@ extern "C" {
     X(NPPIN_E_HANDLE, -4993, "not a valid region handle, or the owner has no such region")         \
     X(NPPIN_E_PEERDEAD, -4992, "the peer's channel failed")                                        \
     X(NPPIN_E_INFLIGHT, -4991, "too many posts in flight (nppin_opts.max_inflight)")               \
-    X(NPPIN_E_NOPEERS, -4990, "the context has NPPIN_MAX_PEERS peers already")                 \
-    X(NPPIN_E_BADHANDLE, -4989, "not an open nppin handle (closed or destroyed already)")         \
-    X(NPPIN_E_FORKED, -4988, "the handle was made before fork(): not usable in the child")
+    X(NPPIN_E_NOPEERS, -4990, "the context has NPPIN_MAX_PEERS peers already")                     \
+    X(NPPIN_E_BADHANDLE, -4989, "not an open nppin handle (closed or destroyed already)")          \
+    X(NPPIN_E_FORKED, -4988, "this nppin handle was made before fork(): not usable in the child")
 
 #define NPPIN__ERROR_ENUM(name, value, text) name = value,
 enum { NPPIN_ERRORS(NPPIN__ERROR_ENUM) };
@@ -2244,7 +2244,8 @@ NPPIN_API int nppin_get_stats(nppin_ctx *ctx, nppin_stats *out)
 NPPIN_API const char *nppin_explain(nppin_ctx *ctx, int code, char *buf, size_t len)
 {
     if (!buf || !len) return "";
-    if (!ctx || nppin__hk(ctx) || (code != NPPIN_E_PINLIMIT && code != NPPIN_E_TOOBIG && code != NPPIN_E_BUSY)) {
+    if (!ctx || nppin__hk(ctx) ||
+        (code != NPPIN_E_PINLIMIT && code != NPPIN_E_TOOBIG && code != NPPIN_E_BUSY)) {
         snprintf(buf, len, "%s", nppin_strerror(code));
         return buf;
     }

@@ -389,6 +389,13 @@
    connecting: the child closes its inherited copies (pthread_atfork) and does not inherit the
    channel mapping (MADV_DONTFORK), so the parent's death is still seen; connections and
    servers are not usable in the child.
+   - Client disconnects with calls in flight (shared memory; over RDMA rpcool_disconnect sends
+     its goodbye and returns without waiting): rpcool_disconnect returns once the server let go
+     of the connection, at most disconnect_ms (RPCOOL_DEFAULT_DISCONNECT_MS, 5 s) after it
+     began: at once when no handler runs for it, else when the running ones have returned
+     (plus up to reap_ms). Its calls not yet started never start, as for a dead client; a
+     handler still running after disconnect_ms goes on at the server (its heap stays mapped
+     there until it returns), and no reply of any of them reaches the client.
    - Client dies (even mid-call): the server notices within reap_ms (RPCOOL_DEFAULT_REAP_MS,
      100 ms; a thread of the server looks every reap_ms, whatever its serving threads do),
      starts none of its calls from then on, lets any handler running for it finish and unmaps
@@ -606,8 +613,11 @@
    failed) before the stub returns; the reply lives until the closure returns. rpcool_pbc_call
    makes the same call and returns its status: 0 and *out (valid until rpcool_pbc_reply_free;
    it may point into the input, so keep the input until then), RPCOOL_PBC_FAILED (1) when the
-   service answered closure(NULL), RPCOOL_E_INVAL when the input is not of the method's input
-   type, or another negative code. A client service may be used by several threads at once,
+   service answered closure(NULL), RPCOOL_E_NOMETHOD when method is not below the service's
+   n_methods, RPCOOL_E_MSGTYPE when the input is not of the method's input type, or another
+   negative code. method is the method's index in the service descriptor, the order of the
+   rpc lines in the .proto (svc__descriptor.methods[method]; protoc-c's generated stub
+   svc__get passes that index for Get). A client service may be used by several threads at once,
    as its connection may. An input built anywhere (stack, literals, malloc) is deep-copied
    into the connection heap for the call by walking its descriptor, and the copy is freed with
    the reply. An input that lies wholly in the heap (built or unpacked through the allocator
@@ -695,17 +705,17 @@
 
    Cancelling. rpcool_cancel(c, id) cancels an asynchronous call (with or without a callback; a
    callback of a cancelled call never runs). If the call's reply has come, the reply is
-   freed and 1 returned: the handler ran, the cancel had no effect on it. Otherwise it returns 0 and
-   the id is finished (poll and wait return RPCOOL_E_INVAL for it): the slot, the reply and the seal
-   come back as for a timed-out call (FAILURES), when the server answers. A call whose handler has
-   not started is not started: the server answers it with RPCOOL_E_CANCELLED (counted in
-   stats.cancelled), unless a serving thread was starting it at that moment: then it runs as one
-   cancelled while running. A handler already running goes on, and rpcool_ctx_cancelled(ctx) (a load
-   of one word the call's request line already holds) turns 1: a long handler may poll it and return
-   early; whatever it returns is freed. Over RDMA the cancel is one RDMA WRITE of that word into
-   the server's memory, behind the call on the same queue pair: a call still queued at the server
-   is never started (RPCOOL_E_CANCELLED, counted), a running handler sees the flag the same way
-   (its client's calls are served in order, one at a time).
+   freed and 1 returned: the handler ran, the cancel had no effect on it. Otherwise it returns 0
+   and the id is finished (poll and wait return RPCOOL_E_CANCELLED for it): the slot, the reply
+   and the seal come back as for a timed-out call (FAILURES), when the server answers. A call
+   whose handler has not started is not started: the server answers it with RPCOOL_E_CANCELLED
+   (counted in stats.cancelled), unless a serving thread was starting it at that moment: then it
+   runs as one cancelled while running. A handler already running goes on, and
+   rpcool_ctx_cancelled(ctx) (a load of one word the call's request line already holds) turns
+   1: a long handler may poll it and return early; whatever it returns is freed. Over RDMA the
+   cancel is one RDMA WRITE of that word into the server's memory, behind the call on the same queue
+   pair: a call still queued at the server is never started (RPCOOL_E_CANCELLED, counted), a running
+   handler sees the flag the same way (its client's calls are served in order, one at a time).
 
    Stats. rpcool_server_get_stats(s, &st) (0, or RPCOOL_E_INVAL for a NULL) counts calls,
    connections accepted, closed, reaped, dropped and refused, faults, malformed entries,
@@ -755,7 +765,8 @@
    Exporting: rpcool_export_create(h, name, base, len, opts, &x) exports [base, base+len), which
    must lie inside h's data area (RPCOOL_E_RANGE otherwise); base NULL and len 0 export the whole
    data area (rpcool_export_base says where it starts and how long it is). Names are channel
-   names of at most RPCOOL_EXPORT_NAME_MAX (38) characters (RPCOOL_E_BADNAME otherwise). The
+   names of at most RPCOOL_EXPORT_NAME_MAX (38) characters (RPCOOL_E_NAMELONG when longer,
+   RPCOOL_E_BADNAME when malformed). The
    export lives in h: a record under the root "rpcool.x.NAME" (128 bytes and 64 per lock) and
    an alock table under "rpcool.xl.<offset>", whose liveness file is
    /dev/shm/rpcool.x.<heap address>.<offset>. A second create of a name whose exporter lives
@@ -772,7 +783,7 @@
    rpcool_export_nlocks(x) are the same in every handle.
    Closing: rpcool_export_close(x) frees the handle. The exporter's close withdraws the export:
    the name is free again at once, rpcool_export_open finds nothing, and the handles other
-   processes still hold return RPCOOL_E_CLOSED from lock and read (their data stays where it is:
+   processes still hold return RPCOOL_E_WITHDRAWN from lock and read (their data stays where it is:
    the export never owned it). The record and the lock table are freed by the last handle's
    close, or by the withdrawing close or create if no live process holds a handle (a process
    that died holding one does not count).
@@ -918,7 +929,7 @@ typedef struct rpcool_ctx rpcool_ctx;       /* one call, as seen by its handler 
       "the server dropped this connection (its heap was truncated, or its mutex stayed taken)")    \
     /* RPCOOL_COPY: the argument is larger than the server's max_copy */                           \
     X(RPCOOL_E_TOOBIG, -1983,                                                                      \
-      "the argument is larger than the server copies (rpcool_server_opts.max_copy)")              \
+      "the argument is larger than the server copies (rpcool_server_opts.max_copy)")               \
     /* RDMA: the client's heap lies where the server already maps something (same pod id) */     \
     X(RPCOOL_E_ADDRINUSE, -1982,                                                                   \
       "the connection heap's addresses are in use at the server: give each pod its own "           \
@@ -927,25 +938,30 @@ typedef struct rpcool_ctx rpcool_ctx;       /* one call, as seen by its handler 
     X(RPCOOL_E_DEADLINE, -1981, "the handler ran over its time limit and was ended")               \
     /* a checked accessor was asked to read more bytes in one call than the heap holds */          \
     X(RPCOOL_E_BUDGET, -1980,                                                                      \
-      "the handler's checked reads exceeded the connection heap's size (cyclic data?)")           \
+      "the handler's checked reads exceeded the connection heap's size (cyclic data?)")            \
     /* rpcool_connect: the heap size asked for is over the server's max_heap_size */              \
     X(RPCOOL_E_HEAPSIZE, -1979,                                                                    \
-      "the connection heap asked for is larger than the server allows (max_heap_size)")           \
+      "the connection heap asked for is larger than the server allows (max_heap_size)")            \
     /* C++: an exception escaped a handler (the implementation compiled as C++) */                 \
     X(RPCOOL_E_EXCEPTION, -1978, "the handler threw a C++ exception")                              \
     /* rpcool_cancel: the call was cancelled before its handler started */                         \
     X(RPCOOL_E_CANCELLED, -1977, "the call was cancelled by its caller")                           \
     /* the server's on_connect hook refused the connection (a hook may return its own code) */     \
-    X(RPCOOL_E_REFUSED, -1976, "the server refused this client (its on_connect hook)")         \
+    X(RPCOOL_E_REFUSED, -1976, "the server refused this client (its on_connect hook)")             \
     /* exports (section 13): an address range not inside the export */                            \
     X(RPCOOL_E_RANGE, -1975, "address range outside the export")                                   \
     /* exports: a remote write to an export that is not RPCOOL_REMOTE_RW, an attach to one that  \
        is RPCOOL_REMOTE_NONE */                                                                    \
     X(RPCOOL_E_PERM, -1974, "the export does not allow this to other pods (its remote mode)")      \
     X(RPCOOL_E_NOEXPORT, -1973, "no export of that name")                                          \
-    X(RPCOOL_E_EXPORTED, -1972, "an export of that name exists already in this heap")         \
-    X(RPCOOL_E_BADHANDLE, -1971, "not an open rpcool handle (closed or disconnected already)")    \
-    X(RPCOOL_E_FORKED, -1970, "the handle was made before fork(): not usable in the child")
+    X(RPCOOL_E_EXPORTED, -1972, "an export of that name exists already in this heap")              \
+    X(RPCOOL_E_BADHANDLE, -1971, "not an open rpcool handle (closed or disconnected already)")     \
+    X(RPCOOL_E_FORKED, -1970,                                                                      \
+      "this rpcool handle was made before fork(): not usable in the child")                        \
+    X(RPCOOL_E_NOMETHOD, -1969, "no such method: the index is not below the service's n_methods")  \
+    X(RPCOOL_E_MSGTYPE, -1968, "the message is not of the method's input type")                    \
+    X(RPCOOL_E_NAMELONG, -1967, "export name longer than RPCOOL_EXPORT_NAME_MAX (38) characters")  \
+    X(RPCOOL_E_WITHDRAWN, -1966, "the export was withdrawn: its exporter closed it")
 #define RPCOOL__ERROR_ENUM(name, value, text) name = value,
 enum { RPCOOL_ERRORS(RPCOOL__ERROR_ENUM) };
 #undef RPCOOL__ERROR_ENUM
@@ -979,6 +995,7 @@ enum {
 #define RPCOOL_DEFAULT_REAP_MS 100
 #define RPCOOL_DEFAULT_PEER_CHECK_MS 100
 #define RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS 5000
+#define RPCOOL_DEFAULT_DISCONNECT_MS 5000 /* rpcool_disconnect waits for running handlers */
 #define RPCOOL_DEFAULT_MODE 0600
 #define RPCOOL_DEFAULT_HEAP_SIZE ((size_t)64 << 20) /* 64 MiB */
 #define RPCOOL_DEFAULT_MAX_COPY ((size_t)64 << 20)  /* 64 MiB */
@@ -1095,6 +1112,8 @@ typedef struct rpcool_conn_opts {
     void *log_user;           /* passed to log */
     int wait_ready;           /* 1: a channel with no server yet is waited for until
                                  connect_timeout_ms (else RPCOOL_E_NOCHANNEL at once) */
+    unsigned disconnect_ms;   /* rpcool_disconnect waits at most this long for the handlers
+                                 running for it; 0 = RPCOOL_DEFAULT_DISCONNECT_MS */
 } rpcool_conn_opts;
 
 /* Per-call options (NULL = connection defaults). */
@@ -1247,7 +1266,7 @@ RPCOOL_API int rpcool_wait(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_
 /* Cancel an asynchronous call (section 12): 0 (cancelled: the id is finished, its
    callback never runs, its slot and reply come back as for a timed-out call), 1 (it had
    finished already: its reply is freed, its handler ran), RPCOOL_E_INVAL (no such call of
-   ours). */
+   ours). rpcool_poll and rpcool_wait on an id it finished: RPCOOL_E_CANCELLED. */
 RPCOOL_API int rpcool_cancel(rpcool_conn *c, uint64_t id);
 /* Runs the callbacks of finished calls; returns how many, or a negative error (server dead). */
 RPCOOL_API int rpcool_progress(rpcool_conn *c);
@@ -1949,6 +1968,8 @@ struct rpcool_conn {
     unsigned safety, timeout_ms, peer_check_ms, seal_batch;
     uint64_t spin_ns;
     uint64_t free_bits;
+    uint64_t cancelled[RPCOOL__NSLOTS]; /* per slot: 1 + the last id rpcool_cancel finished */
+    unsigned disconnect_ms;
     uint64_t hot; /* the kept slot (rpcool__hot_take): owner cell << 8 | slot, 0, or REVOKING */
     int32_t dead;        /* sticky error once the server is known gone */
     uint64_t last_check; /* when the server's lock was last tested */
@@ -3925,6 +3946,13 @@ static int rpcool__unflag(struct rpcool__sconn *sc, uint64_t bits)
 
 /* Serve the requests of one connection; returns how many. With trim (a server about to
    sleep) it serves nothing: it clears the bits of idle slots and returns 1 if a request waits. */
+/* The client is inside rpcool_disconnect: its calls not started never start. Reads the channel
+   file (the caller's faults are contained). */
+static int rpcool__leaving(rpcool_server *s, struct rpcool__sconn *sc)
+{
+    return rcp__load(&s->cs[sc - s->conns].state) == RPCOOL__CS_CLOSING;
+}
+
 static int rpcool__scan_conn(struct rpcool__worker *w, struct rpcool__sconn *sc, int trim)
 {
     struct rpcool__conn_hdr *hd = sc->hdr;
@@ -3944,7 +3972,7 @@ static int rpcool__scan_conn(struct rpcool__worker *w, struct rpcool__sconn *sc,
         else if (trim) n = 1;
         /* dropped or its client dead meanwhile (a condemned connection is dead too): serve no
            more (a dead client's calls never start) */
-        else if (rcp__load_relaxed(&sc->dead)) break;
+        else if (rcp__load_relaxed(&sc->dead) || rpcool__leaving(w->s, sc)) break;
         else if (rcp__cas(&sc->claimed[i], &cl, gen)) {     /* else another thread took it */
             rcp__store_relaxed(&sc->rot, i + 1);
             rpcool__serve_slot(w, sc, i, gen);
@@ -5129,6 +5157,7 @@ RPCOOL_API int rpcool_call_async(rpcool_conn *c, unsigned fn, const void *arg, s
 static int rpcool__slot_of(rpcool_conn *c, uint64_t id)
 {
     unsigned i = (unsigned)(id & 0xff);
+    if (i < RPCOOL__NSLOTS && c->cancelled[i] == id + 1) return RPCOOL_E_CANCELLED;
     if (i >= RPCOOL__NSLOTS || c->pend[i].gen != (uint32_t)(id >> 8) ||
         rcp__load(&c->pend[i].pstate) != RPCOOL__P_ASYNC || c->pend[i].cb)
         return RPCOOL_E_INVAL;
@@ -5180,6 +5209,7 @@ RPCOOL_API int rpcool_cancel(rpcool_conn *c, uint64_t id)
     if (!c->tp->cancel) return RPCOOL_E_NOTSUP;
     uint32_t exp = RPCOOL__P_ASYNC;
     if (!rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) return RPCOOL_E_INVAL;
+    c->cancelled[i] = id + 1; /* polling or waiting on it now says so */
     if (rpcool__done(c, i)) { /* finished already: nothing to stop */
         rpcool__harvest(c, i, NULL, NULL);
         return 1;
@@ -5576,6 +5606,7 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     c->timeout_ms = o.timeout_ms;
     c->spin_ns = o.spin_ns ? o.spin_ns : RPCOOL_DEFAULT_SPIN_NS;
     c->peer_check_ms = o.peer_check_ms ? o.peer_check_ms : RPCOOL_DEFAULT_PEER_CHECK_MS;
+    c->disconnect_ms = o.disconnect_ms ? o.disconnect_ms : RPCOOL_DEFAULT_DISCONNECT_MS;
     c->seal_batch = o.seal_batch ? o.seal_batch : RPCOOL_DEFAULT_SEAL_BATCH;
     c->seal_cap = (size_t)(c->seal_batch < 1024 ? c->seal_batch : 1024) + RPCOOL__NSLOTS;
     c->hopts.pod = o.pod;
@@ -5642,10 +5673,12 @@ static void rpcool__shm_disconnect(rpcool_conn *c)
     rcp__full_fence();
     rcp__fetch_add(&c->ch->sdoor, 1u);
     rcp__futex_wake(&c->ch->sdoor, 1);
-    uint64_t deadline = rcp__now_ns() + 5000000000ull;
-    while (rcp__load(&c->cs->state) == RPCOOL__CS_CLOSING && !rpcool__server_gone(c) &&
-           rcp__now_ns() < deadline) {
-        rcp__futex_wait(&c->cs->seq, seq, (uint64_t)c->peer_check_ms * 1000000u);
+    uint64_t deadline = rcp__now_ns() + (uint64_t)c->disconnect_ms * 1000000u;
+    for (uint64_t now = rcp__now_ns(); rcp__load(&c->cs->state) == RPCOOL__CS_CLOSING &&
+                                       !rpcool__server_gone(c) && now < deadline;
+         now = rcp__now_ns()) {
+        uint64_t nap = (uint64_t)c->peer_check_ms * 1000000u;
+        rcp__futex_wait(&c->cs->seq, seq, nap < deadline - now ? nap : deadline - now);
         seq = rcp__load(&c->cs->seq);
     }
     shmheap_close(c->heap);

@@ -246,7 +246,7 @@ enum { SHMHEAP_LOG_ERROR = 0, SHMHEAP_LOG_WARN = 1, SHMHEAP_LOG_INFO = 2, SHMHEA
     /* create with overwrite of a heap this process has open */                                    \
     X(SHMHEAP_E_BUSY, -986, "the heap is open in this process: close it before overwriting it")    \
     X(SHMHEAP_E_PODFULL, -985,                                                                     \
-      "the pod is full: no free address range that large in its window, or 1024 heaps named") \
+      "the pod is full: no free address range that large in its window, or 1024 heaps named")      \
     X(SHMHEAP_E_BADHANDLE, -984, "not an open heap handle (closed already)")
 #define SHMHEAP__ERROR_ENUM(name, value, text) name = value,
 enum { SHMHEAP_ERRORS(SHMHEAP__ERROR_ENUM) };

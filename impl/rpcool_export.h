@@ -60,7 +60,7 @@ static int rpcool__x_name(const char *name, char *root, size_t n)
 {
     int rc = rpcool__check_name(name);
     if (rc) return rc;
-    if (strlen(name) > RPCOOL_EXPORT_NAME_MAX) return RPCOOL_E_BADNAME;
+    if (strlen(name) > RPCOOL_EXPORT_NAME_MAX) return RPCOOL_E_NAMELONG;
     snprintf(root, n, "%s%s", RPCOOL__X_ROOT, name);
     return 0;
 }
@@ -401,7 +401,7 @@ RPCOOL_API int rpcool_export_lock(rpcool_export *x, uint32_t idx, int mode, rpco
     if (!x || !h || (mode != RPCOOL_LOCK_READ && mode != RPCOOL_LOCK_WRITE) || idx >= x->nlocks)
         return RPCOOL_E_INVAL;
     memset(h, 0, sizeof *h);
-    if (rcp__load(&x->rec->state) != RPCOOL__X_LIVE) return RPCOOL_E_CLOSED;
+    if (rcp__load(&x->rec->state) != RPCOOL__X_LIVE) return RPCOOL_E_WITHDRAWN;
     alock_hold ah;
     int rc = alock_lock(x->t, idx, &ah);
     if (rc < 0) return rpcool__x_alock_rc(rc);
@@ -487,7 +487,7 @@ RPCOOL_API int rpcool_export_read(rpcool_export *x, uint32_t idx, const void *ad
     RPCOOL__HCHECK(x);
     if (!x || (!buf && len) || idx >= x->nlocks) return RPCOOL_E_INVAL;
     if (!rpcool__x_inside(x->base, x->len, addr, len)) return RPCOOL_E_RANGE;
-    if (rcp__load(&x->rec->state) != RPCOOL__X_LIVE) return RPCOOL_E_CLOSED;
+    if (rcp__load(&x->rec->state) != RPCOOL__X_LIVE) return RPCOOL_E_WITHDRAWN;
     struct rpcool__x_local_read a = {rpcool__x_ver(x->rec, idx), addr, buf, len};
     return rpcool__x_opt(rpcool__x_local_ver, rpcool__x_local_copy, &a,
                          (uint64_t)RPCOOL_EXPORT_DEFAULT_READ_MS * 1000000u);
@@ -1001,7 +1001,7 @@ static int rpcool__x_attach(const char *where, const char *name, const rpcool_at
     uint64_t id, until;
     krconn_ctx_opts ko;
     size_t own_len = RPCOOL__XR_SCRATCH + ALOCK_REMOTE_MEM(RPCOOL__X_NDESC) + 64;
-    if (strlen(name) > RPCOOL_EXPORT_NAME_MAX) return RPCOOL_E_BADNAME;
+    if (strlen(name) > RPCOOL_EXPORT_NAME_MAX) return RPCOOL_E_NAMELONG;
     if ((rc = rpcool__check_name(name))) return rc;
     if (o && o->timeout_ms < 0) return RPCOOL_E_INVAL;
     rpcool_remote *r = (rpcool_remote *)rpcool__calloc(1, sizeof *r);
