@@ -467,6 +467,10 @@
      files and returns RPCOOL_E_TIMEOUT, keeping the server's memory and the connection heaps
      for that thread (they are never freed). So rpcool_server_close returns within close_ms
      plus about 100 ms, plus the second it may wait for clients inside rpcool_disconnect.
+   - A server killed by a signal it does not handle (SIGTERM, the way services are stopped)
+     leaves its name file and socket (rpcoolctl --clean removes them, the next server of the
+     name takes them over). rpcool_serve_until_signal(s, nthreads) serves until SIGINT or
+     SIGTERM and returns; rpcool_server_close(s) then removes every file of the channel.
    - A channel name served by a live server: RPCOOL_E_NAMETAKEN. A name whose server died is
      taken over: the new server makes a new channel and socket; the old one's clients fail
      with RPCOOL_E_PEERDEAD and keep their heaps until they disconnect (nothing is unlinked:
@@ -1048,7 +1052,8 @@ typedef struct rpcool_server_opts {
                              0 = RPCOOL_DEFAULT_SPIN_NS (RPCOOL_DEFAULT_RDMA_SPIN_NS for the
                              RDMA thread, which may also sleep at once: section 5) */
     unsigned reap_ms;     /* check for dead clients this often; 0 = RPCOOL_DEFAULT_REAP_MS */
-    unsigned mode;        /* permissions of the channel's name file; 0 = RPCOOL_DEFAULT_MODE */
+    unsigned mode;        /* permissions of the channel's name file and socket, whatever the
+                             umask; 0 = RPCOOL_DEFAULT_MODE */
     const char *pod;      /* shmheap pod (NULL = default) */
     size_t max_copy;      /* RPCOOL_COPY: the largest argument copied; larger calls fail with
                              RPCOOL_E_TOOBIG. 0 = RPCOOL_DEFAULT_MAX_COPY; SIZE_MAX = no
@@ -1185,6 +1190,12 @@ RPCOOL_API int rpcool_server_add_handler_ex(rpcool_server *s, unsigned id, rpcoo
 RPCOOL_API int rpcool_server_start(rpcool_server *s, unsigned nthreads); /* background threads */
 RPCOOL_API int rpcool_serve(rpcool_server *s);       /* serve on this thread until stopped */
 RPCOOL_API void rpcool_server_stop(rpcool_server *s); /* make serving threads return */
+/* Serve on nthreads background threads (0 = 1; none more if started already) until SIGINT or
+   SIGTERM (or rpcool_server_stop), then stop: returns the signal's number (0 if stopped), or
+   a negative code. Then rpcool_server_close(s) removes the channel's files. Meanwhile the two
+   signals only wake it (its handler), the previous handlers are back when it returns; one call
+   at a time per process (RPCOOL_E_AGAIN). */
+RPCOOL_API int rpcool_serve_until_signal(rpcool_server *s, unsigned nthreads);
 /* stop, join, close the channel; RPCOOL_E_TIMEOUT: a handler that may not be ended still ran
    after close_ms (see FAILURES: Time limits) */
 RPCOOL_API int rpcool_server_close(rpcool_server *s);
@@ -3157,6 +3168,11 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
         if (r == -EAGAIN || r == -EACCES) r = RPCOOL_E_NAMETAKEN;
         goto fail_close;
     }
+    /* the mode as asked, whatever the umask (as the socket's: rpcool__front_open) */
+    if (fchmod(s->name_fd, o.mode ? o.mode : RPCOOL_DEFAULT_MODE)) {
+        r = -errno;
+        goto fail_close;
+    }
     if ((r = rpcool__chan_init(s))) goto fail_close;
     pthread_once(&rpcool__sig_once, rpcool__sig_install);
     s->mb_ok = !RPCOOL__TSAN &&
@@ -4183,6 +4199,57 @@ RPCOOL_API void rpcool_server_stop(rpcool_server *s)
     if (s->xtp) s->xtp->stop(s);
     if (rpcool__guarded(rpcool__ring_server, s, -1)) /* a client truncated the channel file */
         rpcool__chan_repair(s);
+}
+
+/* rpcool_serve_until_signal: its signals write their number into a pipe (async-signal-safe) */
+static int rpcool__sig_wfd = -1;
+static void rpcool__sig_note(int sig)
+{
+    unsigned char b = (unsigned char)sig;
+    int e = errno;
+    if (write(__atomic_load_n(&rpcool__sig_wfd, __ATOMIC_RELAXED), &b, 1) < 0) {}
+    errno = e;
+}
+
+RPCOOL_API int rpcool_serve_until_signal(rpcool_server *s, unsigned nthreads)
+{
+    struct sigaction sa, old_int, old_term;
+    struct pollfd pf;
+    unsigned char b = 0;
+    int p[2], r = 0, none = -1;
+    if (!s) return RPCOOL_E_INVAL;
+    RPCOOL__HCHECK(s);
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK)) return -errno;
+    if (!__atomic_compare_exchange_n(&rpcool__sig_wfd, &none, p[1], 0, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_SEQ_CST)) {
+        close(p[0]);
+        close(p[1]);
+        return RPCOOL_E_AGAIN;
+    }
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = rpcool__sig_note;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    if (!s->threads) r = rpcool_server_start(s, nthreads ? nthreads : 1);
+    pf.fd = p[0];
+    pf.events = POLLIN;
+    while (!r && !rcp__load(&s->stop)) {
+        pf.revents = 0;
+        if (poll(&pf, 1, (int)RPCOOL_DEFAULT_PEER_CHECK_MS) > 0 && read(p[0], &b, 1) == 1) {
+            r = b;
+            rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: signal %d: stopping", s->name, r);
+            break;
+        }
+    }
+    rpcool_server_stop(s);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    __atomic_store_n(&rpcool__sig_wfd, -1, __ATOMIC_SEQ_CST);
+    close(p[0]);
+    close(p[1]);
+    return r;
 }
 
 static int rpcool__chan_close(void *p)

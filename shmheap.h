@@ -47,20 +47,21 @@
        "/dev/daxX.Y"          a device-DAX character device (2 MiB alignment)
        "cxl:regionN"          a CXL region, resolved through libcxl to its /dev/daxX.Y
    A new heap's address comes from the window [0x680000000000, 0x700000000000), handed out by a
-   small pod directory that itself lives in shared memory (/dev/shm/shmheap.pod, or
-   $SHMHEAP_POD): no daemon. A new pod takes its window from $SHMHEAP_WINDOW ("LO-HI" in hex) if
-   set, narrowed to its own sixteenth when $SHMHEAP_POD_ID is set (0-15: "pod ids", so heaps of
-   different pods never share addresses, as rpcool's RDMA transport needs across pods; a
-   sixteenth rounded down to 2 MiB multiples, so one under 2 MiB holds no heap); a malformed
-   value of either (LO not 2 MiB aligned, HI not above LO, an id beyond 15) is ignored with a
-   warning in the log. Programs built with ThreadSanitizer can only map inside
+   small pod directory that itself lives in shared memory (/dev/shm/shmheap.pod, or $SHMHEAP_POD, or
+   shmheap_opts.pod): no daemon. An existing object of that name that is not a pod is never written:
+   every call that needs the pod fails with SHMHEAP_E_NOTPOD. A new pod takes its window from
+   $SHMHEAP_WINDOW ("LO-HI" in hex) if set, narrowed to its own sixteenth when $SHMHEAP_POD_ID is
+   set (0-15: "pod ids", so heaps of different pods never share addresses, as rpcool's RDMA
+   transport needs across pods; a sixteenth rounded down to 2 MiB multiples, so one under 2 MiB
+   holds no heap); a malformed value of either (LO not 2 MiB aligned, HI not above LO, an id beyond
+   15) is ignored with a warning in the log. Programs built with ThreadSanitizer can only map inside
    [0x550000000000, 0x568000000000), so such builds default to the pod shmheap-tsan.pod with the
    window [0x560000000000, 0x568000000000). The address is recorded in the heap's header; every
    opener maps exactly there with MAP_FIXED_NOREPLACE and fails with SHMHEAP_E_ADDRINUSE rather than
-   replace a mapping. (Hosts that share a device but not /dev/shm each keep a directory; the
-   header still decides.) A pod names up to 1024 heaps; beyond that, or with no free range that
-   large left in its window, create fails with SHMHEAP_E_PODFULL. Entries whose objects were
-   removed behind shmheap's back are dropped when they are in the way.
+   replace a mapping. (Hosts that share a device but not /dev/shm each keep a directory; the header
+   still decides.) A pod names up to 1024 heaps; beyond that, or with no free range that large left
+   in its window, create fails with SHMHEAP_E_PODFULL. Entries whose objects were removed behind
+   shmheap's back are dropped when they are in the way.
 
    3. EXAMPLE
    ----------
@@ -247,7 +248,9 @@ enum { SHMHEAP_LOG_ERROR = 0, SHMHEAP_LOG_WARN = 1, SHMHEAP_LOG_INFO = 2, SHMHEA
     X(SHMHEAP_E_BUSY, -986, "the heap is open in this process: close it before overwriting it")    \
     X(SHMHEAP_E_PODFULL, -985,                                                                     \
       "the pod is full: no free address range that large in its window, or 1024 heaps named")      \
-    X(SHMHEAP_E_BADHANDLE, -984, "not an open heap handle (closed already)")
+    X(SHMHEAP_E_BADHANDLE, -984, "not an open heap handle (closed already)")                       \
+    X(SHMHEAP_E_NOTPOD, -983,                                                                      \
+      "the pod's name (opts.pod, $SHMHEAP_POD) names an object that is not a pod: left alone")
 #define SHMHEAP__ERROR_ENUM(name, value, text) name = value,
 enum { SHMHEAP_ERRORS(SHMHEAP__ERROR_ENUM) };
 #undef SHMHEAP__ERROR_ENUM
@@ -1008,6 +1011,43 @@ static long shmheap__find_free_run(shmheap *h, size_t n, size_t align)
     return -1;
 }
 
+/* Give [off, off+len) of a heap's file its memory before it is first written, so that a full
+   tmpfs (or disk) is SHMHEAP_E_FULL here and never SIGBUS at the first touch. 0, or
+   SHMHEAP_E_FULL; a backing that reserves nothing (a device, a read-only open) answers 0. */
+static int shmheap__reserve_fd(int fd, uint64_t off, uint64_t len)
+{
+    uint64_t a = off & ~(uint64_t)4095, e = (off + len + 4095) & ~(uint64_t)4095;
+    int r;
+    if (fd < 0 || e <= a) return 0;
+    while ((r = fallocate(fd, 0, (off_t)a, (off_t)(e - a))) && errno == EINTR) {}
+    return r && (errno == ENOSPC || errno == EDQUOT || errno == EFBIG) ? SHMHEAP_E_FULL : 0;
+}
+
+/* 1 if span s's bitmap words have memory (reserved now if not): 0 on a full file system for
+   words never written, which are zero (reading them would fault). *last: the last page found
+   backed (one system call per page). */
+static int shmheap__words_backed(shmheap *h, size_t s, uint64_t *last)
+{
+    uint64_t off = (uint64_t)((char *)(h->bm + s * SHMHEAP__WORDS) - h->base);
+    uint64_t end = off + (uint64_t)SHMHEAP__WORDS * 8 - 1;
+    if (*last && off >> 12 == *last - 1 && end >> 12 == *last - 1) return 1;
+    if (shmheap__reserve_fd(h->fd, off, end + 1 - off)) return 0;
+    *last = (end >> 12) + 1;
+    return 1;
+}
+
+/* Spans [s, s+n) are about to be used: their data, and their bitmap words if they become
+   small. */
+static int shmheap__reserve(shmheap *h, size_t s, size_t n, int small)
+{
+    if (small && shmheap__reserve_fd(h->fd, (uint64_t)((char *)(h->bm + s * SHMHEAP__WORDS) -
+                                                       h->base),
+                                     (uint64_t)n * SHMHEAP__WORDS * 8))
+        return SHMHEAP_E_FULL;
+    return shmheap__reserve_fd(h->fd, h->hdr_data_off + ((uint64_t)s << SHMHEAP__SPAN_SHIFT),
+                               (uint64_t)n << SHMHEAP__SPAN_SHIFT);
+}
+
 /* A span never used since a fresh heap was made (shmheap__format) has zero words, which would
    look open and empty to an allocator that finds its entry made small before its words are
    opened: init_span closes them first. Nobody touches the words of a span that is not small. */
@@ -1021,7 +1061,7 @@ static void shmheap__close_fresh_words(shmheap *h, size_t s)
 static long shmheap__init_span(shmheap *h, unsigned c, unsigned st)
 {
     long s = shmheap__find_free_run(h, 1, 0);
-    if (s < 0) return -1;
+    if (s < 0 || shmheap__reserve(h, (size_t)s, 1, 1)) return -1;
     uint64_t gen = (++h->hdr->gen) & 0xffffffffu;
     shmheap__journal(h, SHMHEAP__J_INIT, (uint64_t)s, 1, c, gen);
     shmheap__close_fresh_words(h, (size_t)s);
@@ -1348,6 +1388,7 @@ static void *shmheap__large_alloc(shmheap *h, size_t size, size_t align, int *er
         shmheap__sweep(h);
         if (shmheap__retire_empty(h)) s = shmheap__find_free_run(h, n, align);
     }
+    if (s >= 0 && shmheap__reserve(h, (size_t)s, n, 0)) s = -1; /* the file system is full */
     if (s >= 0) {
         shmheap__journal(h, SHMHEAP__J_LALLOC, (uint64_t)s, n, 0, 0);
         for (size_t i = 1; i < n; i++)
@@ -1649,9 +1690,12 @@ static int shmheap__pod_open(const shmheap_opts *o, struct shmheap__podref *pr)
     if (shmheap__pod_path(o, path, &name)) return SHMHEAP_E_BADNAME;
     struct stat st;
     void *m;
-    int r, fd = shm_open(path, O_RDWR | O_CREAT, 0666);
+    uint64_t magic = 0;
+    int r, fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL, 0666);
+    if (fd >= 0) fchmod(fd, 0666); /* a pod is shared by every user of the host; umask must not
+                                      narrow it (only one we made: another file keeps its mode) */
+    else if (errno == EEXIST) fd = shm_open(path, O_RDWR, 0);
     if (fd < 0) return -errno;
-    fchmod(fd, 0666); /* a pod is shared by every user of the host; umask must not narrow it */
     /* Every step under this lock is short: a holder that keeps it for seconds is stuck or
        hostile, and must not hang every create, open-by-name and unlink of the host. */
     for (int waited_ms = 0; flock(fd, LOCK_EX | LOCK_NB); waited_ms++) {
@@ -1662,6 +1706,16 @@ static int shmheap__pod_open(const shmheap_opts *o, struct shmheap__podref *pr)
             goto fail_close;
         }
         usleep(1000);
+    }
+    /* an object that is no pod is never written: a pod starts with its magic (or zeros, one
+       whose creator died before it wrote it) */
+    if (fstat(fd, &st) == 0 && st.st_size > 0 &&
+        (pread(fd, &magic, sizeof magic, 0) != (ssize_t)sizeof magic ||
+         (magic && magic != SHMHEAP__POD_MAGIC) || !S_ISREG(st.st_mode))) {
+        struct rcp__logger lg = shmheap__logger(o);
+        shmheap__log(&lg, SHMHEAP_LOG_ERROR, "pod %s: the object there is not a pod", name);
+        r = SHMHEAP_E_NOTPOD;
+        goto fail_close;
     }
     if (fstat(fd, &st) == 0 && (size_t)st.st_size < sizeof(struct shmheap__pod) &&
         ftruncate(fd, (off_t)sizeof(struct shmheap__pod))) {
@@ -1853,13 +1907,17 @@ static int shmheap__validate(const struct shmheap__hdr *H, size_t file_size)
    span entries are already FREE (0), and bitmap words stay zero until a span is first used
    (shmheap__open_words). Creating a heap then costs the same at any size, and a big heap's
    metadata (1/128 of it) is only touched as it is used. */
-static void shmheap__format(void *base, size_t size, const char *key, int fresh)
+static int shmheap__format(void *base, int fd, size_t size, const char *key, int fresh)
 {
     struct shmheap__hdr *H = (struct shmheap__hdr *)base;
     size_t n = size >> SHMHEAP__SPAN_SHIFT, meta;
     while (n && ((meta = (shmheap__meta_bytes(n) + SHMHEAP__SPAN - 1) & ~(SHMHEAP__SPAN - 1)) +
                  (n << SHMHEAP__SPAN_SHIFT)) > size)
         n--;
+    /* what is written now: the header and span table (and, formatting over old contents, all
+       the metadata); the rest as spans are first used (shmheap__reserve) */
+    if (shmheap__reserve_fd(fd, 0, fresh ? sizeof *H + n * 8 : shmheap__meta_bytes(n)))
+        return SHMHEAP_E_FULL;
     H->magic = 0; /* an interrupted format must not look like a heap */
     if (!fresh)
         memset((char *)base + 8, 0, sizeof *H - 8); /* fresh: zero, and its pages untouched */
@@ -1882,6 +1940,7 @@ static void shmheap__format(void *base, size_t size, const char *key, int fresh)
                 (uint64_t)(uintptr_t)base;
     H->magic = SHMHEAP__MAGIC;
     rcp__store(&H->ready, 1u);
+    return 0;
 }
 
 static int shmheap__map_at(int fd, uint64_t base, size_t size, void **out)
@@ -2079,7 +2138,10 @@ SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmhe
 
     pthread_mutex_lock(&shmheap__reg_lock);
     if ((r = shmheap__place(fd, &L, &o, size, &base))) goto fail_reg;
-    shmheap__format(base, size, L.key, created);
+    if ((r = shmheap__format(base, fd, size, L.key, created))) {
+        munmap(base, size);
+        goto fail_reg;
+    }
     /* a device that does not keep what is written to it: e.g. qemu 7.2's emulated CXL DAX */
     if (shmheap__validate((struct shmheap__hdr *)base, size)) {
         shmheap__log(&lg, SHMHEAP_LOG_ERROR, "%s does not keep what is written to it", L.key);
@@ -2289,8 +2351,8 @@ SHMHEAP_API int shmheap_create_fd(int fd, const shmheap_opts *opts, shmheap **ou
     }
     shmheap__pod_close(&pr);
     if (r) goto fail_reg;
-    shmheap__format(base, size, key, fresh);
-    if ((r = shmheap__validate((struct shmheap__hdr *)base, size)) ||
+    if ((r = shmheap__format(base, fd, size, key, fresh)) ||
+        (r = shmheap__validate((struct shmheap__hdr *)base, size)) ||
         (r = shmheap__new_handle(base, fd, key, &o, out))) {
         munmap(base, size);
         close(keep);
@@ -2485,6 +2547,7 @@ static int shmheap__bad(shmheap *h, shmheap_stats *st, const char *fmt, ...)
 SHMHEAP_API int shmheap_check(shmheap *h, shmheap_stats *st)
 {
     shmheap_stats local;
+    uint64_t backed = 0;
     if (!h) return SHMHEAP_E_INVAL;
     if (RCP__UNLIKELY(shmheap__closed(h))) return SHMHEAP_E_BADHANDLE;
     if (!st) st = &local;
@@ -2555,7 +2618,8 @@ SHMHEAP_API int shmheap_check(shmheap *h, shmheap_stats *st)
         /* Words of a span that is not small are closed, or zero if it was never small. Free
            spans past small_end were never small: their words are not read (on a fresh heap
            they may not even have a page yet). */
-        if (state != SHMHEAP__S_SMALL && (state != SHMHEAP__S_FREE || s < H->small_end))
+        if (state != SHMHEAP__S_SMALL && (state != SHMHEAP__S_FREE || s < H->small_end) &&
+            shmheap__words_backed(h, s, &backed))
             for (w = 0; w < SHMHEAP__WORDS && !r; w++) {
                 uint64_t v = rcp__load(&bm[w]);
                 if (v && !(v & SHMHEAP__CLOSED))
