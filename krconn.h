@@ -1718,11 +1718,11 @@ KRCONN_API int krconn_dir_shm(void *mem, size_t len, krconn_dir **out)
         return KRCONN_E_PROTO;
     krconn_dir *d = (krconn_dir *)KRCONN_MALLOC(sizeof *d);
     if (!d) return -ENOMEM;
+    memset(d, 0, sizeof *d);
     if (rcp__handle_add(d)) {
         KRCONN_FREE(d);
         return -ENOMEM;
     }
-    memset(d, 0, sizeof *d);
     d->kind = KRCONN__DIR_SHM;
     d->hdr = h;
     d->ent = (krconn__dent *)((char *)mem + 64);
@@ -2135,11 +2135,11 @@ KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out)
     *out = NULL;
     ctx = (krconn_ctx *)KRCONN_MALLOC(sizeof *ctx);
     if (!ctx) return -ENOMEM;
+    memset(ctx, 0, sizeof *ctx);
     if (rcp__handle_add(ctx)) { /* open from here: a failure below destroys it */
         KRCONN_FREE(ctx);
         return -ENOMEM;
     }
-    memset(ctx, 0, sizeof *ctx);
     ctx->evfd = -1;
     ctx->accfd = -1;
     ctx->meta_fd = -1;
@@ -2948,11 +2948,11 @@ KRCONN_API int krconn_dir_meta(krconn_ctx *ctx, const char *where, int timeout_m
                             "no meta server: pass HOST[:PORT] or set KRCONN_META", 0, NULL, 0);
     d = (krconn_dir *)KRCONN_MALLOC(sizeof *d);
     if (!d) return -ENOMEM;
+    memset(d, 0, sizeof *d);
     if (rcp__handle_add(d)) { /* open from here: a failure below closes it */
         KRCONN_FREE(d);
         return -ENOMEM;
     }
-    memset(d, 0, sizeof *d);
     d->kind = KRCONN__DIR_META;
     d->ctx = ctx;
     pthread_mutex_init(&d->mu, NULL);
