@@ -683,6 +683,7 @@ static void shmheap__init_once(void)
     for (const char *c = id; *c; c++) x = (x ^ (unsigned char)*c) * 16777619u;
     shmheap__host = x ? x : 1;
     pthread_key_create(&shmheap__key, shmheap__thread_exit);
+    rcp__handle_init(); /* its fork handlers after ours: our lock first (as in close) */
     pthread_atfork(shmheap__atfork_prepare, shmheap__atfork_parent, shmheap__atfork_child);
 }
 

@@ -45,14 +45,22 @@ static uint64_t rcp__h_gen; /* forks this process is from */
 static pthread_mutex_t rcp__h_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t rcp__h_once = PTHREAD_ONCE_INIT;
 
-static void rcp__h_prepare(void) { pthread_mutex_lock(&rcp__h_mu); }
-static void rcp__h_parent(void) { pthread_mutex_unlock(&rcp__h_mu); }
-static void rcp__h_child(void)
+static inline void rcp__h_prepare(void) { pthread_mutex_lock(&rcp__h_mu); }
+static inline void rcp__h_parent(void) { pthread_mutex_unlock(&rcp__h_mu); }
+static inline void rcp__h_child(void)
 {
     rcp__store(&rcp__h_gen, rcp__h_gen + 1);
     pthread_mutex_unlock(&rcp__h_mu);
 }
-static void rcp__h_init(void) { pthread_atfork(rcp__h_prepare, rcp__h_parent, rcp__h_child); }
+static inline void rcp__h_init(void)
+{
+    pthread_atfork(rcp__h_prepare, rcp__h_parent, rcp__h_child);
+}
+
+/* Registers the fork handlers. A header whose own fork handlers hold a lock under which it
+   adds or removes handles calls this before registering them, so that at fork() its lock is
+   taken first, as everywhere else (prepare handlers run in the reverse order). */
+static inline void rcp__handle_init(void) { pthread_once(&rcp__h_once, rcp__h_init); }
 
 static inline size_t rcp__h_hash(uintptr_t p, size_t cap)
 {
@@ -72,7 +80,7 @@ static inline void rcp__h_put(struct rcp__htab *t, uintptr_t p, uint64_t gen)
 static inline int rcp__handle_add(const void *h)
 {
     int r = 0;
-    pthread_once(&rcp__h_once, rcp__h_init);
+    rcp__handle_init();
     pthread_mutex_lock(&rcp__h_mu);
     struct rcp__htab *t = rcp__h_tab;
     if ((rcp__h_live + 1) * 2 > t->cap) {
