@@ -1277,7 +1277,7 @@ RPCOOL_API int rpcool_wait(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_
 /* Cancel an asynchronous call (section 12): 0 (cancelled: the id is finished, its
    callback never runs, its slot and reply come back as for a timed-out call), 1 (it had
    finished already: its reply is freed, its handler ran), RPCOOL_E_INVAL (no such call of
-   ours). rpcool_poll and rpcool_wait on an id it finished: RPCOOL_E_CANCELLED. */
+   ours). rpcool_poll and rpcool_wait on an id it cancelled (0): RPCOOL_E_CANCELLED. */
 RPCOOL_API int rpcool_cancel(rpcool_conn *c, uint64_t id);
 /* Runs the callbacks of finished calls; returns how many, or a negative error (server dead). */
 RPCOOL_API int rpcool_progress(rpcool_conn *c);
@@ -1979,7 +1979,7 @@ struct rpcool_conn {
     unsigned safety, timeout_ms, peer_check_ms, seal_batch;
     uint64_t spin_ns;
     uint64_t free_bits;
-    uint64_t cancelled[RPCOOL__NSLOTS]; /* per slot: 1 + the last id rpcool_cancel finished */
+    uint64_t cancelled[RPCOOL__NSLOTS]; /* per slot: 1 + the last id rpcool_cancel cancelled */
     unsigned disconnect_ms;
     uint64_t hot; /* the kept slot (rpcool__hot_take): owner cell << 8 | slot, 0, or REVOKING */
     int32_t dead;        /* sticky error once the server is known gone */
@@ -5276,11 +5276,11 @@ RPCOOL_API int rpcool_cancel(rpcool_conn *c, uint64_t id)
     if (!c->tp->cancel) return RPCOOL_E_NOTSUP;
     uint32_t exp = RPCOOL__P_ASYNC;
     if (!rcp__cas(&c->pend[i].pstate, &exp, (uint32_t)RPCOOL__P_TAKEN)) return RPCOOL_E_INVAL;
-    c->cancelled[i] = id + 1; /* polling or waiting on it now says so */
     if (rpcool__done(c, i)) { /* finished already: nothing to stop */
         rpcool__harvest(c, i, NULL, NULL);
         return 1;
     }
+    c->cancelled[i] = id + 1; /* polling or waiting on it now says so */
     c->tp->cancel(c, i);
     rpcool__abandon(c, i); /* as a timed-out call: its handler may still read the argument */
     return 0;
