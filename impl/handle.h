@@ -131,8 +131,7 @@ static inline int rcp__handle_check(const void *h)
         r = i < 0 ? RCP__H_CLOSED
                   : rcp__load(&t->e[i].gen) == rcp__load(&rcp__h_gen) ? RCP__H_OPEN
                                                                        : RCP__H_FORKED;
-        __atomic_thread_fence(__ATOMIC_ACQUIRE);
-        s2 = rcp__load_relaxed(&rcp__h_seq);
+        s2 = rcp__load(&rcp__h_seq); /* after the entries' acquire loads (no fence: TSan) */
     } while (s1 != s2);
     return r;
 }
@@ -150,20 +149,19 @@ static inline int rcp__handle_del(const void *h, int forked_ok)
     size_t m = t->cap - 1, i = (size_t)at, j = i;
     if (at >= 0) r = forked_ok || t->e[i].gen == rcp__h_gen ? RCP__H_OPEN : RCP__H_FORKED;
     if (r == RCP__H_OPEN) { /* backward shift: no tombstones, so the table never fills up */
-        rcp__store_relaxed(&rcp__h_seq, rcp__h_seq + 1);
-        __atomic_thread_fence(__ATOMIC_RELEASE);
+        rcp__store_relaxed(&rcp__h_seq, rcp__h_seq + 1); /* before the release stores below */
         for (;;) {
             j = (j + 1) & m;
             uintptr_t q = t->e[j].p;
             if (!q) break;
             size_t k = rcp__h_hash(q, t->cap);
             if ((j > i && (k <= i || k > j)) || (j < i && k <= i && k > j)) {
-                rcp__store_relaxed(&t->e[i].gen, t->e[j].gen);
-                rcp__store_relaxed(&t->e[i].p, q);
+                rcp__store(&t->e[i].gen, t->e[j].gen);
+                rcp__store(&t->e[i].p, q);
                 i = j;
             }
         }
-        rcp__store_relaxed(&t->e[i].p, (uintptr_t)0);
+        rcp__store(&t->e[i].p, (uintptr_t)0);
         rcp__store(&rcp__h_seq, rcp__h_seq + 1);
         rcp__h_live--;
     }
