@@ -1041,6 +1041,8 @@ static int shmheap__words_backed(shmheap *h, size_t s, uint64_t *last)
    small. */
 static int shmheap__reserve(shmheap *h, size_t s, size_t n, int small)
 {
+    if (shmheap__reserve_fd(h->fd, (uint64_t)((char *)(h->ent + s) - h->base), (uint64_t)n * 8))
+        return SHMHEAP_E_FULL;
     if (small && shmheap__reserve_fd(h->fd, (uint64_t)((char *)(h->bm + s * SHMHEAP__WORDS) -
                                                        h->base),
                                      (uint64_t)n * SHMHEAP__WORDS * 8))
@@ -1915,9 +1917,9 @@ static int shmheap__format(void *base, int fd, size_t size, const char *key, int
     while (n && ((meta = (shmheap__meta_bytes(n) + SHMHEAP__SPAN - 1) & ~(SHMHEAP__SPAN - 1)) +
                  (n << SHMHEAP__SPAN_SHIFT)) > size)
         n--;
-    /* what is written now: the header and span table (and, formatting over old contents, all
-       the metadata); the rest as spans are first used (shmheap__reserve) */
-    if (shmheap__reserve_fd(fd, 0, fresh ? sizeof *H + n * 8 : shmheap__meta_bytes(n)))
+    /* what is written now: the header (and, formatting over old contents, all the metadata);
+       the rest as spans are first used (shmheap__reserve) */
+    if (shmheap__reserve_fd(fd, 0, fresh ? sizeof *H : shmheap__meta_bytes(n)))
         return SHMHEAP_E_FULL;
     H->magic = 0; /* an interrupted format must not look like a heap */
     if (!fresh)
