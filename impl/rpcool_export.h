@@ -295,6 +295,7 @@ RPCOOL_API int rpcool_export_create(shmheap *h, const char *name, void *base, si
 fail_root:
     shmheap_root_set(h, root, NULL);
 fail_handle:
+    rcp__handle_del(*out, 0); /* made by rpcool__x_handle: out of the table before it is freed */
     alock_table_close((*out)->t);
     close((*out)->live_fd);
     rpcool__free(*out);
