@@ -124,6 +124,17 @@ static inline int rcp__handle_check(const void *h)
     int r;
     uint64_t s1, s2;
     if (!h) return RCP__H_CLOSED;
+#if defined(__SANITIZE_THREAD__)
+    if (1) { /* ThreadSanitizer: under the mutex (it models no seqlock without fences) */
+        pthread_mutex_lock(&rcp__h_mu);
+        long i = rcp__h_find(rcp__h_tab, (uintptr_t)h);
+        r = i < 0                                  ? RCP__H_CLOSED
+            : rcp__h_tab->e[i].gen == rcp__h_gen ? RCP__H_OPEN
+                                                 : RCP__H_FORKED;
+        pthread_mutex_unlock(&rcp__h_mu);
+        return r;
+    }
+#endif
     do {
         while ((s1 = rcp__load(&rcp__h_seq)) & 1) rcp__cpu_relax();
         struct rcp__htab *t = rcp__load(&rcp__h_tab);
