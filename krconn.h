@@ -265,6 +265,21 @@
    it); an undeclared header's code names that header; else "unknown error code"; 0 "success".
    Static texts.
 
+   Handles, one rule in every rpcool header: a handle is open from the call that made it until
+   its close. A second close, or any use after the close, returns the header's E_BADHANDLE code
+   (a function that returns a pointer or a size returns NULL or 0 and sets errno to EBADF); in
+   a child of fork(), a handle its parent made returns the header's E_FORKED code, its close
+   included (the child's copy goes at exit or exec), unless the header lets children use it. A
+   table of open handles in each process tells these apart without reading the handle, so none
+   of them is a crash; once a later open hands out the same address again, the old pointer is
+   that new handle (as a file descriptor's number is). A pointer that was never a handle is
+   undefined, as free() of one is.
+   Here the handles are krconn_ctx, krconn (a connection) and krconn_dir: KRCONN_E_BADHANDLE
+   and KRCONN_E_FORKED (verbs objects belong to the process that made them: a forked child makes
+   its own context). krconn_ctx_destroy closes the connections still open on it: their handles
+   are closed then too. A krconn_mr is a value the caller owns, not a handle: krconn_dereg
+   clears it, so deregistering it again returns KRCONN_E_INVAL.
+
    krconn_strerror explains a code; krconn_describe explains the calling thread's last failure in
    full: the step, device, GID, QPN and errno ("connect: RTR of qp 17 on rxe0 port 1 gid
    ::ffff:10.0.2.15 to qp 23 ...: Connection timed out"). A registration failing with -ENOMEM is
@@ -351,7 +366,10 @@ struct ibv_mr;
     X(KRCONN_E_FULL, -3989, "the directory is full")                                              \
     X(KRCONN_E_NORECV, -3988, "the peer had no receive posted (RNR retries exhausted)")           \
     X(KRCONN_E_FLUSHED, -3987, "work flushed: the QP was in the error state")                     \
-    X(KRCONN_E_NODEV, -3986, "no RDMA device with an active port and a usable GID")
+    X(KRCONN_E_NODEV, -3986, "no RDMA device with an active port and a usable GID")               \
+    X(KRCONN_E_BADHANDLE, -3985, "not an open krconn handle (closed or destroyed already)")       \
+    X(KRCONN_E_FORKED, -3984,                                                                     \
+      "this krconn handle was made before fork(): not usable in the child")
 #define KRCONN__ERROR_ENUM(name, value, text) name = value,
 enum { KRCONN_ERRORS(KRCONN__ERROR_ENUM) };
 #undef KRCONN__ERROR_ENUM
@@ -854,6 +872,7 @@ KRCONN_API int krconn_event_ack(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 #else /* RDMA */
 
 #include "impl/verbs.h"
+#include "impl/handle.h"
 #include <netdb.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
@@ -862,6 +881,32 @@ KRCONN_API int krconn_event_ack(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+
+/* The handle rule (ERRORS): 0 for a handle open in this process (or NULL, left to each
+   function), else its code. */
+static inline int krconn__hk(const void *h)
+{
+    int k = h ? rcp__handle_check(h) : RCP__H_OPEN;
+    return RCP__LIKELY(k == RCP__H_OPEN) ? 0 : k == RCP__H_FORKED ? KRCONN_E_FORKED
+                                                                   : KRCONN_E_BADHANDLE;
+}
+static inline int krconn__hk_take(const void *h)
+{
+    int k = rcp__handle_del(h, 0);
+    return k == RCP__H_OPEN ? 0 : k == RCP__H_FORKED ? KRCONN_E_FORKED : KRCONN_E_BADHANDLE;
+}
+#define KRCONN__HCHECK(h)                                                                          \
+    do {                                                                                           \
+        int krconn__e = krconn__hk(h);                                                             \
+        if (RCP__UNLIKELY(krconn__e)) return krconn__e;                                            \
+    } while (0)
+#define KRCONN__HCHECK_PTR(h)                                                                      \
+    do {                                                                                           \
+        if (RCP__UNLIKELY(krconn__hk(h))) {                                                        \
+            errno = EBADF;                                                                         \
+            return NULL;                                                                           \
+        }                                                                                          \
+    } while (0)
 
 /* >>structures - private structures and the wire format ---------------------------------------- */
 
@@ -1583,9 +1628,16 @@ static int krconn__handle(krconn_ctx *ctx, krconn__phys *p, int virt, krconn **o
         p->v = nv;
         p->nv = nn;
     }
-    p->v[t] = c;
-    c->tag = t;
+    int rc = rcp__handle_add(c);
+    if (!rc) {
+        p->v[t] = c;
+        c->tag = t;
+    }
     pthread_mutex_unlock(&p->mu);
+    if (rc) {
+        KRCONN_FREE(c);
+        return rc;
+    }
     *out = c;
     return 0;
 }
@@ -1728,6 +1780,10 @@ KRCONN_API int krconn_dir_shm(void *mem, size_t len, krconn_dir **out)
     krconn_dir *d = (krconn_dir *)KRCONN_MALLOC(sizeof *d);
     if (!d) return -ENOMEM;
     memset(d, 0, sizeof *d);
+    if (rcp__handle_add(d)) {
+        KRCONN_FREE(d);
+        return -ENOMEM;
+    }
     d->kind = KRCONN__DIR_SHM;
     d->hdr = h;
     d->ent = (krconn__dent *)((char *)mem + 64);
@@ -2143,6 +2199,10 @@ KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out)
     ctx = (krconn_ctx *)KRCONN_MALLOC(sizeof *ctx);
     if (!ctx) return -ENOMEM;
     memset(ctx, 0, sizeof *ctx);
+    if (rcp__handle_add(ctx)) { /* open from here: a failure below destroys it */
+        KRCONN_FREE(ctx);
+        return -ENOMEM;
+    }
     ctx->evfd = -1;
     ctx->accfd = -1;
     ctx->meta_fd = -1;
@@ -2238,6 +2298,8 @@ fail:
 KRCONN_API int krconn_ctx_destroy(krconn_ctx *ctx)
 {
     if (!ctx) return KRCONN_E_INVAL;
+    int rc = krconn__hk_take(ctx);
+    if (rc) return rc;
     if (ctx->thr_started) {
         rcp__store(&ctx->stop, 1);
         krconn__wake(ctx);
@@ -2248,6 +2310,7 @@ KRCONN_API int krconn_ctx_destroy(krconn_ctx *ctx)
         ctx->phys = p->next;
         for (uint32_t i = 0; i < p->nv; i++)
             if (p->v[i]) {
+                rcp__handle_del(p->v[i], 0); /* closed with its context */
                 KRCONN_FREE(p->v[i]->stash);
                 KRCONN_FREE(p->v[i]);
                 p->v[i] = NULL;
@@ -2281,6 +2344,7 @@ KRCONN_API int krconn_ctx_destroy(krconn_ctx *ctx)
 
 KRCONN_API int krconn_ctx_addr(const krconn_ctx *ctx, krconn_addr *out)
 {
+    KRCONN__HCHECK(ctx);
     if (!ctx || !out) return KRCONN_E_INVAL;
     *out = ctx->addr;
     return 0;
@@ -2288,6 +2352,7 @@ KRCONN_API int krconn_ctx_addr(const krconn_ctx *ctx, krconn_addr *out)
 
 KRCONN_API int krconn_ctx_set_data(krconn_ctx *ctx, const void *data, size_t len)
 {
+    KRCONN__HCHECK(ctx);
     if (!ctx || len > KRCONN_DATA_MAX || (len && !data)) return KRCONN_E_INVAL;
     pthread_mutex_lock(&ctx->mu);
     memset(ctx->data, 0, KRCONN_DATA_MAX);
@@ -2298,6 +2363,7 @@ KRCONN_API int krconn_ctx_set_data(krconn_ctx *ctx, const void *data, size_t len
 
 KRCONN_API int krconn_ctx_get_stats(krconn_ctx *ctx, krconn_stats *out)
 {
+    KRCONN__HCHECK(ctx);
     if (!ctx || !out) return KRCONN_E_INVAL;
     pthread_mutex_lock(&ctx->mu);
     *out = ctx->st;
@@ -2306,7 +2372,10 @@ KRCONN_API int krconn_ctx_get_stats(krconn_ctx *ctx, krconn_stats *out)
     return 0;
 }
 
-KRCONN_API const char *krconn_ctx_device(const krconn_ctx *ctx) { return ctx ? ctx->d.name : ""; }
+KRCONN_API const char *krconn_ctx_device(const krconn_ctx *ctx)
+{
+    return ctx && !krconn__hk(ctx) ? ctx->d.name : "";
+}
 
 /* >>connect - connecting, accepting, disconnecting --------------------------------------------- */
 
@@ -2586,6 +2655,7 @@ fail:
 KRCONN_API int krconn_connect(krconn_ctx *ctx, const krconn_addr *peer,
                               const krconn_connect_opts *opts, krconn **out)
 {
+    KRCONN__HCHECK(ctx);
     return krconn__connect(ctx, peer, opts, NULL, NULL, out);
 }
 
@@ -2598,6 +2668,7 @@ static int krconn__name_ok(const char *name)
 KRCONN_API int krconn_connect_name(krconn_ctx *ctx, krconn_dir *dir, const char *name,
                                    const krconn_connect_opts *opts, krconn **out)
 {
+    KRCONN__HCHECK(ctx);
     if (!ctx || !dir || !out || !krconn__name_ok(name)) return KRCONN_E_INVAL;
     int tmo = opts && opts->timeout_ms > 0 ? opts->timeout_ms : KRCONN_DEFAULT_TIMEOUT_MS;
     uint64_t deadline = krconn__deadline(tmo);
@@ -2673,6 +2744,7 @@ KRCONN_API int krconn_connect_name(krconn_ctx *ctx, krconn_dir *dir, const char 
 
 KRCONN_API int krconn_accept(krconn_ctx *ctx, int timeout_ms, krconn **out)
 {
+    KRCONN__HCHECK(ctx);
     if (!ctx || !out) return KRCONN_E_INVAL;
     *out = NULL;
     if (!ctx->o.accept_backlog) return KRCONN_E_INVAL;
@@ -2706,11 +2778,17 @@ KRCONN_API int krconn_accept(krconn_ctx *ctx, int timeout_ms, krconn **out)
     }
 }
 
-KRCONN_API int krconn_accept_fd(const krconn_ctx *ctx) { return ctx ? ctx->accfd : KRCONN_E_INVAL; }
+KRCONN_API int krconn_accept_fd(const krconn_ctx *ctx)
+{
+    KRCONN__HCHECK(ctx);
+    return ctx ? ctx->accfd : KRCONN_E_INVAL;
+}
 
 KRCONN_API int krconn_disconnect(krconn *c)
 {
     if (!c) return KRCONN_E_INVAL;
+    int rc = krconn__hk_take(c);
+    if (rc) return rc;
     krconn_ctx *ctx = c->ctx;
     krconn__phys *p = c->p;
     int gone = 0;
@@ -2730,15 +2808,28 @@ KRCONN_API int krconn_disconnect(krconn *c)
     return 0;
 }
 
-KRCONN_API int krconn_is_virtual(const krconn *c) { return c ? c->virt : KRCONN_E_INVAL; }
+KRCONN_API int krconn_is_virtual(const krconn *c)
+{
+    KRCONN__HCHECK(c);
+    return c ? c->virt : KRCONN_E_INVAL;
+}
 KRCONN_API int krconn_peer_addr(const krconn *c, krconn_addr *out)
 {
+    KRCONN__HCHECK(c);
     if (!c || !out) return KRCONN_E_INVAL;
     *out = c->p->peer;
     return 0;
 }
-KRCONN_API const void *krconn_peer_data(const krconn *c) { return c ? c->p->peer_data : NULL; }
-KRCONN_API struct ibv_qp *krconn_qp(const krconn *c) { return c ? c->p->qp : NULL; }
+KRCONN_API const void *krconn_peer_data(const krconn *c)
+{
+    KRCONN__HCHECK_PTR(c);
+    return c ? c->p->peer_data : NULL;
+}
+KRCONN_API struct ibv_qp *krconn_qp(const krconn *c)
+{
+    KRCONN__HCHECK_PTR(c);
+    return c ? c->p->qp : NULL;
+}
 
 /* >>meta - the meta server and its clients ----------------------------------------------------- */
 
@@ -2795,6 +2886,7 @@ static void krconn__meta_accept(krconn_ctx *ctx)
 
 KRCONN_API int krconn_meta_serve(krconn_ctx *ctx, const krconn_meta_opts *o)
 {
+    KRCONN__HCHECK(ctx);
     unsigned slots = o && o->slots ? o->slots : KRCONN_DEFAULT_DIR_SLOTS;
     uint16_t port = o && o->port ? o->port : KRCONN_DEFAULT_META_PORT;
     int rc, fd = -1, one = 1;
@@ -2922,6 +3014,7 @@ static int krconn__bootstrap(krconn_ctx *ctx, const char *where, uint64_t deadli
 KRCONN_API int krconn_dir_meta(krconn_ctx *ctx, const char *where, int timeout_ms,
                                krconn_dir **out)
 {
+    KRCONN__HCHECK(ctx);
     uint64_t deadline = krconn__deadline(timeout_ms);
     krconn_dir *d;
     krconn_connect_opts co;
@@ -2935,6 +3028,10 @@ KRCONN_API int krconn_dir_meta(krconn_ctx *ctx, const char *where, int timeout_m
     d = (krconn_dir *)KRCONN_MALLOC(sizeof *d);
     if (!d) return -ENOMEM;
     memset(d, 0, sizeof *d);
+    if (rcp__handle_add(d)) { /* open from here: a failure below closes it */
+        KRCONN_FREE(d);
+        return -ENOMEM;
+    }
     d->kind = KRCONN__DIR_META;
     d->ctx = ctx;
     pthread_mutex_init(&d->mu, NULL);
@@ -2964,6 +3061,8 @@ fail:
 KRCONN_API int krconn_dir_close(krconn_dir *d)
 {
     if (!d) return KRCONN_E_INVAL;
+    int rc = krconn__hk_take(d);
+    if (rc) return rc;
     if (d->buf.mr) krconn_dereg(&d->buf);
     if (d->conn) krconn_disconnect(d->conn);
     KRCONN_FREE(d->lbuf);
@@ -2974,6 +3073,7 @@ KRCONN_API int krconn_dir_close(krconn_dir *d)
 
 KRCONN_API int krconn_lookup(krconn_dir *d, const char *name, int timeout_ms, krconn_addr *out)
 {
+    KRCONN__HCHECK(d);
     if (!d || !out || !krconn__name_ok(name)) return KRCONN_E_INVAL;
     if (d->kind == KRCONN__DIR_SHM) return krconn__dir_get_shm(d, name, out);
     uint64_t deadline = krconn__deadline(timeout_ms);
@@ -3015,6 +3115,7 @@ out:
 
 KRCONN_API int krconn_publish(krconn_ctx *ctx, krconn_dir *d, const char *name, int timeout_ms)
 {
+    KRCONN__HCHECK(ctx);
     if (!ctx || !d || !krconn__name_ok(name)) return KRCONN_E_INVAL;
     if (d->kind == KRCONN__DIR_SHM) return krconn__dir_put(d->ent, d->nslots, name, &ctx->addr);
     krconn__msg m, ans;
@@ -3053,6 +3154,7 @@ KRCONN_API int krconn_unpublish(krconn_ctx *ctx, krconn_dir *d, const char *name
 
 KRCONN_API int krconn_reg(krconn_ctx *ctx, void *addr, size_t len, int access, krconn_mr *out)
 {
+    KRCONN__HCHECK(ctx);
     struct ibv_mr *mr = NULL;
     if (!ctx || !out || !addr || !len) return KRCONN_E_INVAL;
     int rc = rcp__verbs_reg(&ctx->d, addr, len, access, &mr);
@@ -3108,6 +3210,7 @@ static int krconn__post_rc(int rc) { return rc == -ENOMEM ? KRCONN_E_AGAIN : rc;
 KRCONN_API int krconn_post_send(krconn *c, uint64_t wr_id, const krconn_mr *mr, const void *buf,
                                 uint32_t len, unsigned flags)
 {
+    KRCONN__HCHECK(c);
     uint64_t w;
     int rc = krconn__pre(c, wr_id, &w);
     if (rc) return rc;
@@ -3118,6 +3221,7 @@ KRCONN_API int krconn_post_send(krconn *c, uint64_t wr_id, const krconn_mr *mr, 
 KRCONN_API int krconn_post_recv(krconn *c, uint64_t wr_id, const krconn_mr *mr, void *buf,
                                 uint32_t len)
 {
+    KRCONN__HCHECK(c);
     uint64_t w;
     int rc = krconn__pre(c, wr_id, &w);
     if (rc) return rc;
@@ -3128,6 +3232,7 @@ KRCONN_API int krconn_post_recv(krconn *c, uint64_t wr_id, const krconn_mr *mr, 
 KRCONN_API int krconn_write(krconn *c, uint64_t wr_id, const krconn_mr *mr, const void *buf,
                             uint32_t len, uint64_t raddr, uint32_t rkey, unsigned flags)
 {
+    KRCONN__HCHECK(c);
     uint64_t w;
     int rc = krconn__pre(c, wr_id, &w);
     if (rc) return rc;
@@ -3138,6 +3243,7 @@ KRCONN_API int krconn_write(krconn *c, uint64_t wr_id, const krconn_mr *mr, cons
 KRCONN_API int krconn_read(krconn *c, uint64_t wr_id, const krconn_mr *mr, void *buf,
                            uint32_t len, uint64_t raddr, uint32_t rkey, unsigned flags)
 {
+    KRCONN__HCHECK(c);
     uint64_t w;
     int rc = krconn__pre(c, wr_id, &w);
     if (rc) return rc;
@@ -3150,6 +3256,7 @@ KRCONN_API int krconn_cas(krconn *c, uint64_t wr_id, const krconn_mr *mr, uint64
                           uint64_t raddr, uint32_t rkey, uint64_t expect, uint64_t desired,
                           unsigned flags)
 {
+    KRCONN__HCHECK(c);
     uint64_t w;
     int rc = krconn__pre(c, wr_id, &w);
     if (rc) return rc;
@@ -3161,6 +3268,7 @@ KRCONN_API int krconn_cas(krconn *c, uint64_t wr_id, const krconn_mr *mr, uint64
 KRCONN_API int krconn_faa(krconn *c, uint64_t wr_id, const krconn_mr *mr, uint64_t *old,
                           uint64_t raddr, uint32_t rkey, uint64_t add, unsigned flags)
 {
+    KRCONN__HCHECK(c);
     uint64_t w;
     int rc = krconn__pre(c, wr_id, &w);
     if (rc) return rc;
@@ -3243,6 +3351,7 @@ static void krconn__cq_take(krconn__phys *p, krconn *c, krconn_wc *wc, int max, 
 
 KRCONN_API int krconn_poll(krconn *c, krconn_wc *wc, int max, int timeout_ms)
 {
+    KRCONN__HCHECK(c);
     if (!c || !wc || max <= 0) return KRCONN_E_INVAL;
     krconn__phys *p = c->p;
     uint64_t deadline = timeout_ms > 0 ? rcp__now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
@@ -3269,12 +3378,14 @@ KRCONN_API int krconn_poll(krconn *c, krconn_wc *wc, int max, int timeout_ms)
 
 KRCONN_API int krconn_wait(krconn *c, krconn_wc *wc, int timeout_ms)
 {
+    KRCONN__HCHECK(c);
     int n = krconn_poll(c, wc, 1, timeout_ms > 0 ? timeout_ms : KRCONN_DEFAULT_TIMEOUT_MS);
     return n == 1 ? wc->status : n;
 }
 
 KRCONN_API int krconn_ping(krconn *c, int timeout_ms)
 {
+    KRCONN__HCHECK(c);
     uint64_t w;
     krconn_wc wc;
     int rc = krconn__pre(c, KRCONN__WRID_MASK, &w);
@@ -3292,6 +3403,10 @@ KRCONN_API int krconn_ping(krconn *c, int timeout_ms)
 
 KRCONN_API uint64_t krconn_wr_id(const krconn *c, uint64_t user_id)
 {
+    if (c && krconn__hk(c)) {
+        errno = EBADF;
+        return 0;
+    }
     return (c ? (uint64_t)c->tag << KRCONN__TAG_SHIFT : 0) | (user_id & KRCONN__WRID_MASK);
 }
 
@@ -3299,6 +3414,7 @@ KRCONN_API uint64_t krconn_wr_id(const krconn *c, uint64_t user_id)
 
 KRCONN_API int krconn_event_fd(const krconn *c)
 {
+    KRCONN__HCHECK(c);
     if (!c) return KRCONN_E_INVAL;
     struct ibv_comp_channel *ch = c->p->cq->channel;
     return ch ? ch->fd : KRCONN_E_NOTSUP;
@@ -3306,6 +3422,7 @@ KRCONN_API int krconn_event_fd(const krconn *c)
 
 KRCONN_API int krconn_arm(krconn *c)
 {
+    KRCONN__HCHECK(c);
     if (!c) return KRCONN_E_INVAL;
     if (!c->p->cq->channel) return KRCONN_E_NOTSUP;
     int rc = ibv_req_notify_cq(c->p->cq, 0);
@@ -3314,6 +3431,7 @@ KRCONN_API int krconn_arm(krconn *c)
 
 KRCONN_API int krconn_event_ack(krconn *c)
 {
+    KRCONN__HCHECK(c);
     if (!c) return KRCONN_E_INVAL;
     return krconn__ev_drain(c->p->cq);
 }

@@ -62,7 +62,7 @@ static int rpcool__x_name(const char *name, char *root, size_t n)
 {
     int rc = rpcool__check_name(name);
     if (rc) return rc;
-    if (strlen(name) > RPCOOL_EXPORT_NAME_MAX) return RPCOOL_E_BADNAME;
+    if (strlen(name) > RPCOOL_EXPORT_NAME_MAX) return RPCOOL_E_NAMELONG;
     snprintf(root, n, "%s%s", RPCOOL__X_ROOT, name);
     return 0;
 }
@@ -223,6 +223,7 @@ static int rpcool__x_handle(shmheap *h, struct rpcool__xrec *rec, const char *na
     x->nlocks = nlocks;
     x->owner = owner;
     snprintf(x->name, sizeof x->name, "%s", name);
+    if ((rc = rcp__handle_add(x))) goto fail_table;
     *out = x;
     return 0;
 fail_table:
@@ -310,6 +311,7 @@ RPCOOL_API int rpcool_export_create(shmheap *h, const char *name, void *base, si
 fail_root:
     shmheap_root_set(h, root, NULL);
 fail_handle:
+    rcp__handle_del(*out, 0); /* made by rpcool__x_handle: out of the table before it is freed */
     alock_table_close((*out)->t);
     rpcool__x_close_fd(*out);
     rpcool__free(*out);
@@ -339,11 +341,9 @@ RPCOOL_API int rpcool_export_open(shmheap *h, const char *name, rpcool_export **
 RPCOOL_API int rpcool_export_close(rpcool_export *x)
 {
     if (!x) return RPCOOL_E_INVAL;
-    if (x->pid != getpid()) { /* a forked child's copy: the export is its parent's */
-        alock_table_close(x->t); /* the child's share of the table's liveness descriptor */
-        rpcool__free(x);
-        return 0;
-    }
+    RPCOOL__HCHECK(x);
+    int rc = rpcool__handle_take(x); /* nothing below reads x's handle through the table */
+    if (rc) return rc;
     if (x->owner) {
         char root[RPCOOL__X_ROOTLEN];
         rpcool__x_stop(x);
@@ -360,12 +360,14 @@ RPCOOL_API int rpcool_export_close(rpcool_export *x)
 
 RPCOOL_API void *rpcool_export_base(const rpcool_export *x, size_t *len)
 {
+    RPCOOL__HCHECK_PTR(x);
     if (len) *len = x ? x->len : 0;
     return x ? x->base : NULL;
 }
 
 RPCOOL_API uint32_t rpcool_export_nlocks(const rpcool_export *x)
 {
+    RPCOOL__HCHECK_ZERO(x);
     return x ? x->nlocks : 0;
 }
 
@@ -412,10 +414,11 @@ static int rpcool__x_hold_take(rpcool_xhold *h, uint64_t tag, void *ah, size_t n
 
 RPCOOL_API int rpcool_export_lock(rpcool_export *x, uint32_t idx, int mode, rpcool_xhold *h)
 {
+    RPCOOL__HCHECK(x);
     if (!x || !h || (mode != RPCOOL_LOCK_READ && mode != RPCOOL_LOCK_WRITE) || idx >= x->nlocks)
         return RPCOOL_E_INVAL;
     memset(h, 0, sizeof *h);
-    if (rcp__load(&x->rec->state) != RPCOOL__X_LIVE) return RPCOOL_E_CLOSED;
+    if (rcp__load(&x->rec->state) != RPCOOL__X_LIVE) return RPCOOL_E_WITHDRAWN;
     alock_hold ah;
     int rc = alock_lock(x->t, idx, &ah);
     if (rc < 0) return rpcool__x_alock_rc(rc);
@@ -498,9 +501,10 @@ static int rpcool__x_local_copy(void *arg)
 RPCOOL_API int rpcool_export_read(rpcool_export *x, uint32_t idx, const void *addr, void *buf,
                                   size_t len)
 {
+    RPCOOL__HCHECK(x);
     if (!x || (!buf && len) || idx >= x->nlocks) return RPCOOL_E_INVAL;
     if (!rpcool__x_inside(x->base, x->len, addr, len)) return RPCOOL_E_RANGE;
-    if (rcp__load(&x->rec->state) != RPCOOL__X_LIVE) return RPCOOL_E_CLOSED;
+    if (rcp__load(&x->rec->state) != RPCOOL__X_LIVE) return RPCOOL_E_WITHDRAWN;
     struct rpcool__x_local_read a = {rpcool__x_ver(x->rec, idx), addr, buf, len};
     return rpcool__x_opt(rpcool__x_local_ver, rpcool__x_local_copy, &a,
                          (uint64_t)RPCOOL_EXPORT_DEFAULT_READ_MS * 1000000u);
@@ -881,6 +885,7 @@ fail:
 
 RPCOOL_API int rpcool_export_get_stats(rpcool_export *x, rpcool_export_stats *out)
 {
+    RPCOOL__HCHECK(x);
     if (!x || !out) return RPCOOL_E_INVAL;
     memset(out, 0, sizeof *out);
     struct rpcool__xsvc *v = x->svc;
@@ -1014,6 +1019,7 @@ static int rpcool__x_connect(rpcool_remote *r, const char *svc, int kind, krconn
     return rc ? rpcool__x_rerr(rc) : 0;
 }
 
+static void rpcool__x_detach(rpcool_remote *r);
 static int rpcool__x_attach(const char *where, const char *name, const rpcool_attach_opts *o,
                             rpcool_remote **out)
 {
@@ -1029,7 +1035,7 @@ static int rpcool__x_attach(const char *where, const char *name, const rpcool_at
     uint64_t id, until;
     krconn_ctx_opts ko;
     size_t own_len = RPCOOL__XR_SCRATCH + ALOCK_REMOTE_MEM(RPCOOL__X_NDESC) + 64;
-    if (strlen(name) > RPCOOL_EXPORT_NAME_MAX) return RPCOOL_E_BADNAME;
+    if (strlen(name) > RPCOOL_EXPORT_NAME_MAX) return RPCOOL_E_NAMELONG;
     if ((rc = rpcool__check_name(name))) return rc;
     if (o && o->timeout_ms < 0) return RPCOOL_E_INVAL;
     rpcool_remote *r = (rpcool_remote *)rpcool__calloc(1, sizeof *r);
@@ -1151,11 +1157,12 @@ static int rpcool__x_attach(const char *where, const char *name, const rpcool_at
     }
     snprintf(me, sizeof me, "rpcool.xr.%llx.%u", (unsigned long long)hl->gen, r->id);
     if ((rc = rpcool__r_err(krconn_publish(r->kc, r->dir, me, r->timeout_ms)))) goto fail;
+    if ((rc = rcp__handle_add(r))) goto fail;
     *out = r;
     return 0;
 fail:
     rpcool__log(&r->lg, RPCOOL_LOG_ERROR, "attach to %s: %s", name, rpcool_strerror(rc));
-    rpcool_remote_detach(r);
+    rpcool__x_detach(r);
     return rc;
 }
 
@@ -1173,6 +1180,7 @@ RPCOOL_API int rpcool_attach(const char *url, const rpcool_attach_opts *opts,
 RPCOOL_API int rpcool_attach_conn(rpcool_conn *c, const char *name,
                                   const rpcool_attach_opts *opts, rpcool_remote **out)
 {
+    RPCOOL__HCHECK(c);
     if (out) *out = NULL;
     if (!c || !out) return RPCOOL_E_INVAL;
     if (!c->rdma) return RPCOOL_E_INVAL; /* a shared-memory connection: open the export */
@@ -1182,6 +1190,16 @@ RPCOOL_API int rpcool_attach_conn(rpcool_conn *c, const char *name,
 RPCOOL_API int rpcool_remote_detach(rpcool_remote *r)
 {
     if (!r) return RPCOOL_E_INVAL;
+    RPCOOL__HCHECK(r);
+    int rc = rpcool__handle_take(r);
+    if (rc) return rc;
+    rpcool__x_detach(r);
+    return 0;
+}
+
+/* detach, r out of the handle table (or never in it: a failed attach) */
+static void rpcool__x_detach(rpcool_remote *r)
+{
     if (r->ar) alock_remote_destroy(r->ar);
     for (unsigned i = 0; i < r->nplinks; i++) {
         alock_krconn_link_destroy(&r->plinks[i]);
@@ -1202,17 +1220,18 @@ RPCOOL_API int rpcool_remote_detach(rpcool_remote *r)
     free(r->own);
     free(r->bounce);
     rpcool__free(r);
-    return 0;
 }
 
 RPCOOL_API void *rpcool_remote_base(const rpcool_remote *r, size_t *len)
 {
+    RPCOOL__HCHECK_PTR(r);
     if (len) *len = r ? (size_t)r->hello.len : 0;
     return r ? (void *)(uintptr_t)r->hello.base : NULL;
 }
 
 RPCOOL_API uint32_t rpcool_remote_nlocks(const rpcool_remote *r)
 {
+    RPCOOL__HCHECK_ZERO(r);
     return r ? r->hello.nlocks : 0;
 }
 
@@ -1285,6 +1304,7 @@ static int rpcool__x_rrange(const rpcool_remote *r, const void *addr, size_t len
 
 RPCOOL_API int rpcool_remote_read(rpcool_remote *r, const void *addr, void *buf, size_t len)
 {
+    RPCOOL__HCHECK(r);
     if (!r || (!buf && len)) return RPCOOL_E_INVAL;
     if (!rpcool__x_rrange(r, addr, len)) return RPCOOL_E_RANGE;
     return rpcool__x_xfer(r, NPPIN_OP_READ, (uint64_t)(uintptr_t)addr, (char *)buf, len);
@@ -1292,6 +1312,7 @@ RPCOOL_API int rpcool_remote_read(rpcool_remote *r, const void *addr, void *buf,
 
 RPCOOL_API int rpcool_remote_write(rpcool_remote *r, void *addr, const void *buf, size_t len)
 {
+    RPCOOL__HCHECK(r);
     if (!r || (!buf && len)) return RPCOOL_E_INVAL;
     if (!rpcool__x_rrange(r, addr, len)) return RPCOOL_E_RANGE;
     if (r->hello.mode != RPCOOL_REMOTE_RW) return RPCOOL_E_PERM;
@@ -1301,6 +1322,7 @@ RPCOOL_API int rpcool_remote_write(rpcool_remote *r, void *addr, const void *buf
 
 RPCOOL_API int rpcool_remote_lock(rpcool_remote *r, uint32_t idx, int mode, rpcool_xhold *h)
 {
+    RPCOOL__HCHECK(r);
     if (!r || !h || (mode != RPCOOL_LOCK_READ && mode != RPCOOL_LOCK_WRITE) ||
         idx >= r->hello.nlocks)
         return RPCOOL_E_INVAL;
@@ -1435,6 +1457,7 @@ static int rpcool__x_opt_post(rpcool_remote *r, uint64_t vaddr, uint64_t addr, s
 RPCOOL_API int rpcool_remote_read_opt(rpcool_remote *r, uint32_t idx, const void *addr,
                                       void *buf, size_t len)
 {
+    RPCOOL__HCHECK(r);
     if (!r || (!buf && len) || idx >= r->hello.nlocks) return RPCOOL_E_INVAL;
     if (!rpcool__x_rrange(r, addr, len)) return RPCOOL_E_RANGE;
     uint64_t vaddr = rpcool__x_vaddr(r, idx), end = 0;

@@ -30,8 +30,9 @@ extern "C" {
    protobuf_c_service_destroy (before disconnecting c). 0, RPCOOL_E_INVAL or -ENOMEM. */
 RPCOOL_API int rpcool_pbc_client_new(rpcool_conn *c, const ProtobufCServiceDescriptor *desc,
                                      unsigned fn, ProtobufCService **out);
-/* One call with its status: 0 and *out (valid until rpcool_pbc_reply_free; it may point into
-   in, so keep in until then), RPCOOL_PBC_FAILED, or a negative code. */
+/* One call of method (its index in the service descriptor) with its status: 0 and *out (valid
+   until rpcool_pbc_reply_free; it may point into in, so keep in until then), RPCOOL_PBC_FAILED,
+   RPCOOL_E_NOMETHOD, RPCOOL_E_MSGTYPE, or another negative code. */
 RPCOOL_API int rpcool_pbc_call(ProtobufCService *svc, unsigned method, const ProtobufCMessage *in,
                                ProtobufCMessage **out);
 RPCOOL_API void rpcool_pbc_reply_free(ProtobufCService *svc, ProtobufCMessage *out);
@@ -587,11 +588,10 @@ RPCOOL_API int rpcool_pbc_call(ProtobufCService *svc, unsigned method, const Pro
                                ProtobufCMessage **out)
 {
     struct rpcool__pbc_client *cl = (struct rpcool__pbc_client *)(void *)svc;
-    if (!svc || svc->invoke != rpcool__pbc_invoke || !in || !out ||
-        method >= svc->descriptor->n_methods)
-        return RPCOOL_E_INVAL;
+    if (!svc || svc->invoke != rpcool__pbc_invoke || !in || !out) return RPCOOL_E_INVAL;
+    if (method >= svc->descriptor->n_methods) return RPCOOL_E_NOMETHOD;
     const ProtobufCMethodDescriptor *md = &svc->descriptor->methods[method];
-    if (in->descriptor != md->input) return RPCOOL_E_INVAL;
+    if (in->descriptor != md->input) return RPCOOL_E_MSGTYPE;
     rpcool_conn *c = cl->c;
     shmheap *h = c->heap;
     struct rpcool__pbc_bounds hb = {h, NULL};

@@ -384,7 +384,10 @@ static void pbc_call_status(void)
     CHECK(out && out->descriptor == &msg__descriptor && !strcmp(((Msg *)out)->text, "x"));
     rpcool_pbc_reply_free(t_svc[1], out);
     Empty e = EMPTY__INIT;
-    CHECK_EQ(rpcool_pbc_call(t_svc[0], echo, &e.base, &out), RPCOOL_E_INVAL);
+    CHECK_EQ(rpcool_pbc_call(t_svc[0], echo, &e.base, &out), RPCOOL_E_MSGTYPE);
+    CHECK_EQ(rpcool_pbc_call(t_svc[0], t_svc[0]->descriptor->n_methods, &m.base, &out),
+             RPCOOL_E_NOMETHOD);
+    CHECK(strcmp(rpcool_strerror(RPCOOL_E_MSGTYPE), rpcool_strerror(RPCOOL_E_NOMETHOD)));
     /* a cycle in the caller's own message: refused, nothing sent */
     Item a = ITEM__INIT;
     a.child = &a;

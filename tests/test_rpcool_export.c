@@ -105,8 +105,8 @@ static void t_basic(void)
     rpcool_export *z = NULL;
     CHECK_EQ(rpcool_export_open(heap, "data", &z), RPCOOL_E_NOEXPORT);
     CHECK(z == NULL);
-    CHECK_EQ(rpcool_export_lock(y, 0, RPCOOL_LOCK_READ, &a), RPCOOL_E_CLOSED);
-    CHECK_EQ(rpcool_export_read(y, 0, dat, &v, sizeof v), RPCOOL_E_CLOSED);
+    CHECK_EQ(rpcool_export_lock(y, 0, RPCOOL_LOCK_READ, &a), RPCOOL_E_WITHDRAWN);
+    CHECK_EQ(rpcool_export_read(y, 0, dat, &v, sizeof v), RPCOOL_E_WITHDRAWN);
     CHECKF(live_files() == 1, "the record and its table stay while an opener holds them");
     CHECK_EQ(rpcool_export_create(heap, "data", dat, sizeof *dat, NULL, &x), 0);
     CHECK_EQ(rpcool_export_close(y), 0); /* the withdrawn record goes with its last user */
@@ -138,7 +138,8 @@ static void t_bad_input(void)
     char longname[RPCOOL_EXPORT_NAME_MAX + 2];
     memset(longname, 'n', sizeof longname - 1);
     longname[sizeof longname - 1] = 0;
-    CHECK_EQ(rpcool_export_create(heap, longname, dat, 8, NULL, &y), RPCOOL_E_BADNAME);
+    CHECK_EQ(rpcool_export_create(heap, longname, dat, 8, NULL, &y), RPCOOL_E_NAMELONG);
+    CHECK_EQ(rpcool_export_open(heap, longname, &y), RPCOOL_E_NAMELONG);
     longname[RPCOOL_EXPORT_NAME_MAX] = 0; /* the longest name is fine */
     CHECK_EQ(rpcool_export_create(heap, longname, dat, 8, NULL, &y), 0);
     CHECK_EQ(rpcool_export_close(y), 0);
@@ -369,7 +370,7 @@ static void t_owner_dead(void)
 }
 
 /* An exporter killed: its pod keeps the data and the locks; a new create of the name takes the
-   export over (the old one withdrawn), the old one's handles then say RPCOOL_E_CLOSED. */
+   export over (the old one withdrawn), the old one's handles then say RPCOOL_E_WITHDRAWN. */
 static void t_exporter_dead(void)
 {
     rpcool_export *x = setup(NULL), *y = NULL, *z = NULL;
@@ -393,7 +394,7 @@ static void t_exporter_dead(void)
     CHECK_EQ(rpcool_export_unlock(&hd), 0);
     CHECK_EQ(live_files(), 2);
     CHECK_EQ(rpcool_export_create(heap, "other", dat->rec, 8, NULL, &z), 0);
-    CHECK_EQ(rpcool_export_lock(y, 1, RPCOOL_LOCK_WRITE, &hd), RPCOOL_E_CLOSED);
+    CHECK_EQ(rpcool_export_lock(y, 1, RPCOOL_LOCK_WRITE, &hd), RPCOOL_E_WITHDRAWN);
     CHECK_EQ(live_files(), 3);
     CHECK_EQ(rpcool_export_close(y), 0); /* the old record goes with its last handle */
     CHECK_EQ(live_files(), 2);

@@ -427,8 +427,8 @@ static void cancel_bad_ids(void)
     CHECK_EQ(rpcool_cancel(c, id), 0);
     CHECK_EQ(rpcool_cancel(c, id), RPCOOL_E_INVAL); /* finished: no such call any more */
     void *ret = (void *)1;
-    CHECK_EQ(rpcool_poll(c, id, &ret, NULL), RPCOOL_E_INVAL);
-    CHECK_EQ(rpcool_wait(c, id, &ret, NULL), RPCOOL_E_INVAL);
+    CHECK_EQ(rpcool_poll(c, id, &ret, NULL), RPCOOL_E_CANCELLED);
+    CHECK_EQ(rpcool_wait(c, id, &ret, NULL), RPCOOL_E_CANCELLED);
     uint64_t done;
     CHECK_EQ(rpcool_call_async(c, FN_CANCELLED, NULL, 0, NULL, NULL, NULL, &done), 0);
     CHECK_EQ(rpcool_wait(c, done, NULL, NULL), 0); /* not cancelled: 0 */

@@ -314,7 +314,7 @@ static void cancel_before_start(void)
     usleep(50000); /* the serving thread is inside the slow handler */
     CHECK_EQ(rpcool_call_async(c, FN_MARK, NULL, 0, NULL, NULL, NULL, &victim), 0);
     CHECK_EQ(rpcool_cancel(c, victim), 0);
-    CHECK_EQ(rpcool_poll(c, victim, NULL, NULL), RPCOOL_E_INVAL); /* finished by the cancel */
+    CHECK_EQ(rpcool_poll(c, victim, NULL, NULL), RPCOOL_E_CANCELLED); /* finished by the cancel */
     CHECK_EQ(rpcool_cancel(c, victim), RPCOOL_E_INVAL);
     CHECK_EQ(rpcool_wait(c, slow, NULL, NULL), 1);
     CHECK_EQ(rpcool_call(c, FN_MARK, NULL, 0, NULL, NULL), 7); /* after the cancelled one */
