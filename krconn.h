@@ -3134,6 +3134,7 @@ KRCONN_API int krconn_publish(krconn_ctx *ctx, krconn_dir *d, const char *name, 
 
 KRCONN_API int krconn_unpublish(krconn_ctx *ctx, krconn_dir *d, const char *name, int timeout_ms)
 {
+    KRCONN__HCHECK(ctx);
     if (!ctx || !d || !krconn__name_ok(name)) return KRCONN_E_INVAL;
     if (d->kind == KRCONN__DIR_SHM) return krconn__dir_del(d->ent, d->nslots, name, &ctx->addr);
     krconn__msg m, ans;
