@@ -52,7 +52,10 @@
    releases whatever the ownership words tagged rcp__lease_tag_of(slot, seen's epoch) hold.
    rcp__lease_tag_alive(&l, tag) says whether a tag's lease is still the one held (not whether
    it is lapsed: that takes watching). The memory must start zeroed (a new file, a cleared
-   device range); a range whose first word holds something else is refused, never overwritten.
+   device range) and be 64-byte aligned; a range whose first word holds something else is
+   refused, never overwritten. Without the thread, the holder renews or checks at least once a
+   period. A handle belongs to the process that took the lease: a forked child does not hold
+   its parent's lease and must not use the parent's handle (it attaches and takes its own).
 
    3. FENCING
    ----------
