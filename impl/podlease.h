@@ -179,7 +179,8 @@ struct rcp__lease {
     pthread_cond_t cv;
 };
 
-/* An observer's memory of one slot. Zero it before the first judgement. */
+/* An observer's memory of one slot, in its private memory (the times are its own clock's). Zero
+ * it before the first judgement. */
 struct rcp__lease_seen {
     uint64_t word;
     uint64_t since_ns; /* observer's clock when it first saw word (0: never looked) */
@@ -196,6 +197,7 @@ static inline int rcp__lease_format(void *mem, size_t len, const struct rcp__lea
     size_t fit = len < sizeof *h ? 0 : (len - sizeof *h) / sizeof(struct rcp__lease_slot);
     uint32_t n = o && o->nslots ? o->nslots : (uint32_t)(fit < RCP__LEASE_MAX_SLOTS ? fit :
                                                                          RCP__LEASE_MAX_SLOTS);
+    if (rcp__load(&h->magic) != 0) return 1; /* formatted (or being): the opts do not apply */
     if (bound < RCP__LEASE_MIN_BOUND_MS || bound > RCP__LEASE_MAX_BOUND_MS) return -EINVAL;
     if (n == 0 || n > RCP__LEASE_MAX_SLOTS || RCP__LEASE_SIZE(n) > len) return -EINVAL;
     uint64_t zero = 0;

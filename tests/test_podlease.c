@@ -438,6 +438,10 @@ static void corrupt_rejected(void)
     CHECK_EQ(rcp__lease_attach(&l, (char *)mem + 8, len - 8, &o), -EINVAL); /* misaligned */
     CHECK_EQ(rcp__lease_attach(&l, mem, len, &o), 0);
     rcp__lease_detach(&l);
+    CHECK_EQ(rcp__lease_attach(&l, mem, len, &bad), 0); /* formatted: its opts do not apply */
+    CHECK_EQ(l.nslots, 8);
+    CHECK_EQ(l.bound_ms, 100);
+    rcp__lease_detach(&l);
     struct rcp__lease_hdr good = *h;
     struct { const char *what; int rc; } cases[] = {
         {"magic", -EBADMSG}, {"layout", -EPROTO}, {"slot_size", -EBADMSG},
