@@ -57,6 +57,13 @@ if [ "$nopts" -gt 0 ] &&
 else
     echo "FAIL compile-cxx-defaults: $nopts options structs: $(head -3 "$dir/err" | tr '\n' ' ')"
 fi
+# impl/podlease.h alone (an internal the headers will share: libc and impl/platform.h only)
+check podlease "#include \"impl/podlease.h\"
+int main(void) { struct rcp__lease l; return rcp__lease_attach(&l, 0, 0, 0) == 0; }
+"
+check all-podlease "$all#include \"impl/podlease.h\"
+int main(void) { return 0; }
+"
 # rpcool with its RDMA transport (krconn.h's implementation comes along); without rdma-core's
 # headers it still compiles, and RDMA calls return RPCOOL_E_NOTSUP
 check rpcool-rdma "#define RPCOOL_WITH_RDMA 1
