@@ -705,7 +705,8 @@
    same at its socket: rpcool_channel_stats(channel, timeout_ms, &st, conns, max, &n) (the
    acceptor answers it, so a busy or stuck handler does not delay it); the server answers
    callers of its own uid and root, anyone else gets -EACCES (the socket's mode decides who
-   may ask at all); its answer lists up to RPCOOL_MAX_CONNS connections. A server of an older
+   may ask at all); its answer lists up to RPCOOL_STATS_CONNS (1024) connections, the first
+   ones by slot (a socket message holds no more). A server of an older
    version answers RPCOOL_E_PROTO (and counts a bad entry).
 
    rpcoolctl (tools/rpcoolctl.c, built by make as build/bin/rpcoolctl) shows, for this host, the
@@ -954,11 +955,12 @@ enum {
 };
 
 #define RPCOOL_MAX_HANDLERS 1024 /* handler ids are below this */
+#define RPCOOL_STATS_CONNS 1024  /* connections an answer of rpcool_channel_stats lists */
 #define RPCOOL_MAX_INFLIGHT 64   /* calls in flight per connection */
-#define RPCOOL_MAX_CONNS 1024    /* the most connection slots a channel can have */
+#define RPCOOL_MAX_CONNS 16384   /* the most connection slots a channel can have */
 
 /* Defaults: what a zero field of the options below means. */
-#define RPCOOL_DEFAULT_MAX_CONNS 64
+#define RPCOOL_DEFAULT_MAX_CONNS 1024
 #define RPCOOL_DEFAULT_SPIN_NS 20000 /* 20 us */
 #define RPCOOL_DEFAULT_RDMA_SPIN_NS 500000 /* 500 us over RDMA (RR-Compound's busy-poll time) */
 #define RPCOOL_DEFAULT_REAP_MS 100
@@ -1447,6 +1449,7 @@ RPCOOL_API int rpcool_remote_read_opt(rpcool_remote *r, uint32_t idx, const void
 #include <setjmp.h>
 #include <signal.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -1470,15 +1473,29 @@ RPCOOL_API int rpcool_remote_read_opt(rpcool_remote *r, uint32_t idx, const void
 
 #define RPCOOL__CH_MAGIC 0x314c4843434f4352ull   /* "RCOCCHL1" */
 #define RPCOOL__CONN_MAGIC 0x314e4e43434f4352ull /* "RCOCCNN1" */
-#define RPCOOL__VERSION 6u /* 4: the channel is a sealed memfd, named by a rendezvous record;
+#define RPCOOL__VERSION 7u /* 4: the channel is a sealed memfd, named by a rendezvous record;
                               5: a sealed call under a page carries RPCOOL__SEAL_COPY;
-                              6: connection heaps are the server's memfds, given over a socket */
+                              6: connection heaps are the server's memfds, given over a socket;
+                              7: the ready summary in the channel's header page */
 #define RPCOOL__RDV_MAGIC 0x3156445243434f52ull /* "RCOCRDV1" */
 #define RPCOOL__NSLOTS 64u
 #define RPCOOL__NAME_MAX 48
 #define RPCOOL__HEAPNAME 112
 #define RPCOOL__ROOT "rpcool.conn"
 #define RPCOOL__COPY_KEEP ((size_t)1 << 20) /* a serving thread keeps a copy buffer up to this */
+#define RPCOOL__IDLE_PASSES 64u /* passes a flagged connection stays in the ready summary idle */
+#define RPCOOL__QUIET_MS 1000u  /* the acceptor's round when no death needs polling to be seen */
+#define RPCOOL__NOSLOT_TRIES 5  /* reaping rounds a connect that finds no free slot waits for */
+#ifdef SO_PEERPIDFD
+#define RPCOOL__SO_PEERPIDFD SO_PEERPIDFD
+#else
+#define RPCOOL__SO_PEERPIDFD 77 /* Linux 6.5; older kernels say ENOPROTOOPT */
+#endif
+#ifdef SYS_pidfd_open
+#define RPCOOL__SYS_PIDFD_OPEN SYS_pidfd_open
+#else
+#define RPCOOL__SYS_PIDFD_OPEN 434 /* Linux 5.3, the same number on every architecture */
+#endif
 /* A sealed call whose seal range is smaller than a page: the client did not seal, the server
    copies the argument instead (as RPCOOL_COPY, whatever max_copy). Never seen by handlers. */
 #define RPCOOL__SEAL_COPY 8u
@@ -1588,6 +1605,39 @@ struct rpcool__chan_slot {
 RCP__STATIC_ASSERT(sizeof(struct rpcool__chan_slot) == 144, "channel slot layout");
 #define RPCOOL__SLOTS_OFF 4096u
 
+/* The ready summary, in the channel's header page: a client that posts a call sets its slot's
+   bit (bit i%64 of word i/64 of rdy) and that word's bit in rdy_top when it finds them clear,
+   so a serving pass visits the connections that may hold a request, not every one. The server
+   clears the bits of connections found idle, then looks once more (seq_cst both ways, as for
+   req_bits). Any client can write these words: a bit beyond max_conns is cleared unread, and a
+   bit cleared by someone else is set again by its client when its wait sleeps (>>client). */
+#define RPCOOL__RDY_TOP_OFF 256u  /* RPCOOL__RDY_TOP words: bit k, word k of rdy may be set */
+#define RPCOOL__RDY_OFF 384u      /* RPCOOL_MAX_CONNS / 64 words: bit i, slot i may be ready */
+#define RPCOOL__RDY_TOP (RPCOOL_MAX_CONNS / 4096)
+RCP__STATIC_ASSERT(RPCOOL_MAX_CONNS % 4096 == 0 && RPCOOL__RDY_TOP_OFF + 8 * RPCOOL__RDY_TOP <=
+                   RPCOOL__RDY_OFF && RPCOOL__RDY_OFF + RPCOOL_MAX_CONNS / 8 <= RPCOOL__SLOTS_OFF,
+                   "ready summary layout");
+
+static uint64_t *rpcool__rdy_top(struct rpcool__chan_hdr *ch)
+{
+    return (uint64_t *)(void *)((char *)ch + RPCOOL__RDY_TOP_OFF);
+}
+
+static uint64_t *rpcool__rdy(struct rpcool__chan_hdr *ch)
+{
+    return (uint64_t *)(void *)((char *)ch + RPCOOL__RDY_OFF);
+}
+
+/* A client's post: make slot i visible to the serving passes. Only loads while the bits are
+   set (a busy connection's are), so a busy pair writes no shared line here. */
+static void rpcool__ready_mark(struct rpcool__chan_hdr *ch, uint32_t i)
+{
+    uint64_t *w = &rpcool__rdy(ch)[i / 64], *t = &rpcool__rdy_top(ch)[i / 4096];
+    uint64_t b = 1ull << (i % 64), tb = 1ull << (i / 64 % 64);
+    if (!(__atomic_load_n(w, __ATOMIC_SEQ_CST) & b)) __atomic_fetch_or(w, b, __ATOMIC_SEQ_CST);
+    if (!(__atomic_load_n(t, __ATOMIC_SEQ_CST) & tb)) __atomic_fetch_or(t, tb, __ATOMIC_SEQ_CST);
+}
+
 /* A call slot is two cache lines: the request, written only by the client, and the response,
    written only by the server, so each direction of a call moves one line (as a bare ping-pong
    does) and neither side ever takes a line the other is polling. States carry the slot's
@@ -1660,6 +1710,8 @@ struct rpcool__sconn { /* the server's view of one connection */
     uint32_t ndeferred; /* deferred calls not yet finished: its heap stays until they are */
     int pkey;
     uint32_t rot;      /* where the next scan starts (fairness) */
+    uint32_t idle;     /* passes that found it flagged with nothing to do: its bits go at
+                          RPCOOL__IDLE_PASSES (so a busy client's stay set) */
     uint32_t logged;   /* RPCOOL__NOTE_* kinds already logged for it (once per connection) */
     uint32_t pid;      /* its client's pid (the socket's peer), for the log */
     size_t size;       /* its heap's size: a call's budget of checked reads */
@@ -1668,6 +1720,8 @@ struct rpcool__sconn { /* the server's view of one connection */
     rpcool_peer peer;  /* who its client is (set before it is active) */
     void *cuser;       /* on_connect's conn_user */
     int hooked;        /* on_connect accepted it: on_disconnect is owed */
+    int pidfd;         /* its client's process (in the acceptor's epoll), or -1: byte locks */
+    uint32_t suspect;  /* its pidfd fired: look at its lock byte now */
 };
 
 /* A registration; immutable once published in the handler table, so a call sees one
@@ -1749,7 +1803,13 @@ struct rpcool_server {
     struct rpcool__handler_ent *retired;   /* replaced entries, freed at close */
     struct rpcool__sconn *conns;
     uint32_t seen_pending;
-    uint32_t nscan;      /* 1 + highest connection slot in use: passes look no further */
+    int dep;             /* epoll of the clients' pidfds (the acceptor waits on it), or -1 */
+    uint32_t deaths, seen_deaths; /* pidfd events the acceptor saw, and housekeeping handled */
+    uint32_t nopid;      /* active connections watched by their lock byte only (under hk_lock) */
+    uint32_t hk_due;     /* connections housekeeping must come back to (draining, stale slots) */
+    uint32_t nscan;      /* 1 + highest connection slot in use */
+    uint64_t *rdy, *rdy_top; /* the ready summary in the channel's header page */
+    uint32_t rr;         /* the slot the next pass starts at: after the last one served */
     uint64_t last_hk;
     uint64_t gp;         /* grace period counter, bumped when a connection starts draining */
     struct rpcool__worker *workers; /* changed under hk_lock and wk_lock, read under either */
@@ -2446,6 +2506,8 @@ static int rpcool__chan_init(rpcool_server *s)
     s->fd = fd;
     s->ch = (struct rpcool__chan_hdr *)m;
     s->cs = (struct rpcool__chan_slot *)((char *)m + RPCOOL__SLOTS_OFF);
+    s->rdy = rpcool__rdy(s->ch);
+    s->rdy_top = rpcool__rdy_top(s->ch);
     s->epoch = old_epoch + 1;
     s->ch->version = RPCOOL__VERSION;
     s->ch->max_conns = s->max_conns;
@@ -2485,6 +2547,7 @@ static void rpcool__server_free(rpcool_server *s)
     }
     rpcool__free(s->handlers);
     rpcool__free(s->conns);
+    if (s->dep >= 0) close(s->dep);
     rpcool__free(s);
 }
 
@@ -2651,7 +2714,8 @@ static int rpcool__pool_fill_one(rpcool_server *s)
 
 /* The maker: keeps the pool full, at a lower priority than the rest of the server (nice +5),
    so that answering a connect or serving a call never waits for a heap being made. It waits
-   for room when the pool is full; after a failure it tries again a little later. */
+   for room when the pool is full; after a failure (a full pod, say) it waits for the next
+   connect, whose own make then reports the error: it never retries in a loop. */
 static void *rpcool__maker_main(void *p)
 {
     rpcool_server *s = (rpcool_server *)p;
@@ -2661,17 +2725,8 @@ static void *rpcool__maker_main(void *p)
     (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 5); /* a hint only */
     pthread_mutex_lock(&s->pool_lock);
     while (!rcp__load(&s->acc_stop)) {
-        unsigned n = s->npool;
         if (rpcool__pool_fill_one(s)) continue;
-        if (s->npool < s->prealloc && s->npool <= n) { /* making failed: not in a loop */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 10000000;
-            if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
-            pthread_cond_timedwait(&s->pool_cv, &s->pool_lock, &ts);
-        } else if (!rcp__load(&s->acc_stop)) {
-            pthread_cond_wait(&s->pool_cv, &s->pool_lock);
-        }
+        if (!rcp__load(&s->acc_stop)) pthread_cond_wait(&s->pool_cv, &s->pool_lock);
     }
     pthread_mutex_unlock(&s->pool_lock);
     return NULL;
@@ -2682,7 +2737,7 @@ static void *rpcool__maker_main(void *p)
    from the start and goes when it dies, even before it has received it), then the connection
    is active for the serving threads. Under hk_lock. */
 static int rpcool__grant_locked(rpcool_server *s, struct rpcool__prem *pm, const rpcool_peer *pr,
-                                void *cuser, int hooked, uint32_t *slot)
+                                void *cuser, int hooked, int *pidfd, uint32_t *slot)
 {
     uint32_t pid = (uint32_t)pr->pid;
     for (uint32_t i = 0; i < s->max_conns; i++) {
@@ -2704,6 +2759,7 @@ static int rpcool__grant_locked(rpcool_server *s, struct rpcool__prem *pm, const
         sc->hdr = pm->hdr;
         sc->dead = 0;
         sc->rot = 0;
+        sc->idle = 0;
         sc->logged = 0;
         sc->pid = pid;
         sc->peer = *pr;
@@ -2714,9 +2770,24 @@ static int rpcool__grant_locked(rpcool_server *s, struct rpcool__prem *pm, const
         snprintf(sc->heap_name, sizeof sc->heap_name, "%.100s", shmheap_name(pm->h));
         sc->pkey = -1;
         if (pid != (uint32_t)getpid()) rpcool__pkey_attach(s, sc, i); /* not our own client */
+        /* its death is an event of the acceptor's epoll (one shot), else its lock is polled */
+        struct epoll_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.events = EPOLLIN | EPOLLONESHOT;
+        ev.data.u32 = i;
+        sc->pidfd = -1;
+        rcp__store(&sc->suspect, 0u);
+        if (*pidfd >= 0 && s->dep >= 0 && !epoll_ctl(s->dep, EPOLL_CTL_ADD, *pidfd, &ev)) {
+            sc->pidfd = *pidfd;
+            *pidfd = -1;
+        } else {
+            s->nopid++;
+        }
         rcp__store(&sc->condemned, 0u);
         for (unsigned k = 0; k < RPCOOL__NSLOTS; k++) rcp__store_relaxed(&sc->claimed[k], ~0u);
-        rcp__store(&sc->state, (uint32_t)RPCOOL__SC_ACTIVE);
+        /* seq_cst: a pass that clears slot i's ready bit, then finds it not active, is ordered
+           before this store, so the client's first post finds its bit clear (rpcool__visit) */
+        __atomic_store_n(&sc->state, (uint32_t)RPCOOL__SC_ACTIVE, __ATOMIC_SEQ_CST);
         if (i + 1 > rcp__load_relaxed(&s->nscan)) rcp__store(&s->nscan, i + 1);
         rcp__fetch_add(&s->st.accepted, 1u);
         cs->client_pid = pid;
@@ -2746,6 +2817,22 @@ static void rpcool__msg_init(struct msghdr *mh, struct iovec *iov, char *ctl, si
     mh->msg_controllen = n;
 }
 
+static void rpcool__housekeep(rpcool_server *s, int force, uint64_t now);
+static void rpcool__pkeys(rpcool_server *s, int mine, int all);
+
+/* A pidfd of the process at the other end of socket sk: the kernel's own (SO_PEERPIDFD, no
+   pid reuse race, in any pid namespace), else pidfd_open of its pid where we see it; or -1. */
+static int rpcool__peer_pidfd(int sk, int pid)
+{
+    int fd = -1;
+    socklen_t n = sizeof fd;
+    if (!getsockopt(sk, SOL_SOCKET, RPCOOL__SO_PEERPIDFD, &fd, &n) && fd >= 0) return fd;
+    if (pid <= 0) return -1;
+    fd = (int)syscall(RPCOOL__SYS_PIDFD_OPEN, pid, 0);
+    if (fd >= 0) (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+    return fd < 0 ? -1 : fd;
+}
+
 /* Answer one connected client whose request (n bytes of rq; n < 0: none came in time) was
    read: a heap of the size it asks for (from the pool, else made now) and a slot, or an
    error. The descriptors we sent are closed here: from then on only the client holds them. */
@@ -2758,7 +2845,7 @@ static void rpcool__front_answer(rpcool_server *s, int sk, const struct rpcool__
     rpcool_peer peer;
     void *cuser = NULL;
     size_t want;
-    int r = 0, hooked = 0;
+    int r = 0, hooked = 0, pidfd = -1;
     if (n == (ssize_t)sizeof rq && req->magic == RPCOOL__SREQ_MAGIC) {
         rpcool__stats_answer(s, sk);
         return;
@@ -2798,9 +2885,19 @@ static void rpcool__front_answer(rpcool_server *s, int sk, const struct rpcool__
     pthread_cond_signal(&s->pool_cv); /* room, or a new size: the maker makes one */
     pthread_mutex_unlock(&s->pool_lock);
     if (pm.hfd < 0 && (r = rpcool__prem_make(s, want, &pm))) goto answer;
-    pthread_mutex_lock(&s->hk_lock);
-    r = rpcool__grant_locked(s, &pm, &peer, cuser, hooked, &rp.slot);
-    pthread_mutex_unlock(&s->hk_lock);
+    pidfd = rpcool__peer_pidfd(sk, (int)peer.pid);
+    for (int k = 0;; k++) {
+        pthread_mutex_lock(&s->hk_lock);
+        r = rpcool__grant_locked(s, &pm, &peer, cuser, hooked, &pidfd, &rp.slot);
+        pthread_mutex_unlock(&s->hk_lock);
+        if (r != RPCOOL_E_NOSLOT || k == RPCOOL__NOSLOT_TRIES) break;
+        /* every slot taken: reap the clients that died since (a short-lived one that exited
+           without rpcool_disconnect frees its slot here, not reap_ms later) */
+        if (s->npkeys) rpcool__pkeys(s, -1, 1);
+        rpcool__housekeep(s, 1, 0);
+        if (k) usleep(1000);
+    }
+    if (pidfd >= 0) close(pidfd);
     if (r) goto answer;
     rp.epoch = s->epoch;
     rp.max_conns = s->max_conns;
@@ -2862,9 +2959,6 @@ static int rpcool__acc_try(rpcool_server *s, int sk, int expired)
     return 1;
 }
 
-static void rpcool__housekeep(rpcool_server *s, int force, uint64_t now);
-static void rpcool__pkeys(rpcool_server *s, int mine, int all);
-
 /* The watchdog, every reap_ms (every RPCOOL__WATCH_MS when a time limit is set) from the
    acceptor thread, and from rpcool_server_close: dead clients are found and reaped even while
    every serving thread runs a long handler; a handler over its time limit is marked (its
@@ -2897,11 +2991,25 @@ static void rpcool__watch(rpcool_server *s, uint64_t now, int all)
     pthread_mutex_unlock(&s->wk_lock);
 }
 
+/* Clients whose process ended (their pidfds fired, once each): housekeeping asks their lock
+   bytes now and reaps them. */
+static void rpcool__acc_deaths(rpcool_server *s)
+{
+    struct epoll_event ev[64];
+    int n = epoll_wait(s->dep, ev, 64, 0);
+    for (int k = 0; k < n; k++)
+        if (ev[k].data.u32 < s->max_conns) rcp__store(&s->conns[ev[k].data.u32].suspect, 1u);
+    if (n <= 0) return;
+    rcp__fetch_add(&s->deaths, 1u);
+    if (s->npkeys) rpcool__pkeys(s, -1, 1); /* reaping touches connection heaps */
+    rpcool__housekeep(s, 0, 0);
+}
+
 static void *rpcool__acceptor_main(void *p)
 {
     rpcool_server *s = (rpcool_server *)p;
     struct rpcool__acc_wait w[RPCOOL__ACC_WAITING];
-    struct pollfd pf[RPCOOL__ACC_WAITING + 2];
+    struct pollfd pf[RPCOOL__ACC_WAITING + 3];
     unsigned nw = 0;
     uint64_t last_watch = rcp__now_ns();
     sigset_t all;
@@ -2913,28 +3021,39 @@ static void *rpcool__acceptor_main(void *p)
         pf[0].events = POLLIN;
         pf[1].fd = s->acc_ev;
         pf[1].events = POLLIN;
+        pf[2].fd = s->dep; /* the clients' pidfds: a death is an event */
+        pf[2].events = POLLIN;
         for (unsigned k = 0; k < nw; k++) {
-            pf[2 + k].fd = w[k].fd;
-            pf[2 + k].events = POLLIN;
+            pf[3 + k].fd = w[k].fd;
+            pf[3 + k].events = POLLIN;
             if (w[k].deadline < next) next = w[k].deadline;
         }
-        /* the watchdog's rounds: reaping and time limits, whatever the serving threads do */
-        uint64_t tick = (uint64_t)(rcp__load_relaxed(&s->any_limit) ? RPCOOL__WATCH_MS
-                                                                     : s->reap_ms) * 1000000u;
+        /* the watchdog's rounds: time limits every RPCOOL__WATCH_MS when there are any; reaping
+           every reap_ms while a death can only be polled (a client without a pidfd) or a
+           connection waits to be unmapped; else a quiet round (the channel's files checked) */
+        unsigned ms = rcp__load_relaxed(&s->any_limit) ? RPCOOL__WATCH_MS : s->reap_ms;
+        if (!rcp__load_relaxed(&s->any_limit) && !rcp__load_relaxed(&s->nopid) &&
+            !rcp__load_relaxed(&s->hk_due) &&
+            rcp__load(&s->deaths) == rcp__load_relaxed(&s->seen_deaths))
+            ms = RPCOOL__QUIET_MS > s->reap_ms ? RPCOOL__QUIET_MS : s->reap_ms;
+        else if (rcp__load(&s->deaths) != rcp__load_relaxed(&s->seen_deaths))
+            ms = 1; /* a death not handled yet (housekeeping was busy): soon */
+        uint64_t tick = (uint64_t)ms * 1000000u;
         if (now - last_watch >= tick) {
             rpcool__watch(s, now, 0);
             last_watch = now;
         }
         if (last_watch + tick < next) next = last_watch + tick;
         int tmo = next > now ? (int)((next - now) / 1000000u) + 1 : 0;
-        int pr = poll(pf, 2 + nw, tmo);
+        int pr = poll(pf, 3 + nw, tmo);
         if (pr < 0) {
             if (errno != EINTR) usleep(1000);
             continue;
         }
         now = rcp__now_ns();
+        if (pf[2].revents & POLLIN) rpcool__acc_deaths(s);
         for (unsigned k = nw; k-- > 0;) /* answered, or out of time (a refusal) */
-            if (((pf[2 + k].revents & (POLLIN | POLLHUP | POLLERR)) || w[k].deadline <= now) &&
+            if (((pf[3 + k].revents & (POLLIN | POLLHUP | POLLERR)) || w[k].deadline <= now) &&
                 rpcool__acc_try(s, w[k].fd, 1))
                 rpcool__acc_drop(w, &nw, k);
         if (pf[0].revents & POLLIN)
@@ -2979,6 +3098,7 @@ static int rpcool__front_open(rpcool_server *s, unsigned mode)
     if ((r = pthread_create(&s->maker, NULL, rpcool__maker_main, s))) return -r;
     s->maker_started = 1;
     if ((s->acc_ev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) return -errno;
+    if ((s->dep = epoll_create1(EPOLL_CLOEXEC)) < 0) return -errno;
     rpcool__sock_path(s->sock_path, sizeof s->sock_path, s->name);
     memset(&a, 0, sizeof a);
     a.sun_family = AF_UNIX;
@@ -3040,6 +3160,7 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
         (o.stack_size && o.stack_size < (size_t)RPCOOL_STACK_RESERVE + PTHREAD_STACK_MIN))
         return RPCOOL_E_INVAL;
     if (!(s = (rpcool_server *)rpcool__calloc(1, sizeof *s))) return -ENOMEM;
+    s->dep = -1;
     snprintf(s->name, sizeof s->name, "%s", channel);
     rpcool__path(s->path, sizeof s->path, channel);
     s->max_conns = o.max_conns;
@@ -3279,9 +3400,9 @@ static void rpcool__stats_answer(rpcool_server *s, int sk)
 {
     struct ucred cr;
     socklen_t cl = sizeof cr;
-    size_t cap = sizeof(struct rpcool__srep) + RPCOOL_MAX_CONNS * sizeof(struct rpcool__sent);
+    size_t cap = sizeof(struct rpcool__srep) + RPCOOL_STATS_CONNS * sizeof(struct rpcool__sent);
     char *buf = (char *)rpcool__calloc(1, cap);
-    rpcool_conn_stats *cs = (rpcool_conn_stats *)rpcool__calloc(RPCOOL_MAX_CONNS, sizeof *cs);
+    rpcool_conn_stats *cs = (rpcool_conn_stats *)rpcool__calloc(RPCOOL_STATS_CONNS, sizeof *cs);
     struct rpcool__srep rp;
     memset(&rp, 0, sizeof rp);
     rp.magic = RPCOOL__SREQ_MAGIC;
@@ -3292,8 +3413,8 @@ static void rpcool__stats_answer(rpcool_server *s, int sk)
     else if (!buf || !cs)
         rp.status = -ENOMEM;
     if (!rp.status) {
-        int n = rpcool_server_conns(s, cs, RPCOOL_MAX_CONNS); /* RDMA ones too */
-        rp.n = (uint32_t)(n < 0 ? 0 : n > RPCOOL_MAX_CONNS ? RPCOOL_MAX_CONNS : n);
+        int n = rpcool_server_conns(s, cs, RPCOOL_STATS_CONNS); /* RDMA ones too */
+        rp.n = (uint32_t)(n < 0 ? 0 : n > RPCOOL_STATS_CONNS ? RPCOOL_STATS_CONNS : n);
         rpcool_server_get_stats(s, &rp.st);
         snprintf(rp.pod, sizeof rp.pod, "%s", s->pod);
         for (uint32_t k = 0; k < rp.n; k++) {
@@ -3329,7 +3450,7 @@ RPCOOL_API int rpcool_channel_stats(const char *channel, unsigned timeout_ms,
     if ((r = rpcool__check_name(channel))) return r;
     if (!st || (max && !conns)) return RPCOOL_E_INVAL;
     if (nconns) *nconns = 0;
-    size_t cap = sizeof rp + (size_t)RPCOOL_MAX_CONNS * sizeof(struct rpcool__sent);
+    size_t cap = sizeof rp + (size_t)RPCOOL_STATS_CONNS * sizeof(struct rpcool__sent);
     char *buf = (char *)rpcool__calloc(1, cap);
     if (!buf) return -ENOMEM;
     memset(&a, 0, sizeof a);
@@ -3361,7 +3482,7 @@ RPCOOL_API int rpcool_channel_stats(const char *channel, unsigned timeout_ms,
     memcpy(&rp, buf, n >= (ssize_t)sizeof rp ? sizeof rp : 0);
     if (n <= 0) r = RPCOOL_E_NOCHANNEL;
     else if (n < (ssize_t)sizeof rp || rp.magic != RPCOOL__SREQ_MAGIC ||
-             rp.version != RPCOOL__VERSION || rp.n > RPCOOL_MAX_CONNS ||
+             rp.version != RPCOOL__VERSION || rp.n > RPCOOL_STATS_CONNS ||
              (size_t)n != sizeof rp + rp.n * sizeof(struct rpcool__sent))
         r = RPCOOL_E_PROTO;
     else r = rp.status;
@@ -3404,6 +3525,16 @@ static int rpcool__cancel_seen(rpcool_server *s, const struct rpcool__req *sl, u
 /* >>accept - server: accepting, draining and reaping connections ------------------------------- */
 
 static RCP__THREAD_LOCAL struct rpcool__worker *rpcool__me; /* this thread's worker, if any */
+
+/* A connection's client is watched by its pidfd no more (it is gone, or its lock outlives its
+   process): the descriptor leaves the epoll as it is closed. Under hk_lock. */
+static void rpcool__pidfd_drop(rpcool_server *s, struct rpcool__sconn *sc)
+{
+    if (sc->pidfd >= 0) close(sc->pidfd);
+    else if (s->nopid) s->nopid--;
+    sc->pidfd = -1;
+    rcp__store(&sc->suspect, 0u);
+}
 
 /* Unmap a connection once no pass that may have seen it active is still running (a pass that
    announced a later grace period saw it draining); 0 when done, 1 when still in use. Under
@@ -3463,6 +3594,7 @@ static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead)
                               : dead ? RPCOOL_E_PEERDEAD : 0);
     sc->heap = NULL;
     sc->hdr = NULL;
+    rpcool__pidfd_drop(s, sc);
     rcp__store(&sc->state, (uint32_t)RPCOOL__SC_FREE);
     uint32_t n = rcp__load_relaxed(&s->nscan);
     while (n && rcp__load(&s->conns[n - 1].state) == RPCOOL__SC_FREE) n--;
@@ -3535,7 +3667,8 @@ static void rpcool__housekeep(rpcool_server *s, int force, uint64_t now)
 {
     if (force && !now) now = rcp__now_ns();
     int timed = now && now - rcp__load_relaxed(&s->last_hk) >= (uint64_t)s->reap_ms * 1000000u;
-    if (!force && !timed && rcp__load(&s->ch->pending) == rcp__load_relaxed(&s->seen_pending))
+    if (!force && !timed && rcp__load(&s->ch->pending) == rcp__load_relaxed(&s->seen_pending) &&
+        rcp__load(&s->deaths) == rcp__load_relaxed(&s->seen_deaths))
         return;
     if (pthread_mutex_trylock(&s->hk_lock)) return;
     struct rpcool__hk_args a = {s, force, timed, now};
@@ -3548,8 +3681,9 @@ static void rpcool__housekeep(rpcool_server *s, int force, uint64_t now)
 
 static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, int timed)
 {
-    uint32_t pend = rcp__load(&s->ch->pending);
+    uint32_t pend = rcp__load(&s->ch->pending), due = 0;
     rcp__store_relaxed(&s->seen_pending, pend);
+    rcp__store_relaxed(&s->seen_deaths, rcp__load(&s->deaths));
     if (timed || force) {
         rcp__store_relaxed(&s->last_hk, now);
         rcp__store_relaxed(&s->ch->server_cpus, 0ull); /* hints fade: pollers mark them again */
@@ -3559,22 +3693,34 @@ static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, 
         struct rpcool__sconn *sc = &s->conns[i];
         uint32_t st = rcp__load(&s->cs[i].state), ss = rcp__load(&sc->state);
         if (ss == RPCOOL__SC_DRAINING) {
-            rpcool__drain(s, i);
+            due += rpcool__drain(s, i);
         } else if (ss == RPCOOL__SC_ACTIVE) {
+            /* the lock byte is asked when the client's pidfd fired, or on timed rounds for a
+               client without one: not one system call per connection per round */
+            int ask = force || rcp__load(&sc->suspect) || (timed && sc->pidfd < 0);
             if (rcp__load(&sc->condemned)) {
-                rpcool__drain(s, i);
+                due += rpcool__drain(s, i);
             } else if (st == RPCOOL__CS_CLOSING) {
                 if (rpcool__lock_held(s->fd, 1 + (off_t)i) == 0) /* died inside rpcool_disconnect */
                     rcp__store(&sc->dead, 1);
-                rpcool__drain(s, i);
-            } else if ((timed || force) && rpcool__lock_held(s->fd, 1 + (off_t)i) == 0) {
+                due += rpcool__drain(s, i);
+            } else if (ask && rpcool__lock_held(s->fd, 1 + (off_t)i) == 0) {
                 rcp__store(&sc->dead, 1); /* client gone without closing: reclaim its heap */
-                rpcool__drain(s, i);
+                due += rpcool__drain(s, i);
+            } else if (rcp__load(&sc->suspect)) { /* its process left, its lock lives on (a
+                                                     descriptor passed on): watch the lock */
+                rcp__store(&sc->suspect, 0u);
+                rpcool__pidfd_drop(s, sc);
+                s->nopid++;
             }
         } else if (st != RPCOOL__CS_FREE && (timed || force || st == RPCOOL__CS_CLOSING)) {
             rpcool__reclaim_stale(s, i);
+            due += rcp__load(&s->cs[i].state) != RPCOOL__CS_FREE;
+        } else if (st != RPCOOL__CS_FREE) {
+            due++;
         }
     }
+    rcp__store_relaxed(&s->hk_due, due);
     if (timed || force) {
         rpcool__chan_restore(s);
         rpcool__rdv_restore(s);
@@ -3914,29 +4060,117 @@ static void rpcool__cur_set(struct rpcool__worker *w, struct rpcool__sconn *sc)
 #endif
 }
 
-/* One pass over the connections: serve their requests, or (serve == 0: about to sleep) trim
-   their request bits and say whether any request waits. The pass announces the grace period it runs
-   in (see rpcool__drain) and reads client heaps with faults contained by the worker's recovery
+/* Take slot i out of the ready summary, then look once more: a client that posted meanwhile
+   found its bit still set and did not set it again. For an active connection (w->cur is it)
+   the look is at its request bits, else at its state (a connection granted meanwhile). */
+static void rpcool__ready_clear(rpcool_server *s, uint32_t i, struct rpcool__sconn *sc)
+{
+    uint64_t b = 1ull << (i % 64);
+    __atomic_fetch_and(&s->rdy[i / 64], ~b, __ATOMIC_SEQ_CST);
+    int again = sc ? __atomic_load_n(&sc->hdr->req_bits, __ATOMIC_SEQ_CST) != 0
+                   : __atomic_load_n(&s->conns[i].state, __ATOMIC_SEQ_CST) == RPCOOL__SC_ACTIVE;
+    if (again) __atomic_fetch_or(&s->rdy[i / 64], b, __ATOMIC_SEQ_CST);
+}
+
+/* Visit a connection of the ready summary: serve it (serve 1), or trim it (serve 0). Its bit
+   goes when it has nothing flagged any more: at once before a sleep, else after
+   RPCOOL__IDLE_PASSES idle passes, so a client that calls again and again rewrites nothing. */
+static int rpcool__visit(struct rpcool__worker *w, uint32_t i, int serve)
+{
+    rpcool_server *s = w->s;
+    struct rpcool__sconn *sc = &s->conns[i];
+    if (__atomic_load_n(&sc->state, __ATOMIC_SEQ_CST) != RPCOOL__SC_ACTIVE ||
+        rcp__load_relaxed(&sc->dead)) { /* free, draining, dead or condemned: not served */
+        rpcool__ready_clear(s, i, NULL);
+        return 0;
+    }
+    rpcool__cur_set(w, sc);
+    int n = rpcool__scan_conn(w, sc, !serve);
+    if (serve && n) rcp__store_relaxed(&sc->idle, 0u);
+    if (!n && (!serve || rcp__fetch_add(&sc->idle, 1u) + 1 >= RPCOOL__IDLE_PASSES)) {
+        if (serve) (void)rpcool__scan_conn(w, sc, 1); /* unflag idle slots (a request that
+                                                          came meanwhile keeps its bit) */
+        if (!rcp__load(&sc->dead) && !__atomic_load_n(&sc->hdr->req_bits, __ATOMIC_SEQ_CST)) {
+            rcp__store_relaxed(&sc->idle, 0u);
+            rpcool__ready_clear(s, i, sc);
+        }
+    }
+    rpcool__cur_set(w, NULL);
+    return n;
+}
+
+/* Visit the ready connections of slots [lo, hi) in order; stops at the first request when
+   serve is 0. Top bits with an empty word behind them go (and are looked at once more). */
+static int rpcool__pass_range(struct rpcool__worker *w, uint32_t lo, uint32_t hi, int serve)
+{
+    rpcool_server *s = w->s;
+    int n = 0;
+    for (uint32_t t = lo / 4096; t * 4096 < hi && !(n && !serve); t++) {
+        uint64_t tb = __atomic_load_n(&s->rdy_top[t], __ATOMIC_SEQ_CST);
+        uint32_t k0 = t * 64;
+        if (lo / 64 > k0) tb &= ~0ull << (lo / 64 - k0);                 /* words below lo */
+        if ((hi + 63) / 64 < k0 + 64) tb &= (1ull << ((hi + 63) / 64 - k0)) - 1; /* above hi */
+        for (; tb && !(n && !serve); tb &= tb - 1) {
+            uint32_t k = k0 + (uint32_t)__builtin_ctzll(tb);
+            uint64_t wb = __atomic_load_n(&s->rdy[k], __ATOMIC_SEQ_CST);
+            if (!wb) { /* the word is empty: its top bit goes, unless a client set one since */
+                uint64_t bit = 1ull << (k % 64);
+                __atomic_fetch_and(&s->rdy_top[t], ~bit, __ATOMIC_SEQ_CST);
+                if (__atomic_load_n(&s->rdy[k], __ATOMIC_SEQ_CST))
+                    __atomic_fetch_or(&s->rdy_top[t], bit, __ATOMIC_SEQ_CST);
+                continue;
+            }
+            if (k * 64 < lo) wb &= ~0ull << (lo - k * 64);
+            if (k * 64 + 64 > hi) wb &= hi - k * 64 >= 64 ? ~0ull : (1ull << (hi - k * 64)) - 1;
+            for (; wb && !(n && !serve); wb &= wb - 1) {
+                uint32_t i = k * 64 + (uint32_t)__builtin_ctzll(wb);
+                int m = rpcool__visit(w, i, serve);
+                if (m && serve) rcp__store_relaxed(&s->rr, i + 1);
+                n += m;
+            }
+        }
+    }
+    return n;
+}
+
+/* Bits a client set beyond the channel's slots: cleared, never followed. */
+static void rpcool__ready_bogus(rpcool_server *s)
+{
+    uint32_t nw = (s->max_conns + 63) / 64;
+    for (uint32_t t = 0; t < RPCOOL__RDY_TOP; t++) {
+        uint64_t tb = rcp__load_relaxed(&s->rdy_top[t]), ok;
+        ok = t * 64 >= nw ? 0 : nw - t * 64 >= 64 ? ~0ull : (1ull << (nw - t * 64)) - 1;
+        if (tb & ~ok) {
+            rcp__fetch_add(&s->st.bad_entries, 1u);
+            __atomic_fetch_and(&s->rdy_top[t], ok, __ATOMIC_SEQ_CST);
+        }
+    }
+    uint64_t last = s->max_conns % 64 ? (1ull << (s->max_conns % 64)) - 1 : ~0ull;
+    if (rcp__load_relaxed(&s->rdy[nw - 1]) & ~last) {
+        rcp__fetch_add(&s->st.bad_entries, 1u);
+        __atomic_fetch_and(&s->rdy[nw - 1], last, __ATOMIC_SEQ_CST);
+    }
+}
+
+/* One pass over the ready connections: serve their requests, or (serve == 0: about to sleep)
+   trim their request bits and say whether any request waits. A pass starts after the
+   connection the last one served last and goes round once (no busy client waits behind more
+   than one pass of the others). It costs what the ready connections cost: the top words of the
+   ready summary, then the connections flagged there. It announces the grace period it runs in
+   (see rpcool__drain) and reads client heaps with faults contained by the worker's recovery
    point g. */
 static int rpcool__pass(struct rpcool__worker *w, struct rpcool__guard *g, int serve)
 {
     rpcool_server *s = w->s;
-    uint32_t nscan = rcp__load(&s->nscan);
-    int n = 0;
-    if (!nscan) return 0;
     /* announce the grace period; a locked store only when it changed (rare: a drain began) */
     uint64_t gp = __atomic_load_n(&s->gp, __ATOMIC_SEQ_CST) + 1;
     if (rcp__load_relaxed(&w->gp) != gp) __atomic_store_n(&w->gp, gp, __ATOMIC_SEQ_CST);
     (void)g; /* containment is on all the time in a worker (rpcool__worker_run) */
-    for (uint32_t i = 0; i < nscan && !(n && !serve); i++) {
-        struct rpcool__sconn *sc = &s->conns[i];
-        if (__atomic_load_n(&sc->state, __ATOMIC_SEQ_CST) != RPCOOL__SC_ACTIVE ||
-            rcp__load_relaxed(&sc->dead)) /* dead, or condemned (dead too) */
-            continue;
-        rpcool__cur_set(w, sc);
-        n += rpcool__scan_conn(w, sc, !serve);
-        rpcool__cur_set(w, NULL);
-    }
+    uint32_t start = rcp__load_relaxed(&s->rr);
+    if (start >= s->max_conns) start = 0;
+    int n = rpcool__pass_range(w, start, s->max_conns, serve);
+    if (start && !(n && !serve)) n += rpcool__pass_range(w, 0, start, serve);
+    if (!serve) rpcool__ready_bogus(s);
     return n; /* the announcement stays (see rpcool__drain) */
 }
 
@@ -4000,7 +4234,7 @@ static void rpcool__worker_run(struct rpcool__worker *w)
         rcp__full_fence();
         int wait = !rcp__load(&s->stop) && !rpcool__pass(w, &g, 0);
         rcp__store(&w->gp, 0ull); /* a sleeper holds up no drain */
-        if (wait) rcp__futex_wait(&s->ch->sdoor, seq, (uint64_t)s->reap_ms * 1000000u);
+        if (wait) rcp__futex_wait(&s->ch->sdoor, seq, 0); /* reaping is the acceptor's */
         rcp__fetch_add(&s->ch->ssleepers, (uint32_t)-1);
         idle_since = 0;
         it = 127; /* read the clock next round: timed housekeeping may be due */
@@ -4209,6 +4443,7 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
         if (rcp__load(&sc->state) == RPCOOL__SC_FREE) continue;
         rpcool__guarded(rpcool__wake_client, sc->hdr, 0); /* the heap may be truncated */
         rpcool__sconn_left(s, sc, RPCOOL_E_CLOSED);
+        rpcool__pidfd_drop(s, sc);
         shmheap_close(sc->heap); /* the heap goes with its client (now, if it is dead) */
     }
     if (rpcool__guarded(rpcool__close_sweep, s, -1)) rpcool__chan_repair(s);
@@ -4478,6 +4713,7 @@ static int rpcool__shm_post(rpcool_conn *c, unsigned i)
                      __ATOMIC_SEQ_CST);
     if (!(__atomic_load_n(&c->hdr->req_bits, __ATOMIC_SEQ_CST) & bit))
         __atomic_fetch_or(&c->hdr->req_bits, bit, __ATOMIC_SEQ_CST);
+    rpcool__ready_mark(c->ch, c->index);
     if (__atomic_load_n(&c->ch->ssleepers, __ATOMIC_SEQ_CST)) {
         rcp__fetch_add(&c->ch->sdoor, 1u);
         rcp__futex_wake(&c->ch->sdoor, 1);
@@ -4545,6 +4781,11 @@ sleep:
         if (rcp__load(&sl->state) == done) return 0;
         int r = rpcool__server_gone(c);
         if (r) return r;
+        /* still waiting: show the call again (another client may have cleared our bits in the
+           channel, or the server's sleepers count) and ring; a server at work loses nothing */
+        rpcool__ready_mark(c->ch, c->index);
+        rcp__fetch_add(&c->ch->sdoor, 1u);
+        rcp__futex_wake(&c->ch->sdoor, 1);
         now = rcp__now_ns();
     }
 }
