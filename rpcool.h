@@ -1484,6 +1484,9 @@ RPCOOL_API int rpcool_remote_read_opt(rpcool_remote *r, uint32_t idx, const void
 #define RPCOOL__ROOT "rpcool.conn"
 #define RPCOOL__COPY_KEEP ((size_t)1 << 20) /* a serving thread keeps a copy buffer up to this */
 #define RPCOOL__IDLE_PASSES 64u /* passes a flagged connection stays in the ready summary idle */
+#define RPCOOL__ARENA_HEAPS 64u /* a server's first arena of connection heaps holds this many */
+#define RPCOOL__ARENA_MAX ((size_t)64 << 30) /* arenas grow twice as large each, to this */
+#define RPCOOL__CARVE_TRIES 4
 #define RPCOOL__QUIET_MS 1000u  /* the acceptor's round when no death needs polling to be seen */
 #define RPCOOL__NOSLOT_TRIES 5  /* reaping rounds a connect that finds no free slot waits for */
 #ifdef SO_PEERPIDFD
@@ -1691,9 +1694,23 @@ enum { RPCOOL__SC_FREE = 0, RPCOOL__SC_ACTIVE, RPCOOL__SC_DRAINING };
 /* A connection heap made ahead of a connect: a memfd sealed against resizing, formatted and
    mapped by the server, its connection header allocated; and a new open of the channel memfd
    for its client, whose lock byte the server takes before giving it away. */
+/* Connection heaps are carved from ranges the server reserves in the pod (shmheap_resv), one
+   pod entry per arena whatever the number of connections; a carve is one heap's place. */
+struct rpcool__arena {
+    shmheap_resv *r;
+    size_t top;     /* carved below this */
+    struct rpcool__arena *next;
+};
+struct rpcool__carve {
+    struct rpcool__arena *a;
+    size_t off, size;
+    struct rpcool__carve *next; /* on the free list (oldest first) */
+};
+
 struct rpcool__prem {
     int hfd, cfd;
     int ofd, pfd;   /* the client's own open of the heap, and a hold on its pod range */
+    struct rpcool__carve *cv; /* where the heap lives */
     size_t size;
     shmheap *h;
     struct rpcool__conn_hdr *hdr;
@@ -1807,6 +1824,10 @@ struct rpcool_server {
     uint32_t deaths, seen_deaths; /* pidfd events the acceptor saw, and housekeeping handled */
     uint32_t nopid;      /* active connections watched by their lock byte only (under hk_lock) */
     uint32_t hk_due;     /* connections housekeeping must come back to (draining, stale slots) */
+    pthread_mutex_t ar_lock; /* the arenas and carves below */
+    struct rpcool__arena *arenas; /* the newest first */
+    struct rpcool__carve *cv_free, *cv_tail; /* carves free again: reused oldest first */
+    struct rpcool__carve **carves; /* per slot: its heap's carve, until the slot is free */
     uint32_t nscan;      /* 1 + highest connection slot in use */
     uint64_t *rdy, *rdy_top; /* the ready summary in the channel's header page */
     uint32_t rr;         /* the slot the next pass starts at: after the last one served */
@@ -2416,6 +2437,7 @@ static size_t rpcool__chan_bytes(uint32_t max_conns)
 /* >>server - server: open, handlers ------------------------------------------------------------ */
 
 static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead);
+static void rpcool__slot_carve_put(rpcool_server *s, uint32_t i);
 static void rpcool__hooks_set(rpcool_server *s, const rpcool_server_opts *o);
 static int rpcool__peer_admit(rpcool_server *s, int sk, uint32_t claimed, rpcool_peer *pr,
                               void **cuser, int *hooked);
@@ -2434,6 +2456,8 @@ static void rpcool__reclaim_stale(rpcool_server *s, uint32_t i)
     if (st == RPCOOL__CS_FREE) return;
     int held = rpcool__lock_held(s->fd, 1 + (off_t)i);
     if (held != 0) return; /* a live client still uses it (or is finishing its close) */
+    if (i >= s->max_conns || rcp__load(&s->conns[i].state) == RPCOOL__SC_FREE)
+        rpcool__slot_carve_put(s, i); /* a dropped client's heap: unmapped by now */
     rcp__store(&cs->heap[0], '\0');
     rcp__store(&cs->state, (uint32_t)RPCOOL__CS_FREE);
     rcp__fetch_add(&cs->seq, 1u);
@@ -2533,11 +2557,15 @@ static int rpcool__chan_init(rpcool_server *s)
     return r;
 }
 
+static void rpcool__arenas_free(rpcool_server *s);
+
 static void rpcool__server_free(rpcool_server *s)
 {
     pthread_mutex_destroy(&s->hk_lock);
     pthread_mutex_destroy(&s->wk_lock);
     pthread_mutex_destroy(&s->pool_lock);
+    rpcool__arenas_free(s);
+    pthread_mutex_destroy(&s->ar_lock);
     pthread_cond_destroy(&s->pool_cv);
     for (unsigned i = 0; s->handlers && i < RPCOOL_MAX_HANDLERS; i++) rpcool__free(s->handlers[i]);
     while (s->retired) {
@@ -2612,9 +2640,94 @@ static void rpcool__sock_path(char *out, size_t n, const char *name)
     snprintf(out, n, "/dev/shm/rpcool.%s.sock", name);
 }
 
-static void rpcool__prem_free(struct rpcool__prem *pm)
+/* A place for a heap of size bytes: a carve freed before (the oldest of that size), else the
+   newest arena's room, else a new arena (each twice the last, from RPCOOL__ARENA_HEAPS heaps
+   to RPCOOL__ARENA_MAX). */
+static int rpcool__carve_get(rpcool_server *s, size_t size, struct rpcool__carve **out)
+{
+    struct rpcool__carve *cv = NULL, *prev = NULL;
+    int r = 0;
+    pthread_mutex_lock(&s->ar_lock);
+    for (cv = s->cv_free; cv && cv->size != size; cv = cv->next) prev = cv;
+    if (cv) {
+        *(prev ? &prev->next : &s->cv_free) = cv->next;
+        if (s->cv_tail == cv) s->cv_tail = prev;
+        goto out;
+    }
+    struct rpcool__arena *a = s->arenas;
+    if (!a || shmheap_resv_size(a->r) - a->top < size) {
+        size_t want = a ? shmheap_resv_size(a->r) * 2 : size * RPCOOL__ARENA_HEAPS;
+        if (want > RPCOOL__ARENA_MAX) want = RPCOOL__ARENA_MAX;
+        if (want < size) want = size;
+        struct rpcool__arena *na = (struct rpcool__arena *)rpcool__calloc(1, sizeof *na);
+        if (!na) {
+            r = -ENOMEM;
+            goto out;
+        }
+        if ((r = shmheap_resv_create(want, &s->hopts, &na->r))) {
+            rpcool__free(na);
+            goto out;
+        }
+        na->next = s->arenas;
+        s->arenas = a = na;
+    }
+    if (!(cv = (struct rpcool__carve *)rpcool__calloc(1, sizeof *cv))) {
+        r = -ENOMEM;
+        goto out;
+    }
+    cv->a = a;
+    cv->off = a->top;
+    cv->size = size;
+    a->top += size;
+out:
+    pthread_mutex_unlock(&s->ar_lock);
+    *out = r ? NULL : cv;
+    return r;
+}
+
+/* A carve nothing maps any more in this process, and no client of ours (its slot is free). */
+static void rpcool__carve_put(rpcool_server *s, struct rpcool__carve *cv)
+{
+    if (!cv) return;
+    pthread_mutex_lock(&s->ar_lock);
+    cv->next = NULL;
+    if (s->cv_tail) s->cv_tail->next = cv;
+    else s->cv_free = cv;
+    s->cv_tail = cv;
+    pthread_mutex_unlock(&s->ar_lock);
+}
+
+/* Slot i is free: its heap's carve may be reused. */
+static void rpcool__slot_carve_put(rpcool_server *s, uint32_t i)
+{
+    if (!s->carves || i >= s->max_conns) return;
+    struct rpcool__carve *cv = rcp__exchange(&s->carves[i], (struct rpcool__carve *)NULL);
+    rpcool__carve_put(s, cv);
+}
+
+/* At close: the arenas' own holds go (heaps clients still map keep theirs). */
+static void rpcool__arenas_free(rpcool_server *s)
+{
+    for (uint32_t i = 0; s->carves && i < s->max_conns; i++) rpcool__free(s->carves[i]);
+    while (s->cv_free) {
+        struct rpcool__carve *cv = s->cv_free;
+        s->cv_free = cv->next;
+        rpcool__free(cv);
+    }
+    while (s->arenas) {
+        struct rpcool__arena *a = s->arenas;
+        s->arenas = a->next;
+        shmheap_resv_destroy(a->r);
+        rpcool__free(a);
+    }
+    rpcool__free(s->carves);
+    s->carves = NULL;
+}
+
+static void rpcool__prem_free(rpcool_server *s, struct rpcool__prem *pm)
 {
     if (pm->h) shmheap_close(pm->h);
+    rpcool__carve_put(s, pm->cv); /* not given to a client (else the slot has it) */
     rpcool__fd_track(pm->cfd, 0);
     rpcool__fd_track(pm->ofd, 0);
     rpcool__fd_track(pm->pfd, 0);
@@ -2638,7 +2751,15 @@ static int rpcool__prem_make(rpcool_server *s, size_t size, struct rpcool__prem 
     snprintf(nm, sizeof nm, "rpcool-%s", s->name);
     if ((pm->hfd = memfd_create(nm, MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0) return -errno;
     ho.size = size;
-    if ((r = shmheap_create_fd(pm->hfd, &ho, &pm->h))) goto fail;
+    ho.addr = 0;
+    /* in a carve of an arena; a place something of ours is mapped at (rare) is left unused */
+    for (int k = 0; k < RPCOOL__CARVE_TRIES; k++) {
+        if ((r = rpcool__carve_get(s, size, &pm->cv))) goto fail;
+        r = shmheap_create_fd_in(pm->cv->a->r, pm->cv->off, pm->hfd, &ho, &pm->h);
+        if (r != SHMHEAP_E_ADDRINUSE) break;
+        pm->cv = NULL;
+    }
+    if (r) goto fail;
     /* nobody, its client included, can truncate it under the server */
     if (fcntl(pm->hfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
         r = -errno;
@@ -2664,7 +2785,7 @@ static int rpcool__prem_make(rpcool_server *s, size_t size, struct rpcool__prem 
         r = -errno;
         goto fail;
     }
-    if ((pm->pfd = shmheap_pod_hold(pm->h, &s->hopts)) < 0) {
+    if ((pm->pfd = shmheap_resv_hold(pm->cv->a->r)) < 0) { /* the arena's one lock */
         r = pm->pfd;
         goto fail;
     }
@@ -2674,7 +2795,7 @@ static int rpcool__prem_make(rpcool_server *s, size_t size, struct rpcool__prem 
     rpcool__fd_track(pm->pfd, 1);
     return 0;
 fail:
-    rpcool__prem_free(pm);
+    rpcool__prem_free(s, pm);
     return r;
 }
 
@@ -2691,7 +2812,7 @@ static int rpcool__pool_fill_one(rpcool_server *s)
         s->pool[0] = s->pool[--s->npool];
         rcp__store(&s->st.ready, s->npool);
         pthread_mutex_unlock(&s->pool_lock);
-        rpcool__prem_free(&old);
+        rpcool__prem_free(s, &old);
         pthread_mutex_lock(&s->pool_lock);
     }
     if (s->npool >= s->prealloc || rcp__load(&s->acc_stop)) return 0;
@@ -2703,7 +2824,7 @@ static int rpcool__pool_fill_one(rpcool_server *s)
     if (r) return 0;
     if (s->npool >= s->prealloc || rcp__load(&s->acc_stop)) { /* filled meanwhile */
         pthread_mutex_unlock(&s->pool_lock);
-        rpcool__prem_free(&pm);
+        rpcool__prem_free(s, &pm);
         pthread_mutex_lock(&s->pool_lock);
         return 0;
     }
@@ -2798,6 +2919,8 @@ static int rpcool__grant_locked(rpcool_server *s, struct rpcool__prem *pm, const
         rcp__store(&cs->state, (uint32_t)RPCOOL__CS_ACTIVE);
         rcp__fetch_add(&cs->seq, 1u);
         pm->h = NULL; /* the connection's now */
+        rcp__store(&s->carves[i], pm->cv); /* its place, until the slot is free again */
+        pm->cv = NULL;
         *slot = i;
         return 0;
     }
@@ -2928,7 +3051,7 @@ answer:
         if (sendmsg(sk, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
             rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: a client left inside connect", s->name);
     }
-    rpcool__prem_free(&pm); /* after a grant: our copies of the descriptors only */
+    rpcool__prem_free(s, &pm); /* after a grant: our copies of the descriptors only */
 }
 
 /* The acceptor: never blocks on one client. Connected clients whose request has not come yet
@@ -3137,7 +3260,7 @@ static void rpcool__front_close(rpcool_server *s)
         close(s->lfd);
     }
     s->lfd = -1;
-    for (unsigned k = 0; s->pool && k < s->npool; k++) rpcool__prem_free(&s->pool[k]);
+    for (unsigned k = 0; s->pool && k < s->npool; k++) rpcool__prem_free(s, &s->pool[k]);
     s->npool = 0;
     rcp__store(&s->st.ready, 0u);
     rpcool__free(s->pool);
@@ -3183,11 +3306,13 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     pthread_mutex_init(&s->hk_lock, NULL);
     pthread_mutex_init(&s->wk_lock, NULL);
     pthread_mutex_init(&s->pool_lock, NULL);
+    pthread_mutex_init(&s->ar_lock, NULL);
     pthread_cond_init(&s->pool_cv, NULL);
     s->handlers =
         (struct rpcool__handler_ent **)rpcool__calloc(RPCOOL_MAX_HANDLERS, sizeof *s->handlers);
     s->conns = (struct rpcool__sconn *)rpcool__calloc(s->max_conns, sizeof *s->conns);
-    if (!s->handlers || !s->conns) {
+    s->carves = (struct rpcool__carve **)rpcool__calloc(s->max_conns, sizeof *s->carves);
+    if (!s->handlers || !s->conns || !s->carves) {
         r = -ENOMEM;
         goto fail_free;
     }
@@ -3603,6 +3728,7 @@ static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead)
        calls and close fail with RPCOOL_E_DROPPED instead of waiting), and stays its own until
        its lock byte goes (rpcool__reclaim_stale frees it then, or when the client closes). */
     rcp__store(&cs->heap[0], '\0'); /* its heap is gone: the slot names none */
+    if (!rcp__load(&sc->condemned)) rpcool__slot_carve_put(s, i);
     rcp__store(&cs->state,
                (uint32_t)(rcp__load(&sc->condemned) ? RPCOOL__CS_DROPPED : RPCOOL__CS_FREE));
     rcp__fetch_add(&cs->seq, 1u);
@@ -4162,6 +4288,7 @@ static void rpcool__ready_bogus(rpcool_server *s)
 static int rpcool__pass(struct rpcool__worker *w, struct rpcool__guard *g, int serve)
 {
     rpcool_server *s = w->s;
+    rpcool__ready_bogus(s);
     /* announce the grace period; a locked store only when it changed (rare: a drain began) */
     uint64_t gp = __atomic_load_n(&s->gp, __ATOMIC_SEQ_CST) + 1;
     if (rcp__load_relaxed(&w->gp) != gp) __atomic_store_n(&w->gp, gp, __ATOMIC_SEQ_CST);
@@ -4170,7 +4297,6 @@ static int rpcool__pass(struct rpcool__worker *w, struct rpcool__guard *g, int s
     if (start >= s->max_conns) start = 0;
     int n = rpcool__pass_range(w, start, s->max_conns, serve);
     if (start && !(n && !serve)) n += rpcool__pass_range(w, 0, start, serve);
-    if (!serve) rpcool__ready_bogus(s);
     return n; /* the announcement stays (see rpcool__drain) */
 }
 
