@@ -218,7 +218,7 @@ static void test_scale_busy_among_idle(void)
 {
     const char *name = t_uniq("scalebusy");
     struct holder h;
-    rpcool_server *s = serve(name, 1100, 0, 1);
+    rpcool_server *s = serve(name, 1024, 0, 1);
     if (!s) return;
     uint64_t alone = 0, among = 0;
     for (int round = 0; round < 2; round++) {
@@ -297,7 +297,7 @@ static void test_scale_idle_wakeups(void)
     const char *name = t_uniq("scaleidle");
     struct holder h;
     if (holder_start(&h, name, 1000, 0, 0)) return;
-    rpcool_server *s = serve(name, 1100, 0, 2);
+    rpcool_server *s = serve(name, 1024, 0, 2);
     if (!s) {
         holder_end(&h);
         return;
