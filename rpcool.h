@@ -76,8 +76,11 @@
                        made, sealed against resizing and formatted by a thread of the server
                        (at a lower priority) ahead of connects (rpcool_server_opts.prealloc of
                        them, of the size last asked for, from the first connect on: the first
-                       connect, and one of another size, waits for its heap). A connect is a
-                       socket
+                       connect, and one of another size, waits for its heap). Its address
+                       range is carved from an arena the server reserves in the pod
+                       (shmheap_resv_create: one pod entry per arena, arenas twice as large as
+                       the last, so thousands of connections leave the pod to other programs);
+                       a range is used again once its slot is free. A connect is a socket
                        round trip: the acceptor picks a free slot, takes the slot's liveness
                        lock through the very descriptor it then sends, and sends that channel
                        descriptor, the heap and a hold on the heap's address range (SCM_RIGHTS)
@@ -85,7 +88,13 @@
                        both (a channel once per process, whatever its number of connections)
        call            client fills a slot's request line {handler id, arg pointer, length,
                        safety flags, generation}, sets the slot's bit in the request bitmap if
-                       it is not still set, and rings the server only if it sleeps; a server
+                       it is not still set, and its connection's bit in the channel's ready
+                       summary (two words) if not still set, and rings the server only if it
+                       sleeps; a serving pass visits the connections of the ready summary
+                       only, starting after the last one it served (round robin: no busy client
+                       waits behind more than one pass of the others), and a connection found
+                       idle leaves the summary after 64 passes (a busy one's bits stay set, so
+                       its calls write nothing there); a server
                        thread claims the request in its own memory, runs the handler and
                        writes the slot's response line {status, result pointer, length}: one
                        cache line moves each way, as in a bare ping-pong
@@ -97,7 +106,11 @@
    the peer was seen on the same CPU (sched_getcpu hints in the channel file): there a yield is
    what lets the peer answer, and a round trip costs two context switches. On separate CPUs a
    yield would only add latency: only a client still waiting after 2 us yields, once per 64
-   polls, in case its server has no CPU of its own.
+   polls, in case its server has no CPU of its own. A client answered while it polled yields
+   once when other clients of the channel sleep waiting for their answers (more clients than
+   CPUs): they need a CPU to take them. Idle costs nothing: serving threads sleep without a
+   timeout, and the acceptor wakes once a second (every reap_ms while a dead client can only be
+   found by polling its lock, and every 10 ms while a time limit is set).
 
    Asynchronous calls: rpcool_call_async() returns at once with a call id; finish it with
    rpcool_poll() (never blocks), rpcool_wait(), or give a callback and call rpcool_progress()
@@ -205,12 +218,16 @@
    The channel is a memfd sealed against shrinking and growing (F_SEAL_SHRINK, F_SEAL_GROW):
    no client can truncate it. Every client maps it writable (it rings the server's doorbell
    and marks its slot closing there), so a client can overwrite its header: the server
-   restores the header every reap_ms, and clients, connected or connecting, believe a
+   restores the header on its timed rounds (every reap_ms while one is due, else every second),
+   and clients, connected or connecting, believe a
    "closed" state or a changed epoch only when the server's liveness lock confirms it, so they
    are not disturbed. The name file /dev/shm/rpcool.NAME is never mapped and clients do not
    read it: a client that truncates or overwrites it disturbs nobody (the server rewrites it
-   every reap_ms). What a client can still do to others: write their channel slots (their
-   state words; liveness is the kernel's byte locks, and calls do not use the slots).
+   on the same rounds). What a client can still do to others: write their channel slots (their
+   state words; liveness is the kernel's byte locks, and calls do not use the slots), and the
+   ready summary (section 2): setting bits makes the server look at connections for nothing
+   (bits beyond the channel's slots are ignored and counted as bad entries), clearing them
+   delays another client's call by at most that client's peer_check_ms.
 
    RPCOOL_RELAXED (0)  Trust the peer. The handler gets the pointer into the shared heap. A
        buggy or malicious client can change the argument while the handler reads it, and a
@@ -389,9 +406,14 @@
    connecting: the child closes its inherited copies (pthread_atfork) and does not inherit the
    channel mapping (MADV_DONTFORK), so the parent's death is still seen; connections and
    servers are not usable in the child.
-   - Client dies (even mid-call): the server notices within reap_ms (RPCOOL_DEFAULT_REAP_MS,
-     100 ms; a thread of the server looks every reap_ms, whatever its serving threads do),
-     starts none of its calls from then on, lets any handler running for it finish and unmaps
+   - Client dies (even mid-call): the server notices at once where the kernel tells it (a
+     pidfd of the client's process, from the socket it connected by, SO_PEERPIDFD on Linux 6.5
+     and later, else pidfd_open of its pid: its end is an event in the acceptor's epoll, which
+     then asks the client's lock byte), else within reap_ms (RPCOOL_DEFAULT_REAP_MS, 100 ms: a
+     thread of the server asks the lock bytes of such clients every reap_ms, whatever its
+     serving threads do; also for a client whose process ended while a descriptor of its
+     connection lives on elsewhere); a connect that finds every slot taken first reaps the
+     clients dead by then. It starts none of the dead client's calls from then on, lets any handler running for it finish and unmaps
      its heap (handlers running for other clients do not hold this up): a connection heap is
      a memfd with no name, freed whole when the last process that has it lets go. So also for
      a client that dies anywhere inside rpcool_connect (its slot's lock is taken through the
@@ -507,9 +529,15 @@
    9. LIMITS
    ---------
    Linux with glibc. Channel names: 1-48 characters of [A-Za-z0-9._-]. Up to RPCOOL_MAX_CONNS
-   (1024) connections per channel (RPCOOL_DEFAULT_MAX_CONNS, 64, by default), 64 calls in
+   (16384) connections per channel (RPCOOL_DEFAULT_MAX_CONNS, 1024, by default), 64 calls in
    flight per connection, handler ids below 1024, connection heaps up to max_heap_size
-   (RPCOOL_DEFAULT_MAX_HEAP_SIZE, 1 GiB) each.
+   (RPCOOL_DEFAULT_MAX_HEAP_SIZE, 1 GiB) each. Each shared-memory connection holds three
+   descriptors in the server (its heap, the heap's hold on its range, its client's pidfd) and
+   three in its client (the channel, the heap, the hold): raise RLIMIT_NOFILE (1024 by default
+   on many systems) for more than about 300 connections in one process. Connection heaps take
+   address space of the pod's window (8 TiB by default; a sixteenth of it with SHMHEAP_POD_ID):
+   16384 connections of 64 MiB take 1 TiB. The channel's lock bytes live in one kernel list, so
+   a connect or a disconnect costs a little more with every connection already there.
    Stack: a handler on a thread of rpcool_server_start has the thread's stack_size
    (RPCOOL_DEFAULT_STACK_SIZE, 8 MiB) less what the library uses below it, at most
    RPCOOL_STACK_RESERVE (64 KiB): a handler may recurse until its frames take stack_size -
@@ -670,7 +698,7 @@
    on_disconnect (NULL: not called) is called exactly once for every connection accepted (by
    on_connect, or every one without it), with its conn_user, once no handler of that connection runs
    any more and its deferred calls are finished: why is 0 when the client disconnected,
-   RPCOOL_E_PEERDEAD when it died and was reaped (within reap_ms), RPCOOL_E_DROPPED when the server
+   RPCOOL_E_PEERDEAD when it died and was reaped (FAILURES), RPCOOL_E_DROPPED when the server
    dropped it (FAILURES), RPCOOL_E_CLOSED from rpcool_server_close, or the code of a connect that
    failed after on_connect accepted it (RPCOOL_E_NOSLOT, -ENOMEM). An rpcool_server_close that
    returns RPCOOL_E_TIMEOUT (a handler would not end) leaves the connections to that handler and
@@ -1017,7 +1045,8 @@ typedef struct rpcool_server_opts {
     uint64_t spin_ns;     /* busy-poll this long after the last request before sleeping;
                              0 = RPCOOL_DEFAULT_SPIN_NS (RPCOOL_DEFAULT_RDMA_SPIN_NS for the
                              RDMA thread, which may also sleep at once: section 5) */
-    unsigned reap_ms;     /* check for dead clients this often; 0 = RPCOOL_DEFAULT_REAP_MS */
+    unsigned reap_ms;     /* look for dead clients the kernel cannot report (FAILURES) this
+                             often; 0 = RPCOOL_DEFAULT_REAP_MS */
     unsigned mode;        /* permissions of the channel's name file; 0 = RPCOOL_DEFAULT_MODE */
     const char *pod;      /* shmheap pod (NULL = default) */
     size_t max_copy;      /* RPCOOL_COPY: the largest argument copied; larger calls fail with
@@ -1581,7 +1610,8 @@ struct rpcool__chan_hdr {
     uint32_t pad0;
     uint64_t server_cpus; /* bit cpu%64 of every CPU a serving thread polls on (a hint) */
     uint64_t client_cpus; /* bit cpu%64 of every CPU a client posted from (a hint) */
-    uint32_t pad0b[2];
+    uint32_t cwaiting;  /* clients asleep waiting for an answer (a hint: see rpcool__shm_wait) */
+    uint32_t pad0b;
     uint32_t sdoor;     /* server doorbell (futex) */
     uint32_t ssleepers; /* server threads asleep on sdoor */
     uint32_t pad1[14];
@@ -4891,6 +4921,10 @@ static int rpcool__shm_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
         if (!share && now - t0 >= 2000) sched_yield();
         share = (rcp__load_relaxed(&c->ch->server_cpus) >> mine) & 1;
     }
+    /* answered while we spun; other clients of the channel answered in their sleep need a
+       CPU to take theirs: give ours up once, or a spinning client keeps it and is served again
+       and again while they wait (a busy pair alone sees none asleep: no system call) */
+    if (rcp__load_relaxed(&c->ch->cwaiting)) sched_yield();
     return 0;
 sleep:
     for (;;) {
@@ -4902,7 +4936,9 @@ sleep:
         __atomic_fetch_add(&c->hdr->csleepers, 1u, __ATOMIC_SEQ_CST);
         uint32_t seq = rcp__load(&c->hdr->cdoor);
         rcp__full_fence();
+        rcp__fetch_add(&c->ch->cwaiting, 1u);
         if (rcp__load(&sl->state) != done) rcp__futex_wait(&c->hdr->cdoor, seq, slice);
+        rcp__fetch_add(&c->ch->cwaiting, (uint32_t)-1);
         rcp__fetch_add(&c->hdr->csleepers, (uint32_t)-1);
         if (rcp__load(&sl->state) == done) return 0;
         int r = rpcool__server_gone(c);
