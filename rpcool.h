@@ -413,8 +413,9 @@
      thread of the server asks the lock bytes of such clients every reap_ms, whatever its
      serving threads do; also for a client whose process ended while a descriptor of its
      connection lives on elsewhere); a connect that finds every slot taken first reaps the
-     clients dead by then. It starts none of the dead client's calls from then on, lets any handler running for it finish and unmaps
-     its heap (handlers running for other clients do not hold this up): a connection heap is
+     clients dead by then. It starts none of the dead client's calls from then on, lets any
+     handler running for it finish and unmaps its heap (handlers running for other clients do
+     not hold this up): a connection heap is
      a memfd with no name, freed whole when the last process that has it lets go. So also for
      a client that dies anywhere inside rpcool_connect (its slot's lock is taken through the
      descriptor it is sent, so it is the client's from the first instant, and goes with the
