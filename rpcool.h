@@ -602,6 +602,14 @@
    several times. A structure called again on the same ranges is compared in place on both
    sides, and only its changed pages (or their changed words) travel.
 
+   Many clients per server: a pass reads the ready summary (one top word per 4096 slots, then
+   the words it points to), not every connection, and a busy client's bits stay set so its
+   calls write no shared line; clearing a bit is followed by a second look, as for the request
+   bits. A client's death is a pidfd event, so an idle server makes no system call per
+   connection. Connection heaps share arenas: one pod entry and one lock for thousands of
+   connections (each hold a lock of its own made every lock call of the pod's file walk a
+   list as long as the connections). The channel's slot locks remain one per connection.
+
   11. PROTOBUF-C SERVICES
   -----------------------
    Services written in .proto and served with protobuf-c (Debian: libprotobuf-c-dev,

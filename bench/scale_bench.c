@@ -129,13 +129,28 @@ static void cli_close(struct cli *k)
 
 /* Shared between the driver and its client processes. */
 struct board {
-    uint32_t ready, go, round, stop;
+    uint32_t ready, go;
     uint64_t count[];
 };
 
+/* Wait until *w is v: a futex sleep, so a thousand waiting processes cost nothing. */
 static void wait_word(uint32_t *w, uint32_t v)
 {
-    while (__atomic_load_n(w, __ATOMIC_ACQUIRE) != v) usleep(500);
+    uint32_t cur;
+    while ((cur = __atomic_load_n(w, __ATOMIC_ACQUIRE)) != v)
+        syscall(SYS_futex, w, FUTEX_WAIT, cur, NULL, NULL, 0);
+}
+
+static void set_word(uint32_t *w, uint32_t v)
+{
+    __atomic_store_n(w, v, __ATOMIC_RELEASE);
+    syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static void add_word(uint32_t *w)
+{
+    __atomic_fetch_add(w, 1u, __ATOMIC_ACQ_REL);
+    syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 /* A closed-loop client process: one connection of each kind; each round (the driver's round
@@ -145,7 +160,7 @@ static void closed_client(struct board *b, unsigned me, unsigned ms, int rounds)
     struct cli k[2];
     if (cli_open(&k[0], 0) || cli_open(&k[1], 1)) _exit(2);
     cli_call(&k[0]);
-    __atomic_fetch_add(&b->ready, 1u, __ATOMIC_ACQ_REL);
+    add_word(&b->ready);
     for (int r = 1; r <= rounds; r++) {
         wait_word(&b->go, (uint32_t)r);
         struct cli *c = &k[r % 2];
@@ -153,7 +168,7 @@ static void closed_client(struct board *b, unsigned me, unsigned ms, int rounds)
         while (hist_now() < end)
             for (int j = 0; j < 4; j++) n += cli_call(c) == 0;
         b->count[me] = n;
-        __atomic_fetch_add(&b->ready, 1u, __ATOMIC_ACQ_REL);
+        add_word(&b->ready);
     }
     cli_close(&k[0]);
     cli_close(&k[1]);
@@ -177,7 +192,7 @@ static void closed_loop(unsigned nclients, unsigned ms, int rounds)
     wait_word(&b->ready, nclients);
     for (int r = 1; r <= rounds; r++) {
         __atomic_store_n(&b->ready, 0u, __ATOMIC_RELEASE);
-        __atomic_store_n(&b->go, (uint32_t)r, __ATOMIC_RELEASE);
+        set_word(&b->go, (uint32_t)r);
         wait_word(&b->ready, nclients);
         uint64_t lo = UINT64_MAX, hi = 0, sum = 0;
         for (unsigned i = 0; i < nclients; i++) {
@@ -204,7 +219,6 @@ static void closed_loop(unsigned nclients, unsigned ms, int rounds)
     printf("# closed/%u: rpcool/uds calls per second %.2fx; slowest/fastest worst round: "
            "rpcool %.2f, uds %.2f\n", nclients, tot[0] / (tot[1] ? tot[1] : 1), worst[0],
            worst[1]);
-    __atomic_store_n(&b->stop, 1u, __ATOMIC_RELEASE);
     for (unsigned i = 0; i < nclients; i++) waitpid(kids[i], NULL, 0);
     server_end(rs);
     server_end(ss);
