@@ -12,6 +12,8 @@
      connect/first100, connect/last100   CONNS connections to one server, by 10 processes one
                                after another: connect medians of the first and last 100
      podheap                   after those, another program creates a heap in the host's pod
+     floor/ofd_lock/first100, floor/ofd_lock/last100   the kernel's part of a connect: an OFD
+                               byte lock taken and closed on a file holding CONNS others
    Servers run in their own processes with one serving thread (rpcool) or one epoll loop. */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
@@ -405,6 +407,43 @@ static int other_heap(void)
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
+/* The kernel's floor under a connect: an OFD byte lock taken and its descriptor closed on a
+   file that holds n other such locks (a channel with n connections): medians of the first and
+   last 100, as the connects are measured. */
+static void lock_floor(unsigned n)
+{
+    int fd = memfd_create("scale-bench-locks", MFD_CLOEXEC);
+    int *fds = (int *)calloc(n, sizeof *fds);
+    hist a, b;
+    hist_init(&a, 100);
+    hist_init(&b, 100);
+    char proc[64];
+    snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+    for (unsigned i = 0; fd >= 0 && fds && i < n; i++) {
+        uint64_t t0 = hist_now();
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 1 + i, .l_len = 1};
+        fds[i] = open(proc, O_RDWR | O_CLOEXEC);
+        if (fds[i] < 0 || fcntl(fds[i], F_OFD_SETLK, &fl)) break;
+        int t = open(proc, O_RDWR | O_CLOEXEC); /* a new description: lock, give away */
+        fl.l_start = 0x7fffffff;
+        fcntl(t, F_OFD_SETLK, &fl);
+        close(t);
+        uint64_t dt = hist_now() - t0;
+        if (i < 100) hist_add(&a, dt);
+        else if (i >= n - 100) hist_add(&b, dt);
+    }
+    hist_print(&a, "floor/ofd_lock/first100", 0);
+    hist_print(&b, "floor/ofd_lock/last100", 0);
+    printf("# floor: an OFD lock and close beside %u others, last 100 / first 100: %.2fx\n", n,
+           (double)hist_median(&b) / (double)(hist_median(&a) ? hist_median(&a) : 1));
+    for (unsigned i = 0; fds && i < n; i++)
+        if (fds[i] > 0) close(fds[i]);
+    free(fds);
+    if (fd >= 0) close(fd);
+    hist_free(&a);
+    hist_free(&b);
+}
+
 static void connect_many(unsigned n)
 {
     enum { P = 10 };
@@ -476,6 +515,7 @@ int main(int argc, char **argv)
     for (unsigned i = 0; strstr(only, "closed") && i < nn; i++) closed_loop(ns[i], ms, rounds);
     if (strstr(only, "idle")) idle_cpu(idle + 1);
     if (strstr(only, "connect")) connect_many(conns);
+    if (strstr(only, "connect")) lock_floor(conns);
     unlink(g_sock);
     return 0;
 }
