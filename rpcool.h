@@ -2685,6 +2685,7 @@ static void rpcool__sock_path(char *out, size_t n, const char *name)
 static int rpcool__carve_get(rpcool_server *s, size_t size, struct rpcool__carve **out)
 {
     struct rpcool__carve *cv = NULL, *prev = NULL;
+    struct rpcool__arena *a = NULL;
     int r = 0;
     pthread_mutex_lock(&s->ar_lock);
     for (cv = s->cv_free; cv && cv->size != size; cv = cv->next) prev = cv;
@@ -2693,7 +2694,7 @@ static int rpcool__carve_get(rpcool_server *s, size_t size, struct rpcool__carve
         if (s->cv_tail == cv) s->cv_tail = prev;
         goto out;
     }
-    struct rpcool__arena *a = s->arenas;
+    a = s->arenas;
     if (!a || shmheap_resv_size(a->r) - a->top < size) {
         size_t want = a ? shmheap_resv_size(a->r) * 2 : size * RPCOOL__ARENA_HEAPS;
         if (want > RPCOOL__ARENA_MAX) want = RPCOOL__ARENA_MAX;
