@@ -78,8 +78,9 @@
                        them, of the size last asked for, from the first connect on: the first
                        connect, and one of another size, waits for its heap). Its address
                        range is carved from an arena the server reserves in the pod
-                       (shmheap_resv_create: one pod entry per arena, arenas twice as large as
-                       the last, so thousands of connections leave the pod to other programs);
+                       (shmheap_resv_create: one pod entry per arena of heaps of one size,
+                       arenas twice as large as the last, so thousands of connections leave the
+                       pod to other programs);
                        a range is used again once its slot is free. A connect is a socket
                        round trip: the acceptor picks a free slot, takes the slot's liveness
                        lock through the very descriptor it then sends, and sends that channel
@@ -106,9 +107,12 @@
    the peer was seen on the same CPU (sched_getcpu hints in the channel file): there a yield is
    what lets the peer answer, and a round trip costs two context switches. On separate CPUs a
    yield would only add latency: only a client still waiting after 2 us yields, once per 64
-   polls, in case its server has no CPU of its own. A client answered while it polled yields
-   once when other clients of the channel sleep waiting for their answers (more clients than
-   CPUs): they need a CPU to take them. Idle costs nothing: serving threads sleep without a
+   polls, in case its server has no CPU of its own. Many clients: a client answered while it
+   polled yields once when other clients of the channel sleep waiting for their answers (they
+   need a CPU to take them), and a client that posts while more clients than CPUs sleep waiting
+   sleeps at once instead of polling (its answer comes after theirs). The count is a hint in the
+   channel's header, reset by the server every round of its acceptor (a client killed asleep
+   leaves its count there until then). Idle costs nothing: serving threads sleep without a
    timeout, and the acceptor wakes once a second (every reap_ms while a dead client can only be
    found by polling its lock, and every 10 ms while a time limit is set).
 
@@ -1523,6 +1527,7 @@ RPCOOL_API int rpcool_remote_read_opt(rpcool_remote *r, uint32_t idx, const void
 #define RPCOOL__COPY_KEEP ((size_t)1 << 20) /* a serving thread keeps a copy buffer up to this */
 #define RPCOOL__IDLE_PASSES 64u /* passes a flagged connection stays in the ready summary idle */
 #define RPCOOL__ARENA_HEAPS 64u /* a server's first arena of connection heaps holds this many */
+#define RPCOOL__ARENA_FIRST ((size_t)4 << 30) /* a first arena's bytes at most */
 #define RPCOOL__ARENA_MAX ((size_t)64 << 30) /* arenas grow twice as large each, to this */
 #define RPCOOL__CARVE_TRIES 4
 #define RPCOOL__QUIET_MS 1000u  /* the acceptor's round when no death needs polling to be seen */
@@ -1619,7 +1624,8 @@ struct rpcool__chan_hdr {
     uint32_t pad0;
     uint64_t server_cpus; /* bit cpu%64 of every CPU a serving thread polls on (a hint) */
     uint64_t client_cpus; /* bit cpu%64 of every CPU a client posted from (a hint) */
-    uint32_t cwaiting;  /* clients asleep waiting for an answer (a hint: see rpcool__shm_wait) */
+    uint32_t cwaiting;  /* clients asleep waiting for an answer, as a signed count (a hint that
+                           fades: see rpcool__shm_wait) */
     uint32_t pad0b;
     uint32_t sdoor;     /* server doorbell (futex) */
     uint32_t ssleepers; /* server threads asleep on sdoor */
@@ -1737,6 +1743,7 @@ enum { RPCOOL__SC_FREE = 0, RPCOOL__SC_ACTIVE, RPCOOL__SC_DRAINING };
    pod entry per arena whatever the number of connections; a carve is one heap's place. */
 struct rpcool__arena {
     shmheap_resv *r;
+    size_t hsize;   /* the size of its heaps: one size per arena */
     size_t top;     /* carved below this */
     struct rpcool__arena *next;
 };
@@ -2679,9 +2686,10 @@ static void rpcool__sock_path(char *out, size_t n, const char *name)
     snprintf(out, n, "/dev/shm/rpcool.%s.sock", name);
 }
 
-/* A place for a heap of size bytes: a carve freed before (the oldest of that size), else the
-   newest arena's room, else a new arena (each twice the last, from RPCOOL__ARENA_HEAPS heaps
-   to RPCOOL__ARENA_MAX). */
+/* A place for a heap of size bytes: a carve freed before (the oldest of that size), else room
+   in an arena of heaps of that size, else a new one (each twice the last of that size, from
+   RPCOOL__ARENA_HEAPS heaps or RPCOOL__ARENA_FIRST bytes, whichever is less, to
+   RPCOOL__ARENA_MAX). */
 static int rpcool__carve_get(rpcool_server *s, size_t size, struct rpcool__carve **out)
 {
     struct rpcool__carve *cv = NULL, *prev = NULL;
@@ -2694,9 +2702,10 @@ static int rpcool__carve_get(rpcool_server *s, size_t size, struct rpcool__carve
         if (s->cv_tail == cv) s->cv_tail = prev;
         goto out;
     }
-    a = s->arenas;
+    for (a = s->arenas; a && a->hsize != size; a = a->next) {}
     if (!a || shmheap_resv_size(a->r) - a->top < size) {
         size_t want = a ? shmheap_resv_size(a->r) * 2 : size * RPCOOL__ARENA_HEAPS;
+        if (!a && want > RPCOOL__ARENA_FIRST) want = RPCOOL__ARENA_FIRST;
         if (want > RPCOOL__ARENA_MAX) want = RPCOOL__ARENA_MAX;
         if (want < size) want = size;
         struct rpcool__arena *na = (struct rpcool__arena *)rpcool__calloc(1, sizeof *na);
@@ -2708,6 +2717,7 @@ static int rpcool__carve_get(rpcool_server *s, size_t size, struct rpcool__carve
             rpcool__free(na);
             goto out;
         }
+        na->hsize = size;
         na->next = s->arenas;
         s->arenas = a = na;
     }
@@ -2792,13 +2802,18 @@ static int rpcool__prem_make(rpcool_server *s, size_t size, struct rpcool__prem 
     if ((pm->hfd = memfd_create(nm, MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0) return -errno;
     ho.size = size;
     ho.addr = 0;
-    /* in a carve of an arena; a place something of ours is mapped at (rare) is left unused */
+    /* in a carve of an arena; a place this process still maps (a client of its own that is
+       still letting go of a heap) is set aside and freed again after */
+    struct rpcool__carve *busy[RPCOOL__CARVE_TRIES];
+    int nbusy = 0;
     for (int k = 0; k < RPCOOL__CARVE_TRIES; k++) {
-        if ((r = rpcool__carve_get(s, size, &pm->cv))) goto fail;
+        if ((r = rpcool__carve_get(s, size, &pm->cv))) break;
         r = shmheap_create_fd_in(pm->cv->a->r, pm->cv->off, pm->hfd, &ho, &pm->h);
         if (r != SHMHEAP_E_ADDRINUSE) break;
+        busy[nbusy++] = pm->cv;
         pm->cv = NULL;
     }
+    while (nbusy) rpcool__carve_put(s, busy[--nbusy]);
     if (r) goto fail;
     /* nobody, its client included, can truncate it under the server */
     if (fcntl(pm->hfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
@@ -3854,6 +3869,7 @@ static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, 
         rcp__store_relaxed(&s->last_hk, now);
         rcp__store_relaxed(&s->ch->server_cpus, 0ull); /* hints fade: pollers mark them again */
         rcp__store_relaxed(&s->ch->client_cpus, 0ull);
+        rcp__store_relaxed(&s->ch->cwaiting, 0u); /* a client killed asleep left its count */
     }
     for (uint32_t i = 0; i < s->max_conns; i++) {
         struct rpcool__sconn *sc = &s->conns[i];
@@ -4907,6 +4923,18 @@ static int rpcool__shm_send(rpcool_conn *c, const struct rpcool__call *call)
     return rpcool__shm_post(c, i);
 }
 
+static unsigned rpcool__ncpus(void)
+{
+    static unsigned n; /* racy but idempotent */
+    unsigned v = rcp__load_relaxed(&n);
+    if (!v) {
+        long k = sysconf(_SC_NPROCESSORS_ONLN);
+        v = k > 0 ? (unsigned)k : 1u;
+        rcp__store_relaxed(&n, v);
+    }
+    return v;
+}
+
 /* Wait until slot i is done: spin, then sleep in slices, checking the server between. The
    clock is read once per 64 spins, never before the first reply could have come. */
 static int rpcool__shm_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
@@ -4916,6 +4944,12 @@ static int rpcool__shm_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
     uint64_t t0 = 0, now = 0;
     unsigned mine = rpcool__cpu_bit();
     int share = (rcp__load_relaxed(&c->ch->server_cpus) >> mine) & 1; /* a server polls here */
+    /* more clients already asleep waiting than there are CPUs: the answer comes after theirs,
+       and polling meanwhile only takes a CPU from the server and from them: sleep at once */
+    if ((int32_t)rcp__load_relaxed(&c->ch->cwaiting) > (int32_t)rpcool__ncpus()) {
+        now = rcp__now_ns();
+        goto sleep;
+    }
     for (unsigned k = 1; rcp__load(&sl->state) != done; k++) {
         if (share) { /* the server needs this CPU to answer: give it at once */
             sched_yield();
@@ -4934,7 +4968,7 @@ static int rpcool__shm_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
     /* answered while we spun; other clients of the channel answered in their sleep need a
        CPU to take theirs: give ours up once, or a spinning client keeps it and is served again
        and again while they wait (a busy pair alone sees none asleep: no system call) */
-    if (rcp__load_relaxed(&c->ch->cwaiting)) sched_yield();
+    if ((int32_t)rcp__load_relaxed(&c->ch->cwaiting) > 0) sched_yield();
     return 0;
 sleep:
     for (;;) {

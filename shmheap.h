@@ -266,10 +266,12 @@ SHMHEAP_API int shmheap_pod_hold(const shmheap *h, const shmheap_opts *opts);
 /* A reservation: one address range of the pod, one entry of its directory, for many heaps on
    descriptors (a server's connection heaps, say), so that their number does not fill the pod.
    resv_create takes size bytes (rounded up to 2 MiB; SHMHEAP_E_PODFULL if no range that large
-   is free, or the directory is full). create_fd_in is create_fd at base + off of the
+   is free, or the directory is full; its entry's key ends in ":resv"). create_fd_in is
+   create_fd at base + off of the
    reservation (off a multiple of 2 MiB, the heap within the range: else SHMHEAP_E_INVAL;
    SHMHEAP_E_ADDRINUSE if something of this process is mapped there); the caller decides which
-   offsets are free (the pod does not). A hold (shmheap_pod_hold) of a heap made in it holds the
+   offsets are free (the pod does not); the heap's name is "fd:IDX:...@ADDR" (IDX the
+   reservation's entry, ADDR its base in hex). A hold (shmheap_pod_hold) of a heap made in it holds the
    whole range; the range stays taken while the reservation or any hold of it lives (each heap
    made in it keeps one while it is open here). resv_hold returns a new descriptor of the
    reservation's own hold (one lock for all: its copies cost the pod nothing each), to pass to
@@ -2371,6 +2373,11 @@ SHMHEAP_API int shmheap_resv_create(size_t size, const shmheap_opts *opts, shmhe
     pthread_once(&shmheap__once, shmheap__init_once);
     pthread_mutex_lock(&shmheap__reg_lock);
     if ((r = shmheap__pod_open(opts, &pr))) goto fail;
+    /* as shmheap_create_fd: entries of heaps on descriptors nobody holds go first */
+    for (int i = 0; i < SHMHEAP__POD_N; i++)
+        if (pr.p->e[i].base && !strncmp(pr.p->e[i].key, "fd:", 3) &&
+            shmheap__pod_lock(pr.fd, i, F_WRLCK, F_OFD_GETLK) == 0)
+            pr.p->e[i].base = 0;
     for (int pass = 0; pass < 2 && (idx < 0 || !b); pass++) {
         if (pass) shmheap__pod_sweep(pr.p, pr.fd); /* stale entries go, then once more */
         idx = -1;
@@ -2386,7 +2393,7 @@ SHMHEAP_API int shmheap_resv_create(size_t size, const shmheap_opts *opts, shmhe
     if (!r) {
         struct shmheap__pod_ent *e = &pr.p->e[idx];
         e->base = 0;
-        snprintf(e->key, sizeof e->key, "fd:%d:%d-%llu", idx, (int)getpid(),
+        snprintf(e->key, sizeof e->key, "fd:%d:%d-%llu:resv", idx, (int)getpid(),
                  (unsigned long long)(rcp__now_ns() % 1000000000000ull));
         e->size = size;
         rcp__store(&e->base, b); /* written last: a torn entry is an unused one */
@@ -2451,8 +2458,9 @@ SHMHEAP_API int shmheap_create_fd_in(shmheap_resv *r, size_t off, int fd, const 
     int fresh = st.st_size == 0;
     if ((size_t)st.st_size < size && ftruncate(fd, (off_t)size)) return -errno;
     if ((keep = fcntl(r->fd, F_DUPFD_CLOEXEC, 3)) < 0) return -errno;
-    snprintf(key, sizeof key, "fd:%d:%d-%llu", r->idx, (int)getpid(),
-             (unsigned long long)(rcp__now_ns() % 1000000000000ull));
+    snprintf(key, sizeof key, "fd:%d:%d-%llu@%llx", r->idx, (int)getpid(),
+             (unsigned long long)(rcp__now_ns() % 1000000000000ull),
+             (unsigned long long)(r->base + off));
     pthread_mutex_lock(&shmheap__reg_lock);
     if ((rc = shmheap__map_at(fd, r->base + off, size, &base))) goto fail;
     shmheap__format(base, size, key, fresh);
