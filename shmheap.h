@@ -267,12 +267,11 @@ SHMHEAP_API int shmheap_pod_hold(const shmheap *h, const shmheap_opts *opts);
    descriptors (a server's connection heaps, say), so that their number does not fill the pod.
    resv_create takes size bytes (rounded up to 2 MiB; SHMHEAP_E_PODFULL if no range that large
    is free, or the directory is full; its entry's key ends in ":resv"). create_fd_in is
-   create_fd at base + off of the
-   reservation (off a multiple of 2 MiB, the heap within the range: else SHMHEAP_E_INVAL;
-   SHMHEAP_E_ADDRINUSE if something of this process is mapped there); the caller decides which
-   offsets are free (the pod does not); the heap's name is "fd:IDX:...@ADDR" (IDX the
-   reservation's entry, ADDR its base in hex). A hold (shmheap_pod_hold) of a heap made in it holds the
-   whole range; the range stays taken while the reservation or any hold of it lives (each heap
+   create_fd at base + off of the reservation (off a multiple of 2 MiB, the heap within the
+   range: else SHMHEAP_E_INVAL; SHMHEAP_E_ADDRINUSE if something of this process is mapped
+   there); the caller decides which offsets are free (the pod does not); the heap's name is
+   "fd:IDX:...@ADDR" (IDX the reservation's entry, ADDR its base in hex). A hold
+   (shmheap_pod_hold) of a heap made in it holds the whole range; the range stays taken while the reservation or any hold of it lives (each heap
    made in it keeps one while it is open here). resv_hold returns a new descriptor of the
    reservation's own hold (one lock for all: its copies cost the pod nothing each), to pass to
    the processes that map heaps made in it; close it when done. resv_destroy drops the
