@@ -271,8 +271,9 @@ SHMHEAP_API int shmheap_pod_hold(const shmheap *h, const shmheap_opts *opts);
    range: else SHMHEAP_E_INVAL; SHMHEAP_E_ADDRINUSE if something of this process is mapped
    there); the caller decides which offsets are free (the pod does not); the heap's name is
    "fd:IDX:...@ADDR" (IDX the reservation's entry, ADDR its base in hex). A hold
-   (shmheap_pod_hold) of a heap made in it holds the whole range; the range stays taken while the reservation or any hold of it lives (each heap
-   made in it keeps one while it is open here). resv_hold returns a new descriptor of the
+   (shmheap_pod_hold) of a heap made in it holds the whole range; the range stays taken while
+   the reservation or any hold of it lives (each heap made in it keeps one while it is open
+   here). resv_hold returns a new descriptor of the
    reservation's own hold (one lock for all: its copies cost the pod nothing each), to pass to
    the processes that map heaps made in it; close it when done. resv_destroy drops the
    reservation's descriptor; heaps made in it stay valid. */
