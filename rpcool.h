@@ -1868,7 +1868,8 @@ struct rpcool_server {
     uint32_t seen_pending;
     int dep;             /* epoll of the clients' pidfds (the acceptor waits on it), or -1 */
     uint32_t deaths, seen_deaths; /* pidfd events the acceptor saw, and housekeeping handled */
-    uint32_t nopid;      /* active connections watched by their lock byte only (under hk_lock) */
+    uint32_t nopid;      /* active connections watched by their lock byte only (changed under
+                            hk_lock) */
     uint32_t hk_due;     /* connections housekeeping must come back to (draining, stale slots) */
     pthread_mutex_t ar_lock; /* the arenas and carves below */
     struct rpcool__arena *arenas; /* the newest first */
@@ -2957,7 +2958,7 @@ static int rpcool__grant_locked(rpcool_server *s, struct rpcool__prem *pm, const
             sc->pidfd = *pidfd;
             *pidfd = -1;
         } else {
-            s->nopid++;
+            rcp__fetch_add(&s->nopid, 1u);
         }
         rcp__store(&sc->condemned, 0u);
         for (unsigned k = 0; k < RPCOOL__NSLOTS; k++) rcp__store_relaxed(&sc->claimed[k], ~0u);
@@ -3711,7 +3712,7 @@ static RCP__THREAD_LOCAL struct rpcool__worker *rpcool__me; /* this thread's wor
 static void rpcool__pidfd_drop(rpcool_server *s, struct rpcool__sconn *sc)
 {
     if (sc->pidfd >= 0) close(sc->pidfd);
-    else if (s->nopid) s->nopid--;
+    else if (rcp__load_relaxed(&s->nopid)) rcp__fetch_add(&s->nopid, (uint32_t)-1);
     sc->pidfd = -1;
     rcp__store(&sc->suspect, 0u);
 }
@@ -3893,7 +3894,7 @@ static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, 
                                                      descriptor passed on): watch the lock */
                 rcp__store(&sc->suspect, 0u);
                 rpcool__pidfd_drop(s, sc);
-                s->nopid++;
+                rcp__fetch_add(&s->nopid, 1u);
             }
         } else if (st != RPCOOL__CS_FREE && (timed || force || st == RPCOOL__CS_CLOSING)) {
             rpcool__reclaim_stale(s, i);
