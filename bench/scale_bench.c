@@ -84,10 +84,16 @@ static pid_t sock_server_fork(void)
     }
 }
 
+/* End a server process; what a killed rpcool server leaves (its name file and socket) goes. */
 static void server_end(pid_t p)
 {
+    char f[128];
     kill(p, SIGTERM);
     waitpid(p, NULL, 0);
+    snprintf(f, sizeof f, "/dev/shm/rpcool.%s", g_chan);
+    unlink(f);
+    snprintf(f, sizeof f, "/dev/shm/rpcool.%s.sock", g_chan);
+    unlink(f);
 }
 
 /* --- clients ------------------------------------------------------------------------------- */
