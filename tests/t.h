@@ -140,8 +140,31 @@ static __attribute__((unused)) int t_ready_wait(int fd)
     return ok ? 0 : -1;
 }
 
-/* Heaps on memfds (connection heaps) mapped by any process at a base in [lo, hi), counted once
-   each (by inode); with exact set, the one whose base is lo (0 or 1). Reads /proc/PID/maps. */
+/* 1 if process PID (a /proc name) has the pod of this process (SHMHEAP_POD) open. */
+static __attribute__((unused)) int t_has_pod(const char *pid)
+{
+    const char *pod = getenv("SHMHEAP_POD");
+    char want[200], p[300], l[256];
+    snprintf(want, sizeof want, "/dev/shm/%s", pod && *pod ? pod : "shmheap.pod");
+    snprintf(p, sizeof p, "/proc/%s/fd", pid);
+    DIR *d = opendir(p);
+    struct dirent *e;
+    int yes = 0;
+    while (d && !yes && (e = readdir(d))) {
+        char fp[600];
+        snprintf(fp, sizeof fp, "%s/%s", p, e->d_name);
+        ssize_t k = readlink(fp, l, sizeof l - 1);
+        if (k > 0) l[k] = 0;
+        yes = k > 0 && !strcmp(l, want);
+    }
+    if (d) closedir(d);
+    return yes;
+}
+
+/* Heaps on memfds (connection heaps) mapped at a base in [lo, hi) by a process that has this
+   pod open (pods share the address window: only a user of ours can map a range of ours),
+   counted once each (by inode); with exact set, the one whose base is lo (0 or 1). Reads
+   /proc/PID/fd and /proc/PID/maps. */
 static __attribute__((unused)) int t_memfd_maps(uint64_t lo, uint64_t hi, int exact)
 {
     unsigned long inos[4096];
@@ -149,7 +172,7 @@ static __attribute__((unused)) int t_memfd_maps(uint64_t lo, uint64_t hi, int ex
     DIR *d = opendir("/proc");
     struct dirent *e;
     while (d && (e = readdir(d))) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+        if (e->d_name[0] < '0' || e->d_name[0] > '9' || !t_has_pod(e->d_name)) continue;
         char p[300], line[512];
         snprintf(p, sizeof p, "/proc/%s/maps", e->d_name);
         FILE *f = fopen(p, "r");
