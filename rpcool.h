@@ -231,7 +231,8 @@
    state words; liveness is the kernel's byte locks, and calls do not use the slots), and the
    ready summary (section 2): setting bits makes the server look at connections for nothing
    (bits beyond the channel's slots are ignored and counted as bad entries), clearing them
-   delays another client's call by at most that client's peer_check_ms.
+   delays another client's call by at most that client's peer_check_ms (and the server's
+   timed rounds put back every connection with a request flagged).
 
    RPCOOL_RELAXED (0)  Trust the peer. The handler gets the pointer into the shared heap. A
        buggy or malicious client can change the argument while the handler reads it, and a
@@ -3861,6 +3862,28 @@ static void rpcool__housekeep(rpcool_server *s, int force, uint64_t now)
     pthread_mutex_unlock(&s->hk_lock);
 }
 
+/* The ready summary's safety net, on timed rounds (under hk_lock: no connection is unmapped
+   meanwhile): a connection with request bits but no ready bit (its client died between the
+   two, or another client cleared the summary) is put back in, and a sleeping server rung. */
+static void rpcool__ready_sweep(rpcool_server *s)
+{
+    int any = 0;
+    for (uint32_t i = 0; i < s->max_conns; i++) {
+        struct rpcool__sconn *sc = &s->conns[i];
+        uint64_t b = 1ull << (i % 64), tb = 1ull << (i / 64 % 64);
+        if (rcp__load(&sc->state) != RPCOOL__SC_ACTIVE || rcp__load(&sc->dead) || !sc->hdr ||
+            !rcp__load(&sc->hdr->req_bits) || (rcp__load(&s->rdy[i / 64]) & b))
+            continue;
+        __atomic_fetch_or(&s->rdy[i / 64], b, __ATOMIC_SEQ_CST);
+        __atomic_fetch_or(&s->rdy_top[i / 4096], tb, __ATOMIC_SEQ_CST);
+        any = 1;
+    }
+    if (any && __atomic_load_n(&s->ch->ssleepers, __ATOMIC_SEQ_CST)) {
+        rcp__fetch_add(&s->ch->sdoor, 1u);
+        rcp__futex_wake(&s->ch->sdoor, 1);
+    }
+}
+
 static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, int timed)
 {
     uint32_t pend = rcp__load(&s->ch->pending), due = 0;
@@ -3907,6 +3930,7 @@ static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, 
     if (timed || force) {
         rpcool__chan_restore(s);
         rpcool__rdv_restore(s);
+        rpcool__ready_sweep(s);
     }
 }
 
