@@ -84,8 +84,12 @@
                        made, sealed against resizing and formatted by a thread of the server
                        (at a lower priority) ahead of connects (rpcool_server_opts.prealloc of
                        them, of the size last asked for, from the first connect on: the first
-                       connect, and one of another size, waits for its heap). A connect is a
-                       socket
+                       connect, and one of another size, waits for its heap). Its address
+                       range is carved from an arena the server reserves in the pod
+                       (shmheap_resv_create: one pod entry per arena of heaps of one size,
+                       arenas twice as large as the last, so thousands of connections leave the
+                       pod to other programs);
+                       a range is used again once its slot is free. A connect is a socket
                        round trip: the acceptor picks a free slot, takes the slot's liveness
                        lock through the very descriptor it then sends, and sends that channel
                        descriptor, the heap and a hold on the heap's address range (SCM_RIGHTS)
@@ -93,7 +97,13 @@
                        both (a channel once per process, whatever its number of connections)
        call            client fills a slot's request line {handler id, arg pointer, length,
                        safety flags, generation}, sets the slot's bit in the request bitmap if
-                       it is not still set, and rings the server only if it sleeps; a server
+                       it is not still set, and its connection's bit in the channel's ready
+                       summary (two words) if not still set, and rings the server only if it
+                       sleeps; a serving pass visits the connections of the ready summary
+                       only, starting after the last one it served (round robin: no busy client
+                       waits behind more than one pass of the others), and a connection found
+                       idle leaves the summary after 64 passes (a busy one's bits stay set, so
+                       its calls write nothing there); a server
                        thread claims the request in its own memory, runs the handler and
                        writes the slot's response line {status, result pointer, length}: one
                        cache line moves each way, as in a bare ping-pong
@@ -105,7 +115,14 @@
    the peer was seen on the same CPU (sched_getcpu hints in the channel file): there a yield is
    what lets the peer answer, and a round trip costs two context switches. On separate CPUs a
    yield would only add latency: only a client still waiting after 2 us yields, once per 64
-   polls, in case its server has no CPU of its own.
+   polls, in case its server has no CPU of its own. Many clients: a client answered while it
+   polled yields once when other clients of the channel sleep waiting for their answers (they
+   need a CPU to take them), and a client that posts while more clients than CPUs sleep waiting
+   sleeps at once instead of polling (its answer comes after theirs). The count is a hint in the
+   channel's header, reset by the server every round of its acceptor (a client killed asleep
+   leaves its count there until then). Idle costs nothing: serving threads sleep without a
+   timeout, and the acceptor wakes once a second (every reap_ms while a dead client can only be
+   found by polling its lock, and every 10 ms while a time limit is set).
 
    Asynchronous calls: rpcool_call_async() returns at once with a call id; finish it with
    rpcool_poll() (never blocks), rpcool_wait(), or give a callback and call rpcool_progress()
@@ -213,12 +230,17 @@
    The channel is a memfd sealed against shrinking and growing (F_SEAL_SHRINK, F_SEAL_GROW):
    no client can truncate it. Every client maps it writable (it rings the server's doorbell
    and marks its slot closing there), so a client can overwrite its header: the server
-   restores the header every reap_ms, and clients, connected or connecting, believe a
+   restores the header on its timed rounds (every reap_ms while one is due, else every second),
+   and clients, connected or connecting, believe a
    "closed" state or a changed epoch only when the server's liveness lock confirms it, so they
    are not disturbed. The name file /dev/shm/rpcool.NAME is never mapped and clients do not
    read it: a client that truncates or overwrites it disturbs nobody (the server rewrites it
-   every reap_ms). What a client can still do to others: write their channel slots (their
-   state words; liveness is the kernel's byte locks, and calls do not use the slots).
+   on the same rounds). What a client can still do to others: write their channel slots (their
+   state words; liveness is the kernel's byte locks, and calls do not use the slots), and the
+   ready summary (section 2): setting bits makes the server look at connections for nothing
+   (bits beyond the channel's slots are ignored and counted as bad entries), clearing them
+   delays another client's call by at most that client's peer_check_ms (and the server's
+   timed rounds put back every connection with a request flagged).
 
    RPCOOL_RELAXED (0)  Trust the peer. The handler gets the pointer into the shared heap. A
        buggy or malicious client can change the argument while the handler reads it, and a
@@ -410,10 +432,16 @@
      (plus up to reap_ms). Its calls not yet started never start, as for a dead client; a
      handler still running after disconnect_ms goes on at the server (its heap stays mapped
      there until it returns), and no reply of any of them reaches the client.
-   - Client dies (even mid-call): the server notices within reap_ms (RPCOOL_DEFAULT_REAP_MS,
-     100 ms; a thread of the server looks every reap_ms, whatever its serving threads do),
-     starts none of its calls from then on, lets any handler running for it finish and unmaps
-     its heap (handlers running for other clients do not hold this up): a connection heap is
+   - Client dies (even mid-call): the server notices at once where the kernel tells it (a
+     pidfd of the client's process, from the socket it connected by, SO_PEERPIDFD on Linux 6.5
+     and later, else pidfd_open of its pid: its end is an event in the acceptor's epoll, which
+     then asks the client's lock byte), else within reap_ms (RPCOOL_DEFAULT_REAP_MS, 100 ms: a
+     thread of the server asks the lock bytes of such clients every reap_ms, whatever its
+     serving threads do; also for a client whose process ended while a descriptor of its
+     connection lives on elsewhere); a connect that finds every slot taken first reaps the
+     clients dead by then. It starts none of the dead client's calls from then on, lets any
+     handler running for it finish and unmaps its heap (handlers running for other clients do
+     not hold this up): a connection heap is
      a memfd with no name, freed whole when the last process that has it lets go. So also for
      a client that dies anywhere inside rpcool_connect (its slot's lock is taken through the
      descriptor it is sent, so it is the client's from the first instant, and goes with the
@@ -545,9 +573,15 @@
    9. LIMITS
    ---------
    Linux with glibc. Channel names: 1-48 characters of [A-Za-z0-9._-]. Up to RPCOOL_MAX_CONNS
-   (1024) connections per channel (RPCOOL_DEFAULT_MAX_CONNS, 64, by default), 64 calls in
+   (16384) connections per channel (RPCOOL_DEFAULT_MAX_CONNS, 1024, by default), 64 calls in
    flight per connection, handler ids below 1024, connection heaps up to max_heap_size
-   (RPCOOL_DEFAULT_MAX_HEAP_SIZE, 1 GiB) each.
+   (RPCOOL_DEFAULT_MAX_HEAP_SIZE, 1 GiB) each. Each shared-memory connection holds three
+   descriptors in the server (its heap, the heap's hold on its range, its client's pidfd) and
+   three in its client (the channel, the heap, the hold): raise RLIMIT_NOFILE (1024 by default
+   on many systems) for more than about 300 connections in one process. Connection heaps take
+   address space of the pod's window (8 TiB by default; a sixteenth of it with SHMHEAP_POD_ID):
+   16384 connections of 64 MiB take 1 TiB. The channel's lock bytes live in one kernel list, so
+   a connect or a disconnect costs a little more with every connection already there.
    Stack: a handler on a thread of rpcool_server_start has the thread's stack_size
    (RPCOOL_DEFAULT_STACK_SIZE, 8 MiB) less what the library uses below it, at most
    RPCOOL_STACK_RESERVE (64 KiB): a handler may recurse until its frames take stack_size -
@@ -610,6 +644,14 @@
    trip gains little over protobuf-c on TCP, while a large one (thousands of nodes) gains
    several times. A structure called again on the same ranges is compared in place on both
    sides, and only its changed pages (or their changed words) travel.
+
+   Many clients per server: a pass reads the ready summary (one top word per 4096 slots, then
+   the words it points to), not every connection, and a busy client's bits stay set so its
+   calls write no shared line; clearing a bit is followed by a second look, as for the request
+   bits. A client's death is a pidfd event, so an idle server makes no system call per
+   connection. Connection heaps share arenas: one pod entry and one lock for thousands of
+   connections (each hold a lock of its own made every lock call of the pod's file walk a
+   list as long as the connections). The channel's slot locks remain one per connection.
 
   11. PROTOBUF-C SERVICES
   -----------------------
@@ -721,7 +763,7 @@
    on_disconnect (NULL: not called) is called exactly once for every connection accepted (by
    on_connect, or every one without it), with its conn_user, once no handler of that connection runs
    any more and its deferred calls are finished: why is 0 when the client disconnected,
-   RPCOOL_E_PEERDEAD when it died and was reaped (within reap_ms), RPCOOL_E_DROPPED when the server
+   RPCOOL_E_PEERDEAD when it died and was reaped (FAILURES), RPCOOL_E_DROPPED when the server
    dropped it (FAILURES), RPCOOL_E_CLOSED from rpcool_server_close, or the code of a connect that
    failed after on_connect accepted it (RPCOOL_E_NOSLOT, -ENOMEM). An rpcool_server_close that
    returns RPCOOL_E_TIMEOUT (a handler would not end) leaves the connections to that handler and
@@ -760,7 +802,8 @@
    &st, conns, max, &n) (the acceptor answers it, so a busy or stuck handler does not delay
    it); the server answers
    callers of its own uid and root, anyone else gets -EACCES (the socket's mode decides who
-   may ask at all); its answer lists up to RPCOOL_MAX_CONNS connections. A server of an older
+   may ask at all); its answer lists up to RPCOOL_STATS_CONNS (1024) connections, the first
+   ones by slot (a socket message holds no more). A server of an older
    version answers RPCOOL_E_PROTO (and counts a bad entry).
 
    rpcoolctl (tools/rpcoolctl.c, built by make as build/bin/rpcoolctl) shows, for this host, the
@@ -1033,11 +1076,12 @@ enum {
 };
 
 #define RPCOOL_MAX_HANDLERS 1024 /* handler ids are below this */
+#define RPCOOL_STATS_CONNS 1024  /* connections an answer of rpcool_channel_stats lists */
 #define RPCOOL_MAX_INFLIGHT 64   /* calls in flight per connection */
-#define RPCOOL_MAX_CONNS 1024    /* the most connection slots a channel can have */
+#define RPCOOL_MAX_CONNS 16384   /* the most connection slots a channel can have */
 
 /* Defaults: what a zero field of the options below means. */
-#define RPCOOL_DEFAULT_MAX_CONNS 64
+#define RPCOOL_DEFAULT_MAX_CONNS 1024
 #define RPCOOL_DEFAULT_SPIN_NS 20000 /* 20 us */
 #define RPCOOL_DEFAULT_RDMA_SPIN_NS 500000 /* 500 us over RDMA (RR-Compound's busy-poll time) */
 #define RPCOOL_DEFAULT_REAP_MS 100
@@ -1096,7 +1140,8 @@ typedef struct rpcool_server_opts {
     uint64_t spin_ns;     /* busy-poll this long after the last request before sleeping;
                              0 = RPCOOL_DEFAULT_SPIN_NS (RPCOOL_DEFAULT_RDMA_SPIN_NS for the
                              RDMA thread, which may also sleep at once: section 5) */
-    unsigned reap_ms;     /* check for dead clients this often; 0 = RPCOOL_DEFAULT_REAP_MS */
+    unsigned reap_ms;     /* look for dead clients the kernel cannot report (FAILURES) this
+                             often; 0 = RPCOOL_DEFAULT_REAP_MS */
     unsigned mode;        /* permissions of the channel's name file and socket, whatever the
                              umask; 0 = RPCOOL_DEFAULT_MODE */
     const char *pod;      /* shmheap pod (NULL = default) */
@@ -1539,6 +1584,7 @@ RPCOOL_API int rpcool_remote_read_opt(rpcool_remote *r, uint32_t idx, const void
 #include <setjmp.h>
 #include <signal.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -1562,15 +1608,33 @@ RPCOOL_API int rpcool_remote_read_opt(rpcool_remote *r, uint32_t idx, const void
 
 #define RPCOOL__CH_MAGIC 0x314c4843434f4352ull   /* "RCOCCHL1" */
 #define RPCOOL__CONN_MAGIC 0x314e4e43434f4352ull /* "RCOCCNN1" */
-#define RPCOOL__VERSION 6u /* 4: the channel is a sealed memfd, named by a rendezvous record;
+#define RPCOOL__VERSION 7u /* 4: the channel is a sealed memfd, named by a rendezvous record;
                               5: a sealed call under a page carries RPCOOL__SEAL_COPY;
-                              6: connection heaps are the server's memfds, given over a socket */
+                              6: connection heaps are the server's memfds, given over a socket;
+                              7: the ready summary in the channel's header page */
 #define RPCOOL__RDV_MAGIC 0x3156445243434f52ull /* "RCOCRDV1" */
 #define RPCOOL__NSLOTS 64u
 #define RPCOOL__NAME_MAX 48
 #define RPCOOL__HEAPNAME 112
 #define RPCOOL__ROOT "rpcool.conn"
 #define RPCOOL__COPY_KEEP ((size_t)1 << 20) /* a serving thread keeps a copy buffer up to this */
+#define RPCOOL__IDLE_PASSES 64u /* passes a flagged connection stays in the ready summary idle */
+#define RPCOOL__ARENA_HEAPS 64u /* a server's first arena of connection heaps holds this many */
+#define RPCOOL__ARENA_FIRST ((size_t)4 << 30) /* a first arena's bytes at most */
+#define RPCOOL__ARENA_MAX ((size_t)64 << 30) /* arenas grow twice as large each, to this */
+#define RPCOOL__CARVE_TRIES 4
+#define RPCOOL__QUIET_MS 1000u  /* the acceptor's round when no death needs polling to be seen */
+#define RPCOOL__NOSLOT_TRIES 5  /* reaping rounds a connect that finds no free slot waits for */
+#ifdef SO_PEERPIDFD
+#define RPCOOL__SO_PEERPIDFD SO_PEERPIDFD
+#else
+#define RPCOOL__SO_PEERPIDFD 77 /* Linux 6.5; older kernels say ENOPROTOOPT */
+#endif
+#ifdef SYS_pidfd_open
+#define RPCOOL__SYS_PIDFD_OPEN SYS_pidfd_open
+#else
+#define RPCOOL__SYS_PIDFD_OPEN 434 /* Linux 5.3, the same number on every architecture */
+#endif
 /* A sealed call whose seal range is smaller than a page: the client did not seal, the server
    copies the argument instead (as RPCOOL_COPY, whatever max_copy). Never seen by handlers. */
 #define RPCOOL__SEAL_COPY 8u
@@ -1653,7 +1717,9 @@ struct rpcool__chan_hdr {
     uint32_t pad0;
     uint64_t server_cpus; /* bit cpu%64 of every CPU a serving thread polls on (a hint) */
     uint64_t client_cpus; /* bit cpu%64 of every CPU a client posted from (a hint) */
-    uint32_t pad0b[2];
+    uint32_t cwaiting;  /* clients asleep waiting for an answer, as a signed count (a hint that
+                           fades: see rpcool__shm_wait) */
+    uint32_t pad0b;
     uint32_t sdoor;     /* server doorbell (futex) */
     uint32_t ssleepers; /* server threads asleep on sdoor */
     uint32_t pad1[14];
@@ -1679,6 +1745,39 @@ struct rpcool__chan_slot {
 };
 RCP__STATIC_ASSERT(sizeof(struct rpcool__chan_slot) == 144, "channel slot layout");
 #define RPCOOL__SLOTS_OFF 4096u
+
+/* The ready summary, in the channel's header page: a client that posts a call sets its slot's
+   bit (bit i%64 of word i/64 of rdy) and that word's bit in rdy_top when it finds them clear,
+   so a serving pass visits the connections that may hold a request, not every one. The server
+   clears the bits of connections found idle, then looks once more (seq_cst both ways, as for
+   req_bits). Any client can write these words: a bit beyond max_conns is cleared unread, and a
+   bit cleared by someone else is set again by its client when its wait sleeps (>>client). */
+#define RPCOOL__RDY_TOP_OFF 256u  /* RPCOOL__RDY_TOP words: bit k, word k of rdy may be set */
+#define RPCOOL__RDY_OFF 384u      /* RPCOOL_MAX_CONNS / 64 words: bit i, slot i may be ready */
+#define RPCOOL__RDY_TOP (RPCOOL_MAX_CONNS / 4096)
+RCP__STATIC_ASSERT(RPCOOL_MAX_CONNS % 4096 == 0 && RPCOOL__RDY_TOP_OFF + 8 * RPCOOL__RDY_TOP <=
+                   RPCOOL__RDY_OFF && RPCOOL__RDY_OFF + RPCOOL_MAX_CONNS / 8 <= RPCOOL__SLOTS_OFF,
+                   "ready summary layout");
+
+static uint64_t *rpcool__rdy_top(struct rpcool__chan_hdr *ch)
+{
+    return (uint64_t *)(void *)((char *)ch + RPCOOL__RDY_TOP_OFF);
+}
+
+static uint64_t *rpcool__rdy(struct rpcool__chan_hdr *ch)
+{
+    return (uint64_t *)(void *)((char *)ch + RPCOOL__RDY_OFF);
+}
+
+/* A client's post: make slot i visible to the serving passes. Only loads while the bits are
+   set (a busy connection's are), so a busy pair writes no shared line here. */
+static void rpcool__ready_mark(struct rpcool__chan_hdr *ch, uint32_t i)
+{
+    uint64_t *w = &rpcool__rdy(ch)[i / 64], *t = &rpcool__rdy_top(ch)[i / 4096];
+    uint64_t b = 1ull << (i % 64), tb = 1ull << (i / 64 % 64);
+    if (!(__atomic_load_n(w, __ATOMIC_SEQ_CST) & b)) __atomic_fetch_or(w, b, __ATOMIC_SEQ_CST);
+    if (!(__atomic_load_n(t, __ATOMIC_SEQ_CST) & tb)) __atomic_fetch_or(t, tb, __ATOMIC_SEQ_CST);
+}
 
 /* A call slot is two cache lines: the request, written only by the client, and the response,
    written only by the server, so each direction of a call moves one line (as a bare ping-pong
@@ -1733,9 +1832,24 @@ enum { RPCOOL__SC_FREE = 0, RPCOOL__SC_ACTIVE, RPCOOL__SC_DRAINING };
 /* A connection heap made ahead of a connect: a memfd sealed against resizing, formatted and
    mapped by the server, its connection header allocated; and a new open of the channel memfd
    for its client, whose lock byte the server takes before giving it away. */
+/* Connection heaps are carved from ranges the server reserves in the pod (shmheap_resv), one
+   pod entry per arena whatever the number of connections; a carve is one heap's place. */
+struct rpcool__arena {
+    shmheap_resv *r;
+    size_t hsize;   /* the size of its heaps: one size per arena */
+    size_t top;     /* carved below this */
+    struct rpcool__arena *next;
+};
+struct rpcool__carve {
+    struct rpcool__arena *a;
+    size_t off, size;
+    struct rpcool__carve *next; /* on the free list (oldest first) */
+};
+
 struct rpcool__prem {
     int hfd, cfd;
     int ofd, pfd;   /* the client's own open of the heap, and a hold on its pod range */
+    struct rpcool__carve *cv; /* where the heap lives */
     size_t size;
     shmheap *h;
     struct rpcool__conn_hdr *hdr;
@@ -1752,6 +1866,8 @@ struct rpcool__sconn { /* the server's view of one connection */
     uint32_t ndeferred; /* deferred calls not yet finished: its heap stays until they are */
     int pkey;
     uint32_t rot;      /* where the next scan starts (fairness) */
+    uint32_t idle;     /* passes that found it flagged with nothing to do: its bits go at
+                          RPCOOL__IDLE_PASSES (so a busy client's stay set) */
     uint32_t logged;   /* RPCOOL__NOTE_* kinds already logged for it (once per connection) */
     uint32_t pid;      /* its client's pid (the socket's peer), for the log */
     size_t size;       /* its heap's size: a call's budget of checked reads */
@@ -1760,6 +1876,8 @@ struct rpcool__sconn { /* the server's view of one connection */
     rpcool_peer peer;  /* who its client is (set before it is active) */
     void *cuser;       /* on_connect's conn_user */
     int hooked;        /* on_connect accepted it: on_disconnect is owed */
+    int pidfd;         /* its client's process (in the acceptor's epoll), or -1: byte locks */
+    uint32_t suspect;  /* its pidfd fired: look at its lock byte now */
 };
 
 /* A registration; immutable once published in the handler table, so a call sees one
@@ -1841,7 +1959,18 @@ struct rpcool_server {
     struct rpcool__handler_ent *retired;   /* replaced entries, freed at close */
     struct rpcool__sconn *conns;
     uint32_t seen_pending;
-    uint32_t nscan;      /* 1 + highest connection slot in use: passes look no further */
+    int dep;             /* epoll of the clients' pidfds (the acceptor waits on it), or -1 */
+    uint32_t deaths, seen_deaths; /* pidfd events the acceptor saw, and housekeeping handled */
+    uint32_t nopid;      /* active connections watched by their lock byte only (changed under
+                            hk_lock) */
+    uint32_t hk_due;     /* connections housekeeping must come back to (draining, stale slots) */
+    pthread_mutex_t ar_lock; /* the arenas and carves below */
+    struct rpcool__arena *arenas; /* the newest first */
+    struct rpcool__carve *cv_free, *cv_tail; /* carves free again: reused oldest first */
+    struct rpcool__carve **carves; /* per slot: its heap's carve, until the slot is free */
+    uint32_t nscan;      /* 1 + highest connection slot in use */
+    uint64_t *rdy, *rdy_top; /* the ready summary in the channel's header page */
+    uint32_t rr;         /* the slot the next pass starts at: after the last one served */
     uint64_t last_hk;
     uint64_t gp;         /* grace period counter, bumped when a connection starts draining */
     struct rpcool__worker *workers; /* changed under hk_lock and wk_lock, read under either */
@@ -2488,6 +2617,7 @@ static size_t rpcool__chan_bytes(uint32_t max_conns)
 /* >>server - server: open, handlers ------------------------------------------------------------ */
 
 static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead);
+static void rpcool__slot_carve_put(rpcool_server *s, uint32_t i);
 static void rpcool__hooks_set(rpcool_server *s, const rpcool_server_opts *o);
 static int rpcool__peer_admit(rpcool_server *s, int sk, uint32_t claimed, rpcool_peer *pr,
                               void **cuser, int *hooked);
@@ -2506,6 +2636,8 @@ static void rpcool__reclaim_stale(rpcool_server *s, uint32_t i)
     if (st == RPCOOL__CS_FREE) return;
     int held = rpcool__lock_held(s->fd, 1 + (off_t)i);
     if (held != 0) return; /* a live client still uses it (or is finishing its close) */
+    if (i >= s->max_conns || rcp__load(&s->conns[i].state) == RPCOOL__SC_FREE)
+        rpcool__slot_carve_put(s, i); /* a dropped client's heap: unmapped by now */
     rcp__store(&cs->heap[0], '\0');
     rcp__store(&cs->state, (uint32_t)RPCOOL__CS_FREE);
     rcp__fetch_add(&cs->seq, 1u);
@@ -2578,6 +2710,8 @@ static int rpcool__chan_init(rpcool_server *s)
     s->fd = fd;
     s->ch = (struct rpcool__chan_hdr *)m;
     s->cs = (struct rpcool__chan_slot *)((char *)m + RPCOOL__SLOTS_OFF);
+    s->rdy = rpcool__rdy(s->ch);
+    s->rdy_top = rpcool__rdy_top(s->ch);
     s->epoch = old_epoch + 1;
     s->ch->version = RPCOOL__VERSION;
     s->ch->max_conns = s->max_conns;
@@ -2603,11 +2737,15 @@ static int rpcool__chan_init(rpcool_server *s)
     return r;
 }
 
+static void rpcool__arenas_free(rpcool_server *s);
+
 static void rpcool__server_free(rpcool_server *s)
 {
     pthread_mutex_destroy(&s->hk_lock);
     pthread_mutex_destroy(&s->wk_lock);
     pthread_mutex_destroy(&s->pool_lock);
+    rpcool__arenas_free(s);
+    pthread_mutex_destroy(&s->ar_lock);
     pthread_cond_destroy(&s->pool_cv);
     for (unsigned i = 0; s->handlers && i < RPCOOL_MAX_HANDLERS; i++) rpcool__free(s->handlers[i]);
     while (s->retired) {
@@ -2617,6 +2755,7 @@ static void rpcool__server_free(rpcool_server *s)
     }
     rpcool__free(s->handlers);
     rpcool__free(s->conns);
+    if (s->dep >= 0) close(s->dep);
     rpcool__free(s);
 }
 
@@ -2681,9 +2820,98 @@ static void rpcool__sock_path(char *out, size_t n, const char *name)
     snprintf(out, n, "/dev/shm/rpcool.%s.sock", name);
 }
 
-static void rpcool__prem_free(struct rpcool__prem *pm)
+/* A place for a heap of size bytes: a carve freed before (the oldest of that size), else room
+   in an arena of heaps of that size, else a new one (each twice the last of that size, from
+   RPCOOL__ARENA_HEAPS heaps or RPCOOL__ARENA_FIRST bytes, whichever is less, to
+   RPCOOL__ARENA_MAX). */
+static int rpcool__carve_get(rpcool_server *s, size_t size, struct rpcool__carve **out)
+{
+    struct rpcool__carve *cv = NULL, *prev = NULL;
+    struct rpcool__arena *a = NULL;
+    int r = 0;
+    pthread_mutex_lock(&s->ar_lock);
+    for (cv = s->cv_free; cv && cv->size != size; cv = cv->next) prev = cv;
+    if (cv) {
+        *(prev ? &prev->next : &s->cv_free) = cv->next;
+        if (s->cv_tail == cv) s->cv_tail = prev;
+        goto out;
+    }
+    for (a = s->arenas; a && a->hsize != size; a = a->next) {}
+    if (!a || shmheap_resv_size(a->r) - a->top < size) {
+        size_t want = a ? shmheap_resv_size(a->r) * 2 : size * RPCOOL__ARENA_HEAPS;
+        if (!a && want > RPCOOL__ARENA_FIRST) want = RPCOOL__ARENA_FIRST;
+        if (want > RPCOOL__ARENA_MAX) want = RPCOOL__ARENA_MAX;
+        if (want < size) want = size;
+        struct rpcool__arena *na = (struct rpcool__arena *)rpcool__calloc(1, sizeof *na);
+        if (!na) {
+            r = -ENOMEM;
+            goto out;
+        }
+        if ((r = shmheap_resv_create(want, &s->hopts, &na->r))) {
+            rpcool__free(na);
+            goto out;
+        }
+        na->hsize = size;
+        na->next = s->arenas;
+        s->arenas = a = na;
+    }
+    if (!(cv = (struct rpcool__carve *)rpcool__calloc(1, sizeof *cv))) {
+        r = -ENOMEM;
+        goto out;
+    }
+    cv->a = a;
+    cv->off = a->top;
+    cv->size = size;
+    a->top += size;
+out:
+    pthread_mutex_unlock(&s->ar_lock);
+    *out = r ? NULL : cv;
+    return r;
+}
+
+/* A carve nothing maps any more in this process, and no client of ours (its slot is free). */
+static void rpcool__carve_put(rpcool_server *s, struct rpcool__carve *cv)
+{
+    if (!cv) return;
+    pthread_mutex_lock(&s->ar_lock);
+    cv->next = NULL;
+    if (s->cv_tail) s->cv_tail->next = cv;
+    else s->cv_free = cv;
+    s->cv_tail = cv;
+    pthread_mutex_unlock(&s->ar_lock);
+}
+
+/* Slot i is free: its heap's carve may be reused. */
+static void rpcool__slot_carve_put(rpcool_server *s, uint32_t i)
+{
+    if (!s->carves || i >= s->max_conns) return;
+    struct rpcool__carve *cv = rcp__exchange(&s->carves[i], (struct rpcool__carve *)NULL);
+    rpcool__carve_put(s, cv);
+}
+
+/* At close: the arenas' own holds go (heaps clients still map keep theirs). */
+static void rpcool__arenas_free(rpcool_server *s)
+{
+    for (uint32_t i = 0; s->carves && i < s->max_conns; i++) rpcool__free(s->carves[i]);
+    while (s->cv_free) {
+        struct rpcool__carve *cv = s->cv_free;
+        s->cv_free = cv->next;
+        rpcool__free(cv);
+    }
+    while (s->arenas) {
+        struct rpcool__arena *a = s->arenas;
+        s->arenas = a->next;
+        shmheap_resv_destroy(a->r);
+        rpcool__free(a);
+    }
+    rpcool__free(s->carves);
+    s->carves = NULL;
+}
+
+static void rpcool__prem_free(rpcool_server *s, struct rpcool__prem *pm)
 {
     if (pm->h) shmheap_close(pm->h);
+    rpcool__carve_put(s, pm->cv); /* not given to a client (else the slot has it) */
     rpcool__fd_track(pm->cfd, 0);
     rpcool__fd_track(pm->ofd, 0);
     rpcool__fd_track(pm->pfd, 0);
@@ -2707,7 +2935,20 @@ static int rpcool__prem_make(rpcool_server *s, size_t size, struct rpcool__prem 
     snprintf(nm, sizeof nm, "rpcool-%s", s->name);
     if ((pm->hfd = memfd_create(nm, MFD_CLOEXEC | MFD_ALLOW_SEALING)) < 0) return -errno;
     ho.size = size;
-    if ((r = shmheap_create_fd(pm->hfd, &ho, &pm->h))) goto fail;
+    ho.addr = 0;
+    /* in a carve of an arena; a place this process still maps (a client of its own that is
+       still letting go of a heap) is set aside and freed again after */
+    struct rpcool__carve *busy[RPCOOL__CARVE_TRIES];
+    int nbusy = 0;
+    for (int k = 0; k < RPCOOL__CARVE_TRIES; k++) {
+        if ((r = rpcool__carve_get(s, size, &pm->cv))) break;
+        r = shmheap_create_fd_in(pm->cv->a->r, pm->cv->off, pm->hfd, &ho, &pm->h);
+        if (r != SHMHEAP_E_ADDRINUSE) break;
+        busy[nbusy++] = pm->cv;
+        pm->cv = NULL;
+    }
+    while (nbusy) rpcool__carve_put(s, busy[--nbusy]);
+    if (r) goto fail;
     /* nobody, its client included, can truncate it under the server */
     if (fcntl(pm->hfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
         r = -errno;
@@ -2733,7 +2974,7 @@ static int rpcool__prem_make(rpcool_server *s, size_t size, struct rpcool__prem 
         r = -errno;
         goto fail;
     }
-    if ((pm->pfd = shmheap_pod_hold(pm->h, &s->hopts)) < 0) {
+    if ((pm->pfd = shmheap_resv_hold(pm->cv->a->r)) < 0) { /* the arena's one lock */
         r = pm->pfd;
         goto fail;
     }
@@ -2743,7 +2984,7 @@ static int rpcool__prem_make(rpcool_server *s, size_t size, struct rpcool__prem 
     rpcool__fd_track(pm->pfd, 1);
     return 0;
 fail:
-    rpcool__prem_free(pm);
+    rpcool__prem_free(s, pm);
     return r;
 }
 
@@ -2760,7 +3001,7 @@ static int rpcool__pool_fill_one(rpcool_server *s)
         s->pool[0] = s->pool[--s->npool];
         rcp__store(&s->st.ready, s->npool);
         pthread_mutex_unlock(&s->pool_lock);
-        rpcool__prem_free(&old);
+        rpcool__prem_free(s, &old);
         pthread_mutex_lock(&s->pool_lock);
     }
     if (s->npool >= s->prealloc || rcp__load(&s->acc_stop)) return 0;
@@ -2772,7 +3013,7 @@ static int rpcool__pool_fill_one(rpcool_server *s)
     if (r) return 0;
     if (s->npool >= s->prealloc || rcp__load(&s->acc_stop)) { /* filled meanwhile */
         pthread_mutex_unlock(&s->pool_lock);
-        rpcool__prem_free(&pm);
+        rpcool__prem_free(s, &pm);
         pthread_mutex_lock(&s->pool_lock);
         return 0;
     }
@@ -2783,7 +3024,8 @@ static int rpcool__pool_fill_one(rpcool_server *s)
 
 /* The maker: keeps the pool full, at a lower priority than the rest of the server (nice +5),
    so that answering a connect or serving a call never waits for a heap being made. It waits
-   for room when the pool is full; after a failure it tries again a little later. */
+   for room when the pool is full; after a failure (a full pod, say) it waits for the next
+   connect, whose own make then reports the error: it never retries in a loop. */
 static void *rpcool__maker_main(void *p)
 {
     rpcool_server *s = (rpcool_server *)p;
@@ -2793,17 +3035,8 @@ static void *rpcool__maker_main(void *p)
     (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 5); /* a hint only */
     pthread_mutex_lock(&s->pool_lock);
     while (!rcp__load(&s->acc_stop)) {
-        unsigned n = s->npool;
         if (rpcool__pool_fill_one(s)) continue;
-        if (s->npool < s->prealloc && s->npool <= n) { /* making failed: not in a loop */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 10000000;
-            if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
-            pthread_cond_timedwait(&s->pool_cv, &s->pool_lock, &ts);
-        } else if (!rcp__load(&s->acc_stop)) {
-            pthread_cond_wait(&s->pool_cv, &s->pool_lock);
-        }
+        if (!rcp__load(&s->acc_stop)) pthread_cond_wait(&s->pool_cv, &s->pool_lock);
     }
     pthread_mutex_unlock(&s->pool_lock);
     return NULL;
@@ -2814,7 +3047,7 @@ static void *rpcool__maker_main(void *p)
    from the start and goes when it dies, even before it has received it), then the connection
    is active for the serving threads. Under hk_lock. */
 static int rpcool__grant_locked(rpcool_server *s, struct rpcool__prem *pm, const rpcool_peer *pr,
-                                void *cuser, int hooked, uint32_t *slot)
+                                void *cuser, int hooked, int *pidfd, uint32_t *slot)
 {
     uint32_t pid = (uint32_t)pr->pid;
     for (uint32_t i = 0; i < s->max_conns; i++) {
@@ -2836,6 +3069,7 @@ static int rpcool__grant_locked(rpcool_server *s, struct rpcool__prem *pm, const
         sc->hdr = pm->hdr;
         sc->dead = 0;
         sc->rot = 0;
+        sc->idle = 0;
         sc->logged = 0;
         sc->pid = pid;
         sc->peer = *pr;
@@ -2846,9 +3080,24 @@ static int rpcool__grant_locked(rpcool_server *s, struct rpcool__prem *pm, const
         snprintf(sc->heap_name, sizeof sc->heap_name, "%.100s", shmheap_name(pm->h));
         sc->pkey = -1;
         if (pid != (uint32_t)getpid()) rpcool__pkey_attach(s, sc, i); /* not our own client */
+        /* its death is an event of the acceptor's epoll (one shot), else its lock is polled */
+        struct epoll_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.events = EPOLLIN | EPOLLONESHOT;
+        ev.data.u32 = i;
+        sc->pidfd = -1;
+        rcp__store(&sc->suspect, 0u);
+        if (*pidfd >= 0 && s->dep >= 0 && !epoll_ctl(s->dep, EPOLL_CTL_ADD, *pidfd, &ev)) {
+            sc->pidfd = *pidfd;
+            *pidfd = -1;
+        } else {
+            rcp__fetch_add(&s->nopid, 1u);
+        }
         rcp__store(&sc->condemned, 0u);
         for (unsigned k = 0; k < RPCOOL__NSLOTS; k++) rcp__store_relaxed(&sc->claimed[k], ~0u);
-        rcp__store(&sc->state, (uint32_t)RPCOOL__SC_ACTIVE);
+        /* seq_cst: a pass that clears slot i's ready bit, then finds it not active, is ordered
+           before this store, so the client's first post finds its bit clear (rpcool__visit) */
+        __atomic_store_n(&sc->state, (uint32_t)RPCOOL__SC_ACTIVE, __ATOMIC_SEQ_CST);
         if (i + 1 > rcp__load_relaxed(&s->nscan)) rcp__store(&s->nscan, i + 1);
         rcp__fetch_add(&s->st.accepted, 1u);
         cs->client_pid = pid;
@@ -2859,6 +3108,8 @@ static int rpcool__grant_locked(rpcool_server *s, struct rpcool__prem *pm, const
         rcp__store(&cs->state, (uint32_t)RPCOOL__CS_ACTIVE);
         rcp__fetch_add(&cs->seq, 1u);
         pm->h = NULL; /* the connection's now */
+        rcp__store(&s->carves[i], pm->cv); /* its place, until the slot is free again */
+        pm->cv = NULL;
         *slot = i;
         return 0;
     }
@@ -2878,6 +3129,22 @@ static void rpcool__msg_init(struct msghdr *mh, struct iovec *iov, char *ctl, si
     mh->msg_controllen = n;
 }
 
+static void rpcool__housekeep(rpcool_server *s, int force, uint64_t now);
+static void rpcool__pkeys(rpcool_server *s, int mine, int all);
+
+/* A pidfd of the process at the other end of socket sk: the kernel's own (SO_PEERPIDFD, no
+   pid reuse race, in any pid namespace), else pidfd_open of its pid where we see it; or -1. */
+static int rpcool__peer_pidfd(int sk, int pid)
+{
+    int fd = -1;
+    socklen_t n = sizeof fd;
+    if (!getsockopt(sk, SOL_SOCKET, RPCOOL__SO_PEERPIDFD, &fd, &n) && fd >= 0) return fd;
+    if (pid <= 0) return -1;
+    fd = (int)syscall(RPCOOL__SYS_PIDFD_OPEN, pid, 0);
+    if (fd >= 0) (void)fcntl(fd, F_SETFD, FD_CLOEXEC);
+    return fd < 0 ? -1 : fd;
+}
+
 /* Answer one connected client whose request (n bytes of rq; n < 0: none came in time) was
    read: a heap of the size it asks for (from the pool, else made now) and a slot, or an
    error. The descriptors we sent are closed here: from then on only the client holds them. */
@@ -2890,7 +3157,7 @@ static void rpcool__front_answer(rpcool_server *s, int sk, const struct rpcool__
     rpcool_peer peer;
     void *cuser = NULL;
     size_t want;
-    int r = 0, hooked = 0;
+    int r = 0, hooked = 0, pidfd = -1;
     if (n == (ssize_t)sizeof rq && req->magic == RPCOOL__SREQ_MAGIC) {
         rpcool__stats_answer(s, sk);
         return;
@@ -2930,9 +3197,19 @@ static void rpcool__front_answer(rpcool_server *s, int sk, const struct rpcool__
     pthread_cond_signal(&s->pool_cv); /* room, or a new size: the maker makes one */
     pthread_mutex_unlock(&s->pool_lock);
     if (pm.hfd < 0 && (r = rpcool__prem_make(s, want, &pm))) goto answer;
-    pthread_mutex_lock(&s->hk_lock);
-    r = rpcool__grant_locked(s, &pm, &peer, cuser, hooked, &rp.slot);
-    pthread_mutex_unlock(&s->hk_lock);
+    pidfd = rpcool__peer_pidfd(sk, (int)peer.pid);
+    for (int k = 0;; k++) {
+        pthread_mutex_lock(&s->hk_lock);
+        r = rpcool__grant_locked(s, &pm, &peer, cuser, hooked, &pidfd, &rp.slot);
+        pthread_mutex_unlock(&s->hk_lock);
+        if (r != RPCOOL_E_NOSLOT || k == RPCOOL__NOSLOT_TRIES) break;
+        /* every slot taken: reap the clients that died since (a short-lived one that exited
+           without rpcool_disconnect frees its slot here, not reap_ms later) */
+        if (s->npkeys) rpcool__pkeys(s, -1, 1);
+        rpcool__housekeep(s, 1, 0);
+        if (k) usleep(1000);
+    }
+    if (pidfd >= 0) close(pidfd);
     if (r) goto answer;
     rp.epoch = s->epoch;
     rp.max_conns = s->max_conns;
@@ -2963,7 +3240,7 @@ answer:
         if (sendmsg(sk, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
             rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: a client left inside connect", s->name);
     }
-    rpcool__prem_free(&pm); /* after a grant: our copies of the descriptors only */
+    rpcool__prem_free(s, &pm); /* after a grant: our copies of the descriptors only */
 }
 
 /* The acceptor: never blocks on one client. Connected clients whose request has not come yet
@@ -2993,9 +3270,6 @@ static int rpcool__acc_try(rpcool_server *s, int sk, int expired)
     rpcool__front_answer(s, sk, &rq, n);
     return 1;
 }
-
-static void rpcool__housekeep(rpcool_server *s, int force, uint64_t now);
-static void rpcool__pkeys(rpcool_server *s, int mine, int all);
 
 /* The watchdog, every reap_ms (every RPCOOL__WATCH_MS when a time limit is set) from the
    acceptor thread, and from rpcool_server_close: dead clients are found and reaped even while
@@ -3029,11 +3303,25 @@ static void rpcool__watch(rpcool_server *s, uint64_t now, int all)
     pthread_mutex_unlock(&s->wk_lock);
 }
 
+/* Clients whose process ended (their pidfds fired, once each): housekeeping asks their lock
+   bytes now and reaps them. */
+static void rpcool__acc_deaths(rpcool_server *s)
+{
+    struct epoll_event ev[64];
+    int n = epoll_wait(s->dep, ev, 64, 0);
+    for (int k = 0; k < n; k++)
+        if (ev[k].data.u32 < s->max_conns) rcp__store(&s->conns[ev[k].data.u32].suspect, 1u);
+    if (n <= 0) return;
+    rcp__fetch_add(&s->deaths, 1u);
+    if (s->npkeys) rpcool__pkeys(s, -1, 1); /* reaping touches connection heaps */
+    rpcool__housekeep(s, 0, 0);
+}
+
 static void *rpcool__acceptor_main(void *p)
 {
     rpcool_server *s = (rpcool_server *)p;
     struct rpcool__acc_wait w[RPCOOL__ACC_WAITING];
-    struct pollfd pf[RPCOOL__ACC_WAITING + 2];
+    struct pollfd pf[RPCOOL__ACC_WAITING + 3];
     unsigned nw = 0;
     uint64_t last_watch = rcp__now_ns();
     sigset_t all;
@@ -3045,28 +3333,39 @@ static void *rpcool__acceptor_main(void *p)
         pf[0].events = POLLIN;
         pf[1].fd = s->acc_ev;
         pf[1].events = POLLIN;
+        pf[2].fd = s->dep; /* the clients' pidfds: a death is an event */
+        pf[2].events = POLLIN;
         for (unsigned k = 0; k < nw; k++) {
-            pf[2 + k].fd = w[k].fd;
-            pf[2 + k].events = POLLIN;
+            pf[3 + k].fd = w[k].fd;
+            pf[3 + k].events = POLLIN;
             if (w[k].deadline < next) next = w[k].deadline;
         }
-        /* the watchdog's rounds: reaping and time limits, whatever the serving threads do */
-        uint64_t tick = (uint64_t)(rcp__load_relaxed(&s->any_limit) ? RPCOOL__WATCH_MS
-                                                                     : s->reap_ms) * 1000000u;
+        /* the watchdog's rounds: time limits every RPCOOL__WATCH_MS when there are any; reaping
+           every reap_ms while a death can only be polled (a client without a pidfd) or a
+           connection waits to be unmapped; else a quiet round (the channel's files checked) */
+        unsigned ms = rcp__load_relaxed(&s->any_limit) ? RPCOOL__WATCH_MS : s->reap_ms;
+        if (!rcp__load_relaxed(&s->any_limit) && !rcp__load_relaxed(&s->nopid) &&
+            !rcp__load_relaxed(&s->hk_due) &&
+            rcp__load(&s->deaths) == rcp__load_relaxed(&s->seen_deaths))
+            ms = RPCOOL__QUIET_MS > s->reap_ms ? RPCOOL__QUIET_MS : s->reap_ms;
+        else if (rcp__load(&s->deaths) != rcp__load_relaxed(&s->seen_deaths))
+            ms = 1; /* a death not handled yet (housekeeping was busy): soon */
+        uint64_t tick = (uint64_t)ms * 1000000u;
         if (now - last_watch >= tick) {
             rpcool__watch(s, now, 0);
             last_watch = now;
         }
         if (last_watch + tick < next) next = last_watch + tick;
         int tmo = next > now ? (int)((next - now) / 1000000u) + 1 : 0;
-        int pr = poll(pf, 2 + nw, tmo);
+        int pr = poll(pf, 3 + nw, tmo);
         if (pr < 0) {
             if (errno != EINTR) usleep(1000);
             continue;
         }
         now = rcp__now_ns();
+        if (pf[2].revents & POLLIN) rpcool__acc_deaths(s);
         for (unsigned k = nw; k-- > 0;) /* answered, or out of time (a refusal) */
-            if (((pf[2 + k].revents & (POLLIN | POLLHUP | POLLERR)) || w[k].deadline <= now) &&
+            if (((pf[3 + k].revents & (POLLIN | POLLHUP | POLLERR)) || w[k].deadline <= now) &&
                 rpcool__acc_try(s, w[k].fd, 1))
                 rpcool__acc_drop(w, &nw, k);
         if (pf[0].revents & POLLIN)
@@ -3111,6 +3410,7 @@ static int rpcool__front_open(rpcool_server *s, unsigned mode)
     if ((r = pthread_create(&s->maker, NULL, rpcool__maker_main, s))) return -r;
     s->maker_started = 1;
     if ((s->acc_ev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) < 0) return -errno;
+    if ((s->dep = epoll_create1(EPOLL_CLOEXEC)) < 0) return -errno;
     rpcool__sock_path(s->sock_path, sizeof s->sock_path, s->name);
     memset(&a, 0, sizeof a);
     a.sun_family = AF_UNIX;
@@ -3149,7 +3449,7 @@ static void rpcool__front_close(rpcool_server *s)
         close(s->lfd);
     }
     s->lfd = -1;
-    for (unsigned k = 0; s->pool && k < s->npool; k++) rpcool__prem_free(&s->pool[k]);
+    for (unsigned k = 0; s->pool && k < s->npool; k++) rpcool__prem_free(s, &s->pool[k]);
     s->npool = 0;
     rcp__store(&s->st.ready, 0u);
     rpcool__free(s->pool);
@@ -3173,6 +3473,7 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
         (o.stack_size && o.stack_size < (size_t)RPCOOL_STACK_RESERVE + PTHREAD_STACK_MIN))
         return RPCOOL_E_INVAL;
     if (!(s = (rpcool_server *)rpcool__calloc(1, sizeof *s))) return -ENOMEM;
+    s->dep = -1;
     snprintf(s->name, sizeof s->name, "%s", channel);
     rpcool__path(s->path, sizeof s->path, channel);
     s->max_conns = o.max_conns;
@@ -3195,11 +3496,13 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     pthread_mutex_init(&s->hk_lock, NULL);
     pthread_mutex_init(&s->wk_lock, NULL);
     pthread_mutex_init(&s->pool_lock, NULL);
+    pthread_mutex_init(&s->ar_lock, NULL);
     pthread_cond_init(&s->pool_cv, NULL);
     s->handlers =
         (struct rpcool__handler_ent **)rpcool__calloc(RPCOOL_MAX_HANDLERS, sizeof *s->handlers);
     s->conns = (struct rpcool__sconn *)rpcool__calloc(s->max_conns, sizeof *s->conns);
-    if (!s->handlers || !s->conns) {
+    s->carves = (struct rpcool__carve **)rpcool__calloc(s->max_conns, sizeof *s->carves);
+    if (!s->handlers || !s->conns || !s->carves) {
         r = -ENOMEM;
         goto fail_free;
     }
@@ -3423,9 +3726,9 @@ static void rpcool__stats_answer(rpcool_server *s, int sk)
 {
     struct ucred cr;
     socklen_t cl = sizeof cr;
-    size_t cap = sizeof(struct rpcool__srep) + RPCOOL_MAX_CONNS * sizeof(struct rpcool__sent);
+    size_t cap = sizeof(struct rpcool__srep) + RPCOOL_STATS_CONNS * sizeof(struct rpcool__sent);
     char *buf = (char *)rpcool__calloc(1, cap);
-    rpcool_conn_stats *cs = (rpcool_conn_stats *)rpcool__calloc(RPCOOL_MAX_CONNS, sizeof *cs);
+    rpcool_conn_stats *cs = (rpcool_conn_stats *)rpcool__calloc(RPCOOL_STATS_CONNS, sizeof *cs);
     struct rpcool__srep rp;
     memset(&rp, 0, sizeof rp);
     rp.magic = RPCOOL__SREQ_MAGIC;
@@ -3436,8 +3739,8 @@ static void rpcool__stats_answer(rpcool_server *s, int sk)
     else if (!buf || !cs)
         rp.status = -ENOMEM;
     if (!rp.status) {
-        int n = rpcool_server_conns(s, cs, RPCOOL_MAX_CONNS); /* RDMA ones too */
-        rp.n = (uint32_t)(n < 0 ? 0 : n > RPCOOL_MAX_CONNS ? RPCOOL_MAX_CONNS : n);
+        int n = rpcool_server_conns(s, cs, RPCOOL_STATS_CONNS); /* RDMA ones too */
+        rp.n = (uint32_t)(n < 0 ? 0 : n > RPCOOL_STATS_CONNS ? RPCOOL_STATS_CONNS : n);
         rpcool_server_get_stats(s, &rp.st);
         snprintf(rp.pod, sizeof rp.pod, "%s", s->pod);
         for (uint32_t k = 0; k < rp.n; k++) {
@@ -3473,7 +3776,7 @@ RPCOOL_API int rpcool_channel_stats(const char *channel, unsigned timeout_ms,
     if ((r = rpcool__check_name(channel))) return r;
     if (!st || (max && !conns)) return RPCOOL_E_INVAL;
     if (nconns) *nconns = 0;
-    size_t cap = sizeof rp + (size_t)RPCOOL_MAX_CONNS * sizeof(struct rpcool__sent);
+    size_t cap = sizeof rp + (size_t)RPCOOL_STATS_CONNS * sizeof(struct rpcool__sent);
     char *buf = (char *)rpcool__calloc(1, cap);
     if (!buf) return -ENOMEM;
     memset(&a, 0, sizeof a);
@@ -3505,7 +3808,7 @@ RPCOOL_API int rpcool_channel_stats(const char *channel, unsigned timeout_ms,
     memcpy(&rp, buf, n >= (ssize_t)sizeof rp ? sizeof rp : 0);
     if (n <= 0) r = RPCOOL_E_NOCHANNEL;
     else if (n < (ssize_t)sizeof rp || rp.magic != RPCOOL__SREQ_MAGIC ||
-             rp.version != RPCOOL__VERSION || rp.n > RPCOOL_MAX_CONNS ||
+             rp.version != RPCOOL__VERSION || rp.n > RPCOOL_STATS_CONNS ||
              (size_t)n != sizeof rp + rp.n * sizeof(struct rpcool__sent))
         r = RPCOOL_E_PROTO;
     else r = rp.status;
@@ -3548,6 +3851,16 @@ static int rpcool__cancel_seen(rpcool_server *s, const struct rpcool__req *sl, u
 /* >>accept - server: accepting, draining and reaping connections ------------------------------- */
 
 static RCP__THREAD_LOCAL struct rpcool__worker *rpcool__me; /* this thread's worker, if any */
+
+/* A connection's client is watched by its pidfd no more (it is gone, or its lock outlives its
+   process): the descriptor leaves the epoll as it is closed. Under hk_lock. */
+static void rpcool__pidfd_drop(rpcool_server *s, struct rpcool__sconn *sc)
+{
+    if (sc->pidfd >= 0) close(sc->pidfd);
+    else if (rcp__load_relaxed(&s->nopid)) rcp__fetch_add(&s->nopid, (uint32_t)-1);
+    sc->pidfd = -1;
+    rcp__store(&sc->suspect, 0u);
+}
 
 /* Unmap a connection once no pass that may have seen it active is still running (a pass that
    announced a later grace period saw it draining); 0 when done, 1 when still in use. Under
@@ -3607,6 +3920,7 @@ static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead)
                               : dead ? RPCOOL_E_PEERDEAD : 0);
     sc->heap = NULL;
     sc->hdr = NULL;
+    rpcool__pidfd_drop(s, sc);
     rcp__store(&sc->state, (uint32_t)RPCOOL__SC_FREE);
     uint32_t n = rcp__load_relaxed(&s->nscan);
     while (n && rcp__load(&s->conns[n - 1].state) == RPCOOL__SC_FREE) n--;
@@ -3615,6 +3929,7 @@ static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead)
        calls and close fail with RPCOOL_E_DROPPED instead of waiting), and stays its own until
        its lock byte goes (rpcool__reclaim_stale frees it then, or when the client closes). */
     rcp__store(&cs->heap[0], '\0'); /* its heap is gone: the slot names none */
+    if (!rcp__load(&sc->condemned)) rpcool__slot_carve_put(s, i);
     rcp__store(&cs->state,
                (uint32_t)(rcp__load(&sc->condemned) ? RPCOOL__CS_DROPPED : RPCOOL__CS_FREE));
     rcp__fetch_add(&cs->seq, 1u);
@@ -3679,7 +3994,8 @@ static void rpcool__housekeep(rpcool_server *s, int force, uint64_t now)
 {
     if (force && !now) now = rcp__now_ns();
     int timed = now && now - rcp__load_relaxed(&s->last_hk) >= (uint64_t)s->reap_ms * 1000000u;
-    if (!force && !timed && rcp__load(&s->ch->pending) == rcp__load_relaxed(&s->seen_pending))
+    if (!force && !timed && rcp__load(&s->ch->pending) == rcp__load_relaxed(&s->seen_pending) &&
+        rcp__load(&s->deaths) == rcp__load_relaxed(&s->seen_deaths))
         return;
     if (pthread_mutex_trylock(&s->hk_lock)) return;
     struct rpcool__hk_args a = {s, force, timed, now};
@@ -3690,38 +4006,75 @@ static void rpcool__housekeep(rpcool_server *s, int force, uint64_t now)
     pthread_mutex_unlock(&s->hk_lock);
 }
 
+/* The ready summary's safety net, on timed rounds (under hk_lock: no connection is unmapped
+   meanwhile): a connection with request bits but no ready bit (its client died between the
+   two, or another client cleared the summary) is put back in, and a sleeping server rung. */
+static void rpcool__ready_sweep(rpcool_server *s)
+{
+    int any = 0;
+    for (uint32_t i = 0; i < s->max_conns; i++) {
+        struct rpcool__sconn *sc = &s->conns[i];
+        uint64_t b = 1ull << (i % 64), tb = 1ull << (i / 64 % 64);
+        if (rcp__load(&sc->state) != RPCOOL__SC_ACTIVE || rcp__load(&sc->dead) || !sc->hdr ||
+            !rcp__load(&sc->hdr->req_bits) || (rcp__load(&s->rdy[i / 64]) & b))
+            continue;
+        __atomic_fetch_or(&s->rdy[i / 64], b, __ATOMIC_SEQ_CST);
+        __atomic_fetch_or(&s->rdy_top[i / 4096], tb, __ATOMIC_SEQ_CST);
+        any = 1;
+    }
+    if (any && __atomic_load_n(&s->ch->ssleepers, __ATOMIC_SEQ_CST)) {
+        rcp__fetch_add(&s->ch->sdoor, 1u);
+        rcp__futex_wake(&s->ch->sdoor, 1);
+    }
+}
+
 static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, int timed)
 {
-    uint32_t pend = rcp__load(&s->ch->pending);
+    uint32_t pend = rcp__load(&s->ch->pending), due = 0;
     rcp__store_relaxed(&s->seen_pending, pend);
+    rcp__store_relaxed(&s->seen_deaths, rcp__load(&s->deaths));
     if (timed || force) {
         rcp__store_relaxed(&s->last_hk, now);
         rcp__store_relaxed(&s->ch->server_cpus, 0ull); /* hints fade: pollers mark them again */
         rcp__store_relaxed(&s->ch->client_cpus, 0ull);
+        rcp__store_relaxed(&s->ch->cwaiting, 0u); /* a client killed asleep left its count */
     }
     for (uint32_t i = 0; i < s->max_conns; i++) {
         struct rpcool__sconn *sc = &s->conns[i];
         uint32_t st = rcp__load(&s->cs[i].state), ss = rcp__load(&sc->state);
         if (ss == RPCOOL__SC_DRAINING) {
-            rpcool__drain(s, i);
+            due += rpcool__drain(s, i);
         } else if (ss == RPCOOL__SC_ACTIVE) {
+            /* the lock byte is asked when the client's pidfd fired, or on timed rounds for a
+               client without one: not one system call per connection per round */
+            int ask = force || rcp__load(&sc->suspect) || (timed && sc->pidfd < 0);
             if (rcp__load(&sc->condemned)) {
-                rpcool__drain(s, i);
+                due += rpcool__drain(s, i);
             } else if (st == RPCOOL__CS_CLOSING) {
                 if (rpcool__lock_held(s->fd, 1 + (off_t)i) == 0) /* died inside rpcool_disconnect */
                     rcp__store(&sc->dead, 1);
-                rpcool__drain(s, i);
-            } else if ((timed || force) && rpcool__lock_held(s->fd, 1 + (off_t)i) == 0) {
+                due += rpcool__drain(s, i);
+            } else if (ask && rpcool__lock_held(s->fd, 1 + (off_t)i) == 0) {
                 rcp__store(&sc->dead, 1); /* client gone without closing: reclaim its heap */
-                rpcool__drain(s, i);
+                due += rpcool__drain(s, i);
+            } else if (rcp__load(&sc->suspect)) { /* its process left, its lock lives on (a
+                                                     descriptor passed on): watch the lock */
+                rcp__store(&sc->suspect, 0u);
+                rpcool__pidfd_drop(s, sc);
+                rcp__fetch_add(&s->nopid, 1u);
             }
         } else if (st != RPCOOL__CS_FREE && (timed || force || st == RPCOOL__CS_CLOSING)) {
             rpcool__reclaim_stale(s, i);
+            due += rcp__load(&s->cs[i].state) != RPCOOL__CS_FREE;
+        } else if (st != RPCOOL__CS_FREE) {
+            due++;
         }
     }
+    rcp__store_relaxed(&s->hk_due, due);
     if (timed || force) {
         rpcool__chan_restore(s);
         rpcool__rdv_restore(s);
+        rpcool__ready_sweep(s);
     }
 }
 
@@ -4065,29 +4418,117 @@ static void rpcool__cur_set(struct rpcool__worker *w, struct rpcool__sconn *sc)
 #endif
 }
 
-/* One pass over the connections: serve their requests, or (serve == 0: about to sleep) trim
-   their request bits and say whether any request waits. The pass announces the grace period it runs
-   in (see rpcool__drain) and reads client heaps with faults contained by the worker's recovery
+/* Take slot i out of the ready summary, then look once more: a client that posted meanwhile
+   found its bit still set and did not set it again. For an active connection (w->cur is it)
+   the look is at its request bits, else at its state (a connection granted meanwhile). */
+static void rpcool__ready_clear(rpcool_server *s, uint32_t i, struct rpcool__sconn *sc)
+{
+    uint64_t b = 1ull << (i % 64);
+    __atomic_fetch_and(&s->rdy[i / 64], ~b, __ATOMIC_SEQ_CST);
+    int again = sc ? __atomic_load_n(&sc->hdr->req_bits, __ATOMIC_SEQ_CST) != 0
+                   : __atomic_load_n(&s->conns[i].state, __ATOMIC_SEQ_CST) == RPCOOL__SC_ACTIVE;
+    if (again) __atomic_fetch_or(&s->rdy[i / 64], b, __ATOMIC_SEQ_CST);
+}
+
+/* Visit a connection of the ready summary: serve it (serve 1), or trim it (serve 0). Its bit
+   goes when it has nothing flagged any more: at once before a sleep, else after
+   RPCOOL__IDLE_PASSES idle passes, so a client that calls again and again rewrites nothing. */
+static int rpcool__visit(struct rpcool__worker *w, uint32_t i, int serve)
+{
+    rpcool_server *s = w->s;
+    struct rpcool__sconn *sc = &s->conns[i];
+    if (__atomic_load_n(&sc->state, __ATOMIC_SEQ_CST) != RPCOOL__SC_ACTIVE ||
+        rcp__load_relaxed(&sc->dead)) { /* free, draining, dead or condemned: not served */
+        rpcool__ready_clear(s, i, NULL);
+        return 0;
+    }
+    rpcool__cur_set(w, sc);
+    int n = rpcool__scan_conn(w, sc, !serve);
+    if (serve && n) rcp__store_relaxed(&sc->idle, 0u);
+    if (!n && (!serve || rcp__fetch_add(&sc->idle, 1u) + 1 >= RPCOOL__IDLE_PASSES)) {
+        if (serve) (void)rpcool__scan_conn(w, sc, 1); /* unflag idle slots (a request that
+                                                          came meanwhile keeps its bit) */
+        if (!rcp__load(&sc->dead) && !__atomic_load_n(&sc->hdr->req_bits, __ATOMIC_SEQ_CST)) {
+            rcp__store_relaxed(&sc->idle, 0u);
+            rpcool__ready_clear(s, i, sc);
+        }
+    }
+    rpcool__cur_set(w, NULL);
+    return n;
+}
+
+/* Visit the ready connections of slots [lo, hi) in order; stops at the first request when
+   serve is 0. Top bits with an empty word behind them go (and are looked at once more). */
+static int rpcool__pass_range(struct rpcool__worker *w, uint32_t lo, uint32_t hi, int serve)
+{
+    rpcool_server *s = w->s;
+    int n = 0;
+    for (uint32_t t = lo / 4096; t * 4096 < hi && !(n && !serve); t++) {
+        uint64_t tb = __atomic_load_n(&s->rdy_top[t], __ATOMIC_SEQ_CST);
+        uint32_t k0 = t * 64;
+        if (lo / 64 > k0) tb &= ~0ull << (lo / 64 - k0);                 /* words below lo */
+        if ((hi + 63) / 64 < k0 + 64) tb &= (1ull << ((hi + 63) / 64 - k0)) - 1; /* above hi */
+        for (; tb && !(n && !serve); tb &= tb - 1) {
+            uint32_t k = k0 + (uint32_t)__builtin_ctzll(tb);
+            uint64_t wb = __atomic_load_n(&s->rdy[k], __ATOMIC_SEQ_CST);
+            if (!wb) { /* the word is empty: its top bit goes, unless a client set one since */
+                uint64_t bit = 1ull << (k % 64);
+                __atomic_fetch_and(&s->rdy_top[t], ~bit, __ATOMIC_SEQ_CST);
+                if (__atomic_load_n(&s->rdy[k], __ATOMIC_SEQ_CST))
+                    __atomic_fetch_or(&s->rdy_top[t], bit, __ATOMIC_SEQ_CST);
+                continue;
+            }
+            if (k * 64 < lo) wb &= ~0ull << (lo - k * 64);
+            if (k * 64 + 64 > hi) wb &= hi - k * 64 >= 64 ? ~0ull : (1ull << (hi - k * 64)) - 1;
+            for (; wb && !(n && !serve); wb &= wb - 1) {
+                uint32_t i = k * 64 + (uint32_t)__builtin_ctzll(wb);
+                int m = rpcool__visit(w, i, serve);
+                if (m && serve) rcp__store_relaxed(&s->rr, i + 1);
+                n += m;
+            }
+        }
+    }
+    return n;
+}
+
+/* Bits a client set beyond the channel's slots: cleared, never followed. */
+static void rpcool__ready_bogus(rpcool_server *s)
+{
+    uint32_t nw = (s->max_conns + 63) / 64;
+    for (uint32_t t = 0; t < RPCOOL__RDY_TOP; t++) {
+        uint64_t tb = rcp__load_relaxed(&s->rdy_top[t]), ok;
+        ok = t * 64 >= nw ? 0 : nw - t * 64 >= 64 ? ~0ull : (1ull << (nw - t * 64)) - 1;
+        if (tb & ~ok) {
+            rcp__fetch_add(&s->st.bad_entries, 1u);
+            __atomic_fetch_and(&s->rdy_top[t], ok, __ATOMIC_SEQ_CST);
+        }
+    }
+    uint64_t last = s->max_conns % 64 ? (1ull << (s->max_conns % 64)) - 1 : ~0ull;
+    if (rcp__load_relaxed(&s->rdy[nw - 1]) & ~last) {
+        rcp__fetch_add(&s->st.bad_entries, 1u);
+        __atomic_fetch_and(&s->rdy[nw - 1], last, __ATOMIC_SEQ_CST);
+    }
+}
+
+/* One pass over the ready connections: serve their requests, or (serve == 0: about to sleep)
+   trim their request bits and say whether any request waits. A pass starts after the
+   connection the last one served last and goes round once (no busy client waits behind more
+   than one pass of the others). It costs what the ready connections cost: the top words of the
+   ready summary, then the connections flagged there. It announces the grace period it runs in
+   (see rpcool__drain) and reads client heaps with faults contained by the worker's recovery
    point g. */
 static int rpcool__pass(struct rpcool__worker *w, struct rpcool__guard *g, int serve)
 {
     rpcool_server *s = w->s;
-    uint32_t nscan = rcp__load(&s->nscan);
-    int n = 0;
-    if (!nscan) return 0;
+    rpcool__ready_bogus(s);
     /* announce the grace period; a locked store only when it changed (rare: a drain began) */
     uint64_t gp = __atomic_load_n(&s->gp, __ATOMIC_SEQ_CST) + 1;
     if (rcp__load_relaxed(&w->gp) != gp) __atomic_store_n(&w->gp, gp, __ATOMIC_SEQ_CST);
     (void)g; /* containment is on all the time in a worker (rpcool__worker_run) */
-    for (uint32_t i = 0; i < nscan && !(n && !serve); i++) {
-        struct rpcool__sconn *sc = &s->conns[i];
-        if (__atomic_load_n(&sc->state, __ATOMIC_SEQ_CST) != RPCOOL__SC_ACTIVE ||
-            rcp__load_relaxed(&sc->dead)) /* dead, or condemned (dead too) */
-            continue;
-        rpcool__cur_set(w, sc);
-        n += rpcool__scan_conn(w, sc, !serve);
-        rpcool__cur_set(w, NULL);
-    }
+    uint32_t start = rcp__load_relaxed(&s->rr);
+    if (start >= s->max_conns) start = 0;
+    int n = rpcool__pass_range(w, start, s->max_conns, serve);
+    if (start && !(n && !serve)) n += rpcool__pass_range(w, 0, start, serve);
     return n; /* the announcement stays (see rpcool__drain) */
 }
 
@@ -4151,7 +4592,7 @@ static void rpcool__worker_run(struct rpcool__worker *w)
         rcp__full_fence();
         int wait = !rcp__load(&s->stop) && !rpcool__pass(w, &g, 0);
         rcp__store(&w->gp, 0ull); /* a sleeper holds up no drain */
-        if (wait) rcp__futex_wait(&s->ch->sdoor, seq, (uint64_t)s->reap_ms * 1000000u);
+        if (wait) rcp__futex_wait(&s->ch->sdoor, seq, 0); /* reaping is the acceptor's */
         rcp__fetch_add(&s->ch->ssleepers, (uint32_t)-1);
         idle_since = 0;
         it = 127; /* read the clock next round: timed housekeeping may be due */
@@ -4424,6 +4865,7 @@ static int rpcool__server_close(rpcool_server *s)
         if (rcp__load(&sc->state) == RPCOOL__SC_FREE) continue;
         rpcool__guarded(rpcool__wake_client, sc->hdr, 0); /* the heap may be truncated */
         rpcool__sconn_left(s, sc, RPCOOL_E_CLOSED);
+        rpcool__pidfd_drop(s, sc);
         shmheap_close(sc->heap); /* the heap goes with its client (now, if it is dead) */
     }
     if (rpcool__guarded(rpcool__close_sweep, s, -1)) rpcool__chan_repair(s);
@@ -4696,6 +5138,7 @@ static int rpcool__shm_post(rpcool_conn *c, unsigned i)
                      __ATOMIC_SEQ_CST);
     if (!(__atomic_load_n(&c->hdr->req_bits, __ATOMIC_SEQ_CST) & bit))
         __atomic_fetch_or(&c->hdr->req_bits, bit, __ATOMIC_SEQ_CST);
+    rpcool__ready_mark(c->ch, c->index);
     if (__atomic_load_n(&c->ch->ssleepers, __ATOMIC_SEQ_CST)) {
         rcp__fetch_add(&c->ch->sdoor, 1u);
         rcp__futex_wake(&c->ch->sdoor, 1);
@@ -4723,6 +5166,18 @@ static int rpcool__shm_send(rpcool_conn *c, const struct rpcool__call *call)
     return rpcool__shm_post(c, i);
 }
 
+static unsigned rpcool__ncpus(void)
+{
+    static unsigned n; /* racy but idempotent */
+    unsigned v = rcp__load_relaxed(&n);
+    if (!v) {
+        long k = sysconf(_SC_NPROCESSORS_ONLN);
+        v = k > 0 ? (unsigned)k : 1u;
+        rcp__store_relaxed(&n, v);
+    }
+    return v;
+}
+
 /* Wait until slot i is done: spin, then sleep in slices, checking the server between. The
    clock is read once per 64 spins, never before the first reply could have come. */
 static int rpcool__shm_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
@@ -4732,6 +5187,12 @@ static int rpcool__shm_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
     uint64_t t0 = 0, now = 0;
     unsigned mine = rpcool__cpu_bit();
     int share = (rcp__load_relaxed(&c->ch->server_cpus) >> mine) & 1; /* a server polls here */
+    /* more clients already asleep waiting than there are CPUs: the answer comes after theirs,
+       and polling meanwhile only takes a CPU from the server and from them: sleep at once */
+    if ((int32_t)rcp__load_relaxed(&c->ch->cwaiting) > (int32_t)rpcool__ncpus()) {
+        now = rcp__now_ns();
+        goto sleep;
+    }
     for (unsigned k = 1; rcp__load(&sl->state) != done; k++) {
         if (share) { /* the server needs this CPU to answer: give it at once */
             sched_yield();
@@ -4747,6 +5208,10 @@ static int rpcool__shm_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
         if (!share && now - t0 >= 2000) sched_yield();
         share = (rcp__load_relaxed(&c->ch->server_cpus) >> mine) & 1;
     }
+    /* answered while we spun; other clients of the channel answered in their sleep need a
+       CPU to take theirs: give ours up once, or a spinning client keeps it and is served again
+       and again while they wait (a busy pair alone sees none asleep: no system call) */
+    if ((int32_t)rcp__load_relaxed(&c->ch->cwaiting) > 0) sched_yield();
     return 0;
 sleep:
     for (;;) {
@@ -4758,11 +5223,18 @@ sleep:
         __atomic_fetch_add(&c->hdr->csleepers, 1u, __ATOMIC_SEQ_CST);
         uint32_t seq = rcp__load(&c->hdr->cdoor);
         rcp__full_fence();
+        rcp__fetch_add(&c->ch->cwaiting, 1u);
         if (rcp__load(&sl->state) != done) rcp__futex_wait(&c->hdr->cdoor, seq, slice);
+        rcp__fetch_add(&c->ch->cwaiting, (uint32_t)-1);
         rcp__fetch_add(&c->hdr->csleepers, (uint32_t)-1);
         if (rcp__load(&sl->state) == done) return 0;
         int r = rpcool__server_gone(c);
         if (r) return r;
+        /* still waiting: show the call again (another client may have cleared our bits in the
+           channel, or the server's sleepers count) and ring; a server at work loses nothing */
+        rpcool__ready_mark(c->ch, c->index);
+        rcp__fetch_add(&c->ch->sdoor, 1u);
+        rcp__futex_wake(&c->ch->sdoor, 1);
         now = rcp__now_ns();
     }
 }

@@ -286,6 +286,28 @@ SHMHEAP_API int shmheap_unlink(const char *name, const shmheap_opts *opts);
 SHMHEAP_API int shmheap_create_fd(int fd, const shmheap_opts *opts, shmheap **out);
 SHMHEAP_API int shmheap_open_fd(int fd, const shmheap_opts *opts, shmheap **out);
 SHMHEAP_API int shmheap_pod_hold(const shmheap *h, const shmheap_opts *opts);
+/* A reservation: one address range of the pod, one entry of its directory, for many heaps on
+   descriptors (a server's connection heaps, say), so that their number does not fill the pod.
+   resv_create takes size bytes (rounded up to 2 MiB; SHMHEAP_E_PODFULL if no range that large
+   is free, or the directory is full; its entry's key ends in ":resv"). create_fd_in is
+   create_fd at base + off of the reservation (off a multiple of 2 MiB, the heap within the
+   range: else SHMHEAP_E_INVAL; SHMHEAP_E_ADDRINUSE if something of this process is mapped
+   there); the caller decides which offsets are free (the pod does not); the heap's name is
+   "fd:IDX:...@ADDR" (IDX the reservation's entry, ADDR its base in hex). A hold
+   (shmheap_pod_hold) of a heap made in it holds the whole range; the range stays taken while
+   the reservation or any hold of it lives (each heap made in it keeps one while it is open
+   here). resv_hold returns a new descriptor of the
+   reservation's own hold (one lock for all: its copies cost the pod nothing each), to pass to
+   the processes that map heaps made in it; close it when done. resv_destroy drops the
+   reservation's descriptor; heaps made in it stay valid. */
+typedef struct shmheap_resv shmheap_resv;
+SHMHEAP_API int shmheap_resv_create(size_t size, const shmheap_opts *opts, shmheap_resv **out);
+SHMHEAP_API int shmheap_resv_destroy(shmheap_resv *r);
+SHMHEAP_API int shmheap_resv_hold(const shmheap_resv *r);
+SHMHEAP_API void *shmheap_resv_base(const shmheap_resv *r);
+SHMHEAP_API size_t shmheap_resv_size(const shmheap_resv *r);
+SHMHEAP_API int shmheap_create_fd_in(shmheap_resv *r, size_t off, int fd, const shmheap_opts *opts,
+                                     shmheap **out);
 
 SHMHEAP_API void *shmheap_base(const shmheap *h);
 SHMHEAP_API size_t shmheap_size(const shmheap *h);
@@ -2442,6 +2464,134 @@ SHMHEAP_API int shmheap_pod_hold(const shmheap *h, const shmheap_opts *opts)
         return r;
     }
     return pfd;
+}
+
+struct shmheap_resv {
+    int fd;         /* our own open of the pod: the read lock on the entry's byte */
+    int idx;        /* the entry */
+    uint64_t base;
+    size_t size;
+};
+
+SHMHEAP_API int shmheap_resv_create(size_t size, const shmheap_opts *opts, shmheap_resv **out)
+{
+    struct shmheap__podref pr;
+    int r, idx = -1, keep = -1;
+    uint64_t b = 0;
+    if (!out) return SHMHEAP_E_INVAL;
+    *out = NULL;
+    if (!size || size > ((size_t)1 << 46)) return SHMHEAP_E_INVAL;
+    size = (size + SHMHEAP__ALIGN - 1) & ~(SHMHEAP__ALIGN - 1);
+    shmheap_resv *rv = (shmheap_resv *)shmheap__calloc(1, sizeof *rv);
+    if (!rv) return -ENOMEM;
+    pthread_once(&shmheap__once, shmheap__init_once);
+    pthread_mutex_lock(&shmheap__reg_lock);
+    if ((r = shmheap__pod_open(opts, &pr))) goto fail;
+    /* as shmheap_create_fd: entries of heaps on descriptors nobody holds go first */
+    for (int i = 0; i < SHMHEAP__POD_N; i++)
+        if (pr.p->e[i].base && !strncmp(pr.p->e[i].key, "fd:", 3) &&
+            shmheap__pod_lock(pr.fd, i, F_WRLCK, F_OFD_GETLK) == 0)
+            pr.p->e[i].base = 0;
+    for (int pass = 0; pass < 2 && (idx < 0 || !b); pass++) {
+        if (pass) shmheap__pod_sweep(pr.p, pr.fd); /* stale entries go, then once more */
+        idx = -1;
+        for (int i = 0; i < SHMHEAP__POD_N && idx < 0; i++)
+            if (!pr.p->e[i].base && shmheap__pod_lock(pr.fd, i, F_WRLCK, F_OFD_GETLK) == 0)
+                idx = i;
+        b = idx < 0 ? 0 : shmheap__pod_pick(pr.p, size, 0);
+    }
+    r = idx < 0 || !b ? SHMHEAP_E_PODFULL : 0;
+    if (!r && (r = shmheap__pod_lock(pr.fd, idx, F_RDLCK, F_OFD_SETLK)) == 0 &&
+        (keep = fcntl(pr.fd, F_DUPFD_CLOEXEC, 3)) < 0)
+        r = -errno;
+    if (!r) {
+        struct shmheap__pod_ent *e = &pr.p->e[idx];
+        e->base = 0;
+        snprintf(e->key, sizeof e->key, "fd:%d:%d-%llu:resv", idx, (int)getpid(),
+                 (unsigned long long)(rcp__now_ns() % 1000000000000ull));
+        e->size = size;
+        rcp__store(&e->base, b); /* written last: a torn entry is an unused one */
+    }
+    shmheap__pod_close(&pr);
+    if (r) goto fail;
+    pthread_mutex_unlock(&shmheap__reg_lock);
+    rv->fd = keep;
+    rv->idx = idx;
+    rv->base = b;
+    rv->size = size;
+    *out = rv;
+    return 0;
+fail:
+    pthread_mutex_unlock(&shmheap__reg_lock);
+    shmheap__free(rv);
+    return r;
+}
+
+SHMHEAP_API int shmheap_resv_destroy(shmheap_resv *r)
+{
+    if (!r) return SHMHEAP_E_INVAL;
+    close(r->fd); /* heaps made in it keep their own duplicates of the hold */
+    shmheap__free(r);
+    return 0;
+}
+
+SHMHEAP_API int shmheap_resv_hold(const shmheap_resv *r)
+{
+    if (!r) return SHMHEAP_E_INVAL;
+    int fd = fcntl(r->fd, F_DUPFD_CLOEXEC, 3);
+    return fd < 0 ? -errno : fd;
+}
+
+SHMHEAP_API void *shmheap_resv_base(const shmheap_resv *r)
+{
+    return r ? (void *)(uintptr_t)r->base : NULL;
+}
+
+SHMHEAP_API size_t shmheap_resv_size(const shmheap_resv *r) { return r ? r->size : 0; }
+
+SHMHEAP_API int shmheap_create_fd_in(shmheap_resv *r, size_t off, int fd, const shmheap_opts *opts,
+                                     shmheap **out)
+{
+    struct stat st;
+    shmheap_opts o;
+    char key[SHMHEAP__NAME_MAX + 12];
+    void *base = NULL;
+    int rc, keep = -1;
+    if (!out) return SHMHEAP_E_INVAL;
+    *out = NULL;
+    memset(&o, 0, sizeof o);
+    if (opts) o = *opts;
+    struct rcp__logger lg = shmheap__logger(&o);
+    size_t size = o.size ? o.size : SHMHEAP_DEFAULT_SIZE;
+    size = (size + SHMHEAP__ALIGN - 1) & ~(SHMHEAP__ALIGN - 1);
+    if (!r || fd < 0 || o.addr || off % SHMHEAP__ALIGN || off > r->size || size > r->size - off)
+        return SHMHEAP_E_INVAL;
+    if (fstat(fd, &st)) return -errno;
+    if (!S_ISREG(st.st_mode)) return SHMHEAP_E_INVAL;
+    pthread_once(&shmheap__once, shmheap__init_once);
+    int fresh = st.st_size == 0;
+    if ((size_t)st.st_size < size && ftruncate(fd, (off_t)size)) return -errno;
+    if ((keep = fcntl(r->fd, F_DUPFD_CLOEXEC, 3)) < 0) return -errno;
+    snprintf(key, sizeof key, "fd:%d:%d-%llu@%llx", r->idx, (int)getpid(),
+             (unsigned long long)(rcp__now_ns() % 1000000000000ull),
+             (unsigned long long)(r->base + off));
+    pthread_mutex_lock(&shmheap__reg_lock);
+    if ((rc = shmheap__map_at(fd, r->base + off, size, &base))) goto fail;
+    if ((rc = shmheap__format(base, fd, size, key, fresh)) ||
+        (rc = shmheap__validate((struct shmheap__hdr *)base, size)) ||
+        (rc = shmheap__new_handle(base, fd, key, &o, out))) {
+        munmap(base, size);
+        goto fail;
+    }
+    (*out)->pod_fd = keep;
+    pthread_mutex_unlock(&shmheap__reg_lock);
+    shmheap__log(&lg, SHMHEAP_LOG_INFO, "created %s at %p, %zu bytes", key, base, size);
+    return 0;
+fail:
+    pthread_mutex_unlock(&shmheap__reg_lock);
+    close(keep);
+    shmheap__log(&lg, SHMHEAP_LOG_ERROR, "create on fd %d failed: %s", fd, shmheap_strerror(rc));
+    return rc;
 }
 
 SHMHEAP_API void *shmheap_base(const shmheap *h)

@@ -140,12 +140,71 @@ static __attribute__((unused)) int t_ready_wait(int fd)
     return ok ? 0 : -1;
 }
 
-/* 1 if the object /dev/shm/NAME exists ("shm:NAME" too). */
+/* 1 if process PID (a /proc name) has the pod of this process (SHMHEAP_POD) open. */
+static __attribute__((unused)) int t_has_pod(const char *pid)
+{
+    const char *pod = getenv("SHMHEAP_POD");
+    char want[200], p[300], l[256];
+    snprintf(want, sizeof want, "/dev/shm/%s", pod && *pod ? pod : "shmheap.pod");
+    snprintf(p, sizeof p, "/proc/%s/fd", pid);
+    DIR *d = opendir(p);
+    struct dirent *e;
+    int yes = 0;
+    while (d && !yes && (e = readdir(d))) {
+        char fp[600];
+        snprintf(fp, sizeof fp, "%s/%s", p, e->d_name);
+        ssize_t k = readlink(fp, l, sizeof l - 1);
+        if (k > 0) l[k] = 0;
+        yes = k > 0 && !strcmp(l, want);
+    }
+    if (d) closedir(d);
+    return yes;
+}
+
+/* Heaps on memfds (connection heaps) mapped at a base in [lo, hi) by a process that has this
+   pod open (pods share the address window: only a user of ours can map a range of ours),
+   counted once each (by inode); with exact set, the one whose base is lo (0 or 1). Reads
+   /proc/PID/fd and /proc/PID/maps. */
+static __attribute__((unused)) int t_memfd_maps(uint64_t lo, uint64_t hi, int exact)
+{
+    unsigned long inos[4096];
+    int n = 0;
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] < '0' || e->d_name[0] > '9' || !t_has_pod(e->d_name)) continue;
+        char p[300], line[512];
+        snprintf(p, sizeof p, "/proc/%s/maps", e->d_name);
+        FILE *f = fopen(p, "r");
+        while (f && fgets(line, sizeof line, f)) {
+            unsigned long long a, b;
+            unsigned long ino;
+            if (!strstr(line, "/memfd:") ||
+                sscanf(line, "%llx-%llx %*s %*s %*s %lu", &a, &b, &ino) != 3)
+                continue;
+            if (exact ? a != lo : (a < lo || a >= hi)) continue;
+            int seen = 0;
+            for (int k = 0; k < n && !seen; k++) seen = inos[k] == ino;
+            if (!seen && n < 4096) inos[n++] = ino;
+        }
+        if (f) fclose(f);
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+/* 1 if the object /dev/shm/NAME exists ("shm:NAME" too); a heap on a memfd ("fd:...") while its
+   pod entry is held, or for one carved from a reservation ("fd:...@ADDR") while a process maps
+   it. */
 static __attribute__((unused)) int t_shm_exists(const char *name)
 {
     char p[200];
     struct stat st;
     int idx;
+    const char *at = strchr(name, '@');
+    unsigned long long base;
+    if (!strncmp(name, "fd:", 3) && at && sscanf(at + 1, "%llx", &base) == 1)
+        return t_memfd_maps(base, base + 1, 1) > 0;
     if (sscanf(name, "fd:%d:", &idx) == 1) { /* a heap on a memfd: is its pod entry held? */
         const char *pod = getenv("SHMHEAP_POD");
         snprintf(p, sizeof p, "/dev/shm/%s", pod && *pod ? pod : "shmheap.pod");
@@ -176,7 +235,15 @@ static __attribute__((unused)) int t_pod_fd_entries(int *rec, int *held)
     *rec = *held = 0;
     if (shmheap__pod_open(NULL, &pr)) return -1;
     for (int i = 0; i < SHMHEAP__POD_N; i++) {
-        if (!pr.p->e[i].base || strncmp(pr.p->e[i].key, "fd:", 3)) continue;
+        struct shmheap__pod_ent *e = &pr.p->e[i];
+        if (!e->base || strncmp(e->key, "fd:", 3)) continue;
+        size_t kl = strnlen(e->key, sizeof e->key);
+        if (kl > 5 && !strcmp(e->key + kl - 5, ":resv")) { /* a reservation: its live heaps */
+            int n = t_memfd_maps(e->base, e->base + e->size, 0);
+            *rec += n ? n : 1;
+            *held += n;
+            continue;
+        }
         (*rec)++;
         *held += shmheap__pod_lock(pr.fd, i, F_WRLCK, F_OFD_GETLK) == 1;
     }

@@ -460,25 +460,36 @@ static void g_connect_timeout_and_mode(void)
     if (s) rpcool_server_close(s);
 }
 
-/* max_conns: 0 means 64 slots, more than 1024 is refused. A connection in a pod of its own. */
+/* max_conns: 0 means RPCOOL_DEFAULT_MAX_CONNS slots, more than RPCOOL_MAX_CONNS is refused. A
+   connection in a pod of its own. (Three descriptors per connection in this process: the soft
+   RLIMIT_NOFILE is raised for them.) */
 static void g_max_conns_and_pod(void)
 {
+    enum { N = RPCOOL_DEFAULT_MAX_CONNS };
     rpcool_server *s = NULL;
-    rpcool_server_opts so = {.max_conns = 1025};
+    rpcool_server_opts so = {.max_conns = RPCOOL_MAX_CONNS + 1};
     CHECK_EQ(rpcool_server_open(t_uniq("gmax"), &so, &s), RPCOOL_E_INVAL);
     rpcool_server_opts small = {.stack_size = 4096}; /* below RPCOOL_STACK_RESERVE: at open */
     CHECK_EQ(rpcool_server_open(t_uniq("gstk"), &small, &s), RPCOOL_E_INVAL);
+    struct rlimit rl;
+    if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < 8 * N) {
+        rl.rlim_cur = rl.rlim_max < 8 * N ? rl.rlim_max : 8 * N;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
     const char *name = t_uniq("gmax");
     const char *pod = t_uniq("gcpod");
     so.max_conns = 0;
     so.pod = pod;
     s = t_serve(name, &so, 1);
     if (!s) return;
+    rpcool_server_stats st;
+    rpcool_server_get_stats(s, &st);
+    CHECK_EQ(st.max_conns, N);
     rpcool_conn_opts o = {.heap_size = 2 << 20, .pod = pod};
-    static rpcool_conn *c[65];
+    static rpcool_conn *c[N + 1];
     int k = 0, r = 0;
-    while (k < 65 && (r = rpcool_connect(name, &o, &c[k])) == 0) k++;
-    CHECK_EQ(k, 64);
+    while (k < N + 1 && (r = rpcool_connect(name, &o, &c[k])) == 0) k++;
+    CHECK_EQ(k, N);
     CHECK_EQ(r, RPCOOL_E_NOSLOT);
     CHECK(shm_mode(pod) >= 0); /* the heaps went to that pod */
     if (k) CHECK_EQ(t_slow_call(c[k - 1], 0), 1);

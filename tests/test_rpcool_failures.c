@@ -513,7 +513,8 @@ static void test_server_killed_premade(void)
     waitpid(cl, NULL, 0);
     waitpid(srv, NULL, 0);
     t_pod_fd_entries(&rec, &held);
-    CHECKF(held == 0 && rec >= 9, "after the kill: %d recorded, %d held", rec, held);
+    /* recorded: its heaps' arena (one entry, counted once when no heap of it lives) */
+    CHECKF(held == 0 && rec >= 1, "after the kill: %d recorded, %d held", rec, held);
     const char *n2 = t_uniq("premade2");
     rpcool_server *s2 = t_open_server(n2, 0);
     if (s2) {

@@ -2,7 +2,7 @@
  * open while a creator formats, a creator's descriptor, unlink racing create, fixed addresses
  * straddling the window, open after re-create, open on a small stack, the options of create,
  * SHMHEAP_WINDOW and SHMHEAP_POD, the header deciding the address, open counts, name limits,
- * stale pod entries, a huge heap that touches little. */
+ * stale pod entries, a huge heap that touches little, reservations (many heaps, one entry). */
 #define SHMHEAP_IMPLEMENTATION
 #include "shmheap.h"
 #include "t.h"
@@ -712,6 +712,63 @@ static void g_name_limits(void)
     if (!r) t_rm(h2, nm);
 }
 
+/* A reservation: 8 heaps on memfds in one pod entry (t_pod_fd_entries counts them as heaps);
+   each maps at its offset, allocates, and is named fd:IDX:...@ADDR; offsets outside the range
+   or unaligned are refused; a place taken in this process is SHMHEAP_E_ADDRINUSE; a hold of
+   the reservation keeps its entry after resv_destroy and the heaps' close, until it is closed. */
+static void resv_many_heaps_one_entry(void)
+{
+    t_pod pod;
+    t_pod_enter(&pod, "resv");
+    shmheap_resv *r = NULL;
+    shmheap_opts o = {.size = (size_t)2 << 20};
+    CHECK_EQ(shmheap_resv_create(0, NULL, &r), SHMHEAP_E_INVAL);
+    CHECK_EQ(shmheap_resv_create((size_t)16 << 20, NULL, NULL), SHMHEAP_E_INVAL);
+    CHECK_EQ(shmheap_resv_create((size_t)16 << 20, NULL, &r), 0);
+    if (!r) {
+        t_pod_leave(&pod);
+        return;
+    }
+    CHECK_EQ(shmheap_resv_size(r), (size_t)16 << 20);
+    char *base = (char *)shmheap_resv_base(r);
+    CHECK(base != NULL);
+    shmheap *h[8] = {NULL};
+    int fd[8];
+    for (int k = 0; k < 8; k++) {
+        fd[k] = memfd_create("t-resv", MFD_CLOEXEC);
+        CHECK_EQ(shmheap_create_fd_in(r, (size_t)k << 21, fd[k], &o, &h[k]), 0);
+        if (!h[k]) continue;
+        CHECK(shmheap_base(h[k]) == base + ((size_t)k << 21));
+        CHECK(strchr(shmheap_name(h[k]), '@') != NULL);
+        CHECK(shmheap_malloc(h[k], 100) != NULL);
+    }
+    int extra = memfd_create("t-resv", MFD_CLOEXEC);
+    shmheap *x = NULL;
+    CHECK_EQ(shmheap_create_fd_in(r, (size_t)8 << 21, extra, &o, &x), SHMHEAP_E_INVAL);
+    CHECK_EQ(shmheap_create_fd_in(r, 4096, extra, &o, &x), SHMHEAP_E_INVAL);
+    CHECK_EQ(shmheap_create_fd_in(r, 0, extra, &o, &x), SHMHEAP_E_ADDRINUSE);
+    CHECK_EQ(shmheap_create_fd_in(NULL, 0, extra, &o, &x), SHMHEAP_E_INVAL);
+    close(extra);
+    int rec = 0, held = 0;
+    CHECK_EQ(t_pod_fd_entries(&rec, &held), 0);
+    CHECK_EQ(held, 8); /* eight heaps alive, in one entry */
+    int hold = shmheap_resv_hold(r);
+    CHECK(hold >= 0);
+    CHECK_EQ(shmheap_resv_destroy(r), 0);
+    for (int k = 0; k < 8; k++) {
+        if (h[k]) shmheap_close(h[k]);
+        close(fd[k]);
+    }
+    CHECK(t_pod_held() == 0);
+    /* the hold keeps the range: another reservation does not get it */
+    shmheap_resv *r2 = NULL;
+    CHECK_EQ(shmheap_resv_create((size_t)16 << 20, NULL, &r2), 0);
+    if (r2) CHECK((char *)shmheap_resv_base(r2) != base);
+    if (r2) shmheap_resv_destroy(r2);
+    close(hold);
+    t_pod_leave(&pod);
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv);
@@ -731,5 +788,6 @@ int main(int argc, char **argv)
     RUN(g_header_decides);
     RUN(g_opens);
     RUN(g_name_limits);
+    RUN(resv_many_heaps_one_entry);
     return T_DONE();
 }
