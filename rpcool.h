@@ -354,9 +354,13 @@
    message (bad length, type, sequence or address) drops that connection (counted in
    bad_entries), never the server.
    Serving: the calls of one RDMA connection run one at a time, in order, on the RDMA thread;
-   connections take turns. Waiting on either side: poll the completion queue while spin_ns
-   lasts (by default RPCOOL_DEFAULT_RDMA_SPIN_NS, 500 us, RR-Compound's busy-poll time: a
-   network round trip is longer than the 20 us that suit shared memory), or while calls are
+   connections take turns. A call is admitted, run and answered as on shared memory: time
+   limits hold (the RDMA thread is watched as every serving thread; a handler over its limit
+   ends at its next checked accessor, a SANDBOX one by RPCOOL_LIMIT_SIGNAL, and the thread
+   serves on), and the budget of the checked accessors is the client's heap's size.
+   Waiting on either side: poll the completion queue while spin_ns lasts (by default
+   RPCOOL_DEFAULT_RDMA_SPIN_NS, 500 us, RR-Compound's busy-poll time: a network round trip is
+   longer than the 20 us that suit shared memory), or while calls are
    frequent: up to 4 times the recent round trip (a client) or gap between calls (the server)
    when that is under 50 ms; then sleep on the completion channel (RR-Compound's BPEV). A
    side whose spin_ns is the default measures both ways and waits the faster one: it polls
@@ -452,7 +456,7 @@
      and the thread carries on, as after a fault. A handler of another mode is never
      interrupted (abandoning it could leave the server's state half changed): it runs on
      until it returns or reaches a checked accessor. Time limits and the budget of the
-     checked accessors apply to shared-memory calls, not yet to calls over RDMA.
+     checked accessors hold for calls of every transport (over RDMA too: see BETWEEN PODS).
    - Closing: rpcool_server_close waits close_ms (RPCOOL_DEFAULT_CLOSE_MS, 1 s) for running
      handlers (time limits hold meanwhile), then ends sandboxed ones as a time limit would.
      A handler of another mode still running 100 ms after that is left to its thread:
@@ -567,6 +571,19 @@
    at once costs the call nothing measurable and leaves the CPU to the NIC's work and to the
    peer; always polling never won by more than a few percent, and against a polling server it
    lost by up to 2.5x on CPUs shared with the emulated NIC.
+   Every call takes one path on the server, whatever transport it came by: the transport reads
+   the call off its wire once into a neutral record (struct rpcool__incoming: handler id, flags,
+   argument, seal, slot and generation, its connection, budget, key) and hands it to
+   rpcool__dispatch, which admits it (flags, handler, range, policy, seal, cancelled, COPY and
+   max_copy), runs it (time limit, budget, key fence, containment) and answers it through the
+   transport's reply, or hands it to its deferred token. So a promise made for calls holds on
+   every transport, and the call-semantics suite (tests/call_semantics.h) checks it on each.
+   A transport is its state and two tables (struct rpcool__client_tp, rpcool__server_tp, their
+   contract at >>seam): shared memory's at >>shm, RDMA's in impl/rpcool/rdma.h. A third one (a
+   pod of several hosts sharing a CXL device, say) is one more file, impl/rpcool/NAME.h, with
+   its two tables filled member by member: its serving threads join the server as workers
+   (rpcool__worker_join) and pass each call they read to rpcool__dispatch; rpcool_connect picks
+   it by a channel prefix and rpcool_server_opts by an option.
    Passing pointers wins in proportion to what serialising costs: a call between pods pays at
    least one network round trip, so a small structure that serialises in less than that round
    trip gains little over protobuf-c on TCP, while a large one (thousands of nodes) gains
@@ -3408,14 +3425,6 @@ out:
     return r;
 }
 
-/* A request cancelled before it was claimed: its handler never starts. */
-static int rpcool__cancel_seen(rpcool_server *s, const struct rpcool__req *sl, uint32_t gen)
-{
-    if (RCP__LIKELY(rcp__load_relaxed(&sl->cancel) != RPCOOL__SL(gen, RPCOOL__SL_REQ))) return 0;
-    rcp__fetch_add(&s->st.cancelled, 1u);
-    return 1;
-}
-
 /* >>accept - server: accepting, draining and reaping connections ------------------------------- */
 
 static RCP__THREAD_LOCAL struct rpcool__worker *rpcool__me; /* this thread's worker, if any */
@@ -4332,7 +4341,7 @@ RPCOOL_API void rpcool_ctx_fail(rpcool_ctx *ctx, int code)
 static void rpcool__spend(rpcool_ctx *ctx, size_t len)
 {
     ctx->spent += len;
-    if (RCP__UNLIKELY(ctx->spent > ctx->budget - 1)) /* budget 0 (RDMA): no bound */
+    if (RCP__UNLIKELY(ctx->spent > ctx->budget - 1)) /* budget 0: no bound */
         rpcool_ctx_fail(ctx, RPCOOL_E_BUDGET);
     if (ctx->w && RCP__UNLIKELY(rcp__load_relaxed(&ctx->w->expired) == ctx->call_no))
         rpcool_ctx_fail(ctx, RPCOOL_E_DEADLINE);

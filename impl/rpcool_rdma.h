@@ -1851,7 +1851,8 @@ static uint64_t rpcool__r_carve(struct rpcool__rconn *rc, uint64_t need, uint32_
     return at;
 }
 
-static void *rpcool__r_block_alloc(rpcool_server *s, struct rpcool__rconn *rc, size_t size, uint32_t g)
+static void *rpcool__r_block_alloc(rpcool_server *s, struct rpcool__rconn *rc, size_t size,
+                                   uint32_t g)
 {
     if (!size) size = 1;
     if (size > rc->rlen) return NULL;

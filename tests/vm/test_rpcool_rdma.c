@@ -23,12 +23,16 @@
  *   killed_client_pod  killed clients leave no heap file and no taken range in their pod; one
  *                   that starts at once connects though the server still mirrors the dead one
  *   peer            rpcool_ctx_peer of an RDMA client: its claims (pid, uid, gid, pod id),
- *                   unauthenticated, and its address; rpcool_cancel says RPCOOL_E_NOTSUP */
+ *                   unauthenticated, and its address; rpcool_cancel says RPCOOL_E_NOTSUP
+ *   cs_*            the call-semantics suite of tests/call_semantics.h (as on shared memory:
+ *                   time limits and the checked-read budget included), its server another
+ *                   process of pod A publishing at the first one's meta server (one guest) */
 #define RPCOOL_WITH_RDMA 1
 #define RPCOOL__R_TEST_HOOKS 1
 #define RPCOOL_IMPLEMENTATION
 #include "../../rpcool.h"
 #include "vmt.h"
+#include "../call_semantics.h"
 #include <dirent.h>
 #include <poll.h>
 #include <sys/wait.h>
@@ -904,6 +908,8 @@ static void threads(void)
     rpcool_disconnect(c);
 }
 
+static char cs_where[200]; /* the call-semantics suite's channel ("": not run) */
+
 static int run_client(void)
 {
     setenv("SHMHEAP_POD", "shmheap-b.pod", 1);
@@ -923,6 +929,7 @@ static int run_client(void)
     RUN(async);
     RUN(threads);
     RUN(fuzz_ring);
+    if (*cs_where) cs_suite(cs_where);
     return 0;
 }
 
@@ -1260,7 +1267,18 @@ int main(int argc, char **argv)
     if (sp == 0) _exit(serve("serve"));
     server_pid = sp;
     usleep(1500000); /* the meta server listens */
+    int cp[2];
+    pid_t csp = t_fork_pipe(cp); /* the call-semantics suite's server, published there */
+    if (csp == 0) _exit(cs_serve("rdmacs", "127.0.0.1", cp[1]));
+    if (csp > 0 && !t_ready_wait(cp[0])) snprintf(cs_where, sizeof cs_where,
+                                                   "rdma://127.0.0.1/rdmacs");
+    else printf("FAIL cs_server: the call-semantics suite's server did not start\n");
     run_client();
+    if (csp > 0) { /* it ends once the suite asked it to */
+        int ws = 0;
+        for (int k = 0; k < 100 && waitpid(csp, &ws, WNOHANG) == 0; k++) usleep(100000);
+        if (kill(csp, 0) == 0) t_kill_wait(csp);
+    }
     RUN(idle_server);
     RUN(late_receives);
     RUN(late_unposted);
