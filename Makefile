@@ -17,7 +17,7 @@ WARN    = -Wall -Wextra -Werror
 CFLAGS  ?= -O2 -g
 SAN     = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 TSAN    = -fsanitize=thread
-HEADERS = $(wildcard *.h) $(wildcard impl/*.h)
+HEADERS = $(wildcard *.h) $(wildcard impl/*.h) $(wildcard impl/rpcool/*.h)
 
 # Without rdma-core's headers (libibverbs-dev) the headers compile their RDMA parts out
 # (KRCONN_NO_RDMA and the like, automatic), so -libverbs is dropped from the link line: the

@@ -20,9 +20,9 @@
    The declarations follow this text; then the implementation, whose sections are marked with
    anchors to grep for: >>implementation >>support >>layout >>state >>seam >>errors >>liveness
    >>contain >>names >>server >>ops >>accept >>dispatch >>serve >>handler >>client >>seal >>call
-   >>connect >>builders; the RDMA transport is in impl/rpcool_rdma.h (>>r-conn >>r-client
-   >>r-server >>r-tables), deferred replies in impl/rpcool_defer.h (>>defer), protobuf-c services in
-   impl/rpcool_pbc.h (>>pbc), shared data in impl/rpcool_export.h (>>export >>x-remote). The
+   >>connect >>shm >>builders; rpcool's own parts are in impl/rpcool/: the RDMA transport in
+   rdma.h (>>r-conn >>r-client >>r-server >>r-tables), deferred replies in defer.h (>>defer),
+   protobuf-c services in pbc.h (>>pbc), shared data in export.h (>>export >>x-remote). The
    licence (MIT) is at the end of the file.
 
    1. USAGE
@@ -595,7 +595,7 @@
    Services written in .proto and served with protobuf-c (Debian: libprotobuf-c-dev,
    protobuf-c-compiler) run over rpcool unchanged: a message travels as a pointer, with no pack
    and no unpack. Build: #define RPCOOL_WITH_PROTOBUF_C before including rpcool.h, in the
-   implementation file and in every file that uses these functions; keep impl/rpcool_pbc.h
+   implementation file and in every file that uses these functions; keep impl/rpcool/pbc.h
    beside it and link -lprotobuf-c. For a service Svc of a .proto compiled with protoc-c:
 
        Svc_Service impl = SVC__INIT(my_);                  // server: the user's functions
@@ -1400,7 +1400,7 @@ RPCOOL_API int rpcool_remote_read_opt(rpcool_remote *r, uint32_t idx, const void
 }
 #endif
 #ifdef RPCOOL_WITH_PROTOBUF_C /* protobuf-c services over rpcool (section 11) */
-#include "impl/rpcool_pbc.h"
+#include "impl/rpcool/pbc.h"
 #endif
 #endif /* RPCOOL_H */
 
@@ -2030,7 +2030,7 @@ struct rpcool_deferred {
     pthread_mutex_t lock; /* guards blk */
 };
 
-/* The RDMA transport (impl/rpcool_rdma.h, compiled in with RPCOOL_WITH_RDMA). */
+/* The RDMA transport (impl/rpcool/rdma.h, compiled in with RPCOOL_WITH_RDMA). */
 struct rpcool__rconn;
 struct rpcool__rsrv;
 /* "rdma://HOST[:PORT]/NAME" or "rdma:NAME": the meta server (NULL: $KRCONN_META) and the name.
@@ -5582,7 +5582,7 @@ RPCOOL_API char *rpcool_strdup(rpcool_conn *c, const char *s)
     return p;
 }
 
-/* >>shm - the shared-memory transport: a slot's call, the server's operations, the tables ---- */
+/* >>shm - the shared-memory transport: a slot's call, the server's operations, the tables ------ */
 
 /* Serve request gen of slot i of a connection, claimed by this thread: its request line read
    once (the client may change it at any moment), then the one dispatch of every transport. */
@@ -5810,13 +5810,13 @@ static const struct rpcool__client_tp *rpcool__shm_client_tp(void) { return &rpc
 static const struct rpcool__server_tp *rpcool__shm_server_tp(void) { return &rpcool__shm_server; }
 
 #ifdef RPCOOL__RDMA
-#include "impl/rpcool_rdma.h"
+#include "impl/rpcool/rdma.h"
 #endif
-#include "impl/rpcool_defer.h" /* deferred replies (>>defer) */
-#include "impl/rpcool_export.h" /* shared data (>>export >>x-remote) */
+#include "impl/rpcool/defer.h" /* deferred replies (>>defer) */
+#include "impl/rpcool/export.h" /* shared data (>>export >>x-remote) */
 #ifdef RPCOOL_WITH_PROTOBUF_C
 #define RPCOOL_PBC_IMPLEMENTATION
-#include "impl/rpcool_pbc.h" /* protobuf-c services (>>pbc) */
+#include "impl/rpcool/pbc.h" /* protobuf-c services (>>pbc) */
 #endif
 
 /* >>builders - data builders ------------------------------------------------------------------- */

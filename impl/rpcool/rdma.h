@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* impl/rpcool_rdma.h - rpcool's RDMA transport between pods (private to rpcool.h's
+/* impl/rpcool/rdma.h - rpcool's RDMA transport between pods (private to rpcool.h's
    implementation, which includes it when RPCOOL_WITH_RDMA is defined; see rpcool.h's manual,
    section "Between pods"). Not a public header: every name here is rpcool__r*.
 
@@ -55,7 +55,7 @@
 #ifndef RPCOOL_RDMA_IMPL_H
 #define RPCOOL_RDMA_IMPL_H
 
-#include "verbs.h" /* the project's verbs layer (krconn.h includes it too) */
+#include "../verbs.h" /* the project's verbs layer (krconn.h includes it too) */
 #include <linux/userfaultfd.h>
 #include <arpa/inet.h>
 #include <poll.h>
