@@ -273,6 +273,7 @@ struct rpcool__rsrv {
     krconn_dir *dir;
     int uffd;
     int stop, closing;   /* stop: the serving thread; closing: the fault thread too */
+    int stop_ev;         /* an eventfd that wakes the serving thread's idle sleep at a stop */
     uint64_t spin_ns;    /* the serving thread polls this long before it sleeps */
     uint64_t sleeps;     /* times the serving thread slept */
     uint64_t gap_ns;     /* recent idle gaps between calls (moving average) */
@@ -1117,7 +1118,7 @@ static unsigned rpcool__r_call_ranges(rpcool_conn *c, const struct rpcool__call 
     return m;
 }
 
-/* Take the reply frees queued (rpcool__r_free): they ride on this call. Returns how many. */
+/* Take the reply frees queued (rpcool__r_drop_reply): they ride on this call. Returns how many. */
 static unsigned rpcool__r_frees_take(struct rpcool__rconn *rc, uint64_t *frees)
 {
     pthread_mutex_lock(&rc->free_lock);
@@ -1426,7 +1427,8 @@ static int rpcool__r_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
     }
 }
 
-/* rpcool_free of a reply block: its call's reply goes, at the next call. */
+/* A reply block nobody takes, or one rpcool_free gave back (rpcool__r_free): it goes back to
+   the server with the next call (or a FREE frame once RPCOOL__R_FREES are queued). */
 static void rpcool__r_drop_reply(rpcool_conn *c, void *p)
 {
     struct rpcool__rconn *rc = c->rdma;
@@ -2556,14 +2558,15 @@ static void rpcool__r_gap_note(struct rpcool__rsrv *rs, uint64_t gap, int idle_s
 static void rpcool__r_idle_sleep(rpcool_server *s, int accfd)
 {
     struct rpcool__rsrv *rs = s->rdma;
-    struct pollfd pf[257];
+    struct pollfd pf[258];
     unsigned np = 0;
     int timeout = (int)s->reap_ms;
+    if (rs->stop_ev >= 0) pf[np++] = (struct pollfd){rs->stop_ev, POLLIN, 0};
     if (accfd >= 0) pf[np++] = (struct pollfd){accfd, POLLIN, 0};
     else timeout = 1; /* no accept fd: look for connections often */
     for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next) {
 #ifdef KRCONN_CTX_EVENTS
-        if (rc->evfd >= 0 && np < 257 && !krconn_arm(rc->k)) {
+        if (rc->evfd >= 0 && np < 258 && !krconn_arm(rc->k)) {
             rc->arms++;
             pf[np++] = (struct pollfd){rc->evfd, POLLIN, 0};
             continue;
@@ -2573,7 +2576,7 @@ static void rpcool__r_idle_sleep(rpcool_server *s, int accfd)
     }
     for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next)
         if (rpcool__r_cq(rc) || rc->rxq_n) timeout = 0; /* came before the arm took */
-    if (timeout) {
+    if (timeout && !rcp__load(&rs->stop)) {
         rs->sleeps++;
         poll(pf, np, timeout);
     }
@@ -2749,7 +2752,7 @@ static int rpcool__r_meta(const char *how, const char *device, krconn_ctx **meta
 /* rpcool_server_opts.rdma: "serve[:PORT]" runs krconn's meta server here and publishes there;
    "HOST[:PORT]" publishes at that meta server; "" at $KRCONN_META. */
 static int rpcool__r_open(rpcool_server *s, const char *how, const char *device,
-                                 uint64_t spin_ns)
+                          uint64_t spin_ns)
 {
     struct rpcool__rsrv *rs = (struct rpcool__rsrv *)rpcool__calloc(1, sizeof *rs);
     int r;
@@ -2757,6 +2760,7 @@ static int rpcool__r_open(rpcool_server *s, const char *how, const char *device,
     const char *w = how;
     if (!rs) return -ENOMEM;
     rs->uffd = -1;
+    rs->stop_ev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     rs->spin_ns = spin_ns ? spin_ns : RPCOOL_DEFAULT_RDMA_SPIN_NS;
     rs->adapt = !spin_ns;
     pthread_mutex_init(&rs->lock, NULL);
@@ -2801,7 +2805,9 @@ static int rpcool__r_start(rpcool_server *s)
         rs->thr_started = 0;
     }
     if (!rs->thr_started) {
+        uint64_t v;
         rcp__store(&rs->stop, 0);
+        if (rs->stop_ev >= 0 && read(rs->stop_ev, &v, sizeof v) < 0) { /* none pending */ }
         r = pthread_create(&rs->thr, NULL, rpcool__r_thread, s);
         if (!r) rs->thr_started = 1;
     }
@@ -2809,9 +2815,15 @@ static int rpcool__r_start(rpcool_server *s)
     return -r;
 }
 
+/* The serving thread leaves at once, even from its idle sleep (rpcool_server_close waits for
+   it as for every serving thread). */
 static void rpcool__r_stop(rpcool_server *s)
 {
-    if (s->rdma) rcp__store(&s->rdma->stop, 1);
+    struct rpcool__rsrv *rs = s->rdma;
+    uint64_t one = 1;
+    if (!rs) return;
+    rcp__store(&rs->stop, 1);
+    if (rs->stop_ev >= 0 && write(rs->stop_ev, &one, sizeof one) < 0) { /* already signalled */ }
 }
 
 static void rpcool__r_close(rpcool_server *s)
@@ -2827,6 +2839,7 @@ static void rpcool__r_close(rpcool_server *s)
     if (rs->kc) krconn_ctx_destroy(rs->kc);
     if (rs->meta) krconn_ctx_destroy(rs->meta);
     if (rs->uffd >= 0) close(rs->uffd);
+    if (rs->stop_ev >= 0) close(rs->stop_ev);
     pthread_mutex_destroy(&rs->lock);
     rpcool__free(rs);
     s->rdma = NULL;
