@@ -3627,14 +3627,6 @@ static void rpcool__note(rpcool_server *s, const struct rpcool__incoming *in, ui
                 "connection)", s->name, (unsigned)in->pid, in->who, msg);
 }
 
-/* Serve a connection no more and reclaim its heap once drained (see FAILURES: dropped). */
-static void rpcool__condemn(rpcool_server *s, struct rpcool__sconn *sc, const char *why)
-{
-    rcp__store(&sc->dead, 1);
-    rcp__store(&sc->condemned, 1u);
-    rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: %s: dropping the connection", sc->heap_name, why);
-}
-
 static int rpcool__run_handler(rpcool_ctx *ctx, const struct rpcool__handler_ent *e,
                                rpcool_handler *fn, void *arg, size_t len)
 {
@@ -3836,34 +3828,6 @@ static void rpcool__dispatch(struct rpcool__worker *w, const struct rpcool__serv
     }
     tp->reply(&ctx, status, ctx.ret, ctx.ret ? ctx.ret_len : 0);
     rpcool__copy_trim(w);
-}
-
-struct rpcool__free_args {
-    shmheap *h;
-    void **blk;
-    unsigned n;
-};
-
-static int rpcool__free_fn(void *p)
-{
-    struct rpcool__free_args *a = (struct rpcool__free_args *)p;
-    for (unsigned k = 0; k < a->n; k++) shmheap_free(a->h, a->blk[k]);
-    return 0;
-}
-
-static void rpcool__complete(struct rpcool__conn_hdr *hd, unsigned i, uint32_t gen, int status,
-                             void *ret, size_t ret_len)
-{
-    struct rpcool__resp *sl = &hd->resp[i];
-    sl->ret = (uint64_t)(uintptr_t)ret;
-    sl->ret_len = ret_len;
-    sl->status = status;
-    rcp__store(&sl->state, RPCOOL__SL(gen, RPCOOL__SL_DONE));
-    rcp__full_fence();
-    if (rcp__load(&hd->csleepers)) {
-        rcp__fetch_add(&hd->cdoor, 1u);
-        rcp__futex_wake(&hd->cdoor, INT_MAX);
-    }
 }
 
 static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *sc, unsigned i,
@@ -5607,6 +5571,43 @@ static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *s
     in.pid = sc->pid;
     in.who = sc->heap_name;
     rpcool__dispatch(w, rpcool__shm_server_tp(), &in);
+}
+
+/* Serve a connection no more and reclaim its heap once drained (see FAILURES: dropped). */
+static void rpcool__condemn(rpcool_server *s, struct rpcool__sconn *sc, const char *why)
+{
+    rcp__store(&sc->dead, 1);
+    rcp__store(&sc->condemned, 1u);
+    rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: %s: dropping the connection", sc->heap_name, why);
+}
+
+/* Answer slot i: the response line, written last its state; a sleeping client is woken. */
+static void rpcool__complete(struct rpcool__conn_hdr *hd, unsigned i, uint32_t gen, int status,
+                             void *ret, size_t ret_len)
+{
+    struct rpcool__resp *sl = &hd->resp[i];
+    sl->ret = (uint64_t)(uintptr_t)ret;
+    sl->ret_len = ret_len;
+    sl->status = status;
+    rcp__store(&sl->state, RPCOOL__SL(gen, RPCOOL__SL_DONE));
+    rcp__full_fence();
+    if (rcp__load(&hd->csleepers)) {
+        rcp__fetch_add(&hd->cdoor, 1u);
+        rcp__futex_wake(&hd->cdoor, INT_MAX);
+    }
+}
+
+struct rpcool__free_args {
+    shmheap *h;
+    void **blk;
+    unsigned n;
+};
+
+static int rpcool__free_fn(void *p)
+{
+    struct rpcool__free_args *a = (struct rpcool__free_args *)p;
+    for (unsigned k = 0; k < a->n; k++) shmheap_free(a->h, a->blk[k]);
+    return 0;
 }
 
 static struct rpcool__sconn *rpcool__shm_conn(const rpcool_ctx *ctx)
