@@ -43,6 +43,13 @@
                             and a fetch-and-add the first time it marks a word
    Set ALOCK_DEBUG (any value) in the environment to log recoveries and failures to stderr when
    no log function is given in the options.
+   Options structs (alock_table_opts, alock_remote_opts): zero means the default. Fill one with
+   designated initialisers in C; in C++, value-initialise it and assign the fields you set (`T o{};`
+   and `T o = {};` never warn; an initialiser list that leaves fields out warns under -Wextra in g++
+   before 14, -Wmissing-field-initializers):
+
+       alock_table_opts o = {.nlocks = 1024};  // C
+       alock_table_opts o{}; o.nlocks = 1024;  // C++
 
    2. EXAMPLE
    ----------
@@ -232,6 +239,20 @@
    it); an undeclared header's code names that header; else "unknown error code"; 0 "success".
    Static texts. ALOCK_OWNERDEAD (positive) means success with news.
 
+   Handles, one rule in every rpcool header: a handle is open from the call that made it until
+   its close. A second close, or any use after the close, returns the header's E_BADHANDLE code
+   (a function that returns a pointer or a size returns NULL or 0 and sets errno to EBADF); in
+   a child of fork(), a handle its parent made returns the header's E_FORKED code, its close
+   included (the child's copy goes at exit or exec), unless the header lets children use it. A
+   table of open handles in each process tells these apart without reading the handle, so none
+   of them is a crash; once a later open hands out the same address again, the old pointer is
+   that new handle (as a file descriptor's number is). A pointer that was never a handle is
+   undefined, as free() of one is.
+   Here the handles are alock_table and alock_remote: ALOCK_E_BADHANDLE and ALOCK_E_FORKED;
+   alock_unlock and alock_remote_unlock check the handle their hold names. A forked child opens
+   the table again (its parent's handle shares the parent's slot). A link (alock_link) is a
+   value the caller owns, not a handle: destroy clears it, so destroying it again does nothing.
+
    7. LIMITS
    ---------
    Linux x86-64/aarch64. Up to 2^24 locks per table; up to ALOCK_MAX_SLOTS local process
@@ -310,8 +331,10 @@ extern "C" {
     X(ALOCK_E_NOSLOT, -2995, "the lock table has no free process slot")                            \
     X(ALOCK_E_BADTABLE, -2994, "not an alock table (magic, version or sizes)")                     \
     X(ALOCK_E_PEER, -2993, "an RDMA operation failed: the peer or the connection is gone")         \
-    X(ALOCK_E_NOTFOUND, -2992, "no lock table of that name")                                     \
-    X(ALOCK_E_EXISTS, -2991, "the heap has a root of that name already (a table or another)")
+    X(ALOCK_E_NOTFOUND, -2992, "no lock table of that name")                                       \
+    X(ALOCK_E_EXISTS, -2991, "the heap has a root of that name already (a table or another)")      \
+    X(ALOCK_E_BADHANDLE, -2990, "not an open alock handle (closed or destroyed already)")          \
+    X(ALOCK_E_FORKED, -2989, "this alock handle was made before fork(): not usable in the child")
 #define ALOCK__ERROR_ENUM(name, value, text) name = value,
 enum { ALOCK_ERRORS(ALOCK__ERROR_ENUM) };
 #undef ALOCK__ERROR_ENUM
@@ -319,7 +342,7 @@ enum { ALOCK_ERRORS(ALOCK__ERROR_ENUM) };
 enum { ALOCK_LOG_ERROR = 0, ALOCK_LOG_WARN = 1, ALOCK_LOG_INFO = 2, ALOCK_LOG_DEBUG = 3 };
 typedef void (*alock_log_fn)(int level, const char *msg, void *user);
 
-/* Zero means default. */
+/* Zero means default (section 1: filling it in C and C++). */
 typedef struct alock_table_opts {
     uint32_t nlocks;      /* create: locks in the table (required, 1..2^24) */
     uint32_t budget;      /* create: ALOCK_DEFAULT_BUDGET */
@@ -492,6 +515,7 @@ ALOCK_API int alock_krconn_link_destroy(alock_link *link);
 #include "shmheap.h"
 #endif
 #include "impl/platform.h"
+#include "impl/handle.h"
 #include <fcntl.h>
 #include <sys/stat.h>
 #ifndef ALOCK_NO_RDMA
@@ -593,6 +617,19 @@ ALOCK_API const char *alock_strerror(int code)
 #undef RCP__ERROR_CASE
     default: return rcp__errtext(code, RCP__ERR_DECLARED);
     }
+}
+
+/* The handle rule (ERRORS): 0 for a handle open in this process, else its code. */
+static inline int alock__handle(const void *h)
+{
+    int k = rcp__handle_check(h);
+    return RCP__LIKELY(k == RCP__H_OPEN) ? 0 : k == RCP__H_FORKED ? ALOCK_E_FORKED
+                                                                   : ALOCK_E_BADHANDLE;
+}
+static inline int alock__handle_take(const void *h)
+{
+    int k = rcp__handle_del(h, 0);
+    return k == RCP__H_OPEN ? 0 : k == RCP__H_FORKED ? ALOCK_E_FORKED : ALOCK_E_BADHANDLE;
 }
 
 static int alock__env_debug = -1;
@@ -739,6 +776,8 @@ static int alock__attach(shmheap *h, alock__hdr *H, const alock_table_opts *o, i
     }
     alock__live_open(t, create);
     int rc = alock__claim_slot(t);
+    if (!rc && (rc = rcp__handle_add(t)) && t->live_fd < 0)
+        rcp__store(&t->slots[t->slot].owner, (uint64_t)0);
     if (rc) {
         if (t->live_fd >= 0) close(t->live_fd);
         ALOCK_FREE(t);
@@ -813,6 +852,8 @@ ALOCK_API int alock_table_open(shmheap *h, const char *name, const alock_table_o
 ALOCK_API int alock_table_close(alock_table *t)
 {
     if (!t) return 0;
+    int rc = alock__handle_take(t);
+    if (rc) return rc;
     if (t->live_fd >= 0) close(t->live_fd); /* drops our slot's byte lock */
     else if (t->slot != UINT32_MAX) rcp__store(&t->slots[t->slot].owner, (uint64_t)0);
     ALOCK_FREE(t);
@@ -836,7 +877,14 @@ ALOCK_API int alock_table_unlink(shmheap *h, const char *name)
     return rc;
 }
 
-ALOCK_API uint32_t alock_table_nlocks(const alock_table *t) { return t ? t->nlocks : 0; }
+ALOCK_API uint32_t alock_table_nlocks(const alock_table *t)
+{
+    if (t && alock__handle(t)) {
+        errno = EBADF;
+        return 0;
+    }
+    return t ? t->nlocks : 0;
+}
 
 ALOCK_API void alock_table_lines(const alock_table *t, void **addr, size_t *len)
 {
@@ -943,7 +991,10 @@ static int alock__take_over(alock__desc *pred, int *ownerdead)
 static int alock__lock(alock_table *t, uint32_t idx, uint64_t deadline, int try_only,
                        alock_hold *hold)
 {
-    if (!t || !hold || idx >= t->nlocks) return ALOCK_E_INVAL;
+    if (!t || !hold) return ALOCK_E_INVAL;
+    int hk = alock__handle(t);
+    if (RCP__UNLIKELY(hk)) return hk;
+    if (idx >= t->nlocks) return ALOCK_E_INVAL;
     alock__line *L = &t->lines[idx];
     if (try_only && rcp__load(&L->l_tail)) return ALOCK_E_BUSY;
     alock__desc *d = alock__desc_get(t, idx);
@@ -1030,6 +1081,8 @@ ALOCK_API int alock_trylock(alock_table *t, uint32_t idx, alock_hold *hold)
 ALOCK_API int alock_unlock(alock_hold *hold)
 {
     if (!hold || !hold->t || !hold->desc) return ALOCK_E_INVAL;
+    int hk = alock__handle(hold->t);
+    if (RCP__UNLIKELY(hk)) return hk;
     alock_table *t = hold->t;
     alock__line *L = &t->lines[hold->idx];
     alock__desc *d = (alock__desc *)hold->desc;
@@ -1079,6 +1132,8 @@ static int alock__release_dead(alock_table *t, alock__desc *d)
 
 ALOCK_API int alock_recover(alock_table *t)
 {
+    int hk = t ? alock__handle(t) : 0;
+    if (hk) return hk;
     if (!t || t->live_fd < 0) return 0;
     int n = 0, more = 1;
     while (more) { /* a release can hand the lock to another dead descriptor */
@@ -1137,6 +1192,8 @@ static int alock__r_release_dead(const alock_link *k, uint64_t line, uint64_t s,
 ALOCK_API int alock_table_remote_dead(alock_table *t, const alock_link *loop, uint16_t id)
 {
     if (!t || !loop || !loop->cas || !id) return ALOCK_E_INVAL;
+    int hk = alock__handle(t);
+    if (hk) return hk;
 #ifdef ALOCK_CHECK_RMW
     if (!loop->read) return ALOCK_E_INVAL;
 #endif
@@ -1293,12 +1350,19 @@ ALOCK_API int alock_remote_create(const alock_remote_opts *opts, alock_remote **
         return rc > 0 ? ALOCK_E_INVAL : rc;
     }
     memset(r->descs, 0, ALOCK_REMOTE_MEM(opts->ndesc));
+    if ((rc = rcp__handle_add(r))) {
+        ALOCK_FREE(r);
+        return rc;
+    }
     *out = r;
     return 0;
 }
 
 ALOCK_API int alock_remote_destroy(alock_remote *r)
 {
+    if (!r) return 0;
+    int rc = alock__handle_take(r);
+    if (rc) return rc;
     ALOCK_FREE(r);
     return 0;
 }
@@ -1306,6 +1370,8 @@ ALOCK_API int alock_remote_destroy(alock_remote *r)
 ALOCK_API int alock_remote_set_peer(alock_remote *r, uint16_t id, const alock_link *link)
 {
     if (!r || !id || !link || !link->write || !link->cas || !link->read) return ALOCK_E_INVAL;
+    int hk = alock__handle(r);
+    if (hk) return hk;
     r->peers[id] = *link;
     return 0;
 }
@@ -1574,7 +1640,10 @@ static int alock__r_check_pred(alock_remote *r, uint64_t line, uint64_t pred, in
 static int alock__rlock(alock_remote *r, uint32_t idx, uint64_t deadline, int try_only,
                         alock_rhold *hold)
 {
-    if (!r || !hold || idx >= r->o.nlocks) return ALOCK_E_INVAL;
+    if (!r || !hold) return ALOCK_E_INVAL;
+    int hk = alock__handle(r);
+    if (RCP__UNLIKELY(hk)) return hk;
+    if (idx >= r->o.nlocks) return ALOCK_E_INVAL;
     const alock_link *self = &r->peers[r->o.id];
     if (deadline && !self->cas) return ALOCK_E_INVAL; /* no way to give up safely */
     uint64_t line = r->o.lines_addr + (uint64_t)idx * 64;
@@ -1671,6 +1740,8 @@ ALOCK_API int alock_remote_trylock(alock_remote *r, uint32_t idx, alock_rhold *h
 ALOCK_API int alock_remote_unlock(alock_rhold *hold)
 {
     if (!hold || !hold->r || !hold->desc) return ALOCK_E_INVAL;
+    int hk = alock__handle(hold->r);
+    if (hk) return hk;
     alock_remote *r = hold->r;
     alock__desc *d = (alock__desc *)hold->desc;
     uint64_t line = r->o.lines_addr + (uint64_t)hold->idx * 64;
@@ -1683,7 +1754,10 @@ ALOCK_API int alock_remote_unlock(alock_rhold *hold)
 
 ALOCK_API int alock_remote_reset(alock_remote *r, uint32_t idx)
 {
-    if (!r || idx >= r->o.nlocks) return ALOCK_E_INVAL;
+    if (!r) return ALOCK_E_INVAL;
+    int hk = alock__handle(r);
+    if (hk) return hk;
+    if (idx >= r->o.nlocks) return ALOCK_E_INVAL;
     uint64_t line = r->o.lines_addr + (uint64_t)idx * 64, old = 0, cur = 0;
     int rc;
     for (;;) {

@@ -25,6 +25,13 @@
    the define. Linux only. The implementation needs glibc's GNU extensions: include krconn.h
    before any system header in that file (it then defines _GNU_SOURCE), or build with
    -D_GNU_SOURCE.
+   Options structs (krconn_ctx_opts, krconn_connect_opts, krconn_meta_opts): zero means the default.
+   Fill one with designated initialisers in C; in C++, value-initialise it and assign the fields you
+   set (`T o{};` and `T o = {};` never warn; an initialiser list that leaves fields out warns under
+   -Wextra in g++ before 14, -Wmissing-field-initializers):
+
+       krconn_ctx_opts o = {.pool_size = 64};  // C
+       krconn_ctx_opts o{}; o.pool_size = 64;  // C++
 
    2. COMPILE OPTIONS
    ------------------
@@ -139,6 +146,15 @@
      registered memory; clients read slots with one-sided RDMA READ over a krconn connection.
      Publishing is a UD datagram to the meta server, which writes the slot itself and accepts
      only the sender's own address (source GID of the packet, source QPN of the datagram).
+   krconn_publish(ctx, dir, name, timeout_ms) names ctx's address; publishing a name again
+   replaces its address. krconn_unpublish(ctx, dir, name, timeout_ms) withdraws it: from then on
+   krconn_lookup and krconn_connect_name of that name give KRCONN_E_NOTFOUND (a connect by a
+   name cached before, to a context that no longer answers, ends with it at its first resend
+   instead of waiting out its deadline). Only the address that published a name withdraws it:
+   an unknown name, a name withdrawn already or one naming another context's address is
+   KRCONN_E_NOTFOUND and stays as it was. A withdrawn name keeps its slot (empty of an address)
+   for itself, so that names stored past it stay reachable; publishing it again fills it in.
+   A meta server older than krconn_unpublish drops the request (KRCONN_E_TIMEDOUT).
    Finding the meta server the first time: krconn_dir_meta(ctx, "HOST[:PORT]", ...) (or NULL =
    the KRCONN_META environment variable) opens a TCP connection to HOST:PORT (default port
    KRCONN_DEFAULT_META_PORT, 7471), which the meta server's background thread answers with its
@@ -249,6 +265,21 @@
    it); an undeclared header's code names that header; else "unknown error code"; 0 "success".
    Static texts.
 
+   Handles, one rule in every rpcool header: a handle is open from the call that made it until
+   its close. A second close, or any use after the close, returns the header's E_BADHANDLE code
+   (a function that returns a pointer or a size returns NULL or 0 and sets errno to EBADF); in
+   a child of fork(), a handle its parent made returns the header's E_FORKED code, its close
+   included (the child's copy goes at exit or exec), unless the header lets children use it. A
+   table of open handles in each process tells these apart without reading the handle, so none
+   of them is a crash; once a later open hands out the same address again, the old pointer is
+   that new handle (as a file descriptor's number is). A pointer that was never a handle is
+   undefined, as free() of one is.
+   Here the handles are krconn_ctx, krconn (a connection) and krconn_dir: KRCONN_E_BADHANDLE
+   and KRCONN_E_FORKED (verbs objects belong to the process that made them: a forked child makes
+   its own context). krconn_ctx_destroy closes the connections still open on it: their handles
+   are closed then too. A krconn_mr is a value the caller owns, not a handle: krconn_dereg
+   clears it, so deregistering it again returns KRCONN_E_INVAL.
+
    krconn_strerror explains a code; krconn_describe explains the calling thread's last failure in
    full: the step, device, GID, QPN and errno ("connect: RTR of qp 17 on rxe0 port 1 gid
    ::ffff:10.0.2.15 to qp 23 ...: Connection timed out"). A registration failing with -ENOMEM is
@@ -335,7 +366,10 @@ struct ibv_mr;
     X(KRCONN_E_FULL, -3989, "the directory is full")                                              \
     X(KRCONN_E_NORECV, -3988, "the peer had no receive posted (RNR retries exhausted)")           \
     X(KRCONN_E_FLUSHED, -3987, "work flushed: the QP was in the error state")                     \
-    X(KRCONN_E_NODEV, -3986, "no RDMA device with an active port and a usable GID")
+    X(KRCONN_E_NODEV, -3986, "no RDMA device with an active port and a usable GID")               \
+    X(KRCONN_E_BADHANDLE, -3985, "not an open krconn handle (closed or destroyed already)")       \
+    X(KRCONN_E_FORKED, -3984,                                                                     \
+      "this krconn handle was made before fork(): not usable in the child")
 #define KRCONN__ERROR_ENUM(name, value, text) name = value,
 enum { KRCONN_ERRORS(KRCONN__ERROR_ENUM) };
 #undef KRCONN__ERROR_ENUM
@@ -521,6 +555,9 @@ KRCONN_API int krconn_dir_close(krconn_dir *dir);
 KRCONN_API int krconn_meta_serve(krconn_ctx *ctx, const krconn_meta_opts *opts);
 KRCONN_API int krconn_publish(krconn_ctx *ctx, krconn_dir *dir, const char *name,
                               int timeout_ms);
+/* Withdraw name, published by ctx's address (section 5): 0, KRCONN_E_NOTFOUND, or as publish. */
+KRCONN_API int krconn_unpublish(krconn_ctx *ctx, krconn_dir *dir, const char *name,
+                                int timeout_ms);
 KRCONN_API int krconn_lookup(krconn_dir *dir, const char *name, int timeout_ms,
                              krconn_addr *out);
 
@@ -759,6 +796,11 @@ KRCONN_API int krconn_publish(krconn_ctx *ctx, krconn_dir *dir, const char *name
     (void)ctx, (void)dir, (void)name, (void)timeout_ms;
     return KRCONN_E_NOTSUP;
 }
+KRCONN_API int krconn_unpublish(krconn_ctx *ctx, krconn_dir *dir, const char *name, int timeout_ms)
+{
+    (void)ctx, (void)dir, (void)name, (void)timeout_ms;
+    return KRCONN_E_NOTSUP;
+}
 KRCONN_API int krconn_lookup(krconn_dir *dir, const char *name, int timeout_ms, krconn_addr *out)
 {
     (void)dir, (void)name, (void)timeout_ms, (void)out;
@@ -830,6 +872,7 @@ KRCONN_API int krconn_event_ack(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 #else /* RDMA */
 
 #include "impl/verbs.h"
+#include "impl/handle.h"
 #include <netdb.h>
 #include <pthread.h>
 #include <sys/eventfd.h>
@@ -838,6 +881,32 @@ KRCONN_API int krconn_event_ack(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+
+/* The handle rule (ERRORS): 0 for a handle open in this process (or NULL, left to each
+   function), else its code. */
+static inline int krconn__hk(const void *h)
+{
+    int k = h ? rcp__handle_check(h) : RCP__H_OPEN;
+    return RCP__LIKELY(k == RCP__H_OPEN) ? 0 : k == RCP__H_FORKED ? KRCONN_E_FORKED
+                                                                   : KRCONN_E_BADHANDLE;
+}
+static inline int krconn__hk_take(const void *h)
+{
+    int k = rcp__handle_del(h, 0);
+    return k == RCP__H_OPEN ? 0 : k == RCP__H_FORKED ? KRCONN_E_FORKED : KRCONN_E_BADHANDLE;
+}
+#define KRCONN__HCHECK(h)                                                                          \
+    do {                                                                                           \
+        int krconn__e = krconn__hk(h);                                                             \
+        if (RCP__UNLIKELY(krconn__e)) return krconn__e;                                            \
+    } while (0)
+#define KRCONN__HCHECK_PTR(h)                                                                      \
+    do {                                                                                           \
+        if (RCP__UNLIKELY(krconn__hk(h))) {                                                        \
+            errno = EBADF;                                                                         \
+            return NULL;                                                                           \
+        }                                                                                          \
+    } while (0)
 
 /* >>structures - private structures and the wire format ---------------------------------------- */
 
@@ -861,7 +930,9 @@ KRCONN_API int krconn_event_ack(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 #define KRCONN__TX_REAP_NS 1000000000ull    /* longest wait for a UD send's completion */
 #define KRCONN__KA_TAG 0xffffu      /* the background keepalive's completions; not a handle */
 
-enum { KRCONN__REQ = 1, KRCONN__REP, KRCONN__REJ, KRCONN__DISC, KRCONN__PUB, KRCONN__PUBACK };
+enum { KRCONN__REQ = 1, KRCONN__REP, KRCONN__REJ, KRCONN__DISC, KRCONN__PUB, KRCONN__PUBACK,
+       KRCONN__UNPUB };
+enum { KRCONN__PUBACK_OK = 0, KRCONN__PUBACK_FULL = 1, KRCONN__PUBACK_NOTFOUND = 2 };
 enum { KRCONN__REJ_STALE = 1, KRCONN__REJ_BUSY = 2 };
 /* REQ's code: KRCONN_CONNECT_NO_VIRTUAL (the connection is shared by neither side) */
 enum { KRCONN__REQ_PRIVATE = 1 };
@@ -1140,7 +1211,7 @@ static int krconn__msg_unpack(const unsigned char *b, krconn__msg *m)
 {
     if (rcp__verbs_get32(b) != KRCONN__MAGIC || b[4] != KRCONN__PROTO) return -1;
     m->type = b[5];
-    if (m->type < KRCONN__REQ || m->type > KRCONN__PUBACK) return -1;
+    if (m->type < KRCONN__REQ || m->type > KRCONN__UNPUB) return -1;
     m->code = (uint16_t)(b[6] << 8 | b[7]);
     m->nonce = krconn__get64(b + 8);
     m->src_gen = krconn__get64(b + 16);
@@ -1557,9 +1628,16 @@ static int krconn__handle(krconn_ctx *ctx, krconn__phys *p, int virt, krconn **o
         p->v = nv;
         p->nv = nn;
     }
-    p->v[t] = c;
-    c->tag = t;
+    int rc = rcp__handle_add(c);
+    if (!rc) {
+        p->v[t] = c;
+        c->tag = t;
+    }
     pthread_mutex_unlock(&p->mu);
+    if (rc) {
+        KRCONN_FREE(c);
+        return rc;
+    }
     *out = c;
     return 0;
 }
@@ -1624,6 +1702,40 @@ static int krconn__dir_put(krconn__dent *tab, uint32_t n, const char *name, cons
     return KRCONN_E_FULL;
 }
 
+/* Withdraw name from a table in local memory if it names address a (its publisher): the slot
+   keeps the name with no address (generation 0), so that the names probed past it stay
+   reachable; publishing the name again fills it in. 0, or KRCONN_E_NOTFOUND (no such name, or
+   it names another address or none). */
+static int krconn__dir_del(krconn__dent *tab, uint32_t n, const char *name, const krconn_addr *a)
+{
+    uint64_t h = krconn__fnv(name, strlen(name), 0xcbf29ce484222325ull);
+    for (uint32_t i = 0; i < n; i++) {
+        krconn__dent *e = &tab[(h + i) % n];
+        for (int spin = 0;; spin++) {
+            uint64_t s = rcp__load(&e->seq);
+            if (s == 0) return KRCONN_E_NOTFOUND;
+            if (s & 1) {
+                if (spin > 100000) break; /* a writer died mid-write: skip the slot */
+                sched_yield();
+                continue;
+            }
+            if (strncmp(e->name, name, sizeof e->name)) break;
+            if (!e->gen || e->gen != a->generation || e->qpn != a->qpn ||
+                memcmp(e->gid, a->gid, 16))
+                return KRCONN_E_NOTFOUND;
+            if (!rcp__cas(&e->seq, &s, s + 1)) continue; /* changed meanwhile: look again */
+            e->gen = 0;
+            e->qpn = 0;
+            e->qkey = 0;
+            memset(e->gid, 0, 16);
+            e->check = krconn__dent_check(e, s + 2);
+            rcp__store(&e->seq, s + 2);
+            return 0;
+        }
+    }
+    return KRCONN_E_NOTFOUND;
+}
+
 static int krconn__dir_get_shm(krconn_dir *d, const char *name, krconn_addr *a)
 {
     uint64_t h = krconn__fnv(name, strlen(name), 0xcbf29ce484222325ull);
@@ -1635,6 +1747,7 @@ static int krconn__dir_get_shm(krconn_dir *d, const char *name, krconn_addr *a)
             sched_yield();
         if (r == 0) return KRCONN_E_NOTFOUND;
         if (r < 0 || strncmp(e.name, name, sizeof e.name)) continue;
+        if (!e.gen) return KRCONN_E_NOTFOUND; /* withdrawn */
         memcpy(a->gid, e.gid, 16);
         a->qpn = e.qpn;
         a->qkey = e.qkey;
@@ -1667,6 +1780,10 @@ KRCONN_API int krconn_dir_shm(void *mem, size_t len, krconn_dir **out)
     krconn_dir *d = (krconn_dir *)KRCONN_MALLOC(sizeof *d);
     if (!d) return -ENOMEM;
     memset(d, 0, sizeof *d);
+    if (rcp__handle_add(d)) {
+        KRCONN_FREE(d);
+        return -ENOMEM;
+    }
     d->kind = KRCONN__DIR_SHM;
     d->hdr = h;
     d->ent = (krconn__dent *)((char *)mem + 64);
@@ -1868,7 +1985,8 @@ static void krconn__rx_one(krconn_ctx *ctx, const struct ibv_wc *wc)
               krconn__msg_unpack(b + RCP__VERBS_GRH, &m);
     int forged = !bad && (krconn__grh_gid(b, wc, gid) || memcmp(gid, m.src_gid, 16) ||
                           wc->src_qp != m.src_udqpn);
-    if (!bad && !forged && m.type != KRCONN__REQ && m.type != KRCONN__PUB && m.dst_gen != ctx->gen)
+    if (!bad && !forged && m.type != KRCONN__REQ && m.type != KRCONN__PUB &&
+        m.type != KRCONN__UNPUB && m.dst_gen != ctx->gen)
         forged = 1; /* answers and disconnects name this context's generation */
     pthread_mutex_lock(&ctx->mu);
     ctx->st.rx++;
@@ -1882,6 +2000,7 @@ static void krconn__rx_one(krconn_ctx *ctx, const struct ibv_wc *wc)
     case KRCONN__REQ: krconn__on_req(ctx, &m); break;
     case KRCONN__DISC: krconn__on_disc(ctx, &m); break;
     case KRCONN__PUB: krconn__meta_put(ctx, &m); break;
+    case KRCONN__UNPUB: krconn__meta_put(ctx, &m); break;
     default: { /* REP, REJ, PUBACK: to a waiting connect or publish, from whom it asked */
         int found = 0;
         pthread_mutex_lock(&ctx->mu);
@@ -2080,6 +2199,10 @@ KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out)
     ctx = (krconn_ctx *)KRCONN_MALLOC(sizeof *ctx);
     if (!ctx) return -ENOMEM;
     memset(ctx, 0, sizeof *ctx);
+    if (rcp__handle_add(ctx)) { /* open from here: a failure below destroys it */
+        KRCONN_FREE(ctx);
+        return -ENOMEM;
+    }
     ctx->evfd = -1;
     ctx->accfd = -1;
     ctx->meta_fd = -1;
@@ -2175,6 +2298,8 @@ fail:
 KRCONN_API int krconn_ctx_destroy(krconn_ctx *ctx)
 {
     if (!ctx) return KRCONN_E_INVAL;
+    int rc = krconn__hk_take(ctx);
+    if (rc) return rc;
     if (ctx->thr_started) {
         rcp__store(&ctx->stop, 1);
         krconn__wake(ctx);
@@ -2185,6 +2310,7 @@ KRCONN_API int krconn_ctx_destroy(krconn_ctx *ctx)
         ctx->phys = p->next;
         for (uint32_t i = 0; i < p->nv; i++)
             if (p->v[i]) {
+                rcp__handle_del(p->v[i], 0); /* closed with its context */
                 KRCONN_FREE(p->v[i]->stash);
                 KRCONN_FREE(p->v[i]);
                 p->v[i] = NULL;
@@ -2218,6 +2344,7 @@ KRCONN_API int krconn_ctx_destroy(krconn_ctx *ctx)
 
 KRCONN_API int krconn_ctx_addr(const krconn_ctx *ctx, krconn_addr *out)
 {
+    KRCONN__HCHECK(ctx);
     if (!ctx || !out) return KRCONN_E_INVAL;
     *out = ctx->addr;
     return 0;
@@ -2225,6 +2352,7 @@ KRCONN_API int krconn_ctx_addr(const krconn_ctx *ctx, krconn_addr *out)
 
 KRCONN_API int krconn_ctx_set_data(krconn_ctx *ctx, const void *data, size_t len)
 {
+    KRCONN__HCHECK(ctx);
     if (!ctx || len > KRCONN_DATA_MAX || (len && !data)) return KRCONN_E_INVAL;
     pthread_mutex_lock(&ctx->mu);
     memset(ctx->data, 0, KRCONN_DATA_MAX);
@@ -2235,6 +2363,7 @@ KRCONN_API int krconn_ctx_set_data(krconn_ctx *ctx, const void *data, size_t len
 
 KRCONN_API int krconn_ctx_get_stats(krconn_ctx *ctx, krconn_stats *out)
 {
+    KRCONN__HCHECK(ctx);
     if (!ctx || !out) return KRCONN_E_INVAL;
     pthread_mutex_lock(&ctx->mu);
     *out = ctx->st;
@@ -2243,7 +2372,10 @@ KRCONN_API int krconn_ctx_get_stats(krconn_ctx *ctx, krconn_stats *out)
     return 0;
 }
 
-KRCONN_API const char *krconn_ctx_device(const krconn_ctx *ctx) { return ctx ? ctx->d.name : ""; }
+KRCONN_API const char *krconn_ctx_device(const krconn_ctx *ctx)
+{
+    return ctx && !krconn__hk(ctx) ? ctx->d.name : "";
+}
 
 /* >>connect - connecting, accepting, disconnecting --------------------------------------------- */
 
@@ -2367,7 +2499,9 @@ static int krconn__name_recheck(void *arg)
     krconn_addr now;
     uint64_t t = rcp__now_ns();
     int left = t < nc->deadline ? (int)((nc->deadline - t) / 1000000ull) : 0;
-    if (left <= 0 || krconn_lookup(nc->dir, nc->name, left, &now)) return 0;
+    if (left <= 0) return 0;
+    int rc = krconn_lookup(nc->dir, nc->name, left, &now);
+    if (rc) return rc == KRCONN_E_NOTFOUND ? rc : 0; /* withdrawn: nobody to wait for */
     return now.generation != nc->was.generation || now.qpn != nc->was.qpn ? KRCONN_E_STALE : 0;
 }
 
@@ -2521,6 +2655,7 @@ fail:
 KRCONN_API int krconn_connect(krconn_ctx *ctx, const krconn_addr *peer,
                               const krconn_connect_opts *opts, krconn **out)
 {
+    KRCONN__HCHECK(ctx);
     return krconn__connect(ctx, peer, opts, NULL, NULL, out);
 }
 
@@ -2533,6 +2668,7 @@ static int krconn__name_ok(const char *name)
 KRCONN_API int krconn_connect_name(krconn_ctx *ctx, krconn_dir *dir, const char *name,
                                    const krconn_connect_opts *opts, krconn **out)
 {
+    KRCONN__HCHECK(ctx);
     if (!ctx || !dir || !out || !krconn__name_ok(name)) return KRCONN_E_INVAL;
     int tmo = opts && opts->timeout_ms > 0 ? opts->timeout_ms : KRCONN_DEFAULT_TIMEOUT_MS;
     uint64_t deadline = krconn__deadline(tmo);
@@ -2590,6 +2726,11 @@ KRCONN_API int krconn_connect_name(krconn_ctx *ctx, krconn_dir *dir, const char 
         co.before = opts ? opts->before : NULL;
         co.user = opts ? opts->user : NULL;
         rc = krconn__connect(ctx, &a, &co, krconn__name_recheck, &nc, out);
+        if (rc == KRCONN_E_NOTFOUND) { /* withdrawn since it was cached */
+            pthread_mutex_lock(&ctx->mu);
+            if (n && n->dir == dir && strcmp(n->name, name) == 0) n->valid = 0;
+            pthread_mutex_unlock(&ctx->mu);
+        }
         if (rc != KRCONN_E_STALE) return rc;
         pthread_mutex_lock(&ctx->mu); /* look it up again (krconn__connect remembered it) */
         for (int i = 0; i < KRCONN__NNAMES; i++)
@@ -2603,6 +2744,7 @@ KRCONN_API int krconn_connect_name(krconn_ctx *ctx, krconn_dir *dir, const char 
 
 KRCONN_API int krconn_accept(krconn_ctx *ctx, int timeout_ms, krconn **out)
 {
+    KRCONN__HCHECK(ctx);
     if (!ctx || !out) return KRCONN_E_INVAL;
     *out = NULL;
     if (!ctx->o.accept_backlog) return KRCONN_E_INVAL;
@@ -2636,11 +2778,17 @@ KRCONN_API int krconn_accept(krconn_ctx *ctx, int timeout_ms, krconn **out)
     }
 }
 
-KRCONN_API int krconn_accept_fd(const krconn_ctx *ctx) { return ctx ? ctx->accfd : KRCONN_E_INVAL; }
+KRCONN_API int krconn_accept_fd(const krconn_ctx *ctx)
+{
+    KRCONN__HCHECK(ctx);
+    return ctx ? ctx->accfd : KRCONN_E_INVAL;
+}
 
 KRCONN_API int krconn_disconnect(krconn *c)
 {
     if (!c) return KRCONN_E_INVAL;
+    int rc = krconn__hk_take(c);
+    if (rc) return rc;
     krconn_ctx *ctx = c->ctx;
     krconn__phys *p = c->p;
     int gone = 0;
@@ -2660,18 +2808,33 @@ KRCONN_API int krconn_disconnect(krconn *c)
     return 0;
 }
 
-KRCONN_API int krconn_is_virtual(const krconn *c) { return c ? c->virt : KRCONN_E_INVAL; }
+KRCONN_API int krconn_is_virtual(const krconn *c)
+{
+    KRCONN__HCHECK(c);
+    return c ? c->virt : KRCONN_E_INVAL;
+}
 KRCONN_API int krconn_peer_addr(const krconn *c, krconn_addr *out)
 {
+    KRCONN__HCHECK(c);
     if (!c || !out) return KRCONN_E_INVAL;
     *out = c->p->peer;
     return 0;
 }
-KRCONN_API const void *krconn_peer_data(const krconn *c) { return c ? c->p->peer_data : NULL; }
-KRCONN_API struct ibv_qp *krconn_qp(const krconn *c) { return c ? c->p->qp : NULL; }
+KRCONN_API const void *krconn_peer_data(const krconn *c)
+{
+    KRCONN__HCHECK_PTR(c);
+    return c ? c->p->peer_data : NULL;
+}
+KRCONN_API struct ibv_qp *krconn_qp(const krconn *c)
+{
+    KRCONN__HCHECK_PTR(c);
+    return c ? c->p->qp : NULL;
+}
 
 /* >>meta - the meta server and its clients ----------------------------------------------------- */
 
+/* A publish (KRCONN__PUB) or a withdrawal (KRCONN__UNPUB) at the meta server: of the sender's
+   own address only. */
 static void krconn__meta_put(krconn_ctx *ctx, const krconn__msg *m)
 {
     if (!rcp__load(&ctx->meta_mr) || !m->name[0] || strlen(m->name) > KRCONN_NAME_MAX) {
@@ -2692,9 +2855,16 @@ static void krconn__meta_put(krconn_ctx *ctx, const krconn__msg *m)
     a.qpn = m->src_udqpn;
     a.qkey = m->aux32 ? m->aux32 : ctx->addr.qkey;
     a.generation = m->src_gen;
-    int rc = krconn__dir_put((krconn__dent *)(ctx->meta_tab + 64),
-                             (uint32_t)((ctx->meta_len - 64) / 128), m->name, &a);
-    krconn__reply(ctx, m, KRCONN__PUBACK, rc ? 1 : 0, NULL);
+    krconn__dent *tab = (krconn__dent *)(ctx->meta_tab + 64);
+    uint32_t n = (uint32_t)((ctx->meta_len - 64) / 128);
+    if (m->type == KRCONN__UNPUB) {
+        int rc = krconn__dir_del(tab, n, m->name, &a);
+        krconn__reply(ctx, m, KRCONN__PUBACK, rc ? KRCONN__PUBACK_NOTFOUND : KRCONN__PUBACK_OK,
+                      NULL);
+        return;
+    }
+    int rc = krconn__dir_put(tab, n, m->name, &a);
+    krconn__reply(ctx, m, KRCONN__PUBACK, rc ? KRCONN__PUBACK_FULL : KRCONN__PUBACK_OK, NULL);
 }
 
 static void krconn__meta_accept(krconn_ctx *ctx)
@@ -2716,6 +2886,7 @@ static void krconn__meta_accept(krconn_ctx *ctx)
 
 KRCONN_API int krconn_meta_serve(krconn_ctx *ctx, const krconn_meta_opts *o)
 {
+    KRCONN__HCHECK(ctx);
     unsigned slots = o && o->slots ? o->slots : KRCONN_DEFAULT_DIR_SLOTS;
     uint16_t port = o && o->port ? o->port : KRCONN_DEFAULT_META_PORT;
     int rc, fd = -1, one = 1;
@@ -2843,6 +3014,7 @@ static int krconn__bootstrap(krconn_ctx *ctx, const char *where, uint64_t deadli
 KRCONN_API int krconn_dir_meta(krconn_ctx *ctx, const char *where, int timeout_ms,
                                krconn_dir **out)
 {
+    KRCONN__HCHECK(ctx);
     uint64_t deadline = krconn__deadline(timeout_ms);
     krconn_dir *d;
     krconn_connect_opts co;
@@ -2856,6 +3028,10 @@ KRCONN_API int krconn_dir_meta(krconn_ctx *ctx, const char *where, int timeout_m
     d = (krconn_dir *)KRCONN_MALLOC(sizeof *d);
     if (!d) return -ENOMEM;
     memset(d, 0, sizeof *d);
+    if (rcp__handle_add(d)) { /* open from here: a failure below closes it */
+        KRCONN_FREE(d);
+        return -ENOMEM;
+    }
     d->kind = KRCONN__DIR_META;
     d->ctx = ctx;
     pthread_mutex_init(&d->mu, NULL);
@@ -2885,6 +3061,8 @@ fail:
 KRCONN_API int krconn_dir_close(krconn_dir *d)
 {
     if (!d) return KRCONN_E_INVAL;
+    int rc = krconn__hk_take(d);
+    if (rc) return rc;
     if (d->buf.mr) krconn_dereg(&d->buf);
     if (d->conn) krconn_disconnect(d->conn);
     KRCONN_FREE(d->lbuf);
@@ -2895,6 +3073,7 @@ KRCONN_API int krconn_dir_close(krconn_dir *d)
 
 KRCONN_API int krconn_lookup(krconn_dir *d, const char *name, int timeout_ms, krconn_addr *out)
 {
+    KRCONN__HCHECK(d);
     if (!d || !out || !krconn__name_ok(name)) return KRCONN_E_INVAL;
     if (d->kind == KRCONN__DIR_SHM) return krconn__dir_get_shm(d, name, out);
     uint64_t deadline = krconn__deadline(timeout_ms);
@@ -2921,6 +3100,7 @@ KRCONN_API int krconn_lookup(krconn_dir *d, const char *name, int timeout_ms, kr
         rc = KRCONN_E_NOTFOUND;
         if (r == 0) goto out;
         if (r < 0 || strncmp(d->lbuf->name, name, sizeof d->lbuf->name)) continue;
+        if (!d->lbuf->gen) goto out; /* withdrawn: KRCONN_E_NOTFOUND */
         memcpy(out->gid, d->lbuf->gid, 16);
         out->qpn = d->lbuf->qpn;
         out->qkey = d->lbuf->qkey;
@@ -2935,6 +3115,7 @@ out:
 
 KRCONN_API int krconn_publish(krconn_ctx *ctx, krconn_dir *d, const char *name, int timeout_ms)
 {
+    KRCONN__HCHECK(ctx);
     if (!ctx || !d || !krconn__name_ok(name)) return KRCONN_E_INVAL;
     if (d->kind == KRCONN__DIR_SHM) return krconn__dir_put(d->ent, d->nslots, name, &ctx->addr);
     krconn__msg m, ans;
@@ -2951,10 +3132,30 @@ KRCONN_API int krconn_publish(krconn_ctx *ctx, krconn_dir *d, const char *name, 
     return ans.type == KRCONN__PUBACK ? (ans.code ? KRCONN_E_FULL : 0) : KRCONN_E_PROTO;
 }
 
+KRCONN_API int krconn_unpublish(krconn_ctx *ctx, krconn_dir *d, const char *name, int timeout_ms)
+{
+    KRCONN__HCHECK(ctx);
+    if (!ctx || !d || !krconn__name_ok(name)) return KRCONN_E_INVAL;
+    if (d->kind == KRCONN__DIR_SHM) return krconn__dir_del(d->ent, d->nslots, name, &ctx->addr);
+    krconn__msg m, ans;
+    krconn__msg_init(ctx, &m, KRCONN__UNPUB);
+    m.nonce = krconn__random(ctx) | 1;
+    m.dst_gen = d->meta.generation;
+    snprintf(m.name, sizeof m.name, "%s", name);
+    int rc = krconn__request(ctx, &m, &d->meta, krconn__deadline(timeout_ms), NULL, NULL, &ans);
+    if (rc)
+        return krconn__fail(ctx, rc, "withdraw from the meta server", ctx->addr.qpn, d->meta.gid,
+                            d->meta.qpn);
+    if (ans.type == KRCONN__REJ) return KRCONN_E_STALE;
+    if (ans.type != KRCONN__PUBACK) return KRCONN_E_PROTO;
+    return ans.code == KRCONN__PUBACK_OK ? 0 : KRCONN_E_NOTFOUND;
+}
+
 /* >>data - registration, work requests, completions -------------------------------------------- */
 
 KRCONN_API int krconn_reg(krconn_ctx *ctx, void *addr, size_t len, int access, krconn_mr *out)
 {
+    KRCONN__HCHECK(ctx);
     struct ibv_mr *mr = NULL;
     if (!ctx || !out || !addr || !len) return KRCONN_E_INVAL;
     int rc = rcp__verbs_reg(&ctx->d, addr, len, access, &mr);
@@ -3010,6 +3211,7 @@ static int krconn__post_rc(int rc) { return rc == -ENOMEM ? KRCONN_E_AGAIN : rc;
 KRCONN_API int krconn_post_send(krconn *c, uint64_t wr_id, const krconn_mr *mr, const void *buf,
                                 uint32_t len, unsigned flags)
 {
+    KRCONN__HCHECK(c);
     uint64_t w;
     int rc = krconn__pre(c, wr_id, &w);
     if (rc) return rc;
@@ -3020,6 +3222,7 @@ KRCONN_API int krconn_post_send(krconn *c, uint64_t wr_id, const krconn_mr *mr, 
 KRCONN_API int krconn_post_recv(krconn *c, uint64_t wr_id, const krconn_mr *mr, void *buf,
                                 uint32_t len)
 {
+    KRCONN__HCHECK(c);
     uint64_t w;
     int rc = krconn__pre(c, wr_id, &w);
     if (rc) return rc;
@@ -3030,6 +3233,7 @@ KRCONN_API int krconn_post_recv(krconn *c, uint64_t wr_id, const krconn_mr *mr, 
 KRCONN_API int krconn_write(krconn *c, uint64_t wr_id, const krconn_mr *mr, const void *buf,
                             uint32_t len, uint64_t raddr, uint32_t rkey, unsigned flags)
 {
+    KRCONN__HCHECK(c);
     uint64_t w;
     int rc = krconn__pre(c, wr_id, &w);
     if (rc) return rc;
@@ -3040,6 +3244,7 @@ KRCONN_API int krconn_write(krconn *c, uint64_t wr_id, const krconn_mr *mr, cons
 KRCONN_API int krconn_read(krconn *c, uint64_t wr_id, const krconn_mr *mr, void *buf,
                            uint32_t len, uint64_t raddr, uint32_t rkey, unsigned flags)
 {
+    KRCONN__HCHECK(c);
     uint64_t w;
     int rc = krconn__pre(c, wr_id, &w);
     if (rc) return rc;
@@ -3052,6 +3257,7 @@ KRCONN_API int krconn_cas(krconn *c, uint64_t wr_id, const krconn_mr *mr, uint64
                           uint64_t raddr, uint32_t rkey, uint64_t expect, uint64_t desired,
                           unsigned flags)
 {
+    KRCONN__HCHECK(c);
     uint64_t w;
     int rc = krconn__pre(c, wr_id, &w);
     if (rc) return rc;
@@ -3063,6 +3269,7 @@ KRCONN_API int krconn_cas(krconn *c, uint64_t wr_id, const krconn_mr *mr, uint64
 KRCONN_API int krconn_faa(krconn *c, uint64_t wr_id, const krconn_mr *mr, uint64_t *old,
                           uint64_t raddr, uint32_t rkey, uint64_t add, unsigned flags)
 {
+    KRCONN__HCHECK(c);
     uint64_t w;
     int rc = krconn__pre(c, wr_id, &w);
     if (rc) return rc;
@@ -3145,6 +3352,7 @@ static void krconn__cq_take(krconn__phys *p, krconn *c, krconn_wc *wc, int max, 
 
 KRCONN_API int krconn_poll(krconn *c, krconn_wc *wc, int max, int timeout_ms)
 {
+    KRCONN__HCHECK(c);
     if (!c || !wc || max <= 0) return KRCONN_E_INVAL;
     krconn__phys *p = c->p;
     uint64_t deadline = timeout_ms > 0 ? rcp__now_ns() + (uint64_t)timeout_ms * 1000000ull : 0;
@@ -3171,12 +3379,14 @@ KRCONN_API int krconn_poll(krconn *c, krconn_wc *wc, int max, int timeout_ms)
 
 KRCONN_API int krconn_wait(krconn *c, krconn_wc *wc, int timeout_ms)
 {
+    KRCONN__HCHECK(c);
     int n = krconn_poll(c, wc, 1, timeout_ms > 0 ? timeout_ms : KRCONN_DEFAULT_TIMEOUT_MS);
     return n == 1 ? wc->status : n;
 }
 
 KRCONN_API int krconn_ping(krconn *c, int timeout_ms)
 {
+    KRCONN__HCHECK(c);
     uint64_t w;
     krconn_wc wc;
     int rc = krconn__pre(c, KRCONN__WRID_MASK, &w);
@@ -3194,6 +3404,10 @@ KRCONN_API int krconn_ping(krconn *c, int timeout_ms)
 
 KRCONN_API uint64_t krconn_wr_id(const krconn *c, uint64_t user_id)
 {
+    if (c && krconn__hk(c)) {
+        errno = EBADF;
+        return 0;
+    }
     return (c ? (uint64_t)c->tag << KRCONN__TAG_SHIFT : 0) | (user_id & KRCONN__WRID_MASK);
 }
 
@@ -3201,6 +3415,7 @@ KRCONN_API uint64_t krconn_wr_id(const krconn *c, uint64_t user_id)
 
 KRCONN_API int krconn_event_fd(const krconn *c)
 {
+    KRCONN__HCHECK(c);
     if (!c) return KRCONN_E_INVAL;
     struct ibv_comp_channel *ch = c->p->cq->channel;
     return ch ? ch->fd : KRCONN_E_NOTSUP;
@@ -3208,6 +3423,7 @@ KRCONN_API int krconn_event_fd(const krconn *c)
 
 KRCONN_API int krconn_arm(krconn *c)
 {
+    KRCONN__HCHECK(c);
     if (!c) return KRCONN_E_INVAL;
     if (!c->p->cq->channel) return KRCONN_E_NOTSUP;
     int rc = ibv_req_notify_cq(c->p->cq, 0);
@@ -3216,6 +3432,7 @@ KRCONN_API int krconn_arm(krconn *c)
 
 KRCONN_API int krconn_event_ack(krconn *c)
 {
+    KRCONN__HCHECK(c);
     if (!c) return KRCONN_E_INVAL;
     return krconn__ev_drain(c->p->cq);
 }

@@ -36,6 +36,13 @@
        NPPIN_MALLOC(n), NPPIN_FREE(p)   your allocator (define both or neither)
    Set NPPIN_DEBUG=1 in the environment to log to stderr (read once per process) when no log
    callback is given in nppin_opts.
+   Options structs (nppin_opts): zero means the default. Fill one with designated initialisers in C;
+   in C++, value-initialise it and assign the fields you set (`T o{};` and `T o = {};` never warn;
+   an initialiser list that leaves fields out warns under -Wextra in g++ before 14,
+   -Wmissing-field-initializers):
+
+       nppin_opts o = {.budget = 64 << 20};  // C
+       nppin_opts o{}; o.budget = 64 << 20;  // C++
 
    2. WHAT IT DOES
    ---------------
@@ -180,6 +187,21 @@
    it); an undeclared header's code names that header; else "unknown error code"; 0 "success".
    Static texts. A failed work request completes with its own status in the nppin_poll'ed wc.
 
+   Handles, one rule in every rpcool header: a handle is open from the call that made it until
+   its close. A second close, or any use after the close, returns the header's E_BADHANDLE code
+   (a function that returns a pointer or a size returns NULL or 0 and sets errno to EBADF); in
+   a child of fork(), a handle its parent made returns the header's E_FORKED code, its close
+   included (the child's copy goes at exit or exec), unless the header lets children use it. A
+   table of open handles in each process tells these apart without reading the handle, so none
+   of them is a crash; once a later open hands out the same address again, the old pointer is
+   that new handle (as a file descriptor's number is). A pointer that was never a handle is
+   undefined, as free() of one is.
+   Here the handles are nppin_ctx, nppin_region, nppin_peer and nppin_remote: NPPIN_E_BADHANDLE
+   and NPPIN_E_FORKED (see section 6 on fork). nppin_destroy closes the regions, peers and
+   remotes still open on its context, nppin_peer_destroy the peer's remotes: their handles are
+   closed then too. A close that returns NPPIN_E_BUSY leaves the handle open. A channel
+   (nppin_chan) is a value the caller owns, not a handle.
+
    9. LIMITS
    ---------
    Linux with glibc, libibverbs (rdma-core 44 or later). Chunk sizes are powers of two from a
@@ -256,7 +278,7 @@ extern "C" {
     X(NPPIN_E_TOOBIG, -4997,                                                                       \
       "the range needs more pinned memory than the budget (nppin_xfer moves it in pieces)")        \
     X(NPPIN_E_BUSY, -4996,                                                                         \
-      "the pinned-memory budget is held by work requests in flight or leases being revoked: "     \
+      "the pinned-memory budget is held by work requests in flight or leases being revoked: "      \
       "poll completions, progress peers, retry")                                                   \
     X(NPPIN_E_PINLIMIT, -4995,                                                                     \
       "could not pin memory: ibv_reg_mr failed with ENOMEM, the memlock limit (RLIMIT_MEMLOCK, "   \
@@ -265,7 +287,9 @@ extern "C" {
     X(NPPIN_E_HANDLE, -4993, "not a valid region handle, or the owner has no such region")         \
     X(NPPIN_E_PEERDEAD, -4992, "the peer's channel failed")                                        \
     X(NPPIN_E_INFLIGHT, -4991, "too many posts in flight (nppin_opts.max_inflight)")               \
-    X(NPPIN_E_NOPEERS, -4990, "the context has NPPIN_MAX_PEERS peers already")
+    X(NPPIN_E_NOPEERS, -4990, "the context has NPPIN_MAX_PEERS peers already")                     \
+    X(NPPIN_E_BADHANDLE, -4989, "not an open nppin handle (closed or destroyed already)")          \
+    X(NPPIN_E_FORKED, -4988, "this nppin handle was made before fork(): not usable in the child")
 
 #define NPPIN__ERROR_ENUM(name, value, text) name = value,
 enum { NPPIN_ERRORS(NPPIN__ERROR_ENUM) };
@@ -282,7 +306,7 @@ typedef struct nppin_region nppin_region; /* a range of this process's memory */
 typedef struct nppin_peer nppin_peer;     /* one side of a message channel to another process */
 typedef struct nppin_remote nppin_remote; /* a peer's region, opened from its handle */
 
-/* Zero means default; use designated initialisers. */
+/* Zero means default (section 1: filling it in C and C++). */
 typedef struct nppin_opts {
     size_t chunk_size;         /* power of two, page to 1 GiB; 0 = NPPIN_DEFAULT_CHUNK */
     size_t budget;             /* most bytes registered at once; 0 = from RLIMIT_MEMLOCK */
@@ -527,12 +551,32 @@ NPPIN_API const char *nppin_explain(nppin_ctx *ctx, int code, char *buf, size_t 
 
 #include "impl/platform.h"
 #include "impl/verbs.h"
+#include "impl/handle.h"
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <time.h>
 #include <unistd.h>
+
+/* The handle rule (ERRORS): 0 for a handle open in this process (or NULL, left to each
+   function), else its code. */
+static inline int nppin__hk(const void *h)
+{
+    int k = h ? rcp__handle_check(h) : RCP__H_OPEN;
+    return RCP__LIKELY(k == RCP__H_OPEN) ? 0 : k == RCP__H_FORKED ? NPPIN_E_FORKED
+                                                                   : NPPIN_E_BADHANDLE;
+}
+static inline int nppin__hk_take(const void *h)
+{
+    int k = rcp__handle_del(h, 0);
+    return k == RCP__H_OPEN ? 0 : k == RCP__H_FORKED ? NPPIN_E_FORKED : NPPIN_E_BADHANDLE;
+}
+#define NPPIN__HCHECK(h)                                                                           \
+    do {                                                                                           \
+        int nppin__e = nppin__hk(h);                                                               \
+        if (RCP__UNLIKELY(nppin__e)) return nppin__e;                                              \
+    } while (0)
 #include <linux/userfaultfd.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
@@ -875,6 +919,7 @@ static int nppin__mon_barrier(nppin_ctx *ctx, uint64_t deadline)
 }
 
 static void nppin__peer_free(nppin_peer *p);
+static void nppin__destroy(nppin_ctx *ctx);
 
 /* >>budget - the pinned-memory budget: chunks, leases, eviction -------------------------------- */
 static int nppin__peer_send(nppin_peer *p, const unsigned char *msg);
@@ -1104,6 +1149,11 @@ NPPIN_API int nppin_create(struct ibv_pd *pd, const nppin_opts *opts, nppin_ctx 
     nppin__log(ctx, NPPIN_LOG_INFO, "context: chunk %zu, budget %zu, memlock %llu, odp %d, "
                "userfaultfd %d", cs, ctx->budget, (unsigned long long)ctx->st.memlock_limit,
                ctx->st.odp, ctx->st.stale_detect);
+    int rc = rcp__handle_add(ctx);
+    if (rc) {
+        nppin__destroy(ctx);
+        return rc;
+    }
     *out = ctx;
     return 0;
 }
@@ -1111,6 +1161,15 @@ NPPIN_API int nppin_create(struct ibv_pd *pd, const nppin_opts *opts, nppin_ctx 
 NPPIN_API int nppin_destroy(nppin_ctx *ctx)
 {
     if (!ctx) return 0;
+    int rc = nppin__hk_take(ctx);
+    if (rc) return rc;
+    nppin__destroy(ctx);
+    return 0;
+}
+
+/* destroy, ctx out of the handle table (or never in it) */
+static void nppin__destroy(nppin_ctx *ctx)
+{
     while (ctx->nregions) nppin_dereg(ctx->regions[ctx->nregions - 1]);
     pthread_mutex_lock(&ctx->mu);
     for (int i = 0; i < NPPIN_MAX_PEERS; i++)
@@ -1133,11 +1192,11 @@ NPPIN_API int nppin_destroy(nppin_ctx *ctx)
     pthread_mutex_destroy(&ctx->bmu);
     pthread_cond_destroy(&ctx->bcv);
     NPPIN_FREE(ctx);
-    return 0;
 }
 
 NPPIN_API int nppin_reg(nppin_ctx *ctx, void *addr, size_t len, nppin_region **out)
 {
+    NPPIN__HCHECK(ctx);
     if (!ctx || !out || !addr || !len || (uintptr_t)addr + len < (uintptr_t)addr) return -EINVAL;
     *out = NULL;
     uintptr_t base = (uintptr_t)addr, end = base + len;
@@ -1197,6 +1256,16 @@ NPPIN_API int nppin_reg(nppin_ctx *ctx, void *addr, size_t len, nppin_region **o
     if (!rg->odp) nppin__watch(ctx, base, end, 1);
     memmove(ctx->regions + pos + 1, ctx->regions + pos,
             (ctx->nregions - pos) * sizeof *ctx->regions);
+    if ((rc = rcp__handle_add(rg))) {
+        if (rg->odp) {
+            ibv_dereg_mr(rg->odp->mr);
+            NPPIN_FREE(rg->odp);
+        }
+        NPPIN_FREE(rg->chunk);
+        NPPIN_FREE(rg->gen);
+        NPPIN_FREE(rg);
+        goto out;
+    }
     ctx->regions[pos] = rg;
     ctx->nregions++;
     *out = rg;
@@ -1208,6 +1277,8 @@ out:
 NPPIN_API int nppin_dereg(nppin_region *rg)
 {
     if (!rg) return 0;
+    int rc = nppin__hk_take(rg);
+    if (rc) return rc;
     nppin_ctx *ctx = rg->ctx;
     pthread_mutex_lock(&ctx->mu);
     size_t pos = 0;
@@ -1426,6 +1497,7 @@ static int nppin__post_one(nppin_ctx *ctx, struct ibv_qp *qp, int opcode, uint64
 NPPIN_API int nppin_post_send(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id, const void *buf,
                               size_t len, unsigned send_flags)
 {
+    NPPIN__HCHECK(ctx);
     if (!ctx) return -EINVAL;
     return nppin__post_one(ctx, qp, IBV_WR_SEND, wr_id, buf, len, NULL, send_flags, 0);
 }
@@ -1433,6 +1505,7 @@ NPPIN_API int nppin_post_send(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id,
 NPPIN_API int nppin_post_recv(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id, void *buf,
                               size_t len)
 {
+    NPPIN__HCHECK(ctx);
     if (!ctx) return -EINVAL;
     return nppin__post_one(ctx, qp, IBV_WR_SEND, wr_id, buf, len, NULL, 0, 1);
 }
@@ -1440,6 +1513,7 @@ NPPIN_API int nppin_post_recv(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id,
 NPPIN_API int nppin_post_write(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id, const void *buf,
                                size_t len, const nppin_target *to, unsigned send_flags)
 {
+    NPPIN__HCHECK(ctx);
     if (!ctx || !to) return -EINVAL;
     return nppin__post_one(ctx, qp, IBV_WR_RDMA_WRITE, wr_id, buf, len, to, send_flags, 0);
 }
@@ -1447,6 +1521,7 @@ NPPIN_API int nppin_post_write(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id
 NPPIN_API int nppin_post_read(nppin_ctx *ctx, struct ibv_qp *qp, uint64_t wr_id, void *buf,
                               size_t len, const nppin_target *from, unsigned send_flags)
 {
+    NPPIN__HCHECK(ctx);
     if (!ctx || !from) return -EINVAL;
     return nppin__post_one(ctx, qp, IBV_WR_RDMA_READ, wr_id, buf, len, from, send_flags, 0);
 }
@@ -1483,6 +1558,7 @@ static int nppin__complete_locked(nppin_ctx *ctx, struct ibv_wc *wc)
 
 NPPIN_API int nppin_complete(nppin_ctx *ctx, struct ibv_wc *wc)
 {
+    NPPIN__HCHECK(ctx);
     if (!ctx || !wc) return -EINVAL;
     pthread_mutex_lock(&ctx->mu);
     int rc = nppin__complete_locked(ctx, wc);
@@ -1492,6 +1568,7 @@ NPPIN_API int nppin_complete(nppin_ctx *ctx, struct ibv_wc *wc)
 
 NPPIN_API int nppin_poll(nppin_ctx *ctx, struct ibv_cq *cq, struct ibv_wc *wc, int max)
 {
+    NPPIN__HCHECK(ctx);
     if (!ctx || !cq || !wc || max <= 0) return -EINVAL;
     int n = ibv_poll_cq(cq, max, wc);
     if (n <= 0) return n < 0 ? -EIO : 0;
@@ -1537,6 +1614,7 @@ static int nppin__xfer_wait(nppin_ctx *ctx, struct ibv_cq *cq, nppin__slot *slot
 NPPIN_API int nppin_xfer(nppin_ctx *ctx, struct ibv_qp *qp, struct ibv_cq *cq, int op, void *buf,
                          size_t len, const nppin_target *t, unsigned flags, uint64_t timeout_ns)
 {
+    NPPIN__HCHECK(ctx);
     if (!ctx || !qp || !cq || !t || (op != NPPIN_OP_WRITE && op != NPPIN_OP_READ)) return -EINVAL;
     uintptr_t a = (uintptr_t)buf;
     size_t cs = ctx->cs;
@@ -1609,6 +1687,7 @@ static int nppin__progress_all(nppin_ctx *ctx)
 /* >>invalidate - invalidate and sync ----------------------------------------------------------- */
 NPPIN_API int nppin_invalidate(nppin_ctx *ctx, const void *addr, size_t len)
 {
+    NPPIN__HCHECK(ctx);
     if (!ctx || !len) return -EINVAL;
     pthread_mutex_lock(&ctx->mu);
     nppin__invalidate_locked(ctx, (uintptr_t)addr, (uintptr_t)addr + len);
@@ -1618,6 +1697,7 @@ NPPIN_API int nppin_invalidate(nppin_ctx *ctx, const void *addr, size_t len)
 
 NPPIN_API int nppin_sync(nppin_ctx *ctx, uint64_t timeout_ns)
 {
+    NPPIN__HCHECK(ctx);
     if (!ctx) return -EINVAL;
     uint64_t deadline = nppin__now() + timeout_ns;
     int rc = nppin__mon_barrier(ctx, deadline);
@@ -1794,6 +1874,7 @@ static int nppin__progress_locked(nppin_peer *p, uint64_t timeout_ns)
 
 NPPIN_API int nppin_peer_progress(nppin_peer *p, uint64_t timeout_ns)
 {
+    NPPIN__HCHECK(p);
     if (!p) return -EINVAL;
     if (p->dead) return NPPIN_E_PEERDEAD;
     /* a long wait is cut into slices of 1 ms, the mutex let go between them, so other threads
@@ -1889,6 +1970,7 @@ static int nppin__remote_key(nppin_remote *rm, uint64_t raddr, size_t *idx_out, 
 /* >>peers - peers and remotes ------------------------------------------------------------------ */
 NPPIN_API int nppin_peer_create(nppin_ctx *ctx, const nppin_chan *chan, nppin_peer **out)
 {
+    NPPIN__HCHECK(ctx);
     if (!ctx || !chan || !chan->send || !chan->recv || !out) return -EINVAL;
     *out = NULL;
     nppin_peer *p = (nppin_peer *)nppin__calloc(1, sizeof *p);
@@ -1903,9 +1985,16 @@ NPPIN_API int nppin_peer_create(nppin_ctx *ctx, const nppin_chan *chan, nppin_pe
         NPPIN_FREE(p);
         return NPPIN_E_NOPEERS;
     }
-    p->idx = i;
-    ctx->peers[i] = p;
+    int rc = rcp__handle_add(p);
+    if (!rc) {
+        p->idx = i;
+        ctx->peers[i] = p;
+    }
     pthread_mutex_unlock(&ctx->mu);
+    if (rc) {
+        NPPIN_FREE(p);
+        return rc;
+    }
     *out = p;
     return 0;
 }
@@ -1917,16 +2006,19 @@ static void nppin__peer_free(nppin_peer *p)
     while (p->remotes) {
         nppin_remote *rm = p->remotes;
         p->remotes = rm->next;
+        rcp__handle_del(rm, 0); /* closed with its peer */
         NPPIN_FREE(rm->c);
         NPPIN_FREE(rm);
     }
     p->ctx->peers[p->idx] = NULL;
+    rcp__handle_del(p, 0); /* taken out already, unless its context is being destroyed */
     NPPIN_FREE(p);
 }
 
 NPPIN_API int nppin_peer_destroy(nppin_peer *p)
 {
     if (!p) return 0;
+    NPPIN__HCHECK(p);
     nppin_ctx *ctx = p->ctx;
     pthread_mutex_lock(&ctx->mu);
     for (nppin_remote *rm = p->remotes; rm; rm = rm->next)
@@ -1935,14 +2027,16 @@ NPPIN_API int nppin_peer_destroy(nppin_peer *p)
                 pthread_mutex_unlock(&ctx->mu);
                 return NPPIN_E_BUSY;
             }
-    nppin__peer_free(p);
+    int rc = nppin__hk_take(p); /* two destroys racing: one frees */
+    if (!rc) nppin__peer_free(p);
     pthread_mutex_unlock(&ctx->mu);
-    return 0;
+    return rc;
 }
 
 /* Handle: [0] u32 magic "NPH1", u32 region id, u64 base, u64 len, u64 chunk size. */
 NPPIN_API int nppin_region_export(const nppin_region *rg, unsigned char out[NPPIN_HANDLE_SIZE])
 {
+    NPPIN__HCHECK(rg);
     if (!rg || !out) return -EINVAL;
     nppin__put32(out, 0x3148504eu);
     nppin__put32(out + 4, rg->id);
@@ -1955,6 +2049,7 @@ NPPIN_API int nppin_region_export(const nppin_region *rg, unsigned char out[NPPI
 NPPIN_API int nppin_remote_open(nppin_peer *p, const unsigned char handle[NPPIN_HANDLE_SIZE],
                                 nppin_remote **out)
 {
+    NPPIN__HCHECK(p);
     if (!p || !handle || !out) return -EINVAL;
     *out = NULL;
     uint64_t base = nppin__get64(handle + 8), len = nppin__get64(handle + 16),
@@ -1976,6 +2071,12 @@ NPPIN_API int nppin_remote_open(nppin_peer *p, const unsigned char handle[NPPIN_
         NPPIN_FREE(rm);
         return -ENOMEM;
     }
+    int rc = rcp__handle_add(rm);
+    if (rc) {
+        NPPIN_FREE(rm->c);
+        NPPIN_FREE(rm);
+        return rc;
+    }
     pthread_mutex_lock(&p->ctx->mu);
     rm->next = p->remotes;
     p->remotes = rm;
@@ -1987,10 +2088,16 @@ NPPIN_API int nppin_remote_open(nppin_peer *p, const unsigned char handle[NPPIN_
 NPPIN_API int nppin_remote_close(nppin_remote *rm)
 {
     if (!rm) return 0;
+    NPPIN__HCHECK(rm);
     nppin_ctx *ctx = rm->peer->ctx;
     pthread_mutex_lock(&ctx->mu);
     for (size_t i = 0; i < rm->nchunks; i++)
         if (rm->c[i].holds) { pthread_mutex_unlock(&ctx->mu); return NPPIN_E_BUSY; }
+    int rc = nppin__hk_take(rm); /* two closes racing: one frees */
+    if (rc) {
+        pthread_mutex_unlock(&ctx->mu);
+        return rc;
+    }
     for (nppin_remote **pp = &rm->peer->remotes; *pp; pp = &(*pp)->next)
         if (*pp == rm) { *pp = rm->next; break; }
     /* give back every lease at once, so the owner need not wait for expiry */
@@ -2130,6 +2237,7 @@ NPPIN_API void nppin_chan_verbs_destroy(nppin_chan *chan)
 /* >>stats - stats and explanations ------------------------------------------------------------- */
 NPPIN_API int nppin_get_stats(nppin_ctx *ctx, nppin_stats *out)
 {
+    NPPIN__HCHECK(ctx);
     if (!out) return -EINVAL;
     memset(out, 0, sizeof *out);
     if (!ctx) return -EINVAL;
@@ -2143,7 +2251,8 @@ NPPIN_API int nppin_get_stats(nppin_ctx *ctx, nppin_stats *out)
 NPPIN_API const char *nppin_explain(nppin_ctx *ctx, int code, char *buf, size_t len)
 {
     if (!buf || !len) return "";
-    if (!ctx || (code != NPPIN_E_PINLIMIT && code != NPPIN_E_TOOBIG && code != NPPIN_E_BUSY)) {
+    if (!ctx || nppin__hk(ctx) ||
+        (code != NPPIN_E_PINLIMIT && code != NPPIN_E_TOOBIG && code != NPPIN_E_BUSY)) {
         snprintf(buf, len, "%s", nppin_strerror(code));
         return buf;
     }

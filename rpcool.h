@@ -56,6 +56,14 @@
    receives connections, reaping and faults (and the messages of the connection heaps); without
    it, set RPCOOL_DEBUG (any value) in the environment to send them to stderr (read once per
    process).
+   Options structs (rpcool_server_opts, rpcool_conn_opts, rpcool_call_opts, rpcool_handler_opts,
+   rpcool_export_opts, rpcool_attach_opts): zero means the default. Fill one with designated
+   initialisers in C; in C++, value-initialise it and assign the fields you set (`T o{};` and
+   `T o = {};` never warn; an initialiser list that leaves fields out warns under -Wextra in g++
+   before 14, -Wmissing-field-initializers):
+
+       rpcool_server_opts o = {.max_conns = 64};  // C
+       rpcool_server_opts o{}; o.max_conns = 64;  // C++
 
    2. WHAT IT IS
    -------------
@@ -268,7 +276,11 @@
        the call with RPCOOL_E_BADPTR when a pointer leaves the connection's heap, and with
        RPCOOL_E_BUDGET once the bytes they checked in one call add up to more than the
        connection heap holds (the data has a cycle, or is read again and again): a walk over
-       a cyclic list through them ends, in any mode (on shared memory). A sandboxed handler
+       a cyclic list through them ends, in any mode (on shared memory). Each charges what it
+       reads: rpcool_ctx_need its len (RPCOOL_NEED: sizeof *p), rpcool_ctx_need_str the
+       string's length plus its NUL, rpcool_map_get_checked the map's header (sizeof
+       (rpcool_map)), each entry it probes (sizeof (rpcool_map_entry)) and each key it
+       compares (length plus NUL); rpcool_ctx_ok charges nothing. A sandboxed handler
        that loops without them is ended by a time limit (see "Time limits" in FAILURES).
        With memory protection keys (pku; shmheap_pkey_supported()) each connection heap also
        gets a key and the handler runs with the keys of all *other* connections' heaps
@@ -380,9 +392,11 @@
    nothing came for peer_check_ms; if the server is dead it fails after the queue pair's retry
    bound (rpcool's queue pairs wait 0.54 s for an acknowledgement, 7 times: about 4 s, so that
    slow but live peers are not given up), so a call fails with RPCOOL_E_PEERDEAD within
-   peer_check_ms plus that bound. A server that closes tells its clients (RPCOOL_E_CLOSED). The
-   server sends keepalives on connections silent for reap_ms: a dead client's mirror, queue pair
-   and registered memory are reclaimed within reap_ms plus the retry bound (counted in reaped).
+   peer_check_ms plus that bound. A server that closes tells its clients (RPCOOL_E_CLOSED):
+   rpcool_server_close waits, up to a second for all its RDMA connections together, until each
+   client's NIC has taken the goodbye before it lets the queue pair go. The server sends
+   keepalives on connections silent for reap_ms: a dead client's mirror, queue pair and
+   registered memory are reclaimed within reap_ms plus the retry bound (counted in reaped).
 
    6. FAILURES
    -----------
@@ -393,6 +407,13 @@
    connecting: the child closes its inherited copies (pthread_atfork) and does not inherit the
    channel mapping (MADV_DONTFORK), so the parent's death is still seen; connections and
    servers are not usable in the child.
+   - Client disconnects with calls in flight (shared memory; over RDMA rpcool_disconnect sends
+     its goodbye and returns without waiting): rpcool_disconnect returns once the server let go
+     of the connection, at most disconnect_ms (RPCOOL_DEFAULT_DISCONNECT_MS, 5 s) after it
+     began: at once when no handler runs for it, else when the running ones have returned
+     (plus up to reap_ms). Its calls not yet started never start, as for a dead client; a
+     handler still running after disconnect_ms goes on at the server (its heap stays mapped
+     there until it returns), and no reply of any of them reaches the client.
    - Client dies (even mid-call): the server notices within reap_ms (RPCOOL_DEFAULT_REAP_MS,
      100 ms; a thread of the server looks every reap_ms, whatever its serving threads do),
      starts none of its calls from then on, lets any handler running for it finish and unmaps
@@ -464,6 +485,10 @@
      files and returns RPCOOL_E_TIMEOUT, keeping the server's memory and the connection heaps
      for that thread (they are never freed). So rpcool_server_close returns within close_ms
      plus about 100 ms, plus the second it may wait for clients inside rpcool_disconnect.
+   - A server killed by a signal it does not handle (SIGTERM, the way services are stopped)
+     leaves its name file and socket (rpcoolctl --clean removes them, the next server of the
+     name takes them over). rpcool_serve_until_signal(s, nthreads) serves until SIGINT or
+     SIGTERM and returns; rpcool_server_close(s) then removes every file of the channel.
    - A channel name served by a live server: RPCOOL_E_NAMETAKEN. A name whose server died is
      taken over: the new server makes a new channel and socket; the old one's clients fail
      with RPCOOL_E_PEERDEAD and keep their heaps until they disconnect (nothing is unlinked:
@@ -507,6 +532,19 @@
    declared names that header; anything else (an unused code of a declared header's block too)
    is "unknown error code", and 0 is "success".
    Every text is a static string.
+
+   Handles, one rule in every rpcool header: a handle is open from the call that made it until
+   its close. A second close, or any use after the close, returns the header's E_BADHANDLE code
+   (a function that returns a pointer or a size returns NULL or 0 and sets errno to EBADF); in
+   a child of fork(), a handle its parent made returns the header's E_FORKED code, its close
+   included (the child's copy goes at exit or exec), unless the header lets children use it. A
+   table of open handles in each process tells these apart without reading the handle, so none
+   of them is a crash; once a later open hands out the same address again, the old pointer is
+   that new handle (as a file descriptor's number is). A pointer that was never a handle is
+   undefined, as free() of one is.
+   Here the handles are rpcool_server, rpcool_conn, rpcool_export and rpcool_remote:
+   RPCOOL_E_BADHANDLE and RPCOOL_E_FORKED. No handle of rpcool.h is usable in a forked child
+   (see FAILURES): the child opens, connects, opens an export or attaches anew.
 
    9. LIMITS
    ---------
@@ -610,20 +648,29 @@
    failed) before the stub returns; the reply lives until the closure returns. rpcool_pbc_call
    makes the same call and returns its status: 0 and *out (valid until rpcool_pbc_reply_free;
    it may point into the input, so keep the input until then), RPCOOL_PBC_FAILED (1) when the
-   service answered closure(NULL), RPCOOL_E_INVAL when the input is not of the method's input
-   type, or another negative code. A client service may be used by several threads at once,
+   service answered closure(NULL), RPCOOL_E_NOMETHOD when method is not below the service's
+   n_methods, RPCOOL_E_MSGTYPE when the input is not of the method's input type, or another
+   negative code. method is the method's index in the service descriptor, the order of the
+   rpc lines in the .proto (svc__descriptor.methods[method]; protoc-c's generated stub
+   svc__get passes that index for Get). A client service may be used by several threads at once,
    as its connection may. An input built anywhere (stack, literals, malloc) is deep-copied
    into the connection heap for the call by walking its descriptor, and the copy is freed with
    the reply. An input that lies wholly in the heap (built or unpacked through the allocator
    that rpcool_pbc_allocator_init makes over the connection heap; protobuf_c_message_unpack
    into it works too) travels by pointer with nothing copied, and is the caller's again when
-   the call returns: its descriptors and default values are its own again, and
-   protobuf_c_message_free_unpacked with the same allocator frees it. Nobody else may use the
-   input during the call. A call that timed out (RPCOOL_E_TIMEOUT) may still run at the server
-   (section 6): the copy of its input is not freed, and an input that travelled by pointer is
-   in the caller's form again but may still be read by the server, so do not free it. A message
-   with a sub-message more than RPCOOL_PBC_MAX_DEPTH (100) levels below the top (a cycle, say)
-   is refused with RPCOOL_E_PROTO.
+   the call returns, whatever it returns (a timeout and a dead server included): its
+   descriptors and default values are its own again, and protobuf_c_message_free_unpacked with
+   the same allocator frees it. Nobody else may use the input during the call. A call that
+   timed out (RPCOOL_E_TIMEOUT) may still run at the server (section 6): the copy of its input
+   is not freed, and an input that travelled by pointer is in the caller's form again but may
+   still be read by the server, so do not free it. The client walks an input that lies in the
+   heap within the budget the server has (below: as many bytes as the connection heap holds,
+   counting a shared sub-message each time it is referenced): past it the call returns
+   RPCOOL_E_PROTO at once, nothing copied or sent, the input the caller's. An input not wholly
+   in the heap is copied into it within the same budget (RPCOOL_E_PROTO past it;
+   SHMHEAP_E_FULL when the heap has no room for the copy). A message with a sub-message more
+   than RPCOOL_PBC_MAX_DEPTH (100) levels below the top (a cycle, say) is refused with
+   RPCOOL_E_PROTO.
    Server: rpcool_pbc_serve registers a ProtobufCService (a generated Foo_Service filled with
    the user's functions; it must outlive the server) as one handler id with its safety flags;
    the call names its method by index, checked against a hash of the service, method and type
@@ -666,11 +713,15 @@
    Callers and connections. Inside a handler rpcool_ctx_peer(ctx) says who called: on shared
    memory the client's pid, uid and gid as the kernel gave them when the client connected
    (SO_PEERCRED on the socket: a client cannot forge them; authenticated is 1), its slot, and
-   the pod (the server's: a client of shared memory maps its heaps in the same pod). When the
+   the pod (the server's: a client of shared memory maps its heaps in the same pod). pod is a
+   name, never a path: the name of the server's pod directory in /dev/shm (no '/'), that is
+   rpcool_server_opts.pod, else $SHMHEAP_POD when set and not empty, else "shmheap.pod"
+   ("shmheap-tsan.pod" in ThreadSanitizer builds); a name of more than 63 bytes is cut. When the
    kernel gives no pid (a client in a pid namespace the server cannot see), pid is what the
    client claims and authenticated is 0 (uid and gid are still the kernel's). Over RDMA
    (transport RPCOOL_TRANSPORT_RDMA) authenticated is 0: pid, uid, gid and pod (the client's
-   SHMHEAP_POD_ID, "" if it had none) are what the client's connect claimed, and addr is the
+   $SHMHEAP_POD_ID as text, at most 19 bytes, "" if it had none: a pod id, not a directory)
+   are what the client's connect claimed, and addr is the
    address (GID, as IPv6 text; "lid N" without one) its queue pair is connected to; slot is
    RPCOOL_MAX_CONNS.
    rpcool_server_opts.on_connect (NULL: every client is accepted) is called on the server's acceptor
@@ -699,28 +750,32 @@
 
    Cancelling. rpcool_cancel(c, id) cancels an asynchronous call (with or without a callback; a
    callback of a cancelled call never runs). If the call's reply has come, the reply is
-   freed and 1 returned: the handler ran, the cancel had no effect on it. Otherwise it returns 0 and
-   the id is finished (poll and wait return RPCOOL_E_INVAL for it): the slot, the reply and the seal
-   come back as for a timed-out call (FAILURES), when the server answers. A call whose handler has
-   not started is not started: the server answers it with RPCOOL_E_CANCELLED (counted in
-   stats.cancelled), unless a serving thread was starting it at that moment: then it runs as one
-   cancelled while running. A handler already running goes on, and rpcool_ctx_cancelled(ctx) (a load
-   of one word the call's request line already holds) turns 1: a long handler may poll it and return
-   early; whatever it returns is freed. Over RDMA the cancel is one RDMA WRITE of that word into
-   the server's memory, behind the call on the same queue pair: a call still queued at the server
-   is never started (RPCOOL_E_CANCELLED, counted), a running handler sees the flag the same way
-   (its client's calls are served in order, one at a time).
+   freed and 1 returned: the handler ran, the cancel had no effect on it. Otherwise it returns 0
+   and the id is finished (poll and wait return RPCOOL_E_CANCELLED for it): the slot, the reply
+   and the seal come back as for a timed-out call (FAILURES), when the server answers. A call
+   whose handler has not started is not started: the server answers it with RPCOOL_E_CANCELLED
+   (counted in stats.cancelled), unless a serving thread was starting it at that moment: then it
+   runs as one cancelled while running. A handler already running goes on, and
+   rpcool_ctx_cancelled(ctx) (a load of one word the call's request line already holds) turns
+   1: a long handler may poll it and return early; whatever it returns is freed. Over RDMA the
+   cancel is one RDMA WRITE of that word into the server's memory, behind the call on the same queue
+   pair: a call still queued at the server is never started (RPCOOL_E_CANCELLED, counted), a running
+   handler sees the flag the same way (its client's calls are served in order, one at a time).
 
    Stats. rpcool_server_get_stats(s, &st) (0, or RPCOOL_E_INVAL for a NULL) counts calls,
    connections accepted, closed, reaped, dropped and refused, faults, malformed entries,
    handlers over their limit or budget and cancelled calls since the server opened, and gives
-   the connections now, the heaps made ahead, the server's pid and its slots.
+   the connections now (conns: those of shared memory and of RDMA), the heaps made ahead, the
+   server's pid and its slots.
    rpcool_server_conns(s, out, max) lists the connections now, those of shared memory first,
    then those of RDMA (whose hello was accepted): each one's rpcool_peer and its calls in
    flight (posted, not yet answered; 0 for an RDMA connection), and returns how many there
-   are. Another process asks the server the
-   same at its socket: rpcool_channel_stats(channel, timeout_ms, &st, conns, max, &n) (the
-   acceptor answers it, so a busy or stuck handler does not delay it); the server answers
+   are. stats.conns and this list count the same connections: one whose client has gone
+   (disconnected, died, dropped) stays in both, with 0 calls in flight, until its handlers and
+   deferred calls have finished and it is let go (when on_disconnect is called). Another
+   process asks the server the same at its socket: rpcool_channel_stats(channel, timeout_ms,
+   &st, conns, max, &n) (the acceptor answers it, so a busy or stuck handler does not delay
+   it); the server answers
    callers of its own uid and root, anyone else gets -EACCES (the socket's mode decides who
    may ask at all); its answer lists up to RPCOOL_MAX_CONNS connections. A server of an older
    version answers RPCOOL_E_PROTO (and counts a bad entry).
@@ -738,8 +793,14 @@
    stale channel (only those named, if any): it takes the name's lock first, which a live server
    holds, so a live channel is never touched; a server starting on that very name at that moment may
    fail with RPCOOL_E_NAMETAKEN (start it again). --help prints the usage and exits 0. Exit status:
-   0, 1 when --clean could not remove something (another user's), 2 for a usage error (the usage
-   then goes to stderr).
+   0, 1 when --clean could not remove something (another user's), 2 for a usage error (an
+   unknown option: the usage goes to stderr; a malformed channel name: "malformed channel name"
+   on stderr, nothing reported), 3 when a channel named is not on this host ("no such channel"
+   on stderr, and in JSON its "missing" list; the others are reported). With no channel named it
+   also lists the exports' liveness files (/dev/shm/rpcool.x.*, section 13) as exports, never as
+   channels: whether a handle and the exporter hold them. The text (tables under column
+   headers) and the JSON (a "schema" number first) are a stable layout, documented field by
+   field in README.md ("rpcoolctl's output").
 
    13. SHARED DATA
    ---------------
@@ -759,7 +820,8 @@
    Exporting: rpcool_export_create(h, name, base, len, opts, &x) exports [base, base+len), which
    must lie inside h's data area (RPCOOL_E_RANGE otherwise); base NULL and len 0 export the whole
    data area (rpcool_export_base says where it starts and how long it is). Names are channel
-   names of at most RPCOOL_EXPORT_NAME_MAX (38) characters (RPCOOL_E_BADNAME otherwise). The
+   names of at most RPCOOL_EXPORT_NAME_MAX (38) characters (RPCOOL_E_NAMELONG when longer,
+   RPCOOL_E_BADNAME when malformed). The
    export lives in h: a record under the root "rpcool.x.NAME" (128 bytes and 64 per lock) and
    an alock table under "rpcool.xl.<offset>", whose liveness file is
    /dev/shm/rpcool.x.<heap address>.<offset>. A second create of a name whose exporter lives
@@ -776,10 +838,16 @@
    rpcool_export_nlocks(x) are the same in every handle.
    Closing: rpcool_export_close(x) frees the handle. The exporter's close withdraws the export:
    the name is free again at once, rpcool_export_open finds nothing, and the handles other
-   processes still hold return RPCOOL_E_CLOSED from lock and read (their data stays where it is:
+   processes still hold return RPCOOL_E_WITHDRAWN from lock and read (their data stays where it is:
    the export never owned it). The record and the lock table are freed by the last handle's
    close, or by the withdrawing close or create if no live process holds a handle (a process
    that died holding one does not count).
+   Fork: a child does not hold its parent's handles. It closes its copies of their liveness
+   descriptors at the fork (pthread_atfork), so it keeps no record alive and makes no dead
+   exporter seem alive: a create of the name takes over from an exporter that died while its
+   children live. An inherited handle is not usable in the child: every call on it, close
+   included, is RPCOOL_E_FORKED (the one handle rule, section 8) and withdraws nothing; the
+   child opens the export again to use it.
    Locks: rpcool_export_lock(x, idx, mode, &hold) takes lock idx (below nlocks, else
    RPCOOL_E_INVAL) in RPCOOL_LOCK_READ or RPCOOL_LOCK_WRITE mode; both are exclusive (one holder
    at a time), and WRITE also makes the lock's version word odd until rpcool_export_unlock(&hold)
@@ -802,7 +870,8 @@
    rpcool_attach_conn return RPCOOL_E_NOTSUP, rpcool_remote_base NULL, rpcool_remote_nlocks 0): an
    export made with opts.remote RPCOOL_REMOTE_READ (other pods read) or RPCOOL_REMOTE_RW (read and
    write) is served to other pods by the exporter's process: a krconn context of its own, a thread,
-   and the name "rpcool.x.NAME" published at krconn's meta server. opts.rdma says which:
+   and the name "rpcool.x.NAME" published at krconn's meta server (withdrawn by the exporter's
+   close, krconn_unpublish: an attach from then on is RPCOOL_E_NOEXPORT). opts.rdma says which:
    "serve"[:PORT] (the default) runs the meta server in this process, or uses the one already
    serving that port on this host (an rpcool server's "serve", say); "HOST[:PORT]" publishes at that
    meta server; "" at $KRCONN_META. The lock lines and the version words are registered whole
@@ -840,15 +909,18 @@
    Failures: after the exporter dies (or closes), an attacher's remote operation fails when its
    queue pair finds the exporter gone or, at the latest, once the attachment's timeout_ms has passed
    without an answer: RPCOOL_E_PEERDEAD or RPCOOL_E_TIMEOUT, so an attacher learns it within about
-   timeout_ms; detach then. The exporter pings each attacher every second: one dead (or
-   detached) is dropped within that and the queue pair's retry bound (about 4 s): its
-   connections are closed (it reaches nothing of the export any more), its leases run out
-   (nppin), and its locks are recovered by ALock's recovery (alock.h, "Dead holders and
-   waiters"; the exporter makes a loopback link to its own lock lines for it, once): a remote
-   waiter queued behind it takes the lock over (rpcool_remote_lock returns RPCOOL_OWNERDEAD: the
-   data may be half-updated, and the version word stays odd until that holder unlocks in WRITE
-   mode), and a lock it held with nobody queued behind it in its cohort is released (its next
-   holder is not told). What ALock cannot recover safely stays held (a process dead between its
+   timeout_ms; detach then. An operation that timed out may leave its RDMA work posted, writing
+   into the attachment's buffer: the next operation first waits (up to timeout_ms) for that work
+   to complete or be flushed, and fails with RPCOOL_E_TIMEOUT (nothing moved) while it has not,
+   so no operation returns 0 with bytes another one moved. The exporter pings each attacher
+   every second: one dead (or detached) is dropped within that and the queue pair's retry bound
+   (about 4 s): its connections are closed (it reaches nothing of the export any more), its leases
+   run out (nppin), and its locks are recovered by ALock's recovery (alock.h, "Dead holders and
+   waiters"; the exporter makes a loopback link to its own lock lines for it, once): a remote waiter
+   queued behind it takes the lock over (rpcool_remote_lock returns RPCOOL_OWNERDEAD: the data may
+   be half-updated, and the version word stays odd until that holder unlocks in WRITE mode), and a
+   lock it held with nobody queued behind it in its cohort is released (its next holder is not
+   told). What ALock cannot recover safely stays held (a process dead between its
    enqueue and its link, two dead processes next to each other in one queue): such a lock is
    usable again only in an export made anew (close and create). An attacher taken for dead
    while alive (no answer for the retry bound) finds its operations failing from then on
@@ -922,7 +994,7 @@ typedef struct rpcool_ctx rpcool_ctx;       /* one call, as seen by its handler 
       "the server dropped this connection (its heap was truncated, or its mutex stayed taken)")    \
     /* RPCOOL_COPY: the argument is larger than the server's max_copy */                           \
     X(RPCOOL_E_TOOBIG, -1983,                                                                      \
-      "the argument is larger than the server copies (rpcool_server_opts.max_copy)")              \
+      "the argument is larger than the server copies (rpcool_server_opts.max_copy)")               \
     /* RDMA: the client's heap lies where the server already maps something (same pod id) */     \
     X(RPCOOL_E_ADDRINUSE, -1982,                                                                   \
       "the connection heap's addresses are in use at the server: give each pod its own "           \
@@ -931,23 +1003,30 @@ typedef struct rpcool_ctx rpcool_ctx;       /* one call, as seen by its handler 
     X(RPCOOL_E_DEADLINE, -1981, "the handler ran over its time limit and was ended")               \
     /* a checked accessor was asked to read more bytes in one call than the heap holds */          \
     X(RPCOOL_E_BUDGET, -1980,                                                                      \
-      "the handler's checked reads exceeded the connection heap's size (cyclic data?)")           \
+      "the handler's checked reads exceeded the connection heap's size (cyclic data?)")            \
     /* rpcool_connect: the heap size asked for is over the server's max_heap_size */              \
     X(RPCOOL_E_HEAPSIZE, -1979,                                                                    \
-      "the connection heap asked for is larger than the server allows (max_heap_size)")           \
+      "the connection heap asked for is larger than the server allows (max_heap_size)")            \
     /* C++: an exception escaped a handler (the implementation compiled as C++) */                 \
     X(RPCOOL_E_EXCEPTION, -1978, "the handler threw a C++ exception")                              \
     /* rpcool_cancel: the call was cancelled before its handler started */                         \
     X(RPCOOL_E_CANCELLED, -1977, "the call was cancelled by its caller")                           \
     /* the server's on_connect hook refused the connection (a hook may return its own code) */     \
-    X(RPCOOL_E_REFUSED, -1976, "the server refused this client (its on_connect hook)")         \
+    X(RPCOOL_E_REFUSED, -1976, "the server refused this client (its on_connect hook)")             \
     /* exports (section 13): an address range not inside the export */                            \
     X(RPCOOL_E_RANGE, -1975, "address range outside the export")                                   \
     /* exports: a remote write to an export that is not RPCOOL_REMOTE_RW, an attach to one that  \
        is RPCOOL_REMOTE_NONE */                                                                    \
     X(RPCOOL_E_PERM, -1974, "the export does not allow this to other pods (its remote mode)")      \
     X(RPCOOL_E_NOEXPORT, -1973, "no export of that name")                                          \
-    X(RPCOOL_E_EXPORTED, -1972, "an export of that name exists already in this heap")
+    X(RPCOOL_E_EXPORTED, -1972, "an export of that name exists already in this heap")              \
+    X(RPCOOL_E_BADHANDLE, -1971, "not an open rpcool handle (closed or disconnected already)")     \
+    X(RPCOOL_E_FORKED, -1970,                                                                      \
+      "this rpcool handle was made before fork(): not usable in the child")                        \
+    X(RPCOOL_E_NOMETHOD, -1969, "no such method: the index is not below the service's n_methods")  \
+    X(RPCOOL_E_MSGTYPE, -1968, "the message is not of the method's input type")                    \
+    X(RPCOOL_E_NAMELONG, -1967, "export name longer than RPCOOL_EXPORT_NAME_MAX (38) characters")  \
+    X(RPCOOL_E_WITHDRAWN, -1966, "the export was withdrawn: its exporter closed it")
 #define RPCOOL__ERROR_ENUM(name, value, text) name = value,
 enum { RPCOOL_ERRORS(RPCOOL__ERROR_ENUM) };
 #undef RPCOOL__ERROR_ENUM
@@ -981,6 +1060,7 @@ enum {
 #define RPCOOL_DEFAULT_REAP_MS 100
 #define RPCOOL_DEFAULT_PEER_CHECK_MS 100
 #define RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS 5000
+#define RPCOOL_DEFAULT_DISCONNECT_MS 5000 /* rpcool_disconnect waits for running handlers */
 #define RPCOOL_DEFAULT_MODE 0600
 #define RPCOOL_DEFAULT_HEAP_SIZE ((size_t)64 << 20) /* 64 MiB */
 #define RPCOOL_DEFAULT_MAX_COPY ((size_t)64 << 20)  /* 64 MiB */
@@ -1012,8 +1092,9 @@ typedef struct rpcool_peer {
     int32_t pid;
     uint32_t uid, gid;
     unsigned slot;       /* the connection's slot (RPCOOL_MAX_CONNS inside on_connect) */
-    char pod[64];        /* shared memory: the server's pod (the client maps heaps in it);
-                            RDMA: the client's pod id as it claims it */
+    char pod[64];        /* shared memory: the name (not a path) of the server's pod
+                            directory in /dev/shm, e.g. "shmheap.pod"; RDMA: the client's
+                            $SHMHEAP_POD_ID as it claims it ("" without one) */
     char addr[64];       /* RDMA: the client's address; "" on shared memory */
 } rpcool_peer;
 
@@ -1023,7 +1104,7 @@ typedef int rpcool_connect_hook(rpcool_server *s, const rpcool_peer *peer, void 
 typedef void rpcool_disconnect_hook(rpcool_server *s, const rpcool_peer *peer, void *conn_user,
                                     int why, void *user);
 
-/* Server options. Zero means default; use designated initialisers. */
+/* Server options. Zero means default (section 1: filling it in C and C++). */
 typedef struct rpcool_server_opts {
     unsigned max_conns;   /* connection slots; 0 = RPCOOL_DEFAULT_MAX_CONNS, at most
                              RPCOOL_MAX_CONNS */
@@ -1033,7 +1114,8 @@ typedef struct rpcool_server_opts {
                              0 = RPCOOL_DEFAULT_SPIN_NS (RPCOOL_DEFAULT_RDMA_SPIN_NS for the
                              RDMA thread, which may also sleep at once: section 5) */
     unsigned reap_ms;     /* check for dead clients this often; 0 = RPCOOL_DEFAULT_REAP_MS */
-    unsigned mode;        /* permissions of the channel's name file; 0 = RPCOOL_DEFAULT_MODE */
+    unsigned mode;        /* permissions of the channel's name file and socket, whatever the
+                             umask; 0 = RPCOOL_DEFAULT_MODE */
     const char *pod;      /* shmheap pod (NULL = default) */
     size_t max_copy;      /* RPCOOL_COPY: the largest argument copied; larger calls fail with
                              RPCOOL_E_TOOBIG. 0 = RPCOOL_DEFAULT_MAX_COPY; SIZE_MAX = no
@@ -1097,6 +1179,8 @@ typedef struct rpcool_conn_opts {
     void *log_user;           /* passed to log */
     int wait_ready;           /* 1: a channel with no server yet is waited for until
                                  connect_timeout_ms (else RPCOOL_E_NOCHANNEL at once) */
+    unsigned disconnect_ms;   /* rpcool_disconnect waits at most this long for the handlers
+                                 running for it; 0 = RPCOOL_DEFAULT_DISCONNECT_MS */
 } rpcool_conn_opts;
 
 /* Per-call options (NULL = connection defaults). */
@@ -1131,7 +1215,7 @@ typedef struct rpcool_server_stats {
                               inside rpcool_disconnect before the server let go of it) */
     uint64_t faults;       /* faults contained */
     uint64_t bad_entries;  /* malformed requests (flagged but not filled, bad names, ...) */
-    unsigned conns;        /* connections now */
+    unsigned conns;        /* connections now (shared memory and RDMA) */
     unsigned ready;        /* connection heaps made ahead, waiting for a connect */
     uint64_t over_limit;   /* handlers that ran over their time limit */
     uint64_t over_budget;  /* calls ended because their checked reads exceeded the heap */
@@ -1148,7 +1232,7 @@ typedef struct rpcool_conn_stats {
     unsigned inflight;     /* its calls posted and not yet answered */
 } rpcool_conn_stats;
 
-/* Options of one handler (rpcool_server_add_handler_ex). Zero means default. */
+/* Options of one handler (rpcool_server_add_handler_ex). Zero means default (section 1). */
 typedef struct rpcool_handler_opts {
     unsigned safety;      /* as the safety argument of rpcool_server_add_handler */
     unsigned limit_ms;    /* this handler's time limit; 0 = the server's limit_ms */
@@ -1168,6 +1252,12 @@ RPCOOL_API int rpcool_server_add_handler_ex(rpcool_server *s, unsigned id, rpcoo
 RPCOOL_API int rpcool_server_start(rpcool_server *s, unsigned nthreads); /* background threads */
 RPCOOL_API int rpcool_serve(rpcool_server *s);       /* serve on this thread until stopped */
 RPCOOL_API void rpcool_server_stop(rpcool_server *s); /* make serving threads return */
+/* Serve on nthreads background threads (0 = 1; none more if started already) until SIGINT or
+   SIGTERM (or rpcool_server_stop), then stop: returns the signal's number (0 if stopped), or
+   a negative code. Then rpcool_server_close(s) removes the channel's files. Meanwhile the two
+   signals only wake it (its handler), the previous handlers are back when it returns; one call
+   at a time per process (RPCOOL_E_AGAIN). */
+RPCOOL_API int rpcool_serve_until_signal(rpcool_server *s, unsigned nthreads);
 /* stop, join, close the channel; RPCOOL_E_TIMEOUT: a handler that may not be ended still ran
    after close_ms (see FAILURES: Time limits) */
 RPCOOL_API int rpcool_server_close(rpcool_server *s);
@@ -1249,7 +1339,7 @@ RPCOOL_API int rpcool_wait(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_
 /* Cancel an asynchronous call (section 12): 0 (cancelled: the id is finished, its
    callback never runs, its slot and reply come back as for a timed-out call), 1 (it had
    finished already: its reply is freed, its handler ran), RPCOOL_E_INVAL (no such call of
-   ours). */
+   ours). rpcool_poll and rpcool_wait on an id it cancelled (0): RPCOOL_E_CANCELLED. */
 RPCOOL_API int rpcool_cancel(rpcool_conn *c, uint64_t id);
 /* Runs the callbacks of finished calls; returns how many, or a negative error (server dead). */
 RPCOOL_API int rpcool_progress(rpcool_conn *c);
@@ -1295,7 +1385,8 @@ RPCOOL_API rpcool_map *rpcool_map_new(rpcool_arena *a, size_t cap);
 RPCOOL_API int rpcool_map_put(rpcool_arena *a, rpcool_map *m, const char *key, uint64_t val,
                               uint64_t *old);
 RPCOOL_API int rpcool_map_get(const rpcool_map *m, const char *key, uint64_t *val); /* 1/0 */
-/* The same on a map in a peer's heap, from a handler: every pointer checked. */
+/* The same on a map in a peer's heap, from a handler: every pointer checked; the call's budget
+   of checked reads is charged the header, each entry probed and each key compared. */
 RPCOOL_API int rpcool_map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, const char *key,
                                       uint64_t *val);
 RPCOOL_API uint64_t rpcool_hash(const char *s);
@@ -1457,6 +1548,7 @@ RPCOOL_API int rpcool_remote_read_opt(rpcool_remote *r, uint32_t idx, const void
 #include "alock.h"
 #endif
 #include "impl/platform.h"
+#include "impl/handle.h"
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
@@ -1980,6 +2072,8 @@ struct rpcool_conn {
     unsigned safety, timeout_ms, peer_check_ms, seal_batch;
     uint64_t spin_ns;
     uint64_t free_bits;
+    uint64_t cancelled[RPCOOL__NSLOTS]; /* per slot: 1 + the last id rpcool_cancel cancelled */
+    unsigned disconnect_ms;
     uint64_t hot; /* the kept slot (rpcool__hot_take): owner cell << 8 | slot, 0, or REVOKING */
     int32_t dead;        /* sticky error once the server is known gone */
     uint64_t last_check; /* when the server's lock was last tested */
@@ -2105,6 +2199,44 @@ RPCOOL_API const char *rpcool_strerror(int code)
     default: return rcp__errtext(code, RCP__ERR_DECLARED);
     }
 }
+
+/* The handle rule (ERRORS): 0 for a handle open in this process, else its code. NULL is left to
+   each function (most say RPCOOL_E_INVAL). */
+static inline int rpcool__handle(const void *h)
+{
+    int k = h ? rcp__handle_check(h) : RCP__H_OPEN;
+    return RCP__LIKELY(k == RCP__H_OPEN) ? 0 : k == RCP__H_FORKED ? RPCOOL_E_FORKED
+                                                                   : RPCOOL_E_BADHANDLE;
+}
+/* a close: 0 when this call took h out of the table (the caller frees it), else its code */
+static inline int rpcool__handle_take(const void *h)
+{
+    int k = rcp__handle_del(h, 0);
+    return k == RCP__H_OPEN ? 0 : k == RCP__H_FORKED ? RPCOOL_E_FORKED : RPCOOL_E_BADHANDLE;
+}
+#define RPCOOL__HCHECK(h)                                                                          \
+    do {                                                                                           \
+        int rpcool__hk = rpcool__handle(h);                                                        \
+        if (RCP__UNLIKELY(rpcool__hk)) return rpcool__hk;                                          \
+    } while (0)
+#define RPCOOL__HCHECK_PTR(h)                                                                      \
+    do {                                                                                           \
+        if (RCP__UNLIKELY(rpcool__handle(h))) {                                                    \
+            errno = EBADF;                                                                         \
+            return NULL;                                                                           \
+        }                                                                                          \
+    } while (0)
+#define RPCOOL__HCHECK_ZERO(h)                                                                     \
+    do {                                                                                           \
+        if (RCP__UNLIKELY(rpcool__handle(h))) {                                                    \
+            errno = EBADF;                                                                         \
+            return 0;                                                                              \
+        }                                                                                          \
+    } while (0)
+#define RPCOOL__HCHECK_VOID(h)                                                                     \
+    do {                                                                                           \
+        if (RCP__UNLIKELY(rpcool__handle(h))) return;                                              \
+    } while (0)
 
 /* >>liveness - liveness: OFD byte locks on the channel file ------------------------------------ */
 
@@ -3056,6 +3188,7 @@ static void rpcool__front_close(rpcool_server *s)
     s->pool = NULL;
 }
 
+static int rpcool__server_close(rpcool_server *s);
 RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts *opts,
                                   rpcool_server **out)
 {
@@ -3113,6 +3246,11 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
         if (r == -EAGAIN || r == -EACCES) r = RPCOOL_E_NAMETAKEN;
         goto fail_close;
     }
+    /* the mode as asked, whatever the umask (as the socket's: rpcool__front_open) */
+    if (fchmod(s->name_fd, o.mode ? o.mode : RPCOOL_DEFAULT_MODE)) {
+        r = -errno;
+        goto fail_close;
+    }
     if ((r = rpcool__chan_init(s))) goto fail_close;
     pthread_once(&rpcool__sig_once, rpcool__sig_install);
     s->mb_ok = !RPCOOL__TSAN &&
@@ -3137,8 +3275,9 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: serving (epoch %u, %u slots)", s->name, s->epoch,
                 s->max_conns);
     if (o.rdma) s->xtp = rpcool__r_server_tp();
-    if (s->xtp && (r = s->xtp->open(s, o.rdma, o.rdma_device, o.spin_ns))) {
-        rpcool_server_close(s); /* takes the half-made listener down too */
+    if ((r = rcp__handle_add(s)) ||
+        (s->xtp && (r = s->xtp->open(s, o.rdma, o.rdma_device, o.spin_ns)))) {
+        rpcool__server_close(s); /* takes the half-made listener down too */
         return r;
     }
     *out = s;
@@ -3153,6 +3292,7 @@ fail_free:
 RPCOOL_API int rpcool_server_add_handler(rpcool_server *s, unsigned id, rpcool_handler *fn,
                                          void *user, unsigned safety)
 {
+    RPCOOL__HCHECK(s);
     rpcool_handler_opts o;
     memset(&o, 0, sizeof o);
     o.safety = safety;
@@ -3162,6 +3302,7 @@ RPCOOL_API int rpcool_server_add_handler(rpcool_server *s, unsigned id, rpcool_h
 RPCOOL_API int rpcool_server_add_handler_ex(rpcool_server *s, unsigned id, rpcool_handler *fn,
                                             void *user, const rpcool_handler_opts *opts)
 {
+    RPCOOL__HCHECK(s);
     unsigned safety = opts ? opts->safety : 0;
     if (!s || id >= RPCOOL_MAX_HANDLERS || (safety & ~(unsigned)RPCOOL__KNOWN_FLAGS))
         return RPCOOL_E_INVAL;
@@ -3275,15 +3416,18 @@ static unsigned rpcool__inflight(const struct rpcool__conn_hdr *hd)
 
 RPCOOL_API int rpcool_server_conns(rpcool_server *s, rpcool_conn_stats *out, unsigned max)
 {
+    RPCOOL__HCHECK(s);
     if (!s || (max && !out)) return RPCOOL_E_INVAL;
     int n = 0;
     pthread_mutex_lock(&s->hk_lock);
     for (uint32_t i = 0; i < s->max_conns; i++) {
         struct rpcool__sconn *sc = &s->conns[i];
-        if (rcp__load(&sc->state) != RPCOOL__SC_ACTIVE) continue;
+        uint32_t state = rcp__load(&sc->state);
+        if (state == RPCOOL__SC_FREE) continue; /* a draining one is listed, as stats count it */
         if ((unsigned)n < max) {
             out[n].peer = sc->peer;
-            out[n].inflight = rpcool__inflight(sc->hdr);
+            /* its client is gone: nobody waits for its calls (and its heap may fault) */
+            out[n].inflight = state == RPCOOL__SC_ACTIVE ? rpcool__inflight(sc->hdr) : 0;
         }
         n++;
     }
@@ -3855,6 +3999,13 @@ static int rpcool__unflag(struct rpcool__sconn *sc, uint64_t bits)
 
 /* Serve the requests of one connection; returns how many. With trim (a server about to
    sleep) it serves nothing: it clears the bits of idle slots and returns 1 if a request waits. */
+/* The client is inside rpcool_disconnect: its calls not started never start. Reads the channel
+   file (the caller's faults are contained). */
+static int rpcool__leaving(rpcool_server *s, struct rpcool__sconn *sc)
+{
+    return rcp__load(&s->cs[sc - s->conns].state) == RPCOOL__CS_CLOSING;
+}
+
 static int rpcool__scan_conn(struct rpcool__worker *w, struct rpcool__sconn *sc, int trim)
 {
     struct rpcool__conn_hdr *hd = sc->hdr;
@@ -3874,7 +4025,7 @@ static int rpcool__scan_conn(struct rpcool__worker *w, struct rpcool__sconn *sc,
         else if (trim) n = 1;
         /* dropped or its client dead meanwhile (a condemned connection is dead too): serve no
            more (a dead client's calls never start) */
-        else if (rcp__load_relaxed(&sc->dead)) break;
+        else if (rcp__load_relaxed(&sc->dead) || rpcool__leaving(w->s, sc)) break;
         else if (rcp__cas(&sc->claimed[i], &cl, gen)) {     /* else another thread took it */
             rcp__store_relaxed(&sc->rot, i + 1);
             rpcool__serve_slot(w, sc, i, gen);
@@ -4047,6 +4198,7 @@ static void rpcool__worker_loop(rpcool_server *s)
 
 RPCOOL_API int rpcool_serve(rpcool_server *s)
 {
+    RPCOOL__HCHECK(s);
     if (!s) return RPCOOL_E_INVAL;
     rpcool__worker_loop(s);
     return 0;
@@ -4060,6 +4212,7 @@ static void *rpcool__thread_main(void *p)
 
 RPCOOL_API int rpcool_server_start(rpcool_server *s, unsigned nthreads)
 {
+    RPCOOL__HCHECK(s);
     pthread_attr_t at;
     if (!s || nthreads == 0 || s->threads) return RPCOOL_E_INVAL;
     if (pthread_attr_init(&at)) return -ENOMEM;
@@ -4092,11 +4245,63 @@ static int rpcool__ring_server(void *p)
 
 RPCOOL_API void rpcool_server_stop(rpcool_server *s)
 {
+    RPCOOL__HCHECK_VOID(s);
     if (!s) return;
     rcp__store(&s->stop, 1);
     if (s->xtp) s->xtp->stop(s);
     if (rpcool__guarded(rpcool__ring_server, s, -1)) /* a client truncated the channel file */
         rpcool__chan_repair(s);
+}
+
+/* rpcool_serve_until_signal: its signals write their number into a pipe (async-signal-safe) */
+static int rpcool__sig_wfd = -1;
+static void rpcool__sig_note(int sig)
+{
+    unsigned char b = (unsigned char)sig;
+    int e = errno;
+    if (write(__atomic_load_n(&rpcool__sig_wfd, __ATOMIC_RELAXED), &b, 1) < 0) {}
+    errno = e;
+}
+
+RPCOOL_API int rpcool_serve_until_signal(rpcool_server *s, unsigned nthreads)
+{
+    struct sigaction sa, old_int, old_term;
+    struct pollfd pf;
+    unsigned char b = 0;
+    int p[2], r = 0, none = -1;
+    if (!s) return RPCOOL_E_INVAL;
+    RPCOOL__HCHECK(s);
+    if (pipe2(p, O_CLOEXEC | O_NONBLOCK)) return -errno;
+    if (!__atomic_compare_exchange_n(&rpcool__sig_wfd, &none, p[1], 0, __ATOMIC_SEQ_CST,
+                                     __ATOMIC_SEQ_CST)) {
+        close(p[0]);
+        close(p[1]);
+        return RPCOOL_E_AGAIN;
+    }
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = rpcool__sig_note;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    if (!s->threads) r = rpcool_server_start(s, nthreads ? nthreads : 1);
+    pf.fd = p[0];
+    pf.events = POLLIN;
+    while (!r && !rcp__load(&s->stop)) {
+        pf.revents = 0;
+        if (poll(&pf, 1, (int)RPCOOL_DEFAULT_PEER_CHECK_MS) > 0 && read(p[0], &b, 1) == 1) {
+            r = b;
+            rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: signal %d: stopping", s->name, r);
+            break;
+        }
+    }
+    rpcool_server_stop(s);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    __atomic_store_n(&rpcool__sig_wfd, -1, __ATOMIC_SEQ_CST);
+    close(p[0]);
+    close(p[1]);
+    return r;
 }
 
 static int rpcool__chan_close(void *p)
@@ -4178,7 +4383,14 @@ static int rpcool__close_stuck(rpcool_server *s)
 RPCOOL_API int rpcool_server_close(rpcool_server *s)
 {
     if (!s) return RPCOOL_E_INVAL;
+    RPCOOL__HCHECK(s);
     if (rpcool__me && rpcool__me->s == s) return RPCOOL_E_INVAL; /* from a handler of s */
+    return rpcool__server_close(s);
+}
+
+/* close, the handle still open: it goes out of the handle table before its memory is freed */
+static int rpcool__server_close(rpcool_server *s)
+{
     rpcool__front_close(s);
     rpcool_server_stop(s);
     /* Serving threads (ours, and the caller's in rpcool_serve) leave after their handlers: wait
@@ -4200,7 +4412,10 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
         rpcool_server_stop(s);
         usleep(1000);
     }
-    if (stuck) return rpcool__close_stuck(s);
+    if (stuck) {
+        rpcool__handle_take(s);
+        return rpcool__close_stuck(s);
+    }
     for (unsigned i = 0; i < s->nthreads; i++) pthread_join(s->threads[i], NULL);
     rpcool__free(s->threads);
     s->threads = NULL;
@@ -4224,12 +4439,14 @@ RPCOOL_API int rpcool_server_close(rpcool_server *s)
     rpcool__fd_track(s->name_fd, 0);
     close(s->name_fd);
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: closed", s->name);
+    rpcool__handle_take(s);
     rpcool__server_free(s);
     return 0;
 }
 
 RPCOOL_API int rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *st)
 {
+    RPCOOL__HCHECK(s);
     if (!s || !st) return RPCOOL_E_INVAL;
     pthread_mutex_lock(&s->wk_lock); /* the serving threads' own counts, then the departed's */
     uint64_t calls = 0;
@@ -4253,6 +4470,7 @@ RPCOOL_API int rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *st
     st->conns = 0;
     for (uint32_t i = 0; i < s->max_conns; i++)
         if (rcp__load(&s->conns[i].state) != RPCOOL__SC_FREE) st->conns++;
+    if (s->xtp && s->xtp->conns) st->conns += (unsigned)s->xtp->conns(s, NULL, 0, 0); /* RDMA */
     return 0;
 }
 
@@ -4726,6 +4944,7 @@ static void rpcool__drop_orphans(rpcool_conn *c);
 
 RPCOOL_API int rpcool_release(rpcool_conn *c)
 {
+    RPCOOL__HCHECK(c);
     if (!c) return RPCOOL_E_INVAL;
     if (rcp__load_relaxed(&c->nseals) && rpcool__server_gone(c)) rpcool__drop_orphans(c);
     pthread_mutex_lock(&c->seal_lock);
@@ -4900,6 +5119,7 @@ static void rpcool__reclaim(rpcool_conn *c)
 RPCOOL_API int rpcool_call_ex(rpcool_conn *c, unsigned fn, const void *arg, size_t len,
                               const rpcool_call_opts *opts, void **ret, size_t *ret_len)
 {
+    RPCOOL__HCHECK(c);
     if (!c) return RPCOOL_E_INVAL;
     if (ret) *ret = NULL;
     if (ret_len) *ret_len = 0;
@@ -4948,6 +5168,7 @@ RPCOOL_API int rpcool_call_async(rpcool_conn *c, unsigned fn, const void *arg, s
                                  const rpcool_call_opts *opts, rpcool_callback *cb, void *user,
                                  uint64_t *id)
 {
+    RPCOOL__HCHECK(c);
     if (!c || (!cb && !id)) return RPCOOL_E_INVAL;
     int r = rpcool__server_gone(c);
     if (r) return r;
@@ -4976,6 +5197,7 @@ RPCOOL_API int rpcool_call_async(rpcool_conn *c, unsigned fn, const void *arg, s
 static int rpcool__slot_of(rpcool_conn *c, uint64_t id)
 {
     unsigned i = (unsigned)(id & 0xff);
+    if (i < RPCOOL__NSLOTS && c->cancelled[i] == id + 1) return RPCOOL_E_CANCELLED;
     if (i >= RPCOOL__NSLOTS || c->pend[i].gen != (uint32_t)(id >> 8) ||
         rcp__load(&c->pend[i].pstate) != RPCOOL__P_ASYNC || c->pend[i].cb)
         return RPCOOL_E_INVAL;
@@ -4984,6 +5206,7 @@ static int rpcool__slot_of(rpcool_conn *c, uint64_t id)
 
 RPCOOL_API int rpcool_poll(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_len)
 {
+    RPCOOL__HCHECK(c);
     if (!c) return RPCOOL_E_INVAL;
     int i = rpcool__slot_of(c, id);
     if (i < 0) return i;
@@ -5004,6 +5227,7 @@ RPCOOL_API int rpcool_poll(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_
 
 RPCOOL_API int rpcool_wait(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_len)
 {
+    RPCOOL__HCHECK(c);
     if (!c) return RPCOOL_E_INVAL;
     int i = rpcool__slot_of(c, id);
     if (i < 0) return i;
@@ -5019,6 +5243,7 @@ RPCOOL_API int rpcool_wait(rpcool_conn *c, uint64_t id, void **ret, size_t *ret_
 
 RPCOOL_API int rpcool_cancel(rpcool_conn *c, uint64_t id)
 {
+    RPCOOL__HCHECK(c);
     unsigned i = (unsigned)(id & 0xff);
     if (!c || i >= RPCOOL__NSLOTS || c->pend[i].gen != (uint32_t)(id >> 8)) return RPCOOL_E_INVAL;
     if (!c->tp->cancel) return RPCOOL_E_NOTSUP;
@@ -5028,6 +5253,7 @@ RPCOOL_API int rpcool_cancel(rpcool_conn *c, uint64_t id)
         rpcool__harvest(c, i, NULL, NULL);
         return 1;
     }
+    c->cancelled[i] = id + 1; /* polling or waiting on it now says so */
     c->tp->cancel(c, i);
     rpcool__abandon(c, i); /* as a timed-out call: its handler may still read the argument */
     return 0;
@@ -5040,6 +5266,7 @@ static void rpcool__shm_cancel(rpcool_conn *c, unsigned i)
 
 RPCOOL_API int rpcool_progress(rpcool_conn *c)
 {
+    RPCOOL__HCHECK(c);
     if (!c) return RPCOOL_E_INVAL;
     int n = 0, waiting = 0;
     uint64_t now = 0;
@@ -5419,6 +5646,7 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     c->timeout_ms = o.timeout_ms;
     c->spin_ns = o.spin_ns ? o.spin_ns : RPCOOL_DEFAULT_SPIN_NS;
     c->peer_check_ms = o.peer_check_ms ? o.peer_check_ms : RPCOOL_DEFAULT_PEER_CHECK_MS;
+    c->disconnect_ms = o.disconnect_ms ? o.disconnect_ms : RPCOOL_DEFAULT_DISCONNECT_MS;
     c->seal_batch = o.seal_batch ? o.seal_batch : RPCOOL_DEFAULT_SEAL_BATCH;
     c->seal_cap = (size_t)(c->seal_batch < 1024 ? c->seal_batch : 1024) + RPCOOL__NSLOTS;
     c->hopts.pod = o.pod;
@@ -5436,6 +5664,10 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     }
     connect_ms = o.connect_timeout_ms ? o.connect_timeout_ms : RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS;
     if ((r = c->tp->connect(c, where, rname, &o, connect_ms))) goto fail_free;
+    if ((r = rcp__handle_add(c))) {
+        c->tp->disconnect(c);
+        goto fail_free;
+    }
     *out = c;
     return 0;
 fail_free:
@@ -5461,7 +5693,9 @@ static int rpcool__shm_connect(rpcool_conn *c, const char *where, const char *na
 RPCOOL_API int rpcool_disconnect(rpcool_conn *c)
 {
     if (!c) return RPCOOL_E_INVAL;
+    RPCOOL__HCHECK(c);
     c->tp->disconnect(c);
+    rpcool__handle_take(c);
     rpcool__conn_free(c);
     return 0;
 }
@@ -5479,10 +5713,12 @@ static void rpcool__shm_disconnect(rpcool_conn *c)
     rcp__full_fence();
     rcp__fetch_add(&c->ch->sdoor, 1u);
     rcp__futex_wake(&c->ch->sdoor, 1);
-    uint64_t deadline = rcp__now_ns() + 5000000000ull;
-    while (rcp__load(&c->cs->state) == RPCOOL__CS_CLOSING && !rpcool__server_gone(c) &&
-           rcp__now_ns() < deadline) {
-        rcp__futex_wait(&c->cs->seq, seq, (uint64_t)c->peer_check_ms * 1000000u);
+    uint64_t deadline = rcp__now_ns() + (uint64_t)c->disconnect_ms * 1000000u;
+    for (uint64_t now = rcp__now_ns(); rcp__load(&c->cs->state) == RPCOOL__CS_CLOSING &&
+                                       !rpcool__server_gone(c) && now < deadline;
+         now = rcp__now_ns()) {
+        uint64_t nap = (uint64_t)c->peer_check_ms * 1000000u;
+        rcp__futex_wait(&c->cs->seq, seq, nap < deadline - now ? nap : deadline - now);
         seq = rcp__load(&c->cs->seq);
     }
     shmheap_close(c->heap);
@@ -5496,13 +5732,19 @@ static void rpcool__shm_disconnect(rpcool_conn *c)
     close(c->fd);
 }
 
-RPCOOL_API shmheap *rpcool_heap(rpcool_conn *c) { return c ? c->heap : NULL; }
+RPCOOL_API shmheap *rpcool_heap(rpcool_conn *c)
+{
+    RPCOOL__HCHECK_PTR(c);
+    return c ? c->heap : NULL;
+}
 RPCOOL_API void *rpcool_alloc(rpcool_conn *c, size_t size)
 {
+    RPCOOL__HCHECK_PTR(c);
     return c ? shmheap_malloc(c->heap, size) : NULL;
 }
 RPCOOL_API int rpcool_free(rpcool_conn *c, void *p)
 {
+    RPCOOL__HCHECK(c);
     if (!p) return 0;
     if (!c) return RPCOOL_E_INVAL;
     if (c->tp->free(c, p)) return 0; /* a block of the transport's own (a reply region) */
@@ -5533,12 +5775,14 @@ RPCOOL_API int rpcool_free(rpcool_conn *c, void *p)
 }
 RPCOOL_API void *rpcool_alloc_pages(rpcool_conn *c, size_t size)
 {
+    RPCOOL__HCHECK_PTR(c);
     size_t pg = (size_t)sysconf(_SC_PAGESIZE);
     if (!c || size > SIZE_MAX - pg) return NULL;
     return shmheap_aligned_alloc(c->heap, pg, (size + pg - 1) & ~(pg - 1));
 }
 RPCOOL_API char *rpcool_strdup(rpcool_conn *c, const char *s)
 {
+    RPCOOL__HCHECK_PTR(c);
     if (!c || !s) return NULL;
     size_t n = strlen(s) + 1;
     char *p = (char *)shmheap_malloc(c->heap, n);
@@ -6008,9 +6252,11 @@ static int rpcool__map_get_checked(rpcool_ctx *ctx, const rpcool_map *m, const c
     uint64_t cap = m->cap, h = rpcool_hash(key);
     if (!cap || (cap & (cap - 1)) || cap > (uint64_t)SIZE_MAX / sizeof *m->e)
         rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
-    const rpcool_map_entry *e =
-        (const rpcool_map_entry *)rpcool_ctx_need(ctx, m->e, (size_t)cap * sizeof *m->e);
+    const rpcool_map_entry *e = m->e;
+    if (!rpcool_ctx_ok(ctx, e, (size_t)cap * sizeof *e)) rpcool_ctx_fail(ctx, RPCOOL_E_BADPTR);
+    /* the budget counts what is read: each entry probed, each key compared */
     for (uint64_t n = 0, i = h & (cap - 1); n < cap; n++, i = (i + 1) & (cap - 1)) {
+        rpcool__spend(ctx, sizeof *e);
         const char *k = e[i].key;
         if (!k) return 0;
         if (e[i].hash == h && !strcmp(rpcool__need_str(ctx, k), key)) {

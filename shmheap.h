@@ -35,6 +35,13 @@
        SHMHEAP_FREE(p)       and free); define both or neither (#error otherwise)
    Logging is silent by default. shmheap_opts.log receives a heap's messages; without it, set
    SHMHEAP_DEBUG (any value) in the environment to send them to stderr (read once per process).
+   Options structs (shmheap_opts): zero means the default. Fill one with designated initialisers in
+   C; in C++, value-initialise it and assign the fields you set (`T o{};` and `T o = {};` never
+   warn; an initialiser list that leaves fields out warns under -Wextra in g++ before 14,
+   -Wmissing-field-initializers):
+
+       shmheap_opts o = {.size = 64 << 20};  // C
+       shmheap_opts o{}; o.size = 64 << 20;  // C++
 
    2. WHAT IT IS
    -------------
@@ -47,20 +54,21 @@
        "/dev/daxX.Y"          a device-DAX character device (2 MiB alignment)
        "cxl:regionN"          a CXL region, resolved through libcxl to its /dev/daxX.Y
    A new heap's address comes from the window [0x680000000000, 0x700000000000), handed out by a
-   small pod directory that itself lives in shared memory (/dev/shm/shmheap.pod, or
-   $SHMHEAP_POD): no daemon. A new pod takes its window from $SHMHEAP_WINDOW ("LO-HI" in hex) if
-   set, narrowed to its own sixteenth when $SHMHEAP_POD_ID is set (0-15: "pod ids", so heaps of
-   different pods never share addresses, as rpcool's RDMA transport needs across pods; a
-   sixteenth rounded down to 2 MiB multiples, so one under 2 MiB holds no heap); a malformed
-   value of either (LO not 2 MiB aligned, HI not above LO, an id beyond 15) is ignored with a
-   warning in the log. Programs built with ThreadSanitizer can only map inside
+   small pod directory that itself lives in shared memory (/dev/shm/shmheap.pod, or $SHMHEAP_POD, or
+   shmheap_opts.pod): no daemon. An existing object of that name that is not a pod is never written:
+   every call that needs the pod fails with SHMHEAP_E_NOTPOD. A new pod takes its window from
+   $SHMHEAP_WINDOW ("LO-HI" in hex) if set, narrowed to its own sixteenth when $SHMHEAP_POD_ID is
+   set (0-15: "pod ids", so heaps of different pods never share addresses, as rpcool's RDMA
+   transport needs across pods; a sixteenth rounded down to 2 MiB multiples, so one under 2 MiB
+   holds no heap); a malformed value of either (LO not 2 MiB aligned, HI not above LO, an id beyond
+   15) is ignored with a warning in the log. Programs built with ThreadSanitizer can only map inside
    [0x550000000000, 0x568000000000), so such builds default to the pod shmheap-tsan.pod with the
    window [0x560000000000, 0x568000000000). The address is recorded in the heap's header; every
    opener maps exactly there with MAP_FIXED_NOREPLACE and fails with SHMHEAP_E_ADDRINUSE rather than
-   replace a mapping. (Hosts that share a device but not /dev/shm each keep a directory; the
-   header still decides.) A pod names up to 1024 heaps; beyond that, or with no free range that
-   large left in its window, create fails with SHMHEAP_E_PODFULL. Entries whose objects were
-   removed behind shmheap's back are dropped when they are in the way.
+   replace a mapping. (Hosts that share a device but not /dev/shm each keep a directory; the header
+   still decides.) A pod names up to 1024 heaps; beyond that, or with no free range that large left
+   in its window, create fails with SHMHEAP_E_PODFULL. Entries whose objects were removed behind
+   shmheap's back are dropped when they are in the way.
 
    3. EXAMPLE
    ----------
@@ -133,6 +141,18 @@
    it); an undeclared header's code names that header; else "unknown error code"; 0 "success".
    Static texts. Allocation functions return NULL (errno = ENOMEM) when the heap is full;
    shmheap_alloc() returns the reason instead.
+   Handles, one rule in every rpcool header: a handle is open from the call that made it until
+   its close. A second close, or any use after the close, returns the header's E_BADHANDLE code
+   (a function that returns a pointer or a size returns NULL or 0 and sets errno to EBADF); in
+   a child of fork(), a handle its parent made returns the header's E_FORKED code, its close
+   included (the child's copy goes at exit or exec), unless the header lets children use it. A
+   table of open handles in each process tells these apart without reading the handle, so none
+   of them is a crash; once a later open hands out the same address again, the old pointer is
+   that new handle (as a file descriptor's number is). A pointer that was never a handle is
+   undefined, as free() of one is.
+   Here the handle is a shmheap: SHMHEAP_E_BADHANDLE. A heap opened twice in one process is one
+   handle, open until its last close. A forked child may use its parent's heaps (and close
+   them), so shmheap.h has no E_FORKED code.
 
    7. LIMITS
    ---------
@@ -185,7 +205,7 @@ typedef struct shmheap shmheap; /* a process-local handle to a mapped heap */
 #define SHMHEAP_DEFAULT_MODE 0600
 #define SHMHEAP_POD_IDS 16 /* $SHMHEAP_POD_ID: 0 .. SHMHEAP_POD_IDS - 1 */
 
-/* Options for create and open. Zero means default; use designated initialisers. */
+/* Options for create and open. Zero means default (section 1: filling it in C and C++). */
 typedef struct shmheap_opts {
     size_t size;         /* create: bytes, rounded up to 2 MiB; 0 = SHMHEAP_DEFAULT_SIZE for
                             shm objects and new files, the size of an existing file (overwrite;
@@ -234,7 +254,10 @@ enum { SHMHEAP_LOG_ERROR = 0, SHMHEAP_LOG_WARN = 1, SHMHEAP_LOG_INFO = 2, SHMHEA
     /* create with overwrite of a heap this process has open */                                    \
     X(SHMHEAP_E_BUSY, -986, "the heap is open in this process: close it before overwriting it")    \
     X(SHMHEAP_E_PODFULL, -985,                                                                     \
-      "the pod is full: no free address range that large in its window, or 1024 heaps named")
+      "the pod is full: no free address range that large in its window, or 1024 heaps named")      \
+    X(SHMHEAP_E_BADHANDLE, -984, "not an open heap handle (closed already)")                       \
+    X(SHMHEAP_E_NOTPOD, -983,                                                                      \
+      "the pod's name (opts.pod, $SHMHEAP_POD) names an object that is not a pod: left alone")
 #define SHMHEAP__ERROR_ENUM(name, value, text) name = value,
 enum { SHMHEAP_ERRORS(SHMHEAP__ERROR_ENUM) };
 #undef SHMHEAP__ERROR_ENUM
@@ -350,6 +373,7 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 #define SHMHEAP_IMPLEMENTATION_ONCE
 
 #include "impl/platform.h"
+#include "impl/handle.h"
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
@@ -634,6 +658,11 @@ static RCP__THREAD_LOCAL struct shmheap__binding shmheap__binds[SHMHEAP__NBIND];
 static RCP__THREAD_LOCAL unsigned shmheap__misses;
 
 static void shmheap__thread_exit(void *unused);
+/* a handle not open (closed, or never one): see the manual's handle rule */
+static inline int shmheap__closed(const shmheap *h)
+{
+    return rcp__handle_check(h) == RCP__H_CLOSED;
+}
 /* fork() while another thread holds the registry lock would leave the child a lock nobody
    releases: hold it across the fork. */
 static void shmheap__atfork_prepare(void) { pthread_mutex_lock(&shmheap__reg_lock); }
@@ -661,6 +690,7 @@ static void shmheap__init_once(void)
     for (const char *c = id; *c; c++) x = (x ^ (unsigned char)*c) * 16777619u;
     shmheap__host = x ? x : 1;
     pthread_key_create(&shmheap__key, shmheap__thread_exit);
+    rcp__handle_init(); /* its fork handlers after ours: our lock first (as in close) */
     pthread_atfork(shmheap__atfork_prepare, shmheap__atfork_parent, shmheap__atfork_child);
 }
 
@@ -989,6 +1019,45 @@ static long shmheap__find_free_run(shmheap *h, size_t n, size_t align)
     return -1;
 }
 
+/* Give [off, off+len) of a heap's file its memory before it is first written, so that a full
+   tmpfs (or disk) is SHMHEAP_E_FULL here and never SIGBUS at the first touch. 0, or
+   SHMHEAP_E_FULL; a backing that reserves nothing (a device, a read-only open) answers 0. */
+static int shmheap__reserve_fd(int fd, uint64_t off, uint64_t len)
+{
+    uint64_t a = off & ~(uint64_t)4095, e = (off + len + 4095) & ~(uint64_t)4095;
+    int r;
+    if (fd < 0 || e <= a) return 0;
+    while ((r = fallocate(fd, 0, (off_t)a, (off_t)(e - a))) && errno == EINTR) {}
+    return r && (errno == ENOSPC || errno == EDQUOT || errno == EFBIG) ? SHMHEAP_E_FULL : 0;
+}
+
+/* 1 if span s's bitmap words have memory (reserved now if not): 0 on a full file system for
+   words never written, which are zero (reading them would fault). *last: the last page found
+   backed (one system call per page). */
+static int shmheap__words_backed(shmheap *h, size_t s, uint64_t *last)
+{
+    uint64_t off = (uint64_t)((char *)(h->bm + s * SHMHEAP__WORDS) - h->base);
+    uint64_t end = off + (uint64_t)SHMHEAP__WORDS * 8 - 1;
+    if (*last && off >> 12 == *last - 1 && end >> 12 == *last - 1) return 1;
+    if (shmheap__reserve_fd(h->fd, off, end + 1 - off)) return 0;
+    *last = (end >> 12) + 1;
+    return 1;
+}
+
+/* Spans [s, s+n) are about to be used: their data, and their bitmap words if they become
+   small. */
+static int shmheap__reserve(shmheap *h, size_t s, size_t n, int small)
+{
+    if (shmheap__reserve_fd(h->fd, (uint64_t)((char *)(h->ent + s) - h->base), (uint64_t)n * 8))
+        return SHMHEAP_E_FULL;
+    if (small && shmheap__reserve_fd(h->fd, (uint64_t)((char *)(h->bm + s * SHMHEAP__WORDS) -
+                                                       h->base),
+                                     (uint64_t)n * SHMHEAP__WORDS * 8))
+        return SHMHEAP_E_FULL;
+    return shmheap__reserve_fd(h->fd, h->hdr_data_off + ((uint64_t)s << SHMHEAP__SPAN_SHIFT),
+                               (uint64_t)n << SHMHEAP__SPAN_SHIFT);
+}
+
 /* A span never used since a fresh heap was made (shmheap__format) has zero words, which would
    look open and empty to an allocator that finds its entry made small before its words are
    opened: init_span closes them first. Nobody touches the words of a span that is not small. */
@@ -1002,7 +1071,7 @@ static void shmheap__close_fresh_words(shmheap *h, size_t s)
 static long shmheap__init_span(shmheap *h, unsigned c, unsigned st)
 {
     long s = shmheap__find_free_run(h, 1, 0);
-    if (s < 0) return -1;
+    if (s < 0 || shmheap__reserve(h, (size_t)s, 1, 1)) return -1;
     uint64_t gen = (++h->hdr->gen) & 0xffffffffu;
     shmheap__journal(h, SHMHEAP__J_INIT, (uint64_t)s, 1, c, gen);
     shmheap__close_fresh_words(h, (size_t)s);
@@ -1329,6 +1398,7 @@ static void *shmheap__large_alloc(shmheap *h, size_t size, size_t align, int *er
         shmheap__sweep(h);
         if (shmheap__retire_empty(h)) s = shmheap__find_free_run(h, n, align);
     }
+    if (s >= 0 && shmheap__reserve(h, (size_t)s, n, 0)) s = -1; /* the file system is full */
     if (s >= 0) {
         shmheap__journal(h, SHMHEAP__J_LALLOC, (uint64_t)s, n, 0, 0);
         for (size_t i = 1; i < n; i++)
@@ -1347,6 +1417,7 @@ SHMHEAP_API int shmheap_alloc(shmheap *h, size_t size, size_t align, void **out)
     if (!out) return SHMHEAP_E_INVAL;
     *out = NULL;
     if (!h) return SHMHEAP_E_INVAL;
+    if (RCP__UNLIKELY(shmheap__closed(h))) return SHMHEAP_E_BADHANDLE;
     if (align == 0) align = 16;
     if (align & (align - 1)) return SHMHEAP_E_INVAL;
     if (size > h->size) return SHMHEAP_E_FULL;
@@ -1364,6 +1435,10 @@ SHMHEAP_API int shmheap_alloc(shmheap *h, size_t size, size_t align, void **out)
 
 SHMHEAP_API void *shmheap_malloc(shmheap *h, size_t size)
 {
+    if (h && RCP__UNLIKELY(shmheap__closed(h))) {
+        errno = EBADF;
+        return NULL;
+    }
     if (RCP__LIKELY(h && size <= SHMHEAP__MAX_SMALL)) {
         int err = SHMHEAP_E_FULL;
         void *p = shmheap__small_alloc(h, shmheap__cls_of(size), &err);
@@ -1372,7 +1447,7 @@ SHMHEAP_API void *shmheap_malloc(shmheap *h, size_t size)
     }
     void *p;
     int r = shmheap_alloc(h, size, 0, &p);
-    if (r) errno = r == -ETIMEDOUT ? ETIMEDOUT : ENOMEM;
+    if (r) errno = r == -ETIMEDOUT ? ETIMEDOUT : r == SHMHEAP_E_BADHANDLE ? EBADF : ENOMEM;
     return p;
 }
 
@@ -1380,7 +1455,7 @@ SHMHEAP_API void *shmheap_aligned_alloc(shmheap *h, size_t align, size_t size)
 {
     void *p;
     int r = shmheap_alloc(h, size, align, &p);
-    if (r) errno = r == SHMHEAP_E_INVAL ? EINVAL : ENOMEM;
+    if (r) errno = r == SHMHEAP_E_INVAL ? EINVAL : r == SHMHEAP_E_BADHANDLE ? EBADF : ENOMEM;
     return p;
 }
 
@@ -1426,6 +1501,7 @@ SHMHEAP_API int shmheap_free(shmheap *h, void *p)
     unsigned idx = 0;
     if (!p) return 0;
     if (!h) return SHMHEAP_E_INVAL;
+    if (RCP__UNLIKELY(shmheap__closed(h))) return SHMHEAP_E_BADHANDLE;
     int r = shmheap__locate(h, p, &s, &e, &idx);
     if (r) return r;
     if (SHMHEAP__E_STATE(e) == SHMHEAP__S_SMALL) {
@@ -1465,6 +1541,7 @@ SHMHEAP_API int shmheap_free(shmheap *h, void *p)
 SHMHEAP_API int shmheap_flush(shmheap *h)
 {
     if (!h) return SHMHEAP_E_INVAL;
+    if (RCP__UNLIKELY(shmheap__closed(h))) return SHMHEAP_E_BADHANDLE;
     for (int i = 0; i < SHMHEAP__NBIND; i++)
         if (shmheap__binds[i].h == h && shmheap__binds[i].hid == h->hid && shmheap__binds[i].tc)
             shmheap__tc_flush(h, shmheap__binds[i].tc);
@@ -1476,6 +1553,10 @@ SHMHEAP_API size_t shmheap_usable_size(shmheap *h, const void *p)
     size_t s;
     uint64_t e;
     unsigned idx = 0;
+    if (h && RCP__UNLIKELY(shmheap__closed(h))) {
+        errno = EBADF;
+        return 0;
+    }
     if (!h || !p || shmheap__locate(h, p, &s, &e, &idx)) return 0;
     if (SHMHEAP__E_STATE(e) == SHMHEAP__S_HEAD) /* the entry is shared memory: bound it */
         return SHMHEAP__E_ARG(e) <= h->nspans - s ? (size_t)SHMHEAP__E_ARG(e) << SHMHEAP__SPAN_SHIFT
@@ -1491,6 +1572,10 @@ SHMHEAP_API size_t shmheap_usable_size(shmheap *h, const void *p)
 SHMHEAP_API void *shmheap_realloc(shmheap *h, void *p, size_t size)
 {
     if (!p) return shmheap_malloc(h, size);
+    if (h && RCP__UNLIKELY(shmheap__closed(h))) {
+        errno = EBADF;
+        return NULL;
+    }
     if (size == 0) { shmheap_free(h, p); return NULL; }
     size_t have = shmheap_usable_size(h, p);
     if (!have) { errno = EINVAL; return NULL; }
@@ -1615,9 +1700,12 @@ static int shmheap__pod_open(const shmheap_opts *o, struct shmheap__podref *pr)
     if (shmheap__pod_path(o, path, &name)) return SHMHEAP_E_BADNAME;
     struct stat st;
     void *m;
-    int r, fd = shm_open(path, O_RDWR | O_CREAT, 0666);
+    uint64_t magic = 0;
+    int r, fd = shm_open(path, O_RDWR | O_CREAT | O_EXCL, 0666);
+    if (fd >= 0) fchmod(fd, 0666); /* a pod is shared by every user of the host; umask must not
+                                      narrow it (only one we made: another file keeps its mode) */
+    else if (errno == EEXIST) fd = shm_open(path, O_RDWR, 0);
     if (fd < 0) return -errno;
-    fchmod(fd, 0666); /* a pod is shared by every user of the host; umask must not narrow it */
     /* Every step under this lock is short: a holder that keeps it for seconds is stuck or
        hostile, and must not hang every create, open-by-name and unlink of the host. */
     for (int waited_ms = 0; flock(fd, LOCK_EX | LOCK_NB); waited_ms++) {
@@ -1628,6 +1716,16 @@ static int shmheap__pod_open(const shmheap_opts *o, struct shmheap__podref *pr)
             goto fail_close;
         }
         usleep(1000);
+    }
+    /* an object that is no pod is never written: a pod starts with its magic (or zeros, one
+       whose creator died before it wrote it) */
+    if (fstat(fd, &st) == 0 && st.st_size > 0 &&
+        (pread(fd, &magic, sizeof magic, 0) != (ssize_t)sizeof magic ||
+         (magic && magic != SHMHEAP__POD_MAGIC) || !S_ISREG(st.st_mode))) {
+        struct rcp__logger lg = shmheap__logger(o);
+        shmheap__log(&lg, SHMHEAP_LOG_ERROR, "pod %s: the object there is not a pod", name);
+        r = SHMHEAP_E_NOTPOD;
+        goto fail_close;
     }
     if (fstat(fd, &st) == 0 && (size_t)st.st_size < sizeof(struct shmheap__pod) &&
         ftruncate(fd, (off_t)sizeof(struct shmheap__pod))) {
@@ -1819,13 +1917,17 @@ static int shmheap__validate(const struct shmheap__hdr *H, size_t file_size)
    span entries are already FREE (0), and bitmap words stay zero until a span is first used
    (shmheap__open_words). Creating a heap then costs the same at any size, and a big heap's
    metadata (1/128 of it) is only touched as it is used. */
-static void shmheap__format(void *base, size_t size, const char *key, int fresh)
+static int shmheap__format(void *base, int fd, size_t size, const char *key, int fresh)
 {
     struct shmheap__hdr *H = (struct shmheap__hdr *)base;
     size_t n = size >> SHMHEAP__SPAN_SHIFT, meta;
     while (n && ((meta = (shmheap__meta_bytes(n) + SHMHEAP__SPAN - 1) & ~(SHMHEAP__SPAN - 1)) +
                  (n << SHMHEAP__SPAN_SHIFT)) > size)
         n--;
+    /* what is written now: the header (and, formatting over old contents, all the metadata);
+       the rest as spans are first used (shmheap__reserve) */
+    if (shmheap__reserve_fd(fd, 0, fresh ? sizeof *H : shmheap__meta_bytes(n)))
+        return SHMHEAP_E_FULL;
     H->magic = 0; /* an interrupted format must not look like a heap */
     if (!fresh)
         memset((char *)base + 8, 0, sizeof *H - 8); /* fresh: zero, and its pages untouched */
@@ -1848,6 +1950,7 @@ static void shmheap__format(void *base, size_t size, const char *key, int fresh)
                 (uint64_t)(uintptr_t)base;
     H->magic = SHMHEAP__MAGIC;
     rcp__store(&H->ready, 1u);
+    return 0;
 }
 
 static int shmheap__map_at(int fd, uint64_t base, size_t size, void **out)
@@ -1880,6 +1983,12 @@ static int shmheap__new_handle(void *base, int fd, const char *key, const shmhea
     h->log = shmheap__logger(o);
     h->hid = rcp__fetch_add(&shmheap__hid_next, (uint64_t)1) + 1;
     snprintf(h->name, sizeof h->name, "%s", key);
+    if (rcp__handle_add(h)) {
+        if (h->fd >= 0) close(h->fd);
+        pthread_mutex_destroy(&h->seal_mu);
+        shmheap__free(h);
+        return -ENOMEM;
+    }
     shmheap__live_claim(h);
     h->next = shmheap__reg;
     shmheap__reg = h;
@@ -2039,7 +2148,10 @@ SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmhe
 
     pthread_mutex_lock(&shmheap__reg_lock);
     if ((r = shmheap__place(fd, &L, &o, size, &base))) goto fail_reg;
-    shmheap__format(base, size, L.key, created);
+    if ((r = shmheap__format(base, fd, size, L.key, created))) {
+        munmap(base, size);
+        goto fail_reg;
+    }
     /* a device that does not keep what is written to it: e.g. qemu 7.2's emulated CXL DAX */
     if (shmheap__validate((struct shmheap__hdr *)base, size)) {
         shmheap__log(&lg, SHMHEAP_LOG_ERROR, "%s does not keep what is written to it", L.key);
@@ -2129,7 +2241,7 @@ SHMHEAP_API int shmheap_close(shmheap *h)
     pthread_mutex_lock(&shmheap__reg_lock);
     shmheap **pp = &shmheap__reg;
     while (*pp && *pp != h) pp = &(*pp)->next;
-    if (!*pp) { pthread_mutex_unlock(&shmheap__reg_lock); return SHMHEAP_E_INVAL; }
+    if (!*pp) { pthread_mutex_unlock(&shmheap__reg_lock); return SHMHEAP_E_BADHANDLE; }
     SHMHEAP_ASSERT(h->refs > 0); /* a registered handle is open at least once (private memory) */
     if (--h->refs == 0) {
         uint64_t me = (uint64_t)shmheap__host << 32 | (uint32_t)getpid();
@@ -2139,6 +2251,7 @@ SHMHEAP_API int shmheap_close(shmheap *h)
         for (int i = 0; i < SHMHEAP__NBIND; i++)
             if (shmheap__binds[i].h == h) memset(&shmheap__binds[i], 0, sizeof shmheap__binds[i]);
         *pp = h->next;
+        rcp__handle_del(h, 1);
         munmap(h->base, h->size);
         if (h->fd >= 0) close(h->fd);
         if (h->pod_fd >= 0) close(h->pod_fd); /* drops our read lock on the pod entry */
@@ -2248,8 +2361,8 @@ SHMHEAP_API int shmheap_create_fd(int fd, const shmheap_opts *opts, shmheap **ou
     }
     shmheap__pod_close(&pr);
     if (r) goto fail_reg;
-    shmheap__format(base, size, key, fresh);
-    if ((r = shmheap__validate((struct shmheap__hdr *)base, size)) ||
+    if ((r = shmheap__format(base, fd, size, key, fresh)) ||
+        (r = shmheap__validate((struct shmheap__hdr *)base, size)) ||
         (r = shmheap__new_handle(base, fd, key, &o, out))) {
         munmap(base, size);
         close(keep);
@@ -2318,6 +2431,7 @@ SHMHEAP_API int shmheap_pod_hold(const shmheap *h, const shmheap_opts *opts)
     char pp[NAME_MAX + 2];
     const char *pn;
     int idx = -1, r;
+    if (h && RCP__UNLIKELY(shmheap__closed(h))) return SHMHEAP_E_BADHANDLE;
     if (!h || sscanf(h->name, "fd:%d:", &idx) != 1 || idx < 0 || idx >= SHMHEAP__POD_N)
         return SHMHEAP_E_INVAL;
     if ((r = shmheap__pod_path(opts, pp, &pn))) return r;
@@ -2330,13 +2444,26 @@ SHMHEAP_API int shmheap_pod_hold(const shmheap *h, const shmheap_opts *opts)
     return pfd;
 }
 
-SHMHEAP_API void *shmheap_base(const shmheap *h) { return h ? h->base : NULL; }
-SHMHEAP_API size_t shmheap_size(const shmheap *h) { return h ? h->size : 0; }
-SHMHEAP_API const char *shmheap_name(const shmheap *h) { return h ? h->name : NULL; }
+SHMHEAP_API void *shmheap_base(const shmheap *h)
+{
+    if (h && RCP__UNLIKELY(shmheap__closed(h))) errno = EBADF;
+    return h && !shmheap__closed(h) ? h->base : NULL;
+}
+SHMHEAP_API size_t shmheap_size(const shmheap *h)
+{
+    if (h && RCP__UNLIKELY(shmheap__closed(h))) errno = EBADF;
+    return h && !shmheap__closed(h) ? h->size : 0;
+}
+SHMHEAP_API const char *shmheap_name(const shmheap *h)
+{
+    if (h && RCP__UNLIKELY(shmheap__closed(h))) errno = EBADF;
+    return h && !shmheap__closed(h) ? h->name : NULL;
+}
 
 SHMHEAP_API int shmheap_opens(const shmheap *h)
 {
     if (!h) return 0;
+    if (RCP__UNLIKELY(shmheap__closed(h))) return SHMHEAP_E_BADHANDLE;
     pthread_mutex_lock(&shmheap__reg_lock);
     int n = h->refs;
     pthread_mutex_unlock(&shmheap__reg_lock);
@@ -2355,7 +2482,7 @@ SHMHEAP_API shmheap *shmheap_of(const void *p)
 
 SHMHEAP_API int shmheap_contains(const shmheap *h, const void *p, size_t len)
 {
-    if (!h) return 0;
+    if (!h || RCP__UNLIKELY(shmheap__closed(h))) return 0;
     uintptr_t a = (uintptr_t)p, d = (uintptr_t)h->data,
               end = d + (h->nspans << SHMHEAP__SPAN_SHIFT);
     return a >= d && a <= end && len <= end - a;
@@ -2366,6 +2493,7 @@ SHMHEAP_API int shmheap_contains(const shmheap *h, const void *p, size_t len)
 SHMHEAP_API int shmheap_root_set(shmheap *h, const char *name, void *p)
 {
     if (!h) return SHMHEAP_E_INVAL;
+    if (RCP__UNLIKELY(shmheap__closed(h))) return SHMHEAP_E_BADHANDLE;
     if (!name || !*name || strlen(name) >= SHMHEAP__ROOT_NAME) return SHMHEAP_E_BADNAME;
     if (p && ((char *)p < h->base || (size_t)((char *)p - h->base) >= h->size))
         return SHMHEAP_E_FOREIGN;
@@ -2395,6 +2523,10 @@ SHMHEAP_API int shmheap_root_set(shmheap *h, const char *name, void *p)
 SHMHEAP_API void *shmheap_root_get(shmheap *h, const char *name)
 {
     void *p = NULL;
+    if (h && RCP__UNLIKELY(shmheap__closed(h))) {
+        errno = EBADF;
+        return NULL;
+    }
     if (!h || !name || shmheap__lock(h)) return NULL;
     for (int i = 0; i < SHMHEAP__NROOTS && !p; i++) {
         struct shmheap__root *R = &h->hdr->roots[i];
@@ -2425,7 +2557,9 @@ static int shmheap__bad(shmheap *h, shmheap_stats *st, const char *fmt, ...)
 SHMHEAP_API int shmheap_check(shmheap *h, shmheap_stats *st)
 {
     shmheap_stats local;
+    uint64_t backed = 0;
     if (!h) return SHMHEAP_E_INVAL;
+    if (RCP__UNLIKELY(shmheap__closed(h))) return SHMHEAP_E_BADHANDLE;
     if (!st) st = &local;
     memset(st, 0, sizeof *st);
     struct shmheap__hdr *H = h->hdr;
@@ -2494,7 +2628,8 @@ SHMHEAP_API int shmheap_check(shmheap *h, shmheap_stats *st)
         /* Words of a span that is not small are closed, or zero if it was never small. Free
            spans past small_end were never small: their words are not read (on a fresh heap
            they may not even have a page yet). */
-        if (state != SHMHEAP__S_SMALL && (state != SHMHEAP__S_FREE || s < H->small_end))
+        if (state != SHMHEAP__S_SMALL && (state != SHMHEAP__S_FREE || s < H->small_end) &&
+            shmheap__words_backed(h, s, &backed))
             for (w = 0; w < SHMHEAP__WORDS && !r; w++) {
                 uint64_t v = rcp__load(&bm[w]);
                 if (v && !(v & SHMHEAP__CLOSED))
@@ -2536,6 +2671,7 @@ SHMHEAP_API int shmheap_check(shmheap *h, shmheap_stats *st)
 static int shmheap__pages(const shmheap *h, const void *p, size_t len, uintptr_t *a, size_t *n)
 {
     if (!h || !p) return SHMHEAP_E_INVAL;
+    if (RCP__UNLIKELY(shmheap__closed(h))) return SHMHEAP_E_BADHANDLE;
     /* only the data area: sealing the header would stop this process's own allocations */
     if (!shmheap_contains(h, p, len)) return SHMHEAP_E_FOREIGN;
     uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
@@ -2721,6 +2857,7 @@ SHMHEAP_API int shmheap_pkey_protect(shmheap *h, const void *p, size_t len, int 
 #ifdef SYS_pkey_mprotect
     if (!shmheap_pkey_supported()) return SHMHEAP_E_NOTSUP;
     if (!h || !p) return SHMHEAP_E_INVAL;
+    if (RCP__UNLIKELY(shmheap__closed(h))) return SHMHEAP_E_BADHANDLE;
     pthread_mutex_lock(&h->seal_mu); /* seals map no new ranges from now on: they would drop it */
     h->seal_alias = 0;
     pthread_mutex_unlock(&h->seal_mu);

@@ -820,7 +820,8 @@ int main(int argc, char **argv)
         signal(SIGTERM, kvp_on_signal);
         rpcool_server_start(sv->rpc, 1);
         printf("server: ready\n");
-        for (long t = 0; !kvp_stop && (!secs || t < secs * 10); t++) usleep(100 * 1000);
+        if (!secs) rpcool_serve_until_signal(sv->rpc, 1); /* the files go with the close below */
+        for (long t = 0; secs && !kvp_stop && t < secs * 10; t++) usleep(100 * 1000);
         rpcool_server_stats ss;
         rpcool_server_get_stats(sv->rpc, &ss);
         printf("server: %llu calls served\n", (unsigned long long)ss.calls);

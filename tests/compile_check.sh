@@ -30,6 +30,33 @@ done
 check all "$all
 int main(void) { return 0; }
 "
+# The manuals' C++ way to take an options struct's defaults (section 1 of each header: `T o{};`
+# then assign): every options struct of the public headers, found by its typedef, value-initialised
+# in C++17 under -Wall -Wextra -Werror (so -Wmissing-field-initializers is on); and each manual
+# whose header has one shows the way.
+cxx=""; nopts=0
+for h in $hdrs; do
+    cxx="$cxx
+#include \"$h\""
+    for t in $(sed -n 's/^typedef struct \([a-z_]*_opts\) {.*/\1/p' "$h"); do
+        nopts=$((nopts + 1))
+        cxx="$cxx
+void cxx_defaults_$nopts() { $t o{}; $t p = {}; (void)o; (void)p; }"
+    done
+    if grep -q '^typedef struct [a-z_]*_opts {' "$h" && ! grep -q '_opts o{}; o\.[a-z_]* = ' "$h"; then
+        echo "FAIL manual-cxx-defaults-${h%.h}: $h: section 1 does not show the C++ way (T o{}; o.x = ...)"
+    else
+        echo "ok manual-cxx-defaults-${h%.h}"
+    fi
+done
+printf '%s\nint main() { return 0; }\n' "$cxx" >"$dir/cxx_defaults.cpp" # $nopts structs
+if [ "$nopts" -gt 0 ] &&
+    c++ -std=c++17 -Wall -Wextra -Werror -pthread -c "$dir/cxx_defaults.cpp" -o "$dir/cxx_defaults.o" \
+        2>"$dir/err"; then
+    echo "ok compile-cxx-defaults"
+else
+    echo "FAIL compile-cxx-defaults: $nopts options structs: $(head -3 "$dir/err" | tr '\n' ' ')"
+fi
 # rpcool with its RDMA transport (krconn.h's implementation comes along); without rdma-core's
 # headers it still compiles, and RDMA calls return RPCOOL_E_NOTSUP
 check rpcool-rdma "#define RPCOOL_WITH_RDMA 1

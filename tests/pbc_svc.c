@@ -164,4 +164,17 @@ static void svc_crash(Svc_Service *service, const Msg *in, Msg_Closure closure, 
     closure(NULL, data);
 }
 
+static uint64_t svc_nodes(const Tree *t)
+{
+    return t ? 1 + svc_nodes(t->left) + svc_nodes(t->right) : 0;
+}
+
+static void svc_count(Svc_Service *service, const Tree *in, Report_Closure closure, void *data)
+{
+    (void)service;
+    Report r = REPORT__INIT;
+    r.where = svc_nodes(in);
+    closure(&r, data);
+}
+
 static Svc_Service svc_impl = SVC__INIT(svc_);

@@ -1,7 +1,9 @@
 #!/bin/sh
 # tests/run.sh host|vm|all - runs the test tiers and ends with "N passed, N failed".
-# Host tier: the compile check, the style check, every tests/test_* binary (ASan+UBSan), their ThreadSanitizer
-# builds, and valgrind over the binaries that say "// VALGRIND". VM tier: tests/vm/run.sh.
+# Host tier: the compile check, `make demo` on a fresh copy without the optional packages,
+# `make install` into a temporary root, the style check, every tests/test_* binary (ASan+UBSan),
+# their ThreadSanitizer builds, and valgrind over the binaries that say "// VALGRIND". VM tier:
+# tests/vm/run.sh.
 # Every run ends by checking that it left nothing in /dev/shm (shm_final), whichever tiers ran.
 tier=${1:-all}
 BUILD=${BUILD:-build}
@@ -48,6 +50,8 @@ host() {
         cat "$log/build.log"; echo "FAIL build"; fail=$((fail + 1)); return
     fi
     run_one compile-check sh tests/compile_check.sh
+    run_one demo-fresh sh tests/demo_fresh.sh
+    run_one install-check sh tests/install_check.sh
     run_one style-check sh tests/style_check.sh
     run_one alock-model sh tests/alock_model.sh safety
     run_one alock-model-liveness sh tests/alock_model.sh liveness

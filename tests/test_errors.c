@@ -174,6 +174,7 @@ static void shmheap_failures(void)
     T_EXPECT(shmheap_root_set(h, "", p), SHMHEAP_E_BADNAME);
     T_EXPECT(shmheap_seal(h, &local, 1), SHMHEAP_E_FOREIGN);
     t_rm(h, name);
+    T_EXPECT(shmheap_close(h), SHMHEAP_E_BADHANDLE); /* closed by t_rm: the handle rule */
     T_EXPECT(shmheap_unlink(name, NULL), SHMHEAP_E_NOTFOUND);
 }
 
@@ -196,6 +197,8 @@ static void rpcool_failures(void)
     char local[8] = "x";
     T_EXPECT(rpcool_call(c, T_FN_SLOW, local, sizeof local, NULL, NULL), RPCOOL_E_BADPTR);
     t_disconnect_close(c, s);
+    T_EXPECT(rpcool_disconnect(c), RPCOOL_E_BADHANDLE); /* the handle rule */
+    T_EXPECT(rpcool_server_close(s), RPCOOL_E_BADHANDLE);
     int rc = rpcool_connect("rdma://127.0.0.1:1/none", NULL, &c);
     CHECKF(rc < 0, "an RDMA connect without a device: %d", rc);
     t_has_text(rc, "rpcool_connect(\"rdma://127.0.0.1:1/none\")");
@@ -225,6 +228,7 @@ static void alock_failures(void)
         T_EXPECT(alock_trylock(t, 3, &hold2), ALOCK_E_BUSY);
         T_EXPECT(alock_unlock(&hold), 0);
         alock_table_close(t);
+        T_EXPECT(alock_table_close(t), ALOCK_E_BADHANDLE); /* the handle rule */
         alock_table_unlink(h, "t"); /* its liveness file in /dev/shm goes too */
     }
     T_EXPECT(alock_remote_create(NULL, NULL), ALOCK_E_INVAL);

@@ -35,6 +35,7 @@ static void every_call_says_notsup(void)
     CHECK_EQ(krconn_dir_meta(c, "127.0.0.1", 10, &d), KRCONN_E_NOTSUP);
     CHECK_EQ(krconn_meta_serve(c, NULL), KRCONN_E_NOTSUP);
     CHECK_EQ(krconn_publish(c, d, "svc", 10), KRCONN_E_NOTSUP);
+    CHECK_EQ(krconn_unpublish(c, d, "svc", 10), KRCONN_E_NOTSUP);
     CHECK_EQ(krconn_lookup(d, "svc", 10, &a), KRCONN_E_NOTSUP);
     CHECK_EQ(krconn_reg(c, buf, sizeof buf, 0, &mr), KRCONN_E_NOTSUP);
     CHECK_EQ(krconn_post_send(k, 1, &mr, buf, 8, 0), KRCONN_E_NOTSUP);

@@ -397,9 +397,9 @@ static int check_codes(const struct t_code *codes, size_t n, const char *(*str)(
 static void g_strerror(void)
 {
     CHECK_EQ(check_codes(t_shm_codes, sizeof t_shm_codes / sizeof t_shm_codes[0], shmheap_strerror),
-             16);
+             18);
     CHECK_EQ(check_codes(t_rpc_codes, sizeof t_rpc_codes / sizeof t_rpc_codes[0], rpcool_strerror),
-             28);
+             34);
     CHECK(!strcmp(shmheap_strerror(-ETIMEDOUT), strerror(ETIMEDOUT)));
     CHECK(!strcmp(rpcool_strerror(-ENOENT), strerror(ENOENT)));
 }

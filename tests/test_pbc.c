@@ -33,6 +33,50 @@ static int serve_main(const char *name)
     return rpcool_serve(s); /* one serving thread: Later must not hold it */
 }
 
+/* ---- a server that never answers Inspect: this program exec'd with --serve-never NAME */
+static void never_inspect(Svc_Service *service, const Msg *in, Report_Closure closure, void *data)
+{
+    (void)service;
+    (void)in;
+    (void)closure;
+    (void)data;
+}
+
+static int serve_never_main(const char *name)
+{
+    static Svc_Service impl = SVC__INIT(svc_);
+    impl.inspect = never_inspect;
+    rpcool_server *s;
+    if (rpcool_server_open(name, NULL, &s)) return 1;
+    rpcool_pbc_serve(s, ID_RELAXED, &impl.base, RPCOOL_RELAXED);
+    rpcool_pbc_serve(s, ID_SANDBOX, &impl.base, RPCOOL_SANDBOX);
+    printf("ready\n");
+    fflush(stdout);
+    return rpcool_serve(s);
+}
+
+static const char *t_argv0;
+
+/* this program exec'd as a server (mode "--serve" or "--serve-never"), once it is ready */
+static pid_t spawn_server(const char *mode, const char *name)
+{
+    int pfd[2];
+    if (pipe(pfd)) return -1;
+    pid_t p = fork();
+    if (p == 0) {
+        dup2(pfd[1], 1);
+        close(pfd[0]);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execl("/proc/self/exe", t_argv0, mode, name, (char *)NULL);
+        _exit(127);
+    }
+    close(pfd[1]);
+    char line[128];
+    ssize_t n = read(pfd[0], line, sizeof line);
+    close(pfd[0]);
+    return n > 0 ? p : -1;
+}
+
 static int t_connect(const char *name, size_t heap, rpcool_conn **c)
 {
     rpcool_conn_opts o;
@@ -164,6 +208,169 @@ static void pbc_in_heap_shared(void)
     rpcool_free(t_c, m);
 }
 
+/* An input in the heap holding defaults (proto3's empty string, proto2's defaults) */
+static Msg *heap_msg_with_defaults(rpcool_conn *c)
+{
+    Msg *m = (Msg *)rpcool_alloc(c, sizeof *m);
+    Item *it = (Item *)rpcool_alloc(c, sizeof *it);
+    P2 *old = (P2 *)rpcool_alloc(c, sizeof *old);
+    msg__init(m);
+    item__init(it);
+    p2__init(old);
+    it->value = 1;
+    old->id = 3;
+    m->top = it;
+    m->old = old;
+    return m;
+}
+
+/* the caller's own form: its descriptors and defaults, packable */
+static int is_callers(const Msg *m)
+{
+    uint8_t buf[256];
+    return m->base.descriptor == &msg__descriptor && m->top->base.descriptor == &item__descriptor &&
+           m->old->base.descriptor == &p2__descriptor && m->text == protobuf_c_empty_string &&
+           m->top->key == protobuf_c_empty_string && m->old->name == p2__name__default_value &&
+           m->old->blob.data == p2__blob__default_value_data &&
+           protobuf_c_message_get_packed_size(&m->base) < sizeof buf &&
+           protobuf_c_message_pack(&m->base, buf) > 0;
+}
+
+static void heap_msg_free(rpcool_conn *c, Msg *m)
+{
+    rpcool_free(c, m->old);
+    rpcool_free(c, m->top);
+    rpcool_free(c, m);
+}
+
+/* A call that times out (a service that never answers) while its input travelled by pointer
+   and the server had put its own defaults in: the input is the caller's again. */
+static void pbc_timeout_input_restored(void)
+{
+    char name[96];
+    snprintf(name, sizeof name, "%s", t_uniq("pbcnever"));
+    pid_t srv = spawn_server("--serve-never", name);
+    CHECK(srv > 0);
+    rpcool_conn_opts o;
+    memset(&o, 0, sizeof o);
+    o.timeout_ms = 300;
+    rpcool_conn *c = NULL;
+    for (int i = 0; i < 500 && rpcool_connect(name, &o, &c); i++) usleep(10000);
+    CHECK(c != NULL);
+    if (!c) goto out;
+    const unsigned ids[2] = {ID_RELAXED, ID_SANDBOX};
+    for (int k = 0; k < 2; k++) {
+        ProtobufCService *svc;
+        CHECK_EQ(rpcool_pbc_client_new(c, &svc__descriptor, ids[k], &svc), 0);
+        Msg *m = heap_msg_with_defaults(c);
+        ProtobufCMessage *out = NULL;
+        CHECK_EQ(rpcool_pbc_call(svc, (unsigned)method_of("Inspect"), &m->base, &out),
+                 RPCOOL_E_TIMEOUT);
+        CHECKF(is_callers(m), "%s: the input is not the caller's after a timeout", t_modes[k]);
+        protobuf_c_service_destroy(svc); /* m stays: the server may still read it */
+    }
+    kill(srv, SIGKILL);
+    waitpid(srv, NULL, 0);
+    rpcool_disconnect(c);
+out:
+    t_rm_channel(name);
+}
+
+/* The server SIGKILLed while the call runs: RPCOOL_E_PEERDEAD, the input the caller's again. */
+static void *kill_later(void *p)
+{
+    usleep(300 * 1000);
+    kill(*(pid_t *)p, SIGKILL);
+    return NULL;
+}
+
+static void pbc_server_killed_input_restored(void)
+{
+    char name[96];
+    snprintf(name, sizeof name, "%s", t_uniq("pbckill"));
+    pid_t srv = spawn_server("--serve-never", name);
+    CHECK(srv > 0);
+    rpcool_conn *c = NULL;
+    CHECK_EQ(t_connect(name, 0, &c), 0);
+    if (!c) goto out;
+    ProtobufCService *svc;
+    CHECK_EQ(rpcool_pbc_client_new(c, &svc__descriptor, ID_SANDBOX, &svc), 0);
+    Msg *m = heap_msg_with_defaults(c);
+    pthread_t t;
+    pthread_create(&t, NULL, kill_later, &srv);
+    ProtobufCMessage *out = NULL;
+    CHECK_EQ(rpcool_pbc_call(svc, (unsigned)method_of("Inspect"), &m->base, &out),
+             RPCOOL_E_PEERDEAD);
+    pthread_join(t, NULL);
+    CHECKF(is_callers(m), "the input is not the caller's after the server died");
+    heap_msg_free(c, m); /* the server is gone: the input is the caller's to free */
+    protobuf_c_service_destroy(svc);
+    rpcool_disconnect(c);
+out:
+    if (srv > 0) waitpid(srv, NULL, 0);
+    t_rm_channel(name);
+}
+
+/* A tree of 40 levels whose left and right children are one node (2^40 references) in the
+   heap: refused at the client with RPCOOL_E_PROTO (its walk has the server's budget, counting
+   each reference), nothing copied, in every mode; a small one of 63 references is served. */
+static Tree *heap_dag(rpcool_conn *c, int levels)
+{
+    Tree *below = NULL;
+    for (int i = 0; i < levels; i++) {
+        Tree *t = (Tree *)rpcool_alloc(c, sizeof *t);
+        if (!t) return NULL;
+        tree__init(t);
+        t->left = t->right = below;
+        below = t;
+    }
+    return below;
+}
+
+static void heap_dag_free(rpcool_conn *c, Tree *t)
+{
+    while (t) {
+        Tree *below = t->left;
+        rpcool_free(c, t);
+        t = below;
+    }
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void pbc_shared_subtree_budget(void)
+{
+    unsigned count = (unsigned)method_of("Count");
+    Tree *big = heap_dag(t_c, 40), *small = heap_dag(t_c, 6);
+    CHECK(big && small);
+    if (!big || !small) return;
+    shmheap_stats before, after;
+    CHECK_EQ(shmheap_check(rpcool_heap(t_c), &before), 0);
+    for (int k = 0; k < 3; k++) {
+        ProtobufCMessage *out = NULL;
+        double t0 = now_ms();
+        CHECKF(rpcool_pbc_call(t_svc[k], count, &big->base, &out) == RPCOOL_E_PROTO,
+               "%s: a 2^40-reference input is not refused", t_modes[k]);
+        CHECKF(now_ms() - t0 < 5000, "%s: the refusal took %.0f ms", t_modes[k],
+               now_ms() - t0);
+        CHECK(big->base.descriptor == &tree__descriptor && big->name == protobuf_c_empty_string);
+        CHECK_EQ(rpcool_pbc_call(t_svc[k], count, &small->base, &out), 0);
+        CHECKF(out && ((Report *)out)->where == 63, "%s: the small tree's count", t_modes[k]);
+        if (out) rpcool_pbc_reply_free(t_svc[k], out);
+        CHECK(small->base.descriptor == &tree__descriptor);
+    }
+    CHECK_EQ(shmheap_check(rpcool_heap(t_c), &after), 0);
+    CHECKF(after.used_bytes <= before.used_bytes + 4096, "the heap grew by %zu bytes",
+           after.used_bytes - before.used_bytes);
+    heap_dag_free(t_c, big);
+    heap_dag_free(t_c, small);
+}
+
 /* rpcool_pbc_call: the status and a reply kept past the call */
 static void pbc_call_status(void)
 {
@@ -177,7 +384,10 @@ static void pbc_call_status(void)
     CHECK(out && out->descriptor == &msg__descriptor && !strcmp(((Msg *)out)->text, "x"));
     rpcool_pbc_reply_free(t_svc[1], out);
     Empty e = EMPTY__INIT;
-    CHECK_EQ(rpcool_pbc_call(t_svc[0], echo, &e.base, &out), RPCOOL_E_INVAL);
+    CHECK_EQ(rpcool_pbc_call(t_svc[0], echo, &e.base, &out), RPCOOL_E_MSGTYPE);
+    CHECK_EQ(rpcool_pbc_call(t_svc[0], t_svc[0]->descriptor->n_methods, &m.base, &out),
+             RPCOOL_E_NOMETHOD);
+    CHECK(strcmp(rpcool_strerror(RPCOOL_E_MSGTYPE), rpcool_strerror(RPCOOL_E_NOMETHOD)));
     /* a cycle in the caller's own message: refused, nothing sent */
     Item a = ITEM__INIT;
     a.child = &a;
@@ -419,6 +629,8 @@ static void pbc_hostile(void)
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--serve")) return serve_main(argv[2]);
+    if (argc == 3 && !strcmp(argv[1], "--serve-never")) return serve_never_main(argv[2]);
+    t_argv0 = argv[0];
     t_init(argc, argv);
     snprintf(t_chan, sizeof t_chan, "%s", t_uniq("pbc"));
     fflush(stdout);
@@ -452,6 +664,9 @@ int main(int argc, char **argv)
         RUN(pbc_later_does_not_hold_a_thread);
         RUN(pbc_service_fault_contained);
         RUN(pbc_hostile);
+        RUN(pbc_shared_subtree_budget);
+        RUN(pbc_timeout_input_restored);
+        RUN(pbc_server_killed_input_restored);
         t_svc_destroy();
         rpcool_disconnect(t_c);
     }

@@ -105,8 +105,8 @@ static void t_basic(void)
     rpcool_export *z = NULL;
     CHECK_EQ(rpcool_export_open(heap, "data", &z), RPCOOL_E_NOEXPORT);
     CHECK(z == NULL);
-    CHECK_EQ(rpcool_export_lock(y, 0, RPCOOL_LOCK_READ, &a), RPCOOL_E_CLOSED);
-    CHECK_EQ(rpcool_export_read(y, 0, dat, &v, sizeof v), RPCOOL_E_CLOSED);
+    CHECK_EQ(rpcool_export_lock(y, 0, RPCOOL_LOCK_READ, &a), RPCOOL_E_WITHDRAWN);
+    CHECK_EQ(rpcool_export_read(y, 0, dat, &v, sizeof v), RPCOOL_E_WITHDRAWN);
     CHECKF(live_files() == 1, "the record and its table stay while an opener holds them");
     CHECK_EQ(rpcool_export_create(heap, "data", dat, sizeof *dat, NULL, &x), 0);
     CHECK_EQ(rpcool_export_close(y), 0); /* the withdrawn record goes with its last user */
@@ -138,7 +138,8 @@ static void t_bad_input(void)
     char longname[RPCOOL_EXPORT_NAME_MAX + 2];
     memset(longname, 'n', sizeof longname - 1);
     longname[sizeof longname - 1] = 0;
-    CHECK_EQ(rpcool_export_create(heap, longname, dat, 8, NULL, &y), RPCOOL_E_BADNAME);
+    CHECK_EQ(rpcool_export_create(heap, longname, dat, 8, NULL, &y), RPCOOL_E_NAMELONG);
+    CHECK_EQ(rpcool_export_open(heap, longname, &y), RPCOOL_E_NAMELONG);
     longname[RPCOOL_EXPORT_NAME_MAX] = 0; /* the longest name is fine */
     CHECK_EQ(rpcool_export_create(heap, longname, dat, 8, NULL, &y), 0);
     CHECK_EQ(rpcool_export_close(y), 0);
@@ -369,7 +370,7 @@ static void t_owner_dead(void)
 }
 
 /* An exporter killed: its pod keeps the data and the locks; a new create of the name takes the
-   export over (the old one withdrawn), the old one's handles then say RPCOOL_E_CLOSED. */
+   export over (the old one withdrawn), the old one's handles then say RPCOOL_E_WITHDRAWN. */
 static void t_exporter_dead(void)
 {
     rpcool_export *x = setup(NULL), *y = NULL, *z = NULL;
@@ -393,11 +394,72 @@ static void t_exporter_dead(void)
     CHECK_EQ(rpcool_export_unlock(&hd), 0);
     CHECK_EQ(live_files(), 2);
     CHECK_EQ(rpcool_export_create(heap, "other", dat->rec, 8, NULL, &z), 0);
-    CHECK_EQ(rpcool_export_lock(y, 1, RPCOOL_LOCK_WRITE, &hd), RPCOOL_E_CLOSED);
+    CHECK_EQ(rpcool_export_lock(y, 1, RPCOOL_LOCK_WRITE, &hd), RPCOOL_E_WITHDRAWN);
     CHECK_EQ(live_files(), 3);
     CHECK_EQ(rpcool_export_close(y), 0); /* the old record goes with its last handle */
     CHECK_EQ(live_files(), 2);
     CHECK_EQ(rpcool_export_close(z), 0);
+    teardown(x);
+}
+
+/* The manual's own usage: a forked child opens the export again. Once that child has closed its
+   handle and the exporter has closed, the record and its lock table are freed while the child
+   still lives (the child does not keep the exporter's liveness locks). */
+static void t_fork_child_lets_go(void)
+{
+    rpcool_export *x = setup(NULL);
+    int fd[2];
+    pid_t pid = t_fork_pipe(fd);
+    if (pid == 0) {
+        shmheap *h;
+        rpcool_export *y = child_open(&h);
+        if (rpcool_export_close(y)) _exit(22);
+        if (write(fd[1], "r", 1) != 1) _exit(26);
+        pause();
+        _exit(0);
+    }
+    CHECK_EQ(t_ready_wait(fd[0]), 0);
+    CHECK_EQ(rpcool_export_close(x), 0);
+    CHECKF(live_files() == 0, "the record and its lock table stay while a forked child lives");
+    t_kill_wait(pid);
+    teardown(NULL);
+}
+
+/* An exporter SIGKILLed while a child it forked lives on: a new create of the name takes the
+   export over (the child does not hold the exporter's liveness lock). */
+static void t_fork_exporter_dead(void)
+{
+    rpcool_export *x = setup(NULL), *z = NULL;
+    int fd[2];
+    pid_t pid = t_fork_pipe(fd);
+    if (pid == 0) {
+        shmheap *h;
+        rpcool_export *e;
+        if (shmheap_open(hname, NULL, &h)) _exit(20);
+        if (rpcool_export_create(h, "other", dat->rec, sizeof dat->rec, NULL, &e)) _exit(21);
+        pid_t g = fork();
+        if (g == 0) { /* lives on after its parent is killed; ends by itself. It says so itself:
+                         its fork handlers have run (it holds no inherited lock) once it runs */
+            pid_t me = getpid();
+            if (write(fd[1], &me, sizeof me) != sizeof me) _exit(26);
+            sleep(5);
+            _exit(0);
+        }
+        if (g < 0) _exit(26);
+        pause();
+        _exit(0);
+    }
+    pid_t g = -1;
+    CHECK(read(fd[0], &g, sizeof g) == sizeof g);
+    close(fd[0]);
+    CHECK_EQ(rpcool_export_create(heap, "other", dat->rec, 8, NULL, &z), RPCOOL_E_EXPORTED);
+    t_kill_wait(pid);
+    CHECK(g > 0 && kill(g, 0) == 0); /* the exporter's child lives */
+    int rc = rpcool_export_create(heap, "other", dat->rec, 8, NULL, &z);
+    CHECKF(rc == 0, "a create after the exporter died, its child alive: %d (%s)", rc,
+           rpcool_strerror(rc));
+    if (z) CHECK_EQ(rpcool_export_close(z), 0);
+    if (g > 0) kill(g, SIGKILL); /* not our child: init reaps it */
     teardown(x);
 }
 
@@ -411,5 +473,7 @@ int main(int argc, char **argv)
     RUN(t_optimistic_no_torn);
     RUN(t_owner_dead);
     RUN(t_exporter_dead);
+    RUN(t_fork_child_lets_go);
+    RUN(t_fork_exporter_dead);
     return T_DONE();
 }

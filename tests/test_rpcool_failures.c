@@ -940,6 +940,52 @@ static void test_async_timeout(void)
 }
 
 
+/* rpcool_disconnect with 20 calls queued behind a running one (one serving thread, 300 ms
+   each): it returns once the running handler returned, not after all of them, and the queued
+   calls never start (stats.calls stops growing). With disconnect_ms it returns within that
+   bound even while a long handler runs. */
+static void test_disconnect_in_flight(void)
+{
+    const char *name = t_uniq("disc-q");
+    rpcool_server *s = t_serving(name, 0);
+    rpcool_conn *c = NULL;
+    rpcool_server_stats st;
+    if (!s) return;
+    CHECK_EQ(rpcool_connect(name, NULL, &c), 0);
+    if (!c) { rpcool_server_close(s); return; }
+    int *ms = (int *)rpcool_alloc(c, sizeof *ms);
+    *ms = 300;
+    uint64_t id;
+    for (int i = 0; i < 20; i++)
+        CHECK_EQ(rpcool_call_async(c, T_FN_SLOW, ms, sizeof *ms, NULL, NULL, NULL, &id), 0);
+    usleep(50000); /* the first one runs */
+    uint64_t t0 = rcp__now_ns();
+    CHECK_EQ(rpcool_disconnect(c), 0);
+    uint64_t took = (rcp__now_ns() - t0) / 1000000u;
+    CHECKF(took < 1500, "rpcool_disconnect took %llu ms", (unsigned long long)took);
+    CHECK_EQ(rpcool_server_get_stats(s, &st), 0);
+    uint64_t calls = st.calls;
+    usleep(1000000);
+    CHECK_EQ(rpcool_server_get_stats(s, &st), 0);
+    CHECKF(st.calls == calls && calls <= 2, "calls %llu, then %llu", (unsigned long long)calls,
+           (unsigned long long)st.calls);
+    /* a handler running for 3 s: disconnect_ms bounds the wait */
+    rpcool_conn_opts o = {.disconnect_ms = 300};
+    CHECK_EQ(rpcool_connect(name, &o, &c), 0);
+    if (c) {
+        ms = (int *)rpcool_alloc(c, sizeof *ms);
+        *ms = 3000;
+        CHECK_EQ(rpcool_call_async(c, T_FN_SLOW, ms, sizeof *ms, NULL, NULL, NULL, &id), 0);
+        usleep(50000);
+        t0 = rcp__now_ns();
+        CHECK_EQ(rpcool_disconnect(c), 0);
+        took = (rcp__now_ns() - t0) / 1000000u;
+        CHECKF(took >= 250 && took < 1000, "rpcool_disconnect took %llu ms",
+               (unsigned long long)took);
+    }
+    rpcool_server_close(s);
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv);
@@ -961,5 +1007,6 @@ int main(int argc, char **argv)
     RUN(test_connect_killed_takeover);
     RUN(test_disconnect_killed);
     RUN(test_async_timeout);
+    RUN(test_disconnect_in_flight);
     return T_DONE();
 }

@@ -236,6 +236,15 @@ static void peer_is_the_client(void)
         CHECK(p->slot < RPCOOL_DEFAULT_MAX_CONNS);
         CHECK_EQ(p->addr[0], 0);
         CHECK(p->pod[0] != 0);
+        /* a name, not a path: the pod directory's name in /dev/shm */
+        const char *pod = getenv("SHMHEAP_POD");
+#ifdef T_TSAN
+        const char *dflt = "shmheap-tsan.pod";
+#else
+        const char *dflt = "shmheap.pod";
+#endif
+        CHECKF(!strcmp(p->pod, pod && *pod ? pod : dflt) && !strchr(p->pod, '/'), "pod \"%s\"",
+               p->pod);
         rpcool_conn_stats cs[2];
         CHECK_EQ(rpcool_server_conns(s, cs, 2), 1);
         CHECK_EQ(cs[0].peer.slot, p->slot);
@@ -418,8 +427,8 @@ static void cancel_bad_ids(void)
     CHECK_EQ(rpcool_cancel(c, id), 0);
     CHECK_EQ(rpcool_cancel(c, id), RPCOOL_E_INVAL); /* finished: no such call any more */
     void *ret = (void *)1;
-    CHECK_EQ(rpcool_poll(c, id, &ret, NULL), RPCOOL_E_INVAL);
-    CHECK_EQ(rpcool_wait(c, id, &ret, NULL), RPCOOL_E_INVAL);
+    CHECK_EQ(rpcool_poll(c, id, &ret, NULL), RPCOOL_E_CANCELLED);
+    CHECK_EQ(rpcool_wait(c, id, &ret, NULL), RPCOOL_E_CANCELLED);
     uint64_t done;
     CHECK_EQ(rpcool_call_async(c, FN_CANCELLED, NULL, 0, NULL, NULL, NULL, &done), 0);
     CHECK_EQ(rpcool_wait(c, done, NULL, NULL), 0); /* not cancelled: 0 */

@@ -314,7 +314,7 @@ static void cancel_before_start(void)
     usleep(50000); /* the serving thread is inside the slow handler */
     CHECK_EQ(rpcool_call_async(c, FN_MARK, NULL, 0, NULL, NULL, NULL, &victim), 0);
     CHECK_EQ(rpcool_cancel(c, victim), 0);
-    CHECK_EQ(rpcool_poll(c, victim, NULL, NULL), RPCOOL_E_INVAL); /* finished by the cancel */
+    CHECK_EQ(rpcool_poll(c, victim, NULL, NULL), RPCOOL_E_CANCELLED); /* finished by the cancel */
     CHECK_EQ(rpcool_cancel(c, victim), RPCOOL_E_INVAL);
     CHECK_EQ(rpcool_wait(c, slow, NULL, NULL), 1);
     CHECK_EQ(rpcool_call(c, FN_MARK, NULL, 0, NULL, NULL), 7); /* after the cancelled one */
@@ -461,6 +461,33 @@ static const char *line_of(const char *out, const char *name)
     return strstr(out, name);
 }
 
+/* The value in column head (of the header line of the channels' table) of channel name's row of
+   the tool's text output, or "" when there is no such header or row. */
+static const char *column(const char *out, const char *name, const char *head)
+{
+    static char val[64];
+    char hdr[512] = "", row[512] = "";
+    val[0] = '\0';
+    for (const char *l = out; l && *l;) {
+        const char *e = strchr(l, '\n');
+        size_t n = e ? (size_t)(e - l) : strlen(l);
+        char line[512];
+        snprintf(line, sizeof line, "%.*s", (int)(n < 511 ? n : 511), l);
+        char first[128] = "";
+        sscanf(line, "%127s", first);
+        if (!strcmp(first, "NAME") && strstr(line, " STATE ")) snprintf(hdr, sizeof hdr, "%s", line);
+        else if (!strcmp(first, name)) snprintf(row, sizeof row, "%s", line);
+        l = e ? e + 1 : NULL;
+    }
+    int at = -1, k = 0;
+    for (char *sv = NULL, *t = strtok_r(hdr, " ", &sv); t; t = strtok_r(NULL, " ", &sv), k++)
+        if (!strcmp(t, head)) at = k;
+    k = 0;
+    for (char *sv = NULL, *t = strtok_r(row, " ", &sv); t && at >= 0; t = strtok_r(NULL, " ", &sv))
+        if (k++ == at) snprintf(val, sizeof val, "%s", t);
+    return val;
+}
+
 /* The tool against a live server with clients: its counts, text and JSON (parsed by python3's
    json module); a SIGKILLed server shown stale and cleaned by --clean, the live one untouched. */
 static void tool_live_and_stale(void)
@@ -478,10 +505,12 @@ static void tool_live_and_stale(void)
     char args[300];
     snprintf(args, sizeof args, "%s %s", live, dead);
     CHECK_EQ(run_tool(args, 0, out, sizeof out), 0);
-    const char *l = line_of(out, live), *d = line_of(out, dead);
-    CHECKF(l && strstr(l, "live") && strstr(l, "conns 2") && strstr(l, "calls 4"),
+    char conns[64];
+    snprintf(conns, sizeof conns, "2/%u", RPCOOL_DEFAULT_MAX_CONNS);
+    CHECKF(!strcmp(column(out, live, "STATE"), "live") &&
+           !strcmp(column(out, live, "CONNS"), conns) && !strcmp(column(out, live, "CALLS"), "4"),
            "tool output:\n%s", out);
-    CHECKF(d && strstr(d, "stale"), "tool output:\n%s", out);
+    CHECKF(!strcmp(column(out, dead, "STATE"), "stale"), "tool output:\n%s", out);
     /* JSON, through a real parser, with the exact counts */
     char cmd[1500];
     snprintf(cmd, sizeof cmd, "%s --json %s | python3 -c 'import json,sys; d=json.load(sys.stdin); "
@@ -513,6 +542,118 @@ static void tool_live_and_stale(void)
     t_rm_channel(dead);
 }
 
+/* The text output's tables have their column headers (heaps, channels, a channel's
+   connections, exports); a live channel's row reads under them. */
+static void tool_text_headers(void)
+{
+    const char *live = t_uniq("th");
+    rpcool_server *s = serve(live, NULL, 1, 0);
+    if (!s) return;
+    rpcool_conn *c = NULL;
+    CHECK_EQ(rpcool_connect(live, NULL, &c), 0);
+    static char out[65536];
+    CHECK_EQ(run_tool(live, 0, out, sizeof out), 0);
+    CHECKF(strstr(out, "channels:\n  NAME ") && strstr(out, " STATE ") && strstr(out, " PID ") &&
+           strstr(out, " CONNS ") && strstr(out, " CALLS ") && strstr(out, " NOTE\n"),
+           "no channel header:\n%s", out);
+    CHECKF(strstr(out, "      TRANSPORT SLOT  PID      UID    GID    INFLIGHT PEER\n"),
+           "no connection header:\n%s", out);
+    CHECKF(!strstr(out, "heaps of pod") || strstr(out, "  BASE ") || strstr(out, ": none"),
+           "no heap header:\n%s", out);
+    char pid[16];
+    snprintf(pid, sizeof pid, "%d", (int)getpid());
+    CHECKF(!strcmp(column(out, live, "PID"), pid) && !strcmp(column(out, live, "CALLS"), "0"),
+           "tool output:\n%s", out);
+    CHECK_EQ(run_tool("", 0, out, sizeof out), 0); /* all: exports are listed, with a header */
+    CHECKF(strstr(out, "exports: none\n") || strstr(out, "exports (liveness files):\n  FILE "),
+           "no exports' header:\n%s", out);
+    rpcool_disconnect(c);
+    rpcool_server_close(s);
+}
+
+/* A channel named that is not there, or a malformed name: an error on stderr and a non-zero
+   exit (3 and 2), in text and in JSON (its "missing" list); "channels: none" is no answer. */
+static void tool_unknown_and_malformed(void)
+{
+    static char out[65536];
+    const char *none = t_uniq("tnone");
+    CHECK_EQ(run_tool(none, 0, out, sizeof out), 3);
+    CHECKF(strstr(out, "no such channel") && strstr(out, none), "tool output:\n%s", out);
+    CHECK_EQ(run_tool("bad/name", 0, out, sizeof out), 2);
+    CHECKF(strstr(out, "malformed channel name") && !strstr(out, "channels:"),
+           "tool output:\n%s", out);
+    CHECK_EQ(run_tool("--json bad/name", 0, out, sizeof out), 2);
+    char args[300], cmd[1200];
+    snprintf(args, sizeof args, "--json %s", none);
+    CHECK_EQ(run_tool(args, 0, out, sizeof out), 3);
+    snprintf(cmd, sizeof cmd, "%s --json %s | python3 -c 'import json,sys; d=json.load(sys.stdin);"
+             " assert d[\"missing\"]==[\"%s\"] and d[\"channels\"]==[], d'", tool, none, none);
+    CHECKF(system(cmd) == 0, "JSON check failed: %s", cmd);
+}
+
+/* An export's liveness file (/dev/shm/rpcool.x.HEAP.RECORD) is shown as an export, in text and
+   JSON, never as a (stale) channel; its users and exporter as they are. */
+static void tool_exports_not_channels(void)
+{
+    const char *hname = t_uniq("txh");
+    shmheap *h = t_heap(hname, 8 << 20);
+    if (!h) return;
+    void *data = shmheap_calloc(h, 1, 4096);
+    rpcool_export *x = NULL;
+    CHECK_EQ(rpcool_export_create(h, "tooldata", data, 4096, NULL, &x), 0);
+    char pre[64];
+    snprintf(pre, sizeof pre, "x.%llx.", (unsigned long long)(uintptr_t)shmheap_base(h));
+    static char out[65536];
+    CHECK_EQ(run_tool("", 0, out, sizeof out), 0);
+    char row[80];
+    snprintf(row, sizeof row, "\n  rpcool.%s", pre);
+    const char *r = strstr(out, row), *ex = strstr(out, "exports (liveness files):");
+    CHECKF(ex && r && r > ex, "the export's file is not listed as an export:\n%s", out);
+    char asname[80];
+    snprintf(asname, sizeof asname, "\n  %s", pre);
+    CHECKF(!strstr(out, asname), "the export's file is listed as a channel:\n%s", out);
+    CHECKF(r && strstr(r, " yes ") && strstr(r, " live"), "users and exporter:\n%s", out);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "%s --json | python3 -c 'import json,sys; d=json.load(sys.stdin); "
+             "p=\"%s\"; assert not [c for c in d[\"channels\"] if c[\"name\"].startswith(p)], d;"
+             " e=[x for x in d[\"exports\"] if x[\"file\"].startswith(\"rpcool.\"+p)]; "
+             "assert len(e)==1 and e[0][\"users\"] is True and e[0][\"exporter\"] is True and "
+             "int(e[0][\"heap_base\"],16)==%llu, e'", tool, pre,
+             (unsigned long long)(uintptr_t)shmheap_base(h));
+    CHECKF(system(cmd) == 0, "JSON check failed: %s", cmd);
+    CHECK_EQ(rpcool_export_close(x), 0);
+    shmheap_free(h, data);
+    t_rm_empty(h, hname);
+}
+
+/* `rpcoolctl --json` against the layout README.md documents: every field of every object, of its
+   type, and no other (tests/rpcoolctl_schema.py), with a live channel with connections, a stale
+   one, an export and a missing name in the report. */
+static void tool_json_schema(void)
+{
+    const char *live = t_uniq("tj"), *dead = t_uniq("tjd"), *none = t_uniq("tjn");
+    rpcool_server *s = serve(live, NULL, 1, 0);
+    if (!s) return;
+    rpcool_conn *c = NULL;
+    CHECK_EQ(rpcool_connect(live, NULL, &c), 0);
+    pid_t pid = child_ready(serve_forever, (void *)dead);
+    CHECK(pid > 0);
+    t_kill_wait(pid);
+    char self[400], script[600], cmd[2000];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[n > 0 ? n : 0] = '\0';
+    if (strrchr(self, '/')) *strrchr(self, '/') = '\0';
+    snprintf(script, sizeof script, "%s/../../tests/rpcoolctl_schema.py", self);
+    if (access(script, R_OK)) snprintf(script, sizeof script, "tests/rpcoolctl_schema.py");
+    snprintf(cmd, sizeof cmd, "%s --json %s %s %s | python3 %s", tool, live, dead, none, script);
+    CHECKF(system(cmd) == 0, "schema check failed: %s", cmd);
+    snprintf(cmd, sizeof cmd, "%s --json | python3 %s", tool, script); /* all, exports too */
+    CHECKF(system(cmd) == 0, "schema check failed: %s", cmd);
+    rpcool_disconnect(c);
+    rpcool_server_close(s);
+    t_rm_channel(dead);
+}
+
 /* Run as another user: the channel is listed, its stats are not given, --clean touches it not. */
 static void tool_other_user(void)
 {
@@ -524,8 +665,9 @@ static void tool_other_user(void)
     static char out[65536];
     CHECK_EQ(run_tool(live, 1, out, sizeof out), 0);
     const char *l = line_of(out, live);
-    CHECKF(l && strstr(l, "live") && strstr(l, "not permitted") && !strstr(l, "conns 1"),
-           "tool output as uid %u:\n%s", OTHER_UID, out);
+    CHECKF(l && !strcmp(column(out, live, "STATE"), "live") && strstr(l, "not permitted") &&
+           !strcmp(column(out, live, "CONNS"), "-"), "tool output as uid %u:\n%s", OTHER_UID,
+           out);
     char args[300];
     snprintf(args, sizeof args, "--clean %s", live);
     CHECK_EQ(run_tool(args, 1, out, sizeof out), 0); /* nothing stale: nothing refused */
@@ -566,8 +708,13 @@ int main(int argc, char **argv)
 #ifndef T_TSAN
     RUN_TOOL(tool_live_and_stale, 0);
     RUN_TOOL(tool_other_user, 1);
+    RUN_TOOL(tool_text_headers, 0);
+    RUN_TOOL(tool_unknown_and_malformed, 0);
+    RUN_TOOL(tool_exports_not_channels, 0);
+    RUN_TOOL(tool_json_schema, 0);
 #else
-    (void)tool_live_and_stale, (void)tool_other_user;
+    (void)tool_live_and_stale, (void)tool_other_user, (void)tool_text_headers;
+    (void)tool_unknown_and_malformed, (void)tool_exports_not_channels, (void)tool_json_schema;
 #endif
     return T_DONE();
 }

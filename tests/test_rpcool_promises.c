@@ -19,7 +19,8 @@
 enum { FN_ECHO = 1, FN_RECURSE = 2, FN_WALK = 3, FN_RAWLOOP = 4, FN_DEPTH = 5, FN_QUIT = 6,
        FN_STATS = 7, FN_SLEEP = 8, FN_ALLOC_NEG = 9, FN_ALLOC_FAIL = 10, FN_ALLOC_BAD = 11,
        FN_ALLOC_FAULT = 12, FN_ALLOC_NOREPLY = 13, FN_WALK_RELAXED = 14, FN_NEED_SLOW = 15,
-       FN_BADREPLY = 16, FN_FAULT = 17, FN_SPIN_FLAG = 18, FN_CHAIN = 19 };
+       FN_BADREPLY = 16, FN_FAULT = 17, FN_SPIN_FLAG = 18, FN_CHAIN = 19,
+       FN_MAPGET = 20 };
 
 struct node {
     struct node *next;
@@ -188,8 +189,30 @@ static int h_chain(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     return 0;
 }
 
+/* n lookups of "k0".."k{n-1}" (modulo keys) in a map of the client's heap, checked */
+struct mapget {
+    const rpcool_map *m;
+    long n, keys;
+};
+
+static int h_mapget(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)len;
+    (void)user;
+    const struct mapget *a = RPCOOL_NEED(ctx, (const struct mapget *)arg);
+    int found = 0;
+    for (long i = 0; i < a->n; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "k%ld", i % a->keys);
+        uint64_t v = 0;
+        found += rpcool_map_get_checked(ctx, a->m, key, &v) && v == (uint64_t)(i % a->keys);
+    }
+    return found;
+}
+
 static void add_handlers(rpcool_server *s)
 {
+    rpcool_server_add_handler(s, FN_MAPGET, h_mapget, NULL, RPCOOL_SANDBOX);
     rpcool_server_add_handler(s, FN_CHAIN, h_chain, NULL, 0);
     rpcool_server_add_handler(s, FN_ECHO, t_h_echo, NULL, 0);
     rpcool_server_add_handler(s, FN_RECURSE, h_recurse, NULL, RPCOOL_SANDBOX);
@@ -350,6 +373,88 @@ static void test_cycle_budget(void)
     CHECK_EQ(call_t(c, FN_WALK, arg, sizeof *arg, 5000), 3);
     rpcool_free(c, arg);
     finish_server(sp, c, name);
+}
+
+/* rpcool_map_get_checked charges the budget what it reads (the entries probed and the keys
+   compared), not the whole table: 3000 lookups in a map of 4096 slots in a 64 MiB heap (the
+   whole table each time would be 295 MB) are served. */
+static void test_map_get_budget(void)
+{
+    const char *name = t_uniq("mapb");
+    pid_t sp = fork_server(name, 0);
+    rpcool_conn_opts o = {.heap_size = 64 << 20};
+    rpcool_conn *c = connect_retry(name, &o);
+    CHECK(c != NULL);
+    if (!c) return finish_server(sp, NULL, name);
+    rpcool_arena a;
+    CHECK_EQ(rpcool_arena_init(&a, rpcool_heap(c), 1 << 20), 0);
+    rpcool_map *m = rpcool_map_new(&a, 2048);
+    CHECK(m && m->cap == 4096);
+    for (long i = 0; m && i < 1000; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "k%ld", i);
+        CHECK_EQ(rpcool_map_put(&a, m, key, (uint64_t)i, NULL), 0);
+    }
+    struct mapget *arg = (struct mapget *)rpcool_alloc(c, sizeof *arg);
+    arg->m = m;
+    arg->n = 3000;
+    arg->keys = 1000;
+    int r = call_t(c, FN_MAPGET, arg, sizeof *arg, 20000);
+    CHECKF(r == 3000, "3000 checked lookups: %d (%s)", r, r < 0 ? rpcool_strerror(r) : "found");
+    rpcool_free(c, arg);
+    rpcool_arena_destroy(&a);
+    finish_server(sp, c, name);
+}
+
+/* A client dies while its handler runs: stats.conns and rpcool_server_conns agree all along
+   (the connection counted and listed, with no calls in flight, until its handler has ended and
+   it is reaped), then both say 0. */
+static void test_dead_client_conns_agree(void)
+{
+    const char *name = t_uniq("dconn");
+    rpcool_server_opts so = {.reap_ms = 20};
+    rpcool_server *s = open_with(name, &so, 2);
+    if (!s) return;
+    __atomic_store_n(&sleep_starts, 0, __ATOMIC_SEQ_CST);
+    pid_t b = fork();
+    if (b == 0) {
+        rpcool_conn *c = NULL;
+        if (rpcool_connect(name, NULL, &c)) _exit(2);
+        int *m = (int *)rpcool_alloc(c, sizeof *m);
+        uint64_t bid;
+        *m = 800;
+        if (rpcool_call_async(c, FN_SLEEP, m, sizeof *m, NULL, NULL, NULL, &bid)) _exit(3);
+        pause();
+        _exit(0);
+    }
+    uint64_t t0 = rcp__now_ns();
+    while (!__atomic_load_n(&sleep_starts, __ATOMIC_SEQ_CST) && rcp__now_ns() - t0 < 5000000000ull)
+        usleep(1000);
+    t_kill_wait(b);
+    int disagree = 0, samples = 0, listed_draining = 0;
+    unsigned last = 1;
+    t0 = rcp__now_ns();
+    while (rcp__now_ns() - t0 < 2000000000ull) {
+        rpcool_server_stats st;
+        rpcool_conn_stats cs[4];
+        int n1 = rpcool_server_conns(s, cs, 4);
+        CHECK_EQ(rpcool_server_get_stats(s, &st), 0);
+        int n2 = rpcool_server_conns(s, cs, 4);
+        if (n1 == n2) {
+            samples++;
+            if ((int)st.conns != n1) disagree++;
+            if (n1 == 1 && cs[0].inflight == 0) listed_draining++;
+        }
+        last = st.conns;
+        if (!st.conns && st.reaped) break;
+        usleep(2000);
+    }
+    CHECKF(!disagree, "stats.conns and rpcool_server_conns disagreed in %d of %d samples",
+           disagree, samples);
+    CHECKF(listed_draining > 0, "the dead client's connection was never listed while its "
+           "handler ran");
+    CHECKF(last == 0, "the connection stayed: %u", last);
+    rpcool_server_close(s);
 }
 
 /* A client dies while its call waits behind another client's long call on the one serving
@@ -709,7 +814,9 @@ int main(int argc, char **argv)
     RUN(test_stack_overflow_started);
     RUN(test_stack_overflow_own_thread);
     RUN(test_cycle_budget);
+    RUN(test_map_get_budget);
     RUN(test_dead_client_call_dropped);
+    RUN(test_dead_client_conns_agree);
     RUN(test_failed_call_blocks_freed);
     RUN(test_multiblock_reply);
     RUN(test_faults_logged_once);

@@ -1,9 +1,11 @@
 /* tools/rpcoolctl.c - what rpcool has running on this host: the pod's heaps, every channel (live
-   or stale) with its server's stats and connections; --clean removes what dead servers left.
+   or stale) with its server's stats and connections, the exports' liveness files; --clean
+   removes what dead servers left.
        rpcoolctl [--json] [--clean] [--watch SECONDS] [CHANNEL...]
    Built by `make` (build/bin/rpcoolctl) with plain cc. It reads only what its user may read:
    the pod directory and the channels' name files as they are, and the stats each server gives
-   at its socket to callers of its own uid (or root). See README ("Watching a host"). */
+   at its socket to callers of its own uid (or root). Its text and JSON layouts are a documented
+   schema (README, "rpcoolctl's output"): change them only with that text and its test. */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
 #include <dirent.h>
@@ -13,6 +15,11 @@
 
 #define MAXCH 512   /* channels listed */
 #define MAXCONNS 64 /* connections listed per channel */
+#define MAXX 512    /* exports' liveness files listed */
+#define SCHEMA 1    /* the JSON layout's version ("schema") */
+#define EXIT_CLEAN 1   /* --clean could not remove something */
+#define EXIT_USAGE 2   /* a usage error: an unknown option, a malformed channel name */
+#define EXIT_MISSING 3 /* a channel named is not on this host */
 
 struct chan {
     char name[RPCOOL__NAME_MAX + 1];
@@ -30,6 +37,16 @@ struct chan {
 static struct chan chans[MAXCH];
 static unsigned nchans;
 static int json, clean;
+
+/* An export's liveness file, /dev/shm/rpcool.x.<heap address>.<record offset> (rpcool.h section
+   13): every handle holds a read lock on its byte 0, the exporter a write lock on byte 1. */
+struct xfile {
+    char file[80];
+    unsigned long long heap, record;
+    int users, exporter; /* 1 held, 0 not, -1 unknown (the file may not be read) */
+};
+static struct xfile xfiles[MAXX];
+static unsigned nx;
 
 static int wanted(int argc, char **argv, int first, const char *name)
 {
@@ -50,17 +67,69 @@ static struct chan *chan_of(const char *name)
     return c;
 }
 
+static int chan_found(const char *name)
+{
+    for (unsigned k = 0; k < nchans; k++)
+        if (!strcmp(chans[k].name, name)) return 1;
+    return 0;
+}
+
 static int by_name(const void *a, const void *b)
 {
     return strcmp(((const struct chan *)a)->name, ((const struct chan *)b)->name);
 }
 
-/* Every channel of /dev/shm: rpcool.NAME (its name file) and rpcool.NAME.sock (its socket). */
+static int by_file(const void *a, const void *b)
+{
+    return strcmp(((const struct xfile *)a)->file, ((const struct xfile *)b)->file);
+}
+
+/* 1 if byte at of fd is locked by another open file description, 0 if not, -1 unknown. */
+static int byte_held(int fd, off_t at)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = at;
+    fl.l_len = 1;
+    if (fcntl(fd, F_OFD_GETLK, &fl)) return -1;
+    return fl.l_type != F_UNLCK;
+}
+
+/* rpcool.NAME is an export's liveness file when NAME is x.<hex>.<hex> and the file is not a
+   channel's name file (which holds the channel's record, RPCOOL__RDV_MAGIC first). */
+static int is_export_file(const char *n, struct xfile *x)
+{
+    unsigned long long heap, rec;
+    int end = 0;
+    if (strncmp(n, "x.", 2) || sscanf(n + 2, "%llx.%llx%n", &heap, &rec, &end) != 2 ||
+        n[2 + end] || strspn(n + 2, "0123456789abcdef.") != strlen(n + 2))
+        return 0;
+    char p[RPCOOL__NAME_MAX + 40];
+    rpcool__path(p, sizeof p, n);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    struct rpcool__rdv r;
+    if (fd >= 0 && pread(fd, &r, sizeof r, 0) == (ssize_t)sizeof r && r.magic == RPCOOL__RDV_MAGIC) {
+        close(fd);
+        return 0;
+    }
+    snprintf(x->file, sizeof x->file, "rpcool.%s", n);
+    x->heap = heap;
+    x->record = rec;
+    x->users = fd >= 0 ? byte_held(fd, 0) : -1;
+    x->exporter = fd >= 0 ? byte_held(fd, 1) : -1;
+    if (fd >= 0) close(fd);
+    return 1;
+}
+
+/* Every channel of /dev/shm: rpcool.NAME (its name file) and rpcool.NAME.sock (its socket);
+   with no channel named, also the exports' liveness files. */
 static void find_channels(int argc, char **argv, int first)
 {
     DIR *d = opendir("/dev/shm");
     struct dirent *e;
-    nchans = 0;
+    nchans = nx = 0;
     while (d && (e = readdir(d))) {
         if (strncmp(e->d_name, "rpcool.", 7)) continue;
         char n[300];
@@ -68,6 +137,10 @@ static void find_channels(int argc, char **argv, int first)
         size_t l = strlen(n);
         int sock = l > 5 && !strcmp(n + l - 5, ".sock");
         if (sock) n[l - 5] = '\0';
+        if (!sock && nx < MAXX && is_export_file(n, &xfiles[nx])) {
+            nx += first >= argc; /* listed when no channel is named */
+            continue;
+        }
         struct chan *c = wanted(argc, argv, first, n) ? chan_of(n) : NULL;
         if (!c) continue;
         if (sock) c->has_sock = 1;
@@ -75,6 +148,20 @@ static void find_channels(int argc, char **argv, int first)
     }
     if (d) closedir(d);
     qsort(chans, nchans, sizeof chans[0], by_name);
+    qsort(xfiles, nx, sizeof xfiles[0], by_file);
+}
+
+/* The channels named that are not on this host: said on stderr (and in JSON, "missing"). */
+static int missing(int argc, char **argv, int first)
+{
+    int n = 0;
+    for (int k = first; k < argc; k++) {
+        if (chan_found(argv[k])) continue;
+        if (!json) fprintf(stderr, "rpcoolctl: %s: no such channel (no /dev/shm/rpcool.%s)\n",
+                           argv[k], argv[k]);
+        n++;
+    }
+    return n;
 }
 
 /* Live or stale: the server holds byte 0 of the name file while it lives. */
@@ -208,9 +295,13 @@ static void show_heaps(void)
             char sz[32], us[32] = "-";
             size_text(sz, sizeof sz, size);
             if (used >= 0) size_text(us, sizeof us, (uint64_t)used);
-            if (!n) printf("heaps of pod %s (window 0x%llx-0x%llx):\n", pod,
-                           (unsigned long long)d->lo, (unsigned long long)d->hi);
-            printf("  0x%llx-0x%llx  %9s  used %9s  %-5s  %s\n", (unsigned long long)base,
+            if (!n) {
+                printf("heaps of pod %s (window 0x%llx-0x%llx):\n", pod,
+                       (unsigned long long)d->lo, (unsigned long long)d->hi);
+                printf("  %-14s  %-14s  %9s  %9s  %-5s  %s\n", "BASE", "END", "SIZE", "USED",
+                       "STATE", "KEY");
+            }
+            printf("  0x%-12llx  0x%-12llx  %9s  %9s  %-5s  %s\n", (unsigned long long)base,
                    (unsigned long long)(base + size), sz, us, held ? "held" : "dead", key);
         }
         n++;
@@ -265,39 +356,80 @@ static void show_channel(const struct chan *c)
         printf("]}");
         return;
     }
-    printf("  %-24s %-7s", c->name, c->state);
-    if (c->pid) printf(" pid %u", c->pid);
-    if (!strcmp(c->state, "stale")) {
-        printf("  (its server is gone%s)", c->cleaned ? "" : "; rpcoolctl --clean removes it");
-    } else if (!strcmp(c->state, "unknown")) {
-        printf("  (name file of uid %u: not readable by this user)", c->owner);
-    } else if (c->stats == -EACCES) {
-        printf("  stats: not permitted (the server answers uid %u and root)", c->owner);
-    } else if (c->stats == RPCOOL_E_PROTO) {
-        printf("  stats: not answered (a server of another rpcool version)");
-    } else if (c->stats) {
-        printf("  stats: %s", rpcool_strerror(c->stats));
-    } else {
-        printf("  conns %u/%u  calls %llu  faults %llu  reaped %llu  dropped %llu  refused %llu"
-               "  cancelled %llu  bad %llu", s->conns, s->max_conns,
-               (unsigned long long)s->calls, (unsigned long long)s->faults,
-               (unsigned long long)s->reaped, (unsigned long long)s->dropped,
-               (unsigned long long)s->refused, (unsigned long long)s->cancelled,
-               (unsigned long long)s->bad_entries);
-    }
-    if (c->cleaned) printf("  [clean: %s]", c->cleaned);
-    printf("\n");
-    for (unsigned k = 0; !c->stats && k < c->nconns && k < MAXCONNS; k++) {
+    char pid[16] = "-", conns[24] = "-", note[160] = "";
+    if (c->pid) snprintf(pid, sizeof pid, "%u", c->pid);
+    int has_stats = !strcmp(c->state, "live") && !c->stats;
+    if (!strcmp(c->state, "stale"))
+        snprintf(note, sizeof note, "its server is gone%s",
+                 c->cleaned ? "" : "; rpcoolctl --clean removes it");
+    else if (!strcmp(c->state, "unknown"))
+        snprintf(note, sizeof note, "name file of uid %u: not readable by this user", c->owner);
+    else if (c->stats == -EACCES)
+        snprintf(note, sizeof note, "stats not permitted (the server answers uid %u and root)",
+                 c->owner);
+    else if (c->stats == RPCOOL_E_PROTO)
+        snprintf(note, sizeof note, "stats not answered (a server of another rpcool version)");
+    else if (c->stats)
+        snprintf(note, sizeof note, "stats: %s", rpcool_strerror(c->stats));
+    if (c->cleaned)
+        snprintf(note + strlen(note), sizeof note - strlen(note), "%s[clean: %s]",
+                 *note ? "  " : "", c->cleaned);
+    if (has_stats) snprintf(conns, sizeof conns, "%u/%u", s->conns, s->max_conns);
+    printf("  %-24s %-7s %-8s %-9s", c->name, c->state, pid, conns);
+    if (has_stats)
+        printf(" %9llu %7llu %7llu %7llu %7llu %9llu %7llu", (unsigned long long)s->calls,
+               (unsigned long long)s->faults, (unsigned long long)s->reaped,
+               (unsigned long long)s->dropped, (unsigned long long)s->refused,
+               (unsigned long long)s->cancelled, (unsigned long long)s->bad_entries);
+    else
+        printf(" %9s %7s %7s %7s %7s %9s %7s", "-", "-", "-", "-", "-", "-", "-");
+    printf("%s%s\n", *note ? "  " : "", note);
+    if (!has_stats || !c->nconns) return;
+    printf("      %-9s %-5s %-8s %-6s %-6s %-8s %s\n", "TRANSPORT", "SLOT", "PID", "UID", "GID",
+           "INFLIGHT", "PEER");
+    for (unsigned k = 0; k < c->nconns && k < MAXCONNS; k++) {
         const rpcool_peer *p = &c->conns[k].peer;
         if (p->transport == RPCOOL_TRANSPORT_RDMA)
-            printf("      rdma %s  pod id \"%s\"  pid %d uid %u gid %u (claimed, unauthenticated)\n",
-                   p->addr, p->pod, (int)p->pid, p->uid, p->gid);
+            printf("      %-9s %-5s %-8d %-6u %-6u %-8u %s pod id \"%s\" (claimed, "
+                   "unauthenticated)\n", "rdma", "-", (int)p->pid, p->uid, p->gid,
+                   c->conns[k].inflight, p->addr, p->pod);
         else
-            printf("      slot %-4u pid %-7d uid %-6u gid %-6u in flight %u%s\n", p->slot,
-                   (int)p->pid, p->uid, p->gid, c->conns[k].inflight,
-                   p->authenticated ? "" : " (pid claimed)");
+            printf("      %-9s %-5u %-8d %-6u %-6u %-8u %s\n", "shm", p->slot, (int)p->pid,
+                   p->uid, p->gid, c->conns[k].inflight,
+                   p->authenticated ? "-" : "(pid claimed)");
     }
-    if (!c->stats && c->nconns > MAXCONNS) printf("      ... %u more\n", c->nconns - MAXCONNS);
+    if (c->nconns > MAXCONNS) printf("      ... %u more\n", c->nconns - MAXCONNS);
+}
+
+static const char *held_text(int v) { return v < 0 ? "unknown" : v ? "yes" : "no"; }
+
+static void show_exports(void)
+{
+    if (json) {
+        printf("\"exports\":[");
+        for (unsigned k = 0; k < nx; k++) {
+            const struct xfile *x = &xfiles[k];
+            printf("%s{\"file\":", k ? "," : "");
+            jstr(x->file);
+            printf(",\"heap_base\":\"0x%llx\",\"record\":\"0x%llx\",\"users\":%s,"
+                   "\"exporter\":%s}", x->heap, x->record,
+                   x->users < 0 ? "null" : x->users ? "true" : "false",
+                   x->exporter < 0 ? "null" : x->exporter ? "true" : "false");
+        }
+        printf("]");
+        return;
+    }
+    if (!nx) {
+        printf("exports: none\n");
+        return;
+    }
+    printf("exports (liveness files):\n  %-40s %-14s  %-10s %-7s %s\n", "FILE", "HEAP", "RECORD",
+           "USERS", "EXPORTER");
+    for (unsigned k = 0; k < nx; k++) {
+        const struct xfile *x = &xfiles[k];
+        printf("  %-40s 0x%-12llx  0x%-8llx %-7s %s\n", x->file, x->heap, x->record,
+               held_text(x->users), x->exporter < 0 ? "unknown" : x->exporter ? "live" : "gone");
+    }
 }
 
 static int report(int argc, char **argv, int first)
@@ -311,22 +443,35 @@ static int report(int argc, char **argv, int first)
             failed |= chans[k].cleaned && !strcmp(chans[k].cleaned, "not permitted");
         }
     }
+    int nmissing = missing(argc, argv, first);
     if (json) {
-        printf("{\"time\":%lld,", (long long)time(NULL));
+        printf("{\"schema\":%d,\"time\":%lld,", SCHEMA, (long long)time(NULL));
         show_heaps();
         printf(",\"channels\":[");
         for (unsigned k = 0; k < nchans; k++) {
             if (k) printf(",");
             show_channel(&chans[k]);
         }
+        printf("],");
+        show_exports();
+        printf(",\"missing\":[");
+        for (int k = first, n = 0; k < argc; k++)
+            if (!chan_found(argv[k])) {
+                if (n++) printf(",");
+                jstr(argv[k]);
+            }
         printf("]}\n");
     } else {
         show_heaps();
-        printf(nchans ? "channels:\n" : "channels: none\n");
+        if (nchans) printf("channels:\n  %-24s %-7s %-8s %-9s %9s %7s %7s %7s %7s %9s %7s  NOTE\n",
+                           "NAME", "STATE", "PID", "CONNS", "CALLS", "FAULTS", "REAPED",
+                           "DROPPED", "REFUSED", "CANCELLED", "BAD");
+        else printf("channels: none\n");
         for (unsigned k = 0; k < nchans; k++) show_channel(&chans[k]);
+        if (first >= argc) show_exports();
     }
     fflush(stdout);
-    return failed;
+    return nmissing ? EXIT_MISSING : failed ? EXIT_CLEAN : 0;
 }
 
 int main(int argc, char **argv)
@@ -346,9 +491,15 @@ int main(int argc, char **argv)
                     " its server's\n  stats and connections. --clean removes what dead "
                     "servers left (never a live\n  channel's); --json one JSON object "
                     "per report; --watch repeats every SECONDS.\n", argv[0]);
-            return help ? 0 : 2;
+            return help ? 0 : EXIT_USAGE;
         }
     }
+    for (int n = k; n < argc; n++)
+        if (rpcool__check_name(argv[n])) {
+            fprintf(stderr, "rpcoolctl: %s: malformed channel name (1 to %d of a-z A-Z 0-9 . _ -)"
+                    "\n", argv[n], RPCOOL__NAME_MAX);
+            return EXIT_USAGE;
+        }
     signal(SIGPIPE, SIG_IGN);
     if (!watch) return report(argc, argv, k);
     for (;;) {

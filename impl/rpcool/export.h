@@ -42,7 +42,9 @@ struct rpcool_export {
     size_t len;
     uint32_t nlocks;
     int owner;                /* the exporter's handle (its close withdraws) */
-    int live_fd;              /* holds the liveness file's byte locks */
+    int live_fd;              /* holds the liveness file's byte locks (a forked child closes
+                                 its copy at the fork: rpcool__fd_track) */
+    pid_t pid;                /* the process that made the handle */
     char name[RPCOOL_EXPORT_NAME_MAX + 1];
     struct rcp__logger lg;
     struct rpcool__xsvc *svc;
@@ -60,7 +62,7 @@ static int rpcool__x_name(const char *name, char *root, size_t n)
 {
     int rc = rpcool__check_name(name);
     if (rc) return rc;
-    if (strlen(name) > RPCOOL_EXPORT_NAME_MAX) return RPCOOL_E_BADNAME;
+    if (strlen(name) > RPCOOL_EXPORT_NAME_MAX) return RPCOOL_E_NAMELONG;
     snprintf(root, n, "%s%s", RPCOOL__X_ROOT, name);
     return 0;
 }
@@ -146,6 +148,15 @@ static void rpcool__x_withdraw(shmheap *h, struct rpcool__xrec *rec, const char 
     if (shmheap_root_get(h, root) == (void *)rec) shmheap_root_set(h, root, NULL);
 }
 
+/* Let go of the handle's liveness descriptor, unless this is a forked child's inherited copy of
+   the handle (the child closed the descriptor at the fork; the number may be another's now). */
+static void rpcool__x_close_fd(rpcool_export *x)
+{
+    if (x->pid != getpid()) return;
+    rpcool__fd_track(x->live_fd, 0);
+    close(x->live_fd);
+}
+
 /* A handle of rec: the liveness file's byte locks, then its lock table. */
 static int rpcool__x_handle(shmheap *h, struct rpcool__xrec *rec, const char *name, int owner,
                             const alock_table_opts *to, rpcool_export **out)
@@ -162,6 +173,11 @@ static int rpcool__x_handle(shmheap *h, struct rpcool__xrec *rec, const char *na
         rc = RPCOOL_E_NOEXPORT; /* reclaimed meanwhile */
         goto fail;
     }
+    /* an OFD lock belongs to the open file description, which a forked child shares: the
+       child closes its copy at once (pthread_atfork), so it never keeps the export alive or
+       its exporter seeming alive */
+    rpcool__fd_track(x->live_fd, 1);
+    x->pid = getpid();
     rc = rpcool__x_lk(x->live_fd, F_OFD_SETLK, F_RDLCK, RPCOOL__X_USERS);
     if (!rc && owner) rc = rpcool__x_lk(x->live_fd, F_OFD_SETLK, F_WRLCK, RPCOOL__X_OWNER);
     if (rc) {
@@ -207,12 +223,13 @@ static int rpcool__x_handle(shmheap *h, struct rpcool__xrec *rec, const char *na
     x->nlocks = nlocks;
     x->owner = owner;
     snprintf(x->name, sizeof x->name, "%s", name);
+    if ((rc = rcp__handle_add(x))) goto fail_table;
     *out = x;
     return 0;
 fail_table:
     alock_table_close(x->t);
 fail_fd:
-    close(x->live_fd);
+    rpcool__x_close_fd(x);
 fail:
     rpcool__free(x);
     return rc;
@@ -294,8 +311,9 @@ RPCOOL_API int rpcool_export_create(shmheap *h, const char *name, void *base, si
 fail_root:
     shmheap_root_set(h, root, NULL);
 fail_handle:
+    rcp__handle_del(*out, 0); /* made by rpcool__x_handle: out of the table before it is freed */
     alock_table_close((*out)->t);
-    close((*out)->live_fd);
+    rpcool__x_close_fd(*out);
     rpcool__free(*out);
     *out = NULL;
 fail_table:
@@ -323,6 +341,9 @@ RPCOOL_API int rpcool_export_open(shmheap *h, const char *name, rpcool_export **
 RPCOOL_API int rpcool_export_close(rpcool_export *x)
 {
     if (!x) return RPCOOL_E_INVAL;
+    RPCOOL__HCHECK(x);
+    int rc = rpcool__handle_take(x); /* nothing below reads x's handle through the table */
+    if (rc) return rc;
     if (x->owner) {
         char root[RPCOOL__X_ROOTLEN];
         rpcool__x_stop(x);
@@ -331,7 +352,7 @@ RPCOOL_API int rpcool_export_close(rpcool_export *x)
     }
     alock_table_close(x->t);
     int withdrawn = rcp__load(&x->rec->state) != RPCOOL__X_LIVE; /* read while held */
-    close(x->live_fd);
+    rpcool__x_close_fd(x);
     if (withdrawn) rpcool__x_reclaim(x->h, x->rec);
     rpcool__free(x);
     return 0;
@@ -339,12 +360,14 @@ RPCOOL_API int rpcool_export_close(rpcool_export *x)
 
 RPCOOL_API void *rpcool_export_base(const rpcool_export *x, size_t *len)
 {
+    RPCOOL__HCHECK_PTR(x);
     if (len) *len = x ? x->len : 0;
     return x ? x->base : NULL;
 }
 
 RPCOOL_API uint32_t rpcool_export_nlocks(const rpcool_export *x)
 {
+    RPCOOL__HCHECK_ZERO(x);
     return x ? x->nlocks : 0;
 }
 
@@ -391,10 +414,11 @@ static int rpcool__x_hold_take(rpcool_xhold *h, uint64_t tag, void *ah, size_t n
 
 RPCOOL_API int rpcool_export_lock(rpcool_export *x, uint32_t idx, int mode, rpcool_xhold *h)
 {
+    RPCOOL__HCHECK(x);
     if (!x || !h || (mode != RPCOOL_LOCK_READ && mode != RPCOOL_LOCK_WRITE) || idx >= x->nlocks)
         return RPCOOL_E_INVAL;
     memset(h, 0, sizeof *h);
-    if (rcp__load(&x->rec->state) != RPCOOL__X_LIVE) return RPCOOL_E_CLOSED;
+    if (rcp__load(&x->rec->state) != RPCOOL__X_LIVE) return RPCOOL_E_WITHDRAWN;
     alock_hold ah;
     int rc = alock_lock(x->t, idx, &ah);
     if (rc < 0) return rpcool__x_alock_rc(rc);
@@ -477,9 +501,10 @@ static int rpcool__x_local_copy(void *arg)
 RPCOOL_API int rpcool_export_read(rpcool_export *x, uint32_t idx, const void *addr, void *buf,
                                   size_t len)
 {
+    RPCOOL__HCHECK(x);
     if (!x || (!buf && len) || idx >= x->nlocks) return RPCOOL_E_INVAL;
     if (!rpcool__x_inside(x->base, x->len, addr, len)) return RPCOOL_E_RANGE;
-    if (rcp__load(&x->rec->state) != RPCOOL__X_LIVE) return RPCOOL_E_CLOSED;
+    if (rcp__load(&x->rec->state) != RPCOOL__X_LIVE) return RPCOOL_E_WITHDRAWN;
     struct rpcool__x_local_read a = {rpcool__x_ver(x->rec, idx), addr, buf, len};
     return rpcool__x_opt(rpcool__x_local_ver, rpcool__x_local_copy, &a,
                          (uint64_t)RPCOOL_EXPORT_DEFAULT_READ_MS * 1000000u);
@@ -504,6 +529,7 @@ RPCOOL_API int rpcool_export_read(rpcool_export *x, uint32_t idx, const void *ad
 #define RPCOOL__X_CHECK_MS 1000u       /* the service pings each attacher this often */
 #define RPCOOL__X_READY_MS 5000u       /* an attacher waits this long for its lease channel */
 #define RPCOOL__X_PING_MS 10000u       /* a ping's bound (a dead peer fails it in about 4 s) */
+#define RPCOOL__X_DIR_MS 5000          /* a publish or withdrawal at the meta server */
 enum { RPCOOL__XK_HOME = 1, RPCOOL__XK_DATA = 2, RPCOOL__XK_CHAN = 3, RPCOOL__XK_LOOP = 4 };
 
 struct rpcool__xhello {   /* in the exporter's memory, READ by attachers */
@@ -553,7 +579,7 @@ struct rpcool__xsvc {
     alock_link loop_link;
     int loop_failed;
     pthread_t thr;
-    int thr_started, stop;
+    int thr_started, stop, published;
     uint64_t attached, dropped; /* counts (the service thread writes them) */
     size_t pin_budget;
 };
@@ -739,6 +765,15 @@ static void rpcool__x_stop(rpcool_export *x)
 {
     struct rpcool__xsvc *v = x->svc;
     if (!v) return;
+    if (v->published) { /* the name first: an attach from now on finds no export */
+        char svc[RPCOOL__X_ROOTLEN];
+        snprintf(svc, sizeof svc, "%s%s", RPCOOL__X_ROOT, x->name);
+        int r = rpcool__r_err(krconn_unpublish(v->kc, v->dir, svc, RPCOOL__X_DIR_MS));
+        if (r)
+            rpcool__log(&x->lg, RPCOOL_LOG_WARN, "export %s: withdrawing its name: %s", x->name,
+                        rpcool_strerror(r));
+        v->published = 0;
+    }
     if (v->thr_started) {
         rcp__store(&v->stop, 1);
         pthread_join(v->thr, NULL);
@@ -830,9 +865,11 @@ static int rpcool__x_serve(rpcool_export *x, const rpcool_export_opts *opts)
     d.addr = (uint64_t)(uintptr_t)hl;
     d.rkey = v->mr_hello.rkey;
     if ((r = rpcool__r_err(krconn_ctx_set_data(v->kc, &d, sizeof d)))) goto fail;
-    if ((r = rpcool__r_err(krconn_dir_meta(v->kc, *w ? w : NULL, 5000, &v->dir)))) goto fail;
+    if ((r = rpcool__r_err(krconn_dir_meta(v->kc, *w ? w : NULL, RPCOOL__X_DIR_MS, &v->dir))))
+        goto fail;
     snprintf(svc, sizeof svc, "%s%s", RPCOOL__X_ROOT, x->name);
-    if ((r = rpcool__r_err(krconn_publish(v->kc, v->dir, svc, 5000)))) goto fail;
+    if ((r = rpcool__r_err(krconn_publish(v->kc, v->dir, svc, RPCOOL__X_DIR_MS)))) goto fail;
+    v->published = 1;
     if ((r = pthread_create(&v->thr, NULL, rpcool__x_thread, x))) {
         r = -r;
         goto fail;
@@ -848,6 +885,7 @@ fail:
 
 RPCOOL_API int rpcool_export_get_stats(rpcool_export *x, rpcool_export_stats *out)
 {
+    RPCOOL__HCHECK(x);
     if (!x || !out) return RPCOOL_E_INVAL;
     memset(out, 0, sizeof *out);
     struct rpcool__xsvc *v = x->svc;
@@ -887,20 +925,25 @@ struct rpcool_remote {
     struct rpcool__xhello hello;
     uint16_t id;
     int timeout_ms;
+    int unsettled;             /* the data QP may still have work writing the bounce buffer */
     struct rcp__logger lg;
 };
 
 #define RPCOOL__XR_SCRATCH 64u /* bytes of scratch before the descriptors */
+#define RPCOOL__XR_FENCE 32u   /* where in the scratch the data QP's fence READ lands */
 
 static int rpcool__x_rerr(int krc)
 {
-    if (krc <= -5000 && krc > -5100) { /* nppin's */
+    /* each header's block counts up from its first code: nppin's -5000 up to -4901, alock's
+       -3000 up to -2901 */
+    if (krc >= -5000 && krc <= -4901) {
         if (krc == NPPIN_E_PEERDEAD) return RPCOOL_E_PEERDEAD;
+        if (krc == NPPIN_E_NOTSUP) return RPCOOL_E_NOTSUP;
         return krc;
     }
     if (krc == -ETIMEDOUT) return RPCOOL_E_TIMEOUT;
     if (krc == -EACCES || krc == -EIO) return RPCOOL_E_PEERDEAD;
-    if (krc <= -3000 && krc > -3100) return rpcool__x_alock_rc(krc);
+    if (krc >= -3000 && krc <= -2901) return rpcool__x_alock_rc(krc);
     return rpcool__r_err(krc);
 }
 
@@ -976,6 +1019,7 @@ static int rpcool__x_connect(rpcool_remote *r, const char *svc, int kind, krconn
     return rc ? rpcool__x_rerr(rc) : 0;
 }
 
+static void rpcool__x_detach(rpcool_remote *r);
 static int rpcool__x_attach(const char *where, const char *name, const rpcool_attach_opts *o,
                             rpcool_remote **out)
 {
@@ -991,7 +1035,7 @@ static int rpcool__x_attach(const char *where, const char *name, const rpcool_at
     uint64_t id, until;
     krconn_ctx_opts ko;
     size_t own_len = RPCOOL__XR_SCRATCH + ALOCK_REMOTE_MEM(RPCOOL__X_NDESC) + 64;
-    if (strlen(name) > RPCOOL_EXPORT_NAME_MAX) return RPCOOL_E_BADNAME;
+    if (strlen(name) > RPCOOL_EXPORT_NAME_MAX) return RPCOOL_E_NAMELONG;
     if ((rc = rpcool__check_name(name))) return rc;
     if (o && o->timeout_ms < 0) return RPCOOL_E_INVAL;
     rpcool_remote *r = (rpcool_remote *)rpcool__calloc(1, sizeof *r);
@@ -1113,11 +1157,12 @@ static int rpcool__x_attach(const char *where, const char *name, const rpcool_at
     }
     snprintf(me, sizeof me, "rpcool.xr.%llx.%u", (unsigned long long)hl->gen, r->id);
     if ((rc = rpcool__r_err(krconn_publish(r->kc, r->dir, me, r->timeout_ms)))) goto fail;
+    if ((rc = rcp__handle_add(r))) goto fail;
     *out = r;
     return 0;
 fail:
     rpcool__log(&r->lg, RPCOOL_LOG_ERROR, "attach to %s: %s", name, rpcool_strerror(rc));
-    rpcool_remote_detach(r);
+    rpcool__x_detach(r);
     return rc;
 }
 
@@ -1135,6 +1180,7 @@ RPCOOL_API int rpcool_attach(const char *url, const rpcool_attach_opts *opts,
 RPCOOL_API int rpcool_attach_conn(rpcool_conn *c, const char *name,
                                   const rpcool_attach_opts *opts, rpcool_remote **out)
 {
+    RPCOOL__HCHECK(c);
     if (out) *out = NULL;
     if (!c || !out) return RPCOOL_E_INVAL;
     if (!c->rdma) return RPCOOL_E_INVAL; /* a shared-memory connection: open the export */
@@ -1144,6 +1190,16 @@ RPCOOL_API int rpcool_attach_conn(rpcool_conn *c, const char *name,
 RPCOOL_API int rpcool_remote_detach(rpcool_remote *r)
 {
     if (!r) return RPCOOL_E_INVAL;
+    RPCOOL__HCHECK(r);
+    int rc = rpcool__handle_take(r);
+    if (rc) return rc;
+    rpcool__x_detach(r);
+    return 0;
+}
+
+/* detach, r out of the handle table (or never in it: a failed attach) */
+static void rpcool__x_detach(rpcool_remote *r)
+{
     if (r->ar) alock_remote_destroy(r->ar);
     for (unsigned i = 0; i < r->nplinks; i++) {
         alock_krconn_link_destroy(&r->plinks[i]);
@@ -1164,30 +1220,74 @@ RPCOOL_API int rpcool_remote_detach(rpcool_remote *r)
     free(r->own);
     free(r->bounce);
     rpcool__free(r);
-    return 0;
 }
 
 RPCOOL_API void *rpcool_remote_base(const rpcool_remote *r, size_t *len)
 {
+    RPCOOL__HCHECK_PTR(r);
     if (len) *len = r ? (size_t)r->hello.len : 0;
     return r ? (void *)(uintptr_t)r->hello.base : NULL;
 }
 
 RPCOOL_API uint32_t rpcool_remote_nlocks(const rpcool_remote *r)
 {
+    RPCOOL__HCHECK_ZERO(r);
     return r ? r->hello.nlocks : 0;
+}
+
+#define RPCOOL__X_WR_FENCE 0x78763400u /* wr_id of the data QP's fence READ */
+
+/* The bounce buffer is free again only once every work request the data QP had when an
+   operation gave up (a timeout) has completed: a READ's late response would land in the next
+   transfer's bytes. A READ of version word 0, signalled, posted behind them completes after
+   them (a send queue completes in order); its completion (or the QP's flush, a failed one)
+   settles the buffer. 0, or why the buffer is still not free (RPCOOL_E_TIMEOUT: the work
+   requests are still out; the next operation waits for them again). */
+static int rpcool__x_settle(rpcool_remote *r)
+{
+    if (!r->unsettled) return 0;
+    struct ibv_qp *qp = krconn_qp(r->data);
+    struct ibv_sge sg = {(uint64_t)(uintptr_t)(r->own + RPCOOL__XR_FENCE), 8, r->mr_own.mr->lkey};
+    struct ibv_send_wr wr, *bad = NULL;
+    memset(&wr, 0, sizeof wr);
+    wr.wr_id = RPCOOL__X_WR_FENCE;
+    wr.sg_list = &sg;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = r->hello.vers;
+    wr.wr.rdma.rkey = r->hello.vers_rkey;
+    int rc = ibv_post_send(qp, &wr, &bad);
+    if (rc) return rpcool__x_rerr(-rc);
+    uint64_t end = rcp__now_ns() + (uint64_t)r->timeout_ms * 1000000u;
+    for (;;) {
+        struct ibv_wc wc[4];
+        int n = nppin_poll(r->np, qp->send_cq, wc, 4); /* nppin takes its abandoned pieces' */
+        if (n < 0) return rpcool__x_rerr(n);
+        for (int i = 0; i < n; i++) {
+            if (wc[i].wr_id != RPCOOL__X_WR_FENCE) continue;
+            /* done, or flushed: either way nothing before it writes the buffer any more */
+            r->unsettled = 0;
+            return wc[i].status == IBV_WC_SUCCESS ? 0 : RPCOOL_E_PEERDEAD;
+        }
+        if (!n && rcp__now_ns() > end) return RPCOOL_E_TIMEOUT;
+        if (!n) sched_yield();
+    }
 }
 
 /* READ or WRITE [addr, addr+len) of the export through the bounce buffer, piece by piece. */
 static int rpcool__x_xfer(rpcool_remote *r, int op, uint64_t addr, char *buf, size_t len)
 {
     struct ibv_qp *qp = krconn_qp(r->data);
+    int rc = rpcool__x_settle(r);
+    if (rc) return rc;
     while (len) {
         size_t n = len < RPCOOL__X_BOUNCE ? len : RPCOOL__X_BOUNCE;
         nppin_target t = {addr, 0, r->rm};
         if (op == NPPIN_OP_WRITE) memcpy(r->bounce, buf, n);
-        int rc = nppin_xfer(r->np, qp, qp->send_cq, op, r->bounce, n, &t, 0,
-                            (uint64_t)r->timeout_ms * 1000000u);
+        rc = nppin_xfer(r->np, qp, qp->send_cq, op, r->bounce, n, &t, 0,
+                        (uint64_t)r->timeout_ms * 1000000u);
+        if (rc) r->unsettled = 1; /* a piece may still be posted */
         if (rc) return rpcool__x_rerr(rc);
         if (op == NPPIN_OP_READ) memcpy(buf, r->bounce, n);
         addr += n, buf += n, len -= n;
@@ -1204,6 +1304,7 @@ static int rpcool__x_rrange(const rpcool_remote *r, const void *addr, size_t len
 
 RPCOOL_API int rpcool_remote_read(rpcool_remote *r, const void *addr, void *buf, size_t len)
 {
+    RPCOOL__HCHECK(r);
     if (!r || (!buf && len)) return RPCOOL_E_INVAL;
     if (!rpcool__x_rrange(r, addr, len)) return RPCOOL_E_RANGE;
     return rpcool__x_xfer(r, NPPIN_OP_READ, (uint64_t)(uintptr_t)addr, (char *)buf, len);
@@ -1211,6 +1312,7 @@ RPCOOL_API int rpcool_remote_read(rpcool_remote *r, const void *addr, void *buf,
 
 RPCOOL_API int rpcool_remote_write(rpcool_remote *r, void *addr, const void *buf, size_t len)
 {
+    RPCOOL__HCHECK(r);
     if (!r || (!buf && len)) return RPCOOL_E_INVAL;
     if (!rpcool__x_rrange(r, addr, len)) return RPCOOL_E_RANGE;
     if (r->hello.mode != RPCOOL_REMOTE_RW) return RPCOOL_E_PERM;
@@ -1220,6 +1322,7 @@ RPCOOL_API int rpcool_remote_write(rpcool_remote *r, void *addr, const void *buf
 
 RPCOOL_API int rpcool_remote_lock(rpcool_remote *r, uint32_t idx, int mode, rpcool_xhold *h)
 {
+    RPCOOL__HCHECK(r);
     if (!r || !h || (mode != RPCOOL_LOCK_READ && mode != RPCOOL_LOCK_WRITE) ||
         idx >= r->hello.nlocks)
         return RPCOOL_E_INVAL;
@@ -1320,6 +1423,8 @@ static int rpcool__x_opt_post(rpcool_remote *r, uint64_t vaddr, uint64_t addr, s
     struct ibv_sge sg[2];
     struct ibv_send_wr wr[2], *bad = NULL;
     nppin_target t = {addr, 0, r->rm};
+    int rc = rpcool__x_settle(r);
+    if (rc) return rc;
     for (int i = 0; i < 2; i++) {
         sg[i].addr = (uint64_t)(uintptr_t)&w[i];
         sg[i].length = 8;
@@ -1333,13 +1438,14 @@ static int rpcool__x_opt_post(rpcool_remote *r, uint64_t vaddr, uint64_t addr, s
         wr[i].wr.rdma.remote_addr = vaddr;
         wr[i].wr.rdma.rkey = r->hello.vers_rkey;
     }
-    int rc = ibv_post_send(qp, &wr[0], &bad);
+    rc = ibv_post_send(qp, &wr[0], &bad);
     if (rc) return rpcool__x_rerr(-rc);
     rc = nppin_post_read(r->np, qp, RPCOOL__X_WR_DATA, r->bounce, len, &t, 0);
     int posted = rc ? 1 : 2;
     if (!rc && (rc = ibv_post_send(qp, &wr[1], &bad))) rc = -rc;
     else if (!rc) posted = 3;
     int wrc = rpcool__x_opt_wait(r, qp->send_cq, posted);
+    if (wrc) r->unsettled = 1; /* some of the three may still be posted */
     if (wrc) return wrc;
     if (rc == NPPIN_E_BUSY || rc == NPPIN_E_TOOBIG) return 1;
     if (rc) return rpcool__x_rerr(rc);
@@ -1351,6 +1457,7 @@ static int rpcool__x_opt_post(rpcool_remote *r, uint64_t vaddr, uint64_t addr, s
 RPCOOL_API int rpcool_remote_read_opt(rpcool_remote *r, uint32_t idx, const void *addr,
                                       void *buf, size_t len)
 {
+    RPCOOL__HCHECK(r);
     if (!r || (!buf && len) || idx >= r->hello.nlocks) return RPCOOL_E_INVAL;
     if (!rpcool__x_rrange(r, addr, len)) return RPCOOL_E_RANGE;
     uint64_t vaddr = rpcool__x_vaddr(r, idx), end = 0;

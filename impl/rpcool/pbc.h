@@ -30,8 +30,9 @@ extern "C" {
    protobuf_c_service_destroy (before disconnecting c). 0, RPCOOL_E_INVAL or -ENOMEM. */
 RPCOOL_API int rpcool_pbc_client_new(rpcool_conn *c, const ProtobufCServiceDescriptor *desc,
                                      unsigned fn, ProtobufCService **out);
-/* One call with its status: 0 and *out (valid until rpcool_pbc_reply_free; it may point into
-   in, so keep in until then), RPCOOL_PBC_FAILED, or a negative code. */
+/* One call of method (its index in the service descriptor) with its status: 0 and *out (valid
+   until rpcool_pbc_reply_free; it may point into in, so keep in until then), RPCOOL_PBC_FAILED,
+   RPCOOL_E_NOMETHOD, RPCOOL_E_MSGTYPE, or another negative code. */
 RPCOOL_API int rpcool_pbc_call(ProtobufCService *svc, unsigned method, const ProtobufCMessage *in,
                                ProtobufCMessage **out);
 RPCOOL_API void rpcool_pbc_reply_free(ProtobufCService *svc, ProtobufCMessage *out);
@@ -122,6 +123,9 @@ struct rpcool__pbc_walk {
     const struct rpcool__pbc_bounds *heap; /* NULL: trust the pointers */
     size_t budget;
     size_t ndfl;         /* defaults (or their markers) met: none, and nothing needs undoing */
+    int restore;         /* the client taking its input back (from wire form, heap set): a
+                            defaulted field pointing outside the heap holds the server's
+                            default (a call that ended before the server put it back) */
 };
 
 static int rpcool__pbc_take(size_t *budget, size_t n)
@@ -183,6 +187,11 @@ static int rpcool__pbc_walk_str(struct rpcool__pbc_walk *w, const ProtobufCField
         *sp = w->to_wire ? (char *)RPCOOL__PBC_DFL : (char *)(uintptr_t)dfl;
         return 0;
     }
+    if (w->restore && dfl && !rpcool__pbc_in(w->heap, s, 1)) {
+        w->ndfl++;
+        *sp = (char *)(uintptr_t)dfl;
+        return 0;
+    }
     ptrdiff_t n = rpcool__pbc_strlen(w->heap, s);
     if (n < 0) return RPCOOL_E_BADPTR;
     return rpcool__pbc_take(&w->budget, (size_t)n + 1);
@@ -196,6 +205,11 @@ static int rpcool__pbc_walk_bytes(struct rpcool__pbc_walk *w, const ProtobufCFie
         if (b->data == (uint8_t *)RPCOOL__PBC_DFL && !dfl) return RPCOOL_E_BADPTR;
         w->ndfl++;
         b->data = w->to_wire ? (uint8_t *)RPCOOL__PBC_DFL : (uint8_t *)(uintptr_t)dfl;
+        return 0;
+    }
+    if (w->restore && dfl && b->data && !rpcool__pbc_in(w->heap, b->data, b->len ? b->len : 1)) {
+        w->ndfl++;
+        b->data = (uint8_t *)(uintptr_t)dfl;
         return 0;
     }
     if (!b->len) return 0;
@@ -574,11 +588,10 @@ RPCOOL_API int rpcool_pbc_call(ProtobufCService *svc, unsigned method, const Pro
                                ProtobufCMessage **out)
 {
     struct rpcool__pbc_client *cl = (struct rpcool__pbc_client *)(void *)svc;
-    if (!svc || svc->invoke != rpcool__pbc_invoke || !in || !out ||
-        method >= svc->descriptor->n_methods)
-        return RPCOOL_E_INVAL;
+    if (!svc || svc->invoke != rpcool__pbc_invoke || !in || !out) return RPCOOL_E_INVAL;
+    if (method >= svc->descriptor->n_methods) return RPCOOL_E_NOMETHOD;
     const ProtobufCMethodDescriptor *md = &svc->descriptor->methods[method];
-    if (in->descriptor != md->input) return RPCOOL_E_INVAL;
+    if (in->descriptor != md->input) return RPCOOL_E_MSGTYPE;
     rpcool_conn *c = cl->c;
     shmheap *h = c->heap;
     struct rpcool__pbc_bounds hb = {h, NULL};
@@ -590,12 +603,15 @@ RPCOOL_API int rpcool_pbc_call(ProtobufCService *svc, unsigned method, const Pro
     /* over RDMA a message is always copied: its blocks are the call's extents */
     if (!(c->tp->flags & RPCOOL__TP_COPIES) && shmheap_contains(h, m, md->input->sizeof_message)) {
         /* as it is, if it can */
-        struct rpcool__pbc_walk w = {1, &hb, shmheap_size(h), 0};
+        struct rpcool__pbc_walk w = {1, &hb, shmheap_size(h), 0, 0};
         rc = rpcool__pbc_walk_msg(&w, md->input, m, 0);
         in_place = rc == 0;
-        if (rc) { /* something lies outside the heap: back to the caller's form, and copy */
-            struct rpcool__pbc_walk back = {0, NULL, shmheap_size(h), 0};
+        if (rc) { /* back to the caller's form; then copy what lies outside the heap */
+            struct rpcool__pbc_walk back = {0, NULL, shmheap_size(h), 0, 0};
             rpcool__pbc_walk_msg(&back, md->input, m, 0);
+            /* over the budget or too deep (shared sub-messages counted each time): a copy
+               would be as big, and fill the heap first */
+            if (rc == RPCOOL_E_PROTO) return rc;
         }
     }
     if (!in_place) {
@@ -631,8 +647,12 @@ RPCOOL_API int rpcool_pbc_call(ProtobufCService *svc, unsigned method, const Pro
         rc = rpcool_call_ex(c, cl->fn, rq, sizeof *rq, &o, &ret, &ret_len);
         rpcool_free(c, rq);
     }
-    struct rpcool__pbc_walk w = {0, NULL, shmheap_size(h), 0};
-    if (in_place) rpcool__pbc_walk_msg(&w, md->input, m, 0); /* the caller's form again */
+    /* the caller's form again, also when the server did not put it back (a timeout, a dead
+       server): its defaults may then still be the server's, pointers outside the heap */
+    struct rpcool__pbc_walk w = {0, &hb, shmheap_size(h), 0, 1};
+    if (in_place) rpcool__pbc_walk_msg(&w, md->input, m, 0);
+    w.heap = NULL;
+    w.restore = 0;
     struct rpcool__pbc_chunk *rep = (struct rpcool__pbc_chunk *)ret;
     if (rc == 0 && (!rep || ret_len < sizeof *rep || rep->magic != RPCOOL__PBC_REP_MAGIC))
         rc = RPCOOL_E_PROTO;
@@ -768,6 +788,7 @@ static int rpcool__pbc_inplace(struct rpcool__pbc_call *pc, int to_wire)
     a.w.heap = pc->check;
     a.w.budget = pc->budget;
     a.w.ndfl = 0;
+    a.w.restore = 0;
     a.d = pc->md->input;
     a.m = pc->in;
     int rc = rpcool__guarded(rpcool__pbc_walk_fn, &a, RPCOOL_E_FAULT);

@@ -665,6 +665,9 @@ static void rpcool__r_ping(struct rpcool__rconn *rc)
     pthread_mutex_unlock(&rc->tx_lock);
 }
 
+/* A goodbye (either side's BYE frame) waits this long at most for the peer's NIC to take it. */
+#define RPCOOL__R_BYE_MS 1000u
+
 /* One piece of a frame's body. */
 struct rpcool__rpart {
     const void *p;
@@ -811,6 +814,29 @@ static int rpcool__r_send(struct rpcool__rconn *rc, struct rpcool__rf *h,
     }
     pthread_mutex_unlock(&rc->tx_lock);
     return r;
+}
+
+/* Send the BYE frame and wait, until `until`, for the peer to have taken it: the QP is reset
+   (or given to the pool) right after, which would drop a frame still on its way. A ping posted
+   after the BYE completes once the BYE has (a send queue completes in order); an earlier ping
+   still out is waited out first. Only the thread that owns rc's completions (its closer). */
+static void rpcool__r_bye(struct rpcool__rconn *rc, uint64_t until)
+{
+    struct rpcool__rf h;
+    memset(&h, 0, sizeof h);
+    h.type = RPCOOL__RF_BYE;
+    if (rpcool__r_send(rc, &h, NULL, 0, until)) return;
+    int pinged = 0;
+    while (!rcp__load(&rc->dead) && rcp__now_ns() < until) {
+        rpcool__r_cq(rc);
+        if (rcp__load(&rc->ping_out)) {
+            sched_yield();
+            continue;
+        }
+        if (pinged) return; /* ours completed: the BYE is there */
+        rpcool__r_ping(rc);
+        pinged = 1;
+    }
 }
 
 /* Raise *p to v if v is larger (any thread). */
@@ -1737,20 +1763,8 @@ static void rpcool__r_disconnect(rpcool_conn *c)
                     (unsigned long long)rc->sleeps,
                     (unsigned long long)rc->arms, (unsigned long long)rc->events,
                     rc->rtt_poll / 1e3, rc->rtt_sleep / 1e3, rc->adapt ? "" : " (not adapting)");
-    if (!rcp__load(&rc->dead)) {
-        struct rpcool__rf h;
-        memset(&h, 0, sizeof h);
-        h.type = RPCOOL__RF_BYE;
-        rpcool__r_send(rc, &h, NULL, 0, rcp__now_ns() + 100000000u);
-        /* let the BYE leave before the QP goes back to krconn's pool */
-        uint64_t until = rcp__now_ns() + 20000000u;
-        while (rc->sq_posted != rcp__load(&rc->sq_done) && !rcp__load(&rc->dead) &&
-               rcp__now_ns() < until) {
-            rpcool__r_ping(rc);
-            rpcool__r_cq(rc);
-            if (!rcp__load(&rc->ping_out)) break;
-        }
-    }
+    if (!rcp__load(&rc->dead))
+        rpcool__r_bye(rc, rcp__now_ns() + (uint64_t)RPCOOL__R_BYE_MS * 1000000u);
     rpcool__r_conn_free(rc);
     c->rdma = NULL;
     shmheap_close(c->heap);
@@ -2472,6 +2486,7 @@ static int rpcool__r_step(struct rpcool__worker *w, struct rpcool__rconn *rc, ui
 static void rpcool__r_reap(rpcool_server *s, uint64_t now, int all)
 {
     struct rpcool__rsrv *rs = s->rdma;
+    uint64_t bye_until = now + (uint64_t)RPCOOL__R_BYE_MS * 1000000u; /* one bound for all */
     for (struct rpcool__rconn **pp = &rs->conns; *pp;) {
         struct rpcool__rconn *rc = *pp;
         int32_t why = rcp__load(&rc->dead);
@@ -2505,12 +2520,8 @@ static void rpcool__r_reap(rpcool_server *s, uint64_t now, int all)
                             rs->gap_poll / 1e3, rs->gap_sleep / 1e3,
                             rs->adapt ? "" : " (not adapting)");
         }
-        if (all && rc->state == RPCOOL__RS_ACTIVE && !why) {
-            struct rpcool__rf h; /* the server closes: tell the client */
-            memset(&h, 0, sizeof h);
-            h.type = RPCOOL__RF_BYE;
-            rpcool__r_send(rc, &h, NULL, 0, now + 100000000u);
-        }
+        if (all && rc->state == RPCOOL__RS_ACTIVE && !why)
+            rpcool__r_bye(rc, bye_until); /* the server closes: tell the client */
         /* a fault thread fetching for it holds rx_lock: wait for it */
         pthread_mutex_lock(&rc->rx_lock);
         pthread_mutex_unlock(&rc->rx_lock);

@@ -106,17 +106,23 @@ rpcool-rdma) # tests/vm/run.sh rpcool-rdma: rpcool's RDMA transport (rcp.only: o
         ;;
     esac
     ;;
-pods-a|pods-b) # tests/vm/run.sh pods: rpcool between two pods over RDMA
+pods-a|pods-b) # tests/vm/run.sh pods: rpcool between two pods over RDMA (rcp.only=server_closes:
+    # only the servers that close)
     rdma_up
-    # the server in guest a (pod 0), the clients in guest b (pod id 1)
-    if [ "$role" = pods-a ]; then run rpcool-rdma-server 300 /t/test_rpcool_rdma server
-    else run rpcool-rdma-client 300 /t/test_rpcool_rdma client "$peer"; fi
-    # examples/rpcool_kv_pods.c: guest a is pod A (server, local clients), b is pod B
-    podid=0; [ "$role" = pods-b ] && podid=1
-    run "kv-pods-${role#pods-}" 200 env SHMHEAP_POD_ID=$podid /t/test_kv_pods "${role#pods-}" "$peer"
-    # a protobuf-c service (tests/pbc_svc.c) served in pod A, called from pod B
-    if [ "$role" = pods-a ]; then run pbc-rdma-server 150 /t/test_pbc_rdma server
-    else run pbc-rdma-client 150 /t/test_pbc_rdma client "$peer"; fi
+    if [ "$(arg rcp.only)" != server_closes ]; then
+        # the server in guest a (pod 0), the clients in guest b (pod id 1)
+        if [ "$role" = pods-a ]; then run rpcool-rdma-server 300 /t/test_rpcool_rdma server
+        else run rpcool-rdma-client 300 /t/test_rpcool_rdma client "$peer"; fi
+        # examples/rpcool_kv_pods.c: guest a is pod A (server, local clients), b is pod B
+        podid=0; [ "$role" = pods-b ] && podid=1
+        run "kv-pods-${role#pods-}" 200 env SHMHEAP_POD_ID=$podid /t/test_kv_pods "${role#pods-}" "$peer"
+        # a protobuf-c service (tests/pbc_svc.c) served in pod A, called from pod B
+        if [ "$role" = pods-a ]; then run pbc-rdma-server 150 /t/test_pbc_rdma server
+        else run pbc-rdma-client 150 /t/test_pbc_rdma client "$peer"; fi
+    fi
+    # servers of pod A that close: pod B's clients are told (RPCOOL_E_CLOSED), three times
+    if [ "$role" = pods-a ]; then run rpcool-close-server 200 /t/test_rpcool_rdma close-server
+    else run rpcool-close-client 200 /t/test_rpcool_rdma close-client "$peer"; fi
     ;;
 a|b)
     rdma_up

@@ -9,7 +9,8 @@
 #             qemus talk UDP (VM_PAIR_NET=tcp: a TCP stream, which stalls back-to-back frames)
 #   pods      two guests as two CXL pods: rpcool over RDMA between them (tests/vm/test_rpcool_rdma),
 #             examples/rpcool_kv_pods.c across them (tests/vm/test_kv_pods.c) and a protobuf-c
-#             service served in pod A, called from pod B (tests/vm/test_pbc_rdma.c)
+#             service served in pod A, called from pod B (tests/vm/test_pbc_rdma.c); servers
+#             of pod A that close, seen by pod B's clients (VM_ONLY=server_closes: only those)
 #   rpcool-rdma  one guest: rpcool's RDMA transport (tests/vm/test_rpcool_rdma.c; VM_ONLY=NAME runs
 #             one of its tests) and its exports (tests/vm/test_rpcool_export.c;
 #             VM_ONLY=test_rpcool_export[:NAME] runs only those, or one of them)
@@ -381,7 +382,7 @@ case $mode in
     rpcool-rdma) run_single rpcool-rdma ;;
     alock-rdma) run_single alock-rdma ;;
     pair) run_pair ;;
-    pods) run_pair pods pods-a pods-b ;;
+    pods) PAIR_APPEND="${VM_ONLY:+rcp.only=$VM_ONLY}" run_pair pods pods-a pods-b ;;
     rpcbench)
         GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-900}
         # UDP between the qemus: over the stream socket, a round trip that sends two frames

@@ -16,6 +16,10 @@
  *   a connect to a host that does not answer neighbour resolution lasts its whole deadline
  *   garbage on the UD QP from a fuzzer: dropped and counted, no crash, no QP to the wrong peer
  *   the meta server (bootstrap over TCP, lookup by RDMA READ, publish by UD)
+ *   unpublish, in the heap's directory and at the meta server: then lookup is not found; an
+ *     unknown name, a name withdrawn already or another context's is not found (and stays);
+ *     published again, found again; a connect by a name cached before it was withdrawn and its
+ *     context gone ends with KRCONN_E_NOTFOUND at once, not at its deadline
  * The directory inside the guest is a shmheap (krconn_dir_heap).
  *   test_krconn [CYCLES]      the single-guest tests
  *   test_krconn a|b PEER_IP   two guests: a runs a meta server and a service, b connects to it
@@ -1311,6 +1315,79 @@ out:
     krconn_ctx_destroy(c);
 }
 
+/* krconn_unpublish on one directory: c publishes, withdraws, publishes again; c2's name stays. */
+static void unpublish_on(krconn_ctx *c, krconn_dir *dir, krconn_ctx *c2, const char *where)
+{
+    krconn_addr a, me, other;
+    krconn_ctx_addr(c, &me);
+    krconn_ctx_addr(c2, &other);
+    CHECKF(krconn_publish(c, dir, "unpub-x", TMO) == 0, "%s: publish", where);
+    CHECKF(krconn_publish(c2, dir, "unpub-y", TMO) == 0, "%s: publish", where);
+    CHECKF(krconn_lookup(dir, "unpub-x", TMO, &a) == 0 && !memcmp(&a, &me, sizeof a),
+           "%s: lookup", where);
+    int rc = krconn_unpublish(c, dir, "unpub-x", TMO);
+    CHECKF(rc == 0, "%s: unpublish: %s", where, krconn_strerror(rc));
+    rc = krconn_lookup(dir, "unpub-x", TMO, &a);
+    CHECKF(rc == KRCONN_E_NOTFOUND, "%s: lookup after unpublish: %s", where, krconn_strerror(rc));
+    rc = krconn_unpublish(c, dir, "unpub-x", TMO);
+    CHECKF(rc == KRCONN_E_NOTFOUND, "%s: unpublish twice: %s", where, krconn_strerror(rc));
+    rc = krconn_unpublish(c, dir, "never-published", TMO);
+    CHECKF(rc == KRCONN_E_NOTFOUND, "%s: unpublish of an unknown name: %s", where,
+           krconn_strerror(rc));
+    rc = krconn_unpublish(c, dir, "unpub-y", TMO); /* c2's: left as it is */
+    CHECKF(rc == KRCONN_E_NOTFOUND, "%s: unpublish of another's name: %s", where,
+           krconn_strerror(rc));
+    CHECKF(krconn_lookup(dir, "unpub-y", TMO, &a) == 0 && !memcmp(&a, &other, sizeof a),
+           "%s: another's name after a foreign unpublish", where);
+    CHECKF(krconn_publish(c, dir, "unpub-x", TMO) == 0, "%s: publish again", where);
+    rc = krconn_lookup(dir, "unpub-x", TMO, &a);
+    CHECKF(rc == 0 && !memcmp(&a, &me, sizeof a), "%s: lookup after publishing again: %s", where,
+           krconn_strerror(rc));
+    CHECK_EQ(krconn_unpublish(NULL, dir, "unpub-x", TMO), KRCONN_E_INVAL);
+    CHECK_EQ(krconn_unpublish(c, NULL, "unpub-x", TMO), KRCONN_E_INVAL);
+    CHECK_EQ(krconn_unpublish(c, dir, "", TMO), KRCONN_E_INVAL);
+    CHECK_EQ(krconn_unpublish(c, dir, NULL, TMO), KRCONN_E_INVAL);
+    krconn_unpublish(c, dir, "unpub-x", TMO);
+    krconn_unpublish(c2, dir, "unpub-y", TMO);
+}
+
+static void unpublish(void)
+{
+    krconn_ctx *c = client_ctx(0), *c2 = client_ctx(0), *c3 = client_ctx(0);
+    krconn_dir *hd = heap_dir(), *md = NULL;
+    krconn *k = NULL;
+    if (!c || !c2 || !c3 || !hd) goto out;
+    unpublish_on(c, hd, c2, "heap directory");
+    int rc = krconn_dir_meta(c, "127.0.0.1", TMO, &md);
+    CHECKF(rc == 0, "krconn_dir_meta: %s", krconn_strerror(rc));
+    if (!rc) unpublish_on(c, md, c2, "meta server");
+    /* a name c connected to (cached), then withdrawn and its context gone */
+    CHECK_EQ(krconn_publish(c3, hd, "unpub-gone", TMO), 0);
+    rc = krconn_connect_name(c, hd, "unpub-gone", NULL, &k);
+    CHECKF(rc == 0, "connect: %s", krconn_strerror(rc));
+    if (!rc) krconn_disconnect(k);
+    CHECK_EQ(krconn_unpublish(c3, hd, "unpub-gone", TMO), 0);
+    krconn_ctx_destroy(c3);
+    c3 = NULL;
+    krconn_connect_opts co;
+    memset(&co, 0, sizeof co);
+    co.timeout_ms = 5000;
+    uint64_t t0 = rcp__now_ns();
+    rc = krconn_connect_name(c, hd, "unpub-gone", &co, &k);
+    double ms = (double)(rcp__now_ns() - t0) / 1e6;
+    if (!rc) krconn_disconnect(k);
+    printf("# unpublish: a connect by a withdrawn name cached before: %s after %.0f ms\n",
+           krconn_strerror(rc), ms);
+    CHECKF(rc == KRCONN_E_NOTFOUND && ms < 2000, "connect by a withdrawn name: %s after %.0f ms",
+           krconn_strerror(rc), ms);
+out:
+    if (md) krconn_dir_close(md);
+    if (hd) krconn_dir_close(hd);
+    if (c3) krconn_ctx_destroy(c3);
+    if (c2) krconn_ctx_destroy(c2);
+    if (c) krconn_ctx_destroy(c);
+}
+
 static void errors_and_no_device(void)
 {
     krconn_ctx_opts o;
@@ -1500,6 +1577,7 @@ int main(int argc, char **argv)
         RUN(slow_host_full_deadline);
         RUN(fuzz_control_qp);
         RUN(meta_directory);
+        RUN(unpublish);
         RUN(cycles_no_leak);
         t_begin("krconn_server_survived");
         server_stop(&main_srv, "server");

@@ -13,7 +13,18 @@
  *   big         a 1 GiB export (a sparse heap) under a 64 MiB pin_budget, read at random with
  *               the data checked; nppin's pinned never above the budget
  *   killed      the exporter SIGKILLed: the attacher's next operations fail within its
- *               timeout_ms
+ *               timeout_ms with RPCOOL_E_PEERDEAD or RPCOOL_E_TIMEOUT, a read of a chunk it never
+ *               leased too; and, as its first operation after the kill, with the default
+ *               timeout_ms (longer than the queue pair's retry bound: the lease channel finds
+ *               the exporter dead first)
+ *   corrupt     a 1 MiB remote read made to time out (timeout_ms 1) while its READ is still
+ *               coming, then a 1 MiB remote write, CORRUPT_ROUNDS times: every write returns 0
+ *               and every byte the exporter holds is what was written (a checker that counts
+ *               the bytes that differ: 0)
+ *   closed      the export closed by its exporter (alive): the attacher's read of a chunk it
+ *               never leased fails with RPCOOL_E_PEERDEAD or RPCOOL_E_TIMEOUT within its
+ *               timeout_ms (the default), and an attach of that name is RPCOOL_E_NOEXPORT at once (its name
+ *               withdrawn from the meta server), while another export there still attaches
  *   holder      an attacher SIGKILLed holding lock 6 in WRITE mode: a remote waiter queued
  *               behind it takes the lock over (RPCOOL_OWNERDEAD); killed again with nobody
  *               waiting: a local process of the pod gets the lock once the exporter released it
@@ -25,6 +36,13 @@
 #include <sys/wait.h>
 
 #define URL "rdma://127.0.0.1/xt"
+#define URLC "rdma://127.0.0.1/xtc" /* the corrupt and closed tests' export: area only */
+#define MIB ((size_t)1 << 20)
+#define CORRUPT_ROUNDS 8
+#define AREA ((CORRUPT_ROUNDS + 1) * MIB) /* the rounds' writes, then the source of the reads */
+#define CORRUPT_HEAP ((size_t)32 << 20)   /* an exporter of this heap size exports "xtc" too */
+#define CLOSED_FLAG "/tmp/xt.closed"
+#define KILLED_FLAG "/tmp/xt.killed"
 #define NLOCAL 2000      /* increments of each local writer */
 #define NREMOTE 150      /* increments of each remote writer */
 #define WORDS 64
@@ -47,6 +65,7 @@ struct hdr {
     struct node *head;
     uint64_t stop;
     uint64_t ro[8];        /* exported again, READ-only, as "xtro" */
+    unsigned char *area;   /* CORRUPT_HEAP only: AREA bytes exported as "xtc" */
 };
 
 static const char *self;
@@ -82,15 +101,35 @@ static int exporter(int out_fd, int in_fd, size_t heap_size, size_t pin_budget)
         fflush(stdout);
         return 3;
     }
+    rpcool_export *xc = NULL;
+    if (heap_size == CORRUPT_HEAP) {
+        hd->area = (unsigned char *)shmheap_calloc(h, 1, AREA);
+        if (!hd->area) return 3;
+        memset(hd->area + CORRUPT_ROUNDS * MIB, 0xa5, MIB); /* what the reads read */
+        rpcool_export_opts oc = {.nlocks = 1, .remote = RPCOOL_REMOTE_RW, .rdma = "serve"};
+        if ((rc = rpcool_export_create(h, "xtc", hd->area, AREA, &oc, &xc))) {
+            printf("# exporter: export xtc: %s\n", rpcool_strerror(rc));
+            fflush(stdout);
+            return 3;
+        }
+    }
     uint64_t a = (uint64_t)(uintptr_t)hd;
     if (vmt_write_all(out_fd, &a, sizeof a)) return 4;
     char c;
-    while (read(in_fd, &c, 1) == 1) { /* 's': stats; EOF: close */
+    while (read(in_fd, &c, 1) == 1) { /* 's': stats; 'c': close xtc; EOF: close */
+        if (c == 'c') {
+            uint64_t t = rcp__now_ns(), v[4] = {(uint64_t)rpcool_export_close(xc), 0, 0, 0};
+            xc = NULL;
+            v[1] = rcp__now_ns() - t;
+            if (vmt_write_all(out_fd, v, sizeof v)) return 5;
+            continue;
+        }
         rpcool_export_stats st;
         rpcool_export_get_stats(x, &st);
         uint64_t v[4] = {st.pin_budget, st.pinned_peak, st.leases_granted, st.evictions};
         if (vmt_write_all(out_fd, v, sizeof v)) return 5;
     }
+    if (xc) rpcool_export_close(xc);
     rpcool_export_close(ro);
     rpcool_export_close(x);
     shmheap_close(h);
@@ -182,8 +221,9 @@ static int attacher_wait(pid_t pid, int fd, long long v[5], char *text, size_t t
 static int att_main(const char *what, struct hdr *hd)
 {
     rpcool_remote *r;
+    int onc = !strcmp(what, "corrupt") || !strcmp(what, "closed");
     rpcool_attach_opts ao = {.timeout_ms = !strcmp(what, "killed") ? KILL_TMO_MS : 0};
-    int rc = rpcool_attach(URL, &ao, &r);
+    int rc = rpcool_attach(onc ? URLC : URL, &ao, &r);
     if (rc) { printf("attach: %s\n", rpcool_strerror(rc)); return 1; }
     if (!strcmp(what, "count")) { /* NREMOTE increments of each of counters 0-3 */
         printf("ready\n");
@@ -311,10 +351,67 @@ static int att_main(const char *what, struct hdr *hd)
         printf("%d %llu\n", rc, (unsigned long long)t);
     } else if (!strcmp(what, "killed")) { /* read until it fails: when and how */
         uint64_t v;
+        size_t len = 0;
+        char *far = (char *)rpcool_remote_base(r, &len);
+        far += len / 2; /* a chunk this attacher never leased */
         printf("ready\n");
         fflush(stdout);
         while (!(rc = rpcool_remote_read(r, &hd->counter[0], &v, sizeof v))) usleep(1000);
-        printf("%d %llu\n", rc, (unsigned long long)rcp__now_ns());
+        uint64_t t = rcp__now_ns();
+        int rc2 = rpcool_remote_read(r, far, &v, sizeof v);
+        uint64_t t2 = rcp__now_ns();
+        printf("%d %llu %d %llu\n", rc, (unsigned long long)t, rc2,
+               (unsigned long long)(t2 - t));
+    } else if (!strcmp(what, "killedfar")) { /* the first operation after the kill */
+        uint64_t v;
+        size_t len = 0;
+        char *far = (char *)rpcool_remote_base(r, &len);
+        rc = rpcool_remote_read(r, &hd->counter[0], &v, sizeof v);
+        printf("ready %d\n", rc);
+        fflush(stdout);
+        for (int i = 0; i < 3000 && access(KILLED_FLAG, F_OK); i++) usleep(10000);
+        uint64_t t = rcp__now_ns();
+        rc = rpcool_remote_read(r, far + len / 2, &v, sizeof v); /* never leased */
+        printf("%d %llu\n", rc, (unsigned long long)(rcp__now_ns() - t));
+    } else if (!strcmp(what, "corrupt")) { /* reads timed out, then writes */
+        size_t len = 0;
+        unsigned char *base = (unsigned char *)rpcool_remote_base(r, &len);
+        static uint64_t buf[MIB / 8], pat[MIB / 8];
+        int timeouts = 0, first = 0, saved = r->timeout_ms;
+        unsigned okmask = 0;
+        rc = len == AREA ? rpcool_remote_read(r, base + CORRUPT_ROUNDS * MIB, buf, MIB) : -1;
+        for (int i = 0; !rc && i < CORRUPT_ROUNDS; i++) {
+            r->timeout_ms = 1; /* the READ outlives its call */
+            int rr = rpcool_remote_read(r, base + CORRUPT_ROUNDS * MIB, buf, MIB);
+            r->timeout_ms = saved;
+            timeouts += rr == RPCOOL_E_TIMEOUT;
+            for (size_t w = 0; w < MIB / 8; w++)
+                pat[w] = ((uint64_t)(i + 1) << 56) ^ (w * 0x9e3779b97f4a7c15ull);
+            int wr = rpcool_remote_write(r, base + (size_t)i * MIB, pat, MIB);
+            if (!wr) okmask |= 1u << i;
+            else if (!first) first = wr;
+        }
+        printf("%d %d %u %d\n", rc, timeouts, okmask, first);
+    } else if (!strcmp(what, "closed")) { /* after the close: a chunk never leased, an attach */
+        size_t len = 0;
+        char *base = (char *)rpcool_remote_base(r, &len);
+        uint64_t v;
+        rc = rpcool_remote_read(r, base, &v, sizeof v); /* chunk 0 leased */
+        printf("ready %d\n", rc);
+        fflush(stdout);
+        for (int i = 0; i < 3000 && access(CLOSED_FLAG, F_OK); i++) usleep(10000);
+        uint64_t t = rcp__now_ns();
+        int rc1 = rpcool_remote_read(r, base + 6 * MIB, &v, sizeof v);
+        uint64_t t1 = rcp__now_ns();
+        rpcool_remote *r2 = NULL, *r3 = NULL;
+        rpcool_attach_opts a2 = {.timeout_ms = 5000};
+        int rc2 = rpcool_attach(URLC, &a2, &r2);
+        uint64_t t2 = rcp__now_ns();
+        int rc3 = rpcool_attach(URL, &a2, &r3); /* the directory itself still serves */
+        if (r2) rpcool_remote_detach(r2);
+        if (r3) rpcool_remote_detach(r3);
+        printf("%d %llu %d %llu %d\n", rc1, (unsigned long long)(t1 - t), rc2,
+               (unsigned long long)(t2 - t1), rc3);
     }
     fflush(stdout);
     rpcool_remote_detach(r);
@@ -576,14 +673,118 @@ static void x_killed(void)
            "status %d: %s", st, text);
     CHECKF(ms >= 0 && ms <= KILL_TMO_MS + 1000, "the attacher failed %.0f ms after the kill "
            "(timeout_ms %d)", ms, KILL_TMO_MS);
-    printf("# killed: the attacher failed with %s %.0f ms after the kill\n",
-           rpcool_strerror((int)v[0]), ms);
+    double ms2 = (double)v[3] / 1e6;
+    CHECKF((v[2] == RPCOOL_E_PEERDEAD || v[2] == RPCOOL_E_TIMEOUT) && ms2 <= KILL_TMO_MS + 1000,
+           "a read of a chunk never leased: %lld (%s) after %.0f ms", v[2],
+           rpcool_strerror((int)v[2]), ms2);
+    printf("# killed: the attacher failed with %s %.0f ms after the kill; a chunk never leased "
+           "then: %s after %.0f ms\n", rpcool_strerror((int)v[0]), ms, rpcool_strerror((int)v[2]),
+           ms2);
     int est = 0;
     waitpid(e.pid, &est, 0);
     shmheap_close(e.h);
     close(e.to);
     close(e.from);
     shmheap_unlink(heap_name, NULL);
+    /* the read of a chunk never leased is the first operation after the kill */
+    unlink(KILLED_FLAG);
+    snprintf(heap_name, sizeof heap_name, "%s", t_uniq("xkill2"));
+    CHECK(exporter_start(&e, 16 << 20, 0) == 0);
+    if (!e.hd) return;
+    memset(buf, 0, sizeof buf);
+    p = attacher("killedfar", e.hd, &fd);
+    CHECK(read(fd, buf, 8) == 8 && !strncmp(buf, "ready 0\n", 8));
+    kill(e.pid, SIGKILL);
+    waitpid(e.pid, &est, 0);
+    int ff = open(KILLED_FLAG, O_CREAT | O_WRONLY, 0600);
+    if (ff >= 0) close(ff);
+    st = attacher_wait(p, fd, v, text, sizeof text);
+    ms = (double)v[1] / 1e6;
+    printf("# killed: a chunk never leased as the first operation after the kill: %s after "
+           "%.0f ms (timeout_ms %d)\n", rpcool_strerror((int)v[0]), ms,
+           RPCOOL_ATTACH_DEFAULT_TIMEOUT_MS);
+    CHECKF(st == 0 && (v[0] == RPCOOL_E_PEERDEAD || v[0] == RPCOOL_E_TIMEOUT) &&
+           ms <= RPCOOL_ATTACH_DEFAULT_TIMEOUT_MS + 1000, "the first read after the kill: "
+           "status %d: %s", st, text);
+    shmheap_close(e.h);
+    close(e.to);
+    close(e.from);
+    shmheap_unlink(heap_name, NULL);
+    unlink(KILLED_FLAG);
+}
+
+/* Writes after reads that timed out: what the exporter holds, byte by byte. */
+static void x_corrupt(void)
+{
+    xproc e;
+    snprintf(heap_name, sizeof heap_name, "%s", t_uniq("xcor"));
+    CHECK(exporter_start(&e, CORRUPT_HEAP, 0) == 0);
+    if (!e.hd) return;
+    long long v[5];
+    char text[512];
+    int st = attacher_run("corrupt", e.hd, v, text);
+    CHECKF(st == 0 && v[0] == 0, "status %d: %s", st, text);
+    unsigned okmask = (unsigned)v[2];
+    uint64_t diff = 0, first = 0;
+    int firstround = -1;
+    for (int i = 0; i < CORRUPT_ROUNDS; i++) {
+        if (!(okmask & (1u << i))) continue; /* a write that failed promises nothing */
+        const unsigned char *p = e.hd->area + (size_t)i * MIB;
+        uint64_t d = 0;
+        for (size_t w = 0; w < MIB / 8; w++) {
+            uint64_t want = ((uint64_t)(i + 1) << 56) ^ (w * 0x9e3779b97f4a7c15ull), got;
+            memcpy(&got, p + 8 * w, 8);
+            for (int b = 0; b < 8; b++) d += ((want >> (8 * b)) & 0xff) != ((got >> (8 * b)) & 0xff);
+        }
+        if (d && firstround < 0) {
+            firstround = i;
+            first = d;
+        }
+        diff += d;
+    }
+    printf("# corrupt: %lld of %d reads timed out; writes returning 0: %d of %d; bytes the "
+           "exporter holds that differ from them: %llu\n", v[1], CORRUPT_ROUNDS,
+           __builtin_popcount(okmask), CORRUPT_ROUNDS, (unsigned long long)diff);
+    CHECKF(v[1] > 0, "no read timed out (%s): the test shows nothing", text);
+    CHECKF(diff == 0, "%llu bytes differ from what writes that returned 0 wrote (round %d: "
+           "%llu)", (unsigned long long)diff, firstround, (unsigned long long)first);
+    CHECKF(okmask == (1u << CORRUPT_ROUNDS) - 1, "writes after a timed-out read failed: %s",
+           text);
+    CHECK_EQ(exporter_end(&e), 0);
+}
+
+/* The export closed, its exporter alive. */
+static void x_closed(void)
+{
+    xproc e;
+    unlink(CLOSED_FLAG);
+    snprintf(heap_name, sizeof heap_name, "%s", t_uniq("xclo"));
+    CHECK(exporter_start(&e, CORRUPT_HEAP, 0) == 0);
+    if (!e.hd) return;
+    int fd;
+    char buf[64] = {0};
+    pid_t p = attacher("closed", e.hd, &fd);
+    CHECK(read(fd, buf, 8) == 8 && !strncmp(buf, "ready 0\n", 8));
+    uint64_t c[4] = {1, 0, 0, 0};
+    CHECK(vmt_write_all(e.to, "c", 1) == 0 && vmt_read_all(e.from, c, sizeof c, 30000) == 0);
+    CHECKF(c[0] == 0, "rpcool_export_close: %d", (int)c[0]);
+    int ff = open(CLOSED_FLAG, O_CREAT | O_WRONLY, 0600);
+    if (ff >= 0) close(ff);
+    long long v[5];
+    char text[512];
+    int st = attacher_wait(p, fd, v, text, sizeof text);
+    double ms1 = (double)v[1] / 1e6, ms2 = (double)v[3] / 1e6;
+    printf("# closed: export closed in %.0f ms; the attacher's read of a chunk never leased: %s "
+           "after %.0f ms; an attach then: %s after %.0f ms\n", (double)c[1] / 1e6,
+           rpcool_strerror((int)v[0]), ms1, rpcool_strerror((int)v[2]), ms2);
+    CHECKF(st == 0 && (v[0] == RPCOOL_E_PEERDEAD || v[0] == RPCOOL_E_TIMEOUT) &&
+           ms1 <= RPCOOL_ATTACH_DEFAULT_TIMEOUT_MS + 1000, "read after the close: status %d: %s",
+           st, text);
+    CHECKF(v[2] == RPCOOL_E_NOEXPORT && ms2 < 2000, "attach after the close: %s after %.0f ms",
+           rpcool_strerror((int)v[2]), ms2);
+    CHECKF(v[4] == 0, "another export of that exporter: %s", rpcool_strerror((int)v[4]));
+    CHECK_EQ(exporter_end(&e), 0);
+    unlink(CLOSED_FLAG);
 }
 
 int main(int argc, char **argv)
@@ -616,5 +817,7 @@ int main(int argc, char **argv)
     }
     if (!only || strstr("big", only)) TEST_NAMED("big", x_big());
     if (!only || strstr("killed", only)) TEST_NAMED("killed", x_killed());
+    if (!only || strstr("corrupt", only)) TEST_NAMED("corrupt", x_corrupt());
+    if (!only || strstr("closed", only)) TEST_NAMED("closed", x_closed());
     return T_DONE();
 }

@@ -26,7 +26,13 @@
  *                   unauthenticated, and its address; rpcool_cancel says RPCOOL_E_NOTSUP
  *   cs_*            the call-semantics suite of tests/call_semantics.h (as on shared memory:
  *                   time limits and the checked-read budget included), its server another
- *                   process of pod A publishing at the first one's meta server (one guest) */
+ *                   process of pod A publishing at the first one's meta server (one guest)
+ *   server_closes   three times, a server of its own ("rdmac"): stats.conns of
+ *                   rpcool_server_get_stats and rpcool_channel_stats count its RDMA connections
+ *                   (2, then 3, then 2); it closes, and the next call of each of its clients
+ *                   fails with RPCOOL_E_CLOSED within 3 s (not RPCOOL_E_PEERDEAD after the retry
+ *                   bound). Two guests: "close-server" / "close-client PEER" do the same across
+ *                   the pair network (without rpcool_channel_stats, which is local). */
 #define RPCOOL_WITH_RDMA 1
 #define RPCOOL__R_TEST_HOOKS 1
 #define RPCOOL_IMPLEMENTATION
@@ -39,7 +45,7 @@
 
 #define NAME "rdmat"
 enum { H_ECHO = 1, H_SUM, H_TREE, H_LIST, H_SLOW, H_QUIT, H_DOC, H_FNV, H_SCRIBBLE, H_POOLS, H_WHO,
-       H_HOOKS, H_SPIN, H_DEFER };
+       H_HOOKS, H_SPIN, H_DEFER, H_CONNS };
 
 struct node {
     struct node *l, *r;
@@ -171,6 +177,15 @@ static int h_quit(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     (void)ctx, (void)arg, (void)len;
     rpcool_server_stop((rpcool_server *)user);
     return 0;
+}
+
+/* The server's stats.conns. */
+static int h_conns(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)ctx, (void)arg, (void)len;
+    rpcool_server_stats st;
+    int rc = rpcool_server_get_stats((rpcool_server *)user, &st);
+    return rc ? rc : (int)st.conns;
 }
 
 /* One echo call of msg, its answer checked: 0, or why not (an error code, or 1: wrong answer). */
@@ -908,6 +923,120 @@ static void threads(void)
     rpcool_disconnect(c);
 }
 
+/* ---- a server that closes: its clients are told (server_closes) ---- */
+#define CNAME "rdmac"
+#define CLOSE_ROUNDS 3
+#define CLOSE_PORT 7482 /* round i's server runs its own meta server on CLOSE_PORT + i */
+
+/* A server of its own: echo, its stats.conns, quit; closed when a client calls H_QUIT. */
+static int serve_closing(const char *how)
+{
+    rpcool_server *s;
+    rpcool_server_opts so;
+    memset(&so, 0, sizeof so);
+    so.rdma = how;
+    so.log = logf_;
+    so.log_user = (void *)"closing server";
+    int rc = rpcool_server_open(CNAME, &so, &s);
+    if (rc) {
+        printf("FAIL closing server_open: %s\n", rpcool_strerror(rc));
+        return 1;
+    }
+    rpcool_server_add_handler(s, H_ECHO, t_h_echo, NULL, 0);
+    rpcool_server_add_handler(s, H_QUIT, h_quit, s, 0);
+    rpcool_server_add_handler(s, H_CONNS, h_conns, s, 0);
+    rpcool_serve(s);
+    rpcool_server_close(s);
+    return 0;
+}
+
+/* A connection to url, trying for up to tries x 20 s (the server may not be up yet). */
+static rpcool_conn *conn_to(const char *url, int tries)
+{
+    rpcool_conn *c = NULL;
+    rpcool_conn_opts o;
+    memset(&o, 0, sizeof o);
+    o.connect_timeout_ms = 20000;
+    o.heap_size = 16 << 20;
+    o.log = logf_;
+    o.log_user = (void *)"client";
+    int rc = rpcool_connect(url, &o, &c);
+    for (int k = 1; rc && k < tries; k++) {
+        sleep(1);
+        rc = rpcool_connect(url, &o, &c);
+    }
+    CHECKF(rc == 0, "connect %s: %s", url, rpcool_strerror(rc));
+    return c;
+}
+
+/* stats.conns as the server says it (H_CONNS) and, local, as its socket does. */
+static void conns_are(rpcool_conn *c, int local, unsigned want, const char *when)
+{
+    int n = rpcool_call(c, H_CONNS, NULL, 0, NULL, NULL);
+    CHECKF(n == (int)want, "%s: rpcool_server_get_stats says %d connections, want %u", when, n,
+           want);
+    if (!local) return;
+    rpcool_server_stats st;
+    rpcool_conn_stats cs[8];
+    unsigned nc = 0;
+    memset(&st, 0, sizeof st);
+    int rc = rpcool_channel_stats(CNAME, 2000, &st, cs, 8, &nc);
+    CHECKF(rc == 0 && st.conns == want && nc == want,
+           "%s: rpcool_channel_stats: %s, stats.conns %u, %u listed, want %u", when,
+           rpcool_strerror(rc), st.conns, nc, want);
+}
+
+/* One round against a fresh server at url: counts, then its close seen by two clients. */
+static void closing_round(const char *url, int local, int round, int tries)
+{
+    rpcool_conn *c0 = conn_to(url, tries), *c1 = c0 ? conn_to(url, 1) : NULL, *c2 = NULL;
+    if (!c0 || !c1) goto out;
+    conns_are(c0, local, 2, "two open");
+    if ((c2 = conn_to(url, 1))) {
+        conns_are(c0, local, 3, "three open");
+        rpcool_disconnect(c2);
+        int n = -1; /* the server reaps the one that left */
+        for (int i = 0; i < 100 && (n = rpcool_call(c0, H_CONNS, NULL, 0, NULL, NULL)) != 2; i++)
+            usleep(100000);
+        conns_are(c0, local, 2, "one of three disconnected");
+    }
+    CHECK_EQ(rpcool_call(c0, H_QUIT, NULL, 0, NULL, NULL), 0);
+    uint64_t t0 = rcp__now_ns();
+    int r1 = echo_once(c1, "after the close");
+    double s1 = (double)(rcp__now_ns() - t0) / 1e9;
+    int r0 = echo_once(c0, "after the close");
+    double s0 = (double)(rcp__now_ns() - t0) / 1e9;
+    printf("# server_closes round %d: the next calls got %s after %.3f s and %s after %.3f s\n",
+           round, rpcool_strerror(r1), s1, rpcool_strerror(r0), s0);
+    CHECKF(r1 == RPCOOL_E_CLOSED && s1 < 3.0, "the other client's next call: %d (%s) after "
+           "%.3f s", r1, rpcool_strerror(r1), s1);
+    CHECKF(r0 == RPCOOL_E_CLOSED && s0 < 3.0, "the quitting client's next call: %d (%s) after "
+           "%.3f s", r0, rpcool_strerror(r0), s0);
+out:
+    if (c1) rpcool_disconnect(c1);
+    if (c0) rpcool_disconnect(c0);
+}
+
+static void server_closes(void)
+{
+    for (int i = 0; i < CLOSE_ROUNDS; i++) {
+        char how[32], url[64];
+        snprintf(how, sizeof how, "serve:%d", CLOSE_PORT + i);
+        snprintf(url, sizeof url, "rdma://127.0.0.1:%d/%s", CLOSE_PORT + i, CNAME);
+        fflush(stdout);
+        pid_t sp = fork();
+        if (sp == 0) { /* pod A, as the main server */
+            unsetenv("SHMHEAP_POD");
+            unsetenv("SHMHEAP_POD_ID");
+            _exit(serve_closing(how));
+        }
+        usleep(1500000); /* the meta server listens */
+        closing_round(url, 1, i, 1);
+        int st = -1;
+        waitpid(sp, &st, 0);
+        CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the closing server: status %#x", st);
+    }
+}
 static char cs_where[200]; /* the call-semantics suite's channel ("": not run) */
 
 static int run_client(void)
@@ -1243,6 +1372,27 @@ int main(int argc, char **argv)
         t_end();
         return T_DONE();
     }
+    if (!strcmp(role, "close-server")) { /* a guest of its own: CLOSE_ROUNDS servers in turn */
+        int bad = 0;
+        for (int i = 0; i < CLOSE_ROUNDS; i++) { /* a meta server of its own each time */
+            char how[32];
+            snprintf(how, sizeof how, "serve:%d", CLOSE_PORT + i);
+            bad += serve_closing(how);
+        }
+        return bad ? 1 : T_DONE();
+    }
+    if (!strcmp(role, "close-client")) {
+        char url[200];
+        setenv("SHMHEAP_POD_ID", "1", 1);
+        for (int i = 0; i < CLOSE_ROUNDS; i++) {
+            snprintf(url, sizeof url, "rdma://%s:%d/%s", argc > 2 ? argv[2] : "127.0.0.1",
+                     CLOSE_PORT + i, CNAME);
+            t_begin("server_closes_pods");
+            closing_round(url, 0, i, 10); /* the server may still be starting */
+            t_end();
+        }
+        return T_DONE();
+    }
     if (!strcmp(role, "client")) {
         snprintf(where, sizeof where, "rdma://%s/%s", argc > 2 ? argv[2] : "127.0.0.1", NAME);
         setenv("SHMHEAP_POD_ID", "1", 1); /* the other guest is pod 0 */
@@ -1288,5 +1438,6 @@ int main(int argc, char **argv)
     kill(sp, SIGKILL);
     waitpid(sp, NULL, 0);
     RUN(server_killed);
+    RUN(server_closes);
     return T_DONE();
 }
