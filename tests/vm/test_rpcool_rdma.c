@@ -746,7 +746,7 @@ static void cancel(void)
     sleep(2); /* the first one runs, the second waits behind it */
     CHECK_EQ(rpcool_cancel(c, idb), 0);
     CHECK_EQ(rpcool_cancel(c, ida), 0);
-    CHECK_EQ(rpcool_poll(c, ida, NULL, NULL), RPCOOL_E_INVAL); /* finished ids */
+    CHECK_EQ(rpcool_poll(c, ida, NULL, NULL), RPCOOL_E_CANCELLED); /* as the manual says */
     for (int k = 0; k < 100; k++) { /* the server takes the second one's frame */
         if (hook_counts(q, b) || b[7] > a[7]) break;
         usleep(50000);
