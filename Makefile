@@ -19,7 +19,7 @@ WARN    = -Wall -Wextra -Werror
 CFLAGS  ?= -O2 -g
 SAN     = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 TSAN    = -fsanitize=thread
-HEADERS = $(wildcard *.h) $(wildcard impl/*.h)
+HEADERS = $(wildcard *.h) $(wildcard impl/*.h) $(wildcard impl/rpcool/*.h)
 
 # Optional packages, probed by building and linking a small program (mk/probe_*.c); `make
 # config` prints what was found. HAVE_VERBS: rdma-core's headers and libibverbs

@@ -20,9 +20,9 @@
    The declarations follow this text; then the implementation, whose sections are marked with
    anchors to grep for: >>implementation >>support >>layout >>state >>seam >>errors >>liveness
    >>contain >>names >>server >>ops >>accept >>dispatch >>serve >>handler >>client >>seal >>call
-   >>connect >>builders; the RDMA transport is in impl/rpcool_rdma.h (>>r-conn >>r-client
-   >>r-server >>r-tables), deferred replies in impl/rpcool_defer.h (>>defer), protobuf-c services in
-   impl/rpcool_pbc.h (>>pbc), shared data in impl/rpcool_export.h (>>export >>x-remote). The
+   >>connect >>shm >>builders; rpcool's own parts are in impl/rpcool/: the RDMA transport in
+   rdma.h (>>r-conn >>r-client >>r-server >>r-tables), deferred replies in defer.h (>>defer),
+   protobuf-c services in pbc.h (>>pbc), shared data in export.h (>>export >>x-remote). The
    licence (MIT) is at the end of the file.
 
    1. USAGE
@@ -388,9 +388,13 @@
    message (bad length, type, sequence or address) drops that connection (counted in
    bad_entries), never the server.
    Serving: the calls of one RDMA connection run one at a time, in order, on the RDMA thread;
-   connections take turns. Waiting on either side: poll the completion queue while spin_ns
-   lasts (by default RPCOOL_DEFAULT_RDMA_SPIN_NS, 500 us, RR-Compound's busy-poll time: a
-   network round trip is longer than the 20 us that suit shared memory), or while calls are
+   connections take turns. A call is admitted, run and answered as on shared memory: time
+   limits hold (the RDMA thread is watched as every serving thread; a handler over its limit
+   ends at its next checked accessor, a SANDBOX one by RPCOOL_LIMIT_SIGNAL, and the thread
+   serves on), and the budget of the checked accessors is the client's heap's size.
+   Waiting on either side: poll the completion queue while spin_ns lasts (by default
+   RPCOOL_DEFAULT_RDMA_SPIN_NS, 500 us, RR-Compound's busy-poll time: a network round trip is
+   longer than the 20 us that suit shared memory), or while calls are
    frequent: up to 4 times the recent round trip (a client) or gap between calls (the server)
    when that is under 50 ms; then sleep on the completion channel (RR-Compound's BPEV). A
    side whose spin_ns is the default measures both ways and waits the faster one: it polls
@@ -501,7 +505,7 @@
      and the thread carries on, as after a fault. A handler of another mode is never
      interrupted (abandoning it could leave the server's state half changed): it runs on
      until it returns or reaches a checked accessor. Time limits and the budget of the
-     checked accessors apply to shared-memory calls, not yet to calls over RDMA.
+     checked accessors hold for calls of every transport (over RDMA too: see BETWEEN PODS).
    - Closing: rpcool_server_close waits close_ms (RPCOOL_DEFAULT_CLOSE_MS, 1 s) for running
      handlers (time limits hold meanwhile), then ends sandboxed ones as a time limit would.
      A handler of another mode still running 100 ms after that is left to its thread:
@@ -639,6 +643,19 @@
    at once costs the call nothing measurable and leaves the CPU to the NIC's work and to the
    peer; always polling never won by more than a few percent, and against a polling server it
    lost by up to 2.5x on CPUs shared with the emulated NIC.
+   Every call takes one path on the server, whatever transport it came by: the transport reads
+   the call off its wire once into a neutral record (struct rpcool__incoming: handler id, flags,
+   argument, seal, slot and generation, its connection, budget, key) and hands it to
+   rpcool__dispatch, which admits it (flags, handler, range, policy, seal, cancelled, COPY and
+   max_copy), runs it (time limit, budget, key fence, containment) and answers it through the
+   transport's reply, or hands it to its deferred token. So a promise made for calls holds on
+   every transport, and the call-semantics suite (tests/call_semantics.h) checks it on each.
+   A transport is its state and two tables (struct rpcool__client_tp, rpcool__server_tp, their
+   contract at >>seam): shared memory's at >>shm, RDMA's in impl/rpcool/rdma.h. A third one (a
+   pod of several hosts sharing a CXL device, say) is one more file, impl/rpcool/NAME.h, with
+   its two tables filled member by member: its serving threads join the server as workers
+   (rpcool__worker_join) and pass each call they read to rpcool__dispatch; rpcool_connect picks
+   it by a channel prefix and rpcool_server_opts by an option.
    Passing pointers wins in proportion to what serialising costs: a call between pods pays at
    least one network round trip, so a small structure that serialises in less than that round
    trip gains little over protobuf-c on TCP, while a large one (thousands of nodes) gains
@@ -658,7 +675,7 @@
    Services written in .proto and served with protobuf-c (Debian: libprotobuf-c-dev,
    protobuf-c-compiler) run over rpcool unchanged: a message travels as a pointer, with no pack
    and no unpack. Build: #define RPCOOL_WITH_PROTOBUF_C before including rpcool.h, in the
-   implementation file and in every file that uses these functions; keep impl/rpcool_pbc.h
+   implementation file and in every file that uses these functions; keep impl/rpcool/pbc.h
    beside it and link -lprotobuf-c. For a service Svc of a .proto compiled with protoc-c:
 
        Svc_Service impl = SVC__INIT(my_);                  // server: the user's functions
@@ -1519,7 +1536,7 @@ RPCOOL_API int rpcool_remote_read_opt(rpcool_remote *r, uint32_t idx, const void
 }
 #endif
 #ifdef RPCOOL_WITH_PROTOBUF_C /* protobuf-c services over rpcool (section 11) */
-#include "impl/rpcool_pbc.h"
+#include "impl/rpcool/pbc.h"
 #endif
 #endif /* RPCOOL_H */
 
@@ -2103,23 +2120,32 @@ struct rpcool__client_tp {
      where close finds it.
    - start(s): serve its connections (called by each serving thread as it starts; a second
      call while started does nothing; a call after stop starts it again). Returns 0 or -errno.
+     Its serving threads register as workers (rpcool__worker_join), so the watchdog holds
+     them to their time limits, and hand every call they read to rpcool__dispatch.
    - stop(s): ask its threads to stop (rpcool_server_stop: no lock held, must not block).
    - close(s): stop, join, tell its clients and free everything (rpcool_server_close, after the
      serving threads were joined). Also after a failed or no open.
    - conns(s, out, max, n): rpcool_server_conns of its connections, from out[n] on (up to
      max); returns n plus their number. Any thread; must not block on a call.
-   For a call it serves (ctx->tp is the table, ctx->rc the connection):
+   For a call it serves (ctx->tp is the table, ctx->conn the connection, ctx->cookie the word
+   the transport put in the call's struct rpcool__incoming); none of them blocks on a call:
    - alloc(ctx, size): a reply block (rpcool_ctx_alloc), or NULL with errno set.
    - in_range(ctx, p, len): 1 if [p, p+len) is the caller's memory as the handler sees it.
    - heap(ctx): the caller's heap as a shmheap, or NULL if there is none here.
    - peer(ctx): who is calling (rpcool_ctx_peer), never NULL.
    - conn_user(ctx): the connection's user pointer (rpcool_ctx_conn_user), or NULL.
    - cancelled(ctx): 1 if the client cancelled the call (rpcool_ctx_cancelled); cheap.
-   - hold(ctx, delta): a deferred call of this connection begins (+1) or ends (-1): while any
-     is unfinished the connection's state (heap or mirror) stays, even with its client gone.
-   - reply(ctx, status, p, len): answer a deferred call, from any thread (p checked by
-     in_range already, or NULL). 0, or 1 when answering faulted (the connection is condemned).
-     NULL: calls cannot be deferred (rpcool_ctx_defer says RPCOOL_E_NOTSUP). */
+   - drop(ctx, why): serve the connection no more (a fault on the caller's memory that every
+     later access would meet); logs why.
+   - hold(ctx, delta): a deferred call of this connection begins (+1: ctx is the token's,
+     ctx->dfr set; what the transport keeps per call moves to the token, ctx->cookie may
+     change; 0 or -ENOMEM with nothing held) or ends (-1): while any is unfinished the
+     connection's state (heap or mirror) stays, even with its client gone.
+   - reply(ctx, status, p, len): answer the call: the serving thread's answer (ctx->dfr NULL,
+     under its recovery point) or a deferred one, from any thread (ctx->dfr set). p is checked
+     by in_range already, or NULL. A failed call (status < 0), one without a reply or one its
+     caller discards (RPCOOL__DISCARD in ctx->wflags) sends no reply and frees the blocks the
+     handler allocated. 0, or 1 when answering faulted (the connection is dropped). */
 struct rpcool__server_tp {
     const char *name;
     unsigned flags; /* RPCOOL__TP_* */
@@ -2134,8 +2160,29 @@ struct rpcool__server_tp {
     const rpcool_peer *(*peer)(const rpcool_ctx *ctx);
     void *(*conn_user)(const rpcool_ctx *ctx);
     int (*cancelled)(const rpcool_ctx *ctx);
-    void (*hold)(const rpcool_ctx *ctx, int delta);
+    void (*drop)(rpcool_ctx *ctx, const char *why);
+    int (*hold)(rpcool_ctx *ctx, int delta);
     int (*reply)(rpcool_ctx *ctx, int status, void *p, size_t len);
+};
+
+/* A call as a transport read it off its wire, handed to rpcool__dispatch: every field read
+   once (the client may change its copy at any moment), in no transport's layout. */
+struct rpcool__incoming {
+    unsigned fn, flags;   /* the handler id; the flags as sent (RPCOOL__WIRE_FLAGS) */
+    void *arg;            /* the argument, where the handler sees the caller's memory */
+    size_t arg_len;
+    const void *seal;     /* the range the caller sealed (RPCOOL_SEAL; none where the
+                             transport copies: RPCOOL__TP_COPIES) */
+    size_t seal_len;
+    unsigned slot;        /* where its answer goes: the slot and its generation */
+    uint32_t gen;
+    void *conn;           /* the transport's connection (ctx->conn) */
+    uintptr_t cookie;     /* the transport's word for this call (ctx->cookie) */
+    size_t budget;        /* what its checked reads may read: the caller's heap's size */
+    int pkey;             /* the protection key of the caller's memory, or -1 (none) */
+    uint32_t *logged;     /* RPCOOL__NOTE_* kinds logged for the connection (once each) */
+    uint32_t pid;         /* the caller's pid, and its connection's name, for the log */
+    const char *who;
 };
 
 struct rpcool_conn {
@@ -2171,7 +2218,11 @@ struct rpcool_conn {
 
 struct rpcool_ctx {
     rpcool_server *s;
-    struct rpcool__sconn *sc;
+    const struct rpcool__server_tp *tp; /* the transport the call came by */
+    void *conn;         /* its connection, the transport's own (struct rpcool__sconn, _rconn) */
+    uintptr_t cookie;   /* the transport's word for this call (shared memory: where its blocks
+                           are recorded; RDMA: its reply blocks' group) */
+    struct rpcool__worker *w; /* the serving thread (NULL in a deferred call's token) */
     struct rpcool__guard *guard;
     unsigned flags;
     const char *copy;   /* private copy of the argument (RPCOOL_COPY) */
@@ -2182,23 +2233,27 @@ struct rpcool_ctx {
     int abort_code;
     int fault_sig;      /* a contained fault: its signal and address */
     void *fault_addr;
-    const struct rpcool__server_tp *tp; /* the transport the call came by */
-    struct rpcool__rconn *rc; /* a call over RDMA: its connection (sc is NULL) */
-    struct rpcool__worker *w; /* shared memory: the serving thread (NULL over RDMA) */
-    struct rpcool__blocks *blk; /* shared memory: where its blocks are recorded (the serving
-                                   thread's, or after rpcool_ctx_defer the token's) */
     uint64_t call_no;   /* w->calls of this call */
-    size_t spent, budget; /* bytes the checked accessors read; budget: the heap's size (0:
-                             none) */
+    size_t spent, budget; /* bytes the checked accessors read; budget: the caller's heap's size */
     int limit_hit;      /* RPCOOL_LIMIT_SIGNAL ended it */
     unsigned slot;      /* the call's slot and generation (a deferred reply needs them) */
     uint32_t gen;
     struct rpcool_deferred *dfr; /* rpcool_ctx_defer took the call out of the serving thread */
-    uint32_t rgroup;    /* RDMA: the call's reply blocks (their group) */
     unsigned wflags;    /* the call's flags as sent (RPCOOL__DISCARD) */
 };
 
-/* The RDMA transport (impl/rpcool_rdma.h, compiled in with RPCOOL_WITH_RDMA). */
+/* A deferred call's token (rpcool_ctx_defer, impl/rpcool/defer.h). */
+struct rpcool_deferred {
+    rpcool_ctx ctx;   /* the call's context, kept (guard NULL: no checked accessors) */
+    uint32_t done;    /* the call was answered */
+    uint32_t refs;    /* serving path + user */
+    char *copy;       /* the argument's private copy (RPCOOL_COPY), owned now by the token */
+    struct rpcool__blocks blk; /* the call's blocks where the transport records them here
+                                  (shared memory: rpcool__shm_hold) */
+    pthread_mutex_t lock; /* guards blk */
+};
+
+/* The RDMA transport (impl/rpcool/rdma.h, compiled in with RPCOOL_WITH_RDMA). */
 struct rpcool__rconn;
 struct rpcool__rsrv;
 /* "rdma://HOST[:PORT]/NAME" or "rdma:NAME": the meta server (NULL: $KRCONN_META) and the name.
@@ -2220,49 +2275,23 @@ static int rpcool__r_parse(const char *channel, char *where, size_t wlen, const 
     return 1;
 }
 
-/* The shared-memory transport's tables (its operations are defined with the client's and the
-   handler's code below). */
-static int rpcool__shm_connect(rpcool_conn *c, const char *where, const char *name,
-                               const rpcool_conn_opts *o, unsigned connect_ms);
-static int rpcool__shm_send(rpcool_conn *c, const struct rpcool__call *call);
-static int rpcool__shm_wait(rpcool_conn *c, unsigned i, uint64_t deadline);
-static void rpcool__shm_poll(rpcool_conn *c) { (void)c; } /* replies are in place */
-static int rpcool__shm_gone(rpcool_conn *c);
-static void rpcool__shm_drop_reply(rpcool_conn *c, void *p) { shmheap_free(c->heap, p); }
-static int rpcool__shm_free(rpcool_conn *c, void *p) { (void)c, (void)p; return 0; }
-static void rpcool__shm_disconnect(rpcool_conn *c);
-static void rpcool__shm_cancel(rpcool_conn *c, unsigned i);
-static const struct rpcool__client_tp rpcool__shm_client_tp = {
-    "shm", 0, rpcool__shm_connect, rpcool__shm_send, rpcool__shm_wait, rpcool__shm_poll,
-    rpcool__shm_gone, rpcool__shm_drop_reply, rpcool__shm_free, rpcool__shm_disconnect,
-    rpcool__shm_cancel};
-static void *rpcool__shm_alloc(rpcool_ctx *ctx, size_t size);
-static int rpcool__shm_in_range(const rpcool_ctx *ctx, const void *p, size_t len);
-static shmheap *rpcool__shm_heap(rpcool_ctx *ctx);
-static const rpcool_peer *rpcool__shm_peer(const rpcool_ctx *ctx);
-static void *rpcool__shm_conn_user(const rpcool_ctx *ctx);
-static int rpcool__shm_cancelled(const rpcool_ctx *ctx);
-static void rpcool__shm_hold(const rpcool_ctx *ctx, int delta);
-static int rpcool__shm_reply(rpcool_ctx *ctx, int status, void *p, size_t len);
-/* the server's own transport: the listener operations are rpcool_server_* themselves */
-static const struct rpcool__server_tp rpcool__shm_server_tp = {
-    "shm", 0, NULL, NULL, NULL, NULL, NULL, rpcool__shm_alloc, rpcool__shm_in_range,
-    rpcool__shm_heap, rpcool__shm_peer, rpcool__shm_conn_user, rpcool__shm_cancelled,
-    rpcool__shm_hold, rpcool__shm_reply};
-
-#ifdef RPCOOL__RDMA /* impl/rpcool_rdma.h defines them */
+/* Each transport's tables, beside its code: shared memory's at >>shm, RDMA's at the end of
+   impl/rpcool/rdma.h (>>r-tables). */
+static const struct rpcool__client_tp *rpcool__shm_client_tp(void);
+static const struct rpcool__server_tp *rpcool__shm_server_tp(void);
+#ifdef RPCOOL__RDMA /* impl/rpcool/rdma.h defines them */
 static const struct rpcool__client_tp *rpcool__r_client_tp(void);
 static const struct rpcool__server_tp *rpcool__r_server_tp(void);
 #else /* not built in: connecting and opening say so; nothing else is ever reached */
-static int rpcool__r_connect_none(rpcool_conn *c, const char *where, const char *name,
-                                  const rpcool_conn_opts *o, unsigned ms)
+static int rpcool__r_none_connect(rpcool_conn *c, const char *where, const char *name,
+                                  const rpcool_conn_opts *o, unsigned connect_ms)
 {
-    (void)where, (void)name, (void)o, (void)ms;
+    (void)where, (void)name, (void)o, (void)connect_ms;
     rpcool__log(&c->log, RPCOOL_LOG_ERROR, "RDMA transport not built in: define "
                 "RPCOOL_WITH_RDMA, have rdma-core's headers and link -libverbs");
     return RPCOOL_E_NOTSUP;
 }
-static int rpcool__r_open_none(rpcool_server *s, const char *how, const char *device,
+static int rpcool__r_none_open(rpcool_server *s, const char *how, const char *device,
                                uint64_t spin_ns)
 {
     (void)how, (void)device, (void)spin_ns;
@@ -2270,15 +2299,18 @@ static int rpcool__r_open_none(rpcool_server *s, const char *how, const char *de
                 "RPCOOL_WITH_RDMA, have rdma-core's headers and link -libverbs");
     return RPCOOL_E_NOTSUP;
 }
-static int rpcool__r_start_none(rpcool_server *s) { (void)s; return 0; }
-static void rpcool__r_stop_none(rpcool_server *s) { (void)s; }
+static int rpcool__r_none_start(rpcool_server *s) { (void)s; return 0; }
+static void rpcool__r_none_stop(rpcool_server *s) { (void)s; }
+static void rpcool__r_none_close(rpcool_server *s) { (void)s; }
 static const struct rpcool__client_tp rpcool__r_none_client = {
-    "rdma", RPCOOL__TP_COPIES, rpcool__r_connect_none, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL};
+    .name = "rdma", .flags = RPCOOL__TP_COPIES, .connect = rpcool__r_none_connect, .post = NULL,
+    .wait = NULL, .poll = NULL, .gone = NULL, .drop_reply = NULL, .free = NULL,
+    .disconnect = NULL, .cancel = NULL};
 static const struct rpcool__server_tp rpcool__r_none_server = {
-    "rdma", RPCOOL__TP_COPIES, rpcool__r_open_none, rpcool__r_start_none,
-    rpcool__r_stop_none, rpcool__r_stop_none, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-    NULL};
+    .name = "rdma", .flags = RPCOOL__TP_COPIES, .open = rpcool__r_none_open,
+    .start = rpcool__r_none_start, .stop = rpcool__r_none_stop, .close = rpcool__r_none_close,
+    .conns = NULL, .alloc = NULL, .in_range = NULL, .heap = NULL, .peer = NULL,
+    .conn_user = NULL, .cancelled = NULL, .drop = NULL, .hold = NULL, .reply = NULL};
 static const struct rpcool__client_tp *rpcool__r_client_tp(void) { return &rpcool__r_none_client; }
 static const struct rpcool__server_tp *rpcool__r_server_tp(void) { return &rpcool__r_none_server; }
 #endif
@@ -3840,14 +3872,6 @@ out:
     return r;
 }
 
-/* A request cancelled before it was claimed: its handler never starts. */
-static int rpcool__cancel_seen(rpcool_server *s, const struct rpcool__req *sl, uint32_t gen)
-{
-    if (RCP__LIKELY(rcp__load_relaxed(&sl->cancel) != RPCOOL__SL(gen, RPCOOL__SL_REQ))) return 0;
-    rcp__fetch_add(&s->st.cancelled, 1u);
-    return 1;
-}
-
 /* >>accept - server: accepting, draining and reaping connections ------------------------------- */
 
 static RCP__THREAD_LOCAL struct rpcool__worker *rpcool__me; /* this thread's worker, if any */
@@ -4087,25 +4111,17 @@ enum { RPCOOL__NOTE_FAULT = 1, RPCOOL__NOTE_NOHANDLER = 2, RPCOOL__NOTE_BADREPLY
 #if defined(__GNUC__)
 __attribute__((format(printf, 4, 5)))
 #endif
-static void rpcool__note(rpcool_server *s, struct rpcool__sconn *sc, uint32_t kind,
+static void rpcool__note(rpcool_server *s, const struct rpcool__incoming *in, uint32_t kind,
                          const char *fmt, ...)
 {
     char msg[160];
     va_list ap;
-    if (rcp__fetch_or(&sc->logged, kind) & kind) return;
+    if (rcp__fetch_or(in->logged, kind) & kind) return;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: client pid %u (%s): %s (logged once per "
-                "connection)", s->name, (unsigned)sc->pid, sc->heap_name, msg);
-}
-
-/* Serve a connection no more and reclaim its heap once drained (see FAILURES: dropped). */
-static void rpcool__condemn(rpcool_server *s, struct rpcool__sconn *sc, const char *why)
-{
-    rcp__store(&sc->dead, 1);
-    rcp__store(&sc->condemned, 1u);
-    rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: %s: dropping the connection", sc->heap_name, why);
+                "connection)", s->name, (unsigned)in->pid, in->who, msg);
 }
 
 static int rpcool__run_handler(rpcool_ctx *ctx, const struct rpcool__handler_ent *e,
@@ -4158,71 +4174,24 @@ static void rpcool__pkeys(rpcool_server *s, int mine, int all)
 }
 
 /* A handler ended with an error: count and log what the library ended it for. */
-static void rpcool__failed(rpcool_server *s, struct rpcool__sconn *sc, rpcool_ctx *ctx,
+static void rpcool__failed(rpcool_server *s, const struct rpcool__incoming *in, rpcool_ctx *ctx,
                            int status)
 {
     if (rcp__load_relaxed(&ctx->w->expired) == ctx->call_no) /* counted by the watchdog */
-        rpcool__note(s, sc, RPCOOL__NOTE_LIMIT, "a handler ran over its time limit%s",
+        rpcool__note(s, in, RPCOOL__NOTE_LIMIT, "a handler ran over its time limit%s",
                      status == RPCOOL_E_DEADLINE ? " and was ended" : "");
     if (!ctx->aborted && status == RPCOOL_E_FAULT) {
         rcp__fetch_add(&s->st.faults, 1u);
-        rpcool__note(s, sc, RPCOOL__NOTE_FAULT, "sandboxed handler faulted (signal %d at %p)",
+        rpcool__note(s, in, RPCOOL__NOTE_FAULT, "sandboxed handler faulted (signal %d at %p)",
                      ctx->fault_sig, ctx->fault_addr);
-        /* SIGBUS inside the client's heap: its file no longer backs the mapping (the client
+        /* SIGBUS inside the caller's memory: its file no longer backs the mapping (the client
            truncated it); every later access by the library would fault too */
-        uintptr_t off = (uintptr_t)ctx->fault_addr - (uintptr_t)shmheap_base(sc->heap);
-        if (ctx->fault_sig == SIGBUS && off < shmheap_size(sc->heap))
-            rpcool__condemn(s, sc, "SIGBUS on its heap (truncated)");
+        if (ctx->fault_sig == SIGBUS && ctx->tp->in_range(ctx, ctx->fault_addr, 1))
+            ctx->tp->drop(ctx, "SIGBUS on its heap (truncated)");
     } else if (status == RPCOOL_E_BUDGET && ctx->aborted) {
         rcp__fetch_add(&s->st.over_budget, 1u);
-        rpcool__note(s, sc, RPCOOL__NOTE_BUDGET, "handler ended: its checked reads exceeded "
+        rpcool__note(s, in, RPCOOL__NOTE_BUDGET, "handler ended: its checked reads exceeded "
                      "the heap's %zu bytes (cyclic data?)", ctx->budget);
-    }
-}
-
-struct rpcool__free_args {
-    shmheap *h;
-    void **blk;
-    unsigned n;
-};
-
-static int rpcool__free_fn(void *p)
-{
-    struct rpcool__free_args *a = (struct rpcool__free_args *)p;
-    for (unsigned k = 0; k < a->n; k++) shmheap_free(a->h, a->blk[k]);
-    return 0;
-}
-
-/* The blocks the handler allocated belong to its reply: a call that fails (status < 0) or
-   succeeds without a reply frees them all, and a failed call returns no reply. */
-static void rpcool__blocks_settle(rpcool_server *s, struct rpcool__sconn *sc,
-                                  struct rpcool__worker *w, rpcool_ctx *ctx, int *status,
-                                  unsigned cflags)
-{
-    struct rpcool__free_args a = {sc->heap, w->blk.p, w->blk.n};
-    w->blk.n = 0;
-    if (*status >= 0 && ctx->ret && !(cflags & RPCOOL__DISCARD)) return;
-    ctx->ret = NULL;
-    ctx->ret_len = 0;
-    if (rpcool__guarded(rpcool__free_fn, &a, 1)) {
-        rcp__fetch_add(&s->st.faults, 1u);
-        rpcool__condemn(s, sc, "a fault on its heap (truncated?) freeing a failed call's blocks");
-    }
-}
-static void rpcool__defer_handoff(struct rpcool__worker *w, rpcool_ctx *ctx, int status);
-
-static void rpcool__complete(struct rpcool__conn_hdr *hd, unsigned i, uint32_t gen, int status,
-                             void *ret, size_t ret_len)
-{
-    struct rpcool__resp *sl = &hd->resp[i];
-    sl->ret = (uint64_t)(uintptr_t)ret;
-    sl->ret_len = ret_len;
-    sl->status = status;
-    rcp__store(&sl->state, RPCOOL__SL(gen, RPCOOL__SL_DONE));
-    rcp__full_fence();
-    if (rcp__load(&hd->csleepers)) {
-        rcp__fetch_add(&hd->cdoor, 1u);
-        rcp__futex_wake(&hd->cdoor, INT_MAX);
     }
 }
 
@@ -4254,92 +4223,112 @@ static void rpcool__copy_trim(struct rpcool__worker *w)
     w->cap = 0;
 }
 
-/* Serve request gen of slot i of a connection, claimed by this thread. The request's fields
-   are read once: the client may change them at any moment. */
-static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *sc, unsigned i,
-                               uint32_t gen)
+static void rpcool__defer_handoff(struct rpcool__worker *w, rpcool_ctx *ctx, int status);
+
+/* May the call run: its flags known, its handler registered, its argument (and seal) in the
+   caller's memory, the channel's policy met, not cancelled while queued? Then the call's
+   flags and, under RPCOOL_COPY (or a sealed call under a page), the argument's private copy.
+   A transport that copies (RPCOOL__TP_COPIES) delivers calls sealed by construction. */
+static int rpcool__admit(struct rpcool__worker *w, const struct rpcool__incoming *in,
+                         rpcool_ctx *ctx, const struct rpcool__handler_ent *e, void **arg)
 {
     rpcool_server *s = w->s;
-    struct rpcool__conn_hdr *hd = sc->hdr;
-    struct rpcool__req *sl = &hd->req[i];
-    uint32_t fnid = rcp__load_relaxed(&sl->fn), cflags = rcp__load_relaxed(&sl->flags);
-    void *arg = (void *)(uintptr_t)rcp__load_relaxed(&sl->arg);
-    size_t len = (size_t)rcp__load_relaxed(&sl->arg_len);
-    const void *seal = (const void *)(uintptr_t)rcp__load_relaxed(&sl->seal);
-    size_t seal_len = (size_t)rcp__load_relaxed(&sl->seal_len);
+    const struct rpcool__server_tp *tp = ctx->tp;
+    unsigned cflags = in->flags, copies = tp->flags & RPCOOL__TP_COPIES;
+    size_t len = in->arg_len;
+    /* a seal copy is a sealed call of less than a page: the copy is bounded by a page */
+    unsigned small = copies ? 0u : cflags & RPCOOL__SEAL_COPY;
+    if (cflags & ~(unsigned)RPCOOL__WIRE_FLAGS) return RPCOOL_E_INVAL;
+    if (small && (!(cflags & RPCOOL_SEAL) || in->seal_len >= rpcool__page_size()))
+        return RPCOOL_E_INVAL;
+    if (!e) {
+        rpcool__note(s, in, RPCOOL__NOTE_NOHANDLER, "call of handler id %u: none registered",
+                     in->fn);
+        return RPCOOL_E_NOHANDLER;
+    }
+    unsigned need = s->safety | e->flags | (copies ? (unsigned)RPCOOL_SEAL : 0u);
+    if ((*arg || len) && !tp->in_range(ctx, *arg, len)) return RPCOOL_E_BADPTR;
+    if (!copies && (need & RPCOOL_SEAL) && !(cflags & RPCOOL_SEAL)) return RPCOOL_E_POLICY;
+    if (!copies && (cflags & RPCOOL_SEAL)) {
+        const char *a = (const char *)*arg, *sl = (const char *)in->seal;
+        if (!tp->in_range(ctx, in->seal, in->seal_len) || a < sl || a + len > sl + in->seal_len)
+            return RPCOOL_E_BADPTR;
+    }
+    if (RCP__UNLIKELY(tp->cancelled(ctx))) { /* cancelled while queued: never started */
+        rcp__fetch_add(&s->st.cancelled, 1u);
+        return RPCOOL_E_CANCELLED;
+    }
+    ctx->flags = (cflags & RPCOOL__KNOWN_FLAGS) | need;
+    if (!(ctx->flags & RPCOOL_COPY) && !small) return 0;
+    if ((ctx->flags & RPCOOL_COPY) && len > s->max_copy)
+        return RPCOOL_E_TOOBIG; /* a client's heap may be far larger than we want to copy */
+    ctx->flags |= RPCOOL_COPY; /* the handler gets a private copy: say so */
+    return rpcool__copy_arg(w, ctx, arg, len);
+}
+
+/* Run the admitted call: its time limit and budget of checked reads, behind the protection
+   keys' fence under RPCOOL_SANDBOX, failures counted and logged, a reply outside the caller's
+   memory refused. */
+static int rpcool__run(struct rpcool__worker *w, const struct rpcool__incoming *in,
+                       rpcool_ctx *ctx, const struct rpcool__handler_ent *e, void *arg)
+{
+    rpcool_server *s = w->s;
+    int fence = (ctx->flags & RPCOOL_SANDBOX) && s->npkeys;
+    ctx->budget = in->budget;
+    ctx->call_no = w->calls + 1;
+    /* plain stores, no locked operation on the call's path: the watchdog reads them */
+    rcp__store_relaxed(&w->calls, ctx->call_no);
+    rcp__store_relaxed(&w->hlimit, e->hlimit | ((ctx->flags & RPCOOL_SANDBOX) ? RPCOOL__HL_SBX
+                                                                              : 0u));
+    if (fence) rpcool__pkeys(s, in->pkey, 0);
+    int status = rpcool__run_handler(ctx, e, e->fn, arg, in->arg_len);
+    if (fence) rpcool__pkeys(s, -1, 1);
+    rcp__store_relaxed(&w->hlimit, 0u);
+    if (RCP__UNLIKELY(status < 0 || rcp__load_relaxed(&w->expired) == ctx->call_no))
+        rpcool__failed(s, in, ctx, status);
+    if (ctx->ret && !ctx->tp->in_range(ctx, ctx->ret, ctx->ret_len)) {
+        status = RPCOOL_E_BADPTR; /* a handler bug: never hand out private pointers */
+        rpcool__note(s, in, RPCOOL__NOTE_BADREPLY, "handler %u replied %p (%zu bytes): "
+                     "outside the caller's memory", in->fn, ctx->ret, ctx->ret_len);
+        ctx->ret = NULL;
+        ctx->ret_len = 0;
+    }
+    return status;
+}
+
+/* Serve one call a transport read off its wire, claimed by this serving thread: admit it, run
+   it, answer it through the transport's reply (or hand it to its deferred token). The one
+   path of every call, whatever transport it came by. */
+static void rpcool__dispatch(struct rpcool__worker *w, const struct rpcool__server_tp *tp,
+                             const struct rpcool__incoming *in)
+{
+    rpcool_server *s = w->s;
     rpcool_ctx ctx;
     memset(&ctx, 0, sizeof ctx);
     ctx.s = s;
-    ctx.tp = &rpcool__shm_server_tp;
-    ctx.sc = sc;
-    ctx.slot = i;
-    ctx.gen = gen;
-    int status;
+    ctx.tp = tp;
+    ctx.conn = in->conn;
+    ctx.cookie = in->cookie;
+    ctx.w = w;
+    ctx.slot = in->slot;
+    ctx.gen = in->gen;
+    ctx.wflags = in->flags;
+    void *arg = in->arg;
     struct rpcool__handler_ent *e =
-        fnid < RPCOOL_MAX_HANDLERS ? rcp__load(&s->handlers[fnid]) : NULL;
-    rpcool_handler *fn = e ? e->fn : NULL;
-    unsigned need = s->safety | (fn ? e->flags : 0);
-    /* a seal copy is a sealed call of less than a page: the copy is bounded by a page */
-    unsigned small = cflags & RPCOOL__SEAL_COPY;
-    if (cflags & ~(unsigned)RPCOOL__WIRE_FLAGS) status = RPCOOL_E_INVAL;
-    else if (small && (!(cflags & RPCOOL_SEAL) || seal_len >= rpcool__page_size()))
-        status = RPCOOL_E_INVAL;
-    else if (!fn) {
-        status = RPCOOL_E_NOHANDLER;
-        rpcool__note(s, sc, RPCOOL__NOTE_NOHANDLER, "call of handler id %u: none registered",
-                     (unsigned)fnid);
-    }
-    else if ((arg || len) && !shmheap_contains(sc->heap, arg, len)) status = RPCOOL_E_BADPTR;
-    else if ((need & RPCOOL_SEAL) && !(cflags & RPCOOL_SEAL)) status = RPCOOL_E_POLICY;
-    else if ((cflags & RPCOOL_SEAL) && (!shmheap_contains(sc->heap, seal, seal_len) ||
-             (const char *)arg < (const char *)seal ||
-             (const char *)arg + len > (const char *)seal + seal_len)) status = RPCOOL_E_BADPTR;
-    else if (rpcool__cancel_seen(s, sl, gen)) status = RPCOOL_E_CANCELLED;
-    else status = 0;
-    if (status == 0) {
-        ctx.flags = (cflags & RPCOOL__KNOWN_FLAGS) | need;
-        if ((ctx.flags & RPCOOL_COPY) && len > s->max_copy) {
-            status = RPCOOL_E_TOOBIG; /* a client's heap may be far larger than we want to copy */
-        } else if ((ctx.flags & RPCOOL_COPY) || small) {
-            ctx.flags |= RPCOOL_COPY; /* the handler gets a private copy: say so */
-            status = rpcool__copy_arg(w, &ctx, &arg, len);
-        }
-    }
-    if (status == 0) {
-        int fence = (ctx.flags & RPCOOL_SANDBOX) && s->npkeys;
-        ctx.w = w;
-        ctx.blk = &w->blk;
-        ctx.wflags = cflags;
-        ctx.budget = sc->size;
-        ctx.call_no = w->calls + 1;
-        /* plain stores, no locked operation on the call's path: the watchdog reads them */
-        rcp__store_relaxed(&w->calls, ctx.call_no);
-        rcp__store_relaxed(&w->hlimit, e->hlimit | ((ctx.flags & RPCOOL_SANDBOX) ? RPCOOL__HL_SBX
-                                                                                 : 0u));
-        if (fence) rpcool__pkeys(s, sc->pkey, 0);
-        status = rpcool__run_handler(&ctx, e, fn, arg, len);
-        if (fence) rpcool__pkeys(s, -1, 1);
-        rcp__store_relaxed(&w->hlimit, 0u);
-        if (RCP__UNLIKELY(status < 0 || rcp__load_relaxed(&w->expired) == ctx.call_no))
-            rpcool__failed(s, sc, &ctx, status);
-        if (ctx.ret && !shmheap_contains(sc->heap, ctx.ret, ctx.ret_len)) {
-            status = RPCOOL_E_BADPTR; /* a handler bug: never hand out private pointers */
-            rpcool__note(s, sc, RPCOOL__NOTE_BADREPLY, "handler %u replied %p (%zu bytes): "
-                         "outside the connection heap", (unsigned)fnid, ctx.ret, ctx.ret_len);
-            ctx.ret = NULL;
-            ctx.ret_len = 0;
-        }
-        if (ctx.dfr) w->blk.n = 0; /* deferred: the token took its blocks (rpcool_ctx_defer) */
-        else if (RCP__UNLIKELY(w->blk.n)) rpcool__blocks_settle(s, sc, w, &ctx, &status, cflags);
-        else if (cflags & RPCOOL__DISCARD) ctx.ret = NULL; /* a reply the caller discards */
-    }
+        in->fn < RPCOOL_MAX_HANDLERS ? rcp__load(&s->handlers[in->fn]) : NULL;
+    if (e && !e->fn) e = NULL;
+    int status = rpcool__admit(w, in, &ctx, e, &arg);
+    if (status == 0) status = rpcool__run(w, in, &ctx, e, arg);
     if (ctx.dfr) { /* deferred: the token finishes the call (and owns the copy) */
         rpcool__defer_handoff(w, &ctx, status);
         return;
     }
-    rpcool__complete(hd, i, gen, status, ctx.ret, ctx.ret ? ctx.ret_len : 0);
+    tp->reply(&ctx, status, ctx.ret, ctx.ret ? ctx.ret_len : 0);
     rpcool__copy_trim(w);
 }
+
+static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *sc, unsigned i,
+                               uint32_t gen);
 
 /* Clear request bits (a server about to sleep, or a bit with no request behind it), then look
    at those slots once more: a client that posted meanwhile and saw its bit still set did not
@@ -4601,35 +4590,50 @@ static void rpcool__worker_run(struct rpcool__worker *w)
     rpcool__cur = NULL;
 }
 
-static void rpcool__worker_loop(rpcool_server *s)
+/* A serving thread, of any transport, joins its server: the watchdog holds its handlers to
+   their time limits, rpcool_server_get_stats counts its calls, rpcool_server_close waits for it
+   to leave. */
+static void rpcool__worker_join(rpcool_server *s, struct rpcool__worker *w)
 {
-    struct rpcool__worker w, *outer = rpcool__me;
-    memset(&w, 0, sizeof w);
-    w.s = s;
-    w.thread = pthread_self();
-    rpcool__me = &w;
+    memset(w, 0, sizeof *w);
+    w->s = s;
+    w->thread = pthread_self();
+    rpcool__me = w;
     rpcool__altstack(); /* a handler's stack overflow can be contained */
     pthread_mutex_lock(&s->hk_lock);
     pthread_mutex_lock(&s->wk_lock);
-    w.next = s->workers;
-    s->workers = &w;
+    w->next = s->workers;
+    s->workers = w;
     pthread_mutex_unlock(&s->wk_lock);
     pthread_mutex_unlock(&s->hk_lock);
-    rpcool__pkeys(s, -1, 1); /* this thread may touch every connection heap */
-    if (s->xtp) s->xtp->start(s); /* another transport's connections: its own threads */
-    while (!rcp__load(&s->stop)) rpcool__worker_run(&w);
+}
+
+static void rpcool__worker_leave(struct rpcool__worker *w)
+{
+    rpcool_server *s = w->s;
     pthread_mutex_lock(&s->hk_lock);
     pthread_mutex_lock(&s->wk_lock);
     for (struct rpcool__worker **pp = &s->workers; *pp; pp = &(*pp)->next)
-        if (*pp == &w) {
-            *pp = w.next;
+        if (*pp == w) {
+            *pp = w->next;
             break;
         }
-    rcp__fetch_add(&s->st.calls, rcp__load_relaxed(&w.calls));
+    rcp__fetch_add(&s->st.calls, rcp__load_relaxed(&w->calls));
     pthread_mutex_unlock(&s->wk_lock);
     pthread_mutex_unlock(&s->hk_lock);
-    rpcool__free(w.buf);
-    rpcool__free(w.blk.p);
+    rpcool__free(w->buf);
+    rpcool__free(w->blk.p);
+    rpcool__me = NULL;
+}
+
+static void rpcool__worker_loop(rpcool_server *s)
+{
+    struct rpcool__worker w, *outer = rpcool__me;
+    rpcool__worker_join(s, &w);
+    rpcool__pkeys(s, -1, 1); /* this thread may touch every connection heap */
+    if (s->xtp) s->xtp->start(s); /* another transport's connections: its own threads */
+    while (!rcp__load(&s->stop)) rpcool__worker_run(&w);
+    rpcool__worker_leave(&w);
     rpcool__me = outer;
 }
 
@@ -4915,95 +4919,21 @@ RPCOOL_API int rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *st
 /* >>handler - handler side --------------------------------------------------------------------- */
 
 RPCOOL_API shmheap *rpcool_ctx_heap(rpcool_ctx *ctx) { return ctx->tp->heap(ctx); }
-static shmheap *rpcool__shm_heap(rpcool_ctx *ctx) { return ctx->sc->heap; }
 
 RPCOOL_API const rpcool_peer *rpcool_ctx_peer(const rpcool_ctx *ctx)
 {
     return ctx->tp->peer(ctx);
 }
-static const rpcool_peer *rpcool__shm_peer(const rpcool_ctx *ctx) { return &ctx->sc->peer; }
 
 RPCOOL_API void *rpcool_ctx_conn_user(const rpcool_ctx *ctx) { return ctx->tp->conn_user(ctx); }
-static void *rpcool__shm_conn_user(const rpcool_ctx *ctx) { return ctx->sc->cuser; }
 
 RPCOOL_API int rpcool_ctx_cancelled(const rpcool_ctx *ctx) { return ctx->tp->cancelled(ctx); }
-static int rpcool__shm_cancelled(const rpcool_ctx *ctx)
-{
-    return rcp__load_relaxed(&ctx->sc->hdr->req[ctx->slot].cancel) ==
-           RPCOOL__SL(ctx->gen, RPCOOL__SL_REQ);
-}
-
-struct rpcool__alloc_args {
-    shmheap *h;
-    size_t size;
-    void *p;
-    int err;
-};
-
-static int rpcool__alloc_fn(void *p)
-{
-    struct rpcool__alloc_args *a = (struct rpcool__alloc_args *)p;
-    a->p = shmheap_malloc(a->h, a->size);
-    a->err = errno;
-    return 0;
-}
-
-/* Remember a block the running handler (or a deferred call) allocated (see
-   rpcool__blocks_settle). */
-static int rpcool__block_add(struct rpcool__blocks *b, void *p)
-{
-    int rc = 0;
-    if (b->lock) pthread_mutex_lock(b->lock);
-    if (b->n == b->cap) {
-        unsigned cap = b->cap ? 2 * b->cap : 16;
-        void **nb = (void **)rpcool__calloc(cap, sizeof *nb);
-        if (!nb) rc = -ENOMEM;
-        else {
-            if (b->n) memcpy(nb, b->p, b->n * sizeof *nb);
-            rpcool__free(b->p);
-            b->p = nb;
-            b->cap = cap;
-        }
-    }
-    if (!rc) b->p[b->n++] = p;
-    if (b->lock) pthread_mutex_unlock(b->lock);
-    return rc;
-}
 
 RPCOOL_API void *rpcool_ctx_alloc(rpcool_ctx *ctx, size_t size)
 {
     return ctx->tp->alloc(ctx, size);
 }
 
-/* A reply block in the client's heap. */
-static void *rpcool__shm_alloc(rpcool_ctx *ctx, size_t size)
-{
-    /* The library's own access to the client's heap, with faults contained whatever the
-       handler's mode: a fault there (a SIGBUS for memory the kernel cannot provide) makes this
-       fail and drops the client; it does not kill the server. */
-    struct rpcool__alloc_args a = {ctx->sc->heap, size, NULL, 0};
-    if (rpcool__guarded(rpcool__alloc_fn, &a, 1)) {
-        rcp__fetch_add(&ctx->s->st.faults, 1u);
-        rpcool__condemn(ctx->s, ctx->sc, "a fault on its heap (truncated?) in rpcool_ctx_alloc");
-        errno = EFAULT;
-        return NULL;
-    }
-    void *p = a.p;
-    errno = a.err;
-    /* The client held its heap's mutex for all of lock_timeout_ms, or wrote a holder into it that
-       never lets go: serve it no more (as after a fault on its heap). Otherwise every request it
-       queued would park a serving thread for that long, and a flood of them would starve every
-       other client. Its heap goes when drained, as after a fault: once dropped, the client's
-       death would no longer be noticed. */
-    if (!p && errno == ETIMEDOUT) rpcool__condemn(ctx->s, ctx->sc, "its heap's mutex stays taken");
-    if (p && ctx->blk && rpcool__block_add(ctx->blk, p)) { /* no room to remember it: give it
-                                                                back */
-        shmheap_free(ctx->sc->heap, p);
-        errno = ENOMEM;
-        p = NULL;
-    }
-    return p;
-}
 RPCOOL_API void rpcool_ctx_reply(rpcool_ctx *ctx, void *p, size_t len)
 {
     ctx->ret = p;
@@ -5016,11 +4946,6 @@ RPCOOL_API int rpcool_ctx_ok(const rpcool_ctx *ctx, const void *p, size_t len)
     if (ctx->tp->in_range(ctx, p, len)) return 1;
     uintptr_t a = (uintptr_t)p, c = (uintptr_t)ctx->copy;
     return ctx->copy && a >= c && a <= c + ctx->copy_len && len <= c + ctx->copy_len - a;
-}
-
-static int rpcool__shm_in_range(const rpcool_ctx *ctx, const void *p, size_t len)
-{
-    return shmheap_contains(ctx->sc->heap, p, len);
 }
 
 RPCOOL_API void rpcool_ctx_fail(rpcool_ctx *ctx, int code)
@@ -5040,7 +4965,7 @@ RPCOOL_API void rpcool_ctx_fail(rpcool_ctx *ctx, int code)
 static void rpcool__spend(rpcool_ctx *ctx, size_t len)
 {
     ctx->spent += len;
-    if (RCP__UNLIKELY(ctx->spent > ctx->budget - 1)) /* budget 0 (RDMA): no bound */
+    if (RCP__UNLIKELY(ctx->spent > ctx->budget - 1)) /* budget 0: no bound */
         rpcool_ctx_fail(ctx, RPCOOL_E_BUDGET);
     if (ctx->w && RCP__UNLIKELY(rcp__load_relaxed(&ctx->w->expired) == ctx->call_no))
         rpcool_ctx_fail(ctx, RPCOOL_E_DEADLINE);
@@ -5061,8 +4986,7 @@ static void rpcool__accessor_fault(rpcool_ctx *ctx, struct rpcool__guard *g)
     rpcool__cur = g->prev;
     rpcool__fault_unblock();
     rcp__fetch_add(&ctx->s->st.faults, 1u);
-    if (g->sig == SIGBUS && ctx->sc)
-        rpcool__condemn(ctx->s, ctx->sc, "SIGBUS on its heap (truncated)");
+    if (g->sig == SIGBUS) ctx->tp->drop(ctx, "SIGBUS on its heap (truncated)");
     rpcool_ctx_fail(ctx, RPCOOL_E_FAULT);
 }
 
@@ -6188,7 +6112,7 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     if ((r = rpcool__check_name(rname))) return r;
     if (o.safety & ~(unsigned)RPCOOL__KNOWN_FLAGS) return RPCOOL_E_INVAL;
     if (!(c = (rpcool_conn *)rpcool__calloc(1, sizeof *c))) return -ENOMEM;
-    c->tp = rdma ? rpcool__r_client_tp() : &rpcool__shm_client_tp;
+    c->tp = rdma ? rpcool__r_client_tp() : rpcool__shm_client_tp();
     c->pod_fd = -1;
     c->safety = o.safety;
     c->timeout_ms = o.timeout_ms;
@@ -6338,14 +6262,278 @@ RPCOOL_API char *rpcool_strdup(rpcool_conn *c, const char *s)
     return p;
 }
 
+/* >>shm - the shared-memory transport: a slot's call, the server's operations, the tables ------ */
+
+/* Serve request gen of slot i of a connection, claimed by this thread: its request line read
+   once (the client may change it at any moment), then the one dispatch of every transport. */
+static void rpcool__serve_slot(struct rpcool__worker *w, struct rpcool__sconn *sc, unsigned i,
+                               uint32_t gen)
+{
+    const struct rpcool__req *sl = &sc->hdr->req[i];
+    struct rpcool__incoming in;
+    in.fn = rcp__load_relaxed(&sl->fn);
+    in.flags = rcp__load_relaxed(&sl->flags);
+    in.arg = (void *)(uintptr_t)rcp__load_relaxed(&sl->arg);
+    in.arg_len = (size_t)rcp__load_relaxed(&sl->arg_len);
+    in.seal = (const void *)(uintptr_t)rcp__load_relaxed(&sl->seal);
+    in.seal_len = (size_t)rcp__load_relaxed(&sl->seal_len);
+    in.slot = i;
+    in.gen = gen;
+    in.conn = sc;
+    in.cookie = (uintptr_t)&w->blk; /* the blocks its handler allocates */
+    in.budget = sc->size;
+    in.pkey = sc->pkey;
+    in.logged = &sc->logged;
+    in.pid = sc->pid;
+    in.who = sc->heap_name;
+    rpcool__dispatch(w, rpcool__shm_server_tp(), &in);
+}
+
+/* Serve a connection no more and reclaim its heap once drained (see FAILURES: dropped). */
+static void rpcool__condemn(rpcool_server *s, struct rpcool__sconn *sc, const char *why)
+{
+    rcp__store(&sc->dead, 1);
+    rcp__store(&sc->condemned, 1u);
+    rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: %s: dropping the connection", sc->heap_name, why);
+}
+
+/* Answer slot i: the response line, written last its state; a sleeping client is woken. */
+static void rpcool__complete(struct rpcool__conn_hdr *hd, unsigned i, uint32_t gen, int status,
+                             void *ret, size_t ret_len)
+{
+    struct rpcool__resp *sl = &hd->resp[i];
+    sl->ret = (uint64_t)(uintptr_t)ret;
+    sl->ret_len = ret_len;
+    sl->status = status;
+    rcp__store(&sl->state, RPCOOL__SL(gen, RPCOOL__SL_DONE));
+    rcp__full_fence();
+    if (rcp__load(&hd->csleepers)) {
+        rcp__fetch_add(&hd->cdoor, 1u);
+        rcp__futex_wake(&hd->cdoor, INT_MAX);
+    }
+}
+
+struct rpcool__free_args {
+    shmheap *h;
+    void **blk;
+    unsigned n;
+};
+
+static int rpcool__free_fn(void *p)
+{
+    struct rpcool__free_args *a = (struct rpcool__free_args *)p;
+    for (unsigned k = 0; k < a->n; k++) shmheap_free(a->h, a->blk[k]);
+    return 0;
+}
+
+static struct rpcool__sconn *rpcool__shm_conn(const rpcool_ctx *ctx)
+{
+    return (struct rpcool__sconn *)ctx->conn;
+}
+
+/* The blocks of a call (ctx->cookie: the serving thread's record, or its deferred token's). */
+static struct rpcool__blocks *rpcool__shm_blocks(const rpcool_ctx *ctx)
+{
+    return (struct rpcool__blocks *)ctx->cookie;
+}
+
+struct rpcool__alloc_args {
+    shmheap *h;
+    size_t size;
+    void *p;
+    int err;
+};
+
+static int rpcool__alloc_fn(void *p)
+{
+    struct rpcool__alloc_args *a = (struct rpcool__alloc_args *)p;
+    a->p = shmheap_malloc(a->h, a->size);
+    a->err = errno;
+    return 0;
+}
+
+/* Remember a block the running handler (or a deferred call) allocated (see
+   rpcool__blocks_settle). */
+static int rpcool__block_add(struct rpcool__blocks *b, void *p)
+{
+    int rc = 0;
+    if (b->lock) pthread_mutex_lock(b->lock);
+    if (b->n == b->cap) {
+        unsigned cap = b->cap ? 2 * b->cap : 16;
+        void **nb = (void **)rpcool__calloc(cap, sizeof *nb);
+        if (!nb) rc = -ENOMEM;
+        else {
+            if (b->n) memcpy(nb, b->p, b->n * sizeof *nb);
+            rpcool__free(b->p);
+            b->p = nb;
+            b->cap = cap;
+        }
+    }
+    if (!rc) b->p[b->n++] = p;
+    if (b->lock) pthread_mutex_unlock(b->lock);
+    return rc;
+}
+
+/* The blocks the handler allocated belong to its reply: a call that keeps no reply (failed,
+   none, or discarded) frees them all. 1 if freeing faulted (a truncated heap). */
+static int rpcool__blocks_settle(struct rpcool__sconn *sc, struct rpcool__blocks *b, int keep)
+{
+    if (b->lock) pthread_mutex_lock(b->lock);
+    struct rpcool__free_args f = {sc->heap, b->p, keep ? 0u : b->n};
+    b->n = 0;
+    int fault = f.n && rpcool__guarded(rpcool__free_fn, &f, 1);
+    if (b->lock) pthread_mutex_unlock(b->lock);
+    return fault;
+}
+
+/* A reply block in the client's heap. */
+static void *rpcool__shm_alloc(rpcool_ctx *ctx, size_t size)
+{
+    struct rpcool__sconn *sc = rpcool__shm_conn(ctx);
+    struct rpcool__blocks *b = rpcool__shm_blocks(ctx);
+    /* The library's own access to the client's heap, with faults contained whatever the
+       handler's mode: a fault there (a SIGBUS for memory the kernel cannot provide) makes this
+       fail and drops the client; it does not kill the server. */
+    struct rpcool__alloc_args a = {sc->heap, size, NULL, 0};
+    if (rpcool__guarded(rpcool__alloc_fn, &a, 1)) {
+        rcp__fetch_add(&ctx->s->st.faults, 1u);
+        rpcool__condemn(ctx->s, sc, "a fault on its heap (truncated?) in rpcool_ctx_alloc");
+        errno = EFAULT;
+        return NULL;
+    }
+    void *p = a.p;
+    errno = a.err;
+    /* The client held its heap's mutex for all of lock_timeout_ms, or wrote a holder into it that
+       never lets go: serve it no more (as after a fault on its heap). Otherwise every request it
+       queued would park a serving thread for that long, and a flood of them would starve every
+       other client. Its heap goes when drained, as after a fault: once dropped, the client's
+       death would no longer be noticed. */
+    if (!p && errno == ETIMEDOUT) rpcool__condemn(ctx->s, sc, "its heap's mutex stays taken");
+    if (p && b && rpcool__block_add(b, p)) { /* no room to remember it: give it back */
+        shmheap_free(sc->heap, p);
+        errno = ENOMEM;
+        p = NULL;
+    }
+    return p;
+}
+
+static int rpcool__shm_in_range(const rpcool_ctx *ctx, const void *p, size_t len)
+{
+    return shmheap_contains(rpcool__shm_conn(ctx)->heap, p, len);
+}
+
+static shmheap *rpcool__shm_heap(rpcool_ctx *ctx) { return rpcool__shm_conn(ctx)->heap; }
+
+static const rpcool_peer *rpcool__shm_peer(const rpcool_ctx *ctx)
+{
+    return &rpcool__shm_conn(ctx)->peer;
+}
+
+static void *rpcool__shm_conn_user(const rpcool_ctx *ctx) { return rpcool__shm_conn(ctx)->cuser; }
+
+static int rpcool__shm_cancelled(const rpcool_ctx *ctx)
+{
+    return rcp__load_relaxed(&rpcool__shm_conn(ctx)->hdr->req[ctx->slot].cancel) ==
+           RPCOOL__SL(ctx->gen, RPCOOL__SL_REQ);
+}
+
+static void rpcool__shm_drop(rpcool_ctx *ctx, const char *why)
+{
+    rpcool__condemn(ctx->s, rpcool__shm_conn(ctx), why);
+}
+
+/* A deferred call begins: the blocks its handler allocated so far, and those to come, go with
+   the token (freed if the call fails or has no reply); the heap stays while it lives. */
+static int rpcool__shm_hold(rpcool_ctx *ctx, int delta)
+{
+    if (delta > 0) {
+        struct rpcool__blocks *from = rpcool__shm_blocks(ctx), *to = &ctx->dfr->blk;
+        if (from->n) {
+            to->p = (void **)rpcool__calloc(from->n, sizeof *to->p);
+            if (!to->p) return -ENOMEM;
+            memcpy(to->p, from->p, from->n * sizeof *to->p);
+            to->n = to->cap = from->n;
+            from->n = 0;
+        }
+        ctx->cookie = (uintptr_t)to;
+    }
+    rcp__fetch_add(&rpcool__shm_conn(ctx)->ndeferred, (uint32_t)delta);
+    return 0;
+}
+
+struct rpcool__reply_args {
+    rpcool_ctx *ctx;
+    int status;
+    void *p;
+    size_t len;
+};
+
+static int rpcool__shm_complete_fn(void *arg)
+{
+    struct rpcool__reply_args *a = (struct rpcool__reply_args *)arg;
+    rpcool__complete(rpcool__shm_conn(a->ctx)->hdr, a->ctx->slot, a->ctx->gen, a->status, a->p,
+                     a->len);
+    return 0;
+}
+
+/* The answer goes to the response line. The serving thread writes it under its own recovery
+   point (a fault there drops the connection it is in); a deferred reply, from any thread,
+   under one of its own: faults contained, as in rpcool_ctx_alloc. */
+static int rpcool__shm_reply(rpcool_ctx *ctx, int status, void *p, size_t len)
+{
+    struct rpcool__sconn *sc = rpcool__shm_conn(ctx);
+    struct rpcool__blocks *b = rpcool__shm_blocks(ctx);
+    int keep = status >= 0 && p && !(ctx->wflags & RPCOOL__DISCARD), fault = 0;
+    if (!keep) {
+        p = NULL;
+        len = 0;
+    }
+    if (RCP__UNLIKELY(b->lock || b->n)) fault = rpcool__blocks_settle(sc, b, keep);
+    if (RCP__UNLIKELY(fault)) {
+        rcp__fetch_add(&ctx->s->st.faults, 1u);
+        rpcool__condemn(ctx->s, sc, "a fault on its heap (truncated?) freeing a call's blocks");
+    }
+    if (!ctx->dfr) {
+        rpcool__complete(sc->hdr, ctx->slot, ctx->gen, status, p, len);
+        return fault;
+    }
+    struct rpcool__reply_args a = {ctx, status, p, len};
+    if (fault) return 1;
+    if (!rpcool__guarded(rpcool__shm_complete_fn, &a, 1)) return 0;
+    rcp__fetch_add(&ctx->s->st.faults, 1u);
+    rpcool__condemn(ctx->s, sc, "a fault on its heap in rpcool_deferred_reply");
+    return 1;
+}
+
+static void rpcool__shm_poll(rpcool_conn *c) { (void)c; } /* replies are in place */
+static void rpcool__shm_drop_reply(rpcool_conn *c, void *p) { shmheap_free(c->heap, p); }
+static int rpcool__shm_free(rpcool_conn *c, void *p) { (void)c, (void)p; return 0; }
+
+/* The client's side (its operations at >>client, >>call and >>connect; post is
+   rpcool__shm_send, rpcool__shm_post being the step that publishes a filled slot). */
+static const struct rpcool__client_tp rpcool__shm_client = {
+    .name = "shm", .flags = 0, .connect = rpcool__shm_connect, .post = rpcool__shm_send,
+    .wait = rpcool__shm_wait, .poll = rpcool__shm_poll, .gone = rpcool__shm_gone,
+    .drop_reply = rpcool__shm_drop_reply, .free = rpcool__shm_free,
+    .disconnect = rpcool__shm_disconnect, .cancel = rpcool__shm_cancel};
+/* The server's own transport: the listener operations are rpcool_server_* themselves. */
+static const struct rpcool__server_tp rpcool__shm_server = {
+    .name = "shm", .flags = 0, .open = NULL, .start = NULL, .stop = NULL, .close = NULL,
+    .conns = NULL, .alloc = rpcool__shm_alloc, .in_range = rpcool__shm_in_range,
+    .heap = rpcool__shm_heap, .peer = rpcool__shm_peer, .conn_user = rpcool__shm_conn_user,
+    .cancelled = rpcool__shm_cancelled, .drop = rpcool__shm_drop, .hold = rpcool__shm_hold,
+    .reply = rpcool__shm_reply};
+static const struct rpcool__client_tp *rpcool__shm_client_tp(void) { return &rpcool__shm_client; }
+static const struct rpcool__server_tp *rpcool__shm_server_tp(void) { return &rpcool__shm_server; }
+
 #ifdef RPCOOL__RDMA
-#include "impl/rpcool_rdma.h"
+#include "impl/rpcool/rdma.h"
 #endif
-#include "impl/rpcool_defer.h" /* deferred replies (>>defer) */
-#include "impl/rpcool_export.h" /* shared data (>>export >>x-remote) */
+#include "impl/rpcool/defer.h" /* deferred replies (>>defer) */
+#include "impl/rpcool/export.h" /* shared data (>>export >>x-remote) */
 #ifdef RPCOOL_WITH_PROTOBUF_C
 #define RPCOOL_PBC_IMPLEMENTATION
-#include "impl/rpcool_pbc.h" /* protobuf-c services (>>pbc) */
+#include "impl/rpcool/pbc.h" /* protobuf-c services (>>pbc) */
 #endif
 
 /* >>builders - data builders ------------------------------------------------------------------- */

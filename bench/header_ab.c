@@ -16,6 +16,7 @@
 #define PFX(x) AB_CAT(AB_PFX, x)
 #define RPCOOL_STATIC 1
 #define SHMHEAP_STATIC 1
+#define ALOCK_STATIC 1 /* rpcool.h brings alock.h's implementation */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
 #include <stdio.h>

@@ -20,10 +20,11 @@ inst_subst = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(RPCOOL_PKG_VERSIO
 
 .PHONY: install uninstall
 install: $(BUILD)/bin/rpcoolctl
-	install -d $(inst_root)/include/rpcool/impl $(inst_root)/bin $(inst_root)/lib/pkgconfig \
+	install -d $(inst_root)/include/rpcool/impl/rpcool $(inst_root)/bin $(inst_root)/lib/pkgconfig \
 	    $(inst_root)/lib/cmake/rpcool
 	install -m 644 $(INSTALL_HEADERS) $(inst_root)/include/rpcool/
 	install -m 644 $(wildcard impl/*.h) $(inst_root)/include/rpcool/impl/
+	install -m 644 $(wildcard impl/rpcool/*.h) $(inst_root)/include/rpcool/impl/rpcool/
 	install -m 755 $(BUILD)/bin/rpcoolctl $(inst_root)/bin/rpcoolctl
 	for pc in rpcool rpcool-rdma rpcool-pbc; do \
 	    $(inst_subst) mk/$$pc.pc.in >$(inst_root)/lib/pkgconfig/$$pc.pc || exit 1; done

@@ -41,7 +41,7 @@ $(BUILD)/vm/bin/%.tsan: tests/vm/%.c tests/vm/vmt.h tests/t.h $(HEADERS)
 
 # krconn.h's manual example (section 3), cut out of the header; the krconn role runs it.
 vm-bins: $(BUILD)/vm/bin/ex_krconn_manual
-$(BUILD)/vm/bin/ex_krconn_manual: krconn.h $(wildcard impl/*.h)
+$(BUILD)/vm/bin/ex_krconn_manual: krconn.h $(wildcard impl/*.h) $(wildcard impl/rpcool/*.h)
 	@mkdir -p $(@D)
 	sed -n '/^   3\. EXAMPLE/,/^   4\. /p' krconn.h | \
 	    sed -n 's/^       //p' >$(BUILD)/vm/ex_krconn_manual.c

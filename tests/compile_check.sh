@@ -71,7 +71,7 @@ check rpcool-rdma "#define RPCOOL_WITH_RDMA 1
 #include \"rpcool.h\"
 int main(void) { return 0; }
 "
-# rpcool with protobuf-c services (impl/rpcool_pbc.h), when protobuf-c's headers are there
+# rpcool with protobuf-c services (impl/rpcool/pbc.h), when protobuf-c's headers are there
 if echo '#include <protobuf-c/protobuf-c.h>' | cc -E -x c - >/dev/null 2>&1; then
     check rpcool-pbc "#define RPCOOL_WITH_PROTOBUF_C 1
 #define RPCOOL_IMPLEMENTATION

@@ -27,7 +27,7 @@ if $MAKE -s install DESTDIR="$r1" >"$dir/i1.log" 2>&1; then
         include/rpcool/alock.h include/rpcool/nppin.h bin/rpcoolctl lib/pkgconfig/rpcool.pc \
         lib/pkgconfig/rpcool-rdma.pc lib/pkgconfig/rpcool-pbc.pc \
         lib/cmake/rpcool/rpcoolConfig.cmake lib/cmake/rpcool/rpcoolConfigVersion.cmake \
-        $(cd "$src" && ls impl/*.h | sed 's|^|include/rpcool/|'); do
+        $(cd "$src" && ls impl/*.h impl/rpcool/*.h | sed 's|^|include/rpcool/|'); do
         [ -f "$p/$f" ] || missing="$missing $f"
     done
     [ -z "$missing" ] && ok layout || fail layout "not installed under /usr/local:$missing"

@@ -1,8 +1,8 @@
 #!/bin/sh
-# tests/style_check.sh - the house style that a script can see, in every public header and
-# impl/*.h: lines of at most 100 columns (characters, not bytes); a table of contents that names
-# exactly the >>anchors of its file and of the impl/ files it includes; one divider style,
-# `/* >>name - title ---- */` to column 100; a version macro and string that agree with the
+# tests/style_check.sh - the house style that a script can see, in every public header,
+# impl/*.h and impl/rpcool/*.h: lines of at most 100 columns (characters, not bytes); a table of
+# contents that names exactly the >>anchors of its file and of the impl/ files it includes; one
+# divider style, `/* >>name - title ---- */` to column 100; a version macro and string that agree with the
 # manual's "version" line. Prints ok/FAIL lines (CONTRIBUTING.md, "A header's layout").
 cd "$(dirname "$0")/.." || exit 2
 fail=0
@@ -16,7 +16,7 @@ named() { # the anchors its table of contents names: TABLE OF CONTENTS to the fi
     sed -n '/TABLE OF CONTENTS/,/^ *$/p' "$1" | grep -o '>>[a-z0-9_-]*' | sed 's/^>>//'
 }
 
-files=$(ls shmheap.h rpcool.h krconn.h alock.h nppin.h impl/*.h 2>/dev/null)
+files=$(ls shmheap.h rpcool.h krconn.h alock.h nppin.h impl/*.h impl/rpcool/*.h 2>/dev/null)
 for f in $files; do
     long=$(LC_ALL=C.UTF-8 grep -n '.\{101,\}' "$f" | cut -d: -f1 | tr '\n' ' ')
     say "columns-$f" "${long:+lines over 100 columns: $long}"
@@ -32,7 +32,7 @@ for f in $files; do
 
     own=$(defined "$f")
     if grep -q 'TABLE OF CONTENTS' "$f"; then
-        have=$( { echo "$own"; for i in $(sed -n 's|^#include "\(impl/[a-z_]*\.h\)".*|\1|p' "$f"); do
+        have=$( { echo "$own"; for i in $(sed -n 's|^#include "\(impl/[a-z_/]*\.h\)".*|\1|p' "$f"); do
                     [ -f "$i" ] && defined "$i"; done; } | grep . | sort -u)
         toc=$(named "$f" | sort -u)
         missing=$(echo "$toc" | grep . | grep -vxF "$have" | tr '\n' ' ')

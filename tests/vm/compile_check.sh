@@ -22,6 +22,6 @@ check() { # check NAME SOURCE LIBS: as C11 and as C++17
 check impl-verbs-cxl tests/vm/compile_impl.inc "-libverbs -lcxl"
 printf '#define SHMHEAP_WITH_CXL 1\n#define SHMHEAP_IMPLEMENTATION\n#include "shmheap.h"\nint main(void) { return 0; }\n' >"$dir/sc.inc"
 check shmheap-with-cxl "$dir/sc.inc" -lcxl
-# rpcool.h with its RDMA transport (impl/rpcool_rdma.h and krconn.h come along)
+# rpcool.h with its RDMA transport (impl/rpcool/rdma.h and krconn.h come along)
 printf '#define RPCOOL_WITH_RDMA 1\n#define RPCOOL_IMPLEMENTATION\n#include "rpcool.h"\nint main(void) { return 0; }\n' >"$dir/rr.inc"
 check rpcool-with-rdma "$dir/rr.inc" -libverbs

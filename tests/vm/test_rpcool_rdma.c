@@ -24,6 +24,9 @@
  *                   that starts at once connects though the server still mirrors the dead one
  *   peer            rpcool_ctx_peer of an RDMA client: its claims (pid, uid, gid, pod id),
  *                   unauthenticated, and its address; rpcool_cancel says RPCOOL_E_NOTSUP
+ *   cs_*            the call-semantics suite of tests/call_semantics.h (as on shared memory:
+ *                   time limits and the checked-read budget included), its server another
+ *                   process of pod A publishing at the first one's meta server (one guest)
  *   server_closes   three times, a server of its own ("rdmac"): stats.conns of
  *                   rpcool_server_get_stats and rpcool_channel_stats count its RDMA connections
  *                   (2, then 3, then 2); it closes, and the next call of each of its clients
@@ -35,6 +38,7 @@
 #define RPCOOL_IMPLEMENTATION
 #include "../../rpcool.h"
 #include "vmt.h"
+#include "../call_semantics.h"
 #include <dirent.h>
 #include <poll.h>
 #include <sys/wait.h>
@@ -742,7 +746,7 @@ static void cancel(void)
     sleep(2); /* the first one runs, the second waits behind it */
     CHECK_EQ(rpcool_cancel(c, idb), 0);
     CHECK_EQ(rpcool_cancel(c, ida), 0);
-    CHECK_EQ(rpcool_poll(c, ida, NULL, NULL), RPCOOL_E_INVAL); /* finished ids */
+    CHECK_EQ(rpcool_poll(c, ida, NULL, NULL), RPCOOL_E_CANCELLED); /* as the manual says */
     for (int k = 0; k < 100; k++) { /* the server takes the second one's frame */
         if (hook_counts(q, b) || b[7] > a[7]) break;
         usleep(50000);
@@ -1033,6 +1037,7 @@ static void server_closes(void)
         CHECKF(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the closing server: status %#x", st);
     }
 }
+static char cs_where[200]; /* the call-semantics suite's channel ("": not run) */
 
 static int run_client(void)
 {
@@ -1053,6 +1058,7 @@ static int run_client(void)
     RUN(async);
     RUN(threads);
     RUN(fuzz_ring);
+    if (*cs_where) cs_suite(cs_where);
     return 0;
 }
 
@@ -1411,7 +1417,18 @@ int main(int argc, char **argv)
     if (sp == 0) _exit(serve("serve"));
     server_pid = sp;
     usleep(1500000); /* the meta server listens */
+    int cp[2];
+    pid_t csp = t_fork_pipe(cp); /* the call-semantics suite's server, published there */
+    if (csp == 0) _exit(cs_serve("rdmacs", "127.0.0.1", cp[1]));
+    if (csp > 0 && !t_ready_wait(cp[0])) snprintf(cs_where, sizeof cs_where,
+                                                   "rdma://127.0.0.1/rdmacs");
+    else printf("FAIL cs_server: the call-semantics suite's server did not start\n");
     run_client();
+    if (csp > 0) { /* it ends once the suite asked it to */
+        int ws = 0;
+        for (int k = 0; k < 100 && waitpid(csp, &ws, WNOHANG) == 0; k++) usleep(100000);
+        if (kill(csp, 0) == 0) t_kill_wait(csp);
+    }
     RUN(idle_server);
     RUN(late_receives);
     RUN(late_unposted);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* impl/rpcool_rdma.h - rpcool's RDMA transport between pods (private to rpcool.h's
+/* impl/rpcool/rdma.h - rpcool's RDMA transport between pods (private to rpcool.h's
    implementation, which includes it when RPCOOL_WITH_RDMA is defined; see rpcool.h's manual,
    section "Between pods"). Not a public header: every name here is rpcool__r*.
 
@@ -55,7 +55,7 @@
 #ifndef RPCOOL_RDMA_IMPL_H
 #define RPCOOL_RDMA_IMPL_H
 
-#include "verbs.h" /* the project's verbs layer (krconn.h includes it too) */
+#include "../verbs.h" /* the project's verbs layer (krconn.h includes it too) */
 #include <linux/userfaultfd.h>
 #include <arpa/inet.h>
 #include <poll.h>
@@ -255,6 +255,7 @@ struct rpcool__rconn {
     const char **psrc;           /* where each entry's bytes are, */
     struct rpcool__rpart *pparts; /* and the parts of the frame; made at the first call */
     uint32_t lost;               /* server: the next DONE says so (any thread's: atomic) */
+    uint32_t logged;             /* server: RPCOOL__NOTE_* kinds logged (once per connection) */
     /* counts for the line logged when the connection ends (RPCOOL_DEBUG): calls posted (client,
        under post_lock) or served (server), bytes of kept pages (not sent) and bytes sent as whole
        pages (client), calls whose pages were compared in place, no copy (both sides) */
@@ -272,6 +273,7 @@ struct rpcool__rsrv {
     krconn_dir *dir;
     int uffd;
     int stop, closing;   /* stop: the serving thread; closing: the fault thread too */
+    int stop_ev;         /* an eventfd that wakes the serving thread's idle sleep at a stop */
     uint64_t spin_ns;    /* the serving thread polls this long before it sleeps */
     uint64_t sleeps;     /* times the serving thread slept */
     uint64_t gap_ns;     /* recent idle gaps between calls (moving average) */
@@ -286,6 +288,12 @@ struct rpcool__rsrv {
     struct rpcool__rconn *conns;
     char name[RPCOOL__NAME_MAX + 8];
 };
+
+/* A call's connection (ctx->conn of a call over RDMA). */
+static inline struct rpcool__rconn *rpcool__r_conn(const rpcool_ctx *ctx)
+{
+    return (struct rpcool__rconn *)ctx->conn;
+}
 
 static inline struct rpcool__rcredit *rpcool__r_credit_in(struct rpcool__rconn *rc)
 {
@@ -378,8 +386,6 @@ static void rpcool__r_peer_set(struct rpcool__rconn *rc, const struct rpcool__rh
     else if (rc->qp && !ibv_query_qp(rc->qp, &a, IBV_QP_AV, &ia))
         snprintf(p->addr, sizeof p->addr, "lid %u", (unsigned)a.ah_attr.dlid);
 }
-
-static const rpcool_peer *rpcool__r_peer(const struct rpcool__rconn *rc) { return &rc->peer; }
 
 /* rpcool_server_conns: the RDMA connections, from out[n] on (up to max); n plus their number.
    Any thread: the list's lock keeps each one alive while it is read. */
@@ -675,7 +681,7 @@ struct rpcool__rpart {
 #define RPCOOL__R_NEVER UINT64_MAX
 
 static void rpcool__r_hdr_credit(struct rpcool__rconn *rc, uint32_t cb32, uint32_t cf32);
-static void rpcool__r_pump(rpcool_conn *c);
+static void rpcool__r_poll(rpcool_conn *c);
 
 /* The credit riding in the frames that came but nobody has handled yet (a thread that waits
    for room while it holds rx_lock, or while the thread that would handle them waits for it):
@@ -726,7 +732,7 @@ static void rpcool__r_room_wait(struct rpcool__rconn *rc, unsigned k)
 {
     if (rc->owner && !pthread_mutex_trylock(&rc->rx_lock)) {
         pthread_mutex_unlock(&rc->rx_lock);
-        rpcool__r_pump(rc->owner);
+        rpcool__r_poll(rc->owner);
     } else {
         rpcool__r_cq(rc);
         rpcool__r_peek_credit(rc);
@@ -1077,7 +1083,7 @@ static void rpcool__r_client_frame(rpcool_conn *c, struct rpcool__rconn *rc, str
 }
 
 /* Read and handle what came (the client side); another thread doing it is enough. */
-static void rpcool__r_pump(rpcool_conn *c)
+static void rpcool__r_poll(rpcool_conn *c)
 {
     struct rpcool__rconn *rc = c->rdma;
     if (pthread_mutex_trylock(&rc->rx_lock)) return;
@@ -1138,7 +1144,7 @@ static unsigned rpcool__r_call_ranges(rpcool_conn *c, const struct rpcool__call 
     return m;
 }
 
-/* Take the reply frees queued (rpcool__r_free): they ride on this call. Returns how many. */
+/* Take the reply frees queued (rpcool__r_drop_reply): they ride on this call. Returns how many. */
 static unsigned rpcool__r_frees_take(struct rpcool__rconn *rc, uint64_t *frees)
 {
     pthread_mutex_lock(&rc->free_lock);
@@ -1420,7 +1426,7 @@ static int rpcool__r_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
         if (slept) spin = 0;
     }
     for (unsigned k = 0;; k++) {
-        rpcool__r_pump(c);
+        rpcool__r_poll(c);
         if (rcp__load(&c->hdr->resp[i].state) == done) {
             uint64_t took = rcp__now_ns() - t0; /* the round trips the next waits expect */
             rcp__store_relaxed(&rc->rtt_ns, rtt ? (7 * rtt + took) / 8 : took);
@@ -1447,8 +1453,9 @@ static int rpcool__r_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
     }
 }
 
-/* rpcool_free of a reply block: its call's reply goes, at the next call. */
-static void rpcool__r_free(rpcool_conn *c, void *p)
+/* A reply block nobody takes, or one rpcool_free gave back (rpcool__r_free): it goes back to
+   the server with the next call (or a FREE frame once RPCOOL__R_FREES are queued). */
+static void rpcool__r_drop_reply(rpcool_conn *c, void *p)
 {
     struct rpcool__rconn *rc = c->rdma;
     uint64_t a = (uint64_t)(uintptr_t)p;
@@ -1475,11 +1482,11 @@ static void rpcool__r_free(rpcool_conn *c, void *p)
 }
 
 /* rpcool_free: a block of the reply region (the server owns it) goes back to the server. */
-static int rpcool__r_free_reply(rpcool_conn *c, void *p)
+static int rpcool__r_free(rpcool_conn *c, void *p)
 {
     uint64_t a = (uint64_t)(uintptr_t)p;
     if (a < c->rdma->rbase || a - c->rdma->rbase >= c->rdma->rlen) return 0;
-    rpcool__r_free(c, p);
+    rpcool__r_drop_reply(c, p);
     return 1;
 }
 
@@ -1577,7 +1584,7 @@ static int rpcool__r_qp(rpcool_conn *c, krconn_ctx *kc, krconn_dir **dir, const 
    /dev/shm, and its range in the pod is held by our handle's lock, so a client killed while
    connected leaves nothing behind past the pod's next create (shmheap_create_fd). In it: c->hdr
    (where replies show) and the reply region (a quarter of the heap), which the server owns. */
-static int rpcool__r_heap(rpcool_conn *c, struct rpcool__rconn *rc, const char *name)
+static int rpcool__r_heap_make(rpcool_conn *c, struct rpcool__rconn *rc, const char *name)
 {
     char mn[RPCOOL__NAME_MAX + 16];
     size_t pg = rpcool__page_size(), hs, rlen;
@@ -1716,7 +1723,7 @@ static int rpcool__r_connect(rpcool_conn *c, const char *where, const char *name
         if (!r) r = rpcool__r_attach(rc, k);
         if (!r && !(rc->frees = (uint64_t *)rpcool__calloc(RPCOOL__R_FREES, sizeof *rc->frees)))
             r = -ENOMEM;
-        if (!r) r = rpcool__r_heap(c, rc, name);
+        if (!r) r = rpcool__r_heap_make(c, rc, name);
         if (!r) r = rpcool__r_handshake(c, rc, name, deadline, &again);
         if (!r) {
             snprintf(rc->meta, sizeof rc->meta, "%s", where);
@@ -1860,7 +1867,8 @@ static uint64_t rpcool__r_carve(struct rpcool__rconn *rc, uint64_t need, uint32_
     return at;
 }
 
-static void *rpcool__r_alloc(rpcool_server *s, struct rpcool__rconn *rc, size_t size, uint32_t g)
+static void *rpcool__r_block_alloc(rpcool_server *s, struct rpcool__rconn *rc, size_t size,
+                                   uint32_t g)
 {
     if (!size) size = 1;
     if (size > rc->rlen) return NULL;
@@ -2166,9 +2174,9 @@ fail:
 }
 
 /* 1 if the client cancelled this call (its cancel word names the call's generation). */
-static int rpcool__r_ctx_cancelled(const rpcool_ctx *ctx)
+static int rpcool__r_cancelled(const rpcool_ctx *ctx)
 {
-    return rcp__load_relaxed(rpcool__r_cancel_word(ctx->rc, ctx->slot)) ==
+    return rcp__load_relaxed(rpcool__r_cancel_word(rpcool__r_conn(ctx), ctx->slot)) ==
            RPCOOL__SL(ctx->gen, RPCOOL__SL_REQ);
 }
 
@@ -2210,87 +2218,40 @@ static int rpcool__r_call_in(struct rpcool__rsrv *rs, struct rpcool__rconn *rc,
     return rpcool__r_entries(rs, rc, q, end, h->n2);
 }
 
-/* May the call run: its flags known, its handler registered, its argument inside the mirror,
-   not cancelled while queued? Then the handler's flags (whatever crossed the network cannot
-   change under the handler: sealed by construction) and, under RPCOOL_COPY, the argument's
-   private copy. */
-static int rpcool__r_admit(struct rpcool__worker *w, struct rpcool__rconn *rc, rpcool_ctx *ctx,
-                           const struct rpcool__handler_ent *e, void **arg, size_t len)
-{
-    rpcool_server *s = w->s;
-    unsigned cflags = ctx->wflags;
-    if (cflags & ~(unsigned)RPCOOL__WIRE_FLAGS) return RPCOOL_E_INVAL;
-    if (!e || !e->fn) return RPCOOL_E_NOHANDLER;
-    if ((*arg || len) && !rpcool__r_in_mirror(rc, *arg, len)) return RPCOOL_E_BADPTR;
-    if (rpcool__r_ctx_cancelled(ctx)) { /* cancelled while queued: never started */
-        rcp__fetch_add(&s->st.cancelled, 1u);
-        return RPCOOL_E_CANCELLED;
-    }
-    ctx->flags = ((cflags & RPCOOL__KNOWN_FLAGS) | s->safety | e->flags) | RPCOOL_SEAL;
-    if (!(ctx->flags & RPCOOL_COPY)) return 0;
-    if (len > s->max_copy) return RPCOOL_E_TOOBIG;
-    return rpcool__copy_arg(w, ctx, arg, len);
-}
-
-/* Run the handler (behind the protection keys' fence under RPCOOL_SANDBOX), count it, and
-   refuse a reply outside the mirror. */
-static int rpcool__r_run(rpcool_server *s, struct rpcool__rconn *rc, rpcool_ctx *ctx,
-                         const struct rpcool__handler_ent *e, void *arg, size_t len)
-{
-    int fence = (ctx->flags & RPCOOL_SANDBOX) && s->npkeys;
-    if (fence) rpcool__pkeys(s, -1, 0);
-    int status = rpcool__run_handler(ctx, e, e->fn, arg, len);
-    if (fence) rpcool__pkeys(s, -1, 1);
-    rcp__fetch_add(&s->st.calls, 1u);
-    if (!ctx->aborted && status == RPCOOL_E_FAULT) rcp__fetch_add(&s->st.faults, 1u);
-    if (ctx->ret && !rpcool__r_in_mirror(rc, ctx->ret, ctx->ret_len)) {
-        status = RPCOOL_E_BADPTR;
-        ctx->ret = NULL;
-        ctx->ret_len = 0;
-    }
-    return status;
-}
-
-/* Serve the CALL frame h of rc (under rx_lock, which this releases once the frame is read). */
+/* Serve the CALL frame h of rc (under rx_lock, which this releases once the frame is read):
+   what it brings is installed in the mirror, then the one dispatch of every transport runs it
+   (sealed by construction: what crossed the network cannot change under the handler). */
 static void rpcool__r_serve(struct rpcool__worker *w, struct rpcool__rconn *rc,
                             struct rpcool__rf *h, int from_ring)
 {
     rpcool_server *s = w->s;
-    unsigned slot = h->slot, fnid = h->fn, cflags = h->flags;
-    uint32_t gen = h->gen;
-    void *arg = (void *)(uintptr_t)h->a;
-    size_t len = (size_t)h->b;
+    struct rpcool__incoming in;
+    memset(&in, 0, sizeof in);
+    in.fn = h->fn;
+    in.flags = h->flags;
+    in.arg = (void *)(uintptr_t)h->a;
+    in.arg_len = (size_t)h->b;
+    in.slot = h->slot;
+    in.gen = h->gen;
     int status = rpcool__r_call_in(s->rdma, rc, h);
     if (from_ring) rpcool__r_consume(rc, h);
     pthread_mutex_unlock(&rc->rx_lock);
     rc->group++;
     rc->calls++;
-    if (status) {
+    if (status) { /* a malformed frame: no call to dispatch */
         rc->bad++;
         rcp__fetch_add(&s->st.bad_entries, 1u);
-        rpcool__r_done(rc, slot, gen, status, NULL, 0, 0, rc->group);
+        rpcool__r_done(rc, in.slot, in.gen, status, NULL, 0, 0, rc->group);
         return;
     }
-    rpcool_ctx ctx;
-    memset(&ctx, 0, sizeof ctx);
-    ctx.s = s;
-    ctx.tp = rpcool__r_server_tp();
-    ctx.rc = rc;
-    ctx.slot = slot;
-    ctx.gen = gen;
-    ctx.rgroup = rc->group;
-    ctx.wflags = cflags;
-    struct rpcool__handler_ent *e =
-        fnid < RPCOOL_MAX_HANDLERS ? rcp__load(&s->handlers[fnid]) : NULL;
-    status = rpcool__r_admit(w, rc, &ctx, e, &arg, len);
-    if (status == 0) status = rpcool__r_run(s, rc, &ctx, e, arg, len);
-    if (ctx.dfr) { /* deferred: the token answers later (and owns an argument's copy) */
-        rpcool__defer_handoff(w, &ctx, status);
-        return;
-    }
-    if (rcp__load(&rc->dead)) return;
-    rpcool__r_done(rc, slot, gen, status, ctx.ret, ctx.ret ? ctx.ret_len : 0, cflags, ctx.rgroup);
-    rpcool__copy_trim(w);
+    in.conn = rc;
+    in.cookie = rc->group; /* the group of its reply blocks */
+    in.budget = (size_t)rc->size;
+    in.pkey = -1; /* the mirror has no key: a sandboxed handler sees no heap of another */
+    in.logged = &rc->logged;
+    in.pid = (uint32_t)rc->peer.pid;
+    in.who = rc->peer.addr;
+    rpcool__dispatch(w, rpcool__r_server_tp(), &in);
 }
 
 /* The mirror goes: unregistered from userfaultfd, unmapped. */
@@ -2608,14 +2569,15 @@ static void rpcool__r_gap_note(struct rpcool__rsrv *rs, uint64_t gap, int idle_s
 static void rpcool__r_idle_sleep(rpcool_server *s, int accfd)
 {
     struct rpcool__rsrv *rs = s->rdma;
-    struct pollfd pf[257];
+    struct pollfd pf[258];
     unsigned np = 0;
     int timeout = (int)s->reap_ms;
+    if (rs->stop_ev >= 0) pf[np++] = (struct pollfd){rs->stop_ev, POLLIN, 0};
     if (accfd >= 0) pf[np++] = (struct pollfd){accfd, POLLIN, 0};
     else timeout = 1; /* no accept fd: look for connections often */
     for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next) {
 #ifdef KRCONN_CTX_EVENTS
-        if (rc->evfd >= 0 && np < 257 && !krconn_arm(rc->k)) {
+        if (rc->evfd >= 0 && np < 258 && !krconn_arm(rc->k)) {
             rc->arms++;
             pf[np++] = (struct pollfd){rc->evfd, POLLIN, 0};
             continue;
@@ -2625,7 +2587,7 @@ static void rpcool__r_idle_sleep(rpcool_server *s, int accfd)
     }
     for (struct rpcool__rconn *rc = rs->conns; rc; rc = rc->next)
         if (rpcool__r_cq(rc) || rc->rxq_n) timeout = 0; /* came before the arm took */
-    if (timeout) {
+    if (timeout && !rcp__load(&rs->stop)) {
         rs->sleeps++;
         poll(pf, np, timeout);
     }
@@ -2649,9 +2611,7 @@ static void *rpcool__r_thread(void *p)
     rpcool_server *s = (rpcool_server *)p;
     struct rpcool__rsrv *rs = s->rdma;
     struct rpcool__worker w;
-    memset(&w, 0, sizeof w);
-    w.s = s;
-    rpcool__me = &w;
+    rpcool__worker_join(s, &w); /* held to time limits, counted, waited for by close */
     rpcool__pkeys(s, -1, 1);
     pthread_setname_np(pthread_self(), "rpcool-rdma");
     uint64_t idle_since = 0;
@@ -2673,8 +2633,7 @@ static void *rpcool__r_thread(void *p)
         if (now - idle_since < spin) rcp__cpu_relax();
         else rpcool__r_idle_sleep(s, accfd); /* idle_since stays: the next gap counts it */
     }
-    rpcool__free(w.buf);
-    rpcool__me = NULL;
+    rpcool__worker_leave(&w);
     return NULL;
 }
 
@@ -2803,8 +2762,8 @@ static int rpcool__r_meta(const char *how, const char *device, krconn_ctx **meta
 
 /* rpcool_server_opts.rdma: "serve[:PORT]" runs krconn's meta server here and publishes there;
    "HOST[:PORT]" publishes at that meta server; "" at $KRCONN_META. */
-static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *device,
-                                 uint64_t spin_ns)
+static int rpcool__r_open(rpcool_server *s, const char *how, const char *device,
+                          uint64_t spin_ns)
 {
     struct rpcool__rsrv *rs = (struct rpcool__rsrv *)rpcool__calloc(1, sizeof *rs);
     int r;
@@ -2812,6 +2771,7 @@ static int rpcool__r_server_open(rpcool_server *s, const char *how, const char *
     const char *w = how;
     if (!rs) return -ENOMEM;
     rs->uffd = -1;
+    rs->stop_ev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     rs->spin_ns = spin_ns ? spin_ns : RPCOOL_DEFAULT_RDMA_SPIN_NS;
     rs->adapt = !spin_ns;
     pthread_mutex_init(&rs->lock, NULL);
@@ -2846,7 +2806,7 @@ fail:
 }
 
 /* Start serving RDMA connections (with the server's first serving thread). */
-static int rpcool__r_server_start(rpcool_server *s)
+static int rpcool__r_start(rpcool_server *s)
 {
     struct rpcool__rsrv *rs = s->rdma;
     int r = 0;
@@ -2856,7 +2816,9 @@ static int rpcool__r_server_start(rpcool_server *s)
         rs->thr_started = 0;
     }
     if (!rs->thr_started) {
+        uint64_t v;
         rcp__store(&rs->stop, 0);
+        if (rs->stop_ev >= 0 && read(rs->stop_ev, &v, sizeof v) < 0) { /* none pending */ }
         r = pthread_create(&rs->thr, NULL, rpcool__r_thread, s);
         if (!r) rs->thr_started = 1;
     }
@@ -2864,12 +2826,18 @@ static int rpcool__r_server_start(rpcool_server *s)
     return -r;
 }
 
-static void rpcool__r_server_stop(rpcool_server *s)
+/* The serving thread leaves at once, even from its idle sleep (rpcool_server_close waits for
+   it as for every serving thread). */
+static void rpcool__r_stop(rpcool_server *s)
 {
-    if (s->rdma) rcp__store(&s->rdma->stop, 1);
+    struct rpcool__rsrv *rs = s->rdma;
+    uint64_t one = 1;
+    if (!rs) return;
+    rcp__store(&rs->stop, 1);
+    if (rs->stop_ev >= 0 && write(rs->stop_ev, &one, sizeof one) < 0) { /* already signalled */ }
 }
 
-static void rpcool__r_server_close(rpcool_server *s)
+static void rpcool__r_close(rpcool_server *s)
 {
     struct rpcool__rsrv *rs = s->rdma;
     if (!rs) return;
@@ -2882,6 +2850,7 @@ static void rpcool__r_server_close(rpcool_server *s)
     if (rs->kc) krconn_ctx_destroy(rs->kc);
     if (rs->meta) krconn_ctx_destroy(rs->meta);
     if (rs->uffd >= 0) close(rs->uffd);
+    if (rs->stop_ev >= 0) close(rs->stop_ev);
     pthread_mutex_destroy(&rs->lock);
     rpcool__free(rs);
     s->rdma = NULL;
@@ -2889,42 +2858,57 @@ static void rpcool__r_server_close(rpcool_server *s)
 
 /* >>r-tables - the RDMA transport's tables (the seam: rpcool.h's struct rpcool__client_tp) ----- */
 
-static void *rpcool__r_ctx_alloc(rpcool_ctx *ctx, size_t size)
+static void *rpcool__r_alloc(rpcool_ctx *ctx, size_t size)
 {
-    return rpcool__r_alloc(ctx->s, ctx->rc, size, ctx->rgroup); /* the client's reply region */
+    return rpcool__r_block_alloc(ctx->s, rpcool__r_conn(ctx), size, (uint32_t)ctx->cookie);
 }
-static void rpcool__r_ctx_hold(const rpcool_ctx *ctx, int delta)
+static int rpcool__r_in_range(const rpcool_ctx *ctx, const void *p, size_t len)
 {
-    rcp__fetch_add(&ctx->rc->ndeferred, (uint32_t)delta);
+    return rpcool__r_in_mirror(rpcool__r_conn(ctx), p, len);
 }
-/* A deferred reply, from any thread: a DONE frame as the RDMA thread would send (its blocks
-   inline); a connection gone meanwhile answers nobody. */
-static int rpcool__r_ctx_reply(rpcool_ctx *ctx, int status, void *p, size_t len)
+static shmheap *rpcool__r_heap(rpcool_ctx *ctx) { (void)ctx; return NULL; } /* a mirror */
+static const rpcool_peer *rpcool__r_peer(const rpcool_ctx *ctx)
 {
-    if (!rcp__load(&ctx->rc->dead))
-        rpcool__r_done(ctx->rc, ctx->slot, ctx->gen, status, p, p ? len : 0, ctx->wflags,
-                       ctx->rgroup);
+    return &rpcool__r_conn(ctx)->peer;
+}
+static void *rpcool__r_conn_user(const rpcool_ctx *ctx) { return rpcool__r_conn(ctx)->cuser; }
+/* The mirror is private memory of ours: a fault in it is no sign of a broken client, but the
+   caller's memory cannot be served as it should: the connection ends as after a bad frame. */
+static void rpcool__r_drop(rpcool_ctx *ctx, const char *why)
+{
+    struct rpcool__rconn *rc = rpcool__r_conn(ctx);
+    int32_t none = 0;
+    if (rcp__cas(&rc->dead, &none, (int32_t)RPCOOL_E_PROTO))
+        rpcool__log(&ctx->s->log, RPCOOL_LOG_WARN, "%s: RDMA client pid %d (%s): %s: dropping "
+                    "the connection", ctx->s->name, (int)rc->peer.pid, rc->peer.addr, why);
+}
+static int rpcool__r_hold(rpcool_ctx *ctx, int delta)
+{
+    rcp__fetch_add(&rpcool__r_conn(ctx)->ndeferred, (uint32_t)delta);
     return 0;
 }
-static int rpcool__r_ctx_in_range(const rpcool_ctx *ctx, const void *p, size_t len)
+/* An answer: a DONE frame with the blocks of the call's group inline, from the serving thread
+   or (deferred) any other; a connection gone meanwhile answers nobody. */
+static int rpcool__r_reply(rpcool_ctx *ctx, int status, void *p, size_t len)
 {
-    return rpcool__r_in_mirror(ctx->rc, p, len);
+    struct rpcool__rconn *rc = rpcool__r_conn(ctx);
+    if (!rcp__load(&rc->dead))
+        rpcool__r_done(rc, ctx->slot, ctx->gen, status, p, p ? len : 0, ctx->wflags,
+                       (uint32_t)ctx->cookie);
+    return 0;
 }
-static shmheap *rpcool__r_ctx_heap(rpcool_ctx *ctx) { (void)ctx; return NULL; } /* a mirror */
-static const rpcool_peer *rpcool__r_ctx_peer(const rpcool_ctx *ctx)
-{
-    return rpcool__r_peer(ctx->rc);
-}
-static void *rpcool__r_ctx_conn_user(const rpcool_ctx *ctx) { return ctx->rc->cuser; }
 
 static const struct rpcool__client_tp rpcool__r_client = {
-    "rdma", RPCOOL__TP_COPIES, rpcool__r_connect, rpcool__r_post, rpcool__r_wait, rpcool__r_pump,
-    rpcool__r_gone, rpcool__r_free, rpcool__r_free_reply, rpcool__r_disconnect, rpcool__r_cancel};
+    .name = "rdma", .flags = RPCOOL__TP_COPIES, .connect = rpcool__r_connect,
+    .post = rpcool__r_post, .wait = rpcool__r_wait, .poll = rpcool__r_poll,
+    .gone = rpcool__r_gone, .drop_reply = rpcool__r_drop_reply, .free = rpcool__r_free,
+    .disconnect = rpcool__r_disconnect, .cancel = rpcool__r_cancel};
 static const struct rpcool__server_tp rpcool__r_server = {
-    "rdma", RPCOOL__TP_COPIES, rpcool__r_server_open, rpcool__r_server_start,
-    rpcool__r_server_stop, rpcool__r_server_close, rpcool__r_conns, rpcool__r_ctx_alloc,
-    rpcool__r_ctx_in_range, rpcool__r_ctx_heap, rpcool__r_ctx_peer, rpcool__r_ctx_conn_user,
-    rpcool__r_ctx_cancelled, rpcool__r_ctx_hold, rpcool__r_ctx_reply};
+    .name = "rdma", .flags = RPCOOL__TP_COPIES, .open = rpcool__r_open, .start = rpcool__r_start,
+    .stop = rpcool__r_stop, .close = rpcool__r_close, .conns = rpcool__r_conns,
+    .alloc = rpcool__r_alloc, .in_range = rpcool__r_in_range, .heap = rpcool__r_heap,
+    .peer = rpcool__r_peer, .conn_user = rpcool__r_conn_user, .cancelled = rpcool__r_cancelled,
+    .drop = rpcool__r_drop, .hold = rpcool__r_hold, .reply = rpcool__r_reply};
 static const struct rpcool__client_tp *rpcool__r_client_tp(void) { return &rpcool__r_client; }
 static const struct rpcool__server_tp *rpcool__r_server_tp(void) { return &rpcool__r_server; }
 

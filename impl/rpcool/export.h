@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* impl/rpcool_export.h - rpcool's shared data: a range of a pod heap exported under a name with
+/* impl/rpcool/export.h - rpcool's shared data: a range of a pod heap exported under a name with
    an ALock table beside it (section 13 of rpcool.h's manual). Part of rpcool.h's
    implementation, included by it; not a header of its own. */
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* impl/rpcool_pbc.h - protobuf-c services over rpcool (rpcool.h section 11). Included by
+/* impl/rpcool/pbc.h - protobuf-c services over rpcool (rpcool.h section 11). Included by
    rpcool.h when RPCOOL_WITH_PROTOBUF_C is defined: the declarations with rpcool.h's, the
    implementation with rpcool's implementation. Not a header of its own.
 
