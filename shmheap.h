@@ -299,7 +299,9 @@ SHMHEAP_API int shmheap_pod_hold(const shmheap *h, const shmheap_opts *opts);
    here). resv_hold returns a new descriptor of the
    reservation's own hold (one lock for all: its copies cost the pod nothing each), to pass to
    the processes that map heaps made in it; close it when done. resv_destroy drops the
-   reservation's descriptor; heaps made in it stay valid. */
+   reservation's descriptor; heaps made in it stay valid. A reservation follows the handle rule
+   as a heap does (section 6): after resv_destroy every call on it is SHMHEAP_E_BADHANDLE (NULL
+   or 0 with errno EBADF where it returns a pointer or a size); a forked child may use it. */
 typedef struct shmheap_resv shmheap_resv;
 SHMHEAP_API int shmheap_resv_create(size_t size, const shmheap_opts *opts, shmheap_resv **out);
 SHMHEAP_API int shmheap_resv_destroy(shmheap_resv *r);
@@ -2519,6 +2521,11 @@ SHMHEAP_API int shmheap_resv_create(size_t size, const shmheap_opts *opts, shmhe
     rv->idx = idx;
     rv->base = b;
     rv->size = size;
+    if (rcp__handle_add(rv)) { /* the handle rule: registered, or not handed out */
+        close(keep);
+        shmheap__free(rv);
+        return -ENOMEM;
+    }
     *out = rv;
     return 0;
 fail:
@@ -2527,9 +2534,17 @@ fail:
     return r;
 }
 
+/* a reservation not open (destroyed, or never one): the manual's handle rule. A forked child
+   may use its parent's, as it may use a heap. */
+static inline int shmheap__resv_closed(const shmheap_resv *r)
+{
+    return rcp__handle_check(r) == RCP__H_CLOSED;
+}
+
 SHMHEAP_API int shmheap_resv_destroy(shmheap_resv *r)
 {
     if (!r) return SHMHEAP_E_INVAL;
+    if (rcp__handle_del(r, 1) != RCP__H_OPEN) return SHMHEAP_E_BADHANDLE; /* a second destroy */
     close(r->fd); /* heaps made in it keep their own duplicates of the hold */
     shmheap__free(r);
     return 0;
@@ -2538,16 +2553,28 @@ SHMHEAP_API int shmheap_resv_destroy(shmheap_resv *r)
 SHMHEAP_API int shmheap_resv_hold(const shmheap_resv *r)
 {
     if (!r) return SHMHEAP_E_INVAL;
+    if (shmheap__resv_closed(r)) return SHMHEAP_E_BADHANDLE;
     int fd = fcntl(r->fd, F_DUPFD_CLOEXEC, 3);
     return fd < 0 ? -errno : fd;
 }
 
 SHMHEAP_API void *shmheap_resv_base(const shmheap_resv *r)
 {
+    if (r && shmheap__resv_closed(r)) {
+        errno = EBADF;
+        return NULL;
+    }
     return r ? (void *)(uintptr_t)r->base : NULL;
 }
 
-SHMHEAP_API size_t shmheap_resv_size(const shmheap_resv *r) { return r ? r->size : 0; }
+SHMHEAP_API size_t shmheap_resv_size(const shmheap_resv *r)
+{
+    if (r && shmheap__resv_closed(r)) {
+        errno = EBADF;
+        return 0;
+    }
+    return r ? r->size : 0;
+}
 
 SHMHEAP_API int shmheap_create_fd_in(shmheap_resv *r, size_t off, int fd, const shmheap_opts *opts,
                                      shmheap **out)
@@ -2564,6 +2591,7 @@ SHMHEAP_API int shmheap_create_fd_in(shmheap_resv *r, size_t off, int fd, const 
     struct rcp__logger lg = shmheap__logger(&o);
     size_t size = o.size ? o.size : SHMHEAP_DEFAULT_SIZE;
     size = (size + SHMHEAP__ALIGN - 1) & ~(SHMHEAP__ALIGN - 1);
+    if (r && shmheap__resv_closed(r)) return SHMHEAP_E_BADHANDLE;
     if (!r || fd < 0 || o.addr || off % SHMHEAP__ALIGN || off > r->size || size > r->size - off)
         return SHMHEAP_E_INVAL;
     if (fstat(fd, &st)) return -errno;

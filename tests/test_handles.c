@@ -72,6 +72,37 @@ static void heap_forked_child_may_use(void)
     t_rm(h, name);
 }
 
+/* shmheap_resv (a range of the pod for heaps on descriptors) follows the rule as a heap does */
+static void resv_destroyed_twice_and_used(void)
+{
+    t_pod pod;
+    t_pod_enter(&pod, "hdl-resv");
+    shmheap_resv *r = NULL;
+    CHECK_EQ(shmheap_resv_create((size_t)4 << 20, NULL, &r), 0);
+    if (!r) {
+        t_pod_leave(&pod);
+        return;
+    }
+    int fd = shmheap_resv_hold(r);
+    CHECK(fd >= 0);
+    if (fd >= 0) close(fd);
+    CHECK_EQ(shmheap_resv_destroy(r), 0);
+    CHECK_EQ(shmheap_resv_destroy(r), SHMHEAP_E_BADHANDLE);
+    CHECK_EQ(shmheap_resv_hold(r), SHMHEAP_E_BADHANDLE);
+    errno = 0;
+    CHECK(shmheap_resv_base(r) == NULL);
+    CHECK_EQ(errno, EBADF);
+    errno = 0;
+    CHECK_EQ(shmheap_resv_size(r), (size_t)0);
+    CHECK_EQ(errno, EBADF);
+    int mfd = memfd_create("t-hdl-resv", MFD_CLOEXEC);
+    shmheap *h = NULL;
+    CHECK_EQ(shmheap_create_fd_in(r, 0, mfd, NULL, &h), SHMHEAP_E_BADHANDLE);
+    CHECK(h == NULL);
+    if (mfd >= 0) close(mfd);
+    t_pod_leave(&pod);
+}
+
 static void rpcool_conn_closed_twice_and_used(void)
 {
     const char *name = t_uniq("hdl-conn");
@@ -248,6 +279,7 @@ int main(int argc, char **argv)
     t_init(argc, argv);
     RUN(heap_closed_twice_and_used);
     RUN(heap_forked_child_may_use);
+    RUN(resv_destroyed_twice_and_used);
     RUN(rpcool_conn_closed_twice_and_used);
     RUN(rpcool_server_closed_twice_and_used);
     RUN(rpcool_forked_child_gets_an_error);
