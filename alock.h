@@ -619,19 +619,16 @@ ALOCK_API const char *alock_strerror(int code)
     }
 }
 
-/* The handle rule (ERRORS): 0 for a handle open in this process, else its code. */
+/* The handle rule (ERRORS, impl/handle.h): 0 for a handle open in this process, else its code
+   (NULL is no handle: ALOCK_E_BADHANDLE). */
 static inline int alock__handle(const void *h)
 {
-    int k = rcp__handle_check(h);
-    return RCP__LIKELY(k == RCP__H_OPEN) ? 0 : k == RCP__H_FORKED ? ALOCK_E_FORKED
-                                                                   : ALOCK_E_BADHANDLE;
+    return h ? rcp__handle_code(h, ALOCK_E_BADHANDLE, ALOCK_E_FORKED) : ALOCK_E_BADHANDLE;
 }
 static inline int alock__handle_take(const void *h)
 {
-    int k = rcp__handle_del(h, 0);
-    return k == RCP__H_OPEN ? 0 : k == RCP__H_FORKED ? ALOCK_E_FORKED : ALOCK_E_BADHANDLE;
+    return rcp__handle_take_code(h, ALOCK_E_BADHANDLE, ALOCK_E_FORKED);
 }
-
 static int alock__env_debug = -1;
 static void alock__logf(alock_log_fn fn, void *user, int level, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

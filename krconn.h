@@ -882,31 +882,18 @@ KRCONN_API int krconn_event_ack(krconn *c) { (void)c; return KRCONN_E_NOTSUP; }
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
-/* The handle rule (ERRORS): 0 for a handle open in this process (or NULL, left to each
-   function), else its code. */
+/* The handle rule (ERRORS, impl/handle.h): 0 for a handle open in this process (or NULL, left
+   to each function), else its code. */
 static inline int krconn__hk(const void *h)
 {
-    int k = h ? rcp__handle_check(h) : RCP__H_OPEN;
-    return RCP__LIKELY(k == RCP__H_OPEN) ? 0 : k == RCP__H_FORKED ? KRCONN_E_FORKED
-                                                                   : KRCONN_E_BADHANDLE;
+    return rcp__handle_code(h, KRCONN_E_BADHANDLE, KRCONN_E_FORKED);
 }
 static inline int krconn__hk_take(const void *h)
 {
-    int k = rcp__handle_del(h, 0);
-    return k == RCP__H_OPEN ? 0 : k == RCP__H_FORKED ? KRCONN_E_FORKED : KRCONN_E_BADHANDLE;
+    return rcp__handle_take_code(h, KRCONN_E_BADHANDLE, KRCONN_E_FORKED);
 }
-#define KRCONN__HCHECK(h)                                                                          \
-    do {                                                                                           \
-        int krconn__e = krconn__hk(h);                                                             \
-        if (RCP__UNLIKELY(krconn__e)) return krconn__e;                                            \
-    } while (0)
-#define KRCONN__HCHECK_PTR(h)                                                                      \
-    do {                                                                                           \
-        if (RCP__UNLIKELY(krconn__hk(h))) {                                                        \
-            errno = EBADF;                                                                         \
-            return NULL;                                                                           \
-        }                                                                                          \
-    } while (0)
+#define KRCONN__HCHECK(h) RCP__HRETURN(krconn__hk(h))
+#define KRCONN__HCHECK_PTR(h) RCP__HRETURN_NULL(krconn__hk(h))
 
 /* >>structures - private structures and the wire format ---------------------------------------- */
 

@@ -559,24 +559,17 @@ NPPIN_API const char *nppin_explain(nppin_ctx *ctx, int code, char *buf, size_t 
 #include <time.h>
 #include <unistd.h>
 
-/* The handle rule (ERRORS): 0 for a handle open in this process (or NULL, left to each
-   function), else its code. */
+/* The handle rule (ERRORS, impl/handle.h): 0 for a handle open in this process (or NULL, left
+   to each function), else its code. */
 static inline int nppin__hk(const void *h)
 {
-    int k = h ? rcp__handle_check(h) : RCP__H_OPEN;
-    return RCP__LIKELY(k == RCP__H_OPEN) ? 0 : k == RCP__H_FORKED ? NPPIN_E_FORKED
-                                                                   : NPPIN_E_BADHANDLE;
+    return rcp__handle_code(h, NPPIN_E_BADHANDLE, NPPIN_E_FORKED);
 }
 static inline int nppin__hk_take(const void *h)
 {
-    int k = rcp__handle_del(h, 0);
-    return k == RCP__H_OPEN ? 0 : k == RCP__H_FORKED ? NPPIN_E_FORKED : NPPIN_E_BADHANDLE;
+    return rcp__handle_take_code(h, NPPIN_E_BADHANDLE, NPPIN_E_FORKED);
 }
-#define NPPIN__HCHECK(h)                                                                           \
-    do {                                                                                           \
-        int nppin__e = nppin__hk(h);                                                               \
-        if (RCP__UNLIKELY(nppin__e)) return nppin__e;                                              \
-    } while (0)
+#define NPPIN__HCHECK(h) RCP__HRETURN(nppin__hk(h))
 #include <linux/userfaultfd.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>

@@ -2329,43 +2329,21 @@ RPCOOL_API const char *rpcool_strerror(int code)
     }
 }
 
-/* The handle rule (ERRORS): 0 for a handle open in this process, else its code. NULL is left to
-   each function (most say RPCOOL_E_INVAL). */
+/* The handle rule (ERRORS, impl/handle.h): 0 for a handle open in this process, else its code.
+   NULL is left to each function (most say RPCOOL_E_INVAL). */
 static inline int rpcool__handle(const void *h)
 {
-    int k = h ? rcp__handle_check(h) : RCP__H_OPEN;
-    return RCP__LIKELY(k == RCP__H_OPEN) ? 0 : k == RCP__H_FORKED ? RPCOOL_E_FORKED
-                                                                   : RPCOOL_E_BADHANDLE;
+    return rcp__handle_code(h, RPCOOL_E_BADHANDLE, RPCOOL_E_FORKED);
 }
 /* a close: 0 when this call took h out of the table (the caller frees it), else its code */
 static inline int rpcool__handle_take(const void *h)
 {
-    int k = rcp__handle_del(h, 0);
-    return k == RCP__H_OPEN ? 0 : k == RCP__H_FORKED ? RPCOOL_E_FORKED : RPCOOL_E_BADHANDLE;
+    return rcp__handle_take_code(h, RPCOOL_E_BADHANDLE, RPCOOL_E_FORKED);
 }
-#define RPCOOL__HCHECK(h)                                                                          \
-    do {                                                                                           \
-        int rpcool__hk = rpcool__handle(h);                                                        \
-        if (RCP__UNLIKELY(rpcool__hk)) return rpcool__hk;                                          \
-    } while (0)
-#define RPCOOL__HCHECK_PTR(h)                                                                      \
-    do {                                                                                           \
-        if (RCP__UNLIKELY(rpcool__handle(h))) {                                                    \
-            errno = EBADF;                                                                         \
-            return NULL;                                                                           \
-        }                                                                                          \
-    } while (0)
-#define RPCOOL__HCHECK_ZERO(h)                                                                     \
-    do {                                                                                           \
-        if (RCP__UNLIKELY(rpcool__handle(h))) {                                                    \
-            errno = EBADF;                                                                         \
-            return 0;                                                                              \
-        }                                                                                          \
-    } while (0)
-#define RPCOOL__HCHECK_VOID(h)                                                                     \
-    do {                                                                                           \
-        if (RCP__UNLIKELY(rpcool__handle(h))) return;                                              \
-    } while (0)
+#define RPCOOL__HCHECK(h) RCP__HRETURN(rpcool__handle(h))
+#define RPCOOL__HCHECK_PTR(h) RCP__HRETURN_NULL(rpcool__handle(h))
+#define RPCOOL__HCHECK_ZERO(h) RCP__HRETURN_ZERO(rpcool__handle(h))
+#define RPCOOL__HCHECK_VOID(h) RCP__HRETURN_VOID(rpcool__handle(h))
 
 /* >>liveness - liveness: OFD byte locks on the channel file ------------------------------------ */
 

@@ -16,6 +16,7 @@
  * lookup costs a hash and two or three loads of lines nobody writes on the call path. */
 #ifndef RCP__HANDLE_H
 #define RCP__HANDLE_H
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -179,4 +180,43 @@ static inline int rcp__handle_del(const void *h, int forked_ok)
     pthread_mutex_unlock(&rcp__h_mu);
     return r;
 }
+
+/* A header's code for h by the handle rule: 0 if it is open in this process (a NULL h too:
+   each function says what NULL means), else the header's own BADHANDLE or FORKED code. */
+static inline int rcp__handle_code(const void *h, int badhandle, int forked)
+{
+    int k = h ? rcp__handle_check(h) : RCP__H_OPEN;
+    return RCP__LIKELY(k == RCP__H_OPEN) ? 0 : k == RCP__H_FORKED ? forked : badhandle;
+}
+/* A close: 0 when this call took h out of the table (the caller frees it), else its code. */
+static inline int rcp__handle_take_code(const void *h, int badhandle, int forked)
+{
+    int k = rcp__handle_del(h, 0);
+    return k == RCP__H_OPEN ? 0 : k == RCP__H_FORKED ? forked : badhandle;
+}
+/* Return from the calling function when code (a handle's, above) is not 0: with the code, with
+   NULL or 0 and errno EBADF (functions that return a pointer or a size), or with nothing. */
+#define RCP__HRETURN(code)                                                                         \
+    do {                                                                                           \
+        int rcp__hc = (code);                                                                      \
+        if (RCP__UNLIKELY(rcp__hc)) return rcp__hc;                                                \
+    } while (0)
+#define RCP__HRETURN_NULL(code)                                                                    \
+    do {                                                                                           \
+        if (RCP__UNLIKELY(code)) {                                                                 \
+            errno = EBADF;                                                                         \
+            return NULL;                                                                           \
+        }                                                                                          \
+    } while (0)
+#define RCP__HRETURN_ZERO(code)                                                                    \
+    do {                                                                                           \
+        if (RCP__UNLIKELY(code)) {                                                                 \
+            errno = EBADF;                                                                         \
+            return 0;                                                                              \
+        }                                                                                          \
+    } while (0)
+#define RCP__HRETURN_VOID(code)                                                                    \
+    do {                                                                                           \
+        if (RCP__UNLIKELY(code)) return;                                                           \
+    } while (0)
 #endif /* RCP__HANDLE_H */
