@@ -2361,7 +2361,8 @@ KRCONN_API int krconn_ctx_get_stats(krconn_ctx *ctx, krconn_stats *out)
 
 KRCONN_API const char *krconn_ctx_device(const krconn_ctx *ctx)
 {
-    return ctx && !krconn__hk(ctx) ? ctx->d.name : "";
+    KRCONN__HCHECK_PTR(ctx);
+    return ctx ? ctx->d.name : "";
 }
 
 /* >>connect - connecting, accepting, disconnecting --------------------------------------------- */

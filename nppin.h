@@ -1887,6 +1887,8 @@ NPPIN_API int nppin_peer_progress(nppin_peer *p, uint64_t timeout_ns)
 /* Holder: the key of the chunk of rm holding raddr, asking the owner on a miss. */
 static int nppin__remote_key(nppin_remote *rm, uint64_t raddr, size_t *idx_out, nppin__rkey **out)
 {
+    int hk = nppin__hk(rm); /* a target's remote is a handle too (ERRORS) */
+    if (hk) return hk;
     nppin_peer *p = rm->peer;
     nppin_ctx *ctx = p->ctx;
     if (raddr < rm->base || raddr >= rm->base + rm->len) return NPPIN_E_NOTREG;

@@ -1406,6 +1406,114 @@ static void errors_and_no_device(void)
     CHECK(strstr(krconn_strerror(KRCONN_E_STALE), "stale") != NULL);
 }
 
+/* The one handle rule (ERRORS): krconn_ctx, krconn and krconn_dir closed twice or used after
+   their close return KRCONN_E_BADHANDLE (a pointer-returning call NULL with errno EBADF);
+   krconn_ctx_destroy closes the connections still open on it. */
+static void handles_closed(void)
+{
+    krconn_ctx *c = client_ctx(0);
+    krconn_dir *dir = heap_dir();
+    krconn *k = NULL, *k2 = NULL;
+    krconn_addr a;
+    krconn_stats st;
+    if (!c || !dir) goto out;
+    int rc = krconn_connect_name(c, dir, "svc", NULL, &k);
+    CHECKF(rc == 0, "connect_name: %s", krconn_strerror(rc));
+    if (rc) goto out;
+    CHECK_EQ(krconn_ping(k, TMO), 0);
+    CHECK_EQ(krconn_disconnect(k), 0);
+    CHECK_EQ(krconn_disconnect(k), KRCONN_E_BADHANDLE);
+    CHECK_EQ(krconn_ping(k, TMO), KRCONN_E_BADHANDLE);
+    CHECK_EQ(krconn_peer_addr(k, &a), KRCONN_E_BADHANDLE);
+    CHECK_EQ(krconn_is_virtual(k), KRCONN_E_BADHANDLE);
+    CHECK_EQ(krconn_poll(k, NULL, 0, 0), KRCONN_E_BADHANDLE);
+    errno = 0;
+    CHECK(krconn_peer_data(k) == NULL && errno == EBADF);
+    errno = 0;
+    CHECK(krconn_qp(k) == NULL && errno == EBADF);
+    k = NULL;
+    CHECK_EQ(krconn_lookup(dir, "svc", 1000, &a), 0);
+    CHECK_EQ(krconn_dir_close(dir), 0);
+    CHECK_EQ(krconn_dir_close(dir), KRCONN_E_BADHANDLE);
+    CHECK_EQ(krconn_lookup(dir, "svc", 1000, &a), KRCONN_E_BADHANDLE);
+    dir = NULL;
+    /* a connection left open is closed by its context's destroy */
+    CHECK_EQ(krconn_connect(c, &main_srv.addr, NULL, &k2), 0);
+    CHECK_EQ(krconn_ctx_destroy(c), 0);
+    CHECK_EQ(krconn_ctx_destroy(c), KRCONN_E_BADHANDLE);
+    CHECK_EQ(krconn_ctx_get_stats(c, &st), KRCONN_E_BADHANDLE);
+    CHECK_EQ(krconn_ctx_addr(c, &a), KRCONN_E_BADHANDLE);
+    CHECK_EQ(krconn_accept(c, 0, &k), KRCONN_E_BADHANDLE);
+    errno = 0;
+    CHECK(krconn_ctx_device(c) == NULL && errno == EBADF);
+    c = NULL;
+    if (k2) {
+        CHECK_EQ(krconn_ping(k2, TMO), KRCONN_E_BADHANDLE);
+        CHECK_EQ(krconn_disconnect(k2), KRCONN_E_BADHANDLE);
+    }
+out:
+    if (k) krconn_disconnect(k);
+    if (dir) krconn_dir_close(dir);
+    if (c) krconn_ctx_destroy(c);
+}
+
+/* A forked child given its parent's krconn_ctx, krconn and krconn_dir: KRCONN_E_FORKED for
+   every call, closes included; the parent's handles work on after the child exits. */
+static void handles_forked(void)
+{
+    krconn_ctx *c = client_ctx(0);
+    krconn_dir *dir = heap_dir();
+    krconn *k = NULL;
+    char err[600];
+    if (!c || !dir) goto out;
+    int rc = krconn_connect_name(c, dir, "svc", NULL, &k);
+    CHECKF(rc == 0, "connect_name: %s", krconn_strerror(rc));
+    if (rc) goto out;
+    CHECK_EQ(krconn_ping(k, TMO), 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        krconn_addr a;
+        krconn_stats st;
+        krconn_mr mr;
+        static char b[64];
+        int bad = 0; /* bit i: check i gave another code */
+        bad |= (krconn_ping(k, TMO) != KRCONN_E_FORKED) << 0;
+        bad |= (krconn_post_send(k, 1, NULL, b, sizeof b, 0) != KRCONN_E_FORKED) << 1;
+        bad |= (krconn_peer_addr(k, &a) != KRCONN_E_FORKED) << 2;
+        errno = 0;
+        bad |= !(krconn_peer_data(k) == NULL && errno == EBADF) << 3;
+        bad |= (krconn_ctx_get_stats(c, &st) != KRCONN_E_FORKED) << 4;
+        bad |= (krconn_reg(c, b, sizeof b, 0, &mr) != KRCONN_E_FORKED) << 5;
+        bad |= (krconn_connect(c, &main_srv.addr, NULL, &k) != KRCONN_E_FORKED) << 6;
+        bad |= (krconn_lookup(dir, "svc", 1000, &a) != KRCONN_E_FORKED) << 7;
+        bad |= (krconn_disconnect(k) != KRCONN_E_FORKED) << 8;
+        bad |= (krconn_dir_close(dir) != KRCONN_E_FORKED) << 9;
+        bad |= (krconn_ctx_destroy(c) != KRCONN_E_FORKED) << 10;
+        /* closed in the child: still the parent's, still KRCONN_E_FORKED */
+        bad |= (krconn_ctx_destroy(c) != KRCONN_E_FORKED) << 11;
+        if (bad) printf("# handles_forked: the child's checks with another code: 0x%x\n", bad);
+        fflush(stdout);
+        _exit(bad ? 1 : 0);
+    }
+    int stt = 0;
+    CHECK(pid > 0 && waitpid(pid, &stt, 0) == pid);
+    CHECKF(WIFEXITED(stt) && WEXITSTATUS(stt) == 0, "child: %s %d",
+           WIFEXITED(stt) ? "exit" : "signal", WIFEXITED(stt) ? WEXITSTATUS(stt) : WTERMSIG(stt));
+    CHECK_EQ(krconn_ping(k, TMO), 0);
+    CHECKF(check_data(c, k, 9, 1, err, sizeof err) == 0, "after the child: %s", err);
+    krconn_addr a;
+    CHECK_EQ(krconn_lookup(dir, "svc", 1000, &a), 0);
+    krconn_stats st;
+    CHECK_EQ(krconn_ctx_get_stats(c, &st), 0);
+    CHECK_EQ(krconn_disconnect(k), 0);
+    k = NULL;
+out:
+    if (k) krconn_disconnect(k);
+    if (dir) CHECK_EQ(krconn_dir_close(dir), 0);
+    if (c) CHECK_EQ(krconn_ctx_destroy(c), 0);
+}
+
 /* ---------------------------------------------------------------- two guests */
 
 #define PAIR_PORT 18611
@@ -1578,6 +1686,8 @@ int main(int argc, char **argv)
         RUN(fuzz_control_qp);
         RUN(meta_directory);
         RUN(unpublish);
+        RUN(handles_closed);
+        RUN(handles_forked);
         RUN(cycles_no_leak);
         t_begin("krconn_server_survived");
         server_stop(&main_srv, "server");

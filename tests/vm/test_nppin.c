@@ -501,6 +501,138 @@ static void fork_child_may_touch(void)
     CHECKF(vmt_check(lmem, 4096, 71) < 0, "after fork, READ into the parent's buffer differs");
 }
 
+/* A forked child given the parent's nppin_ctx, nppin_region, nppin_peer and nppin_remote:
+   NPPIN_E_FORKED for every call, closes included (ERRORS); the parent's handles work on after
+   the child exits. */
+static void handles_forked(void)
+{
+    unsigned char h[NPPIN_HANDLE_SIZE];
+    vmt_fill(lmem, 4096, 73);
+    CHECK_EQ(rio(NPPIN_OP_WRITE, 0, 4096, 502 * MiB), 0);
+    CHECK_EQ(nppin_region_export(lrg, h), 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        nppin_stats st;
+        nppin_region *rg2 = NULL;
+        nppin_remote *rm2 = NULL;
+        nppin_target t = {.addr = rbase + 502 * MiB, .remote = rem};
+        unsigned char h2[NPPIN_HANDLE_SIZE];
+        int bad = 0; /* bit i: check i gave another code */
+        bad |= (nppin_get_stats(A.np, &st) != NPPIN_E_FORKED) << 0;
+        bad |= (nppin_reg(A.np, lmem + 8192, 4096, &rg2) != NPPIN_E_FORKED) << 1;
+        bad |= (nppin_region_export(lrg, h2) != NPPIN_E_FORKED) << 2;
+        bad |= (nppin_post_read(A.np, A.dqp, 43, lmem, 4096, &t, 0) != NPPIN_E_FORKED) << 3;
+        bad |= (nppin_peer_progress(A.peer_np, 0) != NPPIN_E_FORKED) << 4;
+        bad |= (nppin_remote_open(A.peer_np, h, &rm2) != NPPIN_E_FORKED) << 5;
+        bad |= (nppin_sync(A.np, 0) != NPPIN_E_FORKED) << 6;
+        bad |= (nppin_remote_close(rem) != NPPIN_E_FORKED) << 7;
+        bad |= (nppin_dereg(lrg) != NPPIN_E_FORKED) << 8;
+        bad |= (nppin_peer_destroy(A.peer_np) != NPPIN_E_FORKED) << 9;
+        bad |= (nppin_destroy(A.np) != NPPIN_E_FORKED) << 10;
+        bad |= (nppin_destroy(A.np) != NPPIN_E_FORKED) << 11; /* closed in the child: still */
+        if (bad) printf("# handles_forked: the child's checks with another code: 0x%x\n", bad);
+        fflush(stdout);
+        _exit(bad ? 1 : 0);
+    }
+    int stt = 0;
+    CHECK(pid > 0 && waitpid(pid, &stt, 0) == pid);
+    CHECKF(WIFEXITED(stt) && WEXITSTATUS(stt) == 0, "child: %s %d",
+           WIFEXITED(stt) ? "exit" : "signal", WIFEXITED(stt) ? WEXITSTATUS(stt) : WTERMSIG(stt));
+    memset(lmem, 0, 4096);
+    CHECK_EQ(rio(NPPIN_OP_READ, 0, 4096, 502 * MiB), 0);
+    CHECKF(vmt_check(lmem, 4096, 73) < 0, "the parent's READ after the child differs");
+    CHECK_EQ(nppin_region_export(lrg, h), 0);
+    CHECK_EQ(nppin_peer_progress(A.peer_np, 0), 0);
+}
+
+static int small_owner_role(int fd, void *arg, char *why, size_t whylen)
+{
+    (void)arg;
+    nppin_opts o = {.chunk_size = CHUNK, .budget = 8 * MiB, .detect = NPPIN_DETECT_NONE};
+    return nppt_owner_serve(fd, 8 * MiB, &o, why, whylen);
+}
+
+/* nppin_ctx, nppin_region, nppin_peer and nppin_remote closed twice or used after their close:
+   NPPIN_E_BADHANDLE (ERRORS), a closed remote named in a target included; nppin_peer_destroy
+   closes the peer's remotes, nppin_destroy the context's regions and peers. */
+static void handles_closed(void)
+{
+    nppt_side s;
+    vmt_child ch;
+    int fd = -1, rc;
+    const char *step = "";
+    nppin_region *rg = NULL, *rg2 = NULL;
+    nppin_remote *rm = NULL, *rm2 = NULL;
+    nppin_stats st;
+    nppt_rep r;
+    unsigned char h[NPPIN_HANDLE_SIZE];
+    struct ibv_wc wc;
+    unsigned char *m = (unsigned char *)mmap(NULL, 2 * CHUNK, PROT_READ | PROT_WRITE,
+                                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    memset(&s, 0, sizeof s);
+    CHECK(m != MAP_FAILED);
+    if (m == MAP_FAILED || vmt_spawn_sock(small_owner_role, NULL, &ch, &fd)) return;
+    nppin_opts o = {.chunk_size = CHUNK, .budget = 4 * CHUNK, .lease_ms = LEASE_MS,
+                    .detect = NPPIN_DETECT_NONE};
+    rc = nppt_side_setup(fd, &o, &s, &step);
+    CHECKF(rc == 0, "setup: %s: %s", step, nppin_strerror(rc));
+    if (!rc) rc = nppin_reg(s.np, m, CHUNK, &rg);
+    if (!rc) rc = nppt_call(fd, s.peer_np, C_HANDLE, 0, 0, 0, &r);
+    if (!rc) rc = nppin_remote_open(s.peer_np, (unsigned char *)r.v, &rm);
+    if (!rc) rc = nppin_remote_open(s.peer_np, (unsigned char *)r.v, &rm2);
+    CHECKF(rc == 0, "%s", nppin_strerror(rc));
+    if (rc) goto out;
+    nppin_target t = {.addr = nppin__get64((unsigned char *)r.v + 8), .remote = rm};
+    CHECK_EQ(nppin_post_read(s.np, s.dqp, 7, m, 4096, &t, 0), 0);
+    CHECK_EQ(nppt_wait(s.np, s.dcq, 20 * VMT_SEC, &wc), 0);
+    /* a remote */
+    CHECK_EQ(nppin_remote_close(rm), 0);
+    CHECK_EQ(nppin_remote_close(rm), NPPIN_E_BADHANDLE);
+    CHECK_EQ(nppin_post_read(s.np, s.dqp, 8, m, 4096, &t, 0), NPPIN_E_BADHANDLE);
+    CHECK_EQ(nppin_xfer(s.np, s.dqp, s.dcq, NPPIN_OP_READ, m, 4096, &t, 0, 1000000000ull),
+             NPPIN_E_BADHANDLE);
+    rm = NULL;
+    /* a region */
+    CHECK_EQ(nppin_region_export(rg, h), 0);
+    CHECK_EQ(nppin_dereg(rg), 0);
+    CHECK_EQ(nppin_dereg(rg), NPPIN_E_BADHANDLE);
+    CHECK_EQ(nppin_region_export(rg, h), NPPIN_E_BADHANDLE);
+    rg = NULL;
+    /* a peer, and the remote still open on it */
+    CHECK_EQ(nppin_peer_destroy(s.peer_np), 0);
+    CHECK_EQ(nppin_peer_destroy(s.peer_np), NPPIN_E_BADHANDLE);
+    CHECK_EQ(nppin_peer_progress(s.peer_np, 0), NPPIN_E_BADHANDLE);
+    CHECK_EQ(nppin_remote_open(s.peer_np, (unsigned char *)r.v, &rm), NPPIN_E_BADHANDLE);
+    CHECK_EQ(nppin_remote_close(rm2), NPPIN_E_BADHANDLE);
+    rm = rm2 = NULL;
+    s.peer_np = NULL;
+    /* a context, and the region still open on it */
+    CHECK_EQ(nppin_reg(s.np, m + CHUNK, CHUNK, &rg2), 0);
+    CHECK_EQ(nppin_destroy(s.np), 0);
+    CHECK_EQ(nppin_destroy(s.np), NPPIN_E_BADHANDLE);
+    CHECK_EQ(nppin_get_stats(s.np, &st), NPPIN_E_BADHANDLE);
+    CHECK_EQ(nppin_reg(s.np, m, CHUNK, &rg), NPPIN_E_BADHANDLE);
+    CHECK_EQ(nppin_sync(s.np, 0), NPPIN_E_BADHANDLE);
+    CHECK_EQ(nppin_post_read(s.np, s.dqp, 9, m, 4096, &t, 0), NPPIN_E_BADHANDLE);
+    if (rg2) CHECK_EQ(nppin_dereg(rg2), NPPIN_E_BADHANDLE);
+    rg = rg2 = NULL;
+    s.np = NULL;
+out:
+    if (rm) nppin_remote_close(rm);
+    if (rm2) nppin_remote_close(rm2);
+    if (rg) nppin_dereg(rg);
+    if (fd >= 0) {
+        nppt_cmd q = {C_QUIT, 0, 0, 0};
+        vmt_write_all(fd, &q, sizeof q);
+        char why[512] = "";
+        CHECKF(vmt_reap(&ch, why, sizeof why) == 0, "owner: %s", why);
+        close(fd);
+    }
+    nppt_side_free(&s);
+    munmap(m, 2 * CHUNK);
+}
+
 int main(void)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -545,6 +677,7 @@ int main(void)
         TEST(peer_sends_garbage);
         odp_when_offered();
         TEST(fork_child_may_touch);
+        TEST(handles_forked);
         t_begin("no_remote_access_error");
         CHECK(!qp_broken);
         CHECK_EQ(vmt_qp_state(A.dqp), IBV_QPS_RTS);
@@ -561,5 +694,6 @@ int main(void)
     if (A.np) nppt_side_free(&A);
     TEST(dead_holder_does_not_pin_forever);
     TEST(pinlimit_named);
+    TEST(handles_closed);
     return T_DONE();
 }
