@@ -2186,10 +2186,6 @@ KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out)
     ctx = (krconn_ctx *)KRCONN_MALLOC(sizeof *ctx);
     if (!ctx) return -ENOMEM;
     memset(ctx, 0, sizeof *ctx);
-    if (rcp__handle_add(ctx)) { /* open from here: a failure below destroys it */
-        KRCONN_FREE(ctx);
-        return -ENOMEM;
-    }
     ctx->evfd = -1;
     ctx->accfd = -1;
     ctx->meta_fd = -1;
@@ -2198,9 +2194,13 @@ KRCONN_API int krconn_ctx_create(const krconn_ctx_opts *opts, krconn_ctx **out)
         static int env = -1;
         ctx->lg = rcp__logger_pick(ctx->o.log, ctx->o.log_user, &env, "KRCONN_DEBUG", "krconn");
     }
-    if ((rc = krconn__ctx_opts_defaults(&ctx->o))) {
+    if ((rc = krconn__ctx_opts_defaults(&ctx->o))) { /* not a handle yet: freed as it is */
         KRCONN_FREE(ctx);
         return rc;
+    }
+    if (rcp__handle_add(ctx)) { /* open from here: a failure below destroys it */
+        KRCONN_FREE(ctx);
+        return -ENOMEM;
     }
     pthread_mutex_init(&ctx->mu, NULL);
     pthread_mutex_init(&ctx->rx_mu, NULL);
