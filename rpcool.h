@@ -843,7 +843,7 @@
    also lists the exports' liveness files (/dev/shm/rpcool.x.*, section 13) as exports, never as
    channels: whether a handle and the exporter hold them. The text (tables under column
    headers) and the JSON (a "schema" number first) are a stable layout, documented field by
-   field in README.md ("rpcoolctl's output").
+   field in tools/rpcoolctl.md.
 
    13. SHARED DATA
    ---------------

@@ -1,5 +1,5 @@
 # tests/rpcoolctl_schema.py - checks one report of `rpcoolctl --json` (stdin) against the layout
-# README.md documents ("rpcoolctl's output"): every documented field, of its type, and no other.
+# tools/rpcoolctl.md documents: every documented field, of its type, and no other.
 # Exit 0, or 1 with what differs. Used by tests/test_rpcool_ops.c (tool_json_schema).
 import json
 import sys

@@ -626,7 +626,7 @@ static void tool_exports_not_channels(void)
     t_rm_empty(h, hname);
 }
 
-/* `rpcoolctl --json` against the layout README.md documents: every field of every object, of its
+/* `rpcoolctl --json` against the layout tools/rpcoolctl.md documents: every field of every object, of its
    type, and no other (tests/rpcoolctl_schema.py), with a live channel with connections, a stale
    one, an export and a missing name in the report. */
 static void tool_json_schema(void)

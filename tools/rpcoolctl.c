@@ -5,7 +5,7 @@
    Built by `make` (build/bin/rpcoolctl) with plain cc. It reads only what its user may read:
    the pod directory and the channels' name files as they are, and the stats each server gives
    at its socket to callers of its own uid (or root). Its text and JSON layouts are a documented
-   schema (README, "rpcoolctl's output"): change them only with that text and its test. */
+   schema (tools/rpcoolctl.md): change them only with that text and its test. */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
 #include <dirent.h>
