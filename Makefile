@@ -82,12 +82,12 @@ $(BUILD)/vg/%: tests/%.c $(HEADERS) $(wildcard tests/*.h)
 demo:
 	@DEMO_START=$$(date +%s); export DEMO_START; \
 	sh tests/deps.sh demo || { echo "demo: FAILED at the packages it needs (above)"; exit 1; }; \
-	$(MAKE) -s demo-run
+	$(MAKE) -s --no-print-directory demo-run
 
 demo-run:
 	@echo "== building the examples and rpcoolctl with plain cc -O2 into build/ex and build/bin"
 	@echo "   (each program compiles the implementation of the headers it uses)"
-	@$(MAKE) -s examples tools || { echo "demo: FAILED at building the examples"; exit 1; }
+	@$(MAKE) -s --no-print-directory examples tools || { echo "demo: FAILED at building the examples"; exit 1; }
 	@DEMO_HAVE_VERBS=$(HAVE_VERBS) DEMO_HAVE_PBC=$(HAVE_PBC) sh examples/demo.sh $(BUILD)/ex
 
 test:

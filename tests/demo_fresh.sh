@@ -48,7 +48,7 @@ chmod +x "$dir/bin/dpkg-query" "$dir/bin/apt-get"
 # outside: the probes find what is installed
 want_v=no; [ -f /usr/include/infiniband/verbs.h ] && want_v=yes
 want_p=no; [ -f /usr/include/protobuf-c/protobuf-c.h ] && command -v protoc-c >/dev/null && want_p=yes
-got=$(make -s -C "$dir/src" config 2>&1 | tr '\n' ' ')
+got=$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s --no-print-directory -C "$dir/src" config 2>&1 | tr '\n' ' ')
 case $got in
     *"libibverbs-dev): $want_v "*"protobuf-c-compiler): $want_p "*)
         echo "ok demo-fresh-probes-installed" ;;
@@ -70,8 +70,8 @@ unshare --mount sh -c '
         /usr/bin/protoc-c /usr/lib/*/libibverbs.so /usr/lib/*/libprotobuf-c.so 2>/dev/null)
     [ -z "$left" ] || { echo "still there: $left" >"$d/nsfail"; exit 1; }
     cd "$d/src" || exit 1
-    make -s config >"$d/config.out" 2>&1
-    PATH=$d/bin:$PATH DEPS_NO_OPTIONAL=1 timeout 500 make demo >"$d/demo.out" 2>&1
+    env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s config >"$d/config.out" 2>&1
+    PATH=$d/bin:$PATH DEPS_NO_OPTIONAL=1 timeout 500 env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make demo >"$d/demo.out" 2>&1
     echo $? >"$d/demo.rc"
 ' sh "$dir" 2>"$dir/ns.err"
 if [ -s "$dir/nsfail" ] || [ ! -f "$dir/demo.rc" ]; then
