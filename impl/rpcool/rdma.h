@@ -1801,20 +1801,25 @@ static void rpcool__r_pop_add(struct rpcool__rconn *rc, uint64_t lo, uint64_t hi
 }
 
 /* The pages of reply blocks whose DONE has not gone yet (a deferred call's, written and sent by
-   another thread while this one serves the next calls), sorted (blk_lock held); more than 64:
-   the whole reply region. Returns how many ranges. */
+   another thread while this one serves the next calls), sorted and merged (blk_lock held); more
+   than 64 ranges: the whole reply region. Returns how many ranges. */
 static unsigned rpcool__r_unsent(const struct rpcool__rconn *rc, struct rpcool__rrange live[64])
 {
     uint64_t pg = rpcool__page_size();
     unsigned nl = 0;
     for (size_t k = 0; k < rc->nblk; k++) {
         if (rc->blk[k].sent) continue;
+        uint64_t lo = rc->blk[k].addr & ~(pg - 1);
+        uint64_t hi = (rc->blk[k].addr + rc->blk[k].len + pg - 1) & ~(pg - 1);
+        if (nl && lo <= live[nl - 1].hi) { /* blk is sorted: extends the last range */
+            if (hi > live[nl - 1].hi) live[nl - 1].hi = hi;
+            continue;
+        }
         if (nl == 64) { /* too many: the reply region as a whole */
             live[0] = (struct rpcool__rrange){rc->rbase, rc->rbase + rc->rlen};
             return 1;
         }
-        live[nl++] = (struct rpcool__rrange){
-            rc->blk[k].addr & ~(pg - 1), (rc->blk[k].addr + rc->blk[k].len + pg - 1) & ~(pg - 1)};
+        live[nl++] = (struct rpcool__rrange){lo, hi};
     }
     return nl;
 }

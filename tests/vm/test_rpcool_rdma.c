@@ -1088,16 +1088,21 @@ static int il_check(struct il_arg *a, const char *m, size_t n, const void *ret, 
     return 1;
 }
 
+/* A failed call: counted; a timeout (the server answers nothing: stuck) ends the round at once,
+   said now (the other threads' calls would each wait IL_TIMEOUT_MS). */
 static void il_fail(struct il_arg *a, int rc)
 {
     a->bad++;
     if (!a->err) a->err = rc;
+    if (rc == RPCOOL_E_TIMEOUT && !__atomic_exchange_n(a->stop, 1, __ATOMIC_ACQ_REL))
+        printf("# interleaved: thread %d: a call got no answer in %u ms: the round ends\n", a->id,
+               IL_TIMEOUT_MS);
 }
 
 static void *il_echo(void *p)
 {
     struct il_arg *a = (struct il_arg *)p;
-    for (int i = 0; i < IL_CALLS; i++) {
+    for (int i = 0; i < IL_CALLS && !__atomic_load_n(a->stop, __ATOMIC_ACQUIRE); i++) {
         size_t n = 0, rn = 0;
         char *m = il_msg(a, i, -1, &n);
         void *ret = NULL;
