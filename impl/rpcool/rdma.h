@@ -29,14 +29,16 @@
      the last one (a structure called again), both sides keep their copy and update it in place
      (only a changed page is copied) instead of copying every page afresh: a repeated call of a
      4096-node tree (about 300 KB) costs one comparison per side, not a copy and a comparison.
-     The server drops every other mirror page
-     it populated for the previous call, copies the whole pages in (UFFDIO_COPY), applies the
-     patches, and runs the handler. A small argument that stays in place (the usual case) costs
+     The server drops every other mirror page it populated for the previous call (but
+     the pages of reply blocks whose DONE has not gone: a deferred reply is built and sent by
+     another thread meanwhile), copies the whole pages in (UFFDIO_COPY), applies the patches,
+     and runs the handler. A small argument that stays in place (the usual case) costs
      a 16-byte entry, or its changed words, instead of a page; a DONE that says some kept pages
      were not kept makes the client send everything whole next time. A page outside the extents
      faults on first touch: the server's fault thread asks the client for it (a FETCH frame), the
      client answers with the page's bytes (a PAGES frame) from inside its wait, and the fault
-     thread copies it in. Why not an RDMA READ: the client's heap would have to be registered
+     thread copies it in (unless the serving thread made that page present meanwhile: that one
+     is newer and stays). Why not an RDMA READ: the client's heap would have to be registered
      (pinned) whole for the server to read it at any time, or registered chunk by chunk with a
      lease round trip per miss (nppin.h), which costs the same round trip as asking for the page
      and adds lease state; a connection heap is sparse and 64 MiB by default.
