@@ -1954,6 +1954,14 @@ static int rpcool__r_in_mirror(const struct rpcool__rconn *rc, const void *p, si
     return rc->mirror && a >= rc->base && len <= rc->size && a - rc->base <= rc->size - len;
 }
 
+/* Read a byte of every page of [p, p+len): a page of the mirror that is missing faults here,
+   before rpcool__r_send takes tx_lock (the fault thread's FETCH needs tx_lock too). */
+static void rpcool__r_touch(const void *p, size_t len)
+{
+    uintptr_t pg = (uintptr_t)rpcool__page_size(), a = (uintptr_t)p, end = a + len;
+    for (; a < end; a = (a & ~(pg - 1)) + pg) (void)*(const volatile char *)a;
+}
+
 /* Answer a call. */
 static void rpcool__r_done(struct rpcool__rconn *rc, unsigned slot, uint32_t gen, int status,
                            void *ret, size_t ret_len, unsigned cflags, uint32_t g)
@@ -2002,6 +2010,7 @@ static void rpcool__r_done(struct rpcool__rconn *rc, unsigned slot, uint32_t gen
     h.a = (uint64_t)(uintptr_t)ret;
     h.b = ret ? ret_len : 0;
     h.n1 = np / 2;
+    for (unsigned k = 1; k < np; k += 2) rpcool__r_touch(parts[k].p, parts[k].len);
     rpcool__r_send(rc, &h, parts, np, 0);
     if (nb) { /* its bytes are on their way: its pages may go at the next call */
         pthread_mutex_lock(&rc->blk_lock);
