@@ -29,14 +29,16 @@
      the last one (a structure called again), both sides keep their copy and update it in place
      (only a changed page is copied) instead of copying every page afresh: a repeated call of a
      4096-node tree (about 300 KB) costs one comparison per side, not a copy and a comparison.
-     The server drops every other mirror page
-     it populated for the previous call, copies the whole pages in (UFFDIO_COPY), applies the
-     patches, and runs the handler. A small argument that stays in place (the usual case) costs
+     The server drops every other mirror page it populated for the previous call (but
+     the pages of reply blocks whose DONE has not gone: a deferred reply is built and sent by
+     another thread meanwhile), copies the whole pages in (UFFDIO_COPY), applies the patches,
+     and runs the handler. A small argument that stays in place (the usual case) costs
      a 16-byte entry, or its changed words, instead of a page; a DONE that says some kept pages
      were not kept makes the client send everything whole next time. A page outside the extents
      faults on first touch: the server's fault thread asks the client for it (a FETCH frame), the
      client answers with the page's bytes (a PAGES frame) from inside its wait, and the fault
-     thread copies it in. Why not an RDMA READ: the client's heap would have to be registered
+     thread copies it in (unless the serving thread made that page present meanwhile: that one
+     is newer and stays). Why not an RDMA READ: the client's heap would have to be registered
      (pinned) whole for the server to read it at any time, or registered chunk by chunk with a
      lease round trip per miss (nppin.h), which costs the same round trip as asking for the page
      and adds lease state; a connection heap is sparse and 64 MiB by default.
@@ -163,6 +165,7 @@ struct rpcool__rcredit {
 struct rpcool__rblk {
     uint64_t addr, len;
     uint32_t group; /* the call that allocated it */
+    uint32_t sent;  /* its call's DONE went: its bytes in the mirror no longer matter */
 };
 
 struct rpcool__rrange {
@@ -1799,30 +1802,69 @@ static void rpcool__r_pop_add(struct rpcool__rconn *rc, uint64_t lo, uint64_t hi
     pthread_mutex_unlock(&rc->pop_lock);
 }
 
+/* The pages of reply blocks whose DONE has not gone yet (a deferred call's, written and sent by
+   another thread while this one serves the next calls), sorted and merged (blk_lock held); more
+   than 64 ranges: the whole reply region. Returns how many ranges. */
+static unsigned rpcool__r_unsent(const struct rpcool__rconn *rc, struct rpcool__rrange live[64])
+{
+    uint64_t pg = rpcool__page_size();
+    unsigned nl = 0;
+    for (size_t k = 0; k < rc->nblk; k++) {
+        if (rc->blk[k].sent) continue;
+        uint64_t lo = rc->blk[k].addr & ~(pg - 1);
+        uint64_t hi = (rc->blk[k].addr + rc->blk[k].len + pg - 1) & ~(pg - 1);
+        if (nl && lo <= live[nl - 1].hi) { /* blk is sorted: extends the last range */
+            if (hi > live[nl - 1].hi) live[nl - 1].hi = hi;
+            continue;
+        }
+        if (nl == 64) { /* too many: the reply region as a whole */
+            live[0] = (struct rpcool__rrange){rc->rbase, rc->rbase + rc->rlen};
+            return 1;
+        }
+        live[nl++] = (struct rpcool__rrange){lo, hi};
+    }
+    return nl;
+}
+
 /* Before a call: drop every page that holds something and that the call does not send again
    (ext: its n extents, sorted), so nothing older than the call is ever read; the pages it does
-   send are overwritten in place (no drop, no TLB shootdown for a repeated argument). */
+   send are overwritten in place (no drop, no TLB shootdown for a repeated argument). The pages
+   of reply blocks not sent yet stay, and stay listed (a later call drops them): a deferred
+   reply's bytes are read from them when its DONE goes. blk_lock is held throughout, so no block
+   is carved meanwhile on a page being dropped. */
 static void rpcool__r_pop_trim(struct rpcool__rconn *rc, const struct rpcool__rrange *ext,
                                unsigned n)
 {
+    struct rpcool__rrange live[64], keep[RPCOOL__R_MAXENT + 64], all;
+    unsigned nl, nk = 0, a = 0, b = 0;
     pthread_mutex_lock(&rc->pop_lock);
-    if (rc->pop_all) {
-        madvise((void *)(uintptr_t)rc->base, rc->size, MADV_DONTNEED);
+    pthread_mutex_lock(&rc->blk_lock);
+    nl = rpcool__r_unsent(rc, live);
+    if (n > RPCOOL__R_MAXENT) n = RPCOOL__R_MAXENT;
+    while (a < n || b < nl) /* what stays: the two sorted lists merged */
+        keep[nk++] = b >= nl || (a < n && ext[a].lo <= live[b].lo) ? ext[a++] : live[b++];
+    const struct rpcool__rrange *pop = rc->pop;
+    size_t npop = rc->npop;
+    if (rc->pop_all) { /* lost track: every page of the mirror may hold something */
+        all = (struct rpcool__rrange){rc->base, rc->base + rc->size};
+        pop = &all;
+        npop = 1;
         rc->pop_all = 0;
-        rc->npop = 0;
     }
-    for (size_t i = 0; i < rc->npop; i++) {
-        uint64_t cur = rc->pop[i].lo, hi = rc->pop[i].hi;
-        for (unsigned k = 0; k < n && cur < hi; k++) {
-            if (ext[k].hi <= cur) continue;
-            if (ext[k].lo >= hi) break;
-            if (ext[k].lo > cur) madvise((void *)(uintptr_t)cur, ext[k].lo - cur, MADV_DONTNEED);
-            cur = ext[k].hi;
+    for (size_t i = 0; i < npop; i++) {
+        uint64_t cur = pop[i].lo, hi = pop[i].hi;
+        for (unsigned k = 0; k < nk && cur < hi; k++) {
+            if (keep[k].hi <= cur) continue;
+            if (keep[k].lo >= hi) break;
+            if (keep[k].lo > cur) madvise((void *)(uintptr_t)cur, keep[k].lo - cur, MADV_DONTNEED);
+            cur = keep[k].hi;
         }
         if (cur < hi) madvise((void *)(uintptr_t)cur, hi - cur, MADV_DONTNEED);
     }
     rc->npop = 0;
+    pthread_mutex_unlock(&rc->blk_lock);
     pthread_mutex_unlock(&rc->pop_lock);
+    for (unsigned k = 0; k < nl; k++) rpcool__r_pop_add(rc, live[k].lo, live[k].hi);
 }
 
 /* Make [a, a+len) of a mirror present (zero pages where missing): reply blocks, so writing them
@@ -1863,6 +1905,7 @@ static uint64_t rpcool__r_carve(struct rpcool__rconn *rc, uint64_t need, uint32_
     rc->blk[k].addr = at;
     rc->blk[k].len = need;
     rc->blk[k].group = g;
+    rc->blk[k].sent = 0;
     rc->nblk++;
     return at;
 }
@@ -1909,6 +1952,14 @@ static int rpcool__r_in_mirror(const struct rpcool__rconn *rc, const void *p, si
 {
     uint64_t a = (uint64_t)(uintptr_t)p;
     return rc->mirror && a >= rc->base && len <= rc->size && a - rc->base <= rc->size - len;
+}
+
+/* Read a byte of every page of [p, p+len): a page of the mirror that is missing faults here,
+   before rpcool__r_send takes tx_lock (the fault thread's FETCH needs tx_lock too). */
+static void rpcool__r_touch(const void *p, size_t len)
+{
+    uintptr_t pg = (uintptr_t)rpcool__page_size(), a = (uintptr_t)p, end = a + len;
+    for (; a < end; a = (a & ~(pg - 1)) + pg) (void)*(const volatile char *)a;
 }
 
 /* Answer a call. */
@@ -1959,7 +2010,14 @@ static void rpcool__r_done(struct rpcool__rconn *rc, unsigned slot, uint32_t gen
     h.a = (uint64_t)(uintptr_t)ret;
     h.b = ret ? ret_len : 0;
     h.n1 = np / 2;
+    for (unsigned k = 1; k < np; k += 2) rpcool__r_touch(parts[k].p, parts[k].len);
     rpcool__r_send(rc, &h, parts, np, 0);
+    if (nb) { /* its bytes are on their way: its pages may go at the next call */
+        pthread_mutex_lock(&rc->blk_lock);
+        for (size_t k = 0; k < rc->nblk; k++)
+            if (rc->blk[k].group == g) rc->blk[k].sent = 1;
+        pthread_mutex_unlock(&rc->blk_lock);
+    }
     rpcool__free(parts);
     rpcool__free(hd);
 }
@@ -2658,6 +2716,30 @@ static void rpcool__r_aside(struct rpcool__rconn *rc, const struct rpcool__rf *f
     rc->backlog_tail = &bf->next;
 }
 
+/* Place a fetched page a of rc's mirror, if it is still missing. One made present meanwhile by
+   the serving thread (a call's pages copied in, a reply block's zero page, its handler's bytes
+   on it) is newer than what the client sent when asked: it stays, never overwritten (the
+   faulting thread, woken, reads it). Returns 0, or an error. */
+static int rpcool__r_fill(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, uint64_t a,
+                          const char *src)
+{
+    uint64_t pg = rpcool__page_size();
+    if ((a & (pg - 1)) || !rpcool__r_in_mirror(rc, (void *)(uintptr_t)a, pg))
+        return RPCOOL_E_BADPTR;
+    struct uffdio_copy cp;
+    memset(&cp, 0, sizeof cp);
+    cp.dst = a;
+    cp.src = (uint64_t)(uintptr_t)src;
+    cp.len = pg;
+    if (ioctl(rs->uffd, UFFDIO_COPY, &cp) && errno != EEXIST) return -errno;
+    if (cp.copy < 0) { /* there already: wake the faulting thread, if that ioctl did not */
+        struct uffdio_range wr = {a, pg};
+        ioctl(rs->uffd, UFFDIO_WAKE, &wr);
+    }
+    rpcool__r_pop_add(rc, a, a + pg);
+    return 0;
+}
+
 /* Fetch page a of rc's mirror from its client (under rx_lock): a FETCH frame, then the frames
    that come until its PAGES answer, up to RPCOOL__R_FETCH_MS. Returns 1 if the page is in. */
 static int rpcool__r_fetch(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, uint64_t a)
@@ -2680,7 +2762,7 @@ static int rpcool__r_fetch(struct rpcool__rsrv *rs, struct rpcool__rconn *rc, ui
         if (f->type == RPCOOL__RF_PAGES && f->id == rc->fetch_id) {
             int ok = 0;
             if (f->status == 0 && f->a == a && f->b == pg && f->len >= sizeof *f + pg + 8)
-                ok = !rpcool__r_install(rs, rc, a, pg, (const char *)(f + 1));
+                ok = !rpcool__r_fill(rs, rc, a, (const char *)(f + 1));
             rpcool__r_consume(rc, f);
             return ok;
         }

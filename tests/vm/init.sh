@@ -93,8 +93,13 @@ rpcool-rdma) # tests/vm/run.sh rpcool-rdma: rpcool's RDMA transport (rcp.only: o
             run test_rpcool_export 300 /t/test_rpcool_export
         ;;
     *)
-    run test_pbc_rdma 120 /t/test_pbc_rdma
+    [ -z "$only" ] && run test_pbc_rdma 120 /t/test_pbc_rdma
     RDMAT_ONLY=$only run test_rpcool_rdma 540 /t/test_rpcool_rdma
+    # its interleaved stress case again under ASan+UBSan (result lines renamed *-asan)
+    case ${only:-interleaved} in *interleaved*)
+        RDMAT_ONLY=${only:-interleaved} ASAN_OPTIONS=detect_leaks=1 run test_rpcool_rdma-asan 300 \
+            sh -c 'set -o pipefail; /t/test_rpcool_rdma.asan | sed "s/^\(ok\|FAIL\|skip\) \([^:]*\)/\1 \2-asan/"' ;;
+    esac
     [ -z "$only" ] && run test_rpcool_export 300 /t/test_rpcool_export
     # for the log only (make bench measures): ib_write_lat's t_typical (half a round trip) here
     gid=$(/t/test_verbs --gid)

@@ -12,7 +12,8 @@
 #             service served in pod A, called from pod B (tests/vm/test_pbc_rdma.c); servers
 #             of pod A that close, seen by pod B's clients (VM_ONLY=server_closes: only those)
 #   rpcool-rdma  one guest: rpcool's RDMA transport (tests/vm/test_rpcool_rdma.c; VM_ONLY=NAME runs
-#             one of its tests) and its exports (tests/vm/test_rpcool_export.c;
+#             one of its tests, NAME,NAME,...@ROUNDS those, ROUNDS times over) and its exports
+#             (tests/vm/test_rpcool_export.c;
 #             VM_ONLY=test_rpcool_export[:NAME] runs only those, or one of them)
 #   alock-rdma   one guest: only test_alock_rdma (it also runs in single); VM_ONLY=NAME runs
 #             only its tests whose name contains NAME

@@ -1,5 +1,6 @@
 // VM
 // LIBS: -libverbs -pthread
+// VM-ASAN
 /* tests/vm/test_rpcool_rdma.c - rpcool between pods over RDMA, on Soft-RoCE.
  * One guest ("single"): the server is a child process in pod A (the default pod); the client
  * processes are in pod B (SHMHEAP_POD=shmheap-b.pod, SHMHEAP_POD_ID=1) and connect with
@@ -16,6 +17,12 @@
  *   bad_input       unknown handler, argument outside the heap, bad flags
  *   async           64 calls in flight, completed with rpcool_wait and rpcool_progress
  *   threads         4 threads x 1000 synchronous calls on one connection, every answer checked
+ *                   (a wrong one said in full: its bytes, where it landed, the call's slot)
+ *   interleaved     3 threads' checked echo calls on one connection while a fourth makes deferred
+ *                   calls answered 0-3 ms later by a server thread, deferred calls that time out
+ *                   first, calls cancelled (queued, running, answered), discarded replies and
+ *                   cancelled running handlers; 3 connections in turn at one heap address; also
+ *                   under ASan+UBSan (test_rpcool_rdma.asan)
  *   fuzz_ring       malformed frames (garbage types, lengths, addresses) through the real ring:
  *                   the server drops that connection and keeps serving a good one
  *   server_killed   the server is SIGKILLed mid-call: the call fails with RPCOOL_E_PEERDEAD
@@ -43,9 +50,33 @@
 #include <poll.h>
 #include <sys/wait.h>
 
+/* RDMAT_ONLY (tests/vm/run.sh rpcool-rdma's VM_ONLY): NAME[,NAME...][@ROUNDS] runs only the
+   tests whose names contain one of the NAMEs (the cs_* suite: those containing the whole string),
+   the client's list ROUNDS times over in one process (a rare failure looked for). */
+static int rdmat_rounds = 1;
+static int rdmat_pick(const char *fn)
+{
+    if (!t_only) return 1;
+    const char *p = t_only;
+    while (*p && *p != '@') {
+        size_t n = strcspn(p, ",@");
+        char name[64];
+        if (n && n < sizeof name) {
+            memcpy(name, p, n);
+            name[n] = 0;
+            if (strstr(fn, name)) return 1;
+        }
+        p += n;
+        if (*p == ',') p++;
+    }
+    return 0;
+}
+#undef RUN
+#define RUN(fn) do { if (rdmat_pick(#fn)) TEST(fn); } while (0)
+
 #define NAME "rdmat"
 enum { H_ECHO = 1, H_SUM, H_TREE, H_LIST, H_SLOW, H_QUIT, H_DOC, H_FNV, H_SCRIBBLE, H_POOLS, H_WHO,
-       H_HOOKS, H_SPIN, H_DEFER, H_CONNS };
+       H_HOOKS, H_SPIN, H_DEFER, H_CONNS, H_DEFECHO };
 
 struct node {
     struct node *l, *r;
@@ -188,14 +219,61 @@ static int h_conns(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     return rc ? rc : (int)st.conns;
 }
 
-/* One echo call of msg, its answer checked: 0, or why not (an error code, or 1: wrong answer). */
+/* The slot and generation of the synchronous call this thread just made on c, if it keeps
+   that slot (a connection's kept slot: rpcool__hot_*), else "not kept". */
+static void call_slot(rpcool_conn *c, char *out, size_t n)
+{
+    uint64_t w = rcp__load(&c->hot);
+    struct rpcool__cell *cl = rpcool__cell();
+    if (cl && (w >> 8) == (uint64_t)(uintptr_t)cl) {
+        unsigned i = (unsigned)(w & 0xff);
+        snprintf(out, n, "slot %u gen %u", i, (unsigned)((c->pend[i].gen - 1) & 0x3fffffffu));
+    } else {
+        snprintf(out, n, "slot not kept by this thread");
+    }
+}
+
+/* A wrong answer, said in full (one "#" line, for the log): what came back (its address, where
+   in the heap and in the reply region, its length, its bytes printable and in hex: zeros, another
+   thread's or an earlier call's text), what was sent and the call's slot and generation. */
+static void echo_saw(rpcool_conn *c, const void *want, size_t wn, const void *got, size_t n)
+{
+    char slot[64], txt[200], hex[200];
+    call_slot(c, slot, sizeof slot);
+    const unsigned char *g = (const unsigned char *)got;
+    size_t zeros = 0, show = n < 64 ? n : 64, t = 0, x = 0, same = 0;
+    int readable = got && shmheap_contains(rpcool_heap(c), got, n);
+    for (size_t k = 0; readable && k < n; k++) zeros += g[k] == 0;
+    while (readable && same < n && same < wn && g[same] == ((const unsigned char *)want)[same])
+        same++;
+    for (size_t k = 0; readable && k < show && t + 5 < sizeof txt; k++)
+        t += (size_t)snprintf(txt + t, sizeof txt - t, g[k] >= 32 && g[k] < 127 ? "%c" : "\\%02x",
+                              g[k]);
+    for (size_t k = 0; readable && k < show && k < 32 && x + 3 < sizeof hex; k++)
+        x += (size_t)snprintf(hex + x, sizeof hex - x, "%02x", g[k]);
+    txt[t] = hex[x] = 0;
+    uint64_t a = (uint64_t)(uintptr_t)got, base = (uint64_t)(uintptr_t)shmheap_base(rpcool_heap(c));
+    struct rpcool__rconn *rc = c->rdma;
+    printf("# WRONG ANSWER (%s): sent %zu bytes \"%.*s\"; got %zu bytes at %p (heap +%#llx, reply "
+           "region %s +%#llx), %zu zero bytes, first %zu bytes right: \"%s\" hex %s\n", slot, wn,
+           (int)(wn > 64 ? 64 : wn), (const char *)want, n, got,
+           (unsigned long long)(a - base), rc && a - rc->rbase < rc->rlen ? "in" : "NOT in",
+           (unsigned long long)(rc ? a - rc->rbase : 0), zeros, same,
+           readable ? txt : "(not in the heap)", readable ? hex : "-");
+}
+
+/* One echo call of msg, its answer checked: 0, or why not (an error code, or 1: wrong answer,
+   said in full by echo_saw). */
 static int echo_once(rpcool_conn *c, const char *msg)
 {
     char *m = rpcool_strdup(c, msg);
     void *ret = NULL;
-    size_t n = 0;
-    int rc = m ? rpcool_call(c, H_ECHO, m, strlen(msg) + 1, &ret, &n) : SHMHEAP_E_FULL;
-    if (!rc && (n != strlen(msg) + 1 || strcmp((char *)ret, msg))) rc = 1;
+    size_t n = 0, wn = strlen(msg) + 1;
+    int rc = m ? rpcool_call(c, H_ECHO, m, wn, &ret, &n) : SHMHEAP_E_FULL;
+    if (!rc && (n != wn || !ret || memcmp(ret, msg, wn))) {
+        echo_saw(c, msg, wn, ret, n);
+        rc = 1;
+    }
     rpcool_free(c, ret);
     rpcool_free(c, m);
     return rc;
@@ -302,6 +380,42 @@ static int h_defer(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     return 0;
 }
 
+/* H_DEFECHO: an echo answered by another thread (a deferred reply) after the delay its argument
+   starts with ("dN " or "rN ": N milliseconds), while the RDMA thread serves the connection's
+   next calls; "d": the handler copies the argument, "r": the answering thread reads it then
+   (the caller still waits: its pages come back from the client if a later call dropped them). */
+struct decho { rpcool_deferred *d; size_t n; unsigned ms; const char *arg; char text[]; };
+
+static void *decho_thread(void *p)
+{
+    struct decho *e = (struct decho *)p;
+    if (e->ms) usleep(e->ms * 1000u);
+    char *r = (char *)rpcool_deferred_alloc(e->d, e->n);
+    if (r) memcpy(r, e->arg ? e->arg : e->text, e->n);
+    rpcool_deferred_reply(e->d, r ? 0 : SHMHEAP_E_FULL, r, r ? e->n : 0);
+    free(e);
+    return NULL;
+}
+
+static int h_defecho(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)user;
+    struct decho *e = (struct decho *)calloc(1, sizeof *e + (len ? len : 1));
+    if (!e) return -ENOMEM;
+    e->n = len;
+    if (len) memcpy(e->text, arg, len);
+    if (len > 2 && (e->text[0] == 'd' || e->text[0] == 'r')) e->ms = (unsigned)atoi(e->text + 1);
+    if (len > 2 && e->text[0] == 'r') e->arg = (const char *)arg;
+    int rc = rpcool_ctx_defer(ctx, &e->d);
+    pthread_t t;
+    if (rc || pthread_create(&t, NULL, decho_thread, e)) {
+        free(e);
+        return rc ? rc : -EAGAIN;
+    }
+    pthread_detach(t);
+    return 0;
+}
+
 enum { HK_N = 8 };
 /* Replies with the counts: {connected, left by BYE, reaped, closed, other; H_SPIN started,
    H_SPIN saw its cancel, the server's stats.cancelled}. */
@@ -343,6 +457,7 @@ static int serve(const char *how)
         {H_LIST, h_list, RPCOOL_SANDBOX, 0}, {H_SLOW, h_slow, 0, 0}, {H_QUIT, h_quit, 0, 1},
         {H_POOLS, h_pools, 0, 1},   {H_DOC, h_doc, RPCOOL_SANDBOX, 0}, {H_FNV, h_fnv, 0, 0},
         {H_SCRIBBLE, h_scribble, 0, 0}, {H_WHO, h_who, 0, 0}, {H_HOOKS, h_hooks, 0, 1}, {H_SPIN, h_spin, 0, 0}, {H_DEFER, h_defer, 0, 0},
+        {H_DEFECHO, h_defecho, 0, 0},
     };
     for (size_t i = 0; i < sizeof hs / sizeof hs[0]; i++)
         rpcool_server_add_handler(s, hs[i].id, hs[i].fn, hs[i].with_s ? s : NULL, hs[i].safety);
@@ -368,11 +483,13 @@ static int serve(const char *how)
 
 static char where[200];
 
-static rpcool_conn *conn(void)
+/* A connection to the test's server; its calls time out after timeout_ms (0: never). */
+static rpcool_conn *conn_with(unsigned timeout_ms)
 {
     rpcool_conn *c = NULL;
     rpcool_conn_opts o;
     memset(&o, 0, sizeof o);
+    o.timeout_ms = timeout_ms;
     o.connect_timeout_ms = 20000;
     o.heap_size = 16 << 20;
     o.log = logf_;
@@ -381,6 +498,8 @@ static rpcool_conn *conn(void)
     CHECKF(rc == 0, "connect %s: %s", where, rpcool_strerror(rc));
     return c;
 }
+
+static rpcool_conn *conn(void) { return conn_with(0); }
 
 static void echo(void)
 {
@@ -923,6 +1042,199 @@ static void threads(void)
     rpcool_disconnect(c);
 }
 
+/* ---- interleaved: what the threads test does, with the calls of the tests before it mixed in
+   on purpose: on one connection IL_ECHO threads make checked echo calls (every byte, 16 B to
+   1.2 KiB, so replies share and straddle pages of the reply region) while another thread makes
+   deferred calls answered from a server thread after 0-3 ms (their blocks carved while the RDMA
+   thread serves the echo calls), deferred calls that time out first (their replies come late,
+   to an abandoned slot), calls cancelled while queued, running or answered, calls whose reply is
+   discarded, and handlers cancelled mid-run; IL_ROUNDS connections one after another, their heaps
+   at the same address. ---- */
+#define IL_ECHO 3
+#define IL_CALLS 700
+#if defined(__SANITIZE_ADDRESS__)
+#define IL_ROUNDS 2 /* under ASan (the guest's time is bounded) */
+#else
+#define IL_ROUNDS 3
+#endif
+#define IL_TIMEOUT_MS 30000u
+struct il_arg {
+    rpcool_conn *c;
+    int id, bad, err, done, calls;
+    uint64_t seed;
+    int *stop;
+    int deferred, timedout, cancelled, discarded, spun;
+};
+
+/* Call i of thread t: a message of 16 B to 1.2 KiB in the connection's heap (a header, then a
+   pattern of t, i and the offset), prefixed "dN " or "rN " (H_DEFECHO's delay and way, at
+   random) when ms >= 0. */
+static char *il_msg(struct il_arg *a, int i, int ms, size_t *len)
+{
+    char way = t_rng(&a->seed) & 1 ? 'r' : 'd';
+    size_t n = 16 + (size_t)(t_rng(&a->seed) % 1200);
+    char *m = (char *)rpcool_alloc(a->c, n);
+    if (!m) return NULL;
+    int h = ms >= 0 ? snprintf(m, n, "%c%d t%d c%d ", way, ms, a->id, i)
+                    : snprintf(m, n, "t%d c%d ", a->id, i);
+    for (size_t k = (size_t)h; k + 1 < n; k++)
+        m[k] = (char)(33 + ((size_t)a->id * 131 + (size_t)i * 7 + k) % 90);
+    m[n - 1] = 0;
+    *len = n;
+    return m;
+}
+
+/* The answer of a call of m (n bytes): 0 if every byte came back, else 1 (said by echo_saw). */
+static int il_check(struct il_arg *a, const char *m, size_t n, const void *ret, size_t rn)
+{
+    if (rn == n && ret && !memcmp(ret, m, n)) return 0;
+    echo_saw(a->c, m, n, ret, rn);
+    return 1;
+}
+
+/* A failed call: counted; a timeout (the server answers nothing: stuck) ends the round at once,
+   said now (the other threads' calls would each wait IL_TIMEOUT_MS). */
+static void il_fail(struct il_arg *a, int rc)
+{
+    a->bad++;
+    if (!a->err) a->err = rc;
+    if (rc == RPCOOL_E_TIMEOUT && !__atomic_exchange_n(a->stop, 1, __ATOMIC_ACQ_REL))
+        printf("# interleaved: thread %d: a call got no answer in %u ms: the round ends\n", a->id,
+               IL_TIMEOUT_MS);
+}
+
+static void *il_echo(void *p)
+{
+    struct il_arg *a = (struct il_arg *)p;
+    for (int i = 0; i < IL_CALLS && !__atomic_load_n(a->stop, __ATOMIC_ACQUIRE); i++) {
+        size_t n = 0, rn = 0;
+        char *m = il_msg(a, i, -1, &n);
+        void *ret = NULL;
+        int rc = m ? rpcool_call(a->c, H_ECHO, m, n, &ret, &rn) : SHMHEAP_E_FULL;
+        if (!rc) rc = il_check(a, m, n, ret, rn);
+        if (rc) il_fail(a, rc);
+        rpcool_free(a->c, ret);
+        if (rc != RPCOOL_E_TIMEOUT) rpcool_free(a->c, m); /* else the server may still read it */
+        a->calls++;
+        __atomic_store_n(&a->done, i + 1, __ATOMIC_RELAXED);
+    }
+    return NULL;
+}
+
+/* The other thread: one of the tests' other kinds of call at a time, until the echo threads end. */
+static void *il_mixer(void *p)
+{
+    struct il_arg *a = (struct il_arg *)p;
+    for (int i = 0; !__atomic_load_n(a->stop, __ATOMIC_ACQUIRE); i++) {
+        unsigned kind = (unsigned)(t_rng(&a->seed) % 100);
+        size_t n = 0, rn = 0;
+        void *ret = NULL;
+        uint64_t id = 0;
+        int rc = 0;
+        char *m = NULL;
+        a->calls++;
+        if (kind < 40) { /* a deferred echo, answered 0-3 ms later by a server thread */
+            m = il_msg(a, i, (int)(t_rng(&a->seed) % 4), &n);
+            rc = m ? rpcool_call(a->c, H_DEFECHO, m, n, &ret, &rn) : SHMHEAP_E_FULL;
+            if (!rc) rc = il_check(a, m, n, ret, rn);
+            if (rc) il_fail(a, rc);
+            a->deferred++;
+        } else if (kind < 55) { /* a deferred echo that times out first: its reply comes late */
+            rpcool_call_opts o;
+            memset(&o, 0, sizeof o);
+            o.timeout_ms = 2;
+            m = il_msg(a, i, 15 + (int)(t_rng(&a->seed) % 20), &n);
+            rc = m ? rpcool_call_ex(a->c, H_DEFECHO, m, n, &o, &ret, &rn) : SHMHEAP_E_FULL;
+            if (rc == RPCOOL_E_TIMEOUT) a->timedout++;
+            else if (rc || il_check(a, m, n, ret, rn)) il_fail(a, rc ? rc : 1);
+            /* m stays: the server may still read it (freed once the reply came, below) */
+            if (rc == RPCOOL_E_TIMEOUT) m = NULL;
+        } else if (kind < 70) { /* an async (deferred or not) call cancelled at once or soon */
+            unsigned fn = kind & 1 ? H_DEFECHO : H_ECHO;
+            m = il_msg(a, i, fn == H_DEFECHO ? (int)(t_rng(&a->seed) % 3) : -1, &n);
+            rc = m ? rpcool_call_async(a->c, fn, m, n, NULL, NULL, NULL, &id) : SHMHEAP_E_FULL;
+            if (!rc) {
+                if (kind & 2) usleep((useconds_t)(t_rng(&a->seed) % 2000));
+                int cr = rpcool_cancel(a->c, id);
+                if (cr == 0) { /* cancelled: polling says so, the reply (if any) is dropped */
+                    int pr = rpcool_poll(a->c, id, &ret, &rn);
+                    if (pr != RPCOOL_E_CANCELLED) il_fail(a, pr ? pr : 2);
+                    a->cancelled++;
+                    m = NULL; /* the handler may still read it */
+                } else if (cr != 1) {
+                    il_fail(a, cr);
+                }
+            } else {
+                il_fail(a, rc);
+            }
+        } else if (kind < 85) { /* the reply discarded (ret NULL): the server frees its blocks */
+            m = il_msg(a, i, kind & 1 ? (int)(t_rng(&a->seed) % 3) : -1, &n);
+            rc = m ? rpcool_call(a->c, kind & 1 ? H_DEFECHO : H_ECHO, m, n, NULL, NULL)
+                   : SHMHEAP_E_FULL;
+            if (rc) il_fail(a, rc);
+            a->discarded++;
+        } else if (kind < 88) { /* a handler that runs until it sees its cancel */
+            rc = rpcool_call_async(a->c, H_SPIN, NULL, 0, NULL, NULL, NULL, &id);
+            if (!rc) {
+                usleep(1000 + (useconds_t)(t_rng(&a->seed) % 3000));
+                int cr = rpcool_cancel(a->c, id);
+                if (cr) il_fail(a, cr == 1 ? 3 : cr);
+                a->spun++;
+            } else {
+                il_fail(a, rc);
+            }
+        } else { /* an async echo, waited for */
+            m = il_msg(a, i, -1, &n);
+            rc = m ? rpcool_call_async(a->c, H_ECHO, m, n, NULL, NULL, NULL, &id) : SHMHEAP_E_FULL;
+            if (!rc) rc = rpcool_wait(a->c, id, &ret, &rn);
+            if (!rc) rc = il_check(a, m, n, ret, rn);
+            if (rc) il_fail(a, rc);
+        }
+        rpcool_free(a->c, ret);
+        if (m && rc != RPCOOL_E_TIMEOUT) rpcool_free(a->c, m); /* else the server may read it */
+    }
+    return NULL;
+}
+
+static void interleaved(void)
+{
+    uint64_t calls = 0, t0 = rcp__now_ns();
+    int kinds[5] = {0};
+    for (int r = 0; r < IL_ROUNDS; r++) {
+        rpcool_conn *c = conn_with(IL_TIMEOUT_MS); /* a server stuck shows as timeouts */
+        if (!c) return;
+        pthread_t t[IL_ECHO + 1];
+        struct il_arg a[IL_ECHO + 1];
+        int stop = 0;
+        for (int k = 0; k <= IL_ECHO; k++) {
+            a[k] = (struct il_arg){.c = c, .id = k, .stop = &stop};
+            a[k].seed = 0x9e3779b97f4a7c15ull * (uint64_t)(r * 8 + k + 1);
+            pthread_create(&t[k], NULL, k < IL_ECHO ? il_echo : il_mixer, &a[k]);
+        }
+        for (int k = 0; k < IL_ECHO; k++) pthread_join(t[k], NULL);
+        __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+        pthread_join(t[IL_ECHO], NULL);
+        for (int k = 0; k <= IL_ECHO; k++) {
+            calls += (uint64_t)a[k].calls;
+            CHECKF(a[k].bad == 0, "round %d, %s thread %d: %d of %d calls failed, first: %d (%s)",
+                   r, k < IL_ECHO ? "echo" : "mixing", k, a[k].bad, a[k].calls, a[k].err,
+                   a[k].err == 1   ? "wrong answer"
+                   : a[k].err == 2 ? "cancelled call answered"
+                   : a[k].err == 3 ? "running handler not cancelled"
+                                   : rpcool_strerror(a[k].err));
+        }
+        kinds[0] += a[IL_ECHO].deferred, kinds[1] += a[IL_ECHO].timedout;
+        kinds[2] += a[IL_ECHO].cancelled, kinds[3] += a[IL_ECHO].discarded;
+        kinds[4] += a[IL_ECHO].spun;
+        CHECK(echo_once(c, "after the round") == 0);
+        rpcool_disconnect(c);
+    }
+    printf("# interleaved: %d connections, %llu calls (%d echo threads x %d each; deferred %d, "
+           "timed out %d, cancelled %d, discarded %d, spinning handlers cancelled %d), %.1f s\n",
+           IL_ROUNDS, (unsigned long long)calls, IL_ECHO, IL_CALLS, kinds[0], kinds[1], kinds[2],
+           kinds[3], kinds[4], (double)(rcp__now_ns() - t0) / 1e9);
+}
+
 /* ---- a server that closes: its clients are told (server_closes) ---- */
 #define CNAME "rdmac"
 #define CLOSE_ROUNDS 3
@@ -1039,10 +1351,21 @@ static void server_closes(void)
 }
 static char cs_where[200]; /* the call-semantics suite's channel ("": not run) */
 
+static void run_client_once(void);
 static int run_client(void)
 {
     setenv("SHMHEAP_POD", "shmheap-b.pod", 1);
     setenv("SHMHEAP_POD_ID", "1", 1);
+    for (int r = 0; r < rdmat_rounds; r++) {
+        if (rdmat_rounds > 1) printf("# round %d of %d\n", r + 1, rdmat_rounds);
+        run_client_once();
+    }
+    if (*cs_where) cs_suite(cs_where);
+    return 0;
+}
+
+static void run_client_once(void)
+{
     RUN(echo);
     RUN(tree_arg);
     RUN(tree_reply);
@@ -1057,9 +1380,8 @@ static int run_client(void)
     RUN(deferred);
     RUN(async);
     RUN(threads);
+    RUN(interleaved);
     RUN(fuzz_ring);
-    if (*cs_where) cs_suite(cs_where);
-    return 0;
 }
 
 /* Kill tests need a server of their own. */
@@ -1364,6 +1686,8 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     signal(SIGPIPE, SIG_IGN);
     if (getenv("RDMAT_ONLY") && *getenv("RDMAT_ONLY")) t_only = getenv("RDMAT_ONLY");
+    if (t_only && strchr(t_only, '@') && atoi(strchr(t_only, '@') + 1) > 0)
+        rdmat_rounds = atoi(strchr(t_only, '@') + 1);
     const char *role = argc > 1 ? argv[1] : "single";
     if (!strcmp(role, "server")) { /* a guest of its own: until a client calls H_QUIT */
         t_begin("rpcool-rdma-server");
