@@ -1103,7 +1103,7 @@ static void shmheap__unlock(shmheap *h)
         uint64_t me = shmheap__lock_id(h);
         if (me & SHMHEAP__LW) {
             /* only our own word: a holder that was fenced and taken over frees nothing */
-            rcp__store(&m->tid, 0u);
+            if (rcp__load(&m->owner) == me) rcp__store(&m->tid, 0u);
             if (!__atomic_compare_exchange_n(&m->owner, &me, (uint64_t)0, 0, __ATOMIC_SEQ_CST,
                                              __ATOMIC_SEQ_CST))
                 shmheap__log(&h->log, SHMHEAP_LOG_ERROR,
