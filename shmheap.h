@@ -81,14 +81,15 @@
    for every host once it stays unchanged for the table's bound, 1 s by default, as each observer
    measures on its own clock). Then a holder of the heap's mutex that dies on any host is
    recovered by a locker with a lease of that table within the bound (plus one poll,
-   SHMHEAP__MEM_NAP_NS, 0.2 ms) from when it starts waiting: the locker recovers the lapsed lease
-   (rcp__lease_recover: its epoch moves on), takes the mutex over, repairs the unfinished step
-   and gives the dead holder's thread caches back at once. Caches named by a lease that lapses
-   while their process holds no mutex go back at a shmheap_check() or full heap, of a process
-   with a lease, that finds the lease released or recovered (by anyone, rpcool's reaper
-   included), or lapsed since an earlier such look by the same handle (each look judges it
-   once). A process stopped past its lease and resumed is fenced: section 4, "Fencing". Without
-   a lease, a holder on another host is waited for (section 7).
+   SHMHEAP__MEM_NAP_NS, 0.2 ms) of the later of the death and the start of its wait: the locker
+   recovers the lapsed lease (rcp__lease_recover: its epoch moves on), takes the mutex over,
+   repairs the unfinished step and gives the dead holder's thread caches back at once. A holder
+   that stalls past the bound is dead to others alike (fenced when it resumes: section 4,
+   "Fencing"). Caches named by a lease that lapses while their process holds no mutex go back at
+   a shmheap_check() or full heap, of a process with a lease, that finds the lease released or
+   recovered (by anyone, rpcool's reaper included), or lapsed since an earlier such look by the
+   same handle (each look judges it once). Without a lease, a holder on another host is waited
+   for (section 7).
 
    3. EXAMPLE
    ----------
