@@ -77,8 +77,8 @@
 #define RCP__POD_MIN_SIZE ((uint64_t)16 << 20)
 #define RCP__POD_NREG 32u
 #define RCP__POD_NLEASES 256u
-#define RCP__POD_DEFAULT_BASE 0x640000000000ull
-#define RCP__POD_TSAN_BASE 0x558000000000ull
+#define RCP__POD_DEFAULT_BASE 0x660000000000ull /* above ASan's allocator, below shmheap */
+#define RCP__POD_TSAN_BASE 0x550000000000ull  /* below where PIE programs load */
 #define RCP__POD_NAME_MAX 63u
 
 struct rcp__pod_hdr {
