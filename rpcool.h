@@ -21,9 +21,10 @@
    anchors to grep for: >>implementation >>support >>layout >>state >>seam >>errors >>liveness
    >>contain >>names >>server >>ops >>accept >>dispatch >>serve >>handler >>client >>seal >>call
    >>connect >>shm >>builders; rpcool's own parts are in impl/rpcool/: the RDMA transport in
-   rdma.h (>>r-conn >>r-client >>r-server >>r-tables), deferred replies in defer.h (>>defer),
-   protobuf-c services in pbc.h (>>pbc), shared data in export.h (>>export >>x-remote). The
-   licence (MIT) is at the end of the file.
+   rdma.h (>>r-conn >>r-client >>r-server >>r-tables), the pod transport in pod.h (>>p-dev
+   >>p-server >>p-client >>p-tables), deferred replies in defer.h (>>defer), protobuf-c services
+   in pbc.h (>>pbc), shared data in export.h (>>export >>x-remote). The licence (MIT) is at the
+   end of the file.
 
    1. USAGE
    --------
@@ -3501,6 +3502,7 @@ static int rpcool__server_close(rpcool_server *s);
 RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts *opts,
                                   rpcool_server **out)
 {
+    const char *pd; /* the pod device, if any */
     rpcool_server_opts o;
     rpcool_server *s;
     int r;
@@ -3589,7 +3591,7 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: serving (epoch %u, %u slots)", s->name, s->epoch,
                 s->max_conns);
     if (o.rdma) s->xtp = rpcool__r_server_tp();
-    const char *pd = o.pod_device ? o.pod_device : getenv("RPCOOL_POD_DEVICE");
+    pd = o.pod_device ? o.pod_device : getenv("RPCOOL_POD_DEVICE");
     if (pd && *pd) s->ptp = rpcool__p_server_tp();
     if ((r = rcp__handle_add(s)) ||
         (s->xtp && (r = s->xtp->open(s, o.rdma, o.rdma_device, o.spin_ns))) ||

@@ -294,8 +294,8 @@ static void rpcool__p_accept(rpcool_server *s, struct rpcool__psrv *p, uint32_t 
     struct rpcool__conn_hdr *hd = NULL;
     shmheap_opts ho = s->hopts;
     ho.size = size;
-    r = !ext ? (errno == ESTALE ? RPCOOL_E_FENCED : SHMHEAP_E_FULL)
-             : shmheap__create_mem(ext, size, &p->dev->lease, &ho, &h);
+    if (!ext) r = errno == ESTALE ? (int)RPCOOL_E_FENCED : (int)SHMHEAP_E_FULL;
+    else r = shmheap__create_mem(ext, size, &p->dev->lease, &ho, &h);
     if (!r) r = rpcool__hdr_make(h, &hd);
     if (r) {
         if (h) shmheap_close(h);
@@ -417,7 +417,8 @@ static void *rpcool__p_acceptor(void *arg)
 /* The serving loop of the pod's connections: passes over its ready summary, as a shared-memory
    serving thread's (rpcool__pass), then a sleep on the door socket once idle for spin_ns. A
    fault on a client heap condemns that connection (the device was shrunk under us, say). */
-static void rpcool__p_worker_run(rpcool_server *s, struct rpcool__psrv *p, struct rpcool__worker *w)
+static void rpcool__p_worker_run(rpcool_server *s, struct rpcool__psrv *p,
+                                 struct rpcool__worker *w)
 {
     struct rpcool__guard g;
     rpcool__guard_init(&g, NULL, NULL);
@@ -643,7 +644,7 @@ static int rpcool__p_conns(rpcool_server *s, rpcool_conn_stats *out, unsigned ma
     return n;
 }
 
-/* >>p-client - the client: connect by a slot in the device, wake by datagrams, leases -------- */
+/* >>p-client - the client: connect by a slot in the device, wake by datagrams, leases ---------- */
 
 struct rpcool__pconn {
     struct rcp__pod *dev;
@@ -757,8 +758,8 @@ static int rpcool__p_ask(rpcool_conn *c, const char *name, const rpcool_conn_opt
     if (rcp__load(&c->ch->magic) != RPCOOL__CH_MAGIC || c->ch->version != RPCOOL__VERSION ||
         rcp__load(&c->ch->epoch) != q->epoch || rcp__load(&c->ch->state) != RPCOOL__CH_OPEN)
         return RPCOOL_E_NOCHANNEL;
-    if (n == 0 || n > RPCOOL_MAX_CONNS || RPCOOL__SLOTS_OFF + (uint64_t)n *
-                                              sizeof(struct rpcool__chan_slot) > q->dev->h.area_size)
+    if (n == 0 || n > RPCOOL_MAX_CONNS ||
+        RPCOOL__SLOTS_OFF + (uint64_t)n * sizeof(struct rpcool__chan_slot) > q->dev->h.area_size)
         return RPCOOL_E_PROTO;
     rpcool__p_local(&q->door, q->door_len, &local);
     if ((q->fd = rpcool__p_socket(&local, &wake)) < 0) return q->fd;
