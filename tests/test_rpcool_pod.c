@@ -1,3 +1,4 @@
+// TSAN
 /* rpcool's pod transport between "hosts": process trees in their own mount, pid and IPC
  * namespaces (tests/pod_hosts.h), each with its own /dev/shm, their pids colliding, sharing only
  * one regular file as the pod device (and the network namespace, which stands for the hosts'
@@ -90,6 +91,7 @@ static void dev_new(void)
         close(fd);
     }
     memset(ctl, 0, sizeof *ctl);
+    served = 0; /* hosts forked from here count from 0 */
 }
 
 /* ---- the servers' handlers ---- */

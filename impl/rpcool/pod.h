@@ -189,8 +189,9 @@ struct rpcool__psrv {
     struct sockaddr_storage door_to, acc_to;
     socklen_t door_len, acc_len;
     pthread_t thr, athr;
-    int started;
+    int started, has_reg;
     uint32_t stop, fenced_said;
+    pthread_mutex_t mu; /* starting and joining the threads */
 };
 
 static struct rpcool__pod_req *rpcool__p_req(struct rpcool__chan_slot *cs)
@@ -217,6 +218,7 @@ static void rpcool__p_release(rpcool_server *s, struct rpcool__psrv *p, uint32_t
     struct rpcool__sconn *sc = &p->conns[i];
     struct rpcool__chan_slot *cs = &p->cs[i];
     int dead = rcp__load(&sc->dead), condemned = rcp__load(&sc->condemned) != 0;
+    int gone = rcp__pod_tag_dead(p->dev, p->ctag[i]); /* its client's lease is no more */
     shmheap_close(sc->heap);
     rcp__pod_extents_put(p->dev, p->ext[i], p->next[i]);
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: pod slot %u %s (%s)", s->name, i,
@@ -228,9 +230,10 @@ static void rpcool__p_release(rpcool_server *s, struct rpcool__psrv *p, uint32_t
     sc->hdr = NULL;
     p->ext[i] = NULL;
     rcp__store(&sc->state, (uint32_t)RPCOOL__SC_FREE);
-    rcp__store(&cs->state, (uint32_t)(condemned && !dead ? RPCOOL__CS_DROPPED : RPCOOL__CS_FREE));
+    /* a dropped client that lives reads why in its slot (and frees it when it disconnects) */
+    rcp__store(&cs->state, (uint32_t)(condemned && !gone ? RPCOOL__CS_DROPPED : RPCOOL__CS_FREE));
     rcp__fetch_add(&cs->seq, 1u);
-    if (!dead) rpcool__p_wake(&p->pw[i]); /* a client inside rpcool_disconnect waits for it */
+    if (!gone) rpcool__p_wake(&p->pw[i]); /* a client inside rpcool_disconnect waits for it */
 }
 
 /* Refuse the connect in slot i with code r (the client frees the slot when it has read it). */
@@ -484,6 +487,7 @@ static void rpcool__p_free(struct rpcool__psrv *p)
     rpcool__free(p->next);
     rpcool__free(p->since);
     rpcool__free(p->ext);
+    pthread_mutex_destroy(&p->mu);
     rpcool__free(p);
 }
 
@@ -500,6 +504,7 @@ static int rpcool__p_open(rpcool_server *s, const char *how, const char *device,
     (void)how, (void)spin_ns;
     if (!(p = (struct rpcool__psrv *)rpcool__calloc(1, sizeof *p))) return -ENOMEM;
     p->door = p->acc = -1;
+    pthread_mutex_init(&p->mu, NULL);
     s->psrv = p;
     (void)!gethostname(host, sizeof host - 1);
     if ((r = rcp__pod_open(device, host, &po, &p->dev))) {
@@ -526,6 +531,7 @@ static int rpcool__p_open(rpcool_server *s, const char *how, const char *device,
         return r == -EEXIST ? RPCOOL_E_NAMETAKEN : r == -ENOSPC ? RPCOOL_E_NOSLOT
                                                                 : rpcool__p_err(r);
     }
+    p->has_reg = 1;
     struct rcp__pod_reg *e = &p->dev->reg[p->reg];
     p->epoch = rcp__load(&e->epoch);
     rpcool__p_local(NULL, 0, &local);
@@ -562,20 +568,23 @@ static int rpcool__p_start(rpcool_server *s)
 {
     struct rpcool__psrv *p = s->psrv;
     int r = 0;
-    pthread_mutex_lock(&s->hk_lock);
+    pthread_mutex_lock(&p->mu);
+    if (p->started && rcp__load(&p->stop)) { /* stopped: its threads leave, then start anew */
+        pthread_join(p->athr, NULL);
+        pthread_join(p->thr, NULL);
+        p->started = 0;
+    }
     if (!p->started) {
         rcp__store(&p->stop, 0u);
         if ((r = pthread_create(&p->athr, NULL, rpcool__p_acceptor, s)) == 0 &&
             (r = pthread_create(&p->thr, NULL, rpcool__p_serve_main, s)) != 0) {
             rcp__store(&p->stop, 1u);
             rpcool__p_send(p->acc, &p->acc_to, p->acc_len);
-            pthread_mutex_unlock(&s->hk_lock);
             pthread_join(p->athr, NULL);
-            return -r;
         }
         p->started = r == 0;
     }
-    pthread_mutex_unlock(&s->hk_lock);
+    pthread_mutex_unlock(&p->mu);
     return -r;
 }
 
@@ -595,11 +604,13 @@ static void rpcool__p_close(rpcool_server *s)
     struct rpcool__psrv *p = s->psrv;
     if (!p) return;
     rpcool__p_stop(s);
+    pthread_mutex_lock(&p->mu);
     if (p->started) {
         pthread_join(p->athr, NULL);
         pthread_join(p->thr, NULL);
         p->started = 0;
     }
+    pthread_mutex_unlock(&p->mu);
     if (p->ch && !rcp__lease_is_fenced(&p->dev->lease)) {
         rcp__store(&p->ch->state, (uint32_t)RPCOOL__CH_CLOSED);
         rcp__pod_reg_put(p->dev, p->reg);
@@ -617,7 +628,7 @@ static void rpcool__p_close(rpcool_server *s)
     } else if (p->ch) { /* fenced: nothing in the device is ours; our handles go */
         for (uint32_t i = 0; i < p->set.max_conns; i++)
             if (rcp__load(&p->conns[i].state) != RPCOOL__SC_FREE) shmheap_close(p->conns[i].heap);
-    } else if (p->dev && p->door >= 0) {
+    } else if (p->has_reg) {
         rcp__pod_reg_put(p->dev, p->reg); /* opened no further than the registry */
     }
     if (p->dev) rcp__pod_close(p->dev);
@@ -680,8 +691,9 @@ static int rpcool__p_gone(rpcool_conn *c)
     if (rcp__lease_is_fenced(&q->dev->lease)) r = RPCOOL_E_FENCED;
     else if (st == RPCOOL__CS_DROPPED) r = RPCOOL_E_DROPPED;
     else if (st != RPCOOL__CS_ACTIVE && st != RPCOOL__CS_PENDING && st != RPCOOL__CS_CLOSING &&
-             rcp__lease_check(&q->dev->lease) == RCP__LEASE_E_FENCED)
-        r = RPCOOL_E_FENCED; /* our slot was taken back: we stalled past our lease */
+             st != RPCOOL__CS_CLAIMED && st != RPCOOL__CS_REFUSED) /* our slot was taken back */
+        r = rcp__lease_check(&q->dev->lease) == RCP__LEASE_E_FENCED ? RPCOOL_E_FENCED
+                                                                    : RPCOOL_E_DROPPED;
     else if (rcp__load(&e->owner) != q->stag || rcp__load(&e->epoch) != q->epoch)
         r = rcp__load(&c->ch->state) == RPCOOL__CH_CLOSED ? RPCOOL_E_CLOSED : RPCOOL_E_PEERDEAD;
     else if (rcp__pod_tag_dead(q->dev, q->stag)) r = RPCOOL_E_PEERDEAD;
@@ -795,8 +807,10 @@ static int rpcool__p_ask(rpcool_conn *c, const char *name, const rpcool_conn_opt
     if (st == RPCOOL__CS_PENDING) { /* no answer: take the request back (or close what came) */
         uint32_t exp = RPCOOL__CS_PENDING;
         if (rcp__cas(&c->cs->state, &exp, (uint32_t)RPCOOL__CS_FREE)) {
-            int g = rpcool__p_gone(c);
-            return g ? g : RPCOOL_E_TIMEOUT;
+            int g = rpcool__p_gone(c); /* a server gone before it answered: no channel */
+            return g == RPCOOL_E_PEERDEAD || g == RPCOOL_E_CLOSED ? RPCOOL_E_NOCHANNEL
+                   : g                                            ? g
+                                                                  : RPCOOL_E_TIMEOUT;
         }
         st = exp;
     }
@@ -825,6 +839,7 @@ static int rpcool__p_ask(rpcool_conn *c, const char *name, const rpcool_conn_opt
         }
         if (!r) {
             snprintf(c->heap_name, sizeof c->heap_name, "pod:%s/%u", name, c->index);
+            rcp__store(&c->dead, 0); /* a look while the answer came is no verdict */
             return 0;
         }
     }
