@@ -1050,10 +1050,11 @@
    recovered and acts on nothing of the pod any more: its calls and the waits of its calls
    return RPCOOL_E_FENCED (a thread that stalled between that check and its post still posts:
    that call is not served, but its request line may land in memory given to another
-   connection by then), its server serves its pod connections no more and logs why. Disconnect those connections and close that server, then connect or open
-   again (a new lease). The library cannot stop the program's own code from writing into a
-   heap it kept a pointer to after it was fenced: that memory may belong to another connection
-   by then, as freed memory does.
+   connection by then), its server serves its pod connections no more and logs why.
+   Disconnect those connections and close that server, then connect or open again (a new
+   lease). The library cannot stop the program's own code from writing into a heap it kept a
+   pointer to after it was fenced: that memory may belong to another connection by then, as
+   freed memory does.
    Coherence. The transport assumes a coherent device: an aligned 64-bit atomic operation by one
    host is seen in order by the loads and atomics of every other host, as CXL 3.0 shared memory
    provides, and as a file or an ivshmem BAR of one machine does (guests of one host). A pooled
