@@ -190,6 +190,7 @@ struct rpcool__psrv {
     socklen_t door_len, acc_len;
     pthread_t thr, athr;
     int started, has_reg;
+    uint64_t tag;                  /* our lease's tag, owner of the registry entry */
     uint32_t stop, fenced_said;
     pthread_mutex_t mu; /* starting and joining the threads */
 };
@@ -199,14 +200,25 @@ static struct rpcool__pod_req *rpcool__p_req(struct rpcool__chan_slot *cs)
     return (struct rpcool__pod_req *)(void *)cs->heap;
 }
 
-/* This process stalled past its lease: nothing of the pod is ours any more. Said once. */
+/* Nothing of the pod is ours any more: this process stalled past its lease (fenced), or its
+   channel's entry was taken over meanwhile (seen before the lease's own thread runs: two loads
+   of lines nobody writes while we live). */
+static int rpcool__p_lost(const struct rpcool__psrv *p)
+{
+    const struct rcp__pod_reg *e = &p->dev->reg[p->reg];
+    return rcp__lease_is_fenced(&p->dev->lease) || rcp__load(&e->owner) != p->tag ||
+           rcp__load(&e->epoch) != p->epoch;
+}
+
+/* The above, said once. */
 static int rpcool__p_fenced(rpcool_server *s, struct rpcool__psrv *p)
 {
-    if (!rcp__lease_is_fenced(&p->dev->lease)) return 0;
+    if (!rpcool__p_lost(p)) return 0;
     uint32_t z = 0;
     if (rcp__cas(&p->fenced_said, &z, 1u))
-        rpcool__log(&s->log, RPCOOL_LOG_ERROR, "%s: this process stalled past its pod lease and "
-                    "was fenced: its pod connections are served no more (reopen the server)",
+        rpcool__log(&s->log, RPCOOL_LOG_ERROR, "%s: the pod channel is no longer this server's "
+                    "(it stalled past its pod lease and was fenced, or the name was taken "
+                    "over): its pod connections are served no more; close and reopen it",
                     s->name);
     return 1;
 }
@@ -439,7 +451,7 @@ static void rpcool__p_worker_run(rpcool_server *s, struct rpcool__psrv *p,
     rpcool__cur = &g;
     uint64_t idle_since = 0;
     for (unsigned it = 1; !rcp__load(&p->stop); it++) {
-        if (RCP__UNLIKELY(rcp__lease_is_fenced(&p->dev->lease))) {
+        if (RCP__UNLIKELY(rpcool__p_lost(p))) {
             rcp__store(&w->gp, 0ull);
             rpcool__p_doze(p->door, -1); /* nothing is ours: wait for the stop */
             continue;
@@ -532,6 +544,7 @@ static int rpcool__p_open(rpcool_server *s, const char *how, const char *device,
                                                                 : rpcool__p_err(r);
     }
     p->has_reg = 1;
+    p->tag = rcp__pod_tag(p->dev);
     struct rcp__pod_reg *e = &p->dev->reg[p->reg];
     p->epoch = rcp__load(&e->epoch);
     rpcool__p_local(NULL, 0, &local);
@@ -611,7 +624,7 @@ static void rpcool__p_close(rpcool_server *s)
         p->started = 0;
     }
     pthread_mutex_unlock(&p->mu);
-    if (p->ch && !rcp__lease_is_fenced(&p->dev->lease)) {
+    if (p->ch && !rpcool__p_lost(p)) {
         rcp__store(&p->ch->state, (uint32_t)RPCOOL__CH_CLOSED);
         rcp__pod_reg_put(p->dev, p->reg);
         pthread_mutex_lock(&s->hk_lock);
