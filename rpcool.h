@@ -1042,7 +1042,9 @@
    RPCOOL_E_PEERDEAD within the bound and peer_check_ms of its server's death, and its next
    ones at once. A server that opens a name whose registry entry a live lease holds gets
    RPCOOL_E_NAMETAKEN; one held by a lapsed lease is taken over once that lease is recovered
-   (rpcool_server_open waits up to the bound for it). A client's heap stays out of other
+   (rpcool_server_open waits up to the bound for it). Every pod server's acceptor watches all
+   the device's leases and recovers those that lapsed, so what a dead process held (its
+   registry entries, its heaps' extents) becomes free again. A client's heap stays out of other
    connections' reach while its client lives, even after its server died, until it
    disconnects.
    Fencing. A process that stalls past its lease (SIGSTOP, a paused VM) is taken for dead: its

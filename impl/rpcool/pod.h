@@ -183,6 +183,7 @@ struct rpcool__psrv {
     struct rpcool__sconn *conns;
     struct rpcool__pwake *pw;      /* per slot: its client's socket */
     struct rcp__lease_seen *seen;  /* per slot: its client's lease, as this server watched it */
+    struct rcp__lease_seen *all;   /* every lease of the device (the sweep of the lapsed) */
     uint64_t *ctag, *next, *since; /* per slot: client tag, extents, a stale claim first seen */
     void **ext;
     int door, acc;                 /* the serving thread's socket, the acceptor's */
@@ -423,6 +424,7 @@ static void *rpcool__p_acceptor(void *arg)
             pthread_mutex_lock(&s->hk_lock);
             rpcool__p_housekeep(s, p, rcp__now_ns());
             pthread_mutex_unlock(&s->hk_lock);
+            rcp__pod_sweep(p->dev, p->all); /* what the pod's dead held becomes free */
         }
         rpcool__p_doze(p->acc, (int)s->reap_ms);
     }
@@ -495,6 +497,7 @@ static void rpcool__p_free(struct rpcool__psrv *p)
     rpcool__free(p->conns);
     rpcool__free(p->pw);
     rpcool__free(p->seen);
+    rpcool__free(p->all);
     rpcool__free(p->ctag);
     rpcool__free(p->next);
     rpcool__free(p->since);
@@ -535,7 +538,9 @@ static int rpcool__p_open(rpcool_server *s, const char *how, const char *device,
     p->next = (uint64_t *)rpcool__calloc(n ? n : 1, sizeof *p->next);
     p->since = (uint64_t *)rpcool__calloc(n ? n : 1, sizeof *p->since);
     p->ext = (void **)rpcool__calloc(n ? n : 1, sizeof *p->ext);
-    if (!p->conns || !p->pw || !p->seen || !p->ctag || !p->next || !p->since || !p->ext)
+    p->all = (struct rcp__lease_seen *)rpcool__calloc(p->dev->lease.nslots, sizeof *p->all);
+    if (!p->conns || !p->pw || !p->seen || !p->ctag || !p->next || !p->since || !p->ext ||
+        !p->all)
         return -ENOMEM;
     if (!n) return RPCOOL_E_PROTO;
     if ((r = rcp__pod_reg_take(p->dev, s->name, &p->reg))) {
