@@ -91,7 +91,10 @@
    one READ of the line and a compare-and-swap: two round trips when the link has cas_read
    (the first two posted together on one queue pair, which executes them in order).
    The table lives in a shmheap (shmheap.h): every local process of the pod opens it and locks
-   with CPU atomics. A remote process reaches the lock lines through one connection to the
+   with CPU atomics. The local cohort is every process that maps the heap: those of one host, or,
+   when the heap lies in a device that several hosts map at one address (rpcool's pod: a CXL
+   region, a DAX device, an ivshmem BAR, a file) and carries each process's lease, the processes
+   of every such host (the device must be coherent: impl/podlease.h, section 4). A remote process reaches the lock lines through one connection to the
    table's node, and the descriptors of other remote processes through connections to them:
    an alock_link is four function pointers (compare-and-swap, fetch-and-add, READ, WRITE) and
    a connection, so any connection library can carry it; alock_verbs_link_create makes one
@@ -117,9 +120,23 @@
    (two remote processes, one of which dies, and one local process); the take-over from dead
    local processes is not modelled.
 
-   Dead holders and waiters. Every local handle holds an open-file-description lock on one byte
-   (its slot) of the table's liveness file; the kernel drops it when the process dies, in any
-   pid namespace. What happens:
+   Dead holders and waiters. How a local process is known dead depends on the table's heap:
+   - A heap with a lease (rpcool's pod device, opened by each process with its own lease from
+     the device's lease table, impl/podlease.h): a table created there keeps no liveness file.
+     Each handle's slot records its process's lease tag. That process is dead once its lease is
+     no longer held with that tag (recovered or released), or once an observer has seen the
+     lease unchanged for longer than the lease table's bound on the observer's own clock; the
+     observer then recovers the lease (its epoch moves on). Nothing else crosses between the
+     hosts: no file, byte lock, futex or /dev/shm name. A waiter that watches a process when it
+     dies takes over within the bound plus check_ms of the death, and not before the bound
+     minus the lease's renewal period. Creating or opening such a table needs the lease held
+     (ALOCK_E_INVAL if it is not, ALOCK_E_FENCED if it was recovered); a table created there
+     opened through a heap without a lease is ALOCK_E_INVAL.
+   - Any other heap: every local handle holds an open-file-description lock on one byte (its
+     slot) of the table's liveness file; the kernel drops it when the process dies, in any pid
+     namespace. Those locks need one kernel: processes of another host that share the heap's
+     memory without a lease are never seen dead (their locks are waited for).
+   What happens:
    - A local process dies holding a lock, or dies queued for one: the lock reaches its
      descriptor and stays there until a live process takes it over. Its local successor does so
      by itself: while it waits it looks at its predecessor's slot every check_ms, and once the
@@ -129,7 +146,22 @@
      dead descriptor is the local tail), remote waiters wait until a local process locks that
      lock (it becomes the successor) or calls alock_recover(t), which releases every lock held or
      reached by a dead process. A new process never reuses the slot of a dead one before that
-     slot's descriptors are out of every queue.
+     slot's descriptors are out of every queue. With leases, alock_recover judges by what this
+     handle has seen: a lease not yet watched for the bound counts as live, so a process dead
+     for less than that is released by a later call (call it again after the bound).
+   - With leases, a process that stalls past its lease (SIGSTOP, a paused VM) is dead to the
+     others: they take over from it, and its lease is recovered. When it resumes it is fenced:
+     every call on its table handle but close returns ALOCK_E_FENCED from then on (alock_unlock
+     of a lock taken over from it included); close the handle, take a new lease and open the
+     table again. The queue stays whole: each call checks the lease (rcp__lease_check, which
+     renews it when due) before it acts, a waiter checks it every check_ms and leaves as at a
+     deadline, and a holder's release and a take-over of it are decided by one compare-and-swap
+     of the holder's descriptor (the release claims it, the take-over reclaims it), so exactly
+     one of them hands the lock on. Not fenced: what the lock protects (a holder that stalls in
+     its critical section and resumes writes on, unless it checks its lease after whatever can
+     stall it and before each write, as impl/podlease.h section 3 says), and a stall inside an
+     alock call between its check and the store that follows it (a few instructions: that
+     store still lands).
    - alock_lock_timeout: a waiter whose deadline passes leaves its descriptor in the queue marked
      abandoned; whoever hands it the lock passes it on instead. So a timeout never blocks others.
      alock_remote_lock_timeout does the same in the remote queue: a remote hand-off is an RDMA
@@ -199,8 +231,10 @@
        ndesc      locks one local handle holds or waits for at once: ALOCK_DEFAULT_NDESC (at
                   most 4096)
        A value beyond its bound is ALOCK_E_INVAL; a table too big for the heap, SHMHEAP_E_FULL.
-       check_ms   how often a waiter looks at its predecessor's liveness: ALOCK_DEFAULT_CHECK_MS
-       live_path  the liveness file: /dev/shm/alock.<heap address>.<table name>
+       check_ms   how often a waiter looks at its predecessor's liveness (its byte lock, or its
+                  lease) and, with leases, at its own lease: ALOCK_DEFAULT_CHECK_MS
+       live_path  the liveness file: /dev/shm/alock.<heap address>.<table name> (none in a heap
+                  with a lease)
        log, log_user  log callback (levels ALOCK_LOG_*); NULL = silent, or stderr when ALOCK_DEBUG
                   is set in the environment
    alock_remote_opts (all required but budget, log and log_user):
@@ -250,7 +284,9 @@
    undefined, as free() of one is.
    Here the handles are alock_table and alock_remote: ALOCK_E_BADHANDLE and ALOCK_E_FORKED;
    alock_unlock and alock_remote_unlock check the handle their hold names. A forked child opens
-   the table again (its parent's handle shares the parent's slot). A link (alock_link) is a
+   the table again (its parent's handle shares the parent's slot). A table handle whose
+   process's lease was recovered (section 3, a process stalled past its lease) is fenced: every
+   call on it but alock_table_close returns ALOCK_E_FENCED. A link (alock_link) is a
    value the caller owns, not a handle: destroy clears it, so destroying it again does nothing.
 
    7. LIMITS
@@ -261,7 +297,9 @@
    beyond; a remote descriptor whose RDMA operation failed after it was queued stays reserved.
    Remote ids marked dead (alock_table_remote_dead) stay so for the table's life.
    The liveness file must support OFD locks (/dev/shm does); without it dead local processes
-   are not recognised. A process that forks shares its slot's byte lock with the child: open the
+   are not recognised. Its locks need one kernel: across the hosts of a pod, dead processes are
+   recognised only in a table whose heap carries leases (section 3), within the lease table's
+   bound. A process that forks shares its slot's byte lock with the child: open the
    table again in the child. A descriptor that gave up (a deadline passed) counts against ndesc
    until the lock passes over it: a remote one until a granter frees it, which needs the
    granter's link to it.
