@@ -14,7 +14,9 @@
    8. Design notes
    The declarations follow this text; then the implementation, whose sections are marked with
    anchors to grep for: >>implementation >>layout >>util >>liveness >>table >>local >>remote
-   >>verbs_link >>krconn_link. The licence (MIT) is at the end of the file.
+   >>verbs_link >>krconn_link, and in impl/podlease.h (the leases of a pod's processes)
+   >>lease-types >>lease-attach >>lease-hold >>lease-watch. The licence (MIT) is at the end of
+   the file.
 
    1. USAGE
    --------
@@ -94,10 +96,11 @@
    with CPU atomics. The local cohort is every process that maps the heap: those of one host, or,
    when the heap lies in a device that several hosts map at one address (rpcool's pod: a CXL
    region, a DAX device, an ivshmem BAR, a file) and carries each process's lease, the processes
-   of every such host (the device must be coherent: impl/podlease.h, section 4). A remote process reaches the lock lines through one connection to the
-   table's node, and the descriptors of other remote processes through connections to them:
-   an alock_link is four function pointers (compare-and-swap, fetch-and-add, READ, WRITE) and
-   a connection, so any connection library can carry it; alock_verbs_link_create makes one
+   of every such host (the device must be coherent: impl/podlease.h, section 4). A remote
+   process reaches the lock lines through one connection to the table's node, and the
+   descriptors of other remote processes through connections to them: an alock_link is four
+   function pointers (compare-and-swap, fetch-and-add, READ, WRITE) and a connection, so any
+   connection library can carry it; alock_verbs_link_create makes one
    from an RC queue pair, and alock_krconn_link_create (declared when krconn.h is included
    before alock.h) one from a krconn.h connection. A remote waiter links itself behind its
    predecessor by a compare-and-swap of the predecessor's next word (0 to its own descriptor),
