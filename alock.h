@@ -941,6 +941,9 @@ ALOCK_API int alock_table_create(shmheap *h, const char *name, const alock_table
     uint32_t slots = opts->slots ? opts->slots : ALOCK_DEFAULT_SLOTS;
     uint32_t ndesc = opts->ndesc ? opts->ndesc : ALOCK_DEFAULT_NDESC;
     if (slots > ALOCK_MAX_SLOTS || ndesc > 4096) return ALOCK_E_INVAL;
+    struct rcp__lease *lease = shmheap__lease(h);
+    if (lease && !rcp__lease_tag(lease)) return ALOCK_E_INVAL; /* a lease that holds no slot */
+    if (lease && rcp__lease_check(lease)) return ALOCK_E_FENCED;
     if (shmheap_root_get(h, name)) return ALOCK_E_EXISTS; /* a table others may use, or not ours */
     size_t lines_off = 256, slots_off = lines_off + (size_t)opts->nlocks * 64 + ALOCK__DEAD_MAP,
            descs_off = slots_off + (size_t)slots * 64,
@@ -958,7 +961,7 @@ ALOCK_API int alock_table_create(shmheap *h, const char *name, const alock_table
     H->ndesc = ndesc;
     H->lines_off = lines_off, H->slots_off = slots_off, H->descs_off = descs_off; /* regions */
     H->total = total;
-    if (shmheap__lease(h)) H->leases = 1; /* a heap with a lease: local liveness by leases */
+    if (lease) H->leases = 1; /* a heap with a lease: local liveness by leases */
     else if (opts->live_path) snprintf(H->live_path, sizeof H->live_path, "%s", opts->live_path);
     else snprintf(H->live_path, sizeof H->live_path, "/dev/shm/alock.%llx.%s",
                   (unsigned long long)(uintptr_t)shmheap_base(h), name);
