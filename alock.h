@@ -129,12 +129,14 @@
      Each handle's slot records its process's lease tag. That process is dead once its lease is
      no longer held with that tag (recovered or released), or once an observer has seen the
      lease unchanged for longer than the lease table's bound on the observer's own clock; the
-     observer then recovers the lease (its epoch moves on). Nothing else crosses between the
-     hosts: no file, byte lock, futex or /dev/shm name. A waiter that watches a process when it
-     dies takes over within the bound plus check_ms of the death, and not before the bound
-     minus the lease's renewal period. Creating or opening such a table needs the lease held
-     (ALOCK_E_INVAL if it is not, ALOCK_E_FENCED if it was recovered); a table created there
-     opened through a heap without a lease is ALOCK_E_INVAL.
+     observer then recovers the lease (its epoch moves on). The bound is the one written in the
+     lease table (RCP__LEASE_DEFAULT_BOUND_MS, 1 s, unless it was formatted with another).
+     Nothing else crosses between the hosts: no file, byte lock, futex or /dev/shm name. A
+     waiter that watches a process when it dies takes over within the bound plus check_ms of
+     the death, and not before a bound has passed since the dead process last renewed its
+     lease. Creating or opening such a table needs the lease held (ALOCK_E_INVAL if it is not,
+     ALOCK_E_FENCED if it was recovered); a table created there opened through a heap without
+     a lease is ALOCK_E_INVAL.
    - Any other heap: every local handle holds an open-file-description lock on one byte (its
      slot) of the table's liveness file; the kernel drops it when the process dies, in any pid
      namespace. Those locks need one kernel: processes of another host that share the heap's
