@@ -1,3 +1,4 @@
+// TSAN
 /* shmheap.h's heaps shared between hosts, their holders named by leases (impl/podlease.h): the
  * "hosts" are process trees in their own mount, pid and IPC namespaces (each with its own
  * /dev/shm) that share only one regular file, the device, holding a lease table, a control
