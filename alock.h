@@ -14,7 +14,9 @@
    8. Design notes
    The declarations follow this text; then the implementation, whose sections are marked with
    anchors to grep for: >>implementation >>layout >>util >>liveness >>table >>local >>remote
-   >>verbs_link >>krconn_link. The licence (MIT) is at the end of the file.
+   >>verbs_link >>krconn_link, and in impl/podlease.h (the leases of a pod's processes)
+   >>lease-types >>lease-attach >>lease-hold >>lease-watch. The licence (MIT) is at the end of
+   the file.
 
    1. USAGE
    --------
@@ -91,10 +93,14 @@
    one READ of the line and a compare-and-swap: two round trips when the link has cas_read
    (the first two posted together on one queue pair, which executes them in order).
    The table lives in a shmheap (shmheap.h): every local process of the pod opens it and locks
-   with CPU atomics. A remote process reaches the lock lines through one connection to the
-   table's node, and the descriptors of other remote processes through connections to them:
-   an alock_link is four function pointers (compare-and-swap, fetch-and-add, READ, WRITE) and
-   a connection, so any connection library can carry it; alock_verbs_link_create makes one
+   with CPU atomics. The local cohort is every process that maps the heap: those of one host, or,
+   when the heap lies in a device that several hosts map at one address (rpcool's pod: a CXL
+   region, a DAX device, an ivshmem BAR, a file) and carries each process's lease, the processes
+   of every such host (the device must be coherent: impl/podlease.h, section 4). A remote
+   process reaches the lock lines through one connection to the table's node, and the
+   descriptors of other remote processes through connections to them: an alock_link is four
+   function pointers (compare-and-swap, fetch-and-add, READ, WRITE) and a connection, so any
+   connection library can carry it; alock_verbs_link_create makes one
    from an RC queue pair, and alock_krconn_link_create (declared when krconn.h is included
    before alock.h) one from a krconn.h connection. A remote waiter links itself behind its
    predecessor by a compare-and-swap of the predecessor's next word (0 to its own descriptor),
@@ -117,9 +123,25 @@
    (two remote processes, one of which dies, and one local process); the take-over from dead
    local processes is not modelled.
 
-   Dead holders and waiters. Every local handle holds an open-file-description lock on one byte
-   (its slot) of the table's liveness file; the kernel drops it when the process dies, in any
-   pid namespace. What happens:
+   Dead holders and waiters. How a local process is known dead depends on the table's heap:
+   - A heap with a lease (rpcool's pod device, opened by each process with its own lease from
+     the device's lease table, impl/podlease.h): a table created there keeps no liveness file.
+     Each handle's slot records its process's lease tag. That process is dead once its lease is
+     no longer held with that tag (recovered or released), or once an observer has seen the
+     lease unchanged for longer than the lease table's bound on the observer's own clock; the
+     observer then recovers the lease (its epoch moves on). The bound is the one written in the
+     lease table (RCP__LEASE_DEFAULT_BOUND_MS, 1 s, unless it was formatted with another).
+     Nothing else crosses between the hosts: no file, byte lock, futex or /dev/shm name. A
+     waiter that watches a process when it dies takes over within the bound plus check_ms of
+     the death, and not before a bound has passed since the dead process last renewed its
+     lease. Creating or opening such a table needs the lease held (ALOCK_E_INVAL if it is not,
+     ALOCK_E_FENCED if it was recovered); a table created there opened through a heap without
+     a lease is ALOCK_E_INVAL.
+   - Any other heap: every local handle holds an open-file-description lock on one byte (its
+     slot) of the table's liveness file; the kernel drops it when the process dies, in any pid
+     namespace. Those locks need one kernel: processes of another host that share the heap's
+     memory without a lease are never seen dead (their locks are waited for).
+   What happens:
    - A local process dies holding a lock, or dies queued for one: the lock reaches its
      descriptor and stays there until a live process takes it over. Its local successor does so
      by itself: while it waits it looks at its predecessor's slot every check_ms, and once the
@@ -129,7 +151,22 @@
      dead descriptor is the local tail), remote waiters wait until a local process locks that
      lock (it becomes the successor) or calls alock_recover(t), which releases every lock held or
      reached by a dead process. A new process never reuses the slot of a dead one before that
-     slot's descriptors are out of every queue.
+     slot's descriptors are out of every queue. With leases, alock_recover judges by what this
+     handle has seen: a lease not yet watched for the bound counts as live, so a process dead
+     for less than that is released by a later call (call it again after the bound).
+   - With leases, a process that stalls past its lease (SIGSTOP, a paused VM) is dead to the
+     others: they take over from it, and its lease is recovered. When it resumes it is fenced:
+     every call on its table handle but close returns ALOCK_E_FENCED from then on (alock_unlock
+     of a lock taken over from it included); close the handle, take a new lease and open the
+     table again. The queue stays whole: each call checks the lease (rcp__lease_check, which
+     renews it when due) before it acts, a waiter checks it every check_ms and leaves as at a
+     deadline, and a holder's release and a take-over of it are decided by one compare-and-swap
+     of the holder's descriptor (the release claims it, the take-over reclaims it), so exactly
+     one of them hands the lock on. Not fenced: what the lock protects (a holder that stalls in
+     its critical section and resumes writes on, unless it checks its lease after whatever can
+     stall it and before each write, as impl/podlease.h section 3 says), and a stall inside an
+     alock call between its check and the store that follows it (a few instructions: that
+     store still lands).
    - alock_lock_timeout: a waiter whose deadline passes leaves its descriptor in the queue marked
      abandoned; whoever hands it the lock passes it on instead. So a timeout never blocks others.
      alock_remote_lock_timeout does the same in the remote queue: a remote hand-off is an RDMA
@@ -199,8 +236,10 @@
        ndesc      locks one local handle holds or waits for at once: ALOCK_DEFAULT_NDESC (at
                   most 4096)
        A value beyond its bound is ALOCK_E_INVAL; a table too big for the heap, SHMHEAP_E_FULL.
-       check_ms   how often a waiter looks at its predecessor's liveness: ALOCK_DEFAULT_CHECK_MS
-       live_path  the liveness file: /dev/shm/alock.<heap address>.<table name>
+       check_ms   how often a waiter looks at its predecessor's liveness (its byte lock, or its
+                  lease) and, with leases, at its own lease: ALOCK_DEFAULT_CHECK_MS
+       live_path  the liveness file: /dev/shm/alock.<heap address>.<table name> (none in a heap
+                  with a lease)
        log, log_user  log callback (levels ALOCK_LOG_*); NULL = silent, or stderr when ALOCK_DEBUG
                   is set in the environment
    alock_remote_opts (all required but budget, log and log_user):
@@ -250,7 +289,9 @@
    undefined, as free() of one is.
    Here the handles are alock_table and alock_remote: ALOCK_E_BADHANDLE and ALOCK_E_FORKED;
    alock_unlock and alock_remote_unlock check the handle their hold names. A forked child opens
-   the table again (its parent's handle shares the parent's slot). A link (alock_link) is a
+   the table again (its parent's handle shares the parent's slot). A table handle whose
+   process's lease was recovered (section 3, a process stalled past its lease) is fenced: every
+   call on it but alock_table_close returns ALOCK_E_FENCED. A link (alock_link) is a
    value the caller owns, not a handle: destroy clears it, so destroying it again does nothing.
 
    7. LIMITS
@@ -261,7 +302,9 @@
    beyond; a remote descriptor whose RDMA operation failed after it was queued stays reserved.
    Remote ids marked dead (alock_table_remote_dead) stay so for the table's life.
    The liveness file must support OFD locks (/dev/shm does); without it dead local processes
-   are not recognised. A process that forks shares its slot's byte lock with the child: open the
+   are not recognised. Its locks need one kernel: across the hosts of a pod, dead processes are
+   recognised only in a table whose heap carries leases (section 3), within the lease table's
+   bound. A process that forks shares its slot's byte lock with the child: open the
    table again in the child. A descriptor that gave up (a deadline passed) counts against ndesc
    until the lock passes over it: a remote one until a granter frees it, which needs the
    granter's link to it.
@@ -334,7 +377,9 @@ extern "C" {
     X(ALOCK_E_NOTFOUND, -2992, "no lock table of that name")                                       \
     X(ALOCK_E_EXISTS, -2991, "the heap has a root of that name already (a table or another)")      \
     X(ALOCK_E_BADHANDLE, -2990, "not an open alock handle (closed or destroyed already)")          \
-    X(ALOCK_E_FORKED, -2989, "this alock handle was made before fork(): not usable in the child")
+    X(ALOCK_E_FORKED, -2989, "this alock handle was made before fork(): not usable in the child") \
+    X(ALOCK_E_FENCED, -2988, "this process's lease was recovered (it stalled past the bound): "    \
+                             "the table handle is fenced; close it, take a new lease, reopen")
 #define ALOCK__ERROR_ENUM(name, value, text) name = value,
 enum { ALOCK_ERRORS(ALOCK__ERROR_ENUM) };
 #undef ALOCK__ERROR_ENUM
@@ -516,7 +561,9 @@ ALOCK_API int alock_krconn_link_destroy(alock_link *link);
 #endif
 #include "impl/platform.h"
 #include "impl/handle.h"
+#include "impl/podlease.h"
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #ifndef ALOCK_NO_RDMA
 #include "impl/verbs.h"
@@ -537,12 +584,13 @@ ALOCK_API int alock_krconn_link_destroy(alock_link *link);
 /* >>layout - the table in shared memory, handles ----------------------------------------------- */
 
 #define ALOCK__MAGIC 0x314b434f4c41ull /* "ALOCK1" */
-#define ALOCK__VERSION 2u
+#define ALOCK__VERSION 3u
 #define ALOCK__DEAD_MAP 8192   /* bytes of the dead map: a bit per remote id, after the lines */
 #define ALOCK__RHEAD 1ull      /* r_tail's head bit: its descriptor entered an empty queue */
 #define ALOCK__WAIT (-1)       /* a descriptor's budget while its owner waits */
 #define ALOCK__ABANDONED (-2)  /* its owner's deadline passed: whoever grants it passes on */
 #define ALOCK__RECLAIMED (-3)  /* a dead owner's grant was taken over */
+#define ALOCK__RELEASED (-4)   /* (leases) its owner releases it: no take-over any more */
 #define ALOCK__LIVE_OFF ((off_t)1 << 40)
 
 /* One lock: the paper's layout. @48 and @56 hold ALOCK_CHECK_RMW's marks: each is changed by one
@@ -573,7 +621,8 @@ typedef struct alock__desc {
 
 typedef struct alock__slot {
     uint64_t owner;       /* pid of the handle's process (a hint for logs); 0 = never used */
-    uint64_t pad[7];
+    uint64_t tag;         /* (leases) rcp__lease_tag of the handle's process; 0 = free */
+    uint64_t pad[6];
 } alock__slot;
 
 typedef struct alock__hdr {
@@ -581,7 +630,8 @@ typedef struct alock__hdr {
     uint32_t version, ready;
     uint32_t nlocks, budget, slots, ndesc;
     uint64_t lines_off, slots_off, descs_off, total; /* the dead map ends the lines */
-    char live_path[192];
+    uint32_t leases, pad; /* 1: local liveness by the leases of the heap's processes, no file */
+    char live_path[184];
 } alock__hdr;
 
 RCP__STATIC_ASSERT(sizeof(alock__line) == 64, "lock line");
@@ -601,6 +651,13 @@ struct alock_table {
     int live_fd;
     alock_log_fn log;
     void *log_user;
+    uint64_t tag; /* leases: our lease's tag, in our slot */
+    /* a table in a heap with a lease (hdr->leases): our lease, and what alock_recover has seen
+       of every slot's lease (under seen_mu) */
+    struct rcp__lease *lease;
+    uint32_t fenced;
+    pthread_mutex_t seen_mu;
+    struct alock__watch *seen;
 };
 
 /* >>util - errors, logging, clocks ------------------------------------------------------------- */
@@ -685,6 +742,52 @@ static int alock__slot_live(alock_table *t, uint32_t s)
     return fl.l_type != F_UNLCK;
 }
 
+/* Leases: what one observer has seen of one slot's lease (its own clock's times). */
+struct alock__watch {
+    uint64_t tag;
+    struct rcp__lease_seen seen;
+};
+
+/* Leases: 1 if the process whose lease tag is tag is dead to us: no tag (its handle was closed),
+   a lease no longer held with that epoch (recovered or released), or one that w has watched
+   unchanged for longer than the lease table's bound, which we then recover (its epoch moves on,
+   so that its holder is fenced if it was only stalled). 0 if it lives, as far as w has seen. */
+static int alock__tag_dead(alock_table *t, uint64_t tag, struct alock__watch *w)
+{
+    if (!tag || !rcp__lease_tag_alive(t->lease, tag)) return 1;
+    if (w->tag != tag) {
+        w->tag = tag;
+        memset(&w->seen, 0, sizeof w->seen);
+    }
+    uint32_t ls = (uint32_t)(tag & 0xffffu) - 1u;
+    if (rcp__lease_judge(t->lease, ls, &w->seen) != RCP__LEASE_LAPSED) return 0;
+    if (rcp__lease_recover(t->lease, ls, &w->seen) == 0)
+        ALOCK__LOG(t, ALOCK_LOG_INFO, "recovered the lapsed lease of lease slot %u", ls);
+    return !rcp__lease_tag_alive(t->lease, tag);
+}
+
+/* 1 if slot s's process is dead (w: leases only, what we have seen of its lease), else 0 */
+static int alock__slot_dead(alock_table *t, uint32_t s, struct alock__watch *w)
+{
+    if (s == t->slot) return 0;
+    if (t->lease) return alock__tag_dead(t, rcp__load(&t->slots[s].tag), w);
+    return alock__slot_live(t, s) == 0;
+}
+
+/* Leases: 0 while this handle's lease and slot are ours, ALOCK_E_FENCED once the lease was
+   recovered (it stalled past the bound), and from then on. Renews the lease when due. */
+static int alock__fence(alock_table *t)
+{
+    if (!t->lease) return 0;
+    if (RCP__UNLIKELY(rcp__load(&t->fenced))) return ALOCK_E_FENCED;
+    if (RCP__LIKELY(rcp__lease_check(t->lease) == 0 &&
+                    rcp__load(&t->slots[t->slot].tag) == t->tag))
+        return 0;
+    rcp__store(&t->fenced, 1u);
+    ALOCK__LOG(t, ALOCK_LOG_WARN, "fenced: our lease was recovered by another process");
+    return ALOCK_E_FENCED;
+}
+
 static inline uint32_t alock__desc_slot(const alock_table *t, const alock__desc *d)
 {
     return (uint32_t)((size_t)(d - t->descs) / t->ndesc);
@@ -718,9 +821,30 @@ static int alock__slot_busy(alock_table *t, uint32_t s)
     return 0;
 }
 
+/* Leases: take a slot that is free, or whose lease is no longer held with its tag (recovered or
+   released), once its descriptors are all free: compare-and-swap of its tag to ours. */
+static int alock__claim_slot_leased(alock_table *t)
+{
+    for (uint32_t s = 0; s < t->nslots; s++) {
+        uint64_t tag = rcp__load(&t->slots[s].tag);
+        if ((tag && rcp__lease_tag_alive(t->lease, tag)) || alock__slot_busy(t, s)) continue;
+        if (!rcp__cas(&t->slots[s].tag, &tag, t->tag)) continue;
+        if (alock__slot_busy(t, s)) { /* a queued descriptor of its dead owner: not for us */
+            uint64_t mine = t->tag;
+            rcp__cas(&t->slots[s].tag, &mine, tag);
+            continue;
+        }
+        t->slot = s;
+        rcp__store(&t->slots[s].owner, (uint64_t)getpid());
+        return 0;
+    }
+    return ALOCK_E_NOSLOT;
+}
+
 /* Take a slot: the first whose byte nobody holds and whose descriptors are all free. */
 static int alock__claim_slot(alock_table *t)
 {
+    if (t->lease) return alock__claim_slot_leased(t);
     for (uint32_t s = 0; s < t->nslots; s++) {
         if (t->live_fd >= 0) {
             struct flock fl;
@@ -767,16 +891,43 @@ static int alock__attach(shmheap *h, alock__hdr *H, const alock_table_opts *o, i
     t->log = o ? o->log : NULL;
     t->log_user = o ? o->log_user : NULL;
     t->slot = UINT32_MAX;
+    t->live_fd = -1;
     if (!shmheap_contains(h, base, H->total)) {
         ALOCK_FREE(t);
         return ALOCK_E_BADTABLE;
     }
-    alock__live_open(t, create);
-    int rc = alock__claim_slot(t);
-    if (!rc && (rc = rcp__handle_add(t)) && t->live_fd < 0)
-        rcp__store(&t->slots[t->slot].owner, (uint64_t)0);
+    int rc = 0;
+    if (H->leases) { /* liveness by leases: no file, no byte lock */
+        t->lease = shmheap__lease(h);
+        t->tag = rcp__lease_tag(t->lease);
+        if (!t->lease || !t->tag) rc = ALOCK_E_INVAL; /* the heap has no lease, or it holds none */
+        else if (rcp__lease_check(t->lease)) rc = ALOCK_E_FENCED;
+        else if (!(t->seen = (struct alock__watch *)ALOCK_MALLOC(t->nslots * sizeof *t->seen)))
+            rc = -ENOMEM;
+        if (rc) {
+            ALOCK_FREE(t);
+            return rc;
+        }
+        memset(t->seen, 0, t->nslots * sizeof *t->seen);
+        pthread_mutex_init(&t->seen_mu, NULL);
+    } else {
+        alock__live_open(t, create);
+    }
+    rc = alock__claim_slot(t);
+    if (!rc && (rc = rcp__handle_add(t)) && t->live_fd < 0) {
+        if (t->lease) {
+            uint64_t mine = t->tag;
+            rcp__cas(&t->slots[t->slot].tag, &mine, (uint64_t)0);
+        } else {
+            rcp__store(&t->slots[t->slot].owner, (uint64_t)0);
+        }
+    }
     if (rc) {
         if (t->live_fd >= 0) close(t->live_fd);
+        if (t->lease) {
+            pthread_mutex_destroy(&t->seen_mu);
+            ALOCK_FREE(t->seen);
+        }
         ALOCK_FREE(t);
         return rc;
     }
@@ -792,6 +943,9 @@ ALOCK_API int alock_table_create(shmheap *h, const char *name, const alock_table
     uint32_t slots = opts->slots ? opts->slots : ALOCK_DEFAULT_SLOTS;
     uint32_t ndesc = opts->ndesc ? opts->ndesc : ALOCK_DEFAULT_NDESC;
     if (slots > ALOCK_MAX_SLOTS || ndesc > 4096) return ALOCK_E_INVAL;
+    struct rcp__lease *lease = shmheap__lease(h);
+    if (lease && !rcp__lease_tag(lease)) return ALOCK_E_INVAL; /* a lease that holds no slot */
+    if (lease && rcp__lease_check(lease)) return ALOCK_E_FENCED;
     if (shmheap_root_get(h, name)) return ALOCK_E_EXISTS; /* a table others may use, or not ours */
     size_t lines_off = 256, slots_off = lines_off + (size_t)opts->nlocks * 64 + ALOCK__DEAD_MAP,
            descs_off = slots_off + (size_t)slots * 64,
@@ -809,7 +963,8 @@ ALOCK_API int alock_table_create(shmheap *h, const char *name, const alock_table
     H->ndesc = ndesc;
     H->lines_off = lines_off, H->slots_off = slots_off, H->descs_off = descs_off; /* regions */
     H->total = total;
-    if (opts->live_path) snprintf(H->live_path, sizeof H->live_path, "%s", opts->live_path);
+    if (lease) H->leases = 1; /* a heap with a lease: local liveness by leases */
+    else if (opts->live_path) snprintf(H->live_path, sizeof H->live_path, "%s", opts->live_path);
     else snprintf(H->live_path, sizeof H->live_path, "/dev/shm/alock.%llx.%s",
                   (unsigned long long)(uintptr_t)shmheap_base(h), name);
     alock__line *L = (alock__line *)(void *)((char *)mem + lines_off);
@@ -841,7 +996,7 @@ ALOCK_API int alock_table_open(shmheap *h, const char *name, const alock_table_o
         H->slots_off != 256 + (uint64_t)H->nlocks * 64 + ALOCK__DEAD_MAP ||
         H->descs_off != H->slots_off + (uint64_t)H->slots * 64 ||
         H->total != H->descs_off + (uint64_t)H->slots * H->ndesc * 64 || !H->budget ||
-        memchr(H->live_path, 0, sizeof H->live_path) == NULL)
+        H->leases > 1 || memchr(H->live_path, 0, sizeof H->live_path) == NULL)
         return ALOCK_E_BADTABLE;
     return alock__attach(h, H, opts, 0, out);
 }
@@ -851,8 +1006,16 @@ ALOCK_API int alock_table_close(alock_table *t)
     if (!t) return 0;
     int rc = alock__handle_take(t);
     if (rc) return rc;
-    if (t->live_fd >= 0) close(t->live_fd); /* drops our slot's byte lock */
-    else if (t->slot != UINT32_MAX) rcp__store(&t->slots[t->slot].owner, (uint64_t)0);
+    if (t->live_fd >= 0) {
+        close(t->live_fd); /* drops our slot's byte lock */
+    } else if (t->lease) { /* our slot is free again, unless it was taken from us (fenced) */
+        uint64_t mine = t->tag;
+        rcp__cas(&t->slots[t->slot].tag, &mine, (uint64_t)0);
+        pthread_mutex_destroy(&t->seen_mu);
+        ALOCK_FREE(t->seen);
+    } else if (t->slot != UINT32_MAX) {
+        rcp__store(&t->slots[t->slot].owner, (uint64_t)0);
+    }
     ALOCK_FREE(t);
     return 0;
 }
@@ -870,7 +1033,7 @@ ALOCK_API int alock_table_unlink(shmheap *h, const char *name)
     rcp__store(&H->magic, (uint64_t)0);
     int rc = shmheap_root_set(h, name, NULL);
     if (!rc) rc = shmheap_free(h, H);
-    if (unlink(live) && !rc && errno != ENOENT) rc = -errno;
+    if (live[0] && unlink(live) && !rc && errno != ENOENT) rc = -errno; /* leases: no file */
     return rc;
 }
 
@@ -913,10 +1076,15 @@ static inline void alock__desc_put(alock__desc *d) { rcp__store(&d->lock, (uint6
 static void alock__grant(alock_table *t, alock__line *L, alock__desc *s, int64_t b)
 {
     for (;;) {
-        int64_t w = ALOCK__WAIT;
-        if (__atomic_compare_exchange_n(&s->budget, &w, b, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            return;
-        /* s gave up (ALOCK__ABANDONED): release for it */
+        int64_t w = rcp__load(&s->budget);
+        if (w == ALOCK__WAIT) {
+            if (__atomic_compare_exchange_n(&s->budget, &w, b, 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE))
+                return;
+            continue;
+        }
+        if (w != ALOCK__ABANDONED) return; /* handed the lock already: a scribbled queue */
+        /* s gave up: release for it */
         uint64_t n = rcp__load(&s->next), sv = (uint64_t)(uintptr_t)s;
         if (!n) {
             alock__cpu_rmw_mark(L, 2);
@@ -948,6 +1116,21 @@ static void alock__leave_head(alock_table *t, alock__line *L, alock__desc *d)
     if (alock__desc_ok(t, n)) alock__grant(t, L, (alock__desc *)(uintptr_t)n, 0);
 }
 
+/* Our descriptor d holds the lock, or heads its queue: we release it. With leases, first a
+   compare-and-swap of its budget to ALOCK__RELEASED, so that nobody takes it over from us from
+   then on, and none of our hand-offs crosses a take-over: ALOCK_E_FENCED if it was taken over
+   already (we were judged dead: stalled past our lease). *b gets its budget. */
+static int alock__claim_release(alock_table *t, alock__desc *d, int64_t *b)
+{
+    *b = rcp__load(&d->budget);
+    if (!t->lease) return 0;
+    if (*b < 0 || !rcp__cas(&d->budget, b, (int64_t)ALOCK__RELEASED)) {
+        rcp__store(&t->fenced, 1u);
+        return ALOCK_E_FENCED;
+    }
+    return 0;
+}
+
 /* Peterson as the local leader. 0 when entered; ALOCK_E_TIMEDOUT / _BUSY (try) otherwise. */
 static int alock__peterson_local(alock__line *L, uint64_t deadline, int try_only)
 {
@@ -971,8 +1154,9 @@ static int alock__peterson_local(alock__line *L, uint64_t deadline, int try_only
 }
 
 /* Take over from pred, which is dead and was handed the lock. 1 if we did (the lock is ours,
-   to re-arbitrate), 0 if someone else took over (and will hand it to us). *ownerdead is set if
-   pred had entered its critical section. */
+   to re-arbitrate), 0 if someone else took over (and will hand it to us), or if pred released
+   it itself (leases: ALOCK__RELEASED; it hands it to us). *ownerdead is set if pred had entered
+   its critical section. */
 static int alock__take_over(alock__desc *pred, int *ownerdead)
 {
     int64_t b = rcp__load(&pred->budget);
@@ -992,12 +1176,14 @@ static int alock__lock(alock_table *t, uint32_t idx, uint64_t deadline, int try_
     int hk = alock__handle(t);
     if (RCP__UNLIKELY(hk)) return hk;
     if (idx >= t->nlocks) return ALOCK_E_INVAL;
+    if (t->lease && (hk = alock__fence(t))) return hk;
     alock__line *L = &t->lines[idx];
     if (try_only && rcp__load(&L->l_tail)) return ALOCK_E_BUSY;
     alock__desc *d = alock__desc_get(t, idx);
     if (!d) return ALOCK_E_NODESC;
     uint64_t dv = (uint64_t)(uintptr_t)d, pred;
-    int ownerdead = 0, rc;
+    int64_t b = ALOCK__WAIT, mine = ALOCK__WAIT; /* mine: our budget word, as we left it */
+    int ownerdead = 0, took = 0, rc;
     alock__cpu_rmw_mark(L, 2);
     if (try_only) {
         pred = 0;
@@ -1012,7 +1198,8 @@ static int alock__lock(alock_table *t, uint32_t idx, uint64_t deadline, int try_
         alock__desc *p = alock__desc_ok(t, pred) ? (alock__desc *)(uintptr_t)pred : NULL;
         if (p) rcp__store(&p->next, dv);
         uint64_t next_check = rcp__now_ns() + t->check_ns;
-        int64_t b;
+        struct alock__watch w;
+        memset(&w, 0, sizeof w);
         for (unsigned k = 0;; k++) {
             b = rcp__load(&d->budget);
             if (b != ALOCK__WAIT) break;
@@ -1022,36 +1209,60 @@ static int alock__lock(alock_table *t, uint32_t idx, uint64_t deadline, int try_
             }
             uint64_t now = rcp__now_ns();
             if (deadline && now >= deadline) {
-                int64_t w = ALOCK__WAIT;
-                if (__atomic_compare_exchange_n(&d->budget, &w, (int64_t)ALOCK__ABANDONED, 0,
+                int64_t x = ALOCK__WAIT;
+                if (__atomic_compare_exchange_n(&d->budget, &x, (int64_t)ALOCK__ABANDONED, 0,
                                                 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
                     /* d stays linked: the granter passes on and frees it */
                     return ALOCK_E_TIMEDOUT;
                 continue;                    /* granted meanwhile */
             }
-            if (p && now >= next_check) {
+            if (now >= next_check) {
                 next_check = now + t->check_ns;
-                if (alock__slot_live(t, alock__desc_slot(t, p)) == 0 &&
-                    alock__take_over(p, &ownerdead)) {
+                if (t->lease && alock__fence(t)) {
+                    /* we stalled past our lease: leave as a timeout does (if the lock reached
+                       us meanwhile, the others take it over from us, as from the dead) */
+                    int64_t x = ALOCK__WAIT;
+                    __atomic_compare_exchange_n(&d->budget, &x, (int64_t)ALOCK__ABANDONED, 0,
+                                                __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+                    return ALOCK_E_FENCED;
+                }
+                if (p && alock__slot_dead(t, alock__desc_slot(t, p), &w) &&
+                    rcp__load(&d->budget) == ALOCK__WAIT && alock__take_over(p, &ownerdead)) {
                     ALOCK__LOG(t, ALOCK_LOG_INFO,
                                "lock %u: took over from a dead process (slot %u)%s", idx,
                                alock__desc_slot(t, p), ownerdead ? ", which held it" : "");
                     b = 0;
+                    took = 1; /* our budget word still says ALOCK__WAIT */
                     break;
                 }
             }
             sched_yield();
         }
+        if (b < 0) { /* leases: the lock reached us and was taken over: we were judged dead */
+            rcp__store(&t->fenced, 1u);
+            return ALOCK_E_FENCED;
+        }
+        if (!took) mine = b;
         if (b > 0) goto held;
     }
-    rcp__store_relaxed(&d->budget, (int64_t)t->budget);
+    if (!t->lease) {
+        rcp__store_relaxed(&d->budget, (int64_t)t->budget);
+    } else if (!rcp__cas(&d->budget, &mine, (int64_t)t->budget) || (rc = alock__fence(t))) {
+        /* taken over from us, or our lease was: the lock stays with d until the others take
+           it over, as from a dead process */
+        rcp__store(&t->fenced, 1u);
+        return ALOCK_E_FENCED;
+    }
     rc = alock__peterson_local(L, deadline, try_only);
     if (rc) {
+        int64_t ob;
+        if (alock__claim_release(t, d, &ob)) return ALOCK_E_FENCED;
         alock__leave_head(t, L, d);
         alock__desc_put(d);
         return rc;
     }
 held:
+    if (t->lease && (rc = alock__fence(t))) return rc; /* the others take it over from us */
     rcp__store(&d->held, (uint64_t)1);
     hold->t = t;
     hold->idx = idx;
@@ -1084,8 +1295,12 @@ ALOCK_API int alock_unlock(alock_hold *hold)
     alock__line *L = &t->lines[hold->idx];
     alock__desc *d = (alock__desc *)hold->desc;
     uint64_t dv = (uint64_t)(uintptr_t)d, n;
-    rcp__store(&d->held, (uint64_t)0);
+    int64_t b;
     hold->desc = NULL;
+    /* leases: the others took the lock over from us if we stalled past our lease */
+    if (t->lease && (hk = alock__fence(t))) return hk;
+    if ((hk = alock__claim_release(t, d, &b))) return hk;
+    rcp__store(&d->held, (uint64_t)0);
     if (!(n = rcp__load(&d->next))) {
         alock__cpu_rmw_mark(L, 2);
         if (rcp__cas(&L->l_tail, &dv, (uint64_t)0)) {
@@ -1095,7 +1310,7 @@ ALOCK_API int alock_unlock(alock_hold *hold)
         unsigned k = 0;
         while (!(n = rcp__load(&d->next))) alock__pause(&k);
     }
-    int64_t b = rcp__load_relaxed(&d->budget) - 1;
+    b -= 1;
     if (alock__desc_ok(t, n)) alock__grant(t, L, (alock__desc *)(uintptr_t)n, b < 0 ? 0 : b);
     alock__desc_put(d);
     return 0;
@@ -1127,24 +1342,38 @@ static int alock__release_dead(alock_table *t, alock__desc *d)
     return 1;
 }
 
+/* Is slot s's process dead? Leases: judged with this handle's memory of its lease (seen_mu
+   held); *tag gets the slot's tag, to check that the slot still names it. */
+static int alock__recover_dead(alock_table *t, uint32_t s, uint64_t *tag)
+{
+    if (!t->lease) return alock__slot_live(t, s) == 0;
+    *tag = rcp__load(&t->slots[s].tag);
+    return alock__tag_dead(t, *tag, &t->seen[s]);
+}
+
 ALOCK_API int alock_recover(alock_table *t)
 {
     int hk = t ? alock__handle(t) : 0;
     if (hk) return hk;
-    if (!t || t->live_fd < 0) return 0;
+    if (!t || (!t->lease && t->live_fd < 0)) return 0;
+    if (t->lease && (hk = alock__fence(t))) return hk;
+    if (t->lease) pthread_mutex_lock(&t->seen_mu);
     int n = 0, more = 1;
     while (more) { /* a release can hand the lock to another dead descriptor */
         more = 0;
         for (uint32_t s = 0; s < t->nslots; s++) {
-            if (s == t->slot || alock__slot_live(t, s) != 0) continue;
+            uint64_t tag = 0;
+            if (s == t->slot || !alock__recover_dead(t, s, &tag)) continue;
             for (uint32_t i = 0; i < t->ndesc; i++) {
                 alock__desc *d = &t->descs[(size_t)s * t->ndesc + i];
                 if (!rcp__load(&d->lock)) continue;
                 int64_t b = rcp__load(&d->budget);
-                if (b >= 0 && alock__release_dead(t, d)) { n++; more = 1; }
+                if (b < 0 || (t->lease && rcp__load(&t->slots[s].tag) != tag)) continue;
+                if (alock__release_dead(t, d)) { n++; more = 1; }
             }
         }
     }
+    if (t->lease) pthread_mutex_unlock(&t->seen_mu);
     return n;
 }
 

@@ -445,6 +445,10 @@ SHMHEAP_API int shmheap__create_mem(void *addr, size_t size, struct rcp__lease *
                                     const shmheap_opts *o, shmheap **out);
 SHMHEAP_API int shmheap__open_mem(void *addr, size_t size, struct rcp__lease *lease,
                                   const shmheap_opts *o, shmheap **out);
+/* Internal: the lease a heap was created or opened with (shmheap__create_mem/_open_mem); NULL
+   for any other heap, a closed one, NULL, or in a forked child (the lease is its parent's).
+   alock.h's tables judge their local users by it. */
+SHMHEAP_API struct rcp__lease *shmheap__lease(const shmheap *h);
 
 #ifdef __cplusplus
 }
@@ -3022,6 +3026,11 @@ SHMHEAP_API int shmheap__open_mem(void *addr, size_t size, struct rcp__lease *le
     pthread_mutex_unlock(&shmheap__reg_lock);
     if (r) shmheap__log(&lg, SHMHEAP_LOG_ERROR, "open %s failed: %s", key, shmheap_strerror(r));
     return r;
+}
+
+SHMHEAP_API struct rcp__lease *shmheap__lease(const shmheap *h)
+{
+    return h && !shmheap__closed(h) ? shmheap__leased(h) : NULL;
 }
 
 SHMHEAP_API void *shmheap_base(const shmheap *h)
