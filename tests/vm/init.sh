@@ -305,6 +305,8 @@ rpcbench-a|rpcbench-b)
     rdma_up
     steps=$(arg rcp.steps)
     want() { [ -z "$steps" ] || case ",$steps," in *",$1,"*) true ;; *) false ;; esac; }
+    # the pod's steps (bench/bench_pod_vm.sh) run only when named: floor, pod, floor-after
+    named() { case ",$steps," in *",$1,"*) true ;; *) false ;; esac; }
     gid=$(/t/test_verbs --gid)
     echo "# rpcbench on rxe0, gid index $gid, peer $peer, eth0 mtu $(cat /sys/class/net/eth0/mtu)"
     post() { # post WORD: serve WORD to the one peer that asks, 600 s at most
@@ -347,6 +349,12 @@ rpcbench-a|rpcbench-b)
     PT="ib_write_lat ib_send_lat"
     if [ "$role" = rpcbench-a ]; then
         export SHMHEAP_POD_ID=0
+        # the floor of a pod call: a bare cache-line ping-pong through the ivshmem device
+        # (bench/pod_pingpong.c; guest a echoes, b times), before and after the other rows
+        if named floor; then
+            /t/pod_pingpong a ivshmem "$peer" >/tmp/srv.out 2>&1 &
+            served floor 7490 $!
+        fi
         if want perftest; then
             for t in $PT; do
                 $t -d rxe0 -x "$gid" -n 500 >/tmp/srv.out 2>&1 &
@@ -360,13 +368,17 @@ rpcbench-a|rpcbench-b)
         if want grpc && [ -x /t/peer_grpc ]; then
             /t/peer_grpc -a "$ip:7481" >/tmp/srv.out 2>&1 &
             served grpc 7481 $!
-        else
+        elif want grpc; then
             post grpc-none
         fi
         # rpcool's server; with the RDMA transport, its krconn meta server listens on TCP 7471
         if want rpcool; then
             RPCOOL_DEBUG=1 /t/rpcool_bench -R -a bench >/tmp/srv.out 2>&1 &
             served rpcool 7471 $!
+        fi
+        if named floor-after; then
+            /t/pod_pingpong a ivshmem "$peer" >/tmp/srv.out 2>&1 &
+            served floor-after 7490 $!
         fi
         if want pbc; then
             /t/pbc_bench -S "$ip:7482" >/tmp/srv.out 2>&1 &
@@ -399,8 +411,9 @@ rpcbench-a|rpcbench-b)
     else
         export SHMHEAP_POD_ID=1
         # each step runs when the server guest says its word; a step it skips is never said
-        while await $PT pbtree grpc grpc-none rpcool pbc ib_write_lat-after ab-new-1 ab-new-2 \
-            ab-new-3 ab-base-1 ab-base-2 ab-base-3 kvpods all-done && [ "$heard" != all-done ]; do
+        while await floor $PT pbtree grpc grpc-none rpcool floor-after pbc ib_write_lat-after \
+            ab-new-1 ab-new-2 ab-new-3 ab-base-1 ab-base-2 ab-base-3 kvpods all-done &&
+            [ "$heard" != all-done ]; do
             step=$heard
             case $step in
             ib_*)
@@ -412,6 +425,9 @@ rpcbench-a|rpcbench-b)
                     echo "FAIL perftest-$step: client failed"
                     sed 's/^/# /' /tmp/$t.client
                 fi ;;
+            floor) bench pod-floor 300 /t/pod_pingpong b ivshmem "$peer" ;;
+            floor-after) bench pod-floor-after 300 /t/pod_pingpong b ivshmem "$peer" \
+                -N pod_floor/line-after ;;
             pbtree) bench pbtree-tcp 300 /t/peer_pbtree -n 200 -w 20 "tcp:$peer:7480" ;;
             grpc) bench grpc-tcp 300 /t/peer_grpc -n 500 -w 50 "ipv4:$peer:7481" ;;
             grpc-none)
