@@ -1069,7 +1069,10 @@ typedef struct rpcool_ctx rpcool_ctx;       /* one call, as seen by its handler 
     X(RPCOOL_E_NOMETHOD, -1969, "no such method: the index is not below the service's n_methods")  \
     X(RPCOOL_E_MSGTYPE, -1968, "the message is not of the method's input type")                    \
     X(RPCOOL_E_NAMELONG, -1967, "export name longer than RPCOOL_EXPORT_NAME_MAX (38) characters")  \
-    X(RPCOOL_E_WITHDRAWN, -1966, "the export was withdrawn: its exporter closed it")
+    X(RPCOOL_E_WITHDRAWN, -1966, "the export was withdrawn: its exporter closed it")            \
+    /* the pod transport: this process stalled past its lease and was fenced (section 14) */     \
+    X(RPCOOL_E_FENCED, -1965,                                                                      \
+      "this process stalled past its pod lease and was fenced: reconnect")
 #define RPCOOL__ERROR_ENUM(name, value, text) name = value,
 enum { RPCOOL_ERRORS(RPCOOL__ERROR_ENUM) };
 #undef RPCOOL__ERROR_ENUM
@@ -1082,7 +1085,7 @@ enum {
     RPCOOL_SANDBOX = 4
 };
 
-enum { RPCOOL_TRANSPORT_SHM = 0, RPCOOL_TRANSPORT_RDMA = 1 };
+enum { RPCOOL_TRANSPORT_SHM = 0, RPCOOL_TRANSPORT_RDMA = 1, RPCOOL_TRANSPORT_POD = 2 };
 
 /* Levels of the messages a log callback gets (the values of SHMHEAP_LOG_*). */
 enum {
@@ -1199,6 +1202,9 @@ typedef struct rpcool_server_opts {
                              RPCOOL_E_CLOSED (rpcool_server_close) or the code of a connect
                              that failed after on_connect accepted it; NULL = not called */
     void *hook_user;      /* passed to both hooks */
+    const char *pod_device; /* also serve the pod's other hosts through this shared device
+                             (section 14): "file:PATH" or a path, "/dev/daxX.Y", "cxl:regionN",
+                             a PCI BAR; NULL = $RPCOOL_POD_DEVICE; "" (or neither) = none */
 } rpcool_server_opts;
 
 /* Connection options. */
@@ -1226,6 +1232,9 @@ typedef struct rpcool_conn_opts {
                                  connect_timeout_ms (else RPCOOL_E_NOCHANNEL at once) */
     unsigned disconnect_ms;   /* rpcool_disconnect waits at most this long for the handlers
                                  running for it; 0 = RPCOOL_DEFAULT_DISCONNECT_MS */
+    const char *pod_device;   /* the pod's shared device, tried when the channel has no server
+                                 in this kernel (section 14); NULL = $RPCOOL_POD_DEVICE; "" =
+                                 none */
 } rpcool_conn_opts;
 
 /* Per-call options (NULL = connection defaults). */
@@ -1895,6 +1904,17 @@ struct rpcool__sconn { /* the server's view of one connection */
     int hooked;        /* on_connect accepted it: on_disconnect is owed */
     int pidfd;         /* its client's process (in the acceptor's epoll), or -1: byte locks */
     uint32_t suspect;  /* its pidfd fired: look at its lock byte now */
+    const struct rpcool__pwake *pw; /* the pod: its client sleeps on a socket (NULL: a futex) */
+};
+
+/* What the serving passes visit: a channel's slots, its connections and its ready summary (the
+   server's own channel, or a pod's channel in a shared device). */
+struct rpcool__sset {
+    uint64_t *rdy, *rdy_top;      /* the ready summary in the channel's header page */
+    struct rpcool__chan_slot *cs; /* the channel's slots */
+    struct rpcool__sconn *conns;  /* max_conns of them */
+    uint32_t max_conns;
+    uint32_t rr;                  /* the slot the next pass starts at: after the last served */
 };
 
 /* A registration; immutable once published in the handler table, so a call sees one
@@ -1986,8 +2006,7 @@ struct rpcool_server {
     struct rpcool__carve *cv_free, *cv_tail; /* carves free again: reused oldest first */
     struct rpcool__carve **carves; /* per slot: its heap's carve, until the slot is free */
     uint32_t nscan;      /* 1 + highest connection slot in use */
-    uint64_t *rdy, *rdy_top; /* the ready summary in the channel's header page */
-    uint32_t rr;         /* the slot the next pass starts at: after the last one served */
+    struct rpcool__sset set; /* what the serving passes visit: the channel's slots */
     uint64_t last_hk;
     uint64_t gp;         /* grace period counter, bumped when a connection starts draining */
     struct rpcool__worker *workers; /* changed under hk_lock and wk_lock, read under either */
@@ -2014,6 +2033,8 @@ struct rpcool_server {
     struct rpcool__prem *pool; /* RPCOOL_MAX_PREALLOC entries, under pool_lock */
     const struct rpcool__server_tp *xtp; /* a listener of another transport, or NULL */
     struct rpcool__rsrv *rdma; /* the RDMA transport's listener (xtp's state), or NULL */
+    const struct rpcool__server_tp *ptp; /* the pod transport's listener, or NULL */
+    struct rpcool__psrv *psrv; /* its state (impl/rpcool/pod.h) */
     rpcool_connect_hook *on_connect;
     rpcool_disconnect_hook *on_disconnect;
     void *hook_user;
@@ -2214,6 +2235,7 @@ struct rpcool_conn {
     size_t nseals, seal_cap;    /* nseals: read unlocked only as a hint */
     unsigned seal_done;         /* sealed calls finished since the last release */
     struct rpcool__rconn *rdma; /* an RDMA connection's state, or NULL (shared memory) */
+    struct rpcool__pconn *pod;  /* a pod connection's state (impl/rpcool/pod.h), or NULL */
 };
 
 struct rpcool_ctx {
@@ -2279,6 +2301,9 @@ static int rpcool__r_parse(const char *channel, char *where, size_t wlen, const 
    impl/rpcool/rdma.h (>>r-tables). */
 static const struct rpcool__client_tp *rpcool__shm_client_tp(void);
 static const struct rpcool__server_tp *rpcool__shm_server_tp(void);
+static const struct rpcool__client_tp *rpcool__p_client_tp(void); /* impl/rpcool/pod.h */
+static const char *rpcool__p_device(const rpcool_conn_opts *o);
+static const struct rpcool__server_tp *rpcool__p_server_tp(void);
 #ifdef RPCOOL__RDMA /* impl/rpcool/rdma.h defines them */
 static const struct rpcool__client_tp *rpcool__r_client_tp(void);
 static const struct rpcool__server_tp *rpcool__r_server_tp(void);
@@ -2720,8 +2745,9 @@ static int rpcool__chan_init(rpcool_server *s)
     s->fd = fd;
     s->ch = (struct rpcool__chan_hdr *)m;
     s->cs = (struct rpcool__chan_slot *)((char *)m + RPCOOL__SLOTS_OFF);
-    s->rdy = rpcool__rdy(s->ch);
-    s->rdy_top = rpcool__rdy_top(s->ch);
+    s->set.rdy = rpcool__rdy(s->ch);
+    s->set.rdy_top = rpcool__rdy_top(s->ch);
+    s->set.cs = s->cs;
     s->epoch = old_epoch + 1;
     s->ch->version = RPCOOL__VERSION;
     s->ch->max_conns = s->max_conns;
@@ -2933,6 +2959,19 @@ static void rpcool__prem_free(rpcool_server *s, struct rpcool__prem *pm)
     pm->hfd = pm->cfd = pm->ofd = pm->pfd = -1;
 }
 
+/* A new connection heap's connection header (its magic is written when it is given away). */
+static int rpcool__hdr_make(shmheap *h, struct rpcool__conn_hdr **out)
+{
+    struct rpcool__conn_hdr *hd =
+        (struct rpcool__conn_hdr *)shmheap_aligned_alloc(h, 128, sizeof *hd);
+    if (!hd) return SHMHEAP_E_FULL;
+    memset(hd, 0, sizeof *hd);
+    hd->version = RPCOOL__VERSION;
+    hd->nslots = RPCOOL__NSLOTS;
+    *out = hd;
+    return shmheap_root_set(h, RPCOOL__ROOT, hd);
+}
+
 /* Make a connection heap of size bytes ahead of its connect. */
 static int rpcool__prem_make(rpcool_server *s, size_t size, struct rpcool__prem *pm)
 {
@@ -2964,15 +3003,7 @@ static int rpcool__prem_make(rpcool_server *s, size_t size, struct rpcool__prem 
         r = -errno;
         goto fail;
     }
-    pm->hdr = (struct rpcool__conn_hdr *)shmheap_aligned_alloc(pm->h, 128, sizeof *pm->hdr);
-    if (!pm->hdr) {
-        r = SHMHEAP_E_FULL;
-        goto fail;
-    }
-    memset(pm->hdr, 0, sizeof *pm->hdr);
-    pm->hdr->version = RPCOOL__VERSION;
-    pm->hdr->nslots = RPCOOL__NSLOTS;
-    if ((r = shmheap_root_set(pm->h, RPCOOL__ROOT, pm->hdr))) goto fail;
+    if ((r = rpcool__hdr_make(pm->h, &pm->hdr))) goto fail;
     char proc[48]; /* new open file descriptions, the client's own: its byte locks */
     snprintf(proc, sizeof proc, "/proc/self/fd/%d", s->fd);
     if ((pm->cfd = open(proc, O_RDWR | O_CLOEXEC)) < 0) {
@@ -3512,6 +3543,8 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
         (struct rpcool__handler_ent **)rpcool__calloc(RPCOOL_MAX_HANDLERS, sizeof *s->handlers);
     s->conns = (struct rpcool__sconn *)rpcool__calloc(s->max_conns, sizeof *s->conns);
     s->carves = (struct rpcool__carve **)rpcool__calloc(s->max_conns, sizeof *s->carves);
+    s->set.conns = s->conns;
+    s->set.max_conns = s->max_conns;
     if (!s->handlers || !s->conns || !s->carves) {
         r = -ENOMEM;
         goto fail_free;
@@ -3556,8 +3589,11 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: serving (epoch %u, %u slots)", s->name, s->epoch,
                 s->max_conns);
     if (o.rdma) s->xtp = rpcool__r_server_tp();
+    const char *pd = o.pod_device ? o.pod_device : getenv("RPCOOL_POD_DEVICE");
+    if (pd && *pd) s->ptp = rpcool__p_server_tp();
     if ((r = rcp__handle_add(s)) ||
-        (s->xtp && (r = s->xtp->open(s, o.rdma, o.rdma_device, o.spin_ns)))) {
+        (s->xtp && (r = s->xtp->open(s, o.rdma, o.rdma_device, o.spin_ns))) ||
+        (s->ptp && (r = s->ptp->open(s, NULL, pd, o.spin_ns)))) {
         rpcool__server_close(s); /* takes the half-made listener down too */
         return r;
     }
@@ -3713,7 +3749,8 @@ RPCOOL_API int rpcool_server_conns(rpcool_server *s, rpcool_conn_stats *out, uns
         n++;
     }
     pthread_mutex_unlock(&s->hk_lock);
-    return s->xtp && s->xtp->conns ? s->xtp->conns(s, out, max, n) : n;
+    if (s->xtp && s->xtp->conns) n = s->xtp->conns(s, out, max, n);
+    return s->ptp ? s->ptp->conns(s, out, max, n) : n;
 }
 
 /* The stats request at the front door (RPCOOL__SREQ_MAGIC) is answered with one message, a
@@ -3871,9 +3908,8 @@ static void rpcool__pidfd_drop(rpcool_server *s, struct rpcool__sconn *sc)
    (it stores again only when the counter moved) and withdraws it (0) before it sleeps or
    leaves; the worker running this, if any, is between passes: its announcement does not
    count. */
-static int rpcool__drain(rpcool_server *s, uint32_t i)
+static int rpcool__drain_wait(rpcool_server *s, struct rpcool__sconn *sc)
 {
-    struct rpcool__sconn *sc = &s->conns[i];
     if (rcp__load(&sc->state) != RPCOOL__SC_DRAINING) {
         __atomic_store_n(&sc->state, (uint32_t)RPCOOL__SC_DRAINING, __ATOMIC_SEQ_CST);
         sc->drain_gp = __atomic_add_fetch(&s->gp, 1u, __ATOMIC_SEQ_CST);
@@ -3901,7 +3937,13 @@ static int rpcool__drain(rpcool_server *s, uint32_t i)
         else if (now - t0 > 20000) return 1;
         sched_yield();
     }
-    rpcool__sconn_release(s, i, rcp__load(&sc->dead));
+    return 0;
+}
+
+static int rpcool__drain(rpcool_server *s, uint32_t i)
+{
+    if (rpcool__drain_wait(s, &s->conns[i])) return 1;
+    rpcool__sconn_release(s, i, rcp__load(&s->conns[i].dead));
     return 0;
 }
 
@@ -4018,10 +4060,10 @@ static void rpcool__ready_sweep(rpcool_server *s)
         struct rpcool__sconn *sc = &s->conns[i];
         uint64_t b = 1ull << (i % 64), tb = 1ull << (i / 64 % 64);
         if (rcp__load(&sc->state) != RPCOOL__SC_ACTIVE || rcp__load(&sc->dead) || !sc->hdr ||
-            !rcp__load(&sc->hdr->req_bits) || (rcp__load(&s->rdy[i / 64]) & b))
+            !rcp__load(&sc->hdr->req_bits) || (rcp__load(&s->set.rdy[i / 64]) & b))
             continue;
-        __atomic_fetch_or(&s->rdy[i / 64], b, __ATOMIC_SEQ_CST);
-        __atomic_fetch_or(&s->rdy_top[i / 4096], tb, __ATOMIC_SEQ_CST);
+        __atomic_fetch_or(&s->set.rdy[i / 64], b, __ATOMIC_SEQ_CST);
+        __atomic_fetch_or(&s->set.rdy_top[i / 4096], tb, __ATOMIC_SEQ_CST);
         any = 1;
     }
     if (any && __atomic_load_n(&s->ch->ssleepers, __ATOMIC_SEQ_CST)) {
@@ -4332,12 +4374,13 @@ static int rpcool__unflag(struct rpcool__sconn *sc, uint64_t bits)
    sleep) it serves nothing: it clears the bits of idle slots and returns 1 if a request waits. */
 /* The client is inside rpcool_disconnect: its calls not started never start. Reads the channel
    file (the caller's faults are contained). */
-static int rpcool__leaving(rpcool_server *s, struct rpcool__sconn *sc)
+static int rpcool__leaving(const struct rpcool__sset *set, struct rpcool__sconn *sc)
 {
-    return rcp__load(&s->cs[sc - s->conns].state) == RPCOOL__CS_CLOSING;
+    return rcp__load(&set->cs[sc - set->conns].state) == RPCOOL__CS_CLOSING;
 }
 
-static int rpcool__scan_conn(struct rpcool__worker *w, struct rpcool__sconn *sc, int trim)
+static int rpcool__scan_conn(struct rpcool__worker *w, const struct rpcool__sset *set,
+                             struct rpcool__sconn *sc, int trim)
 {
     struct rpcool__conn_hdr *hd = sc->hdr;
     int n = 0;
@@ -4356,7 +4399,7 @@ static int rpcool__scan_conn(struct rpcool__worker *w, struct rpcool__sconn *sc,
         else if (trim) n = 1;
         /* dropped or its client dead meanwhile (a condemned connection is dead too): serve no
            more (a dead client's calls never start) */
-        else if (rcp__load_relaxed(&sc->dead) || rpcool__leaving(w->s, sc)) break;
+        else if (rcp__load_relaxed(&sc->dead) || rpcool__leaving(set, sc)) break;
         else if (rcp__cas(&sc->claimed[i], &cl, gen)) {     /* else another thread took it */
             rcp__store_relaxed(&sc->rot, i + 1);
             rpcool__serve_slot(w, sc, i, gen);
@@ -4388,36 +4431,35 @@ static void rpcool__cur_set(struct rpcool__worker *w, struct rpcool__sconn *sc)
 /* Take slot i out of the ready summary, then look once more: a client that posted meanwhile
    found its bit still set and did not set it again. For an active connection (w->cur is it)
    the look is at its request bits, else at its state (a connection granted meanwhile). */
-static void rpcool__ready_clear(rpcool_server *s, uint32_t i, struct rpcool__sconn *sc)
+static void rpcool__ready_clear(struct rpcool__sset *set, uint32_t i, struct rpcool__sconn *sc)
 {
     uint64_t b = 1ull << (i % 64);
-    __atomic_fetch_and(&s->rdy[i / 64], ~b, __ATOMIC_SEQ_CST);
+    __atomic_fetch_and(&set->rdy[i / 64], ~b, __ATOMIC_SEQ_CST);
     int again = sc ? __atomic_load_n(&sc->hdr->req_bits, __ATOMIC_SEQ_CST) != 0
-                   : __atomic_load_n(&s->conns[i].state, __ATOMIC_SEQ_CST) == RPCOOL__SC_ACTIVE;
-    if (again) __atomic_fetch_or(&s->rdy[i / 64], b, __ATOMIC_SEQ_CST);
+                   : __atomic_load_n(&set->conns[i].state, __ATOMIC_SEQ_CST) == RPCOOL__SC_ACTIVE;
+    if (again) __atomic_fetch_or(&set->rdy[i / 64], b, __ATOMIC_SEQ_CST);
 }
 
 /* Visit a connection of the ready summary: serve it (serve 1), or trim it (serve 0). Its bit
    goes when it has nothing flagged any more: at once before a sleep, else after
    RPCOOL__IDLE_PASSES idle passes, so a client that calls again and again rewrites nothing. */
-static int rpcool__visit(struct rpcool__worker *w, uint32_t i, int serve)
+static int rpcool__visit(struct rpcool__worker *w, struct rpcool__sset *set, uint32_t i, int serve)
 {
-    rpcool_server *s = w->s;
-    struct rpcool__sconn *sc = &s->conns[i];
+    struct rpcool__sconn *sc = &set->conns[i];
     if (__atomic_load_n(&sc->state, __ATOMIC_SEQ_CST) != RPCOOL__SC_ACTIVE ||
         rcp__load_relaxed(&sc->dead)) { /* free, draining, dead or condemned: not served */
-        rpcool__ready_clear(s, i, NULL);
+        rpcool__ready_clear(set, i, NULL);
         return 0;
     }
     rpcool__cur_set(w, sc);
-    int n = rpcool__scan_conn(w, sc, !serve);
+    int n = rpcool__scan_conn(w, set, sc, !serve);
     if (serve && n) rcp__store_relaxed(&sc->idle, 0u);
     if (!n && (!serve || rcp__fetch_add(&sc->idle, 1u) + 1 >= RPCOOL__IDLE_PASSES)) {
-        if (serve) (void)rpcool__scan_conn(w, sc, 1); /* unflag idle slots (a request that
+        if (serve) (void)rpcool__scan_conn(w, set, sc, 1); /* unflag idle slots (a request that
                                                           came meanwhile keeps its bit) */
         if (!rcp__load(&sc->dead) && !__atomic_load_n(&sc->hdr->req_bits, __ATOMIC_SEQ_CST)) {
             rcp__store_relaxed(&sc->idle, 0u);
-            rpcool__ready_clear(s, i, sc);
+            rpcool__ready_clear(set, i, sc);
         }
     }
     rpcool__cur_set(w, NULL);
@@ -4426,31 +4468,31 @@ static int rpcool__visit(struct rpcool__worker *w, uint32_t i, int serve)
 
 /* Visit the ready connections of slots [lo, hi) in order; stops at the first request when
    serve is 0. Top bits with an empty word behind them go (and are looked at once more). */
-static int rpcool__pass_range(struct rpcool__worker *w, uint32_t lo, uint32_t hi, int serve)
+static int rpcool__pass_range(struct rpcool__worker *w, struct rpcool__sset *set, uint32_t lo,
+                              uint32_t hi, int serve)
 {
-    rpcool_server *s = w->s;
     int n = 0;
     for (uint32_t t = lo / 4096; t * 4096 < hi && !(n && !serve); t++) {
-        uint64_t tb = __atomic_load_n(&s->rdy_top[t], __ATOMIC_SEQ_CST);
+        uint64_t tb = __atomic_load_n(&set->rdy_top[t], __ATOMIC_SEQ_CST);
         uint32_t k0 = t * 64;
         if (lo / 64 > k0) tb &= ~0ull << (lo / 64 - k0);                 /* words below lo */
         if ((hi + 63) / 64 < k0 + 64) tb &= (1ull << ((hi + 63) / 64 - k0)) - 1; /* above hi */
         for (; tb && !(n && !serve); tb &= tb - 1) {
             uint32_t k = k0 + (uint32_t)__builtin_ctzll(tb);
-            uint64_t wb = __atomic_load_n(&s->rdy[k], __ATOMIC_SEQ_CST);
+            uint64_t wb = __atomic_load_n(&set->rdy[k], __ATOMIC_SEQ_CST);
             if (!wb) { /* the word is empty: its top bit goes, unless a client set one since */
                 uint64_t bit = 1ull << (k % 64);
-                __atomic_fetch_and(&s->rdy_top[t], ~bit, __ATOMIC_SEQ_CST);
-                if (__atomic_load_n(&s->rdy[k], __ATOMIC_SEQ_CST))
-                    __atomic_fetch_or(&s->rdy_top[t], bit, __ATOMIC_SEQ_CST);
+                __atomic_fetch_and(&set->rdy_top[t], ~bit, __ATOMIC_SEQ_CST);
+                if (__atomic_load_n(&set->rdy[k], __ATOMIC_SEQ_CST))
+                    __atomic_fetch_or(&set->rdy_top[t], bit, __ATOMIC_SEQ_CST);
                 continue;
             }
             if (k * 64 < lo) wb &= ~0ull << (lo - k * 64);
             if (k * 64 + 64 > hi) wb &= hi - k * 64 >= 64 ? ~0ull : (1ull << (hi - k * 64)) - 1;
             for (; wb && !(n && !serve); wb &= wb - 1) {
                 uint32_t i = k * 64 + (uint32_t)__builtin_ctzll(wb);
-                int m = rpcool__visit(w, i, serve);
-                if (m && serve) rcp__store_relaxed(&s->rr, i + 1);
+                int m = rpcool__visit(w, set, i, serve);
+                if (m && serve) rcp__store_relaxed(&set->rr, i + 1);
                 n += m;
             }
         }
@@ -4459,21 +4501,21 @@ static int rpcool__pass_range(struct rpcool__worker *w, uint32_t lo, uint32_t hi
 }
 
 /* Bits a client set beyond the channel's slots: cleared, never followed. */
-static void rpcool__ready_bogus(rpcool_server *s)
+static void rpcool__ready_bogus(rpcool_server *s, struct rpcool__sset *set)
 {
-    uint32_t nw = (s->max_conns + 63) / 64;
+    uint32_t nw = (set->max_conns + 63) / 64;
     for (uint32_t t = 0; t < RPCOOL__RDY_TOP; t++) {
-        uint64_t tb = rcp__load_relaxed(&s->rdy_top[t]), ok;
+        uint64_t tb = rcp__load_relaxed(&set->rdy_top[t]), ok;
         ok = t * 64 >= nw ? 0 : nw - t * 64 >= 64 ? ~0ull : (1ull << (nw - t * 64)) - 1;
         if (tb & ~ok) {
             rcp__fetch_add(&s->st.bad_entries, 1u);
-            __atomic_fetch_and(&s->rdy_top[t], ok, __ATOMIC_SEQ_CST);
+            __atomic_fetch_and(&set->rdy_top[t], ok, __ATOMIC_SEQ_CST);
         }
     }
-    uint64_t last = s->max_conns % 64 ? (1ull << (s->max_conns % 64)) - 1 : ~0ull;
-    if (rcp__load_relaxed(&s->rdy[nw - 1]) & ~last) {
+    uint64_t last = set->max_conns % 64 ? (1ull << (set->max_conns % 64)) - 1 : ~0ull;
+    if (rcp__load_relaxed(&set->rdy[nw - 1]) & ~last) {
         rcp__fetch_add(&s->st.bad_entries, 1u);
-        __atomic_fetch_and(&s->rdy[nw - 1], last, __ATOMIC_SEQ_CST);
+        __atomic_fetch_and(&set->rdy[nw - 1], last, __ATOMIC_SEQ_CST);
     }
 }
 
@@ -4484,18 +4526,19 @@ static void rpcool__ready_bogus(rpcool_server *s)
    ready summary, then the connections flagged there. It announces the grace period it runs in
    (see rpcool__drain) and reads client heaps with faults contained by the worker's recovery
    point g. */
-static int rpcool__pass(struct rpcool__worker *w, struct rpcool__guard *g, int serve)
+static int rpcool__pass(struct rpcool__worker *w, struct rpcool__sset *set, struct rpcool__guard *g,
+                       int serve)
 {
     rpcool_server *s = w->s;
-    rpcool__ready_bogus(s);
+    rpcool__ready_bogus(s, set);
     /* announce the grace period; a locked store only when it changed (rare: a drain began) */
     uint64_t gp = __atomic_load_n(&s->gp, __ATOMIC_SEQ_CST) + 1;
     if (rcp__load_relaxed(&w->gp) != gp) __atomic_store_n(&w->gp, gp, __ATOMIC_SEQ_CST);
     (void)g; /* containment is on all the time in a worker (rpcool__worker_run) */
-    uint32_t start = rcp__load_relaxed(&s->rr);
-    if (start >= s->max_conns) start = 0;
-    int n = rpcool__pass_range(w, start, s->max_conns, serve);
-    if (start && !(n && !serve)) n += rpcool__pass_range(w, 0, start, serve);
+    uint32_t start = rcp__load_relaxed(&set->rr);
+    if (start >= set->max_conns) start = 0;
+    int n = rpcool__pass_range(w, set, start, set->max_conns, serve);
+    if (start && !(n && !serve)) n += rpcool__pass_range(w, set, 0, start, serve);
     return n; /* the announcement stays (see rpcool__drain) */
 }
 
@@ -4544,7 +4587,7 @@ static void rpcool__worker_run(struct rpcool__worker *w)
             share = (rcp__load_relaxed(&s->ch->client_cpus) >> w->cpu) & 1;
         }
         rpcool__housekeep(s, 0, now);
-        if (rpcool__pass(w, &g, 1)) {
+        if (rpcool__pass(w, &s->set, &g, 1)) {
             idle_since = 0;
             continue;
         }
@@ -4557,7 +4600,7 @@ static void rpcool__worker_run(struct rpcool__worker *w)
         __atomic_fetch_add(&s->ch->ssleepers, 1u, __ATOMIC_SEQ_CST);
         uint32_t seq = rcp__load(&s->ch->sdoor);
         rcp__full_fence();
-        int wait = !rcp__load(&s->stop) && !rpcool__pass(w, &g, 0);
+        int wait = !rcp__load(&s->stop) && !rpcool__pass(w, &s->set, &g, 0);
         rcp__store(&w->gp, 0ull); /* a sleeper holds up no drain */
         if (wait) rcp__futex_wait(&s->ch->sdoor, seq, 0); /* reaping is the acceptor's */
         rcp__fetch_add(&s->ch->ssleepers, (uint32_t)-1);
@@ -4610,6 +4653,7 @@ static void rpcool__worker_loop(rpcool_server *s)
     rpcool__worker_join(s, &w);
     rpcool__pkeys(s, -1, 1); /* this thread may touch every connection heap */
     if (s->xtp) s->xtp->start(s); /* another transport's connections: its own threads */
+    if (s->ptp) s->ptp->start(s);
     while (!rcp__load(&s->stop)) rpcool__worker_run(&w);
     rpcool__worker_leave(&w);
     rpcool__me = outer;
@@ -4668,6 +4712,7 @@ RPCOOL_API void rpcool_server_stop(rpcool_server *s)
     if (!s) return;
     rcp__store(&s->stop, 1);
     if (s->xtp) s->xtp->stop(s);
+    if (s->ptp) s->ptp->stop(s);
     if (rpcool__guarded(rpcool__ring_server, s, -1)) /* a client truncated the channel file */
         rpcool__chan_repair(s);
 }
@@ -4839,6 +4884,7 @@ static int rpcool__server_close(rpcool_server *s)
     rpcool__free(s->threads);
     s->threads = NULL;
     if (s->xtp) s->xtp->close(s); /* its clients are told (RDMA: a BYE), its state goes */
+    if (s->ptp) s->ptp->close(s);
     /* tell clients, wake those asleep, then drop every mapping */
     rpcool__pkeys(s, -1, 1);
     if (rpcool__guarded(rpcool__chan_close, s, -1)) rpcool__chan_repair(s);
@@ -4891,6 +4937,7 @@ RPCOOL_API int rpcool_server_get_stats(rpcool_server *s, rpcool_server_stats *st
     for (uint32_t i = 0; i < s->max_conns; i++)
         if (rcp__load(&s->conns[i].state) != RPCOOL__SC_FREE) st->conns++;
     if (s->xtp && s->xtp->conns) st->conns += (unsigned)s->xtp->conns(s, NULL, 0, 0); /* RDMA */
+    if (s->ptp) st->conns += (unsigned)s->ptp->conns(s, NULL, 0, 0);
     return 0;
 }
 
@@ -5026,6 +5073,16 @@ static int rpcool__shm_gone(rpcool_conn *c)
 
 static int rpcool__shm_seal(rpcool_conn *c, const struct rpcool__call *call, unsigned *flags,
                             const void **sp, size_t *sn);
+static void rpcool__p_ring(rpcool_conn *c);
+static void rpcool__p_sleep(rpcool_conn *c, uint64_t ns);
+
+/* Ring the server's doorbell: its futex, or in a pod a datagram to its socket. */
+static void rpcool__ring(rpcool_conn *c)
+{
+    rcp__fetch_add(&c->ch->sdoor, 1u);
+    if (c->pod) rpcool__p_ring(c);
+    else rcp__futex_wake(&c->ch->sdoor, 1);
+}
 
 /* Post the request in slot i (filled): flag it, wake a sleeping server. */
 static int rpcool__shm_post(rpcool_conn *c, unsigned i)
@@ -5041,10 +5098,7 @@ static int rpcool__shm_post(rpcool_conn *c, unsigned i)
     if (!(__atomic_load_n(&c->hdr->req_bits, __ATOMIC_SEQ_CST) & bit))
         __atomic_fetch_or(&c->hdr->req_bits, bit, __ATOMIC_SEQ_CST);
     rpcool__ready_mark(c->ch, c->index);
-    if (__atomic_load_n(&c->ch->ssleepers, __ATOMIC_SEQ_CST)) {
-        rcp__fetch_add(&c->ch->sdoor, 1u);
-        rcp__futex_wake(&c->ch->sdoor, 1);
-    }
+    if (__atomic_load_n(&c->ch->ssleepers, __ATOMIC_SEQ_CST)) rpcool__ring(c);
     return 0;
 }
 
@@ -5126,7 +5180,10 @@ sleep:
         uint32_t seq = rcp__load(&c->hdr->cdoor);
         rcp__full_fence();
         rcp__fetch_add(&c->ch->cwaiting, 1u);
-        if (rcp__load(&sl->state) != done) rcp__futex_wait(&c->hdr->cdoor, seq, slice);
+        if (rcp__load(&sl->state) != done) {
+            if (c->pod) rpcool__p_sleep(c, slice); /* a datagram, queued if it came already */
+            else rcp__futex_wait(&c->hdr->cdoor, seq, slice);
+        }
         rcp__fetch_add(&c->ch->cwaiting, (uint32_t)-1);
         rcp__fetch_add(&c->hdr->csleepers, (uint32_t)-1);
         if (rcp__load(&sl->state) == done) return 0;
@@ -5135,8 +5192,7 @@ sleep:
         /* still waiting: show the call again (another client may have cleared our bits in the
            channel, or the server's sleepers count) and ring; a server at work loses nothing */
         rpcool__ready_mark(c->ch, c->index);
-        rcp__fetch_add(&c->ch->sdoor, 1u);
-        rcp__futex_wake(&c->ch->sdoor, 1);
+        rpcool__ring(c);
         now = rcp__now_ns();
     }
 }
@@ -6084,13 +6140,16 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
     memset(&o, 0, sizeof o);
     if (opts) o = *opts;
     int rdma = channel ? rpcool__r_parse(channel, where, sizeof where, &rname) : 0;
+    int pod = channel && !rdma && !strncmp(channel, "pod:", 4); /* the pod path only */
     if (rdma < 0) return rdma;
+    if (pod) rname = channel + 4;
     if (o.transport == RPCOOL_TRANSPORT_RDMA) rdma = 1;
+    else if (o.transport == RPCOOL_TRANSPORT_POD) pod = !rdma;
     else if (o.transport != RPCOOL_TRANSPORT_SHM) return RPCOOL_E_INVAL;
     if ((r = rpcool__check_name(rname))) return r;
     if (o.safety & ~(unsigned)RPCOOL__KNOWN_FLAGS) return RPCOOL_E_INVAL;
     if (!(c = (rpcool_conn *)rpcool__calloc(1, sizeof *c))) return -ENOMEM;
-    c->tp = rdma ? rpcool__r_client_tp() : rpcool__shm_client_tp();
+    c->tp = rdma ? rpcool__r_client_tp() : pod ? rpcool__p_client_tp() : rpcool__shm_client_tp();
     c->pod_fd = -1;
     c->safety = o.safety;
     c->timeout_ms = o.timeout_ms;
@@ -6113,7 +6172,12 @@ RPCOOL_API int rpcool_connect(const char *channel, const rpcool_conn_opts *opts,
         goto fail_free;
     }
     connect_ms = o.connect_timeout_ms ? o.connect_timeout_ms : RPCOOL_DEFAULT_CONNECT_TIMEOUT_MS;
-    if ((r = c->tp->connect(c, where, rname, &o, connect_ms))) goto fail_free;
+    r = c->tp->connect(c, where, rname, &o, connect_ms);
+    if (r == RPCOOL_E_NOCHANNEL && !rdma && !pod && rpcool__p_device(&o)) { /* not here: the pod */
+        c->tp = rpcool__p_client_tp();
+        r = c->tp->connect(c, where, rname, &o, connect_ms);
+    }
+    if (r) goto fail_free;
     if ((r = rcp__handle_add(c))) {
         c->tp->disconnect(c);
         goto fail_free;
@@ -6275,10 +6339,14 @@ static void rpcool__condemn(rpcool_server *s, struct rpcool__sconn *sc, const ch
     rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: %s: dropping the connection", sc->heap_name, why);
 }
 
-/* Answer slot i: the response line, written last its state; a sleeping client is woken. */
-static void rpcool__complete(struct rpcool__conn_hdr *hd, unsigned i, uint32_t gen, int status,
+static void rpcool__p_wake(const struct rpcool__pwake *pw);
+
+/* Answer slot i: the response line, written last its state; a sleeping client is woken (by its
+   futex, or in a pod by a datagram to its socket). */
+static void rpcool__complete(const struct rpcool__sconn *sc, unsigned i, uint32_t gen, int status,
                              void *ret, size_t ret_len)
 {
+    struct rpcool__conn_hdr *hd = sc->hdr;
     struct rpcool__resp *sl = &hd->resp[i];
     sl->ret = (uint64_t)(uintptr_t)ret;
     sl->ret_len = ret_len;
@@ -6287,7 +6355,8 @@ static void rpcool__complete(struct rpcool__conn_hdr *hd, unsigned i, uint32_t g
     rcp__full_fence();
     if (rcp__load(&hd->csleepers)) {
         rcp__fetch_add(&hd->cdoor, 1u);
-        rcp__futex_wake(&hd->cdoor, INT_MAX);
+        if (sc->pw) rpcool__p_wake(sc->pw);
+        else rcp__futex_wake(&hd->cdoor, INT_MAX);
     }
 }
 
@@ -6449,7 +6518,7 @@ struct rpcool__reply_args {
 static int rpcool__shm_complete_fn(void *arg)
 {
     struct rpcool__reply_args *a = (struct rpcool__reply_args *)arg;
-    rpcool__complete(rpcool__shm_conn(a->ctx)->hdr, a->ctx->slot, a->ctx->gen, a->status, a->p,
+    rpcool__complete(rpcool__shm_conn(a->ctx), a->ctx->slot, a->ctx->gen, a->status, a->p,
                      a->len);
     return 0;
 }
@@ -6472,7 +6541,7 @@ static int rpcool__shm_reply(rpcool_ctx *ctx, int status, void *p, size_t len)
         rpcool__condemn(ctx->s, sc, "a fault on its heap (truncated?) freeing a call's blocks");
     }
     if (!ctx->dfr) {
-        rpcool__complete(sc->hdr, ctx->slot, ctx->gen, status, p, len);
+        rpcool__complete(sc, ctx->slot, ctx->gen, status, p, len);
         return fault;
     }
     struct rpcool__reply_args a = {ctx, status, p, len};
@@ -6507,6 +6576,7 @@ static const struct rpcool__server_tp *rpcool__shm_server_tp(void) { return &rpc
 #ifdef RPCOOL__RDMA
 #include "impl/rpcool/rdma.h"
 #endif
+#include "impl/rpcool/pod.h" /* the pod transport (>>p-dev >>p-server >>p-client >>p-tables) */
 #include "impl/rpcool/defer.h" /* deferred replies (>>defer) */
 #include "impl/rpcool/export.h" /* shared data (>>export >>x-remote) */
 #ifdef RPCOOL_WITH_PROTOBUF_C

@@ -13,8 +13,9 @@
    7. Limits
    The declarations follow this text; then the implementation, whose sections are marked with
    anchors to grep for: >>implementation >>layout >>support >>classes >>registry >>lock >>spans
-   >>cache >>alloc >>names >>pod >>map >>roots >>check >>seal. The licence (MIT) is at the end of
-   the file.
+   >>cache >>alloc >>names >>pod >>map >>mem >>roots >>check >>seal, and in impl/podlease.h (the
+   leases of heaps shared between hosts) >>lease-types >>lease-attach >>lease-hold >>lease-watch.
+   The licence (MIT) is at the end of the file.
 
    1. USAGE
    --------
@@ -69,6 +70,11 @@
    still decides.) A pod names up to 1024 heaps; beyond that, or with no free range that large left
    in its window, create fails with SHMHEAP_E_PODFULL. Entries whose objects were removed behind
    shmheap's back are dropped when they are in the way.
+   Heaps in memory the caller maps: rpcool's pod transport keeps heaps inside a device it maps
+   whole itself, at one address in every host that shares it (the internal shmheap__create_mem
+   and shmheap__open_mem, declared after the public functions). Such a heap has no name, pod
+   entry or descriptor, and takes no byte lock; every function works on it, and close leaves
+   the memory mapped, read-write. Its mutex waiters poll (no futex crosses kernels).
 
    3. EXAMPLE
    ----------
@@ -387,6 +393,21 @@ SHMHEAP_API int shmheap_pkey_free(int pkey);
 SHMHEAP_API int shmheap_pkey_protect(shmheap *h, const void *p, size_t len, int pkey);
 SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 
+/* Internal (for rpcool.h's pod transport; names with two underscores may change): a heap in
+   memory the caller has already mapped shared at addr (2 MiB aligned, size a multiple of 2 MiB,
+   else SHMHEAP_E_INVAL), such as a pod device mapped whole at one address in every host.
+   create formats [addr, addr + size) (SHMHEAP_E_BUSY if a heap of this process lies there);
+   open finds the heap there (SHMHEAP_E_BADMAGIC if the memory holds none, SHMHEAP_E_TOOSMALL or
+   SHMHEAP_E_CORRUPT if its header does not fit the range). The handle never maps or unmaps,
+   keeps no descriptor and takes no byte lock; close leaves the memory mapped, read-write.
+   lease (impl/podlease.h, may be NULL) names this process's holds of the heap's mutex and
+   thread caches (section 2, "Heaps in memory the caller maps"). */
+struct rcp__lease;
+SHMHEAP_API int shmheap__create_mem(void *addr, size_t size, struct rcp__lease *lease,
+                                    const shmheap_opts *o, shmheap **out);
+SHMHEAP_API int shmheap__open_mem(void *addr, size_t size, struct rcp__lease *lease,
+                                  const shmheap_opts *o, shmheap **out);
+
 #ifdef __cplusplus
 }
 #endif
@@ -398,6 +419,7 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 
 #include "impl/platform.h"
 #include "impl/handle.h"
+#include "impl/podlease.h"
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
@@ -470,6 +492,8 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
 #define SHMHEAP__NBIND 4    /* heaps a thread keeps a cache in at once */
 #define SHMHEAP__SEAL_VMAS 64 /* ranges a handle keeps as mappings of their own (>>seal) */
 #define SHMHEAP__TMPFS_MAGIC 0x01021994 /* statfs f_type of tmpfs, memfd and /dev/shm */
+#define SHMHEAP__MEM_NAP_NS 200000ull  /* a locker of a heap in memory the caller mapped (a
+                                          device other hosts share: no futex) looks again */
 
 /* >>layout - the heap header and the handle ---------------------------------------------------- */
 
@@ -570,6 +594,9 @@ struct shmheap {
     int pod_fd;   /* a heap on a descriptor: our own open of the pod, holding a read lock on its
                      entry's byte (the entry lives while anyone has the heap open) */
     char name[SHMHEAP__NAME_MAX + 16];
+    int mem;      /* memory the caller mapped (shmheap__create_mem/_open_mem): never unmapped */
+    int pkeyed;   /* shmheap_pkey_protect tagged pages of it (close gives them the default key) */
+    struct rcp__lease *lease; /* the caller's lease, or NULL (see >>lock) */
     struct shmheap *next;
     /* >>seal: page ranges [a, e) mapped on their own (another open of the same file), so that
        sealing one again splits and merges nothing; seal_alias: 1 may add ranges, 0 may not
@@ -896,7 +923,13 @@ static int shmheap__lock(shmheap *h)
                          h->name, (unsigned long long)h->lock_timeout_ms, (unsigned long long)o);
             return -ETIMEDOUT;
         }
+        if (h->mem) slice = SHMHEAP__MEM_NAP_NS; /* no futex crosses kernels: look again soon */
         if (deadline && deadline - now < slice) slice = deadline - now;
+        if (h->mem) {
+            struct timespec ts = {0, (long)slice};
+            nanosleep(&ts, NULL);
+            continue;
+        }
         __atomic_fetch_add(&m->waiters, 1u, __ATOMIC_SEQ_CST);
         rcp__futex_wait(shmheap__lock_futex(&m->owner), (uint32_t)o, slice);
         __atomic_fetch_sub(&m->waiters, 1u, __ATOMIC_SEQ_CST);
@@ -1996,8 +2029,9 @@ static int shmheap__new_handle(void *base, int fd, const char *key, const shmhea
     shmheap *h = (shmheap *)shmheap__calloc(1, sizeof *h);
     if (!h) return -ENOMEM;
     struct stat st;
-    h->fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-    if (fstat(fd, &st) == 0) { h->dev = st.st_dev; h->ino = st.st_ino; }
+    h->fd = fd >= 0 ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : -1; /* -1: memory the caller mapped */
+    h->mem = fd < 0;
+    if (fd >= 0 && fstat(fd, &st) == 0) { h->dev = st.st_dev; h->ino = st.st_ino; }
     shmheap__bind(h, base);
     h->refs = 1;
     h->lock_timeout_ms = o ? o->lock_timeout_ms : 0;
@@ -2145,7 +2179,7 @@ SHMHEAP_API int shmheap_create(const char *name, const shmheap_opts *opts, shmhe
         if (fstat(fd, &st)) { r = -errno; goto fail; }
         pthread_mutex_lock(&shmheap__reg_lock);
         for (shmheap *h = shmheap__reg; h; h = h->next)
-            if (h->dev == st.st_dev && h->ino == st.st_ino) r = SHMHEAP_E_BUSY;
+            if (!h->mem && h->dev == st.st_dev && h->ino == st.st_ino) r = SHMHEAP_E_BUSY;
         pthread_mutex_unlock(&shmheap__reg_lock);
         if (r) goto fail;
     }
@@ -2233,7 +2267,8 @@ SHMHEAP_API int shmheap_open(const char *name, const shmheap_opts *opts, shmheap
     if (r) goto out;
     pthread_mutex_lock(&shmheap__reg_lock);
     for (h = shmheap__reg; h; h = h->next) /* by object: the name may mean a new heap now */
-        if (!strcmp(h->name, L.key) && h->dev == st.st_dev && h->ino == st.st_ino) break;
+        if (!h->mem && !strcmp(h->name, L.key) && h->dev == st.st_dev && h->ino == st.st_ino)
+            break;
     if (h) {
         h->refs++; /* this process has it open already */
         *out = h;
@@ -2259,6 +2294,17 @@ out:
     return r;
 }
 
+/* A heap in memory the caller mapped: what seals and protection keys changed of the caller's
+   mapping goes back to read-write with the default key. */
+static void shmheap__mem_restore(shmheap *h)
+{
+#ifdef SYS_pkey_mprotect
+    if (h->pkeyed && !syscall(SYS_pkey_mprotect, h->base, h->size, PROT_READ | PROT_WRITE, 0))
+        return;
+#endif
+    mprotect(h->base, h->size, PROT_READ | PROT_WRITE);
+}
+
 SHMHEAP_API int shmheap_close(shmheap *h)
 {
     if (!h) return SHMHEAP_E_INVAL;
@@ -2276,7 +2322,8 @@ SHMHEAP_API int shmheap_close(shmheap *h)
             if (shmheap__binds[i].h == h) memset(&shmheap__binds[i], 0, sizeof shmheap__binds[i]);
         *pp = h->next;
         rcp__handle_del(h, 1);
-        munmap(h->base, h->size);
+        if (h->mem) shmheap__mem_restore(h); /* the caller's mapping: left mapped, read-write */
+        else munmap(h->base, h->size);
         if (h->fd >= 0) close(h->fd);
         if (h->pod_fd >= 0) close(h->pod_fd); /* drops our read lock on the pod entry */
         pthread_mutex_destroy(&h->seal_mu);
@@ -2425,7 +2472,8 @@ SHMHEAP_API int shmheap_open_fd(int fd, const shmheap_opts *opts, shmheap **out)
         goto out;
     pthread_mutex_lock(&shmheap__reg_lock);
     for (h = shmheap__reg; h; h = h->next)
-        if (h->dev == st.st_dev && h->ino == st.st_ino && !strncmp(h->name, "fd:", 3)) break;
+        if (!h->mem && h->dev == st.st_dev && h->ino == st.st_ino && !strncmp(h->name, "fd:", 3))
+            break;
     if (h) {
         h->refs++; /* this process has it open already */
         *out = h;
@@ -2620,6 +2668,74 @@ fail:
     close(keep);
     shmheap__log(&lg, SHMHEAP_LOG_ERROR, "create on fd %d failed: %s", fd, shmheap_strerror(rc));
     return rc;
+}
+
+/* >>mem - heaps in memory the caller mapped ---------------------------------------------------- */
+
+static int shmheap__mem_args(void *addr, size_t size, shmheap **out)
+{
+    if (!out) return SHMHEAP_E_INVAL;
+    *out = NULL;
+    uintptr_t a = (uintptr_t)addr;
+    if (!a || a % SHMHEAP__ALIGN || !size || size % SHMHEAP__ALIGN ||
+        size > ((size_t)1 << 44) || a + size < a)
+        return SHMHEAP_E_INVAL;
+    pthread_once(&shmheap__once, shmheap__init_once);
+    return 0;
+}
+
+/* An open heap of this process that overlaps [a, a + n), or NULL (registry locked). */
+static shmheap *shmheap__overlap(uintptr_t a, size_t n)
+{
+    for (shmheap *h = shmheap__reg; h; h = h->next)
+        if ((uintptr_t)h->base < a + n && a < (uintptr_t)h->base + h->size) return h;
+    return NULL;
+}
+
+SHMHEAP_API int shmheap__create_mem(void *addr, size_t size, struct rcp__lease *lease,
+                                    const shmheap_opts *o, shmheap **out)
+{
+    char key[40];
+    struct rcp__logger lg = shmheap__logger(o);
+    int r = shmheap__mem_args(addr, size, out);
+    if (r) return r;
+    snprintf(key, sizeof key, "mem@%llx", (unsigned long long)(uintptr_t)addr);
+    pthread_mutex_lock(&shmheap__reg_lock);
+    if (shmheap__overlap((uintptr_t)addr, size)) {
+        r = SHMHEAP_E_BUSY; /* its handles would point into a re-formatted heap */
+    } else if (!(r = shmheap__format(addr, -1, size, key, 0))) {
+        if (shmheap__validate((struct shmheap__hdr *)addr, size)) r = -EIO; /* kept nothing */
+        else if (!(r = shmheap__new_handle(addr, -1, key, o, out))) (*out)->lease = lease;
+    }
+    pthread_mutex_unlock(&shmheap__reg_lock);
+    if (r) shmheap__log(&lg, SHMHEAP_LOG_ERROR, "create %s failed: %s", key, shmheap_strerror(r));
+    else shmheap__log(&lg, SHMHEAP_LOG_INFO, "created %s, %zu bytes", key, size);
+    return r;
+}
+
+SHMHEAP_API int shmheap__open_mem(void *addr, size_t size, struct rcp__lease *lease,
+                                  const shmheap_opts *o, shmheap **out)
+{
+    char key[40];
+    struct rcp__logger lg = shmheap__logger(o);
+    int r = shmheap__mem_args(addr, size, out);
+    if (r) return r;
+    snprintf(key, sizeof key, "mem@%llx", (unsigned long long)(uintptr_t)addr);
+    struct shmheap__hdr *H = (struct shmheap__hdr *)addr;
+    pthread_mutex_lock(&shmheap__reg_lock);
+    shmheap *h = shmheap__overlap((uintptr_t)addr, size);
+    if (h && h->mem && h->base == (char *)addr && h->size <= size) {
+        h->refs++; /* this process has it open already */
+        *out = h;
+    } else if (h) {
+        r = SHMHEAP_E_ADDRINUSE;
+    } else if (!(r = shmheap__validate(H, size))) {
+        if (H->base != (uint64_t)(uintptr_t)addr) r = SHMHEAP_E_CORRUPT;
+        else if (!(r = shmheap__new_handle(addr, -1, key, o, out))) (*out)->lease = lease;
+    }
+    pthread_mutex_unlock(&shmheap__reg_lock);
+    if (r) shmheap__log(&lg, SHMHEAP_LOG_ERROR, "open %s failed: %s", key, shmheap_strerror(r));
+    return r;
 }
 
 SHMHEAP_API void *shmheap_base(const shmheap *h)
@@ -3038,6 +3154,7 @@ SHMHEAP_API int shmheap_pkey_protect(shmheap *h, const void *p, size_t len, int 
     if (RCP__UNLIKELY(shmheap__closed(h))) return SHMHEAP_E_BADHANDLE;
     pthread_mutex_lock(&h->seal_mu); /* seals map no new ranges from now on: they would drop it */
     h->seal_alias = 0;
+    h->pkeyed = 1;
     pthread_mutex_unlock(&h->seal_mu);
     uintptr_t lo = (uintptr_t)h->base, x = (uintptr_t)p;
     if (x < lo || x - lo > h->size || len > h->size - (x - lo)) return SHMHEAP_E_FOREIGN;
