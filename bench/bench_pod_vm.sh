@@ -14,6 +14,14 @@
 #   pbtree_tcp/N         protobuf-c trees of N = 1, 16, 256, 4096 nodes over TCP (peer_pbtree)
 #   rpcool_rdma/noop/MODE, rpcool_rdma/tree/MODE/N   rpcool over RDMA between the guests
 #                        (rpcool_bench -n 1000 -w 100 with rdma://10.0.3.1/bench)
+#   rpcool_pod/noop/MODE, rpcool_pod/tree/MODE/N   rpcool's pod transport through the ivshmem
+#                        device (rpcool_bench -n 2000 -w 200 with pod:bench, both sides given
+#                        the device in $RPCOOL_POD_DEVICE): each call timed (a clock read per
+#                        call, which costs the guests more than a call of the pod)
+#   rpcool_pod/pingpong/relaxed, rpcool_pod/pingpong/line   the pod's relaxed no-op and a bare
+#                        cache-line ping-pong in its connection heap (in the device) run by
+#                        the server's handler, in alternating blocks of 2000 timed whole, on
+#                        the same processes: the pod no-op against the floor
 # Under TCG every vCPU of both guests is a thread of the host, and this host has few CPUs (the
 # "host cpus" line; 2 on the project's machines): a polling guest takes a host CPU from the
 # other, so the floor here is the time two qemu processes take to see each other's store, not
@@ -25,7 +33,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 B=${BUILD:-build}/bench
 mkdir -p "$B"
-STEPS=${POD_VM_STEPS:-floor,perftest,pbtree,rpcool,floor-after}
+STEPS=${POD_VM_STEPS:-floor,perftest,pbtree,rpcool,pod,floor-after}
 if [ -n "${POD_VM_LOG:-}" ]; then # re-read an earlier run's output
     cp "$POD_VM_LOG" "$B/pod_vm.log.in" && mv "$B/pod_vm.log.in" "$B/pod_vm.log"; rc=0
 else
@@ -55,7 +63,7 @@ tr -d '\r' <"$B/pod_vm.log" | awk '
     /^[a-z_]+\/[^ ]+ [0-9]+ [0-9]+ [0-9]+$/ {
         med[$1] = $2; p99[$1] = $3; ops[$1] = $4; order[++no] = $1; next
     }
-    /^# +pod_floor/ { sub(/^# +/, ""); rows[++nr] = "# " $0; next }
+    /^# +(pod_floor|pingpong)/ { sub(/^# +/, ""); rows[++nr] = "# " $0; next }
     /^FAIL / { fails[++nf] = $0; next }
     /^vm: / { vm = $0; next }
     /^# host: / { sub(/^# /, ""); host = $0; next }
@@ -76,11 +84,16 @@ tr -d '\r' <"$B/pod_vm.log" | awk '
         for (i = 1; i <= nr; i++) print rows[i]
         print "== ratios (same run)"
         F = "pod_floor/line"; FA = "pod_floor/line-after"; R = "rpcool_rdma/noop/relaxed"
-        P = "rpcool_pod/noop/relaxed"; W = "perftest_pair/write_rtt/2"
+        P = "rpcool_pod/pingpong/relaxed"; PL = "rpcool_pod/pingpong/line"
+        PN = "rpcool_pod/noop/relaxed"; W = "perftest_pair/write_rtt/2"
         ratio("floor after / floor before (drift over the run)", FA, F)
-        ratio("pod no-op / floor (goal <= 1.5)", P, F)
+        ratio("pod no-op / floor (goal <= 1.5; blocks, both)", P, F)
         ratio("pod no-op / floor run after it", P, FA)
+        ratio("pod no-op / its alternating line ping-pong (blocks)", P, PL)
+        ratio("line in the connection heap / floor", PL, F)
+        ratio("pod no-op timed per call / floor", PN, F)
         ratio("rpcool RDMA no-op / pod no-op (goal >= 20)", R, P)
+        ratio("rpcool RDMA no-op / pod no-op timed per call", R, PN)
         ratio("rpcool RDMA no-op / floor", R, F)
         ratio("ib_write_lat round trip / floor", W, F)
         ratio("rpcool RDMA no-op / ib_write_lat round trip", R, W)

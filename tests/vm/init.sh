@@ -130,6 +130,9 @@ a|b)
     run "krconn-pair-$role" 90 /t/test_krconn "$role" "$peer"
     pod=$(ivshmem_dev)
     if [ -n "$pod" ]; then
+        # rpcool's pod transport through the device first (it formats the zeroed device as a
+        # pod); test_podheap then makes the device a heap of its own (overwrite)
+        run "rpcool-pod-$role" 180 /t/test_rpcool_pod "$role" ivshmem "$peer"
         run "podheap-$role" 60 /t/test_podheap "$role" "$pod" "$peer"
     else
         echo "FAIL podheap-$role: no ivshmem device (1af4:1110) found"
@@ -329,11 +332,14 @@ rpcbench-a|rpcbench-b)
         [ $rc -ne 0 ] && echo "FAIL $n: exited with status $rc: $*"
     }
     served() { # served NAME PORT PID: say NAME once the server listens, then stop it when done
+        # (PORT 0: a server with no TCP port, e.g. the pod's: said after 2 s; its client retries)
         i=0 hex=$(printf ':%04X ' "$2")
-        while [ $i -lt 600 ] && kill -0 "$3" 2>/dev/null && ! grep -q "$hex.* 0A " /proc/net/tcp; do
+        while [ "$2" != 0 ] && [ $i -lt 600 ] && kill -0 "$3" 2>/dev/null &&
+            ! grep -q "$hex.* 0A " /proc/net/tcp; do
             sleep 0.1; i=$((i + 1))
         done
-        grep -q "$hex.* 0A " /proc/net/tcp || echo "# $1: no server listening on port $2"
+        if [ "$2" = 0 ]; then sleep 2
+        else grep -q "$hex.* 0A " /proc/net/tcp || echo "# $1: no server listening on port $2"; fi
         post "$1"
         await "done-$1"
         i=0
@@ -376,6 +382,11 @@ rpcbench-a|rpcbench-b)
             RPCOOL_DEBUG=1 /t/rpcool_bench -R -a bench >/tmp/srv.out 2>&1 &
             served rpcool 7471 $!
         fi
+        # rpcool's pod transport through the ivshmem device: the server serves the pod too
+        if named pod; then
+            RPCOOL_POD_DEVICE=$(ivshmem_dev) /t/rpcool_bench -a bench >/tmp/srv.out 2>&1 &
+            served pod 0 $!
+        fi
         if named floor-after; then
             /t/pod_pingpong a ivshmem "$peer" >/tmp/srv.out 2>&1 &
             served floor-after 7490 $!
@@ -411,7 +422,7 @@ rpcbench-a|rpcbench-b)
     else
         export SHMHEAP_POD_ID=1
         # each step runs when the server guest says its word; a step it skips is never said
-        while await floor $PT pbtree grpc grpc-none rpcool floor-after pbc ib_write_lat-after \
+        while await floor $PT pbtree grpc grpc-none rpcool pod floor-after pbc ib_write_lat-after \
             ab-new-1 ab-new-2 ab-new-3 ab-base-1 ab-base-2 ab-base-3 kvpods all-done &&
             [ "$heard" != all-done ]; do
             step=$heard
@@ -428,6 +439,8 @@ rpcbench-a|rpcbench-b)
             floor) bench pod-floor 300 /t/pod_pingpong b ivshmem "$peer" ;;
             floor-after) bench pod-floor-after 300 /t/pod_pingpong b ivshmem "$peer" \
                 -N pod_floor/line-after ;;
+            pod) bench rpcool-pod 600 env RPCOOL_POD_DEVICE="$(ivshmem_dev)" /t/rpcool_bench \
+                -n 2000 -w 200 pod:bench ;;
             pbtree) bench pbtree-tcp 300 /t/peer_pbtree -n 200 -w 20 "tcp:$peer:7480" ;;
             grpc) bench grpc-tcp 300 /t/peer_grpc -n 500 -w 50 "ipv4:$peer:7481" ;;
             grpc-none)

@@ -35,7 +35,8 @@
 #             VM_PAIR_MTU=N sets the guests' netdev MTU (rxe's path MTU follows: 9000 -> 4096);
 #             RPCBENCH_STEPS=a,b,... runs only those steps (perftest, pbtree, grpc, rpcool, pbc,
 #             ab, kvpods; default all; floor and floor-after, the cache-line ping-pong through
-#             the ivshmem device of bench/pod_pingpong.c, only when named: bench/bench_pod_vm.sh)
+#             the ivshmem device of bench/pod_pingpong.c, and pod, rpcool_bench over the pod
+#             transport through that device, only when named: bench/bench_pod_vm.sh)
 # The kernel package is downloaded once and kept in build/vm/kernel. Needs root for installing
 # missing packages (tests/deps.sh vm); otherwise only qemu and the packages.
 set -u
@@ -397,7 +398,7 @@ case $mode in
             run_pair rpcbench rpcbench-a rpcbench-b
         # the client guest's results: perftest tables ("| "), "NAME MEDIAN P99 OPS" lines, rows
         tr -d '\r' <"$OUT/rpcbench-b.results" |
-            grep -E '^(perftest |\| |rpcool-rdma: |grpc: |FAIL |#q |# +(pbtree|grpc|rpcbench|pod_floor))|^[a-z_]+/[^ ]+ [0-9]+ [0-9]+ [0-9]+$' || true
+            grep -E '^(perftest |\| |rpcool-rdma: |grpc: |FAIL |#q |# +(pbtree|grpc|rpcbench|pod_floor|pingpong))|^[a-z_]+/[^ ]+ [0-9]+ [0-9]+ [0-9]+$' || true
         # the server guest's: pod A's key-value gets (examples/rpcool_kv_pods.c), its failures
         tr -d '\r' <"$OUT/rpcbench-a.results" | grep -E '^(kvpods/|FAIL )' || true
         ;;
