@@ -146,6 +146,8 @@ cxl)
     modprobe -a cxl_acpi cxl_pci cxl_mem cxl_pmem libnvdimm nd_pmem dax_pmem device_dax ||
         echo "# modprobe failed"
     run test_cxl 100 /t/test_cxl
+    # the region as a pod's device on one host (skipped while the device keeps no data)
+    run rpcool-pod-cxl 90 /t/test_rpcool_pod one cxl:region0
     # the NVDIMM (qemu backs it with a host file, so data sticks) as a devdax namespace
     modprobe nfit
     ns=""; i=0
