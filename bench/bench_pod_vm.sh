@@ -22,6 +22,10 @@
 #                        cache-line ping-pong in its connection heap (in the device) run by
 #                        the server's handler, in alternating blocks of 2000 timed whole, on
 #                        the same processes: the pod no-op against the floor
+#   rpcool_pod_poll/...  the no-op and ping-pong rows again with both sides polling 20 ms before
+#                        they sleep ($RPCOOL_BENCH_SPIN_NS; the default is 20 us): under TCG a
+#                        guest's vCPU thread descheduled by the host for milliseconds makes an
+#                        idle peer sleep, and waking it takes a datagram between the guests
 # Under TCG every vCPU of both guests is a thread of the host, and this host has few CPUs (the
 # "host cpus" line; 2 on the project's machines): a polling guest takes a host CPU from the
 # other, so the floor here is the time two qemu processes take to see each other's store, not
@@ -33,7 +37,7 @@ set -u
 cd "$(dirname "$0")/.." || exit 1
 B=${BUILD:-build}/bench
 mkdir -p "$B"
-STEPS=${POD_VM_STEPS:-floor,perftest,pbtree,rpcool,pod,floor-after}
+STEPS=${POD_VM_STEPS:-floor,perftest,pbtree,rpcool,pod,pod-poll,floor-after}
 if [ -n "${POD_VM_LOG:-}" ]; then # re-read an earlier run's output
     cp "$POD_VM_LOG" "$B/pod_vm.log.in" && mv "$B/pod_vm.log.in" "$B/pod_vm.log"; rc=0
 else
@@ -92,7 +96,13 @@ tr -d '\r' <"$B/pod_vm.log" | awk '
         ratio("pod no-op / its alternating line ping-pong (blocks)", P, PL)
         ratio("line in the connection heap / floor", PL, F)
         ratio("pod no-op timed per call / floor", PN, F)
+        PP = "rpcool_pod_poll/pingpong/relaxed"; PPL = "rpcool_pod_poll/pingpong/line"
+        ratio("pod no-op, polling / floor (blocks)", PP, F)
+        ratio("pod no-op, polling / floor run after it", PP, FA)
+        ratio("pod no-op, polling / its alternating line ping-pong", PP, PPL)
+        ratio("pod no-op, polling, timed per call / floor", "rpcool_pod_poll/noop/relaxed", F)
         ratio("rpcool RDMA no-op / pod no-op (goal >= 20)", R, P)
+        ratio("rpcool RDMA no-op / pod no-op, polling", R, PP)
         ratio("rpcool RDMA no-op / pod no-op timed per call", R, PN)
         ratio("rpcool RDMA no-op / floor", R, F)
         ratio("ib_write_lat round trip / floor", W, F)

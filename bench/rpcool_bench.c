@@ -27,7 +27,8 @@
    the server is given the device in $RPCOOL_POD_DEVICE (it then serves the pod too), the
    client pod:NAME (the same variable names the device); it runs -S noop,pingpong,tree with a
    64 MiB heap, names starting rpcool_pod/ (rpcool_pod/pingpong/line is the bare cache-line
-   ping-pong in the connection heap, in the device: the floor, alternating with the no-op). */
+   ping-pong in the connection heap, in the device: the floor, alternating with the no-op).
+   $RPCOOL_BENCH_SPIN_NS sets the server's and the client's spin_ns (default: the library's). */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
 #include <sys/prctl.h>
@@ -210,6 +211,14 @@ static void *uds_acceptor(void *arg)
     return NULL;
 }
 
+/* $RPCOOL_BENCH_SPIN_NS: the server's and the client's spin_ns (0 or unset: the defaults), e.g.
+   20000000 for a pair that polls through the guests' stalls instead of sleeping */
+static uint64_t bench_spin_ns(void)
+{
+    const char *e = getenv("RPCOOL_BENCH_SPIN_NS");
+    return e ? strtoull(e, NULL, 10) : 0;
+}
+
 static int server(const struct peer_opts *o, const char *chan, void *unused)
 {
     (void)unused;
@@ -234,6 +243,7 @@ static int server(const struct peer_opts *o, const char *chan, void *unused)
     rpcool_server_opts so;
     memset(&so, 0, sizeof so);
     if (rdma_serve) so.rdma = "serve";
+    so.spin_ns = bench_spin_ns();
     r = rpcool_server_open(chan, &so, &srv);
     if (r) {
         fprintf(stderr, "server: %s%s\n", rpcool_strerror(r),
@@ -360,6 +370,7 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
         co.log = rdma_log;
         if (!suites) suites = "noop,tree";
     }
+    co.spin_ns = bench_spin_ns();
     pod_client = strncmp(chan, "pod:", 4) == 0;
     if (pod_client) { /* a device of 256 MiB shared by two guests: two heaps of 64 MiB fit */
         co.heap_size = (size_t)64 << 20;

@@ -389,6 +389,12 @@ rpcbench-a|rpcbench-b)
             RPCOOL_POD_DEVICE=$(ivshmem_dev) /t/rpcool_bench -a bench >/tmp/srv.out 2>&1 &
             served pod 0 $!
         fi
+        # the same, both sides polling 20 ms before they sleep (no-op and ping-pong only)
+        if named pod-poll; then
+            RPCOOL_BENCH_SPIN_NS=20000000 RPCOOL_POD_DEVICE=$(ivshmem_dev) /t/rpcool_bench \
+                -a bench >/tmp/srv.out 2>&1 &
+            served pod-poll 0 $!
+        fi
         if named floor-after; then
             /t/pod_pingpong a ivshmem "$peer" >/tmp/srv.out 2>&1 &
             served floor-after 7490 $!
@@ -424,7 +430,8 @@ rpcbench-a|rpcbench-b)
     else
         export SHMHEAP_POD_ID=1
         # each step runs when the server guest says its word; a step it skips is never said
-        while await floor $PT pbtree grpc grpc-none rpcool pod floor-after pbc ib_write_lat-after \
+        while await floor $PT pbtree grpc grpc-none rpcool pod pod-poll floor-after pbc \
+            ib_write_lat-after \
             ab-new-1 ab-new-2 ab-new-3 ab-base-1 ab-base-2 ab-base-3 kvpods all-done &&
             [ "$heard" != all-done ]; do
             step=$heard
@@ -443,6 +450,10 @@ rpcbench-a|rpcbench-b)
                 -N pod_floor/line-after ;;
             pod) bench rpcool-pod 600 env RPCOOL_POD_DEVICE="$(ivshmem_dev)" /t/rpcool_bench \
                 -n 2000 -w 200 pod:bench ;;
+            pod-poll) bench rpcool-pod-poll 600 env RPCOOL_BENCH_SPIN_NS=20000000 \
+                RPCOOL_POD_DEVICE="$(ivshmem_dev)" /t/rpcool_bench -S noop,pingpong -n 2000 \
+                -w 200 pod:bench |
+                sed -e 's#rpcool_pod/#rpcool_pod_poll/#' -e 's/^# pingpong:/# pingpong (pod_poll):/' ;;
             pbtree) bench pbtree-tcp 300 /t/peer_pbtree -n 200 -w 20 "tcp:$peer:7480" ;;
             grpc) bench grpc-tcp 300 /t/peer_grpc -n 500 -w 50 "ipv4:$peer:7481" ;;
             grpc-none)

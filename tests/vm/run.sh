@@ -36,8 +36,9 @@
 #             VM_PAIR_MTU=N sets the guests' netdev MTU (rxe's path MTU follows: 9000 -> 4096);
 #             RPCBENCH_STEPS=a,b,... runs only those steps (perftest, pbtree, grpc, rpcool, pbc,
 #             ab, kvpods; default all; floor and floor-after, the cache-line ping-pong through
-#             the ivshmem device of bench/pod_pingpong.c, and pod, rpcool_bench over the pod
-#             transport through that device, only when named: bench/bench_pod_vm.sh)
+#             the ivshmem device of bench/pod_pingpong.c, and pod and pod-poll (both sides
+#             polling 20 ms), rpcool_bench over the pod transport through that device, only
+#             when named: bench/bench_pod_vm.sh)
 # The kernel package is downloaded once and kept in build/vm/kernel. Needs root for installing
 # missing packages (tests/deps.sh vm); otherwise only qemu and the packages.
 set -u
