@@ -17,13 +17,15 @@
   11. protobuf-c      .proto services over rpcool (RPCOOL_WITH_PROTOBUF_C)
   12. Operating       who is calling, connection hooks, cancelling, stats, rpcoolctl
   13. Shared data     exports: a heap range by pointer in its pod, by one-sided RDMA elsewhere
+  14. Pods of hosts   the pod transport: hosts that share one device and no kernel
    The declarations follow this text; then the implementation, whose sections are marked with
    anchors to grep for: >>implementation >>support >>layout >>state >>seam >>errors >>liveness
    >>contain >>names >>server >>ops >>accept >>dispatch >>serve >>handler >>client >>seal >>call
    >>connect >>shm >>builders; rpcool's own parts are in impl/rpcool/: the RDMA transport in
-   rdma.h (>>r-conn >>r-client >>r-server >>r-tables), deferred replies in defer.h (>>defer),
-   protobuf-c services in pbc.h (>>pbc), shared data in export.h (>>export >>x-remote). The
-   licence (MIT) is at the end of the file.
+   rdma.h (>>r-conn >>r-client >>r-server >>r-tables), the pod transport in pod.h (>>p-dev
+   >>p-server >>p-client >>p-tables), deferred replies in defer.h (>>defer), protobuf-c services
+   in pbc.h (>>pbc), shared data in export.h (>>export >>x-remote). The licence (MIT) is at the
+   end of the file.
 
    1. USAGE
    --------
@@ -153,10 +155,13 @@
    that finishes a deferred call and is not a serving thread needs access to the connection
    heaps first, as any other thread of the server (shmheap_pkey_set).
 
-   Transports: within a pod, shared memory (RPCOOL_TRANSPORT_SHM, the default); between pods,
-   RDMA (section 5; compiled in with RPCOOL_WITH_RDMA). The channel name says which: "kv" is
-   the pod's channel, "rdma://HOST/kv" the channel kv of a server in another pod; the same calls
-   and handlers work on both.
+   Transports: within one kernel, shared memory (RPCOOL_TRANSPORT_SHM, the default); between
+   hosts that share a device and no kernel, the pod transport (RPCOOL_TRANSPORT_POD, section 14:
+   a server that names the device serves there too); between pods, RDMA (section 5; compiled in
+   with RPCOOL_WITH_RDMA). A plain name takes the fastest way there is: "kv" is the channel of a
+   server in this kernel, else of the pod's device when the client names one; "pod:kv" takes
+   the pod only, "rdma://HOST/kv" the channel kv of a server in another pod; the same calls and
+   handlers work on all three.
 
    3. EXAMPLE
    ----------
@@ -596,8 +601,10 @@
    A connect fails at once with RPCOOL_E_NOCHANNEL when no server holds the channel's name,
    unless rpcool_conn_opts.wait_ready is 1: then it tries again every 5 ms until
    connect_timeout_ms (gRPC's wait-for-ready).
-   Liveness locks need one kernel for both peers (processes of one host, or one VM); a pod of
-   several hosts sharing a device needs another detector (future work with the RDMA tier).
+   Shared-memory channels (liveness by byte locks and pidfds, waking by futexes, connecting
+   through a UNIX socket) need one kernel for both peers (processes of one host, or one VM).
+   Hosts that share a device and no kernel use the pod transport (section 14), whose liveness is
+   a lease in the device and whose doorbells are datagrams.
    A client connects to the socket /dev/shm/rpcool.NAME.sock, created with the name file's
    mode (rpcool_server_opts.mode): a process that may not connect to it gets -EACCES.
    rpcool_server_open makes the whole process non-dumpable (prctl PR_SET_DUMPABLE 0), for the
@@ -975,6 +982,88 @@
    RPCOOL_E_NOSLOT). A remote lock waits without a deadline (ALock's remote cohort).
    Threads: an export handle may be used by any thread of its process; an attachment by one
    thread at a time (give each thread its own); one rpcool_xhold per acquisition.
+
+  14. PODS OF HOSTS
+  -----------------
+   Hosts that share one memory device and no kernel (no socket between them but their network,
+   no file system, no futex) make calls through the device: the pod transport
+   (RPCOOL_TRANSPORT_POD). The same calls, handlers, safety modes and call path as on shared
+   memory; the channel's slots, the request and response lines and the connection heaps are in
+   the device, so a pointer passed means the same on every host.
+
+       rpcool_server_opts so = {.pod_device = "/dev/dax0.0"};  // or $RPCOOL_POD_DEVICE
+       rpcool_server_open("kv", &so, &s);     // serves "kv" in its kernel and in the pod
+       rpcool_conn_opts co = {.pod_device = "/dev/dax0.0"};    // on another host
+       rpcool_connect("kv", &co, &c);         // this kernel's "kv", else the pod's
+       rpcool_connect("pod:kv", &co, &c);     // the pod's only
+
+   The device. "file:PATH" or a path with a '/' (a regular file, "/dev/daxX.Y", a PCI BAR such
+   as an ivshmem device's .../resource2), or "cxl:regionN" (SHMHEAP_WITH_CXL); at least 16 MiB,
+   zeroed before its first use (a new file, a cleared device). Every process that uses it maps
+   it whole, shared, at one address recorded in it, so the address range must be free there
+   (else -EADDRINUSE); the first process to open a zeroed device lays it out and picks that
+   address: $RPCOOL_POD_BASE if set, else 0x660000000000 (0x550000000000 in ThreadSanitizer
+   builds). What it holds: a header (layout, size, address, where the rest is), a lease per
+   process (impl/podlease.h), a registry of up to 32 channels (name, the server's lease, its
+   datagram addresses), each channel's area (the channel header with its ready summary, then
+   its connection slots: a pod channel has at most 426 slots, fewer if max_conns says so), and
+   the heaps' extents (2 MiB each, an owner word per extent). Every field is checked before use:
+   a corrupt or hostile header is RPCOOL_E_PROTO, never a crash. A process maps one device (a
+   second needs its own address: format it with another $RPCOOL_POD_BASE).
+   Connecting. The client claims a free slot of the channel's area by compare-and-swap, writes
+   its request (heap size, pid, uid, gid, host name, the address of its datagram socket) and
+   rings the server's acceptor with a datagram; the acceptor (woken by it, or every reap_ms)
+   carves the connection heap from free extents (rounded up to 2 MiB: a full device refuses
+   with SHMHEAP_E_FULL), formats it and answers in the slot. Nothing is mapped: the heap is in
+   the device every process maps. connect_timeout_ms and wait_ready hold as on shared memory.
+   Waiting. Each side polls for spin_ns, then sleeps on a UDP socket of its own after saying so
+   in the device; the other side sends one datagram only to a side that said it sleeps, so a
+   busy pair makes no system call and an idle server uses no CPU (its acceptor looks at the
+   slots and the leases every reap_ms). A server's sockets are published with its address:
+   $RPCOOL_POD_ADDR (a numeric IPv4 or IPv6 address) if set, else its first non-loopback IPv4
+   address that is up, else 127.0.0.1; a client's with the address its route to the server
+   takes. The hosts must reach each other's UDP ports (any datagram is only a wake-up: its
+   content is never read).
+   Safety modes. As on shared memory: RPCOOL_SEAL makes the caller's own mapping of the range
+   read-only (other processes' mappings are theirs), RPCOOL_SANDBOX contains the handler's
+   faults in the server, RPCOOL_COPY copies. Pod connection heaps have no protection keys.
+   Trust. Every process of the pod maps the whole device read-write: it can read and write
+   every channel's slots and every connection's heap. The server treats them all as untrusted
+   input (section 4): a client that writes garbage into its slot, its lines or its heap fails
+   its own connection and harms no other (tests/test_rpcool_pod.c), but nothing keeps one client
+   of the pod from reading or writing another's heap. rpcool_ctx_peer: transport
+   RPCOOL_TRANSPORT_POD, authenticated 0, pid (as the client's pid namespace sees it), uid and
+   gid as the client claims, pod its host name as it claims, addr its datagram address.
+   Liveness. Every process that uses the device holds a lease in it, renewed by a thread of its
+   own every quarter of the bound; the bound is written at the device's first use:
+   $RPCOOL_POD_LEASE_MS, else 1000 ms. The server reaps a client whose lease lapsed (unchanged
+   for longer than the bound on the server's clock: within the bound and reap_ms of its death),
+   and its heap's extents go back to the device; a waiting client fails its call with
+   RPCOOL_E_PEERDEAD within the bound and peer_check_ms of its server's death, and its next
+   ones at once. A server that opens a name whose registry entry a live lease holds gets
+   RPCOOL_E_NAMETAKEN; one held by a lapsed lease is taken over once that lease is recovered
+   (rpcool_server_open waits up to the bound for it). Every pod server's acceptor watches all
+   the device's leases and recovers those that lapsed, so what a dead process held (its
+   registry entries, its heaps' extents) becomes free again. A client's heap stays out of other
+   connections' reach while its client lives, even after its server died, until it
+   disconnects.
+   Fencing. A process that stalls past its lease (SIGSTOP, a paused VM) is taken for dead: its
+   connections are reaped, its channel may be taken over. When it resumes, it finds its lease
+   recovered and acts on nothing of the pod any more: its calls and the waits of its calls
+   return RPCOOL_E_FENCED (a thread that stalled between that check and its post still posts:
+   that call is not served, but its request line may land in memory given to another
+   connection by then), its server serves its pod connections no more and logs why.
+   Disconnect those connections and close that server, then connect or open again (a new
+   lease). The library cannot stop the program's own code from writing into a heap it kept a
+   pointer to after it was fenced: that memory may belong to another connection by then, as
+   freed memory does.
+   Coherence. The transport assumes a coherent device: an aligned 64-bit atomic operation by one
+   host is seen in order by the loads and atomics of every other host, as CXL 3.0 shared memory
+   provides, and as a file or an ivshmem BAR of one machine does (guests of one host). A pooled
+   CXL 2.0 device, whose memory is not kept coherent between hosts, is not supported (it would
+   need explicit flushes around every access; there is no such mode).
+   Limits. rpcoolctl does not list pod channels. Exports (section 13) do not travel over the
+   pod transport. Handles are not usable in a forked child (as everywhere).
 */
 #ifndef RPCOOL_H
 #define RPCOOL_H
@@ -1133,9 +1222,9 @@ enum {
 
 /* Who is calling (section 12): one per connection. */
 typedef struct rpcool_peer {
-    int transport;       /* RPCOOL_TRANSPORT_SHM or RPCOOL_TRANSPORT_RDMA */
+    int transport;       /* RPCOOL_TRANSPORT_SHM, _RDMA or _POD */
     int authenticated;   /* 1: pid, uid and gid come from the kernel (SO_PEERCRED at connect);
-                            0: they are what the client claims (RDMA) */
+                            0: they are what the client claims (RDMA, the pod) */
     int32_t pid;
     uint32_t uid, gid;
     unsigned slot;       /* the connection's slot (RPCOOL_MAX_CONNS inside on_connect) */
@@ -3501,6 +3590,7 @@ static int rpcool__server_close(rpcool_server *s);
 RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts *opts,
                                   rpcool_server **out)
 {
+    const char *pd; /* the pod device, if any */
     rpcool_server_opts o;
     rpcool_server *s;
     int r;
@@ -3589,7 +3679,7 @@ RPCOOL_API int rpcool_server_open(const char *channel, const rpcool_server_opts 
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: serving (epoch %u, %u slots)", s->name, s->epoch,
                 s->max_conns);
     if (o.rdma) s->xtp = rpcool__r_server_tp();
-    const char *pd = o.pod_device ? o.pod_device : getenv("RPCOOL_POD_DEVICE");
+    pd = o.pod_device ? o.pod_device : getenv("RPCOOL_POD_DEVICE");
     if (pd && *pd) s->ptp = rpcool__p_server_tp();
     if ((r = rcp__handle_add(s)) ||
         (s->xtp && (r = s->xtp->open(s, o.rdma, o.rdma_device, o.spin_ns))) ||

@@ -77,8 +77,8 @@
 #define RCP__POD_MIN_SIZE ((uint64_t)16 << 20)
 #define RCP__POD_NREG 32u
 #define RCP__POD_NLEASES 256u
-#define RCP__POD_DEFAULT_BASE 0x640000000000ull
-#define RCP__POD_TSAN_BASE 0x558000000000ull
+#define RCP__POD_DEFAULT_BASE 0x660000000000ull /* above ASan's allocator, below shmheap */
+#define RCP__POD_TSAN_BASE 0x550000000000ull  /* below where PIE programs load */
 #define RCP__POD_NAME_MAX 63u
 
 struct rcp__pod_hdr {
@@ -405,6 +405,15 @@ static inline int rcp__pod_tag_wait_dead(struct rcp__pod *p, uint64_t tag)
     }
 }
 
+/* Recover every lease that lapsed: seen[] is the caller's memory of each slot (zeroed at first,
+   p->lease.nslots of them). What the dead held is then free to take (ownership words). */
+static inline void rcp__pod_sweep(struct rcp__pod *p, struct rcp__lease_seen *seen)
+{
+    for (uint32_t i = 0; i < p->lease.nslots; i++)
+        if (rcp__lease_judge(&p->lease, i, &seen[i]) == RCP__LEASE_LAPSED)
+            rcp__lease_recover(&p->lease, i, &seen[i]);
+}
+
 /* >>pd-registry - the channel registry --------------------------------------------------------- */
 
 static inline int rcp__pod_name_ok(const char *name)
@@ -430,41 +439,79 @@ static inline int rcp__pod_reg_find(struct rcp__pod *p, const char *name, uint32
     return -ENOENT;
 }
 
-/* Take an entry for name: the one of that name if its owner is dead (after watching it lapse),
-   else a free one. The entry is ours (owner = our tag, state OPENING); its area is the caller's
-   to format. -EEXIST while a live server holds the name. */
+/* The registry's lock: a word in the header page after the header, holding its holder's tag;
+   a holder whose lease is gone is taken over. Held for a scan and a take, never while waiting. */
+#define RCP__POD_LOCK_OFF 128u
+
+static inline int rcp__pod_reg_lock(struct rcp__pod *p)
+{
+    uint64_t *lk = (uint64_t *)(void *)(p->base + RCP__POD_LOCK_OFF), me = rcp__pod_tag(p);
+    uint64_t watched = 0;
+    struct rcp__lease_seen seen;
+    for (;;) {
+        uint64_t w = rcp__load(lk);
+        if (rcp__pod_tag_dead(p, w)) {
+            if (rcp__cas(lk, &w, me)) return 0;
+            continue;
+        }
+        int rc = rcp__pod_check_lease(p);
+        if (rc) return rc;
+        if (w != watched) { /* a holder that died holding it is recovered once it lapsed */
+            memset(&seen, 0, sizeof seen);
+            watched = w;
+        }
+        uint32_t slot = (uint32_t)(w & 0xffffu) - 1;
+        if (rcp__lease_judge(&p->lease, slot, &seen) == RCP__LEASE_LAPSED)
+            rcp__lease_recover(&p->lease, slot, &seen);
+        usleep(200); /* another process registers: a few loads and stores */
+    }
+}
+
+static inline void rcp__pod_reg_unlock(struct rcp__pod *p)
+{
+    uint64_t me = rcp__pod_tag(p);
+    rcp__cas((uint64_t *)(void *)(p->base + RCP__POD_LOCK_OFF), &me, 0ull);
+}
+
+/* Take an entry for name, under the registry's lock: the one of that name if its owner is dead
+   (after watching its lease lapse, the lock let go meanwhile), else a free one. The entry is
+   ours (owner = our tag, state OPENING); its area is the caller's to format. -EEXIST while a
+   live server holds the name. */
 static inline int rcp__pod_reg_take(struct rcp__pod *p, const char *name, uint32_t *idx)
 {
     uint64_t me = rcp__pod_tag(p);
     int rc;
     if (!rcp__pod_name_ok(name)) return -EINVAL;
-    if ((rc = rcp__pod_check_lease(p))) return rc;
-    for (int pass = 0; pass < 2; pass++)
+    for (;;) {
+        if ((rc = rcp__pod_reg_lock(p))) return rc;
+        uint64_t held = 0;
+        int64_t same = -1, free_i = -1;
         for (uint32_t i = 0; i < p->h.nreg; i++) {
             struct rcp__pod_reg *e = &p->reg[i];
             char nm[RCP__POD_NAME_MAX + 1];
             memcpy(nm, e->name, sizeof nm);
             nm[RCP__POD_NAME_MAX] = 0;
             uint64_t w = rcp__load(&e->owner);
-            int same = !strcmp(nm, name) && rcp__load(&e->state) != RCP__POD_REG_FREE;
-            if (pass == 0 && !same) continue;
-            if (pass == 1 && same) continue;
-            if (w && !rcp__pod_tag_dead(p, w)) {
-                if (!same) continue;
-                if ((rc = rcp__pod_tag_wait_dead(p, w))) return rc;
-            }
-            if (!rcp__cas(&e->owner, &w, me)) {
-                if (same) return -EEXIST;
-                continue;
-            }
+            int named = !strcmp(nm, name) && rcp__load(&e->state) != RCP__POD_REG_FREE;
+            if (named && !rcp__pod_tag_dead(p, w)) held = w;
+            else if (named && same < 0) same = i;
+            else if (rcp__pod_tag_dead(p, w) && free_i < 0) free_i = i;
+        }
+        int64_t take = held ? -1 : same >= 0 ? same : free_i;
+        if (take >= 0) {
+            struct rcp__pod_reg *e = &p->reg[take];
+            rcp__store(&e->owner, me);
             rcp__store(&e->state, (uint32_t)RCP__POD_REG_OPENING);
             memset(e->name, 0, sizeof e->name);
             memcpy(e->name, name, strlen(name));
             rcp__fetch_add(&e->epoch, 1u);
-            *idx = i;
-            return 0;
+            *idx = (uint32_t)take;
         }
-    return -ENOSPC;
+        rcp__pod_reg_unlock(p);
+        if (take >= 0) return 0;
+        if (!held) return -ENOSPC;
+        if ((rc = rcp__pod_tag_wait_dead(p, held))) return rc; /* alive: -EEXIST */
+    }
 }
 
 /* Give an entry up (its server closes): CLOSED, then free, by compare-and-swap of our tag. */

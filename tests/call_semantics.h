@@ -1,7 +1,8 @@
 /* tests/call_semantics.h - one suite of call semantics, run against every transport: what a
  * call does must not depend on the way it came. The suite is parameterised by the channel name
  * a client connects to; tests/test_rpcool_semantics.c runs it on shared memory (host tier),
- * tests/vm/test_rpcool_rdma.c over RDMA ("rdma://HOST/NAME", VM tier). A new transport runs it
+ * tests/test_rpcool_pod.c over the pod transport ("pod:NAME", host tier), tests/vm/
+ * test_rpcool_rdma.c over RDMA ("rdma://HOST/NAME", VM tier). A new transport runs it
  * too: serve with cs_serve in a process of its own, then cs_suite(CHANNEL) in the client.
  *
  *   cs_ok        a call answered: its reply, a block of the connection heap, freed by the caller
@@ -405,15 +406,17 @@ static void cs_who(void)
     if (!c) return;
     void *ret = NULL;
     size_t n = 0;
-    int rdma = !strncmp(cs_channel, "rdma:", 5);
+    int rdma = !strncmp(cs_channel, "rdma:", 5), pod = !strncmp(cs_channel, "pod:", 4);
     CHECK_EQ(rpcool_call(c, CS_WHO, NULL, 0, &ret, &n), 0);
     const rpcool_peer *p = (const rpcool_peer *)ret;
     CHECK(p && n == sizeof *p);
     if (p && n == sizeof *p) {
         CHECK_EQ(p->pid, getpid());
         CHECK_EQ(p->uid, getuid());
-        CHECK_EQ(p->transport, rdma ? RPCOOL_TRANSPORT_RDMA : RPCOOL_TRANSPORT_SHM);
-        CHECK_EQ(p->authenticated, rdma ? 0 : 1); /* RDMA: what the client claims */
+        CHECK_EQ(p->transport, rdma  ? RPCOOL_TRANSPORT_RDMA
+                               : pod ? RPCOOL_TRANSPORT_POD
+                                     : RPCOOL_TRANSPORT_SHM);
+        CHECK_EQ(p->authenticated, rdma || pod ? 0 : 1); /* RDMA, pod: what the client claims */
     }
     if (ret) rpcool_free(c, ret);
     rpcool_disconnect(c);

@@ -1,3 +1,4 @@
+// TSAN
 /* rpcool's pod transport between "hosts": process trees in their own mount, pid and IPC
  * namespaces (tests/pod_hosts.h), each with its own /dev/shm, their pids colliding, sharing only
  * one regular file as the pod device (and the network namespace, which stands for the hosts'
@@ -15,6 +16,11 @@
  *                 RPCOOL_E_PEERDEAD within the bound; a new server takes the name over
  *   frozen        a client stopped (SIGSTOP) past its lease, then resumed: reaped meanwhile, its
  *                 next call fails RPCOOL_E_FENCED, the server and another client unharmed
+ *   server_frozen a server stopped past its lease: its client's call fails RPCOOL_E_PEERDEAD, a
+ *                 server on the other host takes the name over; resumed, the old server says it
+ *                 lost the channel and touches nothing: the new one's calls and counts exact
+ *   threads       clients on threads of one process, each with its connection, and the server
+ *                 (also under ThreadSanitizer)
  *   corrupt       a hostile or corrupt device header: an error, never a crash
  *   names         pod:NAME without a device, an unknown channel, a missing device
  *   idle          an idle server uses no CPU (its CPU time over a second)
@@ -90,6 +96,7 @@ static void dev_new(void)
         close(fd);
     }
     memset(ctl, 0, sizeof *ctl);
+    served = 0; /* hosts forked from here count from 0 */
 }
 
 /* ---- the servers' handlers ---- */
@@ -212,9 +219,11 @@ static int tree_call(rpcool_conn *c, unsigned flags, unsigned salt)
     rpcool_call_opts co;
     memset(&co, 0, sizeof co);
     co.safety = flags;
-    co.seal_p = b;
-    co.seal_len = BLOCK;
-    int rc = rpcool_call_ex(c, H_TREE, b, sizeof(struct node *), &ret, &n, &co);
+    if (flags & RPCOOL_SEAL) {
+        co.seal_p = b;
+        co.seal_len = BLOCK;
+    }
+    int rc = rpcool_call_ex(c, H_TREE, b, sizeof(struct node *), &co, &ret, &n);
     for (const struct node *d = (const struct node *)ret; d; d = d->kid[0]) got = got * 10 + d->v;
     int ok = rc == NODES && got == sum && ret && shmheap_contains(rpcool_heap(c), ret, n);
     if (!ok) printf("# tree call (flags %u): rc %d (%s), sum %lld, got %lld\n", flags, rc,
@@ -558,7 +567,127 @@ static void frozen(void)
     CHECK_EQ(ctl->served[0], 2u); /* the frozen client's one call, the other client's */
 }
 
+static uint32_t *lost_said; /* the old server logged that it lost its channel */
+
+static void log_lost(int level, const char *msg, void *user)
+{
+    (void)level, (void)user;
+    if (strstr(msg, "no longer this server's")) __atomic_store_n(lost_said, 1u, __ATOMIC_SEQ_CST);
+}
+
+static int host_sf_old(void *arg)
+{
+    (void)arg;
+    int p[2];
+    pid_t k = t_fork_pipe(p);
+    if (k == 0) {
+        rpcool_server_opts o;
+        rpcool_server *s = NULL;
+        memset(&o, 0, sizeof o);
+        o.pod_device = dev;
+        o.log = log_lost;
+        if (rpcool_server_open("sf", &o, &s)) _exit(2);
+        rpcool_server_add_handler(s, H_TREE, h_tree, NULL, 0);
+        if (rpcool_server_start(s, 1) || write(p[1], "r", 1) != 1) _exit(3);
+        while (!__atomic_load_n(&ctl->resume, __ATOMIC_SEQ_CST)) usleep(1000);
+        usleep(500000); /* resumed: it finds the channel lost, serves nothing */
+        ctl->served[0] = __atomic_load_n(&served, __ATOMIC_SEQ_CST);
+        _exit(rpcool_server_close(s) ? 4 : 0);
+    }
+    H_CHECK(0, t_ready_wait(p[0]) == 0);
+    set_stage(0, 1);
+    H_CHECK(0, await(&ctl->stage[1], 1, 20000) == 0);
+    kill(k, SIGSTOP);
+    set_stage(0, 2);
+    H_CHECK(0, await(&ctl->stage[1], 2, 30000) == 0); /* taken over on the other host */
+    kill(k, SIGCONT);
+    __atomic_store_n(&ctl->resume, 1u, __ATOMIC_SEQ_CST);
+    int ws = 0;
+    waitpid(k, &ws, 0);
+    set_stage(0, 3);
+    H_CHECK(0, WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+    return 0;
+}
+
+static int host_sf_new(void *arg)
+{
+    (void)arg;
+    H_CHECK(1, await(&ctl->stage[0], 1, 20000) == 0);
+    rpcool_conn *c = NULL, *d = NULL;
+    H_CHECK(1, cli_open("pod:sf", &c) == 0);
+    H_CHECK(1, tree_call(c, 0, 1) == 0);
+    set_stage(1, 1);
+    H_CHECK(1, await(&ctl->stage[0], 2, 20000) == 0);
+    ctl->rc[1] = tree_call(c, 0, 2) == 0 ? 0 : rpcool_call(c, H_TREE, NULL, 0, NULL, NULL);
+    rpcool_disconnect(c);
+    rpcool_server *s = srv_open("sf"); /* waits for the old lease to lapse, recovers it */
+    H_CHECK(1, s);
+    H_CHECK(1, cli_open("pod:sf", &d) == 0);
+    H_CHECK(1, tree_call(d, RPCOOL_SEAL, 3) == 0);
+    set_stage(1, 2);
+    H_CHECK(1, await(&ctl->stage[0], 3, 30000) == 0); /* the old one resumed and closed */
+    uint64_t ok = 0;
+    for (unsigned i = 0; i < NCALLS; i++) ok += tree_call(d, RPCOOL_SANDBOX, i) == 0;
+    ctl->calls_ok[1] = ok;
+    ctl->served[1] = __atomic_load_n(&served, __ATOMIC_SEQ_CST);
+    rpcool_disconnect(d);
+    H_CHECK(1, rpcool_server_close(s) == 0);
+    return 0;
+}
+
+static void server_frozen(void)
+{
+    dev_new();
+    lost_said = &ctl->ext_busy;
+    pid_t h[2] = {host_spawn(host_sf_old, NULL), host_spawn(host_sf_new, NULL)};
+    int st[2];
+    hosts_wait(h, st, 2, 90000);
+    for (int k = 0; k < 2; k++)
+        CHECKF(WIFEXITED(st[k]) && WEXITSTATUS(st[k]) == 0, "host %d: status %#x (line %u)", k,
+               st[k], ctl->failed_line[k]);
+    CHECK_EQ(ctl->rc[1], RPCOOL_E_PEERDEAD);
+    CHECK_EQ(ctl->served[0], 1u); /* the old server: the one call before its stop */
+    CHECK_EQ(ctl->calls_ok[1], NCALLS);
+    CHECK_EQ(ctl->served[1], NCALLS + 1u);
+    CHECK_EQ(ctl->ext_busy, 1u); /* it said so */
+}
+
 /* ---- no hosts needed ---- */
+
+struct thr {
+    pthread_t t;
+    unsigned ok;
+};
+
+static void *thr_calls(void *arg)
+{
+    struct thr *t = (struct thr *)arg;
+    rpcool_conn *c = NULL;
+    if (cli_open("pod:thr", &c)) return NULL;
+    for (unsigned i = 0; i < NCALLS; i++) t->ok += tree_call(c, i % 2 ? RPCOOL_COPY : 0, i) == 0;
+    rpcool_disconnect(c);
+    return NULL;
+}
+
+static void threads(void)
+{
+    dev_new();
+    rpcool_server *s = srv_open("thr");
+    CHECK(s);
+    if (!s) return;
+    struct thr t[3];
+    memset(t, 0, sizeof t);
+    for (int k = 0; k < 3; k++) pthread_create(&t[k].t, NULL, thr_calls, &t[k]);
+    for (int k = 0; k < 3; k++) {
+        pthread_join(t[k].t, NULL);
+        CHECK_EQ(t[k].ok, NCALLS);
+    }
+    CHECK_EQ(__atomic_load_n(&served, __ATOMIC_SEQ_CST), 3u * NCALLS);
+    rpcool_server_stats st;
+    CHECK_EQ(rpcool_server_get_stats(s, &st), 0);
+    CHECK_EQ(st.accepted, 3u);
+    CHECK_EQ(rpcool_server_close(s), 0);
+}
 
 static void corrupt(void)
 {
@@ -680,7 +809,10 @@ static void semantics(void)
         return;
     }
     t_end(); /* the suite reports its own tests */
+    const char *only = t_only;
+    t_only = NULL;
     cs_suite("pod:sem");
+    t_only = only;
     t_begin("semantics_server_closed");
     int st;
     hosts_wait(&h, &st, 1, 30000);
@@ -705,6 +837,7 @@ int main(int argc, char **argv)
     RUN(names);
     RUN(corrupt);
     RUN(idle);
+    RUN(threads);
     const char *why = hosts_skip();
 #ifdef T_TSAN
     why = "hosts fork processes with threads";
@@ -714,6 +847,7 @@ int main(int argc, char **argv)
     if (!t_only || strstr("client_killed", t_only)) TEST_UNLESS(why, client_killed);
     if (!t_only || strstr("server_killed", t_only)) TEST_UNLESS(why, server_killed);
     if (!t_only || strstr("frozen", t_only)) TEST_UNLESS(why, frozen);
+    if (!t_only || strstr("server_frozen", t_only)) TEST_UNLESS(why, server_frozen);
     if (!t_only || strstr("semantics", t_only)) TEST_UNLESS(why, semantics);
     char cmd[96];
     snprintf(cmd, sizeof cmd, "rm -rf %s", t_dir);

@@ -183,14 +183,17 @@ struct rpcool__psrv {
     struct rpcool__sconn *conns;
     struct rpcool__pwake *pw;      /* per slot: its client's socket */
     struct rcp__lease_seen *seen;  /* per slot: its client's lease, as this server watched it */
+    struct rcp__lease_seen *all;   /* every lease of the device (the sweep of the lapsed) */
     uint64_t *ctag, *next, *since; /* per slot: client tag, extents, a stale claim first seen */
     void **ext;
     int door, acc;                 /* the serving thread's socket, the acceptor's */
     struct sockaddr_storage door_to, acc_to;
     socklen_t door_len, acc_len;
     pthread_t thr, athr;
-    int started;
+    int started, has_reg;
+    uint64_t tag;                  /* our lease's tag, owner of the registry entry */
     uint32_t stop, fenced_said;
+    pthread_mutex_t mu; /* starting and joining the threads */
 };
 
 static struct rpcool__pod_req *rpcool__p_req(struct rpcool__chan_slot *cs)
@@ -198,14 +201,25 @@ static struct rpcool__pod_req *rpcool__p_req(struct rpcool__chan_slot *cs)
     return (struct rpcool__pod_req *)(void *)cs->heap;
 }
 
-/* This process stalled past its lease: nothing of the pod is ours any more. Said once. */
+/* Nothing of the pod is ours any more: this process stalled past its lease (fenced), or its
+   channel's entry was taken over meanwhile (seen before the lease's own thread runs: two loads
+   of lines nobody writes while we live). */
+static int rpcool__p_lost(const struct rpcool__psrv *p)
+{
+    const struct rcp__pod_reg *e = &p->dev->reg[p->reg];
+    return rcp__lease_is_fenced(&p->dev->lease) || rcp__load(&e->owner) != p->tag ||
+           rcp__load(&e->epoch) != p->epoch;
+}
+
+/* The above, said once. */
 static int rpcool__p_fenced(rpcool_server *s, struct rpcool__psrv *p)
 {
-    if (!rcp__lease_is_fenced(&p->dev->lease)) return 0;
+    if (!rpcool__p_lost(p)) return 0;
     uint32_t z = 0;
     if (rcp__cas(&p->fenced_said, &z, 1u))
-        rpcool__log(&s->log, RPCOOL_LOG_ERROR, "%s: this process stalled past its pod lease and "
-                    "was fenced: its pod connections are served no more (reopen the server)",
+        rpcool__log(&s->log, RPCOOL_LOG_ERROR, "%s: the pod channel is no longer this server's "
+                    "(it stalled past its pod lease and was fenced, or the name was taken "
+                    "over): its pod connections are served no more; close and reopen it",
                     s->name);
     return 1;
 }
@@ -217,6 +231,7 @@ static void rpcool__p_release(rpcool_server *s, struct rpcool__psrv *p, uint32_t
     struct rpcool__sconn *sc = &p->conns[i];
     struct rpcool__chan_slot *cs = &p->cs[i];
     int dead = rcp__load(&sc->dead), condemned = rcp__load(&sc->condemned) != 0;
+    int gone = rcp__pod_tag_dead(p->dev, p->ctag[i]); /* its client's lease is no more */
     shmheap_close(sc->heap);
     rcp__pod_extents_put(p->dev, p->ext[i], p->next[i]);
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: pod slot %u %s (%s)", s->name, i,
@@ -228,9 +243,10 @@ static void rpcool__p_release(rpcool_server *s, struct rpcool__psrv *p, uint32_t
     sc->hdr = NULL;
     p->ext[i] = NULL;
     rcp__store(&sc->state, (uint32_t)RPCOOL__SC_FREE);
-    rcp__store(&cs->state, (uint32_t)(condemned && !dead ? RPCOOL__CS_DROPPED : RPCOOL__CS_FREE));
+    /* a dropped client that lives reads why in its slot (and frees it when it disconnects) */
+    rcp__store(&cs->state, (uint32_t)(condemned && !gone ? RPCOOL__CS_DROPPED : RPCOOL__CS_FREE));
     rcp__fetch_add(&cs->seq, 1u);
-    if (!dead) rpcool__p_wake(&p->pw[i]); /* a client inside rpcool_disconnect waits for it */
+    if (!gone) rpcool__p_wake(&p->pw[i]); /* a client inside rpcool_disconnect waits for it */
 }
 
 /* Refuse the connect in slot i with code r (the client frees the slot when it has read it). */
@@ -294,8 +310,8 @@ static void rpcool__p_accept(rpcool_server *s, struct rpcool__psrv *p, uint32_t 
     struct rpcool__conn_hdr *hd = NULL;
     shmheap_opts ho = s->hopts;
     ho.size = size;
-    r = !ext ? (errno == ESTALE ? RPCOOL_E_FENCED : SHMHEAP_E_FULL)
-             : shmheap__create_mem(ext, size, &p->dev->lease, &ho, &h);
+    if (!ext) r = errno == ESTALE ? (int)RPCOOL_E_FENCED : (int)SHMHEAP_E_FULL;
+    else r = shmheap__create_mem(ext, size, &p->dev->lease, &ho, &h);
     if (!r) r = rpcool__hdr_make(h, &hd);
     if (r) {
         if (h) shmheap_close(h);
@@ -408,6 +424,7 @@ static void *rpcool__p_acceptor(void *arg)
             pthread_mutex_lock(&s->hk_lock);
             rpcool__p_housekeep(s, p, rcp__now_ns());
             pthread_mutex_unlock(&s->hk_lock);
+            rcp__pod_sweep(p->dev, p->all); /* what the pod's dead held becomes free */
         }
         rpcool__p_doze(p->acc, (int)s->reap_ms);
     }
@@ -417,7 +434,8 @@ static void *rpcool__p_acceptor(void *arg)
 /* The serving loop of the pod's connections: passes over its ready summary, as a shared-memory
    serving thread's (rpcool__pass), then a sleep on the door socket once idle for spin_ns. A
    fault on a client heap condemns that connection (the device was shrunk under us, say). */
-static void rpcool__p_worker_run(rpcool_server *s, struct rpcool__psrv *p, struct rpcool__worker *w)
+static void rpcool__p_worker_run(rpcool_server *s, struct rpcool__psrv *p,
+                                 struct rpcool__worker *w)
 {
     struct rpcool__guard g;
     rpcool__guard_init(&g, NULL, NULL);
@@ -435,7 +453,7 @@ static void rpcool__p_worker_run(rpcool_server *s, struct rpcool__psrv *p, struc
     rpcool__cur = &g;
     uint64_t idle_since = 0;
     for (unsigned it = 1; !rcp__load(&p->stop); it++) {
-        if (RCP__UNLIKELY(rcp__lease_is_fenced(&p->dev->lease))) {
+        if (RCP__UNLIKELY(rpcool__p_lost(p))) {
             rcp__store(&w->gp, 0ull);
             rpcool__p_doze(p->door, -1); /* nothing is ours: wait for the stop */
             continue;
@@ -479,10 +497,12 @@ static void rpcool__p_free(struct rpcool__psrv *p)
     rpcool__free(p->conns);
     rpcool__free(p->pw);
     rpcool__free(p->seen);
+    rpcool__free(p->all);
     rpcool__free(p->ctag);
     rpcool__free(p->next);
     rpcool__free(p->since);
     rpcool__free(p->ext);
+    pthread_mutex_destroy(&p->mu);
     rpcool__free(p);
 }
 
@@ -499,6 +519,7 @@ static int rpcool__p_open(rpcool_server *s, const char *how, const char *device,
     (void)how, (void)spin_ns;
     if (!(p = (struct rpcool__psrv *)rpcool__calloc(1, sizeof *p))) return -ENOMEM;
     p->door = p->acc = -1;
+    pthread_mutex_init(&p->mu, NULL);
     s->psrv = p;
     (void)!gethostname(host, sizeof host - 1);
     if ((r = rcp__pod_open(device, host, &po, &p->dev))) {
@@ -517,7 +538,9 @@ static int rpcool__p_open(rpcool_server *s, const char *how, const char *device,
     p->next = (uint64_t *)rpcool__calloc(n ? n : 1, sizeof *p->next);
     p->since = (uint64_t *)rpcool__calloc(n ? n : 1, sizeof *p->since);
     p->ext = (void **)rpcool__calloc(n ? n : 1, sizeof *p->ext);
-    if (!p->conns || !p->pw || !p->seen || !p->ctag || !p->next || !p->since || !p->ext)
+    p->all = (struct rcp__lease_seen *)rpcool__calloc(p->dev->lease.nslots, sizeof *p->all);
+    if (!p->conns || !p->pw || !p->seen || !p->ctag || !p->next || !p->since || !p->ext ||
+        !p->all)
         return -ENOMEM;
     if (!n) return RPCOOL_E_PROTO;
     if ((r = rcp__pod_reg_take(p->dev, s->name, &p->reg))) {
@@ -525,6 +548,8 @@ static int rpcool__p_open(rpcool_server *s, const char *how, const char *device,
         return r == -EEXIST ? RPCOOL_E_NAMETAKEN : r == -ENOSPC ? RPCOOL_E_NOSLOT
                                                                 : rpcool__p_err(r);
     }
+    p->has_reg = 1;
+    p->tag = rcp__pod_tag(p->dev);
     struct rcp__pod_reg *e = &p->dev->reg[p->reg];
     p->epoch = rcp__load(&e->epoch);
     rpcool__p_local(NULL, 0, &local);
@@ -561,20 +586,23 @@ static int rpcool__p_start(rpcool_server *s)
 {
     struct rpcool__psrv *p = s->psrv;
     int r = 0;
-    pthread_mutex_lock(&s->hk_lock);
+    pthread_mutex_lock(&p->mu);
+    if (p->started && rcp__load(&p->stop)) { /* stopped: its threads leave, then start anew */
+        pthread_join(p->athr, NULL);
+        pthread_join(p->thr, NULL);
+        p->started = 0;
+    }
     if (!p->started) {
         rcp__store(&p->stop, 0u);
         if ((r = pthread_create(&p->athr, NULL, rpcool__p_acceptor, s)) == 0 &&
             (r = pthread_create(&p->thr, NULL, rpcool__p_serve_main, s)) != 0) {
             rcp__store(&p->stop, 1u);
             rpcool__p_send(p->acc, &p->acc_to, p->acc_len);
-            pthread_mutex_unlock(&s->hk_lock);
             pthread_join(p->athr, NULL);
-            return -r;
         }
         p->started = r == 0;
     }
-    pthread_mutex_unlock(&s->hk_lock);
+    pthread_mutex_unlock(&p->mu);
     return -r;
 }
 
@@ -594,12 +622,14 @@ static void rpcool__p_close(rpcool_server *s)
     struct rpcool__psrv *p = s->psrv;
     if (!p) return;
     rpcool__p_stop(s);
+    pthread_mutex_lock(&p->mu);
     if (p->started) {
         pthread_join(p->athr, NULL);
         pthread_join(p->thr, NULL);
         p->started = 0;
     }
-    if (p->ch && !rcp__lease_is_fenced(&p->dev->lease)) {
+    pthread_mutex_unlock(&p->mu);
+    if (p->ch && !rpcool__p_lost(p)) {
         rcp__store(&p->ch->state, (uint32_t)RPCOOL__CH_CLOSED);
         rcp__pod_reg_put(p->dev, p->reg);
         pthread_mutex_lock(&s->hk_lock);
@@ -616,7 +646,7 @@ static void rpcool__p_close(rpcool_server *s)
     } else if (p->ch) { /* fenced: nothing in the device is ours; our handles go */
         for (uint32_t i = 0; i < p->set.max_conns; i++)
             if (rcp__load(&p->conns[i].state) != RPCOOL__SC_FREE) shmheap_close(p->conns[i].heap);
-    } else if (p->dev && p->door >= 0) {
+    } else if (p->has_reg) {
         rcp__pod_reg_put(p->dev, p->reg); /* opened no further than the registry */
     }
     if (p->dev) rcp__pod_close(p->dev);
@@ -643,7 +673,7 @@ static int rpcool__p_conns(rpcool_server *s, rpcool_conn_stats *out, unsigned ma
     return n;
 }
 
-/* >>p-client - the client: connect by a slot in the device, wake by datagrams, leases -------- */
+/* >>p-client - the client: connect by a slot in the device, wake by datagrams, leases ---------- */
 
 struct rpcool__pconn {
     struct rcp__pod *dev;
@@ -679,8 +709,9 @@ static int rpcool__p_gone(rpcool_conn *c)
     if (rcp__lease_is_fenced(&q->dev->lease)) r = RPCOOL_E_FENCED;
     else if (st == RPCOOL__CS_DROPPED) r = RPCOOL_E_DROPPED;
     else if (st != RPCOOL__CS_ACTIVE && st != RPCOOL__CS_PENDING && st != RPCOOL__CS_CLOSING &&
-             rcp__lease_check(&q->dev->lease) == RCP__LEASE_E_FENCED)
-        r = RPCOOL_E_FENCED; /* our slot was taken back: we stalled past our lease */
+             st != RPCOOL__CS_CLAIMED && st != RPCOOL__CS_REFUSED) /* our slot was taken back */
+        r = rcp__lease_check(&q->dev->lease) == RCP__LEASE_E_FENCED ? RPCOOL_E_FENCED
+                                                                    : RPCOOL_E_DROPPED;
     else if (rcp__load(&e->owner) != q->stag || rcp__load(&e->epoch) != q->epoch)
         r = rcp__load(&c->ch->state) == RPCOOL__CH_CLOSED ? RPCOOL_E_CLOSED : RPCOOL_E_PEERDEAD;
     else if (rcp__pod_tag_dead(q->dev, q->stag)) r = RPCOOL_E_PEERDEAD;
@@ -757,8 +788,8 @@ static int rpcool__p_ask(rpcool_conn *c, const char *name, const rpcool_conn_opt
     if (rcp__load(&c->ch->magic) != RPCOOL__CH_MAGIC || c->ch->version != RPCOOL__VERSION ||
         rcp__load(&c->ch->epoch) != q->epoch || rcp__load(&c->ch->state) != RPCOOL__CH_OPEN)
         return RPCOOL_E_NOCHANNEL;
-    if (n == 0 || n > RPCOOL_MAX_CONNS || RPCOOL__SLOTS_OFF + (uint64_t)n *
-                                              sizeof(struct rpcool__chan_slot) > q->dev->h.area_size)
+    if (n == 0 || n > RPCOOL_MAX_CONNS ||
+        RPCOOL__SLOTS_OFF + (uint64_t)n * sizeof(struct rpcool__chan_slot) > q->dev->h.area_size)
         return RPCOOL_E_PROTO;
     rpcool__p_local(&q->door, q->door_len, &local);
     if ((q->fd = rpcool__p_socket(&local, &wake)) < 0) return q->fd;
@@ -794,8 +825,10 @@ static int rpcool__p_ask(rpcool_conn *c, const char *name, const rpcool_conn_opt
     if (st == RPCOOL__CS_PENDING) { /* no answer: take the request back (or close what came) */
         uint32_t exp = RPCOOL__CS_PENDING;
         if (rcp__cas(&c->cs->state, &exp, (uint32_t)RPCOOL__CS_FREE)) {
-            int g = rpcool__p_gone(c);
-            return g ? g : RPCOOL_E_TIMEOUT;
+            int g = rpcool__p_gone(c); /* a server gone before it answered: no channel */
+            return g == RPCOOL_E_PEERDEAD || g == RPCOOL_E_CLOSED ? RPCOOL_E_NOCHANNEL
+                   : g                                            ? g
+                                                                  : RPCOOL_E_TIMEOUT;
         }
         st = exp;
     }
@@ -824,6 +857,7 @@ static int rpcool__p_ask(rpcool_conn *c, const char *name, const rpcool_conn_opt
         }
         if (!r) {
             snprintf(c->heap_name, sizeof c->heap_name, "pod:%s/%u", name, c->index);
+            rcp__store(&c->dead, 0); /* a look while the answer came is no verdict */
             return 0;
         }
     }
