@@ -49,7 +49,7 @@
    A heap is a region of "CXL memory" that every process of a pod maps at one virtual address,
    so a plain pointer into it means the same thing everywhere. Where the memory lives is named:
        "NAME" or "shm:NAME"   a POSIX shared-memory object (/dev/shm/NAME): emulated CXL, the
-                              default; all processes of one host form a pod
+                              default, shared by the processes of one kernel
        "file:PATH" or a path  any file that can be mapped shared: a regular file, a file on
        containing '/'         hugetlbfs, a PCI BAR such as ivshmem's .../resource2
        "/dev/daxX.Y"          a device-DAX character device (2 MiB alignment)
@@ -70,11 +70,25 @@
    still decides.) A pod names up to 1024 heaps; beyond that, or with no free range that large left
    in its window, create fails with SHMHEAP_E_PODFULL. Entries whose objects were removed behind
    shmheap's back are dropped when they are in the way.
-   Heaps in memory the caller maps: rpcool's pod transport keeps heaps inside a device it maps
-   whole itself, at one address in every host that shares it (the internal shmheap__create_mem
-   and shmheap__open_mem, declared after the public functions). Such a heap has no name, pod
-   entry or descriptor, and takes no byte lock; every function works on it, and close leaves
-   the memory mapped, read-write. Its mutex waiters poll (no futex crosses kernels).
+   Heaps shared between hosts. Hosts that share one device (a CXL region, a DAX device, a PCI
+   BAR such as ivshmem's, a file) and no kernel share no byte lock, futex or /dev/shm name.
+   rpcool's pod transport keeps heaps inside such a device, which it maps whole at one address in
+   every host (the internal shmheap__create_mem and shmheap__open_mem, declared after the public
+   functions). Such a heap has no name, pod entry or descriptor and takes no byte lock; every
+   function works on it; close leaves the memory mapped, read-write; a locker waiting for its
+   mutex polls (no futex crosses kernels). Each process may name its holds by a lease of the
+   device's lease table (impl/podlease.h: a slot per process, renewed on its own clock, lapsed
+   for every host once it stays unchanged for the table's bound, 1 s by default, as each observer
+   measures on its own clock). Then a holder of the heap's mutex that dies on any host is
+   recovered by a locker with a lease of that table within the bound (plus one poll,
+   SHMHEAP__MEM_NAP_NS, 0.2 ms) from when it starts waiting: the locker recovers the lapsed lease
+   (rcp__lease_recover: its epoch moves on), takes the mutex over, repairs the unfinished step
+   and gives the dead holder's thread caches back at once. Caches named by a lease that lapses
+   while their process holds no mutex go back at a shmheap_check() or full heap, of a process
+   with a lease, that finds the lease released or recovered (by anyone, rpcool's reaper
+   included), or lapsed since an earlier such look by the same handle (each look judges it
+   once). A process stopped past its lease and resumed is fenced: section 4, "Fencing". Without
+   a lease, a holder on another host is waited for (section 7).
 
    3. EXAMPLE
    ----------
@@ -111,7 +125,8 @@
    glibc's tcache does; the cache is kept in the heap, not in private memory, so it goes back to
    everyone when the thread exits, when the process closes the heap, when the heap is full for
    that thread (an allocation of its own finds no room), on shmheap_flush() by that thread, and,
-   for a process that died, at the next shmheap_check() or full heap of anyone on the same host.
+   for a process that died, at the next shmheap_check() or full heap of anyone on the same host
+   (or, for heaps shared between hosts with leases, of any host: section 2).
    Another live thread's cache is never taken: a full heap can hold up to 8 free blocks per size
    class in each of them.
    Crash safety: a process killed at any moment (SIGKILL) leaves the heap consistent and usable.
@@ -124,6 +139,22 @@
    because the heap cannot know whether another process still uses them (rpcool gives every
    connection its own heap and reclaims it whole). A process killed between taking a slot and
    returning it leaks that one slot.
+   Fencing (heaps shared between hosts, used with leases). A process that stopped past its lease
+   (SIGSTOP, a paused VM) and was recovered by another host must not act on the heap when it
+   resumes. What is fenced: (1) every take of the mutex, and every step under it before its
+   first store (when it writes its intent record), checks the lease (rcp__lease_check) and fails
+   with -ESTALE once it was recovered: shmheap_alloc, shmheap_free, shmheap_check and
+   shmheap_root_set return -ESTALE, the allocation functions NULL with errno ESTALE, and so does
+   every small allocation and free once the process knows it (its lease's renewing thread or
+   any check tells it); (2) its unlock is a compare-and-swap from the word naming its old lease,
+   so it frees nothing once the mutex was taken over; (3) a recoverer takes its thread caches by
+   compare-and-swap from the words naming its old lease, and it uses a cache only while the
+   cache's word still names its lease, so it never touches a cache given to others. What is
+   not: the stores of the one step under the mutex that the holder had begun (after its check)
+   when it stopped. A step is a few stores of the span table or a root, with no system call,
+   wait or log message in it, so the stop must fall within those instructions; resumed, the
+   holder completes that step after the recoverer repaired it, which can break the span table
+   (shmheap_check reports it). A holder stopped anywhere else is fenced whole.
    Freeing checks the pointer: outside the heap, [shmheap_base, + shmheap_size)
    (SHMHEAP_E_FOREIGN), not the start of a block, the header included (SHMHEAP_E_BADPTR), already
    free (SHMHEAP_E_DOUBLEFREE; detected unless the block was
@@ -169,10 +200,14 @@
    per heap, names up to 47 bytes. Heap names up to 100 bytes after their "shm:", "file:" or
    "cxl:" prefix; a relative path counts as the absolute path it names. 4095 processes hold a
    heap's byte locks at once; a process opened beyond that, or on a file that takes no locks, is
-   recognised dead only by processes of its host and pid namespace. A heap shared between hosts
-   (one CXL device, two kernels) shares no locks: a holder that dies on the other host is
-   waited for (lock_timeout_ms bounds that), as is a forked child that dies holding the mutex
-   after its thread id was reused (it shares its parent's byte lock).
+   recognised dead only by processes of its host and pid namespace. Kernels share no locks: a
+   heap opened by name or descriptor from a device that another kernel maps too, or made in
+   memory the caller maps without a lease, waits for a holder that dies in another kernel
+   (lock_timeout_ms bounds that); with leases it is recovered within the lease bound (section
+   2). Every process that gives a lease for a heap gives one of the same table. A forked child
+   does not hold its parent's lease: it names its holds by its host and pid, as without one. A
+   forked child that dies holding the mutex after its thread id was reused (it shares its
+   parent's byte lock) is waited for too.
 */
 #ifndef SHMHEAP_H
 #define SHMHEAP_H
@@ -334,10 +369,11 @@ SHMHEAP_API void *shmheap_realloc(shmheap *h, void *p, size_t size);
 SHMHEAP_API void *shmheap_aligned_alloc(shmheap *h, size_t align, size_t size);
 /* The same with a reason: 0, SHMHEAP_E_FULL or SHMHEAP_E_INVAL, or -ETIMEDOUT when the call
    waited lock_timeout_ms for the heap's mutex (blocks over 32 KiB always take it; small ones
-   only to refill a size class). align 0 = 16. The pointer-returning calls set errno to ENOMEM
-   or ETIMEDOUT. */
+   only to refill a size class), or -ESTALE when this process was fenced (section 4). align 0 =
+   16. The pointer-returning calls set errno to ENOMEM, ETIMEDOUT or ESTALE. */
 SHMHEAP_API int shmheap_alloc(shmheap *h, size_t size, size_t align, void **out);
-/* 0, or SHMHEAP_E_FOREIGN / SHMHEAP_E_BADPTR / SHMHEAP_E_DOUBLEFREE; freeing NULL is 0. */
+/* 0, or SHMHEAP_E_FOREIGN / SHMHEAP_E_BADPTR / SHMHEAP_E_DOUBLEFREE, -ESTALE once fenced
+   (section 4); freeing NULL is 0. */
 SHMHEAP_API int shmheap_free(shmheap *h, void *p);
 /* Bytes usable at p, or 0 if p is not a live block of h. */
 SHMHEAP_API size_t shmheap_usable_size(shmheap *h, const void *p);
@@ -401,7 +437,7 @@ SHMHEAP_API int shmheap_pkey_set(int pkey, unsigned rights);
    SHMHEAP_E_CORRUPT if its header does not fit the range). The handle never maps or unmaps,
    keeps no descriptor and takes no byte lock; close leaves the memory mapped, read-write.
    lease (impl/podlease.h, may be NULL) names this process's holds of the heap's mutex and
-   thread caches (section 2, "Heaps in memory the caller maps"). */
+   thread caches (section 2, "Heaps shared between hosts"). */
 struct rcp__lease;
 SHMHEAP_API int shmheap__create_mem(void *addr, size_t size, struct rcp__lease *lease,
                                     const shmheap_opts *o, shmheap **out);
@@ -454,7 +490,7 @@ SHMHEAP_API int shmheap__open_mem(void *addr, size_t size, struct rcp__lease *le
 
 #define SHMHEAP__MAGIC 0x3150414548534d52ull /* "RMSHEAP1" */
 /* The layout version: a heap made by another version is refused (SHMHEAP_E_VERSION). */
-#define SHMHEAP__VERSION 5u
+#define SHMHEAP__VERSION 6u
 #define SHMHEAP__SPAN_SHIFT 16
 #define SHMHEAP__SPAN ((size_t)1 << SHMHEAP__SPAN_SHIFT)
 #define SHMHEAP__NCLS 40
@@ -492,6 +528,9 @@ SHMHEAP_API int shmheap__open_mem(void *addr, size_t size, struct rcp__lease *le
 #define SHMHEAP__NBIND 4    /* heaps a thread keeps a cache in at once */
 #define SHMHEAP__SEAL_VMAS 64 /* ranges a handle keeps as mappings of their own (>>seal) */
 #define SHMHEAP__TMPFS_MAGIC 0x01021994 /* statfs f_type of tmpfs, memfd and /dev/shm */
+#ifndef SHMHEAP__TEST_HOOK /* tests stop or kill a process at a named point */
+#define SHMHEAP__TEST_HOOK(h, point) ((void)0)
+#endif
 #define SHMHEAP__MEM_NAP_NS 200000ull  /* a locker of a heap in memory the caller mapped (a
                                           device other hosts share: no futex) looks again */
 
@@ -530,7 +569,8 @@ struct shmheap__root {
 /* A thread's cache of freed small blocks, kept in the heap itself so that the blocks of a
    process that dies can be given back by anyone (shmheap__sweep). Only its owner writes it. */
 struct shmheap__tc {
-    uint64_t owner; /* host tag << 32 | pid, 0 = unowned; bit 31 set while a sweeper empties it */
+    uint64_t owner; /* host tag << 32 | pid, 0 = unowned; bit 31 set while a sweeper empties it;
+                       or SHMHEAP__LW | lease tag, SHMHEAP__LW_SWEEP while a sweeper empties it */
     uint32_t tid, pad;
     uint8_t n[SHMHEAP__NCLS];
     uint64_t off[SHMHEAP__NCLS][SHMHEAP__TC_CAP]; /* offsets from the heap base */
@@ -538,9 +578,9 @@ struct shmheap__tc {
 
 /* The heap's mutex (see shmheap__lock): a word any peer may write, so nothing trusts it. */
 struct shmheap__mutex {
-    uint64_t owner;   /* 0 = free, else the holder's host tag << 32 | thread id */
+    uint64_t owner;   /* 0 = free, else the holder (see >>lock) */
     uint32_t waiters; /* lockers asleep on the owner word (a hint: they also wake up by time) */
-    uint32_t pad;
+    uint32_t tid;     /* a holder named by its lease: its thread id, 0 while it unlocks */
 };
 
 struct shmheap__hdr {
@@ -597,6 +637,9 @@ struct shmheap {
     int mem;      /* memory the caller mapped (shmheap__create_mem/_open_mem): never unmapped */
     int pkeyed;   /* shmheap_pkey_protect tagged pages of it (close gives them the default key) */
     struct rcp__lease *lease; /* the caller's lease, or NULL (see >>lock) */
+    uint32_t lease_forks;     /* shmheap__forks when it was given: a forked child holds none */
+    pthread_mutex_t watch_mu; /* watch: the leases that name thread caches, as last judged */
+    struct { uint64_t tag; struct rcp__lease_seen seen; } watch[SHMHEAP__NTC];
     struct shmheap *next;
     /* >>seal: page ranges [a, e) mapped on their own (another open of the same file), so that
        sealing one again splits and merges nothing; seal_alias: 1 may add ranges, 0 may not
@@ -701,7 +744,9 @@ static unsigned shmheap__stripe_next;
 static pthread_once_t shmheap__once = PTHREAD_ONCE_INIT;
 static pthread_key_t shmheap__key;
 static uint64_t shmheap__hid_next;
-static uint32_t shmheap__host; /* boot id and pid namespace: pids are only compared on one host */
+static uint32_t shmheap__host; /* boot id and pid namespace: pids are only compared on one host;
+                                 31 bits, so that no word naming a holder by it has bit 63 set */
+static uint32_t shmheap__forks; /* forks this process has been the child of (leases stay behind) */
 
 /* Which heaps this thread has a cache in. */
 struct shmheap__binding { shmheap *h; uint64_t hid; struct shmheap__tc *tc; };
@@ -725,6 +770,7 @@ static void shmheap__atfork_child(void)
     shmheap__stripe_tls = -1;
     shmheap__tid = 0;
     memset(shmheap__binds, 0, sizeof shmheap__binds);
+    shmheap__forks++;
 }
 static void shmheap__init_once(void)
 {
@@ -739,6 +785,7 @@ static void shmheap__init_once(void)
     if (stat("/proc/self/ns/pid", &st) == 0)
         snprintf(id + strlen(id), sizeof id - strlen(id), "/%llu", (unsigned long long)st.st_ino);
     for (const char *c = id; *c; c++) x = (x ^ (unsigned char)*c) * 16777619u;
+    x &= 0x7fffffffu;
     shmheap__host = x ? x : 1;
     pthread_key_create(&shmheap__key, shmheap__thread_exit);
     rcp__handle_init(); /* its fork handlers after ours: our lock first (as in close) */
@@ -765,6 +812,8 @@ static void shmheap__open_words(shmheap *h, size_t s, unsigned c)
         if (rcp__load(&bm[w]) & SHMHEAP__CLOSED) rcp__store(&bm[w], shmheap__empty_word(c, w));
 }
 
+static inline int shmheap__fenced(shmheap *h);
+
 /* Called with the mutex just taken from a dead holder. Every step under the mutex writes its
    intent first; here an unfinished allocation is undone (nobody got its pointer) and anything
    that others may already see is completed. */
@@ -775,6 +824,8 @@ static void shmheap__recover(shmheap *h)
     shmheap__log(&h->log, SHMHEAP_LOG_WARN,
                  "recovering %s after a dead lock holder (step %u span %llu)", h->name,
                  H->journal.op, (unsigned long long)s);
+    if (RCP__UNLIKELY(h->lease != NULL) && shmheap__fenced(h))
+        return; /* stalled past our own lease meanwhile: the next locker repairs it */
     if (s >= h->nspans || n > h->nspans - s || H->journal.cls >= SHMHEAP__NCLS)
         H->journal.op = SHMHEAP__J_NONE;
     switch (H->journal.op) {
@@ -810,7 +861,7 @@ static void shmheap__recover(shmheap *h)
    value a peer writes only makes the lock look taken: a locker waits for it (at most
    lock_timeout_ms), and takes it over when the holder it names is dead, repairing the step that
    holder left unfinished (shmheap__recover) as glibc's EOWNERDEAD path did.
-   The word is live slot (12 bits) | host tag (20 bits) | thread id (32 bits). The live slot is
+   The word is live slot (12 bits) | host tag (19 bits) | thread id (32 bits). The live slot is
    the handle's: every handle holds an open-file-description lock on one byte of the heap's file
    (SHMHEAP__LIVE_OFF + slot - 1, far past its end), which the kernel drops when the process
    dies, in any pid namespace, as glibc's robust list did. A holder is known dead when its slot
@@ -820,17 +871,59 @@ static void shmheap__recover(shmheap *h)
    that slot and is gone. A holder without a slot (the file takes no locks) in another pid
    namespace, or on another host, is waited for. The word also names a thread of ours that left
    a step under the lock through a fault its caller contained (rpcool's sandbox): that step is
-   repaired the same way. */
+   repaired the same way.
+   A handle given a lease (shmheap__create_mem/_open_mem, impl/podlease.h) names its holds by the
+   lease instead, in any host: the word is SHMHEAP__LW | lease tag (slot and epoch), and the
+   holding thread's id sits beside it (lock.m.tid) so that threads of one process tell their
+   holds apart. A locker with a lease of the same table judges the holder's lease on its own
+   clock while it waits (rcp__lease_judge); once it lapsed it recovers it (its epoch moves on:
+   the holder is fenced), or finds it recovered or released already, then takes the mutex over
+   by compare-and-swap from the old word, repairs the step and gives the holder's thread caches
+   back (shmheap__sweep_tag). A fenced holder that wakes up finds itself fenced at its next
+   check: every take of the mutex and every step under it checks the lease first
+   (rcp__lease_check), and its unlock is a compare-and-swap from its old word, which fails once
+   the mutex was taken over. A locker without a lease waits for a holder named by a lease. A
+   forked child does not hold its parent's lease: in it the handle names holds as without one. */
 #define SHMHEAP__LIVE_OFF ((off_t)1 << (sizeof(off_t) * 8 - 2)) /* far past the end of any heap */
 #define SHMHEAP__LIVE_SLOTS 4095u
-static inline uint32_t shmheap__host20(void)
+#define SHMHEAP__LW (1ull << 63)       /* a word naming its holder by a lease tag */
+#define SHMHEAP__LW_SWEEP (1ull << 62) /* a thread cache's: a sweeper empties it */
+#define SHMHEAP__LW_TAG ((1ull << RCP__LEASE_TAG_BITS) - 1)
+RCP__STATIC_ASSERT(RCP__LEASE_TAG_BITS <= 62, "a lease tag leaves the flag bits free");
+static inline uint32_t shmheap__host19(void)
 {
-    return (shmheap__host & 0xFFFFFu) ? (shmheap__host & 0xFFFFFu) : 1u;
+    return (shmheap__host & 0x7FFFFu) ? (shmheap__host & 0x7FFFFu) : 1u;
+}
+/* The caller's lease if this process holds it (not in a forked child), else NULL. */
+static inline struct rcp__lease *shmheap__leased(const shmheap *h)
+{
+    return RCP__UNLIKELY(h->lease != NULL) && h->lease_forks == rcp__load(&shmheap__forks)
+               ? h->lease
+               : NULL;
+}
+static inline uint32_t shmheap__my_tid(void)
+{
+    if (RCP__UNLIKELY(!shmheap__tid)) shmheap__tid = (uint32_t)syscall(SYS_gettid);
+    return shmheap__tid;
 }
 static uint64_t shmheap__lock_id(shmheap *h)
 {
-    if (RCP__UNLIKELY(!shmheap__tid)) shmheap__tid = (uint32_t)syscall(SYS_gettid);
-    return (uint64_t)h->live << 52 | (uint64_t)shmheap__host20() << 32 | shmheap__tid;
+    struct rcp__lease *l = shmheap__leased(h);
+    if (l) return SHMHEAP__LW | rcp__lease_tag(l);
+    return (uint64_t)h->live << 51 | (uint64_t)shmheap__host19() << 32 | shmheap__my_tid();
+}
+/* 0 while this process may act on the heap: no lease, or a lease still its own (-ESTALE once
+   recovered by another, -ENOENT once released). */
+static inline int shmheap__fenced(shmheap *h)
+{
+    struct rcp__lease *l = shmheap__leased(h);
+    return l ? rcp__lease_check(l) : 0;
+}
+/* Fenced as far as this process knows already (no look at the device: for the fast paths). */
+static inline int shmheap__known_fenced(const shmheap *h)
+{
+    struct rcp__lease *l = shmheap__leased(h);
+    return l && rcp__lease_is_fenced(l);
 }
 
 /* Is the live slot byte of slot s (1-based) locked by some process? 1 yes, 0 no, -1 unknown. */
@@ -862,10 +955,11 @@ static inline uint32_t *shmheap__lock_futex(uint64_t *owner)
 static int shmheap__holder_dead(shmheap *h, uint64_t o)
 {
     int tid = (int)(uint32_t)o, e = errno, dead = 0;
-    uint32_t slot = (uint32_t)(o >> 52);
+    uint32_t slot = (uint32_t)(o >> 51 & 0xFFFu);
+    if (o & SHMHEAP__LW) return 0; /* named by a lease: shmheap__lease_dead judges it */
     /* our own slot: this process or a forked child of it; only the thread id can tell */
     if (slot && slot != h->live && shmheap__live_held(h, slot) == 0) return 1;
-    if ((uint32_t)(o >> 32 & 0xFFFFFu) != shmheap__host20() || tid <= 0) return 0;
+    if ((uint32_t)(o >> 32 & 0x7FFFFu) != shmheap__host19() || tid <= 0) return 0;
     if (kill(tid, 0) && errno == ESRCH) {
         dead = 1;
     } else {
@@ -884,32 +978,96 @@ static int shmheap__holder_dead(shmheap *h, uint64_t o)
     return dead;
 }
 
+/* What a locker remembers of the lease that names the holder it waits for. */
+struct shmheap__watch { uint64_t tag; struct rcp__lease_seen seen; };
+
+/* 1 if the lease whose tag is tag is dead to a process holding lease l: released, recovered
+   (its epoch moved on), or lapsed on our clock while w watched it, and then recovered by us. */
+static int shmheap__tag_dead(shmheap *h, struct rcp__lease *l, uint64_t tag,
+                             struct shmheap__watch *w)
+{
+    uint32_t slot = (uint32_t)(tag & 0xFFFFu) - 1u, epoch = (uint32_t)(tag >> 16);
+    if (!rcp__lease_tag_alive(l, tag)) return 1; /* released, recovered, or no such slot */
+    if (w->tag != tag) {
+        w->tag = tag;
+        memset(&w->seen, 0, sizeof w->seen);
+    }
+    if (rcp__lease_judge(l, slot, &w->seen) != RCP__LEASE_LAPSED ||
+        rcp__lease_w_epoch(w->seen.word) != (epoch & RCP__LEASE_EPOCH_MASK))
+        return !rcp__lease_tag_alive(l, tag);
+    if (rcp__lease_recover(l, slot, &w->seen) == 0) {
+        shmheap__log(&h->log, SHMHEAP_LOG_WARN, "%s: recovered the lapsed lease of slot %u",
+                     h->name, slot);
+        return 1;
+    }
+    return !rcp__lease_tag_alive(l, tag); /* renewed meanwhile (alive), or recovered by another */
+}
+
+/* 1 if the holder named by lock word o is dead: by its lease (with ours), else as above. */
+static int shmheap__owner_dead(shmheap *h, uint64_t o, struct shmheap__watch *w)
+{
+    struct rcp__lease *l;
+    if (!(o & SHMHEAP__LW)) return shmheap__holder_dead(h, o);
+    return (l = shmheap__leased(h)) != NULL && shmheap__tag_dead(h, l, o & SHMHEAP__LW_TAG, w);
+}
+
+/* o is our own lock word: a hold of this thread's (left by a fault its caller contained), not
+   another thread's of this process? Without a lease the word names the thread itself. */
+static inline int shmheap__own_hold(shmheap *h, uint64_t o)
+{
+    return !(o & SHMHEAP__LW) || rcp__load(&h->hdr->lock.m.tid) == shmheap__my_tid();
+}
+
+static void shmheap__sweep_tag(shmheap *h, uint64_t tag);
+
 /* Take the mutex if it is free at this moment: 1 if taken. */
 static inline int shmheap__trylock(shmheap *h)
 {
-    uint64_t o = 0;
-    return rcp__cas(&h->hdr->lock.m.owner, &o, shmheap__lock_id(h));
+    uint64_t o = 0, me = shmheap__lock_id(h);
+    if (!rcp__cas(&h->hdr->lock.m.owner, &o, me)) return 0;
+    if (me & SHMHEAP__LW) rcp__store(&h->hdr->lock.m.tid, shmheap__my_tid());
+    return 1;
 }
 
 /* Steps under the mutex are short. A process that opened a heap shared with a peer it does not
    trust can bound its wait (opts.lock_timeout_ms): a peer that stops while holding the mutex, or
    writes a holder that lives elsewhere into it, then makes our large allocations and frees fail
    with -ETIMEDOUT instead of hanging us. */
+static void shmheap__unlock(shmheap *h);
+
+static int shmheap__lock_wait(shmheap *h);
+
+/* The mutex, or -ETIMEDOUT, or (a handle with a lease) -ESTALE once this process is fenced:
+   checked before taking it and after, since waiting for it can take any time. */
 static int shmheap__lock(shmheap *h)
 {
+    int r = shmheap__fenced(h);
+    if (RCP__UNLIKELY(r)) return r;
+    if (RCP__UNLIKELY(!shmheap__trylock(h)) && (r = shmheap__lock_wait(h))) return r;
+    /* fenced meanwhile: the mutex stays named by our lease, dead to everyone, so that the next
+       locker takes it over and repairs what a recovery of ours may have left undone */
+    if (RCP__UNLIKELY(h->lease != NULL) && (r = shmheap__fenced(h))) return r;
+    return 0;
+}
+
+static int shmheap__lock_wait(shmheap *h)
+{
     struct shmheap__mutex *m = &h->hdr->lock.m;
+    struct shmheap__watch w;
     uint64_t me = shmheap__lock_id(h), o = 0, deadline = 0;
-    if (RCP__LIKELY(shmheap__trylock(h))) return 0;
+    memset(&w, 0, sizeof w);
     if (h->lock_timeout_ms) deadline = rcp__now_ns() + h->lock_timeout_ms * 1000000ull;
     for (unsigned k = 0;; k++) {
         o = rcp__load(&m->owner);
         if (o == 0) {
-            if (rcp__cas(&m->owner, &o, me)) return 0;
+            if (rcp__cas(&m->owner, &o, me)) break;
             continue;
         }
-        if (k >= 64 && (o == me || shmheap__holder_dead(h, o))) {
+        if (k >= 64 && (o == me ? shmheap__own_hold(h, o) : shmheap__owner_dead(h, o, &w))) {
             if (!rcp__cas(&m->owner, &o, me)) continue; /* another locker took it over first */
+            if (me & SHMHEAP__LW) rcp__store(&m->tid, shmheap__my_tid());
             shmheap__recover(h);
+            if ((o & SHMHEAP__LW) && o != me) shmheap__sweep_tag(h, o & SHMHEAP__LW_TAG);
             return 0;
         }
         if (k < 64) { /* holders are quick: spin a little first */
@@ -934,11 +1092,27 @@ static int shmheap__lock(shmheap *h)
         rcp__futex_wait(shmheap__lock_futex(&m->owner), (uint32_t)o, slice);
         __atomic_fetch_sub(&m->waiters, 1u, __ATOMIC_SEQ_CST);
     }
+    if (me & SHMHEAP__LW) rcp__store(&m->tid, shmheap__my_tid());
+    return 0;
 }
 
 static void shmheap__unlock(shmheap *h)
 {
     struct shmheap__mutex *m = &h->hdr->lock.m;
+    if (RCP__UNLIKELY(h->lease != NULL)) {
+        uint64_t me = shmheap__lock_id(h);
+        if (me & SHMHEAP__LW) {
+            /* only our own word: a holder that was fenced and taken over frees nothing */
+            if (rcp__load(&m->owner) == me) rcp__store(&m->tid, 0u);
+            if (!__atomic_compare_exchange_n(&m->owner, &me, (uint64_t)0, 0, __ATOMIC_SEQ_CST,
+                                             __ATOMIC_SEQ_CST))
+                shmheap__log(&h->log, SHMHEAP_LOG_ERROR,
+                             "%s: fenced: the mutex was taken over from this process", h->name);
+            if (__atomic_load_n(&m->waiters, __ATOMIC_SEQ_CST))
+                rcp__futex_wake(shmheap__lock_futex(&m->owner), INT_MAX);
+            return;
+        }
+    }
     /* free, then look for sleepers: seq_cst against a locker's count before its futex wait */
     __atomic_store_n(&m->owner, (uint64_t)0, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&m->waiters, __ATOMIC_SEQ_CST))
@@ -964,7 +1138,8 @@ static void shmheap__live_claim(shmheap *h)
     if (!h->live) return;
     struct shmheap__mutex *m = &h->hdr->lock.m;
     uint64_t o = rcp__load(&m->owner);
-    if (o && (uint32_t)(o >> 52) == h->live && rcp__cas(&m->owner, &o, shmheap__lock_id(h))) {
+    if (o && !(o & SHMHEAP__LW) && (uint32_t)(o >> 51 & 0xFFFu) == h->live &&
+        rcp__cas(&m->owner, &o, shmheap__lock_id(h))) {
         shmheap__log(&h->log, SHMHEAP_LOG_WARN,
                      "%s: took over the mutex of a dead holder in live slot %u", h->name, h->live);
         shmheap__recover(h);
@@ -972,15 +1147,20 @@ static void shmheap__live_claim(shmheap *h)
     }
 }
 
-static inline void shmheap__journal(shmheap *h, uint32_t op, uint64_t span, uint64_t n,
-                                    uint32_t cls, uint64_t gen)
+/* The intent record of a step under the mutex, written before the step. 0, or (a handle with a
+   lease) -ESTALE when this process is fenced: then it must not take the step. */
+static inline int shmheap__journal(shmheap *h, uint32_t op, uint64_t span, uint64_t n,
+                                   uint32_t cls, uint64_t gen)
 {
     struct shmheap__hdr *H = h->hdr;
+    int r = RCP__UNLIKELY(h->lease != NULL) ? shmheap__fenced(h) : 0;
+    if (r) return r;
     H->journal.span = span;
     H->journal.n = n;
     H->journal.cls = cls;
     H->journal.gen = gen;
     rcp__store(&H->journal.op, op);
+    return 0;
 }
 static inline void shmheap__journal_done(shmheap *h)
 {
@@ -1129,8 +1309,9 @@ static long shmheap__init_span(shmheap *h, unsigned c, unsigned st)
 {
     long s = shmheap__find_free_run(h, 1, 0);
     if (s < 0 || shmheap__reserve(h, (size_t)s, 1, 1)) return -1;
-    uint64_t gen = (++h->hdr->gen) & 0xffffffffu;
-    shmheap__journal(h, SHMHEAP__J_INIT, (uint64_t)s, 1, c, gen);
+    uint64_t gen = (rcp__load(&h->hdr->gen) + 1) & 0xffffffffu;
+    if (shmheap__journal(h, SHMHEAP__J_INIT, (uint64_t)s, 1, c, gen)) return -1; /* fenced */
+    rcp__store(&h->hdr->gen, gen);
     shmheap__close_fresh_words(h, (size_t)s);
     if ((uint64_t)s + 1 > h->hdr->small_end) rcp__store(&h->hdr->small_end, (uint64_t)s + 1);
     /* Publish the entry before opening words: an allocator whose CAS lands on an opened word
@@ -1152,7 +1333,7 @@ static int shmheap__retire_empty(shmheap *h)
         if (SHMHEAP__E_STATE(e) != SHMHEAP__S_SMALL || SHMHEAP__E_CLS(e) >= SHMHEAP__NCLS) continue;
         unsigned c = SHMHEAP__E_CLS(e), nw = shmheap__nwords(c), w;
         uint64_t *bm = h->bm + s * SHMHEAP__WORDS;
-        shmheap__journal(h, SHMHEAP__J_RETIRE, s, 1, c, 0);
+        if (shmheap__journal(h, SHMHEAP__J_RETIRE, s, 1, c, 0)) break; /* fenced */
         for (w = 0; w < nw; w++) {
             uint64_t empty = shmheap__empty_word(c, w);
             if (!rcp__cas(&bm[w], &empty, empty | SHMHEAP__CLOSED)) break;
@@ -1178,6 +1359,7 @@ static int shmheap__sweep(shmheap *h);
    needs the mutex; while another holds it, another stripe's span is taken first, without it. */
 static int shmheap__refill(shmheap *h, unsigned c, unsigned st, uint64_t seen)
 {
+    int r;
     uint64_t *curp = &h->hdr->cur[st][c];
     size_t after = (uint32_t)seen ? ((uint32_t)seen - 1) % h->nspans : 0;
     unsigned quarter = shmheap__nslots(c) / 4;
@@ -1187,10 +1369,7 @@ static int shmheap__refill(shmheap *h, unsigned c, unsigned st, uint64_t seen)
         /* the mutex is busy (maybe held by a stuck peer): share another stripe's span rather
            than wait */
         s = shmheap__find_partial(h, c, after, quarter, 0, st, 0);
-        if (s < 0) {
-            int r = shmheap__lock(h);
-            if (r) return r;
-        }
+        if (s < 0 && (r = shmheap__lock(h))) return r;
     }
     if (s >= 0) {
         rcp__cas(curp, &seen, (uint64_t)s + 1); /* lost to a thread of this stripe: fine too */
@@ -1207,6 +1386,7 @@ static int shmheap__refill(shmheap *h, unsigned c, unsigned st, uint64_t seen)
     if (s < 0 && shmheap__sweep(h)) s = shmheap__find_partial(h, c, after, 1, 1, st, 0);
     if (s >= 0) rcp__store(curp, (uint64_t)s + 1);
     shmheap__unlock(h);
+    if (s < 0 && RCP__UNLIKELY(h->lease != NULL) && (r = shmheap__fenced(h))) return r;
     return s < 0 ? SHMHEAP_E_FULL : 0;
 }
 
@@ -1256,16 +1436,81 @@ static void shmheap__tc_release(shmheap *h, struct shmheap__tc *tc)
     rcp__store(&tc->owner, (uint64_t)0);
 }
 
-/* Give back the caches of dead processes of this host. */
+
+/* The owner word of this process's thread caches: its lease's, or its host's and pid. */
+static inline uint64_t shmheap__tc_me(const shmheap *h)
+{
+    struct rcp__lease *l = shmheap__leased(h);
+    return l ? SHMHEAP__LW | rcp__lease_tag(l) : (uint64_t)shmheap__host << 32 | (uint32_t)getpid();
+}
+
+/* Give back the cache tc, whose owner word was o, if the sweeper's compare-and-swap wins. */
+static int shmheap__tc_reap(shmheap *h, struct shmheap__tc *tc, uint64_t o, uint64_t mark)
+{
+    if (!rcp__cas(&tc->owner, &o, mark)) return 0;
+    shmheap__tc_release(h, tc);
+    return 1;
+}
+
+/* This process gives its own cache back. A cache named by a lease is first marked by
+   compare-and-swap from our word: it fails once a sweeper took the cache (we were fenced). */
+static void shmheap__tc_giveback(shmheap *h, struct shmheap__tc *tc)
+{
+    uint64_t o = rcp__load(&tc->owner);
+    if (!(o & SHMHEAP__LW)) shmheap__tc_release(h, tc);
+    else if (o == shmheap__tc_me(h) && !(o & SHMHEAP__LW_SWEEP))
+        shmheap__tc_reap(h, tc, o, o | SHMHEAP__LW_SWEEP);
+}
+
+/* Give back the caches named by lease tag (its holder is dead). */
+static void shmheap__sweep_tag(shmheap *h, uint64_t tag)
+{
+    struct rcp__lease *l = shmheap__leased(h);
+    for (int i = 0; i < SHMHEAP__NTC && l; i++) {
+        struct shmheap__tc *tc = &h->hdr->tc[i];
+        uint64_t o = rcp__load(&tc->owner);
+        if (o == (SHMHEAP__LW | tag) &&
+            shmheap__tc_reap(h, tc, o, SHMHEAP__LW | SHMHEAP__LW_SWEEP | rcp__lease_tag(l)))
+            shmheap__log(&h->log, SHMHEAP_LOG_INFO,
+                         "gave back a thread cache of the dead lease %llx",
+                         (unsigned long long)tag);
+    }
+}
+
+/* Caches named by a lease: given back when that lease is dead to ours (released, recovered, or
+   lapsed while this handle watched it across sweeps: each sweep judges it once). */
+static int shmheap__sweep_leases(shmheap *h)
+{
+    struct rcp__lease *l = shmheap__leased(h);
+    int n = 0;
+    if (!l || pthread_mutex_trylock(&h->watch_mu)) return 0; /* another thread sweeps */
+    uint64_t mine = rcp__lease_tag(l);
+    for (int i = 0; i < SHMHEAP__NTC; i++) {
+        struct shmheap__tc *tc = &h->hdr->tc[i];
+        uint64_t o = rcp__load(&tc->owner), tag = o & SHMHEAP__LW_TAG;
+        if (!(o & SHMHEAP__LW) || (o & SHMHEAP__LW_SWEEP) || tag == mine) continue;
+        struct shmheap__watch w = {h->watch[i].tag, h->watch[i].seen};
+        if (shmheap__tag_dead(h, l, tag, &w) &&
+            shmheap__tc_reap(h, tc, o, SHMHEAP__LW | SHMHEAP__LW_SWEEP | mine))
+            n++;
+        h->watch[i].tag = w.tag;
+        h->watch[i].seen = w.seen;
+    }
+    pthread_mutex_unlock(&h->watch_mu);
+    return n;
+}
+
+/* Give back the caches of dead processes: of this host, and by their leases. */
 static int shmheap__sweep(shmheap *h)
 {
-    int n = 0;
+    int n = shmheap__sweep_leases(h);
     uint64_t me = (uint64_t)shmheap__host << 32 | 0x80000000u | (uint32_t)getpid();
     for (int i = 0; i < SHMHEAP__NTC; i++) {
         struct shmheap__tc *tc = &h->hdr->tc[i];
         uint64_t o = rcp__load(&tc->owner);
         pid_t pid = (pid_t)(o & 0x7fffffff);
-        if (!o || (uint32_t)(o >> 32) != shmheap__host || pid == getpid()) continue;
+        if (!o || (o & SHMHEAP__LW) || (uint32_t)(o >> 32) != shmheap__host || pid == getpid())
+            continue;
         if (kill(pid, 0) == 0 || errno != ESRCH) continue;
         if (!rcp__cas(&tc->owner, &o, me)) continue;
         shmheap__log(&h->log, SHMHEAP_LOG_INFO, "giving back the thread cache of dead process %d",
@@ -1278,7 +1523,8 @@ static int shmheap__sweep(shmheap *h)
 
 static struct shmheap__tc *shmheap__tc_claim(shmheap *h)
 {
-    uint64_t me = (uint64_t)shmheap__host << 32 | (uint32_t)getpid();
+    uint64_t me = shmheap__tc_me(h);
+    if (RCP__UNLIKELY(h->lease != NULL) && shmheap__fenced(h)) return NULL;
     for (int pass = 0; pass < 2; pass++) {
         for (int i = 0; i < SHMHEAP__NTC; i++) {
             struct shmheap__tc *tc = &h->hdr->tc[i];
@@ -1316,7 +1562,7 @@ static void shmheap__unbind(shmheap *h)
     for (int i = 0; i < SHMHEAP__NBIND; i++) {
         struct shmheap__binding *b = &shmheap__binds[i];
         if (!b->h || (h && b->h != h)) continue;
-        if (b->tc && shmheap__is_open(b->h, b->hid)) shmheap__tc_release(b->h, b->tc);
+        if (b->tc && shmheap__is_open(b->h, b->hid)) shmheap__tc_giveback(b->h, b->tc);
         memset(b, 0, sizeof *b);
     }
     pthread_mutex_unlock(&shmheap__reg_lock);
@@ -1344,7 +1590,7 @@ static struct shmheap__tc *shmheap__tc_bind(shmheap *h)
             struct shmheap__binding *keep = &b[i];
             pthread_mutex_lock(&shmheap__reg_lock);
             if (keep->tc && shmheap__is_open(keep->h, keep->hid))
-                shmheap__tc_release(keep->h, keep->tc);
+                shmheap__tc_giveback(keep->h, keep->tc);
             pthread_mutex_unlock(&shmheap__reg_lock);
         }
         b[i].h = h;
@@ -1358,11 +1604,26 @@ static struct shmheap__tc *shmheap__tc_bind(shmheap *h)
     return t.tc;
 }
 
+/* A handle with a lease uses its cache only while the cache is still named by its lease and
+   the lease is not known fenced: a cache given back after this process was recovered is
+   another's (the owner word is read before each use, the fence flag is this process's own). */
+static inline struct shmheap__tc *shmheap__tc_leased(shmheap *h, struct shmheap__tc *tc)
+{
+    struct rcp__lease *l = shmheap__leased(h);
+    if (!tc || !l) return tc;
+    if (rcp__lease_is_fenced(l) || rcp__load(&tc->owner) != (SHMHEAP__LW | rcp__lease_tag(l)))
+        return NULL;
+    return tc;
+}
+
 static inline struct shmheap__tc *shmheap__tc_get(shmheap *h)
 {
+    struct shmheap__tc *tc;
     if (RCP__LIKELY(shmheap__binds[0].h == h && shmheap__binds[0].hid == h->hid))
-        return shmheap__binds[0].tc;
-    return shmheap__tc_bind(h);
+        tc = shmheap__binds[0].tc;
+    else
+        tc = shmheap__tc_bind(h);
+    return RCP__UNLIKELY(h->lease != NULL) ? shmheap__tc_leased(h, tc) : tc;
 }
 
 /* >>alloc - allocation and freeing ------------------------------------------------------------- */
@@ -1370,6 +1631,10 @@ static inline struct shmheap__tc *shmheap__tc_get(shmheap *h)
 /* NULL: full, or (*err, when err is given) -ETIMEDOUT: a refill waited lock_timeout_ms */
 static void *shmheap__small_alloc(shmheap *h, unsigned c, int *err)
 {
+    if (RCP__UNLIKELY(h->lease != NULL) && shmheap__known_fenced(h)) {
+        if (err) *err = RCP__LEASE_E_FENCED;
+        return NULL;
+    }
     struct shmheap__tc *tc = c < SHMHEAP__TC_CLS ? shmheap__tc_get(h) : NULL;
     if (tc && tc->n[c]) {
         unsigned n = tc->n[c] - 1u;
@@ -1456,10 +1721,14 @@ static void *shmheap__large_alloc(shmheap *h, size_t size, size_t align, int *er
         if (shmheap__retire_empty(h)) s = shmheap__find_free_run(h, n, align);
     }
     if (s >= 0 && shmheap__reserve(h, (size_t)s, n, 0)) s = -1; /* the file system is full */
+    SHMHEAP__TEST_HOOK(h, "lalloc-locked");
+    if (s >= 0 && (*err = shmheap__journal(h, SHMHEAP__J_LALLOC, (uint64_t)s, n, 0, 0)))
+        s = -1; /* fenced */
     if (s >= 0) {
-        shmheap__journal(h, SHMHEAP__J_LALLOC, (uint64_t)s, n, 0, 0);
-        for (size_t i = 1; i < n; i++)
+        for (size_t i = 1; i < n; i++) {
             rcp__store(&h->ent[(size_t)s + i], SHMHEAP__E_MAKE(SHMHEAP__S_CONT, 0, i));
+            if (i == 1) SHMHEAP__TEST_HOOK(h, "lalloc-step");
+        }
         rcp__store(&h->ent[s], SHMHEAP__E_MAKE(SHMHEAP__S_HEAD, 0, n));
         shmheap__journal_done(h);
     }
@@ -1499,12 +1768,14 @@ SHMHEAP_API void *shmheap_malloc(shmheap *h, size_t size)
     if (RCP__LIKELY(h && size <= SHMHEAP__MAX_SMALL)) {
         int err = SHMHEAP_E_FULL;
         void *p = shmheap__small_alloc(h, shmheap__cls_of(size), &err);
-        if (!p) errno = err == -ETIMEDOUT ? ETIMEDOUT : ENOMEM;
+        if (!p) errno = err == -ETIMEDOUT ? ETIMEDOUT : err == -ESTALE ? ESTALE : ENOMEM;
         return p;
     }
     void *p;
     int r = shmheap_alloc(h, size, 0, &p);
-    if (r) errno = r == -ETIMEDOUT ? ETIMEDOUT : r == SHMHEAP_E_BADHANDLE ? EBADF : ENOMEM;
+    if (r)
+        errno = r == -ETIMEDOUT ? ETIMEDOUT : r == -ESTALE ? ESTALE
+                : r == SHMHEAP_E_BADHANDLE ? EBADF : ENOMEM;
     return p;
 }
 
@@ -1559,6 +1830,7 @@ SHMHEAP_API int shmheap_free(shmheap *h, void *p)
     if (!p) return 0;
     if (!h) return SHMHEAP_E_INVAL;
     if (RCP__UNLIKELY(shmheap__closed(h))) return SHMHEAP_E_BADHANDLE;
+    if (RCP__UNLIKELY(h->lease != NULL) && shmheap__known_fenced(h)) return RCP__LEASE_E_FENCED;
     int r = shmheap__locate(h, p, &s, &e, &idx);
     if (r) return r;
     if (SHMHEAP__E_STATE(e) == SHMHEAP__S_SMALL) {
@@ -1586,10 +1858,11 @@ SHMHEAP_API int shmheap_free(shmheap *h, void *p)
         r = SHMHEAP_E_CORRUPT; /* a run past the span table: written by a broken peer */
     } else {
         uint64_t n = SHMHEAP__E_ARG(e);
-        shmheap__journal(h, SHMHEAP__J_LFREE, s, n, 0, 0);
-        for (uint64_t i = 0; i < n; i++) rcp__store(&h->ent[s + i], (uint64_t)SHMHEAP__S_FREE);
-        if (s < h->hdr->free_hint) h->hdr->free_hint = s;
-        shmheap__journal_done(h);
+        if (!(r = shmheap__journal(h, SHMHEAP__J_LFREE, s, n, 0, 0))) {
+            for (uint64_t i = 0; i < n; i++) rcp__store(&h->ent[s + i], (uint64_t)SHMHEAP__S_FREE);
+            if (s < h->hdr->free_hint) h->hdr->free_hint = s;
+            shmheap__journal_done(h);
+        }
     }
     shmheap__unlock(h);
     return r;
@@ -2037,6 +2310,7 @@ static int shmheap__new_handle(void *base, int fd, const char *key, const shmhea
     h->lock_timeout_ms = o ? o->lock_timeout_ms : 0;
     h->pod_fd = -1;
     pthread_mutex_init(&h->seal_mu, NULL);
+    pthread_mutex_init(&h->watch_mu, NULL);
     h->seal_alias = -1;
     h->log = shmheap__logger(o);
     h->hid = rcp__fetch_add(&shmheap__hid_next, (uint64_t)1) + 1;
@@ -2044,6 +2318,7 @@ static int shmheap__new_handle(void *base, int fd, const char *key, const shmhea
     if (rcp__handle_add(h)) {
         if (h->fd >= 0) close(h->fd);
         pthread_mutex_destroy(&h->seal_mu);
+        pthread_mutex_destroy(&h->watch_mu);
         shmheap__free(h);
         return -ENOMEM;
     }
@@ -2314,10 +2589,10 @@ SHMHEAP_API int shmheap_close(shmheap *h)
     if (!*pp) { pthread_mutex_unlock(&shmheap__reg_lock); return SHMHEAP_E_BADHANDLE; }
     SHMHEAP_ASSERT(h->refs > 0); /* a registered handle is open at least once (private memory) */
     if (--h->refs == 0) {
-        uint64_t me = (uint64_t)shmheap__host << 32 | (uint32_t)getpid();
+        uint64_t me = shmheap__tc_me(h);
         /* threads must be done with h */
         for (int i = 0; i < SHMHEAP__NTC && shmheap__intact(h); i++)
-            if (rcp__load(&h->hdr->tc[i].owner) == me) shmheap__tc_release(h, &h->hdr->tc[i]);
+            if (rcp__load(&h->hdr->tc[i].owner) == me) shmheap__tc_giveback(h, &h->hdr->tc[i]);
         for (int i = 0; i < SHMHEAP__NBIND; i++)
             if (shmheap__binds[i].h == h) memset(&shmheap__binds[i], 0, sizeof shmheap__binds[i]);
         *pp = h->next;
@@ -2327,6 +2602,7 @@ SHMHEAP_API int shmheap_close(shmheap *h)
         if (h->fd >= 0) close(h->fd);
         if (h->pod_fd >= 0) close(h->pod_fd); /* drops our read lock on the pod entry */
         pthread_mutex_destroy(&h->seal_mu);
+        pthread_mutex_destroy(&h->watch_mu);
         shmheap__free(h);
     }
     pthread_mutex_unlock(&shmheap__reg_lock);
@@ -2684,6 +2960,12 @@ static int shmheap__mem_args(void *addr, size_t size, shmheap **out)
     return 0;
 }
 
+static void shmheap__give_lease(shmheap *h, struct rcp__lease *lease)
+{
+    h->lease_forks = rcp__load(&shmheap__forks);
+    h->lease = lease;
+}
+
 /* An open heap of this process that overlaps [a, a + n), or NULL (registry locked). */
 static shmheap *shmheap__overlap(uintptr_t a, size_t n)
 {
@@ -2705,7 +2987,8 @@ SHMHEAP_API int shmheap__create_mem(void *addr, size_t size, struct rcp__lease *
         r = SHMHEAP_E_BUSY; /* its handles would point into a re-formatted heap */
     } else if (!(r = shmheap__format(addr, -1, size, key, 0))) {
         if (shmheap__validate((struct shmheap__hdr *)addr, size)) r = -EIO; /* kept nothing */
-        else if (!(r = shmheap__new_handle(addr, -1, key, o, out))) (*out)->lease = lease;
+        else if (!(r = shmheap__new_handle(addr, -1, key, o, out)))
+            shmheap__give_lease(*out, lease);
     }
     pthread_mutex_unlock(&shmheap__reg_lock);
     if (r) shmheap__log(&lg, SHMHEAP_LOG_ERROR, "create %s failed: %s", key, shmheap_strerror(r));
@@ -2731,7 +3014,8 @@ SHMHEAP_API int shmheap__open_mem(void *addr, size_t size, struct rcp__lease *le
         r = SHMHEAP_E_ADDRINUSE;
     } else if (!(r = shmheap__validate(H, size))) {
         if (H->base != (uint64_t)(uintptr_t)addr) r = SHMHEAP_E_CORRUPT;
-        else if (!(r = shmheap__new_handle(addr, -1, key, o, out))) (*out)->lease = lease;
+        else if (!(r = shmheap__new_handle(addr, -1, key, o, out)))
+            shmheap__give_lease(*out, lease);
     }
     pthread_mutex_unlock(&shmheap__reg_lock);
     if (r) shmheap__log(&lg, SHMHEAP_LOG_ERROR, "open %s failed: %s", key, shmheap_strerror(r));
