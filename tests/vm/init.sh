@@ -381,18 +381,18 @@ rpcbench-a|rpcbench-b)
         fi
         # rpcool's server; with the RDMA transport, its krconn meta server listens on TCP 7471
         if want rpcool; then
-            RPCOOL_DEBUG=1 /t/rpcool_bench -R -a bench >/tmp/srv.out 2>&1 &
+            RPCOOL_DEBUG=1 /t/rpcool_bench -T 590 -R -a bench >/tmp/srv.out 2>&1 &
             served rpcool 7471 $!
         fi
         # rpcool's pod transport through the ivshmem device: the server serves the pod too
         if named pod; then
-            RPCOOL_POD_DEVICE=$(ivshmem_dev) /t/rpcool_bench -a bench >/tmp/srv.out 2>&1 &
+            RPCOOL_POD_DEVICE=$(ivshmem_dev) /t/rpcool_bench -T 590 -a bench >/tmp/srv.out 2>&1 &
             served pod 0 $!
         fi
         # the same, both sides polling 20 ms before they sleep (no-op and ping-pong only)
         if named pod-poll; then
             RPCOOL_BENCH_SPIN_NS=20000000 RPCOOL_POD_DEVICE=$(ivshmem_dev) /t/rpcool_bench \
-                -a bench >/tmp/srv.out 2>&1 &
+                -T 590 -a bench >/tmp/srv.out 2>&1 &
             served pod-poll 0 $!
         fi
         if named floor-after; then
@@ -449,18 +449,19 @@ rpcbench-a|rpcbench-b)
             floor-after) bench pod-floor-after 300 /t/pod_pingpong b ivshmem "$peer" \
                 -N pod_floor/line-after ;;
             pod) bench rpcool-pod 600 env RPCOOL_POD_DEVICE="$(ivshmem_dev)" /t/rpcool_bench \
-                -n 2000 -w 200 pod:bench ;;
+                -T 590 -n 2000 -w 200 pod:bench ;;
             pod-poll) bench rpcool-pod-poll 600 env RPCOOL_BENCH_SPIN_NS=20000000 \
-                RPCOOL_POD_DEVICE="$(ivshmem_dev)" /t/rpcool_bench -S noop,pingpong -n 2000 \
-                -w 200 pod:bench |
+                RPCOOL_POD_DEVICE="$(ivshmem_dev)" /t/rpcool_bench -T 590 -S noop,pingpong \
+                -n 2000 -w 200 pod:bench |
                 sed -e 's#rpcool_pod/#rpcool_pod_poll/#' -e 's/^# pingpong:/# pingpong (pod_poll):/' ;;
             pbtree) bench pbtree-tcp 300 /t/peer_pbtree -n 200 -w 20 "tcp:$peer:7480" ;;
             grpc) bench grpc-tcp 300 /t/peer_grpc -n 500 -w 50 "ipv4:$peer:7481" ;;
             grpc-none)
                 echo "grpc: not in the guests (peer_grpc did not build on the host: run.sh said why)"
                 continue ;;
-            rpcool) bench rpcool-rdma 600 env RPCOOL_DEBUG=1 /t/rpcool_bench -n 1000 -w 100 \
-                "rdma://$peer/bench" ;;
+            # -T 590: rpcool_bench's own deadline (300 s by default) under a loaded host
+            rpcool) bench rpcool-rdma 600 env RPCOOL_DEBUG=1 /t/rpcool_bench -T 590 -n 1000 \
+                -w 100 "rdma://$peer/bench" ;;
             pbc) bench pbc-rdma 600 /t/pbc_bench -n 1000 -c "$peer:7482" ;;
             ab-*)
                 v=${step#ab-}; v=${v%-*}
