@@ -14,7 +14,8 @@
  * untimed block first; BLOCKS blocks (default 31). Prints, per bench/hist.h, one result NAME
  * (default pod_floor/line) whose samples are the blocks' means per round trip: its median is the
  * median of the blocks. The guests agree on start and end over TCP (port 7490), never on the
- * timed path. Each side gives up after 120 s without progress. */
+ * timed path. Each side gives up after 120 s without progress. b also prints what one
+ * clock_gettime costs in its guest (rows timed call by call pay one each). */
 #define _GNU_SOURCE
 #include "hist.h"
 #include "../tests/vm/ivshmem.h"
@@ -168,8 +169,13 @@ int main(int argc, char **argv)
     }
     st(lb, STOP);
     if (expect_byte(fd, 'D')) fprintf(stderr, "pod_pingpong b: a did not confirm the end\n");
-    printf("# %s: %ld blocks of %ld round trips through %s (%zu bytes), block means: best %llu ns\n",
-           name, blocks, n, dev, size, (unsigned long long)best);
+    /* what one clock read costs here: the rows timed per call pay it once each */
+    uint64_t c0 = hist_now(), sink = 0;
+    for (int i = 0; i < 10000; i++) sink += hist_now();
+    uint64_t clk = (hist_now() - c0) / 10000;
+    printf("# %s: %ld blocks of %ld round trips through %s (%zu bytes), block means: best %llu ns;"
+           " one clock_gettime %llu ns%s\n", name, blocks, n, dev, size, (unsigned long long)best,
+           (unsigned long long)clk, sink ? "" : " ");
     hist_print(&h, name, hist_ops_per_s((size_t)(n * blocks), t_all));
     hist_free(&h);
     close(fd);
