@@ -165,6 +165,8 @@ cxl)
         echo "ok nvdimm-setup"
         echo "# $ns -> /dev/$dax (NVDIMM, devdax)"
         run test_dax 120 /t/test_dax "/dev/$dax"
+        # the same device (it keeps data) as a pod's device on one host
+        run rpcool-pod-dax 90 /t/test_rpcool_pod one "/dev/$dax"
     fi
     # hugetlbfs: 2 MiB pages reserved in the guest
     echo 16 >/proc/sys/vm/nr_hugepages
