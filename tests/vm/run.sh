@@ -20,7 +20,7 @@
 #             only its tests whose name contains NAME
 #   cxl       one guest with a CXL type-3 device (libcxl region -> /dev/daxX.Y; the region as
 #             a pod's device, tests/vm/test_rpcool_pod.c one) and a file-backed NVDIMM made
-#             devdax (shmheap on /dev/daxX.Y with data); hugetlbfs; pku (shmheap, rpcool)
+#             devdax (shmheap on /dev/daxX.Y with data, then a pod on it); hugetlbfs; pku
 #   krconn    one guest: krconn.h on rxe0 (tests/vm/test_krconn.c: processes of one guest)
 #             and alock.h / nppin.h over krconn connections (tests/vm/test_krconn_compose.c)
 #             (VM_ONLY=NAME[,NAME]: only test_krconn's tests whose names contain one of them)
