@@ -23,7 +23,8 @@
    and chooses that address: $RPCOOL_POD_BASE if set, else RCP__POD_DEFAULT_BASE (outside
    shmheap's window), or RCP__POD_TSAN_BASE in ThreadSanitizer builds.
    A process opens a device once (later opens share the mapping, counted) and holds one lease
-   in it (renewed by a thread), whose tag it writes in every ownership word it takes.
+   in it (renewed by a thread), whose tag it writes in every ownership word it takes. A forked
+   child inherits neither (the mapping is MADV_DONTFORK): it opens the device anew.
 
    2. LAYOUT
    ---------
@@ -125,6 +126,7 @@ struct rcp__pod {
     struct rcp__lease lease;
     char path[256];
     int refs;
+    pid_t pid;             /* the process that opened it (a forked child opens anew) */
     struct rcp__pod *next;
 };
 
@@ -275,7 +277,7 @@ static inline int rcp__pod_open(const char *name, const char *host, const struct
     if (rc) return rc;
     pthread_mutex_lock(&rcp__pods_lock);
     for (struct rcp__pod *q = rcp__pods; q; q = q->next)
-        if (!strcmp(q->path, path) && !rcp__lease_is_fenced(&q->lease)) {
+        if (!strcmp(q->path, path) && q->pid == getpid() && !rcp__lease_is_fenced(&q->lease)) {
             q->refs++;
             *out = q;
             pthread_mutex_unlock(&rcp__pods_lock);
@@ -338,6 +340,7 @@ static inline int rcp__pod_open(const char *name, const char *host, const struct
             goto out_fd;
         }
         p->refs = 1;
+        p->pid = getpid();
         p->next = rcp__pods;
         rcp__pods = p;
         *out = p;

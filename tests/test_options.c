@@ -399,7 +399,7 @@ static void g_strerror(void)
     CHECK_EQ(check_codes(t_shm_codes, sizeof t_shm_codes / sizeof t_shm_codes[0], shmheap_strerror),
              18);
     CHECK_EQ(check_codes(t_rpc_codes, sizeof t_rpc_codes / sizeof t_rpc_codes[0], rpcool_strerror),
-             34);
+             35);
     CHECK(!strcmp(shmheap_strerror(-ETIMEDOUT), strerror(ETIMEDOUT)));
     CHECK(!strcmp(rpcool_strerror(-ENOENT), strerror(ENOENT)));
 }

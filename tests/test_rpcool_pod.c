@@ -21,6 +21,8 @@
  *                 lost the channel and touches nothing: the new one's calls and counts exact
  *   threads       clients on threads of one process, each with its connection, and the server
  *                 (also under ThreadSanitizer)
+ *   forked_child  a child forked by a process that serves the pod connects anew, with a lease
+ *                 of its own (the parent's mapping and lease are not inherited)
  *   corrupt       a hostile or corrupt device header: an error, never a crash
  *   names         pod:NAME without a device, an unknown channel, a missing device
  *   idle          an idle server uses no CPU (its CPU time over a second)
@@ -669,6 +671,33 @@ static void *thr_calls(void *arg)
     return NULL;
 }
 
+static void forked_child(void)
+{
+    dev_new();
+    rpcool_server *s = srv_open("fork");
+    CHECK(s);
+    if (!s) return;
+    rpcool_conn *c = NULL;
+    CHECK_EQ(cli_open("pod:fork", &c), 0);
+    uint64_t mine = rcp__pods ? rcp__pod_tag(rcp__pods) : 0;
+    fflush(stdout);
+    pid_t k = fork();
+    if (k == 0) {
+        rpcool_conn *d = NULL;
+        if (cli_open("pod:fork", &d) || tree_call(d, RPCOOL_COPY, 4)) _exit(2);
+        struct rcp__pod *q = rcp__pods;
+        int own = q && q->pid == getpid() && rcp__pod_tag(q) != mine;
+        rpcool_disconnect(d);
+        _exit(own ? 0 : 3);
+    }
+    int ws = 0;
+    waitpid(k, &ws, 0);
+    CHECKF(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "the child: status %#x", ws);
+    if (c) CHECK_EQ(tree_call(c, 0, 5), 0); /* the parent's connection is untouched */
+    if (c) rpcool_disconnect(c);
+    CHECK_EQ(rpcool_server_close(s), 0);
+}
+
 static void threads(void)
 {
     dev_new();
@@ -838,6 +867,7 @@ int main(int argc, char **argv)
     RUN(corrupt);
     RUN(idle);
     RUN(threads);
+    RUN_NO_TSAN(forked_child);
     const char *why = hosts_skip();
 #ifdef T_TSAN
     why = "hosts fork processes with threads";
