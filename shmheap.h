@@ -81,14 +81,15 @@
    for every host once it stays unchanged for the table's bound, 1 s by default, as each observer
    measures on its own clock). Then a holder of the heap's mutex that dies on any host is
    recovered by a locker with a lease of that table within the bound (plus one poll,
-   SHMHEAP__MEM_NAP_NS, 0.2 ms) from when it starts waiting: the locker recovers the lapsed lease
-   (rcp__lease_recover: its epoch moves on), takes the mutex over, repairs the unfinished step
-   and gives the dead holder's thread caches back at once. Caches named by a lease that lapses
-   while their process holds no mutex go back at a shmheap_check() or full heap, of a process
-   with a lease, that finds the lease released or recovered (by anyone, rpcool's reaper
-   included), or lapsed since an earlier such look by the same handle (each look judges it
-   once). A process stopped past its lease and resumed is fenced: section 4, "Fencing". Without
-   a lease, a holder on another host is waited for (section 7).
+   SHMHEAP__MEM_NAP_NS, 0.2 ms) of the later of the death and the start of its wait: the locker
+   recovers the lapsed lease (rcp__lease_recover: its epoch moves on), takes the mutex over,
+   repairs the unfinished step and gives the dead holder's thread caches back at once. A holder
+   that stalls past the bound is dead to others alike (fenced when it resumes: section 4,
+   "Fencing"). Caches named by a lease that lapses while their process holds no mutex go back at
+   a shmheap_check() or full heap, of a process with a lease, that finds the lease released or
+   recovered (by anyone, rpcool's reaper included), or lapsed since an earlier such look by the
+   same handle (each look judges it once). Without a lease, a holder on another host is waited
+   for (section 7).
 
    3. EXAMPLE
    ----------
@@ -148,13 +149,14 @@
    every small allocation and free once the process knows it (its lease's renewing thread or
    any check tells it); (2) its unlock is a compare-and-swap from the word naming its old lease,
    so it frees nothing once the mutex was taken over; (3) a recoverer takes its thread caches by
-   compare-and-swap from the words naming its old lease, and it uses a cache only while the
-   cache's word still names its lease, so it never touches a cache given to others. What is
-   not: the stores of the one step under the mutex that the holder had begun (after its check)
-   when it stopped. A step is a few stores of the span table or a root, with no system call,
-   wait or log message in it, so the stop must fall within those instructions; resumed, the
-   holder completes that step after the recoverer repaired it, which can break the span table
-   (shmheap_check reports it). A holder stopped anywhere else is fenced whole.
+   compare-and-swap from the words naming its old lease, and it reads a cache's word before
+   each use of the cache and uses it only while the word still names its lease. What is not: a
+   stop that falls between such a check and the stores it guards, that is within the one step
+   under the mutex the holder had begun (a few stores of the span table or a root: no system
+   call, wait or log message lies between the check and them), or within one push or pop of its
+   cache. Resumed, the holder completes those stores after the recoverer repaired or gave back
+   what they touch, which can break the heap (shmheap_check reports it). A holder stopped
+   anywhere else is fenced whole.
    Freeing checks the pointer: outside the heap, [shmheap_base, + shmheap_size)
    (SHMHEAP_E_FOREIGN), not the start of a block, the header included (SHMHEAP_E_BADPTR), already
    free (SHMHEAP_E_DOUBLEFREE; detected unless the block was
@@ -1469,7 +1471,7 @@ static void shmheap__sweep_tag(shmheap *h, uint64_t tag)
     for (int i = 0; i < SHMHEAP__NTC && l; i++) {
         struct shmheap__tc *tc = &h->hdr->tc[i];
         uint64_t o = rcp__load(&tc->owner);
-        if (o == (SHMHEAP__LW | tag) &&
+        if ((o & ~SHMHEAP__LW_SWEEP) == (SHMHEAP__LW | tag) &&
             shmheap__tc_reap(h, tc, o, SHMHEAP__LW | SHMHEAP__LW_SWEEP | rcp__lease_tag(l)))
             shmheap__log(&h->log, SHMHEAP_LOG_INFO,
                          "gave back a thread cache of the dead lease %llx",
@@ -1488,7 +1490,7 @@ static int shmheap__sweep_leases(shmheap *h)
     for (int i = 0; i < SHMHEAP__NTC; i++) {
         struct shmheap__tc *tc = &h->hdr->tc[i];
         uint64_t o = rcp__load(&tc->owner), tag = o & SHMHEAP__LW_TAG;
-        if (!(o & SHMHEAP__LW) || (o & SHMHEAP__LW_SWEEP) || tag == mine) continue;
+        if (!(o & SHMHEAP__LW) || tag == mine) continue; /* a dead sweeper's: swept again */
         struct shmheap__watch w = {h->watch[i].tag, h->watch[i].seen};
         if (shmheap__tag_dead(h, l, tag, &w) &&
             shmheap__tc_reap(h, tc, o, SHMHEAP__LW | SHMHEAP__LW_SWEEP | mine))

@@ -314,6 +314,54 @@ static void mem_dead_holder_same_host(void)
     dev_drop(dev);
 }
 
+/* With leases, in one kernel (the namespaced hosts are tests/test_shmheap_lease.c, as root):
+   a holder killed inside the mutex is named only by its lease (no thread id in the word), and
+   a locker with a lease of the same table recovers it once the lease lapsed. */
+static void mem_lease_dead_holder(void)
+{
+    char *dev = dev_new();
+    CHECK(dev);
+    if (!dev) return;
+    struct rcp__lease_opts lo = {.nslots = 8, .bound_ms = 100};
+    struct rcp__lease l;
+    CHECK_EQ(rcp__lease_attach(&l, dev, 65536, &lo), 0);
+    shmheap *h = NULL;
+    CHECK_EQ(shmheap__create_mem(dev + 2 * MB, 4 * MB, NULL, NULL, &h), 0);
+    if (h) CHECK_EQ(shmheap_close(h), 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rcp__lease m;
+        shmheap *c;
+        if (rcp__lease_attach(&m, dev, 65536, NULL) || rcp__lease_take(&m, "child") < 0 ||
+            shmheap__open_mem(dev + 2 * MB, 4 * MB, &m, NULL, &c) || shmheap__lock(c))
+            _exit(1);
+        if (!(rcp__load(&c->hdr->lock.m.owner) & SHMHEAP__LW)) _exit(2);
+        long s = shmheap__find_free_run(c, 2, 0);
+        shmheap__journal(c, SHMHEAP__J_LALLOC, (uint64_t)s, 2, 0, 0);
+        rcp__store(&c->ent[s], SHMHEAP__E_MAKE(SHMHEAP__S_HEAD, 0, 2));
+        kill(getpid(), SIGKILL);
+    }
+    int ws;
+    waitpid(pid, &ws, 0);
+    CHECKF(WIFSIGNALED(ws), "child status %x", ws);
+    CHECK(rcp__lease_take(&l, "parent") >= 0);
+    CHECK_EQ(shmheap__open_mem(dev + 2 * MB, 4 * MB, &l, NULL, &h), 0);
+    if (h) {
+        shmheap_stats st;
+        uint64_t t0 = rcp__now_ns();
+        CHECK_EQ(shmheap_check(h, &st), 0);
+        uint64_t ms = (rcp__now_ns() - t0) / 1000000;
+        CHECKF(ms >= 90 && ms < 5000, "recovered after %llu ms (bound 100 ms)",
+               (unsigned long long)ms);
+        CHECK_EQ(st.recoveries, 1);
+        CHECK_EQ(st.live_blocks, 0);
+        CHECK_EQ(shmheap_close(h), 0);
+    }
+    rcp__lease_detach(&l);
+    dev_drop(dev);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strncmp(argv[1], "--", 2)) t_only = argv[1];
@@ -324,5 +372,6 @@ int main(int argc, char **argv)
     if (!t_only || strstr("mem_pkeys", t_only))
         TEST_UNLESS(shmheap_pkey_supported() ? NULL : "no protection keys here", mem_pkeys);
     RUN(mem_dead_holder_same_host);
+    RUN(mem_lease_dead_holder);
     return T_DONE();
 }
