@@ -22,7 +22,13 @@
    -a NAME; the client is given rdma://HOST/NAME. Over RDMA the client runs -S noop,tree
    (relaxed, copy, sealed, sandboxed; no second connection; trees at least 50 calls, not 200),
    with a 64 MiB heap, and the names start rpcool_rdma/ instead of rpcool/. Pod ids come from
-   the environment (SHMHEAP_POD_ID), as for any user. */
+   the environment (SHMHEAP_POD_ID), as for any user.
+   Between the hosts of a pod (bench/bench_pod_vm.sh, two VM guests sharing an ivshmem device):
+   the server is given the device in $RPCOOL_POD_DEVICE (it then serves the pod too), the
+   client pod:NAME (the same variable names the device); it runs -S noop,pingpong,tree with a
+   64 MiB heap, names starting rpcool_pod/ (rpcool_pod/pingpong/line is the bare cache-line
+   ping-pong in the connection heap, in the device: the floor, alternating with the no-op).
+   $RPCOOL_BENCH_SPIN_NS sets the server's and the client's spin_ns (default: the library's). */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
 #include <sys/prctl.h>
@@ -36,6 +42,7 @@ enum { FN_NOOP = 1, FN_TOUCH, FN_TREE, FN_TREE_CHECKED, FN_PUT, FN_GET, FN_QUIT,
 static rpcool_server *srv;
 static int rdma_serve;  /* -R */
 static int rdma_client; /* the channel is rdma://... */
+static int pod_client;  /* the channel is pod:... (the pod transport, through a shared device) */
 
 /* Over RDMA: the transport's summary of the connection (logged at disconnect), as a row. */
 static void rdma_log(int level, const char *msg, void *user)
@@ -204,6 +211,14 @@ static void *uds_acceptor(void *arg)
     return NULL;
 }
 
+/* $RPCOOL_BENCH_SPIN_NS: the server's and the client's spin_ns (0 or unset: the defaults), e.g.
+   20000000 for a pair that polls through the guests' stalls instead of sleeping */
+static uint64_t bench_spin_ns(void)
+{
+    const char *e = getenv("RPCOOL_BENCH_SPIN_NS");
+    return e ? strtoull(e, NULL, 10) : 0;
+}
+
 static int server(const struct peer_opts *o, const char *chan, void *unused)
 {
     (void)unused;
@@ -228,6 +243,7 @@ static int server(const struct peer_opts *o, const char *chan, void *unused)
     rpcool_server_opts so;
     memset(&so, 0, sizeof so);
     if (rdma_serve) so.rdma = "serve";
+    so.spin_ns = bench_spin_ns();
     r = rpcool_server_open(chan, &so, &srv);
     if (r) {
         fprintf(stderr, "server: %s%s\n", rpcool_strerror(r),
@@ -354,9 +370,16 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
         co.log = rdma_log;
         if (!suites) suites = "noop,tree";
     }
+    co.spin_ns = bench_spin_ns();
+    pod_client = strncmp(chan, "pod:", 4) == 0;
+    if (pod_client) { /* a device of 256 MiB shared by two guests: two heaps of 64 MiB fit */
+        co.heap_size = (size_t)64 << 20;
+        co.connect_timeout_ms = 10000; /* TCG */
+        if (!suites) suites = "noop,pingpong,tree";
+    }
     int r = RPCOOL_E_NOCHANNEL;
     for (int i = 0; i < 1000 && (r = rpcool_connect(chan, &co, &c)) == RPCOOL_E_NOCHANNEL; i++) usleep(2000);
-    if (rdma_client) { /* the server may still be starting (meta server up, RDMA not yet): 30 s */
+    if (rdma_client || pod_client) { /* the server may still be starting: 30 s */
         for (int i = 0; i < 30 && r && r != RPCOOL_E_NOTSUP && r != RPCOOL_E_BADNAME; i++) {
             printf("# connect %s: %d %s; again in 1 s\n", chan, r, rpcool_strerror(r));
             fflush(stdout);
@@ -366,7 +389,7 @@ static int client(const struct peer_opts *o, const char *chan, void *unused)
     }
     if (r) { fprintf(stderr, "connect: %s\n", rpcool_strerror(r)); return 1; }
     const char *sfx = o->same_cpu ? "@cpu0" : "";
-    const char *pfx = rdma_client ? "rpcool_rdma" : "rpcool";
+    const char *pfx = rdma_client ? "rpcool_rdma" : pod_client ? "rpcool_pod" : "rpcool";
     char name[96];
     long n = o->iters;
     rpcool_call_opts relaxed, copy, sealed, sandbox;
@@ -899,7 +922,7 @@ int main(int argc, char **argv)
         } else if (ch == 'R') {
             rdma_serve = 1;
         } else if (!peer_opt(&o, ch, optarg)) {
-            fprintf(stderr, "usage: %s [-f | [-R] [-a NAME] | CHANNEL | rdma://HOST/NAME] [-S noop,guards,pingpong,onecpu,seal,payload,tree,kv,connect]\n" PEER_COMMON_HELP, argv[0]);
+            fprintf(stderr, "usage: %s [-f | [-R] [-a NAME] | CHANNEL | rdma://HOST/NAME | pod:NAME] [-S noop,guards,pingpong,onecpu,seal,payload,tree,kv,connect]\n" PEER_COMMON_HELP, argv[0]);
             return 2;
         }
     if (optind < argc) o.addr = argv[optind];

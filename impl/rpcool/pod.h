@@ -709,10 +709,14 @@ static int rpcool__p_gone(rpcool_conn *c)
     if (rcp__lease_is_fenced(&q->dev->lease)) r = RPCOOL_E_FENCED;
     else if (st == RPCOOL__CS_DROPPED) r = RPCOOL_E_DROPPED;
     else if (st != RPCOOL__CS_ACTIVE && st != RPCOOL__CS_PENDING && st != RPCOOL__CS_CLOSING &&
-             st != RPCOOL__CS_CLAIMED && st != RPCOOL__CS_REFUSED) /* our slot was taken back */
-        r = rcp__lease_check(&q->dev->lease) == RCP__LEASE_E_FENCED ? RPCOOL_E_FENCED
-                                                                    : RPCOOL_E_DROPPED;
-    else if (rcp__load(&e->owner) != q->stag || rcp__load(&e->epoch) != q->epoch)
+             st != RPCOOL__CS_CLAIMED && st != RPCOOL__CS_REFUSED) { /* our slot was taken back */
+        if (rcp__lease_check(&q->dev->lease) == RCP__LEASE_E_FENCED) r = RPCOOL_E_FENCED;
+        /* with the channel's area, by whoever took the entry of a dead server over */
+        else if (rcp__load(&e->owner) != q->stag || rcp__load(&e->epoch) != q->epoch ||
+                 rcp__pod_tag_dead(q->dev, q->stag))
+            r = RPCOOL_E_PEERDEAD;
+        else r = RPCOOL_E_DROPPED;
+    } else if (rcp__load(&e->owner) != q->stag || rcp__load(&e->epoch) != q->epoch)
         r = rcp__load(&c->ch->state) == RPCOOL__CH_CLOSED ? RPCOOL_E_CLOSED : RPCOOL_E_PEERDEAD;
     else if (rcp__pod_tag_dead(q->dev, q->stag)) r = RPCOOL_E_PEERDEAD;
     else {

@@ -135,6 +135,9 @@ a|b)
     run "krconn-pair-$role" 90 /t/test_krconn "$role" "$peer"
     pod=$(ivshmem_dev)
     if [ -n "$pod" ]; then
+        # rpcool's pod transport through the device first (it formats the zeroed device as a
+        # pod); test_podheap then makes the device a heap of its own (overwrite)
+        run "rpcool-pod-$role" 180 /t/test_rpcool_pod "$role" ivshmem "$peer"
         run "podheap-$role" 60 /t/test_podheap "$role" "$pod" "$peer"
     else
         echo "FAIL podheap-$role: no ivshmem device (1af4:1110) found"
@@ -148,6 +151,10 @@ cxl)
     modprobe -a cxl_acpi cxl_pci cxl_mem cxl_pmem libnvdimm nd_pmem dax_pmem device_dax ||
         echo "# modprobe failed"
     run test_cxl 100 /t/test_cxl
+    # the region as a pod's device on one host (skipped while the device keeps no data); the
+    # pod's sleepers are woken by datagrams: this guest has no NIC, its loopback carries them
+    ip link set lo up
+    run rpcool-pod-cxl 90 /t/test_rpcool_pod one cxl:region0
     # the NVDIMM (qemu backs it with a host file, so data sticks) as a devdax namespace
     modprobe nfit
     ns=""; i=0
@@ -165,6 +172,8 @@ cxl)
         echo "ok nvdimm-setup"
         echo "# $ns -> /dev/$dax (NVDIMM, devdax)"
         run test_dax 120 /t/test_dax "/dev/$dax"
+        # the same device (it keeps data) as a pod's device on one host
+        run rpcool-pod-dax 90 /t/test_rpcool_pod one "/dev/$dax"
     fi
     # hugetlbfs: 2 MiB pages reserved in the guest
     echo 16 >/proc/sys/vm/nr_hugepages
@@ -310,6 +319,8 @@ rpcbench-a|rpcbench-b)
     rdma_up
     steps=$(arg rcp.steps)
     want() { [ -z "$steps" ] || case ",$steps," in *",$1,"*) true ;; *) false ;; esac; }
+    # the pod's steps (bench/bench_pod_vm.sh) run only when named: floor, pod, floor-after
+    named() { case ",$steps," in *",$1,"*) true ;; *) false ;; esac; }
     gid=$(/t/test_verbs --gid)
     echo "# rpcbench on rxe0, gid index $gid, peer $peer, eth0 mtu $(cat /sys/class/net/eth0/mtu)"
     post() { # post WORD: serve WORD to the one peer that asks, 600 s at most
@@ -332,11 +343,14 @@ rpcbench-a|rpcbench-b)
         [ $rc -ne 0 ] && echo "FAIL $n: exited with status $rc: $*"
     }
     served() { # served NAME PORT PID: say NAME once the server listens, then stop it when done
+        # (PORT 0: a server with no TCP port, e.g. the pod's: said after 2 s; its client retries)
         i=0 hex=$(printf ':%04X ' "$2")
-        while [ $i -lt 600 ] && kill -0 "$3" 2>/dev/null && ! grep -q "$hex.* 0A " /proc/net/tcp; do
+        while [ "$2" != 0 ] && [ $i -lt 600 ] && kill -0 "$3" 2>/dev/null &&
+            ! grep -q "$hex.* 0A " /proc/net/tcp; do
             sleep 0.1; i=$((i + 1))
         done
-        grep -q "$hex.* 0A " /proc/net/tcp || echo "# $1: no server listening on port $2"
+        if [ "$2" = 0 ]; then sleep 2
+        else grep -q "$hex.* 0A " /proc/net/tcp || echo "# $1: no server listening on port $2"; fi
         post "$1"
         await "done-$1"
         i=0
@@ -352,6 +366,12 @@ rpcbench-a|rpcbench-b)
     PT="ib_write_lat ib_send_lat"
     if [ "$role" = rpcbench-a ]; then
         export SHMHEAP_POD_ID=0
+        # the floor of a pod call: a bare cache-line ping-pong through the ivshmem device
+        # (bench/pod_pingpong.c; guest a echoes, b times), before and after the other rows
+        if named floor; then
+            /t/pod_pingpong a ivshmem "$peer" >/tmp/srv.out 2>&1 &
+            served floor 7490 $!
+        fi
         if want perftest; then
             for t in $PT; do
                 $t -d rxe0 -x "$gid" -n 500 >/tmp/srv.out 2>&1 &
@@ -365,13 +385,28 @@ rpcbench-a|rpcbench-b)
         if want grpc && [ -x /t/peer_grpc ]; then
             /t/peer_grpc -a "$ip:7481" >/tmp/srv.out 2>&1 &
             served grpc 7481 $!
-        else
+        elif want grpc; then
             post grpc-none
         fi
         # rpcool's server; with the RDMA transport, its krconn meta server listens on TCP 7471
         if want rpcool; then
-            RPCOOL_DEBUG=1 /t/rpcool_bench -R -a bench >/tmp/srv.out 2>&1 &
+            RPCOOL_DEBUG=1 /t/rpcool_bench -T 590 -R -a bench >/tmp/srv.out 2>&1 &
             served rpcool 7471 $!
+        fi
+        # rpcool's pod transport through the ivshmem device: the server serves the pod too
+        if named pod; then
+            RPCOOL_POD_DEVICE=$(ivshmem_dev) /t/rpcool_bench -T 590 -a bench >/tmp/srv.out 2>&1 &
+            served pod 0 $!
+        fi
+        # the same, both sides polling 20 ms before they sleep (no-op and ping-pong only)
+        if named pod-poll; then
+            RPCOOL_BENCH_SPIN_NS=20000000 RPCOOL_POD_DEVICE=$(ivshmem_dev) /t/rpcool_bench \
+                -T 590 -a bench >/tmp/srv.out 2>&1 &
+            served pod-poll 0 $!
+        fi
+        if named floor-after; then
+            /t/pod_pingpong a ivshmem "$peer" >/tmp/srv.out 2>&1 &
+            served floor-after 7490 $!
         fi
         if want pbc; then
             /t/pbc_bench -S "$ip:7482" >/tmp/srv.out 2>&1 &
@@ -404,8 +439,10 @@ rpcbench-a|rpcbench-b)
     else
         export SHMHEAP_POD_ID=1
         # each step runs when the server guest says its word; a step it skips is never said
-        while await $PT pbtree grpc grpc-none rpcool pbc ib_write_lat-after ab-new-1 ab-new-2 \
-            ab-new-3 ab-base-1 ab-base-2 ab-base-3 kvpods all-done && [ "$heard" != all-done ]; do
+        while await floor $PT pbtree grpc grpc-none rpcool pod pod-poll floor-after pbc \
+            ib_write_lat-after \
+            ab-new-1 ab-new-2 ab-new-3 ab-base-1 ab-base-2 ab-base-3 kvpods all-done &&
+            [ "$heard" != all-done ]; do
             step=$heard
             case $step in
             ib_*)
@@ -417,13 +454,23 @@ rpcbench-a|rpcbench-b)
                     echo "FAIL perftest-$step: client failed"
                     sed 's/^/# /' /tmp/$t.client
                 fi ;;
+            floor) bench pod-floor 300 /t/pod_pingpong b ivshmem "$peer" ;;
+            floor-after) bench pod-floor-after 300 /t/pod_pingpong b ivshmem "$peer" \
+                -N pod_floor/line-after ;;
+            pod) bench rpcool-pod 600 env RPCOOL_POD_DEVICE="$(ivshmem_dev)" /t/rpcool_bench \
+                -T 590 -n 2000 -w 200 pod:bench ;;
+            pod-poll) bench rpcool-pod-poll 600 env RPCOOL_BENCH_SPIN_NS=20000000 \
+                RPCOOL_POD_DEVICE="$(ivshmem_dev)" /t/rpcool_bench -T 590 -S noop,pingpong \
+                -n 2000 -w 200 pod:bench |
+                sed -e 's#rpcool_pod/#rpcool_pod_poll/#' -e 's/^# pingpong:/# pingpong (pod_poll):/' ;;
             pbtree) bench pbtree-tcp 300 /t/peer_pbtree -n 200 -w 20 "tcp:$peer:7480" ;;
             grpc) bench grpc-tcp 300 /t/peer_grpc -n 500 -w 50 "ipv4:$peer:7481" ;;
             grpc-none)
                 echo "grpc: not in the guests (peer_grpc did not build on the host: run.sh said why)"
                 continue ;;
-            rpcool) bench rpcool-rdma 600 env RPCOOL_DEBUG=1 /t/rpcool_bench -n 1000 -w 100 \
-                "rdma://$peer/bench" ;;
+            # -T 590: rpcool_bench's own deadline (300 s by default) under a loaded host
+            rpcool) bench rpcool-rdma 600 env RPCOOL_DEBUG=1 /t/rpcool_bench -T 590 -n 1000 \
+                -w 100 "rdma://$peer/bench" ;;
             pbc) bench pbc-rdma 600 /t/pbc_bench -n 1000 -c "$peer:7482" ;;
             ab-*)
                 v=${step#ab-}; v=${v%-*}

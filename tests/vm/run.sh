@@ -7,6 +7,8 @@
 #   pair      two guests, NICs joined by a qemu socket netdev on 127.0.0.1, one ivshmem file:
 #             RC between the guests, and a shmheap shared through ivshmem. Every pair mode's
 #             qemus talk UDP (VM_PAIR_NET=tcp: a TCP stream, which stalls back-to-back frames)
+#             and share one ivshmem device of VM_POD_SIZE (default 256M: a pod's connection
+#             heaps fit; a sparse file in /dev/shm, only what the guests touch takes memory)
 #   pods      two guests as two CXL pods: rpcool over RDMA between them (tests/vm/test_rpcool_rdma),
 #             examples/rpcool_kv_pods.c across them (tests/vm/test_kv_pods.c) and a protobuf-c
 #             service served in pod A, called from pod B (tests/vm/test_pbc_rdma.c); servers
@@ -17,8 +19,9 @@
 #             VM_ONLY=test_rpcool_export[:NAME] runs only those, or one of them)
 #   alock-rdma   one guest: only test_alock_rdma (it also runs in single); VM_ONLY=NAME runs
 #             only its tests whose name contains NAME
-#   cxl       one guest with a CXL type-3 device (libcxl region -> /dev/daxX.Y) and a file-backed
-#             NVDIMM made devdax (shmheap on /dev/daxX.Y with data); hugetlbfs; pku (shmheap, rpcool)
+#   cxl       one guest with a CXL type-3 device (libcxl region -> /dev/daxX.Y; the region as
+#             a pod's device, tests/vm/test_rpcool_pod.c one) and a file-backed NVDIMM made
+#             devdax (shmheap on /dev/daxX.Y with data, then a pod on it); hugetlbfs; pku
 #   krconn    one guest: krconn.h on rxe0 (tests/vm/test_krconn.c: processes of one guest)
 #             and alock.h / nppin.h over krconn connections (tests/vm/test_krconn_compose.c)
 #             (VM_ONLY=NAME[,NAME]: only test_krconn's tests whose names contain one of them)
@@ -33,7 +36,10 @@
 #             only this mode packs build/vm/bench/ (make vm-bench-bins, vm-bench-grpc);
 #             VM_PAIR_MTU=N sets the guests' netdev MTU (rxe's path MTU follows: 9000 -> 4096);
 #             RPCBENCH_STEPS=a,b,... runs only those steps (perftest, pbtree, grpc, rpcool, pbc,
-#             ab, kvpods; default all)
+#             ab, kvpods; default all; floor and floor-after, the cache-line ping-pong through
+#             the ivshmem device of bench/pod_pingpong.c, and pod and pod-poll (both sides
+#             polling 20 ms), rpcool_bench over the pod transport through that device, only
+#             when named: bench/bench_pod_vm.sh)
 # The kernel package is downloaded once and kept in build/vm/kernel. Needs root for installing
 # missing packages (tests/deps.sh vm); otherwise only qemu and the packages.
 set -u
@@ -43,6 +49,7 @@ MAKE=${MAKE:-make}
 VM=$BUILD/vm
 OUT=$VM/out
 GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-180}
+POD_SIZE=${VM_POD_SIZE:-256M} # the pair modes' ivshmem device: room for a pod's connection heaps
 pass=0; fail=0; skip=0
 t_start=$(date +%s)
 
@@ -257,8 +264,9 @@ run_pair() { # run_pair [NAME ROLE_A ROLE_B [stop]]: two guests (default: pair, 
     GUEST_TIMEOUT=${VM_GUEST_TIMEOUT:-600} # two guests share the host's CPUs
     pod=/dev/shm/rcp-vm-pod-${RPCOOL_TEST_TAG:-}$$ # tests/run.sh: its tag, for its /dev/shm check
     rm -f "$pod"
-    truncate -s 16M "$pod"
-    mem="-object memory-backend-file,id=pod,share=on,mem-path=$pod,size=16M -device ivshmem-plain,memdev=pod"
+    # the ivshmem device the guests share (a sparse file: only what they touch takes host memory)
+    truncate -s "$POD_SIZE" "$pod"
+    mem="-object memory-backend-file,id=pod,share=on,mem-path=$pod,size=$POD_SIZE -device ivshmem-plain,memdev=pod"
     pa=""
     if [ "${VM_PAIR_NET:-udp}" = udp ]; then
         # UDP between the qemus (the default), ports $port and $port + 1 (a stream socket
@@ -393,7 +401,7 @@ case $mode in
             run_pair rpcbench rpcbench-a rpcbench-b
         # the client guest's results: perftest tables ("| "), "NAME MEDIAN P99 OPS" lines, rows
         tr -d '\r' <"$OUT/rpcbench-b.results" |
-            grep -E '^(perftest |\| |rpcool-rdma: |grpc: |FAIL |#q |# +(pbtree|grpc|rpcbench))|^[a-z_]+/[^ ]+ [0-9]+ [0-9]+ [0-9]+$' || true
+            grep -E '^(perftest |\| |rpcool-rdma: |grpc: |FAIL |#q |# +(pbtree|grpc|rpcbench|pod_floor|pingpong))|^[a-z_]+/[^ ]+ [0-9]+ [0-9]+ [0-9]+$' || true
         # the server guest's: pod A's key-value gets (examples/rpcool_kv_pods.c), its failures
         tr -d '\r' <"$OUT/rpcbench-a.results" | grep -E '^(kvpods/|FAIL )' || true
         ;;
