@@ -1023,7 +1023,10 @@
    $RPCOOL_POD_ADDR (a numeric IPv4 or IPv6 address) if set, else its first non-loopback IPv4
    address that is up, else 127.0.0.1; a client's with the address its route to the server
    takes. The hosts must reach each other's UDP ports (any datagram is only a wake-up: its
-   content is never read).
+   content is never read). A datagram lost on the way, or one that cannot be sent, delays a
+   call and never hangs it: a sleeping serving thread looks at its connections every 100 ms by
+   itself, a waiting client at its answer every peer_check_ms (RPCOOL_DEBUG says once when a
+   wake-up could not be sent).
    Safety modes. As on shared memory: RPCOOL_SEAL makes the caller's own mapping of the range
    read-only (other processes' mappings are theirs), RPCOOL_SANDBOX contains the handler's
    faults in the server, RPCOOL_COPY copies. Pod connection heaps have no protection keys.

@@ -819,6 +819,39 @@ static void idle(void)
     rpcool_server_close(s);
 }
 
+/* Wake-ups that never arrive: the server publishes an address no datagram reaches (TEST-NET-1),
+   so every ring of a sleeping server is lost; each call is still answered, within the 100 ms a
+   sleeping serving thread takes to look by itself (and the connect within reap_ms). */
+static void lost_wakeups(void)
+{
+    dev_new();
+    setenv("RPCOOL_POD_ADDR", "192.0.2.1", 1);
+    rpcool_server *s = srv_open("lost");
+    unsetenv("RPCOOL_POD_ADDR");
+    CHECK(s);
+    if (!s) return;
+    rpcool_conn *c = NULL;
+    uint64_t t0 = rcp__now_ns();
+    int r = cli_open("pod:lost", &c);
+    CHECKF(r == 0, "connect: %s", rpcool_strerror(r));
+    printf("# lost wake-ups: connected in %llu ms\n",
+           (unsigned long long)((rcp__now_ns() - t0) / 1000000u));
+    uint64_t worst = 0;
+    for (int i = 0; c && i < 5; i++) {
+        usleep(200000); /* past the spin: the serving thread sleeps */
+        t0 = rcp__now_ns();
+        rpcool_call_opts co = {.timeout_ms = 3000};
+        r = rpcool_call_ex(c, H_COUNT, NULL, 0, &co, NULL, NULL);
+        uint64_t ms = (rcp__now_ns() - t0) / 1000000u;
+        CHECKF(r >= 0, "call %d: %s after %llu ms", i, rpcool_strerror(r), (unsigned long long)ms);
+        if (ms > worst) worst = ms;
+    }
+    CHECKF(worst < 1000, "a call whose wake-up was lost took %llu ms", (unsigned long long)worst);
+    printf("# lost wake-ups: the slowest of 5 calls took %llu ms\n", (unsigned long long)worst);
+    if (c) rpcool_disconnect(c);
+    rpcool_server_close(s);
+}
+
 static int host_sem(void *arg)
 {
     return cs_serve("sem", NULL, (int)(intptr_t)arg);
@@ -866,6 +899,7 @@ int main(int argc, char **argv)
     RUN(names);
     RUN(corrupt);
     RUN(idle);
+    RUN(lost_wakeups);
     RUN(threads);
     RUN_NO_TSAN(forked_child);
     const char *why = hosts_skip();

@@ -21,7 +21,10 @@
 
 /* A pod channel's area: the channel header page (with its ready summary), then its slots. */
 #define RPCOOL__POD_AREA ((uint64_t)64 << 10)
-#define RPCOOL__POD_WAKE_MS 100u /* a connect looks at its slot at least this often */
+#define RPCOOL__POD_WAKE_MS 100u /* a connect looks at its slot, and a sleeping serving thread
+                                    at its connections, at least this often: a datagram lost
+                                    on the network (or one that could not be sent) delays a
+                                    call by at most this, never hangs it */
 
 /* A connect's request and the server's answer, inside the slot's heap[] bytes. */
 struct rpcool__pod_req {
@@ -150,11 +153,20 @@ static int rpcool__p_socket(const struct sockaddr_storage *local, struct rcp__po
     return fd;
 }
 
-/* One small datagram (its content is not read: any datagram is a wake-up). */
+/* One small datagram (its content is not read: any datagram is a wake-up). One that cannot be
+   sent (no route, the interface down) is said once per process on stderr under RPCOOL_DEBUG:
+   the sleeper then looks again within RPCOOL__POD_WAKE_MS (or its peer check) by itself. */
 static void rpcool__p_send(int fd, const struct sockaddr_storage *to, socklen_t len)
 {
     static const char w = 'w';
-    (void)!sendto(fd, &w, 1, MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *)to, len);
+    static int said;
+    if (sendto(fd, &w, 1, MSG_DONTWAIT | MSG_NOSIGNAL, (const struct sockaddr *)to, len) >= 0)
+        return;
+    int e = errno;
+    if (e == EAGAIN || e == EWOULDBLOCK || __atomic_exchange_n(&said, 1, __ATOMIC_RELAXED)) return;
+    if (getenv("RPCOOL_DEBUG"))
+        fprintf(stderr, "rpcool: pod: a wake-up datagram could not be sent (%s): sleepers look "
+                        "again every %u ms by themselves\n", strerror(e), RPCOOL__POD_WAKE_MS);
 }
 
 static void rpcool__p_wake(const struct rpcool__pwake *pw)
@@ -455,7 +467,8 @@ static void rpcool__p_worker_run(rpcool_server *s, struct rpcool__psrv *p,
     for (unsigned it = 1; !rcp__load(&p->stop); it++) {
         if (RCP__UNLIKELY(rpcool__p_lost(p))) {
             rcp__store(&w->gp, 0ull);
-            rpcool__p_doze(p->door, -1); /* nothing is ours: wait for the stop */
+            rpcool__p_doze(p->door, (int)RPCOOL__POD_WAKE_MS); /* nothing is ours: wait for
+                                                                   the stop */
             continue;
         }
         if (rpcool__pass(w, &p->set, &g, 1)) {
@@ -471,7 +484,7 @@ static void rpcool__p_worker_run(rpcool_server *s, struct rpcool__psrv *p,
         rcp__full_fence();
         int wait = !rcp__load(&p->stop) && !rpcool__pass(w, &p->set, &g, 0);
         rcp__store(&w->gp, 0ull); /* a sleeper holds up no drain */
-        if (wait) rpcool__p_doze(p->door, -1);
+        if (wait) rpcool__p_doze(p->door, (int)RPCOOL__POD_WAKE_MS);
         rcp__fetch_add(&p->ch->ssleepers, (uint32_t)-1);
         idle_since = 0;
     }
