@@ -825,14 +825,17 @@ static void idle(void)
 static void lost_wakeups(void)
 {
     dev_new();
+    const char *name = t_uniq("lost");
+    char pname[128];
+    snprintf(pname, sizeof pname, "pod:%s", name);
     setenv("RPCOOL_POD_ADDR", "192.0.2.1", 1);
-    rpcool_server *s = srv_open("lost");
+    rpcool_server *s = srv_open(name);
     unsetenv("RPCOOL_POD_ADDR");
     CHECK(s);
     if (!s) return;
     rpcool_conn *c = NULL;
     uint64_t t0 = rcp__now_ns();
-    int r = cli_open("pod:lost", &c);
+    int r = cli_open(pname, &c);
     CHECKF(r == 0, "connect: %s", rpcool_strerror(r));
     printf("# lost wake-ups: connected in %llu ms\n",
            (unsigned long long)((rcp__now_ns() - t0) / 1000000u));
