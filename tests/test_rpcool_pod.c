@@ -841,7 +841,7 @@ static void lost_wakeups(void)
            (unsigned long long)((rcp__now_ns() - t0) / 1000000u));
     uint64_t worst = 0;
     for (int i = 0; c && i < 5; i++) {
-        usleep(200000); /* past the spin: the serving thread sleeps */
+        usleep(250000); /* past the spin: the serving thread sleeps (off its 100 ms beat) */
         t0 = rcp__now_ns();
         rpcool_call_opts co = {.timeout_ms = 3000};
         r = rpcool_call_ex(c, H_COUNT, NULL, 0, &co, NULL, NULL);
