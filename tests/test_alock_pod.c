@@ -15,6 +15,7 @@
 #define ALOCK_IMPLEMENTATION
 #include "alock.h"
 #include "t.h"
+#include "pod_hosts.h"
 #include <dirent.h>
 #include <sched.h>
 #include <signal.h>
@@ -190,38 +191,18 @@ static int reap(pid_t *ws, int n)
     return bad;
 }
 
-/* A "host": a process tree in new mount, pid and IPC namespaces, with its own tmpfs on
-   /dev/shm; its init (pid 1) maps the device and runs fn. */
-static pid_t host_spawn(int (*fn)(void))
+/* A "host" (tests/pod_hosts.h) whose init maps the device, then runs fn. */
+static int (*host_fn)(void);
+static int host_main(void *arg)
 {
-    fflush(stdout);
-    fflush(stderr);
-    pid_t a = fork();
-    if (a != 0) return a;
-    if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC)) _exit(77);
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
-        mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=1m,mode=1777"))
-        _exit(78);
-    pid_t init = fork();
-    if (init == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL); /* the test gave up on this host: its tree dies */
-        if (getpid() != 1 || dev_map()) _exit(79);
-        _exit(fn());
-    }
-    int st = 0;
-    waitpid(init, &st, 0);
-    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st));
+    (void)arg;
+    return dev_map() ? 79 : host_fn();
 }
 
-static const char *hosts_skip(void)
+static pid_t spawn_host(int (*fn)(void))
 {
-    if (geteuid() != 0) return "needs root (new mount, pid and IPC namespaces)";
-    pid_t p = fork();
-    if (p == 0) _exit(unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC) ? 1 : 0);
-    int st = -1;
-    waitpid(p, &st, 0);
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? NULL
-                                                  : "unshare(CLONE_NEWNS|NEWPID|NEWIPC) refused";
+    host_fn = fn; /* the fork copies it */
+    return host_spawn(host_main, NULL);
 }
 
 /* Run hosts A and B on a new device file; the control block as the test reads it in *out. */
@@ -235,7 +216,7 @@ static void run_hosts(int (*fa)(void), int (*fb)(void), struct ctl *out)
     CHECK(dev_at != NULL);
     memset(out, 0, sizeof *out);
     if (!dev_at || fd < 0) return;
-    pid_t a = host_spawn(fa), b = host_spawn(fb);
+    pid_t a = spawn_host(fa), b = spawn_host(fb);
     int sa = -1, sb = -1, done = 0;
     uint64_t t0 = rcp__now_ns();
     while (done < 2 && ms_since(t0) < 120000) {

@@ -14,6 +14,7 @@ static __attribute__((unused)) void t_hook(const char *point);
 #define SHMHEAP_IMPLEMENTATION
 #include "shmheap.h"
 #include "t.h"
+#include "pod_hosts.h"
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
@@ -112,39 +113,19 @@ static void leave(struct host_proc *p)
     rcp__lease_detach(&p->l);
 }
 
-/* A "host": a process tree in new mount, pid and IPC namespaces, with its own tmpfs on
-   /dev/shm. Returns the pid (in this namespace) of the process that waits for its init. */
-static pid_t host_spawn(int (*fn)(void))
+/* A "host" (tests/pod_hosts.h) whose init maps the device itself, then runs fn. */
+static int (*host_fn)(void);
+static int host_main(void *arg)
 {
-    fflush(stdout);
-    fflush(stderr);
-    pid_t a = fork();
-    if (a != 0) return a;
-    if (unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC)) _exit(77);
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
-        mount("tmpfs", "/dev/shm", "tmpfs", 0, "size=1m,mode=1777"))
-        _exit(78);
-    munmap(dev_at, DEV_SIZE); /* the host maps the device itself */
-    if (dev_map()) _exit(80);
-    pid_t init = fork();
-    if (init == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL); /* the test gave up on this host: its tree dies */
-        _exit(getpid() == 1 ? fn() : 79);
-    }
-    int st = 0;
-    waitpid(init, &st, 0);
-    _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 100 + WTERMSIG(st));
+    (void)arg;
+    munmap(dev_at, DEV_SIZE);
+    return dev_map() ? 80 : host_fn();
 }
 
-static const char *hosts_skip(void)
+static pid_t spawn_host(int (*fn)(void))
 {
-    if (geteuid() != 0) return "needs root (new mount, pid and IPC namespaces)";
-    pid_t p = fork();
-    if (p == 0) _exit(unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC) ? 1 : 0);
-    int st = -1;
-    waitpid(p, &st, 0);
-    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? NULL
-                                                  : "unshare(CLONE_NEWNS|NEWPID|NEWIPC) refused";
+    host_fn = fn; /* the fork copies it */
+    return host_spawn(host_main, NULL);
 }
 
 /* A new device file: lease table formatted with BOUND_MS, heap created; mapped at dev_at in
@@ -188,7 +169,7 @@ static void dev_done(char *dev)
 /* Runs host functions a and b to their end (at most two minutes); their exit statuses. */
 static void run_hosts(int (*a)(void), int (*b)(void), int *sa, int *sb)
 {
-    pid_t pa = host_spawn(a), pb = host_spawn(b);
+    pid_t pa = spawn_host(a), pb = spawn_host(b);
     int done = 0;
     uint64_t t0 = rcp__now_ns();
     *sa = *sb = -1;
