@@ -4637,6 +4637,19 @@ static int rpcool__pass(struct rpcool__worker *w, struct rpcool__sset *set, stru
 
 /* >>serve - server: serving threads, stop, close ----------------------------------------------- */
 
+/* A serving loop's recovery point was reached by a fault: leave the guard, count the fault, and
+   return the connection the worker was visiting (NULL if none), now no longer its own. */
+static struct rpcool__sconn *rpcool__worker_faulted(struct rpcool__worker *w)
+{
+    rpcool__cur = NULL;
+    rpcool__fault_unblock();
+    rcp__store(&w->gp, 0ull);
+    struct rpcool__sconn *sc = w->cur;
+    rpcool__cur_set(w, NULL);
+    rcp__fetch_add(&w->s->st.faults, 1u);
+    return sc;
+}
+
 /* Serve until stopped or a fault. Polling: a pass, a pause, and once every 128 rounds the
    clock (timed housekeeping, the spin budget) and the CPU hints; a worker yields its CPU
    while idle only if a client posts from that CPU. Returns after a fault in the library's own
@@ -4650,12 +4663,7 @@ static void rpcool__worker_run(struct rpcool__worker *w)
     struct rpcool__guard g;
     rpcool__guard_init(&g, NULL, NULL);
     if (sigsetjmp(g.jb, 0)) {
-        rpcool__cur = NULL;
-        rpcool__fault_unblock();
-        rcp__store(&w->gp, 0ull);
-        struct rpcool__sconn *sc = w->cur;
-        rpcool__cur_set(w, NULL);
-        rcp__fetch_add(&s->st.faults, 1u);
+        struct rpcool__sconn *sc = rpcool__worker_faulted(w);
         if (sc) {
             rpcool__log(&s->log, RPCOOL_LOG_WARN, "%s: fault on a client heap (%s): dropping it",
                         s->name, sc->heap_name);

@@ -452,12 +452,7 @@ static void rpcool__p_worker_run(rpcool_server *s, struct rpcool__psrv *p,
     struct rpcool__guard g;
     rpcool__guard_init(&g, NULL, NULL);
     if (sigsetjmp(g.jb, 0)) {
-        rpcool__cur = NULL;
-        rpcool__fault_unblock();
-        rcp__store(&w->gp, 0ull);
-        struct rpcool__sconn *sc = w->cur;
-        rpcool__cur_set(w, NULL);
-        rcp__fetch_add(&s->st.faults, 1u);
+        struct rpcool__sconn *sc = rpcool__worker_faulted(w);
         if (sc) rpcool__condemn(s, sc, "a fault on its heap in the pod device");
         return;
     }
