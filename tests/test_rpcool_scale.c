@@ -53,48 +53,83 @@ static uint64_t median(uint64_t *v, size_t n)
     return v[n / 2];
 }
 
+/* Child processes are this binary run again in a role (--holder, --busy, --other): a fork
+   copies a threaded process, and ASan's allocator lock taken by a server thread (the heap maker
+   refilling after many connects) at that moment stays taken in the child, which then hangs in
+   its first malloc. Between fork and exec the child only closes and execs. */
+static pid_t spawn_self(char *const av[], int keep1, int keep2)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (keep1 >= 0) fcntl(keep1, F_SETFD, 0);
+        if (keep2 >= 0) fcntl(keep2, F_SETFD, 0);
+        execv("/proc/self/exe", av);
+        _exit(127);
+    }
+    return pid;
+}
+
 /* A child process with n connections to name, each of which made one call: it writes its
    result (0 ok, else the failing code) on its pipe, then holds them until the parent writes a
    byte (or closes the pipe), then exits without disconnecting when die is set. When times is
    not NULL, the child writes every connect's time in ns after its result. */
 struct holder { pid_t pid; int to, from; };
 
+static int holder_main(const char *name, unsigned n, int times, int die, int up, int down)
+{
+    rpcool_conn **c = (rpcool_conn **)calloc(n, sizeof *c);
+    uint64_t *t = (uint64_t *)calloc(n, sizeof *t);
+    int r = c && t ? 0 : -ENOMEM;
+    for (unsigned i = 0; i < n && !r; i++) {
+        uint64_t t0 = now_ns();
+        r = rpcool_connect(name, &small, &c[i]);
+        t[i] = now_ns() - t0;
+        for (int k = 0; i == 0 && r == RPCOOL_E_NOCHANNEL && k < 500; k++) {
+            usleep(5000); /* the server is still starting */
+            r = rpcool_connect(name, &small, &c[i]);
+        }
+        if (!r) r = rpcool_call(c[i], FN_ECHO, NULL, 0, NULL, NULL) == 7 ? 0 : -1;
+    }
+    if (write(up, &r, sizeof r) != (ssize_t)sizeof r) return 3;
+    if (times && write(up, t, n * sizeof *t) != (ssize_t)(n * sizeof *t)) return 3;
+    char b;
+    if (read(down, &b, 1) < 0) return 4;
+    if (!die)
+        for (unsigned i = 0; i < n; i++)
+            if (c[i]) rpcool_disconnect(c[i]);
+    free(c);
+    free(t);
+    return 0;
+}
+
 static int holder_start(struct holder *h, const char *name, unsigned n, int times, int die)
 {
     int up[2], down[2];
-    if (pipe(up) || pipe(down)) return -1;
-    fflush(stdout);
-    h->pid = fork();
-    if (h->pid == 0) {
+    if (pipe2(up, O_CLOEXEC)) return -1;
+    if (pipe2(down, O_CLOEXEC)) {
         close(up[0]);
-        close(down[1]);
-        rpcool_conn **c = (rpcool_conn **)calloc(n, sizeof *c);
-        uint64_t *t = (uint64_t *)calloc(n, sizeof *t);
-        int r = c && t ? 0 : -ENOMEM;
-        for (unsigned i = 0; i < n && !r; i++) {
-            uint64_t t0 = now_ns();
-            r = rpcool_connect(name, &small, &c[i]);
-            t[i] = now_ns() - t0;
-            for (int k = 0; i == 0 && r == RPCOOL_E_NOCHANNEL && k < 500; k++) {
-                usleep(5000); /* the server is still starting */
-                r = rpcool_connect(name, &small, &c[i]);
-            }
-            if (!r) r = rpcool_call(c[i], FN_ECHO, NULL, 0, NULL, NULL) == 7 ? 0 : -1;
-        }
-        if (write(up[1], &r, sizeof r) != (ssize_t)sizeof r) _exit(3);
-        if (times && write(up[1], t, n * sizeof *t) != (ssize_t)(n * sizeof *t)) _exit(3);
-        char b;
-        if (read(down[0], &b, 1) < 0) _exit(4);
-        if (!die)
-            for (unsigned i = 0; i < n; i++)
-                if (c[i]) rpcool_disconnect(c[i]);
-        _exit(0);
+        close(up[1]);
+        return -1;
     }
+    char a[5][24];
+    snprintf(a[0], sizeof a[0], "%u", n);
+    snprintf(a[1], sizeof a[1], "%d", times);
+    snprintf(a[2], sizeof a[2], "%d", die);
+    snprintf(a[3], sizeof a[3], "%d", up[1]);
+    snprintf(a[4], sizeof a[4], "%d", down[0]);
+    char *av[] = {(char *)"test_rpcool_scale", (char *)"--holder", (char *)name, a[0], a[1],
+                  a[2], a[3], a[4], NULL};
+    h->pid = spawn_self(av, up[1], down[0]);
     close(up[1]);
     close(down[0]);
     h->to = down[1];
     h->from = up[0];
-    return h->pid > 0 ? 0 : -1;
+    if (h->pid > 0) return 0;
+    close(h->to);
+    close(h->from);
+    return -1;
 }
 
 static int holder_result(struct holder *h)
@@ -107,7 +142,7 @@ static int holder_result(struct holder *h)
 static void holder_end(struct holder *h)
 {
     if (h->pid <= 0) return;
-    if (write(h->to, "x", 1) != 1) kill(h->pid, SIGKILL); /* later holders share the pipe */
+    if (write(h->to, "x", 1) != 1) kill(h->pid, SIGKILL);
     close(h->to);
     close(h->from);
     waitpid(h->pid, NULL, 0);
@@ -124,10 +159,9 @@ static int read_all(int fd, void *p, size_t n)
     return 0;
 }
 
-/* In a child: create (then unlink) a named heap in the current pod: 0 or its code. */
-static int other_program(void *arg)
+/* Another program: create (then unlink) a named heap in the current pod: 0 or its code. */
+static int other_main(void)
 {
-    (void)arg;
     shmheap *h = NULL;
     const char *nm = t_uniq("other");
     shmheap_opts o = {.size = (size_t)2 << 20};
@@ -137,6 +171,15 @@ static int other_program(void *arg)
         shmheap_unlink(nm, NULL);
     }
     return r ? 1 : 0;
+}
+
+static int other_program(void)
+{
+    char *av[] = {(char *)"test_rpcool_scale", (char *)"--other", NULL};
+    int st;
+    pid_t pid = spawn_self(av, -1, -1);
+    if (pid < 0 || waitpid(pid, &st, 0) != pid) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
 /* Entries recorded in this process's pod, or -1. */
@@ -184,16 +227,16 @@ static void test_scale_2000_conns(void)
         rpcool_server_get_stats(s, &st);
         CHECK_EQ(st.conns, N);
         CHECKF(pod_entries() <= 32, "%d pod entries for %d connections", pod_entries(), N);
-        CHECKF(t_in_child(other_program, NULL) == 0, "another program cannot create a heap");
+        CHECKF(other_program() == 0, "another program cannot create a heap");
     }
     for (int k = 0; k < started; k++) holder_end(&h[k]);
     rpcool_server_close(s);
-    CHECKF(t_in_child(other_program, NULL) == 0, "another program cannot create a heap");
+    CHECKF(other_program() == 0, "another program cannot create a heap");
     t_pod_leave(&pod);
 }
 
 /* A client that calls for ms milliseconds and writes its count; with idle connections. */
-static int busy_child(const char *name, unsigned ms, int fd)
+static int busy_main(const char *name, unsigned ms, int fd)
 {
     rpcool_conn *c = t_connect_retry(name, &small);
     uint64_t n = 0;
@@ -206,17 +249,30 @@ static int busy_child(const char *name, unsigned ms, int fd)
     return write(fd, &n, sizeof n) == (ssize_t)sizeof n ? 0 : 1;
 }
 
-static uint64_t busy_run(const char *name, unsigned ms)
+/* Start a busy client; its count comes on *from. */
+static pid_t busy_start(const char *name, unsigned ms, int *from)
 {
     int p[2];
-    uint64_t n = 0;
-    if (pipe(p)) return 0;
-    fflush(stdout);
-    pid_t pid = fork();
-    if (pid == 0) _exit(busy_child(name, ms, p[1]));
+    if (pipe2(p, O_CLOEXEC)) return -1;
+    char a[2][24];
+    snprintf(a[0], sizeof a[0], "%u", ms);
+    snprintf(a[1], sizeof a[1], "%d", p[1]);
+    char *av[] = {(char *)"test_rpcool_scale", (char *)"--busy", (char *)name, a[0], a[1], NULL};
+    pid_t pid = spawn_self(av, p[1], -1);
     close(p[1]);
-    if (read(p[0], &n, sizeof n) != (ssize_t)sizeof n) n = 0;
-    close(p[0]);
+    if (pid < 0) close(p[0]);
+    else *from = p[0];
+    return pid;
+}
+
+static uint64_t busy_run(const char *name, unsigned ms)
+{
+    int from;
+    uint64_t n = 0;
+    pid_t pid = busy_start(name, ms, &from);
+    if (pid < 0) return 0;
+    if (read(from, &n, sizeof n) != (ssize_t)sizeof n) n = 0;
+    close(from);
     waitpid(pid, NULL, 0);
     return n;
 }
@@ -256,19 +312,17 @@ static void test_scale_fair(void)
     const char *name = t_uniq("scalefair");
     rpcool_server *s = serve(name, 64, 0, 1);
     if (!s) return;
-    int p[K][2];
+    int from[K];
     pid_t pid[K];
     uint64_t n[K], lo = UINT64_MAX, hi = 0;
-    fflush(stdout);
+    for (int k = 0; k < K; k++) pid[k] = busy_start(name, 600, &from[k]);
     for (int k = 0; k < K; k++) {
-        if (pipe(p[k])) return;
-        if ((pid[k] = fork()) == 0) _exit(busy_child(name, 600, p[k][1]));
-        close(p[k][1]);
-    }
-    for (int k = 0; k < K; k++) {
-        if (read(p[k][0], &n[k], sizeof n[k]) != (ssize_t)sizeof n[k]) n[k] = 0;
-        close(p[k][0]);
-        waitpid(pid[k], NULL, 0);
+        n[k] = 0;
+        if (pid[k] > 0) {
+            if (read(from[k], &n[k], sizeof n[k]) != (ssize_t)sizeof n[k]) n[k] = 0;
+            close(from[k]);
+            waitpid(pid[k], NULL, 0);
+        }
         if (n[k] < lo) lo = n[k];
         if (n[k] > hi) hi = n[k];
     }
@@ -445,6 +499,13 @@ int main(int argc, char **argv)
         rl.rlim_cur = rl.rlim_max < 16384 ? rl.rlim_max : 16384;
         setrlimit(RLIMIT_NOFILE, &rl);
     }
+    /* the roles of child processes (_exit: a holder that dies keeps its connections unfreed) */
+    if (argc == 8 && !strcmp(argv[1], "--holder"))
+        _exit(holder_main(argv[2], (unsigned)atoi(argv[3]), atoi(argv[4]), atoi(argv[5]),
+                          atoi(argv[6]), atoi(argv[7])));
+    if (argc == 5 && !strcmp(argv[1], "--busy"))
+        _exit(busy_main(argv[2], (unsigned)atoi(argv[3]), atoi(argv[4])));
+    if (argc == 2 && !strcmp(argv[1], "--other")) _exit(other_main());
     RUN(test_scale_2000_conns);
     RUN(test_scale_busy_among_idle);
     RUN(test_scale_fair);
