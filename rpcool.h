@@ -2744,6 +2744,7 @@ static size_t rpcool__chan_bytes(uint32_t max_conns)
 /* >>server - server: open, handlers ------------------------------------------------------------ */
 
 static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead);
+static void rpcool__cwaiting_drop(struct rpcool__chan_hdr *ch, struct rpcool__conn_hdr *hdr);
 static void rpcool__slot_carve_put(rpcool_server *s, uint32_t i);
 static void rpcool__hooks_set(rpcool_server *s, const rpcool_server_opts *o);
 static int rpcool__peer_admit(rpcool_server *s, int sk, uint32_t claimed, rpcool_peer *pr,
@@ -4046,6 +4047,7 @@ static void rpcool__sconn_release(rpcool_server *s, uint32_t i, int dead)
 {
     struct rpcool__sconn *sc = &s->conns[i];
     struct rpcool__chan_slot *cs = &s->cs[i];
+    if (dead && !rcp__load(&sc->condemned)) rpcool__cwaiting_drop(s->ch, sc->hdr);
     int o = rpcool__contain_set(0);
     shmheap_close(sc->heap);
     rpcool__contain_set(o);
@@ -4143,6 +4145,33 @@ static void rpcool__housekeep(rpcool_server *s, int force, uint64_t now)
     pthread_mutex_unlock(&s->hk_lock);
 }
 
+/* The count of clients asleep waiting (cwaiting, a hint every client reads to choose between
+   polling and sleeping at once) stays true: a connection reaped while its client slept takes
+   its sleepers out of it, and a count no set of clients could reach (a client scribbled on
+   it) is set to what the connections' own counts say. Resetting it instead would let it go
+   negative as a crowd of sleepers wakes: every client would then poll. */
+static void rpcool__cwaiting_drop(struct rpcool__chan_hdr *ch, struct rpcool__conn_hdr *hdr)
+{
+    uint32_t n = rcp__load(&hdr->csleepers);
+    if (n && n <= RPCOOL__NSLOTS) rcp__fetch_add(&ch->cwaiting, (uint32_t)-n);
+}
+
+static void rpcool__cwaiting_check(struct rpcool__chan_hdr *ch, struct rpcool__sset *set)
+{
+    int32_t v = (int32_t)rcp__load_relaxed(&ch->cwaiting);
+    if (v >= 0 && (int64_t)v <= (int64_t)set->max_conns * RPCOOL__NSLOTS) return;
+    uint32_t sum = 0;
+    for (uint32_t i = 0; i < set->max_conns; i++) {
+        struct rpcool__sconn *sc = &set->conns[i];
+        if (rcp__load(&sc->state) != RPCOOL__SC_ACTIVE || rcp__load(&sc->dead) ||
+            rcp__load(&sc->condemned) || !sc->hdr)
+            continue;
+        uint32_t n = rcp__load(&sc->hdr->csleepers);
+        sum += n <= RPCOOL__NSLOTS ? n : RPCOOL__NSLOTS;
+    }
+    rcp__store_relaxed(&ch->cwaiting, sum);
+}
+
 /* The ready summary's safety net, on timed rounds (under hk_lock: no connection is unmapped
    meanwhile): a connection with request bits but no ready bit (its client died between the
    two, or another client cleared the summary) is put back in, and a sleeping server rung. */
@@ -4174,7 +4203,7 @@ static void rpcool__housekeep_locked(rpcool_server *s, int force, uint64_t now, 
         rcp__store_relaxed(&s->last_hk, now);
         rcp__store_relaxed(&s->ch->server_cpus, 0ull); /* hints fade: pollers mark them again */
         rcp__store_relaxed(&s->ch->client_cpus, 0ull);
-        rcp__store_relaxed(&s->ch->cwaiting, 0u); /* a client killed asleep left its count */
+        rpcool__cwaiting_check(s->ch, &s->set);
     }
     for (uint32_t i = 0; i < s->max_conns; i++) {
         struct rpcool__sconn *sc = &s->conns[i];
@@ -4690,6 +4719,10 @@ static void rpcool__worker_run(struct rpcool__worker *w)
         rpcool__housekeep(s, 0, now);
         if (rpcool__pass(w, &s->set, &g, 1)) {
             idle_since = 0;
+            /* clients posted from this CPU and some are asleep or just woken: they wait for
+               this CPU, which stays ours until our time slice ends unless given up (clients
+               on the other CPUs would be served twice as often) */
+            if (share && rcp__load_relaxed(&s->ch->cwaiting)) sched_yield();
             continue;
         }
         if (share) sched_yield(); /* a client may be waiting for this CPU */

@@ -6,7 +6,8 @@
    Measures (each a "NAME MEDIAN_NS P99_NS OPS_PER_S" line of bench/hist.h, and "#" lines):
      busy/alone, busy/idleN    one closed-loop client's no-op call alone, and among IDLE idle
                                connections (each made one call), timed by blocks of 1000 calls
-     closed/N                  N closed-loop client processes for MS each round: calls per
+     closed/N                  N closed-loop client processes, each round counted over one
+                               window of MS after a 300 ms warm-up (all calling): calls per
                                second of all, and slowest/fastest client (every round printed)
      idle_cpu/N                the server's CPU with N idle connections over 2 s (per cent)
      connect/first100, connect/last100   CONNS connections to one server, by 10 processes one
@@ -26,7 +27,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 
-enum { FN_NOP = 1, BLOCK = 1000 };
+enum { FN_NOP = 1, BLOCK = 1000, WARM_MS = 300 };
 static char g_chan[64], g_sock[108];
 static const rpcool_conn_opts g_copts = {.heap_size = (size_t)2 << 20};
 
@@ -138,6 +139,7 @@ static void cli_close(struct cli *k)
 /* Shared between the driver and its client processes. */
 struct board {
     uint32_t ready, go;
+    uint32_t open, stop; /* round r's counting window opened, closed */
     uint64_t count[];
 };
 
@@ -162,8 +164,11 @@ static void add_word(uint32_t *w)
 }
 
 /* A closed-loop client process: one connection of each kind; each round (the driver's round
-   number says which kind) it calls for ms, then counts. */
-static void closed_client(struct board *b, unsigned me, unsigned ms, int rounds)
+   number says which kind) it calls from the go until the stop, and counts the calls made while
+   the driver's window was open: the same interval for every client, all of them calling
+   (waking a thousand processes for the go takes a while; a client that timed its own interval
+   from its own start would count uncontended calls at the edges). */
+static void closed_client(struct board *b, unsigned me, int rounds)
 {
     struct cli k[2];
     if (cli_open(&k[0], 0) || cli_open(&k[1], 1)) _exit(2);
@@ -172,10 +177,16 @@ static void closed_client(struct board *b, unsigned me, unsigned ms, int rounds)
     for (int r = 1; r <= rounds; r++) {
         wait_word(&b->go, (uint32_t)r);
         struct cli *c = &k[r % 2];
-        uint64_t n = 0, end = hist_now() + (uint64_t)ms * 1000000u;
-        while (hist_now() < end)
+        uint64_t n = 0, at_open = 0;
+        int opened = 0;
+        while (__atomic_load_n(&b->stop, __ATOMIC_ACQUIRE) != (uint32_t)r) {
+            if (!opened && __atomic_load_n(&b->open, __ATOMIC_ACQUIRE) == (uint32_t)r) {
+                opened = 1;
+                at_open = n;
+            }
             for (int j = 0; j < 4; j++) n += cli_call(c) == 0;
-        b->count[me] = n;
+        }
+        b->count[me] = opened ? n - at_open : 0;
         add_word(&b->ready);
     }
     cli_close(&k[0]);
@@ -196,11 +207,17 @@ static void closed_loop(unsigned nclients, unsigned ms, int rounds)
     hist_init(&hc[1], (size_t)rounds);
     fflush(stdout);
     for (unsigned i = 0; i < nclients; i++)
-        if ((kids[i] = fork()) == 0) closed_client(b, i, ms, rounds);
+        if ((kids[i] = fork()) == 0) closed_client(b, i, rounds);
     wait_word(&b->ready, nclients);
     for (int r = 1; r <= rounds; r++) {
         __atomic_store_n(&b->ready, 0u, __ATOMIC_RELEASE);
         set_word(&b->go, (uint32_t)r);
+        usleep(WARM_MS * 1000); /* every client awake and calling */
+        uint64_t t0 = hist_now();
+        __atomic_store_n(&b->open, (uint32_t)r, __ATOMIC_RELEASE);
+        usleep(ms * 1000);
+        __atomic_store_n(&b->stop, (uint32_t)r, __ATOMIC_RELEASE);
+        double win_ms = (double)(hist_now() - t0) / 1e6; /* the window as it was */
         wait_word(&b->ready, nclients);
         uint64_t lo = UINT64_MAX, hi = 0, sum = 0;
         for (unsigned i = 0; i < nclients; i++) {
@@ -209,10 +226,10 @@ static void closed_loop(unsigned nclients, unsigned ms, int rounds)
             if (b->count[i] > hi) hi = b->count[i];
         }
         int sock = r % 2;
-        double cps = sum * 1000.0 / ms, fair = hi ? (double)lo / (double)hi : 0;
+        double cps = sum * 1000.0 / win_ms, fair = hi ? (double)lo / (double)hi : 0;
         tot[sock] += cps;
         if (fair < worst[sock]) worst[sock] = fair;
-        hist_add(&hc[sock], (uint64_t)(ms * 1e6 / (sum ? (double)sum / nclients : 1)));
+        hist_add(&hc[sock], (uint64_t)(win_ms * 1e6 / (sum ? (double)sum / nclients : 1)));
         printf("#   closed/%u round %d %s: %.0f calls/s, slowest/fastest %.2f (%llu/%llu)\n",
                nclients, r, sock ? "uds" : "rpcool", cps, fair, (unsigned long long)lo,
                (unsigned long long)hi);

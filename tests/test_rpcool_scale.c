@@ -4,7 +4,8 @@
  * (calls counted per client); an idle server with many connections hardly wakes (its threads'
  * voluntary context switches over a second); a client killed with SIGKILL is reaped at once
  * and its slot reused; short-lived clients that exit without rpcool_disconnect never find the
- * channel full; a client that scribbles on the ready summary in the channel harms no one. */
+ * channel full; a client that scribbles on the ready summary in the channel harms no one; the
+ * count of clients asleep stays true. */
 #define RPCOOL_IMPLEMENTATION
 #include "rpcool.h"
 #include "t.h"
@@ -13,7 +14,7 @@
 #include <sched.h>
 #include <sys/resource.h>
 
-enum { FN_ECHO = 1 };
+enum { FN_ECHO = 1, FN_SLOW = 2 };
 
 static int h_echo(rpcool_ctx *ctx, void *arg, size_t len, void *user)
 {
@@ -21,15 +22,22 @@ static int h_echo(rpcool_ctx *ctx, void *arg, size_t len, void *user)
     return 7;
 }
 
+static int h_slow(rpcool_ctx *ctx, void *arg, size_t len, void *user)
+{
+    (void)ctx, (void)arg, (void)len, (void)user;
+    usleep(1200000);
+    return 7;
+}
+
 static rpcool_server *serve(const char *name, unsigned max_conns, unsigned reap_ms,
                             unsigned threads)
 {
-    static const t_handler hs[] = {{FN_ECHO, h_echo, 0}};
+    static const t_handler hs[] = {{FN_ECHO, h_echo, 0}, {FN_SLOW, h_slow, 0}};
     rpcool_server_opts o;
     memset(&o, 0, sizeof o);
     o.max_conns = max_conns;
     o.reap_ms = reap_ms;
-    return t_server_with(name, &o, hs, 1, threads);
+    return t_server_with(name, &o, hs, 2, threads);
 }
 
 static const rpcool_conn_opts small = {.heap_size = (size_t)2 << 20};
@@ -433,6 +441,69 @@ static void test_scale_short_lived(void)
     rpcool_server_close(s);
 }
 
+/* A client that makes one slow call (and is killed in it). */
+static int sleeper_main(const char *name)
+{
+    rpcool_conn *c = t_connect_retry(name, &small);
+    return c && rpcool_call(c, FN_SLOW, NULL, 0, NULL, NULL) == 7 ? 0 : 1;
+}
+
+static void *slow_caller(void *p)
+{
+    return (void *)(intptr_t)(rpcool_call((rpcool_conn *)p, FN_SLOW, NULL, 0, NULL, NULL) == 7);
+}
+
+static int32_t waiting(rpcool_conn *c)
+{
+    return (int32_t)__atomic_load_n(&c->ch->cwaiting, __ATOMIC_SEQ_CST);
+}
+
+/* The channel's count of clients asleep waiting (which every client reads to choose between
+   polling and sleeping at once) stays true across the server's timed rounds: 2 clients asleep
+   in 1.2 s calls count 2 after a round, 0 once answered; a scribbled count is set right again;
+   a client killed asleep is taken out when it is reaped. */
+static void test_scale_waiting_count(void)
+{
+    const char *name = t_uniq("scalewait");
+    rpcool_server *s = serve(name, 8, 20, 2);
+    if (!s) return;
+    rpcool_conn *c[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) CHECK(rpcool_connect(name, &small, &c[k]) == 0);
+    if (c[0] && c[1]) {
+        pthread_t th[2];
+        void *ok[2] = {NULL, NULL};
+        for (int k = 0; k < 2; k++) pthread_create(&th[k], NULL, slow_caller, c[k]);
+        usleep(1100000); /* asleep in their calls, past a timed round (at least once a second) */
+        CHECK_EQ(waiting(c[0]), 2);
+        for (int k = 0; k < 2; k++) pthread_join(th[k], &ok[k]);
+        CHECK(ok[0] && ok[1]);
+        CHECK_EQ(waiting(c[0]), 0);
+        __atomic_store_n(&c[0]->ch->cwaiting, 0x80000000u, __ATOMIC_SEQ_CST); /* scribbled */
+        uint64_t t0 = now_ns();
+        while (waiting(c[0]) != 0 && now_ns() - t0 < 3000000000u) usleep(5000);
+        CHECKF(waiting(c[0]) == 0, "a scribbled count stays %d", (int)waiting(c[0]));
+        /* a client killed asleep */
+        char *av[] = {(char *)"test_rpcool_scale", (char *)"--sleeper", (char *)name, NULL};
+        pid_t pid = spawn_self(av, -1, -1);
+        t0 = now_ns();
+        while (waiting(c[0]) != 1 && now_ns() - t0 < 3000000000u) usleep(2000);
+        CHECK_EQ(waiting(c[0]), 1);
+        t_kill_wait(pid);
+        rpcool_server_stats st;
+        t0 = now_ns();
+        do {
+            usleep(5000);
+            rpcool_server_get_stats(s, &st);
+        } while ((st.reaped < 1 || waiting(c[0]) != 0) && now_ns() - t0 < 4000000000u);
+        CHECK_EQ(st.reaped, 1);
+        CHECKF(waiting(c[0]) == 0, "a client killed asleep still counts: %d", (int)waiting(c[0]));
+        CHECK_EQ(rpcool_call(c[0], FN_ECHO, NULL, 0, NULL, NULL), 7);
+    }
+    for (int k = 0; k < 2; k++)
+        if (c[k]) rpcool_disconnect(c[k]);
+    rpcool_server_close(s);
+}
+
 /* A client that sets every bit of the channel's ready summary (slots beyond max_conns too) and
    then clears them all, again and again from a thread, while two others call: their calls all
    complete (a bit cleared under a caller costs it at most its peer_check_ms), the server stays
@@ -506,6 +577,7 @@ int main(int argc, char **argv)
     if (argc == 5 && !strcmp(argv[1], "--busy"))
         _exit(busy_main(argv[2], (unsigned)atoi(argv[3]), atoi(argv[4])));
     if (argc == 2 && !strcmp(argv[1], "--other")) _exit(other_main());
+    if (argc == 3 && !strcmp(argv[1], "--sleeper")) _exit(sleeper_main(argv[2]));
     RUN(test_scale_2000_conns);
     RUN(test_scale_busy_among_idle);
     RUN(test_scale_fair);
@@ -513,5 +585,6 @@ int main(int argc, char **argv)
     RUN(test_scale_kill9_reaped);
     RUN(test_scale_short_lived);
     RUN(test_scale_ready_scribbled);
+    RUN(test_scale_waiting_count);
     return T_DONE();
 }

@@ -244,6 +244,7 @@ static void rpcool__p_release(rpcool_server *s, struct rpcool__psrv *p, uint32_t
     struct rpcool__chan_slot *cs = &p->cs[i];
     int dead = rcp__load(&sc->dead), condemned = rcp__load(&sc->condemned) != 0;
     int gone = rcp__pod_tag_dead(p->dev, p->ctag[i]); /* its client's lease is no more */
+    if (dead && !condemned) rpcool__cwaiting_drop(p->ch, sc->hdr);
     shmheap_close(sc->heap);
     rcp__pod_extents_put(p->dev, p->ext[i], p->next[i]);
     rpcool__log(&s->log, RPCOOL_LOG_INFO, "%s: pod slot %u %s (%s)", s->name, i,
@@ -389,7 +390,7 @@ static int rpcool__p_client_gone(struct rpcool__psrv *p, uint32_t i)
 static void rpcool__p_housekeep(rpcool_server *s, struct rpcool__psrv *p, uint64_t now)
 {
     uint64_t stale = rcp__lease_ms_ns(p->dev->lease.bound_ms) * 2;
-    rcp__store_relaxed(&p->ch->cwaiting, 0u); /* a client killed asleep left its count */
+    rpcool__cwaiting_check(p->ch, &p->set);
     for (uint32_t i = 0; i < p->set.max_conns; i++) {
         struct rpcool__sconn *sc = &p->conns[i];
         struct rpcool__chan_slot *cs = &p->cs[i];
