@@ -119,12 +119,15 @@
    yield would only add latency: only a client still waiting after 2 us yields, once per 64
    polls, in case its server has no CPU of its own. Many clients: a client answered while it
    polled yields once when other clients of the channel sleep waiting for their answers (they
-   need a CPU to take them), and a client that posts while more clients than CPUs sleep waiting
-   sleeps at once instead of polling (its answer comes after theirs). The count is a hint in the
-   channel's header, reset by the server every round of its acceptor (a client killed asleep
-   leaves its count there until then). Idle costs nothing: serving threads sleep without a
-   timeout, and the acceptor wakes once a second (every reap_ms while a dead client can only be
-   found by polling its lock, and every 10 ms while a time limit is set).
+   need a CPU to take them), and a client that posts while the server's passes find more
+   requests than there are CPUs (in the last millisecond) sleeps at once instead of polling: its
+   answer comes after theirs, and a crowd that polls is served unfairly (clients beside the
+   server's CPU get it less often). A serving thread whose CPU clients post from gives it up
+   after each pass while clients sleep waiting. Both counts are hints in the channel's header,
+   kept by the server (a client killed asleep is taken out when reaped). Idle costs nothing:
+   serving threads sleep without a timeout, and the acceptor wakes once a second (every
+   reap_ms while a dead client can only be found by polling its lock, and every 10 ms while a
+   time limit is set).
 
    Asynchronous calls: rpcool_call_async() returns at once with a call id; finish it with
    rpcool_poll() (never blocks), rpcool_wait(), or give a callback and call rpcool_progress()
@@ -1835,9 +1838,10 @@ struct rpcool__chan_hdr {
     uint32_t pad0;
     uint64_t server_cpus; /* bit cpu%64 of every CPU a serving thread polls on (a hint) */
     uint64_t client_cpus; /* bit cpu%64 of every CPU a client posted from (a hint) */
-    uint32_t cwaiting;  /* clients asleep waiting for an answer, as a signed count (a hint that
-                           fades: see rpcool__shm_wait) */
-    uint32_t pad0b;
+    uint32_t cwaiting;  /* clients asleep waiting for an answer, as a signed count (a hint: see
+                           rpcool__cwaiting_check) */
+    uint32_t crowd;     /* the most requests one serving pass found in the last millisecond, 0
+                           while the server sleeps (a hint: see rpcool__shm_wait) */
     uint32_t sdoor;     /* server doorbell (futex) */
     uint32_t ssleepers; /* server threads asleep on sdoor */
     uint32_t pad1[14];
@@ -2048,6 +2052,8 @@ struct rpcool__worker {
     size_t cap;
     struct rpcool__sconn *volatile cur; /* the connection being touched, for fault recovery */
     unsigned cpu;                       /* where it last polled (sched_getcpu) */
+    uint32_t crowd;                     /* the most requests a pass found since crowd_at */
+    uint64_t crowd_at;
 };
 
 /* The channel's name file /dev/shm/rpcool.NAME holds this record and nothing else. The server
@@ -4172,6 +4178,21 @@ static void rpcool__cwaiting_check(struct rpcool__chan_hdr *ch, struct rpcool__s
     rcp__store_relaxed(&ch->cwaiting, sum);
 }
 
+/* The crowd a channel's clients see (ch->crowd): the most requests one of this worker's passes
+   served (n) over about a millisecond, published when the clock is read (now != 0) and only
+   when it changed. It does not depend on how the clients wait: a crowd that polls posts as
+   many requests per pass as one that sleeps, so the choice it drives does not feed on itself
+   (the number of clients asleep would: polling clients are not asleep). */
+static void rpcool__crowd_note(struct rpcool__chan_hdr *ch, struct rpcool__worker *w, int n,
+                               uint64_t now)
+{
+    if ((uint32_t)n > w->crowd) w->crowd = (uint32_t)n;
+    if (!now || now - w->crowd_at < 1000000u) return;
+    if (rcp__load_relaxed(&ch->crowd) != w->crowd) rcp__store_relaxed(&ch->crowd, w->crowd);
+    w->crowd = 0;
+    w->crowd_at = now;
+}
+
 /* The ready summary's safety net, on timed rounds (under hk_lock: no connection is unmapped
    meanwhile): a connection with request bits but no ready bit (its client died between the
    two, or another client cleared the summary) is put back in, and a sleeping server rung. */
@@ -4717,7 +4738,9 @@ static void rpcool__worker_run(struct rpcool__worker *w)
             share = (rcp__load_relaxed(&s->ch->client_cpus) >> w->cpu) & 1;
         }
         rpcool__housekeep(s, 0, now);
-        if (rpcool__pass(w, &s->set, &g, 1)) {
+        int n = rpcool__pass(w, &s->set, &g, 1);
+        rpcool__crowd_note(s->ch, w, n, now);
+        if (n) {
             idle_since = 0;
             /* clients posted from this CPU and some are asleep or just woken: they wait for
                this CPU, which stays ours until our time slice ends unless given up (clients
@@ -4731,6 +4754,7 @@ static void rpcool__worker_run(struct rpcool__worker *w)
         if (!idle_since) idle_since = now;
         if (now - idle_since < s->spin_ns) continue;
         /* nothing for spin_ns: announce that we sleep, look once more, sleep */
+        if (rcp__load_relaxed(&s->ch->crowd)) rcp__store_relaxed(&s->ch->crowd, 0u);
         __atomic_fetch_add(&s->ch->ssleepers, 1u, __ATOMIC_SEQ_CST);
         uint32_t seq = rcp__load(&s->ch->sdoor);
         rcp__full_fence();
@@ -5277,9 +5301,11 @@ static int rpcool__shm_wait(rpcool_conn *c, unsigned i, uint64_t deadline)
     uint64_t t0 = 0, now = 0;
     unsigned mine = rpcool__cpu_bit();
     int share = (rcp__load_relaxed(&c->ch->server_cpus) >> mine) & 1; /* a server polls here */
-    /* more clients already asleep waiting than there are CPUs: the answer comes after theirs,
-       and polling meanwhile only takes a CPU from the server and from them: sleep at once */
-    if ((int32_t)rcp__load_relaxed(&c->ch->cwaiting) > (int32_t)rpcool__ncpus()) {
+    /* the server finds more requests per pass than there are CPUs: their clients cannot all
+       poll, the answer comes after theirs, and polling meanwhile only takes a CPU from the
+       server and from them (a crowd that polls is unfair: the clients beside the server's
+       CPU get it less often): sleep at once, woken in the server's order */
+    if (rcp__load_relaxed(&c->ch->crowd) > rpcool__ncpus()) {
         now = rcp__now_ns();
         goto sleep;
     }

@@ -311,7 +311,8 @@ static void test_scale_busy_among_idle(void)
     rpcool_server_close(s);
 }
 
-/* 8 closed-loop clients for 600 ms: the slowest makes at least a tenth of the calls of the
+/* 8 closed-loop clients for 600 ms: the server publishes their crowd (more than 2 requests in a
+   pass), and none once it sleeps; the slowest makes at least a tenth of the calls of the
    fastest, none is starved (the bench asks 0.7 at 64 and 1000 clients; with more clients than
    CPUs the scheduler decides much of it). */
 static void test_scale_fair(void)
@@ -323,7 +324,14 @@ static void test_scale_fair(void)
     int from[K];
     pid_t pid[K];
     uint64_t n[K], lo = UINT64_MAX, hi = 0;
+    rpcool_conn *c0 = NULL;
+    CHECK(rpcool_connect(name, &small, &c0) == 0);
     for (int k = 0; k < K; k++) pid[k] = busy_start(name, 600, &from[k]);
+    uint32_t crowd = 0; /* the crowd the server publishes while the 8 call */
+    for (uint64_t t0 = now_ns(); c0 && now_ns() - t0 < 500000000u; usleep(1000)) {
+        uint32_t v = __atomic_load_n(&c0->ch->crowd, __ATOMIC_RELAXED);
+        if (v > crowd) crowd = v;
+    }
     for (int k = 0; k < K; k++) {
         n[k] = 0;
         if (pid[k] > 0) {
@@ -334,8 +342,14 @@ static void test_scale_fair(void)
         if (n[k] < lo) lo = n[k];
         if (n[k] > hi) hi = n[k];
     }
-    printf("# calls per client: slowest %llu, fastest %llu\n", (unsigned long long)lo,
-           (unsigned long long)hi);
+    printf("# calls per client: slowest %llu, fastest %llu; crowd seen %u\n",
+           (unsigned long long)lo, (unsigned long long)hi, crowd);
+    CHECKF(crowd > 2 && crowd <= K, "crowd %u with %d clients calling", crowd, K);
+    if (c0) {
+        usleep(200000); /* the serving thread sleeps: the crowd is gone */
+        CHECK_EQ(__atomic_load_n(&c0->ch->crowd, __ATOMIC_RELAXED), 0u);
+        rpcool_disconnect(c0);
+    }
     CHECKF(hi > 0 && lo * 10 >= hi, "slowest %llu, fastest %llu", (unsigned long long)lo,
            (unsigned long long)hi);
     rpcool_server_close(s);

@@ -467,15 +467,18 @@ static void rpcool__p_worker_run(rpcool_server *s, struct rpcool__psrv *p,
                                                                    the stop */
             continue;
         }
-        if (rpcool__pass(w, &p->set, &g, 1)) {
+        uint64_t now = it & 127 ? 0 : rcp__now_ns();
+        int n = rpcool__pass(w, &p->set, &g, 1);
+        rpcool__crowd_note(p->ch, w, n, now);
+        if (n) {
             idle_since = 0;
             continue;
         }
         rcp__cpu_relax();
-        if (it & 127) continue;
-        uint64_t now = rcp__now_ns();
+        if (!now) continue;
         if (!idle_since) idle_since = now;
         if (now - idle_since < s->spin_ns) continue;
+        if (rcp__load_relaxed(&p->ch->crowd)) rcp__store_relaxed(&p->ch->crowd, 0u);
         __atomic_fetch_add(&p->ch->ssleepers, 1u, __ATOMIC_SEQ_CST);
         rcp__full_fence();
         int wait = !rcp__load(&p->stop) && !rpcool__pass(w, &p->set, &g, 0);
