@@ -2,12 +2,13 @@
 # bench/bench_scale.sh - builds bench/scale_bench.c into build/bench/ and runs it: one server,
 # many clients, rpcool against a UNIX-socket + epoll server in the same run, rounds alternating:
 # one busy client among 999 idle connections vs alone (timed by blocks of 1000 calls), calls
-# per second and slowest/fastest client at 64 and 1000 closed-loop clients (every round
-# printed), the server's idle CPU and wake-ups with 1000 idle connections, 2000 connections to
+# per second and slowest/fastest client at 64 and 1000 closed-loop clients over one common
+# window per round (every round printed; rounds of a bare futex-wake server, the floor of any
+# server that wakes sleeping clients, alternate with them), the server's idle CPU and wake-ups with 1000 idle connections, 2000 connections to
 # one server (connect medians of the first and last 100) and another program's heap in the
 # host's pod meanwhile. Results: build/bench/scale.txt ("NAME MEDIAN_NS P99_NS OPS_PER_S"; the
 # idle_cpu lines hold CPU in 1/1000 % and wake-ups in 2 s), everything in build/bench/scale.log.
-# Rounds: 4 of 1 s (2 of each server); BENCH_QUICK=1 runs 2 rounds of 300 ms.
+# Rounds: 1 s windows, 2 of each server (busy: 2 of each); BENCH_QUICK=1: 1 of 300 ms.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 B=${BUILD:-build}/bench

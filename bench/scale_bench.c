@@ -8,7 +8,10 @@
                                connections (each made one call), timed by blocks of 1000 calls
      closed/N                  N closed-loop client processes, each round counted over one
                                window of MS after a 300 ms warm-up (all calling): calls per
-                               second of all, and slowest/fastest client (every round printed)
+                               second of all, and slowest/fastest client (every round printed);
+                               rounds of rpcool, the socket server and the floor (a bare
+                               futex-wake server: the kernel's part of waking a sleeping client)
+                               alternate
      idle_cpu/N                the server's CPU with N idle connections over 2 s (per cent)
      connect/first100, connect/last100   CONNS connections to one server, by 10 processes one
                                after another: connect medians of the first and last 100
@@ -136,6 +139,39 @@ static void cli_close(struct cli *k)
     if (k->fd >= 0) close(k->fd);
 }
 
+/* The floor of any server that wakes sleeping clients: one polling thread answers a request
+   word with a store and a futex wake, the client waits on its answer word with a futex wait at
+   once; no connection, no request record, no handler, no check. What is left is the kernel's
+   part (a wake, a context switch each way), which rpcool in a crowd and the socket server pay
+   too. Its server process lives for its own rounds only (it polls). */
+struct fslot { uint32_t req, pad[15]; uint32_t resp, pad2[15]; };
+static struct fslot *g_floor;
+static unsigned g_floor_n;
+
+static pid_t floor_server_fork(void)
+{
+    fflush(stdout);
+    pid_t p = fork();
+    if (p) return p;
+    for (;;)
+        for (unsigned i = 0; i < g_floor_n; i++) {
+            uint32_t q = __atomic_load_n(&g_floor[i].req, __ATOMIC_ACQUIRE);
+            if (q == g_floor[i].resp) continue;
+            __atomic_store_n(&g_floor[i].resp, q, __ATOMIC_RELEASE);
+            syscall(SYS_futex, &g_floor[i].resp, FUTEX_WAKE, 1, NULL, NULL, 0);
+        }
+}
+
+static int floor_call(unsigned me)
+{
+    struct fslot *f = &g_floor[me];
+    uint32_t q = f->req + 1, v;
+    __atomic_store_n(&f->req, q, __ATOMIC_RELEASE);
+    while ((v = __atomic_load_n(&f->resp, __ATOMIC_ACQUIRE)) != q)
+        syscall(SYS_futex, &f->resp, FUTEX_WAIT, v, NULL, NULL, 0);
+    return 0;
+}
+
 /* Shared between the driver and its client processes. */
 struct board {
     uint32_t ready, go;
@@ -176,7 +212,7 @@ static void closed_client(struct board *b, unsigned me, int rounds)
     add_word(&b->ready);
     for (int r = 1; r <= rounds; r++) {
         wait_word(&b->go, (uint32_t)r);
-        struct cli *c = &k[r % 2];
+        int kind = r % 3; /* 0 rpcool, 1 socket, 2 the floor */
         uint64_t n = 0, at_open = 0;
         int opened = 0;
         while (__atomic_load_n(&b->stop, __ATOMIC_ACQUIRE) != (uint32_t)r) {
@@ -184,7 +220,7 @@ static void closed_client(struct board *b, unsigned me, int rounds)
                 opened = 1;
                 at_open = n;
             }
-            for (int j = 0; j < 4; j++) n += cli_call(c) == 0;
+            for (int j = 0; j < 4; j++) n += (kind == 2 ? floor_call(me) : cli_call(&k[kind])) == 0;
         }
         b->count[me] = opened ? n - at_open : 0;
         add_word(&b->ready);
@@ -196,20 +232,26 @@ static void closed_client(struct board *b, unsigned me, int rounds)
 
 static void closed_loop(unsigned nclients, unsigned ms, int rounds)
 {
+    static const char *const kn[3] = {"rpcool", "uds", "floor"};
     size_t sz = sizeof(struct board) + nclients * sizeof(uint64_t);
     struct board *b = (struct board *)mmap(NULL, sz, PROT_READ | PROT_WRITE,
                                            MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    g_floor_n = nclients;
+    g_floor = (struct fslot *)mmap(NULL, nclients * sizeof *g_floor, PROT_READ | PROT_WRITE,
+                                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     pid_t *kids = (pid_t *)calloc(nclients, sizeof *kids);
     pid_t rs = rpcool_server_fork(nclients + 64), ss = sock_server_fork();
-    double tot[2] = {0, 0}, worst[2] = {1, 1};
-    hist hc[2];
-    hist_init(&hc[0], (size_t)rounds);
-    hist_init(&hc[1], (size_t)rounds);
+    double tot[3] = {0, 0, 0}, worst[3] = {1, 1, 1};
+    hist hc[3];
+    rounds = 3 * ((rounds + 1) / 2); /* each kind as often, alternating */
+    for (int k = 0; k < 3; k++) hist_init(&hc[k], (size_t)rounds);
     fflush(stdout);
     for (unsigned i = 0; i < nclients; i++)
         if ((kids[i] = fork()) == 0) closed_client(b, i, rounds);
     wait_word(&b->ready, nclients);
     for (int r = 1; r <= rounds; r++) {
+        int kind = r % 3;
+        pid_t fs = kind == 2 ? floor_server_fork() : 0;
         __atomic_store_n(&b->ready, 0u, __ATOMIC_RELEASE);
         set_word(&b->go, (uint32_t)r);
         usleep(WARM_MS * 1000); /* every client awake and calling */
@@ -219,38 +261,41 @@ static void closed_loop(unsigned nclients, unsigned ms, int rounds)
         __atomic_store_n(&b->stop, (uint32_t)r, __ATOMIC_RELEASE);
         double win_ms = (double)(hist_now() - t0) / 1e6; /* the window as it was */
         wait_word(&b->ready, nclients);
+        if (fs > 0) {
+            kill(fs, SIGKILL);
+            waitpid(fs, NULL, 0);
+        }
         uint64_t lo = UINT64_MAX, hi = 0, sum = 0;
         for (unsigned i = 0; i < nclients; i++) {
             sum += b->count[i];
             if (b->count[i] < lo) lo = b->count[i];
             if (b->count[i] > hi) hi = b->count[i];
         }
-        int sock = r % 2;
         double cps = sum * 1000.0 / win_ms, fair = hi ? (double)lo / (double)hi : 0;
-        tot[sock] += cps;
-        if (fair < worst[sock]) worst[sock] = fair;
-        hist_add(&hc[sock], (uint64_t)(win_ms * 1e6 / (sum ? (double)sum / nclients : 1)));
+        tot[kind] += cps;
+        if (fair < worst[kind]) worst[kind] = fair;
+        hist_add(&hc[kind], (uint64_t)(win_ms * 1e6 / (sum ? (double)sum / nclients : 1)));
         printf("#   closed/%u round %d %s: %.0f calls/s, slowest/fastest %.2f (%llu/%llu)\n",
-               nclients, r, sock ? "uds" : "rpcool", cps, fair, (unsigned long long)lo,
-               (unsigned long long)hi);
+               nclients, r, kn[kind], cps, fair, (unsigned long long)lo, (unsigned long long)hi);
         fflush(stdout);
     }
-    double n = rounds / 2;
+    double n = rounds / 3;
     char nm[64];
-    snprintf(nm, sizeof nm, "rpcool/closed/%u", nclients);
-    hist_print(&hc[0], nm, tot[0] / n);
-    snprintf(nm, sizeof nm, "uds/closed/%u", nclients);
-    hist_print(&hc[1], nm, tot[1] / n);
-    printf("# closed/%u: rpcool/uds calls per second %.2fx; slowest/fastest worst round: "
-           "rpcool %.2f, uds %.2f\n", nclients, tot[0] / (tot[1] ? tot[1] : 1), worst[0],
-           worst[1]);
+    for (int k = 0; k < 3; k++) {
+        snprintf(nm, sizeof nm, "%s/closed/%u", kn[k], nclients);
+        hist_print(&hc[k], nm, tot[k] / n);
+    }
+    printf("# closed/%u: rpcool/uds calls per second %.2fx, rpcool/floor %.2fx, uds/floor %.2fx; "
+           "slowest/fastest worst round: rpcool %.2f, uds %.2f, floor %.2f\n", nclients,
+           tot[0] / (tot[1] ? tot[1] : 1), tot[0] / (tot[2] ? tot[2] : 1),
+           tot[1] / (tot[2] ? tot[2] : 1), worst[0], worst[1], worst[2]);
     for (unsigned i = 0; i < nclients; i++) waitpid(kids[i], NULL, 0);
     server_end(rs);
     server_end(ss);
-    hist_free(&hc[0]);
-    hist_free(&hc[1]);
+    for (int k = 0; k < 3; k++) hist_free(&hc[k]);
     free(kids);
     munmap(b, sz);
+    munmap(g_floor, nclients * sizeof *g_floor);
 }
 
 /* --- idle connections ---------------------------------------------------------------------- */
