@@ -4,9 +4,9 @@
 # one busy client among 999 idle connections vs alone (timed by blocks of 1000 calls), calls
 # per second and slowest/fastest client at 64 and 1000 closed-loop clients over one common
 # window per round (every round printed; rounds of a bare futex-wake server, the floor of any
-# server that wakes sleeping clients, alternate with them), the server's idle CPU and wake-ups with 1000 idle connections, 2000 connections to
-# one server (connect medians of the first and last 100) and another program's heap in the
-# host's pod meanwhile. Results: build/bench/scale.txt ("NAME MEDIAN_NS P99_NS OPS_PER_S"; the
+# server that wakes sleeping clients, alternate with them), the server's idle CPU and wake-ups
+# with 1000 idle connections, 2000 connections to one server (connect medians of the first and
+# last 100) and another program's heap in the host's pod meanwhile. Results: build/bench/scale.txt ("NAME MEDIAN_NS P99_NS OPS_PER_S"; the
 # idle_cpu lines hold CPU in 1/1000 % and wake-ups in 2 s), everything in build/bench/scale.log.
 # Rounds: 1 s windows, 2 of each server (busy: 2 of each); BENCH_QUICK=1: 1 of 300 ms.
 set -u
@@ -20,7 +20,7 @@ if ! ${CC:-cc} -O2 -pthread -I. -Ibench -Wall -Wextra -Werror bench/scale_bench.
 fi
 status=0
 "$B/scale_bench" $args >"$B/scale.log" 2>&1 || { echo "FAIL scale_bench"; status=1; }
-grep -v '^#' "$B/scale.log" | grep -E '^(rpcool|uds)/' >"$B/scale.txt"
+grep -v '^#' "$B/scale.log" | grep -E '^(rpcool|uds|floor)/' >"$B/scale.txt"
 grep -E '^# |^#   closed' "$B/scale.log"
 echo "name median_ns p99_ns ops_per_s"
 cat "$B/scale.txt"
