@@ -122,9 +122,8 @@
    need a CPU to take them), and a client that posts while the server's passes find more
    requests than there are CPUs (in the last millisecond) sleeps at once instead of polling: its
    answer comes after theirs, and a crowd that polls is served unfairly (clients beside the
-   server's CPU get it less often). A serving thread whose CPU clients post from gives it up
-   after each pass while clients sleep waiting. Both counts are hints in the channel's header,
-   kept by the server (a client killed asleep is taken out when reaped). Idle costs nothing:
+   server's CPU get it less often). Both counts are hints in the channel's header, kept by the
+   server (a client killed asleep is taken out when reaped). Idle costs nothing:
    serving threads sleep without a timeout, and the acceptor wakes once a second (every
    reap_ms while a dead client can only be found by polling its lock, and every 10 ms while a
    time limit is set).
@@ -4742,10 +4741,6 @@ static void rpcool__worker_run(struct rpcool__worker *w)
         rpcool__crowd_note(s->ch, w, n, now);
         if (n) {
             idle_since = 0;
-            /* clients posted from this CPU and some are asleep or just woken: they wait for
-               this CPU, which stays ours until our time slice ends unless given up (clients
-               on the other CPUs would be served twice as often) */
-            if (share && rcp__load_relaxed(&s->ch->cwaiting)) sched_yield();
             continue;
         }
         if (share) sched_yield(); /* a client may be waiting for this CPU */
