@@ -850,9 +850,13 @@
    on stderr, nothing reported), 3 when a channel named is not on this host ("no such channel"
    on stderr, and in JSON its "missing" list; the others are reported). With no channel named it
    also lists the exports' liveness files (/dev/shm/rpcool.x.*, section 13) as exports, never as
-   channels: whether a handle and the exporter hold them. The text (tables under column
-   headers) and the JSON (a "schema" number first) are a stable layout, documented field by
-   field in tools/rpcoolctl.md.
+   channels: whether a handle and the exporter hold them. With --pod DEVICE (else
+   $RPCOOL_POD_DEVICE) it also lists that pod device's channels (section 14): live, opening,
+   closed or gone (the server's lease not held, or not renewed while it watched for half a
+   lease bound), the server's host and pid as its lease claims, and the connections in use; it
+   maps the device read-only and takes no lease; a device it cannot read is said, not an error.
+   The text (tables under column headers) and the JSON (a "schema" number first) are a stable
+   layout, documented field by field in tools/rpcoolctl.md.
 
    13. SHARED DATA
    ---------------
@@ -1067,8 +1071,9 @@
    provides, and as a file or an ivshmem BAR of one machine does (guests of one host). A pooled
    CXL 2.0 device, whose memory is not kept coherent between hosts, is not supported (it would
    need explicit flushes around every access; there is no such mode).
-   Limits. rpcoolctl does not list pod channels. Exports (section 13) do not travel over the
-   pod transport. Handles are not usable in a forked child (as everywhere).
+   Limits. Exports (section 13) do not travel over the pod transport; rpcoolctl lists a pod
+   device's channels (--pod), not the heaps of its extents. Handles are not usable in a forked
+   child (as everywhere).
 */
 #ifndef RPCOOL_H
 #define RPCOOL_H

@@ -5,7 +5,8 @@ import json
 import sys
 
 TOP = {"schema": int, "time": int, "pod": str, "pod_readable": bool, "heaps": list,
-       "channels": list, "exports": list, "missing": list}
+       "channels": list, "exports": list, "missing": list, "pod_device": (str, type(None)),
+       "pod_device_error": (str, type(None)), "pod_channels": list}
 HEAP = {"key": str, "base": str, "end": str, "size": int, "used": int, "held": bool}
 CHAN = {"name": str, "state": str, "server_pid": int, "owner_uid": int, "name_file": bool,
         "socket": bool}
@@ -15,6 +16,8 @@ STATS = {k: int for k in ("calls", "accepted", "closed", "reaped", "faults", "ba
                           "cancelled", "max_conns")}
 CONN = {"transport": str, "slot": int, "pid": int, "uid": int, "gid": int,
         "authenticated": bool, "inflight": int, "pod": str, "addr": str}
+PCHAN = {"name": str, "state": str, "host": str, "server_pid": int, "conns": int,
+         "max_conns": int}
 EXPORT = {"file": str, "heap_base": str, "record": str, "users": (bool, type(None)),
           "exporter": (bool, type(None))}
 
@@ -66,3 +69,9 @@ for x in d["exports"]:
 for m in d["missing"]:
     if not isinstance(m, str):
         sys.exit("missing: %r" % m)
+for c in d["pod_channels"]:
+    fields("pod channel", c, PCHAN)
+    if c["state"] not in ("live", "opening", "closed", "gone"):
+        sys.exit("pod channel state %r" % c["state"])
+if d["pod_device"] is None and (d["pod_channels"] or d["pod_device_error"] is not None):
+    sys.exit("pod channels without a pod device: %r" % d)

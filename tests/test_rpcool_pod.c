@@ -885,6 +885,106 @@ static void semantics(void)
     unsetenv("RPCOOL_POD_DEVICE");
 }
 
+/* ---- rpcoolctl --pod ---- */
+
+static char tool[600], schema[700];
+
+/* Run cmd through the shell: its exit status, its output in out. */
+static int run_capture(const char *cmd, char *out, size_t len)
+{
+    FILE *f = popen(cmd, "r");
+    size_t n = 0;
+    if (!f) return -1;
+    while (n + 1 < len) {
+        size_t k = fread(out + n, 1, len - 1 - n, f);
+        if (!k) break;
+        n += k;
+    }
+    out[n] = '\0';
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+/* The row of channel name in rpcoolctl's table of pod device channels ("  NAME  STATE ..."),
+   or NULL. */
+static const char *ctl_row(const char *out, const char *name, char *row, size_t len)
+{
+    const char *t = strstr(out, "channels of pod device ");
+    for (const char *l = t; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        char first[80];
+        if (sscanf(l, " %79s", first) == 1 && !strcmp(first, name)) {
+            size_t n = strcspn(l, "\n");
+            snprintf(row, len, "%.*s", (int)n, l);
+            return row;
+        }
+    }
+    return NULL;
+}
+
+/* rpcoolctl --pod DEVICE (or $RPCOOL_POD_DEVICE) lists the device's channels without taking a
+   lease: a live server with its host, pid and connections; one killed, gone (its lease no
+   longer renewed); one closed, not listed; --json as tools/rpcoolctl.md documents
+   (tests/rpcoolctl_schema.py); a device that is not there, said, exit 0. */
+static void ctl_pod(void)
+{
+    dev_new();
+    static char out[65536];
+    char cmd[2000], row[300];
+    char live[64], dead[64]; /* a pod server serves its name on this host too: names of our own */
+    snprintf(live, sizeof live, "%s", t_uniq("ctllive"));
+    snprintf(dead, sizeof dead, "%s", t_uniq("ctlkill"));
+    /* a server killed (forked before this process has a thread of its own) */
+    int p[2];
+    CHECK(pipe(p) == 0);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        rpcool_server *k = srv_open(dead);
+        if (write(p[1], k ? "y" : "n", 1) != 1) _exit(1);
+        for (;;) pause();
+    }
+    char b = 0;
+    CHECK(read(p[0], &b, 1) == 1 && b == 'y');
+    close(p[0]);
+    close(p[1]);
+    t_kill_wait(pid);
+    rpcool_server *s = srv_open(live);
+    rpcool_conn *c = NULL;
+    char pl[80];
+    snprintf(pl, sizeof pl, "pod:%s", live);
+    CHECK(s && cli_open(pl, &c) == 0);
+    snprintf(cmd, sizeof cmd, "%s --pod %s", tool, dev);
+    CHECK_EQ(run_capture(cmd, out, sizeof out), 0);
+    char host[256] = "";
+    gethostname(host, sizeof host - 1);
+    const char *r = ctl_row(out, live, row, sizeof row);
+    char name[80], state[16], h[80], conns[32];
+    unsigned spid = 0;
+    CHECKF(r && sscanf(r, " %79s %15s %79s %u %31s", name, state, h, &spid, conns) == 5 &&
+           !strcmp(state, "live") && !strncmp(h, host, 20) && spid == (unsigned)getpid() &&
+           !strcmp(conns, "1/8"), "rpcoolctl --pod:\n%s", out);
+    r = ctl_row(out, dead, row, sizeof row);
+    CHECKF(r && strstr(r, " gone "), "a killed server's channel:\n%s", out);
+    CHECKF(strstr(out, "channels of pod device "), "no header:\n%s", out);
+    snprintf(cmd, sizeof cmd, "RPCOOL_POD_DEVICE=%s %s --json | python3 %s", dev, tool, schema);
+    CHECKF(system(cmd) == 0, "schema check failed: %s", cmd);
+    snprintf(cmd, sizeof cmd, "RPCOOL_POD_DEVICE=%s %s --json", dev, tool);
+    CHECK_EQ(run_capture(cmd, out, sizeof out), 0);
+    char want[120];
+    snprintf(want, sizeof want, "\"name\":\"%s\",\"state\":\"live\"", live);
+    CHECKF(strstr(out, want) && strstr(out, "\"conns\":1,\"max_conns\":8"),
+           "rpcoolctl --json:\n%s", out);
+    if (c) rpcool_disconnect(c);
+    if (s) rpcool_server_close(s);
+    snprintf(cmd, sizeof cmd, "%s --pod %s", tool, dev);
+    CHECK_EQ(run_capture(cmd, out, sizeof out), 0);
+    CHECKF(!ctl_row(out, live, row, sizeof row), "a closed channel listed:\n%s", out);
+    t_rm_channel(dead); /* what the killed server left on this host */
+    snprintf(cmd, sizeof cmd, "%s --pod %s/none", tool, t_dir);
+    CHECK_EQ(run_capture(cmd, out, sizeof out), 0);
+    CHECKF(strstr(out, "/none: No such file or directory"), "a missing device:\n%s", out);
+}
+
 int main(int argc, char **argv)
 {
     t_init(argc, argv);
@@ -899,12 +999,23 @@ int main(int argc, char **argv)
     snprintf(bound, sizeof bound, "%u", BOUND_MS);
     setenv("RPCOOL_POD_LEASE_MS", bound, 1);
     unsetenv("RPCOOL_POD_DEVICE");
+    char self[400];
+    ssize_t sn = readlink("/proc/self/exe", self, sizeof self - 1);
+    self[sn > 0 ? sn : 0] = '\0';
+    if (strrchr(self, '/')) *strrchr(self, '/') = '\0';
+    snprintf(tool, sizeof tool, "%s/../bin/rpcoolctl", self); /* build/t -> build/bin */
+    snprintf(schema, sizeof schema, "%s/../../tests/rpcoolctl_schema.py", self);
+    if (access(schema, R_OK)) snprintf(schema, sizeof schema, "tests/rpcoolctl_schema.py");
     RUN(names);
     RUN(corrupt);
     RUN(idle);
     RUN(lost_wakeups);
     RUN(threads);
     RUN_NO_TSAN(forked_child);
+    if (!t_only || strstr("ctl_pod", t_only))
+        TEST_UNLESS(access(tool, X_OK) ? "build/bin/rpcoolctl is not built (make builds it)"
+                    : RPCOOL__TSAN ? "it forks a server beside the test's threads" : NULL,
+                    ctl_pod);
     const char *why = hosts_skip();
 #ifdef T_TSAN
     why = "hosts fork processes with threads";

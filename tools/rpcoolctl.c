@@ -1,7 +1,7 @@
 /* tools/rpcoolctl.c - what rpcool has running on this host: the pod's heaps, every channel (live
-   or stale) with its server's stats and connections, the exports' liveness files; --clean
-   removes what dead servers left.
-       rpcoolctl [--json] [--clean] [--watch SECONDS] [CHANNEL...]
+   or stale) with its server's stats and connections, the exports' liveness files, and with
+   --pod the channels of a pod device; --clean removes what dead servers left.
+       rpcoolctl [--json] [--clean] [--watch SECONDS] [--pod DEVICE] [CHANNEL...]
    Built by `make` (build/bin/rpcoolctl) with plain cc. It reads only what its user may read:
    the pod directory and the channels' name files as they are, and the stats each server gives
    at its socket to callers of its own uid (or root). Its text and JSON layouts are a documented
@@ -432,6 +432,146 @@ static void show_exports(void)
     }
 }
 
+/* The channels of a pod device (rpcool.h section 14), read as they are: --pod DEVICE, else
+   $RPCOOL_POD_DEVICE. The device is mapped read-only wherever it lands; nothing in it is
+   written and no lease is taken. A server is live while its lease is held and renewed: the
+   lease words are read twice, half a lease bound apart. */
+#define MAXP 64
+struct pchan {
+    char name[RCP__POD_NAME_MAX + 1];
+    const char *state; /* "live", "opening", "closed" (being closed), "gone" (its server's lease
+                          is not held or not renewed) */
+    char host[RCP__LEASE_HOST_LEN];
+    uint32_t pid;      /* the server's, as its lease slot claims (0: unknown) */
+    unsigned conns, max_conns;
+};
+static struct pchan pchans[MAXP];
+static unsigned npc;
+static const char *pod_dev;    /* NULL: no pod device named */
+static char pod_err[160];      /* why the device could not be read ("" if it was) */
+
+static void find_pod_channels(void)
+{
+    npc = 0;
+    pod_err[0] = '\0';
+    if (!pod_dev) return;
+    char path[256];
+    uint64_t size = 0;
+    int fd = -1, rc = rcp__pod_path(pod_dev, path, sizeof path);
+    if (!rc && (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) rc = -errno;
+    if (!rc) rc = rcp__pod_fd_size(fd, &size);
+    if (!rc && (size < RCP__POD_MIN_SIZE || size > ((uint64_t)1 << 44))) rc = -EINVAL;
+    char *m = (char *)MAP_FAILED;
+    if (!rc && (m = (char *)mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0)) == MAP_FAILED)
+        rc = -errno;
+    if (fd >= 0) close(fd);
+    if (rc) {
+        snprintf(pod_err, sizeof pod_err, "%s", strerror(-rc));
+        return;
+    }
+    struct rcp__pod_hdr h;
+    memcpy(&h, m, sizeof h);
+    const struct rcp__lease_hdr *lh = (const struct rcp__lease_hdr *)(const void *)(m + h.lease_off);
+    if (h.magic != RCP__POD_MAGIC || rcp__pod_check(&h, size) || lh->magic != RCP__LEASE_MAGIC ||
+        lh->slot_size != sizeof(struct rcp__lease_slot) ||
+        RCP__LEASE_SIZE(lh->nslots) > h.lease_len) {
+        snprintf(pod_err, sizeof pod_err, "not a pod device (or one being formatted)");
+        munmap(m, (size_t)size);
+        return;
+    }
+    const struct rcp__lease_slot *ls = (const struct rcp__lease_slot *)(const void *)(lh + 1);
+    const struct rcp__pod_reg *reg = (const struct rcp__pod_reg *)(const void *)(m + h.reg_off);
+    uint64_t word[MAXP];
+    uint32_t lslot[MAXP], lepoch[MAXP];
+    int any = 0;
+    for (uint32_t i = 0; i < h.nreg && npc < MAXP; i++) {
+        uint32_t st = rcp__load(&reg[i].state);
+        uint64_t tag = rcp__load(&reg[i].owner);
+        if (st == RCP__POD_REG_FREE || (st == RCP__POD_REG_CLOSED && !tag))
+            continue; /* never used, or closed: its entry is free */
+        struct pchan *c = &pchans[npc];
+        memset(c, 0, sizeof *c);
+        memcpy(c->name, reg[i].name, RCP__POD_NAME_MAX);
+        c->name[RCP__POD_NAME_MAX] = '\0';
+        lslot[npc] = (uint32_t)(tag & 0xffffu) - 1u;
+        lepoch[npc] = (uint32_t)(tag >> 16) & RCP__LEASE_EPOCH_MASK;
+        word[npc] = lslot[npc] < lh->nslots ? rcp__load(&ls[lslot[npc]].word) : 0;
+        c->state = st == RCP__POD_REG_OPENING ? "opening" : st == RCP__POD_REG_OPEN ? "live"
+                                                                                   : "closed";
+        if (lslot[npc] < lh->nslots) {
+            memcpy(c->host, ls[lslot[npc]].host, sizeof c->host - 1);
+            c->pid = ls[lslot[npc]].pid;
+        }
+        if (rcp__lease_w_state(word[npc]) != RCP__LEASE_HELD ||
+            rcp__lease_w_epoch(word[npc]) != lepoch[npc])
+            c->state = "gone";
+        else any = 1;
+        const char *a = m + h.area_off + (uint64_t)i * h.area_size;
+        const struct rpcool__chan_hdr *ch = (const struct rpcool__chan_hdr *)(const void *)a;
+        uint64_t fit = h.area_size > RPCOOL__SLOTS_OFF
+                           ? (h.area_size - RPCOOL__SLOTS_OFF) / sizeof(struct rpcool__chan_slot)
+                           : 0;
+        uint32_t n = rcp__load(&ch->max_conns);
+        c->max_conns = n <= fit ? n : (unsigned)fit;
+        const struct rpcool__chan_slot *cs =
+            (const struct rpcool__chan_slot *)(const void *)(a + RPCOOL__SLOTS_OFF);
+        for (unsigned k = 0; k < c->max_conns; k++)
+            c->conns += rcp__load(&cs[k].state) != RPCOOL__CS_FREE;
+        npc++;
+    }
+    if (any) { /* a held lease is renewed every quarter bound: look again after half of one */
+        uint32_t b = lh->bound_ms >= RCP__LEASE_MIN_BOUND_MS && lh->bound_ms <= 10000
+                         ? lh->bound_ms : RCP__LEASE_DEFAULT_BOUND_MS;
+        usleep(b * 500u);
+        for (unsigned k = 0; k < npc; k++)
+            if (strcmp(pchans[k].state, "gone") && rcp__load(&ls[lslot[k]].word) == word[k])
+                pchans[k].state = "gone";
+    }
+    munmap(m, (size_t)size);
+}
+
+static void show_pod_channels(void)
+{
+    if (json) {
+        printf("\"pod_device\":");
+        if (pod_dev) jstr(pod_dev);
+        else printf("null");
+        printf(",\"pod_device_error\":");
+        if (pod_err[0]) jstr(pod_err);
+        else printf("null");
+        printf(",\"pod_channels\":[");
+        for (unsigned k = 0; k < npc; k++) {
+            const struct pchan *c = &pchans[k];
+            printf("%s{\"name\":", k ? "," : "");
+            jstr(c->name);
+            printf(",\"state\":\"%s\",\"host\":", c->state);
+            jstr(c->host);
+            printf(",\"server_pid\":%u,\"conns\":%u,\"max_conns\":%u}", c->pid, c->conns,
+                   c->max_conns);
+        }
+        printf("]");
+        return;
+    }
+    if (!pod_dev) return;
+    if (pod_err[0]) {
+        printf("pod device %s: %s\n", pod_dev, pod_err);
+        return;
+    }
+    if (!npc) {
+        printf("channels of pod device %s: none\n", pod_dev);
+        return;
+    }
+    printf("channels of pod device %s:\n  %-24s %-7s %-20s %-8s %s\n", pod_dev, "NAME", "STATE",
+           "HOST", "PID", "CONNS");
+    for (unsigned k = 0; k < npc; k++) {
+        const struct pchan *c = &pchans[k];
+        char conns[32];
+        snprintf(conns, sizeof conns, "%u/%u", c->conns, c->max_conns);
+        printf("  %-24s %-7s %-20s %-8u %s\n", c->name, c->state, c->host[0] ? c->host : "-",
+               c->pid, conns);
+    }
+}
+
 static int report(int argc, char **argv, int first)
 {
     int failed = 0;
@@ -444,6 +584,7 @@ static int report(int argc, char **argv, int first)
         }
     }
     int nmissing = missing(argc, argv, first);
+    find_pod_channels();
     if (json) {
         printf("{\"schema\":%d,\"time\":%lld,", SCHEMA, (long long)time(NULL));
         show_heaps();
@@ -460,7 +601,9 @@ static int report(int argc, char **argv, int first)
                 if (n++) printf(",");
                 jstr(argv[k]);
             }
-        printf("]}\n");
+        printf("],");
+        show_pod_channels();
+        printf("}\n");
     } else {
         show_heaps();
         if (nchans) printf("channels:\n  %-24s %-7s %-8s %-9s %9s %7s %7s %7s %7s %9s %7s  NOTE\n",
@@ -469,6 +612,7 @@ static int report(int argc, char **argv, int first)
         else printf("channels: none\n");
         for (unsigned k = 0; k < nchans; k++) show_channel(&chans[k]);
         if (first >= argc) show_exports();
+        show_pod_channels();
     }
     fflush(stdout);
     return nmissing ? EXIT_MISSING : failed ? EXIT_CLEAN : 0;
@@ -484,13 +628,17 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[k], "--clean")) clean = 1;
         else if (!strcmp(argv[k], "--watch") && k + 1 < argc && atoi(argv[k + 1]) > 0)
             watch = (unsigned)atoi(argv[++k]);
+        else if (!strcmp(argv[k], "--pod") && k + 1 < argc && argv[k + 1][0])
+            pod_dev = argv[++k];
         else { /* --help: the usage on stdout, exit 0; anything else: on stderr, exit 2 */
             fprintf(help ? stdout : stderr,
-                    "usage: %s [--json] [--clean] [--watch SECONDS] [CHANNEL...]\n"
+                    "usage: %s [--json] [--clean] [--watch SECONDS] [--pod DEVICE] "
+                    "[CHANNEL...]\n"
                     "  the pod's heaps and every channel (or those named): live or stale,"
                     " its server's\n  stats and connections. --clean removes what dead "
                     "servers left (never a live\n  channel's); --json one JSON object "
-                    "per report; --watch repeats every SECONDS.\n", argv[0]);
+                    "per report; --watch repeats every SECONDS;\n  --pod (else "
+                    "$RPCOOL_POD_DEVICE) also lists a pod device's channels.\n", argv[0]);
             return help ? 0 : EXIT_USAGE;
         }
     }
@@ -501,6 +649,8 @@ int main(int argc, char **argv)
             return EXIT_USAGE;
         }
     signal(SIGPIPE, SIG_IGN);
+    if (!pod_dev && getenv("RPCOOL_POD_DEVICE") && getenv("RPCOOL_POD_DEVICE")[0])
+        pod_dev = getenv("RPCOOL_POD_DEVICE");
     if (!watch) return report(argc, argv, k);
     for (;;) {
         if (!json) {
