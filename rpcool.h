@@ -4162,6 +4162,7 @@ static void rpcool__housekeep(rpcool_server *s, int force, uint64_t now)
    negative as a crowd of sleepers wakes: every client would then poll. */
 static void rpcool__cwaiting_drop(struct rpcool__chan_hdr *ch, struct rpcool__conn_hdr *hdr)
 {
+    if (!hdr) return;
     uint32_t n = rcp__load(&hdr->csleepers);
     if (n && n <= RPCOOL__NSLOTS) rcp__fetch_add(&ch->cwaiting, (uint32_t)-n);
 }
