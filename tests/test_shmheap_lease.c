@@ -21,11 +21,11 @@ static __attribute__((unused)) void t_hook(const char *point);
 #include <sys/prctl.h>
 
 #define MB ((size_t)1 << 20)
-#define DEV_SIZE (16 * MB)
+#define DEV_SIZE (40 * MB)
 #define LEASE_LEN (64 * 1024)  /* [0, 64 KiB): the lease table */
 #define CTL_OFF (64 * 1024)    /* then the control block */
-#define HEAP_OFF (2 * MB)      /* the heap: [2 MiB, 10 MiB) */
-#define HEAP_SIZE (8 * MB)
+#define HEAP_OFF (2 * MB)      /* the heap: [2 MiB, 34 MiB) */
+#define HEAP_SIZE (32 * MB)    /* four workers' blocks, caches and holes (8 MiB ran out) */
 #define BOUND_MS 300u          /* the lease bound the device is formatted with */
 #define SLACK_MS 700u          /* scheduling slack on a loaded machine, past the bound */
 #define BIG (200 * 1000)       /* a large block: four spans, taken under the mutex */
@@ -475,7 +475,7 @@ static int alloc_worker(int who)
     enum { LIVE = 128 };
     uint64_t *live[LIVE];
     size_t n = 0;
-    uint64_t rng = 0x9e3779b97f4a7c15ull * (uint64_t)(who + 1), bad = 0;
+    uint64_t rng = 0x9e3779b97f4a7c15ull * (uint64_t)(who + 1), bad = 0, nulls = 0;
     rcp__fetch_add(&ctl->ready, 1u);
     while (rcp__load(&ctl->ready) < 2 * NWORK) usleep(100);
     for (unsigned r = 0; r < ROUNDS; r++) {
@@ -490,7 +490,11 @@ static int alloc_worker(int who)
         uint64_t x = t_rng(&rng);
         size_t sz = x % 40 == 0 ? 40000 + x % 100000 : 16 + x % 3000;
         uint64_t *b = (uint64_t *)shmheap_malloc(p.h, sz);
-        if (!b) { bad++; continue; }
+        if (!b) {
+            bad++;
+            nulls++;
+            continue;
+        }
         b[0] = (uint64_t)who;
         b[1] = (uint64_t)(uintptr_t)b;
         live[n++] = b;
@@ -501,6 +505,10 @@ static int alloc_worker(int who)
         if (shmheap_free(p.h, b)) bad++;
     }
     for (size_t k = 0; k < n; k++) bad += live[k][0] != (uint64_t)who;
+    if (bad) /* why, for the log */
+        printf("# worker %d: %llu bad, %llu of them allocations that failed; lease %s\n", who,
+               (unsigned long long)bad, (unsigned long long)nulls,
+               rcp__lease_is_fenced(&p.l) ? "fenced" : "held");
     rcp__store(&ctl->done[who], (uint32_t)n);
     rcp__store(&ctl->bad[who], (uint32_t)bad);
     leave(&p); /* its caches go back */
